@@ -1,0 +1,56 @@
+"""Small helpers for the test suites of the experiment packages."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable, Iterator, Sequence
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["assert_cli_help", "shipped_configs"]
+
+
+def assert_cli_help(main: Callable[[list[str]], Any], args: Sequence[str] = ("--help",)) -> str:
+    """Run ``main(list(args))`` in-process; assert it exits with status 0 after printing usage.
+
+    Returns the captured stdout for further assertions.
+    """
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            code = exc.code
+        else:
+            raise AssertionError(f"main({list(args)!r}) returned instead of raising SystemExit")
+    out = buf.getvalue()
+    assert code in (0, None), f"main({list(args)!r}) exited with {code!r}; output:\n{out}"
+    assert "usage" in out.lower(), f"no usage text on stdout for {list(args)!r}:\n{out!r}"
+    return out
+
+
+def _walk(node: Traversable) -> Iterator[Traversable]:
+    for child in node.iterdir():
+        if child.is_dir():
+            yield from _walk(child)
+        else:
+            yield child
+
+
+def shipped_configs(package: str) -> list[Path]:
+    """The ``*.yaml`` files under the importable ``package``'s ``configs/`` folder, recursively.
+
+    Raises ``FileNotFoundError`` when the folder is missing or holds no YAML file.
+    """
+    root = files(package) / "configs"
+    if not root.is_dir():
+        raise FileNotFoundError(f"package {package!r} has no configs/ folder")
+    found = sorted(
+        Path(str(node)) for node in _walk(root) if node.is_file() and node.name.endswith(".yaml")
+    )
+    if not found:
+        raise FileNotFoundError(f"package {package!r} ships no configs/**/*.yaml")
+    return found

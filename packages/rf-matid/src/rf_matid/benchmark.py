@@ -1,0 +1,313 @@
+"""The RF-MatID benchmark table: model × protocol × split, trained and tested with Lightning."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SPLIT_NAMES = ("S1", "S2-mod1", "S2-mod2", "S2-mod3", "S3-mod1", "S3-mod2", "S3-mod3")
+
+
+@dataclass
+class BenchmarkRow:
+    """One trained-and-tested configuration."""
+
+    arch: str
+    protocol: str
+    split: str
+    application_mode: str
+    seed: int
+    epochs: int
+    n_train: int
+    n_val: int
+    n_test: int
+    accuracy: float
+    macro_f1: float
+    val_accuracy: float
+    train_seconds: float
+    class_names: list[str] = field(default_factory=list)
+    confusion: list[list[int]] = field(default_factory=list)
+
+
+def train_and_test(
+    data_dir: str | Path,
+    arch: str,
+    protocol: str = "P1",
+    split: str = "S1",
+    application_mode: str = "all_classes",
+    epochs: int = 10,
+    batch_size: int = 64,
+    seed: int = 0,
+    model_kwargs: dict[str, Any] | None = None,
+    cache_dir: str | Path | None = None,
+    accelerator: str = "auto",
+) -> BenchmarkRow:
+    """Trains ``arch`` on the split's train part for ``epochs`` and evaluates the last epoch on test.
+
+    The model of the last epoch is tested (no checkpoint selection on the test set).
+    """
+    import lightning as L
+
+    from iclr26_common import seed_everything
+    from rf_matid.data import RFMatIDDataModule
+    from rf_matid.lit_module import RFMatIDClassifier
+
+    seed_everything(seed)
+    datamodule = RFMatIDDataModule(
+        str(data_dir),
+        protocol=protocol,
+        split=split,
+        application_mode=application_mode,
+        batch_size=batch_size,
+        seed=seed,
+        cache_dir=None if cache_dir is None else str(cache_dir),
+    )
+    sizes = datamodule.split_sizes()
+    module = RFMatIDClassifier(
+        arch=arch,
+        num_classes=datamodule.num_classes,
+        seq_len=datamodule.seq_len,
+        in_channels=datamodule.in_channels,
+        class_names=datamodule.class_names,
+        **(model_kwargs or {}),
+    )
+    trainer = L.Trainer(
+        max_epochs=epochs,
+        accelerator=accelerator,
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        deterministic="warn",
+    )
+    started = time.perf_counter()
+    trainer.fit(module, datamodule=datamodule)
+    train_seconds = time.perf_counter() - started
+    val_metrics = trainer.validate(module, datamodule=datamodule, verbose=False)[0]
+    test_metrics = trainer.test(module, datamodule=datamodule, verbose=False)[0]
+    return BenchmarkRow(
+        arch=arch,
+        protocol=protocol,
+        split=split,
+        application_mode=application_mode,
+        seed=seed,
+        epochs=epochs,
+        n_train=sizes["train"],
+        n_val=sizes["val"],
+        n_test=sizes["test"],
+        accuracy=float(test_metrics["test/acc"]),
+        macro_f1=float(test_metrics["test/macro_f1"]),
+        val_accuracy=float(val_metrics["val/acc"]),
+        train_seconds=train_seconds,
+        class_names=list(datamodule.class_names),
+        confusion=module.test_confusion.tolist(),
+    )
+
+
+def summarize(
+    rows: Sequence[BenchmarkRow], metric: str = "accuracy"
+) -> dict[tuple[str, str, str], tuple[float, float, int]]:
+    """(arch, protocol, split) -> (mean, std, n seeds) of ``metric``."""
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    for row in rows:
+        groups.setdefault((row.arch, row.protocol, row.split), []).append(getattr(row, metric))
+    return {
+        key: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v))
+        for key, v in groups.items()
+    }
+
+
+def markdown_table(rows: Sequence[BenchmarkRow], metric: str = "accuracy") -> str:
+    """Rows: model × protocol; columns: splits; cells: mean ± std over seeds (in %)."""
+    stats = summarize(rows, metric)
+    splits = [s for s in SPLIT_NAMES if any(key[2] == s for key in stats)]
+    pairs = list(dict.fromkeys((key[0], key[1]) for key in stats))
+    header = f"| model | protocol | {' | '.join(splits)} |"
+    lines = [header, "|---|---|" + "---:|" * len(splits)]
+    for arch, protocol in pairs:
+        cells = []
+        for split in splits:
+            if (arch, protocol, split) in stats:
+                mean, std, n = stats[(arch, protocol, split)]
+                cells.append(f"{100 * mean:.1f} ± {100 * std:.1f} (n={n})")
+            else:
+                cells.append("—")
+        lines.append(f"| {arch} | {protocol} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def plot_confusion(row: BenchmarkRow, path: Path) -> Path:
+    """Row-normalised confusion matrix of one test run, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    confusion = np.asarray(row.confusion, dtype=float)
+    normalised = confusion / np.maximum(confusion.sum(axis=1, keepdims=True), 1)
+    size = max(4.0, 0.45 * len(row.class_names) + 2)
+    fig, ax = plt.subplots(figsize=(size, size))
+    image = ax.imshow(normalised, vmin=0, vmax=1, cmap="Blues")
+    ax.set_xticks(range(len(row.class_names)), row.class_names, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(row.class_names)), row.class_names, fontsize=7)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    ax.set_title(
+        f"{row.arch} {row.protocol} {row.split} (seed {row.seed}): acc {100 * row.accuracy:.1f}%"
+    )
+    fig.colorbar(image, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def run_benchmark(
+    data_dir: str | Path,
+    archs: Sequence[str],
+    protocols: Sequence[str] = ("P1",),
+    splits: Sequence[str] = ("S1",),
+    seeds: Sequence[int] = (0,),
+    application_mode: str = "all_classes",
+    epochs: int = 10,
+    batch_size: int = 64,
+    model_kwargs: dict[str, dict[str, Any]] | None = None,
+    on_row: Any = None,
+) -> list[BenchmarkRow]:
+    """Every arch × protocol × split × seed; ``model_kwargs[arch]`` goes to the LightningModule."""
+    rows = []
+    for arch in archs:
+        for protocol in protocols:
+            for split in splits:
+                for seed in seeds:
+                    row = train_and_test(
+                        data_dir,
+                        arch,
+                        protocol=protocol,
+                        split=split,
+                        application_mode=application_mode,
+                        epochs=epochs,
+                        batch_size=batch_size,
+                        seed=seed,
+                        model_kwargs=(model_kwargs or {}).get(arch),
+                    )
+                    rows.append(row)
+                    if on_row is not None:
+                        on_row(row)
+    return rows
+
+
+def write_outputs(rows: Sequence[BenchmarkRow], out_dir: Path) -> dict[str, Path]:
+    """benchmark.md (accuracy and macro-F1 tables), benchmark.json, one confusion PNG per cell."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    markdown = out_dir / "benchmark.md"
+    markdown.write_text(
+        "# RF-MatID benchmark\n\n## Test accuracy (%)\n\n"
+        + markdown_table(rows, "accuracy")
+        + "\n\n## Test macro-F1 (%)\n\n"
+        + markdown_table(rows, "macro_f1")
+        + "\n"
+    )
+    results = out_dir / "benchmark.json"
+    results.write_text(json.dumps([asdict(row) for row in rows], indent=1))
+    written = {"markdown": markdown, "json": results}
+    seen = set()
+    for row in rows:
+        key = (row.arch, row.protocol, row.split)
+        if key not in seen:
+            seen.add(key)
+            name = f"confusion_{row.arch}_{row.protocol}_{row.split}.png"
+            written[name] = plot_confusion(row, out_dir / name)
+    return written
+
+
+def benchmark_main(argv: Sequence[str]) -> int:
+    from rf_matid.cli import parse_int_list
+    from rf_matid.model import MODELS
+    from rf_matid.protocols import PROTOCOLS
+
+    parser = argparse.ArgumentParser(
+        prog="rf-matid benchmark",
+        description="Train and test every model × protocol × split; write benchmark.md, "
+        "benchmark.json and confusion-matrix PNGs.",
+    )
+    parser.add_argument("--data", type=Path, help="dataset root (upstream format)")
+    parser.add_argument(
+        "--synth",
+        action="store_true",
+        help="generate a miniature synthetic dataset into OUT/data first (ignores --data)",
+    )
+    parser.add_argument("--out", type=Path, default=Path("rf-matid-benchmark"))
+    parser.add_argument("--models", default="material_id,mlp", help=f"of {','.join(MODELS)}")
+    parser.add_argument("--protocols", default="P1", help=f"of {','.join(PROTOCOLS)}")
+    parser.add_argument(
+        "--splits", default="S1,S2-mod2,S3-mod1", help=f"of {','.join(SPLIT_NAMES)}"
+    )
+    parser.add_argument("--mode", default="all_classes", choices=("all_classes", "super_classes"))
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--seeds", type=parse_int_list, default=[0])
+    ns = parser.parse_args(list(argv))
+    archs = ns.models.split(",")
+    protocols = ns.protocols.split(",")
+    splits = ns.splits.split(",")
+    for values, known, what in (
+        (archs, MODELS, "model"),
+        (protocols, PROTOCOLS, "protocol"),
+        (splits, SPLIT_NAMES, "split"),
+    ):
+        unknown = [v for v in values if v not in known]
+        if unknown:
+            parser.error(f"unknown {what} {unknown}; choose from {', '.join(known)}")
+    if ns.synth:
+        from rf_matid.synth import generate_dataset
+
+        data_dir = generate_dataset(ns.out / "data", **MINIATURE_GRID, seed=0, write_time=False)
+    elif ns.data is None:
+        parser.error("give --data DIR or --synth")
+    else:
+        data_dir = ns.data
+
+    def report(row: BenchmarkRow) -> None:
+        print(
+            f"{row.arch:14s} {row.protocol} {row.split:8s} seed {row.seed}: "
+            f"test acc {100 * row.accuracy:5.1f}%  macro-F1 {100 * row.macro_f1:5.1f}%  "
+            f"({row.n_train} train / {row.n_test} test, {row.train_seconds:.0f} s)",
+            flush=True,
+        )
+
+    rows = run_benchmark(
+        data_dir,
+        archs,
+        protocols,
+        splits,
+        ns.seeds,
+        ns.mode,
+        ns.epochs,
+        ns.batch_size,
+        on_row=report,
+    )
+    written = write_outputs(rows, ns.out)
+    print(markdown_table(rows))
+    print(f"wrote {written['markdown']}")
+    return 0
+
+
+# Positions of the miniature synthetic dataset: every other distance (covers the S2 train/test
+# ranges of all three mods) and every angle (S3 needs 0..10).
+MINIATURE_GRID: dict[str, Any] = {
+    "distances_mm": list(range(200, 2001, 100)),
+    "angles_deg": list(range(0, 11)),
+    "samples_per_position": 1,
+}

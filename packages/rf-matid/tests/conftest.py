@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TINY_DISTANCES = list(range(200, 2001, 300))  # 7 distances: every S2 mod has train and test
+TINY_ANGLES = list(range(0, 11, 2))  # 6 angles: every S3 mod has train and test
+TIME_CLASSES = ["brick01", "glass01", "wood03"]
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """16 classes × 7 distances × 6 angles × 1 sample, frequency CSVs only (672 spectra)."""
+    from rf_matid.synth import generate_dataset
+
+    root = tmp_path_factory.mktemp("rf-matid-tiny")
+    return generate_dataset(
+        root, distances_mm=TINY_DISTANCES, angles_deg=TINY_ANGLES, seed=0, write_time=False
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_time_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """3 classes × 7 distances × 6 angles with frequency and time CSVs."""
+    from rf_matid.synth import generate_dataset
+
+    root = tmp_path_factory.mktemp("rf-matid-tiny-time")
+    return generate_dataset(
+        root,
+        classes=TIME_CLASSES,
+        distances_mm=TINY_DISTANCES,
+        angles_deg=TINY_ANGLES,
+        seed=1,
+        write_time=True,
+    )

@@ -1,0 +1,112 @@
+"""Workspace-wide contracts: every member imports, answers --help, declares what it imports,
+and never imports another domain package."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.metadata
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MEMBERS = sorted(p.parent for p in (ROOT / "packages").glob("*/pyproject.toml"))
+COMMON_IMPORT = "iclr26_common"
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _pyproject(member: Path) -> dict:
+    return tomllib.loads((member / "pyproject.toml").read_text())["project"]
+
+
+def _import_name(member: Path) -> str:
+    (package,) = [p.name for p in (member / "src").iterdir() if (p / "__init__.py").exists()]
+    return package
+
+
+def _imported_top_levels(member: Path) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for path in (member / "src").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                found.setdefault(name.split(".")[0], path)
+    return found
+
+
+def _requirement_name(requirement: str) -> str:
+    return _normalize(re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0])
+
+
+IMPORT_NAMES = {member.name: _import_name(member) for member in MEMBERS}
+
+
+def test_workspace_has_the_common_package_and_domain_packages() -> None:
+    assert "common" in IMPORT_NAMES
+    assert len(MEMBERS) >= 2
+
+
+def test_root_depends_on_every_member() -> None:
+    root = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    declared = {_requirement_name(r) for r in root["project"]["dependencies"]}
+    sources = set(root["tool"]["uv"]["sources"])
+    for member in MEMBERS:
+        dist = _normalize(_pyproject(member)["name"])
+        assert dist in declared, f"root pyproject does not depend on {dist}"
+        assert dist in {_normalize(s) for s in sources}, f"{dist} missing from [tool.uv.sources]"
+
+
+@pytest.mark.parametrize("member", MEMBERS, ids=lambda p: p.name)
+def test_member_imports_and_cli_answers_help(member: Path, capsys: pytest.CaptureFixture) -> None:
+    module = importlib.import_module(IMPORT_NAMES[member.name])
+    assert module.__version__ == _pyproject(member)["version"]
+    scripts = _pyproject(member).get("scripts", {})
+    assert scripts, f"{member.name} declares no console script"
+    for script, target in scripts.items():
+        module_name, _, attr = target.partition(":")
+        main = getattr(importlib.import_module(module_name), attr)
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--help"])
+        assert exit_info.value.code == 0, f"{script} --help exited {exit_info.value.code}"
+        assert "usage" in capsys.readouterr().out.lower()
+
+
+@pytest.mark.parametrize("member", MEMBERS, ids=lambda p: p.name)
+def test_no_domain_package_imports_another(member: Path) -> None:
+    others = {name for key, name in IMPORT_NAMES.items() if key != member.name} - {COMMON_IMPORT}
+    offending = {
+        name: str(path) for name, path in _imported_top_levels(member).items() if name in others
+    }
+    assert not offending, f"{member.name} imports other domain packages: {offending}"
+
+
+@pytest.mark.parametrize("member", MEMBERS, ids=lambda p: p.name)
+def test_member_declares_what_it_imports(member: Path) -> None:
+    project = _pyproject(member)
+    declared = {_requirement_name(r) for r in project.get("dependencies", [])}
+    for extra in project.get("optional-dependencies", {}).values():
+        declared |= {_requirement_name(r) for r in extra}
+    own = IMPORT_NAMES[member.name]
+    distributions = importlib.metadata.packages_distributions()
+    missing = {}
+    for name, path in _imported_top_levels(member).items():
+        if name == own or name in sys.stdlib_module_names or name == "__future__":
+            continue
+        providers = {_normalize(d) for d in distributions.get(name, [])}
+        if not providers:
+            missing[name] = f"{path} (no installed distribution provides it)"
+        elif not providers & declared:
+            missing[name] = f"{path} (provided by {sorted(providers)}, not declared)"
+    assert not missing, f"{member.name} imports undeclared modules: {missing}"
