@@ -31,10 +31,31 @@ def _import_name(member: Path) -> str:
     return package
 
 
-def _imported_top_levels(member: Path) -> dict[str, Path]:
+def _guarded_import_nodes(tree: ast.AST) -> set[int]:
+    """ids of import nodes inside ``try: ... except ImportError`` (optional dependencies)."""
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Try):
+            continue
+        caught = {
+            name.id
+            for handler in node.handlers
+            for name in ast.walk(handler.type or ast.Name("BaseException"))
+            if isinstance(name, ast.Name)
+        }
+        if caught & {"ImportError", "ModuleNotFoundError"}:
+            guarded |= {id(child) for stmt in node.body for child in ast.walk(stmt)}
+    return guarded
+
+
+def _imported_top_levels(member: Path, include_optional: bool = True) -> dict[str, Path]:
     found: dict[str, Path] = {}
     for path in (member / "src").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        guarded = set() if include_optional else _guarded_import_nodes(tree)
+        for node in ast.walk(tree):
+            if id(node) in guarded:
+                continue
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -100,8 +121,11 @@ def test_member_declares_what_it_imports(member: Path) -> None:
         declared |= {_requirement_name(r) for r in extra}
     own = IMPORT_NAMES[member.name]
     distributions = importlib.metadata.packages_distributions()
+    # editable workspace installs are not listed by packages_distributions()
+    for other in MEMBERS:
+        distributions.setdefault(IMPORT_NAMES[other.name], [_pyproject(other)["name"]])
     missing = {}
-    for name, path in _imported_top_levels(member).items():
+    for name, path in _imported_top_levels(member, include_optional=False).items():
         if name == own or name in sys.stdlib_module_names or name == "__future__":
             continue
         providers = {_normalize(d) for d in distributions.get(name, [])}

@@ -148,7 +148,9 @@ def test_step_and_constant_schedulers() -> None:
         else:
             assert isinstance(configured["lr_scheduler"]["scheduler"], expected)
             assert configured["lr_scheduler"]["interval"] == "epoch"
-            assert configured["optimizer"].param_groups[0]["weight_decay"] == 1e-3  # issue default (upstream RF_MatID config)
+            assert (
+                configured["optimizer"].param_groups[0]["weight_decay"] == 1e-3
+            )  # issue default (upstream RF_MatID config)
 
 
 def test_checkpoint_roundtrip_with_weights_only(tmp_path) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import statistics
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -60,6 +62,8 @@ def train_and_test(
     from rf_matid.data import RFMatIDDataModule
     from rf_matid.lit_module import RFMatIDClassifier
 
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     seed_everything(seed)
     datamodule = RFMatIDDataModule(
         str(data_dir),

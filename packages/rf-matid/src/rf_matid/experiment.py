@@ -37,20 +37,20 @@ def settings(quick: bool) -> dict[str, Any]:
     """The miniature scale: grid of positions, models, seeds, epochs."""
     if quick:
         return {
-            "distances_mm": list(range(200, 2001, 150)),
+            "distances_mm": list(range(200, 2001, 300)),
             "angles_deg": list(range(0, 11)),
             "samples_per_position": 1,
             "models": [PRIMARY_MODEL],
             "seeds": [0],
-            "epochs": 8,
+            "epochs": 5,
         }
     return {
-        "distances_mm": list(range(200, 2001, 100)),
+        "distances_mm": list(range(200, 2001, 150)),
         "angles_deg": list(range(0, 11)),
         "samples_per_position": 1,
-        "models": [PRIMARY_MODEL, "mlp"],
+        "models": [PRIMARY_MODEL],
         "seeds": [0, 1, 2],
-        "epochs": 15,
+        "epochs": 10,
     }
 
 
