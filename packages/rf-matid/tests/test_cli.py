@@ -49,17 +49,23 @@ def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> N
     assert printed["trainer"]["max_epochs"] == declared["trainer"]["max_epochs"]
 
 
-def test_fit_tiny_config_in_process(tiny_dataset: Path, tmp_path: Path) -> None:
-    cli = run_lightning_cli(
+def _tiny_run(command: str, data_dir: Path, root: Path, *extra: str):
+    """LightningCLI ``command`` with the shipped tiny config for one fast_dev_run batch."""
+    return run_lightning_cli(
         [
-            "fit",
+            command,
             "--config",
             "tiny",
-            f"--data.init_args.data_dir={tiny_dataset}",
+            f"--data.init_args.data_dir={data_dir}",
             "--trainer.fast_dev_run=1",
-            f"--trainer.default_root_dir={tmp_path}",
+            f"--trainer.default_root_dir={root}",
+            *extra,
         ]
     )
+
+
+def test_fit_tiny_config_in_process(tiny_dataset: Path, tmp_path: Path) -> None:
+    cli = _tiny_run("fit", tiny_dataset, tmp_path)
     assert cli.trainer.state.finished
     assert cli.trainer.global_step == 1
     # sizes linked from the data module into the model
@@ -68,16 +74,8 @@ def test_fit_tiny_config_in_process(tiny_dataset: Path, tmp_path: Path) -> None:
 
 
 def test_test_subcommand_with_super_classes(tiny_dataset: Path, tmp_path: Path) -> None:
-    cli = run_lightning_cli(
-        [
-            "test",
-            "--config",
-            "tiny",
-            f"--data.init_args.data_dir={tiny_dataset}",
-            "--data.init_args.application_mode=super_classes",
-            "--trainer.fast_dev_run=1",
-            f"--trainer.default_root_dir={tmp_path}",
-        ]
+    cli = _tiny_run(
+        "test", tiny_dataset, tmp_path, "--data.init_args.application_mode=super_classes"
     )
     assert cli.model.hparams.num_classes == 5
     assert int(cli.model.test_confusion.sum()) > 0
@@ -106,3 +104,9 @@ def test_configs_lists_paths(capsys: pytest.CaptureFixture) -> None:
 def test_parse_int_list() -> None:
     assert parse_int_list("200:400:100") == [200, 300, 400]
     assert parse_int_list("1,5") == [1, 5]
+
+
+def test_predict_subcommand(tiny_dataset: Path, tmp_path: Path) -> None:
+    cli = _tiny_run("predict", tiny_dataset, tmp_path)
+    assert cli.trainer.state.finished
+    assert cli.trainer.predict_loop.predictions[0]["probs"].shape[1] == 16

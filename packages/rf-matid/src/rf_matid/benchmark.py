@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import statistics
@@ -46,7 +47,7 @@ def train_and_test(
     split: str = "S1",
     application_mode: str = "all_classes",
     epochs: int = 10,
-    batch_size: int = 64,
+    batch_size: int | None = None,
     seed: int = 0,
     model_kwargs: dict[str, Any] | None = None,
     cache_dir: str | Path | None = None,
@@ -54,16 +55,21 @@ def train_and_test(
 ) -> BenchmarkRow:
     """Trains ``arch`` on the split's train part for ``epochs`` and evaluates the last epoch on test.
 
-    The model of the last epoch is tested (no checkpoint selection on the test set).
+    Optimiser, schedule and batch size follow upstream's recipe for ``arch``
+    (:data:`rf_matid.model.UPSTREAM_TRAINING`) unless ``batch_size`` / ``model_kwargs`` override
+    them; the model of the last epoch is tested (no checkpoint selection on the test set).
     """
     import lightning as L
 
     from iclr26_common import seed_everything
     from rf_matid.data import RFMatIDDataModule
     from rf_matid.lit_module import RFMatIDClassifier
+    from rf_matid.model import UPSTREAM_TRAINING
 
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    recipe = {k: v for k, v in UPSTREAM_TRAINING[arch].items() if k not in ("batch_size", "epochs")}
+    batch_size = batch_size or UPSTREAM_TRAINING[arch]["batch_size"]
     seed_everything(seed)
     datamodule = RFMatIDDataModule(
         str(data_dir),
@@ -81,7 +87,7 @@ def train_and_test(
         seq_len=datamodule.seq_len,
         in_channels=datamodule.in_channels,
         class_names=datamodule.class_names,
-        **(model_kwargs or {}),
+        **(recipe | (model_kwargs or {})),
     )
     trainer = L.Trainer(
         max_epochs=epochs,
@@ -185,30 +191,30 @@ def run_benchmark(
     seeds: Sequence[int] = (0,),
     application_mode: str = "all_classes",
     epochs: int = 10,
-    batch_size: int = 64,
+    batch_size: int | None = None,
     model_kwargs: dict[str, dict[str, Any]] | None = None,
     on_row: Any = None,
 ) -> list[BenchmarkRow]:
-    """Every arch × protocol × split × seed; ``model_kwargs[arch]`` goes to the LightningModule."""
+    """Every arch × protocol × split × seed; ``model_kwargs[arch]`` goes to the LightningModule.
+
+    ``batch_size=None`` uses upstream's batch size per model.
+    """
     rows = []
-    for arch in archs:
-        for protocol in protocols:
-            for split in splits:
-                for seed in seeds:
-                    row = train_and_test(
-                        data_dir,
-                        arch,
-                        protocol=protocol,
-                        split=split,
-                        application_mode=application_mode,
-                        epochs=epochs,
-                        batch_size=batch_size,
-                        seed=seed,
-                        model_kwargs=(model_kwargs or {}).get(arch),
-                    )
-                    rows.append(row)
-                    if on_row is not None:
-                        on_row(row)
+    for arch, protocol, split, seed in itertools.product(archs, protocols, splits, seeds):
+        row = train_and_test(
+            data_dir,
+            arch,
+            protocol=protocol,
+            split=split,
+            application_mode=application_mode,
+            epochs=epochs,
+            batch_size=batch_size,
+            seed=seed,
+            model_kwargs=(model_kwargs or {}).get(arch),
+        )
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
     return rows
 
 
@@ -260,7 +266,9 @@ def benchmark_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--mode", default="all_classes", choices=("all_classes", "super_classes"))
     parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument(
+        "--batch-size", type=int, default=None, help="default: upstream's per model"
+    )
     parser.add_argument("--seeds", type=parse_int_list, default=[0])
     ns = parser.parse_args(list(argv))
     archs = ns.models.split(",")

@@ -42,7 +42,7 @@ def settings(quick: bool) -> dict[str, Any]:
             "samples_per_position": 1,
             "models": [PRIMARY_MODEL],
             "seeds": [0],
-            "epochs": 5,
+            "epochs": 8,
         }
     return {
         "distances_mm": list(range(200, 2001, 150)),
@@ -170,7 +170,7 @@ def run(quick: bool, out_dir: Path) -> Result:
         scale=(
             f"16 classes × {len(config['distances_mm'])} distances × {len(config['angles_deg'])} "
             f"angles × {config['samples_per_position']} sample(s) = {16 * n_positions} spectra "
-            f"(2048 bins, P1); models {config['models']}; {config['epochs']} epochs; CPU"
+            f"(2048 bins, P1); models {config['models']}; {config['epochs']} epochs with upstream's per-model recipe (AdamW, OneCycle, batch size)"
         ),
         table_markdown=markdown_table(rows),
         plots=plots,

@@ -251,7 +251,7 @@ def _parse_table(
         row, col = np.argwhere(~finite)[0]
         raise RFMatIDFormatError(
             path,
-            f"non-finite value {table[row, col]!r}",
+            f"non-finite value {float(table[row, col])!r}",
             line=int(row) + 2,
             field=columns[col],
         )
