@@ -68,6 +68,7 @@ def train_and_test(
 
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=".*isinstance.treespec, LeafSpec.*")
     recipe = {k: v for k, v in UPSTREAM_TRAINING[arch].items() if k not in ("batch_size", "epochs")}
     batch_size = batch_size or UPSTREAM_TRAINING[arch]["batch_size"]
     seed_everything(seed)
@@ -121,6 +122,16 @@ def train_and_test(
         train_seconds=train_seconds,
         class_names=list(datamodule.class_names),
         confusion=module.test_confusion.tolist(),
+    )
+
+
+def print_row(row: BenchmarkRow) -> None:
+    """One progress line per trained configuration."""
+    print(
+        f"{row.arch:14s} {row.protocol} {row.split:8s} seed {row.seed}: "
+        f"test acc {100 * row.accuracy:5.1f}%  macro-F1 {100 * row.macro_f1:5.1f}%  "
+        f"({row.n_train} train / {row.n_test} test, {row.train_seconds:.0f} s)",
+        flush=True,
     )
 
 
@@ -291,14 +302,6 @@ def benchmark_main(argv: Sequence[str]) -> int:
     else:
         data_dir = ns.data
 
-    def report(row: BenchmarkRow) -> None:
-        print(
-            f"{row.arch:14s} {row.protocol} {row.split:8s} seed {row.seed}: "
-            f"test acc {100 * row.accuracy:5.1f}%  macro-F1 {100 * row.macro_f1:5.1f}%  "
-            f"({row.n_train} train / {row.n_test} test, {row.train_seconds:.0f} s)",
-            flush=True,
-        )
-
     rows = run_benchmark(
         data_dir,
         archs,
@@ -308,7 +311,7 @@ def benchmark_main(argv: Sequence[str]) -> int:
         ns.mode,
         ns.epochs,
         ns.batch_size,
-        on_row=report,
+        on_row=print_row,
     )
     written = write_outputs(rows, ns.out)
     print(markdown_table(rows))
