@@ -178,7 +178,8 @@ def run(quick: bool, out_dir: Path) -> Result:
         scale=(
             f"16 classes × {len(config['distances_mm'])} distances × {len(config['angles_deg'])} "
             f"angles × {config['samples_per_position']} sample(s) = {16 * n_positions} spectra "
-            f"(2048 bins, P1); models {config['models']}; {config['epochs']} epochs with upstream's per-model recipe (AdamW, OneCycle, batch size)"
+            f"(2048 bins, P1); models {config['models']}; {config['epochs']} epochs with "
+            "upstream's per-model recipe (AdamW, OneCycle, batch size)"
         ),
         table_markdown=markdown_table(rows),
         plots=plots,
