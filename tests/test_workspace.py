@@ -74,9 +74,21 @@ def _requirement_name(requirement: str) -> str:
 IMPORT_NAMES = {member.name: _import_name(member) for member in MEMBERS}
 
 
-def test_workspace_has_the_common_package_and_domain_packages() -> None:
-    assert "common" in IMPORT_NAMES
-    assert len(MEMBERS) >= 2
+@pytest.mark.parametrize("member", MEMBERS, ids=lambda p: p.name)
+def test_member_is_in_the_readme_and_registers_experiments(member: Path) -> None:
+    project = _pyproject(member)
+    dist = project["name"]
+    readme = (ROOT / "README.md").read_text()
+    assert f"[`{dist}`](packages/{member.name})" in readme, f"README table lacks {dist}"
+    if member.name == "common":
+        assert IMPORT_NAMES[member.name] == COMMON_IMPORT
+        return
+    requirements = {_requirement_name(r) for r in project.get("dependencies", [])}
+    assert "iclr26-common" in requirements, f"{dist} does not depend on iclr26-common"
+    experiments = project.get("entry-points", {}).get("iclr26.experiments", {})
+    assert experiments, f"{dist} registers no iclr26.experiments entry point"
+    for name in experiments:
+        assert name.startswith(f"{dist}."), f"experiment {name!r} is not named '{dist}.<name>'"
 
 
 def test_root_depends_on_every_member() -> None:

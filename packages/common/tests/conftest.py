@@ -13,7 +13,9 @@ FAKEPKG = """
 import os
 import time
 
-from iclr26_common import Experiment, Result
+from pathlib import Path
+
+from iclr26_common import Claim, Experiment, Result
 
 PAPER = "Fake Paper (arXiv:0000.00000)"
 
@@ -32,7 +34,46 @@ def _good(quick, out_dir):
 
 
 def _not_held(quick, out_dir):
-    return Result("not held", "0.4 < 0.5.", {"acc": 0.4}, [7], "tiny")
+    return Result(verdict="not held", summary="0.4 < 0.5.", metrics={"acc": 0.4}, seeds=[7], scale="tiny")
+
+
+def _claims(quick, out_dir):
+    return Result(
+        summary="Two claims, one holds.",
+        metrics={"omp": os.environ.get("OMP_NUM_THREADS")},
+        seeds=[0],
+        scale="tiny",
+        claims=[
+            Claim("A beats B.", "acc(A) - acc(B) >= 0.05", {"gap": 0.1}, True),
+            Claim("C is robust.", "drop <= 0.02", {"drop": 0.3}, "not held"),
+        ],
+    )
+
+
+def _flaky(quick, out_dir):
+    mode = os.environ.get("FAKE_FLAKY", "ok")
+    if mode == "crash":
+        os.abort()
+    if mode == "raise":
+        raise ValueError("flaky raised")
+    if mode == "sleep":
+        print(f"sleeping pid={os.getpid()}", flush=True)
+        time.sleep(120)
+    return _good(quick, out_dir)
+
+
+def _rendezvous(mine, other):
+    def run(quick, out_dir):
+        folder = Path(os.environ["FAKE_RENDEZVOUS"])
+        (folder / mine).write_text(str(time.time()))
+        deadline = time.time() + 20
+        while not (folder / other).exists():
+            if time.time() > deadline:
+                raise TimeoutError(f"{other} never ran alongside {mine}")
+            time.sleep(0.05)
+        return _claims(quick, out_dir)
+
+    return run
 
 
 def _crash(quick, out_dir):
@@ -59,6 +100,10 @@ CRASH = Experiment("crash", PAPER, "Crashing is fine.", _crash)
 EXIT = Experiment("exit", PAPER, "Hard exits are caught.", _exit)
 SLEEPY = Experiment("sleepy", PAPER, "Sleep forever.", _sleepy)
 NO_RESULT = Experiment("noresult", PAPER, "Returns a dict.", _no_result)
+CLAIMS = Experiment("claims", PAPER, "Two claims.", _claims)
+FLAKY = Experiment("flaky", PAPER, "Sometimes breaks.", _flaky)
+MEET_A = Experiment("meet-a", PAPER, "Runs alongside meet-b.", _rendezvous("a", "b"))
+MEET_B = Experiment("meet-b", PAPER, "Runs alongside meet-a.", _rendezvous("b", "a"))
 NOT_AN_EXPERIMENT = 42
 """
 
@@ -73,6 +118,16 @@ sleepy = fakepkg:SLEEPY
 noresult = fakepkg:NO_RESULT
 alias = fakepkg:EXP
 notexp = fakepkg:NOT_AN_EXPERIMENT
+claims = fakepkg:CLAIMS
+flaky = fakepkg:FLAKY
+meet-a = fakepkg:MEET_A
+meet-b = fakepkg:MEET_B
+"""
+
+ABORT_ENTRY_POINTS = """
+[iclr26.experiments]
+aborts = fakeabort:EXP
+hangs = fakehang:EXP
 """
 
 
@@ -85,6 +140,26 @@ def fake_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-exp\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(textwrap.dedent(ENTRY_POINTS).lstrip())
     return site
+
+
+@pytest.fixture(scope="session")
+def abort_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A distribution whose modules abort / hang at import: only a worker may import them."""
+    site = tmp_path_factory.mktemp("abortsite")
+    (site / "fakeabort.py").write_text("import os\n\nos.abort()\n")
+    (site / "fakehang.py").write_text("import time\n\ntime.sleep(600)\n")
+    info = site / "fake_abort-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-abort\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent(ABORT_ENTRY_POINTS).lstrip())
+    return site
+
+
+@pytest.fixture
+def abort_dist(abort_site: Path, fake_dist: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.syspath_prepend(str(abort_site))
+    monkeypatch.setenv("PYTHONPATH", str(abort_site), prepend=os.pathsep)
+    return abort_site
 
 
 @pytest.fixture

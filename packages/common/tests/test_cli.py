@@ -13,6 +13,7 @@ import pytest
 
 from iclr26_common import __version__, cli, registry, worker
 from iclr26_common.report import write_result
+from iclr26_common.runner import recover, threads_per_worker
 from iclr26_common.testing import assert_cli_help, shipped_configs
 
 
@@ -26,7 +27,9 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert exc.value.code == 0
     assert f"iclr26-common {__version__}" in capsys.readouterr().out
     assert "reproduce" in assert_cli_help(cli.main)
-    assert "--timeout" in assert_cli_help(cli.main, ["reproduce", "--help"])
+    reproduce_help = assert_cli_help(cli.main, ["reproduce", "--help"])
+    for flag in ("--timeout", "--jobs", "--resume", "--quick"):
+        assert flag in reproduce_help
 
 
 def test_assert_cli_help_fails_for_bad_mains() -> None:
@@ -52,15 +55,33 @@ def test_shipped_configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         shipped_configs("nocfg")
 
 
+def _only(monkeypatch: pytest.MonkeyPatch, dists: tuple[str, ...]) -> None:
+    """Restrict the registry seen in this process to the fake distributions."""
+    real = registry.entry_point_info
+    monkeypatch.setattr(
+        registry,
+        "entry_point_info",
+        lambda: {k: v for k, v in real().items() if v.distribution in dists},
+    )
+
+
 def test_list(fake_dist: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    real = registry.find_entry_points
-    fake = {k: v for k, v in real().items() if all(ep.dist.name == "fake-exp" for ep in v)}
-    monkeypatch.setattr(registry, "find_entry_points", lambda: fake)
+    _only(monkeypatch, ("fake-exp",))
     assert cli.main(["list"]) == 1  # fake-exp registers broken entry points
     out = capsys.readouterr().out
     for text in ["good", "Fake Paper (arXiv:0000.00000)", "Good things happen", "load error"]:
         assert text in out
     assert "MISSING" in out and "3 experiment(s) failed to load" in out
+    assert "fakepkg" not in sys.modules  # described by a subprocess, never imported here
+
+
+def test_list_survives_a_package_that_aborts_at_import(abort_dist: Path) -> None:
+    found = cli.describe_isolated(["good", "aborts", "claims"])
+    assert found["good"]["paper"] == "Fake Paper (arXiv:0000.00000)"
+    assert found["claims"]["claim"] == "Two claims."
+    assert found["aborts"]["error"] == "import crashed (killed by SIGABRT)"
+    hung = cli.describe_isolated(["hangs", "good"], timeout=5)
+    assert "timeout after 5 s" in hung["hangs"]["error"] and "paper" in hung["good"]
 
 
 def test_unknown_name(fake_dist: Path, tmp_path: Path, capsys) -> None:
@@ -121,6 +142,12 @@ def test_reproduce_end_to_end(fake_dist: Path, tmp_path: Path, capsys) -> None:
     printed = capsys.readouterr().out
     assert "1 held, 1 not held, 4 error" in printed and "[1/6] good: held" in printed
     assert "RuntimeError: boom from crash" in printed  # the summary's note column
+    assert "fakepkg" not in sys.modules  # the parent never imports an experiment
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no partial folders left
+    assert good["wall_s"] >= good["duration_s"] and good["device"] == "cpu"
+    assert good["distribution_version"] == "0.1" and good["run_id"]
+    runs = {_status(out, n)["run_id"] for n in names}
+    assert len(runs) == 1 and "earlier run (" in index.split("| old |")[1].split("\n")[0]
 
 
 def test_reproduce_timeout(fake_dist: Path, tmp_path: Path) -> None:
@@ -156,3 +183,127 @@ def test_sigterm_kills_worker_and_records_error(fake_dist: Path, tmp_path: Path)
     assert sleepy["status"] == "error" and "interrupted" in sleepy["error"]
     assert not (tmp_path / "good").exists()  # later experiments are skipped
     assert "1 experiment: 0 held, 0 not held, 1 error." in (tmp_path / "index.md").read_text()
+
+
+def test_abort_or_hang_at_import_is_an_error_row(abort_dist: Path, tmp_path: Path) -> None:
+    code = cli.main(
+        ["reproduce", "aborts", "hangs", "good", "--out", str(tmp_path), "--timeout", "8"]
+    )
+    assert code == 1
+    aborts, hangs = _status(tmp_path, "aborts"), _status(tmp_path, "hangs")
+    assert aborts["status"] == "error" and "killed by signal SIGABRT" in aborts["error"]
+    assert aborts["paper"].startswith("unknown") and aborts["distribution"] == "fake-abort"
+    assert hangs["status"] == "error" and "timed out after 8 s" in hangs["error"]
+    assert _status(tmp_path, "good")["status"] == "held"
+    assert "fakeabort" not in sys.modules and "fakehang" not in sys.modules
+
+
+def test_jobs_run_in_parallel_with_split_threads(
+    fake_dist: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    meet = tmp_path / "meet"
+    meet.mkdir()
+    monkeypatch.setenv("FAKE_RENDEZVOUS", str(meet))
+    out = tmp_path / "reports"
+    # Each waits (up to 20 s) for the other to start: only possible with two workers at once.
+    assert cli.main(["reproduce", "meet-a", "meet-b", "--out", str(out), "-j", "2"]) == 0
+    a, b = _status(out, "meet-a"), _status(out, "meet-b")
+    assert a["status"] == b["status"] == "not held"  # 1 of 2 claims held
+    expected = str(threads_per_worker(2))
+    assert a["metrics"]["omp"] == b["metrics"]["omp"] == expected
+    assert a["threads"] == b["threads"] == int(expected)
+
+
+def test_jobs_one_runs_in_sequence(fake_dist: Path, tmp_path: Path, monkeypatch) -> None:
+    meet = tmp_path / "meet"
+    meet.mkdir()
+    monkeypatch.setenv("FAKE_RENDEZVOUS", str(meet))
+    out = tmp_path / "reports"
+    assert cli.main(["reproduce", "meet-a", "--out", str(out), "-j", "1"]) == 1
+    assert "never ran alongside" in _status(out, "meet-a")["error"]
+
+
+@pytest.mark.parametrize(
+    ("jobs", "cores", "threads"), [(1, 2, 2), (2, 2, 1), (3, 2, 1), (2, 16, 8)]
+)
+def test_threads_per_worker(jobs: int, cores: int, threads: int) -> None:
+    assert threads_per_worker(jobs, cores) == threads
+
+
+def test_resume_skips_same_version_and_mode_only(fake_dist: Path, tmp_path: Path) -> None:
+    out = tmp_path
+    assert cli.main(["reproduce", "good", "claims", "crash", "--out", str(out), "--quick"]) == 1
+    first = {n: _status(out, n) for n in ("good", "claims", "crash")}
+    assert (
+        cli.main(["reproduce", "good", "claims", "crash", "--out", str(out), "--quick", "--resume"])
+        == 1
+    )
+    again = {n: _status(out, n) for n in ("good", "claims", "crash")}
+    assert again["good"]["run_id"] == first["good"]["run_id"]  # held: kept
+    assert again["claims"]["run_id"] == first["claims"]["run_id"]  # not held: kept
+    assert again["crash"]["run_id"] != first["crash"]["run_id"]  # error: rerun
+    index = (out / "index.md").read_text()
+    assert index.count("earlier run (") == 2
+
+    # another mode, or another version of the distribution, is rerun
+    assert cli.main(["reproduce", "good", "--out", str(out), "--resume"]) == 0
+    full = _status(out, "good")
+    assert full["run_id"] != first["good"]["run_id"] and full["quick"] is False
+    data = json.loads((out / "good" / "result.json").read_text())
+    data["distribution_version"] = "0.0.9"
+    (out / "good" / "result.json").write_text(json.dumps(data))
+    assert cli.main(["reproduce", "good", "--out", str(out), "--resume"]) == 0
+    assert _status(out, "good")["distribution_version"] == "0.1"
+
+
+def test_a_crashed_rerun_keeps_the_earlier_result(
+    fake_dist: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert cli.main(["reproduce", "flaky", "--out", str(tmp_path)]) == 0
+    first = _status(tmp_path, "flaky")
+    monkeypatch.setenv("FAKE_FLAKY", "crash")
+    assert cli.main(["reproduce", "flaky", "--out", str(tmp_path)]) == 1
+    kept = _status(tmp_path, "flaky")
+    assert kept == first and (tmp_path / "flaky" / "curve.png").is_file()
+    index = (tmp_path / "index.md").read_text()
+    assert (
+        "earlier run (" in index
+        and "this run's attempt failed (worker was killed by signal SIGABRT" in index
+    )
+    assert (tmp_path / "_attempts" / "flaky.log").is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+    # an error result written by the worker (run() raised) does replace the earlier result
+    monkeypatch.setenv("FAKE_FLAKY", "raise")
+    assert cli.main(["reproduce", "flaky", "--out", str(tmp_path)]) == 1
+    raised = _status(tmp_path, "flaky")
+    assert raised["status"] == "error" and "flaky raised" in raised["error"]
+    assert not (tmp_path / "_attempts" / "flaky.json").exists()
+    assert "attempt failed" not in (tmp_path / "index.md").read_text()
+
+
+def test_interrupted_rerun_keeps_the_earlier_result(
+    fake_dist: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert cli.main(["reproduce", "flaky", "--out", str(tmp_path)]) == 0
+    first = _status(tmp_path, "flaky")
+    env = {**os.environ, "FAKE_FLAKY": "sleep"}
+    cmd = [sys.executable, "-m", "iclr26_common", "reproduce", "flaky", "--out", str(tmp_path)]
+    parent = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
+    log, deadline = tmp_path / "flaky.log", time.monotonic() + 30
+    while not (log.is_file() and "sleeping" in log.read_text()):
+        assert time.monotonic() < deadline and parent.poll() is None, "worker never started"
+        time.sleep(0.05)
+    parent.send_signal(signal.SIGINT)
+    assert parent.wait(timeout=30) == 130
+    assert _status(tmp_path, "flaky") == first
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_recover_restores_a_swap_cut_between_renames(tmp_path: Path) -> None:
+    (tmp_path / ".exp.old-r1").mkdir()
+    (tmp_path / ".exp.old-r1" / "result.json").write_text("{}")
+    (tmp_path / ".exp.partial-r2").mkdir()
+    recover(tmp_path, "exp")
+    assert (tmp_path / "exp" / "result.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp"]

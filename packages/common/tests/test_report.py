@@ -7,8 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iclr26_common import Experiment, Result
-from iclr26_common.report import atomic_write_text, write_index, write_result
+from iclr26_common import Claim, Experiment, Result
+from iclr26_common.report import (
+    ATTEMPTS_DIR,
+    atomic_write_text,
+    read_result,
+    write_attempt,
+    write_index,
+    write_result,
+)
 
 
 def _run(quick: bool, out_dir: Path) -> Result:
@@ -79,7 +86,7 @@ def test_write_result_rejects_inconsistent_input(tmp_path: Path) -> None:
         write_result(tmp_path, EXP, _result(), status="ok", duration_s=0, quick=False)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="verdict"):
         write_result(tmp_path, EXP, _result(), status="not held", duration_s=0, quick=False)
-    bad = Result("held", "s", {"obj": object()}, [0], "tiny")
+    bad = Result(verdict="held", summary="s", metrics={"obj": object()}, seeds=[0], scale="t")
     with pytest.raises(TypeError, match="not JSON-serialisable"):
         write_result(tmp_path, EXP, bad, status="held", duration_s=0, quick=False)
     assert list(tmp_path.iterdir()) == []  # nothing half-written
@@ -105,11 +112,17 @@ def test_write_index_counts_and_corrupt_json(tmp_path: Path) -> None:
     for name, verdict in [("a-held", "held"), ("b-not", "not held")]:
         exp = Experiment(name, "P", f"claim of {name}", _run)
         write_result(
-            tmp_path / name, exp, _result(verdict), status=verdict, duration_s=75, quick=True
+            tmp_path / name,
+            exp,
+            _result(verdict),
+            status=verdict,
+            duration_s=70,
+            wall_s=75,
+            quick=True,
         )  # type: ignore[arg-type]
-    exp = Experiment("c-err", "P", "claim | with pipe", _run)
+    exp = Experiment("c-err", "P", "claim of c-err", _run)
     write_result(
-        tmp_path / "c-err", exp, None, status="error", error="x", duration_s=1, quick=False
+        tmp_path / "c-err", exp, None, status="error", error="x | y", duration_s=1, quick=False
     )
     (tmp_path / "d-corrupt").mkdir()
     (tmp_path / "d-corrupt" / "result.json").write_text("{not json")
@@ -123,7 +136,95 @@ def test_write_index_counts_and_corrupt_json(tmp_path: Path) -> None:
     rows = [line for line in md.splitlines() if line.startswith("| ") and "---" not in line]
     assert len(rows) == 6  # header + 5
     assert "[report.md](a-held/report.md)" in md and "1 min 15 s" in md
-    assert "claim \\| with pipe" in md
+    assert "No claims judged: x | y" in md
     corrupt = next(r for r in rows if "d-corrupt" in r)
-    assert "unreadable result.json" in corrupt and "**error**" in corrupt
+    assert "**error**" in corrupt and "unreadable result.json" in md.split("### d-corrupt")[1]
     assert not any(p.name.endswith(".tmp") for p in tmp_path.iterdir())
+
+
+def _claims_result() -> Result:
+    return Result(
+        summary="Two claims.",
+        metrics={},
+        seeds=[0],
+        scale="tiny",
+        claims=[
+            Claim("A | beats B.", "gap >= 0.05", {"gap": 0.1, "per": {"s1": 0.9}}, True),
+            Claim("C is robust.", "drop <= 0.02", {"drop": 0.3}, False),
+        ],
+    )
+
+
+def test_claims_in_result_report_and_index(tmp_path: Path) -> None:
+    write_result(
+        tmp_path / "demo",
+        EXP,
+        _claims_result(),
+        status="not held",
+        duration_s=5,
+        wall_s=70,
+        device="cpu",
+        threads=2,
+        quick=True,
+        run_id="r1",
+    )
+    data = json.loads((tmp_path / "demo" / "result.json").read_text())
+    assert data["schema"] == 2 and data["verdict"] == "not held"
+    assert [c["verdict"] for c in data["claims"]] == ["held", "not held"]
+    assert data["claims"][0]["measured"] == {"gap": 0.1, "per": {"s1": 0.9}}
+    assert data["wall_s"] == 70 and data["budget_s"] == 60 and data["within_budget"] is False
+    assert data["device"] == "cpu" and data["threads"] == 2 and data["run_id"] == "r1"
+    md = (tmp_path / "demo" / "report.md").read_text()
+    assert "## Claims and verdicts" in md and "| 2 | C is robust. | drop <= 0.02 |" in md
+    assert "gap = 0.1; per.s1 = 0.9" in md and "A \\| beats B." in md
+    assert "over budget" in md and "1 of 2 claims held" in md
+
+    index = write_index(tmp_path, run_id="r1").read_text()
+    assert "Claims: 1 of 2 held." in index
+    row = next(line for line in index.splitlines() if line.startswith("| demo"))
+    assert "| not held | 1/2 | quick | 1 min 10 s ⚠ over budget | cpu | this run |" in row
+    assert "| 1 | A \\| beats B. | gap >= 0.05 | held |" in index
+    assert "| 2 | C is robust. | drop <= 0.02 | not held |" in index
+    later = write_index(tmp_path, run_id="r2").read_text()
+    assert (
+        f"earlier run ({data['timestamp'].replace('T', ' ').removesuffix('+00:00')} UTC)" in later
+    )
+
+
+def test_schema_1_results_stay_readable(tmp_path: Path) -> None:
+    old = {
+        "schema": 1,
+        "name": "old",
+        "paper": "Old Paper",
+        "claim": "An old single-verdict claim.",
+        "status": "held",
+        "verdict": "held",
+        "duration_s": 12.0,
+        "quick": False,
+        "timestamp": "2026-11-30T10:00:00+00:00",
+        "distribution": "old-dist",
+        "versions": {"old-dist": "0.1.0"},
+    }
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "result.json").write_text(json.dumps(old))
+    data = read_result(tmp_path / "old" / "result.json")
+    assert data["claims"] == [] and data["wall_s"] is None and data["run_id"] is None
+    assert data["distribution_version"] == "0.1.0"
+    index = write_index(tmp_path, run_id="now").read_text()
+    assert "1 experiment: 1 held, 0 not held, 0 error." in index
+    assert "— (single verdict)" in index and "earlier run (2026-11-30 10:00:00 UTC)" in index
+    assert "Single verdict (no per-claim breakdown): An old single-verdict claim." in index
+
+
+def test_index_skips_bookkeeping_folders_and_notes_failed_attempts(tmp_path: Path) -> None:
+    write_result(tmp_path / "demo", EXP, _result(), status="held", duration_s=1, quick=False)
+    for hidden in (".demo.partial-x", "_attempts"):
+        (tmp_path / hidden).mkdir(exist_ok=True)
+        (tmp_path / hidden / "result.json").write_text("{}")
+    write_attempt(
+        tmp_path, "demo", run_id="r9", problem="worker was killed by signal SIGABRT", log_text="x"
+    )
+    index = write_index(tmp_path, run_id="r9").read_text()
+    assert "1 experiment:" in index
+    assert "this run's attempt failed (worker was killed by signal SIGABRT" in index
+    assert (tmp_path / ATTEMPTS_DIR / "demo.log").read_text() == "x"

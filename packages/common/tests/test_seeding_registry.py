@@ -2,13 +2,22 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from iclr26_common import Experiment, LoadError, Result, discover, seed_everything
-from iclr26_common.registry import find_entry_points
+from iclr26_common import (
+    Claim,
+    Experiment,
+    LoadError,
+    Result,
+    derive_verdict,
+    discover,
+    seed_everything,
+)
+from iclr26_common.registry import entry_point_info, find_entry_points
 
 
 def _draws() -> tuple[float, list[float]]:
@@ -56,12 +65,12 @@ def test_seed_everything_rejects_bad_seeds(bad: object) -> None:
 
 
 def test_result_validates_verdict() -> None:
-    ok = Result("not held", "s", {"x": 1}, (np.int64(3),), "tiny")
+    ok = Result(verdict="not held", summary="s", metrics={"x": 1}, seeds=(np.int64(3),), scale="t")
     assert ok.seeds == [3] and type(ok.seeds[0]) is int
     with pytest.raises(ValueError, match="'held', 'not held'"):
-        Result("maybe", "s", {}, [0], "tiny")  # type: ignore[arg-type]
+        Result(verdict="maybe", summary="s", metrics={}, seeds=[0], scale="t")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="metrics"):
-        Result("held", "s", [1], [0], "tiny")  # type: ignore[arg-type]
+        Result(verdict="held", summary="s", metrics=[1], seeds=[0], scale="t")  # type: ignore[arg-type]
 
 
 def test_experiment_validates_fields() -> None:
@@ -90,3 +99,54 @@ def test_discover_fake_distribution(fake_dist: Path) -> None:
     assert isinstance(fake["alias"], LoadError) and "differs" in fake["alias"].message
     assert isinstance(fake["notexp"], LoadError) and "not an" in fake["notexp"].message
     assert isinstance(fake["nope"], LoadError) and "good" in fake["nope"].message
+
+
+def _claim(verdict: object) -> Claim:
+    return Claim("X beats Y.", "acc(X) - acc(Y) >= 0.05", {"gap": 0.07}, verdict)  # type: ignore[arg-type]
+
+
+def test_claim_accepts_bool_or_verdict_and_validates() -> None:
+    assert _claim(True).verdict == "held" and _claim(False).verdict == "not held"
+    assert _claim("not held").held is False and _claim("held").to_dict()["verdict"] == "held"
+    with pytest.raises(ValueError, match="verdict"):
+        _claim("maybe")
+    with pytest.raises(ValueError, match="criterion"):
+        Claim("X beats Y.", "  ", {}, True)
+    with pytest.raises(TypeError, match="measured"):
+        Claim("X beats Y.", "rule", [0.1], True)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "expected"),
+    [
+        ([True], "held"),
+        ([True, True, True], "held"),
+        ([True, False], "not held"),
+        ([False], "not held"),
+    ],
+)
+def test_result_verdict_is_derived_from_claims(verdicts: list[bool], expected: str) -> None:
+    result = Result(
+        summary="s", metrics={}, seeds=[0], scale="t", claims=[_claim(v) for v in verdicts]
+    )
+    assert result.verdict == expected == derive_verdict(result.claims)
+
+
+def test_result_rejects_contradicting_or_missing_verdict() -> None:
+    with pytest.raises(ValueError, match="contradicts"):
+        Result(
+            verdict="held", summary="s", metrics={}, seeds=[0], scale="t", claims=[_claim(False)]
+        )
+    with pytest.raises(ValueError, match="claims"):
+        Result(summary="s", metrics={}, seeds=[0], scale="t")
+    with pytest.raises(TypeError, match="Claim"):
+        Result(summary="s", metrics={}, seeds=[0], scale="t", claims=[{"verdict": "held"}])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="empty"):
+        derive_verdict([])
+
+
+def test_entry_point_info_reads_metadata_without_importing(fake_dist: Path) -> None:
+    info = entry_point_info()
+    assert info["good"].distribution == "fake-exp" and info["good"].version == "0.1"
+    assert info["good"].value == "fakepkg:EXP" and info["good"].problem is None
+    assert "fakepkg" not in sys.modules

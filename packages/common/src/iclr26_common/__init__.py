@@ -2,7 +2,7 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from iclr26_common.registry import Experiment, LoadError, Result, discover
+from iclr26_common.registry import Claim, Experiment, LoadError, Result, derive_verdict, discover
 from iclr26_common.seeding import seed_everything
 
 try:
@@ -10,4 +10,13 @@ try:
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
-__all__ = ["Experiment", "LoadError", "Result", "__version__", "discover", "seed_everything"]
+__all__ = [
+    "Claim",
+    "Experiment",
+    "LoadError",
+    "Result",
+    "__version__",
+    "derive_verdict",
+    "discover",
+    "seed_everything",
+]

@@ -1,58 +1,51 @@
-"""The ``iclr26`` command: list registered experiments and reproduce them in subprocesses."""
+"""The ``iclr26`` command: list registered experiments and reproduce them in subprocesses.
+
+Neither subcommand imports an experiment's package in this process: ``list`` asks a worker
+subprocess (``--describe``) and ``reproduce`` runs each experiment in its own worker.
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    SpinnerColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from iclr26_common import __version__, registry
-from iclr26_common.registry import Experiment, LoadError
-from iclr26_common.report import write_index, write_result
-from iclr26_common.worker import fresh_dir, run_experiment
+from iclr26_common.registry import BUDGET_S
+from iclr26_common.report import read_result, write_index
+from iclr26_common.runner import Outcome, Runner, available_cores, new_run_id
 
 __all__ = ["main"]
 
-TAIL_LINES = 40  # lines of a crashed worker's output kept in its error result
-KILL_GRACE_S = 5.0  # SIGTERM -> SIGKILL delay for a timed-out worker
 _STYLES = {"held": "green", "not held": "yellow", "error": "bold red"}
-
-
-class _CurrentElapsed(ProgressColumn):
-    """Elapsed time of the experiment that is running now."""
-
-    def render(self, task: Task) -> Text:
-        seconds = int(time.monotonic() - task.fields.get("started", time.monotonic()))
-        return Text(f"this one {seconds // 60}:{seconds % 60:02d}", style="progress.elapsed")
+DESCRIBE_TIMEOUT_S = 300.0  # for one `list` subprocess importing the packages
 
 
 def _positive_float(text: str) -> float:
     value = float(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
     return value
 
 
@@ -66,12 +59,28 @@ def _parser() -> argparse.ArgumentParser:
     rep = sub.add_parser(
         "reproduce",
         help="run experiments, each in its own subprocess, and write reports",
-        description="Run experiments (default: all), each isolated in a subprocess; write "
-        "OUT/NAME/report.md + result.json + log.txt and OUT/index.md.",
+        description="Run experiments (default: all), each isolated in a worker subprocess; write "
+        "OUT/NAME/report.md + result.json + log.txt and OUT/index.md. Budget per experiment on 2 "
+        f"CPU cores, imports included: full {BUDGET_S['full']:g} s, --quick "
+        f"{BUDGET_S['quick']:g} s.",
     )
     rep.add_argument("names", nargs="*", metavar="NAME", help="experiments to run (default: all)")
     rep.add_argument("--quick", action="store_true", help="smaller, faster runs")
     rep.add_argument("--out", type=Path, default=Path("reports"), help="reports directory")
+    rep.add_argument(
+        "-j",
+        "--jobs",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="experiments run at once (default 1); each worker gets max(1, cores // N) threads",
+    )
+    rep.add_argument(
+        "--resume",
+        action="store_true",
+        help="skip experiments whose held / not held result is from the same distribution "
+        "version and mode; rerun errored, missing or other-version ones",
+    )
     rep.add_argument(
         "--timeout",
         type=_positive_float,
@@ -88,184 +97,74 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     if args.command == "list":
         return _list(console)
-    return _reproduce(console, args.names, args.out, args.quick, args.timeout)
+    return _reproduce(console, args)
+
+
+# ---------------------------------------------------------------------------- list
+
+
+def describe_isolated(names: list[str], timeout: float = DESCRIBE_TIMEOUT_S) -> dict[str, dict]:
+    """name -> {"paper", "claim"} or {"error"}, loaded in worker subprocesses.
+
+    One subprocess describes the names in turn; if it dies (a package that aborts at import),
+    the name it was on gets an error and a fresh subprocess continues with the rest.
+    """
+    found: dict[str, dict] = {}
+    remaining = list(names)
+    while remaining:
+        cmd = [sys.executable, "-m", "iclr26_common.worker", "--describe", *remaining]
+        try:
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+            )
+            stdout, code = proc.stdout, proc.returncode
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout or ""
+            stdout = out.decode(errors="replace") if isinstance(out, bytes) else out
+            code = f"timeout after {timeout:g} s"
+        for line in stdout.splitlines():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                record = json.loads(line)
+                found[record["name"]] = record
+        remaining = [n for n in remaining if n not in found]
+        if remaining:  # the process died while loading remaining[0]
+            why = code if isinstance(code, str) else f"exit status {code}"
+            if isinstance(code, int) and code < 0:
+                why = f"killed by {signal.Signals(-code).name}"
+            found[remaining[0]] = {"name": remaining[0], "error": f"import crashed ({why})"}
+            remaining = remaining[1:]
+    return found
 
 
 def _list(console: Console) -> int:
     """Print name, paper and claim of every experiment; 1 if any failed to load."""
-    found = registry.discover()
-    if not found:
+    names = list(registry.entry_point_info())
+    if not names:
         console.print(
             f"No experiments registered (entry point group {registry.ENTRY_POINT_GROUP})."
         )
         return 0
+    found = describe_isolated(names)
     table = Table("Experiment", "Paper", "Claim", show_lines=True)
-    for name, exp in found.items():
-        if isinstance(exp, LoadError):
-            table.add_row(Text(name), Text("load error", style="bold red"), Text(exp.message))
+    errors = 0
+    for name in names:
+        record = found[name]
+        if "error" in record:
+            errors += 1
+            table.add_row(Text(name), Text("load error", style="bold red"), Text(record["error"]))
         else:
-            table.add_row(Text(name, style="bold"), Text(exp.paper), Text(exp.claim))
+            table.add_row(Text(name, style="bold"), Text(record["paper"]), Text(record["claim"]))
     console.print(table)
-    errors = sum(isinstance(e, LoadError) for e in found.values())
     if errors:
         console.print(Text(f"{errors} experiment(s) failed to load.", style="bold red"))
     return 1 if errors else 0
 
 
-def _reproduce(
-    console: Console, names: list[str], out: Path, quick: bool, timeout: float | None
-) -> int:
-    found = registry.find_entry_points()
-    selected = list(dict.fromkeys(names)) or list(found)
-    unknown = [n for n in selected if n not in found]
-    if unknown:
-        console.print(
-            Text(f"Unknown experiment(s): {', '.join(unknown)}", style="bold red"),
-            Text(f"Known: {', '.join(found) or 'none (nothing registered)'}"),
-            sep="\n",
-        )
-        return 2
-    if not selected:
-        console.print(
-            f"No experiments registered (entry point group {registry.ENTRY_POINT_GROUP})."
-        )
-        return 0
-    out = out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    experiments = registry.discover(selected)  # import failures show up before any long run
-
-    outcomes: list[tuple[str, str, float]] = []
-    interrupted = False
-    columns = (
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        _CurrentElapsed(),
-        TextColumn("total"),
-        TimeElapsedColumn(),
-    )
-    # Without a terminal rich would only draw the bar once, at the end: print plain lines instead.
-    live = console.is_terminal
-    with (
-        _terminate_as_interrupt(),
-        Progress(*columns, console=console, disable=not live) as progress,
-    ):
-        task = progress.add_task("", total=len(selected), started=time.monotonic())
-        for i, name in enumerate(selected, 1):
-            tag = f"[{i}/{len(selected)}] {name}"
-            progress.update(task, description=escape(name), started=time.monotonic())
-            if not live:
-                console.print(Text(f"{tag}: running (log: {out / name}.log)"))
-            began = time.monotonic()
-            try:
-                status, duration = _run_one(experiments[name], name, out, quick, timeout)
-            except KeyboardInterrupt:
-                status, duration, interrupted = "error", time.monotonic() - began, True
-            outcomes.append((name, status, duration))
-            line = Text(f"{tag}: ")
-            line.append(status, style=_STYLES[status]).append(f" ({duration:.1f} s)")
-            progress.console.print(line)
-            progress.advance(task)
-            if interrupted:
-                progress.console.print(Text("Interrupted: remaining experiments skipped.", "red"))
-                break
-        progress.update(task, description="done")
-
-    index = write_index(out)
-    _print_summary(console, outcomes, out, index)
-    if interrupted:
-        return 130
-    return 1 if any(status == "error" for _, status, _ in outcomes) else 0
-
-
-def _run_one(
-    experiment: Experiment | LoadError, name: str, out: Path, quick: bool, timeout: float | None
-) -> tuple[str, float]:
-    """Run one experiment in a worker subprocess; make sure a result exists. (status, secs)."""
-    exp_dir = out / name
-    if isinstance(experiment, LoadError):
-        run_experiment(experiment, exp_dir, quick)  # writes the load error, imports nothing
-        return "error", 0.0
-
-    fresh_dir(exp_dir)  # a stale result.json must never be mistaken for this run's
-    log_path = out / f"{name}.log"
-    cmd = [sys.executable, "-m", "iclr26_common.worker", name, "--out", str(out)]
-    cmd += ["--quick"] if quick else []
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    problem = None
-    start = time.monotonic()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill(proc)
-            problem = f"timed out after {timeout:g} s (--timeout) and was killed"
-        except KeyboardInterrupt:
-            _kill(proc)
-            _finish(
-                exp_dir,
-                log_path,
-                experiment,
-                "interrupted (Ctrl-C or SIGTERM/SIGHUP)",
-                start,
-                quick,
-            )
-            raise
-    if problem is None and proc.returncode < 0:
-        problem = f"worker was killed by signal {_signal_name(-proc.returncode)}"
-    elif problem is None:
-        problem = f"worker exited with code {proc.returncode}"
-    status = _finish(exp_dir, log_path, experiment, problem, start, quick)
-    return status, time.monotonic() - start
-
-
-def _finish(
-    exp_dir: Path,
-    log_path: Path,
-    experiment: Experiment,
-    problem: str,
-    start: float,
-    quick: bool,
-) -> str:
-    """Move the log into ``exp_dir`` and return the written status, writing an error if none."""
-    duration = time.monotonic() - start
-    exp_dir.mkdir(parents=True, exist_ok=True)
-    log_file = exp_dir / "log.txt"
-    with contextlib.suppress(OSError):
-        os.replace(log_path, log_file)
-    try:
-        status = json.loads((exp_dir / "result.json").read_text(encoding="utf-8"))["status"]
-        if status in _STYLES:
-            return status
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    message = (
-        f"{problem}; no result was written (ran {duration:.1f} s).\n\n"
-        f"Last {TAIL_LINES} lines of its output ({log_file}):\n{_tail(log_file)}"
-    )
-    write_result(
-        exp_dir,
-        experiment,
-        None,
-        status="error",
-        error=message,
-        duration_s=duration,
-        quick=quick,
-    )
-    return "error"
+# ---------------------------------------------------------------------------- reproduce
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"received {_signal_name(signum)}")
+    raise KeyboardInterrupt(f"received {signal.Signals(signum).name}")
 
 
 @contextlib.contextmanager
@@ -285,47 +184,89 @@ def _terminate_as_interrupt() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    """Terminate the worker and everything it started (its own process group)."""
-    if os.name != "posix":
-        proc.kill()
-        proc.wait()
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=KILL_GRACE_S)
-    except subprocess.TimeoutExpired:
-        pass
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+def _reproduce(console: Console, args: argparse.Namespace) -> int:
+    found = registry.entry_point_info()  # metadata only: nothing is imported here
+    selected = list(dict.fromkeys(args.names)) or list(found)
+    unknown = [n for n in selected if n not in found]
+    if unknown:
+        console.print(
+            Text(f"Unknown experiment(s): {', '.join(unknown)}", style="bold red"),
+            Text(f"Known: {', '.join(found) or 'none (nothing registered)'}"),
+            sep="\n",
+        )
+        return 2
+    if not selected:
+        console.print(
+            f"No experiments registered (entry point group {registry.ENTRY_POINT_GROUP})."
+        )
+        return 0
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    run_id = new_run_id()
+    order = {name: i for i, name in enumerate(selected, 1)}
+    total = len(selected)
+    live = console.is_terminal
+    lock = threading.Lock()
+
+    with (
+        _terminate_as_interrupt(),
+        Progress(
+            TextColumn("reproduce"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not live,
+        ) as progress,
+    ):
+        task = progress.add_task("", total=total)
+
+        def on_start(name: str) -> None:
+            with lock:
+                progress.console.print(
+                    Text(f"[{order[name]}/{total}] {name}: running (log: {out / name}.log)")
+                )
+
+        def on_done(outcome: Outcome) -> None:
+            with lock:
+                line = Text(f"[{order[outcome.name]}/{total}] {outcome.name}: ")
+                line.append(outcome.status, style=_STYLES[outcome.status])
+                line.append(f" ({outcome.seconds:.1f} s)")
+                if outcome.note:
+                    line.append(f" — {outcome.note}")
+                progress.console.print(line)
+                progress.advance(task)
+
+        runner = Runner(
+            out,
+            quick=args.quick,
+            jobs=args.jobs,
+            timeout=args.timeout,
+            run_id=run_id,
+            on_start=on_start,
+            on_done=on_done,
+        )
+        console.print(
+            Text(
+                f"{total} experiment(s), {args.jobs} at a time, {runner.threads} thread(s) each "
+                f"({available_cores()} cores); {'quick' if args.quick else 'full'} mode; "
+                f"reports in {out}"
+            )
+        )
+        outcomes = runner.run(selected, resume=args.resume)
+        if runner.interrupted:
+            progress.console.print(Text("Interrupted: remaining experiments skipped.", "red"))
+
+    index = write_index(out, run_id=run_id)
+    _print_summary(console, outcomes, out, index, args.quick)
+    if runner.interrupted:
+        return 130
+    return 1 if any(o.status == "error" for o in outcomes) else 0
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return str(number)
-
-
-def _tail(path: Path, lines: int = TAIL_LINES) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - 64 * 1024))
-            text = f.read().decode("utf-8", errors="replace")
-    except OSError as exc:
-        return f"(no output available: {exc})"
-    return "\n".join(text.splitlines()[-lines:]) or "(no output)"
-
-
-def _error_line(result_json: Path) -> str:
+def _error_line(data: dict) -> str:
     """The most telling line of an error result: a traceback's last line, else the first."""
-    try:
-        error = json.loads(result_json.read_text(encoding="utf-8"))["error"] or ""
-    except (OSError, ValueError, KeyError, TypeError):
-        return "result.json unreadable"
-    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    lines = [line.strip() for line in (data.get("error") or "").splitlines() if line.strip()]
     if not lines:
         return ""
     line = lines[-1] if lines[0].startswith("Traceback") else lines[0]
@@ -333,24 +274,45 @@ def _error_line(result_json: Path) -> str:
 
 
 def _print_summary(
-    console: Console, outcomes: list[tuple[str, str, float]], out: Path, index: Path
+    console: Console, outcomes: list[Outcome], out: Path, index: Path, quick: bool
 ) -> None:
-    table = Table("Experiment", "Status", "Duration", title="iclr26 reproduce")
+    budget = BUDGET_S["quick" if quick else "full"]
+    table = Table("Experiment", "Status", "Claims held", "Wall time", title="iclr26 reproduce")
     table.add_column("Report", overflow="fold")
     table.add_column("Note", overflow="fold")
-    for name, status, duration in outcomes:
+    over: list[str] = []
+    for outcome in outcomes:
+        data = read_result(out / outcome.name / "result.json")
+        claims = data["claims"]
+        held = f"{sum(c.get('verdict') == 'held' for c in claims)}/{len(claims)}" if claims else "—"
+        wall = data.get("wall_s") if not outcome.kept_earlier else None
+        wall_text = f"{wall:.1f} s" if isinstance(wall, int | float) else "?"
+        if isinstance(wall, int | float) and wall > budget:
+            wall_text += " (over budget)"
+            over.append(outcome.name)
+        note = outcome.note
+        if outcome.status == "error" and not outcome.kept_earlier:
+            note = _error_line(data) or note
         table.add_row(
-            Text(name),
-            Text(status, style=_STYLES[status]),
-            f"{duration:.1f} s",
-            Text(str(out / name / "report.md")),
-            Text(_error_line(out / name / "result.json") if status == "error" else ""),
+            Text(outcome.name),
+            Text(outcome.status, style=_STYLES[outcome.status]),
+            held,
+            wall_text,
+            Text(str(out / outcome.name / "report.md")),
+            Text(note),
         )
     console.print(table)
-    counts = {s: sum(st == s for _, st, _ in outcomes) for s in _STYLES}
+    counts = {s: sum(o.status == s for o in outcomes) for s in _STYLES}
     console.print(
         Text(
             f"{counts['held']} held, {counts['not held']} not held, {counts['error']} error. "
             f"Index: {index}"
         )
     )
+    if over:
+        console.print(
+            Text(
+                f"Over the {budget:g} s {'quick' if quick else 'full'} budget: {', '.join(over)}",
+                style="yellow",
+            )
+        )

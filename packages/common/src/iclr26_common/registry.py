@@ -19,18 +19,26 @@ from pathlib import Path
 from typing import Any, Literal
 
 __all__ = [
+    "BUDGET_S",
     "ENTRY_POINT_GROUP",
     "VERDICTS",
+    "Claim",
+    "EntryPointInfo",
     "Experiment",
     "LoadError",
     "Result",
+    "derive_verdict",
     "discover",
+    "entry_point_info",
     "find_entry_points",
     "is_valid_name",
 ]
 
 ENTRY_POINT_GROUP = "iclr26.experiments"
 VERDICTS = ("held", "not held")
+# The time contract of every experiment on 2 CPU cores, counted from process start (imports
+# included): a full run at most 10 minutes, a --quick run at most 60 seconds.
+BUDGET_S = {"full": 600.0, "quick": 60.0}
 Verdict = Literal["held", "not held"]
 
 # Experiment names double as directory names under the reports folder.
@@ -42,27 +50,102 @@ def is_valid_name(name: str) -> bool:
     return isinstance(name, str) and _NAME_RE.fullmatch(name) is not None
 
 
-@dataclass
-class Result:
-    """What an experiment's ``run`` returns: our numbers and whether the claim held."""
+def _verdict_of(passed: bool | str) -> Verdict:
+    if isinstance(passed, str):
+        if passed not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS!r}, got {passed!r}")
+        return passed  # type: ignore[return-value]
+    return "held" if bool(passed) else "not held"
 
+
+@dataclass
+class Claim:
+    """One claim of a paper, judged by a criterion fixed in code before the run.
+
+    ``text``: what the paper claims (one sentence). ``criterion``: the pre-registered rule, in
+    words with its thresholds (e.g. "S1 test accuracy >= 0.80 (seed mean)"). ``measured``: the
+    numbers the rule was applied to (JSON-serialisable). ``verdict``: "held" / "not held"; a bool
+    is accepted (True -> "held").
+    """
+
+    text: str
+    criterion: str
+    measured: dict[str, Any]
     verdict: Verdict
+
+    def __post_init__(self) -> None:
+        for attr in ("text", "criterion"):
+            value = getattr(self, attr)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"Claim.{attr} must be a non-empty string")
+        if not isinstance(self.measured, dict):
+            raise TypeError(f"Claim.measured must be a dict, got {type(self.measured).__name__}")
+        self.verdict = _verdict_of(self.verdict)
+
+    @property
+    def held(self) -> bool:
+        return self.verdict == "held"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "criterion": self.criterion,
+            "measured": self.measured,
+            "verdict": self.verdict,
+        }
+
+
+def derive_verdict(claims: Iterable[Claim]) -> Verdict:
+    """The experiment's verdict from its claims: held only if every claim held."""
+    claims = list(claims)
+    if not claims:
+        raise ValueError("cannot derive a verdict from an empty list of claims")
+    return "held" if all(c.held for c in claims) else "not held"
+
+
+@dataclass(kw_only=True)
+class Result:
+    """What an experiment's ``run`` returns: our numbers and, per claim, whether it held.
+
+    Give ``claims`` (preferred: one :class:`Claim` per claim of the paper); the verdict is then
+    derived (held only if all claims hold). ``verdict`` alone is the older single-verdict form;
+    giving both requires them to agree.
+    """
+
     summary: str  # one paragraph, with our numbers
     metrics: dict[str, Any]  # JSON-serialisable (numbers, strings, lists, nested dicts)
     seeds: list[int]
     scale: str  # the miniature scale that ran, e.g. "16 classes × 5 distances, 2 epochs"
+    claims: list[Claim] = field(default_factory=list)
+    verdict: Verdict | None = None
     table_markdown: str = ""
     plots: list[str] = field(default_factory=list)  # file names relative to out_dir
     details: str = ""  # extra markdown
 
     def __post_init__(self) -> None:
-        if self.verdict not in VERDICTS:
+        if not isinstance(self.metrics, dict):
+            raise TypeError(f"Result.metrics must be a dict, got {type(self.metrics).__name__}")
+        self.claims = list(self.claims)
+        for claim in self.claims:
+            if not isinstance(claim, Claim):
+                raise TypeError(
+                    f"Result.claims must hold Claim objects, got {type(claim).__name__}"
+                )
+        if self.verdict is not None and self.verdict not in VERDICTS:
             raise ValueError(
                 f"Result.verdict must be one of {VERDICTS!r}, got {self.verdict!r} "
                 "(an experiment that fails should raise, not return a verdict)"
             )
-        if not isinstance(self.metrics, dict):
-            raise TypeError(f"Result.metrics must be a dict, got {type(self.metrics).__name__}")
+        if self.claims:
+            derived = derive_verdict(self.claims)
+            if self.verdict is not None and self.verdict != derived:
+                raise ValueError(
+                    f"Result.verdict {self.verdict!r} contradicts its claims (derived {derived!r}:"
+                    " held only if every claim holds)"
+                )
+            self.verdict = derived
+        elif self.verdict is None:
+            raise ValueError("Result needs claims (preferred) or a verdict")
         self.seeds = [int(s) for s in self.seeds]
         self.plots = [str(p) for p in self.plots]
 
@@ -142,6 +225,37 @@ def _load(name: str, eps: list[EntryPoint]) -> Experiment | LoadError:
 def _dist_name(ep: EntryPoint) -> str | None:
     dist = getattr(ep, "dist", None)
     return dist.name if dist is not None else None
+
+
+def _dist_version(ep: EntryPoint) -> str | None:
+    dist = getattr(ep, "dist", None)
+    return dist.version if dist is not None else None
+
+
+@dataclass(frozen=True)
+class EntryPointInfo:
+    """What the metadata says about a registered experiment, read without importing it."""
+
+    name: str
+    value: str  # "module:attribute"
+    distribution: str | None
+    version: str | None  # the distribution's version
+    problem: str | None = None  # e.g. the name is registered twice
+
+
+def entry_point_info() -> dict[str, EntryPointInfo]:
+    """Every registered experiment by name, from entry-point metadata only (nothing imported)."""
+    out: dict[str, EntryPointInfo] = {}
+    for name, eps in find_entry_points().items():
+        ep = eps[0]
+        problem = None
+        if len(eps) > 1:
+            where = ", ".join(f"{_dist_name(e) or '?'} ({e.value})" for e in eps)
+            problem = f"entry point defined more than once: {where}"
+        elif not is_valid_name(name):
+            problem = f"invalid experiment name {name!r}"
+        out[name] = EntryPointInfo(name, ep.value, _dist_name(ep), _dist_version(ep), problem)
+    return out
 
 
 def discover(names: Iterable[str] | None = None) -> dict[str, Experiment | LoadError]:

@@ -1,14 +1,23 @@
 """Run ONE registered experiment in this process and write its result.
 
-Usage: ``python -m iclr26_common.worker NAME --out DIR [--quick]``. The experiment's files go to
-``DIR/NAME/`` (emptied first). Exit status 0 when a held / not held result was written, 1 when
-an error result was written. ``iclr26 reproduce`` runs each experiment through this module in its
-own subprocess.
+Usage::
+
+    python -m iclr26_common.worker NAME --out REPORTS [--quick]   # writes REPORTS/NAME/
+    python -m iclr26_common.worker NAME --dir DIR [--quick] [--run-id ID] [--started-at EPOCH]
+                                        [--threads K]
+    python -m iclr26_common.worker --describe NAME [NAME ...]     # JSON line per experiment
+
+The experiment's files go to its directory (emptied first). Exit status 0 when a held / not held
+result was written, 1 when an error result was written. ``iclr26 reproduce`` runs each
+experiment through this module in its own subprocess, so only the worker ever imports an
+experiment's package; ``--describe`` is how ``iclr26 list`` reads paper and claim the same way.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import shutil
 import sys
@@ -16,10 +25,31 @@ import time
 import traceback
 from pathlib import Path
 
-from iclr26_common.registry import Experiment, LoadError, Result, discover, is_valid_name
+from iclr26_common.registry import (
+    Experiment,
+    LoadError,
+    Result,
+    discover,
+    entry_point_info,
+    is_valid_name,
+)
 from iclr26_common.report import write_result
 
-__all__ = ["fresh_dir", "main", "placeholder", "run_experiment"]
+__all__ = [
+    "META_FILE",
+    "THREAD_ENV_VARS",
+    "describe",
+    "fresh_dir",
+    "main",
+    "placeholder",
+    "run_experiment",
+]
+
+# Written into the experiment's folder while it runs: paper and claim for an error result
+# should the worker die without writing one (the parent never imports the experiment).
+META_FILE = ".experiment.json"
+# Thread-pool sizes read by torch (OpenMP), MKL, OpenBLAS and NumPy at import time.
+THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 def fresh_dir(path: Path) -> Path:
@@ -33,7 +63,7 @@ def fresh_dir(path: Path) -> Path:
     return path
 
 
-def placeholder(name: str) -> Experiment:
+def placeholder(name: str, distribution: str | None = None) -> Experiment:
     """A stand-in Experiment for writing an error result when the real one could not load."""
 
     def _unavailable(quick: bool, out_dir: Path) -> Result:
@@ -44,25 +74,70 @@ def placeholder(name: str) -> Experiment:
         paper="unknown (experiment failed to load)",
         claim="unknown (experiment failed to load)",
         run=_unavailable,
+        distribution=distribution,
     )
 
 
-def run_experiment(experiment: Experiment | LoadError, out_dir: Path, quick: bool) -> int:
-    """Run ``experiment`` with ``out_dir`` as its (fresh) directory; write the result; 0/1."""
+def _device() -> str:
+    """'cpu' or the CUDA device name, asking torch only if the experiment imported it."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return "cpu"
+    try:
+        if torch.cuda.is_available():
+            return f"cuda ({torch.cuda.get_device_name(0)})"
+    except Exception:  # a broken CUDA setup still ran on the CPU
+        pass
+    return "cpu"
+
+
+def _apply_threads(threads: int | None) -> int | None:
+    """Set torch's intra-op threads if the experiment's import brought torch in."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return threads
+    if threads is not None:
+        torch.set_num_threads(threads)
+    return int(torch.get_num_threads())
+
+
+def run_experiment(
+    experiment: Experiment | LoadError,
+    out_dir: Path,
+    quick: bool,
+    *,
+    started_at: float | None = None,
+    threads: int | None = None,
+    run_id: str | None = None,
+    distribution: str | None = None,
+) -> int:
+    """Run ``experiment`` with ``out_dir`` as its (fresh) directory; write the result; 0/1.
+
+    ``started_at`` (epoch seconds, default now) is when the process started: the result's
+    ``wall_s`` counts from it, imports included.
+    """
+    started_at = time.time() if started_at is None else started_at
     out_dir = fresh_dir(out_dir)
+    common = {"quick": quick, "run_id": run_id}
     if isinstance(experiment, LoadError):
         error = experiment.message + (f"\n\n{experiment.details}" if experiment.details else "")
         write_result(
             out_dir,
-            placeholder(experiment.name),
+            placeholder(experiment.name, distribution),
             None,
             status="error",
             error=error,
             duration_s=0.0,
-            quick=quick,
+            wall_s=time.time() - started_at,
+            device=_device(),
+            **common,
         )
         return 1
 
+    # Paper and claim for the parent, should this process die without writing a result.
+    meta = {"name": experiment.name, "paper": experiment.paper, "claim": experiment.claim}
+    (out_dir / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
+    threads = _apply_threads(threads)
     start = time.perf_counter()
     result: object = None
     error: str | None = None
@@ -74,17 +149,21 @@ def run_experiment(experiment: Experiment | LoadError, out_dir: Path, quick: boo
         if not isinstance(result, Result):
             error = f"run() returned {type(result).__name__}, expected iclr26_common.Result"
     duration = time.perf_counter() - start
+    timing = {"duration_s": duration, "device": _device(), "threads": threads, **common}
+    with contextlib.suppress(FileNotFoundError):
+        (out_dir / META_FILE).unlink()
 
     if error is None:
         assert isinstance(result, Result)
         try:
+            assert result.verdict is not None  # Result derives it from its claims
             write_result(
                 out_dir,
                 experiment,
                 result,
                 status=result.verdict,
-                duration_s=duration,
-                quick=quick,
+                wall_s=time.time() - started_at,
+                **timing,
             )
             return 0
         except Exception:
@@ -92,27 +171,76 @@ def run_experiment(experiment: Experiment | LoadError, out_dir: Path, quick: boo
                 f"run() succeeded but its result could not be written:\n{traceback.format_exc()}"
             )
     write_result(
-        out_dir, experiment, None, status="error", error=error, duration_s=duration, quick=quick
+        out_dir,
+        experiment,
+        None,
+        status="error",
+        error=error,
+        wall_s=time.time() - started_at,
+        **timing,
     )
     return 1
 
 
+def describe(names: list[str]) -> int:
+    """Print one JSON line per experiment (name, paper, claim or error), flushing after each.
+
+    A load that kills the process leaves the lines printed so far; the caller retries the rest.
+    """
+    for name in names:
+        loaded = discover([name])[name]
+        if isinstance(loaded, LoadError):
+            record = {"name": name, "error": loaded.message}
+        else:
+            record = {"name": name, "paper": loaded.paper, "claim": loaded.claim}
+        print(json.dumps(record), flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    started_at = time.time()
     parser = argparse.ArgumentParser(
         prog="python -m iclr26_common.worker", description="Run one iclr26 experiment."
     )
-    parser.add_argument("name", help="registered experiment name")
-    parser.add_argument("--out", required=True, type=Path, help="reports directory")
+    parser.add_argument("names", nargs="+", metavar="NAME", help="registered experiment name")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--out", type=Path, help="reports directory (writes OUT/NAME/)")
+    where.add_argument("--dir", type=Path, help="the experiment's own output directory")
     parser.add_argument("--quick", action="store_true", help="smaller, faster run")
+    parser.add_argument("--describe", action="store_true", help="print name/paper/claim as JSON")
+    parser.add_argument("--run-id", default=None, help="id of the invoking reproduce run")
+    parser.add_argument(
+        "--started-at", type=float, default=None, help="process launch time (epoch seconds)"
+    )
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     args = parser.parse_args(argv)
-    if not is_valid_name(args.name):
-        parser.error(f"invalid experiment name {args.name!r}")
+    for name in args.names:
+        if not is_valid_name(name):
+            parser.error(f"invalid experiment name {name!r}")
+    if args.describe:
+        return describe(args.names)
+    if len(args.names) != 1:
+        parser.error("give exactly one experiment NAME (or --describe)")
+    if args.out is None and args.dir is None:
+        parser.error("give --out REPORTS or --dir DIR")
+    if args.threads is not None and args.threads < 1:
+        parser.error(f"--threads must be >= 1, got {args.threads}")
+    (name,) = args.names
     # Headless plotting unless the user chose a backend.
     os.environ.setdefault("MPLBACKEND", "Agg")
-    experiment = discover([args.name])[args.name]
-    out_dir = Path(args.out) / args.name
-    code = run_experiment(experiment, out_dir, args.quick)
-    print(f"[iclr26 worker] {args.name}: {'ok' if code == 0 else 'error'} -> {out_dir}", flush=True)
+    info = entry_point_info().get(name)
+    experiment = discover([name])[name]
+    out_dir = args.dir if args.dir is not None else Path(args.out) / name
+    code = run_experiment(
+        experiment,
+        out_dir,
+        args.quick,
+        started_at=args.started_at if args.started_at is not None else started_at,
+        threads=args.threads,
+        run_id=args.run_id,
+        distribution=info.distribution if info else None,
+    )
+    print(f"[iclr26 worker] {name}: {'ok' if code == 0 else 'error'} -> {out_dir}", flush=True)
     return code
 
 
