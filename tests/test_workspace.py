@@ -79,14 +79,19 @@ def test_member_is_in_the_readme_and_registers_experiments(member: Path) -> None
     project = _pyproject(member)
     dist = project["name"]
     readme = (ROOT / "README.md").read_text()
-    assert f"[`{dist}`](packages/{member.name})" in readme, f"README table lacks {dist}"
+    link = f"[`{dist}`](packages/{member.name})"
+    rows = [line for line in readme.splitlines() if line.startswith(f"| {link} |")]
+    assert len(rows) == 1, f"README table lacks one row for {dist}"
+    status = rows[0].rstrip(" |").rsplit("|", 1)[-1].strip()
+    assert status in {"ready", "in progress"}, f"README status of {dist}: {status!r}"
     if member.name == "common":
         assert IMPORT_NAMES[member.name] == COMMON_IMPORT
         return
     requirements = {_requirement_name(r) for r in project.get("dependencies", [])}
     assert "iclr26-common" in requirements, f"{dist} does not depend on iclr26-common"
     experiments = project.get("entry-points", {}).get("iclr26.experiments", {})
-    assert experiments, f"{dist} registers no iclr26.experiments entry point"
+    if status == "ready":  # a member still being built may not register experiments yet
+        assert experiments, f"{dist} registers no iclr26.experiments entry point"
     for name in experiments:
         assert name.startswith(f"{dist}."), f"experiment {name!r} is not named '{dist}.<name>'"
 

@@ -1,0 +1,10 @@
+"""pointcloud-pgllm: see README.md."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("pointcloud-pgllm")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0+unknown"
+
+__all__ = ["__version__"]
