@@ -84,7 +84,14 @@ def _convert_with_transformers(gguf: Path, target: Path) -> None:
     model = AutoModelForCausalLM.from_pretrained(
         gguf.parent, gguf_file=gguf.name, dtype=torch.float32
     )
-    model.save_pretrained(target, safe_serialization=True)
+    # transformers refuses to save a GGUF-quantised model; the weights are already de-quantised
+    # float32, so rebuild a plain model from the config without its quantisation entry.
+    config = model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain.load_state_dict(model.state_dict(), strict=True)
+    plain.save_pretrained(target)
     tokenizer.save_pretrained(target)
 
 
@@ -106,6 +113,7 @@ def ensure_converted(
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private; the cache is readable like any other
     try:
         convert(gguf, staging)
         (staging / _CONVERTED_MARKER).write_text(f"{gguf}\n")
