@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rf_matid.constants import FREQ_GRID_HZ, TIME_POINTS
 from rf_matid.io import (
     FREQ_DOMAIN_DIR,
     TIME_DOMAIN_DIR,
@@ -31,8 +32,8 @@ from rf_matid.io import (
     write_sample,
 )
 
-FREQ = np.linspace(4e9, 43.5e9, 2048)
-TIME = np.arange(10240) * 0.5
+FREQ = FREQ_GRID_HZ
+TIME = np.arange(TIME_POINTS) * 0.5
 
 
 def build(root: Path, classes: int, distances: int, angles: int, samples: int) -> int:
@@ -45,8 +46,8 @@ def build(root: Path, classes: int, distances: int, angles: int, samples: int) -
     )
     for class_name, distance, angle in grid:
         for index in range(samples):
-            s11 = rng.normal(size=2048) + 1j * rng.normal(size=2048)
-            amplitude = rng.normal(size=10240)
+            s11 = rng.normal(size=FREQ.size) + 1j * rng.normal(size=FREQ.size)
+            amplitude = rng.normal(size=TIME.size)
             write_sample(
                 root, Position(class_name, distance, angle), index, FREQ, s11, TIME, amplitude
             )

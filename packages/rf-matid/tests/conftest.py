@@ -34,3 +34,21 @@ def tiny_time_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
         seed=1,
         write_time=True,
     )
+
+
+@pytest.fixture
+def small_dataset(tmp_path: Path) -> Path:
+    """A fresh 2 classes × 7 distances × 6 angles root (84 spectra, frequency CSVs only).
+
+    Function-scoped, so a test may add bad files to it.
+    """
+    from rf_matid.synth import generate_dataset
+
+    return generate_dataset(
+        tmp_path / "small",
+        classes=["brick01", "wood02"],
+        distances_mm=TINY_DISTANCES,
+        angles_deg=TINY_ANGLES,
+        seed=2,
+        write_time=False,
+    )

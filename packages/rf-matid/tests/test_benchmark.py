@@ -33,21 +33,128 @@ def test_write_outputs(tmp_path: Path) -> None:
     assert "Test macro-F1" in written["markdown"].read_text()
 
 
+TINY_MODEL = {"arch_kwargs": {"base_channels": 4}}
+
+
 def test_train_and_test_on_tiny_data(tiny_dataset: Path) -> None:
+    import numpy as np
+
+    from rf_matid.io import load_dataset
+    from rf_matid.splits import make_split
+
     row = train_and_test(
         tiny_dataset, "material_id", protocol="P2", split="S3-mod1", epochs=1, batch_size=32,
-        model_kwargs={"arch_kwargs": {"base_channels": 4}}, accelerator="cpu",
+        model_kwargs=TINY_MODEL, accelerator="cpu",
     )  # fmt: skip
-    assert row.n_train + row.n_val + row.n_test == 672
-    assert 0.0 <= row.accuracy <= 1.0
-    confusion_total = sum(map(sum, row.confusion))
-    assert confusion_total == row.n_test
+    data = load_dataset(tiny_dataset)
+    parts = make_split(data.distance_mm, data.angle_deg, "S3", 1, seed=42)
+    assert (row.n_train, row.n_val, row.n_test) == tuple(
+        len(parts[p]) for p in ("train", "val", "test")
+    )
+    confusion = np.asarray(row.confusion)
+    assert confusion.sum() == row.n_test
+    # rows are the true classes of the S3-mod1 test positions (angles 2 and 8 of 0..10 step 2)
+    true_counts = np.bincount(
+        [sorted(set(data.class_names)).index(data.class_names[i]) for i in parts["test"]],
+        minlength=16,
+    )
+    assert confusion.sum(axis=1).tolist() == true_counts.tolist()
+    assert row.accuracy == pytest.approx(np.trace(confusion) / row.n_test, abs=1e-6)
 
 
-def test_benchmark_cli_rejects_unknown_model(tmp_path: Path) -> None:
+def test_training_seed_does_not_change_the_split(tiny_dataset: Path) -> None:
+    rows = [
+        train_and_test(tiny_dataset, "material_id", split="S1", epochs=1, seed=seed,
+                       model_kwargs=TINY_MODEL, accelerator="cpu")
+        for seed in (0, 1)
+    ]  # fmt: skip
+    assert rows[0].n_test == rows[1].n_test
+    # same test samples: the true-class counts (confusion row sums) agree
+    assert [sum(r) for r in rows[0].confusion] == [sum(r) for r in rows[1].confusion]
+
+
+def test_train_and_test_leaves_logging_and_warning_filters_alone(tiny_dataset: Path) -> None:
+    import logging
+    import warnings
+
+    logger = logging.getLogger("lightning.pytorch")
+    logger.setLevel(logging.INFO)
+    filters = list(warnings.filters)
+    try:
+        train_and_test(
+            tiny_dataset, "material_id", protocol="P2", split="S1", epochs=1,
+            model_kwargs=TINY_MODEL, accelerator="cpu",
+        )  # fmt: skip
+        assert logger.level == logging.INFO
+        assert warnings.filters == filters
+    finally:
+        logger.setLevel(logging.NOTSET)
+
+
+def test_plots_do_not_switch_the_matplotlib_backend(tmp_path: Path) -> None:
+    import matplotlib
+
+    from rf_matid.experiment import plot_split_bars
+
+    previous = matplotlib.get_backend()
+    matplotlib.use("svg")
+    try:
+        from rf_matid.benchmark import plot_confusion
+
+        plot_confusion(_row("S1", 0, 0.8), tmp_path / "c.png")
+        per_seed = {"mlp": {s: [0.5, 0.7] for s in ("S1", "S2-mod2", "S2-mod3", "S3-mod1")}}
+        plot_split_bars(per_seed, tmp_path / "bars.png")
+        assert matplotlib.get_backend() == "svg"
+        assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+        assert (tmp_path / "bars.png").read_bytes()[:4] == b"\x89PNG"
+    finally:
+        matplotlib.use(previous)
+
+
+def test_benchmark_synth_reuses_its_data_on_rerun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    import rf_matid.benchmark as benchmark
+
+    grid = {"distances_mm": [200, 1700], "angles_deg": [0], "samples_per_position": 1}
+    monkeypatch.setattr(benchmark, "MINIATURE_GRID", grid)
+    first = benchmark.synthetic_dataset(tmp_path)
+    files = sorted(p.relative_to(tmp_path) for p in first.rglob("*.csv"))
+    assert len(files) == 16 * 2
+    mtimes = [p.stat().st_mtime_ns for p in sorted(first.rglob("*.csv"))]
+    assert benchmark.synthetic_dataset(tmp_path) == first
+    assert "reusing" in capsys.readouterr().out
+    assert [p.stat().st_mtime_ns for p in sorted(first.rglob("*.csv"))] == mtimes
+    # another grid, or data that an interrupted run left without the marker: refused, untouched
+    monkeypatch.setattr(benchmark, "MINIATURE_GRID", {**grid, "angles_deg": [0, 1]})
+    with pytest.raises(FileExistsError, match="another grid"):
+        benchmark.synthetic_dataset(tmp_path)
+    (first / benchmark.SYNTH_MARKER).unlink()
+    with pytest.raises(FileExistsError, match="not completed"):
+        benchmark.synthetic_dataset(tmp_path)
+    assert sorted(p.relative_to(tmp_path) for p in first.rglob("*.csv")) == files
+
+
+def test_benchmark_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "out" / "data").mkdir(parents=True)
+    (tmp_path / "out" / "data" / "notes.txt").write_text("mine")
+    for args, expected in (
+        (["--synth", "--out", str(tmp_path / "out")], "not completed"),
+        (["--data", str(tmp_path / "missing")], "not a directory"),
+        (["--data", str(tmp_path), "--seeds", "3:1:1"], "--seeds"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["benchmark", *args])
+        assert exit_info.value.code == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and expected in lines[0], lines
+
+
+def test_benchmark_cli_rejects_unknown_model(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["benchmark", "--data", str(tmp_path), "--models", "svm"])
     assert exit_info.value.code == 2
+    assert "unknown model ['svm']" in capsys.readouterr().err
 
 
 @pytest.mark.slow

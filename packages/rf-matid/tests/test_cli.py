@@ -5,7 +5,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iclr26_common.testing import assert_cli_help, shipped_configs
+from iclr26_common.testing import (
+    assert_cli_help,
+    lightning_logs_to_current_stderr,
+    shipped_configs,
+)
 from rf_matid import __version__
 from rf_matid.cli import main, parse_int_list, run_lightning_cli
 from rf_matid.model import MODELS
@@ -106,7 +110,148 @@ def test_parse_int_list() -> None:
     assert parse_int_list("1,5") == [1, 5]
 
 
-def test_predict_subcommand(tiny_dataset: Path, tmp_path: Path) -> None:
+def test_predict_subcommand_runs_on_the_test_split(tiny_dataset: Path, tmp_path: Path) -> None:
     cli = _tiny_run("predict", tiny_dataset, tmp_path)
     assert cli.trainer.state.finished
     assert cli.trainer.predict_loop.predictions[0]["probs"].shape[1] == 16
+
+
+def test_parse_int_list_rejects_empty_and_reversed_ranges() -> None:
+    import argparse
+
+    for text in ("300:200:50", "200:300:0", "200:300:-50", "", ",", "a:b:c"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_int_list(text)
+
+
+def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
+    """Runs ``main(args)``: exit code 2 and exactly one non-empty stderr line, which is returned."""
+    lightning_logs_to_current_stderr()
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    # Lightning's own start-up line ("Seed set to 0") may precede the error
+    lines = [line for line in err.splitlines() if line.strip() and "Seed set to" not in line]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("rf-matid") and "error:" in lines[0]
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_fit_does_not_write_into_the_current_directory(
+    tiny_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fit --config tiny` (logger off) used to overwrite ./config.yaml."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "config.yaml").write_text("my: own config\n")
+    monkeypatch.chdir(cwd)
+    main(["fit", "--config", "tiny", f"--data.init_args.data_dir={tiny_dataset}",
+          "--trainer.max_epochs=1", "--trainer.limit_train_batches=1",
+          "--trainer.limit_val_batches=1"])  # fmt: skip
+    assert (cwd / "config.yaml").read_text() == "my: own config\n"
+    assert sorted(p.name for p in cwd.iterdir()) == ["config.yaml"]
+
+
+def test_fit_saves_its_config_into_the_logger_run_directory(
+    tiny_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "runs"
+    for _ in range(2):  # a second run gets its own version directory, nothing is overwritten
+        main(["fit", "--config", "tiny", f"--data.init_args.data_dir={tiny_dataset}",
+              "--trainer.max_epochs=1", "--trainer.limit_train_batches=1",
+              "--trainer.limit_val_batches=1", "--trainer.logger=true",
+              f"--trainer.default_root_dir={root}"])  # fmt: skip
+    saved = sorted(root.glob("**/config.yaml"))
+    assert len(saved) == 2 and saved[0].parent != saved[1].parent
+    assert yaml.safe_load(saved[0].read_text())["model"]["init_args"]["arch"] == "material_id"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+
+
+def test_missing_data_dir_is_one_line(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    line = _one_line_error(
+        capsys, ["fit", "--config", "tiny", f"--data.init_args.data_dir={tmp_path / 'nope'}"]
+    )
+    assert "nope" in line
+
+
+def test_unbuildable_split_is_one_line(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    data = tmp_path / "near"
+    main(["synth", "--out", str(data), "--classes", "glass01,wood01", "--distances", "200,400",
+          "--angles", "0:2:1", "--no-time"])  # fmt: skip
+    capsys.readouterr()
+    line = _one_line_error(
+        capsys,
+        ["fit", "--config", "tiny", f"--data.init_args.data_dir={data}",
+         "--data.init_args.split=S2-mod3", "--trainer.fast_dev_run=1",
+         f"--trainer.default_root_dir={tmp_path}"],
+    )  # fmt: skip
+    assert "S2-mod3" in line and "no test samples" in line
+
+
+@pytest.mark.parametrize("distances", ["300:200:50", "", "200:x:50"])
+def test_synth_bad_distances_are_one_line(
+    distances: str, capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    line = _one_line_error(
+        capsys, ["synth", "--out", str(tmp_path / "x"), "--distances", distances]
+    )
+    assert "--distances" in line
+    assert not (tmp_path / "x").exists()
+
+
+def test_synth_into_a_non_empty_out_is_one_line(
+    capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    args = ["synth", "--out", str(tmp_path / "d"), "--classes", "glass01", "--distances", "200",
+            "--angles", "0", "--no-time"]  # fmt: skip
+    assert main(args) == 0
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    line = _one_line_error(capsys, args)
+    assert "already holds samples" in line
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_bugs_are_not_turned_into_one_line_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ValueError raised outside rf_matid's own validation keeps its traceback."""
+    import rf_matid.cli as cli
+
+    def broken() -> dict:
+        return dict([(1, 2, 3)])  # ValueError raised by the interpreter, not by rf_matid
+
+    monkeypatch.setattr(cli, "shipped_configs", broken)
+    with pytest.raises(ValueError, match="dictionary update sequence"):
+        main(["configs"])
+
+
+def test_traceback_on_request(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from rf_matid.io import RFMatIDFormatError
+
+    monkeypatch.setenv("RF_MATID_TRACEBACK", "1")
+    with pytest.raises(RFMatIDFormatError):
+        main(["fit", "--config", "tiny", f"--data.init_args.data_dir={tmp_path / 'nope'}"])
+
+
+def test_validate_subcommand_reports_the_val_accuracy(tiny_dataset: Path, tmp_path: Path) -> None:
+    import torch
+
+    cli = run_lightning_cli(
+        [
+            "validate",
+            "--config",
+            "tiny",
+            f"--data.init_args.data_dir={tiny_dataset}",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
+    assert cli.trainer.state.finished
+    module, datamodule = cli.model.eval(), cli.datamodule
+    correct = total = 0
+    with torch.no_grad():
+        for batch in datamodule.val_dataloader():
+            correct += int((module(batch["x"]).argmax(1) == batch["y"]).sum())
+            total += len(batch["y"])
+    assert total == datamodule.split_sizes()["val"] > 0
+    assert float(cli.trainer.callback_metrics["val/acc"]) == pytest.approx(correct / total)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -9,10 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rf_matid import io
+from rf_matid import loader
 from rf_matid.io import (
     FREQ_DOMAIN_DIR,
+    FREQ_HEADER,
     TIME_DOMAIN_DIR,
+    TIME_HEADER,
     TIME_LENGTH,
     Position,
     RFMatIDFormatError,
@@ -24,6 +27,7 @@ from rf_matid.io import (
     position_folders,
     read_frequency_csv,
     read_time_csv,
+    scan_position_folders,
     write_frequency_csv,
     write_sample,
     write_time_csv,
@@ -91,7 +95,10 @@ def test_folder_name_matches_upstream_example() -> None:
 @pytest.mark.parametrize(
     ("name", "field"),
     [
-        ("brick01", "folder name"),
+        ("brick01", "prefix"),
+        ("ms46131a-4To40GHz-2048-brick01-200mm-0deg", "prefix"),
+        ("ms46131a-4To43.5GHz-2048-200mm-0deg", "folder name"),
+        ("ms46131a-4To43.5GHz-2048-brick-01-200mm-0deg", "class_name"),
         ("ms46131a-4To43.5GHz-2048-brick01-200cm-0deg", "distance_mm"),
         ("ms46131a-4To43.5GHz-2048-brick01-200mm-0", "angle_deg"),
         ("ms46131a-4To43.5GHz-2048-brick01-200mm-5.5deg", "angle_deg"),
@@ -391,7 +398,7 @@ def test_cache_hit_is_memmap_and_skips_parsing(
     def fail(*args, **kwargs):
         raise AssertionError("cache hit must not parse CSVs")
 
-    monkeypatch.setattr(io, "read_frequency_csv", fail)
+    monkeypatch.setattr(loader, "read_frequency_csv", fail)
     second = load_dataset(tmp_path)
     assert isinstance(second.x, np.memmap) and not second.x.flags.writeable
     np.testing.assert_array_equal(second.x, first.x)
@@ -405,7 +412,9 @@ def test_cache_invalidated_on_change_add_and_remove(tmp_path: Path) -> None:
     target = sorted(written)[0]
     new_s11 = random_s11(np.random.default_rng(99))
     write_frequency_csv(tmp_path / target, FREQ, new_s11)
-    bump_mtime(tmp_path / target)  # same-size rewrite within one mtime tick must still count
+    # The key holds size and timestamps, not contents: move mtime on, in case this rewrite fell
+    # within the file system's timestamp tick of the original write.
+    bump_mtime(tmp_path / target)
     data = load_dataset(tmp_path)
     np.testing.assert_array_equal(data.x[0], new_s11)
     assert len(list((tmp_path / ".rfmatid_cache").glob("frequency-*"))) == 3  # stale entry removed
@@ -443,3 +452,203 @@ def test_shared_cache_dir_keeps_one_entry_per_root(tmp_path: Path) -> None:
     again_a = load_dataset(tmp_path / "a", cache_dir=cache)
     np.testing.assert_array_equal(again_a.x, first_a.x)
     assert len(list(cache.glob("*.x.npy"))) == 2
+
+
+def test_cache_detects_same_size_rewrite_with_restored_mtime(tmp_path: Path) -> None:
+    """The key has ctime_ns too: a same-size edit whose mtime was put back is still seen."""
+    written = build_dataset(tmp_path, samples=1, with_time=False)
+    target = tmp_path / sorted(written)[0]
+    before = target.stat()
+    load_dataset(tmp_path)
+    lines = target.read_text().splitlines()
+    freq_text, real_text, imag_text = lines[1].split(",")
+    first = next(i for i, char in enumerate(real_text) if char in "123456789")
+    digit = "5" if real_text[first] != "5" else "6"
+    new_real = real_text[:first] + digit + real_text[first + 1 :]  # same length, other value
+    lines[1] = ",".join([freq_text, new_real, imag_text])
+    time.sleep(0.05)  # let the status-change time land on a later file-system tick
+    target.write_text("\n".join(lines) + "\n")
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = target.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert after.st_ctime_ns != before.st_ctime_ns
+    data = load_dataset(tmp_path)
+    assert data.x[0, 0].real == np.float32(float(new_real)) != np.float32(float(real_text))
+    np.testing.assert_array_equal(data.x[0, 1:], written[sorted(written)[0]][0][1:])
+
+
+def test_cache_hit_reports_recorded_skips(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    written = build_dataset(tmp_path, samples=1, with_time=False)
+    bad_rel = sorted(written)[1]
+    rewrite_line(tmp_path / bad_rel, 3, "4.1e9,x,0")
+    load_dataset(tmp_path, skip_bad=True)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="rf_matid"):
+        again = load_dataset(tmp_path, skip_bad=True)
+    assert isinstance(again.x, np.memmap)  # a cache hit
+    assert [rel for rel, _ in again.skipped] == [bad_rel]
+    assert bad_rel in caplog.text and "line 3" in caplog.text
+
+
+# ----------------------------------------------------------------------------- folder prefix
+
+
+def test_class_name_with_dash_is_rejected_not_relabelled(tmp_path: Path) -> None:
+    build_dataset(tmp_path, samples=1, with_time=False)
+    bad = tmp_path / FREQ_DOMAIN_DIR / "ms46131a-4To43.5GHz-2048-brick-01-200mm-0deg"
+    write_frequency_csv(bad / "0000.csv", FREQ, random_s11(np.random.default_rng(5)))
+    with pytest.raises(RFMatIDFormatError) as info:
+        position_folders(tmp_path)
+    assert info.value.field == "class_name" and info.value.path == str(bad)
+    assert "'brick-01'" in str(info.value)
+    with pytest.raises(RFMatIDFormatError, match="contains '-'"):
+        load_dataset(tmp_path)
+    data = load_dataset(tmp_path, skip_bad=True)
+    assert "01" not in data.class_names and len(set(data.class_names)) == 2
+    assert [rel for rel, _ in data.skipped] == [f"{FREQ_DOMAIN_DIR}/{bad.name}/0000.csv"]
+
+
+def test_wrong_instrument_prefix_is_rejected(tmp_path: Path) -> None:
+    build_dataset(tmp_path, samples=1, with_time=False)
+    bad = tmp_path / FREQ_DOMAIN_DIR / "ms46131a-4To40GHz-1024-brick01-200mm-0deg"
+    write_frequency_csv(bad / "0000.csv", FREQ, random_s11(np.random.default_rng(5)))
+    with pytest.raises(RFMatIDFormatError, match="instrument prefix") as info:
+        load_dataset(tmp_path)
+    assert info.value.field == "prefix" and bad.name in str(info.value)
+
+
+def test_position_folders_skip_bad_logs_and_returns_the_skips(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    build_dataset(tmp_path, samples=1, with_time=False)
+    bad = tmp_path / FREQ_DOMAIN_DIR / "ms46131a-4To43.5GHz-2048-brick01-200mm-zdeg"
+    bad.mkdir()
+    with caplog.at_level(logging.WARNING, logger="rf_matid"):
+        folders, skipped = scan_position_folders(tmp_path, skip_bad=True)
+    assert [position for _, position in folders] == sorted(
+        POSITIONS, key=lambda p: position_folder_name(p.class_name, p.distance_mm, p.angle_deg)
+    )
+    assert len(skipped) == 1 and skipped[0][0] == str(bad) and "angle_deg" in skipped[0][1]
+    assert bad.name in caplog.text
+    assert len(position_folders(tmp_path, skip_bad=True)) == len(POSITIONS)
+
+
+# ----------------------------------------------------------------------------- headers and units
+
+
+def write_table(path: Path, header: str, columns: list[np.ndarray]) -> None:
+    rows = [",".join(repr(float(v)) for v in row) for row in zip(*columns, strict=True)]
+    path.write_text("\n".join([header, *rows]) + "\n")
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["freq_hz,imag,real", "imag,real,freq_hz", "Frequency (Hz), Re(S11), Im(S11)", "freq,re,im"],
+)
+def test_frequency_columns_are_placed_by_header_name(tmp_path: Path, header: str) -> None:
+    s11 = random_s11(np.random.default_rng(6))
+    by_name = {"freq": FREQ, "real": s11.real, "imag": s11.imag}
+    names = [n.strip().lower() for n in header.split(",")]
+    order = [
+        "freq" if n.startswith("freq") else ("imag" if n.startswith("im") else "real")
+        for n in names
+    ]
+    path = tmp_path / "f.csv"
+    write_table(path, header, [by_name[key] for key in order])
+    freq, loaded = read_frequency_csv(path)
+    np.testing.assert_array_equal(freq, FREQ)
+    np.testing.assert_array_equal(loaded, s11)  # imag,real swapped would fail here
+
+
+def test_time_columns_are_placed_by_header_name(tmp_path: Path) -> None:
+    amplitude = np.random.default_rng(7).normal(size=10240).astype(np.float32)
+    path = tmp_path / "t.csv"
+    write_table(path, "amplitude,time_ps", [amplitude, TIME])
+    time_ps, loaded = read_time_csv(path)
+    np.testing.assert_array_equal(time_ps, TIME)
+    np.testing.assert_array_equal(loaded, amplitude)
+
+
+@pytest.mark.parametrize(
+    ("reader", "header", "field", "message"),
+    [
+        ("frequency", "freq_hz,real,phase", "phase", "unknown column name"),
+        ("frequency", "freq_hz,real,real", "real", "repeats"),
+        ("frequency", "freq_mhz,real,imag", "freq_mhz", "unknown column name"),
+        ("frequency", "freq_hz,real,imag,mag", None, "has 4 fields"),
+        ("time", "time_ns,amplitude", "time_ns", "unknown column name"),
+        ("time", "time_ps,amplitude,extra", None, "has 3 fields"),
+    ],
+)
+def test_unknown_headers_name_file_line_and_field(
+    tmp_path: Path, reader: str, header: str, field, message: str
+) -> None:
+    path = tmp_path / "x.csv"
+    body = FREQ_HEADER if reader == "frequency" else TIME_HEADER
+    if reader == "frequency":
+        write_frequency_csv(path, FREQ, random_s11(np.random.default_rng(8)))
+    else:
+        write_time_csv(path, TIME, np.ones(10240))
+    assert path.read_text().splitlines()[0] == body  # the exact upstream headers are written
+    rewrite_line(path, 1, header)
+    read = read_frequency_csv if reader == "frequency" else read_time_csv
+    with pytest.raises(RFMatIDFormatError, match=message) as info:
+        read(path)
+    assert (info.value.path, info.value.line, info.value.field) == (str(path), 1, field)
+
+
+def test_ghz_axis_is_converted_only_when_the_header_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    s11 = random_s11(np.random.default_rng(9))
+    labelled = tmp_path / "ghz.csv"
+    write_table(labelled, "freq_ghz,real,imag", [FREQ / 1e9, s11.real, s11.imag])
+    with caplog.at_level(logging.INFO, logger="rf_matid"):
+        freq, loaded = read_frequency_csv(labelled)
+    np.testing.assert_allclose(freq, FREQ, rtol=1e-15)
+    np.testing.assert_array_equal(loaded, s11)
+    assert "GHz" in caplog.text and str(labelled) in caplog.text
+
+    unlabelled = tmp_path / "unlabelled.csv"
+    write_table(unlabelled, "freq_hz,real,imag", [FREQ / 1e9, s11.real, s11.imag])
+    with pytest.raises(RFMatIDFormatError, match="look like GHz") as info:
+        read_frequency_csv(unlabelled)
+    assert (info.value.path, info.value.line, info.value.field) == (str(unlabelled), 2, "freq_hz")
+
+
+@pytest.mark.parametrize(
+    ("header", "scale", "line", "message"),
+    [
+        ("freq_hz,real,imag", 1e9, 2, "outside the plausible range"),  # 4e18 Hz
+        ("freq_ghz,real,imag", 1.0, 2, "declares GHz"),  # Hz values labelled GHz
+        ("freq_hz,real,imag", 1e-3, 2, "outside the plausible range"),  # kHz-like
+    ],
+)
+def test_implausible_frequencies_are_rejected(
+    tmp_path: Path, header: str, scale: float, line: int, message: str
+) -> None:
+    path = tmp_path / "f.csv"
+    s11 = random_s11(np.random.default_rng(10))
+    write_table(path, header, [FREQ * scale, s11.real, s11.imag])
+    with pytest.raises(RFMatIDFormatError, match=message) as info:
+        read_frequency_csv(path)
+    assert info.value.line == line and info.value.field == header.split(",")[0]
+
+
+def test_one_implausible_row_is_located(tmp_path: Path, freq_file: Path) -> None:
+    lines = freq_file.read_text().splitlines()
+    lines[-1] = "2e11," + lines[-1].split(",", 1)[1]  # 200 GHz: increasing, but out of band
+    freq_file.write_text("\n".join(lines) + "\n")
+    with pytest.raises(RFMatIDFormatError, match="plausible") as info:
+        read_frequency_csv(freq_file)
+    assert (info.value.line, info.value.field) == (2049, "freq_hz")
+
+
+def test_stray_csv_in_the_time_tree_is_reported(tmp_path: Path) -> None:
+    build_dataset(tmp_path, samples=1)
+    stray = tmp_path / TIME_DOMAIN_DIR / "stray.csv"
+    write_time_csv(stray, TIME, np.arange(10240.0))
+    with pytest.raises(RFMatIDFormatError, match="outside a position folder"):
+        load_dataset(tmp_path, "time")
+    data = load_dataset(tmp_path, "time", skip_bad=True)
+    assert [rel for rel, _ in data.skipped] == [f"{TIME_DOMAIN_DIR}/stray.csv"]

@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
+from iclr26_common.testing import shipped_configs
 from rf_matid.lit_module import RFMatIDClassifier
 
 NUM_CLASSES = 4
@@ -75,7 +76,7 @@ def test_training_reduces_loss_on_separable_toy_problem() -> None:
     x, y = _toy_data(96)
     module = RFMatIDClassifier(
         arch="material_id", num_classes=NUM_CLASSES, seq_len=LENGTH, arch_kwargs=TINY_CNN,
-        max_lr=1e-2,
+        lr=1e-2,
     )  # fmt: skip
     before = _mean_loss(module, x, y)
     trainer = _trainer(max_epochs=6)
@@ -105,12 +106,12 @@ def test_onecycle_total_steps_is_the_trainers_estimate() -> None:
     # 7 batches/epoch, 2 accumulated per step -> 4 optimizer steps/epoch (last one partial)
     assert scheduler.total_steps == trainer.estimated_stepping_batches == 3 * 4
     # Stepped once per optimizer step, the whole cycle is used (upstream stops in the warm-up):
-    # max_lr/div_factor -> max_lr -> max_lr/(div_factor·final_div_factor).
+    # lr/div_factor -> lr (the peak) -> lr/(div_factor·final_div_factor).
     hp = module.hparams
     assert len(lrs.lrs) == scheduler.total_steps
-    assert lrs.lrs[0] == pytest.approx(hp.max_lr / hp.div_factor)
-    assert max(lrs.lrs) > 0.5 * hp.max_lr
-    assert lrs.lrs[-1] == pytest.approx(hp.max_lr / (hp.div_factor * hp.final_div_factor))
+    assert lrs.lrs[0] == pytest.approx(hp.lr / hp.div_factor)
+    assert max(lrs.lrs) > 0.5 * hp.lr
+    assert lrs.lrs[-1] == pytest.approx(hp.lr / (hp.div_factor * hp.final_div_factor))
 
 
 def test_test_confusion_matrix_and_predict() -> None:
@@ -180,6 +181,8 @@ def test_bad_configuration_raises() -> None:
         RFMatIDClassifier(arch="mlp", seq_len=8, num_classes=3, class_names=["a", "b"])
     with pytest.raises(ValueError, match="scheduler"):
         RFMatIDClassifier(arch="mlp", seq_len=8, scheduler="cosine")
+    with pytest.raises(ValueError, match="lr must be > 0"):
+        RFMatIDClassifier(arch="mlp", seq_len=8, lr=0.0)
     x, y = _toy_data(8)
     module = RFMatIDClassifier(
         arch="material_id", num_classes=NUM_CLASSES, seq_len=LENGTH, arch_kwargs=TINY_CNN
@@ -188,3 +191,65 @@ def test_bad_configuration_raises() -> None:
         _trainer(max_epochs=-1).fit(module, DataLoader(TensorDataset(x, y), batch_size=8))
     with pytest.raises(ValueError, match="no labels"):
         module.training_step({"x": x}, 0)
+
+
+@pytest.mark.parametrize("config", shipped_configs("rf_matid"), ids=lambda p: p.stem)
+def test_shipped_config_lr_is_the_rate_the_optimizer_gets(config) -> None:
+    """`lr` in a config is the OneCycle peak (StepLR: the initial rate), not an inert value."""
+    import yaml
+
+    args = yaml.safe_load(config.read_text())["model"]["init_args"]
+    recipe = {k: v for k, v in args.items() if k not in ("arch", "arch_kwargs")}
+    assert "max_lr" not in recipe
+    module = RFMatIDClassifier(
+        arch="material_id", num_classes=NUM_CLASSES, seq_len=LENGTH, arch_kwargs=TINY_CNN, **recipe
+    )
+    lrs = _LearningRates()
+    x, y = _toy_data(80)  # 10 steps of 8: the OneCycle peak falls exactly on step 0.3·10 - 1 = 2
+    _trainer(max_epochs=1, limit_val_batches=0, callbacks=[lrs]).fit(
+        module, DataLoader(TensorDataset(x, y), batch_size=8)
+    )
+    assert len(lrs.lrs) == 10
+    if module.hparams.scheduler == "onecycle":
+        assert max(lrs.lrs) == pytest.approx(args["lr"], rel=1e-9)
+        assert lrs.lrs[0] == pytest.approx(args["lr"] / 25)
+    else:
+        assert lrs.lrs[0] == pytest.approx(args["lr"], rel=1e-9)
+
+
+def test_lr_changes_the_onecycle_peak() -> None:
+    peaks = []
+    for lr in (1e-3, 4e-3):
+        module = RFMatIDClassifier(
+            arch="material_id", num_classes=NUM_CLASSES, seq_len=LENGTH, arch_kwargs=TINY_CNN, lr=lr
+        )
+        lrs = _LearningRates()
+        x, y = _toy_data(80)
+        _trainer(max_epochs=1, limit_val_batches=0, callbacks=[lrs]).fit(
+            module, DataLoader(TensorDataset(x, y), batch_size=8)
+        )
+        peaks.append(max(lrs.lrs))
+    assert peaks == pytest.approx([1e-3, 4e-3])
+
+
+def test_checkpoint_with_other_classes_is_refused_before_loading_weights() -> None:
+    module = RFMatIDClassifier(arch="mlp", num_classes=3, seq_len=8, class_names=["a", "b", "c"])
+    same = {"hyper_parameters": {"num_classes": 3, "class_names": ["a", "b", "c"]}}
+    module.on_load_checkpoint(same)  # no error
+    for other in (
+        {"num_classes": 3, "class_names": ["a", "c", "b"]},  # same set, other order
+        {"num_classes": 4, "class_names": ["a", "b", "c", "d"]},
+        {"num_classes": 4},
+    ):
+        with pytest.raises(ValueError, match="class vocabulary mismatch"):
+            module.on_load_checkpoint({"hyper_parameters": other})
+
+
+def test_num_parameters_uses_the_model_module_count(monkeypatch) -> None:
+    import rf_matid.lit_module as lit_module
+    from rf_matid.model import count_parameters
+
+    module = RFMatIDClassifier(arch="mlp", num_classes=3, seq_len=8)
+    assert module.num_parameters() == count_parameters(module.model) > 0
+    monkeypatch.setattr(lit_module, "count_parameters", lambda model: -1)
+    assert module.num_parameters() == -1  # one definition: lit_module delegates to model.py

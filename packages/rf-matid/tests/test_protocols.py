@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -17,13 +20,22 @@ from rf_matid.protocols import (
 )
 
 
-def test_protocol_table_matches_upstream_configs() -> None:
-    assert PROTOCOLS["P1"] == ((4.0, 43.5),)
-    assert PROTOCOLS["P2"] == ((30.0, 43.5),)
-    assert PROTOCOLS["P3"] == ((4.0, 30.0),)
-    assert PROTOCOLS["P4"] == ((5.725, 5.85), (23.12, 23.6), (24.0, 36.0), (37.0, 42.5))
-    assert PROTOCOLS["P5"][0] == (4.0, 5.65) and PROTOCOLS["P5"][-1] == (36.5, 42.5)
-    assert len(PROTOCOLS["P5"]) == 7
+def test_protocol_table_matches_the_documented_table() -> None:
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    section = readme.read_text(encoding="utf-8").split("### Protocols", 1)[1].split("\n#", 1)[0]
+    rows = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in section.splitlines()
+        if re.match(r"^\| P\d", line)
+    ]
+    assert [row[0].split()[0] for row in rows] == sorted(PROTOCOLS)
+    for name, ranges, bins in rows:
+        key = name.split()[0]
+        documented = tuple(
+            tuple(float(bound) for bound in part.split("–")) for part in ranges.split(",")
+        )
+        assert PROTOCOLS[key] == documented, key
+        assert int(protocol_mask(PROTOCOL_GRID, key).sum()) == int(bins), key
 
 
 @pytest.mark.parametrize(

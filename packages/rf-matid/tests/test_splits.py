@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,18 +24,45 @@ def full_grid(samples_per_position: int = 2) -> tuple[np.ndarray, np.ndarray]:
     return distances.astype(np.int32), angles.astype(np.int32)
 
 
-def test_tables_match_upstream_split_config() -> None:
-    assert (
-        len(ALL_DISTANCES_MM) == 37 and ALL_DISTANCES_MM[0] == 200 and ALL_DISTANCES_MM[-1] == 2000
-    )
-    assert SPLITS["S2"][1]["test"] == (250, 400, 550, 700, 900, 1050, 1200, 1350, 1550, 1700, 1900)
-    assert SPLITS["S2"][2]["test"] == tuple(range(200, 701, 50))
-    assert SPLITS["S2"][2]["train"][0] == 750
-    assert SPLITS["S2"][3]["train"][-1] == 1450
-    assert SPLITS["S2"][3]["test"] == tuple(range(1500, 2001, 50))
-    assert SPLITS["S3"][1]["test"] == (2, 5, 8)
-    assert SPLITS["S3"][2]["test"] == (0, 1, 2)
-    assert SPLITS["S3"][3]["test"] == (8, 9, 10)
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def documented_positions(cell: str, everything: tuple[int, ...]) -> set[int] | None:
+    """Positions of one README split-table cell ('250, 400 mm', '200–700 mm', '≥ 750 mm', '3–10°');
+    None for 'other distances/angles' (the complement of the test set)."""
+    text = cell.replace("mm", "").replace("°", "").strip()
+    if text.startswith("other"):
+        return None
+    if text.startswith(("≥", "≤")):
+        bound = int(text[1:])
+        return {v for v in everything if (v >= bound if text[0] == "≥" else v <= bound)}
+    if "–" in text:
+        low, high = (int(part) for part in text.split("–"))
+        return {v for v in everything if low <= v <= high}
+    return {int(part) for part in text.split(",")}
+
+
+def test_split_tables_match_the_documented_tables() -> None:
+    section = README.read_text(encoding="utf-8").split("### Splits", 1)[1].split("\n#", 1)[0]
+    rows = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in section.splitlines()
+        if line.startswith(("| S2-mod", "| S3-mod"))
+    ]
+    assert len(rows) == 6
+    for name, train_cell, test_cell in rows:
+        key, mod = name.split("-mod")
+        everything = ALL_DISTANCES_MM if key == "S2" else ALL_ANGLES_DEG
+        test = documented_positions(test_cell, everything)
+        train = documented_positions(train_cell, everything)
+        assert test is not None
+        assert set(SPLITS[key][int(mod)]["test"]) == test, name
+        assert set(SPLITS[key][int(mod)]["train"]) == (
+            set(everything) - test if train is None else train
+        ), name
+
+
+def test_split_tables_partition_the_positions() -> None:
     for key, everything in (("S2", ALL_DISTANCES_MM), ("S3", ALL_ANGLES_DEG)):
         for table in SPLITS[key].values():
             assert not set(table["train"]) & set(table["test"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -111,11 +113,50 @@ def test_material_table_covers_the_class_vocabulary() -> None:
             assert np.all(eps.real >= 1) and np.all(eps.imag <= 0)
 
 
-def test_horn_beam_is_half_power_at_half_beamwidth() -> None:
-    beamwidth = synth.horn_beamwidth_deg(FREQ)
-    ratio = synth.horn_gain(FREQ, beamwidth / 2).diagonal() / synth.horn_gain(FREQ, 0.0)
-    np.testing.assert_allclose(ratio, 0.5)
-    assert np.all(np.diff(beamwidth) < 0)  # narrower beam at higher frequency
+def test_horn_gain_is_passive_and_matches_the_gaussian_beam_integral() -> None:
+    """Integrate G over the sphere: radiated / 4 pi must be <= 1 (a passive horn), and for a
+    narrow Gaussian beam sum G dOmega ~= G0 pi Theta^2 / (4 ln 2), so the 26000 / Theta^2 rule
+    implies an efficiency of 26000 / (16 ln 2 (180 / pi)^2) = 0.714."""
+    freq = np.array([4e9, 20e9, 43.5e9])
+    theta = np.linspace(0.0, 180.0, 100_001)
+    gain = synth.horn_gain(freq, theta)  # [theta, F]
+    integrand = gain * 2 * np.pi * np.sin(np.radians(theta))[:, None]
+    step = np.radians(theta[1] - theta[0])
+    radiated = step * (integrand[1:] + integrand[:-1]).sum(axis=0) / 2  # trapezoid rule
+    efficiency = radiated / (4 * np.pi)
+    assert np.all(efficiency <= 1.0) and np.all(efficiency > 0.5)
+    assert efficiency[-1] == pytest.approx(26000 / (16 * np.log(2) * (180 / np.pi) ** 2), rel=0.01)
+    assert np.all(np.diff(synth.horn_beamwidth_deg(FREQ)) < 0)  # narrower beam at higher f
+
+
+def test_simulated_echo_is_half_power_at_half_beamwidth() -> None:
+    """Through simulate_s11 (noise, jitter and double bounce off): tilting the plate by half the
+    beamwidth at one frequency halves the echo there (the -3 dB point of a power pattern), times
+    1 / cos(theta) for the shorter image distance R = 2 (d + l_pc) cos(theta)."""
+    quiet = dataclasses.replace(
+        synth.DEFAULT_SETUP,
+        noise_floor_db=(-400.0, -400.0),
+        trace_noise=0.0,
+        distance_jitter_m=0.0,
+        angle_jitter_deg=0.0,
+        eps_real_jitter=0.0,
+        conductivity_jitter=0.0,
+        cable_phase_jitter_m=0.0,
+        cable_gain_jitter=0.0,
+        structural_scattering=0.0,
+    )
+    grid = synth.FREQ_GRID_HZ
+    leakage = synth.horn_leakage(grid, quiet)
+    k = int(np.searchsorted(grid, 30e9))
+    tilt = float(synth.horn_beamwidth_deg(grid[k : k + 1], quiet)[0] / 2)
+
+    def echo(angle: float) -> np.ndarray:
+        s11 = synth.simulate_s11("stone03", 400, angle, np.random.default_rng(3), setup=quiet)
+        return np.abs(s11 - leakage)
+
+    ratio = echo(tilt) / echo(0.0)
+    assert ratio[k] == pytest.approx(0.5 / np.cos(np.radians(tilt)), rel=1e-3)
+    assert ratio[0] > ratio[k] > ratio[-1]  # the beam narrows with frequency
 
 
 def test_simulation_is_deterministic_for_a_seed() -> None:

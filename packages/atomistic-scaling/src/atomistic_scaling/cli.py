@@ -1,19 +1,271 @@
-"""The ``atomistic-scaling`` command (being built: see the package README)."""
+"""The ``atomistic-scaling`` command: LightningCLI training subcommands (fit/validate/test/
+predict) plus ``synth`` (EMT data as extxyz), ``sweep`` (scaling grid + fits) and ``configs``."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
 
 from atomistic_scaling import __version__
 
+__all__ = ["main", "run_lightning_cli", "shipped_configs"]
 
-def main(args: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="atomistic-scaling")
-    parser.add_argument("--version", action="version", version=f"atomistic-scaling {__version__}")
-    parser.parse_args(list(sys.argv[1:] if args is None else args))
+PROG = "atomistic-scaling"
+TRAINER_SUBCOMMANDS = ("fit", "validate", "test", "predict")
+DESCRIPTION = (
+    "Scaling Laws and Symmetry (ICLR 2026): neural force fields of rising symmetry order, EMT "
+    "data and scaling-law fits. Training subcommands are LightningCLI (`atomistic-scaling fit "
+    "--help`); shipped configs can be named without a path: `atomistic-scaling fit --config tiny`."
+)
+
+
+def shipped_configs() -> dict[str, Path]:
+    root = Path(str(files("atomistic_scaling") / "configs"))
+    return {path.stem: path for path in sorted(root.glob("*.yaml"))}
+
+
+def _resolve_config_names(argv: list[str]) -> list[str]:
+    """Lets ``--config NAME`` name a shipped config when NAME is not an existing file."""
+    resolved = list(argv)
+    configs = shipped_configs()
+    for i, arg in enumerate(resolved):
+        if arg == "--config" and i + 1 < len(resolved):
+            if not Path(resolved[i + 1]).exists() and resolved[i + 1] in configs:
+                resolved[i + 1] = str(configs[resolved[i + 1]])
+        elif arg.startswith("--config="):
+            value = arg.split("=", 1)[1]
+            if not Path(value).exists() and value in configs:
+                resolved[i] = f"--config={configs[value]}"
+    return resolved
+
+
+def _top_level_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in TRAINER_SUBCOMMANDS:
+        sub.add_parser(name, help=f"LightningCLI `{name}` ({PROG} {name} --help)", add_help=False)
+    sub.add_parser("synth", help="write EMT-labelled structures as extxyz")
+    sub.add_parser("sweep", help="scaling sweep (archs x widths x D) with fits and plots")
+    sub.add_parser("configs", help="list the YAML configs shipped with the package")
+    return parser
+
+
+def run_lightning_cli(argv: Sequence[str]) -> Any:
+    """Runs LightningCLI on ``argv`` (a trainer subcommand first); returns the CLI object.
+    The data module's ``cutoff`` is linked into the model. The resolved config is saved as
+    ``config.yaml`` only into the run's own logger directory, never over an existing file;
+    without a logger (``tiny``, ``fast_dev_run``) nothing is written."""
+    from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+    from lightning.pytorch.loggers.logger import DummyLogger
+
+    from atomistic_scaling.data import AtomisticDataModule
+    from atomistic_scaling.lit_module import ForceFieldModule
+
+    class RunDirSaveConfig(SaveConfigCallback):
+        def setup(self, trainer, pl_module, stage) -> None:  # type: ignore[no-untyped-def]
+            if self.already_saved:
+                return
+            logger = trainer.logger
+            if logger is None or isinstance(logger, DummyLogger) or trainer.log_dir is None:
+                self.already_saved = True  # no run directory of its own: write nothing
+                return
+            super().setup(trainer, pl_module, stage)
+
+    class ScalingCLI(LightningCLI):
+        def add_arguments_to_parser(self, parser) -> None:  # type: ignore[no-untyped-def]
+            parser.link_arguments("data.cutoff", "model.cutoff")
+
+    return ScalingCLI(
+        ForceFieldModule,
+        AtomisticDataModule,
+        seed_everything_default=0,
+        save_config_callback=RunDirSaveConfig,
+        save_config_kwargs={"overwrite": False},
+        args=_resolve_config_names(list(argv)),
+    )
+
+
+def synth_main(argv: Sequence[str]) -> int:
+    from atomistic_scaling.constants import EMT_ELEMENTS
+    from atomistic_scaling.synth import KINDS, write_synthetic
+
+    parser = argparse.ArgumentParser(
+        prog=f"{PROG} synth",
+        description="Generate fcc metal configurations (rattled, strained, vacancies, Langevin MD "
+        "snapshots at 300-1500 K) labelled with ASE's EMT; write extxyz with REF_energy / "
+        "REF_forces.",
+    )
+    parser.add_argument("--out", type=Path, required=True, help="extxyz file to write (new)")
+    parser.add_argument("--n", type=int, default=100, help="number of structures")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--elements", default=",".join(EMT_ELEMENTS), help="comma-separated")
+    parser.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated of {KINDS}")
+    ns = parser.parse_args(list(argv))
+    if ns.n < 1:
+        parser.error("--n must be >= 1")
+    elements = [e for e in ns.elements.split(",") if e]
+    bad = sorted(set(elements) - set(EMT_ELEMENTS))
+    if bad:
+        parser.error(f"unsupported elements {bad}; EMT has {', '.join(EMT_ELEMENTS)}")
+    path = write_synthetic(ns.out, ns.n, ns.seed, elements, [k for k in ns.kinds.split(",") if k])
+    print(f"wrote {path} ({ns.n} structures)")
     return 0
+
+
+def sweep_main(argv: Sequence[str]) -> int:
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    from atomistic_scaling.constants import DEFAULT_ENERGY_KEY, DEFAULT_FORCES_KEY
+
+    parser = ArgumentParser(
+        prog=f"{PROG} sweep",
+        description="Train archs x widths for one epoch each, reading the validation loss at "
+        "each D in d_checkpoints; fit L(N, D) and the compute frontier with bootstrap CIs; "
+        "write records.json, fits.json, fits.md and plots into --out.",
+    )
+    parser.add_argument("--config", action=ActionConfigFile)
+    parser.add_argument("--out", type=Path, required=True, help="output folder (new or empty)")
+    parser.add_argument("--train_files", type=list[str] | None, default=None)
+    parser.add_argument("--val_files", type=list[str] | None, default=None)
+    parser.add_argument("--energy_key", type=str, default=DEFAULT_ENERGY_KEY)
+    parser.add_argument("--forces_key", type=str, default=DEFAULT_FORCES_KEY)
+    parser.add_argument("--synthetic_val", type=int, default=100, help="EMT val size w/o files")
+    parser.add_argument("--archs", type=list[str], default=["mpnn", "invariant", "l1", "l2"])
+    parser.add_argument("--widths", type=list[int], default=[8, 16, 32])
+    parser.add_argument("--num_layers", type=int, default=2)
+    parser.add_argument("--d_checkpoints", type=list[int], default=[50, 100, 200, 400, 800])
+    parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--cutoff", type=float, default=4.5)
+    parser.add_argument("--conservative", type=bool, default=False)
+    parser.add_argument("--rotation_augmentation", type=bool, default=False)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--n_boot", type=int, default=100)
+    ns = parser.parse_args(list(argv))
+
+    from atomistic_scaling.data import AtomsGraphDataset, fit_atomic_energies
+    from atomistic_scaling.io import read_many
+    from atomistic_scaling.sweep import (
+        SweepConfig,
+        fit_sweep,
+        plot_sweep,
+        public_fits,
+        run_sweep,
+        summary_table,
+    )
+
+    out = Path(ns.out)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} exists and is not empty; give a new --out")
+    config = SweepConfig(
+        archs=ns.archs,
+        widths=ns.widths,
+        num_layers=ns.num_layers,
+        d_checkpoints=ns.d_checkpoints,
+        batch_size=ns.batch_size,
+        lr=ns.lr,
+        cutoff=ns.cutoff,
+        conservative=ns.conservative,
+        rotation_augmentation=ns.rotation_augmentation,
+        seed=ns.seed,
+        n_boot=ns.n_boot,
+    )
+    if ns.train_files:
+        train = read_many(ns.train_files, ns.energy_key, ns.forces_key)
+        if not ns.val_files:
+            raise ValueError("sweep: --val_files is required with --train_files")
+        val = read_many(ns.val_files, ns.energy_key, ns.forces_key)
+    else:
+        from atomistic_scaling.synth import generate_structures
+
+        data = generate_structures(max(config.d_checkpoints) + ns.synthetic_val, ns.seed)
+        val, train = data[: ns.synthetic_val], data[ns.synthetic_val :]
+    records = run_sweep(
+        AtomsGraphDataset(train, config.cutoff),
+        AtomsGraphDataset(val, config.cutoff),
+        fit_atomic_energies(train),
+        config,
+    )
+    fits = fit_sweep(records, config.n_boot, config.seed)
+    out.mkdir(parents=True, exist_ok=True)
+    plot_sweep(records, fits, out)
+    (out / "records.json").write_text(json.dumps(records, indent=1))
+    (out / "fits.json").write_text(json.dumps(public_fits(fits), indent=1))
+    table = summary_table(fits)
+    (out / "fits.md").write_text(table + "\n")
+    print(table)
+    print(f"wrote {out}")
+    return 0
+
+
+def configs_main(argv: Sequence[str]) -> int:
+    argparse.ArgumentParser(prog=f"{PROG} configs", description="List shipped configs.").parse_args(
+        list(argv)
+    )
+    for name, path in shipped_configs().items():
+        print(f"{name:16s} {path}")
+    return 0
+
+
+def _is_user_error(error: BaseException) -> bool:
+    """Bad input rather than a bug: our format errors, path errors, and ``ValueError``s raised
+    in this package's own modules (innermost traceback frame)."""
+    from atomistic_scaling.io import AtomisticFormatError
+
+    path_errors = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError)
+    if isinstance(error, (AtomisticFormatError, *path_errors)):
+        return True
+    if not isinstance(error, ValueError):
+        return False
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    module = "" if tb is None else str(tb.tb_frame.f_globals.get("__name__", ""))
+    return module.split(".")[0] == "atomistic_scaling"
+
+
+def main(args: Sequence[str] | None = None) -> int | None:
+    """Entry point; ``args`` defaults to ``sys.argv[1:]``. Input errors end with one line
+    ``atomistic-scaling: error: ...`` on stderr and exit code 2 (``ATOMISTIC_SCALING_TRACEBACK=1``
+    shows the traceback)."""
+    argv = list(sys.argv[1:] if args is None else args)
+    try:
+        return _dispatch(argv)
+    except Exception as error:
+        if os.environ.get("ATOMISTIC_SCALING_TRACEBACK") or not _is_user_error(error):
+            raise
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _dispatch(argv: list[str]) -> int | None:
+    if not argv or argv[0] in ("-h", "--help", "--version"):
+        parser = _top_level_parser()
+        if not argv:
+            parser.print_help()
+            raise SystemExit(2)
+        parser.parse_args(argv)
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command in TRAINER_SUBCOMMANDS:
+        run_lightning_cli(argv)
+        return 0
+    extra: dict[str, Callable[[Sequence[str]], int]] = {
+        "synth": synth_main,
+        "sweep": sweep_main,
+        "configs": configs_main,
+    }
+    if command not in extra:
+        _top_level_parser().error(f"unknown command {command!r}")
+    return extra[command](rest)
 
 
 if __name__ == "__main__":

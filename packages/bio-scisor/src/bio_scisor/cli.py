@@ -1,19 +1,301 @@
-"""The ``bio-scisor`` command (being built: see the package README)."""
+"""The ``bio-scisor`` command: LightningCLI training subcommands plus score, shrink and synth."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, NoReturn
 
 from bio_scisor import __version__
 
+__all__ = ["main", "run_lightning_cli", "shipped_configs"]
 
-def main(args: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bio-scisor")
+TRAINER_SUBCOMMANDS = ("fit", "validate", "test")
+DESCRIPTION = (
+    "SCISOR (ICLR 2026): a discrete diffusion model that deletes residues, for scoring deletion "
+    "variants and shrinking proteins. Training subcommands are LightningCLI (`bio-scisor fit "
+    "--help`); shipped configs can be named without a path: `bio-scisor fit --config tiny`."
+)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with a one-line error ``PROG: error: MESSAGE`` and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def shipped_configs() -> dict[str, Path]:
+    root = Path(str(files("bio_scisor") / "configs"))
+    return {path.stem: path for path in sorted(root.glob("*.yaml"))}
+
+
+def _resolve_config_names(argv: list[str]) -> list[str]:
+    """Lets ``--config NAME`` name a shipped config when NAME is not an existing file."""
+    resolved, configs = list(argv), shipped_configs()
+    for i, arg in enumerate(resolved):
+        if arg == "--config" and i + 1 < len(resolved):
+            if not Path(resolved[i + 1]).exists() and resolved[i + 1] in configs:
+                resolved[i + 1] = str(configs[resolved[i + 1]])
+        elif arg.startswith("--config="):
+            value = arg.split("=", 1)[1]
+            if not Path(value).exists() and value in configs:
+                resolved[i] = f"--config={configs[value]}"
+    return resolved
+
+
+def run_lightning_cli(argv: Sequence[str]) -> Any:
+    """LightningCLI(ScisorLitModule, ScisorDataModule) on ``argv``; returns the CLI object."""
+    from lightning.pytorch.cli import LightningCLI
+
+    from bio_scisor.data import ScisorDataModule
+    from bio_scisor.lit_module import ScisorLitModule
+
+    return LightningCLI(
+        ScisorLitModule,
+        ScisorDataModule,
+        subclass_mode_model=False,
+        subclass_mode_data=False,
+        seed_everything_default=0,
+        save_config_kwargs={"overwrite": True},
+        args=_resolve_config_names(list(argv)),
+    )
+
+
+def _top_level_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="bio-scisor", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"bio-scisor {__version__}")
-    parser.parse_args(list(sys.argv[1:] if args is None else args))
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in TRAINER_SUBCOMMANDS:
+        sub.add_parser(name, help=f"LightningCLI `{name}` (bio-scisor {name} --help)")
+    sub.add_parser("score", help="score the deletion variants of a ProteinGym indel CSV")
+    sub.add_parser(
+        "proteingym", help="score every assay of a DMS_indels.csv reference and summarise"
+    )
+    sub.add_parser("shrink", help="shrink the sequences of a FASTA file by a percentage")
+    sub.add_parser("synth", help="write a synthetic profile-HMM family and deletion assay")
+    sub.add_parser("configs", help="list the YAML configs shipped with the package")
+    return parser
+
+
+def _read_wt(text: str) -> str:
+    """``--wt``: a residue string or a FASTA file whose first record is the wild type."""
+    from bio_scisor.io import check_sequence, read_sequences
+
+    if Path(text).is_file():
+        return read_sequences(text, "fasta")[0][1]
+    return check_sequence(text.strip().upper(), "--wt")
+
+
+def score_main(argv: Sequence[str]) -> int:
+    parser = ArgumentParser(
+        prog="bio-scisor score",
+        description="Score every deletion variant of a ProteinGym indel CSV with a trained "
+        "checkpoint and write mutated_sequence, DMS_score, n_deleted, scisor_path[, scisor_elbo]. "
+        "Prints the Spearman correlation with DMS_score.",
+    )
+    parser.add_argument("--dms", type=Path, required=True, help="ProteinGym indel CSV")
+    parser.add_argument("--wt", required=True, help="wild-type sequence or FASTA file")
+    parser.add_argument("--ckpt", type=Path, required=True, help="bio-scisor checkpoint")
+    parser.add_argument("--out", type=Path, required=True, help="CSV to write (new file)")
+    parser.add_argument("--elbo-samples", type=int, default=0, help="also score by MC ELBO")
+    parser.add_argument("--skip-non-deletions", action="store_true", help="skip insertions")
+    parser.add_argument("--overwrite", action="store_true")
+    ns = parser.parse_args(list(argv))
+    if ns.out.exists() and not ns.overwrite:
+        raise FileExistsError(f"{ns.out} exists (pass --overwrite to replace it)")
+    if ns.elbo_samples < 0:
+        parser.error("--elbo-samples must be >= 0")
+
+    import csv
+
+    from bio_scisor.io import read_dms_indels
+    from bio_scisor.lit_module import load_checkpoint
+    from bio_scisor.metrics import spearman
+    from bio_scisor.scoring import score_elbo, score_path
+
+    wt = _read_wt(ns.wt)
+    assay = read_dms_indels(
+        ns.dms, wt, on_non_deletion="skip" if ns.skip_non_deletions else "error"
+    )
+    model = load_checkpoint(ns.ckpt).denoiser
+    columns = {"scisor_path": score_path(model, wt, assay.mutants)}
+    if ns.elbo_samples:
+        columns["scisor_elbo"] = score_elbo(model, wt, assay.mutants, ns.elbo_samples)
+    with ns.out.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["mutated_sequence", "DMS_score", "n_deleted", *columns])
+        for i, seq in enumerate(assay.mutants):
+            values = [f"{columns[c][i]:.6f}" for c in columns]
+            writer.writerow([seq, assay.scores[i], int(assay.n_deleted[i]), *values])
+    for name, values in columns.items():
+        print(f"{name}: Spearman {spearman(values, assay.scores):+.3f} on {len(values)} variants")
+    if assay.skipped:
+        print(f"skipped {assay.skipped} rows that are not deletions of the wild type")
+    print(f"wrote {ns.out}")
     return 0
+
+
+def proteingym_main(argv: Sequence[str]) -> int:
+    parser = ArgumentParser(
+        prog="bio-scisor proteingym",
+        description="Score every assay listed in a ProteinGym DMS_indels.csv reference file "
+        "(assay CSVs in --dms-dir) and print the ProteinGym summary: Spearman per assay, "
+        "averaged within coarse_selection_type, then across, with a bootstrap SE, for all, "
+        "single and multi deletions. Writes per-assay score CSVs and summary.csv into --out.",
+    )
+    parser.add_argument("--reference", type=Path, required=True, help="DMS_indels.csv")
+    parser.add_argument("--dms-dir", type=Path, required=True, help="folder of assay CSVs")
+    parser.add_argument("--ckpt", type=Path, required=True, help="bio-scisor checkpoint")
+    parser.add_argument("--out", type=Path, required=True, help="output folder (new)")
+    parser.add_argument("--skip-non-deletions", action="store_true", help="skip insertions")
+    ns = parser.parse_args(list(argv))
+
+    from bio_scisor.lit_module import load_checkpoint
+    from bio_scisor.proteingym import score_reference
+
+    model = load_checkpoint(ns.ckpt).denoiser
+    summary = score_reference(
+        model, ns.reference, ns.dms_dir, ns.out,
+        on_non_deletion="skip" if ns.skip_non_deletions else "error",
+    )  # fmt: skip
+    for split, values in summary.items():
+        print(f"{split:6s} Spearman {values['spearman']:+.3f} ± {values['se']:.3f} "
+              f"({int(values['n_assays'])} assays)")  # fmt: skip
+    print(f"wrote {ns.out}")
+    return 0
+
+
+def shrink_main(argv: Sequence[str]) -> int:
+    parser = ArgumentParser(
+        prog="bio-scisor shrink",
+        description="Remove ceil(L * pct / 100) residues from every sequence of a FASTA file, one "
+        "reverse step at a time, and write the shrunk sequences as FASTA.",
+    )
+    parser.add_argument("--fasta", type=Path, required=True, help="input FASTA/A2M/Stockholm")
+    parser.add_argument("--pct", type=float, required=True, help="percentage to remove (0, 100)")
+    parser.add_argument("--ckpt", type=Path, required=True, help="bio-scisor checkpoint")
+    parser.add_argument("--out", type=Path, required=True, help="FASTA to write (new file)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="0 = top-1 deletions")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--overwrite", action="store_true")
+    ns = parser.parse_args(list(argv))
+    if not 0 < ns.pct < 100:
+        parser.error("--pct must be in (0, 100)")
+    if ns.temperature < 0:
+        parser.error("--temperature must be >= 0")
+    if ns.out.exists() and not ns.overwrite:
+        raise FileExistsError(f"{ns.out} exists (pass --overwrite to replace it)")
+
+    import torch
+
+    from bio_scisor.io import read_sequences, write_fasta
+    from bio_scisor.lit_module import load_checkpoint
+    from bio_scisor.scoring import shrink
+
+    records = read_sequences(ns.fasta)
+    model = load_checkpoint(ns.ckpt).denoiser
+    gen = torch.Generator().manual_seed(ns.seed)
+    shrunk = [(name, shrink(model, seq, ns.pct, ns.temperature, gen)) for name, seq in records]
+    write_fasta(ns.out, shrunk)
+    print(f"wrote {ns.out} ({len(shrunk)} sequences)")
+    return 0
+
+
+def synth_main(argv: Sequence[str]) -> int:
+    parser = ArgumentParser(
+        prog="bio-scisor synth",
+        description="Sample a family from a profile HMM with conserved motifs and write "
+        "family.fasta, family.a2m, wt.fasta, a ProteinGym-format deletion CSV, DMS_indels.csv "
+        "and motifs.json into --out.",
+    )
+    parser.add_argument("--out", type=Path, required=True, help="folder to write (new or empty)")
+    parser.add_argument("--n", type=int, default=400, help="family members")
+    parser.add_argument("--n-match", type=int, default=80, help="match states")
+    parser.add_argument("--n-motifs", type=int, default=3, choices=(2, 3))
+    parser.add_argument("--n-multi", type=int, default=120, help="2-3-residue deletion variants")
+    parser.add_argument("--seed", type=int, default=0)
+    ns = parser.parse_args(list(argv))
+    if ns.n < 1 or ns.n_multi < 0:
+        parser.error("--n must be >= 1 and --n-multi >= 0")
+    if ns.out.exists() and any(ns.out.iterdir()):
+        raise FileExistsError(f"{ns.out} exists and is not empty")
+
+    from bio_scisor.synth import make_assay, make_family, write_family
+
+    family = make_family(ns.n, ns.n_match, ns.n_motifs, seed=ns.seed)
+    make_assay(family, ns.n_multi, seed=ns.seed)
+    write_family(family, ns.out)
+    print(f"wrote {ns.out} ({ns.n} sequences, {len(family.variants)} deletion variants)")
+    return 0
+
+
+def configs_main(argv: Sequence[str]) -> int:
+    ArgumentParser(prog="bio-scisor configs", description="List shipped configs.").parse_args(
+        list(argv)
+    )
+    for name, path in shipped_configs().items():
+        print(f"{name:12s} {path}")
+    return 0
+
+
+def _is_user_error(error: BaseException) -> bool:
+    """Bad input (ScisorFormatError, a path error, a ValueError raised by bio_scisor itself)."""
+    from bio_scisor.io import ScisorFormatError
+
+    path_errors = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError)
+    if isinstance(error, (ScisorFormatError, *path_errors)):
+        return True
+    if not isinstance(error, ValueError):
+        return False
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    module = "" if tb is None else str(tb.tb_frame.f_globals.get("__name__", ""))
+    return module.split(".")[0] == "bio_scisor"
+
+
+def main(args: Sequence[str] | None = None) -> int | None:
+    """Entry point; input errors end with ``bio-scisor: error: ...`` and exit code 2
+    (``BIO_SCISOR_TRACEBACK=1`` shows the traceback instead)."""
+    argv = list(sys.argv[1:] if args is None else args)
+    try:
+        return _dispatch(argv)
+    except Exception as error:
+        if os.environ.get("BIO_SCISOR_TRACEBACK") or not _is_user_error(error):
+            raise
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"bio-scisor: error: {message}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _dispatch(argv: list[str]) -> int | None:
+    if not argv or argv[0] in ("-h", "--help", "--version"):
+        parser = _top_level_parser()
+        if not argv:
+            parser.print_help()
+            raise SystemExit(2)
+        parser.parse_args(argv)
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command in TRAINER_SUBCOMMANDS:
+        run_lightning_cli(argv)
+        return 0
+    extra: dict[str, Callable[[Sequence[str]], int]] = {
+        "score": score_main,
+        "proteingym": proteingym_main,
+        "shrink": shrink_main,
+        "synth": synth_main,
+        "configs": configs_main,
+    }
+    if command not in extra:
+        _top_level_parser().error(f"unknown command {command!r}")
+    return extra[command](rest)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["assert_cli_help", "shipped_configs"]
+__all__ = ["assert_cli_help", "lightning_logs_to_current_stderr", "shipped_configs"]
 
 
 def assert_cli_help(main: Callable[[list[str]], Any], args: Sequence[str] = ("--help",)) -> str:
@@ -30,6 +30,23 @@ def assert_cli_help(main: Callable[[list[str]], Any], args: Sequence[str] = ("--
     assert code in (0, None), f"main({list(args)!r}) exited with {code!r}; output:\n{out}"
     assert "usage" in out.lower(), f"no usage text on stdout for {list(args)!r}:\n{out!r}"
     return out
+
+
+def lightning_logs_to_current_stderr() -> None:
+    """Point Lightning's log handlers at the current ``sys.stderr``.
+
+    Lightning adds a ``StreamHandler`` bound to ``sys.stderr`` when it is first imported. Under
+    pytest that is the capture of whichever test imported it first, closed once that test ends,
+    so a later test that logs through Lightning ("Seed set to 0") gets "I/O operation on closed
+    file" noise on its stderr. Call this at the start of a test that inspects stderr.
+    """
+    import logging
+    import sys
+
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric", "lightning_fabric"):
+        for handler in logging.getLogger(name).handlers:
+            if isinstance(handler, logging.StreamHandler):
+                handler.stream = sys.stderr  # setStream() would flush the closed stream
 
 
 def _walk(node: Traversable) -> Iterator[Traversable]:

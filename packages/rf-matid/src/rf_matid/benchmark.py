@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import itertools
 import json
 import logging
 import statistics
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from rf_matid.cliutils import ArgumentParser, parse_int_list
 
 SPLIT_NAMES = ("S1", "S2-mod1", "S2-mod2", "S2-mod3", "S3-mod1", "S3-mod2", "S3-mod3")
 
@@ -40,6 +42,23 @@ class BenchmarkRow:
     confusion: list[list[int]] = field(default_factory=list)
 
 
+@contextlib.contextmanager
+def quiet_lightning() -> Iterator[None]:
+    """Lightning's info lines and its loader/pytree warnings off, restored on exit."""
+    import lightning.pytorch  # noqa: F401  (its import sets the logger's level: import first)
+
+    lightning_logger = logging.getLogger("lightning.pytorch")
+    level = lightning_logger.level
+    lightning_logger.setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+            warnings.filterwarnings("ignore", message=".*isinstance.treespec, LeafSpec.*")
+            yield
+    finally:
+        lightning_logger.setLevel(level)
+
+
 def train_and_test(
     data_dir: str | Path,
     arch: str,
@@ -52,13 +71,37 @@ def train_and_test(
     model_kwargs: dict[str, Any] | None = None,
     cache_dir: str | Path | None = None,
     accelerator: str = "auto",
+    split_seed: int = 42,
 ) -> BenchmarkRow:
     """Trains ``arch`` on the split's train part for ``epochs`` and evaluates the last epoch on test.
 
     Optimiser, schedule and batch size follow upstream's recipe for ``arch``
     (:data:`rf_matid.model.UPSTREAM_TRAINING`) unless ``batch_size`` / ``model_kwargs`` override
     them; the model of the last epoch is tested (no checkpoint selection on the test set).
+    ``seed`` drives initialisation and shuffling; the split is drawn with ``split_seed`` (fixed
+    at upstream's 42 by default), so every training seed sees the same split.
     """
+    with quiet_lightning():
+        return _train_and_test(
+            data_dir, arch, protocol, split, application_mode, epochs, batch_size, seed,
+            model_kwargs, cache_dir, accelerator, split_seed,
+        )  # fmt: skip
+
+
+def _train_and_test(
+    data_dir: str | Path,
+    arch: str,
+    protocol: str,
+    split: str,
+    application_mode: str,
+    epochs: int,
+    batch_size: int | None,
+    seed: int,
+    model_kwargs: dict[str, Any] | None,
+    cache_dir: str | Path | None,
+    accelerator: str,
+    split_seed: int,
+) -> BenchmarkRow:
     import lightning as L
 
     from iclr26_common import seed_everything
@@ -66,9 +109,6 @@ def train_and_test(
     from rf_matid.lit_module import RFMatIDClassifier
     from rf_matid.model import UPSTREAM_TRAINING
 
-    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-    warnings.filterwarnings("ignore", message=".*isinstance.treespec, LeafSpec.*")
     recipe = {k: v for k, v in UPSTREAM_TRAINING[arch].items() if k not in ("batch_size", "epochs")}
     batch_size = batch_size or UPSTREAM_TRAINING[arch]["batch_size"]
     seed_everything(seed)
@@ -79,6 +119,7 @@ def train_and_test(
         application_mode=application_mode,
         batch_size=batch_size,
         seed=seed,
+        split_seed=split_seed,
         cache_dir=None if cache_dir is None else str(cache_dir),
     )
     sizes = datamodule.split_sizes()
@@ -169,15 +210,15 @@ def markdown_table(rows: Sequence[BenchmarkRow], metric: str = "accuracy") -> st
 
 def plot_confusion(row: BenchmarkRow, path: Path) -> Path:
     """Row-normalised confusion matrix of one test run, as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     confusion = np.asarray(row.confusion, dtype=float)
     normalised = confusion / np.maximum(confusion.sum(axis=1, keepdims=True), 1)
     size = max(4.0, 0.45 * len(row.class_names) + 2)
-    fig, ax = plt.subplots(figsize=(size, size))
+    fig = Figure(figsize=(size, size))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
     image = ax.imshow(normalised, vmin=0, vmax=1, cmap="Blues")
     ax.set_xticks(range(len(row.class_names)), row.class_names, rotation=90, fontsize=7)
     ax.set_yticks(range(len(row.class_names)), row.class_names, fontsize=7)
@@ -190,8 +231,13 @@ def plot_confusion(row: BenchmarkRow, path: Path) -> Path:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
+
+
+def _init_worker(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 def run_benchmark(
@@ -204,29 +250,60 @@ def run_benchmark(
     epochs: int = 10,
     batch_size: int | None = None,
     model_kwargs: dict[str, dict[str, Any]] | None = None,
-    on_row: Any = None,
+    on_row: Callable[[BenchmarkRow], Any] | None = None,
+    workers: int = 1,
+    accelerator: str = "auto",
+    split_seed: int = 42,
 ) -> list[BenchmarkRow]:
     """Every arch × protocol × split × seed; ``model_kwargs[arch]`` goes to the LightningModule.
 
-    ``batch_size=None`` uses upstream's batch size per model.
+    ``batch_size=None`` uses upstream's batch size per model. ``workers > 1`` trains that many
+    configurations at once in spawned processes, each with ``max(1, torch threads // workers)``
+    torch threads (on 2 CPU cores two single-threaded trainings of the small CNN run about twice
+    as fast as one two-threaded one); a script calling this must then guard its entry point with
+    ``if __name__ == "__main__":``. Rows come back in the product order; ``on_row`` is called as
+    each finishes.
     """
-    rows = []
-    for arch, protocol, split, seed in itertools.product(archs, protocols, splits, seeds):
-        row = train_and_test(
-            data_dir,
-            arch,
-            protocol=protocol,
-            split=split,
-            application_mode=application_mode,
-            epochs=epochs,
-            batch_size=batch_size,
-            seed=seed,
-            model_kwargs=(model_kwargs or {}).get(arch),
-        )
-        rows.append(row)
-        if on_row is not None:
-            on_row(row)
-    return rows
+    tasks = [
+        {
+            "data_dir": data_dir, "arch": arch, "protocol": protocol, "split": split,
+            "application_mode": application_mode, "epochs": epochs, "batch_size": batch_size,
+            "seed": seed, "model_kwargs": (model_kwargs or {}).get(arch),
+            "accelerator": accelerator, "split_seed": split_seed,
+        }
+        for arch, protocol, split, seed in itertools.product(archs, protocols, splits, seeds)
+    ]  # fmt: skip
+    workers = max(1, min(int(workers), len(tasks)))
+    if workers == 1:
+        rows = []
+        for task in tasks:
+            rows.append(train_and_test(**task))
+            if on_row is not None:
+                on_row(rows[-1])
+        return rows
+
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    import torch
+
+    from rf_matid.io import load_dataset
+
+    load_dataset(data_dir)  # parse once here and fill the cache the workers read
+    threads = max(1, torch.get_num_threads() // workers)
+    results: dict[int, BenchmarkRow] = {}
+    with ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_init_worker,
+        initargs=(threads,),
+    ) as pool:
+        futures = {pool.submit(train_and_test, **task): i for i, task in enumerate(tasks)}
+        for future in as_completed(futures):
+            results[futures[future]] = future.result()
+            if on_row is not None:
+                on_row(results[futures[future]])
+    return [results[i] for i in range(len(tasks))]
 
 
 def write_outputs(rows: Sequence[BenchmarkRow], out_dir: Path) -> dict[str, Path]:
@@ -253,21 +330,58 @@ def write_outputs(rows: Sequence[BenchmarkRow], out_dir: Path) -> dict[str, Path
     return written
 
 
+SYNTH_MARKER = ".rf-matid-benchmark-synth.json"
+
+
+def synthetic_dataset(out_dir: Path) -> Path:
+    """``out_dir/data``: the miniature synthetic set, generated once and reused on reruns.
+
+    A marker written after a complete generation records the grid; a rerun with the same grid
+    reuses the data, anything else in ``out_dir/data`` (a different grid, an interrupted run,
+    foreign files) is an error naming the folder, never mixed or overwritten.
+    """
+    from rf_matid.synth import generate_dataset
+
+    data_dir = out_dir / "data"
+    marker = data_dir / SYNTH_MARKER
+    spec = {"grid": MINIATURE_GRID, "seed": 0, "write_time": False}
+    if marker.is_file():
+        try:
+            recorded = json.loads(marker.read_text())
+        except ValueError:
+            recorded = None
+        if recorded == spec:
+            print(f"reusing the synthetic dataset in {data_dir}", flush=True)
+            return data_dir
+        raise FileExistsError(
+            f"{data_dir} holds a synthetic dataset of another grid or version; delete it or "
+            "choose another --out"
+        )
+    if data_dir.exists() and any(data_dir.iterdir()):
+        raise FileExistsError(
+            f"{data_dir} is not empty and was not completed by `rf-matid benchmark --synth` "
+            "(an interrupted run or other files); delete it or choose another --out"
+        )
+    generate_dataset(data_dir, **MINIATURE_GRID, seed=0, write_time=False)
+    marker.write_text(json.dumps(spec))
+    return data_dir
+
+
 def benchmark_main(argv: Sequence[str]) -> int:
-    from rf_matid.cli import parse_int_list
     from rf_matid.model import MODELS
     from rf_matid.protocols import PROTOCOLS
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="rf-matid benchmark",
         description="Train and test every model × protocol × split; write benchmark.md, "
-        "benchmark.json and confusion-matrix PNGs.",
+        "benchmark.json and confusion-matrix PNGs into --out (replacing those of an earlier run).",
     )
     parser.add_argument("--data", type=Path, help="dataset root (upstream format)")
     parser.add_argument(
         "--synth",
         action="store_true",
-        help="generate a miniature synthetic dataset into OUT/data first (ignores --data)",
+        help="use a miniature synthetic dataset in OUT/data (generated on the first run, reused "
+        "by reruns into the same --out; ignores --data)",
     )
     parser.add_argument("--out", type=Path, default=Path("rf-matid-benchmark"))
     parser.add_argument("--models", default="material_id,mlp", help=f"of {','.join(MODELS)}")
@@ -281,6 +395,9 @@ def benchmark_main(argv: Sequence[str]) -> int:
         "--batch-size", type=int, default=None, help="default: upstream's per model"
     )
     parser.add_argument("--seeds", type=parse_int_list, default=[0])
+    parser.add_argument(
+        "--workers", type=int, default=1, help="trainings run in parallel processes"
+    )
     ns = parser.parse_args(list(argv))
     archs = ns.models.split(",")
     protocols = ns.protocols.split(",")
@@ -293,14 +410,16 @@ def benchmark_main(argv: Sequence[str]) -> int:
         unknown = [v for v in values if v not in known]
         if unknown:
             parser.error(f"unknown {what} {unknown}; choose from {', '.join(known)}")
+    if ns.epochs < 1 or ns.workers < 1:
+        parser.error("--epochs and --workers must be >= 1")
     if ns.synth:
-        from rf_matid.synth import generate_dataset
-
-        data_dir = generate_dataset(ns.out / "data", **MINIATURE_GRID, seed=0, write_time=False)
+        data_dir = synthetic_dataset(ns.out)
     elif ns.data is None:
         parser.error("give --data DIR or --synth")
     else:
         data_dir = ns.data
+        if not Path(data_dir).is_dir():
+            raise FileNotFoundError(f"--data {data_dir} is not a directory")
 
     rows = run_benchmark(
         data_dir,
@@ -312,6 +431,7 @@ def benchmark_main(argv: Sequence[str]) -> int:
         ns.epochs,
         ns.batch_size,
         on_row=print_row,
+        workers=ns.workers,
     )
     written = write_outputs(rows, ns.out)
     print(markdown_table(rows))
@@ -319,10 +439,12 @@ def benchmark_main(argv: Sequence[str]) -> int:
     return 0
 
 
-# Positions of the miniature synthetic dataset: every other distance (covers the S2 train/test
-# ranges of all three mods) and every angle (S3 needs 0..10).
+# Positions of the miniature synthetic dataset (`benchmark --synth`; the full grid of the
+# `rf-matid.benchmark` experiment): every 300 mm (train and test distances for all three S2 mods),
+# every angle (S3 needs 0..10), two repeated measurements per position (S1 is a random split over
+# repeated measurements).
 MINIATURE_GRID: dict[str, Any] = {
-    "distances_mm": list(range(200, 2001, 100)),
+    "distances_mm": list(range(200, 2001, 300)),
     "angles_deg": list(range(0, 11)),
-    "samples_per_position": 1,
+    "samples_per_position": 2,
 }

@@ -55,11 +55,23 @@ def class_vocabulary(class_names: list[str] | tuple[str, ...], mode: str) -> tup
 
 
 def label_indices(
-    class_names: list[str] | tuple[str, ...], mode: str
+    class_names: list[str] | tuple[str, ...],
+    mode: str,
+    vocabulary: tuple[str, ...] | None = None,
 ) -> tuple[list[int], tuple[str, ...]]:
-    """Integer label per sample and the vocabulary, for per-sample fine class names."""
-    vocabulary = class_vocabulary(class_names, mode)
+    """Integer label per sample and the vocabulary, for per-sample fine class names.
+
+    ``vocabulary`` (default: ``class_vocabulary(class_names, mode)``) fixes the label order, e.g.
+    the classes of every position folder when some folders' samples were skipped; a sample whose
+    label is not in it raises ``ValueError``.
+    """
+    if vocabulary is None:
+        vocabulary = class_vocabulary(class_names, mode)
+    elif mode not in APPLICATION_MODES:
+        raise ValueError(f"application_mode must be one of {APPLICATION_MODES}, got {mode!r}")
     index = {name: i for i, name in enumerate(vocabulary)}
-    if mode == "super_classes":
-        return [index[superclass_of(name)] for name in class_names], vocabulary
-    return [index[name] for name in class_names], vocabulary
+    keys = [superclass_of(name) for name in class_names] if mode == "super_classes" else class_names
+    missing = sorted(set(keys) - set(index))
+    if missing:
+        raise ValueError(f"labels {missing} are not in the vocabulary {vocabulary}")
+    return [index[key] for key in keys], tuple(vocabulary)

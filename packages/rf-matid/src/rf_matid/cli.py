@@ -1,8 +1,9 @@
-"""The ``rf-matid`` command: LightningCLI training subcommands plus synth, benchmark and configs."""
+"""The ``rf-matid`` command: LightningCLI training subcommands plus predict-files, synth,
+benchmark and configs."""
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.resources import files
@@ -10,12 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from rf_matid import __version__
+from rf_matid.cliutils import ArgumentParser, parse_int_list
+
+__all__ = ["main", "parse_int_list", "run_lightning_cli", "shipped_configs"]
 
 TRAINER_SUBCOMMANDS = ("fit", "validate", "test", "predict")
 DESCRIPTION = (
     "RF-MatID (ICLR 2026): wide-band RF material identification. Training subcommands are "
     "LightningCLI (see `rf-matid fit --help`, `rf-matid fit --print_config`); shipped configs can be "
-    "named without a path: `rf-matid fit --config transformer1d --data.data_dir DIR`."
+    "named without a path: `rf-matid fit --config transformer1d --data.data_dir DIR`. "
+    "`predict-files` writes class probabilities of new spectra from a checkpoint as a CSV."
 )
 
 
@@ -43,12 +48,16 @@ def _resolve_config_names(argv: list[str]) -> list[str]:
     return resolved
 
 
-def _top_level_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rf-matid", description=DESCRIPTION)
+def _top_level_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="rf-matid", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"rf-matid {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in TRAINER_SUBCOMMANDS:
         sub.add_parser(name, help=f"LightningCLI `{name}` (rf-matid {name} --help)", add_help=False)
+    sub.add_parser(
+        "predict-files",
+        help="class probabilities of .csv/.s1p files or folders from a checkpoint, as a CSV",
+    )
     sub.add_parser("synth", help="write a synthetic dataset in the upstream folder/CSV format")
     sub.add_parser("benchmark", help="train/test the model × protocol × split table")
     sub.add_parser("configs", help="list the YAML configs shipped with the package")
@@ -56,11 +65,34 @@ def _top_level_parser() -> argparse.ArgumentParser:
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:
-    """Runs LightningCLI on ``argv`` (a trainer subcommand first) and returns the CLI object."""
-    from lightning.pytorch.cli import LightningCLI
+    """Runs LightningCLI on ``argv`` (a trainer subcommand first) and returns the CLI object.
+
+    The resolved config is saved as ``config.yaml`` only into the run's own logger directory
+    (e.g. ``lightning_logs/version_N``) and never over an existing file. Without a logger
+    (``--trainer.logger false``, ``fast_dev_run``) it is not saved: the fallback directory would
+    be ``default_root_dir``, by default the current directory.
+    """
+    from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+    from lightning.pytorch.loggers.logger import DummyLogger
 
     from rf_matid.data import RFMatIDDataModule
     from rf_matid.lit_module import RFMatIDClassifier
+
+    class RunDirSaveConfig(SaveConfigCallback):
+        def setup(self, trainer, pl_module, stage) -> None:  # type: ignore[no-untyped-def]
+            if self.already_saved:
+                return
+            logger = trainer.logger
+            if logger is None or isinstance(logger, DummyLogger) or trainer.log_dir is None:
+                self.already_saved = True  # no run directory of its own: write nothing
+                return
+            path = Path(trainer.log_dir) / self.config_filename
+            if path.exists():
+                raise FileExistsError(
+                    f"{path} exists; not overwriting it (give the run a new directory: "
+                    "--trainer.default_root_dir or a new logger version)"
+                )
+            super().setup(trainer, pl_module, stage)
 
     class RFMatIDCLI(LightningCLI):
         def add_arguments_to_parser(self, parser) -> None:  # type: ignore[no-untyped-def]
@@ -69,38 +101,33 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
                     f"data.init_args.{attr}", f"model.init_args.{attr}", apply_on="instantiate"
                 )
 
+        def instantiate_trainer(self, **kwargs: Any) -> Any:
+            # Build the split before the Trainer exists: a split the data cannot form is an
+            # input error, reported before Lightning's start-up lines.
+            if isinstance(self.datamodule, RFMatIDDataModule):
+                self.datamodule.setup()
+            return super().instantiate_trainer(**kwargs)
+
     return RFMatIDCLI(
         RFMatIDClassifier,
         RFMatIDDataModule,
         subclass_mode_model=True,
         subclass_mode_data=True,
         seed_everything_default=42,
-        save_config_kwargs={"overwrite": True},
+        save_config_callback=RunDirSaveConfig,
+        save_config_kwargs={"overwrite": False},
         args=_resolve_config_names(list(argv)),
     )
-
-
-def parse_int_list(text: str) -> list[int]:
-    """'200:2000:50' (inclusive range) or '200,400,600' -> list of ints."""
-    try:
-        if ":" in text:
-            start, stop, step = (int(part) for part in text.split(":"))
-            return list(range(start, stop + 1, step))
-        return [int(part) for part in text.split(",") if part]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected 'start:stop:step' or a comma-separated list of integers, got {text!r}"
-        ) from None
 
 
 def synth_main(argv: Sequence[str]) -> int:
     from rf_matid.classes import SYNTHETIC_CLASSES
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="rf-matid synth",
         description="Write a physics-based synthetic RF-MatID dataset in the upstream format.",
     )
-    parser.add_argument("--out", type=Path, required=True, help="dataset root to write")
+    parser.add_argument("--out", type=Path, required=True, help="dataset root to write (new)")
     parser.add_argument("--n", type=int, default=1, help="samples per (class, distance, angle)")
     parser.add_argument(
         "--classes", type=lambda s: s.split(","), default=None, help="comma-separated class names"
@@ -133,17 +160,85 @@ def synth_main(argv: Sequence[str]) -> int:
     return 0
 
 
+def predict_files_main(argv: Sequence[str]) -> int:
+    parser = ArgumentParser(
+        prog="rf-matid predict-files",
+        description="Predict the material of each input spectrum with a trained checkpoint and "
+        "write a CSV: file, predicted class, [label,] one probability column per class. Inputs: "
+        "upstream frequency CSVs, Touchstone .s1p files, or folders of them (searched "
+        "recursively; a file in an upstream position folder is labelled with its class). The "
+        "spectra get the training preprocessing: the checkpoint's protocol crop, then complex "
+        "whitening.",
+    )
+    parser.add_argument("inputs", nargs="+", type=Path, help=".csv / .s1p files or folders")
+    parser.add_argument("--ckpt", type=Path, required=True, help="Lightning checkpoint (.ckpt)")
+    parser.add_argument("--out", type=Path, required=True, help="CSV file to write")
+    parser.add_argument(
+        "--protocol", default=None, help="P1..P5 (default: the one recorded in the checkpoint)"
+    )
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    ns = parser.parse_args(list(argv))
+    if ns.batch_size < 1:
+        parser.error("--batch-size must be >= 1")
+
+    from rf_matid.predict import collect_inputs, load_predictor, predict_files
+
+    inputs = collect_inputs(ns.inputs)
+    predictor = load_predictor(ns.ckpt, protocol=ns.protocol)
+    out = predict_files(predictor, inputs, ns.out, ns.batch_size, overwrite=ns.overwrite)
+    print(f"wrote {out} ({len(inputs)} spectra, {len(predictor.class_names)} classes)")
+    return 0
+
+
 def configs_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="rf-matid configs", description="List shipped configs.")
+    parser = ArgumentParser(prog="rf-matid configs", description="List shipped configs.")
     parser.parse_args(list(argv))
     for name, path in shipped_configs().items():
         print(f"{name:24s} {path}")
     return 0
 
 
+def _is_user_error(error: BaseException) -> bool:
+    """Bad input rather than a bug, so reported in one line instead of a traceback.
+
+    ``RFMatIDFormatError``; file-system errors about a path (missing, existing, wrong kind); a
+    ``ValueError`` raised by rf_matid's own validation (the innermost traceback frame is in an
+    rf_matid module). A ``ValueError`` raised inside torch, Lightning or another library is not.
+    """
+    from rf_matid.io import RFMatIDFormatError
+
+    path_errors = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError)
+    if isinstance(error, (RFMatIDFormatError, *path_errors)):
+        return True
+    if not isinstance(error, ValueError):
+        return False
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    module = "" if tb is None else str(tb.tb_frame.f_globals.get("__name__", ""))
+    return module.split(".")[0] == "rf_matid"
+
+
 def main(args: Sequence[str] | None = None) -> int | None:
-    """Entry point of ``rf-matid``; ``args`` defaults to ``sys.argv[1:]``."""
+    """Entry point of ``rf-matid``; ``args`` defaults to ``sys.argv[1:]``.
+
+    Input errors (a missing data folder, a malformed file, a split the data cannot build, an
+    existing output) end with one line ``rf-matid: error: ...`` on stderr and exit code 2; set
+    ``RF_MATID_TRACEBACK=1`` to get the traceback instead. Other exceptions propagate.
+    """
     argv = list(sys.argv[1:] if args is None else args)
+    try:
+        return _dispatch(argv)
+    except Exception as error:
+        if os.environ.get("RF_MATID_TRACEBACK") or not _is_user_error(error):
+            raise
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"rf-matid: error: {message}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _dispatch(argv: list[str]) -> int | None:
     if not argv or argv[0] in ("-h", "--help", "--version"):
         parser = _top_level_parser()
         if not argv:
@@ -155,10 +250,12 @@ def main(args: Sequence[str] | None = None) -> int | None:
     if command in TRAINER_SUBCOMMANDS:
         run_lightning_cli(argv)
         return 0
-    extra: dict[str, Callable[[Sequence[str]], int]] = {"configs": configs_main}
-    if command == "synth":
-        extra["synth"] = synth_main
-    elif command == "benchmark":
+    extra: dict[str, Callable[[Sequence[str]], int]] = {
+        "configs": configs_main,
+        "synth": synth_main,
+        "predict-files": predict_files_main,
+    }
+    if command == "benchmark":
         from rf_matid.benchmark import benchmark_main
 
         extra["benchmark"] = benchmark_main

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,30 +11,33 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from rf_matid.classes import APPLICATION_MODES, label_indices
+from rf_matid.classes import APPLICATION_MODES, class_vocabulary, label_indices, superclass_of
 from rf_matid.io import (
+    Position,
     RFMatIDData,
+    RFMatIDFormatError,
     frequency_csvs,
     load_dataset,
-    position_folders,
     read_frequency_csv,
+    scan_position_folders,
 )
 from rf_matid.model import complex_whiten
 from rf_matid.protocols import PROTOCOLS, protocol_mask
-from rf_matid.splits import make_split
+from rf_matid.splits import make_split, parse_split_name
+
+__all__ = [
+    "DOMAINS",
+    "DatasetSummary",
+    "RFMatIDDataModule",
+    "RFMatIDSubset",
+    "collate_frequency",
+    "collate_time",
+    "parse_split_name",
+]
+
+logger = logging.getLogger("rf_matid")
 
 DOMAINS = ("frequency", "time")
-
-
-def parse_split_name(name: str) -> tuple[str, int]:
-    """'S1' -> ('S1', 0); 'S2-mod2' -> ('S2', 2)."""
-    split, _, mod = name.partition("-mod")
-    if split not in ("S1", "S2", "S3") or (split == "S1") != (mod == ""):
-        raise ValueError(f"split must be 'S1', 'S2-mod1..3' or 'S3-mod1..3', got {name!r}")
-    mod_number = int(mod) if mod else 0
-    if split != "S1" and mod_number not in (1, 2, 3):
-        raise ValueError(f"split {name!r}: mod must be 1, 2 or 3")
-    return split, mod_number
 
 
 class RFMatIDSubset(Dataset):
@@ -76,9 +80,16 @@ def collate_time(batch: list[tuple[np.ndarray, int]]) -> dict[str, torch.Tensor]
 
 @dataclass(frozen=True)
 class DatasetSummary:
+    """What the model needs before setup(): label vocabulary, input length and channels.
+
+    ``skipped`` lists ``(folder, reason)`` of the malformed position folders passed over with
+    ``skip_bad``.
+    """
+
     class_names: tuple[str, ...]
     seq_len: int
     in_channels: int
+    skipped: tuple[tuple[str, str], ...] = ()
 
 
 class RFMatIDDataModule(L.LightningDataModule):
@@ -90,6 +101,9 @@ class RFMatIDDataModule(L.LightningDataModule):
         protocol: frequency allocation protocol 'P1'..'P5' (frequency domain only).
         split: 'S1' (random), 'S2-mod1..3' (cross-distance), 'S3-mod1..3' (cross-angle).
         application_mode: 'all_classes' (fine-grained) or 'super_classes' (5 superclasses).
+        seed: training-loader shuffling seed (varies with the training seed).
+        split_seed: seed of the S1 permutation and the S2/S3 validation hold-out; upstream fixes
+            it at 42 whatever the training seed, so that every seed sees the same split.
     """
 
     def __init__(
@@ -102,6 +116,7 @@ class RFMatIDDataModule(L.LightningDataModule):
         batch_size: int = 64,
         num_workers: int = 0,
         seed: int = 42,
+        split_seed: int = 42,
         cache_dir: str | None = None,
         skip_bad: bool = False,
     ) -> None:
@@ -126,24 +141,62 @@ class RFMatIDDataModule(L.LightningDataModule):
     # Attributes linked into the model by the CLI before setup() runs: they only scan folder
     # names and one file, never the whole dataset.
     def summarize(self) -> DatasetSummary:
+        """Vocabulary, input length and channels from the folder names and one sample.
+
+        Honours ``skip_bad`` (malformed folders are logged and recorded in ``skipped``). In
+        ``super_classes`` mode a class without a known superclass prefix raises
+        ``RFMatIDFormatError`` naming its folder, with or without ``skip_bad``: it is a labelling
+        error, not a damaged file.
+        """
         if self._summary is None:
-            folders = position_folders(self.data_dir, self.hparams.domain)
+            skip_bad = self.hparams.skip_bad
+            folders, skipped = scan_position_folders(
+                self.data_dir, self.hparams.domain, skip_bad=skip_bad
+            )
             if not folders:
-                raise FileNotFoundError(f"{self.data_dir}: no position folders found")
+                raise FileNotFoundError(
+                    f"{self.data_dir}: no position folders found"
+                    + (f" ({len(skipped)} malformed folders skipped)" if skipped else "")
+                )
+            if self.hparams.application_mode == "super_classes":
+                for folder, position in folders:
+                    try:
+                        superclass_of(position.class_name)
+                    except ValueError as error:
+                        raise RFMatIDFormatError(folder, str(error), field="class_name") from None
             names = [position.class_name for _, position in folders]
-            _, vocabulary = label_indices(names, self.hparams.application_mode)
+            vocabulary = class_vocabulary(names, self.hparams.application_mode)
             if self.hparams.domain == "frequency":
-                csvs = frequency_csvs(folders[0][0])
-                if not csvs:
-                    raise FileNotFoundError(f"{folders[0][0]}: no frequency CSV files")
-                freq_hz, _ = read_frequency_csv(csvs[0])
+                freq_hz = self._first_frequency_axis(folders)
                 seq_len = int(protocol_mask(freq_hz, self.hparams.protocol).sum())
                 in_channels = 2
             else:
                 seq_len = int(self._load().x.shape[1])
                 in_channels = 1
-            self._summary = DatasetSummary(vocabulary, seq_len, in_channels)
+            self._summary = DatasetSummary(vocabulary, seq_len, in_channels, tuple(skipped))
         return self._summary
+
+    def _first_frequency_axis(self, folders: list[tuple[Path, Position]]) -> np.ndarray:
+        """freq_hz [F] of the first readable frequency CSV (with ``skip_bad``, bad ones are
+        logged and passed over here; ``load_dataset`` records them later)."""
+        for folder, _ in folders:
+            for csv in frequency_csvs(folder):
+                try:
+                    return read_frequency_csv(csv)[0]
+                except RFMatIDFormatError as error:
+                    if not self.hparams.skip_bad:
+                        raise
+                    logger.warning("skipping %s: %s", csv, error)
+        raise FileNotFoundError(f"{self.data_dir}: no readable frequency CSV files")
+
+    @property
+    def skipped(self) -> tuple[tuple[str, str], ...]:
+        """``(path, reason)`` of everything passed over with ``skip_bad``: malformed folders seen
+        by ``summarize()`` and, once loaded, every sample ``load_dataset`` dropped."""
+        skipped = self.summarize().skipped
+        if self._data is not None:
+            skipped += self._data.skipped
+        return skipped
 
     @property
     def class_names(self) -> list[str]:
@@ -175,12 +228,22 @@ class RFMatIDDataModule(L.LightningDataModule):
         if self._datasets:
             return
         data = self._load()
-        labels, vocabulary = label_indices(list(data.class_names), self.hparams.application_mode)
-        if tuple(vocabulary) != self.summarize().class_names:
-            raise ValueError(
-                f"{self.data_dir}: classes in the CSV files {vocabulary} differ from the folder "
-                f"names {self.summarize().class_names}"
+        mode = self.hparams.application_mode
+        vocabulary = self.summarize().class_names
+        present = class_vocabulary(list(data.class_names), mode)
+        if present != vocabulary:
+            missing = sorted(set(vocabulary) - set(present))
+            if not self.hparams.skip_bad or set(present) - set(vocabulary):
+                raise ValueError(
+                    f"{self.data_dir}: classes in the CSV files {present} differ from the folder "
+                    f"names {vocabulary}"
+                )
+            logger.warning(
+                "%s: every sample of %s was skipped; the labels keep the folders' vocabulary",
+                self.data_dir,
+                missing,
             )
+        labels, _ = label_indices(list(data.class_names), mode, vocabulary)
         mask = None
         if self.hparams.domain == "frequency":
             mask = protocol_mask(np.asarray(data.axis), self.hparams.protocol)
@@ -189,7 +252,7 @@ class RFMatIDDataModule(L.LightningDataModule):
             np.asarray(data.angle_deg),
             self.split_name,
             self.mod,
-            seed=self.hparams.seed,
+            seed=self.hparams.split_seed,
         )
         label_array = np.asarray(labels, dtype=np.int64)
         for part in ("train", "val", "test"):

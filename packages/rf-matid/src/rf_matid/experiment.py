@@ -1,20 +1,29 @@
 """Miniature RF-MatID benchmark for ``iclr26 reproduce`` (entry point ``rf-matid.benchmark``).
 
-The verdict rule is fixed here, before any run, and is not tuned to the outcome:
-  1. in-distribution (S1) test accuracy of the primary model >= 80 %;
-  2. cross-distance extrapolation (mean of S2-mod2 and S2-mod3) at least 10 points below S1;
-  3. cross-angle interpolation (S3-mod1) within 5 points of S1 (or above it).
-The claim is held when all three hold for the primary model's seed-mean accuracies.
+Four claims, each judged on its own by a rule fixed here before any run (module constants), on
+the primary model's seed-mean test accuracies:
+
+  (a) S1 (random split over repeated measurements) accuracy >= ``S1_MIN_ACCURACY`` (80 %);
+  (b) S2-mod2 (train 750-2000 mm, test 200-700 mm) at least ``DISTANCE_DROP_MIN`` (10 points)
+      below S1;
+  (c) S2-mod3 (train 200-1450 mm, test 1500-2000 mm) at least ``DISTANCE_DROP_MIN`` below S1;
+  (d) S3-mod1 (test angles 2, 5, 8 deg) at most ``ANGLE_GAP_MAX`` (5 points) below S1 (or above).
+
+The experiment is held only if all four hold. Until the 2026-12 review the two distance shifts
+were judged on their mean, which hid that S2-mod2 did not drop; the thresholds are unchanged.
+The scale (grid, repeats, epochs, seeds) was chosen by timing against the budget (full run
+<= 10 min, quick run <= 60 s on 2 CPU cores, from process start), not by outcome.
 """
 
 from __future__ import annotations
 
 import statistics
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-from iclr26_common import Experiment, Result
+from iclr26_common import Claim, Experiment, Result
 
 PAPER = (
     "RF-MatID: Dataset and Benchmark for Radio Frequency Material Identification (arXiv 2601.20377)"
@@ -28,79 +37,147 @@ CLAIM = (
 )
 SPLITS = ("S1", "S2-mod2", "S2-mod3", "S3-mod1")
 PRIMARY_MODEL = "material_id"
+PROTOCOL = "P1"
+# Pre-registered thresholds (seed-mean test accuracy, as fractions).
 S1_MIN_ACCURACY = 0.80
-DISTANCE_DROP_MIN = 0.10
+DISTANCE_DROP_MIN = 0.10  # for S2-mod2 and for S2-mod3, each on its own
 ANGLE_GAP_MAX = 0.05
+# Thresholds are inclusive; accuracies are count ratios, so allow for float rounding only.
+_ROUNDING = 1e-9
+# Upstream draws S1 (and our S2/S3 validation hold-out) with seed 42 whatever the training seed.
+SPLIT_SEED = 42
+
+CLAIM_TEXTS = {
+    "s1_high": "High in-distribution accuracy on the random split S1.",
+    "s2_mod2_drop": "Accuracy drops when extrapolating to nearer distances "
+    "(S2-mod2: train 750-2000 mm, test 200-700 mm).",
+    "s2_mod3_drop": "Accuracy drops when extrapolating to farther distances "
+    "(S2-mod3: train 200-1450 mm, test 1500-2000 mm).",
+    "s3_mod1_near_s1": "Cross-angle interpolation (S3-mod1: test angles 2, 5, 8 deg) stays "
+    "close to in-distribution accuracy.",
+}
+CRITERIA = {
+    "s1_high": f"S1 test accuracy (seed mean) >= {100 * S1_MIN_ACCURACY:.0f} %",
+    "s2_mod2_drop": f"S1 - S2-mod2 >= {100 * DISTANCE_DROP_MIN:.0f} points (seed means)",
+    "s2_mod3_drop": f"S1 - S2-mod3 >= {100 * DISTANCE_DROP_MIN:.0f} points (seed means)",
+    "s3_mod1_near_s1": f"S1 - S3-mod1 <= {100 * ANGLE_GAP_MAX:.0f} points (seed means; "
+    "S3-mod1 may be above S1)",
+}
 
 
 def settings(quick: bool) -> dict[str, Any]:
-    """The miniature scale: grid of positions, models, seeds, epochs."""
+    """The miniature scale, chosen by timing (see the README's Results section)."""
     if quick:
         return {
             "distances_mm": list(range(200, 2001, 300)),
-            "angles_deg": list(range(0, 11)),
-            "samples_per_position": 1,
+            "angles_deg": [0, 5, 10],  # S3-mod1: test 5 deg, train 0 and 10 deg
+            "samples_per_position": 2,
             "models": [PRIMARY_MODEL],
             "seeds": [0],
-            "epochs": 8,
+            "epochs": 1,
         }
     return {
-        "distances_mm": list(range(200, 2001, 150)),
+        "distances_mm": list(range(200, 2001, 300)),
         "angles_deg": list(range(0, 11)),
-        "samples_per_position": 1,
+        "samples_per_position": 2,
         "models": [PRIMARY_MODEL],
         "seeds": [0, 1, 2],
-        "epochs": 10,
+        "epochs": 3,
     }
 
 
 def verdict_checks(accuracy: dict[str, float]) -> dict[str, bool]:
-    """The three pre-registered checks on seed-mean test accuracies per split."""
+    """The four pre-registered checks on seed-mean test accuracies per split."""
     s1 = accuracy["S1"]
-    distance = statistics.fmean([accuracy["S2-mod2"], accuracy["S2-mod3"]])
     return {
-        "s1_high": s1 >= S1_MIN_ACCURACY,
-        "cross_distance_drop": s1 - distance >= DISTANCE_DROP_MIN,
-        "cross_angle_near_iid": s1 - accuracy["S3-mod1"] <= ANGLE_GAP_MAX,
+        "s1_high": s1 >= S1_MIN_ACCURACY - _ROUNDING,
+        "s2_mod2_drop": s1 - accuracy["S2-mod2"] >= DISTANCE_DROP_MIN - _ROUNDING,
+        "s2_mod3_drop": s1 - accuracy["S2-mod3"] >= DISTANCE_DROP_MIN - _ROUNDING,
+        "s3_mod1_near_s1": s1 - accuracy["S3-mod1"] <= ANGLE_GAP_MAX + _ROUNDING,
     }
 
 
+def claims(accuracy: dict[str, float]) -> list[Claim]:
+    """One :class:`Claim` per check, with the numbers it was judged on (accuracy in %)."""
+    checks = verdict_checks(accuracy)
+    pct = {split: round(100 * value, 2) for split, value in accuracy.items()}
+    measured = {
+        "s1_high": {"S1_pct": pct["S1"]},
+        "s2_mod2_drop": {
+            "S1_pct": pct["S1"],
+            "S2-mod2_pct": pct["S2-mod2"],
+            "drop_points": round(pct["S1"] - pct["S2-mod2"], 2),
+        },
+        "s2_mod3_drop": {
+            "S1_pct": pct["S1"],
+            "S2-mod3_pct": pct["S2-mod3"],
+            "drop_points": round(pct["S1"] - pct["S2-mod3"], 2),
+        },
+        "s3_mod1_near_s1": {
+            "S1_pct": pct["S1"],
+            "S3-mod1_pct": pct["S3-mod1"],
+            "gap_points": round(pct["S1"] - pct["S3-mod1"], 2),
+        },
+    }
+    return [
+        Claim(CLAIM_TEXTS[name], CRITERIA[name], measured[name], held)
+        for name, held in checks.items()
+    ]
+
+
 def plot_split_bars(
-    means: dict[str, dict[str, float]], stds: dict[str, dict[str, float]], path: Path
-) -> None:
-    import matplotlib
+    per_seed: dict[str, dict[str, list[float]]], path: Path, title: str = ""
+) -> Path:
+    """Seed-mean accuracy per split (bars, ± std), each seed as a dot, the S1 threshold."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    width = 0.8 / max(len(means), 1)
-    for k, (arch, per_split) in enumerate(means.items()):
+    fig = Figure(figsize=(7, 3.8))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    width = 0.8 / max(len(per_seed), 1)
+    for k, (arch, by_split) in enumerate(per_seed.items()):
         xs = [i + k * width for i in range(len(SPLITS))]
+        values = [[100 * v for v in by_split[s]] for s in SPLITS]
         ax.bar(
             xs,
-            [100 * per_split[s] for s in SPLITS],
+            [statistics.fmean(v) for v in values],
             width,
-            yerr=[100 * stds[arch][s] for s in SPLITS],
-            label=arch,
+            yerr=[statistics.stdev(v) if len(v) > 1 else 0.0 for v in values],
+            label=f"{arch} (seed mean ± std)",
             capsize=3,
+            alpha=0.8,
         )
+        for x, v in zip(xs, values, strict=True):
+            ax.plot([x] * len(v), v, "k.", ms=4)
     ax.axhline(100 * S1_MIN_ACCURACY, color="grey", lw=0.8, ls="--", label="S1 threshold")
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(SPLITS))], SPLITS)
     ax.set_ylabel("test accuracy (%)")
     ax.set_ylim(0, 100)
-    ax.set_title("RF-MatID miniature: accuracy per split (synthetic data)")
+    ax.set_title(title or "RF-MatID miniature: accuracy per split (synthetic data)", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return path
+
+
+def _workers(n_tasks: int) -> int:
+    """Parallel trainings: one per torch thread this process was given, at most one per task."""
+    import torch
+
+    return max(1, min(n_tasks, torch.get_num_threads()))
 
 
 def run(quick: bool, out_dir: Path) -> Result:
     from rf_matid.benchmark import markdown_table, plot_confusion, print_row, run_benchmark
     from rf_matid.synth import generate_dataset
 
+    started = time.perf_counter()
     config = settings(quick)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    n_tasks = len(config["models"]) * len(SPLITS) * len(config["seeds"])
+    workers = _workers(n_tasks)
     with tempfile.TemporaryDirectory(prefix="rf-matid-data-") as scratch:
         data_dir = generate_dataset(
             Path(scratch),
@@ -110,65 +187,106 @@ def run(quick: bool, out_dir: Path) -> Result:
             seed=0,
             write_time=False,
         )
+        data_seconds = time.perf_counter() - started
         rows = run_benchmark(
             data_dir,
             config["models"],
-            ["P1"],
+            [PROTOCOL],
             SPLITS,
             config["seeds"],
             epochs=config["epochs"],
             on_row=print_row,
+            workers=workers,
+            accelerator="cpu",
+            split_seed=SPLIT_SEED,
         )
-    means: dict[str, dict[str, float]] = {}
-    stds: dict[str, dict[str, float]] = {}
+    train_seconds = time.perf_counter() - started - data_seconds
+    per_seed: dict[str, dict[str, list[float]]] = {}
     for arch in config["models"]:
         for split in SPLITS:
-            values = [r.accuracy for r in rows if r.arch == arch and r.split == split]
-            means.setdefault(arch, {})[split] = statistics.fmean(values)
-            stds.setdefault(arch, {})[split] = statistics.stdev(values) if len(values) > 1 else 0.0
-    checks = verdict_checks(means[PRIMARY_MODEL])
-    held = all(checks.values())
-    plot_split_bars(means, stds, out_dir / "accuracy_per_split.png")
-    plots = ["accuracy_per_split.png"]
-    for row in rows:
-        if (
-            row.arch == PRIMARY_MODEL
-            and row.seed == config["seeds"][0]
-            and row.split in ("S1", "S2-mod2")
-        ):
-            name = f"confusion_{row.arch}_{row.split}.png"
-            plot_confusion(row, out_dir / name)
-            plots.append(name)
+            per_seed.setdefault(arch, {})[split] = [
+                r.accuracy for r in rows if r.arch == arch and r.split == split
+            ]
+    means = {a: {s: statistics.fmean(v) for s, v in d.items()} for a, d in per_seed.items()}
+    stds = {
+        a: {s: statistics.stdev(v) if len(v) > 1 else 0.0 for s, v in d.items()}
+        for a, d in per_seed.items()
+    }
     primary = means[PRIMARY_MODEL]
-    distance_mean = statistics.fmean([primary["S2-mod2"], primary["S2-mod3"]])
+    claim_list = claims(primary)
+    checks = verdict_checks(primary)
+
+    plots = [
+        plot_split_bars(
+            per_seed,
+            out_dir / "accuracy_per_split.png",
+            f"RF-MatID miniature ({'quick' if quick else 'full'}), synthetic data, "
+            f"{config['epochs']} epoch(s), seeds {config['seeds']}",
+        ).name
+    ]
+    for row in rows:
+        if row.arch == PRIMARY_MODEL and row.seed == config["seeds"][0]:
+            name = f"confusion_{row.arch}_{row.split}.png"
+            plots.append(plot_confusion(row, out_dir / name).name)
+
+    n_positions = len(config["distances_mm"]) * len(config["angles_deg"])
+    n_spectra = 16 * n_positions * config["samples_per_position"]
+    sizes = {r.split: (r.n_train, r.n_val, r.n_test) for r in rows}
+    lines = [
+        "| split | train / val / test spectra | test accuracy per seed (%) | mean ± std (%) |",
+        "|---|---|---|---:|",
+    ]
+    for split in SPLITS:
+        values = per_seed[PRIMARY_MODEL][split]
+        lines.append(
+            f"| {split} | {' / '.join(map(str, sizes[split]))} | "
+            f"{' / '.join(f'{100 * v:.1f}' for v in values)} | "
+            f"{100 * primary[split]:.1f} ± {100 * stds[PRIMARY_MODEL][split]:.1f} |"
+        )
+    table = "\n".join(lines) + "\n\nAll models (mean ± std over seeds):\n\n" + markdown_table(rows)
+
+    verdicts = ", ".join(
+        f"({letter}) {'held' if ok else 'not held'}"
+        for letter, ok in zip("abcd", checks.values(), strict=True)
+    )
     summary = (
-        f"{PRIMARY_MODEL}: S1 {100 * primary['S1']:.1f} %, cross-distance S2-mod2 "
-        f"{100 * primary['S2-mod2']:.1f} % / S2-mod3 {100 * primary['S2-mod3']:.1f} % (drop "
-        f"{100 * (primary['S1'] - distance_mean):.1f} points on the mean; "
-        f"{100 * (primary['S1'] - primary['S2-mod2']):.1f} for mod2, "
-        f"{100 * (primary['S1'] - primary['S2-mod3']):.1f} for mod3), cross-angle S3-mod1 "
-        f"{100 * primary['S3-mod1']:.1f} % (gap {100 * (primary['S1'] - primary['S3-mod1']):.1f} "
-        f"points); seed-mean test accuracy over seeds {config['seeds']}."
+        f"{PRIMARY_MODEL}, {PROTOCOL}, seed-mean test accuracy over seeds {config['seeds']}: "
+        f"S1 {100 * primary['S1']:.1f} %; S2-mod2 {100 * primary['S2-mod2']:.1f} % (drop "
+        f"{100 * (primary['S1'] - primary['S2-mod2']):.1f} points); S2-mod3 "
+        f"{100 * primary['S2-mod3']:.1f} % (drop {100 * (primary['S1'] - primary['S2-mod3']):.1f} "
+        f"points); S3-mod1 {100 * primary['S3-mod1']:.1f} % (gap "
+        f"{100 * (primary['S1'] - primary['S3-mod1']):.1f} points). Claims: {verdicts}."
     )
     details = (
-        "Verdict rule (fixed before running): S1 >= "
-        f"{100 * S1_MIN_ACCURACY:.0f} %; mean(S2-mod2, S2-mod3) at least "
-        f"{100 * DISTANCE_DROP_MIN:.0f} points below S1; S3-mod1 at most {100 * ANGLE_GAP_MAX:.0f} "
-        "points below S1. Checks: "
-        + ", ".join(f"{name} {'yes' if ok else 'no'}" for name, ok in checks.items())
-        + ".\n\nData: physics-based synthetic S11 (ITU-R P.2040 dielectric slabs, horn leakage, "
-        "path loss, round-trip phase, noise, jitter) written in the upstream folder/CSV format and "
-        "read back through the real reader; not the real RF-MatID measurements. The last epoch's "
-        "model is tested (no checkpoint chosen on test data)."
+        "Each claim has its own rule, fixed in `rf_matid/experiment.py` before running: "
+        + "; ".join(f"({k}) {CRITERIA[n]}" for k, n in zip("abcd", CRITERIA, strict=True))
+        + ". The experiment holds only if all four do. Before the 2026-12 review the two "
+        "distance shifts were judged on their mean, which hid that S2-mod2 did not drop; the "
+        "thresholds are the old ones.\n\n"
+        "Data: physics-based synthetic S11 (ITU-R P.2040 dielectric slabs, horn leakage, path "
+        "loss, round-trip phase, noise, per-sample jitter), written in the upstream folder/CSV "
+        "format and read back through the real reader; not the real RF-MatID measurements. "
+        f"{config['samples_per_position']} repeated measurements per position, so S1 is a random "
+        f"split over repeated measurements as in the paper; the split seed is fixed at "
+        f"{SPLIT_SEED} for every training seed. Training follows upstream's recipe for the model "
+        "(AdamW, weight decay 1e-2, OneCycle peak 1e-3 stepped per batch, batch 32) but for "
+        f"{config['epochs']} epoch(s) instead of 60; the last epoch's model is tested (no "
+        "checkpoint chosen on test data). The scale was chosen by timing against the budget "
+        "(full <= 10 min, quick <= 60 s on 2 CPU cores), not by outcome; at this scale the CNN "
+        "is under-trained relative to upstream, so a claim that is not held here is not evidence "
+        "against the paper."
+        f"\n\nTime: data {data_seconds:.0f} s, training and testing {train_seconds:.0f} s "
+        f"({workers} parallel training process(es))."
     )
-    n_positions = len(config["distances_mm"]) * len(config["angles_deg"])
     return Result(
-        verdict="held" if held else "not held",
         summary=summary,
         metrics={
             "accuracy_mean": means,
             "accuracy_std": stds,
+            "accuracy_per_seed": per_seed,
             "checks": checks,
+            "timing_s": {"data": round(data_seconds, 1), "train_test": round(train_seconds, 1)},
+            "workers": workers,
             "rows": [
                 {k: v for k, v in row.__dict__.items() if k not in ("confusion", "class_names")}
                 for row in rows
@@ -177,11 +295,12 @@ def run(quick: bool, out_dir: Path) -> Result:
         seeds=list(config["seeds"]),
         scale=(
             f"16 classes × {len(config['distances_mm'])} distances × {len(config['angles_deg'])} "
-            f"angles × {config['samples_per_position']} sample(s) = {16 * n_positions} spectra "
-            f"(2048 bins, P1); models {config['models']}; {config['epochs']} epochs with "
+            f"angles × {config['samples_per_position']} repeats = {n_spectra} spectra "
+            f"(2048 bins, {PROTOCOL}); models {config['models']}; {config['epochs']} epoch(s) of "
             "upstream's per-model recipe (AdamW, OneCycle, batch size)"
         ),
-        table_markdown=markdown_table(rows),
+        claims=claim_list,
+        table_markdown=table,
         plots=plots,
         details=details,
     )

@@ -22,7 +22,7 @@ from torchmetrics.classification import (
     MulticlassF1Score,
 )
 
-from rf_matid.model import MODELS, build_model
+from rf_matid.model import MODELS, build_model, count_parameters
 
 __all__ = ["RFMatIDClassifier"]
 
@@ -51,10 +51,11 @@ class RFMatIDClassifier(L.LightningModule):
         arch: key of :data:`rf_matid.model.MODELS`.
         num_classes, seq_len, in_channels: passed to the model (``seq_len`` matters for the MLP).
         arch_kwargs: architecture hyperparameters (see each model's constructor).
-        lr, weight_decay: AdamW. With OneCycleLR the optimizer's ``lr`` is replaced by the
-            schedule (starts at ``max_lr / div_factor``), so ``lr`` only matters for the other
-            schedulers or when ``max_lr`` is None (peak = ``lr``).
-        max_lr, pct_start, div_factor, final_div_factor: OneCycleLR (torch defaults as upstream).
+        lr: peak learning rate of OneCycleLR (upstream ``max_lr``; the schedule starts at
+            ``lr / div_factor`` and ends at ``lr / (div_factor · final_div_factor)``), initial rate
+            of StepLR, constant rate with ``scheduler="none"``.
+        weight_decay: AdamW weight decay.
+        pct_start, div_factor, final_div_factor: OneCycleLR (torch defaults as upstream).
         scheduler: "onecycle" (per step), "step" (StepLR per epoch, ``step_size``/``gamma``), "none".
         label_smoothing: cross-entropy label smoothing (upstream: 0).
         class_names: optional label names (length ``num_classes``), stored in the hyperparameters.
@@ -73,9 +74,8 @@ class RFMatIDClassifier(L.LightningModule):
         seq_len: int = 2048,
         in_channels: int = 2,
         arch_kwargs: dict[str, Any] | None = None,
-        lr: float = 1e-4,
+        lr: float = 1e-3,
         weight_decay: float = 1e-3,
-        max_lr: float | None = 1e-3,
         pct_start: float = 0.3,
         div_factor: float = 25.0,
         final_div_factor: float = 1e4,
@@ -88,6 +88,8 @@ class RFMatIDClassifier(L.LightningModule):
         super().__init__()
         if arch not in MODELS:
             raise ValueError(f"unknown arch {arch!r}; choose one of {sorted(MODELS)}")
+        if not lr > 0:
+            raise ValueError(f"lr must be > 0, got {lr!r}")
         if scheduler not in ("onecycle", "step", "none"):
             raise ValueError(f"scheduler must be 'onecycle', 'step' or 'none', got {scheduler!r}")
         if class_names is not None and len(class_names) != num_classes:
@@ -190,7 +192,7 @@ class RFMatIDClassifier(L.LightningModule):
             )
         one_cycle = torch.optim.lr_scheduler.OneCycleLR(
             optimizer,
-            max_lr=hp.max_lr if hp.max_lr is not None else hp.lr,
+            max_lr=hp.lr,
             total_steps=int(total_steps),
             pct_start=hp.pct_start,
             div_factor=hp.div_factor,
@@ -201,6 +203,25 @@ class RFMatIDClassifier(L.LightningModule):
             "lr_scheduler": {"scheduler": one_cycle, "interval": "step"},
         }
 
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Refuses a checkpoint whose class vocabulary differs from this module's (data's) one.
+
+        Runs before the weights are loaded (``--ckpt_path``), so a different class count or
+        order fails here with both vocabularies named instead of as a tensor size mismatch.
+        """
+        saved = checkpoint.get("hyper_parameters") or {}
+        saved_names, names = saved.get("class_names"), self.hparams.get("class_names")
+        saved_count = saved.get("num_classes", self.hparams.num_classes)
+        if saved_count != self.hparams.num_classes or (
+            saved_names is not None and names is not None and list(saved_names) != list(names)
+        ):
+            raise ValueError(
+                f"class vocabulary mismatch: the checkpoint was trained on {saved_count} classes "
+                f"{list(saved_names) if saved_names is not None else '(names not recorded)'}, the "
+                f"data has {self.hparams.num_classes} classes "
+                f"{list(names) if names is not None else '(names not recorded)'}"
+            )
+
     def num_parameters(self) -> int:
-        """Trainable parameters of the wrapped model."""
-        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        """Trainable parameters of the wrapped model (:func:`rf_matid.model.count_parameters`)."""
+        return count_parameters(self.model)

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from rf_matid.constants import BAND_GHZ, FREQ_GRID_HZ
+
 GHZ = 1e9
-BAND_GHZ: tuple[float, float] = (4.0, 43.5)
-PROTOCOL_GRID: np.ndarray = np.linspace(4e9, 43.5e9, 2048)
+# The MS46131A grid (one definition, in rf_matid.constants; read-only).
+PROTOCOL_GRID: np.ndarray = FREQ_GRID_HZ
 
 PROTOCOLS: dict[str, tuple[tuple[float, float], ...]] = {
     # P1: full band.

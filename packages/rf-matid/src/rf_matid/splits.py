@@ -16,8 +16,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-ALL_DISTANCES_MM: tuple[int, ...] = tuple(range(200, 2001, 50))  # 37 distances
-ALL_ANGLES_DEG: tuple[int, ...] = tuple(range(11))  # 0..10 degrees
+from rf_matid.constants import ANGLES_DEG, DISTANCES_MM
+
+# The dataset's 37 distances and 11 angles (one definition, in rf_matid.constants).
+ALL_DISTANCES_MM: tuple[int, ...] = DISTANCES_MM
+ALL_ANGLES_DEG: tuple[int, ...] = ANGLES_DEG
 
 S1_TRAIN_FRACTION = 0.7
 VAL_FRACTION = 0.1
@@ -74,6 +77,22 @@ def normalize_split(split: str, mod: int | str) -> tuple[str, int]:
     if key != "S1" and number not in SPLITS[key]:
         raise ValueError(f"{key} has mods {sorted(SPLITS[key])}, got {mod!r}")
     return key, number
+
+
+def parse_split_name(name: str) -> tuple[str, int]:
+    """Split name of the CLI and configs -> canonical pair: 'S1' -> ('S1', 0), 'S2-mod2' -> ('S2', 2).
+
+    The name must be 'S1', 'S2-mod1..3' or 'S3-mod1..3'; ``normalize_split`` validates the pair.
+    """
+    split, separator, mod = str(name).partition("-mod")
+    if split not in ("S1", "S2", "S3") or (separator and not mod.isdigit()):
+        raise ValueError(f"split must be 'S1', 'S2-mod1..3' or 'S3-mod1..3', got {name!r}")
+    try:
+        return normalize_split(split, mod if separator else 0)
+    except ValueError as error:
+        raise ValueError(
+            f"split must be 'S1', 'S2-mod1..3' or 'S3-mod1..3', got {name!r} ({error})"
+        ) from None
 
 
 def _randperm(n: int, seed: int) -> np.ndarray:

@@ -81,15 +81,11 @@ from typing import Literal
 import numpy as np
 
 from rf_matid.classes import SYNTHETIC_CLASSES
+from rf_matid.constants import ANGLES_DEG, DISTANCES_MM, FREQ_GRID_HZ, TIME_POINTS
 
 SPEED_OF_LIGHT = 299_792_458.0  # m/s
 FREE_SPACE_IMPEDANCE = 376.730313412  # ohm, eta0 = sqrt(mu0 / eps0)
 
-FREQ_GRID_HZ: np.ndarray = np.linspace(4e9, 43.5e9, 2048)
-FREQ_GRID_HZ.setflags(write=False)
-DISTANCES_MM: tuple[int, ...] = tuple(range(200, 2001, 50))  # 37 distances
-ANGLES_DEG: tuple[int, ...] = tuple(range(0, 11))  # 11 angles
-TIME_POINTS = 10240
 TIME_FFT_LENGTH = 25600
 TIME_WINDOW_BETA = 6.0
 _CHUNK = 64  # samples per vectorised block (keeps temporaries in cache)
@@ -340,13 +336,25 @@ def horn_beamwidth_deg(freq_hz: np.ndarray, setup: MonostaticSetup = DEFAULT_SET
     return 1.0 / np.sqrt(setup.max_beamwidth_deg**-2 + aperture_term**2)
 
 
+def beam_pattern(
+    freq_hz: np.ndarray, angle_deg: np.ndarray | float, setup: MonostaticSetup = DEFAULT_SETUP
+) -> np.ndarray:
+    """Normalised power pattern exp(-4 ln2 theta^2 / Theta(f)^2) of the Gaussian main beam.
+
+    angle [...] (deg off boresight) and freq_hz [F] -> [..., F]; 1 on boresight, 1/2 at
+    theta = Theta(f) / 2.
+    """
+    beamwidth = horn_beamwidth_deg(freq_hz, setup)
+    angle = np.asarray(angle_deg, dtype=np.float64)[..., None]
+    return np.exp(-4 * np.log(2) * angle**2 / beamwidth**2)
+
+
 def horn_gain(
     freq_hz: np.ndarray, angle_deg: np.ndarray | float, setup: MonostaticSetup = DEFAULT_SETUP
 ) -> np.ndarray:
-    """Power gain G(f, theta) of the Gaussian main beam; angle [...] -> [..., F]."""
+    """Power gain G(f, theta) = 26000 / Theta(f)^2 * beam_pattern; angle [...] -> [..., F]."""
     beamwidth = horn_beamwidth_deg(freq_hz, setup)
-    angle = np.asarray(angle_deg, dtype=np.float64)[..., None]
-    return 26000.0 / beamwidth**2 * np.exp(-4 * np.log(2) * angle**2 / beamwidth**2)
+    return 26000.0 / beamwidth**2 * beam_pattern(freq_hz, angle_deg, setup)
 
 
 def _leakage_inner(freq: np.ndarray, setup: MonostaticSetup) -> np.ndarray:
@@ -468,20 +476,18 @@ def _simulate(draws: _Draws, freq: np.ndarray, setup: MonostaticSetup) -> np.nda
     gamma = _slab_reflection(draws, freq)
     wavelength = SPEED_OF_LIGHT / freq
     k0 = 2 * np.pi / wavelength
-    theta = draws.angle_deg[:, None]
     r = (2 * (draws.distance_m + setup.phase_centre_m) * np.cos(np.radians(draws.angle_deg)))[
         :, None
     ]
     cable2 = cable_round_trip(freq, setup, draws.cable_phase_m, draws.cable_gain)
     propagation = np.exp(-1j * (k0 * r))
-    beamwidth = horn_beamwidth_deg(freq, setup)
-    gain = 26000.0 / beamwidth**2 * np.exp(-4 * np.log(2) * theta**2 / beamwidth**2)
+    gain = horn_gain(freq, draws.angle_deg, setup)
     horn_phase = np.exp(-2j * np.pi * freq * setup.horn_delay_s)
     echo = cable2 * (horn_phase * (gain * (wavelength / (4 * np.pi)) / r)) * gamma * propagation
     scatter_length = setup.structural_scattering * setup.aperture_m**2 / wavelength
-    scatter = scatter_length / r * np.exp(-2 * np.log(2) * (2 * theta) ** 2 / beamwidth**2)
-    clean = setup.port_reflection + cable2 * _leakage_inner(freq, setup)
-    clean += echo * (1 + gamma * propagation * scatter)
+    # double bounce (S_2): field pattern at 2 theta, exp(-2 ln2 (2 theta)^2 / Theta^2)
+    scatter = scatter_length / r * np.sqrt(beam_pattern(freq, 2 * draws.angle_deg, setup))
+    clean = horn_leakage(freq, setup, cable2) + echo * (1 + gamma * propagation * scatter)
     floor_db = np.interp(freq, (4e9, 43.5e9), setup.noise_floor_db)
     floor = 10 ** (floor_db / 20) / np.sqrt(2)
     noise = draws.noise
@@ -620,8 +626,8 @@ def generate_dataset(
     (class, distance, angle) depends only on (seed, class, distance, angle, i) (``sample_rng``).
     Refuses an ``out_dir`` that already holds samples, so runs never mix. Returns ``out_dir``.
     """
+    from rf_matid.constants import FOLDER_PREFIX
     from rf_matid.io import (
-        FOLDER_PREFIX,
         FREQ_DOMAIN_DIR,
         TIME_DOMAIN_DIR,
         Position,

@@ -1,19 +1,277 @@
-"""The ``robotics-remac`` command (being built: see the package README)."""
+"""The ``robotics-remac`` command: LightningCLI training subcommands plus collect, eval, configs."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, NoReturn
 
 from robotics_remac import __version__
 
+__all__ = ["main", "parse_delays", "run_lightning_cli", "shipped_configs"]
 
-def main(args: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="robotics-remac")
-    parser.add_argument("--version", action="version", version=f"robotics-remac {__version__}")
-    parser.parse_args(list(sys.argv[1:] if args is None else args))
+PROG = "robotics-remac"
+TRAINER_SUBCOMMANDS = ("fit", "validate", "test", "predict")
+DESCRIPTION = (
+    "REMAC (ICLR 2026): masked action chunking for asynchronous robot inference. Training "
+    "subcommands are LightningCLI (`robotics-remac fit --config base`, then `robotics-remac fit "
+    "--config remac --model.init_args.base_ckpt BASE.ckpt`); shipped configs can be named without "
+    "a path. `collect` writes expert demonstrations in the LeRobot v2.1 layout; `eval` runs "
+    "policies asynchronously under inference delays and writes a CSV and a plot."
+)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with a one-line error and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def parse_delays(text: str) -> list[int]:
+    """'0-4' (inclusive) or '0,2,4' -> a non-empty list of non-negative ints."""
+    try:
+        if "-" in text:
+            lo, hi = (int(p) for p in text.split("-"))
+            values = list(range(lo, hi + 1))
+        else:
+            values = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'A-B' or 'A,B,...', got {text!r}") from None
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"expected non-negative delays, got {text!r}")
+    return values
+
+
+def shipped_configs() -> dict[str, Path]:
+    root = Path(str(files("robotics_remac") / "configs"))
+    return {path.stem: path for path in sorted(root.glob("*.yaml"))}
+
+
+def _resolve_config_names(argv: list[str]) -> list[str]:
+    """Lets ``--config NAME`` name a shipped config when NAME is not an existing file."""
+    out = list(argv)
+    configs = shipped_configs()
+    for i, arg in enumerate(out):
+        if arg == "--config" and i + 1 < len(out):
+            if not Path(out[i + 1]).exists() and out[i + 1] in configs:
+                out[i + 1] = str(configs[out[i + 1]])
+        elif arg.startswith("--config="):
+            value = arg.split("=", 1)[1]
+            if not Path(value).exists() and value in configs:
+                out[i] = f"--config={configs[value]}"
+    return out
+
+
+def run_lightning_cli(argv: Sequence[str]) -> Any:
+    """LightningCLI over the base/REMAC modules and the demonstration data module."""
+    from lightning.pytorch.cli import LightningCLI
+
+    from robotics_remac.data import DemoDataModule
+
+    class RemacCLI(LightningCLI):
+        def add_arguments_to_parser(self, parser) -> None:  # type: ignore[no-untyped-def]
+            parser.link_arguments(
+                "data.init_args.horizon", "model.init_args.horizon", apply_on="instantiate"
+            )
+
+    import lightning as L
+
+    return RemacCLI(
+        L.LightningModule,
+        DemoDataModule,
+        subclass_mode_model=True,
+        subclass_mode_data=True,
+        seed_everything_default=0,
+        save_config_kwargs={"overwrite": False},
+        args=_resolve_config_names(list(argv)),
+    )
+
+
+def collect_main(argv: Sequence[str]) -> int:
+    parser = ArgumentParser(
+        prog=f"{PROG} collect",
+        description="Roll out the PD expert and write the demonstrations as a LeRobot v2.1 dataset.",
+    )
+    parser.add_argument("--out", type=Path, required=True, help="dataset folder (new or empty)")
+    parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    ns = parser.parse_args(list(argv))
+    if ns.episodes < 1:
+        parser.error("--episodes must be >= 1")
+    from robotics_remac.data import collect_demonstrations
+    from robotics_remac.lerobot import write_lerobot_dataset
+
+    if ns.out.exists() and any(ns.out.iterdir()):
+        parser.error(f"--out {ns.out} exists and is not empty")
+    root = write_lerobot_dataset(ns.out, collect_demonstrations(ns.episodes, ns.seed))
+    print(f"wrote {root} ({ns.episodes} episodes)")
     return 0
+
+
+def eval_main(argv: Sequence[str]) -> int:
+    from robotics_remac.rollout import METHODS
+
+    parser = ArgumentParser(
+        prog=f"{PROG} eval",
+        description="Run policies asynchronously on the chase task under inference delays; write "
+        "results.csv (success, 95 %% Wilson CI, prefix deviation from the expert, boundary jerk) "
+        "and success_vs_delay.png into --out. Methods: " + ", ".join(METHODS) + ".",
+    )
+    parser.add_argument("--policy", type=Path, required=True, help="base policy checkpoint")
+    parser.add_argument("--remac", type=Path, help="REMAC finetune checkpoint")
+    parser.add_argument("--lora-only", type=Path, help="LoRA-only finetune checkpoint")
+    parser.add_argument("--ttrtc", type=Path, help="training-time RTC checkpoint")
+    parser.add_argument("--method", default="naive,remac", help="comma-separated methods")
+    parser.add_argument("--delays", type=parse_delays, default=[0, 1, 2, 3, 4], help="e.g. 0-4")
+    parser.add_argument("--exec-horizon", type=int, default=None, help="e (default max(1, d))")
+    parser.add_argument(
+        "--assumed-delay", type=int, default=None, help="delay the policy is told (misestimation)"
+    )
+    parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    ns = parser.parse_args(list(argv))
+    methods = [m.strip() for m in ns.method.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        parser.error(f"unknown --method {unknown}; known: {', '.join(METHODS)}")
+    if ns.episodes < 1:
+        parser.error("--episodes must be >= 1")
+    return _run_eval(ns, methods)
+
+
+def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
+    import csv
+
+    from rich.progress import Progress
+
+    from robotics_remac.checkpoint import load_policy
+    from robotics_remac.experiment import plot_curves
+    from robotics_remac.rollout import METHODS, check_delay, default_exec_horizon, make_chunker
+    from robotics_remac.rollout import rollout as run_rollout
+
+    paths = {"base": ns.policy, "remac": ns.remac, "lora_only": ns.lora_only,
+             "training_time_rtc": ns.ttrtc}  # fmt: skip
+    policies = {}
+    for method in methods:
+        key = METHODS[method].policy
+        if paths[key] is None:
+            flag = {"remac": "--remac", "lora_only": "--lora-only", "training_time_rtc": "--ttrtc"}
+            raise ValueError(f"method {method!r} needs {flag[key]} CHECKPOINT")
+        if key not in policies:
+            policies[key] = load_policy(paths[key]).policy
+    horizon = policies["base" if "base" in policies else next(iter(policies))].horizon
+    cells = []
+    for d in ns.delays:
+        e = default_exec_horizon(d) if ns.exec_horizon is None else ns.exec_horizon
+        check_delay(d, e, horizon)
+        d_hat = d if ns.assumed_delay is None else ns.assumed_delay
+        if not 0 <= d_hat < horizon:
+            raise ValueError(f"--assumed-delay {d_hat} must satisfy 0 <= d < H={horizon}")
+        cells += [(m, d, e, d_hat) for m in methods]
+    ns.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with Progress(transient=False) as progress:
+        task = progress.add_task("episodes", total=len(cells) * ns.episodes)
+        for method, d, e, d_hat in cells:
+            spec = METHODS[method]
+            progress.update(task, description=f"{method} d={d}")
+            stats = run_rollout(
+                make_chunker(spec.sampler, policies[spec.policy]), ns.episodes, d, horizon, e,
+                spec.execution, assumed_delay=d_hat, seed=ns.seed,
+            )  # fmt: skip
+            progress.advance(task, ns.episodes)
+            rows.append({"method": method, "delay": d, "assumed_delay": d_hat,
+                         "exec_horizon": e, **stats.row()})  # fmt: skip
+    with open(ns.out / "results.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    if ns.assumed_delay is not None:
+        for row in rows:  # plot the curve even under a misestimated delay
+            row["assumed_delay"] = row["delay"]
+    plot_curves(rows, ns.out / "success_vs_delay.png")
+    for row in rows:
+        print(f"{row['method']:12s} d={row['delay']} success {row['success']:.3f} "
+              f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]")  # fmt: skip
+    print(f"wrote {ns.out / 'results.csv'} and {ns.out / 'success_vs_delay.png'}")
+    return 0
+
+
+def configs_main(argv: Sequence[str]) -> int:
+    ArgumentParser(prog=f"{PROG} configs", description="List shipped configs.").parse_args(argv)
+    for name, path in shipped_configs().items():
+        print(f"{name:16s} {path}")
+    return 0
+
+
+def _top_level_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog=PROG, description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in TRAINER_SUBCOMMANDS:
+        sub.add_parser(name, help=f"LightningCLI `{name}` ({PROG} {name} --help)", add_help=False)
+    sub.add_parser("collect", help="write expert demonstrations (LeRobot v2.1 layout)")
+    sub.add_parser("eval", help="success vs inference delay per method (CSV + plot)")
+    sub.add_parser("configs", help="list the YAML configs shipped with the package")
+    return parser
+
+
+def _is_user_error(error: BaseException) -> bool:
+    """Bad input (our format errors, path errors, our own ValueErrors), not a bug."""
+    from robotics_remac.lerobot import RemacFormatError
+
+    path_errors = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError)
+    if isinstance(error, (RemacFormatError, *path_errors)):
+        return True
+    if not isinstance(error, ValueError):
+        return False
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    module = "" if tb is None else str(tb.tb_frame.f_globals.get("__name__", ""))
+    return module.split(".")[0] == "robotics_remac"
+
+
+def main(args: Sequence[str] | None = None) -> int | None:
+    """Entry point; input errors end with one ``robotics-remac: error: ...`` line and exit 2
+    (``ROBOTICS_REMAC_TRACEBACK=1`` shows the traceback)."""
+    argv = list(sys.argv[1:] if args is None else args)
+    try:
+        return _dispatch(argv)
+    except Exception as error:
+        if os.environ.get("ROBOTICS_REMAC_TRACEBACK") or not _is_user_error(error):
+            raise
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _dispatch(argv: list[str]) -> int | None:
+    if not argv or argv[0] in ("-h", "--help", "--version"):
+        parser = _top_level_parser()
+        if not argv:
+            parser.print_help()
+            raise SystemExit(2)
+        parser.parse_args(argv)
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command in TRAINER_SUBCOMMANDS:
+        run_lightning_cli(argv)
+        return 0
+    extra: dict[str, Callable[[Sequence[str]], int]] = {
+        "collect": collect_main,
+        "eval": eval_main,
+        "configs": configs_main,
+    }
+    if command not in extra:
+        _top_level_parser().error(f"unknown command {command!r}")
+    return extra[command](rest)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,83 @@
+"""ASE calculator wrapping a trained force field (like MACE's ``MACECalculator``).
+
+Energy and forces always; stress only for a conservative model (``F = -dE/dx``,
+``σ = (1/V) dE/dε``), since a direct force head has no energy derivative to give one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from ase import Atoms
+from ase.calculators.calculator import Calculator, all_changes
+from ase.stress import full_3x3_to_voigt_6_stress
+from torch_geometric.data import Batch
+
+from atomistic_scaling.graph import atoms_to_graph
+from atomistic_scaling.model import ForceField
+
+__all__ = ["ForceFieldCalculator", "load_force_field"]
+
+
+def load_force_field(checkpoint: str | Path) -> ForceField:
+    """The :class:`ForceField` of a Lightning checkpoint of
+    :class:`~atomistic_scaling.lit_module.ForceFieldModule` (``weights_only=True``)."""
+    path = Path(checkpoint)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such checkpoint")
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        hp = ckpt["hyper_parameters"]
+        state = {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items()}
+    except (KeyError, TypeError):
+        raise ValueError(f"{path}: not a ForceFieldModule checkpoint") from None
+    model = ForceField(
+        hp["arch"], hp["width"], hp["num_layers"], hp["cutoff"], hp["num_rbf"], hp["conservative"]
+    )
+    model.load_state_dict(state)
+    return model
+
+
+class ForceFieldCalculator(Calculator):
+    """ASE calculator for a :class:`ForceField` (or a checkpoint path).
+
+    Args:
+        model: the model or a ``.ckpt`` path.
+        dtype: ``torch.float64`` (default, for MD energy conservation) or ``torch.float32``.
+    """
+
+    def __init__(
+        self, model: ForceField | str | Path, dtype: torch.dtype = torch.float64, **kwargs
+    ) -> None:
+        super().__init__(**kwargs)
+        if not isinstance(model, ForceField):
+            model = load_force_field(model)
+        self.model = model.to(dtype).eval()
+        self.dtype = dtype
+        self.implemented_properties = ["energy", "free_energy", "forces"] + (
+            ["stress"] if model.conservative else []
+        )
+
+    def calculate(
+        self, atoms: Atoms | None = None, properties=("energy",), system_changes=all_changes
+    ) -> None:
+        super().calculate(atoms, properties, system_changes)
+        assert self.atoms is not None
+        want_stress = "stress" in properties
+        if want_stress and not self.model.conservative:
+            raise NotImplementedError("stress needs a conservative model (conservative=True)")
+        if want_stress and not np.all(self.atoms.pbc):
+            raise ValueError("stress needs a fully periodic structure")
+        graph = atoms_to_graph(self.atoms, self.model.cutoff, dtype=self.dtype)
+        batch = Batch.from_data_list([graph])
+        with torch.set_grad_enabled(self.model.conservative):
+            out = self.model(batch, compute_stress=want_stress)
+        energy = float(out["energy"].detach()[0])
+        self.results["energy"] = energy
+        self.results["free_energy"] = energy
+        self.results["forces"] = out["forces"].detach().cpu().numpy().astype(np.float64)
+        if want_stress:
+            stress = out["stress"].detach().cpu().numpy()[0].astype(np.float64)
+            self.results["stress"] = full_3x3_to_voigt_6_stress(stress)

@@ -1,0 +1,32 @@
+"""Constants shared across the package (one definition each)."""
+
+from __future__ import annotations
+
+PAPER_TITLE = "Scaling Laws and Symmetry, Evidence from Neural Force Fields"
+ARXIV_ID = "2510.09768"
+PAPER = f"{PAPER_TITLE} (arXiv {ARXIV_ID})"
+OFFICIAL_CODE = "https://github.com/nnkhang19/scaling-laws-and-symmetry"
+
+#: Default extxyz keys for the reference labels (MACE convention); ``energy``/``forces`` are
+#: also accepted (ASE absorbs those into a SinglePointCalculator).
+DEFAULT_ENERGY_KEY = "REF_energy"
+DEFAULT_FORCES_KEY = "REF_forces"
+
+#: Elements ASE's EMT calculator supports for the synthetic generator.
+EMT_ELEMENTS = ("Al", "Cu", "Ag", "Au", "Ni", "Pd", "Pt")
+
+#: Architectures of rising symmetry order (one family: same width/depth knobs).
+ARCHITECTURES = ("mpnn", "invariant", "l1", "l2", "l3")
+
+#: The paper's per-architecture FLOP multipliers kappa in C ~ 3 kappa N D (Sec. 3).
+PAPER_KAPPA = {"mpnn": 2.33, "gemnet_oc": 35.18, "mc_egnn": 28.09, "esen": 74.36}
+#: The paper's compute-frontier exponents gamma_c.
+PAPER_GAMMA = {"mpnn": 0.14, "mc_egnn": 0.17, "gemnet_oc": 0.25, "esen_l2": 0.35, "esen": 0.40}
+#: Which of our architectures stands in for which of the paper's.
+PAPER_COUNTERPART = {
+    "mpnn": "mpnn",
+    "invariant": "gemnet_oc",
+    "l1": "mc_egnn",
+    "l2": "esen",
+    "l3": "esen",
+}

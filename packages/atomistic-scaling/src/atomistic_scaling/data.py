@@ -1,0 +1,161 @@
+"""Datasets of atomic graphs and the Lightning data module.
+
+:class:`AtomsGraphDataset` turns labelled ``ase.Atoms`` (see :mod:`.io`) into PyG graphs once
+(neighbour lists with vesin). :class:`AtomisticDataModule` reads files or generates EMT data,
+splits train/val/test, streams the training set for one epoch over ``max_samples`` structures
+(the paper's single-epoch regime), and fits per-element reference energies on the training
+split by least squares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import lightning as L
+import numpy as np
+import torch
+from ase import Atoms
+from torch.utils.data import Dataset
+from torch_geometric.data import Data
+from torch_geometric.loader import DataLoader
+
+from atomistic_scaling.constants import DEFAULT_ENERGY_KEY, DEFAULT_FORCES_KEY, EMT_ELEMENTS
+from atomistic_scaling.graph import atoms_to_graph
+from atomistic_scaling.io import read_many
+from atomistic_scaling.model import MAX_Z
+
+__all__ = ["AtomisticDataModule", "AtomsGraphDataset", "fit_atomic_energies"]
+
+
+class AtomsGraphDataset(Dataset):
+    """PyG graphs of labelled structures within ``cutoff`` (Å), built once up front."""
+
+    def __init__(self, structures: Sequence[Atoms], cutoff: float) -> None:
+        self.cutoff = float(cutoff)
+        self.graphs: list[Data] = [atoms_to_graph(atoms, cutoff) for atoms in structures]
+
+    def __len__(self) -> int:
+        return len(self.graphs)
+
+    def __getitem__(self, index: int) -> Data:
+        return self.graphs[index]
+
+
+def fit_atomic_energies(structures: Sequence[Atoms]) -> torch.Tensor:
+    """Per-element reference energies ``E0`` (MAX_Z,) minimising ``sum (E - sum_i E0[z_i])^2``
+    over ``structures`` (least squares on element counts; absent elements get 0)."""
+    elements = sorted({int(z) for atoms in structures for z in atoms.numbers})
+    counts = np.zeros((len(structures), len(elements)))
+    for row, atoms in enumerate(structures):
+        for col, z in enumerate(elements):
+            counts[row, col] = np.count_nonzero(atoms.numbers == z)
+    energies = np.array([atoms.info["energy"] for atoms in structures])
+    coef, *_ = np.linalg.lstsq(counts, energies, rcond=None)
+    out = torch.zeros(MAX_Z)
+    out[elements] = torch.as_tensor(coef, dtype=torch.float32)
+    return out
+
+
+class AtomisticDataModule(L.LightningDataModule):
+    """Train/val/test graphs from files (``train_files``; optional ``val_files``/``test_files``,
+    else random fractions of the training files) or, with no files, ``synthetic_size`` EMT
+    structures generated with ``seed``.
+
+    Args:
+        train_files: paths read with :func:`atomistic_scaling.io.read_structures`.
+        val_files, test_files: optional separate files.
+        energy_key, forces_key: label keys (``REF_energy``/``REF_forces`` default, plain
+            ``energy``/``forces`` accepted).
+        cutoff: neighbour cutoff (Å), linked into the model.
+        batch_size: structures per step (the paper: 64).
+        max_samples: training structures streamed in the single epoch (D); default all.
+        val_fraction, test_fraction: split fractions when no separate files are given.
+        synthetic_size: structures generated with EMT when no ``train_files`` are given.
+        elements: EMT elements for the synthetic data.
+        seed: split and generation seed.
+    """
+
+    def __init__(
+        self,
+        train_files: list[str] | None = None,
+        val_files: list[str] | None = None,
+        test_files: list[str] | None = None,
+        energy_key: str = DEFAULT_ENERGY_KEY,
+        forces_key: str = DEFAULT_FORCES_KEY,
+        cutoff: float = 4.5,
+        batch_size: int = 16,
+        max_samples: int | None = None,
+        val_fraction: float = 0.1,
+        test_fraction: float = 0.1,
+        synthetic_size: int = 200,
+        elements: list[str] | None = None,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        if not 0 <= val_fraction < 1 or not 0 <= test_fraction < 1:
+            raise ValueError("val_fraction and test_fraction must be in [0, 1)")
+        self.save_hyperparameters()
+        self.train_structures: list[Atoms] | None = None
+        self.val_structures: list[Atoms] = []
+        self.test_structures: list[Atoms] = []
+
+    def _load(self) -> None:
+        hp = self.hparams
+        rng = np.random.default_rng(hp.seed)
+        if hp.train_files:
+            train = read_many(hp.train_files, hp.energy_key, hp.forces_key)
+        else:
+            from atomistic_scaling.synth import generate_structures
+
+            train = generate_structures(hp.synthetic_size, hp.seed, hp.elements or EMT_ELEMENTS)
+        order = rng.permutation(len(train))
+        train = [train[i] for i in order]
+        n_val = 0 if hp.val_files else round(hp.val_fraction * len(train))
+        n_test = 0 if hp.test_files else round(hp.test_fraction * len(train))
+        val = read_many(hp.val_files, hp.energy_key, hp.forces_key) if hp.val_files else []
+        test = read_many(hp.test_files, hp.energy_key, hp.forces_key) if hp.test_files else []
+        val = val or train[:n_val]
+        test = test or train[n_val : n_val + n_test]
+        train = train[n_val + n_test :]
+        if hp.max_samples is not None:
+            if hp.max_samples > len(train):
+                raise ValueError(
+                    f"max_samples={hp.max_samples} exceeds the {len(train)} training structures"
+                )
+            train = train[: hp.max_samples]
+        if not train or not val:
+            raise ValueError(
+                f"empty split: {len(train)} train / {len(val)} val structures "
+                "(give more data, val_files, or a larger val_fraction)"
+            )
+        self.train_structures, self.val_structures, self.test_structures = train, val, test
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_structures is not None:
+            return
+        self._load()
+        cutoff = self.hparams.cutoff
+        self.train_set = AtomsGraphDataset(self.train_structures, cutoff)
+        self.val_set = AtomsGraphDataset(self.val_structures, cutoff)
+        self.test_set = AtomsGraphDataset(self.test_structures or self.val_structures, cutoff)
+
+    def atomic_energies(self) -> torch.Tensor:
+        """Per-element references fitted on the training split (call after ``setup``)."""
+        if self.train_structures is None:
+            self.setup()
+        return fit_atomic_energies(self.train_structures)
+
+    def train_dataloader(self) -> DataLoader:
+        gen = torch.Generator().manual_seed(self.hparams.seed)
+        return DataLoader(self.train_set, self.hparams.batch_size, shuffle=True, generator=gen)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_set, self.hparams.batch_size)
+
+    def test_dataloader(self) -> DataLoader:
+        return DataLoader(self.test_set, self.hparams.batch_size)
+
+    def predict_dataloader(self) -> DataLoader:
+        return self.test_dataloader()

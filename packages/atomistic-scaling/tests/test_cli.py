@@ -1,0 +1,133 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from atomistic_scaling import __version__
+from atomistic_scaling.cli import main, run_lightning_cli
+from atomistic_scaling.constants import ARCHITECTURES
+from atomistic_scaling.io import read_structures
+from iclr26_common.testing import assert_cli_help, shipped_configs
+
+CONFIGS = shipped_configs("atomistic_scaling")
+
+
+def test_top_level_help_lists_every_subcommand() -> None:
+    out = assert_cli_help(main)
+    for command in ("fit", "validate", "test", "predict", "synth", "sweep", "configs"):
+        assert command in out
+
+
+def test_version(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and __version__ in capsys.readouterr().out
+
+
+def test_unknown_command_exits_2() -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train"])
+    assert exit_info.value.code == 2
+
+
+def test_every_arch_has_a_shipped_config() -> None:
+    assert set(ARCHITECTURES) | {"tiny"} == {path.stem for path in CONFIGS}
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--config", str(config), "--print_config"])
+    assert exit_info.value.code == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    declared = yaml.safe_load(config.read_text())
+    assert printed["model"]["arch"] == declared["model"]["arch"]
+    assert printed["data"]["cutoff"] == declared["data"]["cutoff"]
+    assert "cutoff" not in printed["model"]  # linked from the data module, not set twice
+
+
+def test_fit_tiny_config_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    cli = run_lightning_cli(
+        [
+            "fit",
+            "--config",
+            "tiny",
+            "--trainer.fast_dev_run=1",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
+    assert cli.trainer.state.finished and cli.trainer.global_step == 1
+    assert cli.model.hparams.cutoff == 4.0  # linked from the data module
+    assert cli.model.model.atomic_energies.abs().sum() > 0  # fitted on the training split
+    assert not (tmp_path / "config.yaml").exists()  # no logger: nothing written
+
+
+def test_synth_writes_readable_extxyz(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "emt.xyz"
+    assert main(["synth", "--out", str(out), "--n", "5", "--elements", "Cu,Au"]) == 0
+    frames = read_structures(out)
+    assert len(frames) == 5
+    assert set().union(*(a.get_chemical_symbols() for a in frames)) <= {"Cu", "Au"}
+
+
+def test_fit_on_files_and_bad_input_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    data = tmp_path / "d.xyz"
+    main(["synth", "--out", str(data), "--n", "12"])
+    cli = run_lightning_cli(
+        [
+            "fit",
+            "--config",
+            "tiny",
+            f"--data.train_files=[{data}]",
+            "--trainer.fast_dev_run=1",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
+    assert cli.trainer.state.finished
+    capsys.readouterr()
+    bad = tmp_path / "bad.xyz"
+    bad.write_text(data.read_text().replace("REF_forces", "F_other"))
+    with pytest.raises(SystemExit) as exit_info:
+        main(
+            [
+                "fit",
+                "--config",
+                "tiny",
+                f"--data.train_files=[{bad}]",
+                "--trainer.fast_dev_run=1",
+                f"--trainer.default_root_dir={tmp_path}",
+            ]
+        )
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("atomistic-scaling: error:")]
+    assert len(errors) == 1 and "bad.xyz: frame 0: missing forces key" in errors[0]
+    assert "AtomisticFormatError" not in err  # one line, not our traceback
+    with pytest.raises(SystemExit) as exit_info:
+        main(["synth", "--out", str(data), "--n", "2"])  # exists: refuses
+    assert exit_info.value.code == 2
+    assert "exists" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_sweep_cli_tiny(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    assert (
+        main(
+            [
+                "sweep",
+                "--out",
+                str(out),
+                "--archs=[mpnn,l1]",
+                "--widths=[4,8]",
+                "--d_checkpoints=[8,16,32]",
+                "--synthetic_val=8",
+                "--n_boot=3",
+            ]
+        )
+        == 0
+    )
+    assert (out / "fits.json").is_file() and (out / "loss_vs_compute.png").is_file()

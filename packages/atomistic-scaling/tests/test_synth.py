@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ase.calculators.emt import EMT
+
+from atomistic_scaling.constants import EMT_ELEMENTS
+from atomistic_scaling.synth import KINDS, MD_SNAPSHOTS, generate_structures
+
+
+def test_deterministic_and_labelled_by_emt() -> None:
+    a = generate_structures(9, seed=1)
+    b = generate_structures(9, seed=1)
+    assert len(a) == 9
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x.positions, y.positions)
+    for atoms in a:
+        assert set(atoms.get_chemical_symbols()) <= set(EMT_ELEMENTS)
+        assert atoms.pbc.all() and 6 <= len(atoms) <= 27
+        check = atoms.copy()
+        check.calc = EMT()
+        assert check.get_potential_energy() == pytest.approx(atoms.info["energy"], abs=1e-9)
+        np.testing.assert_allclose(check.get_forces(), atoms.arrays["forces"], atol=1e-9)
+
+
+def test_md_snapshots_are_distinct_and_forces_nonzero() -> None:
+    md = generate_structures(MD_SNAPSHOTS, seed=0, kinds=["md"])
+    assert len(md) == MD_SNAPSHOTS
+    assert not np.allclose(md[0].positions, md[1].positions)
+    assert np.abs(md[0].arrays["forces"]).max() > 0.05
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="not supported by EMT"):
+        generate_structures(2, elements=["Fe"])
+    with pytest.raises(ValueError, match="unknown structure kinds"):
+        generate_structures(2, kinds=["liquid"])
+    assert set(KINDS) == {"rattle", "strain", "vacancy", "md"}

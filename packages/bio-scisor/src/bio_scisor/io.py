@@ -1,0 +1,234 @@
+"""Readers and writers: FASTA / A2M / Stockholm (biopython SeqIO) and ProteinGym indel CSVs.
+
+Every bad input raises :class:`ScisorFormatError` naming the file and the record, line or field.
+Nothing is dropped silently (upstream keeps only the first 100 FASTA records and skips sequences
+over 1000 residues; here a ``max_len`` that a sequence exceeds is an error).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from bio_scisor.constants import AMINO_ACIDS
+
+__all__ = [
+    "DeletionAssay",
+    "ScisorFormatError",
+    "check_sequence",
+    "encode",
+    "is_deletion_of",
+    "read_dms_indels",
+    "read_reference",
+    "read_sequences",
+    "write_dms_indels",
+    "write_fasta",
+]
+
+_INDEX = {a: i for i, a in enumerate(AMINO_ACIDS)}
+FORMATS = {
+    ".fasta": "fasta", ".fa": "fasta", ".faa": "fasta", ".fas": "fasta",
+    ".a2m": "a2m", ".a3m": "a2m",
+    ".sto": "stockholm", ".stk": "stockholm", ".stockholm": "stockholm",
+}  # fmt: skip
+DMS_COLUMNS = ("mutated_sequence", "DMS_score")
+REFERENCE_COLUMNS = ("DMS_id", "DMS_filename", "target_seq", "coarse_selection_type")
+
+
+class ScisorFormatError(ValueError):
+    """Bad input data; the message names the file and the record or field."""
+
+
+def check_sequence(seq: str, where: str) -> str:
+    """Return ``seq`` if it is a non-empty string of the 20 standard residues, else raise."""
+    if not seq:
+        raise ScisorFormatError(f"{where}: empty sequence")
+    bad = sorted({c for c in seq if c not in _INDEX})
+    if bad:
+        raise ScisorFormatError(
+            f"{where}: non-amino-acid letters {''.join(bad)!r} (allowed: {AMINO_ACIDS})"
+        )
+    return seq
+
+
+def encode(seq: str, where: str = "sequence") -> np.ndarray:
+    """Residue string -> int64 token array (after :func:`check_sequence`)."""
+    check_sequence(seq, where)
+    return np.fromiter((_INDEX[c] for c in seq), dtype=np.int64, count=len(seq))
+
+
+def read_sequences(
+    path: str | Path, fmt: str | None = None, max_len: int | None = None
+) -> list[tuple[str, str]]:
+    """Unaligned ``(name, sequence)`` records of a FASTA, A2M/A3M or Stockholm file.
+
+    Alignment gaps (``-``, ``.``) are removed and insert-state lower case is upper-cased, so an
+    MSA yields its unaligned members. ``fmt`` defaults to the file suffix. Raises
+    :class:`ScisorFormatError` for an unknown format, a file with no records, an empty or
+    non-amino-acid sequence, or one longer than ``max_len``.
+    """
+    from Bio import SeqIO
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    fmt = fmt or FORMATS.get(path.suffix.lower())
+    if fmt not in ("fasta", "a2m", "stockholm"):
+        raise ScisorFormatError(
+            f"{path}: unknown sequence format (suffix {path.suffix!r}); "
+            f"use one of {sorted(FORMATS)} or pass fmt='fasta'|'a2m'|'stockholm'"
+        )
+    records: list[tuple[str, str]] = []
+    try:
+        parsed = list(SeqIO.parse(str(path), "fasta" if fmt == "a2m" else fmt))
+    except ValueError as error:
+        raise ScisorFormatError(f"{path}: not a valid {fmt} file ({error})") from None
+    for number, record in enumerate(parsed, start=1):
+        seq = str(record.seq).replace("-", "").replace(".", "").upper()
+        where = f"{path}: record {number} ({record.id})"
+        check_sequence(seq, where)
+        if max_len is not None and len(seq) > max_len:
+            raise ScisorFormatError(f"{where}: length {len(seq)} exceeds max_len={max_len}")
+        records.append((record.id, seq))
+    if not records:
+        raise ScisorFormatError(f"{path}: no {fmt} records")
+    return records
+
+
+def write_fasta(path: str | Path, records: Iterable[tuple[str, str]], width: int = 60) -> Path:
+    path = Path(path)
+    with path.open("w") as handle:
+        for name, seq in records:
+            handle.write(f">{name}\n")
+            for i in range(0, len(seq), width):
+                handle.write(seq[i : i + width] + "\n")
+    return path
+
+
+def is_deletion_of(mutant: str, wt: str) -> bool:
+    """True when ``mutant`` is ``wt`` with one or more residues removed (a proper subsequence)."""
+    if len(mutant) >= len(wt):
+        return False
+    it = iter(wt)
+    return all(c in it for c in mutant)
+
+
+@dataclass
+class DeletionAssay:
+    """One ProteinGym indel assay restricted to deletions of its wild type."""
+
+    name: str
+    wt: str
+    mutants: list[str]
+    scores: np.ndarray  # (N,) DMS_score
+    score_bin: np.ndarray | None = None  # (N,) DMS_score_bin when present
+    coarse_selection_type: str = "unknown"
+    skipped: int = 0  # rows that were not deletions (only with on_non_deletion="skip")
+    n_deleted: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.n_deleted = np.array([len(self.wt) - len(m) for m in self.mutants], dtype=np.int64)
+
+
+def _float(text: str, where: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ScisorFormatError(f"{where}: not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise ScisorFormatError(f"{where}: not a finite number: {text!r}")
+    return value
+
+
+def read_dms_indels(
+    path: str | Path,
+    wt: str,
+    name: str | None = None,
+    coarse_selection_type: str = "unknown",
+    on_non_deletion: str = "error",
+) -> DeletionAssay:
+    """Read a ProteinGym indel CSV (``mutated_sequence``, ``DMS_score``[, ``DMS_score_bin``]).
+
+    Every ``mutated_sequence`` must be a deletion of ``wt``; otherwise raise (default) or skip and
+    count it (``on_non_deletion="skip"``; ProteinGym indel assays also hold insertions).
+    """
+    path = Path(path)
+    if on_non_deletion not in ("error", "skip"):
+        raise ValueError(f"on_non_deletion must be 'error' or 'skip', got {on_non_deletion!r}")
+    check_sequence(wt, f"{path}: wild type")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        columns = reader.fieldnames or []
+        missing = [c for c in DMS_COLUMNS if c not in columns]
+        if missing:
+            raise ScisorFormatError(f"{path}: missing column(s) {missing} (has {columns})")
+        has_bin = "DMS_score_bin" in columns
+        mutants, scores, bins, skipped = [], [], [], 0
+        for line, row in enumerate(reader, start=2):
+            where = f"{path}: line {line}"
+            seq = (row["mutated_sequence"] or "").strip().upper()
+            check_sequence(seq, f"{where}, field mutated_sequence")
+            if not is_deletion_of(seq, wt):
+                if on_non_deletion == "skip":
+                    skipped += 1
+                    continue
+                raise ScisorFormatError(
+                    f"{where}, field mutated_sequence: not a deletion of the wild type "
+                    f"(length {len(seq)} vs {len(wt)})"
+                )
+            mutants.append(seq)
+            scores.append(_float(row["DMS_score"] or "", f"{where}, field DMS_score"))
+            if has_bin:
+                bins.append(_float(row["DMS_score_bin"] or "", f"{where}, field DMS_score_bin"))
+    if not mutants:
+        raise ScisorFormatError(f"{path}: no deletion variants")
+    return DeletionAssay(
+        name=name or path.stem,
+        wt=wt,
+        mutants=mutants,
+        scores=np.array(scores, dtype=np.float64),
+        score_bin=np.array(bins, dtype=np.float64) if has_bin else None,
+        coarse_selection_type=coarse_selection_type,
+        skipped=skipped,
+    )
+
+
+def write_dms_indels(
+    path: str | Path, mutants: Sequence[str], scores: Sequence[float], bin_threshold: float
+) -> Path:
+    """Write a ProteinGym-format indel CSV (no ``mutant`` column, as upstream for indels)."""
+    path = Path(path)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["mutated_sequence", "DMS_score", "DMS_score_bin"])
+        for seq, score in zip(mutants, scores, strict=True):
+            writer.writerow([seq, f"{score:.6f}", int(score >= bin_threshold)])
+    return path
+
+
+def read_reference(path: str | Path) -> list[dict[str, str]]:
+    """Rows of a ProteinGym ``DMS_indels.csv`` reference file (validated columns and sequences)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        columns = reader.fieldnames or []
+        missing = [c for c in REFERENCE_COLUMNS if c not in columns]
+        if missing:
+            raise ScisorFormatError(f"{path}: missing column(s) {missing} (has {columns})")
+        rows = []
+        for line, row in enumerate(reader, start=2):
+            seq = (row["target_seq"] or "").strip().upper()
+            check_sequence(seq, f"{path}: line {line}, field target_seq")
+            rows.append({**row, "target_seq": seq})
+    if not rows:
+        raise ScisorFormatError(f"{path}: no reference rows")
+    return rows

@@ -1,0 +1,139 @@
+"""LightningModule training a SCISOR denoiser with the alignment-count KL objective."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import torch
+
+from bio_scisor.constants import ALPHA_POWER, BACKGROUND, T_MAX
+from bio_scisor.model import build_denoiser
+from bio_scisor.process import insert
+from bio_scisor.scoring import per_sequence_loss, prior_kl
+
+__all__ = ["ScisorLitModule", "load_checkpoint"]
+
+
+class ScisorLitModule(L.LightningModule):
+    """SCISOR training (paper Eq. for the denoising loss; upstream ``ScisorModule``).
+
+    Each step noises the X0 batch with the insertion process, computes the exact deletion
+    posterior p by the alignment-count DP and minimises mean_b S * KL(p || q_theta) * w(t, L).
+    ``t_max``, ``alpha_power`` and the background ``pi`` are hyperparameters, so they are saved in
+    the checkpoint (upstream patches them in from outside).
+    """
+
+    def __init__(
+        self,
+        backbone: str = "scratch",
+        esm_path: str | None = None,
+        d_model: int = 64,
+        n_layers: int = 2,
+        n_heads: int = 4,
+        d_ff: int = 128,
+        dropout: float = 0.0,
+        cond_dim: int = 64,
+        lr: float = 1e-3,
+        weight_decay: float = 0.0,
+        t_max: float = T_MAX,
+        alpha_power: float = ALPHA_POWER,
+        background: list[float] | None = None,
+    ) -> None:
+        super().__init__()
+        if not 0.0 < t_max < 1.0:
+            raise ValueError(f"t_max must be in (0, 1), got {t_max}")
+        if background is None:
+            background = BACKGROUND.tolist()
+        if len(background) != 20 or min(background) <= 0:
+            raise ValueError("background must be 20 positive residue frequencies")
+        self.save_hyperparameters({**_init_args(locals()), "background": background})
+        kwargs = {"cond_dim": cond_dim}
+        if backbone == "scratch":
+            kwargs |= dict(d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff)
+            kwargs["dropout"] = dropout  # type: ignore[assignment]
+        self.denoiser = build_denoiser(backbone, esm_path, **kwargs)
+        self.register_buffer(
+            "background", torch.tensor(background, dtype=torch.float64) / sum(background)
+        )
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        return self.denoiser(tokens, lengths, s)
+
+    def _step(self, batch: tuple[torch.Tensor, torch.Tensor], stage: str) -> torch.Tensor:
+        x0, x0_len = batch
+        hp = self.hparams
+        noised = insert(
+            x0.cpu(), x0_len.cpu(), None, hp.alpha_power, hp.t_max, background=self.background.cpu()
+        )
+        loss, kl = per_sequence_loss(self.denoiser, x0, x0_len, noised, hp.alpha_power, hp.t_max)
+        loss = loss.mean()
+        bsz = x0.shape[0]
+        self.log(f"{stage}/loss", loss.float(), prog_bar=stage == "train", batch_size=bsz)
+        self.log(f"{stage}/kl", kl.mean().float(), batch_size=bsz)
+        self.log(f"{stage}/prior_kl", prior_kl(x0, x0_len).mean().float(), batch_size=bsz)
+        return loss.float()
+
+    def training_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
+        return self._step(batch, "train")
+
+    def validation_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
+        return self._step(batch, "val")
+
+    def test_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
+        return self._step(batch, "test")
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(
+            self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay
+        )
+
+
+def _init_args(values: dict) -> dict:
+    return {k: v for k, v in values.items() if k not in ("self", "__class__")}
+
+
+def load_checkpoint(path: str | Path, map_location: str = "cpu") -> ScisorLitModule:
+    """Rebuild a :class:`ScisorLitModule` from a Lightning checkpoint (``weights_only=True``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such checkpoint")
+    ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    if "hyper_parameters" not in ckpt or "state_dict" not in ckpt:
+        raise ValueError(f"{path}: not a bio-scisor Lightning checkpoint (no hyper_parameters)")
+    hparams = {k: v for k, v in ckpt["hyper_parameters"].items() if not k.startswith("_")}
+    module = ScisorLitModule(**hparams)
+    module.load_state_dict(ckpt["state_dict"])
+    return module.eval()
+
+
+def fit_scisor(
+    sequences: list[str],
+    steps: int,
+    batch_size: int = 16,
+    seed: int = 0,
+    **hparams: object,
+) -> ScisorLitModule:
+    """Train a :class:`ScisorLitModule` on ``sequences`` for ``steps`` minibatches (CPU/GPU auto,
+    no logger, no checkpoint); used by the experiment, the benchmarks and the tests."""
+    from torch.utils.data import DataLoader
+
+    from bio_scisor.data import SequenceDataset, collate
+
+    L.seed_everything(seed, verbose=False)
+    module = ScisorLitModule(**hparams)  # type: ignore[arg-type]
+    loader = DataLoader(
+        SequenceDataset(sequences), batch_size=batch_size, shuffle=True, collate_fn=collate
+    )
+    trainer = L.Trainer(
+        max_steps=steps,
+        max_epochs=-1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+    )
+    trainer.fit(module, train_dataloaders=loader)
+    return module.eval()

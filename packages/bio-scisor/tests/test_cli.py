@@ -1,0 +1,130 @@
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bio_scisor import __version__
+from bio_scisor.cli import main, run_lightning_cli
+from iclr26_common.testing import assert_cli_help, shipped_configs
+
+CONFIGS = shipped_configs("bio_scisor")
+
+
+def test_help_lists_every_subcommand() -> None:
+    out = assert_cli_help(main)
+    for command in ("fit", "validate", "test", "score", "proteingym", "shrink", "synth", "configs"):
+        assert command in out
+    for sub in ("score", "proteingym", "shrink", "synth"):
+        assert_cli_help(main, [sub, "--help"])
+
+
+def test_version(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and __version__ in capsys.readouterr().out
+
+
+def test_unknown_command_exits_2() -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["train"])
+    assert info.value.code == 2
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["fit", "--config", str(config), "--print_config"])
+    assert info.value.code == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    declared = yaml.safe_load(config.read_text())
+    for key, value in declared["model"].items():
+        assert printed["model"][key] == value
+    assert printed["data"]["synthetic"] == declared["data"]["synthetic"]
+
+
+def test_fit_tiny_in_process(tmp_path: Path) -> None:
+    cli = run_lightning_cli(
+        ["fit", "--config", "tiny", "--trainer.fast_dev_run=1",
+         f"--trainer.default_root_dir={tmp_path}"]
+    )  # fmt: skip
+    assert cli.trainer.state.finished and cli.trainer.global_step == 1
+    assert cli.model.hparams.d_model == 16 and len(cli.model.hparams.background) == 20
+
+
+def test_synth_score_shrink_round_trip(tmp_path: Path, tiny_ckpt: Path, capsys) -> None:
+    data = tmp_path / "syn"
+    assert main(["synth", "--out", str(data), "--n", "30", "--n-multi", "6", "--seed", "2"]) == 0
+    out = tmp_path / "scores.csv"
+    args = ["score", "--dms", str(data / "SYNTH_deletions.csv"), "--wt", str(data / "wt.fasta"),
+            "--ckpt", str(tiny_ckpt), "--out", str(out), "--elbo-samples", "1"]  # fmt: skip
+    assert main(args) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert set(rows[0]) == {"mutated_sequence", "DMS_score", "n_deleted", "scisor_path",
+                            "scisor_elbo"}  # fmt: skip
+    assert all(float(r["scisor_path"]) <= 0 for r in rows)  # log-probabilities
+    assert "Spearman" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as info:  # no silent overwrite
+        main(args)
+    assert info.value.code == 2
+    shrunk = tmp_path / "shrunk.fasta"
+    assert main(["shrink", "--fasta", str(data / "family.fasta"), "--pct", "10", "--ckpt",
+                 str(tiny_ckpt), "--out", str(shrunk), "--temperature", "0"]) == 0  # fmt: skip
+    from bio_scisor.io import read_sequences
+
+    before = read_sequences(data / "family.fasta")
+    after = read_sequences(shrunk)
+    assert len(after) == len(before)
+    assert all(
+        len(b) == len(a) - -(-len(a) // 10) for (_, a), (_, b) in zip(before, after, strict=True)
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("mutated_sequence,DMS_score\nMKTAZ,1\n", "non-amino-acid letters 'Z'"),
+        ("sequence,DMS_score\nMKTA,1\n", "missing column"),
+        ("mutated_sequence,DMS_score\nMKTAYW,1\n", "not a deletion of the wild type"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(tmp_path, tiny_ckpt, capsys, body, message) -> None:
+    dms = tmp_path / "bad.csv"
+    dms.write_text(body)
+    with pytest.raises(SystemExit) as info:
+        main(["score", "--dms", str(dms), "--wt", "MKTAY", "--ckpt", str(tiny_ckpt), "--out",
+              str(tmp_path / "o.csv")])  # fmt: skip
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bio-scisor: error: ") and message in err and "bad.csv" in err
+    assert "Traceback" not in err and not (tmp_path / "o.csv").exists()
+
+
+def test_bad_wt_and_missing_checkpoint(tmp_path, tiny_ckpt, capsys) -> None:
+    dms = tmp_path / "a.csv"
+    dms.write_text("mutated_sequence,DMS_score\nMKT,1\n")
+    for wt, ckpt, message in [
+        ("MK1TA", tiny_ckpt, "--wt"),
+        ("MKTA", tmp_path / "no.ckpt", "no.ckpt"),
+    ]:
+        with pytest.raises(SystemExit) as info:
+            main(["score", "--dms", str(dms), "--wt", wt, "--ckpt", str(ckpt), "--out",
+                  str(tmp_path / "o.csv")])  # fmt: skip
+        assert info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_proteingym_reference_scoring(tmp_path: Path, synth_dir: Path, tiny_ckpt, capsys) -> None:
+    out = tmp_path / "pg"
+    args = ["proteingym", "--reference", str(synth_dir / "DMS_indels.csv"), "--dms-dir",
+            str(synth_dir), "--ckpt", str(tiny_ckpt), "--out", str(out)]  # fmt: skip
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "single" in printed and "multi" in printed and "1 assays" in printed
+    (row,) = list(csv.DictReader((out / "summary.csv").open()))
+    assert row["DMS_id"] == "SYNTH_deletions" and -1 <= float(row["spearman"]) <= 1
+    assert (out / "SYNTH_deletions.csv").is_file()
+    with pytest.raises(SystemExit) as info:  # existing output folder
+        main(args)
+    assert info.value.code == 2

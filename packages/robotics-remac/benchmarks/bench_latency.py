@@ -1,0 +1,73 @@
+"""Per-chunk inference latency of every sampler, as ratios against naive sampling (same run).
+
+    uv run python packages/robotics-remac/benchmarks/bench_latency.py [--batch 1] [--repeats 200]
+
+Latency does not depend on the weights, so the policies are untrained, at the experiment's size
+(``robotics_remac.experiment.POLICY_KWARGS``); REMAC gets non-zero LoRA weights. All samplers are
+timed interleaved in one loop (median of ``--repeats``), so machine load hits them alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from robotics_remac.experiment import HORIZON, POLICY_KWARGS
+from robotics_remac.model import FlowPolicy, LoRALinear, add_lora, merge_lora
+from robotics_remac.sampling import (
+    bid_sample,
+    euler_sample,
+    prefix_preserved_sample,
+    rtc_sample,
+    training_time_rtc_sample,
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--delay", type=int, default=2)
+    parser.add_argument("--exec-horizon", type=int, default=4)
+    ns = parser.parse_args()
+    torch.manual_seed(0)
+    base = FlowPolicy(**POLICY_KWARGS).eval()
+    remac = add_lora(FlowPolicy(**POLICY_KWARGS)).eval()
+    for layer in remac.modules():
+        if isinstance(layer, LoRALinear):
+            torch.nn.init.normal_(layer.lora_B, std=0.1)
+    d, e = ns.delay, ns.exec_horizon
+    merged = merge_lora(remac, d)
+    obs = torch.randn(ns.batch, 8)
+    prefix = torch.randn(ns.batch, HORIZON, 2)
+    samplers = {
+        "naive (Euler, 5 steps)": lambda: euler_sample(base, obs),
+        "REMAC merged": lambda: prefix_preserved_sample(merged, obs, prefix, d, use_mask=False),
+        "REMAC unmerged": lambda: prefix_preserved_sample(remac, obs, prefix, d),
+        "training-time RTC": lambda: training_time_rtc_sample(base, obs, prefix, d),
+        "RTC (guidance)": lambda: rtc_sample(base, obs, prefix, d, e),
+        "BID (16 samples)": lambda: bid_sample(base, obs, prefix, d, e),
+    }
+    times: dict[str, list[float]] = {k: [] for k in samplers}
+    for fn in samplers.values():
+        for _ in range(5):
+            fn()
+    for _ in range(ns.repeats):
+        for name, fn in samplers.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    ref = statistics.median(times["naive (Euler, 5 steps)"])
+    print(f"batch {ns.batch}, d={d}, e={e}, torch threads {torch.get_num_threads()}, "
+          f"mixer {POLICY_KWARGS}")  # fmt: skip
+    print(f"{'sampler':26s} {'median ms':>10s} {'x naive':>8s}")
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        print(f"{name:26s} {1000 * med:10.3f} {med / ref:8.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,274 @@
+"""LightningModules: the flow-matching base policy (optionally training-time RTC) and the REMAC
+LoRA finetune (with the switches of the paper's ablation ladder).
+
+Batches are ``{"obs": [B, 8], "actions": [B, H, 2]}`` (:class:`robotics_remac.data.DemoDataModule`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import lightning as L
+import torch
+
+from robotics_remac.model import FlowPolicy, add_lora, delay_mask, lora_disabled, lora_parameters
+from robotics_remac.sampling import euler_sample
+
+__all__ = ["FlowPolicyModule", "RemacModule", "charbonnier"]
+
+
+def charbonnier(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
+    """Elementwise Charbonnier penalty ``sqrt(x² + ε²)``."""
+    return torch.sqrt(x * x + eps * eps)
+
+
+def _warmup_adamw(module: L.LightningModule, params, lr, weight_decay, warmup_steps) -> Any:
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda step: min(1.0, (step + 1) / max(1, warmup_steps))
+    )
+    return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+def _sample_delays(b: int, low: int, high: int) -> torch.Tensor:
+    return torch.randint(low, high + 1, (b,))
+
+
+class FlowPolicyModule(L.LightningModule):
+    """Base policy: conditional flow matching, ``x_t = (1-t)·ε + t·A``, ``u = A - ε``, MSE.
+
+    With ``training_time_rtc=True`` (arXiv 2512.05964) a delay ``d ~ U{0..max_delay}`` per sample
+    puts the first ``d`` actions in clean (flow time 1 per token) and the loss covers the rest only.
+    ``test`` logs the flow loss and the MSE of 5-step sampled chunks to the demonstrations.
+    """
+
+    def __init__(
+        self,
+        horizon: int = 8,
+        obs_dim: int = 8,
+        action_dim: int = 2,
+        channels: int = 64,
+        hidden: int = 128,
+        token_hidden: int = 32,
+        depth: int = 2,
+        lr: float = 1e-3,
+        weight_decay: float = 1e-2,
+        warmup_steps: int = 100,
+        training_time_rtc: bool = False,
+        max_delay: int = 4,
+        sample_steps: int = 5,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        if training_time_rtc and not 0 <= max_delay < horizon:
+            raise ValueError(f"max_delay must be in [0, horizon={horizon}), got {max_delay}")
+        self.policy = FlowPolicy(
+            obs_dim, action_dim, horizon, channels, hidden, token_hidden, depth
+        )
+
+    def flow_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        obs, a = batch["obs"], batch["actions"]
+        b, h, _ = a.shape
+        noise = torch.randn_like(a)
+        t = torch.rand(b, device=a.device)
+        if not self.hparams.training_time_rtc:
+            x = (1 - t)[:, None, None] * noise + t[:, None, None] * a
+            return ((self.policy(obs, x, t) - (a - noise)) ** 2).mean()
+        m = delay_mask(_sample_delays(b, 0, self.hparams.max_delay), h).to(a.device)
+        tt = m * t[:, None] + (1 - m)
+        x = (1 - tt)[..., None] * noise + tt[..., None] * a
+        err = ((self.policy(obs, x, tt) - (a - noise)) ** 2).mean(-1)
+        return (err * m).sum() / m.sum().clamp_min(1)
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = self.flow_loss(batch)
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["obs"]))
+        return loss
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self.log("val/loss", self.flow_loss(batch), batch_size=len(batch["obs"]))
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        n = len(batch["obs"])
+        self.log("test/loss", self.flow_loss(batch), batch_size=n)
+        sampled = euler_sample(self.policy, batch["obs"], self.hparams.sample_steps)
+        self.log("test/action_mse", ((sampled - batch["actions"]) ** 2).mean(), batch_size=n)
+
+    def configure_optimizers(self) -> Any:
+        h = self.hparams
+        return _warmup_adamw(self, self.policy.parameters(), h.lr, h.weight_decay, h.warmup_steps)
+
+
+class RemacModule(L.LightningModule):
+    """REMAC finetune (paper Sec. 3.2, upstream ``train_remac``): masked LoRA on a frozen base.
+
+    Per sample a delay ``d`` (uniform on ``{0..max_delay}``, or with ``curriculum`` uniform on
+    ``{⌊max_delay·(1 - epoch/curriculum_epochs)⌋..max_delay}``) gives the mask ``m = 1[τ >= d]``.
+    The network input is ``m ⊙ x_t + (1 - m) ⊙ Â`` with the committed prefix ``Â = γA + (1-γ)Ã``
+    where ``Ã`` is the base policy's own 5-step sample (LoRA off, no gradient) and ``γ ~
+    Bernoulli(p)``, ``p`` annealed linearly from ``p_start`` to ``p_end`` (self-conditioning; with
+    ``curriculum=False`` ``γ = 1``). Loss (``w = loss_weight``): ``w·L_m`` (masked Charbonnier of
+    ``û - u``) ``+ w·L_Δ`` (``‖m(u - ũ) - m(û - ũ)‖²``, ``ũ`` = backbone with LoRA off) ``+
+    w·L_keep`` (``‖(û - ũ)(1 - m)‖²``). ``use_mask=False`` with ``max_delay=0`` and the extra
+    terms off is the LoRA-only ablation. An EMA of the LoRA weights replaces them at the end of fit.
+
+    Args:
+        base_ckpt: checkpoint of the base policy (Lightning ``.ckpt`` of :class:`FlowPolicyModule`
+            or a policy file); ``None`` starts from a randomly initialised base (tests only).
+        horizon, obs_dim, action_dim, channels, hidden, token_hidden, depth: base sizes (taken from
+            ``base_ckpt`` when given).
+    """
+
+    def __init__(
+        self,
+        base_ckpt: str | None = None,
+        horizon: int = 8,
+        obs_dim: int = 8,
+        action_dim: int = 2,
+        channels: int = 64,
+        hidden: int = 128,
+        token_hidden: int = 32,
+        depth: int = 2,
+        rank: int = 4,
+        alpha: float = 8.0,
+        lora_dropout: float = 0.1,
+        use_mask: bool = True,
+        curriculum: bool = True,
+        use_delta: bool = True,
+        use_keep: bool = True,
+        max_delay: int = 4,
+        curriculum_epochs: int = 32,
+        p_start: float = 1.0,
+        p_end: float = 0.2,
+        loss_weight: float = 0.01,
+        charbonnier_eps: float = 1e-3,
+        lr: float = 1e-3,
+        weight_decay: float = 1e-2,
+        warmup_steps: int = 50,
+        ema_decay: float = 0.99,
+        sample_steps: int = 5,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        if not 0 <= max_delay < horizon:
+            raise ValueError(f"max_delay must be in [0, horizon={horizon}), got {max_delay}")
+        if base_ckpt is not None:
+            from robotics_remac.checkpoint import load_policy
+
+            policy = load_policy(base_ckpt).policy.train()
+            if policy.horizon != horizon:
+                raise ValueError(
+                    f"{base_ckpt}: base horizon {policy.horizon} != data horizon {horizon}"
+                )
+        else:
+            policy = FlowPolicy(obs_dim, action_dim, horizon, channels, hidden, token_hidden, depth)
+        self.hparams["policy_config"] = dict(policy.config)
+        self.policy = add_lora(policy, rank, alpha, lora_dropout, use_mask)
+        self._ema: list[torch.Tensor] | None = None
+
+    # -- schedules -------------------------------------------------------------------------
+    def _progress(self) -> float:
+        total = self.trainer.estimated_stepping_batches if self._trainer is not None else 0
+        if not total or not math.isfinite(total):
+            return 0.0
+        return min(1.0, self.global_step / total)
+
+    def _delay_low(self) -> int:
+        h = self.hparams
+        if not h.curriculum:
+            return 0
+        frac = min(1.0, self.current_epoch / max(1, h.curriculum_epochs))
+        return max(0, min(h.max_delay, math.floor(h.max_delay * (1 - frac))))
+
+    def p_gt(self) -> float:
+        """Probability of the ground-truth prefix (γ = 1), annealed over training."""
+        h = self.hparams
+        return h.p_start + (h.p_end - h.p_start) * self._progress()
+
+    # -- loss ------------------------------------------------------------------------------
+    def remac_loss(self, batch: dict[str, torch.Tensor], train: bool) -> dict[str, torch.Tensor]:
+        h = self.hparams
+        obs, a = batch["obs"], batch["actions"]
+        b = len(a)
+        low = self._delay_low() if train else 0
+        m = delay_mask(_sample_delays(b, low, h.max_delay), h.horizon).to(a.device)
+        m3 = m[..., None]
+        if h.curriculum:
+            with torch.no_grad(), lora_disabled(self.policy):
+                a_tilde = euler_sample(self.policy, obs, h.sample_steps)
+            gamma = (torch.rand(b, device=a.device) < (self.p_gt() if train else 1.0)).float()
+            a_hat = gamma[:, None, None] * a + (1 - gamma[:, None, None]) * a_tilde
+        else:
+            a_hat = a
+        noise = torch.randn_like(a)
+        t = torch.rand(b, device=a.device)
+        xt = (1 - t)[:, None, None] * noise + t[:, None, None] * a
+        x = m3 * xt + (1 - m3) * a_hat
+        u = a - noise
+        net_mask = m if h.use_mask else None
+        u_hat = self.policy(obs, x, t, net_mask)
+        with torch.no_grad(), lora_disabled(self.policy):
+            u_base = self.policy(obs, x, t)
+        n_gen = m3.sum().clamp_min(1) * a.shape[-1]
+        l_m = (charbonnier(u_hat - u, h.charbonnier_eps) * m3).sum() / n_gen
+        parts = {"l_m": l_m}
+        loss = h.loss_weight * l_m
+        if h.use_delta:
+            l_d = ((m3 * (u - u_base) - m3 * (u_hat - u_base)) ** 2).sum() / n_gen
+            parts["l_delta"] = l_d
+            loss = loss + h.loss_weight * l_d
+        if h.use_keep:
+            l_k = (((u_hat - u_base) * (1 - m3)) ** 2).mean()
+            parts["l_keep"] = l_k
+            loss = loss + h.loss_weight * l_k
+        parts["loss"] = loss
+        return parts
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        parts = self.remac_loss(batch, train=True)
+        n = len(batch["obs"])
+        for k, v in parts.items():
+            self.log(f"train/{k}", v, prog_bar=k == "loss", batch_size=n)
+        return parts["loss"]
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self.log(
+            "val/loss", self.remac_loss(batch, train=False)["loss"], batch_size=len(batch["obs"])
+        )
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self.log(
+            "test/loss", self.remac_loss(batch, train=False)["loss"], batch_size=len(batch["obs"])
+        )
+
+    # -- optimisation + EMA ----------------------------------------------------------------
+    def configure_optimizers(self) -> Any:
+        h = self.hparams
+        return _warmup_adamw(
+            self, lora_parameters(self.policy), h.lr, h.weight_decay, h.warmup_steps
+        )
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        params = lora_parameters(self.policy)
+        with torch.no_grad():
+            if self._ema is None:
+                self._ema = [p.detach().clone() for p in params]
+                return
+            for e, p in zip(self._ema, params, strict=True):
+                e.lerp_(p.detach(), 1 - self.hparams.ema_decay)
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Checkpoints hold the EMA of the LoRA weights (what evaluation uses)."""
+        if self._ema is None:
+            return
+        names = [n for n, _ in self.named_parameters() if "lora_" in n or "mask_proj" in n]
+        for name, e in zip(names, self._ema, strict=True):
+            checkpoint["state_dict"][name] = e.detach().clone()
+
+    def on_train_end(self) -> None:
+        if self._ema is None:
+            return
+        with torch.no_grad():
+            for e, p in zip(self._ema, lora_parameters(self.policy), strict=True):
+                p.copy_(e)

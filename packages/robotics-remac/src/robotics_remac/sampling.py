@@ -1,0 +1,172 @@
+"""Chunk samplers: plain Euler, REMAC prefix-preserved, RTC guidance, BID, training-time RTC.
+
+All take ``obs`` float ``[B, O]`` and return a chunk float ``[B, H, A]``; those that continue a
+previous chunk take ``prefix`` ``[B, H, A]`` (the previous chunk's remaining actions shifted to
+the front; its first ``d`` entries are the actions executed while this chunk is computed) and the
+delay ``d`` (an int, the same for the batch). Flow time runs from 0 (noise) to 1 (data) in
+``steps`` Euler steps (upstream: 5).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from robotics_remac.model import FlowPolicy, delay_mask
+
+__all__ = [
+    "bid_sample",
+    "euler_sample",
+    "prefix_preserved_sample",
+    "rtc_guidance_weight",
+    "rtc_prefix_weights",
+    "rtc_sample",
+    "training_time_rtc_sample",
+]
+
+
+def _noise(shape: tuple[int, ...], generator: torch.Generator | None) -> torch.Tensor:
+    return torch.randn(shape, generator=generator)
+
+
+@torch.no_grad()
+def euler_sample(
+    policy: FlowPolicy,
+    obs: torch.Tensor,
+    steps: int = 5,
+    generator: torch.Generator | None = None,
+    mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``x_0 ~ N(0, I)``, ``x <- x + v/steps`` (paper Eq. 3 integrated with Euler)."""
+    b = obs.shape[0]
+    x = _noise((b, policy.horizon, policy.action_dim), generator)
+    dt = 1.0 / steps
+    for k in range(steps):
+        t = torch.full((b,), k * dt)
+        x = x + dt * policy(obs, x, t, mask)
+    return x
+
+
+@torch.no_grad()
+def prefix_preserved_sample(
+    policy: FlowPolicy,
+    obs: torch.Tensor,
+    prefix: torch.Tensor,
+    delay: int,
+    steps: int = 5,
+    start: str = "zeros",
+    generator: torch.Generator | None = None,
+    use_mask: bool = True,
+) -> torch.Tensor:
+    """REMAC sampling (paper Sec. 3.3): ``x <- m ⊙ (x + dt·v) + (1 - m) ⊙ prefix``.
+
+    ``start="zeros"`` (upstream): the initial state is the prefix in front and zeros in the tail;
+    ``start="noise"``: Gaussian noise in the tail. ``use_mask=False`` calls the policy without the
+    mask (a merged policy has the mask folded in).
+    """
+    b, h, a = prefix.shape
+    m = delay_mask(delay, h, b)[..., None]
+    tail = torch.zeros_like(prefix) if start == "zeros" else _noise((b, h, a), generator)
+    x = m * tail + (1 - m) * prefix
+    net_mask = m[..., 0] if use_mask else None
+    dt = 1.0 / steps
+    for k in range(steps):
+        t = torch.full((b,), k * dt)
+        x = m * (x + dt * policy(obs, x, t, net_mask)) + (1 - m) * prefix
+    return x
+
+
+def rtc_prefix_weights(horizon: int, delay: int, exec_horizon: int) -> torch.Tensor:
+    """RTC's soft mask ``W`` ``[H]`` (Black et al. 2025, Eq. 5): 1 on the ``d`` frozen actions,
+    exponentially decaying over the rest of the overlap ``[d, H - s)``, 0 after it."""
+    w = torch.zeros(horizon)
+    w[:delay] = 1.0
+    end = horizon - exec_horizon
+    for i in range(delay, end):
+        c = (end - i) / (end - delay + 1)
+        w[i] = c * (math.exp(c) - 1) / (math.e - 1)
+    return w
+
+
+def rtc_guidance_weight(t: float, beta: float = 5.0) -> float:
+    """ΠGDM guidance weight ``min(((1-t)/t)·(t² + (1-t)²)/(1-t)², β)`` (``β`` at ``t = 0``)."""
+    if t <= 0.0:
+        return beta
+    if t >= 1.0:
+        return 0.0
+    return min((1 - t) / t * (t * t + (1 - t) ** 2) / (1 - t) ** 2, beta)
+
+
+def rtc_sample(
+    policy: FlowPolicy,
+    obs: torch.Tensor,
+    prefix: torch.Tensor,
+    delay: int,
+    exec_horizon: int,
+    steps: int = 5,
+    beta: float = 5.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Real-time chunking by inpainting (RTC): ``v <- v + w(t)·J^T (W ⊙ (Y - x̂_1))`` with
+    ``x̂_1 = x + (1 - t)·v`` and the vector-Jacobian product through the policy."""
+    b, h, a = prefix.shape
+    weights = rtc_prefix_weights(h, delay, exec_horizon)[None, :, None]
+    x = _noise((b, h, a), generator)
+    dt = 1.0 / steps
+    for k in range(steps):
+        tk = k * dt
+        t = torch.full((b,), tk)
+        with torch.enable_grad():
+            xg = x.detach().requires_grad_(True)
+            v = policy(obs, xg, t)
+            x1 = xg + (1 - tk) * v
+            err = (prefix - x1) * weights
+            (correction,) = torch.autograd.grad(x1, xg, err)
+        x = (x + dt * (v.detach() + rtc_guidance_weight(tk, beta) * correction)).detach()
+    return x
+
+
+@torch.no_grad()
+def bid_sample(
+    policy: FlowPolicy,
+    obs: torch.Tensor,
+    prefix: torch.Tensor,
+    delay: int,
+    exec_horizon: int,
+    samples: int = 16,
+    steps: int = 5,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Bidirectional decoding, backward criterion only: ``samples`` chunks per observation, keep
+    the one with the least prefix-weighted L2 to the previous chunk (weights of
+    :func:`rtc_prefix_weights`)."""
+    b, h, a = prefix.shape
+    rep = obs.repeat_interleave(samples, dim=0)
+    cand = euler_sample(policy, rep, steps, generator).view(b, samples, h, a)
+    weights = rtc_prefix_weights(h, delay, exec_horizon)[None, None, :]
+    loss = (((cand - prefix[:, None]) ** 2).sum(-1) * weights).sum(-1)  # [B, samples]
+    best = loss.argmin(dim=1)
+    return cand[torch.arange(b), best]
+
+
+@torch.no_grad()
+def training_time_rtc_sample(
+    policy: FlowPolicy,
+    obs: torch.Tensor,
+    prefix: torch.Tensor,
+    delay: int,
+    steps: int = 5,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Training-time RTC (arXiv 2512.05964): the prefix is given clean with flow time 1 per token,
+    the rest is integrated from noise."""
+    b, h, a = prefix.shape
+    m = delay_mask(delay, h, b)
+    x = m[..., None] * _noise((b, h, a), generator) + (1 - m[..., None]) * prefix
+    dt = 1.0 / steps
+    for k in range(steps):
+        t = m * (k * dt) + (1 - m)
+        v = policy(obs, x, t)
+        x = m[..., None] * (x + dt * v) + (1 - m[..., None]) * prefix
+    return x

@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from iclr26_common.testing import (
+    assert_cli_help,
+    lightning_logs_to_current_stderr,
+    shipped_configs,
+)
+from robotics_remac import __version__
+from robotics_remac.cli import main, parse_delays, run_lightning_cli
+
+CONFIGS = shipped_configs("robotics_remac")
+
+
+def test_help_lists_every_subcommand() -> None:
+    out = assert_cli_help(main)
+    for command in ("fit", "test", "collect", "eval", "configs"):
+        assert command in out
+
+
+def test_version(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and __version__ in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--config", str(config), "--print_config"])
+    assert exit_info.value.code == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    declared = yaml.safe_load(config.read_text())
+    assert printed["model"]["class_path"] == declared["model"]["class_path"]
+    assert printed["trainer"]["max_epochs"] == declared["trainer"]["max_epochs"]
+
+
+def test_fit_and_test_tiny_in_process(demo_dir: Path, tmp_path: Path) -> None:
+    for command in ("fit", "test"):
+        cli = run_lightning_cli([command, "--config", "tiny", f"--data.init_args.data_dir={demo_dir}",
+                                 "--trainer.fast_dev_run=1",
+                                 f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+        assert cli.trainer.state.finished
+    assert cli.model.hparams.horizon == 8
+
+
+def test_remac_finetune_from_a_base_checkpoint(demo_dir: Path, tmp_path: Path) -> None:
+    cli = run_lightning_cli(["fit", "--config", "tiny", f"--data.init_args.data_dir={demo_dir}",
+                             "--trainer.max_epochs=1", f"--trainer.default_root_dir={tmp_path}",
+                             "--trainer.enable_checkpointing=true"])  # fmt: skip
+    (ckpt,) = tmp_path.rglob("*.ckpt")
+    out = tmp_path / "remac"
+    cli = run_lightning_cli(["fit", "--config", "remac", f"--model.init_args.base_ckpt={ckpt}",
+                             f"--data.init_args.data_dir={demo_dir}", "--trainer.fast_dev_run=1",
+                             f"--trainer.default_root_dir={out}"])  # fmt: skip
+    assert cli.trainer.global_step == 1
+    assert cli.model.hparams.policy_config["channels"] == 16
+
+
+def test_collect_then_eval(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    import torch
+
+    from robotics_remac.checkpoint import save_policy
+    from robotics_remac.model import FlowPolicy, add_lora
+
+    assert main(["collect", "--out", str(tmp_path / "d"), "--episodes", "3"]) == 0
+    assert (tmp_path / "d/data/chunk-000/episode_000002.parquet").is_file()
+    torch.manual_seed(0)
+    base = save_policy(
+        tmp_path / "b.pt", FlowPolicy(channels=16, hidden=32, token_hidden=8), "base"
+    )
+    remac = save_policy(tmp_path / "r.pt", add_lora(FlowPolicy(channels=16, hidden=32,
+                                                               token_hidden=8)), "remac")  # fmt: skip
+    out = tmp_path / "ev"
+    assert main(["eval", "--policy", str(base), "--remac", str(remac), "--method",
+                 "naive,remac,te", "--delays", "0,3", "--episodes", "4", "--exec-horizon", "3",
+                 "--assumed-delay", "2", "--out", str(out)]) == 0  # fmt: skip
+    lines = (out / "results.csv").read_text().splitlines()
+    assert len(lines) == 1 + 6 and lines[0].startswith("method,delay,assumed_delay")
+    assert (out / "success_vs_delay.png").stat().st_size > 0
+
+
+def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
+    lightning_logs_to_current_stderr()
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    # Lightning's own start-up info lines (seed, accelerators) may precede the error line
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("INFO: ")]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("robotics-remac") and "Traceback" not in err
+    return lines[0]
+
+
+def test_delay_not_below_horizon_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from robotics_remac.checkpoint import save_policy
+    from robotics_remac.model import FlowPolicy
+
+    base = save_policy(
+        tmp_path / "b.pt", FlowPolicy(channels=16, hidden=32, token_hidden=8), "base"
+    )
+    line = _one_line_error(capsys, ["eval", "--policy", str(base), "--method", "naive",
+                                    "--delays", "8", "--out", str(tmp_path / "o")])  # fmt: skip
+    assert "d=8" in line and "H=8" in line
+    line = _one_line_error(capsys, ["eval", "--policy", str(base), "--method", "remac",
+                                    "--out", str(tmp_path / "o")])  # fmt: skip
+    assert "--remac" in line
+    line = _one_line_error(capsys, ["eval", "--policy", str(tmp_path / "nope.ckpt"),
+                                    "--out", str(tmp_path / "o")])  # fmt: skip
+    assert "nope.ckpt" in line
+
+
+def test_bad_dataset_is_one_line(demo_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = Path(shutil.copytree(demo_dir, tmp_path / "bad"))
+    path = root / "data/chunk-000/episode_000004.parquet"
+    table = pq.read_table(path)
+    states = table.column("observation.state").to_pylist()
+    states[10][2] = float("nan")
+    i = table.column_names.index("observation.state")
+    pq.write_table(table.set_column(i, "observation.state", pa.array(states)), path)
+    line = _one_line_error(capsys, ["fit", "--config", "tiny", f"--data.init_args.data_dir={root}",
+                                    "--trainer.fast_dev_run=1",
+                                    f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+    assert "episode_000004.parquet" in line and "observation.state" in line and "frame 10" in line
+
+
+def test_collect_into_non_empty_folder_is_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "keep.txt").write_text("x")
+    line = _one_line_error(capsys, ["collect", "--out", str(tmp_path / "d")])
+    assert "not empty" in line
+
+
+def test_parse_delays() -> None:
+    import argparse
+
+    assert parse_delays("0-4") == [0, 1, 2, 3, 4] and parse_delays("1,3") == [1, 3]
+    for bad in ("", "a-b", "-1"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_delays(bad)

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from iclr26_common import Experiment, derive_verdict
+from robotics_remac.experiment import (
+    EXEC_HORIZON,
+    EXPERIMENT,
+    HORIZON,
+    claims,
+    drop,
+    run,
+    settings,
+    verdict_checks,
+)
+
+GOOD = {
+    "naive_d0": 0.9, "naive_d4": 0.5, "naive_d3": 0.6, "naive_drop": 0.4,
+    "remac_d0": 0.9, "remac_d4": 0.8, "remac_drop": 0.1, "lora_only_d4": 0.52,
+    "remac_misestimated": 0.7, "naive_latency_ms": 1.0, "remac_merged_latency_ms": 1.02,
+    "latency_ratio": 1.02,
+}  # fmt: skip
+
+
+def test_entry_point_and_experiment() -> None:
+    import importlib.metadata
+
+    eps = [ep for ep in importlib.metadata.entry_points(group="iclr26.experiments")
+           if ep.name == "robotics-remac.async"]  # fmt: skip
+    if eps:  # registered once the experiment works
+        assert eps[0].load() is EXPERIMENT
+    assert isinstance(EXPERIMENT, Experiment) and "2601.20130" in EXPERIMENT.paper
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({}, (True, True, True, True, True)),
+        ({"naive_drop": 0.05}, (False, False, True, True, True)),
+        ({"remac_drop": 0.25}, (True, False, True, True, True)),
+        ({"lora_only_d4": 0.6}, (True, True, False, True, True)),
+        ({"latency_ratio": 1.2}, (True, True, True, False, True)),
+        ({"remac_misestimated": 0.55}, (True, True, True, True, False)),
+        # inclusive thresholds
+        (
+            {"naive_drop": 0.10, "remac_drop": 0.05, "lora_only_d4": 0.55, "latency_ratio": 1.05},
+            (True, True, True, True, True),
+        ),
+        # naive does not drop at all: REMAC cannot be "flatter"
+        ({"naive_drop": 0.0, "remac_drop": 0.0}, (False, False, True, True, True)),
+    ],
+)
+def test_verdict_rule(change: dict, expected: tuple) -> None:
+    m = {**GOOD, **change}
+    assert tuple(verdict_checks(m).values()) == expected
+    claim_list = claims(m)
+    assert [c.held for c in claim_list] == list(expected)
+    assert derive_verdict(claim_list) == ("held" if all(expected) else "not held")
+
+
+def test_scale_and_execution_horizon() -> None:
+    for quick in (True, False):
+        cfg = settings(quick)
+        assert {0, 3, 4} <= set(cfg["delays"])
+        assert {"naive", "lora_only", "remac"} <= set(cfg["methods"])
+        for d in cfg["delays"]:  # one e valid for every delay
+            assert max(1, d) <= EXEC_HORIZON <= HORIZON - d
+    assert settings(False)["episodes"] >= 200
+    assert drop({0: 0.9, 4: 0.4}) == pytest.approx(0.5)
+
+
+@pytest.mark.slow
+def test_quick_run_end_to_end(tmp_path: Path) -> None:
+    result = run(quick=True, out_dir=tmp_path)
+    assert len(result.claims) == 5
+    assert (tmp_path / "success_vs_delay.png").stat().st_size > 0
+    assert result.metrics["demos_read_back"] == settings(True)["demos"]
+    import csv
+
+    rows = list(csv.DictReader((tmp_path / "results.csv").open()))
+    assert len(rows) == 3 * 3 + 2
+    for row in rows:
+        assert 0.0 <= float(row["ci_low"]) <= float(row["success"]) <= float(row["ci_high"]) <= 1.0

@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from robotics_remac.lerobot import (
+    Episode,
+    RemacFormatError,
+    read_lerobot_dataset,
+    write_lerobot_dataset,
+)
+
+
+def test_round_trip_keeps_every_frame(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    eps = [Episode(rng.normal(size=(n, 8)), rng.normal(size=(n, 2))) for n in (5, 9)]
+    root = write_lerobot_dataset(tmp_path / "d", eps)
+    info = json.loads((root / "meta/info.json").read_text())
+    assert info["codebase_version"] == "v2.1" and info["total_frames"] == 14 and info["fps"] == 20
+    table = pq.read_table(root / "data/chunk-000/episode_000001.parquet")
+    assert table.column("index").to_pylist() == list(range(5, 14))
+    assert set(table.column_names) >= {
+        "observation.state",
+        "action",
+        "timestamp",
+        "frame_index",
+        "episode_index",
+        "task_index",
+    }
+    back = read_lerobot_dataset(root)
+    for a, b in zip(eps, back, strict=True):
+        np.testing.assert_allclose(a.states, b.states)
+        np.testing.assert_allclose(a.actions, b.actions)
+
+
+def test_refuses_to_write_into_a_non_empty_folder(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "x").write_text("mine")
+    with pytest.raises(FileExistsError):
+        write_lerobot_dataset(tmp_path / "d", [Episode(np.zeros((2, 8)), np.zeros((2, 2)))])
+
+
+def _copy(demo_dir: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(demo_dir, tmp_path / "copy"))
+
+
+def _rewrite(path: Path, column: str, values: list) -> None:
+    table = pq.read_table(path)
+    i = table.column_names.index(column)
+    pq.write_table(table.set_column(i, column, pa.array(values)), path)
+
+
+def test_nan_action_names_file_and_field(demo_dir: Path, tmp_path: Path) -> None:
+    root = _copy(demo_dir, tmp_path)
+    path = root / "data/chunk-000/episode_000002.parquet"
+    actions = pq.read_table(path).column("action").to_pylist()
+    actions[7] = [float("nan"), 0.0]
+    _rewrite(path, "action", actions)
+    with pytest.raises(
+        RemacFormatError, match=r"episode_000002\.parquet: action is NaN/inf at frame 7"
+    ):
+        read_lerobot_dataset(root)
+
+
+def test_wrong_state_width_names_the_row(demo_dir: Path, tmp_path: Path) -> None:
+    root = _copy(demo_dir, tmp_path)
+    path = root / "data/chunk-000/episode_000000.parquet"
+    states = pq.read_table(path).column("observation.state").to_pylist()
+    states[3] = states[3][:5]
+    _rewrite(path, "observation.state", states)
+    with pytest.raises(RemacFormatError, match=r"'observation.state' row 3 has length 5"):
+        read_lerobot_dataset(root)
+
+
+def test_missing_column_and_missing_file(demo_dir: Path, tmp_path: Path) -> None:
+    root = _copy(demo_dir, tmp_path)
+    path = root / "data/chunk-000/episode_000001.parquet"
+    pq.write_table(pq.read_table(path).drop(["action"]), path)
+    with pytest.raises(RemacFormatError, match="column 'action' missing"):
+        read_lerobot_dataset(root)
+    path.unlink()
+    with pytest.raises(RemacFormatError, match=r"episode_000001\.parquet: missing"):
+        read_lerobot_dataset(root)
+
+
+def test_bad_meta(tmp_path: Path, demo_dir: Path) -> None:
+    with pytest.raises(RemacFormatError, match="not found"):
+        read_lerobot_dataset(tmp_path / "nope")
+    root = _copy(demo_dir, tmp_path)
+    (root / "meta/episodes.jsonl").write_text('{"episode_index": 0, "length": 3}\n')
+    with pytest.raises(RemacFormatError, match="says 3"):
+        read_lerobot_dataset(root)
+    (root / "meta/info.json").write_text("{not json")
+    with pytest.raises(RemacFormatError, match=r"info\.json: not JSON"):
+        read_lerobot_dataset(root)
+
+
+def test_episode_shape_checks() -> None:
+    with pytest.raises(RemacFormatError, match=r"observation.state must have shape"):
+        Episode(np.zeros((4, 7)), np.zeros((4, 2)))
+    with pytest.raises(RemacFormatError, match="has 4 frames, action 3"):
+        Episode(np.zeros((4, 8)), np.zeros((3, 2)))

@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+
+from robotics_remac.checkpoint import load_policy, save_policy
+from robotics_remac.data import ChunkDataset, DemoDataModule, collect_demonstrations
+from robotics_remac.lit_module import FlowPolicyModule, RemacModule, charbonnier
+from robotics_remac.model import FlowPolicy, LoRALinear
+from robotics_remac.training import ABLATIONS, remac_from_policy
+
+TINY = {"channels": 16, "hidden": 32, "token_hidden": 8, "depth": 1}
+
+
+def _batch(n: int = 16) -> dict[str, torch.Tensor]:
+    ds = ChunkDataset(collect_demonstrations(2, seed=0), 8)
+    return ds[list(range(n))]
+
+
+def test_chunks_follow_the_episode() -> None:
+    eps = collect_demonstrations(2, seed=0)
+    ds = ChunkDataset(eps, 8)
+    assert len(ds) == 2 * (120 - 7)
+    torch.testing.assert_close(ds[5]["actions"], torch.from_numpy(eps[0].actions[5:13]))
+
+
+@pytest.mark.parametrize("ttrtc", [False, True])
+def test_base_loss_decreases(ttrtc: bool) -> None:
+    torch.manual_seed(0)
+    module = FlowPolicyModule(**TINY, training_time_rtc=ttrtc)
+    batch = _batch(128)
+    opt = torch.optim.Adam(module.parameters(), 3e-3)
+    first = module.flow_loss(batch).item()
+    for _ in range(60):
+        loss = module.flow_loss(batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert module.flow_loss(batch).item() < 0.7 * first
+
+
+@pytest.mark.parametrize("name", list(ABLATIONS))
+def test_remac_loss_parts_and_gradients(name: str) -> None:
+    module = remac_from_policy(FlowPolicy(**TINY), **ABLATIONS[name])
+    parts = module.remac_loss(_batch(), train=False)
+    assert torch.isfinite(parts["loss"])
+    assert ("l_delta" in parts) == ABLATIONS[name]["use_delta"]
+    parts["loss"].backward()
+    base_grads = [p.grad for n, p in module.policy.named_parameters() if ".base." in n]
+    assert all(g is None for g in base_grads)
+    assert any(p.grad is not None and p.grad.abs().sum() > 0
+               for n, p in module.policy.named_parameters() if "lora_" in n)  # fmt: skip
+
+
+def test_charbonnier() -> None:
+    assert charbonnier(torch.tensor([0.0])).item() == pytest.approx(1e-3)
+    assert charbonnier(torch.tensor([3.0])).item() == pytest.approx(3.0, abs=1e-6)
+
+
+def test_p_schedule_and_delay_curriculum() -> None:
+    module = RemacModule(**TINY, curriculum_epochs=4, p_start=1.0, p_end=0.2)
+    assert module.p_gt() == 1.0  # no trainer yet
+    assert module._delay_low() == 4
+
+
+def test_fit_checkpoint_and_weights_only_reload(tmp_path: Path) -> None:
+    dm = DemoDataModule(n_episodes=4, batch_size=64, val_fraction=0.25)
+    base = FlowPolicyModule(**TINY)
+    trainer = L.Trainer(max_epochs=1, logger=False, enable_progress_bar=False,
+                        enable_model_summary=False, default_root_dir=tmp_path)  # fmt: skip
+    trainer.fit(base, dm)
+    base_ckpt = tmp_path / "base.ckpt"
+    trainer.save_checkpoint(base_ckpt)
+    loaded = load_policy(base_ckpt)
+    assert loaded.kind == "base"
+    remac = RemacModule(base_ckpt=str(base_ckpt))
+    assert remac.hparams.policy_config["channels"] == 16
+    trainer = L.Trainer(max_epochs=1, logger=False, enable_progress_bar=False,
+                        enable_model_summary=False, default_root_dir=tmp_path)  # fmt: skip
+    trainer.fit(remac, dm)
+    remac_ckpt = tmp_path / "remac.ckpt"
+    trainer.save_checkpoint(remac_ckpt)
+    blob = torch.load(remac_ckpt, weights_only=True)
+    assert "hyper_parameters" in blob
+    again = load_policy(remac_ckpt)
+    assert again.kind == "remac"
+    assert any(isinstance(m, LoRALinear) for m in again.policy.modules())
+    obs, x, t = torch.randn(2, 8), torch.randn(2, 8, 2), torch.rand(2)
+    torch.testing.assert_close(again.policy(obs, x, t), remac.policy.eval()(obs, x, t))
+    plain = save_policy(tmp_path / "p.pt", again.policy, "remac")
+    torch.testing.assert_close(load_policy(plain).policy(obs, x, t), again.policy(obs, x, t))
+
+
+def test_bad_checkpoints(tmp_path: Path) -> None:
+    from robotics_remac.lerobot import RemacFormatError
+
+    bad = tmp_path / "bad.ckpt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(RemacFormatError, match=r"bad\.ckpt"):
+        load_policy(bad)
+    torch.save({"x": 1}, bad)
+    with pytest.raises(RemacFormatError, match="neither"):
+        load_policy(bad)
