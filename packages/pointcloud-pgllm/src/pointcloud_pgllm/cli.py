@@ -1,19 +1,511 @@
-"""The ``pointcloud-pgllm`` command (being built: see the package README)."""
+"""The ``pointcloud-pgllm`` command: LightningCLI for the trainable encoder, plus synth, embed,
+caption, classify and ood (the full PGLLM pipeline on a dataset folder) and configs."""
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
 
 from pointcloud_pgllm import __version__
+from pointcloud_pgllm.cliutils import ArgumentParser, parse_name_list
+
+__all__ = ["main", "run_lightning_cli", "shipped_configs"]
+
+PROG = "pointcloud-pgllm"
+TRAINER_SUBCOMMANDS = ("fit", "validate", "test", "predict")
+DESCRIPTION = (
+    "PGLLM (ICLR 2026): point-graph in-context guidance and label-propagation refinement for 3-D "
+    "recognition and OOD detection. `fit`/`validate`/`test`/`predict` are LightningCLI for the "
+    "trainable encoder (`pointcloud-pgllm fit --config tiny --print_config`); `classify` and "
+    "`ood` run the whole pipeline on a dataset folder and write CSV + metrics.json."
+)
 
 
-def main(args: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="pointcloud-pgllm")
-    parser.add_argument("--version", action="version", version=f"pointcloud-pgllm {__version__}")
-    parser.parse_args(list(sys.argv[1:] if args is None else args))
+def shipped_config_dir() -> Path:
+    return Path(str(files("pointcloud_pgllm") / "configs"))
+
+
+def shipped_configs() -> dict[str, Path]:
+    return {path.stem: path for path in sorted(shipped_config_dir().glob("*.yaml"))}
+
+
+def _resolve_config_names(argv: list[str]) -> list[str]:
+    """Lets ``--config NAME`` name a shipped config when NAME is not an existing file."""
+    resolved = list(argv)
+    configs = shipped_configs()
+    for i, arg in enumerate(resolved):
+        if arg == "--config" and i + 1 < len(resolved):
+            value = resolved[i + 1]
+            if not Path(value).exists() and value in configs:
+                resolved[i + 1] = str(configs[value])
+        elif arg.startswith("--config="):
+            value = arg.split("=", 1)[1]
+            if not Path(value).exists() and value in configs:
+                resolved[i] = f"--config={configs[value]}"
+    return resolved
+
+
+def _top_level_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog=PROG, description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in TRAINER_SUBCOMMANDS:
+        sub.add_parser(name, help=f"LightningCLI `{name}` of the trainable encoder", add_help=False)
+    sub.add_parser("synth", help="write a synthetic ModelNet-like OFF tree (ID + OOD classes)")
+    sub.add_parser("embed", help="encoder features of a dataset split as .npy")
+    sub.add_parser("caption", help="geometric captions of a dataset split as CSV")
+    sub.add_parser("classify", help="PGLLM recognition on a dataset folder: CSV + metrics.json")
+    sub.add_parser("ood", help="PGLLM OOD detection (ID classes vs the rest): CSV + metrics.json")
+    sub.add_parser("configs", help="list the YAML configs shipped with the package")
+    return parser
+
+
+def run_lightning_cli(argv: Sequence[str]) -> Any:
+    """Runs LightningCLI on ``argv`` (a trainer subcommand first) and returns the CLI object."""
+    from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+    from lightning.pytorch.loggers.logger import DummyLogger
+
+    from pointcloud_pgllm.data import PointCloudDataModule
+    from pointcloud_pgllm.lit_module import PointCloudClassifier
+
+    class RunDirSaveConfig(SaveConfigCallback):
+        """Saves ``config.yaml`` only into the run's own logger directory, never over a file;
+        without a logger (``--trainer.logger false``, ``fast_dev_run``) nothing is written."""
+
+        def setup(self, trainer, pl_module, stage) -> None:
+            if self.already_saved:
+                return
+            logger = trainer.logger
+            if logger is None or isinstance(logger, DummyLogger) or trainer.log_dir is None:
+                self.already_saved = True
+                return
+            path = Path(trainer.log_dir) / self.config_filename
+            if path.exists():
+                raise FileExistsError(
+                    f"{path} exists; not overwriting it (use a new --trainer.default_root_dir)"
+                )
+            super().setup(trainer, pl_module, stage)
+
+    class PGLLMCLI(LightningCLI):
+        def add_arguments_to_parser(self, parser) -> None:
+            for attr in ("num_classes", "class_names"):
+                parser.link_arguments(
+                    f"data.init_args.{attr}", f"model.init_args.{attr}", apply_on="instantiate"
+                )
+
+    return PGLLMCLI(
+        PointCloudClassifier,
+        PointCloudDataModule,
+        subclass_mode_model=True,
+        subclass_mode_data=True,
+        seed_everything_default=0,
+        save_config_callback=RunDirSaveConfig,
+        save_config_kwargs={"overwrite": False},
+        args=_resolve_config_names(list(argv)),
+    )
+
+
+def synth_main(argv: Sequence[str]) -> int:
+    from pointcloud_pgllm.synth import SYNTH_CLASSES, SYNTH_ID_CLASSES, SYNTH_OOD_CLASSES
+
+    parser = ArgumentParser(
+        prog=f"{PROG} synth",
+        description="Write <out>/<class>/{train,test}/<class>_XXXX.off (ModelNet40 layout, ~1 %% "
+        f"glued 'OFF<V> <F> 0' headers). ID classes (MN1 names): {', '.join(SYNTH_ID_CLASSES)}; "
+        f"OOD classes: {', '.join(SYNTH_OOD_CLASSES)}.",
+    )
+    parser.add_argument(
+        "--out", type=Path, required=True, help="dataset root to write (new or empty)"
+    )
+    parser.add_argument(
+        "--classes", type=parse_name_list, default=None, help="comma-separated (default: all)"
+    )
+    parser.add_argument("--n-train", type=int, default=20, help="training meshes per class")
+    parser.add_argument("--n-test", type=int, default=10, help="test meshes per class")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--glued-fraction", type=float, default=0.01, help="share of malformed headers"
+    )
+    ns = parser.parse_args(list(argv))
+    if ns.n_train < 0 or ns.n_test < 0 or ns.n_train + ns.n_test == 0:
+        parser.error("--n-train and --n-test must be >= 0 and not both 0")
+    unknown = sorted(set(ns.classes or []) - set(SYNTH_CLASSES))
+    if unknown:
+        parser.error(f"unknown classes {unknown}; known: {', '.join(SYNTH_CLASSES)}")
+    from pointcloud_pgllm.synth import generate_dataset
+
+    root = generate_dataset(
+        ns.out,
+        ns.classes,
+        n_train=ns.n_train,
+        n_test=ns.n_test,
+        seed=ns.seed,
+        glued_fraction=ns.glued_fraction,
+    )
+    print(f"wrote {root}")
     return 0
+
+
+def _data_args(parser: ArgumentParser) -> None:
+    parser.add_argument(
+        "--data", type=Path, required=True, help="OFF tree, PointNet HDF5 folder or .h5 file"
+    )
+    parser.add_argument("--split", default="test", help="split to read (default: test)")
+    parser.add_argument("--n-points", type=int, default=1024)
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def _new_output(path: Path, overwrite: bool) -> Path:
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} exists; pass --overwrite or choose a new --out")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _features(data: Any, encoder_spec: str, batch_size: int = 16) -> Any:
+    import torch
+
+    from pointcloud_pgllm.model import encode, load_encoder
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the encoders' many small kernels run faster on one thread
+    try:
+        return encode(load_encoder(encoder_spec), data.points, batch_size).numpy()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def embed_main(argv: Sequence[str]) -> int:
+    parser = ArgumentParser(
+        prog=f"{PROG} embed",
+        description="Encode every cloud of a split: <out>/features.npy [N, D], labels.npy, index.csv.",
+    )
+    _data_args(parser)
+    parser.add_argument(
+        "--encoder", default="pointnn", help="'pointnn', a fit .ckpt or a TorchScript file"
+    )
+    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--overwrite", action="store_true")
+    ns = parser.parse_args(list(argv))
+    import csv
+
+    import numpy as np
+
+    from pointcloud_pgllm.io import load_dataset
+
+    data = load_dataset(ns.data, ns.split, n_points=ns.n_points, seed=ns.seed)
+    feats = _features(data, ns.encoder)
+    ns.out.mkdir(parents=True, exist_ok=True)
+    np.save(_new_output(ns.out / "features.npy", ns.overwrite), feats.astype(np.float32))
+    np.save(_new_output(ns.out / "labels.npy", ns.overwrite), data.labels)
+    with open(_new_output(ns.out / "index.csv", ns.overwrite), "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["row", "source", "label", "class"])
+        for i, (src, lab) in enumerate(zip(data.sources, data.labels, strict=True)):
+            writer.writerow([i, src, int(lab), data.class_names[lab] if lab >= 0 else ""])
+    print(f"wrote {ns.out / 'features.npy'} {feats.shape}")
+    return 0
+
+
+def caption_main(argv: Sequence[str]) -> int:
+    parser = ArgumentParser(
+        prog=f"{PROG} caption",
+        description="Geometric (label-free) captions of a split as CSV: source, class, caption.",
+    )
+    _data_args(parser)
+    parser.add_argument("--out", type=Path, required=True, help="CSV file to write")
+    parser.add_argument("--overwrite", action="store_true")
+    ns = parser.parse_args(list(argv))
+    import csv
+
+    from pointcloud_pgllm.captions import GeometricCaptioner
+    from pointcloud_pgllm.io import load_dataset
+
+    data = load_dataset(ns.data, ns.split, n_points=ns.n_points, seed=ns.seed)
+    captions = GeometricCaptioner(ns.seed)(data.points)
+    with open(_new_output(ns.out, ns.overwrite), "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["source", "class", "caption"])
+        for src, lab, cap in zip(data.sources, data.labels, captions, strict=True):
+            writer.writerow([src, data.class_names[lab] if lab >= 0 else "", cap])
+    print(f"wrote {ns.out} ({len(captions)} captions)")
+    return 0
+
+
+def _pipeline_parser(name: str, description: str) -> ArgumentParser:
+    from pointcloud_pgllm.constants import (
+        GUIDANCE_NEIGHBOURS,
+        PROPAGATION_ALPHA,
+        PROPAGATION_K,
+        PROPAGATION_STEPS,
+    )
+    from pointcloud_pgllm.graph import GRAPH_VARIANTS
+    from pointcloud_pgllm.scorers import SCORERS
+
+    parser = ArgumentParser(prog=f"{PROG} {name}", description=description)
+    _data_args(parser)
+    parser.add_argument(
+        "--out", type=Path, required=True, help="output folder (CSV + metrics.json)"
+    )
+    parser.add_argument(
+        "--encoder", default="pointnn", help="'pointnn', a fit .ckpt or a TorchScript file"
+    )
+    parser.add_argument("--scorer", choices=SCORERS, default="tfidf",
+                        help="tfidf: fitted on the labelled 'train' split's captions; smollm2: local "
+                        "likelihood scorer; http: OpenAI-compatible endpoint (--base-url, --model)")  # fmt: skip
+    parser.add_argument(
+        "--base-url", default=None, help="http scorer: e.g. http://localhost:8000/v1"
+    )
+    parser.add_argument("--model", default=None, help="http scorer: model name")
+    parser.add_argument("--graph", choices=GRAPH_VARIANTS, default="official")
+    parser.add_argument("--graph-k", type=int, default=PROPAGATION_K)
+    parser.add_argument("--guidance-k", type=int, default=GUIDANCE_NEIGHBOURS)
+    parser.add_argument("--alpha", type=float, default=PROPAGATION_ALPHA)
+    parser.add_argument("--steps", type=int, default=PROPAGATION_STEPS)
+    parser.add_argument("--overwrite", action="store_true")
+    return parser
+
+
+def _make_scorer(
+    ns: Any,
+    parser: ArgumentParser,
+    data_path: Path,
+    class_names: list[str],
+    n_points: int,
+    seed: int,
+) -> Any:
+    from pointcloud_pgllm.scorers import HTTPChatScorer, LikelihoodScorer, TfidfScorer
+
+    if ns.scorer == "http":
+        if not ns.base_url or not ns.model:
+            parser.error("--scorer http needs --base-url and --model")
+        return HTTPChatScorer(ns.base_url, ns.model)
+    if ns.scorer == "smollm2":
+        return LikelihoodScorer()
+    from pointcloud_pgllm.captions import GeometricCaptioner
+    from pointcloud_pgllm.io import load_dataset
+
+    train = load_dataset(data_path, "train", n_points=n_points, seed=seed, classes=class_names)
+    return TfidfScorer().fit(
+        GeometricCaptioner(seed)(train.points), train.labels, train.class_names
+    )
+
+
+def _run_pipeline(
+    ns: Any, parser: ArgumentParser, data: Any, labels: Any, class_names: list[str]
+) -> tuple[dict, dict]:
+    from pointcloud_pgllm.captions import GeometricCaptioner
+    from pointcloud_pgllm.pipeline import PGLLMConfig, evaluate, pgllm_scores
+
+    if not 1 <= ns.graph_k < len(data) or not 1 <= ns.guidance_k < len(data):
+        parser.error(
+            f"--graph-k and --guidance-k must be in 1..{len(data) - 1} for {len(data)} clouds"
+        )
+    scorer = _make_scorer(ns, parser, ns.data, class_names, ns.n_points, ns.seed)
+    captions = GeometricCaptioner(ns.seed)(data.points)
+    feats = _features(data, ns.encoder)
+    config = PGLLMConfig(ns.graph, ns.graph_k, ns.guidance_k, ns.alpha, ns.steps)
+    scores = pgllm_scores(feats, captions, scorer, class_names, config)
+    metrics = {a: evaluate(s, labels) for a, s in scores.items()} if (labels >= 0).any() else {}
+    info = {
+        "metrics": metrics,
+        "timings_s": config.timings,
+        "captions": captions,
+        "features": feats,
+        "scorer": scorer,
+    }
+    return scores, info
+
+
+def _write_results(
+    ns: Any, data: Any, labels: Any, class_names: list[str], scores: dict, info: dict, mode: str
+) -> None:
+    import csv
+    import json
+
+    from pointcloud_pgllm.metrics import msp
+
+    ns.out.mkdir(parents=True, exist_ok=True)
+    final = scores["both"]
+    csv_path = _new_output(
+        ns.out / ("predictions.csv" if mode == "classify" else "ood_scores.csv"), ns.overwrite
+    )
+    with open(csv_path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        head = ["source", "label", "predicted", "predicted_none"]
+        head += ["id_score", "is_id"] if mode == "ood" else []
+        writer.writerow(head + [f"score_{c}" for c in class_names])
+        id_score = info["id_scores"]["both"] if "id_scores" in info else msp(final)
+        for i, src in enumerate(data.sources):
+            lab = int(labels[i])
+            row = [
+                src,
+                class_names[lab] if lab >= 0 else "OOD",
+                class_names[int(final[i].argmax())],
+                class_names[int(scores["none"][i].argmax())],
+            ]
+            row += [f"{id_score[i]:.6f}", int(lab >= 0)] if mode == "ood" else []
+            writer.writerow(row + [f"{v:.6f}" for v in final[i]])
+    payload = {
+        "mode": mode, "data": str(ns.data), "split": ns.split, "classes": class_names, "n_clouds": len(data),
+        "scorer": ns.scorer, "encoder": ns.encoder, "graph": ns.graph, "graph_k": ns.graph_k,
+        "guidance_k": ns.guidance_k, "alpha": ns.alpha, "steps": ns.steps,
+        "ood_score": getattr(ns, "ood_score", None),
+        "metrics": info["metrics"], "timings_s": info["timings_s"],
+    }  # fmt: skip
+    with open(_new_output(ns.out / "metrics.json", ns.overwrite), "w") as handle:
+        json.dump(payload, handle, indent=2)
+    for a, m in info["metrics"].items():
+        print(f"{a:12s} " + "  ".join(f"{k} {v:.4f}" for k, v in m.items()))
+    print(f"wrote {csv_path} and {ns.out / 'metrics.json'}")
+
+
+def classify_main(argv: Sequence[str]) -> int:
+    parser = _pipeline_parser(
+        "classify",
+        "PGLLM recognition of every cloud of a split (the unlabelled support set): predictions.csv (final = guidance + propagation) and metrics.json (the none / guidance / propagation / both ladder when labels exist).",
+    )
+    parser.add_argument(
+        "--classes", type=parse_name_list, default=None, help="class list (default: the dataset's)"
+    )
+    ns = parser.parse_args(list(argv))
+    from pointcloud_pgllm.io import load_dataset
+
+    data = load_dataset(ns.data, ns.split, n_points=ns.n_points, seed=ns.seed, classes=ns.classes)
+    scores, info = _run_pipeline(ns, parser, data, data.labels, list(data.class_names))
+    _write_results(ns, data, data.labels, list(data.class_names), scores, info, "classify")
+    return 0
+
+
+def ood_main(argv: Sequence[str]) -> int:
+    from pointcloud_pgllm.constants import OOD_SPLITS
+
+    parser = _pipeline_parser(
+        "ood",
+        "PGLLM OOD detection: the ID classes are scored, every other class of the split is OOD. Writes ood_scores.csv (id_score = max-softmax of the refined scores, or the refined single-probability answer) and metrics.json (accuracy on ID, AUROC and FPR95 with ID positive, per ablation).",
+    )
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--id-classes", type=parse_name_list, help="comma-separated ID classes")
+    group.add_argument(
+        "--id-split", choices=sorted(OOD_SPLITS), help="the paper's ModelNet40 ID split"
+    )
+    parser.add_argument("--ood-score", choices=("msp", "single-probability"), default="msp",
+                        help="msp: max-softmax of the refined class scores; single-probability: "
+                        "the paper's one-number prompt, refined the same way (needs --scorer http)")  # fmt: skip
+    ns = parser.parse_args(list(argv))
+    if ns.ood_score == "single-probability" and ns.scorer != "http":
+        parser.error("--ood-score single-probability needs --scorer http")
+    import numpy as np
+
+    from pointcloud_pgllm.errors import PGLLMInputError
+    from pointcloud_pgllm.io import load_dataset
+
+    data = load_dataset(ns.data, ns.split, n_points=ns.n_points, seed=ns.seed)
+    id_classes = list(ns.id_classes or OOD_SPLITS[ns.id_split])
+    unknown = [c for c in id_classes if c not in data.class_names]
+    if unknown:
+        option = "--id-classes" if ns.id_classes else f"--id-split {ns.id_split}"
+        raise PGLLMInputError(
+            f"{option}: class {unknown[0]!r} is not in {ns.data} (classes: {', '.join(data.class_names)})"
+        )
+    remap = np.array([id_classes.index(c) if c in id_classes else -1 for c in data.class_names])
+    labels = remap[data.labels]
+    if (labels < 0).sum() == 0:
+        raise PGLLMInputError(
+            f"{ns.data}: every class is ID; OOD detection needs clouds of other classes"
+        )
+    scores, info = _run_pipeline(ns, parser, data, labels, id_classes)
+    if ns.ood_score == "single-probability":
+        from pointcloud_pgllm.pipeline import (
+            IDProbabilityScorer,
+            PGLLMConfig,
+            evaluate,
+            pgllm_scores,
+        )
+
+        config = PGLLMConfig(ns.graph, ns.graph_k, ns.guidance_k, ns.alpha, ns.steps)
+        probs = pgllm_scores(
+            info["features"],
+            info["captions"],
+            IDProbabilityScorer(info["scorer"]),
+            id_classes,
+            config,
+        )
+        info["id_scores"] = {a: p[:, 0] for a, p in probs.items()}
+        info["metrics"] = {a: evaluate(scores[a], labels, info["id_scores"][a]) for a in scores}
+    _write_results(ns, data, labels, id_classes, scores, info, "ood")
+    return 0
+
+
+def configs_main(argv: Sequence[str]) -> int:
+    parser = ArgumentParser(prog=f"{PROG} configs", description="List shipped configs.")
+    parser.parse_args(list(argv))
+    for name, path in shipped_configs().items():
+        print(f"{name:16s} {path}")
+    return 0
+
+
+def _is_user_error(error: BaseException) -> bool:
+    """Bad input rather than a bug: our input errors, scorer errors, file-system errors about a
+    path, and ``ValueError`` raised by pointcloud_pgllm's own validation."""
+    from pointcloud_pgllm.errors import PGLLMInputError
+    from pointcloud_pgllm.scorers import ScorerError
+
+    path_errors = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError)
+    if isinstance(error, (PGLLMInputError, ScorerError, *path_errors)):
+        return True
+    if not isinstance(error, ValueError):
+        return False
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    module = "" if tb is None else str(tb.tb_frame.f_globals.get("__name__", ""))
+    return module.split(".")[0] == "pointcloud_pgllm"
+
+
+def main(args: Sequence[str] | None = None) -> int | None:
+    """Entry point of ``pointcloud-pgllm``; ``args`` defaults to ``sys.argv[1:]``.
+
+    Input errors end with one line ``pointcloud-pgllm: error: ...`` on stderr and exit code 2
+    (``POINTCLOUD_PGLLM_TRACEBACK=1`` shows the traceback instead)."""
+    argv = list(sys.argv[1:] if args is None else args)
+    try:
+        return _dispatch(argv)
+    except Exception as error:
+        if os.environ.get("POINTCLOUD_PGLLM_TRACEBACK") or not _is_user_error(error):
+            raise
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _dispatch(argv: list[str]) -> int | None:
+    if not argv or argv[0] in ("-h", "--help", "--version"):
+        parser = _top_level_parser()
+        if not argv:
+            parser.print_help()
+            raise SystemExit(2)
+        parser.parse_args(argv)
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command in TRAINER_SUBCOMMANDS:
+        run_lightning_cli(argv)
+        return 0
+    extra: dict[str, Callable[[Sequence[str]], int]] = {
+        "synth": synth_main,
+        "embed": embed_main,
+        "caption": caption_main,
+        "classify": classify_main,
+        "ood": ood_main,
+        "configs": configs_main,
+    }
+    if command not in extra:
+        _top_level_parser().error(f"unknown command {command!r}")
+    return extra[command](rest)
 
 
 if __name__ == "__main__":

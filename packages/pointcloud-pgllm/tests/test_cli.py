@@ -1,0 +1,285 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from iclr26_common.testing import assert_cli_help, shipped_configs
+from pointcloud_pgllm import __version__
+from pointcloud_pgllm.cli import main, run_lightning_cli
+
+CONFIGS = shipped_configs("pointcloud_pgllm")
+
+
+def test_top_level_help_lists_every_subcommand() -> None:
+    out = assert_cli_help(main)
+    for command in (
+        "fit",
+        "validate",
+        "test",
+        "predict",
+        "synth",
+        "embed",
+        "caption",
+        "classify",
+        "ood",
+        "configs",
+    ):
+        assert command in out
+
+
+@pytest.mark.parametrize("command", ["synth", "embed", "caption", "classify", "ood", "configs"])
+def test_subcommand_help(command: str) -> None:
+    assert_cli_help(main, [command, "--help"])
+
+
+def test_version_and_unknown_command(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and __version__ in capsys.readouterr().out
+    with pytest.raises(SystemExit) as info:
+        main(["train"])
+    assert info.value.code == 2
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["fit", "--config", str(config), "--print_config"])
+    assert info.value.code == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    declared = yaml.safe_load(config.read_text())
+    assert printed["model"]["init_args"]["widths"] == declared["model"]["init_args"]["widths"]
+    assert printed["trainer"]["max_epochs"] == declared["trainer"]["max_epochs"]
+
+
+def test_fit_tiny_in_process_links_classes_and_checkpoint_feeds_embed(tmp_path: Path) -> None:
+    cli = run_lightning_cli(
+        [
+            "fit",
+            "--config",
+            "tiny",
+            "--trainer.fast_dev_run=1",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
+    assert cli.trainer.state.finished and cli.trainer.global_step == 1
+    assert cli.model.hparams.num_classes == 13 and cli.model.hparams.class_names[0] == "airplane"
+    ckpt = tmp_path / "enc.ckpt"
+    cli.trainer.save_checkpoint(ckpt)
+    from pointcloud_pgllm.model import load_encoder
+
+    enc = load_encoder(str(ckpt))
+    assert enc.out_dim == 32
+
+
+def test_fit_tiny_on_an_off_tree(small_tree: Path, tmp_path: Path) -> None:
+    cli = run_lightning_cli(
+        [
+            "fit",
+            "--config",
+            "tiny",
+            f"--data.init_args.data_dir={small_tree}",
+            "--trainer.fast_dev_run=1",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
+    assert cli.model.hparams.num_classes == 6 and cli.model.hparams.class_names[2] == "chair"
+
+
+def test_synth_rejects_unknown_class(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["synth", "--out", str(tmp_path / "x"), "--classes", "spaceship"])
+    assert info.value.code == 2 and "spaceship" in capsys.readouterr().err
+
+
+def test_embed_and_caption(small_tree: Path, tmp_path: Path) -> None:
+    assert (
+        main(
+            ["embed", "--data", str(small_tree), "--out", str(tmp_path / "e"), "--n-points", "128"]
+        )
+        == 0
+    )
+    feats = np.load(tmp_path / "e" / "features.npy")
+    assert feats.shape == (18, 72 * 16) and np.isfinite(feats).all()
+    assert np.load(tmp_path / "e" / "labels.npy").tolist() == sorted([0, 1, 2, 3, 4, 5] * 3)
+    assert (
+        main(
+            [
+                "caption",
+                "--data",
+                str(small_tree),
+                "--out",
+                str(tmp_path / "c.csv"),
+                "--n-points",
+                "256",
+            ]
+        )
+        == 0
+    )
+    rows = (tmp_path / "c.csv").read_text().splitlines()
+    assert rows[0] == "source,class,caption" and len(rows) == 19
+
+
+def test_classify_and_ood_write_csv_and_metrics(small_tree: Path, tmp_path: Path) -> None:
+    args = ["--data", str(small_tree), "--n-points", "256", "--graph-k", "4"]
+    assert main(["classify", *args, "--out", str(tmp_path / "cls")]) == 0
+    metrics = json.loads((tmp_path / "cls" / "metrics.json").read_text())
+    assert set(metrics["metrics"]) == {"none", "guidance", "propagation", "both"}
+    assert 0.0 <= metrics["metrics"]["both"]["accuracy"] <= 1.0
+    assert len((tmp_path / "cls" / "predictions.csv").read_text().splitlines()) == 19
+    assert (
+        main(["ood", *args, "--id-classes", "chair,cup,airplane", "--out", str(tmp_path / "ood")])
+        == 0
+    )
+    m = json.loads((tmp_path / "ood" / "metrics.json").read_text())["metrics"]["both"]
+    assert {"accuracy", "auroc", "fpr95"} == set(m)
+    lines = (tmp_path / "ood" / "ood_scores.csv").read_text().splitlines()
+    assert sum(line.split(",")[1] == "OOD" for line in lines[1:]) == 9
+
+
+def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("pointcloud-pgllm")
+    return lines[0]
+
+
+def test_bad_off_is_one_line_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    bad = tmp_path / "data" / "chair" / "test"
+    bad.mkdir(parents=True)
+    (bad / "chair_0001.off").write_text("OFF\n3 x 0\n")
+    line = _one_line_error(
+        capsys, ["embed", "--data", str(tmp_path / "data"), "--out", str(tmp_path / "o")]
+    )
+    assert "chair_0001.off" in line and "counts" in line
+
+
+def test_nan_cloud_and_missing_h5_key(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    import h5py
+
+    folder = tmp_path / "d" / "cup" / "test"
+    folder.mkdir(parents=True)
+    (folder / "a.xyz").write_text("0 0 0\nnan 1 1\n")
+    line = _one_line_error(
+        capsys, ["caption", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "c.csv")]
+    )
+    assert "a.xyz" in line and "NaN" in line
+    with h5py.File(tmp_path / "s.h5", "w") as f:
+        f.create_dataset("data", data=np.zeros((1, 4, 3)))
+    line = _one_line_error(
+        capsys, ["embed", "--data", str(tmp_path / "s.h5"), "--out", str(tmp_path / "e")]
+    )
+    assert "s.h5" in line and "'label'" in line
+
+
+def test_unknown_id_class_and_existing_output(
+    small_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    line = _one_line_error(
+        capsys,
+        [
+            "ood",
+            "--data",
+            str(small_tree),
+            "--id-classes",
+            "chair,sofa",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
+    assert "'sofa'" in line and "--id-classes" in line
+    line = _one_line_error(
+        capsys,
+        ["ood", "--data", str(small_tree), "--id-split", "MN2", "--out", str(tmp_path / "o")],
+    )
+    assert "MN2" in line
+    out = tmp_path / "c.csv"
+    out.write_text("keep")
+    line = _one_line_error(capsys, ["caption", "--data", str(small_tree), "--out", str(out)])
+    assert "exists" in line and out.read_text() == "keep"
+
+
+def _serve(reply) -> tuple[str, object]:
+    """A local OpenAI-compatible endpoint answering ``reply(prompt)``."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            answer = reply(body["messages"][0]["content"])
+            data = json.dumps({"choices": [{"message": {"content": answer}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/v1", server
+
+
+def test_ood_with_http_scorer_and_single_probability(small_tree: Path, tmp_path: Path) -> None:
+    """The fake LLM says 'four legs' means chair and gives ID probability 0.9 to any object that
+    stands on legs, 0.1 otherwise: the CLI must carry its answers into the CSV and metrics."""
+
+    def reply(prompt: str) -> str:
+        own = prompt.split("\n")[0]
+        legs = "legs" in own
+        if "probability" in prompt:
+            return json.dumps({"probability": 0.9 if legs else 0.1})
+        return json.dumps({"chair": 90 if legs else 10, "cup": 10 if legs else 80})
+
+    url, server = _serve(reply)
+    try:
+        args = [
+            "ood",
+            "--data",
+            str(small_tree),
+            "--n-points",
+            "256",
+            "--graph-k",
+            "4",
+            "--id-classes",
+            "chair,cup",
+        ]
+        assert main([*args, "--scorer", "http", "--base-url", url, "--model", "fake", "--ood-score", "single-probability", "--out", str(tmp_path / "o")]) == 0  # fmt: skip
+    finally:
+        server.shutdown()
+        server.server_close()
+    payload = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert payload["ood_score"] == "single-probability" and payload["scorer"] == "http"
+    none = payload["metrics"]["none"]
+    assert {"accuracy", "auroc", "fpr95"} == set(none)
+    rows = [
+        ln.split(",") for ln in (tmp_path / "o" / "ood_scores.csv").read_text().splitlines()[1:]
+    ]
+    assert {float(r[4]) for r in rows} - {0.9, 0.1}  # refined by propagation, not the raw answers
+
+
+def test_single_probability_needs_http(
+    small_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    line = _one_line_error(capsys, ["ood", "--data", str(small_tree), "--id-split", "MN1", "--ood-score", "single-probability", "--out", str(tmp_path / "o")])  # fmt: skip
+    assert "--scorer http" in line
+
+
+def test_fit_without_logger_writes_nothing_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    run_lightning_cli(
+        ["fit", "--config", "tiny", "--trainer.max_steps=1", "--trainer.limit_val_batches=1"]
+    )
+    assert list(tmp_path.iterdir()) == []

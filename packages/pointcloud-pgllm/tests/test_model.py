@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from pointcloud_pgllm.errors import PGLLMInputError
+from pointcloud_pgllm.model import (
+    PointNet2Encoder,
+    PointNN,
+    encode,
+    farthest_point_sample,
+    gather,
+    knn_indices,
+    load_encoder,
+    trig_pos_encoding,
+)
+
+
+@pytest.mark.parametrize(
+    ("encoder", "n_points", "dim"),
+    [
+        (PointNN(), 256, 72 * 16),
+        (PointNN(3, 24, 8), 128, 24 * 8),
+        (PointNet2Encoder(), 512, 256),
+        (PointNet2Encoder((16, 32), 8, (32, 8)), 64, 32),
+    ],
+)
+def test_encoder_shapes(encoder: torch.nn.Module, n_points: int, dim: int) -> None:
+    out = encoder(torch.randn(2, n_points, 3))
+    assert out.shape == (2, dim) and encoder.out_dim == dim
+    assert torch.isfinite(out).all()
+
+
+def test_fps_picks_the_farthest_points() -> None:
+    xyz = torch.tensor([[[0.0, 0, 0], [0.1, 0, 0], [5, 0, 0], [0, 3, 0], [0.2, 0.1, 0]]])
+    idx = farthest_point_sample(xyz, 3)
+    assert idx.tolist() == [[0, 2, 3]]
+
+
+def test_knn_and_gather() -> None:
+    xyz = torch.arange(10, dtype=torch.float32).reshape(1, 10, 1).repeat(1, 1, 3)
+    nbr = knn_indices(xyz[:, [4]], xyz, 3)
+    assert sorted(nbr[0, 0].tolist()) == [3, 4, 5]
+    assert gather(xyz, nbr).shape == (1, 1, 3, 3)
+
+
+def test_trig_encoding_dim_and_validation() -> None:
+    assert trig_pos_encoding(torch.zeros(4, 3), 12).shape == (4, 12)
+    with pytest.raises(ValueError, match="divisible by 6"):
+        trig_pos_encoding(torch.zeros(4, 3), 10)
+
+
+def test_pointnn_is_deterministic_and_training_free() -> None:
+    x = torch.randn(3, 128, 3)
+    enc = PointNN(3, 24, 8)
+    assert len(list(enc.parameters())) == 0
+    torch.testing.assert_close(enc(x), enc(x))
+
+
+def test_torchscript_encoder_round_trip(tmp_path: Path) -> None:
+    enc = PointNet2Encoder((16, 32), 8, (32, 8))
+    path = tmp_path / "enc.pt"
+    torch.jit.save(torch.jit.trace(enc, torch.randn(1, 64, 3)), str(path))
+    loaded = load_encoder(str(path))
+    x = torch.randn(2, 64, 3)
+    torch.testing.assert_close(encode(loaded, x), encode(enc, x))
+
+
+def test_load_encoder_errors(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        load_encoder(str(tmp_path / "missing.ckpt"))
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a module")
+    with pytest.raises(PGLLMInputError, match=r"bad\.pt"):
+        load_encoder(str(bad))
+    ckpt = tmp_path / "x.ckpt"
+    torch.save({"weights": torch.zeros(1)}, ckpt)
+    with pytest.raises(PGLLMInputError, match="not a Lightning checkpoint"):
+        load_encoder(str(ckpt))
