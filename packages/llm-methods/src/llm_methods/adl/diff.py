@@ -1,0 +1,252 @@
+"""Activation Difference Lens (ADL; Minder et al., arXiv 2510.13900): read what a narrow finetune
+did from the mean activation difference between the finetuned and the base model.
+
+- δ̄_j = mean over unrelated texts of (h^ft_j − h^base_j) at layer ℓ (default relative depth 0.5),
+  positions j = 0..P−1 (P = 5): :func:`activation_difference`;
+- logit lens of δ̄_j (final norm + unembedding of the finetuned model): :func:`lens_tokens`;
+- Patchscope: add λ·δ̄_j to the last position of a fixed identity prompt over a grid of scales,
+  read the next-token distribution: :func:`patchscope`;
+- steering: add α·δ̄_j at every position while generating; the largest α whose output stays
+  coherent is found by bisection against a coherence score: :func:`max_coherent_alpha`;
+- causal test: h̃ = P_δ h^base + (I − P_δ) h^ft at layer ℓ of the finetuned model (P_δ the
+  projection on δ̄), loss change on finetuning vs pretraining text: :func:`projection_loss_change`.
+
+Token relevance is graded objectively against a domain's vocabulary (tokens enriched in the
+finetuning data relative to pretraining data: :func:`enriched_tokens`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from llm_methods.lm import (
+    LM,
+    LMError,
+    add_to_residual,
+    capture_residual,
+    collate,
+    encode_texts,
+    generate,
+    logit_lens,
+    replace_residual,
+    token_logprobs,
+)
+
+__all__ = [
+    "ADLDifference",
+    "activation_difference",
+    "enriched_tokens",
+    "lens_token_ids",
+    "max_coherent_alpha",
+    "patchscope",
+    "projection_loss_change",
+    "relative_layer",
+    "token_relevance",
+]
+
+N_POSITIONS = 5
+PATCHSCOPE_PROMPT = "cat -> cat\n1135 -> 1135\nhello -> hello\n?"
+
+
+def relative_layer(lm: LM, depth: float = 0.5) -> int:
+    """Decoder layer at relative depth ``depth`` in [0, 1] (0.5 of 30 layers -> 14)."""
+    if not 0.0 <= depth <= 1.0:
+        raise LMError(f"relative layer depth must be in [0, 1], got {depth}")
+    return min(lm.n_layers - 1, max(0, round(depth * lm.n_layers) - 1))
+
+
+@dataclass
+class ADLDifference:
+    """``delta``, ``mean_base``, ``mean_ft``: ``[P, d]`` at decoder layer ``layer``."""
+
+    delta: torch.Tensor
+    mean_base: torch.Tensor
+    mean_ft: torch.Tensor
+    layer: int
+    n_texts: int
+
+
+def _check_pair(base: LM, ft: LM) -> None:
+    if base.n_layers != ft.n_layers or base.hidden_size != ft.hidden_size:
+        raise LMError("base and finetuned models differ in depth or width")
+    if base.tokenizer.get_vocab() != ft.tokenizer.get_vocab():
+        raise LMError("base and finetuned models must share a tokenizer")
+
+
+@torch.no_grad()
+def _mean_states(lm: LM, ids: list[list[int]], layer: int, batch_size: int) -> torch.Tensor:
+    total = None
+    for start in range(0, len(ids), batch_size):
+        batch = collate(ids[start : start + batch_size], lm.tokenizer.pad_token_id, lm.device)
+        with capture_residual(lm, [layer]) as store:
+            lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+        part = store[layer].float().sum(0).cpu()
+        total = part if total is None else total + part
+    assert total is not None
+    return total / len(ids)
+
+
+def activation_difference(
+    base: LM,
+    ft: LM,
+    texts: Sequence[str],
+    layer: int | None = None,
+    n_positions: int = N_POSITIONS,
+    batch_size: int = 16,
+) -> ADLDifference:
+    """δ̄ over the first ``n_positions`` tokens (BOS included when the tokenizer has one) of
+    ``texts``; texts shorter than that raise :class:`LMError`."""
+    _check_pair(base, ft)
+    layer = relative_layer(ft) if layer is None else ft.layer_index(layer)
+    ids = encode_texts(ft, texts)
+    short = [i for i, row in enumerate(ids) if len(row) < n_positions]
+    if short:
+        raise LMError(f"text {short[0]} has fewer than {n_positions} tokens")
+    ids = [row[:n_positions] for row in ids]
+    mean_base = _mean_states(base, ids, layer, batch_size)
+    mean_ft = _mean_states(ft, ids, layer, batch_size)
+    return ADLDifference(mean_ft - mean_base, mean_base, mean_ft, layer, len(ids))
+
+
+@torch.no_grad()
+def lens_token_ids(lm: LM, vec: torch.Tensor, k: int = 20) -> list[int]:
+    """Top-``k`` token ids of the logit lens of one ``[d]`` vector."""
+    return torch.topk(logit_lens(lm, vec.reshape(1, -1)).float()[0], k).indices.tolist()
+
+
+def enriched_tokens(
+    tokenizer: object,
+    domain_texts: Sequence[str],
+    background_texts: Sequence[str],
+    top_n: int = 100,
+    min_count: int = 3,
+) -> set[int]:
+    """The domain's vocabulary: the ``top_n`` token ids with the highest smoothed log-odds of
+    appearing in ``domain_texts`` rather than ``background_texts`` (seen >= ``min_count`` times
+    in the domain), excluding special tokens."""
+
+    def counts(texts: Sequence[str]) -> Counter[int]:
+        c: Counter[int] = Counter()
+        for text in texts:
+            c.update(tokenizer(text, add_special_tokens=False).input_ids)  # type: ignore[operator]
+        return c
+
+    dom, bg = counts(domain_texts), counts(background_texts)
+    nd, nb = sum(dom.values()), sum(bg.values())
+    special = set(getattr(tokenizer, "all_special_ids", []))
+    scores = {t: math.log((dom[t] + 1) / (nd + 1)) - math.log((bg.get(t, 0) + 1) / (nb + 1))
+              for t, c in dom.items() if c >= min_count and t not in special}  # fmt: skip
+    return set(sorted(scores, key=scores.__getitem__, reverse=True)[:top_n])
+
+
+def token_relevance(token_ids: Sequence[int], vocabulary: set[int]) -> float:
+    """Fraction of ``token_ids`` in the domain ``vocabulary``."""
+    if not token_ids:
+        raise LMError("no tokens to grade")
+    return sum(t in vocabulary for t in token_ids) / len(token_ids)
+
+
+@torch.no_grad()
+def patchscope(
+    lm: LM,
+    vec: torch.Tensor,
+    layer: int,
+    scales: Sequence[float],
+    k: int = 20,
+    prompt: str = PATCHSCOPE_PROMPT,
+) -> dict[float, list[int]]:
+    """For each scale λ: top-``k`` next-token ids after adding λ·vec/‖vec‖·‖h‖ (λ relative to the
+    mean residual norm at ``layer``) to the last position of the identity prompt."""
+    ids = torch.tensor(encode_texts(lm, [prompt]), device=lm.device)
+    with capture_residual(lm, [layer]) as store:
+        lm.model(input_ids=ids)
+    norm = float(store[lm.layer_index(layer)][0].norm(dim=-1).mean())
+    unit = vec.float() / vec.float().norm().clamp_min(1e-12)
+    out = {}
+    last = ids.shape[1] - 1
+    for scale in scales:
+        with add_to_residual(lm, layer, unit * norm, scale=scale, positions=[last]):
+            logits = lm.model(input_ids=ids).logits[0, -1]
+        out[float(scale)] = torch.topk(logits.float(), k).indices.tolist()
+    return out
+
+
+def coherence(judge: LM, texts: Sequence[str]) -> float:
+    """Mean per-token log-prob of ``texts`` under the ``judge`` model (higher = more fluent);
+    empty generations count as -inf."""
+    nonempty = [t for t in texts if t.strip()]
+    if len(nonempty) < len(texts):
+        return -math.inf
+    ids = [row for row in encode_texts(judge, nonempty) if len(row) >= 2]
+    if not ids:
+        return -math.inf
+    return float(torch.cat(token_logprobs(judge, ids)).mean())
+
+
+def max_coherent_alpha(
+    lm: LM,
+    vec: torch.Tensor,
+    layer: int,
+    prompts: Sequence[str],
+    judge: LM,
+    min_coherence: float,
+    alpha_max: float = 64.0,
+    steps: int = 6,
+    max_new_tokens: int = 16,
+    generate_fn: Callable[..., list[str]] = generate,
+) -> tuple[float, list[str]]:
+    """Largest α in [0, alpha_max] (bisection, ``steps`` halvings) whose steered greedy outputs
+    (α·vec added at every position) keep ``coherence(judge, outputs) >= min_coherence``.
+    Returns (α, the outputs at α)."""
+
+    def outputs(alpha: float) -> list[str]:
+        with add_to_residual(lm, layer, vec, scale=alpha):
+            return generate_fn(lm, list(prompts), max_new_tokens=max_new_tokens)
+
+    lo, hi = 0.0, alpha_max
+    best = outputs(0.0)
+    top = outputs(hi)
+    if coherence(judge, top) >= min_coherence:
+        return hi, top
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        out = outputs(mid)
+        if coherence(judge, out) >= min_coherence:
+            lo, best = mid, out
+        else:
+            hi = mid
+    return lo, best
+
+
+@torch.no_grad()
+def projection_loss_change(
+    base: LM, ft: LM, direction: torch.Tensor, layer: int, texts: Sequence[str]
+) -> float:
+    """Mean NLL of ``texts`` under the finetuned model with its layer-``layer`` residual replaced
+    by P h^base + (I − P) h^ft (P = projection on ``direction``), minus its plain NLL.
+    Positive on finetuning text = the δ̄ direction carries what the finetune learned."""
+    _check_pair(base, ft)
+    layer = ft.layer_index(layer)
+    u = direction.float() / direction.float().norm().clamp_min(1e-12)
+    ids = encode_texts(ft, texts)
+    plain, patched = [], []
+    for row in ids:
+        x = torch.tensor([row], device=ft.device)
+        with capture_residual(base, [layer]) as store:
+            base.model(input_ids=x)
+        h_base = store[layer]
+        u_dev = u.to(device=ft.device, dtype=h_base.dtype)
+
+        def mix(h_ft: torch.Tensor, h_base=h_base, u_dev=u_dev) -> torch.Tensor:  # type: ignore[no-untyped-def]
+            coef = (h_base - h_ft) @ u_dev  # P h_base + (I - P) h_ft = h_ft + P (h_base - h_ft)
+            return h_ft + coef[..., None] * u_dev
+
+        plain.append(-torch.cat(token_logprobs(ft, [row])).mean())
+        with replace_residual(ft, layer, mix):
+            patched.append(-torch.cat(token_logprobs(ft, [row])).mean())
+    return float(torch.stack(patched).mean() - torch.stack(plain).mean())

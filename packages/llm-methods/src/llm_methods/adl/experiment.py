@@ -1,0 +1,235 @@
+"""Miniature ADL experiment ``llm-methods.adl.narrow_finetune``.
+
+A 4-layer Llama is pretrained here on pydoc topics (real English technical prose), then narrowly
+finetuned (all weights) on the docstrings of the standard library's email modules, with the
+finetuning data mixed with pretraining data at 1:0, 1:0.1 and 1:1. On unrelated held-out pydoc
+text, δ̄ (mean finetuned − base activation, layer at relative depth 0.5, positions 0..4) is read
+with the logit lens and Patchscope, and its tokens are graded against the email domain's
+vocabulary (the 100 tokens most enriched in email docstrings vs pydoc). Baselines: the logit lens
+of the mean base activation and of the mean finetuned activation at the same layer/positions.
+
+Claims and thresholds, fixed here before any run:
+
+  (a) at 1:0, the seed-mean token relevance of δ̄'s logit lens (best position) is above both
+      baselines' (best position);
+  (b) at 1:1 mixing, it is no longer above the better baseline (the trace is removed).
+
+The built-in agent's domain naming, Patchscope relevance, the causal projection test and (full
+run) steering are reported as metrics, not claims.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from iclr26_common import Claim, Experiment, Result, seed_everything
+
+__all__ = ["EXPERIMENT", "run"]
+
+PAPER = ("Narrow Finetuning Leaves Clearly Readable Traces in Activation Differences "
+         "(arXiv 2510.13900)")  # fmt: skip
+DOMAIN = "email"
+MIXES = (0.0, 0.1, 1.0)  # pretraining chunks per finetuning chunk
+SEEDS = (0, 1, 2)
+TOP_K = 20
+VOCAB_TOP_N = 100
+BPE_VOCAB = 1024
+SEQ_LEN = 64
+BASE_MODEL = {"n_layers": 4, "hidden": 64, "heads": 4}
+N_UNRELATED = 200
+PATCH_SCALES = (0.5, 1.0, 2.0, 4.0)
+COHERENCE_DROP = 1.0  # nats/token below the unsteered outputs' coherence
+
+
+def settings(quick: bool) -> dict[str, Any]:
+    if quick:
+        return {"base_steps": 150, "ft_steps": 40, "seeds": SEEDS[:1], "steer": False}
+    return {"base_steps": 600, "ft_steps": 150, "seeds": SEEDS, "steer": True}
+
+
+def _stream_chunks(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    from llm_methods.corpora import chunk_ids
+
+    ids: list[int] = []
+    for text in texts:
+        ids += [tokenizer.bos_token_id, *tokenizer(text, add_special_tokens=False).input_ids]
+    return chunk_ids(ids, SEQ_LEN)
+
+
+def _snippets(texts: list[str], n: int, seed: int) -> list[str]:
+    """``n`` unrelated text pieces (~160 characters) from ``texts``."""
+    pieces = [t[i : i + 160] for t in texts for i in range(0, len(t) - 160, 400)]
+    pick = np.random.default_rng(seed).permutation(len(pieces))[:n]
+    return [pieces[i] for i in sorted(pick)]
+
+
+def _best_relevance(lm: Any, vectors: Any, vocab: set[int]) -> float:
+    from llm_methods.adl.diff import lens_token_ids, token_relevance
+
+    return max(token_relevance(lens_token_ids(lm, v, TOP_K), vocab) for v in vectors)
+
+
+def run(quick: bool, out_dir: Path) -> Result:
+    import copy
+
+    from llm_methods.adl.agent import ADLEvidence, VocabularyOverlapAgent
+    from llm_methods.adl.diff import (
+        activation_difference,
+        enriched_tokens,
+        lens_token_ids,
+        patchscope,
+        projection_loss_change,
+        token_relevance,
+    )
+    from llm_methods.corpora import DOCSTRING_DOMAINS, docstrings, split_names
+    from llm_methods.dispersion.experiment import one_thread
+    from llm_methods.lm import wrap
+    from llm_methods.lm.train import train_lm
+    from llm_methods.zoo import corpus_texts
+    from llm_methods.zoo.models import tiny_llama
+    from llm_methods.zoo.tokenizer import train_bpe
+
+    seed_everything(0)
+    cfg = settings(quick)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    rows: dict[float, list[dict[str, float]]] = {m: [] for m in MIXES}
+    extra: dict[str, Any] = {}
+    with one_thread():
+        pre_train, pre_test = corpus_texts("pydoc")
+        domains = {name: docstrings(mods) for name, mods in DOCSTRING_DOMAINS.items()}
+        tokenizer = train_bpe(pre_train + [t for d in domains.values() for t in d], BPE_VOCAB)
+        dom_train_idx, dom_test_idx = split_names([str(i) for i in range(len(domains[DOMAIN]))],
+                                                  0.1, seed=0)  # fmt: skip
+        dom_train = [domains[DOMAIN][int(i)] for i in dom_train_idx]
+        dom_test = [domains[DOMAIN][int(i)] for i in dom_test_idx]
+        vocab = {
+            n: enriched_tokens(tokenizer, d, pre_train, VOCAB_TOP_N) for n, d in domains.items()
+        }
+        pre_chunks = _stream_chunks(tokenizer, pre_train)
+        dom_chunks = _stream_chunks(tokenizer, dom_train)
+        unrelated = _snippets(pre_test, N_UNRELATED, seed=0)
+        base_model = tiny_llama(len(tokenizer), **BASE_MODEL, seed=0)
+        train_lm(base_model, pre_chunks, cfg["base_steps"], 16, 3e-3, seed=0)
+        base = wrap(tokenizer, base_model, "base")
+        agent = VocabularyOverlapAgent()
+        for seed in cfg["seeds"]:
+            rng = np.random.default_rng(seed)
+            for mix in MIXES:
+                n_pre = round(mix * len(dom_chunks))
+                data = dom_chunks + [pre_chunks[i] for i in rng.choice(len(pre_chunks), n_pre)]
+                ft_model = copy.deepcopy(base_model)
+                train_lm(ft_model, data, cfg["ft_steps"], 16, 1e-3, seed=seed, warmup=5)
+                ft = wrap(tokenizer, ft_model, "ft")
+                diff = activation_difference(base, ft, unrelated)
+                row = {"delta": _best_relevance(ft, diff.delta, vocab[DOMAIN]),
+                       "mean_base": _best_relevance(ft, diff.mean_base, vocab[DOMAIN]),
+                       "mean_ft": _best_relevance(ft, diff.mean_ft, vocab[DOMAIN])}  # fmt: skip
+                lens = [lens_token_ids(ft, v, TOP_K) for v in diff.delta]
+                best_j = int(np.argmax([token_relevance(t, vocab[DOMAIN]) for t in lens]))
+                scoped = patchscope(ft, diff.delta[best_j], diff.layer, PATCH_SCALES, TOP_K)
+                row["patchscope"] = max(token_relevance(t, vocab[DOMAIN]) for t in scoped.values())
+                named = agent.name_domain(ADLEvidence(lens=lens, patchscope=list(scoped.values())),
+                                          vocab)  # fmt: skip
+                row["agent_correct"] = float(named == DOMAIN)
+                direction = diff.delta[1:].mean(0)
+                row["proj_dloss_ft_text"] = projection_loss_change(base, ft, direction,
+                                                                   diff.layer, dom_test[:20])  # fmt: skip
+                row["proj_dloss_pre_text"] = projection_loss_change(base, ft, direction,
+                                                                    diff.layer, unrelated[:20])  # fmt: skip
+                rows[mix].append(row)
+                if cfg["steer"] and mix == 0.0 and seed == cfg["seeds"][0]:
+                    extra.update(_steering(base, ft, diff, vocab[DOMAIN], best_j))
+                del ft_model
+    mean = {m: {k: float(np.mean([r[k] for r in v])) for k in v[0]} for m, v in rows.items()}
+    _plot(out_dir / "adl_relevance.png", mean)
+    pure, mixed = mean[0.0], mean[1.0]
+    held_a = pure["delta"] > max(pure["mean_base"], pure["mean_ft"])
+    held_b = mixed["delta"] <= max(mixed["mean_base"], mixed["mean_ft"])
+    metrics: dict[str, Any] = {f"mix_{m}": {k: round(v, 4) for k, v in d.items()}
+                               for m, d in mean.items()}  # fmt: skip
+    metrics.update(extra)
+    metrics["wall_s"] = time.perf_counter() - start
+    claims = [
+        Claim(text="The logit lens of the activation difference surfaces the finetuning domain.",
+              criterion="seed-mean relevance(delta lens) > max(relevance(mean base), "
+                        "relevance(mean finetuned)) at mix 1:0",
+              measured={k: round(pure[k], 4) for k in ("delta", "mean_base", "mean_ft")},
+              verdict=held_a),
+        Claim(text="Mixing pretraining data 1:1 into the finetune removes the trace.",
+              criterion="at mix 1:1: seed-mean relevance(delta lens) <= max(baseline relevances)",
+              measured={k: round(mixed[k], 4) for k in ("delta", "mean_base", "mean_ft")},
+              verdict=held_b),
+    ]  # fmt: skip
+    return Result(
+        summary=(f"Pydoc-pretrained 4x64 Llama finetuned on {DOMAIN} docstrings: delta-lens "
+                 f"relevance {pure['delta']:.2f} vs baselines {pure['mean_base']:.2f}/"
+                 f"{pure['mean_ft']:.2f} (1:0); {mixed['delta']:.2f} vs "
+                 f"{mixed['mean_base']:.2f}/{mixed['mean_ft']:.2f} at 1:1; agent named the "
+                 f"domain in {pure['agent_correct']:.0%} of 1:0 finetunes."),
+        metrics=metrics, seeds=list(cfg["seeds"]),
+        scale=(f"4x64 Llama, BPE {BPE_VOCAB}, base {cfg['base_steps']} steps, finetunes "
+               f"{cfg['ft_steps']} steps x mixes {list(MIXES)} x {len(cfg['seeds'])} seed(s), "
+               f"{N_UNRELATED} unrelated texts, top-{TOP_K} tokens"),
+        claims=claims,
+    )  # fmt: skip
+
+
+def _steering(base: Any, ft: Any, diff: Any, vocab: set[int], j: int) -> dict[str, float]:
+    """Max coherent α for δ̄_j and the baselines' vectors (rescaled to δ̄_j's norm); the domain
+    relevance of the steered generations (base model steered, judged by the base model)."""
+    from llm_methods.adl.diff import coherence, max_coherent_alpha
+    from llm_methods.lm import generate
+
+    prompts = ["The", "In this", "A", "We"]
+    plain = generate(base, prompts, max_new_tokens=16)
+    floor = coherence(base, plain) - COHERENCE_DROP
+    out = {}
+    target = diff.delta[j].norm()
+    for name, vec in (("delta", diff.delta[j]), ("mean_base", diff.mean_base[j]),
+                      ("mean_ft", diff.mean_ft[j])):  # fmt: skip
+        vec = vec / vec.norm().clamp_min(1e-12) * target
+        alpha, texts = max_coherent_alpha(base, vec, diff.layer, prompts, base, floor,
+                                          alpha_max=16.0, steps=4)  # fmt: skip
+        ids = [
+            t for text in texts for t in base.tokenizer(text, add_special_tokens=False).input_ids
+        ]
+        out[f"steer_alpha_{name}"] = alpha
+        out[f"steer_relevance_{name}"] = sum(t in vocab for t in ids) / max(1, len(ids))
+    return out
+
+
+def _plot(path: Path, mean: dict[float, dict[str, float]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = ("delta", "mean_base", "mean_ft", "patchscope")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.2
+    for i, key in enumerate(keys):
+        ax.bar([m + i * width for m in range(len(mean))], [mean[m][key] for m in mean], width,
+               label=key)  # fmt: skip
+    ax.set_xticks([m + 1.5 * width for m in range(len(mean))], [f"1:{m}" for m in mean])
+    ax.set(xlabel="finetune : pretraining mix", ylabel=f"top-{TOP_K} token relevance")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+EXPERIMENT = Experiment(
+    name="llm-methods.adl.narrow_finetune",
+    paper=PAPER,
+    claim=(
+        "The mean activation difference between a narrowly finetuned model and its base, "
+        "read with the logit lens, reveals the finetuning domain; mixing pretraining data "
+        "into the finetune removes this trace."
+    ),
+    run=run,
+)

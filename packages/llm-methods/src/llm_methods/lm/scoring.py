@@ -1,0 +1,148 @@
+"""Batched tokenisation with padding masks, continuation log-prob scoring, perplexity, hidden states.
+
+Batches are right-padded (positions of real tokens are unaffected) with an attention mask; every
+reduction ignores padding. Log-probs are natural-log, ``float32`` whatever the model dtype.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from llm_methods.lm.errors import LMError
+from llm_methods.lm.loading import LM
+
+__all__ = [
+    "Batch",
+    "collate",
+    "continuation_logprobs",
+    "encode_texts",
+    "forward_hidden",
+    "perplexity",
+    "token_logprobs",
+]
+
+
+@dataclass
+class Batch:
+    """``input_ids``/``attention_mask`` ``[B, T]`` (right-padded) and per-row ``lengths``."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    lengths: torch.Tensor
+
+
+def _check_texts(texts: Sequence[str], what: str = "text") -> list[str]:
+    if isinstance(texts, str):
+        raise LMError(f"expected a list of {what}s, got one string")
+    out = list(texts)
+    if not out:
+        raise LMError(f"no {what}s given")
+    for i, text in enumerate(out):
+        if not isinstance(text, str) or not text.strip():
+            raise LMError(f"{what} {i} is empty")
+    return out
+
+
+def _bos(lm: LM) -> list[int]:
+    bos = lm.tokenizer.bos_token_id
+    return [] if bos is None else [int(bos)]
+
+
+def encode_texts(lm: LM, texts: Sequence[str], prepend_bos: bool = True) -> list[list[int]]:
+    """Token ids per text (no special tokens; BOS prepended when the tokenizer has one and
+    ``prepend_bos``, so the first real token is scored too)."""
+    texts = _check_texts(texts)
+    prefix = _bos(lm) if prepend_bos else []
+    return [prefix + list(lm.tokenizer(t, add_special_tokens=False).input_ids) for t in texts]
+
+
+def collate(ids: Sequence[Sequence[int]], pad_id: int, device: torch.device | None = None) -> Batch:
+    """Right-pad token id lists into a :class:`Batch`."""
+    if not ids or any(len(row) == 0 for row in ids):
+        raise LMError("cannot collate an empty token sequence")
+    width = max(len(row) for row in ids)
+    input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(ids), width), dtype=torch.long)
+    for r, row in enumerate(ids):
+        input_ids[r, : len(row)] = torch.as_tensor(list(row), dtype=torch.long)
+        mask[r, : len(row)] = 1
+    lengths = mask.sum(1)
+    if device is not None:
+        input_ids, mask = input_ids.to(device), mask.to(device)
+    return Batch(input_ids, mask, lengths)
+
+
+def _logprobs_of_targets(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """``[B, T-1]`` log p(ids[:, t+1] | ids[:, :t+1])."""
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    return logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
+
+
+@torch.no_grad()
+def token_logprobs(lm: LM, ids: Sequence[Sequence[int]], batch_size: int = 8) -> list[torch.Tensor]:
+    """Per-token log-probs of each id sequence: ``len(row) - 1`` values (token 1.. given prefix)."""
+    out: list[torch.Tensor] = []
+    for start in range(0, len(ids), batch_size):
+        rows = ids[start : start + batch_size]
+        if any(len(row) < 2 for row in rows):
+            raise LMError("a sequence needs at least 2 tokens to be scored")
+        batch = collate(rows, lm.tokenizer.pad_token_id, lm.device)
+        logits = lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+        lp = _logprobs_of_targets(logits, batch.input_ids).cpu()
+        out += [lp[r, : int(n) - 1] for r, n in enumerate(batch.lengths)]
+    return out
+
+
+def continuation_logprobs(
+    lm: LM,
+    prompts: Sequence[str],
+    continuations: Sequence[str],
+    batch_size: int = 8,
+    reduce: str = "sum",
+) -> torch.Tensor:
+    """log p(continuation | prompt) for each pair, ``[N]`` (``reduce="sum"`` or ``"mean"`` per
+    continuation token).
+
+    The prompt is encoded with BOS (when the tokenizer has one), the continuation without special
+    tokens, and the two id lists are concatenated, so the continuation's tokens are exactly its
+    own tokenisation. An empty prompt is allowed when the tokenizer has a BOS token.
+    """
+    conts = _check_texts(continuations, "continuation")
+    prompts = list(prompts)
+    if len(prompts) != len(conts):
+        raise LMError(f"{len(prompts)} prompts but {len(conts)} continuations")
+    if reduce not in ("sum", "mean"):
+        raise LMError(f"reduce must be 'sum' or 'mean', got {reduce!r}")
+    rows, starts = [], []
+    for i, (prompt, cont) in enumerate(zip(prompts, conts, strict=True)):
+        head = _bos(lm) + list(lm.tokenizer(prompt, add_special_tokens=False).input_ids)
+        if not head:
+            raise LMError(f"prompt {i} is empty and the tokenizer has no BOS token")
+        tail = list(lm.tokenizer(cont, add_special_tokens=False).input_ids)
+        rows.append(head + tail)
+        starts.append(len(head))
+    scores = token_logprobs(lm, rows, batch_size)
+    out = []
+    for lp, start in zip(scores, starts, strict=True):
+        part = lp[start - 1 :]
+        out.append(part.sum() if reduce == "sum" else part.mean())
+    return torch.stack(out)
+
+
+def perplexity(lm: LM, ids: Sequence[Sequence[int]], batch_size: int = 8) -> torch.Tensor:
+    """exp(mean token NLL) of each id sequence, ``[N]``."""
+    return torch.stack([torch.exp(-lp.mean()) for lp in token_logprobs(lm, ids, batch_size)])
+
+
+def forward_hidden(lm: LM, batch: Batch) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+    """One forward with ``output_hidden_states``: (logits ``[B, T, V]``, HF hidden states: entry
+    0 the embeddings, entry ``i`` after layer ``i``, the last one after the final norm)."""
+    out = lm.model(
+        input_ids=batch.input_ids.to(lm.device),
+        attention_mask=batch.attention_mask.to(lm.device),
+        output_hidden_states=True,
+    )
+    return out.logits, tuple(out.hidden_states)

@@ -1,0 +1,5 @@
+"""Tiny Llama-config models trained here on offline corpora (seeded, cached); see registry."""
+
+from llm_methods.zoo.registry import ZOO, ZooSpec, build, corpus_texts, ensure_built, zoo_dir
+
+__all__ = ["ZOO", "ZooSpec", "build", "corpus_texts", "ensure_built", "zoo_dir"]

@@ -1,0 +1,160 @@
+"""The tiny-model zoo: named, seeded recipes (corpus, tokenizer, Llama config, steps), built once
+and cached under ``iclr26_common.smollm2.cache_root() / "zoo" / "<name>-<recipe hash>"``.
+
+A recipe change gives a new hash, so a stale build is never reused. A build writes into a
+temporary sibling folder and renames it into place (two concurrent builds never leave a
+half-written model). Each folder is a normal HF model folder (``load_lm(folder)`` works) plus
+``zoo.json`` (recipe, held-out documents, loss curve, wall time).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from llm_methods.lm.errors import LMError
+
+__all__ = ["ZOO", "ZooSpec", "build", "corpus_texts", "ensure_built", "zoo_dir"]
+
+MARKER = "zoo.json"
+
+
+@dataclass(frozen=True)
+class ZooSpec:
+    name: str
+    corpus: str  # key of CORPORA
+    description: str
+    vocab_size: int = 1024
+    n_layers: int = 2
+    hidden: int = 64
+    heads: int = 4
+    seq_len: int = 128
+    steps: int = 300
+    batch_size: int = 16
+    lr: float = 3e-3
+    seed: int = 0
+
+    def digest(self) -> str:
+        text = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _pydoc() -> tuple[list[str], list[str]]:
+    from llm_methods.corpora import pydoc_topics, split_names
+
+    topics = pydoc_topics()
+    train, test = split_names(list(topics), 0.2, seed=0)
+    return [topics[t] for t in train], [topics[t] for t in test]
+
+
+def _markov() -> tuple[list[str], list[str]]:
+    from llm_methods.zoo.synthetic import markov_domains
+
+    corpus = markov_domains(seed=0)
+    test = [t for i, t in enumerate(corpus.texts) if i % 10 == 0]
+    train = [t for i, t in enumerate(corpus.texts) if i % 10 != 0]
+    return train, test
+
+
+CORPORA: dict[str, Callable[[], tuple[list[str], list[str]]]] = {
+    "pydoc": _pydoc,
+    "markov-domains": _markov,
+}
+
+ZOO: dict[str, ZooSpec] = {
+    spec.name: spec
+    for spec in (
+        ZooSpec("micro", "pydoc", "2 layers x 64, vocab 512, pydoc topics; seconds to build",
+                vocab_size=512, n_layers=2, hidden=64, heads=4, seq_len=64, steps=120),
+        ZooSpec("pydoc-small", "pydoc", "4 layers x 128, vocab 2048, pydoc topics; ~2-3 min",
+                vocab_size=2048, n_layers=4, hidden=128, heads=4, seq_len=128, steps=500,
+                batch_size=16, lr=2e-3),
+        ZooSpec("markov-small", "markov-domains", "4 layers x 128, 4 synthetic Markov domains",
+                vocab_size=1024, n_layers=4, hidden=128, heads=4, seq_len=128, steps=400),
+    )
+}  # fmt: skip
+
+
+def corpus_texts(corpus: str) -> tuple[list[str], list[str]]:
+    """(train, held-out) documents of a zoo corpus."""
+    if corpus not in CORPORA:
+        raise LMError(f"unknown corpus {corpus!r}; known: {', '.join(CORPORA)}")
+    return CORPORA[corpus]()
+
+
+def _spec(name: str) -> ZooSpec:
+    if name not in ZOO:
+        raise LMError(f"unknown zoo model {name!r}; known: {', '.join(ZOO)}")
+    return ZOO[name]
+
+
+def zoo_dir(name: str, cache_dir: Path | None = None) -> Path:
+    from iclr26_common.smollm2 import cache_root
+
+    spec = _spec(name)
+    return (cache_dir or cache_root()) / "zoo" / f"{spec.name}-{spec.digest()}"
+
+
+def build(name: str, cache_dir: Path | None = None, force: bool = False) -> Path:
+    """Train zoo model ``name`` (seeded) and cache it; returns its folder."""
+    import torch
+
+    from llm_methods.corpora import chunk_ids
+    from llm_methods.lm.train import train_lm
+    from llm_methods.zoo.models import tiny_llama
+    from llm_methods.zoo.tokenizer import train_bpe
+
+    spec = _spec(name)
+    target = zoo_dir(name, cache_dir)
+    if (target / MARKER).is_file() and not force:
+        return target
+    start = time.perf_counter()
+    train, test = corpus_texts(spec.corpus)
+    tokenizer = train_bpe(train, spec.vocab_size)
+    stream: list[int] = []
+    for text in train:
+        stream += [tokenizer.bos_token_id, *tokenizer(text, add_special_tokens=False).input_ids]
+    chunks = chunk_ids(stream, spec.seq_len)
+    model = tiny_llama(len(tokenizer), spec.n_layers, spec.hidden, spec.heads,
+                       max_len=max(256, spec.seq_len), seed=spec.seed)  # fmt: skip
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matmuls: extra threads only add synchronisation (4-15x slower)
+    try:
+        log = train_lm(model, chunks, spec.steps, spec.batch_size, spec.lr, seed=spec.seed)
+    finally:
+        torch.set_num_threads(threads)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        info = {"recipe": dataclasses.asdict(spec), "train_docs": len(train),
+                "test_docs": len(test), "train_tokens": len(stream),
+                "final_loss": sum(log.losses[-20:]) / len(log.losses[-20:]),
+                "losses": log.losses[:: max(1, len(log.losses) // 50)],
+                "wall_s": time.perf_counter() - start}  # fmt: skip
+        (staging / MARKER).write_text(json.dumps(info, indent=1))
+        if target.exists() and force:
+            shutil.rmtree(target)
+        try:
+            os.replace(staging, target)
+        except OSError:
+            if not (target / MARKER).is_file():
+                shutil.rmtree(target, ignore_errors=True)
+                os.replace(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def ensure_built(name: str, cache_dir: Path | None = None) -> Path:
+    """The cached folder of ``name``, building it first if needed."""
+    return build(name, cache_dir)

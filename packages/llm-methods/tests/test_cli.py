@@ -1,0 +1,181 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from iclr26_common.testing import assert_cli_help, shipped_configs
+from llm_methods import __version__
+from llm_methods.cli import main, run_lightning_cli
+
+CONFIGS = shipped_configs("llm_methods.dispersion")
+
+
+def test_help_lists_every_subcommand() -> None:
+    out = assert_cli_help(main)
+    for command in ("score", "generate", "zoo", "corpora", "dispersion"):
+        assert command in out
+    out = assert_cli_help(main, ["dispersion", "--help"])
+    for command in ("fit", "measure", "configs"):
+        assert command in out
+
+
+def test_version(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and __version__ in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> None:
+    method = config.parent.parent.name
+    with pytest.raises(SystemExit) as exit_info:
+        main([method, "fit", "--config", str(config), "--print_config"])
+    assert exit_info.value.code == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    declared = yaml.safe_load(config.read_text())
+    assert printed["model"]["class_path"] == declared["model"]["class_path"]
+    assert printed["model"]["init_args"]["lam"] == declared["model"]["init_args"]["lam"]
+
+
+def test_fit_tiny_in_process(tmp_path: Path) -> None:
+    cli = run_lightning_cli("dispersion", ["fit", "--config", "tiny", "--trainer.fast_dev_run=1",
+                                           f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+    assert cli.trainer.state.finished and cli.trainer.global_step == 1
+    assert cli.model.hparams.vocab_size == cli.datamodule.vocab_size == 300  # linked
+
+
+def test_fit_cross_domain_on_user_jsonl(tmp_path: Path) -> None:
+    rows = [{"text": f"alpha beta gamma delta {i} " * 12, "domain": "greek"} for i in range(6)]
+    rows += [{"text": f"one two three four {i} " * 12, "domain": "numbers"} for i in range(6)]
+    data = tmp_path / "docs.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    cli = run_lightning_cli("dispersion", ["fit", "--config", "crossdomain",
+                                           f"--data.init_args.files=[{data}]",
+                                           "--data.init_args.tokenizer=bpe:300",
+                                           "--data.init_args.seq_len=16",
+                                           "--model.init_args.hidden=32",
+                                           "--trainer.fast_dev_run=2",
+                                           f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+    assert cli.datamodule.domain_names == ["greek", "numbers"]
+    assert cli.trainer.global_step == 2
+
+
+def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("llm-methods") and "Traceback" not in err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from llm_methods.zoo.models import tiny_lm
+
+    texts = ["The quick brown fox jumps over the lazy dog. " * 4, "Lists and tuples. " * 8]
+    lm = tiny_lm(texts * 3, vocab_size=280, n_layers=2, hidden=32, heads=2)
+    folder = tmp_path_factory.mktemp("tiny-model")
+    lm.model.save_pretrained(folder)
+    lm.tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_score_a_local_model(model_dir: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["score", "--model", str(model_dir), "--text", "The quick brown fox."]) == 0
+    out = capsys.readouterr().out
+    assert "log p(text) = -" in out and "2 layers, d=32" in out
+
+
+def test_measure_writes_tables(model_dir: Path, tmp_path: Path) -> None:
+    data = tmp_path / "in.jsonl"
+    data.write_text("\n".join(json.dumps({"text": "The quick brown fox jumps. " * 30})
+                              for _ in range(4)) + "\n")  # fmt: skip
+    out = tmp_path / "m"
+    assert main(["dispersion", "measure", "--model", str(model_dir), "--input", str(data),
+                 "--out", str(out), "--chunk-len", "16", "--bin-size", "3"]) == 0  # fmt: skip
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["chunks"] > 9 and -1 <= summary["pearson_r"] <= 1
+    lines = (out / "layers.csv").read_text().splitlines()
+    assert lines[0] == "hidden_state_index,mean_dispersion" and len(lines) == 1 + 3
+    assert (out / "dispersion_vs_ppl.png").stat().st_size > 0
+
+
+def test_bad_input_is_one_line(model_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n{"txt": "oops"}\n')
+    line = _one_line_error(capsys, ["dispersion", "measure", "--model", str(model_dir),
+                                    "--input", str(bad), "--out", str(tmp_path / "o")])  # fmt: skip
+    assert "bad.jsonl:2" in line and "'text'" in line
+    line = _one_line_error(capsys, ["score", "--model", "nope", "--text", "x"])
+    assert "unknown model spec 'nope'" in line
+    line = _one_line_error(capsys, ["score", "--model", str(model_dir), "--text", " "])
+    assert "empty" in line
+    line = _one_line_error(capsys, ["zoo", "build", "nope"])
+    assert "unknown zoo model 'nope'" in line
+    line = _one_line_error(capsys, ["frobnicate"])
+    assert "unknown command" in line
+    line = _one_line_error(capsys, ["dispersion", "fit", "--config", "tiny",
+                                    f"--data.init_args.files=[{tmp_path / 'none.txt'}]"])  # fmt: skip
+    assert "none.txt" in line
+
+
+def test_zoo_build_list_and_load(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.lm import load_lm
+    from llm_methods.zoo import registry
+
+    monkeypatch.setenv("ICLR26_CACHE", str(tmp_path))
+    spec = registry.ZooSpec("nano", "markov-domains", "test", vocab_size=300, n_layers=1,
+                            hidden=16, heads=2, seq_len=32, steps=3, batch_size=4)  # fmt: skip
+    monkeypatch.setitem(registry.ZOO, "nano", spec)
+    assert main(["zoo", "build", "nano"]) == 0
+    folder = registry.zoo_dir("nano")
+    info = json.loads((folder / "zoo.json").read_text())
+    assert info["recipe"]["steps"] == 3 and len(info["losses"]) == 3
+    assert folder.parent == tmp_path / "zoo" and folder.name.startswith("nano-")
+    main(["zoo", "list"])
+    assert "nano" in capsys.readouterr().out
+    lm = load_lm("zoo:nano", device="cpu")
+    assert lm.n_layers == 1 and lm.hidden_size == 16
+    assert registry.build("nano") == folder  # cached: no rebuild
+
+
+def test_corpora_lists_licences(capsys: pytest.CaptureFixture) -> None:
+    assert main(["corpora"]) == 0
+    out = capsys.readouterr().out
+    assert "pydoc" in out and "PSF-2.0" in out and "CC-BY-SA-4.0" in out
+
+
+def test_adl_diff_on_a_pair(model_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    ft_dir = Path(shutil.copytree(model_dir, tmp_path / "ft"))
+    model = AutoModelForCausalLM.from_pretrained(ft_dir)
+    with torch.no_grad():
+        model.model.layers[0].mlp.down_proj.weight.add_(0.1)
+    model.save_pretrained(ft_dir)
+    texts = tmp_path / "t.jsonl"
+    texts.write_text("\n".join(json.dumps({"text": f"The quick brown fox {i} jumps."})
+                               for i in range(6)))  # fmt: skip
+    domain = tmp_path / "d.txt"
+    domain.write_text("Lists and tuples. " * 10)
+    out = tmp_path / "adl"
+    assert main(["adl", "diff", "--base", str(model_dir), "--ft", str(ft_dir), "--texts",
+                 str(texts), "--domain-texts", str(domain), "--out", str(out), "--top-k",
+                 "5"]) == 0  # fmt: skip
+    result = json.loads((out / "adl.json").read_text())
+    assert result["layer"] == 0 and len(result["lens"]) == 5 and len(result["lens"][0]) == 5
+    assert len(result["relevance_delta"]) == 5 and set(result["patchscope"]) == {
+        "0.5", "1.0", "2.0", "4.0"}  # fmt: skip
+    assert "position 0:" in capsys.readouterr().out
+    line = _one_line_error(capsys, ["adl", "diff", "--base", str(model_dir), "--ft", "zoo:nope",
+                                    "--texts", str(texts), "--out", str(out)])  # fmt: skip
+    assert "unknown zoo model" in line
