@@ -179,3 +179,28 @@ def test_adl_diff_on_a_pair(model_dir: Path, tmp_path: Path, capsys) -> None:  #
     line = _one_line_error(capsys, ["adl", "diff", "--base", str(model_dir), "--ft", "zoo:nope",
                                     "--texts", str(texts), "--out", str(out)])  # fmt: skip
     assert "unknown zoo model" in line
+
+
+def test_method_cli_plugins_are_discovered(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A method folder with cli.py (ABOUT + main) becomes `llm-methods <method>` unedited."""
+    import sys
+
+    import llm_methods
+
+    package = tmp_path / "fakemethod"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "cli.py").write_text(
+        "ABOUT = 'a fake method for the test'\n"
+        "def main(argv):\n"
+        "    print('fake got', list(argv))\n"
+        "    return 0\n"
+    )
+    monkeypatch.setattr(llm_methods, "__path__", [*llm_methods.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "llm_methods.fakemethod", raising=False)
+    monkeypatch.delitem(sys.modules, "llm_methods.fakemethod.cli", raising=False)
+    assert main(["fakemethod", "x", "--y"]) == 0
+    assert "fake got ['x', '--y']" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "a fake method for the test" in capsys.readouterr().out

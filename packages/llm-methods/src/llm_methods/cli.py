@@ -251,6 +251,8 @@ def _top_level_parser() -> ArgumentParser:
     sub.add_parser("corpora", help="list offline text sources and licences")
     for name, about in METHODS.items():
         sub.add_parser(name, help=about)
+    for name, module in _method_clis().items():
+        sub.add_parser(name, help=module.ABOUT)
     return parser
 
 
@@ -315,9 +317,37 @@ def _dispatch(argv: list[str]) -> int | None:
         "dispersion": dispersion_main,
         "adl": adl_main,
     }
-    if command not in handlers:
+    if command in handlers:
+        return handlers[command](rest)
+    plugin = _method_clis().get(command)
+    if plugin is None:
         _top_level_parser().error(f"unknown command {command!r}")
-    return handlers[command](rest)
+    return plugin.main(rest)
+
+
+def _method_clis() -> dict[str, Any]:
+    """Method subpackages whose ``cli.py`` defines ``ABOUT`` (one line) and ``main(argv) -> int``.
+
+    A new method adds ``llm_methods/<method>/cli.py`` and appears as ``llm-methods <method>``
+    without editing this file; those modules must import only the standard library at top level.
+    """
+    import importlib
+    import importlib.util
+    import pkgutil
+
+    import llm_methods
+
+    found: dict[str, Any] = {}
+    for info in sorted(pkgutil.iter_modules(llm_methods.__path__), key=lambda i: i.name):
+        if not info.ispkg or info.name in METHODS:
+            continue
+        name = f"llm_methods.{info.name}.cli"
+        if importlib.util.find_spec(name) is None:
+            continue
+        module = importlib.import_module(name)
+        if hasattr(module, "ABOUT") and hasattr(module, "main"):
+            found[info.name] = module
+    return found
 
 
 if __name__ == "__main__":
