@@ -1,19 +1,307 @@
-"""The ``medimg-gfscreen`` command (being built: see the package README)."""
+"""The ``medimg-gfscreen`` command: LightningCLI training subcommands plus synth, datalist,
+screen, export and configs."""
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
 
 from medimg_gfscreen import __version__
+from medimg_gfscreen.cliutils import ArgumentParser, parse_shape
+
+__all__ = ["main", "run_lightning_cli", "shipped_configs"]
+
+PROG = "medimg-gfscreen"
+TRAINER_SUBCOMMANDS = ("fit", "validate", "test", "predict")
+DESCRIPTION = (
+    "GF-Screen (ICLR 2026): glance-and-focus RL for pan-cancer CT screening, on MONAI + "
+    "Lightning. Training subcommands are LightningCLI (`medimg-gfscreen fit --help`, "
+    "`--print_config`); shipped configs can be named without a path: `medimg-gfscreen fit "
+    "--config gfscreen --data.init_args.datalist DATALIST.json`. `screen` writes a lesion mask "
+    "for one CT with trained weights."
+)
 
 
-def main(args: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="medimg-gfscreen")
-    parser.add_argument("--version", action="version", version=f"medimg-gfscreen {__version__}")
-    parser.parse_args(list(sys.argv[1:] if args is None else args))
+def shipped_config_dir() -> Path:
+    return Path(str(files("medimg_gfscreen") / "configs"))
+
+
+def shipped_configs() -> dict[str, Path]:
+    return {path.stem: path for path in sorted(shipped_config_dir().glob("*.yaml"))}
+
+
+def _resolve_config_names(argv: list[str]) -> list[str]:
+    """Lets ``--config NAME`` name a shipped config when NAME is not an existing file."""
+    resolved = list(argv)
+    configs = shipped_configs()
+    for i, arg in enumerate(resolved):
+        if arg == "--config" and i + 1 < len(resolved):
+            value = resolved[i + 1]
+            if not Path(value).exists() and value in configs:
+                resolved[i + 1] = str(configs[value])
+        elif arg.startswith("--config="):
+            value = arg.split("=", 1)[1]
+            if not Path(value).exists() and value in configs:
+                resolved[i] = f"--config={configs[value]}"
+    return resolved
+
+
+def _top_level_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog=PROG, description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in TRAINER_SUBCOMMANDS:
+        sub.add_parser(name, help=f"LightningCLI `{name}` ({PROG} {name} --help)", add_help=False)
+    sub.add_parser("synth", help="write synthetic CT volumes + labels + a Decathlon datalist")
+    sub.add_parser("datalist", help="write a Decathlon datalist from an MSD / FLARE folder")
+    sub.add_parser("screen", help="glance-then-focus one CT volume and write its lesion mask")
+    sub.add_parser("export", help="Focus + Glance weights of a Lightning checkpoint as a .pt")
+    sub.add_parser("configs", help="list the YAML configs shipped with the package")
+    return parser
+
+
+def run_lightning_cli(argv: Sequence[str]) -> Any:
+    """Runs LightningCLI on ``argv`` (a trainer subcommand first); returns the CLI object.
+
+    ROI size, sub-volumes per volume and voxel spacing are linked from the data module into the
+    model. The resolved config is saved only into the run's logger directory, never over an
+    existing file and never into the current directory when there is no logger.
+    """
+    from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+    from lightning.pytorch.loggers.logger import DummyLogger
+
+    from medimg_gfscreen.data import GFScreenDataModule
+    from medimg_gfscreen.lit_module import GFScreenModule
+
+    class RunDirSaveConfig(SaveConfigCallback):
+        def setup(self, trainer, pl_module, stage) -> None:  # type: ignore[no-untyped-def]
+            if self.already_saved:
+                return
+            logger = trainer.logger
+            if logger is None or isinstance(logger, DummyLogger) or trainer.log_dir is None:
+                self.already_saved = True
+                return
+            path = Path(trainer.log_dir) / self.config_filename
+            if path.exists():
+                raise FileExistsError(f"{path} exists; not overwriting it")
+            super().setup(trainer, pl_module, stage)
+
+    class GFScreenCLI(LightningCLI):
+        def add_arguments_to_parser(self, parser) -> None:  # type: ignore[no-untyped-def]
+            for attr in ("roi_size", "num_samples", "spacing"):
+                parser.link_arguments(
+                    f"data.init_args.{attr}", f"model.init_args.{attr}", apply_on="instantiate"
+                )
+
+        def instantiate_trainer(self, **kwargs: Any) -> Any:
+            # check the datalist and every case before Lightning's start-up lines
+            if isinstance(self.datamodule, GFScreenDataModule):
+                subcommand = self.config.get("subcommand", "fit")
+                self.datamodule.setup({"fit": "fit"}.get(subcommand, subcommand))
+            return super().instantiate_trainer(**kwargs)
+
+    import warnings
+
+    # main() hands LightningCLI the resolved argv (shipped config names -> paths) on purpose
+    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
+    return GFScreenCLI(
+        GFScreenModule,
+        GFScreenDataModule,
+        subclass_mode_model=True,
+        subclass_mode_data=True,
+        seed_everything_default=0,
+        save_config_callback=RunDirSaveConfig,
+        save_config_kwargs={"overwrite": False},
+        args=_resolve_config_names(list(argv)),
+    )
+
+
+def synth_main(argv: Sequence[str]) -> int:
+    parser = ArgumentParser(
+        prog=f"{PROG} synth",
+        description="Write synthetic CT (int16 HU, 1x1x3 mm, 0-3 lesions, ~30%% healthy) as "
+        "imagesTr/<case>_0000.nii.gz + labelsTr/<case>.nii.gz + dataset.json + datalist.json.",
+    )
+    parser.add_argument("--out", type=Path, required=True, help="new (or empty) folder")
+    parser.add_argument("--n", type=int, default=12, help="number of cases")
+    parser.add_argument("--shape", type=parse_shape, default=(96, 96, 32), help="X,Y,Z voxels")
+    parser.add_argument("--val-fraction", type=float, default=0.25)
+    parser.add_argument("--seed", type=int, default=0)
+    ns = parser.parse_args(list(argv))
+    if ns.n < 1:
+        parser.error("--n must be >= 1")
+    if not 0 <= ns.val_fraction < 1:
+        parser.error("--val-fraction must be in [0, 1)")
+    from medimg_gfscreen.synth import generate_dataset
+
+    path = generate_dataset(ns.out, ns.n, ns.shape, ns.seed, ns.val_fraction)
+    print(f"wrote {ns.n} cases and {path}")
     return 0
+
+
+def datalist_main(argv: Sequence[str]) -> int:
+    parser = ArgumentParser(
+        prog=f"{PROG} datalist",
+        description="Pair images and masks of an MSD task folder (dataset.json + imagesTr/ + "
+        "labelsTr/) or a FLARE / nnU-Net folder (*_0000.nii.gz images, same-stem masks) and "
+        "write a Decathlon datalist JSON (training / validation).",
+    )
+    parser.add_argument("root", type=Path, help="data folder")
+    parser.add_argument("--out", type=Path, default=None, help="default ROOT/datalist.json")
+    parser.add_argument("--folds", type=int, default=1, help="k-fold split (e.g. 5)")
+    parser.add_argument("--fold", type=int, default=0, help="validation fold")
+    parser.add_argument("--val-fraction", type=float, default=0.2, help="hold-out if --folds 1")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--overwrite", action="store_true")
+    ns = parser.parse_args(list(argv))
+    from medimg_gfscreen.io import discover_cases, write_datalist
+
+    cases = discover_cases(ns.root)
+    out = ns.out or ns.root / "datalist.json"
+    path = write_datalist(cases, out, ns.folds, ns.fold, ns.val_fraction, ns.seed,
+                          overwrite=ns.overwrite)  # fmt: skip
+    print(f"wrote {path} ({len(cases)} cases)")
+    return 0
+
+
+def screen_main(argv: Sequence[str]) -> int:
+    from medimg_gfscreen.constants import HU_WINDOWS
+
+    parser = ArgumentParser(
+        prog=f"{PROG} screen",
+        description="Glance-then-Focus one CT (NIfTI): prints every tile's Glance score and the "
+        "selection rate, writes the lesion mask (uint8) with the input's affine and header.",
+    )
+    parser.add_argument("image", type=Path, help="CT volume, .nii.gz / .nii, HU")
+    parser.add_argument("--ckpt", type=Path, required=True, help="exported .pt or Lightning .ckpt")
+    parser.add_argument("--out", type=Path, required=True, help="mask to write (.nii.gz)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    parser.add_argument("--region", default="abdomen", choices=sorted(HU_WINDOWS))
+    parser.add_argument("--threshold", type=float, default=None, help="gate (default: ckpt's)")
+    parser.add_argument("--overlap", type=float, default=None, help="tile overlap (ckpt's)")
+    parser.add_argument("--quiet", action="store_true", help="no per-tile lines, no progress")
+    parser.add_argument("--overwrite", action="store_true")
+    ns = parser.parse_args(list(argv))
+    if ns.overlap is not None and not 0 <= ns.overlap < 1:
+        parser.error("--overlap must be in [0, 1)")
+    import torch
+
+    if ns.device.startswith("cuda") and not torch.cuda.is_available():
+        parser.error(f"--device {ns.device}: CUDA is not available")
+    from medimg_gfscreen.screen import screen_file
+
+    info = screen_file(ns.image, ns.ckpt, ns.out, ns.device, ns.region, ns.threshold,
+                       ns.overlap, progress=not ns.quiet, overwrite=ns.overwrite)  # fmt: skip
+    if not ns.quiet:
+        for (x, y, z), p, selected in info["tiles"]:
+            print(f"tile {x:4d},{y:4d},{z:4d}  p={p:.4f}  {'focus' if selected else '-'}")
+    print(
+        f"selected {info['n_selected']}/{info['n_tiles']} tiles "
+        f"(selection rate {100 * info['selection_rate']:.1f} %); "
+        f"{info['lesion_voxels']} lesion voxels; wrote {info['out']}"
+    )
+    return 0
+
+
+def export_main(argv: Sequence[str]) -> int:
+    parser = ArgumentParser(
+        prog=f"{PROG} export",
+        description="Save the Focus + Glance weights and architecture of a checkpoint as a .pt "
+        "that loads with torch.load(weights_only=True).",
+    )
+    parser.add_argument("--ckpt", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--overwrite", action="store_true")
+    ns = parser.parse_args(list(argv))
+    if ns.out.exists() and not ns.overwrite:
+        raise FileExistsError(f"{ns.out} exists; not overwriting it (use --overwrite)")
+    import torch
+
+    from medimg_gfscreen.screen import load_screen_module
+
+    module = load_screen_module(ns.ckpt)
+    torch.save(module.export_weights(), ns.out)
+    print(f"wrote {ns.out}")
+    return 0
+
+
+def configs_main(argv: Sequence[str]) -> int:
+    parser = ArgumentParser(prog=f"{PROG} configs", description="List shipped configs.")
+    parser.parse_args(list(argv))
+    for name, path in shipped_configs().items():
+        print(f"{name:16s} {path}")
+    return 0
+
+
+def _is_user_error(error: BaseException) -> bool:
+    """Bad input (one line, exit 2) rather than a bug: ``GFScreenFormatError``, path errors, and
+    ``ValueError`` raised by medimg_gfscreen's own validation."""
+    from medimg_gfscreen.io import GFScreenFormatError
+
+    path_errors = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError)
+    if isinstance(error, (GFScreenFormatError, *path_errors)):
+        return True
+    if not isinstance(error, ValueError):
+        return False
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    module = "" if tb is None else str(tb.tb_frame.f_globals.get("__name__", ""))
+    return module.split(".")[0] == "medimg_gfscreen"
+
+
+def _user_error_in_chain(error: BaseException) -> BaseException | None:
+    """MONAI wraps transform errors in RuntimeError; find our own error in the cause chain."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if _is_user_error(seen):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def main(args: Sequence[str] | None = None) -> int | None:
+    """Entry point; ``args`` defaults to ``sys.argv[1:]``. Input errors end with one line
+    ``medimg-gfscreen: error: ...`` on stderr and exit code 2 (``GFSCREEN_TRACEBACK=1`` shows
+    the traceback)."""
+    argv = list(sys.argv[1:] if args is None else args)
+    try:
+        return _dispatch(argv)
+    except Exception as error:
+        found = _user_error_in_chain(error)
+        if os.environ.get("GFSCREEN_TRACEBACK") or found is None:
+            raise
+        message = " ".join(str(found).split()) or type(found).__name__
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _dispatch(argv: list[str]) -> int | None:
+    if not argv or argv[0] in ("-h", "--help", "--version"):
+        parser = _top_level_parser()
+        if not argv:
+            parser.print_help()
+            raise SystemExit(2)
+        parser.parse_args(argv)
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command in TRAINER_SUBCOMMANDS:
+        run_lightning_cli(argv)
+        return 0
+    extra: dict[str, Callable[[Sequence[str]], int]] = {
+        "synth": synth_main,
+        "datalist": datalist_main,
+        "screen": screen_main,
+        "export": export_main,
+        "configs": configs_main,
+    }
+    if command not in extra:
+        _top_level_parser().error(f"unknown command {command!r}")
+    return extra[command](rest)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,262 @@
+"""``GFScreenModule``: joint Focus + Glance training with the GF-Screen RL objective.
+
+Per step (manual optimisation, two AdamW optimizers as upstream): on the ``N = batch_size x
+num_samples`` sub-volumes ``x [N, 1, X, Y, Z]`` with labels ``y``,
+
+    L = DiceCE(Focus(x), y) + 0.1 * balancedCE(Glance(x), has_lesion(y)) + L_RL,
+
+L_RL = PPO-clip + KL of the Glance policy against a frozen copy (refreshed every
+``update_epochs`` epochs), with group-relative advantages of the Focus reward (detection or
+Dice) computed per CT (``group_by: case``, the paper) or over the whole batch (``batch``,
+upstream). The segmentation optimizer follows a linear-warmup cosine schedule over all training
+steps (upstream: warm-up ``warmup_epochs x len(loader)`` steps, cosine to ``max_epochs x
+len(loader)``), stepped once per batch; upstream also steps it once more per epoch, which we do not. Validation / test run glance-then-focus inference on whole volumes; test also runs the
+Focus-everywhere sliding window for comparison.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import lightning as L
+import torch
+
+from medimg_gfscreen.constants import (
+    DEFAULT_OVERLAP,
+    GATE_THRESHOLD,
+    GLANCE_LOSS_WEIGHT,
+    LEARNING_RATE,
+    PAPER_FEATURE_SIZE,
+    PAPER_ROI,
+    SPACING_MM,
+    WEIGHT_DECAY,
+)
+from medimg_gfscreen.inference import glance_focus_inference, sliding_window_focus
+from medimg_gfscreen.metrics import case_metrics
+from medimg_gfscreen.model import (
+    Glance,
+    build_focus,
+    detection_reward,
+    dice_reward,
+    glance_ce_loss,
+    glance_labels,
+    group_advantages,
+    rl_loss,
+)
+
+__all__ = ["GFScreenModule", "gfscreen_losses"]
+
+REWARDS = {"detection": detection_reward, "dice": dice_reward}
+
+
+def gfscreen_losses(
+    focus: torch.nn.Module,
+    glance: torch.nn.Module,
+    old_glance: torch.nn.Module,
+    image: torch.Tensor,
+    label: torch.Tensor,
+    groups: torch.Tensor | None,
+    reward: str = "detection",
+    rl_weight: float = 1.0,
+    glance_weight: float = GLANCE_LOSS_WEIGHT,
+    train_focus: bool = True,
+    seg_loss_fn: Any = None,
+) -> dict[str, torch.Tensor]:
+    """The GF-Screen training objective on sub-volumes ``image / label [N, 1, X, Y, Z]``.
+
+    Returns ``total`` (to back-propagate) and its parts. ``rl_weight = 0`` is the CE-only Glance
+    ablation; ``train_focus = False`` keeps Focus fixed (its seg loss is not computed).
+    """
+    if reward not in REWARDS:
+        raise ValueError(f"unknown reward {reward!r}; known: {', '.join(REWARDS)}")
+    logits = glance(image)
+    if train_focus:
+        seg = focus(image)
+        seg_loss = seg_loss_fn(seg, label)
+    else:
+        with torch.no_grad():
+            seg = focus(image)
+        seg_loss = torch.zeros((), device=image.device)
+    target = glance_labels(label)
+    gl_loss = glance_ce_loss(logits, target)
+    with torch.no_grad():
+        old_glance.eval()
+        old_logits = old_glance(image)
+        rewards = REWARDS[reward](seg.detach(), label)
+        advantages = group_advantages(rewards, groups)
+    rl, parts = rl_loss(logits, old_logits, advantages)
+    total = seg_loss + glance_weight * gl_loss + rl_weight * rl
+    return {
+        "total": total,
+        "seg": seg_loss.detach(),
+        "glance_ce": gl_loss.detach(),
+        "rl": rl.detach(),
+        "kl": parts["kl"],
+        "reward": rewards.mean(),
+    }
+
+
+class GFScreenModule(L.LightningModule):
+    """Args (defaults = the paper's / upstream's):
+    focus_arch: ``swin_unetr`` (paper) or ``unet`` (CPU scale).
+    feature_size, swin_depths: SwinUNETR width (48) and depths.
+    unet_channels: UNet widths when ``focus_arch: unet``.
+    glance_backbone: ``resnet18`` or ``resnet10``; glance_widths: stage widths (64..512);
+        glance_conv1_stride: stem stride (upstream 1).
+    roi_size, num_samples: linked from the data module.
+    group_by: ``case`` (advantages within the sub-volumes of one CT, the paper) or ``batch``
+        (over all sub-volumes of the step, upstream code).
+    reward: ``detection`` (paper) or ``dice`` (ablation).
+    rl_weight: weight of the RL loss (0 = CE-only Glance ablation); glance_weight: 0.1.
+    train_focus: False keeps Focus fixed (train the Glance against a given Focus).
+    warmup_epochs: epochs of linear warm-up of the segmentation learning rate (upstream 1)
+        before the cosine decay to 0 at the last step.
+    update_epochs: refresh the frozen old policy every this many epochs.
+    overlap, threshold, sw_batch_size: inference tiling and the Glance gate (p > threshold).
+    nsd_tolerance_mm: surface-Dice tolerance.
+    """
+
+    def __init__(
+        self,
+        focus_arch: str = "swin_unetr",
+        feature_size: int = PAPER_FEATURE_SIZE,
+        swin_depths: Sequence[int] = (2, 2, 2, 2),
+        unet_channels: Sequence[int] = (16, 32, 64, 128),
+        glance_backbone: str = "resnet18",
+        glance_widths: Sequence[int] = (64, 128, 256, 512),
+        glance_conv1_stride: int = 1,
+        roi_size: Sequence[int] = PAPER_ROI,
+        num_samples: int = 4,
+        spacing: Sequence[float] = SPACING_MM,
+        group_by: str = "case",
+        reward: str = "detection",
+        rl_weight: float = 1.0,
+        glance_weight: float = GLANCE_LOSS_WEIGHT,
+        train_focus: bool = True,
+        lr: float = LEARNING_RATE,
+        weight_decay: float = WEIGHT_DECAY,
+        warmup_epochs: int = 1,
+        update_epochs: int = 1,
+        overlap: float = DEFAULT_OVERLAP,
+        threshold: float = GATE_THRESHOLD,
+        sw_batch_size: int = 4,
+        nsd_tolerance_mm: float = 2.0,
+    ) -> None:
+        super().__init__()
+        if group_by not in ("case", "batch"):
+            raise ValueError(f"group_by must be 'case' or 'batch', got {group_by!r}")
+        if reward not in REWARDS:
+            raise ValueError(f"reward must be one of {list(REWARDS)}, got {reward!r}")
+        self.save_hyperparameters()
+        self.automatic_optimization = False
+        self.focus = build_focus(focus_arch, feature_size, swin_depths, unet_channels)
+        self.glance = Glance(glance_backbone, glance_widths, conv1_stride=glance_conv1_stride)
+        self.old_glance = copy.deepcopy(self.glance).requires_grad_(False).eval()
+        from monai.losses import DiceCELoss
+
+        self.seg_loss = DiceCELoss(to_onehot_y=True, softmax=True)
+        self.roi_size = tuple(int(v) for v in roi_size)
+
+    # ----- training -----
+    def groups(self, n: int) -> torch.Tensor | None:
+        if self.hparams.group_by == "batch":
+            return None
+        return torch.arange(n, device=self.device) // max(int(self.hparams.num_samples), 1)
+
+    def on_train_epoch_start(self) -> None:
+        if self.current_epoch % max(int(self.hparams.update_epochs), 1) == 0:
+            self.old_glance.load_state_dict(self.glance.state_dict())
+        self.old_glance.eval()
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        image, label = batch["image"], batch["label"]
+        opt_seg, opt_glance = self.optimizers()
+        losses = gfscreen_losses(
+            self.focus, self.glance, self.old_glance, image, label, self.groups(image.shape[0]),
+            reward=self.hparams.reward, rl_weight=self.hparams.rl_weight,
+            glance_weight=self.hparams.glance_weight, train_focus=self.hparams.train_focus,
+            seg_loss_fn=self.seg_loss,
+        )  # fmt: skip
+        opt_seg.zero_grad()
+        opt_glance.zero_grad()
+        self.manual_backward(losses["total"])
+        if self.hparams.train_focus:
+            opt_seg.step()
+        opt_glance.step()
+        scheduler = self.lr_schedulers()
+        if scheduler is not None and self.hparams.train_focus:
+            scheduler.step()
+        self.log_dict(
+            {f"train/{k}": v for k, v in losses.items()},
+            prog_bar=False, batch_size=image.shape[0], on_step=True, on_epoch=True,
+        )  # fmt: skip
+        return losses["total"].detach()
+
+    def configure_optimizers(self):  # type: ignore[no-untyped-def]
+        from monai.optimizers import WarmupCosineSchedule
+
+        kw = {"lr": self.hparams.lr, "weight_decay": self.hparams.weight_decay}
+        opt_seg = torch.optim.AdamW(self.focus.parameters(), **kw)
+        opt_glance = torch.optim.AdamW(self.glance.parameters(), **kw)
+        total = max(int(self.trainer.estimated_stepping_batches), 1)
+        epochs = max(int(self.trainer.max_epochs or 1), 1)
+        warmup = int(self.hparams.warmup_epochs) * max(total // epochs, 1)
+        schedule = WarmupCosineSchedule(opt_seg, warmup_steps=min(warmup, total - 1), t_total=total)
+        return [opt_seg, opt_glance], [schedule]
+
+    # ----- evaluation -----
+    def screen(self, image: torch.Tensor, threshold: float | None = None, progress: bool = False):
+        """Glance-then-Focus on one preprocessed volume ``[1, 1, X, Y, Z]`` -> GateResult."""
+        return glance_focus_inference(
+            image, self.glance.eval(), self.focus.eval(), self.roi_size,
+            overlap=self.hparams.overlap,
+            threshold=self.hparams.threshold if threshold is None else threshold,
+            sw_batch_size=self.hparams.sw_batch_size, progress=progress,
+        )  # fmt: skip
+
+    def _evaluate(self, batch: dict[str, Any], prefix: str, compare: bool) -> None:
+        image, label = batch["image"], batch["label"]
+        name = str(batch.get("name", ["case"])[0])
+        result = self.screen(image)
+        spacing = self.hparams.spacing
+        tol = self.hparams.nsd_tolerance_mm
+        m = case_metrics(name, result.mask, label[0, 0], spacing, tol, result.selection_rate)
+        values = {
+            f"{prefix}/dsc": m.dsc,
+            f"{prefix}/selection_rate": m.selection_rate,
+            f"{prefix}/lesions": float(m.lesions),
+            f"{prefix}/detected": float(m.detected),
+        }
+        if compare:
+            probs = sliding_window_focus(
+                image, self.focus, self.roi_size, self.hparams.overlap, self.hparams.sw_batch_size
+            )
+            s = case_metrics(name, probs[0].argmax(0), label[0, 0], spacing, tol)
+            values.update({f"{prefix}/sw_dsc": s.dsc, f"{prefix}/sw_detected": float(s.detected)})
+        self.log_dict(values, batch_size=1, on_epoch=True, reduce_fx="mean")
+
+    def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
+        self._evaluate(batch, "val", compare=False)
+
+    def test_step(self, batch: dict[str, Any], batch_idx: int) -> None:
+        self._evaluate(batch, "test", compare=True)
+
+    def predict_step(self, batch: dict[str, Any], batch_idx: int) -> dict[str, Any]:
+        result = self.screen(batch["image"])
+        return {
+            "name": str(batch.get("name", [str(batch_idx)])[0]),
+            "mask": result.mask,
+            "selection_rate": result.selection_rate,
+            "tiles": result.tiles,
+        }
+
+    def export_weights(self) -> dict[str, Any]:
+        """Focus + Glance weights and the architecture, loadable with ``weights_only=True``."""
+        hp = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.hparams.items()}
+        return {
+            "focus": self.focus.state_dict(),
+            "glance": self.glance.state_dict(),
+            "hparams": dict(hp),
+        }

@@ -1,0 +1,167 @@
+"""Synthetic abdominal CT with small lesions, written in the real layout.
+
+Each case is an int16 HU volume on a RAS affine with spacing (1, 1, 3) mm: air (-1000 HU), a
+body ellipsoid (~40 HU), a bone ring (~700 HU) inside the body wall, an organ ellipsoid
+(~60 HU), 0-3 spherical lesions (radius 2-6 mm) at +-40-60 HU contrast to the organ with
+partial-volume blur, and Gaussian noise (sigma 10-25 HU). About 30 % of cases are healthy
+(label all 0). Labels are uint8 (1 = lesion). Files follow nnU-Net / MSD naming:
+``imagesTr/<case>_0000.nii.gz``, ``labelsTr/<case>.nii.gz``, plus an MSD ``dataset.json`` and a
+Decathlon ``datalist.json`` (``training`` / ``validation``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy import ndimage
+
+from medimg_gfscreen.constants import SPACING_MM
+from medimg_gfscreen.io import write_datalist
+
+__all__ = ["SynthCase", "generate_dataset", "synth_case"]
+
+AIR_HU = -1000.0
+BODY_HU = 40.0
+ORGAN_HU = 60.0
+BONE_HU = 700.0
+HEALTHY_FRACTION = 0.3
+LESION_RADIUS_MM = (2.0, 6.0)
+LESION_CONTRAST_HU = (40.0, 60.0)
+NOISE_SIGMA_HU = (10.0, 25.0)
+PARTIAL_VOLUME_SIGMA_MM = 0.8
+
+
+@dataclass
+class SynthCase:
+    image: np.ndarray  # int16 HU [X, Y, Z]
+    label: np.ndarray  # uint8 {0, 1} [X, Y, Z]
+    affine: np.ndarray  # 4x4 RAS
+    n_lesions: int
+
+
+def _grid(shape: tuple[int, int, int], spacing: tuple[float, float, float]) -> list[np.ndarray]:
+    """Physical coordinates (mm) relative to the volume centre, broadcastable [X,1,1] etc."""
+    return [
+        ((np.arange(n, dtype=np.float32) - (n - 1) / 2) * s).reshape(
+            [-1 if a == i else 1 for a in range(3)]
+        )
+        for i, (n, s) in enumerate(zip(shape, spacing, strict=True))
+    ]
+
+
+def synth_case(
+    rng: np.random.Generator,
+    shape: tuple[int, int, int] = (96, 96, 32),
+    spacing: tuple[float, float, float] = SPACING_MM,
+    n_lesions: int | None = None,
+) -> SynthCase:
+    """One synthetic CT; ``n_lesions`` None draws 0 with p=0.3, else 1-3."""
+    x, y, z = _grid(shape, spacing)
+    ext = [n * s / 2 for n, s in zip(shape, spacing, strict=True)]
+    # body: elliptic cylinder-ish ellipsoid filling most of the field of view
+    body_r = (ext[0] * rng.uniform(0.78, 0.9), ext[1] * rng.uniform(0.62, 0.75), ext[2] * 1.6)
+    body = (x / body_r[0]) ** 2 + (y / body_r[1]) ** 2 + (z / body_r[2]) ** 2
+    image = np.full(shape, AIR_HU, dtype=np.float32)
+    image[body <= 1.0] = BODY_HU
+    # bone ring: a thin shell inside the body wall
+    image[(body > 0.72) & (body <= 0.8)] = BONE_HU
+    # organ: an off-centre ellipsoid inside the ring
+    oc = (rng.uniform(-0.2, 0.2) * ext[0], rng.uniform(-0.15, 0.15) * ext[1], 0.0)
+    organ_r = (body_r[0] * rng.uniform(0.4, 0.5), body_r[1] * rng.uniform(0.4, 0.5), ext[2] * 1.2)
+    organ = (
+        ((x - oc[0]) / organ_r[0]) ** 2
+        + ((y - oc[1]) / organ_r[1]) ** 2
+        + ((z - oc[2]) / organ_r[2]) ** 2
+    )
+    image[organ <= 1.0] = ORGAN_HU
+    label = np.zeros(shape, dtype=np.uint8)
+    if n_lesions is None:
+        n_lesions = 0 if rng.random() < HEALTHY_FRACTION else int(rng.integers(1, 4))
+    indicator = np.zeros(shape, dtype=np.float32)
+    placed = 0
+    for _ in range(50 * max(n_lesions, 1)):
+        if placed >= n_lesions:
+            break
+        r = rng.uniform(*LESION_RADIUS_MM)
+        # centre inside the organ, at least r from its boundary (normalised radius <= 0.75)
+        u = rng.uniform(-1, 1, size=3)
+        if np.linalg.norm(u) > 0.75:
+            continue
+        c = [oc[i] + u[i] * organ_r[i] for i in range(3)]
+        c[2] = min(max(c[2], -ext[2] + 2 * spacing[2]), ext[2] - 2 * spacing[2])
+        # snap the z centre to a slice so that every lesion owns at least one labelled voxel
+        c[2] = float(np.round(c[2] / spacing[2] - 0.5 * ((shape[2] - 1) % 2)) * spacing[2]) + (
+            0.5 * spacing[2] * ((shape[2] - 1) % 2)
+        )
+        dist = np.sqrt((x - c[0]) ** 2 + (y - c[1]) ** 2 + (z - c[2]) ** 2)
+        sphere = dist <= r
+        if not sphere.any() or label[sphere].any():
+            continue  # off-grid or touching another lesion: draw again
+        sign = rng.choice([-1.0, 1.0])
+        contrast = sign * rng.uniform(*LESION_CONTRAST_HU)
+        indicator += contrast * sphere.astype(np.float32)
+        label[sphere] = 1
+        placed += 1
+    if indicator.any():
+        sigma = [PARTIAL_VOLUME_SIGMA_MM / s for s in spacing]
+        image += ndimage.gaussian_filter(indicator, sigma=sigma)
+    image += rng.normal(0.0, rng.uniform(*NOISE_SIGMA_HU), size=shape).astype(np.float32)
+    image = np.clip(np.round(image), -1024, 3071).astype(np.int16)
+    affine = np.diag([*spacing, 1.0]).astype(np.float64)
+    affine[:3, 3] = [-(n - 1) / 2 * s for n, s in zip(shape, spacing, strict=True)]
+    return SynthCase(image=image, label=label, affine=affine, n_lesions=placed)
+
+
+def generate_dataset(
+    out: Path,
+    n_cases: int = 12,
+    shape: tuple[int, int, int] = (96, 96, 32),
+    seed: int = 0,
+    val_fraction: float = 0.25,
+    prefix: str = "synth",
+) -> Path:
+    """Writes ``n_cases`` synthetic cases under ``out`` (new or empty folder); returns the path
+    of ``out/datalist.json``."""
+    import nibabel as nib
+
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} exists and is not empty; not writing into it")
+    if n_cases < 1:
+        raise ValueError(f"n_cases must be >= 1, got {n_cases}")
+    (out / "imagesTr").mkdir(parents=True, exist_ok=True)
+    (out / "labelsTr").mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    cases = []
+    for i in range(n_cases):
+        case = synth_case(rng, shape)
+        name = f"{prefix}_{i:03d}"
+        image_path = out / "imagesTr" / f"{name}_0000.nii.gz"
+        label_path = out / "labelsTr" / f"{name}.nii.gz"
+        img = nib.Nifti1Image(case.image, case.affine)
+        img.header.set_xyzt_units("mm")
+        nib.save(img, str(image_path))
+        lab = nib.Nifti1Image(case.label, case.affine)
+        lab.header.set_xyzt_units("mm")
+        nib.save(lab, str(label_path))
+        cases.append(
+            {"image": str(image_path), "label": str(label_path), "name": name, "n": case.n_lesions}
+        )
+    meta = {
+        "name": "GFScreenSynthetic",
+        "description": "synthetic CT with small lesions (medimg-gfscreen synth)",
+        "tensorImageSize": "3D",
+        "modality": {"0": "CT"},
+        "labels": {"0": "background", "1": "lesion"},
+        "numTraining": n_cases,
+        "training": [
+            {"image": f"./imagesTr/{c['name']}.nii.gz", "label": f"./labelsTr/{c['name']}.nii.gz"}
+            for c in cases
+        ],
+        "lesions_per_case": {c["name"]: c["n"] for c in cases},
+    }
+    (out / "dataset.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return write_datalist(cases, out / "datalist.json", val_fraction=val_fraction, seed=seed)

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+
+warnings.filterwarnings("ignore", message=".*Num foregrounds 0.*")
+
+
+@pytest.fixture(scope="session")
+def synth_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Six small synthetic cases (64x64x32) with a datalist; at least one healthy."""
+    from medimg_gfscreen.synth import generate_dataset
+
+    root = tmp_path_factory.mktemp("synth") / "data"
+    generate_dataset(root, n_cases=6, shape=(64, 64, 32), seed=3, val_fraction=0.34)
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Exported weights of an untrained tiny module (the tiny config's architecture)."""
+    import torch
+
+    from medimg_gfscreen.lit_module import GFScreenModule
+
+    torch.manual_seed(0)
+    module = GFScreenModule(**TINY_MODEL)
+    path = tmp_path_factory.mktemp("weights") / "tiny.pt"
+    torch.save(module.export_weights(), path)
+    return path
+
+
+TINY_MODEL = {
+    "focus_arch": "unet",
+    "unet_channels": (8, 16, 32, 64),
+    "glance_widths": (8, 16, 32, 64),
+    "glance_conv1_stride": 2,
+    "roi_size": (32, 32, 16),
+    "num_samples": 2,
+    "overlap": 0.5,
+    "threshold": 0.0,
+}
