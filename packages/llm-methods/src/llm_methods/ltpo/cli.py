@@ -1,0 +1,141 @@
+"""``llm-methods ltpo``: test-time latent thought optimisation on your math problems.
+
+``solve`` runs LTPO (or a baseline) on a GSM8K / MATH-500 / AIME / ASDiv file and writes
+``predictions.jsonl`` + ``summary.json``; ``synth`` writes offline graded word problems in GSM8K
+jsonl; ``configs`` lists the shipped LTPO configs. No training, so no LightningCLI here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+ABOUT = "LTPO test-time latent thought optimisation (arXiv 2510.04182)"
+CONFIG_DIR = Path(__file__).parent / "configs"
+METHOD_CHOICES = ("ltpo", "cot", "cot_unk", "latentseek")
+FIELDS = ("n_thoughts", "sigma", "sigma_decay", "lr", "steps", "top_k", "optimizer")
+
+
+def load_config(name_or_path: str) -> dict:
+    """A shipped config name (``run_ltpo``, ``argparse_defaults``, ``adam``) or a yaml path."""
+    import yaml
+
+    path = Path(name_or_path)
+    if not path.is_file():
+        path = CONFIG_DIR / f"{name_or_path.removesuffix('.yaml')}.yaml"
+    if not path.is_file():
+        names = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+        raise ValueError(f"unknown config {name_or_path!r}; shipped: {names}")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of LTPO settings")
+    unknown = set(data) - {*FIELDS, "best_post_update"}
+    if unknown:
+        raise ValueError(f"{path}: unknown field(s) {sorted(unknown)}")
+    return data
+
+
+def _parser() -> argparse.ArgumentParser:
+    from llm_methods.cliutils import ArgumentParser
+
+    parser = ArgumentParser(prog="llm-methods ltpo", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    solve = sub.add_parser("solve", help="solve problems from a jsonl file")
+    solve.add_argument("--model", default="smollm2", help="model spec (default: smollm2)")
+    solve.add_argument("--device", default=None)
+    solve.add_argument("--data", type=Path, required=True, help="jsonl (or ASDiv .xml) file")
+    solve.add_argument("--format", default="gsm8k", help="gsm8k | math500 | aime | asdiv")
+    solve.add_argument("--config", default="run_ltpo", help="shipped config name or yaml path")
+    solve.add_argument("--method", default="ltpo", choices=METHOD_CHOICES)
+    for name in FIELDS:
+        kind = str if name == "optimizer" else (int if name in ("n_thoughts", "steps", "top_k")
+                                                 else float)  # fmt: skip
+        solve.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
+                           help="override the config's value")  # fmt: skip
+    solve.add_argument("--best-post-update", action="store_true",
+                       help="upstream quirk: keep the post-update H as the best")  # fmt: skip
+    solve.add_argument("--limit", type=int, default=None, help="first N problems only")
+    solve.add_argument("--max-new-tokens", type=int, default=256)
+    solve.add_argument("--batch-size", type=int, default=16)
+    solve.add_argument("--out", type=Path, required=True, help="output folder")
+    synth = sub.add_parser("synth", help="write offline graded word problems (GSM8K jsonl)")
+    synth.add_argument("--out", type=Path, required=True, help="output .jsonl file")
+    synth.add_argument("--n", type=int, default=200)
+    synth.add_argument("--seed", type=int, default=0)
+    sub.add_parser("configs", help="list the shipped LTPO configs")
+    return parser
+
+
+def _solve(ns: argparse.Namespace) -> int:
+    import torch
+
+    from llm_methods.cli import _quiet
+    from llm_methods.lm import load_lm
+    from llm_methods.ltpo.data import is_correct, read_problems
+    from llm_methods.ltpo.model import (
+        LTPOConfig,
+        decode_with_thoughts,
+        latentseek,
+        ltpo_optimize_batch,
+        prompt_ids,
+        thought_token_id,
+    )
+
+    values = load_config(ns.config)
+    values.update({k: getattr(ns, k) for k in FIELDS if getattr(ns, k) is not None})
+    if ns.best_post_update:
+        values["best_post_update"] = True
+    cfg = LTPOConfig(**values)
+    cfg.validate()
+    problems = read_problems(ns.data, ns.format, ns.limit)
+    _quiet()
+    lm = load_lm(ns.model, ns.device)
+    reserve = cfg.n_thoughts + ns.max_new_tokens
+    prefixes = [prompt_ids(lm, p.question, reserve=reserve) for p in problems]
+    dec = {"max_new_tokens": ns.max_new_tokens, "batch_size": ns.batch_size}
+    if ns.method == "cot":
+        texts = decode_with_thoughts(lm, prefixes, [None] * len(prefixes), **dec)
+    elif ns.method == "latentseek":
+        texts, _ = latentseek(lm, [p.question for p in problems], prefixes, cfg.n_thoughts, **dec)
+    else:
+        embed = lm.model.get_input_embeddings()
+        pid = torch.full((cfg.n_thoughts,), thought_token_id(lm.tokenizer), device=lm.device)
+        if ns.method == "cot_unk":
+            thoughts = [embed(pid).detach()] * len(prefixes)
+        else:
+            thoughts = []
+            for b in range(0, len(prefixes), ns.batch_size):
+                chunk = prefixes[b : b + ns.batch_size]
+                hs, _ = ltpo_optimize_batch(lm, chunk, cfg, list(range(b, b + len(chunk))))
+                thoughts += hs
+        texts = decode_with_thoughts(lm, prefixes, thoughts, **dec)
+    from llm_methods.ltpo.data import extract_answer
+
+    ns.out.mkdir(parents=True, exist_ok=True)
+    rows = [{"question": p.question, "gold": p.answer, "prediction": extract_answer(t),
+             "correct": is_correct(t, p.answer), "output": t}
+            for p, t in zip(problems, texts, strict=True)]  # fmt: skip
+    (ns.out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    acc = sum(r["correct"] for r in rows) / len(rows)
+    summary = {"method": ns.method, "model": lm.name, "n": len(rows), "accuracy": acc,
+               "config": values}  # fmt: skip
+    (ns.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(f"{ns.method}: accuracy {acc:.3f} on {len(rows)} problems -> {ns.out}")
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    ns = _parser().parse_args(list(argv))
+    if ns.command == "configs":
+        for path in sorted(CONFIG_DIR.glob("*.yaml")):
+            print(f"{path.stem}: {path.read_text().splitlines()[0].lstrip('# ')}")
+        return 0
+    if ns.command == "synth":
+        from llm_methods.ltpo.data import synth_problems, write_gsm8k
+
+        path = write_gsm8k(synth_problems(ns.n, ns.seed), ns.out)
+        print(f"wrote {ns.n} problems to {path}")
+        return 0
+    return _solve(ns)

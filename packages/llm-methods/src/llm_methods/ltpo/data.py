@@ -1,0 +1,227 @@
+"""Math word-problem readers, answer extraction and an offline graded arithmetic generator.
+
+Readers (one ``Problem`` per jsonl line; errors name ``file:line: field``):
+
+- GSM8K jsonl: ``question``, ``answer`` (worked solution ending ``#### N``);
+- MATH-500 jsonl: ``problem``, ``answer`` (LaTeX allowed);
+- AIME jsonl: ``problem`` or ``question`` (also ``Problem``), ``answer`` (integer);
+- ASDiv: jsonl with ``body`` + ``question`` and ``answer`` (e.g. ``"9 (apples)"``), or the
+  official ``ASDiv.xml`` (``<Problem><Body/><Question/><Answer/></Problem>``).
+
+The generator writes GSM8K-format jsonl (plus a ``difficulty`` field, 1-4 arithmetic steps).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+__all__ = [
+    "FORMATS",
+    "Problem",
+    "extract_answer",
+    "is_correct",
+    "normalize_answer",
+    "read_problems",
+    "synth_problems",
+    "write_gsm8k",
+]
+
+FORMATS = ("gsm8k", "math500", "aime", "asdiv")
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
+
+
+@dataclass(frozen=True)
+class Problem:
+    question: str
+    answer: str  # normalised final answer
+    difficulty: int = 0  # arithmetic steps (generator) or 0 when unknown
+
+
+def _fail(path: Path, line: int, msg: str) -> ValueError:
+    return ValueError(f"{path}:{line}: {msg}")
+
+
+def normalize_answer(text: str) -> str:
+    """Canonical form of a final answer: LaTeX wrappers, ``$``, units, commas, trailing ``.0``
+    removed; numbers (ints, decimals, ``a/b``, ``\\frac{a}{b}``) as reduced fractions or ints."""
+    s = str(text).strip()
+    boxed = re.search(r"\\boxed\{(.*)\}", s)
+    if boxed:
+        s = boxed.group(1)
+    s = re.sub(r"\\[dt]?frac\{([^{}]+)\}\{([^{}]+)\}", r"\1/\2", s)
+    s = s.replace("$", "").replace("\\!", "").replace("\\,", "").replace("\\left", "")
+    s = s.replace("\\right", "").replace("^\\circ", "").replace("^{\\circ}", "")
+    s = re.sub(r"\\text\{[^{}]*\}", "", s).strip().rstrip(".").strip()
+    s = re.sub(r"\s*\([^()]*\)$", "", s)  # ASDiv "9 (apples)"
+    compact = s.replace(",", "").replace(" ", "")
+    if re.fullmatch(r"-?\d+(?:\.\d+)?(?:/-?\d+)?", compact):
+        try:
+            value = Fraction(compact)
+        except (ValueError, ZeroDivisionError):
+            return compact
+        return (
+            str(value.numerator)
+            if value.denominator == 1
+            else f"{value.numerator}/{value.denominator}"
+        )
+    return re.sub(r"\s+", "", s)
+
+
+def extract_answer(text: str) -> str:
+    """The model's final answer: ``#### N``, ``\\boxed{...}``, ``answer is/Answer: X``, else
+    the last number in the text; ``""`` when there is none."""
+    for pattern in (r"####\s*([^\n]+)", r"\\boxed\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}",
+                    r"[Aa]nswer(?: is)?\s*[:=]?\s*\$?(-?[\d,]*\.?\d+(?:/\d+)?)"):  # fmt: skip
+        found = re.findall(pattern, text)
+        if found:
+            return normalize_answer(found[-1])
+    numbers = _NUMBER.findall(text)
+    return normalize_answer(numbers[-1]) if numbers else ""
+
+
+def is_correct(prediction_text: str, gold: str) -> bool:
+    pred = extract_answer(prediction_text)
+    return bool(pred) and pred == normalize_answer(gold)
+
+
+def _field(obj: dict, names: tuple[str, ...], path: Path, line: int) -> str:
+    for name in names:
+        if name in obj and obj[name] is not None:
+            value = str(obj[name]).strip()
+            if not value:
+                raise _fail(path, line, f"field {name!r} is empty")
+            return value
+    raise _fail(path, line, f"missing field {names[0]!r}")
+
+
+def _from_record(obj: dict, fmt: str, path: Path, line: int) -> Problem:
+    if fmt == "gsm8k":
+        q = _field(obj, ("question",), path, line)
+        raw = _field(obj, ("answer",), path, line)
+        if "####" not in raw:
+            raise _fail(path, line, "field 'answer' has no '#### N' final answer")
+        ans = normalize_answer(raw.rsplit("####", 1)[1])
+    elif fmt == "math500":
+        q = _field(obj, ("problem",), path, line)
+        ans = normalize_answer(_field(obj, ("answer",), path, line))
+    elif fmt == "aime":
+        q = _field(obj, ("problem", "question", "Problem"), path, line)
+        ans = normalize_answer(_field(obj, ("answer", "Answer"), path, line))
+    elif fmt == "asdiv":
+        body = str(obj.get("body", obj.get("Body", ""))).strip()
+        q = (body + " " + _field(obj, ("question", "Question"), path, line)).strip()
+        ans = normalize_answer(_field(obj, ("answer", "Answer"), path, line))
+    else:
+        raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
+    if not ans:
+        raise _fail(path, line, "field 'answer' has no usable value")
+    difficulty = obj.get("difficulty", 0)
+    return Problem(q, ans, int(difficulty) if isinstance(difficulty, int) else 0)
+
+
+def _read_asdiv_xml(path: Path) -> list[Problem]:
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as err:
+        raise ValueError(f"{path}: not valid ASDiv XML ({err})") from None
+    out = []
+    for i, node in enumerate(root.iter("Problem"), 1):
+        rec = {child.tag: (child.text or "") for child in node}
+        out.append(_from_record(rec, "asdiv", path, i))
+    if not out:
+        raise ValueError(f"{path}: no <Problem> elements")
+    return out
+
+
+def read_problems(path: str | Path, fmt: str = "gsm8k", limit: int | None = None) -> list[Problem]:
+    """All problems of a jsonl file (or ASDiv ``.xml``) in ``fmt`` (see :data:`FORMATS`)."""
+    path = Path(path)
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    if path.suffix == ".xml":
+        return _read_asdiv_xml(path)[:limit]
+    out: list[Problem] = []
+    with path.open(encoding="utf-8") as fh:
+        for i, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as err:
+                raise _fail(path, i, f"not valid JSON ({err.msg})") from None
+            if not isinstance(obj, dict):
+                raise _fail(path, i, "expected a JSON object")
+            out.append(_from_record(obj, fmt, path, i))
+            if limit is not None and len(out) >= limit:
+                break
+    if not out:
+        raise ValueError(f"{path}: no problems")
+    return out
+
+
+_NAMES = ("Ava", "Ben", "Cara", "Dan", "Eli", "Fay", "Gus", "Hana", "Ivan", "Jo", "Kim", "Leo")
+_ITEMS = ("apples", "marbles", "stickers", "pencils", "cookies", "books", "coins", "shells")
+
+
+def _problem(rng: random.Random, steps: int) -> tuple[str, int, list[str]]:
+    """A story of ``steps`` operations (+, -, x) on one count; exact integer answer."""
+    name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
+    value = rng.randint(2, 12)
+    text = [f"{name} has {value} {item}."]
+    work = []
+    for _ in range(steps):
+        op = rng.choice(("add", "sub", "mul") if value <= 20 else ("add", "sub"))
+        if op == "add":
+            n = rng.randint(2, 15)
+            text.append(rng.choice((f"A friend gives {name} {n} more {item}.",
+                                    f"{name} buys {n} more {item}.")))  # fmt: skip
+            work.append(f"{value} + {n} = {value + n}")
+            value += n
+        elif op == "sub" and value > 2:
+            n = rng.randint(1, value - 1)
+            text.append(rng.choice((f"{name} gives away {n} {item}.",
+                                    f"{name} loses {n} {item}.")))  # fmt: skip
+            work.append(f"{value} - {n} = {value - n}")
+            value -= n
+        else:
+            n = rng.randint(2, 3)
+            text.append(f"Then the number of {item} {name} has becomes {n} times as many.")
+            work.append(f"{value} * {n} = {value * n}")
+            value *= n
+    text.append(f"How many {item} does {name} have now?")
+    return " ".join(text), value, work
+
+
+def synth_problems(
+    n: int, seed: int = 0, difficulties: tuple[int, ...] = (1, 2, 3, 4)
+) -> list[dict]:
+    """``n`` GSM8K-format records (``question``, ``answer`` with ``#### N``, ``difficulty``),
+    difficulties cycled evenly; each is a 1-4 step arithmetic story with an exact answer."""
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    if not difficulties or any(not 1 <= d <= 4 for d in difficulties):
+        raise ValueError("difficulties must be in 1..4")
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        steps = difficulties[i % len(difficulties)]
+        question, value, work = _problem(rng, steps)
+        out.append({"question": question, "answer": "\n".join(work) + f"\n#### {value}",
+                    "difficulty": steps})  # fmt: skip
+    return out
+
+
+def write_gsm8k(records: list[dict], path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path

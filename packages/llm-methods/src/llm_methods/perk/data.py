@@ -1,0 +1,135 @@
+"""BabiLong-format reader and an offline BabiLong-style generator (bAbI qa1-qa3 in filler).
+
+Format (jsonl, one record a line): ``{"context": [segment, ...], "question": str,
+"answer": str, "support": [str, ...] (optional)}``. The generator hides bAbI-like facts (agents,
+locations, objects, moves) among filler sentences: ``n_segments`` controls the context length
+and ``position`` in [0, 1] where the supporting facts sit.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["TASKS", "BabiRecord", "read_babilong", "synth_babilong", "write_babilong"]
+
+TASKS = ("qa1", "qa2", "qa3")
+AGENTS = ("Mary", "John", "Sandra", "Daniel")
+LOCATIONS = ("kitchen", "garden", "office", "bathroom", "hallway", "bedroom")
+OBJECTS = ("apple", "football", "milk")
+FILLER = (
+    "The weather was mild and the streets were quiet.",
+    "A train passed in the distance without stopping.",
+    "Someone had left a newspaper on the bench.",
+    "The clock in the square struck the hour.",
+    "Birds gathered on the roof of the old mill.",
+    "A shopkeeper swept the pavement in front of his door.",
+    "The river ran slowly under the stone bridge.",
+    "Children were playing a game near the fountain.",
+)
+
+
+@dataclass
+class BabiRecord:
+    context: list[str]
+    question: str
+    answer: str
+    support: list[str] = field(default_factory=list)
+    task: str = ""
+
+
+def read_babilong(path: str | Path, limit: int | None = None) -> list[BabiRecord]:
+    """Records of a BabiLong-format jsonl; errors name ``file:line: field``."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    out: list[BabiRecord] = []
+    with path.open(encoding="utf-8") as fh:
+        for i, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{i}: not valid JSON ({err.msg})") from None
+            if not isinstance(obj, dict):
+                raise ValueError(f"{path}:{i}: expected a JSON object")
+            for name in ("context", "question", "answer"):
+                if name not in obj:
+                    raise ValueError(f"{path}:{i}: missing field {name!r}")
+            ctx = obj["context"]
+            if isinstance(ctx, str):
+                ctx = [ctx]
+            if not isinstance(ctx, list) or not ctx or not all(isinstance(s, str) for s in ctx):
+                raise ValueError(f"{path}:{i}: field 'context' must be a non-empty list of strings")
+            q, a = str(obj["question"]).strip(), str(obj["answer"]).strip()
+            if not q:
+                raise ValueError(f"{path}:{i}: field 'question' is empty")
+            if not a:
+                raise ValueError(f"{path}:{i}: field 'answer' is empty")
+            support = obj.get("support") or []
+            if isinstance(support, str):
+                support = [support]
+            out.append(BabiRecord(ctx, q, a, [str(s) for s in support], str(obj.get("task", ""))))
+            if limit is not None and len(out) >= limit:
+                break
+    if not out:
+        raise ValueError(f"{path}: no records")
+    return out
+
+
+def _facts(rng: random.Random, task: str) -> tuple[list[str], str, str, list[str]]:
+    """(story facts, question, answer, supporting facts) for one bAbI-like episode."""
+    agents = rng.sample(AGENTS, 2)
+    if task == "qa1":  # single supporting fact: the agent's last move
+        a, b = agents
+        l1, l2, l3 = rng.sample(LOCATIONS, 3)
+        facts = [f"{a} went to the {l1}.", f"{b} moved to the {l2}.", f"{a} journeyed to the {l3}."]
+        return facts, f"Where is {a}?", l3, [facts[2]]
+    if task == "qa2":  # two supporting facts: object carried by an agent
+        a, b = agents
+        obj = rng.choice(OBJECTS)
+        l1, l2, l3 = rng.sample(LOCATIONS, 3)
+        facts = [f"{a} went to the {l1}.", f"{a} picked up the {obj}.",
+                 f"{b} went to the {l2}.", f"{a} travelled to the {l3}."]  # fmt: skip
+        return facts, f"Where is the {obj}?", l3, [facts[1], facts[3]]
+    if task == "qa3":  # three supporting facts: where was the object before
+        a = agents[0]
+        obj = rng.choice(OBJECTS)
+        l1, l2, l3 = rng.sample(LOCATIONS, 3)
+        facts = [f"{a} went to the {l1}.", f"{a} grabbed the {obj}.",
+                 f"{a} went to the {l2}.", f"{a} moved to the {l3}."]  # fmt: skip
+        return facts, f"Where was the {obj} before the {l3}?", l2, [facts[1], facts[2], facts[3]]
+    raise ValueError(f"unknown task {task!r}; expected one of {TASKS}")
+
+
+def synth_babilong(n: int, n_segments: int = 8, position: float | None = None,
+                   tasks: tuple[str, ...] = TASKS, seed: int = 0) -> list[BabiRecord]:  # fmt: skip
+    """``n`` records: each story's facts in order, interleaved into ``n_segments`` filler
+    segments (one sentence each) starting at relative ``position`` (None = random)."""
+    if n < 1 or n_segments < 1:
+        raise ValueError("n and n_segments must be >= 1")
+    if position is not None and not 0.0 <= position <= 1.0:
+        raise ValueError(f"position must be in [0, 1], got {position}")
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        task = tasks[i % len(tasks)]
+        facts, q, a, support = _facts(rng, task)
+        filler = [rng.choice(FILLER) for _ in range(n_segments)]
+        pos = rng.random() if position is None else position
+        start = round(pos * n_segments)
+        segments = filler[:start] + facts + filler[start:]
+        out.append(BabiRecord(segments, q, a, support, task))
+    return out
+
+
+def write_babilong(records: list[BabiRecord], path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [{"context": r.context, "question": r.question, "answer": r.answer,
+             "support": r.support, "task": r.task} for r in records]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path

@@ -1,0 +1,160 @@
+"""SeekBench trace format (upstream ``data/seekbench_data.jsonl``): reader, validator, writer.
+
+One JSON object per line with ``question``, ``ground_truth`` (list), ``reward``, ``is_correct``,
+``trace`` (list of steps), ``final_answer``, ``queries``, ``model``, ``dataset``, ``id``. A step
+has ``type`` (``reasoning`` | ``search`` | ``search_result`` | an answer type), ``content`` |
+``query`` | ``documents[{title, content}]``, ``step_index``, ``trace_dependency.dependent_on``
+and (optionally, when labelled) ``annotation{type, attributes}``. Every violation raises
+:class:`TraceError` naming the file, line, trace id and step index.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ANCHOR_TYPES",
+    "ANSWER_STEP_TYPES",
+    "ATTRIBUTE_VALUES",
+    "QUERY_TYPES",
+    "REASONING_TYPES",
+    "TraceError",
+    "read_traces",
+    "validate_trace",
+    "write_traces",
+]
+
+REASONING_TYPES = ("StateAssessment", "PlanFormation", "InformationSynthesis")
+QUERY_TYPES = ("InitialQuery", "RefinedQuery", "FollowUpQuery", "RepeatQuery")
+ANCHOR_TYPES = ("EVIDENCE", "QUESTION", "TRACE", "NONE")
+ATTRIBUTE_VALUES: dict[str, tuple[str, ...]] = {
+    "information_quality": ("Sufficient", "Insufficient"),
+    "information_clarity": ("Clear", "Unclear"),
+    "groundness": ("Grounded", "Not Grounded"),
+    "anchor_type": ANCHOR_TYPES,
+}
+ANSWER_STEP_TYPES = ("CorrectAnswer", "IncorrectAnswer", "answer")
+STEP_TYPES = ("reasoning", "search", "search_result", *ANSWER_STEP_TYPES)
+# annotation ``type`` allowed for each step type
+ANNOTATION_TYPES: dict[str, tuple[str, ...]] = {
+    "reasoning": REASONING_TYPES,
+    "search": QUERY_TYPES,
+    "search_result": ("search_result",),
+}
+TOP_LEVEL: dict[str, tuple[type, ...]] = {
+    "question": (str,), "ground_truth": (list,), "reward": (int, float), "is_correct": (bool,),
+    "trace": (list,), "final_answer": (str, type(None)), "queries": (list,), "model": (str,),
+    "dataset": (str,), "id": (int, str),
+}  # fmt: skip
+
+
+class TraceError(ValueError):
+    """Bad trace input; the message names the file, line, trace id and step index."""
+
+
+def _fail(where: str, message: str) -> None:
+    raise TraceError(f"{where}: {message}")
+
+
+def _check_step(step: Any, where: str, position: int, previous: int) -> int:
+    if not isinstance(step, dict):
+        _fail(where, "step is not a JSON object")
+    index = step.get("step_index")
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        _fail(where, f"step {position}: 'step_index' must be an integer >= 0, got {index!r}")
+    where = f"{where} step_index {index}"
+    if index <= previous:
+        _fail(where, f"'step_index' must increase along the trace (previous {previous})")
+    kind = step.get("type")
+    if kind not in STEP_TYPES:
+        _fail(where, f"unknown step 'type' {kind!r} (expected one of {', '.join(STEP_TYPES)})")
+    field = {"search": "query", "search_result": "documents"}.get(kind, "content")
+    value = step.get(field)
+    if kind == "search_result":
+        if not isinstance(value, list):
+            _fail(where, "'documents' must be a list of {title, content}")
+        for j, doc in enumerate(value):
+            if not (isinstance(doc, dict) and isinstance(doc.get("title"), str)
+                    and isinstance(doc.get("content"), str)):  # fmt: skip
+                _fail(where, f"documents[{j}] must have string 'title' and 'content'")
+    elif not isinstance(value, str):
+        _fail(where, f"'{field}' must be a string for a {kind} step")
+    dependency = step.get("trace_dependency")
+    if not isinstance(dependency, dict) or "dependent_on" not in dependency:
+        _fail(where, "'trace_dependency.dependent_on' is missing")
+    on = dependency["dependent_on"]
+    targets = on if isinstance(on, list) else [] if on is None else [on]
+    if not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < index for t in targets):
+        _fail(where, f"'trace_dependency.dependent_on' must name earlier steps, got {on!r}")
+    annotation = step.get("annotation")
+    if annotation is None:
+        return index
+    if not isinstance(annotation, dict):
+        _fail(where, "'annotation' must be an object {type, attributes}")
+    allowed = ANNOTATION_TYPES.get(kind)
+    label = annotation.get("type")
+    if allowed is not None and label not in allowed:
+        _fail(where, f"unknown annotation type {label!r} for a {kind} step "
+                     f"(expected one of {', '.join(allowed)})")  # fmt: skip
+    attributes = annotation.get("attributes") or {}
+    if not isinstance(attributes, dict):
+        _fail(where, "'annotation.attributes' must be an object")
+    for key, values in ATTRIBUTE_VALUES.items():
+        if key in attributes and attributes[key] not in values:
+            _fail(where, f"unknown {key} label {attributes[key]!r} "
+                         f"(expected one of {', '.join(values)})")  # fmt: skip
+    return index
+
+
+def validate_trace(record: Any, where: str = "trace") -> dict[str, Any]:
+    """Checks one trace record in place; returns it. ``where`` prefixes error messages."""
+    if not isinstance(record, dict):
+        _fail(where, "not a JSON object")
+    for key, types in TOP_LEVEL.items():
+        if key not in record:
+            _fail(where, f"missing field '{key}'")
+        if not isinstance(record[key], types) or (types == (int, float)
+                                                  and isinstance(record[key], bool)):  # fmt: skip
+            names = "/".join(t.__name__ for t in types)
+            _fail(where, f"field '{key}' must be {names}, got {type(record[key]).__name__}")
+    where = f"{where} (id {record['id']!r})"
+    if not all(isinstance(x, str) for x in record["ground_truth"]):
+        _fail(where, "'ground_truth' must be a list of strings")
+    if not all(isinstance(x, str) for x in record["queries"]):
+        _fail(where, "'queries' must be a list of strings")
+    previous = -1
+    for position, step in enumerate(record["trace"]):
+        previous = _check_step(step, where, position, previous)
+    return record
+
+
+def read_traces(path: str | Path) -> list[dict[str, Any]]:
+    """All traces of a ``.jsonl`` file (blank lines skipped), validated."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such trace file")
+    traces = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise TraceError(f"{path}:{number}: malformed JSON ({error.msg})") from None
+            traces.append(validate_trace(record, f"{path}:{number}"))
+    if not traces:
+        raise TraceError(f"{path}: no traces")
+    return traces
+
+
+def write_traces(traces: Iterable[dict[str, Any]], path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle:
+        for record in traces:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return path

@@ -1,0 +1,207 @@
+"""LTPO: readers, answer extraction, generator, reward, cached == uncached, updates, CLI errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from llm_methods.ltpo.data import (
+    extract_answer,
+    is_correct,
+    normalize_answer,
+    read_problems,
+    synth_problems,
+    write_gsm8k,
+)
+
+
+def _jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "gold"),
+    [("so 3 + 4 = 7. The answer is 1,234.", "1234"), ("\\boxed{\\frac{3}{6}}", "1/2"),
+     ("#### 42", "42"), ("Answer: 2.50", "5/2"), ("x = 5 then 7", "7"), ("no number", "")],
+)  # fmt: skip
+def test_extract_answer(text: str, gold: str) -> None:
+    assert extract_answer(text) == gold
+
+
+def test_normalize_answer_forms() -> None:
+    assert normalize_answer("9 (apples)") == "9"
+    assert normalize_answer("$\\dfrac{4}{8}$") == "1/2"
+    assert normalize_answer("12.0") == "12"
+    assert is_correct("... \\boxed{12}", "12.0")
+    assert not is_correct("... \\boxed{13}", "12")
+
+
+def test_readers_all_formats(tmp_path: Path) -> None:
+    gsm = _jsonl(tmp_path / "g.jsonl", [{"question": "1+1?", "answer": "1+1=2\n#### 2"}])
+    math = _jsonl(tmp_path / "m.jsonl", [{"problem": "Half?", "answer": "\\frac{1}{2}"}])
+    aime = _jsonl(tmp_path / "a.jsonl", [{"Problem": "Find n.", "Answer": 33}])
+    asd = _jsonl(tmp_path / "s.jsonl", [{"body": "Tom has 3.", "question": "How many?",
+                                         "answer": "3 (apples)"}])  # fmt: skip
+    assert read_problems(gsm, "gsm8k")[0].answer == "2"
+    assert read_problems(math, "math500")[0].answer == "1/2"
+    assert read_problems(aime, "aime")[0].answer == "33"
+    p = read_problems(asd, "asdiv")[0]
+    assert (p.question, p.answer) == ("Tom has 3. How many?", "3")
+    xml = tmp_path / "ASDiv.xml"
+    xml.write_text("<Machine-Reading-Corpus-File><ProblemSet><Problem ID='1'><Body>Ann has 2."
+                   "</Body><Question>How many?</Question><Answer>2 (pens)</Answer></Problem>"
+                   "</ProblemSet></Machine-Reading-Corpus-File>")  # fmt: skip
+    assert read_problems(xml, "asdiv")[0].answer == "2"
+
+
+def test_reader_errors_name_file_line_field(tmp_path: Path) -> None:
+    bad = _jsonl(tmp_path / "b.jsonl", [{"question": "ok", "answer": "#### 1"}, {"question": "x"}])
+    with pytest.raises(ValueError, match=r"b\.jsonl:2: missing field 'answer'"):
+        read_problems(bad, "gsm8k")
+    empty_q = _jsonl(tmp_path / "e.jsonl", [{"question": " ", "answer": "#### 1"}])
+    with pytest.raises(ValueError, match="field 'question' is empty"):
+        read_problems(empty_q, "gsm8k")
+    no_final = _jsonl(tmp_path / "n.jsonl", [{"question": "q", "answer": "2"}])
+    with pytest.raises(ValueError, match="'#### N'"):
+        read_problems(no_final, "gsm8k")
+    with pytest.raises(ValueError, match="unknown format"):
+        read_problems(bad, "csv")
+
+
+def test_synth_exact_answers_and_difficulty(tmp_path: Path) -> None:
+    recs = synth_problems(40, seed=3)
+    assert [r["difficulty"] for r in recs[:4]] == [1, 2, 3, 4]
+    for r in recs:  # the worked solution recomputes the answer exactly
+        lines = r["answer"].splitlines()
+        assert len(lines) == r["difficulty"] + 1
+        value = None
+        for step in lines[:-1]:
+            lhs, rhs = step.split(" = ")
+            assert eval(lhs) == int(rhs)
+            value = int(rhs)
+        assert int(lines[-1].removeprefix("#### ")) == value
+    path = write_gsm8k(recs, tmp_path / "p.jsonl")
+    probs = read_problems(path, "gsm8k")
+    assert len(probs) == 40 and probs[3].difficulty == 4
+    assert synth_problems(5, seed=1) == synth_problems(5, seed=1)
+
+
+def test_confidence_reward_formula() -> None:
+    from llm_methods.ltpo.model import EPS, confidence_reward
+
+    logits = torch.randn(3, 20)
+    p = logits.softmax(-1)
+    manual = torch.stack([-(p[t].topk(10).values + EPS).log().mean() for t in range(3)]).mean()
+    assert torch.allclose(confidence_reward(logits, 10), manual, atol=1e-6)
+    peaked = torch.zeros(3, 20)
+    peaked[:, 0] = 20.0
+    assert confidence_reward(peaked, 10) > confidence_reward(torch.zeros(3, 20), 10)
+
+
+def test_cached_equals_uncached_reward(tiny) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.ltpo.model import BatchThoughtScorer, ThoughtScorer, prompt_ids
+
+    prefixes = [prompt_ids(tiny, "Tom has 3 apples. How many?"), prompt_ids(tiny, "A list?")]
+    H = torch.randn(2, 4, tiny.hidden_size) * 0.1
+    s = ThoughtScorer(tiny, prefixes[0])
+    with torch.no_grad():
+        cached, full = s.reward(H[0]), s.reward_uncached(H[0])
+        again = s.reward(H[0])  # the cache was cropped back to the prefix
+        batch = BatchThoughtScorer(tiny, prefixes).reward(H)
+        other = ThoughtScorer(tiny, prefixes[1]).reward_uncached(H[1])
+    assert abs(float(cached - full)) < 1e-4 and abs(float(again - cached)) < 1e-6
+    assert abs(float(batch[0] - full)) < 1e-4 and abs(float(batch[1] - other)) < 1e-4
+
+
+def test_zo_update_and_best_tracking(tiny) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.ltpo.model import (
+        LTPOConfig,
+        ltpo_optimize,
+        ltpo_optimize_batch,
+        prompt_ids,
+        thought_token_id,
+    )
+
+    prefix = prompt_ids(tiny, "Tom has 3 apples. How many?")
+    cfg = LTPOConfig(n_thoughts=4, steps=5, sigma=0.5)
+    h, trace = ltpo_optimize(tiny, prefix, cfg, seed=1)
+    assert len(trace) == 6 and h.shape == (4, tiny.hidden_size)
+    hb, traces = ltpo_optimize_batch(tiny, [prefix, prefix], cfg, [1, 2])
+    assert max(abs(a - b) for a, b in zip(trace, traces[0], strict=True)) < 1e-4
+    assert torch.allclose(h, hb[0], atol=1e-4)
+    h_quirk, _ = ltpo_optimize(tiny, prefix, LTPOConfig(n_thoughts=4, steps=5, sigma=0.5,
+                                                         best_post_update=True), seed=1)  # fmt: skip
+    assert not torch.allclose(h, h_quirk)  # candidate H+eps vs post-update H
+    h0, t0 = ltpo_optimize(tiny, prefix, LTPOConfig(n_thoughts=4, steps=0))  # = CoT-Unk
+    placeholder = tiny.model.get_input_embeddings().weight[thought_token_id(tiny.tokenizer)]
+    assert len(t0) == 1 and torch.allclose(h0, placeholder.expand(4, -1))
+    assert not torch.allclose(h, h0)
+
+
+def test_adam_path_increases_reward(tiny) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.ltpo.model import LTPOConfig, ltpo_optimize, prompt_ids
+
+    prefix = prompt_ids(tiny, "Tom has 3 apples. How many?")
+    _, trace = ltpo_optimize(tiny, prefix, LTPOConfig(n_thoughts=4, steps=8, lr=0.05,
+                                                       optimizer="adam"))  # fmt: skip
+    assert max(trace[1:]) > trace[0]
+
+
+def test_bad_input(tiny) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.lm import LMError
+    from llm_methods.ltpo.model import LTPOConfig, ltpo_optimize, prompt_ids
+
+    with pytest.raises(LMError, match="question is empty"):
+        prompt_ids(tiny, "  ")
+    with pytest.raises(LMError, match=r"n_thoughts \(K\) must be >= 1"):
+        ltpo_optimize(tiny, prompt_ids(tiny, "q?"), LTPOConfig(n_thoughts=0))
+    with pytest.raises(LMError, match="the model allows"):
+        prompt_ids(tiny, "word " * 400)
+    with pytest.raises(LMError, match=r"\+300 for thoughts"):
+        prompt_ids(tiny, "Tom has 3 apples.", reserve=300)
+
+
+def test_decode_batched_equals_single(tiny) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.ltpo.model import decode_with_thoughts, prompt_ids
+
+    prefixes = [prompt_ids(tiny, "Tom has 3 apples."), prompt_ids(tiny, "A list is a tuple?")]
+    H = torch.randn(4, tiny.hidden_size) * 0.1
+    both = decode_with_thoughts(tiny, prefixes, [H, None], max_new_tokens=6)
+    assert both[0] == decode_with_thoughts(tiny, prefixes[:1], [H], max_new_tokens=6)[0]
+    assert both[1] == decode_with_thoughts(tiny, prefixes[1:], [None], max_new_tokens=6)[0]
+
+
+def test_latentseek_runs(tiny) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.ltpo.model import latentseek, prompt_ids
+
+    qs = ["Tom has 3 apples.", "A list?"]
+    answers, rewards = latentseek(tiny, qs, [prompt_ids(tiny, q) for q in qs], n_thoughts=4,
+                                  iterations=1, threshold=1.1, max_new_tokens=4)  # fmt: skip
+    assert len(answers) == 2 and all(0.0 <= r <= 1.0 for r in rewards)
+    kept, _ = latentseek(tiny, qs, [prompt_ids(tiny, q) for q in qs], n_thoughts=4, iterations=1,
+                         threshold=0.0, initial_answers=["7", "8"])  # fmt: skip
+    assert kept == ["7", "8"]  # every self-reward >= 0: no update, the given answers stand
+
+
+def test_experiment_registered_shape() -> None:
+    import numpy as np
+
+    from llm_methods.ltpo.experiment import EXPERIMENT, bootstrap_ci, settings
+
+    assert EXPERIMENT.name == "llm-methods.ltpo"
+    assert settings(True)["n"] % 4 == 0 and settings(False)["n"] % 4 == 0
+    assert settings(True)["n"] < settings(False)["n"]
+    lo, hi = bootstrap_ci(np.array([0.0, 1.0] * 50))
+    assert lo < 0.5 < hi and bootstrap_ci(np.ones(10)) == (1.0, 1.0)
+
+
+@pytest.mark.slow
+def test_experiment_quick_runs(tmp_path: Path) -> None:
+    from llm_methods.ltpo.experiment import run
+
+    result = run(True, tmp_path)
+    assert len(result.claims) == 2 and (tmp_path / "ltpo_accuracy.png").is_file()

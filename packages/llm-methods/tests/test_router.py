@@ -1,0 +1,160 @@
+"""Meta-Router: readers (RouteLLM CSV, MT-Bench), simulator, DR correction, routing, CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from llm_methods.cli import main
+from llm_methods.router.data import (
+    RouterDataError,
+    features,
+    read_mtbench,
+    read_responses_csv,
+    simulate,
+    true_bias,
+)
+from llm_methods.router.model import MetaRouter, cost_quality_curve, estimate_bias, fit_method
+
+
+def test_read_routellm_csv(tmp_path: Path) -> None:
+    path = tmp_path / "gsm8k_responses.csv"
+    path.write_text("prompt,gpt-4-1106-preview,mixtral-8x7b-instruct-v0.1\n"
+                    "Q1,True,False\nQ2,False,False\nQ3,True,True\n")  # fmt: skip
+    frame = read_responses_csv(path, "gpt-4-1106-preview", "mixtral-8x7b-instruct-v0.1", 1)
+    assert frame["y"].tolist() == [1.0, 0.0, 0.0] and set(frame["T"]) == {1}
+    assert frame["prompt"].tolist() == ["Q1", "Q2", "Q3"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("prompt,a\nQ,True\n", r"missing column\(s\) b"),
+        ("a,b\nTrue,False\n", r"missing column\(s\) prompt"),
+        ("prompt,a,b\nQ,True,nope\n", r":2: column 'b' is not numeric"),
+        ("prompt,a,b\nQ,True,nan\n", r":2: column 'b' is"),
+        ("prompt,a,b\n", "no rows"),
+    ],
+)
+def test_reader_errors_name_file_row_column(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "r.csv"
+    path.write_text(text)
+    with pytest.raises(RouterDataError, match=message) as info:
+        read_responses_csv(path, "a", "b", 1)
+    assert str(path) in str(info.value)
+
+
+def test_read_mtbench(tmp_path: Path) -> None:
+    judgements = tmp_path / "judgements.jsonl"
+    judgements.write_text("\n".join(json.dumps(r) for r in [
+        {"question_id": 81, "model": "gpt-4", "score": 9}, {"question_id": 81, "model": "gpt-4", "score": 7},
+        {"question_id": 81, "model": "llama", "score": 4}, {"question_id": 82, "model": "gpt-4", "score": 5},
+        {"question_id": 82, "model": "llama", "score": 5}]))  # fmt: skip
+    questions = tmp_path / "question.jsonl"
+    questions.write_text(json.dumps({"question_id": 81, "turns": ["Write a poem", "Shorter"]})
+                         + "\n" + json.dumps({"question_id": 82, "turns": ["Add 2+2", "x"]}))  # fmt: skip
+    frame = read_mtbench(judgements, questions, "gpt-4", "llama")
+    assert frame["y"].tolist() == pytest.approx([4 / 9, 0.0])
+    assert frame["prompt"].tolist() == ["Write a poem", "Add 2+2"] and set(frame["T"]) == {0}
+    with pytest.raises(RouterDataError, match="no judgements for model 'claude'"):
+        read_mtbench(judgements, questions, "claude", "llama")
+    judgements.write_text('{"question_id": 81, "model": "gpt-4"}\n')
+    with pytest.raises(RouterDataError, match=r"judgements.jsonl:1: needs question_id"):
+        read_mtbench(judgements, questions, "gpt-4", "llama")
+
+
+def test_text_features_reuse_state() -> None:
+    import pandas as pd
+
+    frame = pd.DataFrame({"prompt": [f"question {i} about {'math' if i % 2 else 'poems'}"
+                                     for i in range(30)]})  # fmt: skip
+    x, state = features(frame)
+    again, _ = features(frame.iloc[:5], state)
+    assert x.shape[0] == 30 and np.allclose(again, x[:5])
+
+
+def test_simulator_carries_the_designed_bias() -> None:
+    train, test = simulate(3000, 0.2, 1.0, seed=0)
+    assert 0.15 < train["T"].mean() < 0.25 and len(test) == 2000
+    x = train[[f"x{j}" for j in range(5)]].to_numpy()
+    from llm_methods.router.data import true_gain
+
+    resid = train["y"].to_numpy() - true_gain(x)
+    gold, pref = train["T"].to_numpy() == 1, train["T"].to_numpy() == 0
+    assert abs(resid[gold].mean()) < 0.05
+    assert resid[pref].mean() == pytest.approx(-true_bias(x[pref], 1.0).mean(), abs=0.05)
+
+
+def test_dr_learner_recovers_the_bias_and_fixes_pooling() -> None:
+    train, test = simulate(3000, 0.2, 1.5, seed=1)
+    cols = [f"x{j}" for j in range(5)]
+    x, y, t = train[cols].to_numpy(), train["y"].to_numpy(), train["T"].to_numpy()
+    xt, m = test[cols].to_numpy(), test["m"].to_numpy()
+    est = estimate_bias(x, y, t, "lineardr", seed=0)
+    delta = np.asarray(est.effect(xt)).reshape(-1)
+    assert np.corrcoef(delta, true_bias(xt, 1.5))[0, 1] > 0.9
+    router = fit_method("dr_corrected", x, y, t, seed=0)
+    pooled = fit_method("pooled", x, y, t, seed=0)
+    assert np.mean((router.gain(xt) - m) ** 2) < 0.5 * np.mean((pooled.predict(xt) - m) ** 2)
+    assert set(np.unique(router.route(xt, w=0.2))) == {0, 1}
+
+
+def test_empty_treatment_arm_is_an_error() -> None:
+    train, _ = simulate(500, 0.2, 0.5, seed=0)
+    x = train[[f"x{j}" for j in range(5)]].to_numpy()
+    with pytest.raises(ValueError, match=r"treatment arm T=1 \(gold\) is empty"):
+        MetaRouter().fit(x, train["y"].to_numpy(), np.zeros(len(x), int))
+    with pytest.raises(ValueError, match="unknown learner"):
+        estimate_bias(x, train["y"].to_numpy(), train["T"].to_numpy(), "slearner")
+
+
+def test_cost_quality_curve_by_hand() -> None:
+    gain = np.array([0.5, -0.2, 0.1, 0.3])
+    q_weak = np.full(4, 0.4)
+    oracle = cost_quality_curve(gain, gain, q_weak, np.array([0.0, 0.25, 0.5, 1.0]))
+    assert oracle.tolist() == pytest.approx([0.4, 0.525, 0.6, 0.575])
+    worst = cost_quality_curve(-gain, gain, q_weak, np.array([0.5]))
+    assert worst[0] < oracle[2]
+
+
+def test_cli_simulate_fit_route(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    sim = tmp_path / "sim"
+    assert main(["router", "simulate", "--out", str(sim), "--n", "600", "--gold-frac", "0.3"]) == 0
+    fit = tmp_path / "fit"
+    assert main(["router", "fit", "--gold", str(sim / "gold.csv"), "--preference",
+                 str(sim / "preference.csv"), "--strong", "strong", "--weak", "weak",
+                 "--learner", "tlearner", "--out", str(fit), "--test", str(sim / "test.csv")]) == 0  # fmt: skip
+    report = json.loads((fit / "fit.json").read_text())
+    assert set(report["test_mse"]) == {"gold_only", "preference_only", "pooled", "dr_corrected"}
+    routes = tmp_path / "routes.csv"
+    assert main(["router", "route", "--router", str(fit / "router.joblib"), "--queries",
+                 str(sim / "test.csv"), "--w", "0.2", "--out", str(routes)]) == 0  # fmt: skip
+    assert "queries to the premium model" in capsys.readouterr().out
+    assert routes.read_text().splitlines()[0].endswith("gain_hat,premium")
+
+
+def test_cli_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    sim = tmp_path / "sim"
+    main(["router", "simulate", "--out", str(sim), "--n", "300"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        main(["router", "fit", "--gold", str(sim / "gold.csv"), "--strong", "strong",
+              "--weak", "weak", "--out", str(tmp_path / "f")])  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2 and err.startswith("llm-methods: error: treatment arm T=0")
+    with pytest.raises(SystemExit) as info:
+        main(["router", "fit", "--gold", str(sim / "gold.csv"), "--strong", "gpt4",
+              "--weak", "weak", "--out", str(tmp_path / "f")])  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2 and "missing column(s) gpt4" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_experiment_quick(tmp_path: Path) -> None:
+    from llm_methods.router.experiment import EXPERIMENT
+
+    result = EXPERIMENT.run(True, tmp_path)
+    assert len(result.claims) == 2 and (tmp_path / "router.png").is_file()

@@ -1,0 +1,252 @@
+"""SeekBench: reader/validator, metrics on hand-made and synthetic traces, judges, CLI."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+from llm_methods.cli import main
+from llm_methods.seekbench.data import TraceError, read_traces, validate_trace, write_traces
+from llm_methods.seekbench.judge import (
+    HTTPJudge,
+    LMJudge,
+    RuleJudge,
+    agreement,
+    annotate,
+    option_logprobs,
+)
+from llm_methods.seekbench.metrics import analyze, paired_difference, recovery_episodes
+from llm_methods.seekbench.synth import PROFILES, synth_traces
+
+
+def _step(i: int, kind: str, label: dict[str, Any] | None = None, **body: Any) -> dict:
+    step = {"type": kind, **body, "step_index": i,
+            "trace_dependency": {"dependent_on": i - 1 if i else None}}  # fmt: skip
+    if label is not None:
+        step["annotation"] = label
+    return step
+
+
+def _result(i: int, quality: str, clarity: str) -> dict:
+    docs = [{"title": "T", "content": "c"}]
+    label = {"type": "search_result",
+             "attributes": {"information_quality": quality, "information_clarity": clarity}}  # fmt: skip
+    return _step(i, "search_result", label, documents=docs)
+
+
+def _trace(steps: list[dict], model: str = "m", final: str | None = "x", correct: bool = True,
+           qid: int = 0) -> dict:  # fmt: skip
+    return {"question": f"Q{qid}?", "ground_truth": ["x"], "reward": int(correct),
+            "is_correct": correct, "trace": steps, "final_answer": final, "queries": [],
+            "model": model, "dataset": "d", "id": qid}  # fmt: skip
+
+
+def _hand_trace() -> dict:
+    """E: 0 (Insufficient) -> 1 (Sufficient, Unclear) -> answer at E=1 (unannotated step)."""
+    return _trace([
+        _step(0, "reasoning", {"type": "PlanFormation", "attributes": {"groundness": "Not Grounded"}},
+              content="I need to search."),
+        _step(1, "search", {"type": "InitialQuery"}, query="q"),
+        _result(2, "Insufficient", "Unclear"),
+        _step(3, "search", {"type": "RefinedQuery", "attributes": {}}, query="q more"),
+        _result(4, "Sufficient", "Unclear"),
+        _step(5, "reasoning", {"type": "StateAssessment", "attributes": {"groundness": "Grounded"}},
+              content="The doc says x."),
+        _step(6, "CorrectAnswer", None, content="x"),
+    ])  # fmt: skip
+
+
+def test_synthetic_traces_validate_and_round_trip(tmp_path: Path) -> None:
+    traces = synth_traces(5, seed=1)
+    assert len(traces) == 5 * len(PROFILES)
+    path = write_traces(traces, tmp_path / "t.jsonl")
+    assert read_traces(path) == traces
+    assert synth_traces(5, seed=1) == traces and synth_traces(5, seed=2) != traces
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda t: t.pop("model"), "missing field 'model'"),
+        (lambda t: t.update(is_correct="yes"), "field 'is_correct' must be bool"),
+        (lambda t: t["trace"][1]["annotation"].update(type="NewQuery"), "step_index 1: unknown annotation type 'NewQuery'"),
+        (lambda t: t["trace"][2]["annotation"]["attributes"].update(information_quality="Good"), "step_index 2: unknown information_quality label 'Good'"),
+        (lambda t: t["trace"][0]["annotation"]["attributes"].update(groundness="Yes"), "unknown groundness label"),
+        (lambda t: t["trace"][3].update(step_index=1), "'step_index' must increase"),
+        (lambda t: t["trace"][3].update(type="think"), "unknown step 'type' 'think'"),
+        (lambda t: t["trace"][3]["trace_dependency"].update(dependent_on=9), "must name earlier steps"),
+        (lambda t: t["trace"][2].update(documents=[{"title": 1}]), r"documents\[0\]"),
+    ],
+)  # fmt: skip
+def test_validation_names_trace_and_step(mutate: Any, message: str) -> None:
+    trace = _hand_trace()
+    mutate(trace)
+    with pytest.raises(TraceError, match=message) as info:
+        validate_trace(trace, "f.jsonl:3")
+    assert str(info.value).startswith("f.jsonl:3")
+
+
+def test_reader_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(_hand_trace()) + "\n{not json\n")
+    with pytest.raises(TraceError, match=r"t\.jsonl:2: malformed JSON"):
+        read_traces(path)
+    with pytest.raises(FileNotFoundError, match=r"missing\.jsonl"):
+        read_traces(tmp_path / "missing.jsonl")
+
+
+def test_metrics_by_hand() -> None:
+    trace = _hand_trace()
+    assert recovery_episodes(trace) == [(2, True)]
+    result = analyze([trace], n_boot=0)
+    row = result["agents"]["m"]
+    # turns 0-2 at E=0 (3 rows), 3-6 at E... step 3 still E=0; steps 4-6 at E=1 (answer at 6)
+    # P(answer|E=0) = 0/4, P(answer|E=1) = 1/3; threshold 2: target 0, 0, 1 (no E=2 turns)
+    w = np.array([4, 3, 0]) / 7
+    assert result["w_ref"] == pytest.approx(w.tolist())
+    assert row["ce"] == pytest.approx(w[1] * (1 / 3))
+    assert row["cce"] == pytest.approx((0 + 1 / 3) / 2)
+    assert row["premature_rate"] == 1.0 and row["overcautious_rate"] == 0.0
+    assert row["groundedness"] == 0.5 and row["rqi"] == 0.5  # no anchors: groundness only
+    assert result["rqi_source"] == "groundness_only"
+    assert any("RQI computed from groundedness alone" in n for n in result["notes"])
+    assert "1 answer events" in result["notes"][0]
+    assert row["recovery_rate"] == 1.0
+
+
+def test_answer_event_from_final_answer_and_unanswered() -> None:
+    steps = [_step(0, "search", {"type": "InitialQuery"}, query="q"),
+             _result(1, "Sufficient", "Clear")]  # fmt: skip
+    answered = _trace([dict(s) for s in steps], model="a", final="x")
+    silent = _trace([dict(s) for s in steps], model="b", final=None, correct=False)
+    rows = analyze([answered, silent], n_boot=0)["agents"]
+    assert rows["a"]["premature_rate"] == 0.0 and rows["a"]["overcautious_rate"] == 0.0
+    assert rows["b"]["overcautious_rate"] == 1.0  # reached E=2, never answered
+    assert rows["a"]["ce"] < rows["b"]["ce"]
+
+
+def test_metrics_recover_synthetic_profiles() -> None:
+    rows = analyze(synth_traces(60, seed=3), n_boot=50)["agents"]
+    chain = [rows[n]["premature_rate"] for n in ("calibrated", "hasty", "premature", "reckless")]
+    assert chain == sorted(chain) and chain[0] < 0.2 < 0.5 < chain[-1]
+    assert rows["stubborn"]["recovery_rate"] < rows["calibrated"]["recovery_rate"] - 0.3
+    assert rows["overcautious"]["overcautious_rate"] > rows["calibrated"]["overcautious_rate"]
+    assert rows["calibrated"]["rqi"] > rows["reckless"]["rqi"] + 0.3
+    lo, hi = rows["calibrated"]["ce_ci"]
+    assert lo <= rows["calibrated"]["ce"] <= hi
+
+
+def test_paired_difference_detects_process_gap() -> None:
+    traces = synth_traces(80, ["calibrated", "reckless"], seed=0)
+    point, lo, hi = paired_difference(traces, "calibrated", "reckless", "premature_rate",
+                                      n_boot=200)  # fmt: skip
+    assert lo <= point <= hi < 0
+
+
+def test_rule_judge_query_types_and_kappa() -> None:
+    steps = [_step(0, "search", None, query="Leo Bennett death"),
+             _step(1, "search", None, query="Leo Bennett death place"),
+             _step(2, "search", None, query="Leo Bennett death place"),
+             _step(3, "search", None, query="river near Thames Ditton")]  # fmt: skip
+    judged = annotate([_trace(steps)], RuleJudge())[0]["trace"]
+    assert [s["annotation"]["type"] for s in judged] == [
+        "InitialQuery", "RefinedQuery", "RepeatQuery", "FollowUpQuery"]  # fmt: skip
+    gold = synth_traces(20, seed=0)
+    perfect = agreement(gold, [json.loads(json.dumps(t)) for t in gold])
+    assert all(v["kappa"] == 1.0 for v in perfect.values())
+    rule = agreement(gold, annotate(gold, RuleJudge()))
+    assert set(rule) == {"reasoning_type", "groundness", "query_type", "information_quality",
+                         "information_clarity"}  # fmt: skip
+    assert 0.3 < rule["query_type"]["kappa"] < 1.0
+
+
+class _Handler(BaseHTTPRequestHandler):
+    replies: ClassVar[list[tuple[int, str]]] = []
+    seen: ClassVar[list[dict]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _Handler.seen.append(body)
+        code, content = _Handler.replies.pop(0)
+        payload = json.dumps({"choices": [{"message": {"content": content}}]}).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_http_judge_retries_caches_and_validates(tmp_path: Path) -> None:
+    server = HTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        _Handler.replies = [(500, ""), (200, 'Sure: {"type": "RefinedQuery"}'),
+                            (200, '{"type": "Bogus"}')]  # fmt: skip
+        url = f"http://127.0.0.1:{server.server_port}/v1"
+        judge = HTTPJudge(url, "gpt-x", cache_dir=tmp_path / "cache", backoff=0.01)
+        trace = _trace([_step(0, "search", None, query="a"), _step(1, "search", None, query="b")])
+        assert judge.label(trace, 0) == {"type": "RefinedQuery"}
+        assert judge.calls == 1 and _Handler.seen[-1]["temperature"] == 0
+        assert judge.label(trace, 0) == {"type": "RefinedQuery"} and judge.calls == 1  # cached
+        assert judge.label(trace, 1) == {"type": None}  # invalid label is dropped
+        _Handler.replies = [(400, "")]
+        with pytest.raises(ValueError, match="judge request failed"):
+            HTTPJudge(url, "other", retries=2, backoff=0.01).label(trace, 0)
+    finally:
+        server.shutdown()
+
+
+def test_lm_judge_scores_options_like_the_core(tiny) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.lm import continuation_logprobs
+
+    got = option_logprobs(tiny, "A list is", [(" a", " mutable"), ("", " tuple is")])
+    want = continuation_logprobs(tiny, ["A list is a", "A list is"], [" mutable", " tuple is"],
+                                 reduce="mean")  # fmt: skip
+    assert got == pytest.approx(want.tolist(), abs=1e-4)
+    gold = synth_traces(1, ["calibrated"], seed=0)
+    judge = LMJudge(tiny)
+    judged = annotate(gold, judge, max_steps=3)
+    labelled = [s for s in judged[0]["trace"] if s is not None and "annotation" in s][:3]
+    assert judge.calls == 3 and all(s["annotation"].get("type") for s in labelled[:1])
+
+
+def test_cli_synth_analyze_judge(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    traces = tmp_path / "t.jsonl"
+    assert main(["seekbench", "synth", "--out", str(traces), "--questions", "10"]) == 0
+    assert main(["seekbench", "analyze", str(traces), "--out", str(tmp_path / "a"),
+                 "--n-boot", "20"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "reckless" in out and (tmp_path / "a" / "per_agent.csv").is_file()
+    assert main(["seekbench", "judge", str(traces), "--out", str(tmp_path / "j.jsonl")]) == 0
+    assert "kappa query_type" in capsys.readouterr().out
+    assert len(read_traces(tmp_path / "j.jsonl")) == 60
+
+
+def test_cli_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    trace = _hand_trace()
+    trace["trace"][5]["annotation"]["type"] = "Musing"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(trace) + "\n")
+    with pytest.raises(SystemExit) as info:
+        main(["seekbench", "analyze", str(bad), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2 and len(err.splitlines()) == 1
+    assert "bad.jsonl:1 (id 0) step_index 5: unknown annotation type 'Musing'" in err
+
+
+@pytest.mark.slow
+def test_experiment_quick(tmp_path: Path) -> None:
+    from llm_methods.seekbench.experiment import EXPERIMENT
+
+    result = EXPERIMENT.run(True, tmp_path)
+    assert len(result.claims) == 2 and (tmp_path / "seekbench_metrics.png").is_file()
+    assert "rule" in result.metrics["judge_kappa"]

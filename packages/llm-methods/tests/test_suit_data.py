@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llm_methods.suit.data import (
+    RELATIONS,
+    EditRequest,
+    build_requests,
+    read_counterfact,
+    read_requests,
+    read_zsre,
+    synth_world,
+    write_counterfact,
+)
+from llm_methods.suit.metrics import harmonic_mean, ngram_entropy
+
+
+def _record(**rw):  # type: ignore[no-untyped-def]
+    base = {"prompt": "The capital of {} is", "subject": "Kalo",
+            "target_new": {"str": " Paris"}, "target_true": {"str": " Rome"}}  # fmt: skip
+    base.update(rw)
+    return {"case_id": 7, "requested_rewrite": base, "paraphrase_prompts": ["Kalo's capital is"],
+            "neighborhood_prompts": ["The capital of Italy is"], "generation_prompts": []}  # fmt: skip
+
+
+def test_counterfact_roundtrip(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    reqs = synth_world(12, seed=1)
+    assert len(reqs) == 36 and {r.relation for r in reqs} == set(RELATIONS)
+    for r in reqs:
+        assert r.target_new != r.target_true and len(r.paraphrase_prompts) == 2
+        assert len(r.neighbour_answers()) == len(r.neighborhood_prompts) > 0
+        assert r.subject not in " ".join(r.neighborhood_prompts)
+    path = write_counterfact(reqs, tmp_path / "cf.json")
+    assert read_counterfact(path) == reqs
+    assert read_requests(path) == reqs
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(json.dumps(_record()) + "\n")
+    (r,) = read_counterfact(plain)
+    assert r.case_id == 7 and r.text == "The capital of Kalo is"
+    assert r.neighbour_answers() == [" Rome"]  # standard CounterFact: neighbours share the truth
+
+
+@pytest.mark.parametrize(
+    ("rw", "match"),
+    [({"prompt": "The capital of Kalo is"}, "must contain exactly one '{}'"),
+     ({"subject": " "}, "subject is empty"),
+     ({"target_new": " Paris"}, "must be {'str'"),
+     ({"target_new": {"str": " Rome"}}, "target_new equals target_true")],
+)  # fmt: skip
+def test_counterfact_bad_records_name_file_and_field(tmp_path, rw, match) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps([_record(), _record(**rw)]))
+    with pytest.raises(ValueError, match=match) as err:
+        read_counterfact(path)
+    assert "bad.json:record 1" in str(err.value)
+
+
+def test_counterfact_missing_field_and_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps([{"case_id": 0}]))
+    with pytest.raises(ValueError, match="record 0: missing field 'requested_rewrite'"):
+        read_counterfact(path)
+    with pytest.raises(ValueError, match="no such file"):
+        read_counterfact(tmp_path / "none.json")
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        read_counterfact(path)
+
+
+def test_zsre_reader(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rec = {"subject": "Kalo", "src": "What is the capital of Kalo?", "rephrase": "Kalo's capital?",
+           "alt": "Paris", "answers": ["Rome"], "loc": "nq question: who wrote hamlet",
+           "loc_ans": "Shakespeare"}  # fmt: skip
+    path = tmp_path / "zsre.json"
+    path.write_text(json.dumps([rec]))
+    (r,) = read_requests(path)
+    assert r.prompt == "What is the capital of {}?" and r.target_new == " Paris"
+    assert r.neighbour_answers() == [" Shakespeare"]
+    path.write_text(json.dumps([dict(rec, subject="Zorb")]))
+    with pytest.raises(ValueError, match="record 0: subject 'Zorb' does not occur in src"):
+        read_zsre(path)
+
+
+def test_build_requests_neighbours_exclude_new_target() -> None:
+    known = [("capital", s, o) for s, o in [("A", "X"), ("B", "Y"), ("C", "Z"), ("D", "W")]]
+    for r in build_requests(known, seed=0):
+        assert r.target_true != r.target_new
+        assert r.target_new not in r.neighbour_answers()
+        assert isinstance(r, EditRequest)
+
+
+def test_metric_helpers() -> None:
+    assert harmonic_mean([50.0, 50.0, 50.0]) == pytest.approx(50.0)
+    assert harmonic_mean([100.0, 0.0]) == 0.0
+    assert harmonic_mean([100.0, 50.0]) == pytest.approx(200 / 3)
+    assert ngram_entropy("a a a a a a") == 0.0
+    varied = ngram_entropy("the cat sat on the mat and the dog ran off home")
+    assert varied > ngram_entropy("the cat the cat the cat the cat the cat") > 0

@@ -1,0 +1,193 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from llm_methods.lm import LMError
+from llm_methods.suit.data import read_counterfact, synth_world
+from llm_methods.suit.editors import (
+    METHODS,
+    EditConfig,
+    Editor,
+    _residual_at_subject,
+    _suit_delta,
+    fresh_copy,
+    null_space_projector,
+    value_targets,
+)
+from llm_methods.suit.keys import (
+    key_second_moments,
+    model_fingerprint,
+    prompt_with_subject,
+    request_keys,
+    subject_subspace,
+)
+
+# the tiny model is untrained: small residual norms, so no weight decay and a loose clamp
+CFG = EditConfig(layers=(0,), rome_layer=0, steps=25, templates=("{}",), l2=1e-2, mom2_weight=1.0,
+                 null_threshold=1e-3, weight_decay=0.0, clamp=50.0, rome_clamp=50.0)  # fmt: skip
+
+
+def _margin(lm, reqs):  # type: ignore[no-untyped-def]
+    """Mean over requests of log p(new) - log p(true) (per token) on the rewrite prompt."""
+    from llm_methods.lm import continuation_logprobs
+
+    with torch.no_grad():
+        new = continuation_logprobs(
+            lm, [r.text for r in reqs], [r.target_new for r in reqs], reduce="mean"
+        )
+        true = continuation_logprobs(
+            lm, [r.text for r in reqs], [r.target_true for r in reqs], reduce="mean"
+        )
+    return float((new - true).mean())
+
+
+@pytest.fixture(scope="module")
+def world():  # type: ignore[no-untyped-def]
+    return synth_world(6, seed=3)
+
+
+@pytest.fixture()
+def setup(tiny, world, tmp_path):  # type: ignore[no-untyped-def]
+    from llm_methods.corpora import chunk_ids
+
+    prose = " ".join(
+        [
+            "The quick brown fox jumps over the lazy dog.",  # preserved knowledge:
+            "Functions are defined with the def statement.",
+        ]
+        * 4
+    )  # 64 unrelated keys
+    chunks = chunk_ids(tiny.tokenizer(prose, add_special_tokens=False).input_ids, 16)[:4]
+    stats = key_second_moments(tiny, [0, 1], chunks, "t", cache_dir=tmp_path)
+    words = [f"Name{i}" for i in range(40)]
+    keys = request_keys(tiny, [0, 1], ["The capital of {} is"] * 40, words, ("{}",))
+    basis = {i: subject_subspace(keys[i], 0.4) for i in (0, 1)}
+    return stats, basis
+
+
+def test_subject_position(tiny) -> None:  # type: ignore[no-untyped-def]
+    ids, i = prompt_with_subject(tiny, "The capital of {} is", "Berlo")
+    tok = tiny.tokenizer
+    assert tok.decode(ids[: i + 1]).endswith("Berlo") and not tok.decode(ids[: i + 1]).endswith(
+        "is"
+    )
+    with pytest.raises(LMError, match="exactly one"):
+        prompt_with_subject(tiny, "The capital of Berlo is", "Berlo")
+    with pytest.raises(LMError, match="subject is empty"):
+        prompt_with_subject(tiny, "The capital of {} is", "")
+
+
+def test_stats_cached_per_model_fingerprint(tiny, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    chunks = [[1, 5, 7, 9, 11, 13]] * 3
+    a = key_second_moments(tiny, [1], chunks, "x", cache_dir=tmp_path)[1]
+    assert len(list(tmp_path.glob("*-L1-x.pt"))) == 1
+    assert torch.equal(key_second_moments(tiny, [1], chunks, "x", cache_dir=tmp_path)[1], a)
+    assert torch.allclose(a, a.T) and torch.linalg.eigvalsh(a.double()).min() > -1e-5
+    edited = fresh_copy(tiny)
+    before = model_fingerprint(edited, 1)
+    with torch.no_grad():
+        edited.layers[0].mlp.down_proj.weight.add_(0.01)
+    assert model_fingerprint(edited, 1) != before  # an edited model never reuses stale stats
+
+
+def test_null_space_projector_and_subspace() -> None:
+    g = torch.Generator().manual_seed(0)
+    basis = torch.linalg.qr(torch.randn(8, 8, generator=g))[0]
+    c = basis @ torch.diag(torch.tensor([5.0, 3, 1, 0, 0, 0, 0, 0])) @ basis.T
+    p = null_space_projector(c, 1e-3)
+    assert torch.allclose(p @ p, p, atol=1e-5) and round(float(p.trace())) == 5
+    assert (p @ c).abs().max() < 1e-4
+    keys = torch.randn(50, 1, generator=g) * torch.tensor([10.0, 0, 0, 0]) + 0.1 * torch.randn(
+        50, 4, generator=g
+    )
+    u = subject_subspace(keys, 0.5)
+    assert u.shape == (4, 1) and abs(float(u[0, 0])) > 0.99
+    with pytest.raises(ValueError, match="tau"):
+        subject_subspace(keys, 1.5)
+
+
+def test_suit_value_form_is_rank_one_in_w1_minus_w2() -> None:
+    g = torch.Generator().manual_seed(1)
+    h, w1, w2 = (
+        torch.randn(3, 6, generator=g),
+        torch.randn(6, generator=g),
+        torch.randn(6, generator=g),
+    )
+    v = w1 - w2
+    assert torch.allclose(_suit_delta(h, w1, w2), -(h @ v)[:, None] * v, atol=1e-5)
+    assert torch.allclose(_suit_delta(h, w1, w1), torch.zeros(3, 6))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_each_method_makes_the_edit(tiny, world, setup, method) -> None:  # type: ignore[no-untyped-def]
+    stats, basis = setup
+    reqs = [r for r in world if r.relation == "capital"][: 1 if method == "rome" else 2]
+    original = {k: v.clone() for k, v in tiny.model.state_dict().items()}
+    editor = Editor(fresh_copy(tiny), method, CFG, stats, basis)
+    before = _margin(editor.lm, reqs)
+    z0 = _residual_at_subject(editor.lm, 0, reqs)
+    target = z0 + value_targets(editor.lm, 0, reqs, CFG, suit=method == "suit",
+                                clamp=CFG.rome_clamp if method == "rome" else None)  # fmt: skip
+    editor.edit(reqs)
+    z1 = _residual_at_subject(editor.lm, 0, reqs)
+    err = float((z1 - target).norm() / (target - z0).norm())
+    # the closed form moves the residual most of the way to the optimised value (the null-space
+    # projection of AlphaEdit/SUIT gives up the part of the change that would touch preserved keys)
+    assert err < (0.35 if method in ("rome", "memit") else 0.6), err
+    if method == "memit":
+        assert _margin(editor.lm, reqs) > before
+    assert editor.n_edits == len(reqs)
+    for k, v in tiny.model.state_dict().items():  # the source model is untouched
+        assert torch.equal(v, original[k])
+    changed = [i for i in range(2) if not torch.equal(
+        editor.lm.layers[i].mlp.down_proj.weight, tiny.layers[i].mlp.down_proj.weight)]  # fmt: skip
+    assert changed == [0]
+
+
+def test_independent_runs_do_not_leak_state(tiny, world, setup) -> None:  # type: ignore[no-untyped-def]
+    stats, basis = setup
+    reqs = world[:2]
+    weights = []
+    for _ in range(2):
+        editor = Editor(fresh_copy(tiny), "alphaedit", CFG, stats, basis)
+        assert all(float(c.abs().sum()) == 0 for c in editor.cache_c.values())
+        editor.edit(reqs)
+        assert all(float(c.abs().sum()) > 0 for c in editor.cache_c.values())
+        weights.append(editor.lm.layers[0].mlp.down_proj.weight.detach().clone())
+    assert torch.allclose(weights[0], weights[1])
+
+
+def test_alphaedit_update_spares_preserved_keys(tiny, world, setup) -> None:  # type: ignore[no-untyped-def]
+    stats, basis = setup
+    editor = Editor(fresh_copy(tiny), "alphaedit", CFG, stats, basis)
+    w0 = editor.lm.layers[0].mlp.down_proj.weight.detach().clone()
+    editor.edit(world[:1])
+    delta = editor.lm.layers[0].mlp.down_proj.weight.detach() - w0
+    evals, evecs = torch.linalg.eigh(stats[0].double())
+    kept = evecs[:, evals >= 1e-3 * evals.max()].float()  # preserved-knowledge directions
+    assert (delta @ kept).norm() < 1e-3 * delta.norm()
+
+
+def test_bad_editor_inputs(tiny, setup) -> None:  # type: ignore[no-untyped-def]
+    stats, basis = setup
+    with pytest.raises(LMError, match="unknown edit method"):
+        Editor(tiny, "grace", CFG, stats, basis)
+    with pytest.raises(LMError, match="unknown layer 7"):
+        Editor(tiny, "memit", EditConfig(layers=(0, 7)), stats, basis)
+    with pytest.raises(LMError, match="no key statistics"):
+        Editor(tiny, "memit", CFG, {1: stats[1]}, basis)
+    with pytest.raises(LMError, match="last layer"):
+        Editor(tiny, "memit", EditConfig(layers=(0, 1)), stats, basis)
+
+
+def test_shipped_smollm2_facts_parse() -> None:
+    from llm_methods.suit.experiment import FACTS
+
+    reqs = read_counterfact(FACTS)
+    assert len(reqs) >= 100 and {r.relation for r in reqs} == {"capital", "language", "continent"}
+    raw = json.loads(FACTS.read_text())
+    assert set(raw[0]) >= {"case_id", "requested_rewrite", "paraphrase_prompts",
+                           "neighborhood_prompts", "generation_prompts"}  # fmt: skip
