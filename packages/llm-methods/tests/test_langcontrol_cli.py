@@ -1,0 +1,69 @@
+"""``llm-methods langcontrol`` (discovered plugin): consistency and similarity on user files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llm_methods.cli import main
+
+
+def test_consistency_counts_detected_languages(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    answers = tmp_path / "a.jsonl"
+    rows = [
+        {"answer": "la casa es muy grande y tiene un jardín bonito"},
+        {"answer": "el perro come la comida en la cocina"},
+        {"answer": "the dog eats the food in the kitchen"},
+    ]
+    answers.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert main(["langcontrol", "consistency", str(answers), "--expect", "es"]) == 0
+    out = capsys.readouterr().out
+    assert "3 answers" in out and "consistency (es) 0.667" in out
+
+
+def test_similarity_prints_one_line_per_layer(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.zoo.models import tiny_lm
+
+    lm = tiny_lm(["the house is big. la casa es grande. das Haus ist groß. "] * 6,
+                 vocab_size=280, n_layers=2, hidden=32, heads=2)  # fmt: skip
+    folder = tmp_path / "m"
+    lm.model.save_pretrained(folder)
+    lm.tokenizer.save_pretrained(folder)
+    data = tmp_path / "p.jsonl"
+    data.write_text(
+        json.dumps({"en": "the house is big", "es": "la casa es grande"})
+        + "\n"
+        + json.dumps({"en": "the dog", "es": "el perro"})
+        + "\n"
+    )
+    assert main(["langcontrol", "similarity", "--model", str(folder), "--parallel", str(data)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("layer")]
+    assert len(lines) == 3  # embeddings + 2 layers
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"answer": "hola"}\nnot json\n', "a.jsonl:2: not JSON"),
+        ('{"text": "hola"}\n', "a.jsonl:1: field 'answer' missing"),
+        ("\n", "a.jsonl: no answers"),
+    ],
+)
+def test_bad_answer_files_are_one_line(tmp_path: Path, capsys, content: str, message: str) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "a.jsonl"
+    path.write_text(content)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["langcontrol", "consistency", str(path), "--expect", "es"])
+    assert exit_info.value.code == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0]
+
+
+def test_parallel_file_needs_two_languages(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"en": "only english"}) + "\n")
+    with pytest.raises(SystemExit):
+        main(["langcontrol", "similarity", "--model", "smollm2", "--parallel", str(path)])
+    assert "p.jsonl:1: need an object with texts in >= 2 languages" in capsys.readouterr().err
