@@ -86,8 +86,8 @@ def run(quick: bool, out_dir: Path) -> Result:
         token_relevance,
     )
     from llm_methods.corpora import DOCSTRING_DOMAINS, docstrings, split_names
-    from llm_methods.dispersion.experiment import one_thread
     from llm_methods.lm import wrap
+    from llm_methods.lm.threads import one_thread
     from llm_methods.lm.train import train_lm
     from llm_methods.zoo import corpus_texts
     from llm_methods.zoo.models import tiny_llama

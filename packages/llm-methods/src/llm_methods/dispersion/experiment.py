@@ -21,14 +21,13 @@ cores); one torch thread is used (4-15x faster than two on the loaded machine).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from iclr26_common import Claim, Experiment, Result, seed_everything
+from llm_methods.lm.threads import one_thread
 
 __all__ = ["CORRELATION", "PUSHAWAY", "run_correlation", "run_pushaway"]
 
@@ -60,18 +59,6 @@ def pushaway_settings(quick: bool) -> dict[str, Any]:
     if quick:
         return {"steps": 60, "eval_chunks": 40}
     return {"steps": 600, "eval_chunks": 200}
-
-
-@contextmanager
-def one_thread() -> Iterator[None]:
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _topic_chunks(tokenizer: Any, texts: list[str], seed: int, n: int) -> list[list[int]]:

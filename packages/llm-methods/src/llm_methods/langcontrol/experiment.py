@@ -104,7 +104,6 @@ def _variant(lm: Any, name: str, seed: int) -> tuple[Any, float]:
 
 
 def run(quick: bool, out_dir: Path) -> Result:
-    from llm_methods.dispersion.experiment import one_thread
     from llm_methods.langcontrol.analysis import (
         cross_lingual_cosine,
         evaluate,
@@ -117,6 +116,7 @@ def run(quick: bool, out_dir: Path) -> Result:
         pretraining_examples,
     )
     from llm_methods.lm import wrap
+    from llm_methods.lm.threads import one_thread
     from llm_methods.lm.train import train_lm
     from llm_methods.zoo.models import tiny_llama
     from llm_methods.zoo.tokenizer import train_bpe

@@ -56,8 +56,8 @@ def _advantage(correct: dict[str, np.ndarray], idx: np.ndarray) -> float:
 
 
 def run(quick: bool, out_dir: Path) -> Result:
-    from llm_methods.dispersion.experiment import one_thread
     from llm_methods.lm import load_lm
+    from llm_methods.lm.threads import one_thread
     from llm_methods.ltpo.data import Problem, is_correct, normalize_answer, synth_problems
     from llm_methods.ltpo.model import (
         LTPOConfig,

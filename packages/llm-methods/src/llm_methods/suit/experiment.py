@@ -85,8 +85,8 @@ def _plot(curves: dict[str, dict[str, list[float]]], counts: list[int], out: Pat
 
 
 def run(quick: bool, out_dir: Path) -> Result:
-    from llm_methods.dispersion.experiment import one_thread
     from llm_methods.lm import load_lm
+    from llm_methods.lm.threads import one_thread
     from llm_methods.suit.data import read_counterfact
     from llm_methods.suit.editors import METHODS, EditConfig, Editor, fresh_copy
     from llm_methods.suit.keys import key_second_moments
