@@ -218,7 +218,7 @@ def test_bugs_are_not_turned_into_one_line_errors(monkeypatch: pytest.MonkeyPatc
     """A ValueError raised outside rf_matid's own validation keeps its traceback."""
     import rf_matid.cli as cli
 
-    def broken() -> dict:
+    def broken(*_args: object) -> dict:
         return dict([(1, 2, 3)])  # ValueError raised by the interpreter, not by rf_matid
 
     monkeypatch.setattr(cli, "shipped_configs", broken)

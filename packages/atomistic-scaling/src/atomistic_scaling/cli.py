@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from atomistic_scaling import __version__
+from iclr26_common.cli_support import (
+    is_user_error,
+    resolve_config_names,
+    run_with_one_line_errors,
+    shipped_configs,
+)
 
 __all__ = ["main", "run_lightning_cli", "shipped_configs"]
 
@@ -23,26 +27,6 @@ DESCRIPTION = (
     "data and scaling-law fits. Training subcommands are LightningCLI (`atomistic-scaling fit "
     "--help`); shipped configs can be named without a path: `atomistic-scaling fit --config tiny`."
 )
-
-
-def shipped_configs() -> dict[str, Path]:
-    root = Path(str(files("atomistic_scaling") / "configs"))
-    return {path.stem: path for path in sorted(root.glob("*.yaml"))}
-
-
-def _resolve_config_names(argv: list[str]) -> list[str]:
-    """Lets ``--config NAME`` name a shipped config when NAME is not an existing file."""
-    resolved = list(argv)
-    configs = shipped_configs()
-    for i, arg in enumerate(resolved):
-        if arg == "--config" and i + 1 < len(resolved):
-            if not Path(resolved[i + 1]).exists() and resolved[i + 1] in configs:
-                resolved[i + 1] = str(configs[resolved[i + 1]])
-        elif arg.startswith("--config="):
-            value = arg.split("=", 1)[1]
-            if not Path(value).exists() and value in configs:
-                resolved[i] = f"--config={configs[value]}"
-    return resolved
 
 
 def _top_level_parser() -> argparse.ArgumentParser:
@@ -88,7 +72,7 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         seed_everything_default=0,
         save_config_callback=RunDirSaveConfig,
         save_config_kwargs={"overwrite": False},
-        args=_resolve_config_names(list(argv)),
+        args=resolve_config_names(argv, shipped_configs("atomistic_scaling")),
     )
 
 
@@ -209,7 +193,7 @@ def configs_main(argv: Sequence[str]) -> int:
     argparse.ArgumentParser(prog=f"{PROG} configs", description="List shipped configs.").parse_args(
         list(argv)
     )
-    for name, path in shipped_configs().items():
+    for name, path in shipped_configs("atomistic_scaling").items():
         print(f"{name:16s} {path}")
     return 0
 
@@ -219,31 +203,17 @@ def _is_user_error(error: BaseException) -> bool:
     in this package's own modules (innermost traceback frame)."""
     from atomistic_scaling.io import AtomisticFormatError
 
-    path_errors = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError)
-    if isinstance(error, (AtomisticFormatError, *path_errors)):
-        return True
-    if not isinstance(error, ValueError):
-        return False
-    tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    module = "" if tb is None else str(tb.tb_frame.f_globals.get("__name__", ""))
-    return module.split(".")[0] == "atomistic_scaling"
+    return is_user_error(error, "atomistic_scaling", (AtomisticFormatError,))
 
 
 def main(args: Sequence[str] | None = None) -> int | None:
     """Entry point; ``args`` defaults to ``sys.argv[1:]``. Input errors end with one line
     ``atomistic-scaling: error: ...`` on stderr and exit code 2 (``ATOMISTIC_SCALING_TRACEBACK=1``
     shows the traceback)."""
-    argv = list(sys.argv[1:] if args is None else args)
-    try:
-        return _dispatch(argv)
-    except Exception as error:
-        if os.environ.get("ATOMISTIC_SCALING_TRACEBACK") or not _is_user_error(error):
-            raise
-        message = " ".join(str(error).split()) or type(error).__name__
-        print(f"{PROG}: error: {message}", file=sys.stderr)
-        raise SystemExit(2) from None
+    argv = sys.argv[1:] if args is None else args
+    return run_with_one_line_errors(
+        PROG, _dispatch, argv, is_user=_is_user_error, traceback_env="ATOMISTIC_SCALING_TRACEBACK"
+    )
 
 
 def _dispatch(argv: list[str]) -> int | None:

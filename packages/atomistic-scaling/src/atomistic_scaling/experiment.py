@@ -118,14 +118,10 @@ def claims(fits: dict[str, dict[str, Any]]) -> list[Claim]:
 
 
 def run(quick: bool, out_dir: Path) -> Result:
-    import torch
+    from iclr26_common.threads import torch_threads
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(SWEEP_THREADS)
-    try:
+    with torch_threads(SWEEP_THREADS):
         return _run(quick, Path(out_dir))
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(quick: bool, out_dir: Path) -> Result:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib.resources import files
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from bio_scisor import __version__
+from iclr26_common.cli_support import (
+    ArgumentParser,
+    is_user_error,
+    resolve_config_names,
+    run_with_one_line_errors,
+    shipped_configs,
+)
 
 __all__ = ["main", "run_lightning_cli", "shipped_configs"]
 
@@ -20,33 +24,6 @@ DESCRIPTION = (
     "variants and shrinking proteins. Training subcommands are LightningCLI (`bio-scisor fit "
     "--help`); shipped configs can be named without a path: `bio-scisor fit --config tiny`."
 )
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse with a one-line error ``PROG: error: MESSAGE`` and exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
-        raise SystemExit(2)
-
-
-def shipped_configs() -> dict[str, Path]:
-    root = Path(str(files("bio_scisor") / "configs"))
-    return {path.stem: path for path in sorted(root.glob("*.yaml"))}
-
-
-def _resolve_config_names(argv: list[str]) -> list[str]:
-    """Lets ``--config NAME`` name a shipped config when NAME is not an existing file."""
-    resolved, configs = list(argv), shipped_configs()
-    for i, arg in enumerate(resolved):
-        if arg == "--config" and i + 1 < len(resolved):
-            if not Path(resolved[i + 1]).exists() and resolved[i + 1] in configs:
-                resolved[i + 1] = str(configs[resolved[i + 1]])
-        elif arg.startswith("--config="):
-            value = arg.split("=", 1)[1]
-            if not Path(value).exists() and value in configs:
-                resolved[i] = f"--config={configs[value]}"
-    return resolved
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:
@@ -63,7 +40,7 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         subclass_mode_data=False,
         seed_everything_default=0,
         save_config_kwargs={"overwrite": True},
-        args=_resolve_config_names(list(argv)),
+        args=resolve_config_names(argv, shipped_configs("bio_scisor")),
     )
 
 
@@ -239,7 +216,7 @@ def configs_main(argv: Sequence[str]) -> int:
     ArgumentParser(prog="bio-scisor configs", description="List shipped configs.").parse_args(
         list(argv)
     )
-    for name, path in shipped_configs().items():
+    for name, path in shipped_configs("bio_scisor").items():
         print(f"{name:12s} {path}")
     return 0
 
@@ -248,30 +225,16 @@ def _is_user_error(error: BaseException) -> bool:
     """Bad input (ScisorFormatError, a path error, a ValueError raised by bio_scisor itself)."""
     from bio_scisor.io import ScisorFormatError
 
-    path_errors = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError)
-    if isinstance(error, (ScisorFormatError, *path_errors)):
-        return True
-    if not isinstance(error, ValueError):
-        return False
-    tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    module = "" if tb is None else str(tb.tb_frame.f_globals.get("__name__", ""))
-    return module.split(".")[0] == "bio_scisor"
+    return is_user_error(error, "bio_scisor", (ScisorFormatError,))
 
 
 def main(args: Sequence[str] | None = None) -> int | None:
     """Entry point; input errors end with ``bio-scisor: error: ...`` and exit code 2
     (``BIO_SCISOR_TRACEBACK=1`` shows the traceback instead)."""
-    argv = list(sys.argv[1:] if args is None else args)
-    try:
-        return _dispatch(argv)
-    except Exception as error:
-        if os.environ.get("BIO_SCISOR_TRACEBACK") or not _is_user_error(error):
-            raise
-        message = " ".join(str(error).split()) or type(error).__name__
-        print(f"bio-scisor: error: {message}", file=sys.stderr)
-        raise SystemExit(2) from None
+    argv = sys.argv[1:] if args is None else args
+    return run_with_one_line_errors(
+        "bio-scisor", _dispatch, argv, is_user=_is_user_error, traceback_env="BIO_SCISOR_TRACEBACK"
+    )
 
 
 def _dispatch(argv: list[str]) -> int | None:

@@ -19,14 +19,13 @@ The scale (steps, seeds, family size, t_max) was chosen by timing against the bu
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from iclr26_common import Claim, Experiment, Result
+from iclr26_common.threads import torch_threads
 
 PAPER = "A Diffusion Model to Shrink Proteins While Maintaining Their Function (arXiv 2511.07390)"
 CLAIM = (
@@ -243,19 +242,6 @@ def _plot(per_seed: list[dict[str, Any]], out_dir: Path) -> list[str]:
     return ["deletions.png"]
 
 
-@contextmanager
-def _intra_op_threads(n: int) -> Iterator[None]:
-    """Temporarily cap torch's intra-op threads (restored on exit)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(min(n, before))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def run(quick: bool, out_dir: Path) -> Result:
     from iclr26_common import seed_everything
 
@@ -264,7 +250,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     per_seed = []
     # d=64 matrices gain nothing from intra-op threads; on a loaded 2-core machine two threads
     # made a training step 10-20x slower than one (measured), so the run uses one.
-    with _intra_op_threads(1):
+    with torch_threads(1):
         for seed in cfg["seeds"]:
             seed_everything(seed)
             per_seed.append(run_seed(seed, quick, out_dir))

@@ -8,12 +8,12 @@ for per-chunk perplexity + dispersion of any model on your text, ``configs``).
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from iclr26_common.cli_support import is_user_error, run_with_one_line_errors
 from llm_methods import __version__
 from llm_methods.cliutils import ArgumentParser, resolve_config_names, shipped_configs
 
@@ -258,46 +258,18 @@ def _top_level_parser() -> ArgumentParser:
 
 def _is_user_error(error: BaseException) -> bool:
     """Bad input (our errors, path errors, ValueErrors raised in llm_methods), not a bug."""
-    path_errors = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError)
-    if isinstance(error, path_errors):
-        return True
-    if not isinstance(error, ValueError):
-        return False
-    tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    module = "" if tb is None else str(tb.tb_frame.f_globals.get("__name__", ""))
     from llm_methods.lm.errors import LMError
 
-    return isinstance(error, LMError) or module.split(".")[0] == "llm_methods"
-
-
-def _user_error_in_chain(error: BaseException) -> BaseException | None:
-    """``error`` or, when a library wrapped it (LightningCLI/jsonargparse re-raise a data
-    module's error as "Does not validate ..."), the user error it was raised from."""
-    seen: set[int] = set()
-    node: BaseException | None = error
-    while node is not None and id(node) not in seen:
-        if _is_user_error(node):
-            return node
-        seen.add(id(node))
-        node = node.__cause__ or node.__context__
-    return None
+    return is_user_error(error, "llm_methods", (LMError,))
 
 
 def main(args: Sequence[str] | None = None) -> int | None:
     """Entry point; input errors end with one ``llm-methods: error: ...`` line and exit 2
     (``LLM_METHODS_TRACEBACK=1`` shows the traceback)."""
-    argv = list(sys.argv[1:] if args is None else args)
-    try:
-        return _dispatch(argv)
-    except Exception as error:
-        cause = _user_error_in_chain(error)
-        if os.environ.get("LLM_METHODS_TRACEBACK") or cause is None:
-            raise
-        message = " ".join(str(cause).split()) or type(cause).__name__
-        print(f"{PROG}: error: {message}", file=sys.stderr)
-        raise SystemExit(2) from None
+    argv = sys.argv[1:] if args is None else args
+    return run_with_one_line_errors(
+        PROG, _dispatch, argv, is_user=_is_user_error, traceback_env="LLM_METHODS_TRACEBACK"
+    )
 
 
 def _dispatch(argv: list[str]) -> int | None:

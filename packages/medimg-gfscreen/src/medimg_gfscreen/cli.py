@@ -3,15 +3,20 @@ screen, export and configs."""
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from iclr26_common.cli_support import (
+    ArgumentParser,
+    is_user_error,
+    resolve_config_names,
+    run_with_one_line_errors,
+    shipped_configs,
+)
 from medimg_gfscreen import __version__
-from medimg_gfscreen.cliutils import ArgumentParser, parse_shape
+from medimg_gfscreen.cliutils import parse_shape
 
 __all__ = ["main", "run_lightning_cli", "shipped_configs"]
 
@@ -24,30 +29,6 @@ DESCRIPTION = (
     "--config gfscreen --data.init_args.datalist DATALIST.json`. `screen` writes a lesion mask "
     "for one CT with trained weights."
 )
-
-
-def shipped_config_dir() -> Path:
-    return Path(str(files("medimg_gfscreen") / "configs"))
-
-
-def shipped_configs() -> dict[str, Path]:
-    return {path.stem: path for path in sorted(shipped_config_dir().glob("*.yaml"))}
-
-
-def _resolve_config_names(argv: list[str]) -> list[str]:
-    """Lets ``--config NAME`` name a shipped config when NAME is not an existing file."""
-    resolved = list(argv)
-    configs = shipped_configs()
-    for i, arg in enumerate(resolved):
-        if arg == "--config" and i + 1 < len(resolved):
-            value = resolved[i + 1]
-            if not Path(value).exists() and value in configs:
-                resolved[i + 1] = str(configs[value])
-        elif arg.startswith("--config="):
-            value = arg.split("=", 1)[1]
-            if not Path(value).exists() and value in configs:
-                resolved[i] = f"--config={configs[value]}"
-    return resolved
 
 
 def _top_level_parser() -> ArgumentParser:
@@ -116,7 +97,7 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         seed_everything_default=0,
         save_config_callback=RunDirSaveConfig,
         save_config_kwargs={"overwrite": False},
-        args=_resolve_config_names(list(argv)),
+        args=resolve_config_names(argv, shipped_configs("medimg_gfscreen")),
     )
 
 
@@ -232,7 +213,7 @@ def export_main(argv: Sequence[str]) -> int:
 def configs_main(argv: Sequence[str]) -> int:
     parser = ArgumentParser(prog=f"{PROG} configs", description="List shipped configs.")
     parser.parse_args(list(argv))
-    for name, path in shipped_configs().items():
+    for name, path in shipped_configs("medimg_gfscreen").items():
         print(f"{name:16s} {path}")
     return 0
 
@@ -242,42 +223,17 @@ def _is_user_error(error: BaseException) -> bool:
     ``ValueError`` raised by medimg_gfscreen's own validation."""
     from medimg_gfscreen.io import GFScreenFormatError
 
-    path_errors = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError)
-    if isinstance(error, (GFScreenFormatError, *path_errors)):
-        return True
-    if not isinstance(error, ValueError):
-        return False
-    tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    module = "" if tb is None else str(tb.tb_frame.f_globals.get("__name__", ""))
-    return module.split(".")[0] == "medimg_gfscreen"
-
-
-def _user_error_in_chain(error: BaseException) -> BaseException | None:
-    """MONAI wraps transform errors in RuntimeError; find our own error in the cause chain."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if _is_user_error(seen):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
+    return is_user_error(error, "medimg_gfscreen", (GFScreenFormatError,))
 
 
 def main(args: Sequence[str] | None = None) -> int | None:
     """Entry point; ``args`` defaults to ``sys.argv[1:]``. Input errors end with one line
     ``medimg-gfscreen: error: ...`` on stderr and exit code 2 (``GFSCREEN_TRACEBACK=1`` shows
     the traceback)."""
-    argv = list(sys.argv[1:] if args is None else args)
-    try:
-        return _dispatch(argv)
-    except Exception as error:
-        found = _user_error_in_chain(error)
-        if os.environ.get("GFSCREEN_TRACEBACK") or found is None:
-            raise
-        message = " ".join(str(found).split()) or type(found).__name__
-        print(f"{PROG}: error: {message}", file=sys.stderr)
-        raise SystemExit(2) from None
+    argv = sys.argv[1:] if args is None else args
+    return run_with_one_line_errors(
+        PROG, _dispatch, argv, is_user=_is_user_error, traceback_env="GFSCREEN_TRACEBACK"
+    )
 
 
 def _dispatch(argv: list[str]) -> int | None:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import NoReturn
 
-__all__ = ["ArgumentParser", "parse_shape"]
+__all__ = ["parse_shape"]
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
@@ -18,11 +16,3 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     if len(values) != 3 or min(values) < 1:
         raise argparse.ArgumentTypeError(f"expected three positive integers 'X,Y,Z', got {text!r}")
     return values  # type: ignore[return-value]
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse with a one-line error: ``PROG: error: MESSAGE (see PROG --help)``, exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
-        raise SystemExit(2)

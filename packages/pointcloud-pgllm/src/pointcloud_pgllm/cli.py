@@ -3,15 +3,20 @@ caption, classify and ood (the full PGLLM pipeline on a dataset folder) and conf
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from iclr26_common.cli_support import (
+    ArgumentParser,
+    is_user_error,
+    resolve_config_names,
+    run_with_one_line_errors,
+    shipped_configs,
+)
 from pointcloud_pgllm import __version__
-from pointcloud_pgllm.cliutils import ArgumentParser, parse_name_list
+from pointcloud_pgllm.cliutils import parse_name_list
 
 __all__ = ["main", "run_lightning_cli", "shipped_configs"]
 
@@ -23,30 +28,6 @@ DESCRIPTION = (
     "trainable encoder (`pointcloud-pgllm fit --config tiny --print_config`); `classify` and "
     "`ood` run the whole pipeline on a dataset folder and write CSV + metrics.json."
 )
-
-
-def shipped_config_dir() -> Path:
-    return Path(str(files("pointcloud_pgllm") / "configs"))
-
-
-def shipped_configs() -> dict[str, Path]:
-    return {path.stem: path for path in sorted(shipped_config_dir().glob("*.yaml"))}
-
-
-def _resolve_config_names(argv: list[str]) -> list[str]:
-    """Lets ``--config NAME`` name a shipped config when NAME is not an existing file."""
-    resolved = list(argv)
-    configs = shipped_configs()
-    for i, arg in enumerate(resolved):
-        if arg == "--config" and i + 1 < len(resolved):
-            value = resolved[i + 1]
-            if not Path(value).exists() and value in configs:
-                resolved[i + 1] = str(configs[value])
-        elif arg.startswith("--config="):
-            value = arg.split("=", 1)[1]
-            if not Path(value).exists() and value in configs:
-                resolved[i] = f"--config={configs[value]}"
-    return resolved
 
 
 def _top_level_parser() -> ArgumentParser:
@@ -105,7 +86,7 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         seed_everything_default=0,
         save_config_callback=RunDirSaveConfig,
         save_config_kwargs={"overwrite": False},
-        args=_resolve_config_names(list(argv)),
+        args=resolve_config_names(argv, shipped_configs("pointcloud_pgllm")),
     )
 
 
@@ -167,16 +148,11 @@ def _new_output(path: Path, overwrite: bool) -> Path:
 
 
 def _features(data: Any, encoder_spec: str, batch_size: int = 16) -> Any:
-    import torch
-
+    from iclr26_common.threads import torch_threads
     from pointcloud_pgllm.model import encode, load_encoder
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the encoders' many small kernels run faster on one thread
-    try:
+    with torch_threads(1):  # the encoders' many small kernels run faster on one thread
         return encode(load_encoder(encoder_spec), data.points, batch_size).numpy()
-    finally:
-        torch.set_num_threads(threads)
 
 
 def embed_main(argv: Sequence[str]) -> int:
@@ -444,7 +420,7 @@ def ood_main(argv: Sequence[str]) -> int:
 def configs_main(argv: Sequence[str]) -> int:
     parser = ArgumentParser(prog=f"{PROG} configs", description="List shipped configs.")
     parser.parse_args(list(argv))
-    for name, path in shipped_configs().items():
+    for name, path in shipped_configs("pointcloud_pgllm").items():
         print(f"{name:16s} {path}")
     return 0
 
@@ -455,16 +431,14 @@ def _is_user_error(error: BaseException) -> bool:
     from pointcloud_pgllm.errors import PGLLMInputError
     from pointcloud_pgllm.scorers import ScorerError
 
-    path_errors = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError)
-    if isinstance(error, (PGLLMInputError, ScorerError, *path_errors)):
-        return True
-    if not isinstance(error, ValueError):
-        return False
-    tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    module = "" if tb is None else str(tb.tb_frame.f_globals.get("__name__", ""))
-    return module.split(".")[0] == "pointcloud_pgllm"
+    return is_user_error(
+        error,
+        "pointcloud_pgllm",
+        (
+            PGLLMInputError,
+            ScorerError,
+        ),
+    )
 
 
 def main(args: Sequence[str] | None = None) -> int | None:
@@ -472,15 +446,10 @@ def main(args: Sequence[str] | None = None) -> int | None:
 
     Input errors end with one line ``pointcloud-pgllm: error: ...`` on stderr and exit code 2
     (``POINTCLOUD_PGLLM_TRACEBACK=1`` shows the traceback instead)."""
-    argv = list(sys.argv[1:] if args is None else args)
-    try:
-        return _dispatch(argv)
-    except Exception as error:
-        if os.environ.get("POINTCLOUD_PGLLM_TRACEBACK") or not _is_user_error(error):
-            raise
-        message = " ".join(str(error).split()) or type(error).__name__
-        print(f"{PROG}: error: {message}", file=sys.stderr)
-        raise SystemExit(2) from None
+    argv = sys.argv[1:] if args is None else args
+    return run_with_one_line_errors(
+        PROG, _dispatch, argv, is_user=_is_user_error, traceback_env="POINTCLOUD_PGLLM_TRACEBACK"
+    )
 
 
 def _dispatch(argv: list[str]) -> int | None:

@@ -107,8 +107,7 @@ def run_seed(
     seed: int, config: dict[str, Any], scratch: Path
 ) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
     """One seed of the ladder: metrics per ablation and seconds per stage."""
-    import torch
-
+    from iclr26_common.threads import torch_threads
     from pointcloud_pgllm.captions import GeometricCaptioner
     from pointcloud_pgllm.io import load_dataset
     from pointcloud_pgllm.model import PointNN, encode
@@ -146,12 +145,8 @@ def run_seed(
     captions = captioner(support)
     times["caption_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # FPS / k-NN are many small kernels: one thread is faster here
-    try:
+    with torch_threads(1):  # FPS / k-NN are many small kernels: one thread is faster here
         features = encode(PointNN(**config["encoder"]), support)
-    finally:
-        torch.set_num_threads(threads)
     times["encode_s"] = time.perf_counter() - t
     scorer = TfidfScorer().fit(train_captions, train.labels, train.class_names)
     pipeline_config = PGLLMConfig()

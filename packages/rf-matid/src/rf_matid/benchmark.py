@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from rf_matid.cliutils import ArgumentParser, parse_int_list
+from iclr26_common.cli_support import ArgumentParser
+from rf_matid.cliutils import parse_int_list
 
 SPLIT_NAMES = ("S1", "S2-mod1", "S2-mod2", "S2-mod3", "S3-mod1", "S3-mod2", "S3-mod3")
 

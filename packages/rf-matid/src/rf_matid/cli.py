@@ -3,15 +3,20 @@ benchmark and configs."""
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from iclr26_common.cli_support import (
+    ArgumentParser,
+    is_user_error,
+    resolve_config_names,
+    run_with_one_line_errors,
+    shipped_configs,
+)
 from rf_matid import __version__
-from rf_matid.cliutils import ArgumentParser, parse_int_list
+from rf_matid.cliutils import parse_int_list
 
 __all__ = ["main", "parse_int_list", "run_lightning_cli", "shipped_configs"]
 
@@ -22,30 +27,6 @@ DESCRIPTION = (
     "named without a path: `rf-matid fit --config transformer1d --data.data_dir DIR`. "
     "`predict-files` writes class probabilities of new spectra from a checkpoint as a CSV."
 )
-
-
-def shipped_config_dir() -> Path:
-    return Path(str(files("rf_matid") / "configs"))
-
-
-def shipped_configs() -> dict[str, Path]:
-    return {path.stem: path for path in sorted(shipped_config_dir().glob("*.yaml"))}
-
-
-def _resolve_config_names(argv: list[str]) -> list[str]:
-    """Lets ``--config NAME`` name a shipped config when NAME is not an existing file."""
-    resolved = list(argv)
-    configs = shipped_configs()
-    for i, arg in enumerate(resolved):
-        if arg == "--config" and i + 1 < len(resolved):
-            value = resolved[i + 1]
-            if not Path(value).exists() and value in configs:
-                resolved[i + 1] = str(configs[value])
-        elif arg.startswith("--config="):
-            value = arg.split("=", 1)[1]
-            if not Path(value).exists() and value in configs:
-                resolved[i] = f"--config={configs[value]}"
-    return resolved
 
 
 def _top_level_parser() -> ArgumentParser:
@@ -116,7 +97,7 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         seed_everything_default=42,
         save_config_callback=RunDirSaveConfig,
         save_config_kwargs={"overwrite": False},
-        args=_resolve_config_names(list(argv)),
+        args=resolve_config_names(argv, shipped_configs("rf_matid")),
     )
 
 
@@ -194,7 +175,7 @@ def predict_files_main(argv: Sequence[str]) -> int:
 def configs_main(argv: Sequence[str]) -> int:
     parser = ArgumentParser(prog="rf-matid configs", description="List shipped configs.")
     parser.parse_args(list(argv))
-    for name, path in shipped_configs().items():
+    for name, path in shipped_configs("rf_matid").items():
         print(f"{name:24s} {path}")
     return 0
 
@@ -208,16 +189,7 @@ def _is_user_error(error: BaseException) -> bool:
     """
     from rf_matid.io import RFMatIDFormatError
 
-    path_errors = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError)
-    if isinstance(error, (RFMatIDFormatError, *path_errors)):
-        return True
-    if not isinstance(error, ValueError):
-        return False
-    tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    module = "" if tb is None else str(tb.tb_frame.f_globals.get("__name__", ""))
-    return module.split(".")[0] == "rf_matid"
+    return is_user_error(error, "rf_matid", (RFMatIDFormatError,))
 
 
 def main(args: Sequence[str] | None = None) -> int | None:
@@ -227,15 +199,10 @@ def main(args: Sequence[str] | None = None) -> int | None:
     existing output) end with one line ``rf-matid: error: ...`` on stderr and exit code 2; set
     ``RF_MATID_TRACEBACK=1`` to get the traceback instead. Other exceptions propagate.
     """
-    argv = list(sys.argv[1:] if args is None else args)
-    try:
-        return _dispatch(argv)
-    except Exception as error:
-        if os.environ.get("RF_MATID_TRACEBACK") or not _is_user_error(error):
-            raise
-        message = " ".join(str(error).split()) or type(error).__name__
-        print(f"rf-matid: error: {message}", file=sys.stderr)
-        raise SystemExit(2) from None
+    argv = sys.argv[1:] if args is None else args
+    return run_with_one_line_errors(
+        "rf-matid", _dispatch, argv, is_user=_is_user_error, traceback_env="RF_MATID_TRACEBACK"
+    )
 
 
 def _dispatch(argv: list[str]) -> int | None:

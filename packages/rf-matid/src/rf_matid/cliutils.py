@@ -7,10 +7,8 @@ at module level.
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import NoReturn
 
-__all__ = ["ArgumentParser", "parse_int_list"]
+__all__ = ["parse_int_list"]
 
 
 def parse_int_list(text: str) -> list[int]:
@@ -32,11 +30,3 @@ def parse_int_list(text: str) -> list[int]:
     if not values:
         raise argparse.ArgumentTypeError(f"{expected} of integers, got {text!r}")
     return values
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse with a one-line error: ``PROG: error: MESSAGE (see PROG --help)``, exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
-        raise SystemExit(2)

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib.resources import files
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
+from iclr26_common.cli_support import (
+    ArgumentParser,
+    is_user_error,
+    resolve_config_names,
+    run_with_one_line_errors,
+    shipped_configs,
+)
 from robotics_remac import __version__
 
 __all__ = ["main", "parse_delays", "run_lightning_cli", "shipped_configs"]
@@ -25,13 +30,6 @@ DESCRIPTION = (
 )
 
 
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse with a one-line error and exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
 def parse_delays(text: str) -> list[int]:
     """'0-4' (inclusive) or '0,2,4' -> a non-empty list of non-negative ints."""
     try:
@@ -45,26 +43,6 @@ def parse_delays(text: str) -> list[int]:
     if not values or min(values) < 0:
         raise argparse.ArgumentTypeError(f"expected non-negative delays, got {text!r}")
     return values
-
-
-def shipped_configs() -> dict[str, Path]:
-    root = Path(str(files("robotics_remac") / "configs"))
-    return {path.stem: path for path in sorted(root.glob("*.yaml"))}
-
-
-def _resolve_config_names(argv: list[str]) -> list[str]:
-    """Lets ``--config NAME`` name a shipped config when NAME is not an existing file."""
-    out = list(argv)
-    configs = shipped_configs()
-    for i, arg in enumerate(out):
-        if arg == "--config" and i + 1 < len(out):
-            if not Path(out[i + 1]).exists() and out[i + 1] in configs:
-                out[i + 1] = str(configs[out[i + 1]])
-        elif arg.startswith("--config="):
-            value = arg.split("=", 1)[1]
-            if not Path(value).exists() and value in configs:
-                out[i] = f"--config={configs[value]}"
-    return out
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:
@@ -88,7 +66,7 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         subclass_mode_data=True,
         seed_everything_default=0,
         save_config_kwargs={"overwrite": False},
-        args=_resolve_config_names(list(argv)),
+        args=resolve_config_names(argv, shipped_configs("robotics_remac")),
     )
 
 
@@ -205,7 +183,7 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
 
 def configs_main(argv: Sequence[str]) -> int:
     ArgumentParser(prog=f"{PROG} configs", description="List shipped configs.").parse_args(argv)
-    for name, path in shipped_configs().items():
+    for name, path in shipped_configs("robotics_remac").items():
         print(f"{name:16s} {path}")
     return 0
 
@@ -226,30 +204,16 @@ def _is_user_error(error: BaseException) -> bool:
     """Bad input (our format errors, path errors, our own ValueErrors), not a bug."""
     from robotics_remac.lerobot import RemacFormatError
 
-    path_errors = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError)
-    if isinstance(error, (RemacFormatError, *path_errors)):
-        return True
-    if not isinstance(error, ValueError):
-        return False
-    tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    module = "" if tb is None else str(tb.tb_frame.f_globals.get("__name__", ""))
-    return module.split(".")[0] == "robotics_remac"
+    return is_user_error(error, "robotics_remac", (RemacFormatError,))
 
 
 def main(args: Sequence[str] | None = None) -> int | None:
     """Entry point; input errors end with one ``robotics-remac: error: ...`` line and exit 2
     (``ROBOTICS_REMAC_TRACEBACK=1`` shows the traceback)."""
-    argv = list(sys.argv[1:] if args is None else args)
-    try:
-        return _dispatch(argv)
-    except Exception as error:
-        if os.environ.get("ROBOTICS_REMAC_TRACEBACK") or not _is_user_error(error):
-            raise
-        message = " ".join(str(error).split()) or type(error).__name__
-        print(f"{PROG}: error: {message}", file=sys.stderr)
-        raise SystemExit(2) from None
+    argv = sys.argv[1:] if args is None else args
+    return run_with_one_line_errors(
+        PROG, _dispatch, argv, is_user=_is_user_error, traceback_env="ROBOTICS_REMAC_TRACEBACK"
+    )
 
 
 def _dispatch(argv: list[str]) -> int | None:

@@ -219,12 +219,10 @@ def run(quick: bool, out_dir: Path) -> Result:
     """Runs the experiment with one torch thread (restored afterwards): the mixer is so small that
     intra-op threads only add synchronisation, and on a loaded 2-core machine two threads made the
     quick run 5x slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    from iclr26_common.threads import torch_threads
+
+    with torch_threads(1):
         return _run(quick, out_dir)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _write_rows_csv(rows: list[dict[str, Any]], path: Path) -> Path:

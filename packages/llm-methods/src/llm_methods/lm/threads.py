@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
+
+from iclr26_common.threads import torch_threads
+
+__all__ = ["one_thread"]
 
 
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """Run the block with one torch intra-op thread, restoring the previous count afterwards.
-
-    Tiny models gain nothing from intra-op threads, and on a shared 2-core machine two threads
-    spin-wait for each other (measured 4-15x slower than one for the zoo models).
-    """
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+def one_thread() -> AbstractContextManager[None]:
+    """Run the block with one torch intra-op thread, restoring the previous count afterwards
+    (:func:`iclr26_common.threads.torch_threads`). Tiny models gain nothing from intra-op
+    threads, and on a shared 2-core machine two threads spin-wait for each other (measured
+    4-15x slower than one for the zoo models)."""
+    return torch_threads(1)

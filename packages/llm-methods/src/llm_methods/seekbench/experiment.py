@@ -99,17 +99,14 @@ def _plot(out_dir: Path, analyses: list[dict[str, Any]], agents: list[str]) -> N
 
 
 def run(quick: bool, out_dir: Path) -> Result:
-    import torch
-
+    from llm_methods.lm.threads import one_thread
     from llm_methods.seekbench.metrics import analyze, paired_difference
     from llm_methods.seekbench.synth import CALIBRATION_CHAIN, PROFILES, synth_traces
 
     cfg = settings(quick)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         agents = list(PROFILES)
         analyses, pair_ok, n_traces, t_analyze = [], [], 0, 0.0
         diffs: dict[str, list[tuple[float, float, float]]] = {}
@@ -135,8 +132,6 @@ def run(quick: bool, out_dir: Path) -> Result:
                               "answer_auc", "groundedness", "rqi", "recovery_rate")}
                 for n in agents}  # fmt: skip
         _plot(out_dir, analyses, agents)
-    finally:
-        torch.set_num_threads(threads)
     tau_ce = _kendall([mean[n]["ce"] for n in CALIBRATION_CHAIN])
     tau_cce = _kendall([mean[n]["cce"] for n in CALIBRATION_CHAIN])
     share = float(np.mean(pair_ok))

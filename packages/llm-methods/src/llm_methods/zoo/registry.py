@@ -105,9 +105,9 @@ def zoo_dir(name: str, cache_dir: Path | None = None) -> Path:
 
 def build(name: str, cache_dir: Path | None = None, force: bool = False) -> Path:
     """Train zoo model ``name`` (seeded) and cache it; returns its folder."""
-    import torch
 
     from llm_methods.corpora import chunk_ids
+    from llm_methods.lm.threads import one_thread
     from llm_methods.lm.train import train_lm
     from llm_methods.zoo.models import tiny_llama
     from llm_methods.zoo.tokenizer import train_bpe
@@ -125,12 +125,8 @@ def build(name: str, cache_dir: Path | None = None, force: bool = False) -> Path
     chunks = chunk_ids(stream, spec.seq_len)
     model = tiny_llama(len(tokenizer), spec.n_layers, spec.hidden, spec.heads,
                        max_len=max(256, spec.seq_len), seed=spec.seed)  # fmt: skip
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matmuls: extra threads only add synchronisation (4-15x slower)
-    try:
+    with one_thread():  # tiny matmuls: extra threads only add synchronisation (4-15x slower)
         log = train_lm(model, chunks, spec.steps, spec.batch_size, spec.lr, seed=spec.seed)
-    finally:
-        torch.set_num_threads(threads)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
     try:

@@ -1,0 +1,135 @@
+"""Console-script plumbing every iclr26 package shares (stdlib only; nothing heavy is imported).
+
+- :class:`ArgumentParser`: argparse whose errors are one line, ``PROG: error: MESSAGE (see PROG
+  --help)``, with exit code 2.
+- :func:`shipped_configs` / :func:`resolve_config_names`: ``--config NAME`` may name a YAML shipped
+  in a package's ``configs/`` folder instead of a path.
+- :func:`run_with_one_line_errors`, :func:`is_user_error`: a console script's ``main`` turns bad
+  input (a package's format errors, path errors, ``ValueError`` raised by the package's own
+  validation, also when a library re-raised it) into one ``PROG: error: ...`` line and exit code
+  2; a traceback environment variable shows the traceback instead; anything else propagates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from importlib.resources import files
+from pathlib import Path
+from typing import NoReturn, TypeVar
+
+__all__ = [
+    "PATH_ERRORS",
+    "ArgumentParser",
+    "is_user_error",
+    "raised_in",
+    "resolve_config_names",
+    "run_with_one_line_errors",
+    "shipped_configs",
+    "user_error_in_chain",
+]
+
+#: File-system errors about a path the user gave (missing, existing, wrong kind).
+PATH_ERRORS: tuple[type[OSError], ...] = (
+    FileNotFoundError,
+    FileExistsError,
+    NotADirectoryError,
+    IsADirectoryError,
+)
+
+T = TypeVar("T")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with a one-line error: ``PROG: error: MESSAGE (see PROG --help)``, exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def shipped_configs(package: str, folder: str = "configs") -> dict[str, Path]:
+    """``{stem: path}`` of the ``*.yaml`` files directly in the importable ``package``'s
+    ``folder`` (sorted by name; empty when the folder is missing)."""
+    root = Path(str(files(package) / folder))
+    if not root.is_dir():
+        return {}
+    return {path.stem: path for path in sorted(root.glob("*.yaml"))}
+
+
+def resolve_config_names(argv: Sequence[str], configs: Mapping[str, Path]) -> list[str]:
+    """A copy of ``argv`` where ``--config NAME`` / ``--config=NAME`` naming a shipped config
+    (and not an existing file) is replaced by that config's path; other arguments are kept."""
+    resolved = list(argv)
+    for i, arg in enumerate(resolved):
+        if arg == "--config" and i + 1 < len(resolved):
+            value = resolved[i + 1]
+            if not Path(value).exists() and value in configs:
+                resolved[i + 1] = str(configs[value])
+        elif arg.startswith("--config="):
+            value = arg.split("=", 1)[1]
+            if not Path(value).exists() and value in configs:
+                resolved[i] = f"--config={configs[value]}"
+    return resolved
+
+
+def raised_in(error: BaseException, package: str) -> bool:
+    """Whether the innermost traceback frame of ``error`` lies in a module of ``package``
+    (its top-level import name, e.g. ``"rf_matid"``)."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    module = "" if tb is None else str(tb.tb_frame.f_globals.get("__name__", ""))
+    return module.split(".")[0] == package
+
+
+def is_user_error(
+    error: BaseException, package: str, error_types: tuple[type[BaseException], ...] = ()
+) -> bool:
+    """Bad input rather than a bug: one of the package's ``error_types``, a :data:`PATH_ERRORS`
+    error, or a ``ValueError`` raised by the package's own validation (:func:`raised_in`). A
+    ``ValueError`` raised inside torch, Lightning or another library is not."""
+    if isinstance(error, (*error_types, *PATH_ERRORS)):
+        return True
+    return isinstance(error, ValueError) and raised_in(error, package)
+
+
+def user_error_in_chain(
+    error: BaseException, is_user: Callable[[BaseException], bool]
+) -> BaseException | None:
+    """``error`` itself or, when a library wrapped it (LightningCLI/jsonargparse re-raise a data
+    module's error, MONAI wraps transform errors in ``RuntimeError``), the first user error in its
+    ``__cause__``/``__context__`` chain; ``None`` when there is none."""
+    seen: set[int] = set()
+    node: BaseException | None = error
+    while node is not None and id(node) not in seen:
+        if is_user(node):
+            return node
+        seen.add(id(node))
+        node = node.__cause__ or node.__context__
+    return None
+
+
+def run_with_one_line_errors(
+    prog: str,
+    dispatch: Callable[[list[str]], T],
+    argv: Sequence[str],
+    *,
+    is_user: Callable[[BaseException], bool],
+    traceback_env: str,
+) -> T:
+    """``dispatch(argv)``; a user error (per ``is_user``, searched along the exception chain)
+    ends with one line ``PROG: error: MESSAGE`` on stderr and ``SystemExit(2)``. When the
+    environment variable ``traceback_env`` is set, or the error is not a user error, the
+    exception propagates with its traceback."""
+    try:
+        return dispatch(list(argv))
+    except Exception as error:
+        found = user_error_in_chain(error, is_user)
+        if os.environ.get(traceback_env) or found is None:
+            raise
+        message = " ".join(str(found).split()) or type(found).__name__
+        print(f"{prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2) from None

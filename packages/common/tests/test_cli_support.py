@@ -1,0 +1,147 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from iclr26_common.cli_support import (
+    ArgumentParser,
+    is_user_error,
+    raised_in,
+    resolve_config_names,
+    run_with_one_line_errors,
+    shipped_configs,
+    user_error_in_chain,
+)
+from iclr26_common.threads import torch_threads
+
+
+class FormatError(Exception):
+    pass
+
+
+@pytest.fixture
+def fake_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    pkg = tmp_path / "fakepkg_cli"
+    (pkg / "configs").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "validate.py").write_text(
+        "def check(x):\n    if x < 0:\n        raise ValueError(f'x must be >= 0, got {x}')\n"
+    )
+    for name in ("tiny", "default"):
+        (pkg / "configs" / f"{name}.yaml").write_text("seed: 0\n")
+    (pkg / "configs" / "notes.txt").write_text("not a config")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "fakepkg_cli"
+    sys.modules.pop("fakepkg_cli", None)
+    sys.modules.pop("fakepkg_cli.validate", None)
+
+
+def test_parser_error_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = ArgumentParser(prog="demo")
+    parser.add_argument("--n", type=int, required=True)
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(["--n", "x"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("demo: error: ") and "(see demo --help)" in err[0]
+
+
+def test_shipped_configs_and_name_resolution(fake_package: str, tmp_path: Path) -> None:
+    configs = shipped_configs(fake_package)
+    assert list(configs) == ["default", "tiny"]
+    assert shipped_configs(fake_package, "missing") == {}
+    argv = ["fit", "--config", "tiny", "--config=default", "--trainer.max_epochs", "1"]
+    out = resolve_config_names(argv, configs)
+    assert out[2] == str(configs["tiny"]) and out[3] == f"--config={configs['default']}"
+    assert out[4:] == argv[4:] and argv[2] == "tiny"  # input not mutated
+    # an existing file of that name wins; unknown names are left for the parser to reject
+    local = tmp_path / "tiny"
+    local.write_text("seed: 1\n")
+    assert resolve_config_names(["--config", str(local)], configs)[1] == str(local)
+    assert resolve_config_names(["--config", "nope", "--config"], configs) == [
+        "--config",
+        "nope",
+        "--config",
+    ]
+
+
+def test_user_error_classification(fake_package: str) -> None:
+    from fakepkg_cli.validate import check
+
+    with pytest.raises(ValueError) as own:
+        check(-1)
+    assert raised_in(own.value, fake_package)
+    assert is_user_error(own.value, fake_package)
+    with pytest.raises(ValueError) as lib:
+        int("x")  # raised outside the package
+    assert not is_user_error(lib.value, fake_package)
+    assert is_user_error(FileNotFoundError("a.csv"), fake_package)
+    assert is_user_error(FormatError("a.csv: field x"), fake_package, (FormatError,))
+    assert not is_user_error(RuntimeError("bug"), fake_package, (FormatError,))
+
+
+def test_user_error_found_in_chain() -> None:
+    inner = FormatError("data.jsonl line 3: missing field 'answer'")
+    try:
+        try:
+            raise inner
+        except FormatError as error:
+            raise RuntimeError("Does not validate") from error
+    except RuntimeError as outer:
+        wrapped = outer
+    assert user_error_in_chain(wrapped, lambda e: isinstance(e, FormatError)) is inner
+    assert user_error_in_chain(wrapped, lambda e: False) is None
+
+
+def _dispatch_raising(error: BaseException):  # type: ignore[no-untyped-def]
+    def dispatch(argv: list[str]) -> int:
+        assert argv == ["a"]
+        raise error
+
+    return dispatch
+
+
+def test_run_with_one_line_errors(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    is_user = lambda e: isinstance(e, FormatError)  # noqa: E731
+    assert (
+        run_with_one_line_errors("p", lambda argv: 7, [], is_user=is_user, traceback_env="X_TB")
+        == 7
+    )
+    monkeypatch.delenv("X_TB", raising=False)
+    with pytest.raises(SystemExit) as exc:
+        run_with_one_line_errors(
+            "p", _dispatch_raising(FormatError("f.csv:\n  bad  field")), ("a",),
+            is_user=is_user, traceback_env="X_TB",
+        )  # fmt: skip
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == "p: error: f.csv: bad field\n"
+    with pytest.raises(RuntimeError):  # a bug keeps its traceback
+        run_with_one_line_errors(
+            "p",
+            _dispatch_raising(RuntimeError("bug")),
+            ["a"],
+            is_user=is_user,
+            traceback_env="X_TB",
+        )
+    monkeypatch.setenv("X_TB", "1")
+    with pytest.raises(FormatError):  # the traceback switch
+        run_with_one_line_errors(
+            "p", _dispatch_raising(FormatError("f")), ["a"], is_user=is_user, traceback_env="X_TB"
+        )
+
+
+def test_torch_threads_restores() -> None:
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    with pytest.raises(KeyError):
+        with torch_threads(1):
+            assert torch.get_num_threads() == 1
+            raise KeyError
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        with torch_threads(0):
+            pass
