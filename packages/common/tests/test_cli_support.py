@@ -145,3 +145,53 @@ def test_torch_threads_restores() -> None:
     with pytest.raises(ValueError, match="n must be >= 1"):
         with torch_threads(0):
             pass
+
+
+def test_dispatch_routes_and_rejects(capsys: pytest.CaptureFixture[str], fake_package: str) -> None:
+    from iclr26_common.cli_support import (
+        configs_command,
+        dispatch,
+        lightning_commands,
+        top_level_parser,
+    )
+
+    seen: list[list[str]] = []
+    handlers = {
+        **lightning_commands(("fit", "test"), seen.append),
+        "echo": lambda rest: len(rest),
+        "none": lambda rest: None,
+        "configs": configs_command("demo", fake_package, width=8),
+    }
+
+    def parser():  # type: ignore[no-untyped-def]
+        return top_level_parser(
+            "demo", "Demo tool.", "1.2", {"fit": "train", "test": "eval", "echo": "count args"},
+            passthrough=("fit", "test"),
+        )  # fmt: skip
+
+    assert dispatch(["fit", "--config", "tiny"], parser, handlers) == 0
+    assert dispatch(["test"], parser, handlers) == 0
+    assert seen == [["fit", "--config", "tiny"], ["test"]]
+    assert dispatch(["echo", "a", "b"], parser, handlers) == 2
+    assert dispatch(["none"], parser, handlers) == 0
+    assert dispatch(["configs"], parser, handlers) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in out] == ["default", "tiny"]
+    with pytest.raises(SystemExit) as exc:
+        dispatch(["--version"], parser, handlers)
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == "demo 1.2"
+    with pytest.raises(SystemExit) as exc:
+        dispatch(["--help"], parser, handlers)
+    assert exc.value.code == 0 and "count args" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        dispatch([], parser, handlers)  # no command: help on stdout, exit 2
+    assert exc.value.code == 2 and "usage: demo" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        dispatch(["nope"], parser, handlers)
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "demo: error: unknown command 'nope' (see demo --help)"
+    )
+    with pytest.raises(SystemExit) as exc:
+        dispatch(["configs", "--bad"], parser, handlers)
+    assert exc.value.code == 2 and "demo configs: error:" in capsys.readouterr().err

@@ -218,12 +218,12 @@ def test_bugs_are_not_turned_into_one_line_errors(monkeypatch: pytest.MonkeyPatc
     """A ValueError raised outside rf_matid's own validation keeps its traceback."""
     import rf_matid.cli as cli
 
-    def broken(*_args: object) -> dict:
-        return dict([(1, 2, 3)])  # ValueError raised by the interpreter, not by rf_matid
+    def broken(*_args: object) -> int:
+        return len(dict([(1, 2, 3)]))  # ValueError raised by the interpreter, not by rf_matid
 
-    monkeypatch.setattr(cli, "shipped_configs", broken)
+    monkeypatch.setattr(cli, "synth_main", broken)
     with pytest.raises(ValueError, match="dictionary update sequence"):
-        main(["configs"])
+        main(["synth"])
 
 
 def test_traceback_on_request(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -3,19 +3,23 @@ predict) plus ``synth`` (EMT data as extxyz), ``sweep`` (scaling grid + fits) an
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from atomistic_scaling import __version__
 from iclr26_common.cli_support import (
+    ArgumentParser,
+    configs_command,
+    dispatch,
     is_user_error,
+    lightning_commands,
     resolve_config_names,
     run_with_one_line_errors,
     shipped_configs,
+    top_level_parser,
 )
 
 __all__ = ["main", "run_lightning_cli", "shipped_configs"]
@@ -29,16 +33,18 @@ DESCRIPTION = (
 )
 
 
-def _top_level_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in TRAINER_SUBCOMMANDS:
-        sub.add_parser(name, help=f"LightningCLI `{name}` ({PROG} {name} --help)", add_help=False)
-    sub.add_parser("synth", help="write EMT-labelled structures as extxyz")
-    sub.add_parser("sweep", help="scaling sweep (archs x widths x D) with fits and plots")
-    sub.add_parser("configs", help="list the YAML configs shipped with the package")
-    return parser
+COMMANDS = {
+    **{name: f"LightningCLI `{name}` ({PROG} {name} --help)" for name in TRAINER_SUBCOMMANDS},
+    "synth": "write EMT-labelled structures as extxyz",
+    "sweep": "scaling sweep (archs x widths x D) with fits and plots",
+    "configs": "list the YAML configs shipped with the package",
+}
+
+
+def _top_level_parser() -> ArgumentParser:
+    return top_level_parser(
+        PROG, DESCRIPTION, __version__, COMMANDS, passthrough=TRAINER_SUBCOMMANDS
+    )
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:
@@ -80,7 +86,7 @@ def synth_main(argv: Sequence[str]) -> int:
     from atomistic_scaling.constants import EMT_ELEMENTS
     from atomistic_scaling.synth import KINDS, write_synthetic
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog=f"{PROG} synth",
         description="Generate fcc metal configurations (rattled, strained, vacancies, Langevin MD "
         "snapshots at 300-1500 K) labelled with ASE's EMT; write extxyz with REF_energy / "
@@ -189,15 +195,6 @@ def sweep_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def configs_main(argv: Sequence[str]) -> int:
-    argparse.ArgumentParser(prog=f"{PROG} configs", description="List shipped configs.").parse_args(
-        list(argv)
-    )
-    for name, path in shipped_configs("atomistic_scaling").items():
-        print(f"{name:16s} {path}")
-    return 0
-
-
 def _is_user_error(error: BaseException) -> bool:
     """Bad input rather than a bug: our format errors, path errors, and ``ValueError``s raised
     in this package's own modules (innermost traceback frame)."""
@@ -216,26 +213,14 @@ def main(args: Sequence[str] | None = None) -> int | None:
     )
 
 
-def _dispatch(argv: list[str]) -> int | None:
-    if not argv or argv[0] in ("-h", "--help", "--version"):
-        parser = _top_level_parser()
-        if not argv:
-            parser.print_help()
-            raise SystemExit(2)
-        parser.parse_args(argv)
-        return 0
-    command, rest = argv[0], argv[1:]
-    if command in TRAINER_SUBCOMMANDS:
-        run_lightning_cli(argv)
-        return 0
-    extra: dict[str, Callable[[Sequence[str]], int]] = {
+def _dispatch(argv: list[str]) -> int:
+    handlers = {
+        **lightning_commands(TRAINER_SUBCOMMANDS, run_lightning_cli),
         "synth": synth_main,
         "sweep": sweep_main,
-        "configs": configs_main,
+        "configs": configs_command(PROG, "atomistic_scaling", 16),
     }
-    if command not in extra:
-        _top_level_parser().error(f"unknown command {command!r}")
-    return extra[command](rest)
+    return dispatch(argv, _top_level_parser, handlers)
 
 
 if __name__ == "__main__":

@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from bio_scisor import __version__
 from iclr26_common.cli_support import (
     ArgumentParser,
+    configs_command,
+    dispatch,
     is_user_error,
+    lightning_commands,
     resolve_config_names,
     run_with_one_line_errors,
     shipped_configs,
+    top_level_parser,
 )
 
 __all__ = ["main", "run_lightning_cli", "shipped_configs"]
 
+PROG = "bio-scisor"
 TRAINER_SUBCOMMANDS = ("fit", "validate", "test")
 DESCRIPTION = (
     "SCISOR (ICLR 2026): a discrete diffusion model that deletes residues, for scoring deletion "
@@ -44,20 +49,20 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     )
 
 
+COMMANDS = {
+    **{name: f"LightningCLI `{name}` (bio-scisor {name} --help)" for name in TRAINER_SUBCOMMANDS},
+    "score": "score the deletion variants of a ProteinGym indel CSV",
+    "proteingym": "score every assay of a DMS_indels.csv reference and summarise",
+    "shrink": "shrink the sequences of a FASTA file by a percentage",
+    "synth": "write a synthetic profile-HMM family and deletion assay",
+    "configs": "list the YAML configs shipped with the package",
+}
+
+
 def _top_level_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="bio-scisor", description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"bio-scisor {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in TRAINER_SUBCOMMANDS:
-        sub.add_parser(name, help=f"LightningCLI `{name}` (bio-scisor {name} --help)")
-    sub.add_parser("score", help="score the deletion variants of a ProteinGym indel CSV")
-    sub.add_parser(
-        "proteingym", help="score every assay of a DMS_indels.csv reference and summarise"
+    return top_level_parser(
+        PROG, DESCRIPTION, __version__, COMMANDS, passthrough=TRAINER_SUBCOMMANDS
     )
-    sub.add_parser("shrink", help="shrink the sequences of a FASTA file by a percentage")
-    sub.add_parser("synth", help="write a synthetic profile-HMM family and deletion assay")
-    sub.add_parser("configs", help="list the YAML configs shipped with the package")
-    return parser
 
 
 def _read_wt(text: str) -> str:
@@ -212,15 +217,6 @@ def synth_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def configs_main(argv: Sequence[str]) -> int:
-    ArgumentParser(prog="bio-scisor configs", description="List shipped configs.").parse_args(
-        list(argv)
-    )
-    for name, path in shipped_configs("bio_scisor").items():
-        print(f"{name:12s} {path}")
-    return 0
-
-
 def _is_user_error(error: BaseException) -> bool:
     """Bad input (ScisorFormatError, a path error, a ValueError raised by bio_scisor itself)."""
     from bio_scisor.io import ScisorFormatError
@@ -237,28 +233,16 @@ def main(args: Sequence[str] | None = None) -> int | None:
     )
 
 
-def _dispatch(argv: list[str]) -> int | None:
-    if not argv or argv[0] in ("-h", "--help", "--version"):
-        parser = _top_level_parser()
-        if not argv:
-            parser.print_help()
-            raise SystemExit(2)
-        parser.parse_args(argv)
-        return 0
-    command, rest = argv[0], argv[1:]
-    if command in TRAINER_SUBCOMMANDS:
-        run_lightning_cli(argv)
-        return 0
-    extra: dict[str, Callable[[Sequence[str]], int]] = {
+def _dispatch(argv: list[str]) -> int:
+    handlers = {
+        **lightning_commands(TRAINER_SUBCOMMANDS, run_lightning_cli),
         "score": score_main,
         "proteingym": proteingym_main,
         "shrink": shrink_main,
         "synth": synth_main,
-        "configs": configs_main,
+        "configs": configs_command(PROG, "bio_scisor", 12),
     }
-    if command not in extra:
-        _top_level_parser().error(f"unknown command {command!r}")
-    return extra[command](rest)
+    return dispatch(argv, _top_level_parser, handlers)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,9 @@
   --help)``, with exit code 2.
 - :func:`shipped_configs` / :func:`resolve_config_names`: ``--config NAME`` may name a YAML shipped
   in a package's ``configs/`` folder instead of a path.
+- :func:`top_level_parser`, :func:`dispatch`, :func:`lightning_commands`, :func:`configs_command`:
+  ``PROG COMMAND ARGS...`` routing, where LightningCLI subcommands (``fit``, ``test``...) take their
+  own ``--help`` and every other command is a function of its remaining arguments.
 - :func:`run_with_one_line_errors`, :func:`is_user_error`: a console script's ``main`` turns bad
   input (a package's format errors, path errors, ``ValueError`` raised by the package's own
   validation, also when a library re-raised it) into one ``PROG: error: ...`` line and exit code
@@ -15,19 +18,24 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from importlib.resources import files
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 __all__ = [
     "PATH_ERRORS",
     "ArgumentParser",
+    "Handler",
+    "configs_command",
+    "dispatch",
     "is_user_error",
+    "lightning_commands",
     "raised_in",
     "resolve_config_names",
     "run_with_one_line_errors",
     "shipped_configs",
+    "top_level_parser",
     "user_error_in_chain",
 ]
 
@@ -40,6 +48,9 @@ PATH_ERRORS: tuple[type[OSError], ...] = (
 )
 
 T = TypeVar("T")
+
+#: A command: called with the arguments after its name; returns an exit code (``None`` means 0).
+Handler = Callable[[list[str]], "int | None"]
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -73,6 +84,76 @@ def resolve_config_names(argv: Sequence[str], configs: Mapping[str, Path]) -> li
             if not Path(value).exists() and value in configs:
                 resolved[i] = f"--config={configs[value]}"
     return resolved
+
+
+def top_level_parser(
+    prog: str,
+    description: str,
+    version: str,
+    commands: Mapping[str, str],
+    *,
+    passthrough: Collection[str] = (),
+) -> ArgumentParser:
+    """``PROG [--version] COMMAND ...`` with one sub-parser per ``{name: help}`` in ``commands``
+    (for ``--help``); ``passthrough`` commands (LightningCLI ones) keep their own ``--help``."""
+    parser = ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--version", action="version", version=f"{prog} {version}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text in commands.items():
+        sub.add_parser(name, help=help_text, add_help=name not in passthrough)
+    return parser
+
+
+def dispatch(
+    argv: Sequence[str], parser: Callable[[], ArgumentParser], handlers: Mapping[str, Handler]
+) -> int:
+    """Route ``argv = [COMMAND, *rest]`` to ``handlers[COMMAND](rest)``.
+
+    No arguments print the top-level help and exit 2; ``-h``/``--help``/``--version`` are the
+    top-level parser's; an unknown command is a one-line parser error (exit 2). ``parser`` is a
+    factory so a plain run never builds the help text.
+    """
+    argv = list(argv)
+    if not argv or argv[0] in ("-h", "--help", "--version"):
+        top = parser()
+        if not argv:
+            top.print_help()
+            raise SystemExit(2)
+        top.parse_args(argv)
+        return 0
+    command, rest = argv[0], argv[1:]
+    handler = handlers.get(command)
+    if handler is None:
+        parser().error(f"unknown command {command!r}")
+    result = handler(rest)
+    return 0 if result is None else int(result)
+
+
+def lightning_commands(names: Sequence[str], run: Callable[[list[str]], Any]) -> dict[str, Handler]:
+    """``{name: handler}`` for LightningCLI subcommands: each handler calls ``run([name, *rest])``
+    (the full LightningCLI argv) and returns 0."""
+
+    def command(name: str) -> Handler:
+        def handler(rest: list[str]) -> int:
+            run([name, *rest])
+            return 0
+
+        return handler
+
+    return {name: command(name) for name in names}
+
+
+def configs_command(prog: str, package: str, width: int = 16) -> Handler:
+    """A ``PROG configs`` handler printing ``NAME PATH`` of each config :func:`shipped_configs`
+    finds in ``package``."""
+
+    def handler(rest: list[str]) -> int:
+        ArgumentParser(prog=f"{prog} configs", description="List shipped configs.").parse_args(rest)
+        for name, path in shipped_configs(package).items():
+            print(f"{name:{width}s} {path}")
+        return 0
+
+    return handler
 
 
 def raised_in(error: BaseException, package: str) -> bool:

@@ -9,11 +9,17 @@ for per-chunk perplexity + dispersion of any model on your text, ``configs``).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from iclr26_common.cli_support import is_user_error, run_with_one_line_errors
+from iclr26_common.cli_support import (
+    Handler,
+    dispatch,
+    is_user_error,
+    run_with_one_line_errors,
+    top_level_parser,
+)
 from llm_methods import __version__
 from llm_methods.cliutils import ArgumentParser, resolve_config_names, shipped_configs
 
@@ -241,19 +247,17 @@ def adl_main(argv: Sequence[str]) -> int:
     return 0
 
 
+TOOLS = {
+    "score": "log-prob of a text under a model (e.g. --model smollm2)",
+    "generate": "generate from a prompt",
+    "zoo": "build / list the tiny-model zoo",
+    "corpora": "list offline text sources and licences",
+}
+
+
 def _top_level_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog=PROG, description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("score", help="log-prob of a text under a model (e.g. --model smollm2)")
-    sub.add_parser("generate", help="generate from a prompt")
-    sub.add_parser("zoo", help="build / list the tiny-model zoo")
-    sub.add_parser("corpora", help="list offline text sources and licences")
-    for name, about in METHODS.items():
-        sub.add_parser(name, help=about)
-    for name, module in _method_clis().items():
-        sub.add_parser(name, help=module.ABOUT)
-    return parser
+    plugins = {name: module.ABOUT for name, module in _method_clis().items()}
+    return top_level_parser(PROG, DESCRIPTION, __version__, {**TOOLS, **METHODS, **plugins})
 
 
 def _is_user_error(error: BaseException) -> bool:
@@ -272,16 +276,8 @@ def main(args: Sequence[str] | None = None) -> int | None:
     )
 
 
-def _dispatch(argv: list[str]) -> int | None:
-    if not argv or argv[0] in ("-h", "--help", "--version"):
-        parser = _top_level_parser()
-        if not argv:
-            parser.print_help()
-            raise SystemExit(2)
-        parser.parse_args(argv)
-        return 0
-    command, rest = argv[0], argv[1:]
-    handlers: dict[str, Callable[[Sequence[str]], int]] = {
+def _dispatch(argv: list[str]) -> int:
+    handlers: dict[str, Handler] = {
         "score": score_main,
         "generate": generate_main,
         "zoo": zoo_main,
@@ -289,12 +285,9 @@ def _dispatch(argv: list[str]) -> int | None:
         "dispersion": dispersion_main,
         "adl": adl_main,
     }
-    if command in handlers:
-        return handlers[command](rest)
-    plugin = _method_clis().get(command)
-    if plugin is None:
-        _top_level_parser().error(f"unknown command {command!r}")
-    return plugin.main(rest)
+    if argv and argv[0] not in handlers:  # method plugins are looked up only when needed
+        handlers.update({name: module.main for name, module in _method_clis().items()})
+    return dispatch(argv, _top_level_parser, handlers)
 
 
 def _method_clis() -> dict[str, Any]:

@@ -4,16 +4,20 @@ screen, export and configs."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from iclr26_common.cli_support import (
     ArgumentParser,
+    configs_command,
+    dispatch,
     is_user_error,
+    lightning_commands,
     resolve_config_names,
     run_with_one_line_errors,
     shipped_configs,
+    top_level_parser,
 )
 from medimg_gfscreen import __version__
 from medimg_gfscreen.cliutils import parse_shape
@@ -31,18 +35,20 @@ DESCRIPTION = (
 )
 
 
+COMMANDS = {
+    **{name: f"LightningCLI `{name}` ({PROG} {name} --help)" for name in TRAINER_SUBCOMMANDS},
+    "synth": "write synthetic CT volumes + labels + a Decathlon datalist",
+    "datalist": "write a Decathlon datalist from an MSD / FLARE folder",
+    "screen": "glance-then-focus one CT volume and write its lesion mask",
+    "export": "Focus + Glance weights of a Lightning checkpoint as a .pt",
+    "configs": "list the YAML configs shipped with the package",
+}
+
+
 def _top_level_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog=PROG, description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in TRAINER_SUBCOMMANDS:
-        sub.add_parser(name, help=f"LightningCLI `{name}` ({PROG} {name} --help)", add_help=False)
-    sub.add_parser("synth", help="write synthetic CT volumes + labels + a Decathlon datalist")
-    sub.add_parser("datalist", help="write a Decathlon datalist from an MSD / FLARE folder")
-    sub.add_parser("screen", help="glance-then-focus one CT volume and write its lesion mask")
-    sub.add_parser("export", help="Focus + Glance weights of a Lightning checkpoint as a .pt")
-    sub.add_parser("configs", help="list the YAML configs shipped with the package")
-    return parser
+    return top_level_parser(
+        PROG, DESCRIPTION, __version__, COMMANDS, passthrough=TRAINER_SUBCOMMANDS
+    )
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:
@@ -210,14 +216,6 @@ def export_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def configs_main(argv: Sequence[str]) -> int:
-    parser = ArgumentParser(prog=f"{PROG} configs", description="List shipped configs.")
-    parser.parse_args(list(argv))
-    for name, path in shipped_configs("medimg_gfscreen").items():
-        print(f"{name:16s} {path}")
-    return 0
-
-
 def _is_user_error(error: BaseException) -> bool:
     """Bad input (one line, exit 2) rather than a bug: ``GFScreenFormatError``, path errors, and
     ``ValueError`` raised by medimg_gfscreen's own validation."""
@@ -236,28 +234,16 @@ def main(args: Sequence[str] | None = None) -> int | None:
     )
 
 
-def _dispatch(argv: list[str]) -> int | None:
-    if not argv or argv[0] in ("-h", "--help", "--version"):
-        parser = _top_level_parser()
-        if not argv:
-            parser.print_help()
-            raise SystemExit(2)
-        parser.parse_args(argv)
-        return 0
-    command, rest = argv[0], argv[1:]
-    if command in TRAINER_SUBCOMMANDS:
-        run_lightning_cli(argv)
-        return 0
-    extra: dict[str, Callable[[Sequence[str]], int]] = {
+def _dispatch(argv: list[str]) -> int:
+    handlers = {
+        **lightning_commands(TRAINER_SUBCOMMANDS, run_lightning_cli),
         "synth": synth_main,
         "datalist": datalist_main,
         "screen": screen_main,
         "export": export_main,
-        "configs": configs_main,
+        "configs": configs_command(PROG, "medimg_gfscreen", 16),
     }
-    if command not in extra:
-        _top_level_parser().error(f"unknown command {command!r}")
-    return extra[command](rest)
+    return dispatch(argv, _top_level_parser, handlers)
 
 
 if __name__ == "__main__":

@@ -4,16 +4,20 @@ caption, classify and ood (the full PGLLM pipeline on a dataset folder) and conf
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from iclr26_common.cli_support import (
     ArgumentParser,
+    configs_command,
+    dispatch,
     is_user_error,
+    lightning_commands,
     resolve_config_names,
     run_with_one_line_errors,
     shipped_configs,
+    top_level_parser,
 )
 from pointcloud_pgllm import __version__
 from pointcloud_pgllm.cliutils import parse_name_list
@@ -30,19 +34,21 @@ DESCRIPTION = (
 )
 
 
+COMMANDS = {
+    **{name: f"LightningCLI `{name}` of the trainable encoder" for name in TRAINER_SUBCOMMANDS},
+    "synth": "write a synthetic ModelNet-like OFF tree (ID + OOD classes)",
+    "embed": "encoder features of a dataset split as .npy",
+    "caption": "geometric captions of a dataset split as CSV",
+    "classify": "PGLLM recognition on a dataset folder: CSV + metrics.json",
+    "ood": "PGLLM OOD detection (ID classes vs the rest): CSV + metrics.json",
+    "configs": "list the YAML configs shipped with the package",
+}
+
+
 def _top_level_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog=PROG, description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in TRAINER_SUBCOMMANDS:
-        sub.add_parser(name, help=f"LightningCLI `{name}` of the trainable encoder", add_help=False)
-    sub.add_parser("synth", help="write a synthetic ModelNet-like OFF tree (ID + OOD classes)")
-    sub.add_parser("embed", help="encoder features of a dataset split as .npy")
-    sub.add_parser("caption", help="geometric captions of a dataset split as CSV")
-    sub.add_parser("classify", help="PGLLM recognition on a dataset folder: CSV + metrics.json")
-    sub.add_parser("ood", help="PGLLM OOD detection (ID classes vs the rest): CSV + metrics.json")
-    sub.add_parser("configs", help="list the YAML configs shipped with the package")
-    return parser
+    return top_level_parser(
+        PROG, DESCRIPTION, __version__, COMMANDS, passthrough=TRAINER_SUBCOMMANDS
+    )
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:
@@ -417,14 +423,6 @@ def ood_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def configs_main(argv: Sequence[str]) -> int:
-    parser = ArgumentParser(prog=f"{PROG} configs", description="List shipped configs.")
-    parser.parse_args(list(argv))
-    for name, path in shipped_configs("pointcloud_pgllm").items():
-        print(f"{name:16s} {path}")
-    return 0
-
-
 def _is_user_error(error: BaseException) -> bool:
     """Bad input rather than a bug: our input errors, scorer errors, file-system errors about a
     path, and ``ValueError`` raised by pointcloud_pgllm's own validation."""
@@ -452,29 +450,17 @@ def main(args: Sequence[str] | None = None) -> int | None:
     )
 
 
-def _dispatch(argv: list[str]) -> int | None:
-    if not argv or argv[0] in ("-h", "--help", "--version"):
-        parser = _top_level_parser()
-        if not argv:
-            parser.print_help()
-            raise SystemExit(2)
-        parser.parse_args(argv)
-        return 0
-    command, rest = argv[0], argv[1:]
-    if command in TRAINER_SUBCOMMANDS:
-        run_lightning_cli(argv)
-        return 0
-    extra: dict[str, Callable[[Sequence[str]], int]] = {
+def _dispatch(argv: list[str]) -> int:
+    handlers = {
+        **lightning_commands(TRAINER_SUBCOMMANDS, run_lightning_cli),
         "synth": synth_main,
         "embed": embed_main,
         "caption": caption_main,
         "classify": classify_main,
         "ood": ood_main,
-        "configs": configs_main,
+        "configs": configs_command(PROG, "pointcloud_pgllm", 16),
     }
-    if command not in extra:
-        _top_level_parser().error(f"unknown command {command!r}")
-    return extra[command](rest)
+    return dispatch(argv, _top_level_parser, handlers)
 
 
 if __name__ == "__main__":

@@ -4,22 +4,27 @@ benchmark and configs."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from iclr26_common.cli_support import (
     ArgumentParser,
+    configs_command,
+    dispatch,
     is_user_error,
+    lightning_commands,
     resolve_config_names,
     run_with_one_line_errors,
     shipped_configs,
+    top_level_parser,
 )
 from rf_matid import __version__
 from rf_matid.cliutils import parse_int_list
 
 __all__ = ["main", "parse_int_list", "run_lightning_cli", "shipped_configs"]
 
+PROG = "rf-matid"
 TRAINER_SUBCOMMANDS = ("fit", "validate", "test", "predict")
 DESCRIPTION = (
     "RF-MatID (ICLR 2026): wide-band RF material identification. Training subcommands are "
@@ -29,20 +34,19 @@ DESCRIPTION = (
 )
 
 
+COMMANDS = {
+    **{name: f"LightningCLI `{name}` ({PROG} {name} --help)" for name in TRAINER_SUBCOMMANDS},
+    "predict-files": "class probabilities of .csv/.s1p files or folders from a checkpoint, as a CSV",
+    "synth": "write a synthetic dataset in the upstream folder/CSV format",
+    "benchmark": "train/test the model × protocol × split table",
+    "configs": "list the YAML configs shipped with the package",
+}
+
+
 def _top_level_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="rf-matid", description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"rf-matid {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in TRAINER_SUBCOMMANDS:
-        sub.add_parser(name, help=f"LightningCLI `{name}` (rf-matid {name} --help)", add_help=False)
-    sub.add_parser(
-        "predict-files",
-        help="class probabilities of .csv/.s1p files or folders from a checkpoint, as a CSV",
+    return top_level_parser(
+        PROG, DESCRIPTION, __version__, COMMANDS, passthrough=TRAINER_SUBCOMMANDS
     )
-    sub.add_parser("synth", help="write a synthetic dataset in the upstream folder/CSV format")
-    sub.add_parser("benchmark", help="train/test the model × protocol × split table")
-    sub.add_parser("configs", help="list the YAML configs shipped with the package")
-    return parser
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:
@@ -172,14 +176,6 @@ def predict_files_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def configs_main(argv: Sequence[str]) -> int:
-    parser = ArgumentParser(prog="rf-matid configs", description="List shipped configs.")
-    parser.parse_args(list(argv))
-    for name, path in shipped_configs("rf_matid").items():
-        print(f"{name:24s} {path}")
-    return 0
-
-
 def _is_user_error(error: BaseException) -> bool:
     """Bad input rather than a bug, so reported in one line instead of a traceback.
 
@@ -205,30 +201,21 @@ def main(args: Sequence[str] | None = None) -> int | None:
     )
 
 
-def _dispatch(argv: list[str]) -> int | None:
-    if not argv or argv[0] in ("-h", "--help", "--version"):
-        parser = _top_level_parser()
-        if not argv:
-            parser.print_help()
-            raise SystemExit(2)
-        parser.parse_args(argv)
-        return 0
-    command, rest = argv[0], argv[1:]
-    if command in TRAINER_SUBCOMMANDS:
-        run_lightning_cli(argv)
-        return 0
-    extra: dict[str, Callable[[Sequence[str]], int]] = {
-        "configs": configs_main,
+def _benchmark_main(argv: Sequence[str]) -> int:
+    from rf_matid.benchmark import benchmark_main  # imports the models: only when asked for
+
+    return benchmark_main(argv)
+
+
+def _dispatch(argv: list[str]) -> int:
+    handlers = {
+        **lightning_commands(TRAINER_SUBCOMMANDS, run_lightning_cli),
+        "configs": configs_command(PROG, "rf_matid", 24),
         "synth": synth_main,
         "predict-files": predict_files_main,
+        "benchmark": _benchmark_main,
     }
-    if command == "benchmark":
-        from rf_matid.benchmark import benchmark_main
-
-        extra["benchmark"] = benchmark_main
-    if command not in extra:
-        _top_level_parser().error(f"unknown command {command!r}")
-    return extra[command](rest)
+    return dispatch(argv, _top_level_parser, handlers)
 
 
 if __name__ == "__main__":

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from iclr26_common.cli_support import (
     ArgumentParser,
+    configs_command,
+    dispatch,
     is_user_error,
+    lightning_commands,
     resolve_config_names,
     run_with_one_line_errors,
     shipped_configs,
+    top_level_parser,
 )
 from robotics_remac import __version__
 
@@ -181,23 +185,18 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
     return 0
 
 
-def configs_main(argv: Sequence[str]) -> int:
-    ArgumentParser(prog=f"{PROG} configs", description="List shipped configs.").parse_args(argv)
-    for name, path in shipped_configs("robotics_remac").items():
-        print(f"{name:16s} {path}")
-    return 0
+COMMANDS = {
+    **{name: f"LightningCLI `{name}` ({PROG} {name} --help)" for name in TRAINER_SUBCOMMANDS},
+    "collect": "write expert demonstrations (LeRobot v2.1 layout)",
+    "eval": "success vs inference delay per method (CSV + plot)",
+    "configs": "list the YAML configs shipped with the package",
+}
 
 
 def _top_level_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog=PROG, description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in TRAINER_SUBCOMMANDS:
-        sub.add_parser(name, help=f"LightningCLI `{name}` ({PROG} {name} --help)", add_help=False)
-    sub.add_parser("collect", help="write expert demonstrations (LeRobot v2.1 layout)")
-    sub.add_parser("eval", help="success vs inference delay per method (CSV + plot)")
-    sub.add_parser("configs", help="list the YAML configs shipped with the package")
-    return parser
+    return top_level_parser(
+        PROG, DESCRIPTION, __version__, COMMANDS, passthrough=TRAINER_SUBCOMMANDS
+    )
 
 
 def _is_user_error(error: BaseException) -> bool:
@@ -216,26 +215,14 @@ def main(args: Sequence[str] | None = None) -> int | None:
     )
 
 
-def _dispatch(argv: list[str]) -> int | None:
-    if not argv or argv[0] in ("-h", "--help", "--version"):
-        parser = _top_level_parser()
-        if not argv:
-            parser.print_help()
-            raise SystemExit(2)
-        parser.parse_args(argv)
-        return 0
-    command, rest = argv[0], argv[1:]
-    if command in TRAINER_SUBCOMMANDS:
-        run_lightning_cli(argv)
-        return 0
-    extra: dict[str, Callable[[Sequence[str]], int]] = {
+def _dispatch(argv: list[str]) -> int:
+    handlers = {
+        **lightning_commands(TRAINER_SUBCOMMANDS, run_lightning_cli),
         "collect": collect_main,
         "eval": eval_main,
-        "configs": configs_main,
+        "configs": configs_command(PROG, "robotics_remac", 16),
     }
-    if command not in extra:
-        _top_level_parser().error(f"unknown command {command!r}")
-    return extra[command](rest)
+    return dispatch(argv, _top_level_parser, handlers)
 
 
 if __name__ == "__main__":
