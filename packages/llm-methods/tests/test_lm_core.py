@@ -223,3 +223,23 @@ def test_saved_tiny_model_loads_back_identically(tiny, tmp_path) -> None:  # typ
     with torch.no_grad():
         torch.testing.assert_close(lm.model(input_ids=ids).logits, tiny.model(input_ids=ids).logits)
     assert lm.dtype == torch.float32 and lm.device.type == "cpu"
+
+
+def test_option_logprobs_equal_continuation_scores(tiny) -> None:  # type: ignore[no-untyped-def]
+    import pytest
+
+    from llm_methods.lm import LMError, continuation_logprobs, option_logprobs
+
+    got = option_logprobs(tiny, "A list is", [(" a", " mutable"), ("", " tuple is"), ("", " x")])
+    want = continuation_logprobs(
+        tiny,
+        ["A list is a", "A list is", "A list is"],
+        [" mutable", " tuple is", " x"],
+        reduce="mean",
+    )
+    assert got == pytest.approx(want.tolist(), abs=1e-4)
+    # the KV cache is cropped back after each option: the order of options does not matter
+    again = option_logprobs(tiny, "A list is", [("", " x"), ("", " tuple is")])
+    assert again == pytest.approx([got[2], got[1]], abs=1e-5)
+    with pytest.raises(LMError, match="has no tokens"):
+        option_logprobs(tiny, "A list is", [("", "")])

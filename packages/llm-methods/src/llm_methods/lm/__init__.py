@@ -22,6 +22,7 @@ from llm_methods.lm.scoring import (
     continuation_logprobs,
     encode_texts,
     forward_hidden,
+    option_logprobs,
     perplexity,
     token_logprobs,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "generate",
     "load_lm",
     "logit_lens",
+    "option_logprobs",
     "perplexity",
     "replace_residual",
     "resolve_device",

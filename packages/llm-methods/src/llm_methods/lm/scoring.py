@@ -20,6 +20,7 @@ __all__ = [
     "continuation_logprobs",
     "encode_texts",
     "forward_hidden",
+    "option_logprobs",
     "perplexity",
     "token_logprobs",
 ]
@@ -146,3 +147,36 @@ def forward_hidden(lm: LM, batch: Batch) -> tuple[torch.Tensor, tuple[torch.Tens
         output_hidden_states=True,
     )
     return out.logits, tuple(out.hidden_states)
+
+
+def option_logprobs(lm: LM, prompt: str, options: Sequence[tuple[str, str]]) -> list[float]:
+    """Mean token log-prob of each option ``(lead, scored)`` after ``prompt + lead``; only the
+    ``scored`` tokens count. One forward of the prompt, then each ``lead + scored`` on its KV
+    cache, cropped back to the prompt after each, so N options cost one prompt forward plus N
+    short ones. Equals ``continuation_logprobs(lm, [prompt + lead], [scored], reduce="mean")``
+    (to float tolerance). Used for multiple-choice judging and answer-option likelihoods
+    (yes/no, A/B/C): ``softmax`` over the returned values normalises over the options."""
+    tok = lm.tokenizer
+    head = _bos(lm) + list(tok(prompt, add_special_tokens=False).input_ids)
+    if len(head) == 0:
+        raise LMError("option_logprobs: empty prompt and no BOS token")
+    scores = []
+    with torch.no_grad():
+        first = lm.model(input_ids=torch.tensor([head], device=lm.device), use_cache=True)
+        cache = getattr(first, "cache", None) or first.past_key_values
+        last = first.logits[0, -1:].float().log_softmax(-1)
+        for lead, scored in options:
+            lead_ids = list(tok(lead, add_special_tokens=False).input_ids) if lead else []
+            scored_ids = list(tok(scored, add_special_tokens=False).input_ids)
+            if not scored_ids:
+                raise LMError(f"option_logprobs: option {scored!r} has no tokens")
+            ids = lead_ids + scored_ids
+            logp = last
+            if len(ids) > 1:
+                step = lm.model(input_ids=torch.tensor([ids[:-1]], device=lm.device),
+                                cache=cache, use_cache=True)  # fmt: skip
+                logp = torch.cat([last, step.logits[0].float().log_softmax(-1)])
+                cache.crop(-(len(ids) - 1))  # back to the prompt (negative: tokens to drop)
+            picked = [float(logp[j, ids[j]]) for j in range(len(lead_ids), len(ids))]
+            scores.append(sum(picked) / len(picked))
+    return scores

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from llm_methods.lm.scoring import option_logprobs  # the core's; re-exported here
 from llm_methods.seekbench.data import (
     ATTRIBUTE_VALUES,
     QUERY_TYPES,
@@ -243,35 +244,6 @@ class LMJudge(Judge):
         self.calls += 1
         self.cache.put(key, out)
         return out
-
-
-def option_logprobs(lm: Any, prompt: str, options: Sequence[tuple[str, str]]) -> list[float]:
-    """Mean token log-prob of each option ``(lead, scored)`` after ``prompt + lead`` (only the
-    ``scored`` tokens count): one forward of the prompt, then each ``lead + scored`` on its KV
-    cache, cropped back after each. Equals ``continuation_logprobs(reduce="mean")`` of
-    ``(prompt + lead, scored)``. Candidate for the core."""
-    import torch
-
-    tok = lm.tokenizer
-    bos = [] if tok.bos_token_id is None else [tok.bos_token_id]
-    head = bos + list(tok(prompt, add_special_tokens=False).input_ids)
-    scores = []
-    with torch.no_grad():
-        first = lm.model(input_ids=torch.tensor([head], device=lm.device), use_cache=True)
-        cache = getattr(first, "cache", None) or first.past_key_values
-        last = first.logits[0, -1:].float().log_softmax(-1)
-        for lead, scored in options:
-            lead_ids = list(tok(lead, add_special_tokens=False).input_ids) if lead else []
-            ids = lead_ids + list(tok(scored, add_special_tokens=False).input_ids)
-            logp = last
-            if len(ids) > 1:
-                step = lm.model(input_ids=torch.tensor([ids[:-1]], device=lm.device),
-                                cache=cache, use_cache=True)  # fmt: skip
-                logp = torch.cat([last, step.logits[0].float().log_softmax(-1)])
-                cache.crop(-(len(ids) - 1))  # back to the prompt
-            picked = [float(logp[j, ids[j]]) for j in range(len(lead_ids), len(ids))]
-            scores.append(sum(picked) / len(picked))
-    return scores
 
 
 def _words(text: str) -> set[str]:
