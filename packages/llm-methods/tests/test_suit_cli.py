@@ -46,6 +46,33 @@ def test_suit_edit_bad_layers_and_zsre_subject(tmp_path, capsys) -> None:  # typ
     assert exit_.value.code == 2
 
 
+def test_suit_trace_and_rome_layer_bad_input(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "world.json"
+    main(["suit", "synth", "--subjects", "2", "--out", str(path)])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        main(["suit", "trace", "--requests", str(path), "--facts", "0"])
+    assert exit_.value.code == 2 and "--facts and --samples must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(
+            ["suit", "edit", "--requests", str(path), "--rome-layer", "top", "--out", str(tmp_path)]
+        )
+    assert exit_.value.code == 2 and "--rome-layer" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_suit_trace_on_smollm2(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.suit.data import read_counterfact, write_counterfact
+    from llm_methods.suit.experiment import FACTS
+
+    reqs = write_counterfact(read_counterfact(FACTS)[:2], tmp_path / "two.json")
+    assert (
+        main(["suit", "trace", "--requests", str(reqs), "--samples", "2", "--device", "cpu"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "ROME layer (max AIE, not the last):" in out and out.count("  AIE ") == 30
+
+
 @pytest.mark.slow
 def test_suit_edit_on_smollm2_end_to_end(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from safetensors.torch import load_file

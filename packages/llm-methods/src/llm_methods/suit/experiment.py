@@ -17,6 +17,7 @@ SUIT 74.2; efficacy close):
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,17 @@ METRICS = ("efficacy", "generalization", "specificity", "S")
 
 def settings(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"n_edits": 2, "batch": 2, "steps": 5, "subject_words": 20, "gen_tokens": 8}
-    return {"n_edits": 12, "batch": 4, "steps": 8, "subject_words": 300, "gen_tokens": 20}
+        return {
+            "n_edits": 2,
+            "batch": 2,
+            "steps": 5,
+            "subject_words": 20,
+            "gen_tokens": 8,
+            "trace_facts": 0,
+            "trace_samples": 0,
+        }
+    return {"n_edits": 12, "batch": 4, "steps": 8, "subject_words": 300, "gen_tokens": 20,
+            "trace_facts": 8, "trace_samples": 3}  # fmt: skip
 
 
 def stats_chunks(lm: Any) -> list[list[int]]:
@@ -91,6 +101,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     from llm_methods.suit.editors import METHODS, EditConfig, Editor, fresh_copy
     from llm_methods.suit.keys import key_second_moments
     from llm_methods.suit.metrics import edit_metrics, fluency
+    from llm_methods.suit.tracing import causal_trace, choose_rome_layer
 
     seed_everything(0)
     s = settings(quick)
@@ -101,7 +112,13 @@ def run(quick: bool, out_dir: Path) -> Result:
         lm = load_lm("smollm2", device="cpu")
         requests = read_counterfact(FACTS)
         order = np.random.default_rng(0).permutation(len(requests))
+        traced = [requests[i] for i in order[s["n_edits"] : s["n_edits"] + s["trace_facts"]]]
         requests = [requests[i] for i in order[: s["n_edits"]]]
+        trace = None
+        if traced:  # ROME's layer: max MLP indirect effect, on facts that are not edited
+            trace = causal_trace(lm, [r.prompt for r in traced], [r.subject for r in traced],
+                                 samples=s["trace_samples"])  # fmt: skip
+            cfg = dataclasses.replace(cfg, rome_layer=choose_rome_layer(trace, lm.n_layers))
         layers = tuple(sorted(set(cfg.layers) | {cfg.rome_layer}))
         stats = key_second_moments(lm, layers, stats_chunks(lm), f"pydoc{STATS_CHUNKS}x{STATS_LEN}")
         basis = subject_basis(lm, cfg.layers, s["subject_words"], cfg.tau)
@@ -147,12 +164,19 @@ def run(quick: bool, out_dir: Path) -> Result:
         f"{m} eff {v['efficacy']:.0f} / gen {v['generalization']:.0f} / spec {v['specificity']:.0f}"
         f" / S {v['S']:.1f}" for m, v in final.items())  # fmt: skip
     metrics = {"before": before, "final": final, "curves": curves, "edit_counts": counts,
-               "seconds_per_edit": seconds, "fluency": flu, "wall_s": round(wall, 1)}  # fmt: skip
+               "seconds_per_edit": seconds, "fluency": flu, "wall_s": round(wall, 1),
+               "rome_layer": cfg.rome_layer,
+               "causal_trace": None if trace is None else {
+                   "aie": [round(a, 4) for a in trace.aie], "p_clean": round(trace.p_clean, 4),
+                   "p_corrupted": round(trace.p_corrupted, 4), "facts": trace.n_facts,
+                   "window": trace.window, "samples": s["trace_samples"]}}  # fmt: skip
     return Result(
         summary=summary, metrics=metrics, seeds=[0],
         scale=f"SmolLM2-135M-Instruct (fp32, CPU), {s['n_edits']} of {len(read_counterfact(FACTS))}"
               f" known facts edited in batches of {s['batch']} (paper: 1000 in batches of 100 on "
-              f"8B models); layers {list(cfg.layers)} (ROME {cfg.rome_layer}), {cfg.steps} value "
+              f"8B models); layers {list(cfg.layers)} (ROME {cfg.rome_layer}, "
+              f"{'by causal tracing on ' + str(s['trace_facts']) + ' other facts' if trace else 'fixed'}"
+              f"), {cfg.steps} value "
               f"steps, C from {STATS_CHUNKS}x{STATS_LEN} pydoc tokens, U from "
               f"{3 * s['subject_words']} subject keys; one seed",
         claims=claims,
