@@ -1,0 +1,232 @@
+"""Experiment ``llm-methods.remix``: accuracy vs number of rollouts, on-policy GRPO vs ReMix.
+
+A tiny Llama pretrained here on the task format (``pretrain.TaskModelSpec``: 2 x 64, BPE 400,
+400 supervised steps on generated add/sub word problems with operands 2-20) is RL-finetuned on a
+fixed pool of generated problems with the exact-match reward, by GRPO (on-policy, mu = 1) and by
+ReMix (p = 0.4, m = 2, N = 2, KL-Convex, reincarnation), same lr, beta, group size and prompts
+per iteration, for several seeds. Every ``eval_every`` iterations: greedy exact-match accuracy
+on the pool and the mean sampled response length. Rollouts = completions sampled for training.
+
+Claims and thresholds, fixed here before any run:
+
+  (a) ReMix reaches GRPO's final accuracy (seed means) with <= CLAIM_A_MAX_ROLLOUT_FRACTION of
+      GRPO's rollouts;
+  (b) ReMix's final accuracy is not lower than GRPO's by more than CLAIM_B_MAX_DROP.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from iclr26_common import Claim, Experiment, Result, seed_everything
+
+__all__ = ["EXPERIMENT", "SCALE", "run", "run_curve", "settings"]
+
+PAPER = ("Squeeze the Soaked Sponge: Efficient Off-policy Reinforcement Finetuning for Large "
+         "Language Model (ReMix, arXiv 2507.06892)")  # fmt: skip
+CLAIM_A_MAX_ROLLOUT_FRACTION = 0.5
+CLAIM_B_MAX_DROP = 0.02
+POOL_SEED, HELDOUT_SEED, N_HELDOUT = 7, 99, 128
+# paper step constants (T = 100, lambda from t = 50 every 10) scaled by SCALE for our iterations
+SCALE = 0.24
+# chosen on GRPO alone (seeds 10, 11, not the experiment's): GRPO's final pool accuracy 0.633 at
+# 1e-4 vs 0.562 at 3e-4; ReMix takes the same value
+LR = 1e-4
+
+
+def settings(quick: bool) -> dict[str, Any]:
+    if quick:
+        return {"seeds": [0, 1, 2], "iterations": 8, "eval_every": 4, "pool": 32}
+    return {"seeds": [0, 1, 2, 3, 4], "iterations": 64, "eval_every": 4, "pool": 64}
+
+
+def rl_config(algo: str) -> Any:
+    from llm_methods.remix.model import RLConfig
+
+    return RLConfig(algo=algo, group_size=8, prompts_per_step=8, max_new_tokens=16, lr=LR,
+                    beta=0.04, p_off=0.4, utd=2, n_past=2,
+                    reincarnate_at=round(100 * SCALE), lam_start=round(50 * SCALE),
+                    lam_every=max(1, round(10 * SCALE)))  # fmt: skip
+
+
+def run_curve(model: Any, tok: Any, algo: str, pool: list, seed: int, iterations: int,
+              eval_every: int, heldout: list | None = None) -> dict[str, Any]:  # fmt: skip
+    """Train a copy of ``model`` with ``algo`` on ``pool``; the learning curve and final eval."""
+    import torch
+
+    from llm_methods.remix.data import make_reward_fn
+    from llm_methods.remix.model import RLRunner
+
+    seed_everything(seed)
+    policy = copy.deepcopy(model).train()
+    cfg = rl_config(algo)
+    runner = RLRunner(policy, tok, cfg, make_reward_fn(["exact_match"]), seed=seed)
+    opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=0.0)
+    rng = random.Random(seed)
+    order: list = []
+    curve = {"rollouts": [0], "accuracy": [runner.evaluate(pool)["accuracy"]]}
+    start = time.perf_counter()
+    for k in range(iterations):
+        if len(order) < cfg.prompts_per_step:
+            order += rng.sample(pool, len(pool))
+        batch, order = order[: cfg.prompts_per_step], order[cfg.prompts_per_step :]
+        runner.step(batch, opt)
+        if (k + 1) % eval_every == 0 or k + 1 == iterations:
+            curve["rollouts"].append(runner.rollouts)
+            curve["accuracy"].append(runner.evaluate(pool)["accuracy"])
+    wall = time.perf_counter() - start
+    out = {"curve": curve, "lengths": [h["length"] for h in runner.history],
+           "rewards": [h["reward"] for h in runner.history], "rollouts": runner.rollouts,
+           "grad_steps": runner.grad_steps, "wall_s": wall}  # fmt: skip
+    if heldout:
+        out["heldout"] = runner.evaluate(heldout)["accuracy"]
+    return out
+
+
+def rollouts_to_reach(rollouts: list[int], acc: np.ndarray, target: float) -> float:
+    """The first rollout count > 0 at which the (seed-mean) accuracy reaches ``target``; inf if
+    never (the untrained start does not count)."""
+    for r, a in zip(rollouts, acc, strict=True):
+        if r > 0 and a >= target - 1e-9:
+            return float(r)
+    return float("inf")
+
+
+def run(quick: bool, out_dir: Path) -> Result:
+    from llm_methods.lm import load_lm
+    from llm_methods.lm.threads import one_thread
+    from llm_methods.remix.data import records_to_problems, synth_problems
+    from llm_methods.remix.pretrain import TaskModelSpec, ensure_task_model
+
+    cfg = settings(quick)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    spec = TaskModelSpec()
+    results: dict[str, list[dict[str, Any]]] = {"grpo": [], "remix": []}
+    with one_thread():
+        lm = load_lm(str(ensure_task_model(spec)), device="cpu")
+        pretrain_s = time.perf_counter() - start
+        pool = records_to_problems(synth_problems(cfg["pool"], POOL_SEED, spec.max_value))
+        heldout = records_to_problems(synth_problems(N_HELDOUT, HELDOUT_SEED, spec.max_value))
+        for seed in cfg["seeds"]:
+            for algo in results:
+                results[algo].append(run_curve(lm.model, lm.tokenizer, algo, pool, seed,
+                                               cfg["iterations"], cfg["eval_every"], heldout))  # fmt: skip
+    x = results["grpo"][0]["curve"]["rollouts"]
+    acc = {a: np.array([r["curve"]["accuracy"] for r in rs]) for a, rs in results.items()}
+    mean = {a: v.mean(0) for a, v in acc.items()}
+    final = {a: float(mean[a][-1]) for a in results}
+    total = float(x[-1])
+    to_reach = {a: rollouts_to_reach(results[a][0]["curve"]["rollouts"], mean[a], final["grpo"])
+                for a in results}  # fmt: skip
+    fraction = to_reach["remix"] / total
+    reached = {a: (None if v == float("inf") else v) for a, v in to_reach.items()}  # JSON-safe
+    lengths = {a: np.array([r["lengths"] for r in rs]).mean(0) for a, rs in results.items()}
+    _plot(out_dir / "remix_accuracy_vs_rollouts.png", x, acc, "greedy accuracy (pool)")
+    _plot_lengths(out_dir / "remix_response_length.png", lengths, cfg["iterations"])
+    per_seed_final = {a: [round(float(v[-1]), 4) for v in acc[a]] for a in results}
+    heldout_acc = {a: round(float(np.mean([r["heldout"] for r in rs])), 4)
+                   for a, rs in results.items()}  # fmt: skip
+    claims = [
+        Claim(text="ReMix reaches GRPO's final accuracy with at most half of GRPO's rollouts.",
+              criterion=(f"rollouts(ReMix seed-mean accuracy >= GRPO final) / GRPO rollouts "
+                         f"<= {CLAIM_A_MAX_ROLLOUT_FRACTION}"),
+              measured={"grpo_final": round(final["grpo"], 4), "grpo_rollouts": total,
+                        "remix_rollouts_to_reach": reached["remix"],
+                        "fraction": None if reached["remix"] is None else round(fraction, 4)},
+              verdict=bool(fraction <= CLAIM_A_MAX_ROLLOUT_FRACTION)),
+        Claim(text="ReMix's final accuracy is not lower than GRPO's by more than 2 points.",
+              criterion=f"acc(ReMix) - acc(GRPO) >= -{CLAIM_B_MAX_DROP} (final, seed means)",
+              measured={"remix_final": round(final["remix"], 4),
+                        "grpo_final": round(final["grpo"], 4),
+                        "difference": round(final["remix"] - final["grpo"], 4),
+                        "per_seed": per_seed_final},
+              verdict=bool(final["remix"] - final["grpo"] >= -CLAIM_B_MAX_DROP)),
+    ]  # fmt: skip
+    start_len = {a: round(float(v[: max(1, len(v) // 8)].mean()), 3) for a, v in lengths.items()}
+    end_len = {a: round(float(v[-max(1, len(v) // 8) :].mean()), 3) for a, v in lengths.items()}
+    metrics: dict[str, Any] = {
+        "rollouts": [int(r) for r in x],
+        "accuracy_mean": {a: [round(float(v), 4) for v in m] for a, m in mean.items()},
+        "accuracy_std": {a: [round(float(v), 4) for v in acc[a].std(0)] for a in results},
+        "initial_accuracy": round(float(acc["grpo"][0, 0]), 4),
+        "final_accuracy": {a: round(v, 4) for a, v in final.items()},
+        "heldout_accuracy": heldout_acc,
+        "rollouts_to_grpo_final": reached,
+        "grad_steps_per_rollout": {a: round(rs[0]["grad_steps"] / rs[0]["rollouts"], 5)
+                                   for a, rs in results.items()},
+        "response_length_start_end": {a: [start_len[a], end_len[a]] for a in results},
+        "train_wall_s": {a: round(sum(r["wall_s"] for r in rs), 1) for a, rs in results.items()},
+        "pretrain_or_load_s": round(pretrain_s, 1),
+        "wall_s": round(time.perf_counter() - start, 1),
+    }  # fmt: skip
+    return Result(
+        summary=(f"Pool greedy accuracy {metrics['initial_accuracy']:.3f} at start; after "
+                 f"{int(total)} rollouts GRPO {final['grpo']:.3f}, ReMix {final['remix']:.3f} "
+                 f"(seed means). ReMix reached GRPO's final accuracy "
+                 + (f"after {to_reach['remix']:.0f} rollouts ({fraction:.2f} of GRPO's). "
+                    if reached["remix"] is not None else "at no evaluation point. ")
+                 + "Mean sampled "
+                 f"response length start->end: GRPO {start_len['grpo']}->{end_len['grpo']}, "
+                 f"ReMix {start_len['remix']}->{end_len['remix']} tokens."),
+        metrics=metrics, seeds=list(cfg["seeds"]),
+        scale=(f"task model 2x64 Llama (BPE 400) pretrained {spec.steps} steps on "
+               f"{spec.n_train} generated problems; RL pool {cfg['pool']} problems, "
+               f"{cfg['iterations']} iterations x 8 prompts x G=8 ({int(total)} rollouts/run), "
+               f"lr {LR}, beta 0.04, eps 0.2; ReMix p=0.4 m=2 N=2, T={round(100 * SCALE)}, "
+               f"lambda from t={round(50 * SCALE)} every {max(1, round(10 * SCALE))} "
+               f"(paper steps x {SCALE}); {len(cfg['seeds'])} seeds"),
+        claims=claims,
+    )  # fmt: skip
+
+
+def _plot(path: Path, x: list[int], acc: dict[str, np.ndarray], ylabel: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for algo, values in acc.items():
+        m, s = values.mean(0), values.std(0)
+        ax.plot(x, m, marker="o", label=algo)
+        ax.fill_between(x, m - s, m + s, alpha=0.2)
+    ax.set_xlabel("rollouts (sampled completions)")
+    ax.set_ylabel(ylabel)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _plot_lengths(path: Path, lengths: dict[str, np.ndarray], iterations: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for algo, values in lengths.items():
+        ax.plot(range(1, iterations + 1), values, label=algo)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("mean sampled response length (tokens)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+EXPERIMENT = Experiment(
+    name="llm-methods.remix",
+    paper=PAPER,
+    claim="Mix-policy proximal policy gradient with replay, a higher update-to-data ratio, the "
+    "KL-Convex constraint and policy reincarnation reaches on-policy GRPO's accuracy with far "
+    "fewer rollouts, without losing final accuracy.",
+    run=run,
+)

@@ -1,0 +1,140 @@
+"""LightningModule + DataModule for ``llm-methods remix fit`` (LightningCLI).
+
+One training step = one RL iteration of :class:`~llm_methods.remix.model.RLRunner` (sample,
+score, mix, ``m`` gradient steps), with manual optimisation: ``trainer.max_steps`` counts
+gradient steps (ReMix takes ``utd`` per iteration before reincarnation). Validation = greedy
+exact-match accuracy and response length on the validation problems.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+
+from llm_methods.lm.errors import LMError
+from llm_methods.remix.data import (
+    Problem,
+    make_reward_fn,
+    read_problems,
+    records_to_problems,
+    synth_problems,
+)
+from llm_methods.remix.model import RLConfig, RLRunner
+
+__all__ = ["ProblemDataModule", "ReMixModule", "load_policy"]
+
+
+def load_policy(spec: str) -> Any:  # -> LM
+    """``task`` (the task-format tiny Llama, pretrained and cached here) or any ``load_lm`` spec."""
+    from llm_methods.lm import load_lm
+
+    if spec == "task":
+        from llm_methods.remix.pretrain import ensure_task_model
+
+        return load_lm(str(ensure_task_model()), device="cpu")
+    return load_lm(spec, device="cpu", dtype="float32")
+
+
+class _Batches(torch.utils.data.IterableDataset):
+    """Endless shuffled batches of problems (one per RL iteration)."""
+
+    def __init__(self, problems: list[Problem], batch: int, seed: int) -> None:
+        self.problems, self.batch, self.seed = problems, batch, seed
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        rng, order = random.Random(self.seed), []
+        while True:
+            if len(order) < self.batch:
+                order += rng.sample(self.problems, len(self.problems))
+            yield order[: self.batch]
+            order = order[self.batch :]
+
+
+class ProblemDataModule(L.LightningDataModule):
+    """Args: ``train_file`` / ``val_file`` (GSM8K jsonl; ``None`` = generated, ``synth_n`` /
+    ``synth_val_n`` problems with operands up to ``max_value``), ``prompts_per_step``, ``seed``."""
+
+    def __init__(self, train_file: str | None = None, val_file: str | None = None,
+                 synth_n: int = 64, synth_val_n: int = 32, max_value: int = 20,
+                 prompts_per_step: int = 8, limit: int | None = None, seed: int = 0) -> None:  # fmt: skip
+        super().__init__()
+        if prompts_per_step < 1:
+            raise LMError(f"prompts_per_step must be >= 1, got {prompts_per_step}")
+        self.prompts_per_step, self.seed = prompts_per_step, seed
+        self.train = (read_problems(Path(train_file), limit) if train_file else
+                      records_to_problems(synth_problems(synth_n, 7 + seed, max_value)))  # fmt: skip
+        self.val = (read_problems(Path(val_file), limit) if val_file else
+                    records_to_problems(synth_problems(synth_val_n, 99, max_value)))  # fmt: skip
+
+    def train_dataloader(self) -> Any:
+        data = _Batches(self.train, self.prompts_per_step, self.seed)
+        return torch.utils.data.DataLoader(data, batch_size=None)
+
+    def val_dataloader(self) -> Any:
+        chunks = [self.val[i : i + 32] for i in range(0, len(self.val), 32)]
+        return torch.utils.data.DataLoader(chunks, batch_size=None, collate_fn=lambda x: x)
+
+
+class ReMixModule(L.LightningModule):
+    """Args: ``policy`` (``task`` or a model spec), ``algo`` (``remix`` | ``grpo``), the
+    :class:`RLConfig` fields, ``rewards`` (names in ``data.REWARDS``; must not be empty),
+    ``save_dir`` (write the trained policy there as an HF folder at the end of fit)."""
+
+    def __init__(self, policy: str = "task", algo: str = "remix", group_size: int = 8,
+                 max_new_tokens: int = 16, temperature: float = 1.0, lr: float = 1e-4,
+                 epsilon: float = 0.2, beta: float = 0.04, num_iterations: int = 1,
+                 p_off: float = 0.4, utd: int = 2, n_past: int = 2,
+                 reincarnate_at: int | None = 50, lam_start: int = 50, lam_every: int = 10,
+                 rewards: list[str] | None = None, save_dir: str | None = None,
+                 seed: int = 0) -> None:  # fmt: skip
+        super().__init__()
+        self.save_hyperparameters()
+        self.automatic_optimization = False
+        self.reward_fn = make_reward_fn(["exact_match"] if rewards is None else rewards)
+        self.cfg = RLConfig(algo=algo, group_size=group_size, max_new_tokens=max_new_tokens,
+                            temperature=temperature, lr=lr, epsilon=epsilon, beta=beta,
+                            num_iterations=num_iterations, p_off=p_off, utd=utd, n_past=n_past,
+                            reincarnate_at=reincarnate_at, lam_start=lam_start,
+                            lam_every=lam_every).validate()  # fmt: skip
+        lm = load_policy(policy)
+        self.policy, self.tokenizer = lm.model, lm.tokenizer
+        self.runner: RLRunner | None = None
+
+    def on_fit_start(self) -> None:
+        self.policy.train()
+        self.runner = RLRunner(
+            self.policy, self.tokenizer, self.cfg, self.reward_fn, self.hparams.seed
+        )
+
+    def transfer_batch_to_device(self, batch: Any, device: Any, dataloader_idx: int) -> Any:
+        return batch  # problems are text; the runner tokenises on the policy's device
+
+    def _runner(self) -> RLRunner:
+        if self.runner is None:
+            self.runner = RLRunner(self.policy, self.tokenizer, self.cfg, self.reward_fn,
+                                   self.hparams.seed)  # fmt: skip
+        return self.runner
+
+    def training_step(self, batch: list[Problem], batch_idx: int) -> None:
+        logs = self._runner().step(batch, self.optimizers(), self.manual_backward)
+        self.log_dict({f"train/{k}": v for k, v in logs.items()}, prog_bar=False,
+                      batch_size=len(batch))  # fmt: skip
+
+    def validation_step(self, batch: list[Problem], batch_idx: int) -> None:
+        out = self._runner().evaluate(batch)
+        self.log_dict({"val/accuracy": out["accuracy"], "val/length": out["length"]},
+                      prog_bar=True, batch_size=len(batch))  # fmt: skip
+
+    def on_train_end(self) -> None:
+        if self.hparams.save_dir:
+            folder = Path(self.hparams.save_dir)
+            folder.mkdir(parents=True, exist_ok=True)
+            self.policy.save_pretrained(folder)
+            self.tokenizer.save_pretrained(folder)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.AdamW(self.policy.parameters(), lr=self.cfg.lr, weight_decay=0.0)

@@ -1,0 +1,410 @@
+"""GRPO and ReMix (Reincarnating Mix-policy Proximal Policy Gradient, arXiv 2507.06892) as plain
+torch functions on an HF causal LM; importable without Lightning.
+
+Shapes: ``B`` sequences (= prompts x group size ``G``), prompt width ``P`` (left padded),
+completion width ``C`` (right padded). A completion keeps its first EOS and masks what follows.
+
+- GRPO (the base): group-normalised advantages ``A_i = (r_i - mean_g r) / (std_g r + 1e-4)``
+  (unbiased std, as TRL), token ratio ``rho = pi_theta / pi_old``, loss
+  ``-min(rho A, clip(rho, 1-eps_low, 1+eps_high) A) + beta * KL`` averaged per sequence and then
+  over sequences (TRL ``loss_type="grpo"``); KL is the k3 estimator ``exp(q-p) - (q-p) - 1``
+  times ``rho`` (TRL's ``use_bias_correction_kl``).
+- Mix-policy PPG: a completion sampled by ``pi_{k-i}`` (i = 0 on-policy, 1..N from the replay)
+  uses ``rho = pi_theta / pi_{k-i}`` clipped to ``[c - eps_low, c + eps_high]`` around the
+  behaviour ratio ``c = pi_k / pi_{k-i}`` (GePPO's generalised clip; c = 1 on-policy).
+- KL-Convex: ``beta * (lambda(t) KL(pi || pi_base) + (1 - lambda(t)) KL(pi || pi_{k-1}))`` with
+  ``lambda(t) = max(1 - 0.1 * ceil(max(t - 50, 0) / 10), 0.5)`` (constants configurable).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from llm_methods.lm.errors import LMError
+
+__all__ = [
+    "RLConfig",
+    "RLRunner",
+    "collate_rollouts",
+    "group_advantages",
+    "grpo_loss",
+    "kl_convex_lambda",
+    "mix_ppg_loss",
+    "sequence_logps",
+]
+
+
+@dataclass
+class RLConfig:
+    """GRPO / ReMix settings. Paper defaults for ReMix: p=0.4, m=2, N=2, T in {50, 100}."""
+
+    algo: str = "remix"  # "grpo" | "remix"
+    group_size: int = 8  # G
+    prompts_per_step: int = 8
+    max_new_tokens: int = 16
+    temperature: float = 1.0
+    lr: float = 1e-3
+    epsilon: float = 0.2
+    epsilon_high: float | None = None
+    beta: float = 0.04  # KL coefficient (GRPO: to the base; ReMix: the KL-Convex pair)
+    num_iterations: int = 1  # GRPO's mu (TRL num_iterations): gradient passes per batch
+    p_off: float = 0.4  # ReMix: probability that a group slot is drawn from the replay
+    utd: int = 2  # ReMix: m, gradient steps per batch
+    n_past: int = 2  # ReMix: N, past policies kept in the replay
+    reincarnate_at: int | None = 50  # ReMix: T (None: never)
+    lam_start: int = 50
+    lam_every: int = 10
+    lam_decay: float = 0.1
+    lam_min: float = 0.5
+    max_grad_norm: float = 1.0
+
+    def validate(self) -> RLConfig:
+        if self.algo not in ("grpo", "remix"):
+            raise LMError(f"algo must be 'grpo' or 'remix', got {self.algo!r}")
+        for name in ("group_size", "prompts_per_step", "max_new_tokens", "utd", "num_iterations",
+                     "lam_every"):  # fmt: skip
+            if getattr(self, name) < 1:
+                raise LMError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.group_size < 2:
+            raise LMError("group_size must be >= 2 (group-normalised advantages)")
+        if not 0.0 <= self.p_off <= 1.0:
+            raise LMError(f"p_off must be in [0, 1], got {self.p_off}")
+        if self.n_past < 1 or self.temperature <= 0 or self.lr <= 0 or self.epsilon <= 0:
+            raise LMError("n_past >= 1, temperature > 0, lr > 0 and epsilon > 0 are required")
+        return self
+
+
+def kl_convex_lambda(t: int, start: int = 50, every: int = 10, decay: float = 0.1,
+                     floor: float = 0.5) -> float:  # fmt: skip
+    """lambda(t) = max(1 - decay * ceil(max(t - start, 0) / every), floor) (paper: 50, 10, 0.1, 0.5)."""
+    return max(1.0 - decay * math.ceil(max(t - start, 0) / every), floor)
+
+
+def group_advantages(rewards: torch.Tensor, group_size: int, scale: bool = True) -> torch.Tensor:
+    """[B] rewards (B = n_groups * G, groups contiguous) -> [B] advantages (TRL's formula)."""
+    if rewards.numel() == 0:
+        raise LMError("empty reward set: no rollouts to score")
+    if rewards.numel() % group_size:
+        raise LMError(f"{rewards.numel()} rewards is not a multiple of group size {group_size}")
+    grouped = rewards.float().view(-1, group_size)
+    adv = grouped - grouped.mean(1, keepdim=True)
+    if scale:
+        adv = adv / (grouped.std(1, keepdim=True) + 1e-4)
+    return adv.reshape(-1)
+
+
+def sequence_logps(model: nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
+                   completion_ids: torch.Tensor, completion_mask: torch.Tensor,
+                   temperature: float = 1.0) -> torch.Tensor:  # fmt: skip
+    """[B, C] log pi(completion token | prefix) at ``temperature`` (logits / T, as TRL)."""
+    ids = torch.cat([prompt_ids, completion_ids], 1)
+    attn = torch.cat([prompt_mask, completion_mask], 1)
+    logits = model(input_ids=ids, attention_mask=attn).logits
+    width = completion_ids.shape[1]
+    logits = logits[:, -width - 1 : -1].float() / temperature
+    return torch.log_softmax(logits, -1).gather(-1, completion_ids[..., None]).squeeze(-1)
+
+
+def _k3(logps: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    return torch.exp(ref - logps) - (ref - logps) - 1
+
+
+def _aggregate(per_token: torch.Tensor, mask: torch.Tensor, loss_type: str) -> torch.Tensor:
+    mask = mask.to(per_token.dtype)
+    if loss_type == "grpo":  # per-sequence mean, then mean over sequences
+        return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
+    if loss_type == "bnpo":  # token mean over the batch
+        return (per_token * mask).sum() / mask.sum().clamp(min=1.0)
+    raise LMError(f"unknown loss_type {loss_type!r} (grpo | bnpo)")
+
+
+def grpo_loss(logps: torch.Tensor, old_logps: torch.Tensor, advantages: torch.Tensor,
+              mask: torch.Tensor, eps_low: float = 0.2, eps_high: float | None = None,
+              beta: float = 0.0, ref_logps: torch.Tensor | None = None,
+              loss_type: str = "grpo") -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
+    """GRPO clipped surrogate (TRL ``_compute_loss``, token-level ratio). logps/old/ref: [B, C];
+    advantages: [B]; mask: [B, C]. Returns (loss, stats)."""
+    eps_high = eps_low if eps_high is None else eps_high
+    adv = advantages[:, None]
+    ratio = torch.exp(logps - old_logps)
+    clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
+    per_token = -torch.min(ratio * adv, clipped * adv)
+    stats: dict[str, float] = {}
+    if beta != 0.0:
+        if ref_logps is None:
+            raise LMError("beta != 0 needs ref_logps")
+        kl = _k3(logps, ref_logps) * ratio
+        per_token = per_token + beta * kl
+        stats["kl"] = float(_aggregate(kl.detach(), mask, "bnpo"))
+    loss = _aggregate(per_token, mask, loss_type)
+    clip_frac = ((ratio < 1 - eps_low) & (adv < 0)) | ((ratio > 1 + eps_high) & (adv > 0))
+    stats["clip_frac"] = float(_aggregate(clip_frac.float(), mask, "bnpo"))
+    return loss, stats
+
+
+def mix_ppg_loss(logps: torch.Tensor, behaviour_logps: torch.Tensor, current_logps: torch.Tensor,
+                 advantages: torch.Tensor, mask: torch.Tensor, eps_low: float = 0.2,
+                 eps_high: float | None = None, beta: float = 0.0,
+                 base_logps: torch.Tensor | None = None, prev_logps: torch.Tensor | None = None,
+                 lam: float = 1.0,
+                 loss_type: str = "grpo") -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
+    """Mix-policy proximal policy gradient with the KL-Convex constraint.
+
+    ``rho = pi_theta / pi_{k-i}`` (behaviour), clip centre ``c = pi_k / pi_{k-i}`` (``current``
+    = pi_k, the policy at the start of this iteration, detached): the surrogate is
+    ``-min(rho A, clip(rho, c - eps_low, c + eps_high) A)``; with ``beta > 0`` adds
+    ``beta * rho * (lam * k3(base) + (1 - lam) * k3(prev))``. On-policy rows (behaviour =
+    current) reduce exactly to :func:`grpo_loss`.
+    """
+    eps_high = eps_low if eps_high is None else eps_high
+    adv = advantages[:, None]
+    ratio = torch.exp(logps - behaviour_logps)
+    centre = torch.exp(current_logps - behaviour_logps).detach()
+    clipped = torch.maximum(torch.minimum(ratio, centre + eps_high), centre - eps_low)
+    per_token = -torch.min(ratio * adv, clipped * adv)
+    stats: dict[str, float] = {}
+    if beta != 0.0:
+        if base_logps is None or (lam < 1.0 and prev_logps is None):
+            raise LMError("beta != 0 needs base_logps (and prev_logps when lambda < 1)")
+        kl = lam * _k3(logps, base_logps)
+        if lam < 1.0:
+            kl = kl + (1 - lam) * _k3(logps, prev_logps)  # type: ignore[arg-type]
+        kl = kl * ratio
+        per_token = per_token + beta * kl
+        stats["kl"] = float(_aggregate(kl.detach(), mask, "bnpo"))
+    loss = _aggregate(per_token, mask, loss_type)
+    clip_frac = ((ratio < centre - eps_low) & (adv < 0)) | ((ratio > centre + eps_high) & (adv > 0))
+    stats["clip_frac"] = float(_aggregate(clip_frac.float(), mask, "bnpo"))
+    return loss, stats
+
+
+@dataclass
+class Rollout:
+    """One sampled completion: unpadded token lists, its reward/advantage, the behaviour
+    policy's per-token log-probs and the iteration (policy version) that sampled it."""
+
+    prompt: list[int]
+    completion: list[int]
+    reward: float
+    advantage: float
+    behaviour: torch.Tensor  # [len(completion)]
+    version: int
+    text: str = ""
+
+
+def collate_rollouts(items: Sequence[Rollout], pad_id: int,
+                     device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:  # fmt: skip
+    """Left-pad prompts, right-pad completions (and behaviour log-probs) into one batch."""
+    if not items:
+        raise LMError("empty reward set: no rollouts in the batch")
+    width_p = max(len(r.prompt) for r in items)
+    width_c = max(1, max(len(r.completion) for r in items))
+    B = len(items)
+    out = {"prompt_ids": torch.full((B, width_p), pad_id, dtype=torch.long),
+           "prompt_mask": torch.zeros(B, width_p, dtype=torch.long),
+           "completion_ids": torch.full((B, width_c), pad_id, dtype=torch.long),
+           "completion_mask": torch.zeros(B, width_c, dtype=torch.long),
+           "behaviour": torch.zeros(B, width_c),
+           "advantages": torch.tensor([r.advantage for r in items], dtype=torch.float32)}  # fmt: skip
+    for i, r in enumerate(items):
+        p, c = len(r.prompt), len(r.completion)
+        out["prompt_ids"][i, width_p - p :] = torch.tensor(r.prompt)
+        out["prompt_mask"][i, width_p - p :] = 1
+        if c:
+            out["completion_ids"][i, :c] = torch.tensor(r.completion)
+            out["completion_mask"][i, :c] = 1
+            if r.behaviour.numel() == c:
+                out["behaviour"][i, :c] = r.behaviour
+    return {k: v.to(device) for k, v in out.items()}
+
+
+@dataclass
+class RLRunner:
+    """One GRPO / ReMix run on an HF causal LM (the policy is trained in place).
+
+    ``step(problems, optimizer)`` = one iteration: sample ``G`` completions per problem from the
+    current policy, score them with ``reward_fn(text, gold)``, build the batch (ReMix: each
+    group slot from the replay with probability ``p_off``), take the gradient steps (GRPO:
+    ``num_iterations``; ReMix: ``utd``), update the replay. Counts rollouts and gradient steps.
+    """
+
+    model: nn.Module
+    tokenizer: Any
+    cfg: RLConfig
+    reward_fn: Callable[[str, str], float]
+    seed: int = 0
+    t: int = 0
+    rollouts: int = 0
+    grad_steps: int = 0
+    reincarnated: bool = False
+    replay: deque = field(default_factory=deque)
+    history: list[dict[str, float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.cfg.validate()
+        self.rng = random.Random(self.seed)
+        self.base = _frozen_copy(self.model)
+        self.prev = _frozen_copy(self.model) if self.cfg.algo == "remix" else None
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    # -- sampling -------------------------------------------------------------------------
+    def prompt_ids(self, prompt: str) -> list[int]:
+        tok = self.tokenizer
+        ids = tok(prompt, add_special_tokens=False).input_ids
+        return ([tok.bos_token_id] if tok.bos_token_id is not None else []) + list(ids)
+
+    @torch.no_grad()
+    def sample(self, prompts: Sequence[str], n: int, greedy: bool = False,
+               max_new_tokens: int | None = None) -> list[tuple[list[int], list[int], str]]:  # fmt: skip
+        """``n`` completions per prompt: (prompt ids, completion ids incl. first EOS, text)."""
+        tok, eos = self.tokenizer, self.tokenizer.eos_token_id
+        pad = tok.pad_token_id if tok.pad_token_id is not None else eos
+        encoded = [self.prompt_ids(p) for p in prompts for _ in range(n)]
+        if not encoded:
+            raise LMError("empty reward set: no prompts to sample")
+        width = max(len(e) for e in encoded)
+        ids = torch.full((len(encoded), width), pad, dtype=torch.long)
+        attn = torch.zeros_like(ids)
+        for i, e in enumerate(encoded):
+            ids[i, width - len(e) :] = torch.tensor(e)
+            attn[i, width - len(e) :] = 1
+        kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens or self.cfg.max_new_tokens,
+                                  "pad_token_id": pad, "eos_token_id": eos}  # fmt: skip
+        if greedy:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        else:
+            kwargs.update(do_sample=True, temperature=self.cfg.temperature, top_k=0, top_p=1.0)
+        was_training = self.model.training
+        self.model.eval()
+        out = self.model.generate(input_ids=ids.to(self.device), attention_mask=attn.to(self.device),
+                                  **kwargs)[:, width:].tolist()  # fmt: skip
+        self.model.train(was_training)
+        result = []
+        for e, seq in zip(encoded, out, strict=True):
+            comp = seq[: seq.index(eos) + 1] if eos in seq else seq
+            result.append((e, comp, tok.decode(comp, skip_special_tokens=True)))
+        return result
+
+    def _logps(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return sequence_logps(model, batch["prompt_ids"], batch["prompt_mask"],
+                              batch["completion_ids"], batch["completion_mask"],
+                              self.cfg.temperature)  # fmt: skip
+
+    def rollout(self, problems: Sequence[Any]) -> list[list[Rollout]]:
+        """Fresh groups from the current policy, scored, with behaviour log-probs (pi_k)."""
+        G = self.cfg.group_size
+        samples = self.sample([p.prompt for p in problems], G)
+        rewards = torch.tensor([self.reward_fn(text, problems[i // G].answer)
+                                for i, (_, _, text) in enumerate(samples)])  # fmt: skip
+        adv = group_advantages(rewards, G)
+        self.rollouts += len(samples)
+        items = [Rollout(p, c, float(r), float(a), torch.empty(0), self.t, text)
+                 for (p, c, text), r, a in zip(samples, rewards, adv, strict=True)]  # fmt: skip
+        pad = self.tokenizer.pad_token_id
+        with torch.no_grad():
+            batch = collate_rollouts(items, pad, self.device)
+            lp = self._logps(self.model, batch).cpu()
+        for i, r in enumerate(items):
+            r.behaviour = lp[i, : len(r.completion)]
+        return [items[g * G : (g + 1) * G] for g in range(len(problems))]
+
+    # -- one iteration --------------------------------------------------------------------
+    def step(self, problems: Sequence[Any], optimizer: torch.optim.Optimizer,
+             backward: Callable[[torch.Tensor], None] | None = None) -> dict[str, float]:  # fmt: skip
+        """One iteration (see the class docstring); returns its logs."""
+        cfg = self.cfg
+        backward = backward or (lambda loss: loss.backward())
+        remix = cfg.algo == "remix" and not self.reincarnated  # mix-policy phase
+        if cfg.algo == "remix" and cfg.reincarnate_at is not None and self.t == cfg.reincarnate_at:
+            self.base = _frozen_copy(self.model)  # policy reincarnation: base <- pi_T
+            self.reincarnated, remix = True, False  # ... and on-policy from here on
+            self.replay.clear()
+        fresh = self.rollout(problems)
+        groups, n_off = [], 0
+        for g in fresh:
+            if remix and self.replay and self.rng.random() < cfg.p_off:
+                past = self.rng.choice(list(self.replay))
+                groups.append(self.rng.choice(past))
+                n_off += 1
+            else:
+                groups.append(g)
+        items = [r for g in groups for r in g]
+        batch = collate_rollouts(items, self.tokenizer.pad_token_id, self.device)
+        mask = batch["completion_mask"]
+        lam = 1.0
+        with torch.no_grad():
+            current = self._logps(self.model, batch)
+            base = self._logps(self.base, batch) if cfg.beta else None
+            prev = None
+            if cfg.algo == "remix" and cfg.beta:  # KL-Convex (kept after reincarnation)
+                lam = kl_convex_lambda(self.t, cfg.lam_start, cfg.lam_every, cfg.lam_decay,
+                                       cfg.lam_min)  # fmt: skip
+                prev = self._logps(self.prev, batch) if lam < 1.0 else None  # type: ignore[arg-type]
+        if cfg.algo == "remix":
+            self.prev.load_state_dict(self.model.state_dict())  # type: ignore[union-attr]
+        n_steps = cfg.utd if remix else cfg.num_iterations
+        old = batch["behaviour"] if remix else current
+        use_mix = cfg.algo == "remix"  # after reincarnation: on-policy rows, clip centre 1
+        logs: dict[str, float] = {}
+        self.model.train()
+        for _ in range(n_steps):
+            logps = self._logps(self.model, batch)
+            if use_mix:
+                loss, stats = mix_ppg_loss(logps, old, current, batch["advantages"], mask,
+                                           cfg.epsilon, cfg.epsilon_high, cfg.beta, base, prev,
+                                           lam)  # fmt: skip
+            else:
+                loss, stats = grpo_loss(logps, old, batch["advantages"], mask, cfg.epsilon,
+                                        cfg.epsilon_high, cfg.beta, base)  # fmt: skip
+            optimizer.zero_grad(set_to_none=True)
+            backward(loss)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            self.grad_steps += 1
+            logs = {"loss": float(loss.detach()), **stats}
+        if remix:
+            self.replay.append(fresh)
+            while len(self.replay) > cfg.n_past:
+                self.replay.popleft()
+        fresh_items = [r for g in fresh for r in g]
+        logs.update(reward=sum(r.reward for r in fresh_items) / len(fresh_items),
+                    length=sum(len(r.completion) for r in fresh_items) / len(fresh_items),
+                    off_policy_groups=float(n_off), lam=lam, t=float(self.t),
+                    rollouts=float(self.rollouts), grad_steps=float(self.grad_steps))  # fmt: skip
+        self.history.append(logs)
+        self.t += 1
+        return logs
+
+    @torch.no_grad()
+    def evaluate(self, problems: Sequence[Any]) -> dict[str, float]:
+        """Greedy exact-match accuracy and mean response length (tokens) on ``problems``."""
+        if not problems:
+            raise LMError("empty reward set: no evaluation problems")
+        out = self.sample([p.prompt for p in problems], 1, greedy=True)
+        from llm_methods.remix.data import exact_match_reward
+
+        acc = sum(
+            exact_match_reward(text, p.answer)
+            for (_, _, text), p in zip(out, problems, strict=True)
+        )
+        return {"accuracy": acc / len(problems),
+                "length": sum(len(c) for _, c, _ in out) / len(out)}  # fmt: skip
+
+
+def _frozen_copy(model: nn.Module) -> nn.Module:
+    copy_ = copy.deepcopy(model).eval()
+    for p in copy_.parameters():
+        p.requires_grad_(False)
+    return copy_

@@ -1,0 +1,206 @@
+"""ReMix / GRPO: data readers, rewards, advantages, the Mix-PPG clip, KL-Convex schedule,
+replay, UTD and reincarnation on a tiny untrained policy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from llm_methods.lm.errors import LMError
+from llm_methods.remix.data import (
+    exact_match_reward,
+    extract_answer,
+    make_reward_fn,
+    read_problems,
+    records_to_problems,
+    sft_texts,
+    synth_problems,
+    write_gsm8k,
+)
+from llm_methods.remix.model import (
+    RLConfig,
+    RLRunner,
+    group_advantages,
+    grpo_loss,
+    kl_convex_lambda,
+    mix_ppg_loss,
+)
+
+
+def test_synth_roundtrip_and_exact_answers(tmp_path: Path) -> None:
+    records = synth_problems(30, seed=3)
+    path = write_gsm8k(records, tmp_path / "p.jsonl")
+    problems = read_problems(path)
+    assert len(problems) == 30
+    for rec, p in zip(records, problems, strict=True):
+        assert p.answer == rec["answer"].rsplit("####", 1)[1].strip()
+        a, op, b = p.solution.split()[:3]  # "a + b = c."
+        assert int(p.answer) == (int(a) + int(b) if op == "+" else int(a) - int(b))
+    assert synth_problems(5, seed=1) == synth_problems(5, seed=1) != synth_problems(5, seed=2)
+    prompts = [prompt for prompt, _ in sft_texts(problems)]
+    assert all(prompt.startswith("Q: ") and prompt.endswith("\nA:") for prompt in prompts)
+
+
+@pytest.mark.parametrize(("text", "gold", "reward"), [
+    (" 3 + 4 = 7. #### 7", "7", 1.0), (" #### 07", "7", 1.0), (" #### 8", "7", 0.0),
+    ("it is 12", "12", 1.0), ("no number", "3", 0.0), (" 5 - 9 = -4. #### -4", "-4", 1.0),
+    (" #### 7 then 8", "7", 1.0), ("", "0", 0.0),
+])  # fmt: skip
+def test_exact_match_reward(text: str, gold: str, reward: float) -> None:
+    assert exact_match_reward(text, gold) == reward
+    assert extract_answer(" #### 1,234") == "1"  # integers only, no thousands separators
+
+
+def test_reader_errors_name_file_line_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "q?", "answer": "#### 1"}\n{"question": "no answer"}\n')
+    with pytest.raises(LMError, match=r"bad.jsonl:2: missing field 'answer'"):
+        read_problems(bad)
+    bad.write_text('{"question": "q?", "answer": "#### one"}\n')
+    with pytest.raises(LMError, match=r"bad.jsonl:1: field 'answer' has no integer"):
+        read_problems(bad)
+    bad.write_text("{not json\n")
+    with pytest.raises(LMError, match=r"bad.jsonl:1: not valid JSON"):
+        read_problems(bad)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(LMError, match="empty reward set"):
+        read_problems(empty)
+    with pytest.raises(LMError, match="no such file"):
+        read_problems(tmp_path / "missing.jsonl")
+
+
+def test_empty_reward_set_is_one_clear_error() -> None:
+    with pytest.raises(LMError, match="empty reward set"):
+        make_reward_fn([])
+    with pytest.raises(LMError, match="empty reward set"):
+        group_advantages(torch.empty(0), 4)
+    with pytest.raises(LMError, match="unknown reward"):
+        make_reward_fn(["nope"])
+    assert make_reward_fn(["exact_match", "format"])(" #### 3", "3") == pytest.approx(1.1)
+
+
+def test_group_advantages_match_trl_formula() -> None:
+    r = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0])
+    adv = group_advantages(r, 4)
+    g = r[:4]
+    assert torch.allclose(adv[:4], (g - g.mean()) / (g.std() + 1e-4))
+    assert torch.all(adv[4:] == 0)  # identical rewards: no signal
+    assert abs(float(adv[:4].sum())) < 1e-5
+
+
+@pytest.mark.parametrize(("t", "lam"), [(0, 1.0), (50, 1.0), (51, 0.9), (60, 0.9), (61, 0.8),
+                                        (80, 0.7), (99, 0.5), (100, 0.5), (500, 0.5)])  # fmt: skip
+def test_kl_convex_lambda_schedule(t: int, lam: float) -> None:
+    assert kl_convex_lambda(t) == pytest.approx(lam)
+
+
+def test_mix_ppg_equals_grpo_on_policy_and_clips_around_behaviour_ratio() -> None:
+    torch.manual_seed(0)
+    B, C = 6, 5
+    mask = torch.ones(B, C)
+    mask[0, 3:] = 0
+    old = -torch.rand(B, C) - 0.5
+    adv = torch.randn(B)
+    logps = (old + 0.3 * torch.randn(B, C)).requires_grad_()
+    ref = old + 0.1 * torch.randn(B, C)
+    a, _ = grpo_loss(logps, old, adv, mask, 0.2, beta=0.04, ref_logps=ref)
+    b, _ = mix_ppg_loss(logps, old, old, adv, mask, 0.2, beta=0.04, base_logps=ref, lam=1.0)
+    assert torch.allclose(a, b, atol=1e-7)
+    # off-policy row: behaviour pi_{k-i}, pi_k = behaviour * 1.5; rho = 1.6 sits inside
+    # [1.5 - 0.2, 1.5 + 0.2] (gradient flows) although a clip around 1 would stop it
+    behaviour = torch.full((1, 1), -1.0)
+    current = behaviour + torch.log(torch.tensor(1.5))
+    theta = (behaviour + torch.log(torch.tensor(1.6))).requires_grad_()
+    loss, _ = mix_ppg_loss(theta, behaviour, current, torch.ones(1), torch.ones(1, 1), 0.2)
+    loss.backward()
+    assert float(theta.grad.abs()) > 0.1
+    theta2 = (behaviour + torch.log(torch.tensor(1.8))).requires_grad_()  # beyond c + eps
+    loss2, stats = mix_ppg_loss(theta2, behaviour, current, torch.ones(1), torch.ones(1, 1), 0.2)
+    loss2.backward()
+    assert float(theta2.grad.abs()) == 0.0 and stats["clip_frac"] == 1.0
+    assert float(loss2.detach()) == pytest.approx(-1.7, abs=1e-5)  # -min(1.8, clip = 1.7) * A
+
+
+def test_kl_convex_mixes_base_and_previous_policy() -> None:
+    logps = torch.zeros(1, 2, requires_grad=True)
+    zero, mask = torch.zeros(1), torch.ones(1, 2)
+    base, prev = torch.full((1, 2), -0.5), torch.full((1, 2), 0.3)
+    k3 = lambda q: torch.exp(q) - q - 1  # noqa: E731
+    for lam in (1.0, 0.7, 0.5):
+        loss, _ = mix_ppg_loss(logps, logps.detach(), logps.detach(), zero, mask, beta=1.0,
+                               base_logps=base, prev_logps=prev, lam=lam)  # fmt: skip
+        want = lam * k3(torch.tensor(-0.5)) + (1 - lam) * k3(torch.tensor(0.3))
+        assert float(loss) == pytest.approx(float(want), abs=1e-6)
+
+
+@pytest.fixture(scope="module")
+def tiny_policy():  # type: ignore[no-untyped-def]
+    from llm_methods.zoo.models import tiny_lm
+
+    texts = [p + r for p, r in sft_texts(records_to_problems(synth_problems(40, 0)))]
+    return tiny_lm(texts, vocab_size=300, n_layers=1, hidden=32, heads=2, seed=0)
+
+
+def test_runner_grpo_and_remix_counts_replay_reincarnation(tiny_policy) -> None:  # type: ignore[no-untyped-def]
+    import copy
+
+    problems = records_to_problems(synth_problems(8, 1))
+    reward = make_reward_fn(["exact_match"])
+    torch.manual_seed(0)
+    model = copy.deepcopy(tiny_policy.model)
+    cfg = RLConfig(algo="remix", group_size=3, max_new_tokens=4, p_off=1.0, utd=2, n_past=2,
+                   reincarnate_at=3, lam_start=1, lam_every=1, lr=1e-3)  # fmt: skip
+    runner = RLRunner(model, tiny_policy.tokenizer, cfg, reward, seed=0)
+    before = copy.deepcopy(runner.base.state_dict())
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+    logs = [runner.step(problems[:2], opt) for _ in range(5)]
+    assert runner.rollouts == 5 * 2 * 3
+    assert runner.grad_steps == 3 * 2 + 2 * 1  # UTD m=2 before T=3, on-policy (1) after
+    assert [x["off_policy_groups"] for x in logs] == [0.0, 2.0, 2.0, 0.0, 0.0]  # p = 1
+    assert [x["lam"] for x in logs] == [1.0, 1.0, 0.9, 0.8, 0.7]
+    assert len(runner.replay) == 0 and runner.reincarnated  # cleared at reincarnation
+    changed = any(not torch.equal(v, runner.base.state_dict()[k]) for k, v in before.items())
+    assert changed  # the base was replaced by pi_T
+    grpo = RLRunner(copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer,
+                    RLConfig(algo="grpo", group_size=3, max_new_tokens=4, num_iterations=2),
+                    reward)  # fmt: skip
+    opt = torch.optim.AdamW(grpo.model.parameters(), lr=1e-3)
+    out = grpo.step(problems[:2], opt)
+    assert grpo.rollouts == 6 and grpo.grad_steps == 2 and out["off_policy_groups"] == 0.0
+    assert 0.0 <= grpo.evaluate(problems)["accuracy"] <= 1.0
+
+
+def test_replay_keeps_last_n_policies(tiny_policy) -> None:  # type: ignore[no-untyped-def]
+    import copy
+
+    problems = records_to_problems(synth_problems(4, 2))
+    cfg = RLConfig(algo="remix", group_size=2, max_new_tokens=3, n_past=2, reincarnate_at=None,
+                   beta=0.0)  # fmt: skip
+    runner = RLRunner(copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer, cfg,
+                      make_reward_fn(["exact_match"]))  # fmt: skip
+    opt = torch.optim.SGD(runner.model.parameters(), lr=0.0)
+    for _ in range(4):
+        runner.step(problems[:1], opt)
+    assert [g[0][0].version for g in runner.replay] == [2, 3]
+    # behaviour log-probs were taken under the sampling policy (lr 0: unchanged policy)
+    r = runner.replay[-1][0][0]
+    assert r.behaviour.shape == (len(r.completion),) and torch.all(r.behaviour <= 0)
+
+
+def test_config_validation() -> None:
+    with pytest.raises(LMError, match="p_off"):
+        RLConfig(p_off=1.5).validate()
+    with pytest.raises(LMError, match="group_size"):
+        RLConfig(group_size=1).validate()
+    with pytest.raises(LMError, match="algo"):
+        RLConfig(algo="ppo").validate()
+
+
+def test_write_gsm8k_is_readable_json(tmp_path: Path) -> None:
+    path = write_gsm8k(synth_problems(3, 0), tmp_path / "sub" / "x.jsonl")
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    assert {"question", "answer", "steps"} <= set(rows[0])
