@@ -95,7 +95,7 @@ def test_validation_names_trace_and_step(mutate: Any, message: str) -> None:
 def test_reader_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(_hand_trace()) + "\n{not json\n")
-    with pytest.raises(TraceError, match=r"t\.jsonl:2: malformed JSON"):
+    with pytest.raises(TraceError, match=r"t\.jsonl:2: not valid JSON"):
         read_traces(path)
     with pytest.raises(FileNotFoundError, match=r"missing\.jsonl"):
         read_traces(tmp_path / "missing.jsonl")

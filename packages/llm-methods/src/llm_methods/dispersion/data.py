@@ -22,6 +22,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from llm_methods.corpora import split_names
+from llm_methods.jsonl import read_jsonl
 
 __all__ = ["CorpusFormatError", "Document", "TextChunkDataModule", "chunk_documents",
            "read_documents", "write_jsonl"]  # fmt: skip
@@ -40,29 +41,16 @@ class Document:
 
 def _read_jsonl(path: Path) -> list[Document]:
     docs = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise CorpusFormatError(f"{path}:{number}: not valid JSON ({error.msg})") from None
-            if not isinstance(row, dict):
-                raise CorpusFormatError(f"{path}:{number}: expected a JSON object")
-            text = row.get("text")
-            if not isinstance(text, str):
-                raise CorpusFormatError(f"{path}:{number}: field 'text' missing or not a string")
-            if not text.strip():
-                raise CorpusFormatError(f"{path}:{number}: field 'text' is empty")
-            domain = row.get("domain", path.stem)
-            if not isinstance(domain, str) or not domain:
-                raise CorpusFormatError(
-                    f"{path}:{number}: field 'domain' is not a non-empty string"
-                )
-            docs.append(Document(text, domain, f"{path}:{number}"))
-    if not docs:
-        raise CorpusFormatError(f"{path}: no documents")
+    for where, row in read_jsonl(path, error=CorpusFormatError, what="documents"):
+        text = row.get("text")
+        if not isinstance(text, str):
+            raise CorpusFormatError(f"{where}: field 'text' missing or not a string")
+        if not text.strip():
+            raise CorpusFormatError(f"{where}: field 'text' is empty")
+        domain = row.get("domain", path.stem)
+        if not isinstance(domain, str) or not domain:
+            raise CorpusFormatError(f"{where}: field 'domain' is not a non-empty string")
+        docs.append(Document(text, domain, where))
     return docs
 
 

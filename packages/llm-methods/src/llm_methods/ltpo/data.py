@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+from llm_methods.jsonl import read_jsonl
+
 __all__ = [
     "FORMATS",
     "Problem",
@@ -42,8 +44,8 @@ class Problem:
     difficulty: int = 0  # arithmetic steps (generator) or 0 when unknown
 
 
-def _fail(path: Path, line: int, msg: str) -> ValueError:
-    return ValueError(f"{path}:{line}: {msg}")
+def _fail(where: str, msg: str) -> ValueError:
+    return ValueError(f"{where}: {msg}")
 
 
 def normalize_answer(text: str) -> str:
@@ -89,37 +91,37 @@ def is_correct(prediction_text: str, gold: str) -> bool:
     return bool(pred) and pred == normalize_answer(gold)
 
 
-def _field(obj: dict, names: tuple[str, ...], path: Path, line: int) -> str:
+def _field(obj: dict, names: tuple[str, ...], where: str) -> str:
     for name in names:
         if name in obj and obj[name] is not None:
             value = str(obj[name]).strip()
             if not value:
-                raise _fail(path, line, f"field {name!r} is empty")
+                raise _fail(where, f"field {name!r} is empty")
             return value
-    raise _fail(path, line, f"missing field {names[0]!r}")
+    raise _fail(where, f"missing field {names[0]!r}")
 
 
-def _from_record(obj: dict, fmt: str, path: Path, line: int) -> Problem:
+def _from_record(obj: dict, fmt: str, where: str) -> Problem:
     if fmt == "gsm8k":
-        q = _field(obj, ("question",), path, line)
-        raw = _field(obj, ("answer",), path, line)
+        q = _field(obj, ("question",), where)
+        raw = _field(obj, ("answer",), where)
         if "####" not in raw:
-            raise _fail(path, line, "field 'answer' has no '#### N' final answer")
+            raise _fail(where, "field 'answer' has no '#### N' final answer")
         ans = normalize_answer(raw.rsplit("####", 1)[1])
     elif fmt == "math500":
-        q = _field(obj, ("problem",), path, line)
-        ans = normalize_answer(_field(obj, ("answer",), path, line))
+        q = _field(obj, ("problem",), where)
+        ans = normalize_answer(_field(obj, ("answer",), where))
     elif fmt == "aime":
-        q = _field(obj, ("problem", "question", "Problem"), path, line)
-        ans = normalize_answer(_field(obj, ("answer", "Answer"), path, line))
+        q = _field(obj, ("problem", "question", "Problem"), where)
+        ans = normalize_answer(_field(obj, ("answer", "Answer"), where))
     elif fmt == "asdiv":
         body = str(obj.get("body", obj.get("Body", ""))).strip()
-        q = (body + " " + _field(obj, ("question", "Question"), path, line)).strip()
-        ans = normalize_answer(_field(obj, ("answer", "Answer"), path, line))
+        q = (body + " " + _field(obj, ("question", "Question"), where)).strip()
+        ans = normalize_answer(_field(obj, ("answer", "Answer"), where))
     else:
         raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
     if not ans:
-        raise _fail(path, line, "field 'answer' has no usable value")
+        raise _fail(where, "field 'answer' has no usable value")
     difficulty = obj.get("difficulty", 0)
     return Problem(q, ans, int(difficulty) if isinstance(difficulty, int) else 0)
 
@@ -134,7 +136,7 @@ def _read_asdiv_xml(path: Path) -> list[Problem]:
     out = []
     for i, node in enumerate(root.iter("Problem"), 1):
         rec = {child.tag: (child.text or "") for child in node}
-        out.append(_from_record(rec, "asdiv", path, i))
+        out.append(_from_record(rec, "asdiv", f"{path}:{i}"))
     if not out:
         raise ValueError(f"{path}: no <Problem> elements")
     return out
@@ -149,23 +151,8 @@ def read_problems(path: str | Path, fmt: str = "gsm8k", limit: int | None = None
         raise FileNotFoundError(f"{path}: no such file")
     if path.suffix == ".xml":
         return _read_asdiv_xml(path)[:limit]
-    out: list[Problem] = []
-    with path.open(encoding="utf-8") as fh:
-        for i, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as err:
-                raise _fail(path, i, f"not valid JSON ({err.msg})") from None
-            if not isinstance(obj, dict):
-                raise _fail(path, i, "expected a JSON object")
-            out.append(_from_record(obj, fmt, path, i))
-            if limit is not None and len(out) >= limit:
-                break
-    if not out:
-        raise ValueError(f"{path}: no problems")
-    return out
+    rows = read_jsonl(path, error=ValueError, limit=limit, what="problems")
+    return [_from_record(obj, fmt, where) for where, obj in rows]
 
 
 _NAMES = ("Ava", "Ben", "Cara", "Dan", "Eli", "Fay", "Gus", "Hana", "Ivan", "Jo", "Kim", "Leo")

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from llm_methods.jsonl import read_jsonl
 from llm_methods.lm.errors import LMError
 
 __all__ = [
@@ -151,22 +152,8 @@ def read_problems(path: Path, limit: int | None = None) -> list[Problem]:
     path = Path(path)
     if not path.is_file():
         raise LMError(f"{path}: no such file")
-    out: list[Problem] = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise LMError(f"{path}:{i}: not valid JSON ({error.msg})") from None
-        if not isinstance(row, dict):
-            raise LMError(f"{path}:{i}: expected a JSON object")
-        out.append(_to_problem(row, f"{path}:{i}"))
-        if limit is not None and len(out) >= limit:
-            break
-    if not out:
-        raise LMError(f"{path}: no problems (empty reward set)")
-    return out
+    rows = read_jsonl(path, limit=limit, what="problems (empty reward set)")
+    return [_to_problem(row, where) for where, row in rows]
 
 
 def records_to_problems(records: Sequence[dict]) -> list[Problem]:

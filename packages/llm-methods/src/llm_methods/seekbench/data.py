@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from llm_methods.jsonl import read_jsonl
+
 __all__ = [
     "ANCHOR_TYPES",
     "ANSWER_STEP_TYPES",
@@ -136,19 +138,8 @@ def read_traces(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such trace file")
-    traces = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise TraceError(f"{path}:{number}: malformed JSON ({error.msg})") from None
-            traces.append(validate_trace(record, f"{path}:{number}"))
-    if not traces:
-        raise TraceError(f"{path}: no traces")
-    return traces
+    rows = read_jsonl(path, error=TraceError, what="traces")
+    return [validate_trace(record, where) for where, record in rows]
 
 
 def write_traces(traces: Iterable[dict[str, Any]], path: str | Path) -> Path:

@@ -1,0 +1,66 @@
+"""JSON-lines input shared by the methods' dataset readers (GSM8K, BabiLong, BeaverTails, traces...).
+
+Every error names the place: ``FILE: no such file``, ``FILE:LINE: not valid JSON (...)``,
+``FILE:LINE: expected a JSON object``, ``FILE:LINE: missing field 'x'``, ``FILE: no records``.
+Blank lines are skipped; nothing else is. The error type is the caller's (a ``ValueError``
+subclass such as :class:`~llm_methods.lm.errors.LMError`), so the CLI prints one line, exit 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from llm_methods.lm.errors import LMError
+
+__all__ = ["iter_jsonl", "read_jsonl"]
+
+
+def iter_jsonl(
+    path: str | Path,
+    required: Sequence[str] = (),
+    error: type[ValueError] = LMError,
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield ``(where, record)`` for each non-blank line, ``where = "FILE:LINE"``; each record is
+    a JSON object holding every ``required`` field. Raises ``FileNotFoundError`` for a missing
+    file and ``error`` for anything malformed."""
+    import json
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise error(f"{where}: not valid JSON ({err.msg})") from None
+            if not isinstance(record, dict):
+                raise error(f"{where}: expected a JSON object")
+            for name in required:
+                if name not in record:
+                    raise error(f"{where}: missing field {name!r}")
+            yield where, record
+
+
+def read_jsonl(
+    path: str | Path,
+    required: Sequence[str] = (),
+    error: type[ValueError] = LMError,
+    limit: int | None = None,
+    what: str = "records",
+) -> list[tuple[str, dict[str, Any]]]:
+    """:func:`iter_jsonl` into a list (at most ``limit`` records); a file without any record
+    raises ``error("FILE: no WHAT")`` rather than returning nothing."""
+    out = []
+    for item in iter_jsonl(path, required, error):
+        out.append(item)
+        if limit is not None and len(out) >= limit:
+            break
+    if not out:
+        raise error(f"{path}: no {what}")
+    return out
