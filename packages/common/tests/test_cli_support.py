@@ -166,7 +166,7 @@ def test_dispatch_routes_and_rejects(capsys: pytest.CaptureFixture[str], fake_pa
     def parser():  # type: ignore[no-untyped-def]
         return top_level_parser(
             "demo", "Demo tool.", "1.2", {"fit": "train", "test": "eval", "echo": "count args"},
-            passthrough=("fit", "test"),
+            lightning=("fit", "test", "validate"),
         )  # fmt: skip
 
     assert dispatch(["fit", "--config", "tiny"], parser, handlers) == 0
@@ -182,7 +182,9 @@ def test_dispatch_routes_and_rejects(capsys: pytest.CaptureFixture[str], fake_pa
     assert exc.value.code == 0 and capsys.readouterr().out.strip() == "demo 1.2"
     with pytest.raises(SystemExit) as exc:
         dispatch(["--help"], parser, handlers)
-    assert exc.value.code == 0 and "count args" in capsys.readouterr().out
+    help_text = capsys.readouterr().out
+    assert exc.value.code == 0 and "count args" in help_text and "train" in help_text
+    assert "LightningCLI `validate` (demo validate --help)" in help_text  # the default help
     with pytest.raises(SystemExit) as exc:
         dispatch([], parser, handlers)  # no command: help on stdout, exit 2
     assert exc.value.code == 2 and "usage: demo" in capsys.readouterr().out

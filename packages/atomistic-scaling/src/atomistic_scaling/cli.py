@@ -11,6 +11,7 @@ from typing import Any
 
 from atomistic_scaling import __version__
 from iclr26_common.cli_support import (
+    CONFIGS_HELP,
     ArgumentParser,
     configs_command,
     dispatch,
@@ -34,17 +35,14 @@ DESCRIPTION = (
 
 
 COMMANDS = {
-    **{name: f"LightningCLI `{name}` ({PROG} {name} --help)" for name in TRAINER_SUBCOMMANDS},
     "synth": "write EMT-labelled structures as extxyz",
     "sweep": "scaling sweep (archs x widths x D) with fits and plots",
-    "configs": "list the YAML configs shipped with the package",
+    "configs": CONFIGS_HELP,
 }
 
 
 def _top_level_parser() -> ArgumentParser:
-    return top_level_parser(
-        PROG, DESCRIPTION, __version__, COMMANDS, passthrough=TRAINER_SUBCOMMANDS
-    )
+    return top_level_parser(PROG, DESCRIPTION, __version__, COMMANDS, lightning=TRAINER_SUBCOMMANDS)
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:

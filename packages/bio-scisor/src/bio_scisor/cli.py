@@ -9,6 +9,7 @@ from typing import Any
 
 from bio_scisor import __version__
 from iclr26_common.cli_support import (
+    CONFIGS_HELP,
     ArgumentParser,
     configs_command,
     dispatch,
@@ -50,19 +51,16 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
 
 
 COMMANDS = {
-    **{name: f"LightningCLI `{name}` (bio-scisor {name} --help)" for name in TRAINER_SUBCOMMANDS},
     "score": "score the deletion variants of a ProteinGym indel CSV",
     "proteingym": "score every assay of a DMS_indels.csv reference and summarise",
     "shrink": "shrink the sequences of a FASTA file by a percentage",
     "synth": "write a synthetic profile-HMM family and deletion assay",
-    "configs": "list the YAML configs shipped with the package",
+    "configs": CONFIGS_HELP,
 }
 
 
 def _top_level_parser() -> ArgumentParser:
-    return top_level_parser(
-        PROG, DESCRIPTION, __version__, COMMANDS, passthrough=TRAINER_SUBCOMMANDS
-    )
+    return top_level_parser(PROG, DESCRIPTION, __version__, COMMANDS, lightning=TRAINER_SUBCOMMANDS)
 
 
 def _read_wt(text: str) -> str:

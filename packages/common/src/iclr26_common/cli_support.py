@@ -18,12 +18,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 __all__ = [
+    "CONFIGS_HELP",
     "PATH_ERRORS",
     "ArgumentParser",
     "Handler",
@@ -48,6 +49,9 @@ PATH_ERRORS: tuple[type[OSError], ...] = (
 )
 
 T = TypeVar("T")
+
+#: Help text of the ``configs`` command :func:`configs_command` builds.
+CONFIGS_HELP = "list the YAML configs shipped with the package"
 
 #: A command: called with the arguments after its name; returns an exit code (``None`` means 0).
 Handler = Callable[[list[str]], "int | None"]
@@ -92,15 +96,22 @@ def top_level_parser(
     version: str,
     commands: Mapping[str, str],
     *,
-    passthrough: Collection[str] = (),
+    lightning: Sequence[str] = (),
 ) -> ArgumentParser:
-    """``PROG [--version] COMMAND ...`` with one sub-parser per ``{name: help}`` in ``commands``
-    (for ``--help``); ``passthrough`` commands (LightningCLI ones) keep their own ``--help``."""
+    """``PROG [--version] COMMAND ...`` with one sub-parser per command (for ``--help``).
+
+    ``lightning`` names the LightningCLI subcommands: listed first, they keep their own
+    ``--help`` and get the help text ``LightningCLI `NAME` (PROG NAME --help)`` unless
+    ``commands`` gives one. ``commands`` maps every other command to its help text."""
     parser = ArgumentParser(prog=prog, description=description)
     parser.add_argument("--version", action="version", version=f"{prog} {version}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in lightning:
+        help_text = commands.get(name, f"LightningCLI `{name}` ({prog} {name} --help)")
+        sub.add_parser(name, help=help_text, add_help=False)
     for name, help_text in commands.items():
-        sub.add_parser(name, help=help_text, add_help=name not in passthrough)
+        if name not in lightning:
+            sub.add_parser(name, help=help_text)
     return parser
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from iclr26_common.cli_support import (
+    CONFIGS_HELP,
     ArgumentParser,
     configs_command,
     dispatch,
@@ -36,19 +37,16 @@ DESCRIPTION = (
 
 
 COMMANDS = {
-    **{name: f"LightningCLI `{name}` ({PROG} {name} --help)" for name in TRAINER_SUBCOMMANDS},
     "synth": "write synthetic CT volumes + labels + a Decathlon datalist",
     "datalist": "write a Decathlon datalist from an MSD / FLARE folder",
     "screen": "glance-then-focus one CT volume and write its lesion mask",
     "export": "Focus + Glance weights of a Lightning checkpoint as a .pt",
-    "configs": "list the YAML configs shipped with the package",
+    "configs": CONFIGS_HELP,
 }
 
 
 def _top_level_parser() -> ArgumentParser:
-    return top_level_parser(
-        PROG, DESCRIPTION, __version__, COMMANDS, passthrough=TRAINER_SUBCOMMANDS
-    )
+    return top_level_parser(PROG, DESCRIPTION, __version__, COMMANDS, lightning=TRAINER_SUBCOMMANDS)
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:

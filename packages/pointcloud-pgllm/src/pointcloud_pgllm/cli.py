@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from iclr26_common.cli_support import (
+    CONFIGS_HELP,
     ArgumentParser,
     configs_command,
     dispatch,
@@ -41,14 +42,12 @@ COMMANDS = {
     "caption": "geometric captions of a dataset split as CSV",
     "classify": "PGLLM recognition on a dataset folder: CSV + metrics.json",
     "ood": "PGLLM OOD detection (ID classes vs the rest): CSV + metrics.json",
-    "configs": "list the YAML configs shipped with the package",
+    "configs": CONFIGS_HELP,
 }
 
 
 def _top_level_parser() -> ArgumentParser:
-    return top_level_parser(
-        PROG, DESCRIPTION, __version__, COMMANDS, passthrough=TRAINER_SUBCOMMANDS
-    )
+    return top_level_parser(PROG, DESCRIPTION, __version__, COMMANDS, lightning=TRAINER_SUBCOMMANDS)
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from iclr26_common.cli_support import (
+    CONFIGS_HELP,
     ArgumentParser,
     configs_command,
     dispatch,
@@ -35,18 +36,15 @@ DESCRIPTION = (
 
 
 COMMANDS = {
-    **{name: f"LightningCLI `{name}` ({PROG} {name} --help)" for name in TRAINER_SUBCOMMANDS},
     "predict-files": "class probabilities of .csv/.s1p files or folders from a checkpoint, as a CSV",
     "synth": "write a synthetic dataset in the upstream folder/CSV format",
     "benchmark": "train/test the model × protocol × split table",
-    "configs": "list the YAML configs shipped with the package",
+    "configs": CONFIGS_HELP,
 }
 
 
 def _top_level_parser() -> ArgumentParser:
-    return top_level_parser(
-        PROG, DESCRIPTION, __version__, COMMANDS, passthrough=TRAINER_SUBCOMMANDS
-    )
+    return top_level_parser(PROG, DESCRIPTION, __version__, COMMANDS, lightning=TRAINER_SUBCOMMANDS)
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from iclr26_common.cli_support import (
+    CONFIGS_HELP,
     ArgumentParser,
     configs_command,
     dispatch,
@@ -186,17 +187,14 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
 
 
 COMMANDS = {
-    **{name: f"LightningCLI `{name}` ({PROG} {name} --help)" for name in TRAINER_SUBCOMMANDS},
     "collect": "write expert demonstrations (LeRobot v2.1 layout)",
     "eval": "success vs inference delay per method (CSV + plot)",
-    "configs": "list the YAML configs shipped with the package",
+    "configs": CONFIGS_HELP,
 }
 
 
 def _top_level_parser() -> ArgumentParser:
-    return top_level_parser(
-        PROG, DESCRIPTION, __version__, COMMANDS, passthrough=TRAINER_SUBCOMMANDS
-    )
+    return top_level_parser(PROG, DESCRIPTION, __version__, COMMANDS, lightning=TRAINER_SUBCOMMANDS)
 
 
 def _is_user_error(error: BaseException) -> bool:
