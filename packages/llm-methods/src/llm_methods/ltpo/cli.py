@@ -71,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
 def _solve(ns: argparse.Namespace) -> int:
     import torch
 
-    from llm_methods.cli import _quiet
+    from llm_methods.cliutils import quiet_transformers
     from llm_methods.lm import load_lm
     from llm_methods.ltpo.data import is_correct, read_problems
     from llm_methods.ltpo.model import (
@@ -90,7 +90,7 @@ def _solve(ns: argparse.Namespace) -> int:
     cfg = LTPOConfig(**values)
     cfg.validate()
     problems = read_problems(ns.data, ns.format, ns.limit)
-    _quiet()
+    quiet_transformers()
     lm = load_lm(ns.model, ns.device)
     reserve = cfg.n_thoughts + ns.max_new_tokens
     prefixes = [prompt_ids(lm, p.question, reserve=reserve) for p in problems]

@@ -40,31 +40,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fit(argv: Sequence[str]) -> int:
-    import logging
-    import sys
-
-    from lightning.pytorch.cli import LightningCLI
-
-    from llm_methods.cli import _quiet
-    from llm_methods.cliutils import resolve_config_names
+    from llm_methods.cliutils import lightning_cli
     from llm_methods.remix.lit_module import ProblemDataModule, ReMixModule
 
-    _quiet()
-    logging.getLogger("lightning.fabric.utilities.seed").setLevel(logging.WARNING)
-    saved = sys.argv
-    sys.argv = [PROG, "fit", *resolve_config_names("remix", list(argv))]
-    try:
-        LightningCLI(ReMixModule, ProblemDataModule, subclass_mode_model=True,
-                     subclass_mode_data=True, seed_everything_default=0,
-                     save_config_kwargs={"overwrite": True}, args=None,
-                     run=True, auto_configure_optimizers=True)  # fmt: skip
-    finally:
-        sys.argv = saved
+    lightning_cli("remix", ReMixModule, ProblemDataModule, argv, subcommand="fit")
     return 0
 
 
 def _eval(ns: argparse.Namespace) -> int:
-    from llm_methods.cli import _quiet
+    from llm_methods.cliutils import quiet_transformers
     from llm_methods.lm.threads import one_thread
     from llm_methods.remix.data import (
         exact_match_reward,
@@ -81,7 +65,7 @@ def _eval(ns: argparse.Namespace) -> int:
         raise ValueError("--max-new-tokens must be >= 1")
     problems = (read_problems(ns.data, ns.limit) if ns.data else
                 records_to_problems(synth_problems(ns.n, 99)))  # fmt: skip
-    _quiet()
+    quiet_transformers()
     with one_thread():
         lm = load_policy(ns.model)
         runner = RLRunner(lm.model, lm.tokenizer, RLConfig(algo="grpo", max_new_tokens=ns.max_new_tokens),
