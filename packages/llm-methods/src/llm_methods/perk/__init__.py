@@ -1,3 +1,3 @@
-"""PERK: test-time LoRA memory for long contexts (arXiv 2507.06415). Core only so far:
-``data`` (BabiLong reader + offline generator) and ``model`` (inner/outer loops); no CLI or
-experiment yet (see README.md)."""
+"""PERK: test-time LoRA memory for long contexts (arXiv 2507.06415): ``data`` (BabiLong reader,
+generator, DataModule), ``model`` (inner/outer loops), ``icr`` (FT-ICR baseline), ``lit_module``,
+``cli``, ``experiment`` (see README.md)."""

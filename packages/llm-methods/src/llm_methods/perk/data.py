@@ -10,10 +10,24 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-__all__ = ["TASKS", "BabiRecord", "read_babilong", "synth_babilong", "write_babilong"]
+import lightning as L
+from torch.utils.data import DataLoader
+
+__all__ = [
+    "TASKS",
+    "BabiLongDataModule",
+    "BabiRecord",
+    "extract_output",
+    "is_correct",
+    "read_babilong",
+    "synth_babilong",
+    "write_babilong",
+]
 
 TASKS = ("qa1", "qa2", "qa3")
 AGENTS = ("Mary", "John", "Sandra", "Daniel")
@@ -133,3 +147,81 @@ def write_babilong(records: list[BabiRecord], path: str | Path) -> Path:
              "support": r.support, "task": r.task} for r in records]  # fmt: skip
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
+
+
+_OUTPUT = re.compile(r"<output>(.*?)(?:</output>|$)", re.S)
+
+
+def extract_output(text: str) -> str:
+    """The answer inside ``<output>...</output>`` (or after ``<output>`` if unclosed); else the
+    whole text's first line. Lower-cased, stripped of spaces and a final full stop."""
+    match = _OUTPUT.search(text)
+    ans = match.group(1) if match else text.strip().split("\n")[0]
+    return ans.strip().rstrip(".").strip().lower()
+
+
+def is_correct(text: str, answer: str) -> bool:
+    return extract_output(text) == answer.strip().rstrip(".").strip().lower()
+
+
+def _records(batch: list[BabiRecord]) -> list[BabiRecord]:
+    return batch
+
+
+class BabiLongDataModule(L.LightningDataModule):
+    """BabiLong-format jsonl files, or the offline generator when a file is not given.
+
+    Batches are lists of :class:`BabiRecord` (each record has its own context). Generated
+    splits: ``n_train`` / ``n_val`` / ``n_test`` records of ``tasks`` with ``n_segments`` filler
+    segments (a list mixes lengths) and the facts at ``position`` (None = random), seeds
+    ``seed``, ``seed + 1``, ``seed + 2``.
+    """
+
+    def __init__(self, train_file: str | None = None, val_file: str | None = None,
+                 test_file: str | None = None, n_train: int = 64, n_val: int = 16,
+                 n_test: int = 16, n_segments: int | list[int] = 8,
+                 position: float | None = None, tasks: list[str] | None = None,
+                 batch_size: int = 1, limit: int | None = None, seed: int = 0) -> None:  # fmt: skip
+        super().__init__()
+        self.save_hyperparameters()
+        for name in tasks or []:
+            if name not in TASKS:
+                raise ValueError(f"unknown task {name!r}; expected some of {TASKS}")
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.splits: dict[str, list[BabiRecord]] = {}
+
+    def _split(self, file: str | None, n: int, seed: int) -> list[BabiRecord]:
+        hp = self.hparams
+        if file:
+            return read_babilong(file, hp.limit)
+        lengths = hp.n_segments if isinstance(hp.n_segments, list) else [hp.n_segments]
+        tasks = tuple(hp.tasks or TASKS)
+        per = [n // len(lengths) + (i < n % len(lengths)) for i in range(len(lengths))]
+        out: list[BabiRecord] = []
+        for i, (length, k) in enumerate(zip(lengths, per, strict=True)):
+            if k:
+                out += synth_babilong(k, length, hp.position, tasks, seed * 1000 + i)
+        return out
+
+    def setup(self, stage: str | None = None) -> None:
+        hp = self.hparams
+        if stage in (None, "fit") and "train" not in self.splits:
+            self.splits["train"] = self._split(hp.train_file, hp.n_train, hp.seed)
+        if stage in (None, "fit", "validate") and "val" not in self.splits:
+            self.splits["val"] = self._split(hp.val_file, hp.n_val, hp.seed + 1)
+        if stage in (None, "test") and "test" not in self.splits:
+            self.splits["test"] = self._split(hp.test_file, hp.n_test, hp.seed + 2)
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader[Any]:
+        return DataLoader(self.splits[split], batch_size=self.hparams.batch_size,  # type: ignore[arg-type]
+                          shuffle=shuffle, collate_fn=_records, num_workers=0)  # fmt: skip
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        return self._loader("train", True)
+
+    def val_dataloader(self) -> DataLoader[Any]:
+        return self._loader("val", False)
+
+    def test_dataloader(self) -> DataLoader[Any]:
+        return self._loader("test", False)

@@ -1,0 +1,161 @@
+"""LightningModules: PERK's outer loop (meta-training) and the FT-ICR baseline, on BabiLong.
+
+Batches are lists of :class:`~llm_methods.perk.data.BabiRecord` (``BabiLongDataModule``).
+``PERKModule`` trains the LoRA init, the token-weight MLP and the LSLRs with AdamW (1e-5 by
+default, the paper's outer learning rate) on the outer answer loss after the inner loop;
+``ICRModule`` fine-tunes the model (rsLoRA of the same shape, or fully) to answer with the whole
+context in the prompt. Both log ``train/loss``, ``val/loss``, ``val/acc`` and ``test/acc``
+(exact match of the ``<output>`` answer, greedy decoding).
+
+The base model is a spec (``smollm2``, ``zoo:NAME``, an HF folder) or ``tiny`` (an untrained
+2-layer Llama with a BPE tokenizer fitted on generated BabiLong text: for tests and demos).
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+
+from llm_methods.lm.errors import LMError
+from llm_methods.perk.data import BabiRecord, is_correct, synth_babilong
+from llm_methods.perk.icr import ICR
+from llm_methods.perk.model import PERK
+
+__all__ = ["ICRModule", "PERKModule", "load_base", "load_checkpoint"]
+
+TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def load_base(spec: str, dtype: str | None = None) -> tuple[Any, Any]:
+    """(tokenizer, HF causal LM) on CPU for a model spec or ``tiny``."""
+    if spec == "tiny":
+        from llm_methods.zoo.models import tiny_lm
+
+        texts = [" ".join(r.context) + f" {r.question} {r.answer}"
+                 for r in synth_babilong(30, n_segments=6, seed=12345)]  # fmt: skip
+        lm = tiny_lm(texts, vocab_size=320, n_layers=2, hidden=32, heads=2, max_len=512)
+        return lm.tokenizer, lm.model.train()
+    from llm_methods.lm import load_lm
+
+    lm = load_lm(spec, device="cpu", dtype=dtype)
+    return lm.tokenizer, lm.model.train()  # no dropout in the supported families; Lightning mode
+
+
+class _QAModule(L.LightningModule):
+    METHOD = ""
+
+    def __init__(self, lr: float, weight_decay: float, max_new_tokens: int) -> None:
+        super().__init__()
+        if lr <= 0:
+            raise LMError(f"lr must be > 0, got {lr}")
+        if max_new_tokens < 1:
+            raise LMError("max_new_tokens must be >= 1")
+        self.loss_history: list[float] = []  # training losses, one per step
+
+    def record_loss(self, rec: BabiRecord) -> torch.Tensor:
+        raise NotImplementedError
+
+    def predict_record(self, rec: BabiRecord) -> str:
+        raise NotImplementedError
+
+    def training_step(self, batch: list[BabiRecord], batch_idx: int) -> torch.Tensor:
+        loss = torch.stack([self.record_loss(r) for r in batch]).mean()
+        self.log("train/loss", loss, batch_size=len(batch), prog_bar=True)
+        self.loss_history.append(float(loss.detach()))
+        return loss
+
+    def _eval(self, batch: list[BabiRecord], stage: str) -> None:
+        # the inner loop needs autograd even in validation / test (Lightning's inference mode)
+        with torch.inference_mode(False), torch.enable_grad():
+            texts = [self.predict_record(r) for r in batch]
+            loss = torch.stack([self.record_loss(r).detach() for r in batch]).mean()
+        acc = sum(is_correct(t, r.answer) for t, r in zip(texts, batch, strict=True)) / len(batch)
+        self.log_dict({f"{stage}/loss": loss, f"{stage}/acc": float(acc)}, batch_size=len(batch),
+                      prog_bar=stage == "val")  # fmt: skip
+
+    def validation_step(self, batch: list[BabiRecord], batch_idx: int) -> None:
+        self._eval(batch, "val")
+
+    def test_step(self, batch: list[BabiRecord], batch_idx: int) -> None:
+        self._eval(batch, "test")
+
+    def configure_optimizers(self) -> Any:
+        params = [p for p in self.parameters() if p.requires_grad]
+        return torch.optim.AdamW(params, lr=self.hparams.lr,
+                                 weight_decay=self.hparams.weight_decay)  # fmt: skip
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["perk_method"] = self.METHOD
+
+
+class PERKModule(_QAModule):
+    """PERK outer loop. Args: ``model`` (spec), LoRA ``r``/``alpha``/``target_modules``
+    (rsLoRA), inner-loop ``inner_steps``/``first_order_steps``/``lslr_init``/``accumulation``,
+    outer ``lr`` (paper 1e-5) and ``weight_decay``, ``max_new_tokens`` for evaluation."""
+
+    METHOD = "perk"
+
+    def __init__(self, model: str = "tiny", r: int = 8, alpha: int = 16,
+                 target_modules: list[str] | None = None, inner_steps: int = 4,
+                 first_order_steps: int = 2, lslr_init: float = 5e-5, accumulation: int = 4,
+                 lr: float = 1e-5, weight_decay: float = 0.0, max_new_tokens: int = 32,
+                 dtype: str | None = None) -> None:  # fmt: skip
+        super().__init__(lr, weight_decay, max_new_tokens)
+        self.save_hyperparameters()
+        tokenizer, base = load_base(model, dtype)
+        self.perk = PERK(base, tokenizer, r=r, alpha=alpha, target_modules=target_modules or TARGETS,
+                         inner_steps=inner_steps, first_order_steps=first_order_steps,
+                         lslr_init=lslr_init, accumulation=accumulation)  # fmt: skip
+
+    def record_loss(self, rec: BabiRecord) -> torch.Tensor:
+        train = torch.is_grad_enabled() and self.training
+        fast = self.perk.adapt(rec.context, train=train)
+        return self.perk.outer_loss(fast, len(rec.context), rec.question, rec.answer, rec.support)
+
+    def predict_record(self, rec: BabiRecord) -> str:
+        fast = self.perk.adapt(rec.context, train=False)
+        return self.perk.answer(fast, len(rec.context), rec.question, self.hparams.max_new_tokens)
+
+
+class ICRModule(_QAModule):
+    """FT-ICR baseline: the same base model and rsLoRA shape (``lora=False``: full fine-tuning),
+    trained to answer with the whole context in the prompt."""
+
+    METHOD = "ficr"
+
+    def __init__(self, model: str = "tiny", r: int = 8, alpha: int = 16,
+                 target_modules: list[str] | None = None, lora: bool = True, lr: float = 1e-5,
+                 weight_decay: float = 0.0, max_new_tokens: int = 32,
+                 dtype: str | None = None) -> None:  # fmt: skip
+        super().__init__(lr, weight_decay, max_new_tokens)
+        self.save_hyperparameters()
+        tokenizer, base = load_base(model, dtype)
+        self.icr = ICR(base, tokenizer, r=r, alpha=alpha, target_modules=target_modules or TARGETS,
+                       lora=lora)  # fmt: skip
+
+    def record_loss(self, rec: BabiRecord) -> torch.Tensor:
+        return self.icr.loss(rec.context, rec.question, rec.answer, rec.support)
+
+    def predict_record(self, rec: BabiRecord) -> str:
+        return self.icr.answer(rec.context, rec.question, self.hparams.max_new_tokens)
+
+
+def load_checkpoint(path: str | Path) -> _QAModule:
+    """A ``PERKModule`` or ``ICRModule`` from a Lightning checkpoint (``weights_only=True``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such checkpoint")
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    classes = {"perk": PERKModule, "ficr": ICRModule}
+    method = ckpt.get("perk_method") if isinstance(ckpt, dict) else None
+    if method not in classes:
+        raise LMError(f"{path}: not a PERK / FT-ICR checkpoint (no 'perk_method' entry)")
+    cls = classes[method]
+    names = inspect.signature(cls.__init__).parameters
+    module = cls(**{k: v for k, v in ckpt["hyper_parameters"].items() if k in names})
+    module.load_state_dict(ckpt["state_dict"])
+    return module.eval()

@@ -1,0 +1,105 @@
+"""``llm-methods perk``: synth, configs, fit -> checkpoint -> eval, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llm_methods.cli import main
+
+
+def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
+    from iclr26_common.testing import lightning_logs_to_current_stderr
+
+    lightning_logs_to_current_stderr()
+    capsys.readouterr()  # drop what earlier commands printed
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip() and "Warning" not in line
+             and "warnings.warn" not in line]  # fmt: skip
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def _fit(folder: Path, config: str) -> Path:
+    args = ["perk", "fit", "--config", config, "--trainer.max_steps=1",
+            "--trainer.limit_val_batches=0", "--trainer.enable_checkpointing=true",
+            f"--trainer.default_root_dir={folder}"]  # fmt: skip
+    assert main(args) in (0, None)
+    (ckpt,) = sorted(folder.rglob("*.ckpt"))
+    return ckpt
+
+
+@pytest.fixture(scope="module")
+def perk_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _fit(tmp_path_factory.mktemp("perk-fit"), "tiny")
+
+
+def test_synth_and_configs(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "b.jsonl"
+    assert main(["perk", "synth", "--out", str(out), "--n", "4", "--n-segments", "3",
+                 "--position", "0", "--tasks", "qa2"]) == 0  # fmt: skip
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(rows) == 4 and all(r["task"] == "qa2" and r["support"] for r in rows)
+    assert rows[0]["context"].index(rows[0]["support"][0]) == 1  # qa2 facts open the context
+    assert main(["perk", "configs"]) == 0
+    listed = capsys.readouterr().out
+    assert "tiny" in listed and "icr_tiny" in listed
+
+
+def test_fit_then_eval(perk_ckpt: Path, tmp_path: Path) -> None:
+    data = tmp_path / "d.jsonl"
+    main(["perk", "synth", "--out", str(data), "--n", "2", "--n-segments", "2"])
+    out = tmp_path / "ev"
+    assert main(["perk", "eval", "--ckpt", str(perk_ckpt), "--data", str(data), "--out",
+                 str(out), "--max-new-tokens", "4"]) == 0  # fmt: skip
+    rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and {"gold", "prediction", "correct", "output"} <= set(rows[0])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["method"] == "perk" and summary["n"] == 2
+
+
+def test_checkpoint_roundtrip_restores_meta_parameters(perk_ckpt: Path) -> None:
+    import torch
+
+    from llm_methods.perk.lit_module import load_checkpoint
+
+    module = load_checkpoint(perk_ckpt)
+    state = torch.load(perk_ckpt, map_location="cpu", weights_only=True)["state_dict"]
+    assert torch.equal(module.perk.lslr, state["perk.lslr"])
+    assert not torch.allclose(state["perk.lslr"], torch.full_like(state["perk.lslr"], 0.01))
+
+
+def test_bad_input_one_line(perk_ckpt: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"context": ["Mary went home."], "answer": "home"}) + "\n")
+    line = _one_line_error(capsys, ["perk", "eval", "--ckpt", str(perk_ckpt), "--data",
+                                    str(bad), "--out", str(tmp_path / "o")])  # fmt: skip
+    assert "bad.jsonl:1: missing field 'question'" in line
+    long = tmp_path / "long.jsonl"
+    long.write_text(json.dumps({"context": ["word " * 700], "question": "Where?",
+                                "answer": "home"}) + "\n")  # fmt: skip
+    line = _one_line_error(capsys, ["perk", "eval", "--ckpt", str(perk_ckpt), "--data",
+                                    str(long), "--out", str(tmp_path / "o")])  # fmt: skip
+    assert "split the context into shorter segments" in line
+    line = _one_line_error(capsys, ["perk", "eval", "--ckpt", str(tmp_path / "none.ckpt"),
+                                    "--data", str(long), "--out", str(tmp_path / "o")])  # fmt: skip
+    assert "none.ckpt: no such checkpoint" in line
+    line = _one_line_error(capsys, ["perk", "synth", "--out", str(tmp_path / "s.jsonl"),
+                                    "--position", "2"])  # fmt: skip
+    assert "position must be in [0, 1]" in line
+
+
+@pytest.mark.slow
+def test_icr_context_too_long_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    ckpt = _fit(tmp_path / "icr", "icr_tiny")
+    data = tmp_path / "long.jsonl"
+    data.write_text(json.dumps({"context": ["Mary went to the kitchen. " * 10] * 12,
+                                "question": "Where is Mary?", "answer": "kitchen"}) + "\n")  # fmt: skip
+    line = _one_line_error(capsys, ["perk", "eval", "--ckpt", str(ckpt), "--data", str(data),
+                                    "--out", str(tmp_path / "o")])  # fmt: skip
+    assert "without segmentation" in line
