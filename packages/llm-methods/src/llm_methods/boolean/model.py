@@ -6,7 +6,8 @@ SVD of |W|; then the same on the residual R_k = W − Σ_{j<k} B_j ⊙ s_out^j s
 Boolean kernels are stored bit-packed, 8 weights per byte (:func:`pack_bits`), so the stored
 bytes are real. :class:`BooleanLinear` unpacks once into a dense cache and does one matmul.
 
-Not built yet (see README): the Boolean optimiser, distillation finetuning, baselines, experiment.
+Training-time layers and baselines: :mod:`~llm_methods.boolean.quant`; finetuning and
+save/load: :mod:`~llm_methods.boolean.distill`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,125 @@
+"""``llm-methods boolean``: MBOK multi-kernel Boolean compression of a causal LM's linears.
+
+- ``compress``: replace the chosen linear layers of a model spec by MBOK (K Boolean kernels,
+  SVID init), OneBit (K = 1) or RTN (``--bits``) layers and save them to one safetensors file;
+  prints the real stored bytes and bits per weight (scales counted).
+- ``finetune``: LightningCLI ``fit`` of the distillation (KL + 10·MSE from the FP teacher;
+  Boolean optimiser on the last kernel, AdamW on the scales), e.g. ``--config mbok_k2``.
+- ``eval``: perplexity of a model spec, optionally with a compressed file installed, on a
+  ``.txt`` / ``.jsonl`` file (default: held-out pydoc topics).
+- ``configs``: the shipped finetune configs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+ABOUT = "MBOK multi-kernel Boolean weights: compress, finetune, eval (arXiv 2505.22811)"
+PROG = "llm-methods boolean"
+
+
+def _parser() -> argparse.ArgumentParser:
+    from llm_methods.cliutils import ArgumentParser
+
+    parser = ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    comp = sub.add_parser("compress", help="compress linear layers, save safetensors")
+    comp.add_argument("--model", default="smollm2", help="model spec (default: smollm2)")
+    comp.add_argument("--method", default="mbok", choices=("mbok", "onebit", "rtn"))
+    comp.add_argument("--k", type=int, default=2, help="Boolean kernels for mbok (>= 1)")
+    comp.add_argument("--bits", type=int, default=2, help="bits for rtn (1..8)")
+    comp.add_argument("--layers", nargs="+", default=["all"],
+                      help="in-block linear names (q_proj, mlp.down_proj, ...) or 'all'")  # fmt: skip
+    comp.add_argument("--blocks", default="all", help="decoder blocks: 'all', '3', '20-29', '0,5'")
+    comp.add_argument("--out", type=Path, required=True, help="output .safetensors file")
+    ev = sub.add_parser("eval", help="perplexity on a text file")
+    ev.add_argument("--model", default="smollm2", help="model spec (default: smollm2)")
+    ev.add_argument("--compressed", type=Path, default=None, help="a `compress`/`finetune` file")
+    ev.add_argument("--text", type=Path, default=None,
+                    help=".txt or .jsonl (field 'text'); default: held-out pydoc topics")  # fmt: skip
+    ev.add_argument("--seq-len", type=int, default=128)
+    ev.add_argument("--max-chunks", type=int, default=32)
+    ev.add_argument("--batch-size", type=int, default=4)
+    sub.add_parser("finetune", help="LightningCLI fit of the distillation (--config NAME|FILE)",
+                   add_help=False)  # fmt: skip
+    sub.add_parser("configs", help="list the shipped finetune configs")
+    return parser
+
+
+def _compress(ns: argparse.Namespace) -> int:
+    from llm_methods.boolean import distill
+    from llm_methods.cliutils import quiet_transformers
+    from llm_methods.lm import load_lm
+    from llm_methods.lm.errors import LMError
+
+    if ns.method == "mbok" and ns.k < 1:
+        raise LMError(f"--k: number of Boolean kernels K must be >= 1, got {ns.k}")
+    if ns.method == "rtn" and not 1 <= ns.bits <= 8:
+        raise LMError(f"--bits must be in 1..8, got {ns.bits}")
+    if ns.out.suffix != ".safetensors":
+        raise LMError(f"--out {ns.out}: expected a .safetensors file name")
+    quiet_transformers()
+    lm = load_lm(ns.model, device="cpu", dtype="float32")
+    names = distill.select_linears(lm.model, ns.layers, ns.blocks)
+    layers = distill.compress_model(lm.model, names, ns.method, k=ns.k, bits=ns.bits)
+    meta = {"model": ns.model, "method": ns.method, "k": ns.k, "bits": ns.bits,
+            "layers": ns.layers, "blocks": ns.blocks}  # fmt: skip
+    size = distill.save_compressed(layers, ns.out, meta)
+    s = distill.stored_summary(distill.deployable(layers))
+    fp32 = int(s["weights"]) * 4
+    print(f"{ns.method}: {len(names)} layers, {int(s['weights'])} weights; stored {int(s['bytes'])} B "
+          f"({s['bits_per_weight']:.3f} bits/weight, {s['bytes'] / fp32:.4f}x fp32); "
+          f"file {size} B -> {ns.out}")  # fmt: skip
+    return 0
+
+
+def _eval(ns: argparse.Namespace) -> int:
+    from llm_methods.boolean import data, distill
+    from llm_methods.cliutils import quiet_transformers
+    from llm_methods.lm import load_lm
+    from llm_methods.lm.errors import LMError
+
+    if ns.seq_len < 2 or ns.max_chunks < 1 or ns.batch_size < 1:
+        raise LMError("--seq-len must be >= 2, --max-chunks and --batch-size >= 1")
+    texts = data.read_texts(ns.text) if ns.text else data.pydoc_split()[1]
+    quiet_transformers()
+    lm = load_lm(ns.model, device="cpu", dtype="float32")
+    detail = ""
+    if ns.compressed is not None:
+        layers, meta = distill.load_compressed(lm.model, ns.compressed)
+        s = distill.stored_summary(layers)
+        detail = f", {len(layers)} {meta.get('method', '?')} layers at {s['bits_per_weight']:.3f} bits/weight"
+    source = str(ns.text) if ns.text else "pydoc held-out topics"
+    chunks = data.token_chunks(lm.tokenizer, texts, ns.seq_len, ns.max_chunks, None, source)
+    ppl = distill.perplexity_of(lm.model, data.batches_of(chunks, ns.batch_size))
+    print(f"perplexity {ppl:.3f} on {len(chunks)}x{ns.seq_len} tokens of {source}{detail}")
+    return 0
+
+
+def _finetune(argv: list[str]) -> int:
+    from llm_methods.boolean.lit_module import BooleanDistillModule, BooleanTextDataModule
+    from llm_methods.cliutils import lightning_cli
+
+    lightning_cli("boolean", BooleanDistillModule, BooleanTextDataModule, argv, subcommand="fit",
+                  subclass_mode=False, links=[("model.model", "data.model", "parse")])  # fmt: skip
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    argv = list(argv)
+    if argv and argv[0] == "finetune":
+        return _finetune(argv[1:])
+    ns = _parser().parse_args(argv)
+    if ns.command == "configs":
+        from llm_methods.cliutils import shipped_configs
+
+        for name, path in shipped_configs("boolean").items():
+            print(f"{name:12s} {path.read_text().splitlines()[0].lstrip('# ')}")
+        return 0
+    if ns.command == "compress":
+        return _compress(ns)
+    return _eval(ns)

@@ -1,0 +1,369 @@
+"""Layer selection, compression of a model's linear layers, distillation finetuning, evaluation,
+and save/load of compressed layers (safetensors).
+
+Distillation loss (MBOK, as the issue states it): L = KL(p_teacher^τ ‖ p_student^τ) (τ = 1,
+token mean) + 10 · MSE(h_student, h_teacher) averaged over the decoder hidden states from the
+first compressed block on (HF ``hidden_states``; earlier ones are identical by construction).
+Only the compressed layers' trainable tensors are trained: for MBOK the last kernel (Boolean
+optimiser, lr 5e-3) and all scales (AdamW 2e-5); for OneBit-STE the latent weights and the two
+vectors (AdamW on all, the latent-weight baseline).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from llm_methods.boolean.model import BooleanLinear
+from llm_methods.boolean.optim import BooleanOptimizer
+from llm_methods.boolean.quant import MBOKTrainLinear, OneBitLinear, RTNLinear
+from llm_methods.lm.errors import LMError
+
+__all__ = [
+    "COMPRESSORS",
+    "DistillConfig",
+    "Teacher",
+    "compress_model",
+    "distill_loss",
+    "finetune",
+    "load_compressed",
+    "make_optimizers",
+    "perplexity_of",
+    "save_compressed",
+    "select_linears",
+    "teacher_outputs",
+]
+
+COMPRESSORS = ("mbok", "onebit", "rtn")
+KL_WEIGHT, MSE_WEIGHT, TAU = 1.0, 10.0, 1.0
+
+
+def _blocks(model: nn.Module) -> tuple[str, nn.ModuleList]:
+    from llm_methods.lm.loading import find_modules
+
+    parts = find_modules(model)
+    name = next(n for n, m in model.named_modules() if m is parts.layers)
+    return name, parts.layers
+
+
+def _parse_blocks(spec: str | None, n: int) -> list[int]:
+    if spec in (None, "", "all"):
+        return list(range(n))
+    out: list[int] = []
+    for part in str(spec).split(","):
+        m = re.fullmatch(r"\s*(-?\d+)\s*(?:-\s*(-?\d+)\s*)?", part)
+        if not m:
+            raise LMError(f"bad --blocks entry {part!r}: expected 'all', 'I' or 'I-J'")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) is not None else lo
+        for i in range(lo, hi + 1):
+            if not -n <= i < n:
+                raise LMError(f"block {i} out of range: the model has {n} decoder blocks")
+            out.append(i % n)
+    return sorted(set(out))
+
+
+def select_linears(model: nn.Module, layers: Sequence[str] = ("all",),
+                   blocks: str | None = "all") -> list[str]:  # fmt: skip
+    """Full module names of the ``nn.Linear`` layers in the chosen decoder blocks whose in-block
+    name is one of ``layers`` (``q_proj``, ``mlp.down_proj``, ..., ``all``); raises
+    :class:`LMError` naming an unknown layer and listing the available ones."""
+    prefix, blocks_list = _blocks(model)
+    chosen = _parse_blocks(blocks, len(blocks_list))
+    available = sorted({n for n, m in blocks_list[0].named_modules() if isinstance(m, nn.Linear)})
+    if not layers:
+        raise LMError("no layer names given (use 'all' or e.g. q_proj mlp.down_proj)")
+    for name in layers:
+        if name != "all" and not any(a == name or a.endswith("." + name) for a in available):
+            raise LMError(
+                f"unknown layer name {name!r}; a decoder block has: {', '.join(available)}"
+            )
+    out = []
+    for i in chosen:
+        for sub, module in blocks_list[i].named_modules():
+            if isinstance(module, nn.Linear) and any(
+                n == "all" or sub == n or sub.endswith("." + n) for n in layers
+            ):
+                out.append(f"{prefix}.{i}.{sub}")
+    return out
+
+
+def _set(model: nn.Module, name: str, module: nn.Module) -> None:
+    parent, _, child = name.rpartition(".")
+    setattr(model.get_submodule(parent), child, module)
+
+
+def compress_model(model: nn.Module, names: Sequence[str], method: str, k: int = 2,
+                   bits: int = 2) -> dict[str, nn.Module]:  # fmt: skip
+    """Replace each named ``nn.Linear`` in place: ``mbok`` -> :class:`MBOKTrainLinear` (K
+    kernels), ``onebit`` -> :class:`OneBitLinear`, ``rtn`` -> :class:`RTNLinear` (``bits``)."""
+    if method not in COMPRESSORS:
+        raise LMError(f"unknown method {method!r}; choose one of {', '.join(COMPRESSORS)}")
+    if method == "mbok" and (not isinstance(k, int) or k < 1):
+        raise LMError(f"number of Boolean kernels K must be >= 1, got {k}")
+    if not names:
+        raise LMError("no linear layers selected")
+    new: dict[str, nn.Module] = {}
+    for name in names:
+        linear = model.get_submodule(name)
+        if not isinstance(linear, nn.Linear):
+            raise LMError(f"{name} is not an nn.Linear (got {type(linear).__name__})")
+        if method == "mbok":
+            new[name] = MBOKTrainLinear.from_linear(linear, k)
+        elif method == "onebit":
+            new[name] = OneBitLinear(linear)
+        else:
+            new[name] = RTNLinear.from_linear(linear, bits)
+        _set(model, name, new[name].to(linear.weight.device))
+    return new
+
+
+@torch.no_grad()
+def billm_model(model: nn.Module, names: Sequence[str],
+                batches: Sequence[dict[str, torch.Tensor]]) -> dict[str, float]:  # fmt: skip
+    """BiLLM-style PTQ of the named linears in place (fake-quantised dense weights): H = Σ XᵀX
+    of each layer's inputs on ``batches``, then :func:`billm_binarize` per layer. Returns the
+    mean bits per weight under our accounting and the mean salient-column fraction."""
+    from llm_methods.boolean.quant import billm_binarize
+
+    linears = {n: model.get_submodule(n) for n in names}
+    hess = {n: torch.zeros(m.in_features, m.in_features) for n, m in linears.items()}
+    hooks = []
+    for n, m in linears.items():
+
+        def pre(_module, args, n=n):  # type: ignore[no-untyped-def]
+            x = args[0].detach().float().reshape(-1, args[0].shape[-1])
+            hess[n] += x.T @ x
+
+        hooks.append(m.register_forward_pre_hook(pre))
+    try:
+        for batch in batches:
+            model(**batch)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    bits = weights = salient = 0.0
+    for n, m in linears.items():
+        approx, info = billm_binarize(m.weight, hess[n])
+        m.weight.copy_(approx.to(m.weight.dtype))
+        bits += info["bits_per_weight"] * m.weight.numel()
+        weights += m.weight.numel()
+        salient += info["salient_columns"] / m.in_features
+    return {"bits_per_weight": bits / weights, "salient_fraction": salient / len(linears)}
+
+
+def stored_summary(layers: dict[str, nn.Module]) -> dict[str, float]:
+    """Real stored bytes of the compressed layers (scales counted; biases excluded from the
+    bits/weight ratio) and their weight count."""
+    total = weights = bias = 0
+    for module in layers.values():
+        total += module.stored_bytes()  # type: ignore[operator]
+        weights += module.in_features * _out(module)
+        if getattr(module, "bias", None) is not None:
+            bias += module.bias.numel() * module.bias.element_size()
+    return {"bytes": float(total), "weights": float(weights),
+            "bits_per_weight": 8 * (total - bias) / max(weights, 1)}  # fmt: skip
+
+
+def _out(module: nn.Module) -> int:
+    for attr in ("out_features",):
+        if hasattr(module, attr):
+            return int(getattr(module, attr))
+    buf = module.packed if hasattr(module, "packed") else module.planes
+    return int(buf.shape[1])
+
+
+# --- distillation -----------------------------------------------------------------------------
+
+
+@dataclass
+class DistillConfig:
+    steps: int = 20
+    bool_lr: float = 5e-3
+    scale_lr: float = 2e-5
+    latent_lr: float = 4e-4  # OneBit-STE (AdamW on latent weights and vectors): our choice
+    kl_weight: float = KL_WEIGHT
+    mse_weight: float = MSE_WEIGHT
+    tau: float = TAU
+
+
+@dataclass
+class Teacher:
+    """Teacher outputs of one batch: log-probs (bf16 to save memory) and hidden states."""
+
+    logprobs: torch.Tensor
+    hidden: list[torch.Tensor]
+    mask: torch.Tensor
+
+
+def first_block(names: Sequence[str]) -> int:
+    idx = [int(m.group(1)) for n in names if (m := re.search(r"\.(\d+)\.", n))]
+    return min(idx) if idx else 0
+
+
+@torch.no_grad()
+def teacher_outputs(model: nn.Module, batch: dict[str, torch.Tensor], from_block: int,
+                    tau: float = TAU) -> Teacher:  # fmt: skip
+    out = model(**batch, output_hidden_states=True)
+    lp = torch.log_softmax(out.logits.float() / tau, -1).to(torch.bfloat16)
+    return Teacher(lp, [h.detach() for h in out.hidden_states[from_block + 1 :]],
+                   batch["attention_mask"].bool())  # fmt: skip
+
+
+def distill_loss(model: nn.Module, batch: dict[str, torch.Tensor], teacher: Teacher,
+                 from_block: int, cfg: DistillConfig) -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
+    """KL(teacher ‖ student) at temperature τ (×τ²) + w·MSE of hidden states, masked tokens."""
+    out = model(**batch, output_hidden_states=True)
+    mask = teacher.mask
+    s_lp = torch.log_softmax(out.logits.float() / cfg.tau, -1)
+    t_lp = teacher.logprobs.float()
+    kl = (t_lp.exp() * (t_lp - s_lp)).sum(-1)[mask].mean() * cfg.tau**2
+    hs = out.hidden_states[from_block + 1 :]
+    mse = torch.stack(
+        [((a - b) ** 2).mean(-1)[mask].mean() for a, b in zip(hs, teacher.hidden, strict=True)]
+    ).mean()
+    loss = cfg.kl_weight * kl + cfg.mse_weight * mse
+    return loss, {
+        "kl": float(kl.detach()),
+        "mse": float(mse.detach()),
+        "loss": float(loss.detach()),
+    }
+
+
+def make_optimizers(layers: dict[str, nn.Module], cfg: DistillConfig) -> list[Any]:
+    """MBOK: [BooleanOptimizer(last kernels), AdamW(scales)]; OneBit: [AdamW(latent, g, h)]."""
+    mbok = [m for m in layers.values() if isinstance(m, MBOKTrainLinear)]
+    onebit = [m for m in layers.values() if isinstance(m, OneBitLinear)]
+    if mbok and not onebit:
+        scales = [p for m in mbok for p in (m.s_out, m.s_in)]
+        return [BooleanOptimizer([m.last_kernel for m in mbok], lr=cfg.bool_lr),
+                torch.optim.AdamW(scales, lr=cfg.scale_lr, weight_decay=0.0)]  # fmt: skip
+    if onebit and not mbok:
+        params = [p for m in onebit for p in m.parameters()]
+        return [torch.optim.AdamW(params, lr=cfg.latent_lr, weight_decay=0.0)]
+    raise LMError("finetuning needs MBOK or OneBit layers (RTN is post-training only)")
+
+
+def optimizer_state_bytes(optimizers: Sequence[Any]) -> int:
+    """Bytes of optimiser state tensors (Boolean accumulators, Adam moments), not the weights."""
+    total = 0
+    for opt in optimizers:
+        if isinstance(opt, BooleanOptimizer):
+            total += opt.state_bytes()
+        else:
+            for state in opt.state.values():
+                total += sum(v.numel() * v.element_size() for v in state.values()
+                             if torch.is_tensor(v) and v.dim() > 0)  # fmt: skip
+    return total
+
+
+def finetune(model: nn.Module, layers: dict[str, nn.Module], batches: Sequence[dict[str, torch.Tensor]],
+             teachers: Sequence[Teacher], cfg: DistillConfig) -> dict[str, Any]:  # fmt: skip
+    """``cfg.steps`` distillation steps cycling over ``batches`` (with their cached teacher
+    outputs); returns the loss curve, flips and optimiser state bytes."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for module in layers.values():
+        for p in module.parameters():
+            p.requires_grad_(True)
+    optimizers = make_optimizers(layers, cfg)
+    from_block = first_block(list(layers))
+    log: dict[str, Any] = {"loss": [], "kl": [], "mse": [], "flips": 0}
+    model.train()
+    for step in range(cfg.steps):
+        j = step % len(batches)
+        loss, parts = distill_loss(model, batches[j], teachers[j], from_block, cfg)
+        for opt in optimizers:
+            opt.zero_grad()
+        loss.backward()
+        for opt in optimizers:
+            flipped = opt.step()
+            if isinstance(opt, BooleanOptimizer):
+                log["flips"] += int(flipped)
+        for key in ("loss", "kl", "mse"):
+            log[key].append(parts[key])
+    model.eval()
+    log["state_bytes"] = optimizer_state_bytes(optimizers)
+    return log
+
+
+@torch.no_grad()
+def perplexity_of(model: nn.Module, batches: Sequence[dict[str, torch.Tensor]]) -> float:
+    """Token-level perplexity exp(mean NLL) over all real next-token targets of ``batches``."""
+    nll, count = 0.0, 0
+    for batch in batches:
+        logits = model(**batch).logits.float()
+        ids, mask = batch["input_ids"], batch["attention_mask"].bool()
+        lp = torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None])[..., 0]
+        keep = mask[:, 1:] & mask[:, :-1]
+        nll -= float(lp[keep].sum())
+        count += int(keep.sum())
+    return float(torch.exp(torch.tensor(nll / max(count, 1))))
+
+
+# --- save / load ------------------------------------------------------------------------------
+
+
+def deployable(layers: dict[str, nn.Module]) -> dict[str, nn.Module]:
+    """Inference forms: MBOK / OneBit -> packed :class:`BooleanLinear`; RTN as is."""
+    return {n: (m.to_boolean() if hasattr(m, "to_boolean") else m) for n, m in layers.items()}
+
+
+def save_compressed(layers: dict[str, nn.Module], path: Path, meta: dict[str, Any]) -> int:
+    """Write the deployable layers to one safetensors file (``name.field`` keys; metadata:
+    ``meta`` + each layer's kind and in_features). Returns the file size in bytes."""
+    from safetensors.torch import save_file
+
+    tensors: dict[str, torch.Tensor] = {}
+    kinds: dict[str, list[Any]] = {}
+    for name, module in deployable(layers).items():
+        kinds[name] = [type(module).__name__, module.in_features]
+        for key, value in module.state_dict().items():
+            if value is not None:
+                tensors[f"{name}.{key}"] = value.detach().contiguous().cpu()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(path), metadata={"meta": json.dumps(meta), "layers": json.dumps(kinds)})
+    return path.stat().st_size
+
+
+def load_compressed(model: nn.Module, path: Path) -> tuple[dict[str, nn.Module], dict[str, Any]]:
+    """Install the layers of a :func:`save_compressed` file into ``model`` (in place)."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        raise LMError(f"{path}: compressed-model file not found")
+    try:
+        with safe_open(str(path), "pt") as f:
+            metadata = f.metadata() or {}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except Exception as error:  # safetensors raises its own error types
+        raise LMError(f"{path}: not a safetensors file ({error})") from error
+    if "layers" not in metadata:
+        raise LMError(f"{path}: missing 'layers' metadata (not written by boolean compress)")
+    kinds = json.loads(metadata["layers"])
+    installed: dict[str, nn.Module] = {}
+    for name, (kind, in_features) in kinds.items():
+        try:
+            model.get_submodule(name)
+        except AttributeError as error:
+            raise LMError(f"{path}: layer {name!r} does not exist in this model") from error
+        get = lambda key, name=name: tensors.get(f"{name}.{key}")  # noqa: E731
+        if kind == "BooleanLinear":
+            module: nn.Module = BooleanLinear(
+                get("packed"), get("s_out"), get("s_in"), in_features, get("bias")
+            )
+        elif kind == "RTNLinear":
+            module = RTNLinear(get("planes"), get("scale"), get("zero"), in_features, get("bias"))
+        else:
+            raise LMError(f"{path}: layer {name!r} has unknown kind {kind!r}")
+        _set(model, name, module)
+        installed[name] = module
+    return installed, json.loads(metadata.get("meta", "{}"))

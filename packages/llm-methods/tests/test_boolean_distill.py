@@ -1,0 +1,214 @@
+"""MBOK finetuning pieces: trainable layers, baselines (RTN, OneBit-STE, BiLLM), layer selection,
+distillation loss and loop, save/load of compressed layers."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from llm_methods.boolean import distill
+from llm_methods.boolean.model import svid
+from llm_methods.boolean.optim import BooleanOptimizer
+from llm_methods.boolean.quant import (
+    MBOKTrainLinear,
+    OneBitLinear,
+    RTNLinear,
+    billm_binarize,
+    rtn_quantize,
+)
+from llm_methods.lm.errors import LMError
+
+
+def _linear(out: int = 24, inp: int = 40, seed: int = 0) -> nn.Linear:
+    torch.manual_seed(seed)
+    return nn.Linear(inp, out)
+
+
+def test_rtn_roundtrip_bytes_and_error_order() -> None:
+    lin = _linear()
+    errors = []
+    for bits in (1, 2, 4):
+        layer = RTNLinear.from_linear(lin, bits)
+        codes, scale, zero = rtn_quantize(lin.weight, bits)
+        assert int(codes.max()) <= 2**bits - 1
+        ref = (codes.float() - zero[:, None]) * scale[:, None]
+        assert torch.allclose(layer.dense_weight(), ref, atol=2e-3 * float(scale.max()) + 1e-4)
+        expected = (
+            bits * 24 * 5 + 2 * 24 * 2 + 24 * 4
+        )  # planes (40 -> 5 B/row), fp16 scale+zero, bias
+        assert layer.stored_bytes() == expected
+        errors.append(float((layer.dense_weight() - lin.weight.detach()).norm()))
+    assert errors[2] < errors[1] < errors[0]
+    with pytest.raises(ValueError, match=r"1\.\.8"):
+        rtn_quantize(lin.weight, 0)
+
+
+def test_mbok_train_layer_gradient_is_boolean_signal() -> None:
+    lin = _linear()
+    layer = MBOKTrainLinear.from_linear(lin, 2)
+    ref = sum(b * torch.outer(o, i) for b, o, i in svid(lin.weight, 2))
+    assert torch.allclose(layer.weight(), ref, atol=1e-5)
+    x = torch.randn(5, 40)
+    w = layer.weight().detach().requires_grad_()
+    (nn.functional.linear(x, w, lin.bias) ** 2).sum().backward()
+    (layer(x) ** 2).sum().backward()
+    scale = torch.outer(layer.s_out[1], layer.s_in[1]).detach()
+    assert torch.allclose(layer.last_kernel.grad, w.grad * scale, atol=1e-4)
+    assert layer.frozen.dtype == torch.int8 and layer.frozen.shape == (1, 24, 40)
+    assert torch.allclose(layer.to_boolean()(x), layer(x), atol=1e-4)
+    with pytest.raises(ValueError, match="K must be >= 1"):
+        MBOKTrainLinear([], None)
+
+
+def test_onebit_ste_reaches_latent_and_deploys_as_one_kernel() -> None:
+    lin = _linear()
+    layer = OneBitLinear(lin)
+    x = torch.randn(5, 40)
+    ref = torch.where(lin.weight >= 0, 1.0, -1.0) * torch.outer(layer.g, layer.h)
+    assert torch.allclose(layer.weight(), ref)
+    (layer(x) ** 2).sum().backward()
+    assert layer.latent.grad is not None and float(layer.latent.grad.abs().sum()) > 0
+    deployed = layer.to_boolean()
+    assert deployed.packed.shape == (1, 24, 5)
+    assert torch.allclose(deployed(x), layer(x), atol=1e-4)
+
+
+def test_billm_beats_plain_binarisation_and_finds_salient_column() -> None:
+    torch.manual_seed(0)
+    w = torch.randn(32, 64)
+    x = torch.randn(256, 64)
+    x[:, 7] *= 20.0  # one input channel dominates the Hessian
+    h = x.T @ x
+    approx, info = billm_binarize(w, h)
+    plain = torch.where(w >= 0, 1.0, -1.0) * w.abs().mean(1, keepdim=True)
+    err = lambda a: float(((w - a) @ h * (w - a)).sum())  # noqa: E731
+    assert err(approx) < 0.5 * err(plain)
+    assert info["salient_columns"] >= 1 and 2.0 < info["bits_per_weight"] < 4.0
+    # the salient column is binarised twice (residual), so it is the best-approximated one
+    col_err = ((w - approx) ** 2).sum(0)
+    assert int(col_err.argmin()) == 7
+
+
+def test_select_linears_and_errors(tiny) -> None:  # type: ignore[no-untyped-def]
+    names = distill.select_linears(tiny.model, ["down_proj", "self_attn.q_proj"], "1")
+    assert names == ["model.layers.1.self_attn.q_proj", "model.layers.1.mlp.down_proj"]
+    assert len(distill.select_linears(tiny.model, ["all"], "all")) == 14
+    assert distill.select_linears(tiny.model, ["all"], "-1")[0].startswith("model.layers.1.")
+    with pytest.raises(LMError, match="unknown layer name 'foo'"):
+        distill.select_linears(tiny.model, ["foo"])
+    with pytest.raises(LMError, match="out of range"):
+        distill.select_linears(tiny.model, ["all"], "5")
+    with pytest.raises(LMError, match="bad --blocks"):
+        distill.select_linears(tiny.model, ["all"], "a-b")
+    with pytest.raises(LMError, match="K must be >= 1"):
+        distill.compress_model(copy.deepcopy(tiny.model), names, "mbok", k=0)
+    with pytest.raises(LMError, match="unknown method"):
+        distill.compress_model(copy.deepcopy(tiny.model), names, "gptq")
+
+
+def _batches(tiny, n: int = 2):  # type: ignore[no-untyped-def]
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, 300, (n, 2, 12), generator=g)
+    return [{"input_ids": i, "attention_mask": torch.ones_like(i)} for i in ids]
+
+
+def test_distill_loss_zero_for_identical_student_and_positive_after_compression(tiny) -> None:  # type: ignore[no-untyped-def]
+    batch = _batches(tiny)[0]
+    t = distill.teacher_outputs(tiny.model, batch, 0)
+    cfg = distill.DistillConfig()
+    _, parts = distill.distill_loss(tiny.model, batch, t, 0, cfg)
+    assert abs(parts["kl"]) < 1e-3 and parts["mse"] < 1e-8
+    student = copy.deepcopy(tiny.model)
+    names = distill.select_linears(student, ["all"], "all")
+    distill.compress_model(student, names, "mbok", k=1)
+    _, parts = distill.distill_loss(student, batch, t, 0, cfg)
+    assert parts["kl"] > 1e-3 and parts["mse"] > 0
+    assert parts["loss"] == pytest.approx(parts["kl"] + 10 * parts["mse"], rel=1e-4)
+
+
+def test_finetune_mbok_flips_only_last_kernel_and_counts_state(tiny) -> None:  # type: ignore[no-untyped-def]
+    batches = _batches(tiny)
+    names = distill.select_linears(tiny.model, ["all"], "all")
+    student = copy.deepcopy(tiny.model)
+    layers = distill.compress_model(student, names, "mbok", k=2)
+    frozen = {n: m.frozen.clone() for n, m in layers.items()}
+    first = {n: m.last_kernel.detach().clone() for n, m in layers.items()}
+    teachers = [distill.teacher_outputs(tiny.model, b, 0) for b in batches]
+    cfg = distill.DistillConfig(steps=4, bool_lr=1e4)  # large lr: flips happen on a tiny model
+    log = distill.finetune(student, layers, batches, teachers, cfg)
+    assert log["flips"] > 0 and len(log["loss"]) == 4
+    changed = sum(int((m.last_kernel != first[n]).sum()) for n, m in layers.items())
+    assert changed > 0
+    for n, m in layers.items():
+        assert torch.equal(m.frozen, frozen[n])
+        assert set(m.last_kernel.detach().unique().tolist()) <= {-1.0, 1.0}
+    n_weights = sum(m.in_features * m.out_features for m in layers.values())
+    n_scales = sum(m.s_out.numel() + m.s_in.numel() for m in layers.values())
+    assert log["state_bytes"] == 4 * n_weights + 8 * n_scales  # accumulator + AdamW on scales
+    for p in student.model.embed_tokens.parameters():
+        assert not p.requires_grad
+
+
+def test_finetune_onebit_reduces_loss_and_state_is_adam_on_latents(tiny) -> None:  # type: ignore[no-untyped-def]
+    batches = _batches(tiny, 1)
+    names = distill.select_linears(tiny.model, ["all"], "all")
+    student = copy.deepcopy(tiny.model)
+    layers = distill.compress_model(student, names, "onebit")
+    teachers = [distill.teacher_outputs(tiny.model, b, 0) for b in batches]
+    log = distill.finetune(
+        student, layers, batches, teachers, distill.DistillConfig(steps=8, latent_lr=1e-2)
+    )
+    assert log["loss"][-1] < log["loss"][0]
+    n_params = sum(p.numel() for m in layers.values() for p in m.parameters())
+    assert log["state_bytes"] == 8 * n_params
+    with pytest.raises(LMError, match="RTN is post-training"):
+        distill.make_optimizers({"x": RTNLinear.from_linear(_linear(), 2)}, distill.DistillConfig())
+    assert isinstance(distill.make_optimizers({"x": MBOKTrainLinear.from_linear(_linear(), 1)},
+                                              distill.DistillConfig())[0], BooleanOptimizer)  # fmt: skip
+
+
+def test_billm_model_and_perplexity(tiny) -> None:  # type: ignore[no-untyped-def]
+    batches = _batches(tiny)
+    fp = distill.perplexity_of(tiny.model, batches)
+    logits = tiny.model(**batches[0]).logits
+    lp = torch.log_softmax(logits[:, :-1], -1).gather(-1, batches[0]["input_ids"][:, 1:, None])
+    assert distill.perplexity_of(tiny.model, batches[:1]) == pytest.approx(
+        float(torch.exp(-lp.mean())), rel=1e-4
+    )
+    student = copy.deepcopy(tiny.model)
+    names = distill.select_linears(student, ["mlp.down_proj"], "all")
+    info = distill.billm_model(student, names, batches)
+    assert info["bits_per_weight"] > 2.0
+    assert not torch.equal(
+        student.get_submodule(names[0]).weight, tiny.model.get_submodule(names[0]).weight
+    )
+    assert distill.perplexity_of(student, batches) != fp
+
+
+@pytest.mark.parametrize("method", ["mbok", "onebit", "rtn"])
+def test_save_load_roundtrip(tiny, tmp_path, method: str) -> None:  # type: ignore[no-untyped-def]
+    batch = _batches(tiny)[0]
+    student = copy.deepcopy(tiny.model)
+    names = distill.select_linears(student, ["all"], "0")
+    layers = distill.compress_model(student, names, method, k=3, bits=2)
+    path = tmp_path / "c.safetensors"
+    distill.save_compressed(layers, path, {"method": method})
+    fresh = copy.deepcopy(tiny.model)
+    installed, meta = distill.load_compressed(fresh, path)
+    assert meta == {"method": method} and sorted(installed) == sorted(names)
+    with torch.no_grad():
+        assert torch.allclose(fresh(**batch).logits, student(**batch).logits, atol=1e-4)
+    s = distill.stored_summary(installed)
+    shapes = [tiny.model.get_submodule(n).weight.shape for n in names]
+    k = {"mbok": 3, "onebit": 1, "rtn": 2}[method]
+    extra = (lambda o, i: k * (o + i) * 32) if method != "rtn" else (lambda o, i: o * 32)
+    bits = sum(k * o * i + extra(o, i) for o, i in shapes) / sum(o * i for o, i in shapes)
+    assert s["bits_per_weight"] == pytest.approx(bits)  # real bytes: fp32 scales, fp16 RTN
+    with pytest.raises(LMError, match="not a safetensors"):
+        (tmp_path / "bad.safetensors").write_text("nope")
+        distill.load_compressed(fresh, tmp_path / "bad.safetensors")
+    with pytest.raises(LMError, match="not found"):
+        distill.load_compressed(fresh, tmp_path / "missing.safetensors")
