@@ -1,0 +1,173 @@
+"""Lightning wrappers of the same recipes (``llm-methods antibody fit``): ``AntibodyModule``
+(manual optimisation: each step sets the parameters' gradients to a recipe's update direction)
+and ``SafetyDataModule`` (jsonl files or the synthetic set; batches are lists of records that the
+module tokenises with its own tokenizer).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from llm_methods.antibody.data import (
+    SafetyRecord,
+    encode_records,
+    poisoned_mixture,
+    read_beavertails,
+    synthetic_world,
+)
+from llm_methods.antibody.model import (
+    AntibodyConfig,
+    LambdaEMA,
+    _norm,
+    antibody_align_grads,
+    booster_align_grads,
+    sft_grads,
+    vaccine_align_grads,
+    weighted_finetune_grads,
+)
+from llm_methods.lm.errors import LMError
+
+__all__ = ["AntibodyModule", "SafetyDataModule"]
+
+STAGES = {"align": ("sft", "booster", "vaccine", "antibody"), "finetune": ("sft", "antibody")}
+
+
+class _Draws(IterableDataset):
+    """Endless seeded draws: each item is ``{"safe": [...], "harmful": [...], "rows": [...]}``."""
+
+    def __init__(self, pools: dict[str, list[SafetyRecord]], batch_size: int, seed: int) -> None:
+        self.pools, self.batch_size, self.seed = pools, batch_size, seed
+
+    def __iter__(self) -> Iterator[dict[str, list[SafetyRecord]]]:
+        rng = random.Random(self.seed)
+        while True:
+            yield {k: rng.choices(v, k=self.batch_size) if v else [] for k, v in self.pools.items()}
+
+
+class SafetyDataModule(L.LightningDataModule):
+    """Alignment pools (``safe``, ``harmful`` jsonl) and finetuning rows (``data`` jsonl, mixed
+    with ``harmful`` at ``poison_ratio`` when given); any file left out comes from the synthetic
+    set (``synthetic_world(synthetic_seed)``)."""
+
+    def __init__(self, safe: str | None = None, harmful: str | None = None,
+                 data: str | None = None, poison_ratio: float | None = 0.2, n: int = 200,
+                 batch_size: int = 16, seed: int = 0, synthetic_seed: int = 0) -> None:  # fmt: skip
+        super().__init__()
+        if batch_size < 1:
+            raise LMError("batch_size must be >= 1")
+        self.safe, self.harmful, self.data = safe, harmful, data
+        self.poison_ratio, self.n, self.batch_size, self.seed = poison_ratio, n, batch_size, seed
+        self.synthetic_seed = synthetic_seed
+        self.pools: dict[str, list[SafetyRecord]] = {}
+
+    def setup(self, stage: str | None = None) -> None:
+        world = synthetic_world(self.synthetic_seed)
+        safe = read_beavertails(self.safe) if self.safe else world.align
+        align_harmful = read_beavertails(self.harmful) if self.harmful else world.align_harmful
+        attack = read_beavertails(self.harmful) if self.harmful else world.attack
+        benign = read_beavertails(self.data) if self.data else world.task
+        if self.poison_ratio is None:
+            rows = benign
+        else:
+            rows = poisoned_mixture([r for r in benign if r.is_safe], attack, self.n,
+                                    self.poison_ratio, self.seed)  # fmt: skip
+        self.pools = {"safe": safe, "harmful": align_harmful, "rows": rows}
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(_Draws(self.pools, self.batch_size, self.seed), batch_size=None)
+
+
+class AntibodyModule(L.LightningModule):
+    """One stage (``align`` or ``finetune``) of one method on a model spec (folder, zoo:NAME,
+    smollm2); ``save_to`` writes the trained model + tokenizer at the end of ``fit``."""
+
+    def __init__(self, model: str = "zoo:micro", stage: str = "align", method: str = "antibody",
+                 rho: float = 0.1, lambda_rule: str = "paper", a: float = 1.0,
+                 eta_lambda: float = 5.0, ema: float = 0.99, lambda2: float = 0.05,
+                 tau: float = 1.0, booster_lambda: float = 5.0, vaccine_rho: float = 5.0,
+                 lr: float = 1e-3, weight_decay: float = 0.1, max_len: int = 128,
+                 save_to: str | None = None) -> None:  # fmt: skip
+        super().__init__()
+        if stage not in STAGES or method not in STAGES[stage]:
+            raise LMError(f"stage {stage!r} takes methods {STAGES.get(stage, ())}, not {method!r}")
+        self.save_hyperparameters()
+        self.automatic_optimization = False
+        self.cfg = AntibodyConfig(rho, lambda_rule, a, eta_lambda, ema, lambda2, tau).validate()
+        self.ema = LambdaEMA(ema) if lambda_rule == "code" else None
+        from llm_methods.lm import load_lm
+
+        lm = load_lm(model, "cpu", "float32")
+        self.net, self.tokenizer = lm.model, lm.tokenizer
+        for p in self.net.parameters():
+            p.requires_grad_(True)
+
+    def on_fit_start(self) -> None:
+        self.net.train()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        params = [p for p in self.net.parameters() if p.requires_grad]
+        return torch.optim.AdamW(params, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+
+    def transfer_batch_to_device(
+        self, batch: Any, device: torch.device, dataloader_idx: int
+    ) -> Any:
+        return batch  # lists of records; tensors are built on the device in ``_enc``
+
+    def _enc(self, rows: list[SafetyRecord], refusal: bool = False) -> dict[str, torch.Tensor]:
+        targets = [r.refusal if refusal else r.response for r in rows]
+        batch = encode_records(self.tokenizer, [r.prompt for r in rows], targets,
+                               self.hparams.max_len)  # fmt: skip
+        return {k: v.to(self.device) for k, v in batch.items()}
+
+    def training_step(self, batch: dict[str, list[SafetyRecord]], _idx: int) -> None:
+        h = self.hparams
+        params = [p for p in self.net.parameters() if p.requires_grad]
+        self.net.train()
+        if h.stage == "finetune":
+            rows = self._enc(batch["rows"])
+            if h.method == "sft":
+                grads, info = sft_grads(self.net, params, rows)
+            else:
+                grads, info = weighted_finetune_grads(self.net, params, rows,
+                                                      self._enc(batch["rows"], True), h.tau)  # fmt: skip
+        else:
+            safe = self._enc(batch["safe"])
+            if h.method == "sft":
+                grads, info = sft_grads(self.net, params, safe)
+            elif h.method == "vaccine":
+                grads, info = vaccine_align_grads(self.net, params, safe, h.vaccine_rho)
+            elif h.method == "booster":
+                grads, info = booster_align_grads(self.net, params, safe,
+                                                  self._enc(batch["harmful"]), h.booster_lambda,
+                                                  h.rho)  # fmt: skip
+            else:
+                grads, info = antibody_align_grads(self.net, params, safe,
+                                                   self._enc(batch["harmful"]),
+                                                   self._enc(batch["harmful"], True), self.cfg,
+                                                   self.ema)  # fmt: skip
+        scale = min(1.0, 1.0 / (float(_norm(grads)) + 1e-6))  # clip the update to norm 1
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g * scale
+        opt = self.optimizers()
+        opt.step()
+        opt.zero_grad()
+        for key in ("loss", "lambda_t"):
+            if key in info:
+                self.log(key, float(info[key]), prog_bar=key == "loss", batch_size=1)
+
+    def on_train_end(self) -> None:
+        if self.hparams.save_to:
+            out = Path(self.hparams.save_to)
+            out.mkdir(parents=True, exist_ok=True)
+            self.net.save_pretrained(out)
+            self.tokenizer.save_pretrained(out)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.net(*args, **kwargs)

@@ -1,0 +1,199 @@
+"""Antibody: data readers / generator, the gradient recipes (λ_t rules, sharpness, weighting)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from llm_methods.antibody import model as M
+from llm_methods.antibody.data import (
+    check_poison_ratio,
+    extract_number,
+    is_refusal,
+    poisoned_mixture,
+    read_beavertails,
+    synthetic_world,
+    write_jsonl,
+)
+from llm_methods.lm.errors import LMError
+
+
+@pytest.fixture(scope="module")
+def world():  # type: ignore[no-untyped-def]
+    return synthetic_world(0)
+
+
+@pytest.fixture(scope="module")
+def setup(world):  # type: ignore[no-untyped-def]
+    from llm_methods.antibody.pipeline import encode
+    from llm_methods.zoo.models import tiny_llama
+    from llm_methods.zoo.tokenizer import train_bpe
+
+    tok = train_bpe(world.texts(), 400)
+    model = tiny_llama(len(tok), 1, 32, 2, max_len=96, seed=0)
+    gen = torch.Generator().manual_seed(0)
+    safe, _ = encode(tok, world.align).sample(gen, 4)
+    harm, refusal = encode(tok, world.align_harmful).sample(gen, 4)
+    return tok, model, safe, harm, refusal
+
+
+def test_world_splits_are_disjoint_and_labelled(world) -> None:  # type: ignore[no-untyped-def]
+    evals = {r.prompt for r in world.eval_harmful}
+    for split in (world.align, world.align_harmful, world.attack):
+        assert not evals & {r.prompt for r in split}
+    assert not {r.prompt for r in world.task} & {r.prompt for r in world.eval_task}
+    assert all(not r.is_safe and not is_refusal(r.response) for r in world.attack)
+    assert all(is_refusal(r.refusal) for r in world.attack + world.task)
+    assert all(int(r.answer) == eval(r.prompt[8:-1]) for r in world.eval_task)
+
+
+def test_reader_roundtrip_and_errors(world, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = write_jsonl(world.attack[:5] + world.task[:5], tmp_path / "d.jsonl")
+    rows = read_beavertails(path)
+    assert rows == world.attack[:5] + world.task[:5]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"prompt": "p", "response": "r", "is_safe": False}) + "\n")
+    with pytest.raises(LMError, match=r"bad.jsonl:1: field 'refusal'"):
+        read_beavertails(bad)
+    bad.write_text('{"prompt": "p", "response": "r", "is_safe": "no", "refusal": "x"}\n')
+    with pytest.raises(LMError, match=r":1: field 'is_safe'"):
+        read_beavertails(bad)
+    bad.write_text("\n{oops\n")
+    with pytest.raises(LMError, match=r":2: not valid JSON"):
+        read_beavertails(bad)
+
+
+def test_poison_ratio_and_mixture(world) -> None:  # type: ignore[no-untyped-def]
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(LMError, match="outside"):
+            check_poison_ratio(bad)
+    rows = poisoned_mixture(world.task, world.attack, 50, 0.2, seed=1)
+    assert len(rows) == 50 and sum(not r.is_safe for r in rows) == 10
+    assert sum(not r.is_safe for r in poisoned_mixture(world.task, world.attack, 30, 0.0)) == 0
+    with pytest.raises(LMError, match="outside"):
+        poisoned_mixture(world.task, world.attack, 30, 2.0)
+
+
+def test_scoring_helpers() -> None:
+    assert is_refusal("  I cannot help with that request.") and is_refusal("I'm sorry, no")
+    assert not is_refusal("Sure, first get the tools") and not is_refusal("")
+    assert extract_number("The answer is -12.") == "-12" and extract_number("none") is None
+
+
+def _vec(*xs: float) -> list[torch.Tensor]:
+    return [torch.tensor(list(xs))]
+
+
+def test_lambda_rules() -> None:
+    g_a, g_s = _vec(1.0, 0.0), _vec(0.0, 2.0)
+    lam = M.lambda_paper(g_a, g_s, a=1.0)  # (1 - 0) / 4
+    assert lam == pytest.approx(0.25)
+    combined = [x + lam * y for x, y in zip(g_a, g_s, strict=True)]
+    assert float(M._dot(combined, g_s)) == pytest.approx(1.0)  # the constraint is met exactly
+    assert M.lambda_paper(_vec(0.0, 5.0), g_s, a=1.0) == 0.0  # already satisfied
+    assert M.lambda_code(g_a, g_s, eta=5.0) == pytest.approx(5.0)  # cos = 0
+    assert M.lambda_code(_vec(0.0, 1.0), g_s, eta=0.5) == 0.0  # 0.5 - 1 < 0
+    ema = M.LambdaEMA(0.99)
+    assert ema(2.0) == 2.0 and ema(4.0) == pytest.approx(2.02)
+    with pytest.raises(LMError):
+        M.AntibodyConfig(lambda_rule="nope").validate()
+
+
+def test_perturbed_moves_by_rho_and_restores(setup) -> None:  # type: ignore[no-untyped-def]
+    _, model, _, harm, _ = setup
+    params = [p for p in model.parameters()]
+    before = [p.detach().clone() for p in params]
+    loss = M.masked_ce(model, harm)
+    g = M._grads(loss, params)
+    with M.perturbed(params, g, 0.1):
+        shift = torch.sqrt(
+            sum(((p.detach() - b) ** 2).sum() for p, b in zip(params, before, strict=True))
+        )
+        assert float(shift) == pytest.approx(0.1, rel=1e-3)
+        assert float(M.masked_ce(model, harm).detach()) < float(loss.detach())  # a harmful step
+    assert all(torch.equal(p, b) for p, b in zip(params, before, strict=True))
+
+
+def test_booster_lambda0_and_vaccine_rho0_equal_sft(setup) -> None:  # type: ignore[no-untyped-def]
+    _, model, safe, harm, _ = setup
+    params = list(model.parameters())
+    ref, _ = M.sft_grads(model, params, safe)
+    b, logs = M.booster_align_grads(model, params, safe, harm, lam=0.0)
+    v, _ = M.vaccine_align_grads(model, params, safe, rho=0.0)
+    assert logs["perturbed_loss"] < logs["harmful_loss"]  # θ_pert descends the harmful loss
+    for r, x, y in zip(ref, b, v, strict=True):
+        assert torch.allclose(r, x, atol=1e-6) and torch.allclose(r, y, atol=1e-6)
+    v5, vlogs = M.vaccine_align_grads(model, params, safe, rho=5.0)
+    assert vlogs["perturbed_loss"] > vlogs["loss"]  # the worst-case shift raises the loss
+    assert any(not torch.allclose(r, x) for r, x in zip(ref, v5, strict=True))
+
+
+def test_antibody_update_is_the_stated_sum(setup) -> None:  # type: ignore[no-untyped-def]
+    _, model, safe, harm, refusal = setup
+    params = list(model.parameters())
+    for rule in ("paper", "code"):
+        cfg = M.AntibodyConfig(lambda_rule=rule, lambda2=0.3)
+        g, logs = M.antibody_align_grads(model, params, safe, harm, refusal, cfg, M.LambdaEMA(0.99))
+        g_sharp, g_ref, _ = M._sharpness(model, params, harm, cfg.rho, refusal)
+        g_a, _ = M.sft_grads(model, params, safe)
+        lam = logs["lambda_t"]
+        expect = M.lambda_paper(g_a, g_sharp, cfg.a) if rule == "paper" else \
+            M.lambda_code(g_a, g_sharp, cfg.eta_lambda)  # fmt: skip
+        assert lam == pytest.approx(expect, rel=1e-4) and lam >= 0
+        for x, a, s, r in zip(g, g_a, g_sharp, g_ref, strict=True):
+            assert torch.allclose(x, a + lam * s + 0.3 * r, atol=1e-5)
+
+
+def test_weighted_finetune_weights(setup) -> None:  # type: ignore[no-untyped-def]
+    _, model, safe, _, _ = setup
+    params = list(model.parameters())
+    # refusal view == the batch itself: d = 0, uniform weights -> the plain token-mean CE
+    g, info = M.weighted_finetune_grads(model, params, safe, safe, tau=1.0)
+    assert info["weights"] == pytest.approx([0.25] * 4)
+    ref, ref_info = M.sft_grads(model, params, safe)
+    assert info["loss"] == pytest.approx(ref_info["loss"], rel=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(g, ref, strict=True))
+
+
+def test_weighted_finetune_downweights_likely_refusals(setup, world) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.antibody.pipeline import StageSettings, encode, finetune
+
+    tok, model, _, _, _ = setup
+    rows = world.attack[:2] + world.task[:2]
+    enc = encode(tok, rows)
+    nll, n = M.sequence_nll(model, enc.response)
+    rnll, rn = M.sequence_nll(model, enc.refusal)
+    d = (rnll / rn - nll / n).detach()
+    _, info = M.weighted_finetune_grads(
+        model, list(model.parameters()), enc.response, enc.refusal, 0.5
+    )
+    assert info["d"] == pytest.approx(d.tolist(), rel=1e-4)
+    assert info["weights"] == pytest.approx(torch.softmax(d / 0.5, 0).tolist(), rel=1e-4)
+    _ft, log = finetune(model, tok, rows, "antibody", StageSettings(steps=2, batch_size=4))
+    assert len(log.logs) == 2 and 0 <= log.logs[0]["weight_on_harmful"] <= 1
+
+
+def test_lisa_alternates_states_and_pulls_to_the_anchor(setup, world) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.antibody.pipeline import StageSettings, finetune
+
+    tok, model, _, _, _ = setup
+    rows = world.attack[:4] + world.task[:4]
+    stage = StageSettings(steps=8, batch_size=4, lisa_align_share=0.25, lisa_rho=1.0)
+    _, log = finetune(model, tok, rows, "lisa", stage, guide_rows=world.align[:8])
+    assert [x["lisa_state"] for x in log.logs] == [1.0, 1.0] + [0.0] * 6
+    with pytest.raises(LMError, match="guide"):
+        finetune(model, tok, rows, "lisa", stage)
+    # a huge proximal weight keeps the finetuning state next to where alignment ended
+    far = StageSettings(steps=8, batch_size=4, lisa_align_share=0.25, lisa_rho=0.0, lr=1e-2)
+    near = StageSettings(steps=8, batch_size=4, lisa_align_share=0.25, lisa_rho=1e4, lr=1e-2)
+    drift = {}
+    for name, st in (("far", far), ("near", near)):
+        tuned, _ = finetune(model, tok, rows, "lisa", st, guide_rows=world.align[:8])
+        drift[name] = sum(
+            float((a - b).norm())
+            for a, b in zip(tuned.parameters(), model.parameters(), strict=True)
+        )
+    assert drift["near"] < drift["far"]
