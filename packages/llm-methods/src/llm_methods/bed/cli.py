@@ -1,0 +1,154 @@
+"""``llm-methods bed``: BED-LLM question selection (EIG under a sample-then-filter belief).
+
+``play`` runs 20 Questions games on a world (the exact synthetic world, the animals, or your own
+world JSON) with a strategy and writes ``games.jsonl`` + ``summary.json``; the likelihood is the
+world's own table (``--likelihood oracle``) or an LLM's yes/no next-token probabilities
+(``--likelihood llm --model smollm2``). ``eig`` checks the EIG estimator against the exact EIG on
+a world (Spearman vs N). ``world`` writes a world JSON (the offline generator).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+ABOUT = "BED-LLM expected-information-gain questioning, 20 Questions (arXiv 2508.21184)"
+STRATEGY_CHOICES = ("bed", "entropy", "split", "random", "prompt_sim", "prompt", "cot")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from llm_methods.cliutils import ArgumentParser
+
+    parser = ArgumentParser(prog="llm-methods bed", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    play = sub.add_parser("play", help="play 20 Questions games with a strategy")
+    play.add_argument("--world", default="exact", help="exact | animals | path to a world JSON")
+    play.add_argument("--strategy", default="bed", choices=STRATEGY_CHOICES)
+    play.add_argument("--likelihood", default="oracle", choices=("oracle", "llm"),
+                      help="belief likelihood: the world's table or the LLM's (default oracle)")  # fmt: skip
+    play.add_argument(
+        "--model", default="smollm2", help="model spec for --likelihood llm / prompt / cot"
+    )
+    play.add_argument("--device", default=None)
+    play.add_argument("--games", type=int, default=100)
+    play.add_argument("--n-hyp", type=int, default=32, help="N hypotheses kept")
+    play.add_argument("--m-cand", type=int, default=5, help="M candidate questions per turn")
+    play.add_argument("--max-turns", type=int, default=20)
+    play.add_argument("--seed", type=int, default=0)
+    play.add_argument("--out", type=Path, required=True, help="output folder")
+    eig = sub.add_parser("eig", help="estimated vs exact EIG (Spearman) as N grows")
+    eig.add_argument("--world", default="exact", help="exact | animals | path to a world JSON")
+    eig.add_argument("--ns", default="2,8,32,128", help="comma-separated N values")
+    eig.add_argument("--states", type=int, default=20, help="random game states")
+    eig.add_argument("--seed", type=int, default=0)
+    world = sub.add_parser("world", help="write a world JSON (exact synthetic or animals)")
+    world.add_argument("--kind", default="exact", choices=("exact", "animals"))
+    world.add_argument("--entities", type=int, default=64)
+    world.add_argument("--attributes", type=int, default=40)
+    world.add_argument("--vague", type=int, default=24)
+    world.add_argument("--seed", type=int, default=0)
+    world.add_argument("--out", type=Path, required=True, help="output .json file")
+    return parser
+
+
+def _world(spec: str):  # type: ignore[no-untyped-def]
+    from llm_methods.bed.experiment import EXACT_VAGUE
+    from llm_methods.bed.worlds import animal_world, read_world, synthetic_world
+
+    if spec == "exact":
+        return synthetic_world(64, 40, n_vague=EXACT_VAGUE, seed=0)
+    if spec == "animals":
+        return animal_world()
+    return read_world(spec)
+
+
+def _positive(ns: argparse.Namespace, *names: str) -> None:
+    for name in names:
+        if getattr(ns, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(ns, name)}")
+
+
+def _play(ns: argparse.Namespace) -> int:
+    import numpy as np
+
+    from llm_methods.bed.game import LLM_STRATEGIES, game_20q, play_lockstep
+
+    _positive(ns, "games", "n_hyp", "m_cand", "max_turns")
+    if ns.strategy in LLM_STRATEGIES and ns.m_cand > 9:
+        raise ValueError("--m-cand must be <= 9 for the prompt / cot questioners")
+    world = _world(ns.world)
+    model_p = world.p_yes
+    lm = None
+    if ns.likelihood == "llm" or ns.strategy in LLM_STRATEGIES:
+        from llm_methods.cliutils import quiet_transformers
+        from llm_methods.lm import load_lm
+
+        quiet_transformers()
+        lm = load_lm(ns.model, ns.device)
+    if ns.likelihood == "llm":
+        from llm_methods.bed.llm import answer_probs
+
+        model_p = answer_probs(lm, world.entities, world.questions)[..., 0]
+    rng = np.random.default_rng(ns.seed)
+    targets = rng.integers(0, len(world.entities), ns.games)
+    games = [game_20q(world, model_p, int(t), ns.strategy, rng, n_hyp=ns.n_hyp,
+                      m_cand=ns.m_cand, max_turns=ns.max_turns) for t in targets]  # fmt: skip
+    if ns.strategy in LLM_STRATEGIES:
+        from llm_methods.bed.llm import LLMQuestioner
+
+        results = play_lockstep(games, LLMQuestioner(lm, world.questions, mode=ns.strategy))
+    else:
+        results = play_lockstep(games, lambda reqs: [])  # non-LLM games never ask
+    ns.out.mkdir(parents=True, exist_ok=True)
+    rows = [{"target": world.entities[int(t)], "success": r.success, "turns": r.turns,
+             "status": r.status, "questions": [world.questions[q] for q in r.questions],
+             "message": r.message} for t, r in zip(targets, results, strict=True)]  # fmt: skip
+    (ns.out / "games.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    success = sum(r.success for r in results) / len(results)
+    emptied = sum(r.status == "emptied" for r in results)
+    summary = {"world": ns.world, "strategy": ns.strategy, "likelihood": ns.likelihood,
+               "games": len(results), "success": success, "emptied": emptied,
+               "n_hyp": ns.n_hyp, "m_cand": ns.m_cand, "max_turns": ns.max_turns}  # fmt: skip
+    (ns.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(
+        f"{ns.strategy}: success {success:.3f} within {ns.max_turns} questions over "
+        f"{len(results)} games ({emptied} emptied the hypothesis set) -> {ns.out}"
+    )
+    return 0
+
+
+def _eig(ns: argparse.Namespace) -> int:
+    from llm_methods.bed.analysis import eig_agreement
+
+    try:
+        values = [int(v) for v in ns.ns.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--ns must be comma-separated integers, got {ns.ns!r}") from None
+    if not values or min(values) < 1:
+        raise ValueError(f"--ns needs positive integers, got {ns.ns!r}")
+    _positive(ns, "states")
+    agree = eig_agreement(_world(ns.world), values, ns.states, seed=ns.seed)
+    print("| N | Spearman (θ ~ exact posterior) | Spearman (sample-then-filter) |")
+    print("|---:|---:|---:|")
+    for n in values:
+        print(f"| {n} | {agree['posterior'][n]:.3f} | {agree['filtered'][n]:.3f} |")
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    ns = _parser().parse_args(list(argv))
+    if ns.command == "play":
+        return _play(ns)
+    if ns.command == "eig":
+        return _eig(ns)
+    from llm_methods.bed.worlds import animal_world, synthetic_world, write_world
+
+    if ns.kind == "animals":
+        world = animal_world()
+    else:
+        world = synthetic_world(ns.entities, ns.attributes, n_vague=ns.vague, seed=ns.seed)
+    path = write_world(world, ns.out)
+    print(f"wrote {len(world.entities)} x {len(world.questions)} world to {path}")
+    return 0

@@ -1,0 +1,254 @@
+"""BED-LLM: EIG estimator, sample-then-filter belief, games, worlds, LLM likelihoods, CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from llm_methods.bed.analysis import eig_agreement, exact_posterior, table_informativeness
+from llm_methods.bed.belief import EmptyBelief, FilterBelief, consistent
+from llm_methods.bed.eig import eig_estimate, entropy, exact_eig, predictive, score_questions
+from llm_methods.bed.game import choose, game_20q, play_20q, play_lockstep, play_preference
+from llm_methods.bed.worlds import (
+    ANIMAL_TRUTH,
+    World,
+    animal_world,
+    preference_world,
+    read_world,
+    synthetic_world,
+    write_world,
+)
+
+
+def _binary(p_yes: np.ndarray) -> np.ndarray:
+    return np.stack([p_yes, 1 - p_yes], -1)
+
+
+# ---------------------------------------------------------------- estimator
+
+
+def test_eig_deterministic_likelihood_equals_marginal_entropy() -> None:
+    p = _binary(np.array([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [0.0, 1.0]]))  # [N=4, M=2]
+    np.testing.assert_allclose(eig_estimate(p), [math.log(2), math.log(2)], atol=1e-9)
+
+
+def test_eig_is_zero_for_pure_noise_question_where_entropy_is_maximal() -> None:
+    p = _binary(np.full((5, 1), 0.5))
+    assert abs(eig_estimate(p)[0]) < 1e-12
+    assert abs(score_questions("entropy", p)[0] - math.log(2)) < 1e-12
+
+
+def test_eig_bounds_and_weighted_form() -> None:
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.ones(3), (7, 4))  # [N, M, K=3]
+    e = eig_estimate(p)
+    assert (e >= -1e-12).all() and (e <= math.log(3) + 1e-12).all()
+    w = rng.random(7)
+    manual = entropy(predictive(p, w)) - (w / w.sum()) @ entropy(p)
+    np.testing.assert_allclose(exact_eig(p, w), manual)
+
+
+def test_split_and_entropy_pick_the_same_binary_question() -> None:
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        p = _binary((rng.random((6, 8)) < 0.4).astype(float))
+        a = np.argmax(score_questions("split", p))
+        b = np.argmax(score_questions("entropy", p))
+        assert score_questions("entropy", p)[a] == pytest.approx(score_questions("entropy", p)[b])
+
+
+def test_unknown_strategy_and_bad_shapes() -> None:
+    with pytest.raises(ValueError, match="unknown scoring strategy"):
+        score_questions("nope", _binary(np.ones((2, 2))))
+    with pytest.raises(ValueError, match=r"\[N, M, K\]"):
+        eig_estimate(np.ones((2, 2)))
+
+
+def test_estimator_converges_to_exact_eig() -> None:
+    world = synthetic_world(32, 20, n_vague=6, seed=3)
+    agree = eig_agreement(world, [2, 256], n_states=8, seed=0)
+    assert agree["posterior"][256] > 0.9
+    assert agree["posterior"][256] > agree["posterior"][2]
+
+
+# ---------------------------------------------------------------- belief
+
+
+def test_filter_thresholds() -> None:
+    p = np.array([[0.85], [0.79], [0.15], [0.21]])
+    np.testing.assert_array_equal(consistent(p, np.array([False])), [False, True, True, True])
+    np.testing.assert_array_equal(consistent(p, np.array([True])), [True, True, False, True])
+
+
+def test_belief_filters_resamples_and_reports_emptied() -> None:
+    table = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.0, 0.0]])
+    belief = FilterBelief(propose=lambda k, g: g.integers(0, 4, k),
+                          p_yes=lambda h, q: table[h][:, q], n=4, resample_below=2)  # fmt: skip
+    rng = np.random.default_rng(0)
+    assert sorted(belief.start(rng).tolist()) == [0, 1, 2, 3]
+    assert sorted(belief.update(0, True, rng).tolist()) == [0, 1]
+    assert belief.update(1, True, rng).tolist() == [1]
+    with pytest.raises(EmptyBelief, match="emptied"):
+        belief.update(0, False, rng)  # contradicts the first answer
+    assert belief.proposals <= 3 * belief.max_proposals  # bounded, no endless loop
+
+
+# ---------------------------------------------------------------- games
+
+
+def test_bed_beats_entropy_on_exact_world() -> None:
+    world = synthetic_world(64, 40, n_vague=24, seed=0)
+    rng = np.random.default_rng(0)
+    targets = rng.integers(0, 64, 30)
+    wins = {s: [play_20q(world, world.p_yes, int(t), s, np.random.default_rng(i)).success
+                for i, t in enumerate(targets)] for s in ("bed", "entropy")}  # fmt: skip
+    assert np.mean(wins["bed"]) > np.mean(wins["entropy"]) + 0.3
+
+
+def test_contradicting_likelihood_empties_and_is_reported() -> None:
+    answerer = World(["a", "b"], ["q0", "q1"], np.array([[1.0, 1.0], [0.0, 0.0]]))
+    model = np.array([[0.0, 0.0], [1.0, 1.0]])  # the belief's model contradicts every answer
+    res = play_20q(answerer, model, 0, "bed", np.random.default_rng(0), n_hyp=2)
+    assert res.status == "emptied" and not res.success and "emptied" in res.message
+
+
+def test_lockstep_llm_strategy_and_guessing() -> None:
+    world = animal_world()
+    games = [game_20q(world, world.p_yes, t, "prompt", np.random.default_rng(t)) for t in range(4)]
+    seen = []
+
+    def first(reqs):  # type: ignore[no-untyped-def]
+        seen.append(len(reqs))
+        return [int(r.candidates[0]) for r in reqs]
+
+    results = play_lockstep(games, first)
+    assert all(r.status in ("found", "out_of_turns") for r in results)
+    assert seen[0] == 4 and all(r.turns <= 20 for r in results)
+
+
+def test_prompt_sim_asks_a_question_its_hypothesis_answers_yes() -> None:
+    probs = _binary(np.array([[0.0, 1.0, 0.0]]))
+    assert choose("prompt_sim", probs, np.array([7, 8, 9]), np.random.default_rng(0)) == 8
+
+
+def test_preference_elicitation_improves_with_questions() -> None:
+    world = preference_world(seed=0)
+    rng = np.random.default_rng(0)
+    acc = np.stack([play_preference(world, rng.standard_normal(8), "bed", rng, turns=8)[0]
+                    for _ in range(20)])  # fmt: skip
+    assert acc.shape == (20, 9)
+    assert acc[:, -1].mean() > acc[:, 0].mean() + 0.1
+
+
+# ---------------------------------------------------------------- worlds
+
+
+def test_worlds_are_well_formed() -> None:
+    w = synthetic_world(64, 40, n_vague=24, seed=0)
+    crisp = np.isin(w.p_yes, (0.0, 1.0)).all(0)
+    assert crisp.sum() == 16 and len(np.unique(w.p_yes[:, crisp], axis=0)) == 64
+    assert len(np.unique(ANIMAL_TRUTH, axis=0)) == len(ANIMAL_TRUTH)
+    post = exact_posterior(w.p_yes, [0, 1], [True, False])
+    assert post.sum() == pytest.approx(1.0)
+
+
+def test_world_json_roundtrip_and_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    w = synthetic_world(8, 6, n_vague=2, seed=0)
+    back = read_world(write_world(w, tmp_path / "w.json"))
+    np.testing.assert_allclose(back.p_yes, w.p_yes, atol=1e-6)
+    cases = {
+        "missing": ({"entities": ["a"], "questions": ["q"]}, "missing field 'p_yes'"),
+        "rows": ({"entities": ["a", "b"], "questions": ["q"], "p_yes": [[0.1]]}, "1 rows, expected 2"),
+        "cell": ({"entities": ["a"], "questions": ["q"], "p_yes": [["x"]]}, r"p_yes\[0\]\[0\]"),
+        "nan": ({"entities": ["a"], "questions": ["q"], "p_yes": [[float("nan")]]}, "not a probability"),
+        "dup": ({"entities": ["a", "a"], "questions": ["q"], "p_yes": [[0], [1]]}, "unique"),
+    }  # fmt: skip
+    for name, (data, msg) in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(data))
+        with pytest.raises(ValueError, match=msg) as err:
+            read_world(path)
+        assert str(path) in str(err.value)
+    (tmp_path / "broken.json").write_text("{")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        read_world(tmp_path / "broken.json")
+
+
+def test_table_informativeness() -> None:
+    truth = ANIMAL_TRUTH[:6, :8]
+    perfect = table_informativeness(truth * 0.9 + 0.05, truth)
+    assert perfect["auc"] == 1.0 and perfect["false_reject_fraction"] == 0.0
+    flipped = table_informativeness(1 - truth, truth)
+    assert flipped["auc"] == 0.0 and flipped["false_reject_fraction"] == 1.0
+
+
+# ---------------------------------------------------------------- LLM likelihoods
+
+
+def test_batched_llm_scoring_matches_loop_and_normalises(tiny) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.bed.llm import answer_probs, answer_probs_loop, ask_about
+
+    hyps, qs = ["dog", "owl"], ["Is it a mammal?", "Can it fly?", "Does it live in water?"]
+    batched = answer_probs(tiny, hyps, qs, batch_size=6)
+    loop = answer_probs_loop(tiny, hyps, qs)
+    assert batched.shape == (2, 3, 2)
+    np.testing.assert_allclose(batched.sum(-1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(batched, loop, atol=1e-4)
+    assert ask_about("Can it fly?", "owl") == "Can an owl fly?"
+    assert ask_about("Is it big?", "dog") == "Is a dog big?"
+
+
+def test_llm_questioner_picks_a_candidate(tiny) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.bed.game import Request
+    from llm_methods.bed.llm import LLMQuestioner
+
+    q = LLMQuestioner(tiny, ["Is it a mammal?", "Can it fly?", "Is it big?"], mode="prompt")
+    reqs = [Request(np.array([0, 2]), []), Request(np.array([1]), [(0, True)])]
+    out = q(reqs)
+    assert out[0] in (0, 2) and out[1] == 1
+    with pytest.raises(ValueError, match="unknown questioner mode"):
+        LLMQuestioner(tiny, ["q"], mode="x")
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_play_eig_world_and_errors(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from iclr26_common.testing import lightning_logs_to_current_stderr
+    from llm_methods.cli import main
+
+    lightning_logs_to_current_stderr()
+    world = tmp_path / "w.json"
+    assert main(["bed", "world", "--kind", "animals", "--out", str(world)]) == 0
+    assert (
+        main(["bed", "play", "--world", str(world), "--games", "5", "--out", str(tmp_path / "p")])
+        == 0
+    )
+    summary = json.loads((tmp_path / "p" / "summary.json").read_text())
+    assert summary["games"] == 5 and 0 <= summary["success"] <= 1
+    assert len((tmp_path / "p" / "games.jsonl").read_text().splitlines()) == 5
+    assert main(["bed", "eig", "--ns", "2,16", "--states", "3"]) == 0
+    assert "| 16 |" in capsys.readouterr().out
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"entities": ["a"], "questions": ["q"], "p_yes": [[2]]}))
+    for argv in (["bed", "play", "--world", str(bad), "--out", str(tmp_path / "x")],
+                 ["bed", "eig", "--ns", "a,b"],
+                 ["bed", "play", "--games", "0", "--out", str(tmp_path / "y")]):  # fmt: skip
+        with pytest.raises(SystemExit) as err:
+            main(argv)
+        assert err.value.code == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("llm-methods: error:")
+
+
+@pytest.mark.slow
+def test_quick_experiment_runs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.bed.experiment import run
+
+    res = run(True, tmp_path)
+    assert len(res.claims) == 3
+    assert (tmp_path / "bed_success.png").is_file()
+    assert res.metrics["animals"]["table"]["auc"] == res.claims[2].measured["table_auc"]
