@@ -1,0 +1,257 @@
+"""``llm-methods mas2 generate|run|train|synth``: MAS² self-generating multi-agent systems.
+
+``generate`` writes (or validates) a workflow + assignment for a task; ``run`` executes the
+tri-agent team (or a given workflow) on tasks with the simulated pool, an OpenAI-compatible
+server or a core model and writes per-task results; ``train`` runs Collaborative Tree
+Optimization on the simulated pool and writes ``team.json``; ``synth`` writes offline tasks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+ABOUT = "MAS² self-generating, self-rectifying multi-agent systems (arXiv 2509.24323)"
+PROG = "llm-methods mas2"
+TASK_SOURCES = ("synth-arith", "synth-code", "synth-mixed", "humaneval")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from llm_methods.cliutils import ArgumentParser
+
+    parser = ArgumentParser(prog=PROG, description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def tasks_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--tasks", default="synth-mixed",
+                       help=f"a task .jsonl(.gz) file or one of {', '.join(TASK_SOURCES)}")  # fmt: skip
+        p.add_argument("--limit", type=int, default=None, help="first N tasks only")
+        p.add_argument("--seed", type=int, default=0)
+
+    def backend_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--backend", choices=("sim", "openai", "local"), default="sim",
+                       help="sim: the simulated pool; openai: an OpenAI-compatible server; "
+                       "local: a core model spec (--local-model)")  # fmt: skip
+        p.add_argument("--pool", type=Path, default=None,
+                       help="simulated pool YAML (default: shipped sim_pool.yaml)")  # fmt: skip
+        p.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
+        p.add_argument("--models", default=None,
+                       help="backbone pool for openai/local: NAME=PRICE,... ($ per 1M tokens)")  # fmt: skip
+        p.add_argument(
+            "--local-model", default="smollm2", help="core model spec for --backend local"
+        )
+        p.add_argument("--retries", type=int, default=3)
+        p.add_argument("--team", type=Path, default=None, help="team.json from 'train'")
+
+    gen = sub.add_parser("generate", help="write (or --validate) a workflow + assignment")
+    tasks_args(gen)
+    backend_args(gen)
+    gen.add_argument("--validate", type=Path, default=None,
+                     help="only validate this workflow spec file (text DSL or JSON)")  # fmt: skip
+    gen.add_argument("--llm-generator", action="store_true",
+                     help="the generator is the backend's first model writing the DSL")  # fmt: skip
+    gen.add_argument("--out", type=Path, default=None, help="write the workflow JSON here")
+    run = sub.add_parser("run", help="run the tri-agent team on tasks; per-task results")
+    tasks_args(run)
+    backend_args(run)
+    run.add_argument("--workflow", type=Path, default=None,
+                     help="a fixed workflow spec instead of the generator")  # fmt: skip
+    run.add_argument("--no-rectifier", action="store_true", help="generate-once")
+    run.add_argument("--reps", type=int, default=1)
+    run.add_argument("--out", type=Path, required=True)
+    train = sub.add_parser("train", help="CTO (K=4 x N=2 + rectifier branches) on the sim pool")
+    tasks_args(train)
+    train.add_argument("--pool", type=Path, default=None)
+    train.add_argument("--rounds", type=int, default=3)
+    train.add_argument("--k", type=int, default=4)
+    train.add_argument("--n", type=int, default=2)
+    train.add_argument("--r", type=int, default=2)
+    train.add_argument("--beta", type=float, default=1.0)
+    train.add_argument("--no-rectifier", action="store_true", help="train generate-once")
+    train.add_argument("--out", type=Path, required=True)
+    synth = sub.add_parser("synth", help="write offline tasks (arithmetic jsonl / HumanEval jsonl)")
+    synth.add_argument("--kind", choices=("arith", "code"), default="arith")
+    synth.add_argument("--n", type=int, default=20)
+    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("--out", type=Path, required=True, help="output .jsonl file")
+    return parser
+
+
+def _tasks(ns: argparse.Namespace) -> list:
+    from llm_methods.mas2.tasks import generate_arith, generate_code, load_humaneval, read_tasks
+
+    n = ns.limit or 10
+    if ns.tasks == "synth-arith":
+        return generate_arith(n, ns.seed)
+    if ns.tasks == "synth-code":
+        return generate_code(n, ns.seed)
+    if ns.tasks == "synth-mixed":
+        return generate_arith((n + 1) // 2, ns.seed) + generate_code(n // 2, ns.seed)
+    if ns.tasks == "humaneval":
+        return load_humaneval(ns.limit)
+    return read_tasks(Path(ns.tasks), ns.limit)
+
+
+def _prices(spec: str | None) -> dict[str, float]:
+    if not spec:
+        raise ValueError("--models NAME=PRICE,... is required with --backend openai/local")
+    prices = {}
+    for item in spec.split(","):
+        name, _, price = item.partition("=")
+        try:
+            prices[name.strip()] = float(price)
+        except ValueError:
+            raise ValueError(f"--models: {item!r} is not NAME=PRICE") from None
+        if not name.strip() or prices[name.strip()] < 0:
+            raise ValueError(f"--models: {item!r} is not NAME=PRICE with PRICE >= 0")
+    return prices
+
+
+def _setup(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """(agent, grader, model names, theta, cheapest, team, backend or None)."""
+    from llm_methods.mas2.policy import Team
+    from llm_methods.mas2.pool import SimAgent, load_pool
+    from llm_methods.mas2.tasks import Grader
+
+    grader = Grader()
+    pool = load_pool(ns.pool)
+    backend = None
+    if ns.backend == "sim":
+        agent, prices = SimAgent(pool, grader), {m.name: m.price for m in pool.models.values()}
+    else:
+        from llm_methods.mas2.backends import LLMAgent, LocalLMBackend, OpenAIBackend
+
+        prices = _prices(ns.models)
+        if ns.backend == "local":
+            from llm_methods.cliutils import quiet_transformers
+
+            quiet_transformers()
+        backend = (OpenAIBackend(ns.base_url, retries=ns.retries) if ns.backend == "openai"
+                   else LocalLMBackend(ns.local_model))  # fmt: skip
+        agent = LLMAgent(backend, prices, grader)
+    names = tuple(prices)
+    team = Team.load(ns.team) if ns.team else Team.uniform(names)
+    if set(team.models) != set(names):
+        raise ValueError(f"{ns.team}: team models {list(team.models)} != pool {list(names)}")
+    cheapest = min(prices, key=prices.__getitem__)
+    return agent, grader, names, pool.theta, cheapest, team, backend, pool
+
+
+def _generate(ns: argparse.Namespace) -> int:
+    import random
+
+    from llm_methods.mas2.dsl import parse_workflow
+
+    if ns.validate is not None:
+        if not ns.validate.is_file():
+            raise ValueError(f"{ns.validate}: no such workflow file")
+        wf = parse_workflow(ns.validate.read_text(), ns.validate.stem)
+        print(f"{ns.validate}: valid workflow, {len(wf.nodes)} nodes, output {wf.output!r}")
+        return 0
+    _, _, names, _, _, team, backend, _ = _setup(ns)
+    rng = random.Random(ns.seed)
+    task = _tasks(ns)[0]
+    if ns.llm_generator:
+        if backend is None:
+            raise ValueError("--llm-generator needs --backend openai or local")
+        from llm_methods.mas2.backends import llm_generate_workflow
+
+        wf = llm_generate_workflow(backend, names[0], task)
+    else:
+        wf = team.generate(task, rng)
+    assign = team.implement(task, wf, rng)
+    print(f"# task {task.task_id} ({task.kind})\n{wf.to_text()}")
+    print("# assignment: " + ", ".join(f"{k}={v}" for k, v in assign.items()))
+    if ns.out:
+        ns.out.parent.mkdir(parents=True, exist_ok=True)
+        ns.out.write_text(json.dumps({**wf.to_dict(), "assignment": assign}, indent=1))
+    return 0
+
+
+def _run(ns: argparse.Namespace) -> int:
+    import random
+
+    from llm_methods.mas2.dsl import parse_workflow
+    from llm_methods.mas2.execute import execute
+
+    if ns.reps < 1:
+        raise ValueError("--reps must be >= 1")
+    agent, grader, names, theta, cheapest, team, _, _ = _setup(ns)
+    fixed = None
+    if ns.workflow is not None:
+        if not ns.workflow.is_file():
+            raise ValueError(f"{ns.workflow}: no such workflow file")
+        fixed = parse_workflow(ns.workflow.read_text(), ns.workflow.stem)
+    tasks = _tasks(ns)
+    rng = random.Random(ns.seed)
+    ns.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for task in tasks:
+        for _ in range(ns.reps):
+            wf = fixed or team.generate(task, rng)
+            assign = team.implement(task, wf, rng)
+            tr = execute(wf, assign, task, agent, grader, random.Random(rng.randrange(2**31)),
+                         names, None if ns.no_rectifier else team.rectify, theta, cheapest)  # fmt: skip
+            rows.append({"task_id": task.task_id, "kind": task.kind, "workflow": wf.to_text(),
+                         "assignment": tr.assignment, "success": tr.success, "cost": tr.cost,
+                         "tokens": tr.tokens, "answer": tr.answer,
+                         "events": [{k: v for k, v in e.items() if k != "actions"}
+                                    for e in tr.events]})  # fmt: skip
+    (ns.out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    n = len(rows)
+    summary = {"n": n, "backend": ns.backend, "success": sum(r["success"] for r in rows) / n,
+               "cost_per_task": sum(r["cost"] for r in rows) / n,
+               "tokens_per_task": sum(r["tokens"] for r in rows) / n,
+               "rectifications_per_task": sum(len(r["events"]) for r in rows) / n}  # fmt: skip
+    (ns.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(
+        f"success {summary['success']:.3f}, ${summary['cost_per_task']:.6f} and "
+        f"{summary['tokens_per_task']:.0f} tokens per task over {n} runs -> {ns.out}"
+    )
+    return 0
+
+
+def _train(ns: argparse.Namespace) -> int:
+    from llm_methods.lm.threads import one_thread
+    from llm_methods.mas2.cto import CTOConfig, train_cto
+    from llm_methods.mas2.policy import Team
+    from llm_methods.mas2.pool import SimAgent, load_pool
+    from llm_methods.mas2.tasks import Grader
+
+    cfg = CTOConfig(k=ns.k, n=ns.n, r=ns.r, rounds=ns.rounds, beta=ns.beta,
+                    use_rectifier=not ns.no_rectifier).validate()  # fmt: skip
+    pool = load_pool(ns.pool)
+    grader = Grader()
+    agent = SimAgent(pool, grader)
+    tasks = _tasks(ns)
+    grader.prefetch([job for t in tasks for job in agent.programs(t)])
+    team = Team.uniform(pool.names)
+    with one_thread():
+        history = train_cto(team, tasks, agent, grader, pool, cfg, ns.seed, log=print)
+    ns.out.mkdir(parents=True, exist_ok=True)
+    team.save(ns.out / "team.json")
+    (ns.out / "history.json").write_text(json.dumps(history, indent=1))
+    print(f"wrote {ns.out / 'team.json'}")
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    ns = _parser().parse_args(list(argv))
+    if getattr(ns, "limit", None) is not None and ns.limit < 1:
+        raise ValueError("--limit must be >= 1")
+    if ns.command == "synth":
+        from llm_methods.mas2.tasks import generate_arith, generate_code, write_tasks
+
+        if ns.n < 1:
+            raise ValueError("--n must be >= 1")
+        tasks = (generate_arith if ns.kind == "arith" else generate_code)(ns.n, ns.seed)
+        print(f"wrote {ns.n} {ns.kind} tasks to {write_tasks(tasks, ns.out)}")
+        return 0
+    from llm_methods.mas2.sandbox import SandboxError
+
+    try:
+        return {"generate": _generate, "run": _run, "train": _train}[ns.command](ns)
+    except SandboxError as e:
+        raise ValueError(str(e)) from None

@@ -1,0 +1,70 @@
+"""``llm-methods mas2``: synth, generate/validate, run, train; one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from llm_methods.cli import main
+
+CONFIGS = sorted((Path(__file__).parents[1] / "src/llm_methods/mas2/configs").glob("*.yaml"))
+
+
+def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_shipped_configs_parse(path: Path) -> None:
+    from llm_methods.mas2.pool import load_pool
+
+    assert yaml.safe_load(path.read_text())
+    assert load_pool(path).models
+
+
+def test_synth_train_generate_run(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    data = tmp_path / "code.jsonl"
+    assert main(["mas2", "synth", "--kind", "code", "--n", "4", "--out", str(data)]) == 0
+    assert main(["mas2", "train", "--tasks", str(data), "--rounds", "1", "--k", "2",
+                 "--out", str(tmp_path / "t")]) == 0  # fmt: skip
+    team = tmp_path / "t" / "team.json"
+    assert json.loads(team.read_text())["generator"]
+    wf = tmp_path / "wf.json"
+    assert main(["mas2", "generate", "--tasks", str(data), "--team", str(team),
+                 "--out", str(wf)]) == 0  # fmt: skip
+    assert "assignment" in json.loads(wf.read_text())
+    out = tmp_path / "run"
+    assert main(["mas2", "run", "--tasks", str(data), "--team", str(team), "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n"] == 4 and 0 <= summary["success"] <= 1 and summary["cost_per_task"] > 0
+    spec = tmp_path / "fixed.wf"
+    spec.write_text("p = Programmer()\nt = Test(p)\nreturn t\n")
+    assert main(["mas2", "generate", "--validate", str(spec)]) == 0
+    assert main(["mas2", "run", "--tasks", "synth-arith", "--limit", "2", "--workflow", str(spec),
+                 "--no-rectifier", "--out", str(tmp_path / "r2")]) == 0  # fmt: skip
+
+
+def test_bad_input_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    spec = tmp_path / "bad.wf"
+    spec.write_text("a = AnswerGenerate()\nb = Review(a, a)\nreturn b\n")
+    line = _one_line_error(capsys, ["mas2", "generate", "--validate", str(spec)])
+    assert "node 'b'" in line
+    bad = tmp_path / "t.jsonl"
+    bad.write_text('{"task_id": "1", "question": "q"}\n')
+    line = _one_line_error(capsys, ["mas2", "run", "--tasks", str(bad), "--out", str(tmp_path)])
+    assert "t.jsonl:1: missing field 'answer'" in line
+    line = _one_line_error(capsys, ["mas2", "run", "--backend", "openai", "--models", "m=1",
+                                    "--retries", "0", "--base-url", "http://127.0.0.1:9/v1",
+                                    "--limit", "1", "--out", str(tmp_path / "o")])  # fmt: skip
+    assert "failed after 1 attempts" in line
+    line = _one_line_error(capsys, ["mas2", "run", "--backend", "openai", "--out", str(tmp_path)])
+    assert "--models" in line
