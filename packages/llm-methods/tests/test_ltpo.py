@@ -190,7 +190,8 @@ def test_latentseek_runs(tiny) -> None:  # type: ignore[no-untyped-def]
 def test_experiment_registered_shape() -> None:
     import numpy as np
 
-    from llm_methods.ltpo.experiment import EXPERIMENT, bootstrap_ci, settings
+    from llm_methods.ltpo.experiment import EXPERIMENT, settings
+    from llm_methods.stats import bootstrap_ci
 
     assert EXPERIMENT.name == "llm-methods.ltpo"
     assert settings(True)["n"] % 4 == 0 and settings(False)["n"] % 4 == 0

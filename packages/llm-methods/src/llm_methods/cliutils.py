@@ -34,6 +34,30 @@ def resolve_config_names(method: str, argv: list[str]) -> list[str]:
     return cli_support.resolve_config_names(argv, shipped_configs(method))
 
 
+def load_settings(method: str, name_or_path: str, fields: Sequence[str]) -> dict[str, Any]:
+    """A flat YAML mapping of settings: one of ``method``'s shipped configs by name, or a path.
+
+    Raises ``ValueError`` naming the file for an unknown name (listing the shipped ones), a
+    file that is not a mapping, or a field outside ``fields``.
+    """
+    import yaml
+
+    path = Path(name_or_path)
+    if not path.is_file():
+        shipped = shipped_configs(method)
+        stem = name_or_path.removesuffix(".yaml")
+        if stem not in shipped:
+            raise ValueError(f"unknown config {name_or_path!r}; shipped: {sorted(shipped)}")
+        path = shipped[stem]
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of {method} settings")
+    unknown = set(data) - set(fields)
+    if unknown:
+        raise ValueError(f"{path}: unknown field(s) {sorted(unknown)}")
+    return data
+
+
 def quiet_transformers() -> None:
     """No transformers progress bars / warnings on the terminal (errors stay one line)."""
     from transformers.utils import logging

@@ -2,7 +2,8 @@
 
 Every error names the place: ``FILE: no such file``, ``FILE:LINE: not valid JSON (...)``,
 ``FILE:LINE: expected a JSON object``, ``FILE:LINE: missing field 'x'``, ``FILE: no records``.
-Blank lines are skipped; nothing else is. The error type is the caller's (a ``ValueError``
+Blank lines are skipped; nothing else is. A ``.gz`` file is read through gzip (HumanEval ships
+``HumanEval.jsonl.gz``). The error type is the caller's (a ``ValueError``
 subclass such as :class:`~llm_methods.lm.errors.LMError`), so the CLI prints one line, exit 2.
 """
 
@@ -25,12 +26,14 @@ def iter_jsonl(
     """Yield ``(where, record)`` for each non-blank line, ``where = "FILE:LINE"``; each record is
     a JSON object holding every ``required`` field. Raises ``FileNotFoundError`` for a missing
     file and ``error`` for anything malformed."""
+    import gzip
     import json
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    with path.open(encoding="utf-8") as handle:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue

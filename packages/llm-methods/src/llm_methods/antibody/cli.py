@@ -37,21 +37,9 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
 
 def load_config(name_or_path: str) -> dict[str, Any]:
     """A shipped config name (``antibody``, ``antibody_code``, ``tiny``) or a yaml path."""
-    import yaml
+    from llm_methods.cliutils import load_settings
 
-    path = Path(name_or_path)
-    if not path.is_file():
-        path = CONFIG_DIR / f"{name_or_path.removesuffix('.yaml')}.yaml"
-    if not path.is_file():
-        names = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-        raise ValueError(f"unknown config {name_or_path!r}; shipped: {names}")
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of Antibody settings")
-    unknown = set(data) - {*CFG_FIELDS, *STAGE_FIELDS}
-    if unknown:
-        raise ValueError(f"{path}: unknown field(s) {sorted(unknown)}")
-    return data
+    return load_settings("antibody", name_or_path, (*CFG_FIELDS, *STAGE_FIELDS))
 
 
 def _parser() -> argparse.ArgumentParser:

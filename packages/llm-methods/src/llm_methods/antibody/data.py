@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from llm_methods.jsonl import iter_jsonl
 from llm_methods.lm.errors import LMError
 
 __all__ = [
@@ -81,10 +82,6 @@ class SafetyRecord:
     category: str | None = None
 
 
-def _where(path: Path, line: int) -> str:
-    return f"{path}:{line}"
-
-
 def read_beavertails(path: str | Path, limit: int | None = None) -> list[SafetyRecord]:
     """Read a BeaverTails-style jsonl file (``prompt``, ``response``, ``is_safe``, ``refusal``).
 
@@ -95,34 +92,24 @@ def read_beavertails(path: str | Path, limit: int | None = None) -> list[SafetyR
     if not path.is_file():
         raise LMError(f"{path}: no such file")
     records: list[SafetyRecord] = []
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            where = _where(path, line_no)
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise LMError(f"{where}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise LMError(f"{where}: expected a JSON object")
-            for key in ("prompt", "response"):
-                if not isinstance(row.get(key), str) or (key == "prompt" and not row[key].strip()):
-                    raise LMError(f"{where}: field {key!r} missing or not a non-empty string")
-            if not isinstance(row.get("is_safe"), bool):
-                raise LMError(f"{where}: field 'is_safe' missing or not true/false")
-            refusal = row.get("refusal")
-            if not isinstance(refusal, str) or not refusal.strip():
-                raise LMError(f"{where}: field 'refusal' missing or empty: every row needs a "
-                              "refusal target (Antibody's refusal view)")  # fmt: skip
-            answer = row.get("answer")
-            if answer is not None and not isinstance(answer, (str, int, float)):
-                raise LMError(f"{where}: field 'answer' must be a string or number")
-            records.append(SafetyRecord(row["prompt"], row["response"], row["is_safe"], refusal,
-                                        None if answer is None else str(answer),
-                                        row.get("category")))  # fmt: skip
-            if limit is not None and len(records) >= limit:
-                break
+    for where, row in iter_jsonl(path, error=LMError):
+        for key in ("prompt", "response"):
+            if not isinstance(row.get(key), str) or (key == "prompt" and not row[key].strip()):
+                raise LMError(f"{where}: field {key!r} missing or not a non-empty string")
+        if not isinstance(row.get("is_safe"), bool):
+            raise LMError(f"{where}: field 'is_safe' missing or not true/false")
+        refusal = row.get("refusal")
+        if not isinstance(refusal, str) or not refusal.strip():
+            raise LMError(f"{where}: field 'refusal' missing or empty: every row needs a "
+                          "refusal target (Antibody's refusal view)")  # fmt: skip
+        answer = row.get("answer")
+        if answer is not None and not isinstance(answer, (str, int, float)):
+            raise LMError(f"{where}: field 'answer' must be a string or number")
+        records.append(SafetyRecord(row["prompt"], row["response"], row["is_safe"], refusal,
+                                    None if answer is None else str(answer),
+                                    row.get("category")))  # fmt: skip
+        if limit is not None and len(records) >= limit:
+            break
     if not records:
         raise LMError(f"{path}: no records")
     return records

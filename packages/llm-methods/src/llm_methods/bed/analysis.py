@@ -1,5 +1,5 @@
 """Checks of the estimator and of the LLM likelihood table: exact posterior, EIG rank agreement
-as N grows (claim b), the table's informativeness against ground truth, bootstrap CIs."""
+as N grows (claim b), the table's informativeness against ground truth."""
 
 from __future__ import annotations
 
@@ -11,17 +11,7 @@ from llm_methods.bed.belief import REJECT_ABOVE, REJECT_BELOW, FilterBelief
 from llm_methods.bed.eig import eig_estimate, exact_eig
 from llm_methods.bed.worlds import World
 
-__all__ = ["bootstrap_ci", "eig_agreement", "exact_posterior", "table_informativeness"]
-
-
-def bootstrap_ci(x: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile bootstrap CI of the mean of ``x``."""
-    x = np.asarray(x, dtype=float)
-    if len(x) == 0:
-        return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, len(x), (n_boot, len(x)))].mean(1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+__all__ = ["eig_agreement", "exact_posterior", "table_informativeness"]
 
 
 def exact_posterior(

@@ -50,7 +50,7 @@ def settings(quick: bool) -> dict[str, Any]:
 
 
 def _rate(results: list) -> dict[str, Any]:  # type: ignore[type-arg]
-    from llm_methods.bed.analysis import bootstrap_ci
+    from llm_methods.stats import bootstrap_ci
 
     s = np.array([r.success for r in results], dtype=float)
     lo, hi = bootstrap_ci(s)
@@ -61,7 +61,7 @@ def _rate(results: list) -> dict[str, Any]:  # type: ignore[type-arg]
 
 
 def _paired_diff(a: list, b: list) -> dict[str, Any]:  # type: ignore[type-arg]
-    from llm_methods.bed.analysis import bootstrap_ci
+    from llm_methods.stats import bootstrap_ci
 
     d = np.array([x.success for x in a], float) - np.array([y.success for y in b], float)
     lo, hi = bootstrap_ci(d)
@@ -80,9 +80,10 @@ def _play_all(world, model_p, targets, strategies, m_cand, n_hyp):  # type: igno
 
 
 def run(quick: bool, out_dir: Path) -> Result:
-    from llm_methods.bed.analysis import bootstrap_ci, eig_agreement
+    from llm_methods.bed.analysis import eig_agreement
     from llm_methods.bed.game import play_preference
     from llm_methods.bed.worlds import preference_world, synthetic_world
+    from llm_methods.stats import bootstrap_ci
 
     seed_everything(SEED)
     cfg = settings(quick)

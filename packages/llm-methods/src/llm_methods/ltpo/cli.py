@@ -11,6 +11,7 @@ import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 ABOUT = "LTPO test-time latent thought optimisation (arXiv 2510.04182)"
 CONFIG_DIR = Path(__file__).parent / "configs"
@@ -18,23 +19,11 @@ METHOD_CHOICES = ("ltpo", "cot", "cot_unk", "latentseek")
 FIELDS = ("n_thoughts", "sigma", "sigma_decay", "lr", "steps", "top_k", "optimizer")
 
 
-def load_config(name_or_path: str) -> dict:
+def load_config(name_or_path: str) -> dict[str, Any]:
     """A shipped config name (``run_ltpo``, ``argparse_defaults``, ``adam``) or a yaml path."""
-    import yaml
+    from llm_methods.cliutils import load_settings
 
-    path = Path(name_or_path)
-    if not path.is_file():
-        path = CONFIG_DIR / f"{name_or_path.removesuffix('.yaml')}.yaml"
-    if not path.is_file():
-        names = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-        raise ValueError(f"unknown config {name_or_path!r}; shipped: {names}")
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of LTPO settings")
-    unknown = set(data) - {*FIELDS, "best_post_update"}
-    if unknown:
-        raise ValueError(f"{path}: unknown field(s) {sorted(unknown)}")
-    return data
+    return load_settings("ltpo", name_or_path, (*FIELDS, "best_post_update"))
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from iclr26_common import Claim, Experiment, Result, seed_everything
+from llm_methods.stats import bootstrap_ci
 
 __all__ = ["EXPERIMENT", "run", "settings"]
 
@@ -39,15 +40,6 @@ def settings(quick: bool) -> dict[str, Any]:
     if quick:
         return {"n": 4, "max_new_tokens": 24, "latentseek_iters": 1, "batch": 4}
     return {"n": 40, "max_new_tokens": 48, "latentseek_iters": 1, "batch": 20}
-
-
-def bootstrap_ci(x: np.ndarray, n_boot: int = N_BOOT, seed: int = SEED) -> tuple[float, float]:
-    """95% percentile bootstrap CI of the mean of ``x``."""
-    if len(x) == 0:
-        return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, len(x), (n_boot, len(x)))].mean(1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
 def _advantage(correct: dict[str, np.ndarray], idx: np.ndarray) -> float:
@@ -115,11 +107,11 @@ def run(quick: bool, out_dir: Path) -> Result:
     acc = {m: {f"d{d}": round(float(correct[m][diff == d].mean()), 4) for d in levels}
            for m in METHODS}  # fmt: skip
     for m in METHODS:
-        lo, hi = bootstrap_ci(correct[m])
+        lo, hi = bootstrap_ci(correct[m], N_BOOT, SEED)
         acc[m]["all"] = round(float(correct[m].mean()), 4)
         acc[m]["all_ci95"] = [round(lo, 4), round(hi, 4)]
     gain = correct["ltpo"] - correct["cot_unk"]
-    gain_ci = bootstrap_ci(gain)
+    gain_ci = bootstrap_ci(gain, N_BOOT, SEED)
     easy, hard = np.isin(diff, EASY), np.isin(diff, HARD)
     adv_easy, adv_hard = _advantage(correct, easy), _advantage(correct, hard)
     _plot(out_dir / "ltpo_accuracy.png", acc, levels)

@@ -11,7 +11,6 @@ computed here by trusted reference functions and written as literal asserts.
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
 import re
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llm_methods.jsonl import iter_jsonl
 from llm_methods.mas2.sandbox import run_code, run_tests
 
 __all__ = ["Grader", "Task", "TaskFormatError", "generate_arith", "generate_code",
@@ -247,19 +247,11 @@ def read_tasks(path: Path, limit: int | None = None) -> list[Task]:
     path = Path(path)
     if not path.is_file():
         raise TaskFormatError(f"{path}: no such file")
-    opener = gzip.open if path.suffix == ".gz" else open
     tasks = []
-    with opener(path, "rt") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise TaskFormatError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
-            tasks.append(_row_to_task(row, f"{path}:{lineno}"))
-            if limit is not None and len(tasks) >= limit:
-                break
+    for where, row in iter_jsonl(path, error=TaskFormatError):
+        tasks.append(_row_to_task(row, where))
+        if limit is not None and len(tasks) >= limit:
+            break
     if not tasks:
         raise TaskFormatError(f"{path}: no tasks")
     return tasks

@@ -18,6 +18,8 @@ from typing import Any
 import lightning as L
 from torch.utils.data import DataLoader
 
+from llm_methods.jsonl import iter_jsonl
+
 __all__ = [
     "TASKS",
     "BabiLongDataModule",
@@ -56,39 +58,24 @@ class BabiRecord:
 
 def read_babilong(path: str | Path, limit: int | None = None) -> list[BabiRecord]:
     """Records of a BabiLong-format jsonl; errors name ``file:line: field``."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
     out: list[BabiRecord] = []
-    with path.open(encoding="utf-8") as fh:
-        for i, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{i}: not valid JSON ({err.msg})") from None
-            if not isinstance(obj, dict):
-                raise ValueError(f"{path}:{i}: expected a JSON object")
-            for name in ("context", "question", "answer"):
-                if name not in obj:
-                    raise ValueError(f"{path}:{i}: missing field {name!r}")
-            ctx = obj["context"]
-            if isinstance(ctx, str):
-                ctx = [ctx]
-            if not isinstance(ctx, list) or not ctx or not all(isinstance(s, str) for s in ctx):
-                raise ValueError(f"{path}:{i}: field 'context' must be a non-empty list of strings")
-            q, a = str(obj["question"]).strip(), str(obj["answer"]).strip()
-            if not q:
-                raise ValueError(f"{path}:{i}: field 'question' is empty")
-            if not a:
-                raise ValueError(f"{path}:{i}: field 'answer' is empty")
-            support = obj.get("support") or []
-            if isinstance(support, str):
-                support = [support]
-            out.append(BabiRecord(ctx, q, a, [str(s) for s in support], str(obj.get("task", ""))))
-            if limit is not None and len(out) >= limit:
-                break
+    for where, obj in iter_jsonl(path, ("context", "question", "answer"), ValueError):
+        ctx = obj["context"]
+        if isinstance(ctx, str):
+            ctx = [ctx]
+        if not isinstance(ctx, list) or not ctx or not all(isinstance(s, str) for s in ctx):
+            raise ValueError(f"{where}: field 'context' must be a non-empty list of strings")
+        q, a = str(obj["question"]).strip(), str(obj["answer"]).strip()
+        if not q:
+            raise ValueError(f"{where}: field 'question' is empty")
+        if not a:
+            raise ValueError(f"{where}: field 'answer' is empty")
+        support = obj.get("support") or []
+        if isinstance(support, str):
+            support = [support]
+        out.append(BabiRecord(ctx, q, a, [str(s) for s in support], str(obj.get("task", ""))))
+        if limit is not None and len(out) >= limit:
+            break
     if not out:
         raise ValueError(f"{path}: no records")
     return out
