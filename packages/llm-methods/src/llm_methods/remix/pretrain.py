@@ -7,13 +7,11 @@ that sampled answers are right often enough for RL to have signal. Cached like t
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from iclr26_common.cachedir import build_once, recipe_digest
 
 __all__ = ["TaskModelSpec", "ensure_task_model", "pretrain_task_model"]
 
@@ -33,8 +31,7 @@ class TaskModelSpec:
     seed: int = 1234  # data seed: disjoint from the RL problem seeds used by the experiment
 
     def digest(self) -> str:
-        text = json.dumps(dataclasses.asdict(self), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
+        return recipe_digest(self)
 
 
 def pretrain_task_model(spec: TaskModelSpec):  # -> (tokenizer, model, info)
@@ -72,20 +69,11 @@ def ensure_task_model(spec: TaskModelSpec | None = None, cache_dir: Path | None 
 
     spec = spec or TaskModelSpec()
     target = (cache_dir or cache_root()) / "remix" / f"arith-{spec.digest()}"
-    if (target / "remix.json").is_file():
-        return target
-    tok, model, info = pretrain_task_model(spec)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
-    try:
+
+    def fill(staging: Path) -> str:
+        tok, model, info = pretrain_task_model(spec)
         model.save_pretrained(staging)
         tok.save_pretrained(staging)
-        (staging / "remix.json").write_text(json.dumps(info, indent=1))
-        try:
-            os.replace(staging, target)
-        except OSError:
-            if not (target / "remix.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+        return json.dumps(info, indent=1)
+
+    return build_once(target, "remix.json", fill)

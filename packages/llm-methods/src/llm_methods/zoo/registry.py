@@ -10,16 +10,13 @@ half-written model). Each folder is a normal HF model folder (``load_lm(folder)`
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from iclr26_common.cachedir import build_once, recipe_digest
 from llm_methods.lm.errors import LMError
 
 __all__ = ["ZOO", "ZooSpec", "build", "corpus_texts", "ensure_built", "zoo_dir"]
@@ -43,8 +40,7 @@ class ZooSpec:
     seed: int = 0
 
     def digest(self) -> str:
-        text = json.dumps(dataclasses.asdict(self), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
+        return recipe_digest(self)
 
 
 def _pydoc() -> tuple[list[str], list[str]]:
@@ -127,9 +123,8 @@ def build(name: str, cache_dir: Path | None = None, force: bool = False) -> Path
                        max_len=max(256, spec.seq_len), seed=spec.seed)  # fmt: skip
     with one_thread():  # tiny matmuls: extra threads only add synchronisation (4-15x slower)
         log = train_lm(model, chunks, spec.steps, spec.batch_size, spec.lr, seed=spec.seed)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
-    try:
+
+    def fill(staging: Path) -> str:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         info = {"recipe": dataclasses.asdict(spec), "train_docs": len(train),
@@ -137,18 +132,9 @@ def build(name: str, cache_dir: Path | None = None, force: bool = False) -> Path
                 "final_loss": sum(log.losses[-20:]) / len(log.losses[-20:]),
                 "losses": log.losses[:: max(1, len(log.losses) // 50)],
                 "wall_s": time.perf_counter() - start}  # fmt: skip
-        (staging / MARKER).write_text(json.dumps(info, indent=1))
-        if target.exists() and force:
-            shutil.rmtree(target)
-        try:
-            os.replace(staging, target)
-        except OSError:
-            if not (target / MARKER).is_file():
-                shutil.rmtree(target, ignore_errors=True)
-                os.replace(staging, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+        return json.dumps(info, indent=1)
+
+    return build_once(target, MARKER, fill, rebuild=force)
 
 
 def ensure_built(name: str, cache_dir: Path | None = None) -> Path:
