@@ -136,6 +136,16 @@ def test_padding_does_not_change_scores(tiny) -> None:  # type: ignore[no-untype
     torch.testing.assert_close(ppl[0], torch.exp(-alone[0].mean()))
 
 
+def test_last_token_logits_equal_full_forward(tiny) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.lm import last_token_logits
+
+    ids = [[1, 5, 9, 4, 7], [1, 3], [1, 8, 8]]
+    got = last_token_logits(tiny, ids, batch_size=2)
+    for row, want in zip(ids, got, strict=True):
+        full = tiny.model(input_ids=torch.tensor([row])).logits[0, -1].float()
+        assert torch.allclose(want, full, atol=1e-5)
+
+
 def test_continuation_logprob_is_sum_of_its_tokens(tiny) -> None:  # type: ignore[no-untyped-def]
     prompt, cont = "The quick brown", " fox jumps"
     score = continuation_logprobs(tiny, [prompt, prompt], [cont, " dog"], batch_size=2)

@@ -175,8 +175,47 @@ def test_decode_batched_equals_single(tiny) -> None:  # type: ignore[no-untyped-
     assert both[1] == decode_with_thoughts(tiny, prefixes[1:], [None], max_new_tokens=6)[0]
 
 
+def test_cached_greedy_equals_hf_generate(tiny) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.ltpo.model import BatchThoughtScorer, decode_rows, prompt_ids
+
+    prefixes = [prompt_ids(tiny, "Tom has 3 apples."), prompt_ids(tiny, "A list is a tuple?")]
+    H = torch.randn(2, 4, tiny.hidden_size) * 0.1
+    embed = tiny.model.get_input_embeddings()
+    for thoughts in (None, H):
+        got = decode_rows(BatchThoughtScorer(tiny, prefixes), thoughts, 8)
+        for i, ids in enumerate(prefixes):  # one row at a time: no padding involved
+            e = embed(torch.tensor([ids])).detach()
+            if thoughts is not None:
+                e = torch.cat([e, thoughts[i : i + 1]], 1)
+            out = tiny.model.generate(inputs_embeds=e, attention_mask=torch.ones(e.shape[:2], dtype=torch.long),
+                                      max_new_tokens=8, do_sample=False, temperature=None, top_p=None,
+                                      top_k=None, pad_token_id=tiny.tokenizer.pad_token_id)  # fmt: skip
+            assert got[i] == tiny.tokenizer.decode(out[0], skip_special_tokens=True)
+
+
+def test_continuation_grads_equal_full_forward(tiny) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.ltpo.model import BatchThoughtScorer, prompt_ids
+
+    prefixes = [prompt_ids(tiny, "Tom has 3 apples."), prompt_ids(tiny, "A list?")]
+    ys = [[5, 9, 4], [7]]
+    H = torch.randn(2, 4, tiny.hidden_size) * 0.1
+    scorer = BatchThoughtScorer(tiny, prefixes)
+    got = scorer.continuation_grads(H, ys)
+    assert scorer.cache.get_seq_length() == scorer.P  # the suffix was cropped off again
+    embed = tiny.model.get_input_embeddings()
+    for i, (ids, y) in enumerate(zip(prefixes, ys, strict=True)):
+        h = H[i].clone().requires_grad_(True)
+        e = torch.cat([embed(torch.tensor(ids)).detach(), h, embed(torch.tensor(y)).detach()])
+        logp = tiny.model(inputs_embeds=e[None]).logits[0].float().log_softmax(-1)
+        start = len(ids) + H.shape[1] - 1
+        total = logp[start : start + len(y)].gather(1, torch.tensor(y)[:, None]).sum()
+        (want,) = torch.autograd.grad(total, h)
+        assert torch.allclose(got[i], want, atol=1e-5, rtol=1e-4)
+
+
 def test_latentseek_runs(tiny) -> None:  # type: ignore[no-untyped-def]
-    from llm_methods.ltpo.model import latentseek, prompt_ids
+    from llm_methods.ltpo.latentseek import latentseek
+    from llm_methods.ltpo.model import prompt_ids
 
     qs = ["Tom has 3 apples.", "A list?"]
     answers, rewards = latentseek(tiny, qs, [prompt_ids(tiny, q) for q in qs], n_thoughts=4,

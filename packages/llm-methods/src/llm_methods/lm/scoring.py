@@ -20,6 +20,7 @@ __all__ = [
     "continuation_logprobs",
     "encode_texts",
     "forward_hidden",
+    "last_token_logits",
     "option_logprobs",
     "perplexity",
     "token_logprobs",
@@ -147,6 +148,25 @@ def forward_hidden(lm: LM, batch: Batch) -> tuple[torch.Tensor, tuple[torch.Tens
         output_hidden_states=True,
     )
     return out.logits, tuple(out.hidden_states)
+
+
+@torch.no_grad()
+def last_token_logits(lm: LM, ids: Sequence[Sequence[int]], batch_size: int = 16) -> torch.Tensor:
+    """``[N, V]`` next-token logits after each id sequence (float32). The decoder runs on
+    right-padded batches and only each row's last hidden state goes through the unembedding,
+    instead of materialising ``[B, T, V]`` logits."""
+    decoder = lm.model.get_decoder()
+    out: list[torch.Tensor] = []
+    for start in range(0, len(ids), batch_size):
+        batch = collate(ids[start : start + batch_size], lm.tokenizer.pad_token_id, lm.device)
+        hidden = decoder(
+            input_ids=batch.input_ids, attention_mask=batch.attention_mask
+        ).last_hidden_state
+        last = hidden[
+            torch.arange(hidden.shape[0], device=hidden.device), batch.lengths.to(hidden.device) - 1
+        ]
+        out.append(lm.unembed(last).float())
+    return torch.cat(out)
 
 
 def option_logprobs(lm: LM, prompt: str, options: Sequence[tuple[str, str]]) -> list[float]:

@@ -63,10 +63,10 @@ def _solve(ns: argparse.Namespace) -> int:
     from llm_methods.cliutils import quiet_transformers
     from llm_methods.lm import load_lm
     from llm_methods.ltpo.data import is_correct, read_problems
+    from llm_methods.ltpo.latentseek import latentseek
     from llm_methods.ltpo.model import (
         LTPOConfig,
         decode_with_thoughts,
-        latentseek,
         ltpo_optimize_batch,
         prompt_ids,
         thought_token_id,

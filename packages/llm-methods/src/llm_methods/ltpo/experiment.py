@@ -51,10 +51,11 @@ def run(quick: bool, out_dir: Path) -> Result:
     from llm_methods.lm import load_lm
     from llm_methods.lm.threads import one_thread
     from llm_methods.ltpo.data import Problem, is_correct, normalize_answer, synth_problems
+    from llm_methods.ltpo.latentseek import latentseek_batch
     from llm_methods.ltpo.model import (
+        BatchThoughtScorer,
         LTPOConfig,
-        decode_with_thoughts,
-        latentseek,
+        decode_rows,
         ltpo_optimize_batch,
         prompt_ids,
         thought_token_id,
@@ -68,38 +69,43 @@ def run(quick: bool, out_dir: Path) -> Result:
     records = synth_problems(cfg["n"], seed=SEED)
     problems = [Problem(r["question"], normalize_answer(r["answer"].rsplit("####", 1)[1]),
                         r["difficulty"]) for r in records]  # fmt: skip
-    texts: dict[str, list[str]] = {}
-    seconds: dict[str, float] = {}
+    texts: dict[str, list[str]] = {m: [] for m in METHODS}
+    seconds: dict[str, float] = dict.fromkeys(("prefix", *METHODS), 0.0)
+    traces: list[list[float]] = []
     with one_thread():
         lm = load_lm("smollm2", device="cpu")
         reserve = ltpo_cfg.n_thoughts + cfg["max_new_tokens"]
         prefixes = [prompt_ids(lm, p.question, reserve=reserve) for p in problems]
-        embed = lm.model.get_input_embeddings()
         import torch
 
-        pid = thought_token_id(lm.tokenizer)
-        unk = embed(torch.full((ltpo_cfg.n_thoughts,), pid)).detach()
-        dec = {"max_new_tokens": cfg["max_new_tokens"], "batch_size": cfg["batch"]}
-        t = time.perf_counter()
-        texts["cot"] = decode_with_thoughts(lm, prefixes, [None] * len(prefixes), **dec)
-        seconds["cot"] = time.perf_counter() - t
-        t = time.perf_counter()
-        texts["cot_unk"] = decode_with_thoughts(lm, prefixes, [unk] * len(prefixes), **dec)
-        seconds["cot_unk"] = time.perf_counter() - t
-        t = time.perf_counter()
-        thoughts, traces = [], []
+        new = cfg["max_new_tokens"]
         for b in range(0, len(prefixes), cfg["batch"]):
-            chunk = prefixes[b : b + cfg["batch"]]
-            hs, tr = ltpo_optimize_batch(lm, chunk, ltpo_cfg, list(range(b, b + len(chunk))))
-            thoughts += hs
+            rows = range(b, min(b + cfg["batch"], len(prefixes)))
+            t = time.perf_counter()  # the batch's prefixes are encoded once, for every method
+            scorer = BatchThoughtScorer(lm, [prefixes[i] for i in rows], ltpo_cfg.top_k)
+            pid = torch.full((scorer.B, ltpo_cfg.n_thoughts), thought_token_id(lm.tokenizer))
+            unk = scorer.embed(pid).detach()
+            seconds["prefix"] += time.perf_counter() - t
+            t = time.perf_counter()
+            texts["cot"] += decode_rows(scorer, None, new)
+            seconds["cot"] += time.perf_counter() - t
+            t = time.perf_counter()
+            unk_texts = decode_rows(scorer, unk, new)
+            texts["cot_unk"] += unk_texts
+            seconds["cot_unk"] += time.perf_counter() - t
+            t = time.perf_counter()
+            hs, tr = ltpo_optimize_batch(lm, [prefixes[i] for i in rows], ltpo_cfg, list(rows),
+                                         scorer=scorer)  # fmt: skip
             traces += tr
-        texts["ltpo"] = decode_with_thoughts(lm, prefixes, thoughts, **dec)
-        seconds["ltpo"] = time.perf_counter() - t
-        t = time.perf_counter()
-        texts["latentseek"], _ = latentseek(
-            lm, [p.question for p in problems], prefixes, ltpo_cfg.n_thoughts,
-            iterations=cfg["latentseek_iters"], initial_answers=texts["cot_unk"], **dec)  # fmt: skip
-        seconds["latentseek"] = time.perf_counter() - t
+            texts["ltpo"] += decode_rows(scorer, torch.stack(hs), new)
+            seconds["ltpo"] += time.perf_counter() - t
+            t = time.perf_counter()
+            answers, _ = latentseek_batch(
+                scorer, [problems[i].question for i in rows], ltpo_cfg.n_thoughts,
+                iterations=cfg["latentseek_iters"], max_new_tokens=new,
+                initial_answers=unk_texts)  # fmt: skip
+            texts["latentseek"] += answers
+            seconds["latentseek"] += time.perf_counter() - t
     correct = {m: np.array([is_correct(txt, p.answer) for txt, p in zip(texts[m], problems, strict=True)],
                            dtype=float) for m in METHODS}  # fmt: skip
     diff = np.array([p.difficulty for p in problems])

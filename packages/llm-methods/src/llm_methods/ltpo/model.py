@@ -30,8 +30,8 @@ __all__ = [
     "LTPOConfig",
     "ThoughtScorer",
     "confidence_reward",
+    "decode_rows",
     "decode_with_thoughts",
-    "latentseek",
     "ltpo_optimize",
     "ltpo_optimize_batch",
     "prompt_ids",
@@ -181,8 +181,10 @@ def ltpo_optimize(lm: Any, prefix: Sequence[int], cfg: LTPOConfig,
 
 
 class BatchThoughtScorer:
-    """R(H) for B questions at once: left-padded prefixes, one shared KV cache, explicit
-    position ids, so each row equals :class:`ThoughtScorer` on its own question."""
+    """B questions sharing one KV cache of their left-padded prefixes (explicit position ids, so
+    each row equals :class:`ThoughtScorer` on its own question). Everything after the prefix —
+    LTPO's K-token reward, greedy decoding with or without thoughts, LatentSeek's gradient — is
+    run on top of the cache and cropped off again, so the prefix is encoded once per batch."""
 
     def __init__(self, lm: Any, prefixes: Sequence[Sequence[int]], top_k: int = 10) -> None:
         self.lm, self.top_k = lm, top_k
@@ -190,7 +192,7 @@ class BatchThoughtScorer:
         pieces = [self.embed(torch.tensor(list(p), device=lm.device)).detach() for p in prefixes]
         E, self.mask = _left_pad(pieces)
         self.lengths = self.mask.sum(1)  # [B]
-        self.P = E.shape[1]
+        self.B, self.P = E.shape[:2]
         pos = (self.mask.cumsum(1) - 1).clamp_min(0)
         with torch.no_grad():
             out = lm.model(inputs_embeds=E, attention_mask=self.mask, position_ids=pos,
@@ -198,27 +200,100 @@ class BatchThoughtScorer:
         self.cache = getattr(out, "cache", None) or out.past_key_values
         self.last_logits = out.logits[:, -1:].detach()  # [B, 1, V]
 
+    def _extend(
+        self, embeds: torch.Tensor, mask: torch.Tensor, start: torch.Tensor
+    ) -> torch.Tensor:
+        """Forward ``embeds`` [B, S, d] after what the cache holds (``mask`` [B, P+done+S],
+        first positions ``start`` [B]); returns logits [B, S, V]. The cache keeps the new
+        entries until :meth:`_reset`."""
+        pos = start[:, None] + torch.arange(embeds.shape[1], device=embeds.device)[None]
+        out = self.lm.model(inputs_embeds=embeds.to(self.last_logits.dtype), attention_mask=mask,
+                            position_ids=pos, cache=self.cache, use_cache=True)  # fmt: skip
+        return out.logits
+
+    def _reset(self) -> None:
+        """Drop every cache entry after the prefix."""
+        extra = self.cache.get_seq_length() - self.P
+        if extra > 0:
+            self.cache.crop(-extra)
+
     def reward(self, H: torch.Tensor) -> torch.Tensor:
         """H [B, K, d] -> rewards [B]."""
         B, K = H.shape[:2]
         mask = torch.cat([self.mask, self.mask.new_ones(B, K)], 1)
-        pos = self.lengths[:, None] + torch.arange(K, device=H.device)[None]
-        out = self.lm.model(inputs_embeds=H.to(self.last_logits.dtype), attention_mask=mask,
-                            position_ids=pos, cache=self.cache, use_cache=True)  # fmt: skip
-        self.cache.crop(self.P - self.cache.get_seq_length())
-        return confidence_reward(torch.cat([self.last_logits, out.logits], 1), self.top_k)
+        try:
+            logits = self._extend(H, mask, self.lengths)
+        finally:
+            self._reset()
+        return confidence_reward(torch.cat([self.last_logits, logits], 1), self.top_k)
+
+    @torch.no_grad()
+    def greedy(self, H: torch.Tensor | None, max_new_tokens: int) -> list[list[int]]:
+        """Greedy continuations of ``[prefix; H]`` (``H`` [B, K, d], or None for the prefix
+        alone) until EOS or ``max_new_tokens``; token ids per row, EOS included. Same tokens as
+        ``generate(do_sample=False)`` on the left-padded batch."""
+        eos = self.lm.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.lm.tokenizer.eos_token_id
+        eos_ids = torch.tensor(eos if isinstance(eos, list) else [eos], device=self.mask.device)
+        mask, nxt_pos, logits = self.mask, self.lengths.clone(), self.last_logits[:, -1]
+        rows: list[list[int]] = [[] for _ in range(self.B)]
+        done = torch.zeros(self.B, dtype=torch.bool, device=mask.device)
+        try:
+            if H is not None:
+                mask = torch.cat([mask, mask.new_ones(self.B, H.shape[1])], 1)
+                logits = self._extend(H, mask, nxt_pos)[:, -1]
+                nxt_pos = nxt_pos + H.shape[1]
+            for step in range(max_new_tokens):
+                token = logits.argmax(-1)
+                for i in torch.nonzero(~done).flatten().tolist():
+                    rows[i].append(int(token[i]))
+                done |= torch.isin(token, eos_ids)
+                if bool(done.all()) or step == max_new_tokens - 1:
+                    break
+                mask = torch.cat([mask, mask.new_ones(self.B, 1)], 1)
+                logits = self._extend(self.embed(token[:, None]), mask, nxt_pos)[:, -1]
+                nxt_pos = nxt_pos + 1
+        finally:
+            self._reset()
+        return rows
+
+    def continuation_grads(self, H: torch.Tensor, ys: Sequence[Sequence[int]]) -> torch.Tensor:
+        """∇_H Σ_rows log π(y_i | prefix_i, H_i) [B, K, d] (rows are independent, so each row's
+        block is its own gradient). Only the [H; y] suffix is forwarded and backpropagated."""
+        B, K = H.shape[:2]
+        leaves = H.detach().clone().requires_grad_(True)
+        Ly = max(len(y) for y in ys)
+        ids = torch.zeros(B, Ly, dtype=torch.long, device=H.device)
+        ymask = torch.zeros(B, Ly, dtype=self.mask.dtype, device=H.device)
+        for i, y in enumerate(ys):
+            ids[i, : len(y)] = torch.tensor(list(y), device=H.device)
+            ymask[i, : len(y)] = 1
+        suffix = torch.cat([leaves.to(self.last_logits.dtype), self.embed(ids).detach()], 1)
+        mask = torch.cat([self.mask, self.mask.new_ones(B, K), ymask], 1)
+        try:
+            logits = self._extend(suffix, mask, self.lengths)[:, K - 1 : K - 1 + Ly]
+            logp = logits.float().log_softmax(-1).gather(2, ids[..., None])[..., 0]
+            total = (logp * ymask).sum()
+            (grad,) = torch.autograd.grad(total, leaves)
+        finally:
+            self._reset()
+        return grad
 
 
 @torch.no_grad()
 def ltpo_optimize_batch(lm: Any, prefixes: Sequence[Sequence[int]], cfg: LTPOConfig,
-                        seeds: Sequence[int]) -> tuple[list[torch.Tensor], list[list[float]]]:  # fmt: skip
+                        seeds: Sequence[int], scorer: BatchThoughtScorer | None = None,
+                        ) -> tuple[list[torch.Tensor], list[list[float]]]:  # fmt: skip
     """Zeroth-order LTPO for B questions in one batch (row i uses ``seeds[i]``; identical
-    per-row maths to :func:`ltpo_optimize` with ``optimizer="zo"``)."""
+    per-row maths to :func:`ltpo_optimize` with ``optimizer="zo"``). ``scorer``: an existing
+    :class:`BatchThoughtScorer` of exactly these prefixes (its cache is reused)."""
     cfg.validate()
     if cfg.optimizer != "zo":
         out = [ltpo_optimize(lm, p, cfg, s) for p, s in zip(prefixes, seeds, strict=True)]
         return [h for h, _ in out], [t for _, t in out]
-    scorer = BatchThoughtScorer(lm, prefixes, cfg.top_k)
+    if scorer is None or scorer.top_k != cfg.top_k:
+        scorer = BatchThoughtScorer(lm, prefixes, cfg.top_k)
     pid = thought_token_id(lm.tokenizer)
     B = len(prefixes)
     H = scorer.embed(torch.full((B, cfg.n_thoughts), pid, device=lm.device)).detach().float()
@@ -256,111 +331,29 @@ def _left_pad(embeds: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     return out, mask
 
 
-@torch.no_grad()
 def decode_with_thoughts(lm: Any, prefixes: Sequence[Sequence[int]],
                          thoughts: Sequence[torch.Tensor | None], max_new_tokens: int = 48,
                          batch_size: int = 16) -> list[str]:  # fmt: skip
-    """Greedy answers from ``[prefix; H]`` input embeddings (``H=None``: prefix only)."""
-    embed = lm.model.get_input_embeddings()
-    tok = lm.tokenizer
-    texts: list[str] = []
+    """Greedy answers from ``[prefix; H]`` input embeddings (``H=None``: prefix only), in
+    batches of prefixes that share one KV cache (rows with and without thoughts are decoded as
+    two groups)."""
+    texts: list[str | None] = [None] * len(prefixes)
     for start in range(0, len(prefixes), batch_size):
-        pieces = []
-        for ids, H in zip(prefixes[start : start + batch_size],
-                          thoughts[start : start + batch_size], strict=True):  # fmt: skip
-            e = embed(torch.tensor(list(ids), device=lm.device))
-            pieces.append(e if H is None else torch.cat([e, H.to(e.dtype)], 0))
-        E, M = _left_pad(pieces)
-        out = lm.model.generate(inputs_embeds=E, attention_mask=M, max_new_tokens=max_new_tokens,
-                                do_sample=False, temperature=None, top_p=None, top_k=None,
-                                pad_token_id=tok.pad_token_id)  # fmt: skip
-        texts += tok.batch_decode(out, skip_special_tokens=True)
-    return texts
+        idx = range(start, min(start + batch_size, len(prefixes)))
+        for group in ([i for i in idx if thoughts[i] is None],
+                      [i for i in idx if thoughts[i] is not None]):  # fmt: skip
+            if not group:
+                continue
+            scorer = BatchThoughtScorer(lm, [prefixes[i] for i in group])
+            H = None if thoughts[group[0]] is None else torch.stack([thoughts[i] for i in group])
+            for i, out in zip(group, decode_rows(scorer, H, max_new_tokens), strict=True):
+                texts[i] = out
+    return [t or "" for t in texts]
 
 
-SELF_REWARD = ("Question: {q}\nProposed solution: {a}\nIs the proposed final answer correct? "
-               "Reply yes or no.")  # fmt: skip
-
-
-@torch.no_grad()
-def self_reward(lm: Any, questions: Sequence[str], answers: Sequence[str],
-                batch_size: int = 16) -> torch.Tensor:  # fmt: skip
-    """LatentSeek's self-reward: p(yes) / (p(yes) + p(no)) for the first answer token of the
-    model judging its own solution [N]."""
-    from llm_methods.lm import chat_prompt, collate
-
-    tok = lm.tokenizer
-    yes = tok("yes", add_special_tokens=False).input_ids[0]
-    no = tok("no", add_special_tokens=False).input_ids[0]
-    ids = [tok(chat_prompt(lm, SELF_REWARD.format(q=q, a=a.strip() or "(none)")),
-               add_special_tokens=False).input_ids
-           for q, a in zip(questions, answers, strict=True)]  # fmt: skip
-    out = []
-    for b in range(0, len(ids), batch_size):
-        batch = collate(ids[b : b + batch_size], tok.pad_token_id, lm.device)
-        logits = lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-        last = logits[torch.arange(len(batch.lengths)), batch.lengths - 1].float()
-        out.append(torch.sigmoid(last[:, yes] - last[:, no]))
-    return torch.cat(out).cpu()
-
-
-def _reinforce_grads(lm: Any, prefixes: list[list[int]], H: list[torch.Tensor],
-                     answers: list[list[int]]) -> list[torch.Tensor]:  # fmt: skip
-    """∇_H log π(y | prefix, H) for each row, one right-padded batched forward/backward."""
-    embed = lm.model.get_input_embeddings()
-    leaves = [h.clone().requires_grad_(True) for h in H]
-    rows = []
-    for p, h, y in zip(prefixes, leaves, answers, strict=True):
-        e = embed(torch.tensor(p, device=lm.device)).detach()
-        ey = embed(torch.tensor(y, device=lm.device)).detach()
-        rows.append(torch.cat([e, h.to(e.dtype), ey], 0))
-    L = max(r.shape[0] for r in rows)
-    E = torch.stack([torch.cat([r, r.new_zeros(L - r.shape[0], r.shape[1])]) for r in rows])
-    mask = torch.zeros(len(rows), L, dtype=torch.long, device=lm.device)
-    for i, r in enumerate(rows):
-        mask[i, : r.shape[0]] = 1
-    logp = lm.model(inputs_embeds=E, attention_mask=mask).logits.float().log_softmax(-1)
-    total = logp.new_zeros(())
-    for i, (p, h, y) in enumerate(zip(prefixes, leaves, answers, strict=True)):
-        start = len(p) + h.shape[0] - 1
-        target = torch.tensor(y, device=lm.device)[:, None]
-        total = total + logp[i, start : start + len(y)].gather(1, target).sum()
-    return list(torch.autograd.grad(total, leaves))
-
-
-def latentseek(lm: Any, questions: Sequence[str], prefixes: Sequence[Sequence[int]],
-               n_thoughts: int = 8, iterations: int = 2, lr: float = 0.03,
-               threshold: float = 0.9, max_new_tokens: int = 48,
-               batch_size: int = 16,
-               initial_answers: Sequence[str] | None = None) -> tuple[list[str], list[float]]:  # fmt: skip
-    """LatentSeek-style baseline on the same K latent thoughts: generate, self-reward r, then
-    REINFORCE H ← H + lr·r·‖H‖·ĝ with ĝ = ∇_H log π(y | prefix, H) / ‖∇‖, until r ≥
-    ``threshold`` or ``iterations``; returns final answers and self-rewards.
-    ``initial_answers``: the decodes of the unoptimised placeholders (= CoT-Unk's), if known."""
-    embed = lm.model.get_input_embeddings()
-    pid = thought_token_id(lm.tokenizer)
-    H = [embed(torch.full((n_thoughts,), pid, device=lm.device)).detach().float()
-         for _ in prefixes]  # fmt: skip
-    if initial_answers is None:
-        answers = decode_with_thoughts(lm, prefixes, H, max_new_tokens, batch_size)
-    else:
-        answers = list(initial_answers)
-    rewards = self_reward(lm, questions, answers, batch_size)
-    for _ in range(iterations):
-        todo = [i for i in range(len(prefixes)) if rewards[i] < threshold]
-        if not todo:
-            break
-        for b in range(0, len(todo), batch_size):
-            rows = todo[b : b + batch_size]
-            ys = [lm.tokenizer(answers[i], add_special_tokens=False).input_ids or [0] for i in rows]
-            grads = _reinforce_grads(lm, [list(prefixes[i]) for i in rows],
-                                     [H[i] for i in rows], ys)  # fmt: skip
-            for i, g in zip(rows, grads, strict=True):
-                scale = H[i].norm(dim=-1, keepdim=True).mean()
-                H[i] = H[i] + lr * float(rewards[i]) * scale * g / g.norm().clamp_min(1e-12)
-        new = decode_with_thoughts(lm, [prefixes[i] for i in todo], [H[i] for i in todo],
-                                   max_new_tokens, batch_size)  # fmt: skip
-        new_r = self_reward(lm, [questions[i] for i in todo], new, batch_size)
-        for j, i in enumerate(todo):
-            answers[i], rewards[i] = new[j], new_r[j]
-    return answers, [float(r) for r in rewards]
+def decode_rows(
+    scorer: BatchThoughtScorer, H: torch.Tensor | None, max_new_tokens: int
+) -> list[str]:
+    """Greedy answer texts of the scorer's rows with thoughts ``H`` [B, K, d] (or none)."""
+    rows = scorer.greedy(H, max_new_tokens)
+    return scorer.lm.tokenizer.batch_decode(rows, skip_special_tokens=True)
