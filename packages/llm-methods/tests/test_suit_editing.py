@@ -147,6 +147,18 @@ def test_each_method_makes_the_edit(tiny, world, setup, method) -> None:  # type
     assert changed == [0]
 
 
+def test_null_space_projectors_are_shared_not_recomputed(tiny, setup) -> None:  # type: ignore[no-untyped-def]
+    stats, basis = setup
+    shared: dict = {}
+    first = Editor(fresh_copy(tiny), "alphaedit", CFG, stats, basis, projectors=shared)
+    second = Editor(fresh_copy(tiny), "suit", CFG, stats, basis, projectors=shared)
+    assert second.projectors[0] is first.projectors[0]
+    own = Editor(fresh_copy(tiny), "alphaedit", CFG, stats, basis)
+    assert own.projectors[0] is not first.projectors[0]
+    assert torch.equal(own.projectors[0], first.projectors[0])
+    assert not second.cache_c[0].any()  # the edit caches stay per editor
+
+
 def test_independent_runs_do_not_leak_state(tiny, world, setup) -> None:  # type: ignore[no-untyped-def]
     stats, basis = setup
     reqs = world[:2]

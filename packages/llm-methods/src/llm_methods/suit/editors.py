@@ -191,7 +191,9 @@ def _residual_at_subject(lm: LM, layer: int, requests: Sequence[EditRequest]) ->
 class Editor:
     """Sequential editor for one method on one model; holds everything that must be reset
     between independent runs (the cache of earlier edits' keys). ``stats`` maps each edit layer
-    to its key second moment C of the *unedited* model; ``subject_basis`` to U_m (SUIT)."""
+    to its key second moment C of the *unedited* model; ``subject_basis`` to U_m (SUIT);
+    ``projectors`` to AlphaEdit's null-space projector of C (computed when missing, so editors
+    with the same ``stats`` and ``null_threshold`` may share one dict)."""
 
     lm: LM
     method: str
@@ -218,9 +220,10 @@ class Editor:
                 raise LMError(f"SUIT needs a subject subspace for layer {layer}")
         if self.method in ("alphaedit", "suit"):
             for layer in self.layers:
-                self.projectors[layer] = null_space_projector(
-                    self.stats[layer], self.cfg.null_threshold
-                )
+                if layer not in self.projectors:  # a function of the fixed C: shareable
+                    self.projectors[layer] = null_space_projector(
+                        self.stats[layer], self.cfg.null_threshold
+                    )
                 self.cache_c[layer] = torch.zeros_like(self.stats[layer])
 
     @property

@@ -40,8 +40,8 @@ METRICS = ("efficacy", "generalization", "specificity", "S")
 def settings(quick: bool) -> dict[str, Any]:
     if quick:
         return {
-            "n_edits": 2,
-            "batch": 2,
+            "n_edits": 1,
+            "batch": 1,
             "steps": 5,
             "subject_words": 20,
             "gen_tokens": 8,
@@ -127,8 +127,9 @@ def run(quick: bool, out_dir: Path) -> Result:
         curves: dict[str, dict[str, list[float]]] = {}
         seconds: dict[str, float] = {}
         flu: dict[str, float] = {}
+        projectors: dict[int, Any] = {}  # null-space projectors of C: AlphaEdit's = SUIT's
         for method in METHODS:
-            editor = Editor(fresh_copy(lm), method, cfg, stats, basis)
+            editor = Editor(fresh_copy(lm), method, cfg, stats, basis, projectors=projectors)
             curves[method] = {m: [] for m in METRICS}
             t_edit = 0.0
             for n in counts:
