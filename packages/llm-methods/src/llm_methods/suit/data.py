@@ -30,6 +30,8 @@ __all__ = [
     "read_counterfact",
     "read_requests",
     "read_zsre",
+    "synth_names",
+    "synth_table",
     "synth_world",
     "write_counterfact",
 ]
@@ -255,18 +257,26 @@ def fact_candidates(
 
 
 def build_requests(
-    known: list[tuple[str, str, str]], seed: int = 0, n_neighbours: int = 4
+    known: list[tuple[str, str, str]],
+    seed: int = 0,
+    n_neighbours: int = 4,
+    relations: dict[str, tuple[int, str, tuple[str, ...]]] | None = None,
 ) -> list[EditRequest]:
     """CounterFact records from known (relation, subject, object) facts: a counterfactual target
     from the same relation's objects, paraphrases from other templates, neighbourhood prompts of
-    other known subjects of the same relation (with their own answers)."""
+    other known subjects of the same relation (with their own answers). ``relations`` (default
+    :data:`RELATIONS`) gives each relation's rewrite prompt and paraphrases."""
+    relations = RELATIONS if relations is None else relations
+    for rel, _, _ in known:
+        if rel not in relations:
+            raise ValueError(f"known: relation {rel!r} has no templates in relations")
     rng = np.random.default_rng(seed)
     by_rel: dict[str, list[tuple[str, str]]] = {}
     for rel, subj, obj in known:
         by_rel.setdefault(rel, []).append((subj, obj))
     out = []
     for rel, subj, obj in known:
-        _, prompt, paraphrases = RELATIONS[rel]
+        _, prompt, paraphrases = relations[rel]
         others = sorted({o for _, o in by_rel[rel] if o != obj})
         if not others:
             continue
@@ -288,17 +298,41 @@ def build_requests(
 _SYLLABLES = ("ka", "lo", "mi", "ra", "ten", "vo", "zu", "ber", "dal", "nor", "pel", "qui", "sar")
 
 
+def _invent(rng: np.random.Generator, n: int, exclude: frozenset[str]) -> list[str]:
+    names: set[str] = set()
+    for _ in range(1000 * (n + 1)):
+        if len(names) >= n:
+            break
+        k = int(rng.integers(2, 4))
+        name = "".join(_SYLLABLES[int(i)] for i in rng.integers(len(_SYLLABLES), size=k)).title()
+        if name not in exclude:
+            names.add(name)
+    if len(names) < n:
+        raise ValueError(f"n={n}: cannot invent that many distinct names")
+    return sorted(names)
+
+
+def synth_names(n: int, seed: int = 0, exclude: frozenset[str] = frozenset()) -> list[str]:
+    """``n`` distinct invented place names (2-3 syllables, title case, sorted), none in ``exclude``."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    return _invent(np.random.default_rng(seed), n, exclude)
+
+
+def synth_table(n_subjects: int = 24, seed: int = 0) -> dict[str, tuple[str, str, str]]:
+    """Invented place name -> (capital, language, continent), the objects drawn (seeded) from the
+    real objects of :data:`COUNTRIES`."""
+    if n_subjects < 2:
+        raise ValueError(f"n_subjects must be >= 2, got {n_subjects}")
+    rng = np.random.default_rng(seed)
+    names = _invent(rng, n_subjects, frozenset())
+    objects = [sorted({row[c] for row in COUNTRIES.values()}) for c in range(3)]
+    return {n: tuple(o[int(rng.integers(len(o)))] for o in objects) for n in names}  # type: ignore[misc]
+
+
 def synth_world(n_subjects: int = 24, seed: int = 0) -> list[EditRequest]:
     """A synthetic subject-relation-object world written as CounterFact records: invented place
     names with capitals / languages / continents drawn from the real objects of the table."""
-    rng = np.random.default_rng(seed)
-    names: set[str] = set()
-    while len(names) < n_subjects:
-        k = int(rng.integers(2, 4))
-        names.add(
-            "".join(_SYLLABLES[int(i)] for i in rng.integers(len(_SYLLABLES), size=k)).title()
-        )
-    objects = [sorted({row[c] for row in COUNTRIES.values()}) for c in range(3)]
-    table = {n: tuple(o[int(rng.integers(len(o)))] for o in objects) for n in sorted(names)}
-    known = [(r, s, o) for r, s, o, _ in fact_candidates(table)]  # type: ignore[arg-type]
+    table = synth_table(n_subjects, seed)
+    known = [(r, s, o) for r, s, o, _ in fact_candidates(table)]
     return build_requests(known, seed=seed)

@@ -26,7 +26,15 @@ import numpy as np
 
 from iclr26_common import Claim, Experiment, Result, seed_everything
 
-__all__ = ["EXPERIMENT", "FACTS", "run", "subject_basis"]
+__all__ = [
+    "EXPERIMENT",
+    "FACTS",
+    "plot_curves",
+    "run",
+    "sequential_curves",
+    "subject_basis",
+    "suit_claims",
+]
 
 PAPER = "SUIT: subspace knowledge editing (arXiv 2509.24502)"
 FACTS = Path(__file__).with_name("smollm2_facts.json")
@@ -62,19 +70,15 @@ def stats_chunks(lm: Any) -> list[list[int]]:
 def subject_basis(lm: Any, layers: tuple[int, ...], n_words: int, tau: float) -> dict[int, Any]:
     """U_m per layer from the keys of ``n_words`` common English words (title-cased) used as the
     subject of every relation prompt (our stand-in for the paper's ~10k subject keys)."""
-    import torch
-
     from llm_methods.corpora import wordfreq_words
     from llm_methods.suit.data import RELATIONS
-    from llm_methods.suit.keys import request_keys, subject_subspace
+    from llm_methods.suit.keys import subject_basis as basis_from
 
     words = [w.title() for w in wordfreq_words("en", n_words)]
-    keys = [request_keys(lm, layers, [prompt] * len(words), words, templates=("{}",))
-            for _, prompt, _ in RELATIONS.values()]  # fmt: skip
-    return {i: subject_subspace(torch.cat([k[i] for k in keys]), tau) for i in layers}
+    return basis_from(lm, layers, words, [prompt for _, prompt, _ in RELATIONS.values()], tau)
 
 
-def _plot(curves: dict[str, dict[str, list[float]]], counts: list[int], out: Path) -> None:
+def plot_curves(curves: dict[str, dict[str, list[float]]], counts: list[int], out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -94,11 +98,72 @@ def _plot(curves: dict[str, dict[str, list[float]]], counts: list[int], out: Pat
     plt.close(fig)
 
 
+def sequential_curves(
+    lm: Any,
+    requests: list[Any],
+    cfg: Any,
+    stats: dict[int, Any],
+    basis: dict[int, Any],
+    batch: int,
+    gen_tokens: int,
+) -> tuple[dict[str, dict[str, list[float]]], list[int], dict[str, float], dict[str, float]]:
+    """Every method of ``METHODS`` edits a fresh copy of ``lm`` with ``requests`` in consecutive
+    batches of ``batch``; after each batch the metrics over all requests edited so far.
+    Returns (curves[method][metric] per count, counts, seconds per edit, fluency per method)."""
+    from llm_methods.suit.editors import METHODS, Editor, fresh_copy
+    from llm_methods.suit.metrics import edit_metrics, fluency
+
+    if batch < 1 or len(requests) < batch:
+        raise ValueError(
+            f"batch must be in [1, {len(requests)}] (the number of requests), got {batch}"
+        )
+    counts = list(range(batch, len(requests) + 1, batch))
+    curves: dict[str, dict[str, list[float]]] = {}
+    seconds: dict[str, float] = {}
+    flu: dict[str, float] = {}
+    projectors: dict[int, Any] = {}  # null-space projectors of C: AlphaEdit's = SUIT's
+    for method in METHODS:
+        editor = Editor(fresh_copy(lm), method, cfg, stats, basis, projectors=projectors)
+        curves[method] = {m: [] for m in METRICS}
+        t_edit = 0.0
+        for n in counts:
+            t0 = time.perf_counter()
+            editor.edit(requests[n - batch : n])
+            t_edit += time.perf_counter() - t0
+            for key, value in edit_metrics(editor.lm, requests[:n]).items():
+                curves[method][key].append(round(value, 2))
+        seconds[method] = t_edit / counts[-1]
+        flu[method] = fluency(editor.lm, requests[:2], max_new_tokens=gen_tokens)
+        del editor
+    return curves, counts, seconds, flu
+
+
+def suit_claims(final: dict[str, dict[str, float]]) -> list[Claim]:
+    """The two claims (thresholds :data:`SPECIFICITY_MARGIN`, :data:`EFFICACY_GAP_MAX`) judged on
+    the final metrics of ``suit`` and ``alphaedit``."""
+    suit, alpha = final["suit"], final["alphaedit"]
+    spec_gap = suit["specificity"] - alpha["specificity"]
+    eff_gap = alpha["efficacy"] - suit["efficacy"]
+    return [
+        Claim(text="SUIT keeps more neighbourhood facts (specificity) than AlphaEdit after the "
+                   "final sequential edit",
+              criterion=f"specificity(SUIT) - specificity(AlphaEdit) > {SPECIFICITY_MARGIN}",
+              measured={"suit": suit["specificity"], "alphaedit": alpha["specificity"],
+                        "gap": round(spec_gap, 2)},
+              verdict=bool(spec_gap > SPECIFICITY_MARGIN)),
+        Claim(text="SUIT's efficacy is within 5 points of AlphaEdit's",
+              criterion=f"efficacy(AlphaEdit) - efficacy(SUIT) <= {EFFICACY_GAP_MAX}",
+              measured={"suit": suit["efficacy"], "alphaedit": alpha["efficacy"],
+                        "gap": round(eff_gap, 2)},
+              verdict=bool(eff_gap <= EFFICACY_GAP_MAX)),
+    ]  # fmt: skip
+
+
 def run(quick: bool, out_dir: Path) -> Result:
     from llm_methods.lm import load_lm
     from llm_methods.lm.threads import one_thread
     from llm_methods.suit.data import read_counterfact
-    from llm_methods.suit.editors import METHODS, EditConfig, Editor, fresh_copy
+    from llm_methods.suit.editors import EditConfig
     from llm_methods.suit.keys import key_second_moments
     from llm_methods.suit.metrics import edit_metrics, fluency
     from llm_methods.suit.tracing import causal_trace, choose_rome_layer
@@ -123,43 +188,13 @@ def run(quick: bool, out_dir: Path) -> Result:
         stats = key_second_moments(lm, layers, stats_chunks(lm), f"pydoc{STATS_CHUNKS}x{STATS_LEN}")
         basis = subject_basis(lm, cfg.layers, s["subject_words"], cfg.tau)
         before = edit_metrics(lm, requests)
-        counts = list(range(s["batch"], s["n_edits"] + 1, s["batch"]))
-        curves: dict[str, dict[str, list[float]]] = {}
-        seconds: dict[str, float] = {}
-        flu: dict[str, float] = {}
-        projectors: dict[int, Any] = {}  # null-space projectors of C: AlphaEdit's = SUIT's
-        for method in METHODS:
-            editor = Editor(fresh_copy(lm), method, cfg, stats, basis, projectors=projectors)
-            curves[method] = {m: [] for m in METRICS}
-            t_edit = 0.0
-            for n in counts:
-                t0 = time.perf_counter()
-                editor.edit(requests[n - s["batch"] : n])
-                t_edit += time.perf_counter() - t0
-                for key, value in edit_metrics(editor.lm, requests[:n]).items():
-                    curves[method][key].append(round(value, 2))
-            seconds[method] = t_edit / s["n_edits"]
-            flu[method] = fluency(editor.lm, requests[:2], max_new_tokens=s["gen_tokens"])
-            del editor
+        curves, counts, seconds, flu = sequential_curves(
+            lm, requests, cfg, stats, basis, s["batch"], s["gen_tokens"]
+        )
         flu["unedited"] = fluency(lm, requests[:2], max_new_tokens=s["gen_tokens"])
-    _plot(curves, counts, out_dir)
+    plot_curves(curves, counts, out_dir)
     final = {m: {k: v[-1] for k, v in c.items()} for m, c in curves.items()}
-    suit, alpha = final["suit"], final["alphaedit"]
-    spec_gap = suit["specificity"] - alpha["specificity"]
-    eff_gap = alpha["efficacy"] - suit["efficacy"]
-    claims = [
-        Claim(text="SUIT keeps more neighbourhood facts (specificity) than AlphaEdit after the "
-                   "final sequential edit",
-              criterion=f"specificity(SUIT) - specificity(AlphaEdit) > {SPECIFICITY_MARGIN}",
-              measured={"suit": suit["specificity"], "alphaedit": alpha["specificity"],
-                        "gap": round(spec_gap, 2)},
-              verdict=bool(spec_gap > SPECIFICITY_MARGIN)),
-        Claim(text="SUIT's efficacy is within 5 points of AlphaEdit's",
-              criterion=f"efficacy(AlphaEdit) - efficacy(SUIT) <= {EFFICACY_GAP_MAX}",
-              measured={"suit": suit["efficacy"], "alphaedit": alpha["efficacy"],
-                        "gap": round(eff_gap, 2)},
-              verdict=bool(eff_gap <= EFFICACY_GAP_MAX)),
-    ]  # fmt: skip
+    claims = suit_claims(final)
     wall = time.perf_counter() - start
     summary = f"{s['n_edits']} sequential edits (batches of {s['batch']}) on SmolLM2-135M: " + "; ".join(
         f"{m} eff {v['efficacy']:.0f} / gen {v['generalization']:.0f} / spec {v['specificity']:.0f}"

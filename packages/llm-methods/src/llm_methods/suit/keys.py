@@ -30,6 +30,7 @@ __all__ = [
     "prompt_with_subject",
     "request_keys",
     "stats_dir",
+    "subject_basis",
     "subject_subspace",
 ]
 
@@ -185,3 +186,15 @@ def subject_subspace(keys: torch.Tensor, tau: float) -> torch.Tensor:
     energy = torch.cumsum(s**2, 0) / (s**2).sum()
     m = int(torch.searchsorted(energy, torch.tensor(tau, dtype=energy.dtype)).item()) + 1
     return vh[:m].T.float()
+
+
+def subject_basis(
+    lm: LM, layers: Sequence[int], subjects: Sequence[str], prompts: Sequence[str], tau: float
+) -> dict[int, torch.Tensor]:
+    """SUIT's ``U_m`` ``[d_ff, m]`` per layer from the keys of every subject in every prompt
+    (``len(subjects) * len(prompts)`` keys, no context templates)."""
+    if not subjects or not prompts:
+        raise LMError("subject_basis needs at least one subject and one prompt")
+    keys = [request_keys(lm, layers, [p] * len(subjects), list(subjects), templates=("{}",))
+            for p in prompts]  # fmt: skip
+    return {i: subject_subspace(torch.cat([k[i] for k in keys]), tau) for i in layers}
