@@ -109,7 +109,8 @@ def sequential_curves(
 ) -> tuple[dict[str, dict[str, list[float]]], list[int], dict[str, float], dict[str, float]]:
     """Every method of ``METHODS`` edits a fresh copy of ``lm`` with ``requests`` in consecutive
     batches of ``batch``; after each batch the metrics over all requests edited so far.
-    Returns (curves[method][metric] per count, counts, seconds per edit, fluency per method)."""
+    Returns (curves[method][metric] per count, counts, seconds per edit, fluency per method and
+    of the unedited ``lm`` under ``"unedited"``)."""
     from llm_methods.suit.editors import METHODS, Editor, fresh_copy
     from llm_methods.suit.metrics import edit_metrics, fluency
 
@@ -135,6 +136,7 @@ def sequential_curves(
         seconds[method] = t_edit / counts[-1]
         flu[method] = fluency(editor.lm, requests[:2], max_new_tokens=gen_tokens)
         del editor
+    flu["unedited"] = fluency(lm, requests[:2], max_new_tokens=gen_tokens)
     return curves, counts, seconds, flu
 
 
@@ -165,7 +167,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     from llm_methods.suit.data import read_counterfact
     from llm_methods.suit.editors import EditConfig
     from llm_methods.suit.keys import key_second_moments
-    from llm_methods.suit.metrics import edit_metrics, fluency
+    from llm_methods.suit.metrics import edit_metrics
     from llm_methods.suit.tracing import causal_trace, choose_rome_layer
 
     seed_everything(0)
@@ -191,7 +193,6 @@ def run(quick: bool, out_dir: Path) -> Result:
         curves, counts, seconds, flu = sequential_curves(
             lm, requests, cfg, stats, basis, s["batch"], s["gen_tokens"]
         )
-        flu["unedited"] = fluency(lm, requests[:2], max_new_tokens=s["gen_tokens"])
     plot_curves(curves, counts, out_dir)
     final = {m: {k: v[-1] for k, v in c.items()} for m, c in curves.items()}
     claims = suit_claims(final)

@@ -77,7 +77,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     from llm_methods.suit.data import synth_names
     from llm_methods.suit.editors import EditConfig
     from llm_methods.suit.keys import key_second_moments, subject_basis
-    from llm_methods.suit.metrics import edit_metrics, fluency
+    from llm_methods.suit.metrics import edit_metrics
     from llm_methods.suit.world_model import ensure_world_model, load_world, prompts
 
     seed_everything(0)
@@ -109,7 +109,6 @@ def run(quick: bool, out_dir: Path) -> Result:
         curves, counts, seconds, flu = sequential_curves(
             lm, requests, cfg, stats, basis, s["batch"], s["gen_tokens"]
         )
-        flu["unedited"] = fluency(lm, requests[:2], max_new_tokens=s["gen_tokens"])
     plot_curves(curves, counts, out_dir)
     final = {m: {k: v[-1] for k, v in c.items()} for m, c in curves.items()}
     wall = time.perf_counter() - start
