@@ -197,3 +197,25 @@ def test_dispatch_routes_and_rejects(capsys: pytest.CaptureFixture[str], fake_pa
     with pytest.raises(SystemExit) as exc:
         dispatch(["configs", "--bad"], parser, handlers)
     assert exc.value.code == 2 and "demo configs: error:" in capsys.readouterr().err
+
+
+def test_assert_one_line_error_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    from iclr26_common.testing import assert_one_line_error
+
+    def main(argv: list[str]) -> None:
+        if argv == ["ok"]:
+            return
+        if argv == ["chatter"]:
+            print("Seed set to 0", file=sys.stderr)
+        print("demo: error: bad --x", file=sys.stderr)
+        if argv == ["two"]:
+            print("demo: error: again", file=sys.stderr)
+        raise SystemExit(1 if argv == ["one"] else 2)
+
+    assert assert_one_line_error(main, ["bad"], capsys, prog="demo") == "demo: error: bad --x"
+    line = assert_one_line_error(main, ["chatter"], capsys, skip=lambda s: "Seed set" in s)
+    assert line == "demo: error: bad --x"
+    for argv, kwargs in ((["ok"], {}), (["one"], {}), (["two"], {}), (["chatter"], {}),
+                         (["bad"], {"prog": "other"})):  # fmt: skip
+        with pytest.raises(AssertionError):
+            assert_one_line_error(main, argv, capsys, **kwargs)

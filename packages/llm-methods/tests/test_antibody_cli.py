@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from iclr26_common.testing import assert_one_line_error
 from llm_methods.antibody.cli import CONFIG_DIR, load_config
 from llm_methods.cli import main
 
@@ -36,13 +37,7 @@ def test_default_config_is_the_issue_defaults() -> None:
 
 
 def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
+    return assert_one_line_error(main, args, capsys)
 
 
 @pytest.fixture(scope="module")

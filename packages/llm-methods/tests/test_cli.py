@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iclr26_common.testing import assert_cli_help, shipped_configs
+from iclr26_common.testing import assert_cli_help, assert_one_line_error, shipped_configs
 from llm_methods import __version__
 from llm_methods.cli import dispersion_lightning_cli, main
 
@@ -64,14 +64,7 @@ def test_fit_cross_domain_on_user_jsonl(tmp_path: Path) -> None:
 
 
 def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("llm-methods") and "Traceback" not in err
-    return lines[0]
+    return assert_one_line_error(main, args, capsys, prog="llm-methods")
 
 
 @pytest.fixture(scope="module")

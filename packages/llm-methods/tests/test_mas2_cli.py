@@ -8,19 +8,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from iclr26_common.testing import assert_one_line_error
 from llm_methods.cli import main
 
 CONFIGS = sorted((Path(__file__).parents[1] / "src/llm_methods/mas2/configs").glob("*.yaml"))
 
 
 def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
+    return assert_one_line_error(main, args, capsys)
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)

@@ -7,22 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from iclr26_common.testing import assert_one_line_error
 from llm_methods.cli import main
 
 
 def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
-    from iclr26_common.testing import lightning_logs_to_current_stderr
-
-    lightning_logs_to_current_stderr()
-    capsys.readouterr()  # drop what earlier commands printed
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip() and "Warning" not in line
-             and "warnings.warn" not in line]  # fmt: skip
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
+    return assert_one_line_error(
+        main,
+        args,
+        capsys,
+        drop_earlier=True,  # what earlier commands printed
+        skip=lambda line: "Warning" in line or "warnings.warn" in line,
+    )
 
 
 def _fit(folder: Path, config: str) -> Path:

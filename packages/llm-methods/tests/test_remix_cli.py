@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from iclr26_common.testing import assert_one_line_error
 from llm_methods.cli import main
 from llm_methods.cliutils import shipped_configs
 
@@ -27,16 +28,7 @@ def policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
-    from iclr26_common.testing import lightning_logs_to_current_stderr
-
-    lightning_logs_to_current_stderr()
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
+    return assert_one_line_error(main, args, capsys)
 
 
 @pytest.mark.parametrize("name", sorted(shipped_configs("remix")))

@@ -10,7 +10,12 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["assert_cli_help", "lightning_logs_to_current_stderr", "shipped_configs"]
+__all__ = [
+    "assert_cli_help",
+    "assert_one_line_error",
+    "lightning_logs_to_current_stderr",
+    "shipped_configs",
+]
 
 
 def assert_cli_help(main: Callable[[list[str]], Any], args: Sequence[str] = ("--help",)) -> str:
@@ -30,6 +35,41 @@ def assert_cli_help(main: Callable[[list[str]], Any], args: Sequence[str] = ("--
     assert code in (0, None), f"main({list(args)!r}) exited with {code!r}; output:\n{out}"
     assert "usage" in out.lower(), f"no usage text on stdout for {list(args)!r}:\n{out!r}"
     return out
+
+
+def assert_one_line_error(
+    main: Callable[[list[str]], Any],
+    args: Sequence[str],
+    capsys: Any,
+    *,
+    prog: str | None = None,
+    skip: Callable[[str], bool] | None = None,
+    drop_earlier: bool = False,
+) -> str:
+    """Run ``main(list(args))`` in-process and assert the CLI contract for bad input: exit status
+    2, exactly one non-blank stderr line and no traceback. Returns that line.
+
+    ``capsys`` is pytest's fixture (anything with ``readouterr()``). ``prog``: the line must start
+    with it. ``skip(line)``: lines to leave out of the count (a library's start-up chatter).
+    ``drop_earlier``: discard what the test printed before this call. Lightning's log handlers
+    are pointed at the current stderr first (:func:`lightning_logs_to_current_stderr`).
+    """
+    lightning_logs_to_current_stderr()
+    if drop_earlier:
+        capsys.readouterr()
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        code = exc.code
+    else:
+        raise AssertionError(f"main({list(args)!r}) returned instead of exiting with status 2")
+    err = capsys.readouterr().err
+    assert code == 2, f"main({list(args)!r}) exited with {code!r}; stderr:\n{err}"
+    lines = [line for line in err.splitlines() if line.strip() and not (skip and skip(line))]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    if prog is not None:
+        assert lines[0].startswith(prog), lines[0]
+    return lines[0]
 
 
 def lightning_logs_to_current_stderr() -> None:
