@@ -20,8 +20,11 @@ def torch_threads(n: int) -> Iterator[None]:
         raise ValueError(f"torch_threads: n must be >= 1, got {n}")
     import torch
 
+    from iclr26_common.device import record_threads
+
     before = torch.get_num_threads()
     torch.set_num_threads(n)
+    record_threads(n)
     try:
         yield
     finally:

@@ -1,0 +1,105 @@
+"""Which device an experiment or CLI runs on, and what it actually used (for provenance).
+
+One rule for the whole workspace: CUDA when PyTorch sees a GPU, else the CPU; the environment
+variable ``ICLR26_DEVICE`` forces a choice (``cpu``, ``cuda``, ``cuda:1``). Every device chosen
+through :func:`choose_device` / :func:`lightning_accelerator` and every thread count set through
+:func:`iclr26_common.threads.torch_threads` is recorded in this process, so the experiment worker
+writes into ``result.json`` what ``run()`` used, not what the machine offered.
+
+torch is imported lazily: importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "DEVICE_ENV",
+    "choose_device",
+    "describe_device",
+    "lightning_accelerator",
+    "record_device",
+    "record_threads",
+    "reset_usage",
+    "used_devices",
+    "used_threads",
+]
+
+DEVICE_ENV = "ICLR26_DEVICE"
+
+_USED_DEVICES: list[str] = []
+_USED_THREADS: list[int] = []
+
+
+def _forced() -> str | None:
+    value = os.environ.get(DEVICE_ENV, "").strip().lower()
+    return value or None
+
+
+def choose_device(prefer: str | None = None) -> torch.device:
+    """The device to run on: ``prefer`` if given, else ``$ICLR26_DEVICE``, else CUDA if PyTorch
+    sees a GPU, else the CPU. The choice is recorded (see :func:`used_devices`).
+
+    ``prefer`` is for code that must run on one device (e.g. a CPU-only library call); it still
+    records what was used. A forced CUDA device that PyTorch cannot see raises ``RuntimeError``
+    naming the variable.
+    """
+    import torch
+
+    choice = prefer or _forced()
+    if choice is None:
+        choice = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(choice)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"{DEVICE_ENV}={choice!r} but PyTorch sees no CUDA device")
+    record_device(device)
+    return device
+
+
+def lightning_accelerator(prefer: str | None = None) -> str:
+    """The ``Trainer(accelerator=...)`` value for :func:`choose_device`'s choice ("gpu"/"cpu")."""
+    return "gpu" if choose_device(prefer).type == "cuda" else "cpu"
+
+
+def describe_device(device: Any) -> str:
+    """``"cpu"`` or ``"cuda:0 (NVIDIA H200)"``: a device with its model name when it is a GPU."""
+    import torch
+
+    device = torch.device(device)
+    if device.type != "cuda":
+        return device.type
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
+
+
+def record_device(device: Any) -> None:
+    """Note that this process ran work on ``device`` (a ``torch.device`` or its string)."""
+    text = describe_device(device)
+    if text not in _USED_DEVICES:
+        _USED_DEVICES.append(text)
+
+
+def record_threads(n: int) -> None:
+    """Note that this process ran torch work with ``n`` intra-op threads."""
+    if int(n) not in _USED_THREADS:
+        _USED_THREADS.append(int(n))
+
+
+def used_devices() -> list[str]:
+    """The devices recorded so far in this process, in first-use order."""
+    return list(_USED_DEVICES)
+
+
+def used_threads() -> list[int]:
+    """The intra-op thread counts recorded so far in this process, in first-use order."""
+    return list(_USED_THREADS)
+
+
+def reset_usage() -> None:
+    """Forget what was recorded (the worker calls this before ``run()``)."""
+    _USED_DEVICES.clear()
+    _USED_THREADS.clear()
