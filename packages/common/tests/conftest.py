@@ -15,15 +15,17 @@ import time
 
 from pathlib import Path
 
-from iclr26_common import Claim, Experiment, Result
+from iclr26_common import Claim, Experiment, Precondition, Result
+from iclr26_common.device import record_threads
 
 PAPER = "Fake Paper (arXiv:0000.00000)"
+LONG_NAME = "fake-exp.a-rather-long-experiment-name-that-does-not-fit-into-eighty-columns"
 
 
 def _good(quick, out_dir):
     (out_dir / "curve.png").write_bytes(b"not really a png")
     return Result(
-        verdict="held",
+        claims=[Claim("Good models win.", "acc >= 0.8", {"acc": 0.9}, True)],
         summary="Our accuracy 0.9 beats the 0.5 baseline.",
         metrics={"acc": 0.9, "nested": {"f1": 0.8}},
         seeds=[0, 1],
@@ -34,7 +36,49 @@ def _good(quick, out_dir):
 
 
 def _not_held(quick, out_dir):
-    return Result(verdict="not held", summary="0.4 < 0.5.", metrics={"acc": 0.4}, seeds=[7], scale="tiny")
+    claims = [Claim("Bad baselines lose.", "acc >= 0.5", {"acc": 0.4}, False)]
+    return Result(claims=claims, summary="0.4 < 0.5.", metrics={"acc": 0.4}, seeds=[7], scale="tiny")
+
+
+def _inconclusive(quick, out_dir):
+    learned = Precondition("baseline learned", "acc(baseline) - acc(trivial) >= 0.1",
+                           {"baseline": 0.5, "trivial": 0.5}, False)
+    return Result(
+        summary="The baseline learned nothing.", metrics={"acc": 0.9}, seeds=[0], scale="tiny",
+        claims=[
+            Claim.judge(text="Ours beats chance.", criterion="acc >= 0.6", measured={"acc": 0.9},
+                        holds=True, preconditions=[("data loaded", "rows >= 1", 10, True)]),
+            Claim.judge(text="Ours beats the baseline.", criterion="acc - baseline >= 0.05",
+                        measured={"gap": 0.4}, holds=True, preconditions=[learned]),
+        ],
+    )
+
+
+def _nonfinite(quick, out_dir):
+    return Result(
+        summary="A diverged run.", metrics={"loss": float("inf"), "ok": 1.0}, seeds=[0], scale="tiny",
+        claims=[
+            Claim("Fine.", "x >= 0", {"x": 1.0}, True),
+            Claim("Diverged.", "gap >= 0", {"per": {"s1": float("nan")}}, False),
+        ],
+    )
+
+
+def _gated(quick, out_dir):
+    gate = Path(os.environ["FAKE_GATE"])
+    print(f"waiting pid={os.getpid()}", flush=True)
+    deadline = time.time() + 60
+    while not gate.exists():
+        if time.time() > deadline:
+            raise TimeoutError("gate never opened")
+        time.sleep(0.05)
+    print("gate open", flush=True)
+    return _good(quick, out_dir)
+
+
+def _one_thread(quick, out_dir):
+    record_threads(1)  # what torch_threads(1) records; torch itself is not needed here
+    return _claims(quick, out_dir)
 
 
 def _claims(quick, out_dir):
@@ -102,6 +146,11 @@ SLEEPY = Experiment("sleepy", PAPER, "Sleep forever.", _sleepy)
 NO_RESULT = Experiment("noresult", PAPER, "Returns a dict.", _no_result)
 CLAIMS = Experiment("claims", PAPER, "Two claims.", _claims)
 FLAKY = Experiment("flaky", PAPER, "Sometimes breaks.", _flaky)
+INCONCLUSIVE = Experiment("inconclusive", PAPER, "A control fails.", _inconclusive)
+NONFINITE = Experiment("nonfinite", PAPER, "NaN measured.", _nonfinite)
+GATED = Experiment("gated", PAPER, "Waits for a gate file.", _gated)
+ONE_THREAD = Experiment("onethread", PAPER, "Runs on one thread.", _one_thread)
+LONG = Experiment(LONG_NAME, PAPER, "A long name.", _good)
 MEET_A = Experiment("meet-a", PAPER, "Runs alongside meet-b.", _rendezvous("a", "b"))
 MEET_B = Experiment("meet-b", PAPER, "Runs alongside meet-a.", _rendezvous("b", "a"))
 NOT_AN_EXPERIMENT = 42
@@ -122,7 +171,19 @@ claims = fakepkg:CLAIMS
 flaky = fakepkg:FLAKY
 meet-a = fakepkg:MEET_A
 meet-b = fakepkg:MEET_B
+inconclusive = fakepkg:INCONCLUSIVE
+nonfinite = fakepkg:NONFINITE
+gated = fakepkg:GATED
+onethread = fakepkg:ONE_THREAD
+fake-exp.a-rather-long-experiment-name-that-does-not-fit-into-eighty-columns = fakepkg:LONG
 """
+
+
+@pytest.fixture
+def long_name() -> str:
+    """A registered fake experiment whose name is longer than a narrow table column."""
+    return "fake-exp.a-rather-long-experiment-name-that-does-not-fit-into-eighty-columns"
+
 
 ABORT_ENTRY_POINTS = """
 [iclr26.experiments]
@@ -131,15 +192,31 @@ hangs = fakehang:EXP
 """
 
 
+def make_site(
+    site: Path, files: dict[str, str], entry_points: str, dist: str, version: str = "0.1"
+) -> Path:
+    """Write ``files`` (relative path -> text) and a ``dist`` dist-info registering
+    ``entry_points`` into the folder ``site`` (made importable by the caller)."""
+    for rel, text in files.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent(entry_points).lstrip())
+    return site
+
+
+@pytest.fixture
+def site_maker():
+    """:func:`make_site`, for tests that build their own fake distribution."""
+    return make_site
+
+
 @pytest.fixture(scope="session")
 def fake_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     site = tmp_path_factory.mktemp("site")
-    (site / "fakepkg.py").write_text(FAKEPKG)
-    info = site / "fake_exp-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-exp\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent(ENTRY_POINTS).lstrip())
-    return site
+    return make_site(site, {"fakepkg.py": FAKEPKG}, ENTRY_POINTS, "fake-exp")
 
 
 @pytest.fixture(scope="session")
@@ -167,6 +244,8 @@ def fake_dist(fake_site: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Make ``fake-exp`` discoverable here and in worker subprocesses (via PYTHONPATH)."""
     monkeypatch.syspath_prepend(str(fake_site))
     monkeypatch.setenv("PYTHONPATH", str(fake_site), prepend=os.pathsep)
-    monkeypatch.setenv("COLUMNS", "200")  # wide, stable rich output
+    monkeypatch.setenv("COLUMNS", "80")  # names must still print in full (and non-tty)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.delenv(var, raising=False)  # tests that need one set it
     monkeypatch.delitem(sys.modules, "fakepkg", raising=False)
     return fake_site

@@ -14,11 +14,15 @@ import pytest
 from iclr26_common import __version__, cli, registry, worker
 from iclr26_common.report import write_result
 from iclr26_common.runner import recover, threads_per_worker
-from iclr26_common.testing import assert_cli_help, shipped_configs
+from iclr26_common.testing import assert_cli_help, assert_one_line_error, shipped_configs
 
 
 def _status(out: Path, name: str) -> dict:
     return json.loads((out / name / "result.json").read_text())
+
+
+def _n_registered() -> int:
+    return len(registry.entry_point_info())
 
 
 def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
@@ -28,7 +32,7 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert f"iclr26-common {__version__}" in capsys.readouterr().out
     assert "reproduce" in assert_cli_help(cli.main)
     reproduce_help = assert_cli_help(cli.main, ["reproduce", "--help"])
-    for flag in ("--timeout", "--jobs", "--resume", "--quick"):
+    for flag in ("--timeout", "--jobs", "--resume", "--quick", "--wait"):
         assert flag in reproduce_help
 
 
@@ -84,10 +88,12 @@ def test_list_survives_a_package_that_aborts_at_import(abort_dist: Path) -> None
     assert "timeout after 5 s" in hung["hangs"]["error"] and "paper" in hung["good"]
 
 
-def test_unknown_name(fake_dist: Path, tmp_path: Path, capsys) -> None:
-    assert cli.main(["reproduce", "good", "nope", "--out", str(tmp_path)]) == 2
-    out = capsys.readouterr().out
-    assert "Unknown experiment(s): nope" in out and "good" in out
+def test_unknown_name_is_one_line(fake_dist: Path, tmp_path: Path, capsys) -> None:
+    line = assert_one_line_error(
+        cli.main, ["reproduce", "good", "goood", "--out", str(tmp_path)], capsys
+    )
+    assert line.startswith("iclr26 reproduce: error: unknown experiment(s): goood")
+    assert "did you mean good?" in line and "iclr26 list --names" in line
     assert list(tmp_path.iterdir()) == []
 
 
@@ -105,14 +111,15 @@ def test_worker_in_process(fake_dist: Path, tmp_path: Path) -> None:
 
 
 def test_reproduce_end_to_end(fake_dist: Path, tmp_path: Path, capsys) -> None:
-    out = tmp_path / "reports"
+    reports = tmp_path / "reports"
+    out = reports / "quick"
     old = registry.Experiment("old", "Old Paper", "An earlier run.", lambda q, d: None)
-    write_result(out / "old", old, None, status="error", error="earlier", duration_s=1, quick=False)
+    write_result(out / "old", old, None, status="error", error="earlier", duration_s=1, quick=True)
     (out / "good").mkdir()
     (out / "good" / "stale.txt").write_text("from a previous run")
 
     names = ["good", "notheld", "crash", "exit", "noresult", "bad"]
-    assert cli.main(["reproduce", *names, "--out", str(out), "--quick"]) == 1
+    assert cli.main(["reproduce", *names, "--out", str(reports), "--quick"]) == 1
 
     good = _status(out, "good")
     assert good["status"] == "held" and good["quick"] is True and good["plots"] == ["curve.png"]
@@ -136,15 +143,21 @@ def test_reproduce_end_to_end(fake_dist: Path, tmp_path: Path, capsys) -> None:
     assert "MISSING" in _status(out, "bad")["error"]
 
     index = (out / "index.md").read_text()
-    assert "7 experiments: 1 held, 1 not held, 5 error." in index
+    n = _n_registered()
+    headline = f"6 of {n} registered experiments (quick mode): 1 held, 1 not held, "
+    assert headline + f"0 inconclusive, 4 error; {n - 6} not run." in index
     for name in [*names, "old"]:
         assert f"[report.md]({name}/report.md)" in index
+    assert "| old | **error** |" in index.split("## Not counted")[1]  # listed, not counted
     printed = capsys.readouterr().out
-    assert "1 held, 1 not held, 4 error" in printed and "[1/6] good: held" in printed
+    assert "1 held, 1 not held, 0 inconclusive, 4 error" in printed
+    assert "[1/6] good: held" in printed
     assert "RuntimeError: boom from crash" in printed  # the summary's note column
     assert "fakepkg" not in sys.modules  # the parent never imports an experiment
-    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no partial folders left
+    left = [p.name for p in out.iterdir() if p.name.startswith(".")]
+    assert left == [".iclr26.lock"]  # no partial folders left
     assert good["wall_s"] >= good["duration_s"] and good["device"] == "cpu"
+    assert good["devices"] == ["cpu"] and good["schema"] == 3
     assert good["distribution_version"] == "0.1" and good["run_id"]
     runs = {_status(out, n)["run_id"] for n in names}
     assert len(runs) == 1 and "earlier run (" in index.split("| old |")[1].split("\n")[0]
@@ -154,6 +167,7 @@ def test_reproduce_timeout(fake_dist: Path, tmp_path: Path) -> None:
     start = time.monotonic()
     assert cli.main(["reproduce", "sleepy", "good", "--out", str(tmp_path), "--timeout", "3"]) == 1
     assert time.monotonic() - start < 30
+    tmp_path = tmp_path / "full"
     sleepy = _status(tmp_path, "sleepy")
     assert (
         sleepy["status"] == "error"
@@ -170,6 +184,7 @@ def test_reproduce_all_ok_exit_zero(fake_dist: Path, tmp_path: Path) -> None:
 def test_sigterm_kills_worker_and_records_error(fake_dist: Path, tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "iclr26_common", "reproduce", "sleepy", "good"]
     parent = subprocess.Popen([*cmd, "--out", str(tmp_path)], stdout=subprocess.DEVNULL)
+    tmp_path = tmp_path / "full"
     log, deadline = tmp_path / "sleepy.log", time.monotonic() + 30
     while not (log.is_file() and "sleeping" in log.read_text()):
         assert time.monotonic() < deadline and parent.poll() is None, "worker never started"
@@ -182,7 +197,11 @@ def test_sigterm_kills_worker_and_records_error(fake_dist: Path, tmp_path: Path)
     sleepy = _status(tmp_path, "sleepy")
     assert sleepy["status"] == "error" and "interrupted" in sleepy["error"]
     assert not (tmp_path / "good").exists()  # later experiments are skipped
-    assert "1 experiment: 0 held, 0 not held, 1 error." in (tmp_path / "index.md").read_text()
+    index = (tmp_path / "index.md").read_text()
+    assert (
+        f"1 of {_n_registered()} registered experiments (full mode): 0 held, 0 not held, " in index
+    )
+    assert "0 inconclusive, 1 error;" in index
 
 
 def test_abort_or_hang_at_import_is_an_error_row(abort_dist: Path, tmp_path: Path) -> None:
@@ -190,6 +209,7 @@ def test_abort_or_hang_at_import_is_an_error_row(abort_dist: Path, tmp_path: Pat
         ["reproduce", "aborts", "hangs", "good", "--out", str(tmp_path), "--timeout", "8"]
     )
     assert code == 1
+    tmp_path = tmp_path / "full"
     aborts, hangs = _status(tmp_path, "aborts"), _status(tmp_path, "hangs")
     assert aborts["status"] == "error" and "killed by signal SIGABRT" in aborts["error"]
     assert aborts["paper"].startswith("unknown") and aborts["distribution"] == "fake-abort"
@@ -207,11 +227,11 @@ def test_jobs_run_in_parallel_with_split_threads(
     out = tmp_path / "reports"
     # Each waits (up to 20 s) for the other to start: only possible with two workers at once.
     assert cli.main(["reproduce", "meet-a", "meet-b", "--out", str(out), "-j", "2"]) == 0
-    a, b = _status(out, "meet-a"), _status(out, "meet-b")
+    a, b = _status(out / "full", "meet-a"), _status(out / "full", "meet-b")
     assert a["status"] == b["status"] == "not held"  # 1 of 2 claims held
-    expected = str(threads_per_worker(2))
+    expected = str(threads_per_worker(2, running=2))
     assert a["metrics"]["omp"] == b["metrics"]["omp"] == expected
-    assert a["threads"] == b["threads"] == int(expected)
+    assert a["threads"] is None  # no torch work: no thread count to report
 
 
 def test_jobs_one_runs_in_sequence(fake_dist: Path, tmp_path: Path, monkeypatch) -> None:
@@ -220,7 +240,7 @@ def test_jobs_one_runs_in_sequence(fake_dist: Path, tmp_path: Path, monkeypatch)
     monkeypatch.setenv("FAKE_RENDEZVOUS", str(meet))
     out = tmp_path / "reports"
     assert cli.main(["reproduce", "meet-a", "--out", str(out), "-j", "1"]) == 1
-    assert "never ran alongside" in _status(out, "meet-a")["error"]
+    assert "never ran alongside" in _status(out / "full", "meet-a")["error"]
 
 
 @pytest.mark.parametrize(
@@ -230,39 +250,51 @@ def test_threads_per_worker(jobs: int, cores: int, threads: int) -> None:
     assert threads_per_worker(jobs, cores) == threads
 
 
-def test_resume_skips_same_version_and_mode_only(fake_dist: Path, tmp_path: Path) -> None:
-    out = tmp_path
-    assert cli.main(["reproduce", "good", "claims", "crash", "--out", str(out), "--quick"]) == 1
-    first = {n: _status(out, n) for n in ("good", "claims", "crash")}
-    assert (
-        cli.main(["reproduce", "good", "claims", "crash", "--out", str(out), "--quick", "--resume"])
-        == 1
-    )
-    again = {n: _status(out, n) for n in ("good", "claims", "crash")}
+@pytest.mark.parametrize(
+    ("jobs", "running", "cores", "threads"),
+    [(4, 1, 2, 2), (4, 2, 8, 4), (2, 5, 8, 4), (3, 3, 2, 1), (4, 0, 2, 2)],
+)
+def test_threads_per_worker_counts_experiments_that_run(
+    jobs: int, running: int, cores: int, threads: int
+) -> None:
+    assert threads_per_worker(jobs, cores, running=running) == threads
+
+
+def test_resume_skips_same_digest_and_mode_only(fake_dist: Path, tmp_path: Path) -> None:
+    out = tmp_path / "quick"
+    names = ["good", "claims", "crash", "inconclusive"]
+    assert cli.main(["reproduce", *names, "--out", str(tmp_path), "--quick"]) == 1
+    first = {n: _status(out, n) for n in names}
+    assert first["good"]["source"]["files"] == ["fakepkg.py"]
+    assert cli.main(["reproduce", *names, "--out", str(tmp_path), "--quick", "--resume"]) == 1
+    again = {n: _status(out, n) for n in names}
     assert again["good"]["run_id"] == first["good"]["run_id"]  # held: kept
     assert again["claims"]["run_id"] == first["claims"]["run_id"]  # not held: kept
+    assert again["inconclusive"]["run_id"] == first["inconclusive"]["run_id"]  # kept
     assert again["crash"]["run_id"] != first["crash"]["run_id"]  # error: rerun
     index = (out / "index.md").read_text()
-    assert index.count("earlier run (") == 2
+    assert index.count("earlier run (") == 3
 
-    # another mode, or another version of the distribution, is rerun
-    assert cli.main(["reproduce", "good", "--out", str(out), "--resume"]) == 0
-    full = _status(out, "good")
-    assert full["run_id"] != first["good"]["run_id"] and full["quick"] is False
+    # the other mode has its own folder: nothing to resume there
+    assert cli.main(["reproduce", "good", "--out", str(tmp_path), "--resume"]) == 0
+    full = _status(tmp_path / "full", "good")
+    assert full["quick"] is False and _status(out, "good") == again["good"]
+    # a result whose digest differs (other code or versions) is rerun
     data = json.loads((out / "good" / "result.json").read_text())
-    data["distribution_version"] = "0.0.9"
+    data["source"]["digest"] = "0" * 64
     (out / "good" / "result.json").write_text(json.dumps(data))
-    assert cli.main(["reproduce", "good", "--out", str(out), "--resume"]) == 0
-    assert _status(out, "good")["distribution_version"] == "0.1"
+    assert cli.main(["reproduce", "good", "--out", str(tmp_path), "--quick", "--resume"]) == 0
+    assert _status(out, "good")["run_id"] != first["good"]["run_id"]
 
 
 def test_a_crashed_rerun_keeps_the_earlier_result(
     fake_dist: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert cli.main(["reproduce", "flaky", "--out", str(tmp_path)]) == 0
+    reports, tmp_path = tmp_path, tmp_path / "full"
     first = _status(tmp_path, "flaky")
     monkeypatch.setenv("FAKE_FLAKY", "crash")
-    assert cli.main(["reproduce", "flaky", "--out", str(tmp_path)]) == 1
+    assert cli.main(["reproduce", "flaky", "--out", str(reports)]) == 1
     kept = _status(tmp_path, "flaky")
     assert kept == first and (tmp_path / "flaky" / "curve.png").is_file()
     index = (tmp_path / "index.md").read_text()
@@ -271,11 +303,13 @@ def test_a_crashed_rerun_keeps_the_earlier_result(
         and "this run's attempt failed (worker was killed by signal SIGABRT" in index
     )
     assert (tmp_path / "_attempts" / "flaky.log").is_file()
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert not [
+        p for p in tmp_path.iterdir() if p.name.startswith(".") and p.name != ".iclr26.lock"
+    ]
 
     # an error result written by the worker (run() raised) does replace the earlier result
     monkeypatch.setenv("FAKE_FLAKY", "raise")
-    assert cli.main(["reproduce", "flaky", "--out", str(tmp_path)]) == 1
+    assert cli.main(["reproduce", "flaky", "--out", str(reports)]) == 1
     raised = _status(tmp_path, "flaky")
     assert raised["status"] == "error" and "flaky raised" in raised["error"]
     assert not (tmp_path / "_attempts" / "flaky.json").exists()
@@ -286,10 +320,11 @@ def test_interrupted_rerun_keeps_the_earlier_result(
     fake_dist: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert cli.main(["reproduce", "flaky", "--out", str(tmp_path)]) == 0
-    first = _status(tmp_path, "flaky")
+    first = _status(tmp_path / "full", "flaky")
     env = {**os.environ, "FAKE_FLAKY": "sleep"}
     cmd = [sys.executable, "-m", "iclr26_common", "reproduce", "flaky", "--out", str(tmp_path)]
     parent = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
+    tmp_path = tmp_path / "full"
     log, deadline = tmp_path / "flaky.log", time.monotonic() + 30
     while not (log.is_file() and "sleeping" in log.read_text()):
         assert time.monotonic() < deadline and parent.poll() is None, "worker never started"
@@ -297,7 +332,9 @@ def test_interrupted_rerun_keeps_the_earlier_result(
     parent.send_signal(signal.SIGINT)
     assert parent.wait(timeout=30) == 130
     assert _status(tmp_path, "flaky") == first
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert not [
+        p for p in tmp_path.iterdir() if p.name.startswith(".") and p.name != ".iclr26.lock"
+    ]
 
 
 def test_recover_restores_a_swap_cut_between_renames(tmp_path: Path) -> None:

@@ -219,3 +219,86 @@ def test_assert_one_line_error_contract(capsys: pytest.CaptureFixture[str]) -> N
                          (["bad"], {"prog": "other"})):  # fmt: skip
         with pytest.raises(AssertionError):
             assert_one_line_error(main, argv, capsys, **kwargs)
+
+
+def test_implicit_context_is_not_taken_for_the_users_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug (KeyError) raised while handling a FileNotFoundError was reported as the user's
+    missing file (exit 2, no traceback): only an explicit ``raise ... from`` links errors."""
+
+    def buggy(argv: list[str]) -> int:
+        try:
+            raise FileNotFoundError("data.csv")
+        except FileNotFoundError:
+            return {}["missing key"]  # a bug inside the handler: implicit __context__
+
+    def wrapped(argv: list[str]) -> int:
+        try:
+            raise FileNotFoundError("data.csv")
+        except FileNotFoundError as error:
+            raise RuntimeError("loader failed") from error
+
+    is_user = lambda e: is_user_error(e, "nopkg")  # noqa: E731
+    monkeypatch.delenv("X_TB", raising=False)
+    with pytest.raises(KeyError):
+        run_with_one_line_errors("p", buggy, [], is_user=is_user, traceback_env="X_TB")
+    assert capsys.readouterr().err == ""
+    with pytest.raises(SystemExit) as exc:
+        run_with_one_line_errors("p", wrapped, [], is_user=is_user, traceback_env="X_TB")
+    assert exc.value.code == 2 and capsys.readouterr().err == "p: error: data.csv\n"
+
+
+def test_short_config_flag_resolves(fake_package: str) -> None:
+    configs = shipped_configs(fake_package)
+    out = resolve_config_names(["fit", "-c", "tiny", "-c=default", "-c"], configs)
+    assert out == ["fit", "-c", str(configs["tiny"]), f"-c={configs['default']}", "-c"]
+
+
+def test_usage_error_is_a_user_error() -> None:
+    from iclr26_common.cli_support import UsageError
+
+    assert is_user_error(UsageError("fit: bad"), "anypkg")
+
+
+def test_comma_list_and_int_list() -> None:
+    import argparse
+
+    from iclr26_common.cli_support import comma_list, comma_list_of, int_list
+
+    assert comma_list(" chair, table,,lamp ") == ["chair", "table", "lamp"]
+    assert comma_list("1,2", int) == [1, 2]
+    assert comma_list_of(float)("0.5, 2") == [0.5, 2.0]
+    assert int_list("200:600:200") == [200, 400, 600]
+    assert int_list("3,1,2") == [3, 1, 2]
+    for bad in ("", " , ", "a,b", "300:200:50", "0:10:0", "1:2", "1:x:1"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            int_list(bad)
+    with pytest.raises(argparse.ArgumentTypeError, match="list of float"):
+        comma_list_of(float)("1,x")
+    parser = ArgumentParser(prog="demo")
+    parser.add_argument("--ids", type=comma_list_of(int))
+    assert parser.parse_args(["--ids", "4,5"]).ids == [4, 5]
+
+
+def test_base_install_needs_no_torch_or_lightning() -> None:
+    """common's base install has no torch: the CLI plumbing, the test helpers and seeding must
+    import and work with torch/lightning unimportable."""
+    import subprocess
+
+    code = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('torch', 'lightning', 'lightning_fabric'):
+            raise ImportError(f'blocked {name}')
+sys.meta_path.insert(0, Block())
+import random
+import iclr26_common, iclr26_common.cli_support, iclr26_common.testing, iclr26_common.device
+from iclr26_common import seed_everything
+seed_everything(3); a = random.random(); seed_everything(3)
+assert random.random() == a
+print('ok')
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr

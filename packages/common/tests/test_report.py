@@ -27,7 +27,7 @@ EXP = Experiment("demo", "Demo Paper (arXiv:2601.00001)", "Demo models beat base
 
 def _result(verdict: str = "held") -> Result:
     return Result(
-        verdict=verdict,  # type: ignore[arg-type]
+        claims=[Claim("Demo wins.", "acc >= 0.9", {"acc": 0.91}, verdict)],  # type: ignore[arg-type]
         summary="We get 0.91 vs 0.50.",
         metrics={"acc": np.float32(0.91), "per_class": np.array([1, 2]), "cfg": {"lr": 0.1}},
         seeds=[0, 1, 2],
@@ -65,7 +65,9 @@ def test_write_result_held(tmp_path: Path) -> None:
         "Extra *markdown*.",
     ]:
         assert text in md, text
-    assert md.rstrip().endswith("**Verdict: held at this scale**")
+    verdict = md.split("## Verdict")[1]
+    assert verdict.strip().startswith("**Verdict: held at this scale**")
+    assert "1 of 1 claims held;" in verdict
 
 
 def test_write_result_not_held_and_error(tmp_path: Path) -> None:
@@ -86,7 +88,9 @@ def test_write_result_rejects_inconsistent_input(tmp_path: Path) -> None:
         write_result(tmp_path, EXP, _result(), status="ok", duration_s=0, quick=False)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="verdict"):
         write_result(tmp_path, EXP, _result(), status="not held", duration_s=0, quick=False)
-    bad = Result(verdict="held", summary="s", metrics={"obj": object()}, seeds=[0], scale="t")
+    bad = Result(
+        claims=_result().claims, summary="s", metrics={"obj": object()}, seeds=[0], scale="t"
+    )
     with pytest.raises(TypeError, match="not JSON-serialisable"):
         write_result(tmp_path, EXP, bad, status="held", duration_s=0, quick=False)
     assert list(tmp_path.iterdir()) == []  # nothing half-written
@@ -132,8 +136,9 @@ def test_write_index_counts_and_corrupt_json(tmp_path: Path) -> None:
     index = write_index(tmp_path)
     assert index == tmp_path / "index.md"
     md = index.read_text()
-    assert "5 experiments: 1 held, 1 not held, 3 error." in md
-    rows = [line for line in md.splitlines() if line.startswith("| ") and "---" not in line]
+    assert "5 experiments: 1 held, 1 not held, 0 inconclusive, 3 error." in md
+    table = md.split("## Claims")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
     assert len(rows) == 6  # header + 5
     assert "[report.md](a-held/report.md)" in md and "1 min 15 s" in md
     assert "No claims judged: x | y" in md
@@ -169,18 +174,18 @@ def test_claims_in_result_report_and_index(tmp_path: Path) -> None:
         run_id="r1",
     )
     data = json.loads((tmp_path / "demo" / "result.json").read_text())
-    assert data["schema"] == 2 and data["verdict"] == "not held"
+    assert data["schema"] == 3 and data["verdict"] == "not held"
     assert [c["verdict"] for c in data["claims"]] == ["held", "not held"]
     assert data["claims"][0]["measured"] == {"gap": 0.1, "per": {"s1": 0.9}}
     assert data["wall_s"] == 70 and data["budget_s"] == 60 and data["within_budget"] is False
-    assert data["device"] == "cpu" and data["threads"] == 2 and data["run_id"] == "r1"
+    assert data["device"] == "cpu" and data["threads"] == [2] and data["run_id"] == "r1"
     md = (tmp_path / "demo" / "report.md").read_text()
     assert "## Claims and verdicts" in md and "| 2 | C is robust. | drop <= 0.02 |" in md
     assert "gap = 0.1; per.s1 = 0.9" in md and "A \\| beats B." in md
     assert "over budget" in md and "1 of 2 claims held" in md
 
     index = write_index(tmp_path, run_id="r1").read_text()
-    assert "Claims: 1 of 2 held." in index
+    assert "Claims: 1 of 2 held, 0 inconclusive." in index
     row = next(line for line in index.splitlines() if line.startswith("| demo"))
     assert "| not held | 1/2 | quick | 1 min 10 s ⚠ over budget | cpu | this run |" in row
     assert "| 1 | A \\| beats B. | gap >= 0.05 | held |" in index
@@ -211,7 +216,7 @@ def test_schema_1_results_stay_readable(tmp_path: Path) -> None:
     assert data["claims"] == [] and data["wall_s"] is None and data["run_id"] is None
     assert data["distribution_version"] == "0.1.0"
     index = write_index(tmp_path, run_id="now").read_text()
-    assert "1 experiment: 1 held, 0 not held, 0 error." in index
+    assert "1 experiment: 1 held, 0 not held, 0 inconclusive, 0 error." in index
     assert "— (single verdict)" in index and "earlier run (2026-11-30 10:00:00 UTC)" in index
     assert "Single verdict (no per-claim breakdown): An old single-verdict claim." in index
 

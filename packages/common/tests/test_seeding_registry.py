@@ -64,13 +64,18 @@ def test_seed_everything_rejects_bad_seeds(bad: object) -> None:
         seed_everything(bad)  # type: ignore[arg-type]
 
 
-def test_result_validates_verdict() -> None:
-    ok = Result(verdict="not held", summary="s", metrics={"x": 1}, seeds=(np.int64(3),), scale="t")
-    assert ok.seeds == [3] and type(ok.seeds[0]) is int
-    with pytest.raises(ValueError, match="'held', 'not held'"):
-        Result(verdict="maybe", summary="s", metrics={}, seeds=[0], scale="t")  # type: ignore[arg-type]
+def test_result_validates_fields() -> None:
+    claims = [_claim(False)]
+    ok = Result(claims=claims, summary="s", metrics={"x": 1}, seeds=(np.int64(3),), scale="t")
+    assert ok.seeds == [3] and type(ok.seeds[0]) is int and ok.verdict == "not held"
     with pytest.raises(TypeError, match="metrics"):
-        Result(verdict="held", summary="s", metrics=[1], seeds=[0], scale="t")  # type: ignore[arg-type]
+        Result(claims=claims, summary="s", metrics=[1], seeds=[0], scale="t")  # type: ignore[arg-type]
+
+
+def test_result_verdict_parameter_is_gone() -> None:
+    # The single-verdict form was unused by every package: the verdict is always derived.
+    with pytest.raises(TypeError, match="verdict"):
+        Result(verdict="held", summary="s", metrics={}, seeds=[0], scale="t", claims=[_claim(1)])  # type: ignore[call-arg]
 
 
 def test_experiment_validates_fields() -> None:
@@ -132,13 +137,9 @@ def test_result_verdict_is_derived_from_claims(verdicts: list[bool], expected: s
     assert result.verdict == expected == derive_verdict(result.claims)
 
 
-def test_result_rejects_contradicting_or_missing_verdict() -> None:
-    with pytest.raises(ValueError, match="contradicts"):
-        Result(
-            verdict="held", summary="s", metrics={}, seeds=[0], scale="t", claims=[_claim(False)]
-        )
-    with pytest.raises(ValueError, match="claims"):
-        Result(summary="s", metrics={}, seeds=[0], scale="t")
+def test_result_rejects_missing_claims() -> None:
+    with pytest.raises(ValueError, match="Claim"):
+        Result(summary="s", metrics={}, seeds=[0], scale="t", claims=[])
     with pytest.raises(TypeError, match="Claim"):
         Result(summary="s", metrics={}, seeds=[0], scale="t", claims=[{"verdict": "held"}])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="empty"):
@@ -148,5 +149,6 @@ def test_result_rejects_contradicting_or_missing_verdict() -> None:
 def test_entry_point_info_reads_metadata_without_importing(fake_dist: Path) -> None:
     info = entry_point_info()
     assert info["good"].distribution == "fake-exp" and info["good"].version == "0.1"
-    assert info["good"].value == "fakepkg:EXP" and info["good"].problem is None
+    assert info["good"].value == "fakepkg:EXP" and info["good"].module == "fakepkg"
+    assert not hasattr(info["good"], "problem")  # dead field removed
     assert "fakepkg" not in sys.modules

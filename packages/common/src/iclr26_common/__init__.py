@@ -2,7 +2,15 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from iclr26_common.registry import Claim, Experiment, LoadError, Result, derive_verdict, discover
+from iclr26_common.registry import (
+    Claim,
+    Experiment,
+    LoadError,
+    Precondition,
+    Result,
+    derive_verdict,
+    discover,
+)
 from iclr26_common.seeding import seed_everything
 
 try:
@@ -14,6 +22,7 @@ __all__ = [
     "Claim",
     "Experiment",
     "LoadError",
+    "Precondition",
     "Result",
     "__version__",
     "derive_verdict",

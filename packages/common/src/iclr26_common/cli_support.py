@@ -8,9 +8,12 @@
   ``PROG COMMAND ARGS...`` routing, where LightningCLI subcommands (``fit``, ``test``...) take their
   own ``--help`` and every other command is a function of its remaining arguments.
 - :func:`run_with_one_line_errors`, :func:`is_user_error`: a console script's ``main`` turns bad
-  input (a package's format errors, path errors, ``ValueError`` raised by the package's own
-  validation, also when a library re-raised it) into one ``PROG: error: ...`` line and exit code
-  2; a traceback environment variable shows the traceback instead; anything else propagates.
+  input (a package's format errors, path errors, :class:`UsageError`, ``ValueError`` raised by
+  the package's own validation, also when a library re-raised it with ``raise ... from``) into
+  one ``PROG: error: ...`` line and exit code 2; a traceback environment variable shows the
+  traceback instead; anything else propagates.
+- :func:`comma_list`, :func:`comma_list_of`, :func:`int_list`: argparse ``type=`` parsers for
+  ``a,b,c`` lists and ``start:stop:step`` ranges.
 """
 
 from __future__ import annotations
@@ -28,8 +31,12 @@ __all__ = [
     "PATH_ERRORS",
     "ArgumentParser",
     "Handler",
+    "UsageError",
+    "comma_list",
+    "comma_list_of",
     "configs_command",
     "dispatch",
+    "int_list",
     "is_user_error",
     "lightning_commands",
     "raised_in",
@@ -57,6 +64,11 @@ CONFIGS_HELP = "list the YAML configs shipped with the package"
 Handler = Callable[[list[str]], "int | None"]
 
 
+class UsageError(Exception):
+    """Bad command-line input found outside argparse (e.g. a LightningCLI parse error): always a
+    user error (:func:`is_user_error`), printed as one line with exit code 2."""
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse with a one-line error: ``PROG: error: MESSAGE (see PROG --help)``, exit code 2."""
 
@@ -75,19 +87,67 @@ def shipped_configs(package: str, folder: str = "configs") -> dict[str, Path]:
 
 
 def resolve_config_names(argv: Sequence[str], configs: Mapping[str, Path]) -> list[str]:
-    """A copy of ``argv`` where ``--config NAME`` / ``--config=NAME`` naming a shipped config
-    (and not an existing file) is replaced by that config's path; other arguments are kept."""
+    """A copy of ``argv`` where ``--config NAME`` / ``--config=NAME`` / ``-c NAME`` /
+    ``-c=NAME`` naming a shipped config (and not an existing file) is replaced by that config's
+    path; other arguments are kept."""
     resolved = list(argv)
     for i, arg in enumerate(resolved):
-        if arg == "--config" and i + 1 < len(resolved):
+        if arg in ("--config", "-c") and i + 1 < len(resolved):
             value = resolved[i + 1]
             if not Path(value).exists() and value in configs:
                 resolved[i + 1] = str(configs[value])
-        elif arg.startswith("--config="):
-            value = arg.split("=", 1)[1]
+        elif arg.startswith(("--config=", "-c=")):
+            flag, value = arg.split("=", 1)
             if not Path(value).exists() and value in configs:
-                resolved[i] = f"--config={configs[value]}"
+                resolved[i] = f"{flag}={configs[value]}"
     return resolved
+
+
+def comma_list(text: str, item: Callable[[str], T] = str) -> list[T]:  # type: ignore[assignment]
+    """``'a, b,c'`` -> ``[item('a'), item('b'), item('c')]`` (blank parts dropped, order kept).
+
+    For argparse ``type=`` (strings) or through :func:`comma_list_of`. Raises
+    ``argparse.ArgumentTypeError`` for an empty list or a part ``item`` rejects."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}")
+    try:
+        return [item(part) for part in parts]
+    except (TypeError, ValueError):
+        name = getattr(item, "__name__", "value")
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of {name} values, got {text!r}"
+        ) from None
+
+
+def comma_list_of(item: Callable[[str], T]) -> Callable[[str], list[T]]:
+    """An argparse ``type=`` that parses a :func:`comma_list` of ``item`` values."""
+
+    def parse(text: str) -> list[T]:
+        return comma_list(text, item)
+
+    parse.__name__ = f"comma_list_of_{getattr(item, '__name__', 'value')}"
+    return parse
+
+
+def int_list(text: str) -> list[int]:
+    """``'200:2000:50'`` (inclusive range) or ``'200,400,600'`` -> a non-empty list of ints.
+
+    Raises ``argparse.ArgumentTypeError`` for anything else, including an empty or reversed
+    range (``300:200:50``) and a step that is not positive."""
+    expected = "expected 'start:stop:step' (start <= stop, step > 0) or a comma-separated list"
+    if ":" not in text:
+        try:
+            return comma_list(text, int)
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"{expected} of integers, got {text!r}") from None
+    try:
+        start, stop, step = (int(part) for part in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{expected} of integers, got {text!r}") from None
+    if step <= 0 or start > stop:
+        raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
+    return list(range(start, stop + 1, step))
 
 
 def top_level_parser(
@@ -181,9 +241,10 @@ def is_user_error(
     error: BaseException, package: str, error_types: tuple[type[BaseException], ...] = ()
 ) -> bool:
     """Bad input rather than a bug: one of the package's ``error_types``, a :data:`PATH_ERRORS`
-    error, or a ``ValueError`` raised by the package's own validation (:func:`raised_in`). A
-    ``ValueError`` raised inside torch, Lightning or another library is not."""
-    if isinstance(error, (*error_types, *PATH_ERRORS)):
+    error, a :class:`UsageError`, or a ``ValueError`` raised by the package's own validation
+    (:func:`raised_in`). A ``ValueError`` raised inside torch, Lightning or another library is
+    not. ``error`` alone is judged: :func:`user_error_in_chain` walks the chain."""
+    if isinstance(error, (*error_types, *PATH_ERRORS, UsageError)):
         return True
     return isinstance(error, ValueError) and raised_in(error, package)
 
@@ -192,15 +253,18 @@ def user_error_in_chain(
     error: BaseException, is_user: Callable[[BaseException], bool]
 ) -> BaseException | None:
     """``error`` itself or, when a library wrapped it (LightningCLI/jsonargparse re-raise a data
-    module's error, MONAI wraps transform errors in ``RuntimeError``), the first user error in its
-    ``__cause__``/``__context__`` chain; ``None`` when there is none."""
+    module's error, MONAI wraps transform errors in ``RuntimeError``, both with ``raise ... from``),
+    the first user error in its explicit ``__cause__`` chain; ``None`` when there is none.
+
+    The implicit ``__context__`` (an exception raised while another was being handled) is not
+    followed: a bug inside ``except FileNotFoundError:`` is a bug, not the user's missing file."""
     seen: set[int] = set()
     node: BaseException | None = error
     while node is not None and id(node) not in seen:
         if is_user(node):
             return node
         seen.add(id(node))
-        node = node.__cause__ or node.__context__
+        node = node.__cause__
     return None
 
 
@@ -212,14 +276,15 @@ def run_with_one_line_errors(
     is_user: Callable[[BaseException], bool],
     traceback_env: str,
 ) -> T:
-    """``dispatch(argv)``; a user error (per ``is_user``, searched along the exception chain)
+    """``dispatch(argv)``; a user error (a :class:`UsageError` or one ``is_user`` accepts,
+    searched along the explicit ``raise ... from`` chain)
     ends with one line ``PROG: error: MESSAGE`` on stderr and ``SystemExit(2)``. When the
     environment variable ``traceback_env`` is set, or the error is not a user error, the
     exception propagates with its traceback."""
     try:
         return dispatch(list(argv))
     except Exception as error:
-        found = user_error_in_chain(error, is_user)
+        found = user_error_in_chain(error, lambda e: isinstance(e, UsageError) or is_user(e))
         if os.environ.get(traceback_env) or found is None:
             raise
         message = " ".join(str(found).split()) or type(found).__name__

@@ -10,11 +10,15 @@ point of the group ``iclr26.experiments`` whose name equals ``Experiment.name``:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import importlib.machinery
+import json
 import re
+import sys
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint, PackageNotFoundError, entry_points, version
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,20 +30,23 @@ __all__ = [
     "EntryPointInfo",
     "Experiment",
     "LoadError",
+    "Precondition",
     "Result",
     "derive_verdict",
     "discover",
     "entry_point_info",
     "find_entry_points",
+    "imported_sources",
     "is_valid_name",
+    "source_digest",
 ]
 
 ENTRY_POINT_GROUP = "iclr26.experiments"
-VERDICTS = ("held", "not held")
+VERDICTS = ("held", "not held", "inconclusive")
 # The time contract of every experiment on 2 CPU cores, counted from process start (imports
 # included): a full run at most 10 minutes, a --quick run at most 60 seconds.
 BUDGET_S = {"full": 600.0, "quick": 60.0}
-Verdict = Literal["held", "not held"]
+Verdict = Literal["held", "not held", "inconclusive"]
 
 # Experiment names double as directory names under the reports folder.
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -50,12 +57,49 @@ def is_valid_name(name: str) -> bool:
     return isinstance(name, str) and _NAME_RE.fullmatch(name) is not None
 
 
-def _verdict_of(passed: bool | str) -> Verdict:
-    if isinstance(passed, str):
-        if passed not in VERDICTS:
-            raise ValueError(f"verdict must be one of {VERDICTS!r}, got {passed!r}")
-        return passed  # type: ignore[return-value]
-    return "held" if bool(passed) else "not held"
+def _nonempty(owner: str, attr: str, value: object) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{owner}.{attr} must be a non-empty string")
+
+
+@dataclass(frozen=True)
+class Precondition:
+    """A pre-registered positive control of a claim: can this setup test the claim at all?
+
+    ``name``: what is checked, in a few words ("baseline learned"). ``criterion``: the rule with
+    its threshold, fixed before the run ("acc(baseline) - acc(majority) >= 0.10").
+    ``measured``: the number(s) it was applied to (a JSON value). ``passed``: the rule's outcome.
+    A claim with a failed precondition is "inconclusive" (see :class:`Claim`).
+    """
+
+    name: str
+    criterion: str
+    measured: Any
+    passed: bool
+
+    def __post_init__(self) -> None:
+        _nonempty("Precondition", "name", self.name)
+        _nonempty("Precondition", "criterion", self.criterion)
+        object.__setattr__(self, "passed", bool(self.passed))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "criterion": self.criterion,
+            "measured": self.measured,
+            "passed": self.passed,
+        }
+
+
+def _as_precondition(item: Precondition | Sequence[Any]) -> Precondition:
+    if isinstance(item, Precondition):
+        return item
+    if isinstance(item, tuple | list) and len(item) == 4:
+        return Precondition(*item)
+    raise TypeError(
+        "Claim.preconditions must hold Precondition objects or (name, criterion, measured, "
+        f"passed) tuples, got {item!r:.80}"
+    )
 
 
 @dataclass
@@ -64,23 +108,88 @@ class Claim:
 
     ``text``: what the paper claims (one sentence). ``criterion``: the pre-registered rule, in
     words with its thresholds (e.g. "S1 test accuracy >= 0.80 (seed mean)"). ``measured``: the
-    numbers the rule was applied to (JSON-serialisable). ``verdict``: "held" / "not held"; a bool
-    is accepted (True -> "held").
+    numbers the rule was applied to (JSON-serialisable, finite). ``verdict``: whether the
+    criterion was met, a bool or "held" / "not held". ``preconditions``: pre-registered positive
+    controls (:class:`Precondition` or ``(name, criterion, measured, passed)`` tuples): if any
+    failed, the setup could not test the claim and the verdict becomes **"inconclusive"**, never
+    held or not held; ``criterion_met`` keeps what the criterion alone said. Prefer
+    :meth:`judge`, which reads as one line.
     """
 
     text: str
     criterion: str
     measured: dict[str, Any]
-    verdict: Verdict
+    verdict: Verdict | bool
+    preconditions: Sequence[Precondition | Sequence[Any]] = ()
+    criterion_met: bool | None = None
 
     def __post_init__(self) -> None:
-        for attr in ("text", "criterion"):
-            value = getattr(self, attr)
-            if not isinstance(value, str) or not value.strip():
-                raise ValueError(f"Claim.{attr} must be a non-empty string")
+        _nonempty("Claim", "text", self.text)
+        _nonempty("Claim", "criterion", self.criterion)
         if not isinstance(self.measured, dict):
             raise TypeError(f"Claim.measured must be a dict, got {type(self.measured).__name__}")
-        self.verdict = _verdict_of(self.verdict)
+        if isinstance(self.preconditions, str | bytes | dict):
+            raise TypeError("Claim.preconditions must be a list of Precondition")
+        self.preconditions = [_as_precondition(p) for p in self.preconditions]
+        failed = self.failed_preconditions
+        verdict = self.verdict
+        if isinstance(verdict, str) and verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS!r} or a bool, got {verdict!r}")
+        if verdict == "inconclusive":
+            if not failed:
+                raise ValueError(
+                    "verdict 'inconclusive' needs a failed precondition naming the control; "
+                    "give preconditions=[...] and the criterion's own outcome as the verdict"
+                )
+        else:
+            met = verdict == "held" if isinstance(verdict, str) else bool(verdict)
+            if self.criterion_met is not None and bool(self.criterion_met) != met:
+                raise ValueError(
+                    f"Claim.criterion_met={self.criterion_met!r} contradicts {verdict!r}"
+                )
+            self.criterion_met = met
+        self.verdict = "inconclusive" if failed else ("held" if self.criterion_met else "not held")
+
+    @classmethod
+    def judge(
+        cls,
+        *,
+        text: str,
+        criterion: str,
+        measured: dict[str, Any],
+        holds: bool,
+        preconditions: Sequence[Precondition | Sequence[Any]] = (),
+    ) -> Claim:
+        """The claim judged by its criterion (``holds``) unless a precondition failed.
+
+        Example, with the controls fixed in code before the run::
+
+            gain = acc_method - acc_baseline
+            Claim.judge(
+                text="The method beats the baseline.",
+                criterion=f"acc(method) - acc(baseline) >= {MIN_GAIN}",
+                measured={"method": acc_method, "baseline": acc_baseline, "gain": gain},
+                holds=gain >= MIN_GAIN,
+                preconditions=[
+                    Precondition(
+                        "baseline learned",
+                        "acc(baseline) >= 1.10 * acc(majority class)",
+                        {"baseline": acc_baseline, "majority": acc_majority},
+                        acc_baseline >= 1.10 * acc_majority,
+                    ),
+                    ("the method changed something", "weights flipped >= 1", n_flipped,
+                     n_flipped >= 1),
+                ],
+            )
+
+        Held / not held follows ``holds`` when every precondition passed; "inconclusive" when
+        any failed (whatever ``holds`` says, which is kept as ``criterion_met``).
+        """
+        return cls(text, criterion, measured, bool(holds), preconditions)
+
+    @property
+    def failed_preconditions(self) -> list[Precondition]:
+        return [p for p in self.preconditions if not p.passed]  # type: ignore[union-attr]
 
     @property
     def held(self) -> bool:
@@ -92,35 +201,39 @@ class Claim:
             "criterion": self.criterion,
             "measured": self.measured,
             "verdict": self.verdict,
+            "criterion_met": self.criterion_met,
+            "preconditions": [p.to_dict() for p in self.preconditions],  # type: ignore[union-attr]
         }
 
 
 def derive_verdict(claims: Iterable[Claim]) -> Verdict:
-    """The experiment's verdict from its claims: held only if every claim held."""
-    claims = list(claims)
-    if not claims:
+    """The experiment's verdict from its claims: "held" only if every claim held; "not held" if
+    any claim was not held (a claim that was tested and failed outweighs untestable ones);
+    otherwise (some inconclusive, none not held) "inconclusive"."""
+    verdicts = [c.verdict for c in claims]
+    if not verdicts:
         raise ValueError("cannot derive a verdict from an empty list of claims")
-    return "held" if all(c.held for c in claims) else "not held"
+    if all(v == "held" for v in verdicts):
+        return "held"
+    return "not held" if "not held" in verdicts else "inconclusive"
 
 
 @dataclass(kw_only=True)
 class Result:
-    """What an experiment's ``run`` returns: our numbers and, per claim, whether it held.
+    """What an experiment's ``run`` returns: our numbers and, per claim, its verdict.
 
-    Give ``claims`` (preferred: one :class:`Claim` per claim of the paper); the verdict is then
-    derived (held only if all claims hold). ``verdict`` alone is the older single-verdict form;
-    giving both requires them to agree.
+    ``verdict`` is derived from ``claims`` (see :func:`derive_verdict`), never given.
     """
 
     summary: str  # one paragraph, with our numbers
     metrics: dict[str, Any]  # JSON-serialisable (numbers, strings, lists, nested dicts)
     seeds: list[int]
     scale: str  # the miniature scale that ran, e.g. "16 classes × 5 distances, 2 epochs"
-    claims: list[Claim] = field(default_factory=list)
-    verdict: Verdict | None = None
+    claims: list[Claim]
     table_markdown: str = ""
     plots: list[str] = field(default_factory=list)  # file names relative to out_dir
     details: str = ""  # extra markdown
+    verdict: Verdict = field(init=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.metrics, dict):
@@ -131,21 +244,9 @@ class Result:
                 raise TypeError(
                     f"Result.claims must hold Claim objects, got {type(claim).__name__}"
                 )
-        if self.verdict is not None and self.verdict not in VERDICTS:
-            raise ValueError(
-                f"Result.verdict must be one of {VERDICTS!r}, got {self.verdict!r} "
-                "(an experiment that fails should raise, not return a verdict)"
-            )
-        if self.claims:
-            derived = derive_verdict(self.claims)
-            if self.verdict is not None and self.verdict != derived:
-                raise ValueError(
-                    f"Result.verdict {self.verdict!r} contradicts its claims (derived {derived!r}:"
-                    " held only if every claim holds)"
-                )
-            self.verdict = derived
-        elif self.verdict is None:
-            raise ValueError("Result needs claims (preferred) or a verdict")
+        if not self.claims:
+            raise ValueError("Result needs at least one Claim (its verdict is derived from them)")
+        self.verdict = derive_verdict(self.claims)
         self.seeds = [int(s) for s in self.seeds]
         self.plots = [str(p) for p in self.plots]
 
@@ -240,22 +341,105 @@ class EntryPointInfo:
     value: str  # "module:attribute"
     distribution: str | None
     version: str | None  # the distribution's version
-    problem: str | None = None  # e.g. the name is registered twice
+
+    @property
+    def module(self) -> str:
+        """The module that defines the Experiment (the part of ``value`` before ':')."""
+        return self.value.partition(":")[0].strip()
 
 
 def entry_point_info() -> dict[str, EntryPointInfo]:
-    """Every registered experiment by name, from entry-point metadata only (nothing imported)."""
-    out: dict[str, EntryPointInfo] = {}
-    for name, eps in find_entry_points().items():
-        ep = eps[0]
-        problem = None
-        if len(eps) > 1:
-            where = ", ".join(f"{_dist_name(e) or '?'} ({e.value})" for e in eps)
-            problem = f"entry point defined more than once: {where}"
-        elif not is_valid_name(name):
-            problem = f"invalid experiment name {name!r}"
-        out[name] = EntryPointInfo(name, ep.value, _dist_name(ep), _dist_version(ep), problem)
+    """Every registered experiment with a valid name, from entry-point metadata only (nothing
+    imported). A name registered twice keeps its first entry; :func:`discover` reports it."""
+    return {
+        name: EntryPointInfo(name, eps[0].value, _dist_name(eps[0]), _dist_version(eps[0]))
+        for name, eps in find_entry_points().items()
+        if is_valid_name(name)
+    }
+
+
+# ---------------------------------------------------------------- what ran: source digest
+
+#: Data files under an experiment's top-level package that count as its source (configs).
+SOURCE_DATA_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
+
+
+def _package_roots(top: str) -> tuple[list[Path], Path | None]:
+    """(search folders of the top-level package ``top``, or [] ; the file of a plain module).
+
+    Found with ``PathFinder`` on ``sys.path``: nothing is imported or executed.
+    """
+    spec = importlib.machinery.PathFinder.find_spec(top)
+    if spec is None:
+        return [], None
+    if spec.submodule_search_locations:
+        return [Path(p).resolve() for p in spec.submodule_search_locations], None
+    if spec.origin and Path(spec.origin).is_file():
+        return [], Path(spec.origin).resolve()
+    return [], None
+
+
+def imported_sources(module: str) -> list[str]:
+    """The ``.py`` files of ``module``'s top-level package imported in this process so far,
+    relative to the package folder (sorted); ``[file name]`` when it is a plain module."""
+    roots, single = _package_roots(module.partition(".")[0])
+    if single is not None:
+        return [single.name]
+    found: set[str] = set()
+    for mod in list(sys.modules.values()):
+        path = getattr(mod, "__file__", None)
+        if not isinstance(path, str) or not path.endswith(".py"):
+            continue
+        resolved = Path(path).resolve()
+        for root in roots:
+            if resolved.is_relative_to(root):
+                found.add(resolved.relative_to(root).as_posix())
+                break
+    return sorted(found)
+
+
+def _key_versions(distribution: str | None) -> dict[str, str | None]:
+    names = ["iclr26-common", *([distribution] if distribution else []), "torch"]
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
     return out
+
+
+def source_digest(module: str, files: Sequence[str], distribution: str | None) -> str | None:
+    """What ran, as one SHA-256: the experiment's source plus the versions that shape it.
+
+    The rule (the ``--resume`` key): the module defining the Experiment, every ``files`` entry
+    (the ``.py`` files of its top-level package that the worker had imported when ``run()``
+    returned, see :func:`imported_sources`), every ``.yaml/.yml/.json/.toml`` file under that
+    package's folder, and the installed versions of iclr26-common, ``distribution`` and torch.
+    Shared helpers of the package count when the experiment imported them, other experiments'
+    code does not. ``None`` when a listed file is gone (never resumable).
+    """
+    roots, single = _package_roots(module.partition(".")[0])
+    digest = hashlib.sha256(json.dumps([module, _key_versions(distribution)]).encode())
+    paths: dict[str, Path] = {}
+    for rel in sorted(set(files)):
+        candidates = [single] if single is not None and rel == single.name else []
+        candidates += [root / rel for root in roots]
+        found = next((p for p in candidates if p is not None and p.is_file()), None)
+        if found is None:
+            return None
+        paths[rel] = found
+    if not paths:
+        return None
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            rel_parts = path.relative_to(root).parts
+            hidden = any(part.startswith(".") or part == "__pycache__" for part in rel_parts)
+            if path.suffix in SOURCE_DATA_SUFFIXES and not hidden and path.is_file():
+                paths.setdefault(path.relative_to(root).as_posix(), path)
+    for rel in sorted(paths):
+        digest.update(rel.encode() + b"\0" + hashlib.sha256(paths[rel].read_bytes()).digest())
+    return digest.hexdigest()
 
 
 def discover(names: Iterable[str] | None = None) -> dict[str, Experiment | LoadError]:

@@ -1,9 +1,16 @@
-"""Write an experiment's ``result.json`` + ``report.md`` and the reports ``index.md``."""
+"""Write an experiment's ``result.json`` + ``report.md`` and the reports ``index.md``.
+
+``result.json`` is strict JSON (``allow_nan=False``): a claim or precondition whose measured
+values are not finite cannot be judged, so :func:`nonfinite_claims` names them and the worker
+writes an error result; a non-finite *metric* is written as the string ``"NaN"``, ``"Infinity"``
+or ``"-Infinity"`` and listed under ``nonfinite_metrics`` (and in ``report.md``).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import platform
 import re
@@ -17,18 +24,24 @@ from iclr26_common.registry import BUDGET_S, Experiment, Result
 
 __all__ = [
     "ATTEMPTS_DIR",
+    "SCHEMA_VERSION",
     "STATUSES",
     "atomic_write_text",
+    "mode_dir",
+    "nonfinite_claims",
     "read_result",
+    "strict_json",
     "write_attempt",
     "write_index",
     "write_result",
 ]
 
-STATUSES = ("held", "not held", "error")
-Status = Literal["held", "not held", "error"]
+STATUSES = ("held", "not held", "inconclusive", "error")
+Status = Literal["held", "not held", "inconclusive", "error"]
 # 2: per-claim verdicts, wall time from process start, device, run id, distribution version.
-SCHEMA_VERSION = 2
+# 3: "inconclusive" and claim preconditions; devices / threads used by run() (lists); the
+#    source digest (--resume key); strict JSON, non-finite metrics as strings.
+SCHEMA_VERSION = 3
 # Under the reports folder: one JSON per experiment whose latest attempt died without a result
 # while an earlier result was kept. Starts with "_" so it can never be an experiment's name.
 ATTEMPTS_DIR = "_attempts"
@@ -36,8 +49,16 @@ ATTEMPTS_DIR = "_attempts"
 _VERDICT_LINES = {
     "held": "**Verdict: held at this scale**",
     "not held": "**Verdict: not held at this scale**",
+    "inconclusive": "**Verdict: inconclusive at this scale** (a pre-registered control failed)",
     "error": "**Error**",
 }
+_NONFINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+
+
+def mode_dir(out: Path, quick: bool) -> Path:
+    """The folder of one mode's results under the reports folder ``out``: ``out/full`` or
+    ``out/quick``, so a quick run never replaces a full result (nor the other way round)."""
+    return Path(out) / ("quick" if quick else "full")
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -68,6 +89,40 @@ def _json_default(obj: Any) -> Any:
     if isinstance(obj, set | frozenset):
         return sorted(obj)
     raise TypeError(f"{type(obj).__name__} value {obj!r:.80} is not JSON-serialisable")
+
+
+def strict_json(value: Any, path: str = "") -> tuple[Any, list[str]]:
+    """``value`` as plain JSON data (NumPy / torch values converted) with every non-finite float
+    replaced by ``"NaN"`` / ``"Infinity"`` / ``"-Infinity"``, and the dotted paths of those
+    (``a.b[2]``). Raises ``TypeError`` for values that are not JSON-serialisable."""
+    value = json.loads(json.dumps(value, default=_json_default))
+    found: list[str] = []
+
+    def walk(node: Any, where: str) -> Any:
+        if isinstance(node, float) and not math.isfinite(node):
+            found.append(where or "(value)")
+            return _NONFINITE.get(node, "NaN")
+        if isinstance(node, dict):
+            return {k: walk(v, f"{where}.{k}" if where else str(k)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v, f"{where}[{i}]") for i, v in enumerate(node)]
+        return node
+
+    return walk(value, path), found
+
+
+def nonfinite_claims(claims: list[Any]) -> list[str]:
+    """One entry per non-finite measured value of ``claims`` (:class:`Claim` objects or their
+    dicts), e.g. ``claim 2 measured.gap``, ``claim 1 precondition 'baseline learned' measured``."""
+    problems: list[str] = []
+    for i, claim in enumerate(claims, 1):
+        data = claim.to_dict() if hasattr(claim, "to_dict") else claim
+        _, paths = strict_json(data.get("measured") or {}, "measured")
+        problems += [f"claim {i} {p}" for p in paths]
+        for pre in data.get("preconditions") or []:
+            _, paths = strict_json(pre.get("measured"), "measured")
+            problems += [f"claim {i} precondition {pre.get('name')!r} {p}" for p in paths]
+    return problems
 
 
 def _versions(dist_name: str | None) -> dict[str, str]:
@@ -129,19 +184,66 @@ def _measured(measured: dict[str, Any]) -> str:
     return "; ".join(f"{k} = {_cell(v)}" for k, v in _flatten(measured)) or "—"
 
 
+def _failed(claim: dict[str, Any]) -> list[str]:
+    return [
+        str(p.get("name", "?"))
+        for p in claim.get("preconditions") or []
+        if isinstance(p, dict) and not p.get("passed")
+    ]
+
+
+def _verdict_text(claim: dict[str, Any]) -> str:
+    verdict = str(claim.get("verdict", "?"))
+    failed = _failed(claim)
+    return f"{verdict} (failed: {', '.join(failed)})" if verdict == "inconclusive" else verdict
+
+
 def _render_claims(claims: list[dict[str, Any]]) -> list[str]:
     lines = ["| # | Claim | Criterion (fixed before the run) | Measured | Verdict |"]
     lines.append("|---|---|---|---|---|")
+    controls, notes = [], []
     for i, claim in enumerate(claims, 1):
+        verdict = _verdict_text(claim).split(" (", 1)
         cells = [
             str(i),
             _cell(claim.get("text", "?")),
             _cell(claim.get("criterion", "?")),
             _measured(claim.get("measured") or {}),
-            f"**{claim.get('verdict', '?')}**",
+            f"**{verdict[0]}**" + (f" ({_cell(verdict[1])}" if len(verdict) > 1 else ""),
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    return [*lines, ""]
+        for pre in claim.get("preconditions") or []:
+            value = pre.get("measured")
+            measured = _measured(value) if isinstance(value, dict) else _cell(value)
+            passed = "passed" if pre.get("passed") else "**failed**"
+            row = [str(i), _cell(pre.get("name", "?")), _cell(pre.get("criterion", "?"))]
+            controls.append("| " + " | ".join([*row, measured, passed]) + " |")
+        if claim.get("verdict") == "inconclusive":
+            met = {True: "met", False: "not met"}.get(claim.get("criterion_met"), "not recorded")
+            notes.append(
+                f"Claim {i} is **inconclusive**: its control {', '.join(_failed(claim))} failed, "
+                f"so this setup could not test it (its criterion alone was {met})."
+            )
+    lines.append("")
+    if controls:
+        lines += [
+            "### Preconditions (pre-registered controls)",
+            "",
+            "| Claim | Control | Criterion | Measured | Result |",
+            "|---|---|---|---|---|",
+            *controls,
+            "",
+        ]
+    return lines + [line for note in notes for line in (note, "")]
+
+
+def _usage(data: dict[str, Any]) -> str:
+    devices = data.get("devices") or ([data["device"]] if data.get("device") else [])
+    threads = data.get("threads")
+    text = ", ".join(devices) or "unknown"
+    if threads:
+        text += f"; torch threads: {', '.join(str(t) for t in threads)}"
+    return text
 
 
 def _render_report(data: dict[str, Any], out_dir: Path) -> str:
@@ -154,6 +256,7 @@ def _render_report(data: dict[str, Any], out_dir: Path) -> str:
         wall += f" of a {_duration(budget)} {mode} budget" + (
             "" if data["wall_s"] <= budget else " — **over budget**"
         )
+    source = data.get("source") or {}
     lines = [
         f"# {data['name']}",
         "",
@@ -169,12 +272,16 @@ def _render_report(data: dict[str, Any], out_dir: Path) -> str:
         f"- **Seeds:** {seeds}",
         f"- **Wall time:** {wall} (process start to result, imports included; run() "
         f"{_duration(data['duration_s'])})",
-        f"- **Device:** {data.get('device') or 'unknown'}"
-        + (f", {data['threads']} torch thread(s)" if data.get("threads") else ""),
+        f"- **Used by run():** {_usage(data)}",
         f"- **Run at:** {data['timestamp']} on {data['platform']}, Python {data['python']}",
         f"- **Versions:** {versions}",
-        "",
     ]
+    if source.get("digest"):
+        lines.append(
+            f"- **Source digest:** `{source['digest'][:16]}` ({len(source.get('files') or [])} "
+            f"imported file(s) of `{source.get('module')}`'s package, its configs and versions)"
+        )
+    lines.append("")
     if data.get("claims"):
         lines += ["## Claims and verdicts", "", *_render_claims(data["claims"])]
     if data["status"] != "error" or data["summary"] or data["metrics"]:
@@ -187,6 +294,9 @@ def _render_report(data: dict[str, Any], out_dir: Path) -> str:
             lines += ["| Metric | Value |", "|---|---|"]
             lines += [f"| {_cell(k)} | {_cell(v)} |" for k, v in _flatten(data["metrics"])]
             lines.append("")
+        if data.get("nonfinite_metrics"):
+            names = ", ".join(f"`{p}`" for p in data["nonfinite_metrics"])
+            lines += [f"Non-finite metric values (written as strings): {names}.", ""]
     if data["plots"]:
         lines += ["## Plots", ""]
         for plot in data["plots"]:
@@ -198,14 +308,24 @@ def _render_report(data: dict[str, Any], out_dir: Path) -> str:
         lines += ["## Details", "", data["details"].strip(), ""]
     lines += ["## Verdict", "", _VERDICT_LINES[data["status"]], ""]
     if data.get("claims") and data["status"] != "error":
-        held = sum(c.get("verdict") == "held" for c in data["claims"])
+        held, n, inconclusive = _claim_counts(data["claims"])
         lines += [
-            f"{held} of {len(data['claims'])} claims held; held only if every claim holds.",
+            f"{held} of {n} claims held"
+            + (f" ({inconclusive} inconclusive)" if inconclusive else "")
+            + "; held only if every claim holds, not held if any claim is not held, otherwise "
+            "inconclusive.",
             "",
         ]
     if data["status"] == "error":
         lines += [_code_block(data["error"] or "(no error message)"), ""]
     return "\n".join(lines)
+
+
+def _claim_counts(claims: list[Any]) -> tuple[int, int, int]:
+    """(held, total, inconclusive) over the claim dicts."""
+    claims = [c for c in claims if isinstance(c, dict)]
+    verdicts = [c.get("verdict") for c in claims]
+    return verdicts.count("held"), len(claims), verdicts.count("inconclusive")
 
 
 def _relative_plot(plot: str, out_dir: Path) -> str:
@@ -226,16 +346,22 @@ def write_result(
     duration_s: float,
     quick: bool,
     wall_s: float | None = None,
-    device: str | None = None,
-    threads: int | None = None,
+    devices: list[str] | None = None,
+    threads: list[int] | int | None = None,
     run_id: str | None = None,
+    source: dict[str, Any] | None = None,
+    device: str | None = None,
 ) -> None:
-    """Write ``out_dir/report.md`` then ``out_dir/result.json``, each atomically.
+    """Write ``out_dir/report.md`` then ``out_dir/result.json`` (strict JSON), each atomically.
 
     ``duration_s`` is the time ``run()`` took; ``wall_s`` the time from the worker process's
     start (imports included), which is what the budget (:data:`BUDGET_S`) applies to.
-    ``result.json`` is written last, so its presence means the report is complete. Raises
-    ``ValueError`` for an inconsistent ``status`` and ``TypeError`` for metrics that are not
+    ``devices`` / ``threads``: what ``run()`` used (``device`` is the older single string);
+    ``source``: ``{"module", "files", "digest"}``, the ``--resume`` key. An error result may
+    carry the ``result`` whose numbers it reports (claims with non-finite values are marked
+    "error"). ``result.json`` is written last, so its presence means the report is complete.
+    Raises ``ValueError`` for an inconsistent ``status`` or, unless ``status`` is "error", a
+    claim with non-finite measured values; ``TypeError`` for values that are not
     JSON-serialisable (before anything is written).
     """
     if status not in STATUSES:
@@ -243,13 +369,21 @@ def write_result(
     if status != "error" and (result is None or result.verdict != status):
         got = None if result is None else result.verdict
         raise ValueError(f"status {status!r} needs a Result with that verdict, got {got!r}")
+    r = result
+    metrics, nonfinite_metrics = strict_json(r.metrics if r else {})
+    raw_claims = [c.to_dict() for c in (r.claims if r else [])]
+    bad = nonfinite_claims(raw_claims)
+    if bad and status != "error":
+        raise ValueError(f"non-finite measured values cannot be judged: {', '.join(bad)}")
+    claims, _ = strict_json(raw_claims)
+    for i, claim in enumerate(claims, 1):
+        if any(b.startswith(f"claim {i} ") for b in bad):
+            claim["verdict"] = "error"
+    devices = list(devices) if devices else ([device] if device else [])
+    if isinstance(threads, int):
+        threads = [threads]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    r = result
-    metrics = json.loads(json.dumps(r.metrics if r else {}, default=_json_default))
-    claims = json.loads(
-        json.dumps([c.to_dict() for c in (r.claims if r else [])], default=_json_default)
-    )
     versions = _versions(experiment.distribution)
     budget = BUDGET_S["quick" if quick else "full"]
     wall = None if wall_s is None else round(float(wall_s), 3)
@@ -259,10 +393,11 @@ def write_result(
         "paper": experiment.paper,
         "claim": experiment.claim,
         "status": status,
-        "verdict": r.verdict if r else None,
+        "verdict": r.verdict if r and status != "error" else None,
         "claims": claims,
         "summary": r.summary if r else "",
         "metrics": metrics,
+        "nonfinite_metrics": nonfinite_metrics,
         "seeds": list(r.seeds) if r else [],
         "scale": r.scale if r else "",
         "table_markdown": r.table_markdown if r else "",
@@ -273,10 +408,12 @@ def write_result(
         "wall_s": wall,
         "budget_s": budget,
         "within_budget": None if wall is None else wall <= budget,
-        "device": device,
-        "threads": threads,
+        "device": ", ".join(devices) or None,  # schema <= 2 readers
+        "devices": devices,
+        "threads": [int(t) for t in threads] if threads else None,
         "quick": bool(quick),
         "run_id": run_id,
+        "source": source,
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -284,15 +421,17 @@ def write_result(
         "distribution_version": versions.get(experiment.distribution or ""),
         "versions": versions,
     }
+    text = json.dumps(data, indent=2, allow_nan=False) + "\n"
     atomic_write_text(out_dir / "report.md", _render_report(data, out_dir))
-    atomic_write_text(out_dir / "result.json", json.dumps(data, indent=2, default=str) + "\n")
+    atomic_write_text(out_dir / "result.json", text)
 
 
 def read_result(path: Path) -> dict[str, Any]:
     """A ``result.json`` as a dict, normalised across schema versions.
 
-    Schema 1 (single verdict, no claims, no wall time) stays readable: missing keys get None /
-    empty defaults. An unreadable file gives an error record instead of raising.
+    Schemas 1 (single verdict, no claims, no wall time) and 2 (one ``device`` string, an int
+    ``threads``) stay readable: missing keys get None / empty defaults, ``devices`` and
+    ``threads`` become lists. An unreadable file gives an error record instead of raising.
     """
     path = Path(path)
     try:
@@ -315,7 +454,10 @@ def read_result(path: Path) -> dict[str, Any]:
         "budget_s": None,
         "within_budget": None,
         "device": None,
+        "threads": None,
         "run_id": None,
+        "source": None,
+        "nonfinite_metrics": [],
         "distribution": None,
         "distribution_version": None,
         "quick": None,
@@ -325,6 +467,10 @@ def read_result(path: Path) -> dict[str, Any]:
         data.setdefault(key, value)
     if not isinstance(data["claims"], list):
         data["claims"] = []
+    if not isinstance(data.get("devices"), list):
+        data["devices"] = [data["device"]] if isinstance(data["device"], str) else []
+    if isinstance(data["threads"], int):
+        data["threads"] = [data["threads"]]
     if data["distribution_version"] is None and data["distribution"]:
         data["distribution_version"] = (data.get("versions") or {}).get(data["distribution"])
     return data
@@ -378,11 +524,10 @@ def _wall(data: dict[str, Any]) -> str:
 
 
 def _claims_held(data: dict[str, Any]) -> str:
-    claims = data["claims"]
-    if not claims:
+    if not data["claims"]:
         return "— (single verdict)" if data["status"] != "error" else "—"
-    held = sum(c.get("verdict") == "held" for c in claims if isinstance(c, dict))
-    return f"{held}/{len(claims)}"
+    held, n, inconclusive = _claim_counts(data["claims"])
+    return f"{held}/{n}" + (f" ({inconclusive} inconclusive)" if inconclusive else "")
 
 
 def _load_attempts(reports_dir: Path) -> dict[str, dict[str, Any]]:
@@ -395,30 +540,51 @@ def _load_attempts(reports_dir: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def write_index(reports_dir: Path, run_id: str | None = None) -> Path:
+def write_index(
+    reports_dir: Path,
+    run_id: str | None = None,
+    *,
+    registered: list[str] | None = None,
+    mode: str | None = None,
+) -> Path:
     """Write ``reports_dir/index.md`` over every ``*/result.json`` and return its path.
 
     Lists each experiment's verdict, claims held, mode, wall time (marked when over budget),
     device and whether it comes from this invocation (``run_id``) or an earlier run (with its
-    date), then every claim with its verdict. Unreadable results are listed as errors.
+    date), then every claim with its verdict. Unreadable results are listed as errors. With
+    ``registered`` (the experiment names) and ``mode`` ("full" / "quick"), the headline counts
+    only registered experiments of that mode; other folders are listed under "Not counted" and
+    registered experiments without a result under "Not run".
     """
     reports_dir = Path(reports_dir)
     reports_dir.mkdir(parents=True, exist_ok=True)
     attempts = _load_attempts(reports_dir)
     rows: list[str] = []
+    leftovers: list[str] = []
     claim_sections: list[str] = []
+    counted: set[str] = set()
     counts = dict.fromkeys(STATUSES, 0)
-    n_claims = n_claims_held = 0
+    n_claims = n_claims_held = n_inconclusive = 0
     for path in sorted(reports_dir.glob("*/result.json")):
         exp_dir = path.parent.name
         if exp_dir.startswith((".", "_")):
             continue  # temporary run folders and bookkeeping, never results
         data = read_result(path)
         status = data["status"]
-        counts[status] += 1
-        has_report = (path.parent / "report.md").is_file()
         quick = data.get("quick")
         when = _when(data, run_id)
+        link = f"[report.md]({exp_dir}/report.md)" if (path.parent / "report.md").is_file() else "—"
+        why = None
+        if registered is not None and exp_dir not in registered:
+            why = "not a registered experiment"
+        elif mode is not None and quick is not None and quick != (mode == "quick"):
+            why = f"a {'quick' if quick else 'full'} result in the {mode} folder"
+        if why is not None:
+            cells = [exp_dir, "**error**" if status == "error" else status, when, why]
+            leftovers.append("| " + " | ".join(_cell(c) for c in cells) + f" | {link} |")
+            continue
+        counted.add(exp_dir)
+        counts[status] += 1
         attempt = attempts.get(exp_dir)
         if attempt is not None:
             ran = "this run" if attempt.get("run_id") == run_id else "a later run"
@@ -434,46 +600,62 @@ def write_index(reports_dir: Path, run_id: str | None = None) -> Path:
             str(data.get("device") or "?"),
             when,
         ]
-        link = f"[report.md]({exp_dir}/report.md)" if has_report else "—"
         rows.append("| " + " | ".join(_cell(c) for c in cells) + f" | {link} |")
 
         claims = [c for c in data["claims"] if isinstance(c, dict)]
         verdict = "**error**" if status == "error" else status
         section = [f"### {data.get('name') or exp_dir} — {verdict}", ""]
         if claims:
-            n_claims += len(claims)
-            n_claims_held += sum(c.get("verdict") == "held" for c in claims)
+            held, n, inconclusive = _claim_counts(claims)
+            n_claims, n_claims_held = n_claims + n, n_claims_held + held
+            n_inconclusive += inconclusive
             section += ["| # | Claim | Criterion | Verdict |", "|---|---|---|---|"]
             for i, claim in enumerate(claims, 1):
                 cells = [str(i), claim.get("text", "?"), claim.get("criterion", "?")]
-                section.append(
-                    "| " + " | ".join(_cell(c) for c in cells) + f" | {claim.get('verdict')} |"
-                )
+                cells.append(_verdict_text(claim))
+                section.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         elif status == "error":
             section.append(f"No claims judged: {_short(data.get('error') or '?', 200)}")
         else:
             section.append(f"Single verdict (no per-claim breakdown): {_short(data['claim'], 200)}")
         claim_sections += [*section, ""]
     total = sum(counts.values())
+    tally = ", ".join(f"{counts[s]} {s}" for s in STATUSES)
+    if registered is not None:
+        missing = sorted(set(registered) - counted)
+        scope = f" ({mode} mode)" if mode else ""
+        headline = f"{total} of {len(registered)} registered experiments{scope}: {tally}"
+        headline += f"; {len(missing)} not run" if missing else ""
+    else:
+        missing = []
+        headline = f"{total} experiment{'' if total == 1 else 's'}: {tally}"
     quick_budget, full_budget = _duration(BUDGET_S["quick"]), _duration(BUDGET_S["full"])
+    extra: list[str] = []
+    if leftovers:
+        extra += ["## Not counted", "", "| Folder | Verdict | Run | Why | Report |"]
+        extra += ["|---|---|---|---|---|", *leftovers, ""]
+    if missing:
+        extra += ["## Not run", "", "Registered, without a result here: " + ", ".join(missing)]
+        extra.append("")
     text = "\n".join(
         [
-            "# iclr26 reproduction reports",
+            "# iclr26 reproduction reports" + (f" ({mode} mode)" if mode else ""),
             "",
-            f"Generated {datetime.now(UTC).isoformat(timespec='seconds')}. "
-            f"**{total} experiment{'' if total == 1 else 's'}: {counts['held']} held, "
-            f"{counts['not held']} not held, {counts['error']} error.** "
-            f"Claims: {n_claims_held} of {n_claims} held.",
+            f"Generated {datetime.now(UTC).isoformat(timespec='seconds')}. **{headline}.** "
+            f"Claims: {n_claims_held} of {n_claims} held, {n_inconclusive} inconclusive.",
             "",
             "Each verdict applies only to the miniature scale that was run (see each report). "
-            "An experiment is held only if every one of its claims holds. Budget per experiment "
-            f"on 2 CPU cores, process start to result: full {full_budget}, quick {quick_budget}.",
+            "An experiment is held only if every one of its claims holds, not held if any claim "
+            "is not held, otherwise inconclusive (a claim is inconclusive when one of its "
+            "pre-registered controls failed). Budget per experiment on 2 CPU cores, process "
+            f"start to result: full {full_budget}, quick {quick_budget}.",
             "",
             "| Experiment | Paper | Verdict | Claims held | Mode | Wall time | Device | Run "
             "| Report |",
             "|---|---|---|---|---|---|---|---|---|",
             *rows,
             "",
+            *extra,
             "## Claims",
             "",
             *claim_sections,

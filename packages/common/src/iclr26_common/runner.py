@@ -1,40 +1,66 @@
 """Schedule experiments into worker subprocesses and swap their results into the reports folder.
 
 The parent process never imports an experiment's package: names and versions come from entry-point
-metadata, and only the worker (``python -m iclr26_common.worker``) imports. Each run writes into a
-temporary sibling folder ``OUT/.NAME.partial-RUN`` that replaces ``OUT/NAME`` only once the worker
-has written a result (held, not held, or the error of a failing ``run()``). A worker that dies
-without a result (crash, signal, timeout, interruption) leaves the earlier result in place and is
-recorded under ``OUT/_attempts/``; with no earlier result, an error result is written instead.
+metadata, and only the worker (``python -m iclr26_common.worker``) imports. ``OUT`` here is one
+mode's folder (``reports/full`` or ``reports/quick``, see :func:`report.mode_dir`). One run at a
+time writes into it: :class:`OutputLock` holds ``OUT/.iclr26.lock`` (``flock``; the workers
+inherit it, so orphaned workers of a killed run still hold it). Each run writes into a temporary
+sibling folder ``OUT/.NAME.partial-RUN`` that replaces ``OUT/NAME`` only once the worker has
+written a result (held, not held, inconclusive, or the error of a failing ``run()``). A worker that
+dies without a result (crash, signal, timeout, interruption) leaves the earlier result in place
+and is recorded under ``OUT/_attempts/``; with no earlier result, an error result is written.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from iclr26_common.registry import EntryPointInfo, entry_point_info
-from iclr26_common.report import clear_attempt, read_result, write_attempt, write_result
+from iclr26_common.registry import VERDICTS, EntryPointInfo, entry_point_info, source_digest
+from iclr26_common.report import (
+    STATUSES,
+    clear_attempt,
+    read_result,
+    write_attempt,
+    write_result,
+)
 from iclr26_common.worker import META_FILE, THREAD_ENV_VARS, fresh_dir, placeholder
 
-__all__ = ["Outcome", "Runner", "available_cores", "new_run_id", "threads_per_worker"]
+__all__ = [
+    "LOCK_FILE",
+    "Outcome",
+    "OutputLock",
+    "OutputLocked",
+    "Runner",
+    "available_cores",
+    "is_resumable",
+    "new_run_id",
+    "recover",
+    "threads_per_worker",
+    "user_threads",
+]
 
 TAIL_LINES = 40  # lines of a crashed worker's output kept in its error result
 KILL_GRACE_S = 5.0  # SIGTERM -> SIGKILL delay for a timed-out worker
 POLL_S = 0.1
+LOCK_FILE = ".iclr26.lock"
+LOCK_POLL_S = 0.2
+_HELD: dict[Path, OutputLock] = {}  # reports folders whose lock this process holds
 
 
 @dataclass
@@ -42,7 +68,7 @@ class Outcome:
     """What happened to one experiment in this invocation."""
 
     name: str
-    status: str  # "held" / "not held" / "error"
+    status: str  # "held" / "not held" / "inconclusive" / "error"
     seconds: float
     note: str = ""
     resumed: bool = False  # an earlier result was reused (--resume)
@@ -56,9 +82,18 @@ def available_cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def threads_per_worker(jobs: int, cores: int | None = None) -> int:
-    """max(1, cores // jobs): the torch threads of each of ``jobs`` parallel workers."""
-    return max(1, (available_cores() if cores is None else cores) // max(1, jobs))
+def threads_per_worker(jobs: int, cores: int | None = None, running: int | None = None) -> int:
+    """``max(1, cores // min(jobs, running))``: the torch threads of each parallel worker, where
+    ``running`` is how many experiments will run (fewer than ``jobs`` leaves cores free)."""
+    workers = max(1, min(jobs, running) if running is not None else jobs)
+    return max(1, (available_cores() if cores is None else cores) // workers)
+
+
+def user_threads(environ: dict[str, str] | None = None) -> int | None:
+    """The user's ``OMP_NUM_THREADS`` as a thread count, or ``None`` when unset or not a plain
+    positive integer (then it is still passed through unchanged)."""
+    value = (os.environ if environ is None else environ).get("OMP_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
 
 
 def new_run_id() -> str:
@@ -109,25 +144,155 @@ def _written_status(exp_dir: Path) -> str | None:
         status = json.loads(path.read_text(encoding="utf-8"))["status"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return status if status in ("held", "not held", "error") else None
+    return status if status in STATUSES else None
+
+
+# ---------------------------------------------------------------------------- the output lock
+
+
+class OutputLocked(RuntimeError):
+    """Another live run holds the reports folder; the message is one line naming it."""
+
+
+class OutputLock:
+    """``flock`` on ``OUT/.iclr26.lock``, which records the holder (pid, host, run id, start).
+
+    The lock belongs to the open file: the kernel drops it when every process holding the file
+    is gone (no stale lock after a crash), and the workers inherit it (``pass_fds``), so workers
+    orphaned by a killed ``reproduce`` keep their folders safe from the next run.
+    """
+
+    def __init__(self, folder: Path, run_id: str) -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / LOCK_FILE
+        self.run_id = run_id
+        self.fd: int | None = None
+
+    def holder(self) -> str:
+        """Who holds the lock, in words, from the lock file."""
+        try:
+            info = json.loads(self.path.read_text(encoding="utf-8"))
+            pid = int(info["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return "another iclr26 run (no details recorded)"
+        alive = True
+        if info.get("host") == socket.gethostname():
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                alive = False
+            except PermissionError:
+                pass
+        text = f"run {info.get('run_id')} (pid {pid} on {info.get('host')}, since "
+        text += f"{info.get('started')})"
+        return text + ("" if alive else "; that process is gone, its workers still run")
+
+    def acquire(self, wait: bool = False, on_wait: Callable[[str], None] | None = None) -> None:
+        """Take the lock; raise :class:`OutputLocked` if another run holds it (or, with
+        ``wait``, poll until it is free, calling ``on_wait(holder)`` once)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        waited = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not wait:
+                    os.close(fd)
+                    raise OutputLocked(
+                        f"{self.folder} is in use by {self.holder()}; wait for it to finish, "
+                        "pass --wait, or use another --out"
+                    ) from None
+                if not waited and on_wait is not None:
+                    on_wait(self.holder())
+                waited = True
+                try:
+                    time.sleep(LOCK_POLL_S)
+                except BaseException:
+                    os.close(fd)
+                    raise
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "run_id": self.run_id,
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+        self.fd = fd
+        _HELD[self.folder.resolve()] = self
+
+    def release(self) -> None:
+        if self.fd is not None:
+            _HELD.pop(self.folder.resolve(), None)
+            with contextlib.suppress(OSError):
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+    @contextlib.contextmanager
+    def held(
+        self, wait: bool = False, on_wait: Callable[[str], None] | None = None
+    ) -> Iterator[OutputLock]:
+        self.acquire(wait, on_wait)
+        try:
+            yield self
+        finally:
+            self.release()
+
+
+def _held_lock(folder: Path) -> OutputLock | None:
+    return _HELD.get(Path(folder).resolve())
+
+
+def _lock_is_free(folder: Path) -> bool:
+    """True if no process holds ``folder``'s lock (it is not taken by this check)."""
+    path = Path(folder) / LOCK_FILE
+    if not path.exists():
+        return True
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing drops the probe's lock
+    return True
+
+
+# ---------------------------------------------------------------------------- resume / recover
 
 
 def is_resumable(out: Path, info: EntryPointInfo, quick: bool) -> bool:
-    """True if ``out/NAME`` holds a held / not-held result of this distribution version and mode."""
+    """True if ``out/NAME`` holds a held / not held / inconclusive result of this mode whose
+    source digest (:func:`registry.source_digest`) matches the installed code and versions."""
     path = out / info.name / "result.json"
     if not path.is_file():
         return False
     data = read_result(path)
-    return (
-        data["status"] in ("held", "not held")
-        and data["distribution"] == info.distribution
-        and data["distribution_version"] == info.version
-        and data["quick"] is bool(quick)
-    )
+    source = data.get("source")
+    if not isinstance(source, dict) or not source.get("digest"):
+        return False  # schema <= 2, or the digest could not be computed
+    if data["status"] not in VERDICTS or data["quick"] is not bool(quick):
+        return False
+    files = source.get("files")
+    if source.get("module") != info.module or not isinstance(files, list):
+        return False
+    return source["digest"] == source_digest(info.module, files, info.distribution)
 
 
 def recover(out: Path, name: str) -> None:
-    """Undo a swap interrupted between its two renames; drop stale partial folders."""
+    """Undo a swap interrupted between its two renames; drop stale partial folders.
+
+    Only while this process holds ``out``'s lock, or nobody does: a live run's
+    ``.NAME.partial-*`` / ``.NAME.old-*`` folders are never touched.
+    """
+    if _held_lock(out) is None and not _lock_is_free(out):
+        return
     target = out / name
     olds = sorted(out.glob(f".{name}.old-*"))
     if not target.exists() and olds:
@@ -150,8 +315,10 @@ def _swap_in(tmp: Path, target: Path, run_id: str) -> None:
 
 
 class Runner:
-    """Runs experiments in parallel worker subprocesses (``jobs`` at a time).
+    """Runs experiments in parallel worker subprocesses (``jobs`` at a time) into the reports
+    folder ``out`` (one mode's folder), holding its :class:`OutputLock` while it runs.
 
+    ``on_plan(to_run, resumed)`` is called once the threads are chosen (``self.threads``);
     ``on_start(name)`` and ``on_done(outcome)`` are called from worker threads.
     """
 
@@ -165,15 +332,20 @@ class Runner:
         run_id: str | None = None,
         on_start: Callable[[str], None] | None = None,
         on_done: Callable[[Outcome], None] | None = None,
+        on_plan: Callable[[int, int], None] | None = None,
     ) -> None:
         self.out = Path(out)
         self.quick = quick
         self.jobs = max(1, jobs)
         self.timeout = timeout
         self.run_id = run_id or new_run_id()
-        self.threads = threads_per_worker(self.jobs)
+        # The user's OMP_NUM_THREADS wins (passed through unchanged); else cores // workers.
+        self.user_threads = user_threads()
+        self.user_env = "OMP_NUM_THREADS" in os.environ
+        self.threads = self.user_threads or threads_per_worker(self.jobs)
         self.on_start = on_start or (lambda name: None)
         self.on_done = on_done or (lambda outcome: None)
+        self.on_plan = on_plan or (lambda to_run, resumed: None)
         self._stop = threading.Event()
         self.interrupted = False
 
@@ -184,8 +356,15 @@ class Runner:
 
         Ctrl-C / SIGTERM in the main thread stops everything: running workers are killed, the
         ones not started are skipped (absent from the outcomes) and ``interrupted`` is set.
+        Takes the folder's lock unless this process holds it (:class:`OutputLocked` if another
+        run does).
         """
-        self.out.mkdir(parents=True, exist_ok=True)
+        if _held_lock(self.out) is not None:
+            return self._run(names, resume)
+        with OutputLock(self.out, self.run_id).held():
+            return self._run(names, resume)
+
+    def _run(self, names: list[str], resume: bool) -> list[Outcome]:
         infos = entry_point_info()
         outcomes: dict[str, Outcome] = {}
         todo: list[str] = []
@@ -202,9 +381,13 @@ class Runner:
                     resumed=True,
                 )
                 outcomes[name] = outcome
-                self.on_done(outcome)
             else:
                 todo.append(name)
+        if self.user_threads is None and not self.user_env:
+            self.threads = threads_per_worker(self.jobs, running=len(todo))
+        self.on_plan(len(todo), len(outcomes))
+        for outcome in outcomes.values():
+            self.on_done(outcome)
         with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="iclr26") as pool:
             futures: dict[Future[Outcome], str] = {
                 pool.submit(self._guarded, name, infos.get(name)): name for name in todo
@@ -245,10 +428,14 @@ class Runner:
         target = self.out / name
         log_path = self.log_path(name)
         cmd = [sys.executable, "-m", "iclr26_common.worker", name, "--dir", str(tmp)]
-        cmd += ["--run-id", self.run_id, "--threads", str(self.threads)]
+        cmd += ["--run-id", self.run_id]
         cmd += ["--quick"] if self.quick else []
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        env.update(dict.fromkeys(THREAD_ENV_VARS, str(self.threads)))
+        if not self.user_env or self.user_threads is not None:
+            cmd += ["--threads", str(self.threads)]
+        for var in THREAD_ENV_VARS:  # never replace what the user set
+            env.setdefault(var, str(self.threads))
+        lock = _held_lock(self.out)
         problem = None
         start = time.monotonic()
         with open(log_path, "wb") as log:
@@ -259,6 +446,7 @@ class Runner:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
+                pass_fds=() if lock is None or lock.fd is None else (lock.fd,),
             )
             deadline = None if self.timeout is None else start + self.timeout
             while True:

@@ -4,18 +4,99 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Callable, Iterator, Sequence
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "DDP_CPU_ARGS",
+    "MainRun",
     "assert_cli_help",
     "assert_one_line_error",
+    "console_script",
+    "help_commands",
     "lightning_logs_to_current_stderr",
+    "run_console_script",
+    "run_main",
     "shipped_configs",
 ]
+
+#: Trainer options of a two-process DDP run on the CPU (gloo): what the multi-device tests add
+#: to a package's tiny ``fit``.
+DDP_CPU_ARGS = ("--trainer.strategy", "ddp", "--trainer.devices", "2", "--trainer.accelerator",
+                "cpu")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class MainRun:
+    """What :func:`run_main` saw: the exit code (0 when ``main`` returned ``None``), stdout,
+    stderr."""
+
+    code: int | str | None
+    out: str
+    err: str
+
+
+def run_main(
+    main: Callable[[list[str]], Any],
+    args: Sequence[str],
+    capsys: Any,
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+) -> MainRun:
+    """Run ``main(list(args))`` in-process (in ``cwd`` if given, restored afterwards) and return
+    its exit code and captured output. A ``SystemExit`` becomes the code; other exceptions
+    propagate. ``capsys``: pytest's fixture; what was printed before is discarded."""
+    lightning_logs_to_current_stderr()
+    capsys.readouterr()
+    with contextlib.chdir(cwd) if cwd is not None else contextlib.nullcontext():
+        try:
+            result = main(list(args))
+        except SystemExit as exc:
+            code = exc.code
+        else:
+            code = 0 if result is None else result
+    captured = capsys.readouterr()
+    return MainRun(code, captured.out, captured.err)
+
+
+def console_script(name: str) -> Path:
+    """The path of the installed console script ``name`` next to this interpreter (the venv's
+    ``bin/``); ``FileNotFoundError`` when it is not installed."""
+    folder = Path(sys.executable).parent
+    for candidate in (folder / name, folder / f"{name}.exe"):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"console script {name!r} is not installed in {folder}")
+
+
+def run_console_script(
+    name: str,
+    args: Sequence[str],
+    cwd: str | os.PathLike[str],
+    *,
+    timeout: float = 300,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run the console script ``name`` with ``args`` in ``cwd`` as a user would (a fresh
+    process, so Lightning's ``ddp`` can re-run its command line for ranks > 0). One torch thread
+    per process unless ``env`` says otherwise; returns the completed process (text output)."""
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    return subprocess.run(
+        [str(console_script(name)), *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def assert_cli_help(main: Callable[[list[str]], Any], args: Sequence[str] = ("--help",)) -> str:
@@ -35,6 +116,24 @@ def assert_cli_help(main: Callable[[list[str]], Any], args: Sequence[str] = ("--
     assert code in (0, None), f"main({list(args)!r}) exited with {code!r}; output:\n{out}"
     assert "usage" in out.lower(), f"no usage text on stdout for {list(args)!r}:\n{out!r}"
     return out
+
+
+def help_commands(help_text: str) -> list[str]:
+    """The subcommand names an argparse ``--help`` lists under its ``COMMAND`` argument, in
+    order (e.g. ``["fit", "validate", "synth", "configs"]``): what a help test should compare,
+    rather than searching the whole text for a word such as "test"."""
+    lines = help_text.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == "COMMAND") + 1
+    except StopIteration:
+        raise AssertionError(f"no COMMAND list in the help text:\n{help_text}") from None
+    names = []
+    for line in lines[start:]:
+        if line and not line.startswith(" "):
+            break  # the next section ("options:")
+        if line.startswith("    ") and not line.startswith("     "):
+            names.append(line.split()[0])
+    return names
 
 
 def assert_one_line_error(

@@ -8,7 +8,7 @@ Usage::
     python -m iclr26_common.worker --describe NAME [NAME ...]     # JSON line per experiment
 
 The experiment's files go to its directory (emptied first). Exit status 0 when a held / not held
-result was written, 1 when an error result was written. ``iclr26 reproduce`` runs each
+/ inconclusive result was written, 1 when an error result was written. ``iclr26 reproduce`` runs each
 experiment through this module in its own subprocess, so only the worker ever imports an
 experiment's package; ``--describe`` is how ``iclr26 list`` reads paper and claim the same way.
 """
@@ -24,16 +24,20 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
+from iclr26_common.device import describe_device, reset_usage, used_devices, used_threads
 from iclr26_common.registry import (
     Experiment,
     LoadError,
     Result,
     discover,
     entry_point_info,
+    imported_sources,
     is_valid_name,
+    source_digest,
 )
-from iclr26_common.report import write_result
+from iclr26_common.report import nonfinite_claims, write_result
 
 __all__ = [
     "META_FILE",
@@ -43,6 +47,7 @@ __all__ = [
     "main",
     "placeholder",
     "run_experiment",
+    "used_devices_and_threads",
 ]
 
 # Written into the experiment's folder while it runs: paper and claim for an error result
@@ -78,27 +83,50 @@ def placeholder(name: str, distribution: str | None = None) -> Experiment:
     )
 
 
-def _device() -> str:
-    """'cpu' or the CUDA device name, asking torch only if the experiment imported it."""
+def _torch_cuda_initialised() -> bool:
     torch = sys.modules.get("torch")
-    if torch is None:
-        return "cpu"
     try:
-        if torch.cuda.is_available():
-            return f"cuda ({torch.cuda.get_device_name(0)})"
-    except Exception:  # a broken CUDA setup still ran on the CPU
-        pass
-    return "cpu"
+        return bool(torch is not None and torch.cuda.is_initialized())
+    except Exception:  # a broken CUDA setup
+        return False
 
 
-def _apply_threads(threads: int | None) -> int | None:
+def used_devices_and_threads() -> tuple[list[str], list[int] | None]:
+    """What ``run()`` used, measured after it returned (provenance for ``result.json``).
+
+    Devices: those recorded through :mod:`iclr26_common.device`; else the current CUDA device
+    when the experiment initialised CUDA without recording it; else ``["cpu"]``. Threads: the
+    counts recorded through ``torch_threads``; else ``torch.get_num_threads()`` now, if the
+    experiment imported torch; else ``None`` (no torch work).
+    """
+    devices = used_devices()
+    if not devices and _torch_cuda_initialised():
+        with contextlib.suppress(Exception):
+            devices = [describe_device("cuda")]
+    threads = used_threads()
+    torch = sys.modules.get("torch")
+    if not threads and torch is not None:
+        threads = [int(torch.get_num_threads())]
+    return devices or ["cpu"], threads or None
+
+
+def _apply_threads(threads: int | None) -> None:
     """Set torch's intra-op threads if the experiment's import brought torch in."""
     torch = sys.modules.get("torch")
-    if torch is None:
-        return threads
-    if threads is not None:
+    if torch is not None and threads is not None:
         torch.set_num_threads(threads)
-    return int(torch.get_num_threads())
+
+
+def _source(module: str | None, distribution: str | None) -> dict[str, Any] | None:
+    """``{"module", "files", "digest"}`` of what ran (see :func:`registry.source_digest`)."""
+    if not module:
+        return None
+    try:
+        files = imported_sources(module)
+        digest = source_digest(module, files, distribution)
+    except (OSError, ValueError, ImportError):
+        return None
+    return {"module": module, "files": files, "digest": digest}
 
 
 def run_experiment(
@@ -110,11 +138,14 @@ def run_experiment(
     threads: int | None = None,
     run_id: str | None = None,
     distribution: str | None = None,
+    module: str | None = None,
 ) -> int:
     """Run ``experiment`` with ``out_dir`` as its (fresh) directory; write the result; 0/1.
 
     ``started_at`` (epoch seconds, default now) is when the process started: the result's
-    ``wall_s`` counts from it, imports included.
+    ``wall_s`` counts from it, imports included. ``module`` defines the Experiment (default:
+    the module of its ``run``); its package's source digest is recorded for ``--resume``.
+    A result whose claims measured a non-finite value is written as an error naming it.
     """
     started_at = time.time() if started_at is None else started_at
     out_dir = fresh_dir(out_dir)
@@ -129,7 +160,6 @@ def run_experiment(
             error=error,
             duration_s=0.0,
             wall_s=time.time() - started_at,
-            device=_device(),
             **common,
         )
         return 1
@@ -137,7 +167,8 @@ def run_experiment(
     # Paper and claim for the parent, should this process die without writing a result.
     meta = {"name": experiment.name, "paper": experiment.paper, "claim": experiment.claim}
     (out_dir / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
-    threads = _apply_threads(threads)
+    _apply_threads(threads)
+    reset_usage()
     start = time.perf_counter()
     result: object = None
     error: str | None = None
@@ -149,20 +180,31 @@ def run_experiment(
         if not isinstance(result, Result):
             error = f"run() returned {type(result).__name__}, expected iclr26_common.Result"
     duration = time.perf_counter() - start
-    timing = {"duration_s": duration, "device": _device(), "threads": threads, **common}
+    devices, used_threads = used_devices_and_threads()
+    module = module or getattr(experiment.run, "__module__", None)
+    timing = {"duration_s": duration, "devices": devices, "threads": used_threads, **common}
     with contextlib.suppress(FileNotFoundError):
         (out_dir / META_FILE).unlink()
 
+    kept: Result | None = None
+    if error is None:
+        assert isinstance(result, Result)
+        bad = nonfinite_claims(result.claims)
+        if bad:
+            kept = result
+            error = "non-finite measured value(s), a claim cannot be judged on them: " + ", ".join(
+                bad
+            )
     if error is None:
         assert isinstance(result, Result)
         try:
-            assert result.verdict is not None  # Result derives it from its claims
             write_result(
                 out_dir,
                 experiment,
                 result,
                 status=result.verdict,
                 wall_s=time.time() - started_at,
+                source=_source(module, experiment.distribution),
                 **timing,
             )
             return 0
@@ -170,15 +212,26 @@ def run_experiment(
             error = (
                 f"run() succeeded but its result could not be written:\n{traceback.format_exc()}"
             )
-    write_result(
-        out_dir,
-        experiment,
-        None,
-        status="error",
-        error=error,
-        wall_s=time.time() - started_at,
-        **timing,
-    )
+    try:
+        write_result(
+            out_dir,
+            experiment,
+            kept,
+            status="error",
+            error=error,
+            wall_s=time.time() - started_at,
+            **timing,
+        )
+    except Exception:  # the kept result itself cannot be written: report without its numbers
+        write_result(
+            out_dir,
+            experiment,
+            None,
+            status="error",
+            error=f"{error}\n\n{traceback.format_exc()}",
+            wall_s=time.time() - started_at,
+            **timing,
+        )
     return 1
 
 
@@ -239,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         threads=args.threads,
         run_id=args.run_id,
         distribution=info.distribution if info else None,
+        module=info.module if info else None,
     )
     print(f"[iclr26 worker] {name}: {'ok' if code == 0 else 'error'} -> {out_dir}", flush=True)
     return code

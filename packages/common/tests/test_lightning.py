@@ -1,0 +1,350 @@
+"""iclr26_common.lightning: the shared LightningCLI wiring and the quiet Trainer."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("lightning")
+
+from iclr26_common.cli_support import UsageError, run_with_one_line_errors
+from iclr26_common.testing import (
+    DDP_CPU_ARGS,
+    assert_one_line_error,
+    lightning_logs_to_current_stderr,
+    run_main,
+)
+
+PKG = "fakelit_pkg"
+
+MODULE = """
+import sys
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+SEEN_ARGV = []
+
+
+class Regressor(L.LightningModule):
+    def __init__(self, width: int = 4, lr: float = 0.1, n_features: int = 3):
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = torch.nn.Sequential(torch.nn.Linear(n_features, width), torch.nn.Linear(width, 1))
+
+    def on_fit_start(self):
+        SEEN_ARGV.append(list(sys.argv))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = torch.nn.functional.mse_loss(self.net(x).squeeze(-1), y)
+        self.log("train_loss", loss, sync_dist=True)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+
+class Data(L.LightningDataModule):
+    def __init__(self, n: int = 16, n_features: int = 3, batch_size: int = 4):
+        super().__init__()
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        self.n, self.n_features, self.batch_size = n, n_features, batch_size
+
+    def train_dataloader(self):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(self.n, self.n_features, generator=g)
+        return DataLoader(TensorDataset(x, x.sum(-1)), batch_size=self.batch_size)
+"""
+
+MAIN = """
+import sys
+
+from iclr26_common.cli_support import is_user_error, run_with_one_line_errors
+from iclr26_common.lightning import run_cli
+
+from fakelit_pkg.model import Data, Regressor
+
+
+def lightning(argv):
+    return run_cli(Regressor, Data, argv, package="fakelit_pkg", prog="fakelit", subclass_mode=False,
+                   links=[("data.n_features", "model.n_features")])
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+
+    def dispatch(args):
+        lightning(args)
+        return 0
+
+    return run_with_one_line_errors("fakelit", dispatch, argv,
+                                    is_user=lambda e: is_user_error(e, "fakelit_pkg"),
+                                    traceback_env="FAKELIT_TRACEBACK")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+"""
+
+TINY = """\
+trainer:
+  max_steps: 2
+  enable_progress_bar: false
+  enable_model_summary: false
+model:
+  width: 5
+data:
+  n: 8
+"""
+
+
+@pytest.fixture(scope="module")
+def fake_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    site = tmp_path_factory.mktemp("litsite")
+    pkg = site / PKG
+    (pkg / "configs").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "model.py").write_text(textwrap.dedent(MODULE))
+    (pkg / "cli.py").write_text(textwrap.dedent(MAIN))
+    (pkg / "configs" / "tiny.yaml").write_text(TINY)
+    (pkg / "configs" / "wide.yaml").write_text(TINY.replace("width: 5", "width: 7"))
+    sys.path.insert(0, str(site))
+    yield site
+    sys.path.remove(str(site))
+    for name in [m for m in sys.modules if m.split(".")[0] == PKG]:
+        del sys.modules[name]
+
+
+@pytest.fixture
+def cli_main(fake_site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """The fake package's ``main``, run in an empty temporary cwd on the CPU."""
+    from fakelit_pkg import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ICLR26_DEVICE", "cpu")
+    monkeypatch.delenv("FAKELIT_TRACEBACK", raising=False)
+    return cli
+
+
+def test_config_never_overwrites_the_users_config_yaml(
+    cli_main, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fit --config tiny --trainer.logger=false` overwrote ./config.yaml before (overwrite=True
+    in bio-scisor/llm-methods): the user's file must survive, the run's config goes beside it."""
+    sentinel = tmp_path / "config.yaml"
+    sentinel.write_text("# the user's own config\nkeep: me\n")
+    run = run_main(cli_main.main, ["fit", "--config", "tiny", "--trainer.logger=false"], capsys)
+    assert run.code == 0, run.err
+    assert sentinel.read_text() == "# the user's own config\nkeep: me\n"
+    saved = tmp_path / "config-1.yaml"  # default_root_dir (the cwd) is the run's folder
+    assert "width: 5" in saved.read_text()
+    assert f"saved this run's config as {saved}" in run.err
+    run = run_main(cli_main.main, ["fit", "-c", "tiny", "--trainer.logger=false"], capsys)
+    assert run.code == 0 and (tmp_path / "config-2.yaml").is_file()
+    assert sentinel.read_text() == "# the user's own config\nkeep: me\n"
+
+
+def test_config_goes_into_the_loggers_version_folder(
+    cli_main, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = run_main(cli_main.main, ["fit", "--config", "tiny"], capsys)
+    assert run.code == 0, run.err
+    assert not (tmp_path / "config.yaml").exists()
+    saved = tmp_path / "lightning_logs" / "version_0" / "config.yaml"
+    assert "width: 5" in saved.read_text()
+
+
+def test_shipped_config_names_resolve_with_both_flags(fake_site: Path, tmp_path: Path) -> None:
+    from fakelit_pkg.cli import lightning
+
+    for argv in (["--config", "wide"], ["-c", "wide"], ["--config=wide"], ["-c=wide"]):
+        cli = lightning(["fit", *argv, "--trainer.max_steps", "0", "--trainer.logger=false",
+                         f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+        assert cli.model.hparams.width == 7, argv
+        assert cli.config.fit.data.n == 8
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["fit", "--config", "nosuch.yaml"], "--config nosuch.yaml: no such file"),
+        (["fit", "-c", "nosuch"], "shipped: tiny, wide"),
+        (["fit", "--config", "tiny", "--trainer.max_steps", "abc"], "fit: "),
+        (["fit", "--no-such-option", "1"], "unrecognized arguments: --no-such-option"),
+        (["fit", "--config", "tiny", "--data.n", "0"], "n must be >= 1, got 0"),
+    ],
+)
+def test_parse_errors_are_one_line_exit_2(
+    cli_main, capsys: pytest.CaptureFixture[str], args: list[str], expected: str
+) -> None:
+    """`fit --config nosuch.yaml` printed 52-72 stderr lines before exit_on_error=False."""
+    line = assert_one_line_error(cli_main.main, args, capsys, prog="fakelit: error: ")
+    assert expected in line
+
+
+def test_no_args_warning_and_sys_argv_is_the_real_one_during_fit(
+    fake_site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LightningCLI warns when both ``args`` and ``sys.argv[1:]`` are given; ddp re-runs
+    ``sys.argv`` for ranks > 0, so sys.argv must stay the real command line during fit."""
+    from fakelit_pkg import model
+    from fakelit_pkg.cli import lightning
+
+    argv = ["fit", "--config", "tiny", "--trainer.logger=false", "--trainer.accelerator=cpu"]
+    real = ["/venv/bin/fakelit", *argv]
+    monkeypatch.setattr(sys, "argv", real)
+    monkeypatch.chdir(tmp_path)
+    model.SEEN_ARGV.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lightning(argv)
+    assert not [w for w in caught if "args parameter" in str(w.message)]
+    assert model.SEEN_ARGV == [real] and sys.argv == real
+
+
+def test_ddp_in_process_with_a_foreign_sys_argv_is_refused(
+    fake_site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ddp would re-run pytest's command line for rank 1: refuse before launching anything."""
+    from fakelit_pkg.cli import lightning
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["pytest", "-q", "tests"])
+    with pytest.raises(RuntimeError, match="re-runs this process's command line"):
+        lightning(["fit", "--config", "tiny", "--trainer.logger=false", *DDP_CPU_ARGS])
+
+
+def test_accelerator_comes_from_the_device_helper(
+    fake_site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fakelit_pkg.cli import lightning
+
+    import iclr26_common.lightning as wiring
+
+    monkeypatch.chdir(tmp_path)
+    calls: list[str] = []
+
+    def fake_accelerator() -> str:
+        calls.append("asked")
+        return "cpu"
+
+    monkeypatch.setattr(wiring, "lightning_accelerator", fake_accelerator)
+    common = ["fit", "--config", "tiny", "--trainer.logger=false", "--trainer.max_steps=0"]
+    cli = lightning(common)
+    assert calls == ["asked"] and type(cli.trainer.accelerator).__name__ == "CPUAccelerator"
+    lightning([*common, "--trainer.accelerator", "cpu"])  # the user's choice is not replaced
+    assert calls == ["asked"]
+
+
+@pytest.mark.skipif(
+    pytest.importorskip("torch").cuda.is_available(), reason="needs a machine without CUDA"
+)
+def test_forced_missing_cuda_is_a_one_line_error(
+    cli_main, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ICLR26_DEVICE", "cuda")
+    line = assert_one_line_error(cli_main.main, ["fit", "--config", "tiny"], capsys)
+    assert "ICLR26_DEVICE='cuda' but PyTorch sees no CUDA device" in line
+
+
+def test_package_bug_keeps_its_traceback(
+    fake_site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only parse errors become UsageError; a bug in a hook propagates unchanged."""
+    from fakelit_pkg.model import Data, Regressor
+
+    from iclr26_common.lightning import run_cli
+
+    def broken(cli: object) -> None:
+        raise KeyError("bug")
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(KeyError):
+        run_cli(Regressor, Data, ["fit", "--trainer.logger=false"], package=PKG,
+                subclass_mode=False, before_trainer=broken)  # fmt: skip
+    with pytest.raises(UsageError):
+        run_cli(Regressor, Data, ["fit", "--model.width", "x"], package=PKG, subclass_mode=False)
+
+
+def test_seed_line_is_quiet(cli_main, capsys: pytest.CaptureFixture[str]) -> None:
+    lightning_logs_to_current_stderr()
+    run = run_main(cli_main.main, ["fit", "--config", "tiny", "--trainer.logger=false"], capsys)
+    assert run.code == 0 and "Seed set" not in run.err
+
+
+def test_quiet_trainer_defaults_and_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    from iclr26_common.lightning import quiet_trainer
+
+    monkeypatch.setenv("ICLR26_DEVICE", "cpu")
+    trainer = quiet_trainer(max_epochs=2)
+    assert trainer.logger is None and trainer.max_epochs == 2
+    assert not trainer.progress_bar_callback and trainer.checkpoint_callback is None
+    assert type(trainer.accelerator).__name__ == "CPUAccelerator" and trainer.num_devices == 1
+    trainer = quiet_trainer(max_steps=3, limit_val_batches=0, enable_progress_bar=True)
+    assert trainer.max_steps == 3 and trainer.progress_bar_callback is not None
+
+
+def test_free_config_path(tmp_path: Path) -> None:
+    from iclr26_common.lightning import free_config_path
+
+    assert free_config_path(tmp_path) == tmp_path / "config.yaml"
+    (tmp_path / "config.yaml").write_text("x")
+    (tmp_path / "config-1.yaml").write_text("x")
+    assert free_config_path(tmp_path) == tmp_path / "config-2.yaml"
+
+
+def test_one_line_errors_for_run_cli_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    def dispatch(argv: list[str]) -> int:
+        raise UsageError("fit: unrecognized arguments: --x")
+
+    with pytest.raises(SystemExit) as exc:
+        run_with_one_line_errors("p", dispatch, [], is_user=lambda e: False, traceback_env="NO_TB")
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == "p: error: fit: unrecognized arguments: --x\n"
+
+
+@pytest.mark.slow
+def test_ddp_two_cpu_processes_through_the_command_line(fake_site: Path, tmp_path: Path) -> None:
+    """The real relaunch: rank 1 re-runs ``python .../cli.py fit ...``; one config is written."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(fake_site), "OMP_NUM_THREADS": "1"}
+    args = ["fit", "--config", "tiny", *DDP_CPU_ARGS]
+    proc = subprocess.run(
+        [sys.executable, str(fake_site / PKG / "cli.py"), *args],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Starting with 2 processes" in proc.stderr
+    assert [p.name for p in (tmp_path / "lightning_logs").rglob("config*.yaml")] == ["config.yaml"]
+
+
+def test_seed_everything_is_lightnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """iclr26_common.seed_everything has one implementation with Lightning installed:
+    Lightning's (it exports PL_GLOBAL_SEED, which Lightning's worker seeding reads), quietly."""
+    import os
+
+    import lightning.fabric.utilities.seed as seed_module
+
+    from iclr26_common import seed_everything
+
+    calls: list[tuple[int, bool]] = []
+    real = seed_module.seed_everything
+
+    def spy(seed: int, workers: bool = False, verbose: bool = True) -> int:
+        calls.append((seed, verbose))
+        return real(seed, workers=workers, verbose=verbose)
+
+    monkeypatch.setattr(seed_module, "seed_everything", spy)
+    monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
+    assert seed_everything(77) == 77
+    assert calls == [(77, False)] and os.environ["PL_GLOBAL_SEED"] == "77"
