@@ -8,14 +8,8 @@ import numpy as np
 import pytest
 
 from iclr26_common import Claim, Experiment, Result
-from iclr26_common.report import (
-    ATTEMPTS_DIR,
-    atomic_write_text,
-    read_result,
-    write_attempt,
-    write_index,
-    write_result,
-)
+from iclr26_common.index import ATTEMPTS_DIR, write_attempt, write_index
+from iclr26_common.report import atomic_write_text, read_result, write_result
 
 
 def _run(quick: bool, out_dir: Path) -> Result:

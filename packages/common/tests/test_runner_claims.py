@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from iclr26_common import Claim, Precondition, Result, derive_verdict
-from iclr26_common.report import read_result, write_index
+from iclr26_common.index import write_index
+from iclr26_common.report import read_result
 
 LEARNED = Precondition("baseline learned", "acc(base) - acc(trivial) >= 0.1", 0.2, True)
 FLAT = Precondition("baseline learned", "acc(base) - acc(trivial) >= 0.1", 0.0, False)

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from iclr26_common import cli, registry
-from iclr26_common.runner import LOCK_FILE, OutputLock, recover
+from iclr26_common.outlock import LOCK_FILE, OutputLock
+from iclr26_common.runner import recover
 
 TIMEOUT_S = 60
 

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from iclr26_common import Claim, Experiment, Precondition, Result, cli, registry
-from iclr26_common.report import nonfinite_claims, strict_json, write_index, write_result
+from iclr26_common.index import write_index
+from iclr26_common.report import nonfinite_claims, strict_json, write_result
 from iclr26_common.worker import run_experiment
 
 SRC_EXPERIMENT = """

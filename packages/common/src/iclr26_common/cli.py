@@ -28,16 +28,11 @@ from rich.text import Text
 
 from iclr26_common import __version__, registry
 from iclr26_common.cli_support import ArgumentParser
+from iclr26_common.index import write_index
+from iclr26_common.outlock import OutputLock, OutputLocked
 from iclr26_common.registry import BUDGET_S
-from iclr26_common.report import mode_dir, read_result, write_index
-from iclr26_common.runner import (
-    Outcome,
-    OutputLock,
-    OutputLocked,
-    Runner,
-    available_cores,
-    new_run_id,
-)
+from iclr26_common.report import mode_dir, read_result
+from iclr26_common.runner import Outcome, Runner, available_cores, new_run_id
 
 __all__ = ["main"]
 

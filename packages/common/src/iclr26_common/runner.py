@@ -3,49 +3,41 @@
 The parent process never imports an experiment's package: names and versions come from entry-point
 metadata, and only the worker (``python -m iclr26_common.worker``) imports. ``OUT`` here is one
 mode's folder (``reports/full`` or ``reports/quick``, see :func:`report.mode_dir`). One run at a
-time writes into it: :class:`OutputLock` holds ``OUT/.iclr26.lock`` (``flock``; the workers
-inherit it, so orphaned workers of a killed run still hold it). Each run writes into a temporary
-sibling folder ``OUT/.NAME.partial-RUN`` that replaces ``OUT/NAME`` only once the worker has
-written a result (held, not held, inconclusive, or the error of a failing ``run()``). A worker that
-dies without a result (crash, signal, timeout, interruption) leaves the earlier result in place
-and is recorded under ``OUT/_attempts/``; with no earlier result, an error result is written.
+time writes into it: :class:`outlock.OutputLock` holds ``OUT/.iclr26.lock`` (``flock``; the
+workers inherit it, so orphaned workers of a killed run still hold it). Each run writes into a
+temporary sibling folder ``OUT/.NAME.partial-RUN`` that replaces ``OUT/NAME`` only once the worker
+has written a result (held, not held, inconclusive, or the error of a failing ``run()``). A worker
+that dies without a result (crash, signal, timeout, interruption) leaves the earlier result in
+place and is recorded under ``OUT/_attempts/`` (:func:`index.write_attempt`); with no earlier
+result, an error result is written.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from iclr26_common.index import clear_attempt, write_attempt
+from iclr26_common.outlock import OutputLock, _held_lock, _lock_is_free
 from iclr26_common.registry import VERDICTS, EntryPointInfo, entry_point_info, source_digest
-from iclr26_common.report import (
-    STATUSES,
-    clear_attempt,
-    read_result,
-    write_attempt,
-    write_result,
-)
+from iclr26_common.report import STATUSES, read_result, write_result
 from iclr26_common.worker import META_FILE, THREAD_ENV_VARS, fresh_dir, placeholder
 
 __all__ = [
-    "LOCK_FILE",
     "Outcome",
-    "OutputLock",
-    "OutputLocked",
     "Runner",
     "available_cores",
     "is_resumable",
@@ -58,9 +50,6 @@ __all__ = [
 TAIL_LINES = 40  # lines of a crashed worker's output kept in its error result
 KILL_GRACE_S = 5.0  # SIGTERM -> SIGKILL delay for a timed-out worker
 POLL_S = 0.1
-LOCK_FILE = ".iclr26.lock"
-LOCK_POLL_S = 0.2
-_HELD: dict[Path, OutputLock] = {}  # reports folders whose lock this process holds
 
 
 @dataclass
@@ -145,123 +134,6 @@ def _written_status(exp_dir: Path) -> str | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return status if status in STATUSES else None
-
-
-# ---------------------------------------------------------------------------- the output lock
-
-
-class OutputLocked(RuntimeError):
-    """Another live run holds the reports folder; the message is one line naming it."""
-
-
-class OutputLock:
-    """``flock`` on ``OUT/.iclr26.lock``, which records the holder (pid, host, run id, start).
-
-    The lock belongs to the open file: the kernel drops it when every process holding the file
-    is gone (no stale lock after a crash), and the workers inherit it (``pass_fds``), so workers
-    orphaned by a killed ``reproduce`` keep their folders safe from the next run.
-    """
-
-    def __init__(self, folder: Path, run_id: str) -> None:
-        self.folder = Path(folder)
-        self.path = self.folder / LOCK_FILE
-        self.run_id = run_id
-        self.fd: int | None = None
-
-    def holder(self) -> str:
-        """Who holds the lock, in words, from the lock file."""
-        try:
-            info = json.loads(self.path.read_text(encoding="utf-8"))
-            pid = int(info["pid"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return "another iclr26 run (no details recorded)"
-        alive = True
-        if info.get("host") == socket.gethostname():
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                alive = False
-            except PermissionError:
-                pass
-        text = f"run {info.get('run_id')} (pid {pid} on {info.get('host')}, since "
-        text += f"{info.get('started')})"
-        return text + ("" if alive else "; that process is gone, its workers still run")
-
-    def acquire(self, wait: bool = False, on_wait: Callable[[str], None] | None = None) -> None:
-        """Take the lock; raise :class:`OutputLocked` if another run holds it (or, with
-        ``wait``, poll until it is free, calling ``on_wait(holder)`` once)."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        waited = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if not wait:
-                    os.close(fd)
-                    raise OutputLocked(
-                        f"{self.folder} is in use by {self.holder()}; wait for it to finish, "
-                        "pass --wait, or use another --out"
-                    ) from None
-                if not waited and on_wait is not None:
-                    on_wait(self.holder())
-                waited = True
-                try:
-                    time.sleep(LOCK_POLL_S)
-                except BaseException:
-                    os.close(fd)
-                    raise
-        info = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "run_id": self.run_id,
-            "started": datetime.now(UTC).isoformat(timespec="seconds"),
-        }
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
-        self.fd = fd
-        _HELD[self.folder.resolve()] = self
-
-    def release(self) -> None:
-        if self.fd is not None:
-            _HELD.pop(self.folder.resolve(), None)
-            with contextlib.suppress(OSError):
-                fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
-
-    @contextlib.contextmanager
-    def held(
-        self, wait: bool = False, on_wait: Callable[[str], None] | None = None
-    ) -> Iterator[OutputLock]:
-        self.acquire(wait, on_wait)
-        try:
-            yield self
-        finally:
-            self.release()
-
-
-def _held_lock(folder: Path) -> OutputLock | None:
-    return _HELD.get(Path(folder).resolve())
-
-
-def _lock_is_free(folder: Path) -> bool:
-    """True if no process holds ``folder``'s lock (it is not taken by this check)."""
-    path = Path(folder) / LOCK_FILE
-    if not path.exists():
-        return True
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)  # closing drops the probe's lock
-    return True
 
 
 # ---------------------------------------------------------------------------- resume / recover
@@ -356,8 +228,8 @@ class Runner:
 
         Ctrl-C / SIGTERM in the main thread stops everything: running workers are killed, the
         ones not started are skipped (absent from the outcomes) and ``interrupted`` is set.
-        Takes the folder's lock unless this process holds it (:class:`OutputLocked` if another
-        run does).
+        Takes the folder's lock unless this process holds it (:class:`outlock.OutputLocked` if
+        another run does).
         """
         if _held_lock(self.out) is not None:
             return self._run(names, resume)
