@@ -8,15 +8,24 @@ import yaml
 
 from bio_scisor import __version__
 from bio_scisor.cli import main, run_lightning_cli
-from iclr26_common.testing import assert_cli_help, shipped_configs
+from iclr26_common.testing import (
+    DDP_CPU_ARGS,
+    assert_cli_help,
+    assert_one_line_error,
+    help_commands,
+    run_console_script,
+    run_main,
+    shipped_configs,
+)
 
 CONFIGS = shipped_configs("bio_scisor")
 
 
 def test_help_lists_every_subcommand() -> None:
     out = assert_cli_help(main)
-    for command in ("fit", "validate", "test", "score", "proteingym", "shrink", "synth", "configs"):
-        assert command in out
+    assert help_commands(out) == [
+        "fit", "validate", "test", "score", "proteingym", "shrink", "synth", "configs"
+    ]  # fmt: skip
     for sub in ("score", "proteingym", "shrink", "synth"):
         assert_cli_help(main, [sub, "--help"])
 
@@ -52,6 +61,45 @@ def test_fit_tiny_in_process(tmp_path: Path) -> None:
     )  # fmt: skip
     assert cli.trainer.state.finished and cli.trainer.global_step == 1
     assert cli.model.hparams.d_model == 16 and len(cli.model.hparams.background) == 20
+
+
+def test_fit_without_logger_keeps_the_users_config_yaml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """`fit --config tiny --trainer.logger=false` overwrote ./config.yaml (overwrite=True)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.yaml").write_text("mine: 1\n")
+    run = run_main(main, ["fit", "--config", "tiny", "--trainer.logger=false"], capsys)
+    assert run.code == 0, run.err
+    assert (tmp_path / "config.yaml").read_text() == "mine: 1\n"
+    assert yaml.safe_load((tmp_path / "config-1.yaml").read_text())["model"]["d_model"] == 16
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["fit", "--config", "nosuch.yaml"], "shipped: esm2_t12_35M, scisor, tiny"),
+        (["fit", "-c", "tiny", "--model.d_model", "x"], 'fit: Parser key "model.d_model"'),
+        (["fit", "-c", "tiny", "--data.batch_size", "0"], "batch_size must be >= 1, got 0"),
+    ],
+)
+def test_fit_input_errors_are_one_line(
+    capsys: pytest.CaptureFixture, args: list[str], expected: str
+) -> None:
+    line = assert_one_line_error(main, args, capsys, prog="bio-scisor: error: ")
+    assert expected in line
+
+
+@pytest.mark.slow
+def test_fit_tiny_under_ddp_on_two_cpu_processes(tmp_path: Path) -> None:
+    proc = run_console_script("bio-scisor", ["fit", "--config", "tiny", *DDP_CPU_ARGS], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Starting with 2 processes" in proc.stderr and "sync_dist" not in proc.stderr
+    configs = sorted((tmp_path / "lightning_logs").rglob("config*.yaml"))
+    assert [p.relative_to(tmp_path).as_posix() for p in configs] == [
+        "lightning_logs/version_0/config.yaml"
+    ]
+    assert len(list((tmp_path / "lightning_logs").rglob("*.ckpt"))) == 1
 
 
 def test_synth_score_shrink_round_trip(tmp_path: Path, tiny_ckpt: Path, capsys) -> None:

@@ -26,9 +26,10 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=8, help="hypotheses N")
     parser.add_argument("--m", type=int, default=8, help="candidate questions M")
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--device", default=None, help="cpu / cuda (default: CUDA when present)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    lm = load_lm(args.model, device="cpu")
+    lm = load_lm(args.model, args.device, "float32")  # answer_probs returns CPU arrays: synced
     hyps, qs = ANIMALS[: args.n], ANIMAL_QUESTIONS[: args.m]
     answer_probs(lm, hyps[:1], qs[:2])  # warm-up
     t = time.perf_counter()

@@ -17,19 +17,26 @@ from llm_methods.ltpo.data import synth_problems
 from llm_methods.ltpo.model import BatchThoughtScorer, ThoughtScorer, prompt_ids
 
 
+def sync(device: torch.device) -> None:
+    """Wait for queued CUDA work before reading a timer (no-op on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--n", type=int, default=8, help="questions")
     parser.add_argument("--steps", type=int, default=10, help="reward evaluations per question")
     parser.add_argument("--k", type=int, default=8, help="thought tokens")
+    parser.add_argument("--device", default=None, help="cpu / cuda (default: CUDA when present)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    lm = load_lm(args.model, device="cpu")
+    lm = load_lm(args.model, args.device, "float32")
     qs = [r["question"] for r in synth_problems(args.n, seed=0)]
     prefixes = [prompt_ids(lm, q) for q in qs]
-    gen = torch.Generator().manual_seed(0)
-    H = torch.randn(args.n, args.k, lm.hidden_size, generator=gen) * 0.05
+    gen = torch.Generator().manual_seed(0)  # CPU: the same thoughts on every device
+    H = (torch.randn(args.n, args.k, lm.hidden_size, generator=gen) * 0.05).to(lm.device)
     scorers = [ThoughtScorer(lm, p) for p in prefixes]
     times, diff = {"full": 0.0, "cached": 0.0}, 0.0
     with torch.no_grad():
@@ -38,16 +45,19 @@ def main() -> None:
             t = time.perf_counter()
             for _ in range(args.steps):
                 full = s.reward_uncached(h)
+            sync(lm.device)
             times["full"] += time.perf_counter() - t
             t = time.perf_counter()
             for _ in range(args.steps):
                 cached = s.reward(h)
+            sync(lm.device)
             times["cached"] += time.perf_counter() - t
             diff = max(diff, float((full - cached).abs()))
         batch = BatchThoughtScorer(lm, prefixes)
         t = time.perf_counter()
         for _ in range(args.steps):
             batched = batch.reward(H)
+        sync(lm.device)
         times["batched"] = time.perf_counter() - t
     ref = torch.stack([s.reward_uncached(h) for s, h in zip(scorers, H, strict=True)])
     bdiff = float((batched - ref).abs().max())

@@ -6,7 +6,7 @@ Two inference paths for the Boolean layer: ``cached`` (unpack once into a dense 
 one matmul: the default :class:`BooleanLinear`) and ``lean`` (unpack the bits on every call,
 nothing dense kept between calls). RTN (4 / 2 bits) for reference.
 
-``uv run --no-sync python packages/llm-methods/benchmarks/bench_boolean.py --out 1536 --in 576``
+``uv run --no-sync python packages/llm-methods/benchmarks/bench_mbok.py --out 1536 --in 576``
 """
 
 from __future__ import annotations
@@ -17,16 +17,25 @@ import time
 import torch
 from torch import nn
 
-from llm_methods.boolean.model import BooleanLinear
-from llm_methods.boolean.optim import BooleanOptimizer
-from llm_methods.boolean.quant import MBOKTrainLinear, OneBitLinear, RTNLinear
+from iclr26_common.device import choose_device
+from llm_methods.mbok.model import BooleanLinear
+from llm_methods.mbok.optim import BooleanOptimizer
+from llm_methods.mbok.quant import MBOKTrainLinear, OneBitLinear, RTNLinear
+
+
+def _sync() -> None:
+    """Wait for queued CUDA work before reading a timer (no-op without CUDA)."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 def _time(fn, reps: int) -> float:  # type: ignore[no-untyped-def]
     fn()
+    _sync()
     t0 = time.perf_counter()
     for _ in range(reps):
         fn()
+    _sync()
     return (time.perf_counter() - t0) / reps * 1e3
 
 
@@ -58,16 +67,19 @@ def main() -> None:
     parser.add_argument("--in", dest="inp", type=int, default=576)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--device", default=None, help="cpu / cuda (default: CUDA when present)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
+    device = choose_device(args.device)
     lin = nn.Linear(args.inp, args.out, bias=False).requires_grad_(False)
-    x = torch.randn(args.tokens, args.inp)
+    x = torch.randn(args.tokens, args.inp)  # drawn on the CPU: the same inputs on every device
+    lin, x = lin.to(device), x.to(device)
     dense_ms = _time(lambda: lin(x), args.reps)
     fp32 = lin.weight.numel() * 4
     w16, x16 = lin.weight.to(torch.bfloat16), x.to(torch.bfloat16)
     bf16_ms = _time(lambda: x16 @ w16.T, args.reps)
-    print(f"{args.out}x{args.inp}, {args.tokens} tokens, 1 thread")
+    print(f"{args.out}x{args.inp}, {args.tokens} tokens, 1 thread, {device}")
     print(f"dense fp32: matmul {dense_ms:.3f} ms, stored {fp32} B, resident {fp32} B")
     print(
         f"dense bf16: matmul {bf16_ms:.3f} ms ({bf16_ms / dense_ms:.2f}x fp32), stored {fp32 // 2} B"
@@ -77,6 +89,7 @@ def main() -> None:
             layer = BooleanLinear.from_linear(lin, k)
             t0 = time.perf_counter()
             layer(x)
+            _sync()
             unpack_ms = (time.perf_counter() - t0) * 1e3
             ms = _time(lambda layer=layer: layer(x), args.reps)
             lean = _time(lambda layer=layer: x @ layer.dense_weight().T, max(5, args.reps // 5))

@@ -1,6 +1,6 @@
 """Meta-Router fit time vs the gold-only peer (the issue's named comparison), same data.
 
-OMP_NUM_THREADS=1 uv run --no-sync python packages/llm-methods/benchmarks/bench_router.py
+OMP_NUM_THREADS=1 uv run --no-sync python packages/llm-methods/benchmarks/bench_meta_router.py
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 import time
 
-from llm_methods.router.data import simulate
-from llm_methods.router.model import fit_method
+from llm_methods.meta_router.data import simulate
+from llm_methods.meta_router.model import fit_method
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ import copy
 
 import torch
 
+from iclr26_common.device import choose_device
 from llm_methods.perk.data import synth_babilong
 from llm_methods.perk.icr import ICR
 from llm_methods.perk.memory import peak_bytes, timed
@@ -36,7 +37,7 @@ def _model(spec: str):  # type: ignore[no-untyped-def]
         texts = [" ".join(r.context) + f" {r.question} {r.answer}"
                  for r in synth_babilong(40, n_segments=6, seed=1)]  # fmt: skip
         lm = tiny_lm(texts, vocab_size=400, n_layers=2, hidden=64, heads=4, max_len=8192)
-        return lm.tokenizer, lm.model
+        return lm.tokenizer, lm.model.to(choose_device())
     from llm_methods.lm import load_lm
 
     lm = load_lm(spec)

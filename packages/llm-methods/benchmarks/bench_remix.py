@@ -29,7 +29,7 @@ def first_reach(curve: dict[str, list], target: float) -> float:
 
 
 def run_trl(folder: str, pool: list, iterations: int, mu: int, eval_every: int,
-            seed: int) -> dict[str, Any]:  # fmt: skip
+            seed: int, use_cpu: bool) -> dict[str, Any]:  # fmt: skip
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -37,7 +37,7 @@ def run_trl(folder: str, pool: list, iterations: int, mu: int, eval_every: int,
     from llm_methods.remix.model import RLConfig, RLRunner
 
     cfg = rl_config("grpo")
-    tok = load_lm(folder, device="cpu").tokenizer
+    tok = load_lm(folder, device="cpu").tokenizer  # the tokenizer only
     bos = tok.bos_token  # our prompts start with BOS; TRL tokenises without special tokens
     rows = [pool[i % len(pool)] for i in range(iterations * cfg.prompts_per_step)]
     data = Dataset.from_dict({"prompt": [bos + p.prompt for p in rows],
@@ -52,7 +52,7 @@ def run_trl(folder: str, pool: list, iterations: int, mu: int, eval_every: int,
                       num_iterations=mu, loss_type="grpo", beta=cfg.beta, epsilon=cfg.epsilon,
                       learning_rate=cfg.lr, lr_scheduler_type="constant", weight_decay=0.0,
                       max_grad_norm=cfg.max_grad_norm, temperature=cfg.temperature, top_k=0,
-                      top_p=1.0, max_steps=iterations * mu, report_to="none", use_cpu=True,
+                      top_p=1.0, max_steps=iterations * mu, report_to="none", use_cpu=use_cpu,
                       save_strategy="no", logging_steps=10**6, seed=seed, bf16=False,
                       disable_tqdm=True, shuffle_dataset=False)  # fmt: skip
     curve: dict[str, list] = {"rollouts": [], "accuracy": []}
@@ -81,10 +81,11 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=4)
     parser.add_argument("--target", type=float, default=0.66, help="greedy pool accuracy")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default=None, help="cpu / cuda (default: CUDA when present)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     folder = str(ensure_task_model(TaskModelSpec()))
-    lm = load_lm(folder, device="cpu")
+    lm = load_lm(folder, args.device, "float32")  # the peer runs on the same device
     pool = records_to_problems(synth_problems(64, POOL_SEED, TaskModelSpec().max_value))
     rows = {}
     for algo in ("grpo", "remix"):
@@ -92,7 +93,7 @@ def main() -> None:
                                          args.iterations, args.eval_every)  # fmt: skip
     for mu in (1, 2):
         rows[f"TRL GRPO mu={mu}"] = run_trl(folder, pool, args.iterations, mu, args.eval_every,
-                                            args.seed)  # fmt: skip
+                                            args.seed, lm.device.type == "cpu")  # fmt: skip
     load = os.getloadavg()[0]
     print(
         f"{args.iterations} iterations x 64 rollouts, target greedy pool accuracy "

@@ -22,10 +22,10 @@ def per_text(lm, prompts: list[str], conts: list[str]) -> torch.Tensor:  # type:
         for prompt, cont in zip(prompts, conts, strict=True):
             head = encode_texts(lm, [prompt])[0]
             tail = lm.tokenizer(cont, add_special_tokens=False).input_ids
-            ids = torch.tensor([head + tail])
+            ids = torch.tensor([head + tail], device=lm.device)
             logp = torch.log_softmax(lm.model(input_ids=ids).logits[0, :-1].float(), -1)
             lp = logp.gather(-1, ids[0, 1:, None]).squeeze(-1)
-            out.append(lp[len(head) - 1 :].sum())
+            out.append(lp[len(head) - 1 :].sum().cpu())
     return torch.stack(out)
 
 
@@ -34,8 +34,9 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--n", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--device", default=None, help="cpu / cuda (default: CUDA when present)")
     args = parser.parse_args()
-    lm = load_lm(args.model, device="cpu")
+    lm = load_lm(args.model, args.device, "float32")  # both scorers return CPU tensors: synced
     text = " ".join(pydoc_topics().values())
     words = text.split()
     prompts, conts = [], []

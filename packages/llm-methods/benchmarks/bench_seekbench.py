@@ -43,6 +43,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--lm", action="store_true", help="also time the SmolLM2 judge")
+    parser.add_argument("--device", default=None, help="cpu / cuda (default: CUDA when present)")
     ns = parser.parse_args()
     traces = synth_traces(ns.questions, seed=0)
     print(f"load average {os.getloadavg()[0]:.2f}; {len(traces)} traces, "
@@ -71,7 +72,7 @@ def main() -> None:
         from llm_methods.lm import load_lm
 
         torch.set_num_threads(1)
-        judge = LMJudge(load_lm("smollm2", device="cpu"))
+        judge = LMJudge(load_lm("smollm2", ns.device, "float32"))
         start = time.perf_counter()
         annotate(traces[:2], judge)
         s = time.perf_counter() - start

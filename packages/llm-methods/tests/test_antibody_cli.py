@@ -104,8 +104,10 @@ def test_lightning_fit_tiny_config(synth: Path, tmp_path: Path) -> None:
     cfg = yaml.safe_load((CONFIG_DIR / "fit_tiny.yaml").read_text())
     assert cfg["model"]["init_args"]["method"] == "antibody"
     assert main(["antibody", "fit", "--config", "fit_tiny", f"--model.init_args.model={base}",
-                 f"--model.init_args.save_to={out}", "--trainer.max_steps=2"]) == 0  # fmt: skip
+                 f"--model.init_args.save_to={out}", "--trainer.max_steps=2",
+                 f"--trainer.default_root_dir={tmp_path / 'pre'}"]) == 0  # fmt: skip
     assert (out / "config.json").is_file()
+    assert (tmp_path / "pre" / "config.yaml").is_file()  # the run's config, in its run folder
     args = [
         "antibody",
         "fit",
@@ -117,5 +119,6 @@ def test_lightning_fit_tiny_config(synth: Path, tmp_path: Path) -> None:
         f"--data.init_args.data={synth / 'task.jsonl'}",
         f"--data.init_args.harmful={synth / 'attack.jsonl'}",
         "--trainer.fast_dev_run=1",
+        f"--trainer.default_root_dir={tmp_path / 'run'}",
     ]
     assert main(args) == 0

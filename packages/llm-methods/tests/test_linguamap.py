@@ -3,14 +3,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llm_methods.langcontrol.analysis import (
+from llm_methods.linguamap.analysis import (
     answer_concepts,
     cross_lingual_cosine,
     detect_language,
     evaluate,
     lens_language_probability,
 )
-from llm_methods.langcontrol.data import (
+from llm_methods.linguamap.data import (
     INSTRUCTION,
     LANGS,
     SCENARIOS,
@@ -63,7 +63,7 @@ def test_induced_failure_mixture(lex) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_answer_mask_covers_answer_tokens_only(lex, tiny) -> None:  # type: ignore[no-untyped-def]
-    from llm_methods.langcontrol.experiment import FT_LEN, _masked
+    from llm_methods.linguamap.experiment import FT_LEN, _masked
 
     ex = consistent_examples(lex, 4, seed=1)
     rows, masks = _masked(tiny.tokenizer, ex)
@@ -79,7 +79,7 @@ def test_answer_mask_covers_answer_tokens_only(lex, tiny) -> None:  # type: igno
 def test_selective_variants_parameter_fractions(tiny) -> None:  # type: ignore[no-untyped-def]
     import copy
 
-    from llm_methods.langcontrol.experiment import _variant
+    from llm_methods.linguamap.experiment import _variant
     from llm_methods.lm import wrap
 
     def fresh():  # type: ignore[no-untyped-def]

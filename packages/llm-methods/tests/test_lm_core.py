@@ -253,3 +253,40 @@ def test_option_logprobs_equal_continuation_scores(tiny) -> None:  # type: ignor
     assert again == pytest.approx([got[2], got[1]], abs=1e-5)
     with pytest.raises(LMError, match="has no tokens"):
         option_logprobs(tiny, "A list is", [("", "")])
+
+
+def test_kv_cache_reaches_a_forward_of_the_older_api(tiny) -> None:  # type: ignore[no-untyped-def]
+    """transformers 5.x before the ``cache`` rename (5.17 on the GPU machine) takes
+    ``past_key_values`` and swallows ``cache=`` in ``**kwargs``; option scoring and LTPO's cached
+    reward must still continue from the KV cache there (they ran without it, silently)."""
+    import copy
+    import inspect
+
+    import pytest
+
+    from llm_methods.lm import continuation_logprobs, option_logprobs, wrap
+    from llm_methods.lm.loading import cache_kwargs
+    from llm_methods.ltpo.model import ThoughtScorer, prompt_ids
+
+    base = type(tiny.model)
+    real = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+    class OlderAPI(base):  # type: ignore[valid-type, misc]
+        def forward(self, input_ids=None, attention_mask=None, position_ids=None,  # type: ignore[no-untyped-def]
+                    past_key_values=None, inputs_embeds=None, use_cache=None, **_swallowed):  # fmt: skip
+            return super().forward(input_ids=input_ids, attention_mask=attention_mask,
+                                   position_ids=position_ids, inputs_embeds=inputs_embeds,
+                                   use_cache=use_cache, **{real: past_key_values})  # fmt: skip
+
+    model = copy.deepcopy(tiny.model)
+    model.__class__ = OlderAPI
+    older = wrap(tiny.tokenizer, model, "older")
+    assert set(cache_kwargs(older.model, None)) == {"past_key_values"}
+    got = option_logprobs(older, "A list is", [(" a", " mutable"), ("", " tuple is")])
+    want = continuation_logprobs(tiny, ["A list is a", "A list is"], [" mutable", " tuple is"],
+                                 reduce="mean")  # fmt: skip
+    assert got == pytest.approx(want.tolist(), abs=1e-4)
+    scorer = ThoughtScorer(older, prompt_ids(older, "Tom has 3 apples. How many?"))
+    thoughts = torch.randn(4, tiny.hidden_size, generator=torch.Generator().manual_seed(0)) * 0.1
+    with torch.no_grad():
+        assert abs(float(scorer.reward(thoughts) - scorer.reward_uncached(thoughts))) < 1e-4

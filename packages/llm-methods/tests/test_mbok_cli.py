@@ -1,4 +1,4 @@
-"""``llm-methods boolean``: shipped configs, tiny finetune (fast_dev_run, in process), compress /
+"""``llm-methods mbok``: shipped configs, tiny finetune (fast_dev_run, in process), compress /
 eval round trip on a local tiny model, one-line errors."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     lm = tiny_lm(["The quick brown fox jumps over the lazy dog. " * 6, "Lists and tuples. " * 8] * 3,
                  vocab_size=280, n_layers=2, hidden=32, heads=2)  # fmt: skip
-    folder = tmp_path_factory.mktemp("tiny-boolean")
+    folder = tmp_path_factory.mktemp("tiny-mbok")
     lm.model.save_pretrained(folder)
     lm.tokenizer.save_pretrained(folder)
     return folder
@@ -31,11 +31,11 @@ def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
     return assert_one_line_error(main, args, capsys)
 
 
-@pytest.mark.parametrize("name", sorted(shipped_configs("boolean")))
+@pytest.mark.parametrize("name", sorted(shipped_configs("mbok")))
 def test_shipped_configs_name_real_arguments(name: str) -> None:
-    from llm_methods.boolean.lit_module import BooleanDistillModule, BooleanTextDataModule
+    from llm_methods.mbok.lit_module import BooleanDistillModule, BooleanTextDataModule
 
-    cfg = yaml.safe_load(shipped_configs("boolean")[name].read_text())
+    cfg = yaml.safe_load(shipped_configs("mbok")[name].read_text())
     model_args = set(inspect.signature(BooleanDistillModule.__init__).parameters)
     data_args = set(inspect.signature(BooleanTextDataModule.__init__).parameters)
     assert set(cfg["model"]) <= model_args and set(cfg.get("data", {})) <= data_args
@@ -47,7 +47,7 @@ def test_shipped_configs_name_real_arguments(name: str) -> None:
 
 def test_tiny_finetune_fast_dev_run_saves_layers(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "tiny.safetensors"
-    args = ["boolean", "finetune", "--config", "tiny", "--trainer.fast_dev_run=1",
+    args = ["mbok", "finetune", "--config", "tiny", "--trainer.fast_dev_run=1",
             f"--model.save_to={out}", f"--trainer.default_root_dir={tmp_path}"]  # fmt: skip
     assert main(args) == 0
     assert out.is_file() and "saved 14 compressed layers" in capsys.readouterr().out
@@ -65,17 +65,17 @@ def test_compress_then_eval(model_dir: Path, tmp_path: Path, capsys) -> None:  #
         "".join(json.dumps({"text": "The quick brown fox jumps. " * 20}) + "\n" for _ in range(3))
     )
     out = tmp_path / "c.safetensors"
-    args = ["boolean", "compress", "--model", str(model_dir), "--k", "2", "--layers", "mlp.up_proj",
+    args = ["mbok", "compress", "--model", str(model_dir), "--k", "2", "--layers", "mlp.up_proj",
             "q_proj", "--blocks", "0-1", "--out", str(out)]  # fmt: skip
     assert main(args) == 0
     line = capsys.readouterr().out
     assert "mbok: 4 layers" in line and "bits/weight" in line and out.is_file()
     assert (
-        main(["boolean", "eval", "--model", str(model_dir), "--text", str(text), "--seq-len", "16"])
+        main(["mbok", "eval", "--model", str(model_dir), "--text", str(text), "--seq-len", "16"])
         == 0
     )
     fp = float(capsys.readouterr().out.split()[1])
-    assert main(["boolean", "eval", "--model", str(model_dir), "--text", str(text), "--seq-len", "16",
+    assert main(["mbok", "eval", "--model", str(model_dir), "--text", str(text), "--seq-len", "16",
                  "--compressed", str(out)]) == 0  # fmt: skip
     res = capsys.readouterr().out
     assert "4 mbok layers" in res and float(res.split()[1]) != fp
@@ -101,7 +101,7 @@ def test_bad_input_one_line(
     model_dir: Path, tmp_path: Path, capsys, extra: list[str], needle: str
 ) -> None:  # type: ignore[no-untyped-def]
     args = [
-        "boolean",
+        "mbok",
         *[str(tmp_path / a) if a.endswith((".txt", ".safetensors")) else a for a in extra],
     ]
     args += ["--model", str(model_dir)]
@@ -112,13 +112,11 @@ def test_bad_input_one_line(
 def test_bad_jsonl_names_line_and_field(model_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "ok"}\n{"txt": "no"}\n')
-    line = _one_line_error(
-        capsys, ["boolean", "eval", "--model", str(model_dir), "--text", str(bad)]
-    )
+    line = _one_line_error(capsys, ["mbok", "eval", "--model", str(model_dir), "--text", str(bad)])
     assert "bad.jsonl:2: field 'text'" in line
 
 
 def test_finetune_k0_is_one_line(capsys) -> None:  # type: ignore[no-untyped-def]
-    line = _one_line_error(capsys, ["boolean", "finetune", "--config", "tiny", "--model.k=0",
+    line = _one_line_error(capsys, ["mbok", "finetune", "--config", "tiny", "--model.k=0",
                                     "--trainer.fast_dev_run=1"])  # fmt: skip
     assert "K must be >= 1" in line

@@ -9,17 +9,17 @@ import pytest
 import torch
 from torch import nn
 
-from llm_methods.boolean import distill
-from llm_methods.boolean.model import svid
-from llm_methods.boolean.optim import BooleanOptimizer
-from llm_methods.boolean.quant import (
+from llm_methods.lm.errors import LMError
+from llm_methods.mbok import distill
+from llm_methods.mbok.model import svid
+from llm_methods.mbok.optim import BooleanOptimizer
+from llm_methods.mbok.quant import (
     MBOKTrainLinear,
     OneBitLinear,
     RTNLinear,
     billm_binarize,
     rtn_quantize,
 )
-from llm_methods.lm.errors import LMError
 
 
 def _linear(out: int = 24, inp: int = 40, seed: int = 0) -> nn.Linear:

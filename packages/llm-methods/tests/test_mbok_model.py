@@ -5,7 +5,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from llm_methods.boolean.model import BooleanLinear, bits_per_weight, pack_bits, svid, unpack_bits
+from llm_methods.mbok.model import BooleanLinear, bits_per_weight, pack_bits, svid, unpack_bits
 
 
 def test_pack_roundtrip_and_size() -> None:
@@ -48,7 +48,7 @@ def test_boolean_linear_matches_reconstruction_and_saves(tmp_path) -> None:  # t
 
 
 def test_boolean_optimizer_flips_towards_lower_loss() -> None:
-    from llm_methods.boolean.optim import BooleanOptimizer
+    from llm_methods.mbok.optim import BooleanOptimizer
 
     g = torch.Generator().manual_seed(0)
     target = torch.where(torch.randn(40, generator=g) > 0, 1.0, -1.0)

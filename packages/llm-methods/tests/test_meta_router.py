@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from llm_methods.cli import main
-from llm_methods.router.data import (
+from llm_methods.meta_router.data import (
     RouterDataError,
     features,
     read_mtbench,
@@ -17,7 +17,7 @@ from llm_methods.router.data import (
     simulate,
     true_bias,
 )
-from llm_methods.router.model import MetaRouter, cost_quality_curve, estimate_bias, fit_method
+from llm_methods.meta_router.model import MetaRouter, cost_quality_curve, estimate_bias, fit_method
 
 
 def test_read_routellm_csv(tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ def test_simulator_carries_the_designed_bias() -> None:
     train, test = simulate(3000, 0.2, 1.0, seed=0)
     assert 0.15 < train["T"].mean() < 0.25 and len(test) == 2000
     x = train[[f"x{j}" for j in range(5)]].to_numpy()
-    from llm_methods.router.data import true_gain
+    from llm_methods.meta_router.data import true_gain
 
     resid = train["y"].to_numpy() - true_gain(x)
     gold, pref = train["T"].to_numpy() == 1, train["T"].to_numpy() == 0
@@ -122,15 +122,18 @@ def test_cost_quality_curve_by_hand() -> None:
 
 def test_cli_simulate_fit_route(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     sim = tmp_path / "sim"
-    assert main(["router", "simulate", "--out", str(sim), "--n", "600", "--gold-frac", "0.3"]) == 0
+    assert (
+        main(["meta_router", "simulate", "--out", str(sim), "--n", "600", "--gold-frac", "0.3"])
+        == 0
+    )
     fit = tmp_path / "fit"
-    assert main(["router", "fit", "--gold", str(sim / "gold.csv"), "--preference",
+    assert main(["meta_router", "fit", "--gold", str(sim / "gold.csv"), "--preference",
                  str(sim / "preference.csv"), "--strong", "strong", "--weak", "weak",
                  "--learner", "tlearner", "--out", str(fit), "--test", str(sim / "test.csv")]) == 0  # fmt: skip
     report = json.loads((fit / "fit.json").read_text())
     assert set(report["test_mse"]) == {"gold_only", "preference_only", "pooled", "dr_corrected"}
     routes = tmp_path / "routes.csv"
-    assert main(["router", "route", "--router", str(fit / "router.joblib"), "--queries",
+    assert main(["meta_router", "route", "--router", str(fit / "router.joblib"), "--queries",
                  str(sim / "test.csv"), "--w", "0.2", "--out", str(routes)]) == 0  # fmt: skip
     assert "queries to the premium model" in capsys.readouterr().out
     assert routes.read_text().splitlines()[0].endswith("gain_hat,premium")
@@ -138,15 +141,15 @@ def test_cli_simulate_fit_route(tmp_path: Path, capsys: pytest.CaptureFixture) -
 
 def test_cli_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     sim = tmp_path / "sim"
-    main(["router", "simulate", "--out", str(sim), "--n", "300"])
+    main(["meta_router", "simulate", "--out", str(sim), "--n", "300"])
     capsys.readouterr()
     with pytest.raises(SystemExit) as info:
-        main(["router", "fit", "--gold", str(sim / "gold.csv"), "--strong", "strong",
+        main(["meta_router", "fit", "--gold", str(sim / "gold.csv"), "--strong", "strong",
               "--weak", "weak", "--out", str(tmp_path / "f")])  # fmt: skip
     err = capsys.readouterr().err.strip()
     assert info.value.code == 2 and err.startswith("llm-methods: error: treatment arm T=0")
     with pytest.raises(SystemExit) as info:
-        main(["router", "fit", "--gold", str(sim / "gold.csv"), "--strong", "gpt4",
+        main(["meta_router", "fit", "--gold", str(sim / "gold.csv"), "--strong", "gpt4",
               "--weak", "weak", "--out", str(tmp_path / "f")])  # fmt: skip
     err = capsys.readouterr().err.strip()
     assert info.value.code == 2 and "missing column(s) gpt4" in err and len(err.splitlines()) == 1
@@ -154,7 +157,7 @@ def test_cli_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> N
 
 @pytest.mark.slow
 def test_experiment_quick(tmp_path: Path) -> None:
-    from llm_methods.router.experiment import EXPERIMENT
+    from llm_methods.meta_router.experiment import EXPERIMENT
 
     result = EXPERIMENT.run(True, tmp_path)
-    assert len(result.claims) == 2 and (tmp_path / "router.png").is_file()
+    assert len(result.claims) == 2 and (tmp_path / "meta_router.png").is_file()

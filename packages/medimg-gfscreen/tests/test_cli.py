@@ -9,7 +9,15 @@ import pytest
 import torch
 import yaml
 
-from iclr26_common.testing import assert_cli_help, shipped_configs
+from iclr26_common.testing import (
+    DDP_CPU_ARGS,
+    assert_cli_help,
+    assert_one_line_error,
+    help_commands,
+    run_console_script,
+    run_main,
+    shipped_configs,
+)
 from medimg_gfscreen import __version__
 from medimg_gfscreen.cli import main, run_lightning_cli
 
@@ -18,8 +26,9 @@ CONFIGS = shipped_configs("medimg_gfscreen")
 
 def test_top_level_help_lists_every_subcommand() -> None:
     out = assert_cli_help(main)
-    for command in ("fit", "validate", "test", "predict", "synth", "datalist", "screen", "export"):
-        assert command in out
+    assert help_commands(out) == [
+        "fit", "validate", "test", "predict", "synth", "datalist", "screen", "export", "configs"
+    ]  # fmt: skip
 
 
 def test_version(capsys: pytest.CaptureFixture) -> None:
@@ -76,29 +85,8 @@ def test_synth_and_datalist_commands(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert len(payload["validation"]) == 1 and len(payload["training"]) == 2
 
 
-def _log_to_captured_stderr() -> None:
-    """Lightning's log handlers keep the stderr of the test that imported Lightning (a capture
-    closed since); point them at this test's captured stderr."""
-    import logging
-    import sys
-
-    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
-        for handler in logging.getLogger(name).handlers:
-            if isinstance(handler, logging.StreamHandler):
-                handler.stream = sys.stderr
-
-
 def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
-    _log_to_captured_stderr()
-    with pytest.raises(SystemExit) as info:
-        main(args)
-    assert info.value.code == 2
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip() and "Seed set to" not in line]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("medimg-gfscreen") and "error:" in lines[0]
-    assert "Traceback" not in err
-    return lines[0]
+    return assert_one_line_error(main, args, capsys, prog="medimg-gfscreen: error: ")
 
 
 def test_screen_writes_a_mask_with_the_input_affine(
@@ -168,3 +156,64 @@ def test_fit_with_a_missing_label_is_one_line(
     line = _one_line_error(capsys, ["fit", "--config", "tiny", f"--data.init_args.datalist={bad}",
                                     "--trainer.fast_dev_run=1"])  # fmt: skip
     assert payload["training"][0]["name"] in line and "label" in line
+
+
+def _absolute_datalist(synth_dir: Path, tmp_path: Path) -> Path:
+    payload = json.loads((synth_dir / "datalist.json").read_text())
+    for key in ("training", "validation"):
+        for entry in payload[key]:
+            entry["image"] = str(synth_dir / entry["image"])
+            entry["label"] = str(synth_dir / entry["label"])
+    path = tmp_path / "datalist.json"
+    path.write_text(json.dumps(payload))
+    return path
+
+
+def test_logged_fit_keeps_the_users_config_yaml_and_links_hparams(
+    synth_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """With a logger the config goes into its version folder, not over ./config.yaml; the
+    logger's hparams merge needs the linked roi_size/spacing equal in model and data module
+    (an instantiate link passed tuples: "different values", the run stopped)."""
+    datalist = _absolute_datalist(synth_dir, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.yaml").write_text("mine: 1\n")
+    args = ["fit", "-c", "tiny", f"--data.init_args.datalist={datalist}", "--trainer.logger=true",
+            "--trainer.limit_train_batches=1", "--trainer.limit_val_batches=1"]  # fmt: skip
+    run = run_main(main, args, capsys)
+    assert run.code == 0, run.err
+    assert (tmp_path / "config.yaml").read_text() == "mine: 1\n"
+    version = tmp_path / "lightning_logs" / "version_0"
+    saved = yaml.safe_load((version / "config.yaml").read_text())
+    assert saved["data"]["init_args"]["datalist"] == str(datalist)
+    hparams = yaml.safe_load((version / "hparams.yaml").read_text())
+    assert hparams["roi_size"] == [32, 32, 16] and hparams["num_samples"] == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["fit", "--config", "nosuch.yaml"], "shipped: gfscreen, gfscreen_chest, msd_liver, tiny"),
+        (["fit", "-c", "tiny", "--model.init_args.lr", "x"], 'fit: Parser key "model'),
+    ],
+)
+def test_fit_parse_errors_are_one_line(
+    capsys: pytest.CaptureFixture, args: list[str], expected: str
+) -> None:
+    assert expected in _one_line_error(capsys, args)
+
+
+@pytest.mark.slow
+def test_fit_tiny_under_ddp_on_two_cpu_processes(synth_dir: Path, tmp_path: Path) -> None:
+    datalist = _absolute_datalist(synth_dir, tmp_path)
+    args = ["fit", "--config", "tiny", f"--data.init_args.datalist={datalist}",
+            "--trainer.logger=true", *DDP_CPU_ARGS]  # fmt: skip
+    proc = run_console_script("medimg-gfscreen", args, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Starting with 2 processes" in proc.stderr and "sync_dist" not in proc.stderr
+    configs = sorted((tmp_path / "lightning_logs").rglob("config*.yaml"))
+    assert [p.relative_to(tmp_path).as_posix() for p in configs] == [
+        "lightning_logs/version_0/config.yaml"
+    ]
+    metrics = (tmp_path / "lightning_logs" / "version_0" / "metrics.csv").read_text()
+    assert "val/dsc" in metrics.splitlines()[0]

@@ -9,6 +9,16 @@ TINY_ANGLES = list(range(0, 11, 2))  # 6 angles: every S3 mod has train and test
 TIME_CLASSES = ["brick01", "glass01", "wood03"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_cache_root(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The workspace cache (``ICLR26_CACHE``) in a temporary folder for the whole session, so
+    tests never write into ``~/.cache/iclr26``; subprocesses inherit it."""
+    with pytest.MonkeyPatch.context() as patch:
+        root = tmp_path_factory.mktemp("iclr26-cache")
+        patch.setenv("ICLR26_CACHE", str(root))
+        yield root
+
+
 @pytest.fixture(scope="session")
 def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """16 classes × 7 distances × 6 angles × 1 sample, frequency CSVs only (672 spectra)."""

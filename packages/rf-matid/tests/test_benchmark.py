@@ -162,3 +162,26 @@ def test_cnn_learns_the_synthetic_materials_well_above_chance(tiny_dataset: Path
     """The generator carries a learnable material signal: 16-way S1 accuracy >> 1/16."""
     row = train_and_test(tiny_dataset, "material_id", split="S1", epochs=12, accelerator="cpu")
     assert row.accuracy > 4 / 16
+
+
+def test_run_benchmark_chooses_the_device_once_through_iclr26_common(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The experiment forced accelerator="cpu"; now the workspace's device helper chooses, in
+    the calling process (where it is recorded), and every training gets that choice."""
+    import iclr26_common.device as device
+    import rf_matid.benchmark as bench
+
+    asked: list[str] = []
+
+    def choose() -> str:
+        asked.append("asked")
+        return "gpu"
+
+    seen: list[str | None] = []
+    monkeypatch.setattr(device, "lightning_accelerator", choose)
+    monkeypatch.setattr(bench, "train_and_test", lambda **task: seen.append(task["accelerator"]))
+    bench.run_benchmark("data", ["mlp"], splits=["S1", "S2-mod2"], seeds=[0])
+    assert asked == ["asked"] and seen == ["gpu", "gpu"]
+    bench.run_benchmark("data", ["mlp"], accelerator="cpu")
+    assert asked == ["asked"] and seen[-1] == "cpu"

@@ -6,12 +6,15 @@ import pytest
 import yaml
 
 from iclr26_common.testing import (
+    DDP_CPU_ARGS,
     assert_cli_help,
-    lightning_logs_to_current_stderr,
+    assert_one_line_error,
+    help_commands,
+    run_console_script,
     shipped_configs,
 )
 from rf_matid import __version__
-from rf_matid.cli import main, parse_int_list, run_lightning_cli
+from rf_matid.cli import main, run_lightning_cli
 from rf_matid.model import MODELS
 
 CONFIGS = shipped_configs("rf_matid")
@@ -19,8 +22,9 @@ CONFIGS = shipped_configs("rf_matid")
 
 def test_top_level_help_lists_every_subcommand() -> None:
     out = assert_cli_help(main)
-    for command in ("fit", "validate", "test", "predict", "synth", "benchmark", "configs"):
-        assert command in out
+    assert help_commands(out) == [
+        "fit", "validate", "test", "predict", "predict-files", "synth", "benchmark", "configs"
+    ]  # fmt: skip
 
 
 def test_version(capsys: pytest.CaptureFixture) -> None:
@@ -105,53 +109,52 @@ def test_configs_lists_paths(capsys: pytest.CaptureFixture) -> None:
     assert "transformer1d" in capsys.readouterr().out
 
 
-def test_parse_int_list() -> None:
-    assert parse_int_list("200:400:100") == [200, 300, 400]
-    assert parse_int_list("1,5") == [1, 5]
-
-
 def test_predict_subcommand_runs_on_the_test_split(tiny_dataset: Path, tmp_path: Path) -> None:
     cli = _tiny_run("predict", tiny_dataset, tmp_path)
     assert cli.trainer.state.finished
     assert cli.trainer.predict_loop.predictions[0]["probs"].shape[1] == 16
 
 
-def test_parse_int_list_rejects_empty_and_reversed_ranges() -> None:
-    import argparse
-
-    for text in ("300:200:50", "200:300:0", "200:300:-50", "", ",", "a:b:c"):
-        with pytest.raises(argparse.ArgumentTypeError):
-            parse_int_list(text)
-
-
 def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
-    """Runs ``main(args)``: exit code 2 and exactly one non-empty stderr line, which is returned."""
-    lightning_logs_to_current_stderr()
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    # Lightning's own start-up line ("Seed set to 0") may precede the error
-    lines = [line for line in err.splitlines() if line.strip() and "Seed set to" not in line]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("rf-matid") and "error:" in lines[0]
-    assert "Traceback" not in err
-    return lines[0]
+    """``main(args)``: exit code 2, one ``rf-matid[ COMMAND]: error: ...`` stderr line."""
+    line = assert_one_line_error(main, args, capsys, prog="rf-matid")
+    assert "error: " in line
+    return line
 
 
-def test_fit_does_not_write_into_the_current_directory(
+def test_fit_without_logger_keeps_the_users_config_yaml(
     tiny_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`fit --config tiny` (logger off) used to overwrite ./config.yaml."""
+    """`fit --config tiny` (logger off: the run's folder is default_root_dir, the cwd) saves
+    its config beside ./config.yaml, never over it."""
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     (cwd / "config.yaml").write_text("my: own config\n")
     monkeypatch.chdir(cwd)
-    main(["fit", "--config", "tiny", f"--data.init_args.data_dir={tiny_dataset}",
+    main(["fit", "-c", "tiny", f"--data.init_args.data_dir={tiny_dataset}",
           "--trainer.max_epochs=1", "--trainer.limit_train_batches=1",
           "--trainer.limit_val_batches=1"])  # fmt: skip
     assert (cwd / "config.yaml").read_text() == "my: own config\n"
-    assert sorted(p.name for p in cwd.iterdir()) == ["config.yaml"]
+    assert sorted(p.name for p in cwd.iterdir()) == ["config-1.yaml", "config.yaml"]
+    saved = yaml.safe_load((cwd / "config-1.yaml").read_text())
+    assert saved["data"]["init_args"]["data_dir"] == str(tiny_dataset)
+
+
+def test_fit_tiny_under_ddp_on_two_cpu_processes(tiny_dataset: Path, tmp_path: Path) -> None:
+    """Lightning's ddp re-runs the console script's command line for rank 1 (gloo on CPU):
+    both ranks train, the losses are averaged over ranks, rank 0 alone writes the config."""
+    args = ["fit", "--config", "tiny", f"--data.init_args.data_dir={tiny_dataset}",
+            "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
+            "--trainer.limit_val_batches=1", "--trainer.logger=true", *DDP_CPU_ARGS]  # fmt: skip
+    proc = run_console_script("rf-matid", args, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Starting with 2 processes" in proc.stderr and "sync_dist" not in proc.stderr
+    configs = sorted((tmp_path / "lightning_logs").rglob("config*.yaml"))
+    assert [p.relative_to(tmp_path).as_posix() for p in configs] == [
+        "lightning_logs/version_0/config.yaml"
+    ]
+    header = (tmp_path / "lightning_logs/version_0/metrics.csv").read_text().splitlines()[0]
+    assert "val/acc" in header and "train/loss_epoch" in header
 
 
 def test_fit_saves_its_config_into_the_logger_run_directory(

@@ -322,14 +322,14 @@ def test_bad_file_raises_or_is_skipped(tmp_path: Path, caplog: pytest.LogCapture
     with pytest.raises(RFMatIDFormatError) as info:
         load_dataset(tmp_path)
     assert info.value.path == str(tmp_path / bad_rel) and info.value.line == 42
-    assert list((tmp_path / ".rfmatid_cache").glob("*")) == []  # temporary parse target removed
+    assert _entries(tmp_path) == []  # temporary parse target removed
     with caplog.at_level(logging.WARNING, logger="rf_matid"):
         data = load_dataset(tmp_path, skip_bad=True)
     assert len(data) == 5 and [rel for rel, _ in data.skipped] == [bad_rel]
     assert bad_rel not in data.files and "line 42" in data.skipped[0][1]
     assert bad_rel in caplog.text
     assert isinstance(data.x, np.memmap) and data.x.shape == (5, 2048)
-    assert not list((tmp_path / ".rfmatid_cache").glob("*.tmp"))
+    assert not [p for p in _entries(tmp_path) if p.name.endswith(".tmp")]
     np.testing.assert_array_equal(load_dataset(tmp_path, skip_bad=True).x, data.x)
     # a cache entry that recorded skips must not hide the error from a strict load
     with pytest.raises(RFMatIDFormatError):
@@ -385,15 +385,38 @@ def test_csv_outside_position_folder(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- cache
 
 
+def _entries(root: Path, domain: str = "frequency") -> list[Path]:
+    """The files of ``root``'s cache entries (and their temporaries) in the default cache."""
+    from rf_matid.cache import CacheEntry, default_cache_dir
+
+    return sorted(default_cache_dir().glob(f"{CacheEntry.prefix_for(root, domain)}-*"))
+
+
+def test_default_cache_is_the_workspace_cache_not_the_data_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rf-matid cached into ``<root>/.rfmatid_cache`` (inside the user's data) while every other
+    package uses ``iclr26_common.cachedir.cache_root()``: one policy now."""
+    monkeypatch.setenv("ICLR26_CACHE", str(tmp_path / "cache-root"))
+    root = tmp_path / "data"
+    build_dataset(root, samples=1, with_time=False)
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    data = load_dataset(root)
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before  # data untouched
+    entries = sorted((tmp_path / "cache-root" / "rf-matid").iterdir())
+    assert [p.name.split(".", 1)[1] for p in entries] == ["axis.npy", "meta.json", "x.npy"]
+    assert isinstance(data.x, np.memmap) and Path(data.x.filename) in entries
+
+
 def test_cache_hit_is_memmap_and_skips_parsing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     build_dataset(tmp_path, samples=1)
     first = load_dataset(tmp_path)
     assert isinstance(first.x, np.memmap)
-    cache = tmp_path / ".rfmatid_cache"
-    assert len(list(cache.glob("frequency-*.x.npy"))) == 1
-    assert not list(cache.glob("*.tmp"))
+    entries = _entries(tmp_path)
+    assert [p.name.endswith(".x.npy") for p in entries].count(True) == 1
+    assert not [p for p in entries if p.name.endswith(".tmp")]
 
     def fail(*args, **kwargs):
         raise AssertionError("cache hit must not parse CSVs")
@@ -417,7 +440,7 @@ def test_cache_invalidated_on_change_add_and_remove(tmp_path: Path) -> None:
     bump_mtime(tmp_path / target)
     data = load_dataset(tmp_path)
     np.testing.assert_array_equal(data.x[0], new_s11)
-    assert len(list((tmp_path / ".rfmatid_cache").glob("frequency-*"))) == 3  # stale entry removed
+    assert len(_entries(tmp_path)) == 3  # stale entry removed
 
     write_sample(tmp_path, Position("glass01", 300, 3), 0, FREQ, new_s11)
     assert "glass01" in load_dataset(tmp_path).class_names
@@ -431,7 +454,7 @@ def test_custom_and_unwritable_cache_dir(tmp_path: Path) -> None:
     cache = tmp_path / "elsewhere"
     data = load_dataset(root, cache_dir=cache)
     assert isinstance(data.x, np.memmap) and any(cache.iterdir())
-    assert not (root / ".rfmatid_cache").exists()
+    assert _entries(root) == []  # nothing in the default cache either
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
     fallback = load_dataset(root, cache_dir=blocker / "cache")

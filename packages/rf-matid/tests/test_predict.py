@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from iclr26_common.testing import lightning_logs_to_current_stderr
+from iclr26_common.testing import assert_one_line_error
 from rf_matid.cli import main, run_lightning_cli
 from rf_matid.io import read_frequency_csv
 from rf_matid.predict import load_predictor
@@ -39,17 +39,10 @@ def _read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
 def _one_line_error(
     capsys: pytest.CaptureFixture, args: list[str], skip_lightning_info: bool = False
 ) -> str:
-    lightning_logs_to_current_stderr()
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.strip() and "Seed set to" not in line]
-    if skip_lightning_info:
-        lines = [line for line in lines if not line.startswith("INFO: ")]
-    assert len(lines) == 1 and lines[0].startswith("rf-matid: error: "), lines
-    return lines[0]
+    """``main(args)``: exit 2, one ``rf-matid: error: ...`` stderr line (Lightning's "INFO: "
+    start-up lines left out when ``skip_lightning_info``)."""
+    skip = (lambda line: line.startswith("INFO: ")) if skip_lightning_info else None
+    return assert_one_line_error(main, args, capsys, prog="rf-matid: error: ", skip=skip)
 
 
 def test_predictor_matches_the_training_pipeline(tiny_dataset: Path, p2_checkpoint: Path) -> None:

@@ -15,13 +15,11 @@ from iclr26_common.cli_support import (
     dispatch,
     is_user_error,
     lightning_commands,
-    resolve_config_names,
     run_with_one_line_errors,
-    shipped_configs,
     top_level_parser,
 )
 
-__all__ = ["main", "run_lightning_cli", "shipped_configs"]
+__all__ = ["main", "run_lightning_cli"]
 
 PROG = "bio-scisor"
 TRAINER_SUBCOMMANDS = ("fit", "validate", "test")
@@ -33,21 +31,16 @@ DESCRIPTION = (
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:
-    """LightningCLI(ScisorLitModule, ScisorDataModule) on ``argv``; returns the CLI object."""
-    from lightning.pytorch.cli import LightningCLI
-
+    """LightningCLI(ScisorLitModule, ScisorDataModule) on ``argv`` through the workspace's
+    :func:`iclr26_common.lightning.run_cli`; returns the CLI object."""
     from bio_scisor.data import ScisorDataModule
     from bio_scisor.lit_module import ScisorLitModule
+    from iclr26_common.lightning import run_cli
 
-    return LightningCLI(
-        ScisorLitModule,
-        ScisorDataModule,
-        subclass_mode_model=False,
-        subclass_mode_data=False,
-        seed_everything_default=0,
-        save_config_kwargs={"overwrite": True},
-        args=resolve_config_names(argv, shipped_configs("bio_scisor")),
-    )
+    return run_cli(
+        ScisorLitModule, ScisorDataModule, argv, package="bio_scisor", prog=PROG,
+        subclass_mode=False,
+    )  # fmt: skip
 
 
 COMMANDS = {

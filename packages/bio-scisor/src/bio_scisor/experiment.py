@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from iclr26_common import Claim, Experiment, Result
+from iclr26_common.device import choose_device
 from iclr26_common.threads import torch_threads
 
 PAPER = "A Diffusion Model to Shrink Proteins While Maintaining Their Function (arXiv 2511.07390)"
@@ -137,6 +138,10 @@ def run_seed(seed: int, quick: bool, out_dir: Path) -> dict[str, Any]:
     variants, fitness = make_assay(family, n_multi=cfg["n_multi"], seed=seed)
     data_dir = write_family(family, out_dir / f"synthetic_seed{seed}")
     n_deleted = np.array([len(family.wt) - len(v) for v in variants])
+    # SCISOR trains on the device iclr26_common.device chooses (fit_scisor); scoring, shrinking,
+    # the timing comparison and the AR LM run on the CPU on purpose: d=64 models scored one
+    # variant at a time gain nothing from a GPU, and both timed models share one device.
+    choose_device("cpu")
     t0 = time.perf_counter()
     scisor = fit_scisor(
         family.sequences, cfg["steps"], BATCH_SIZE, seed, t_max=TRAIN_T_MAX

@@ -69,9 +69,13 @@ class ScisorLitModule(L.LightningModule):
         loss, kl = per_sequence_loss(self.denoiser, x0, x0_len, noised, hp.alpha_power, hp.t_max)
         loss = loss.mean()
         bsz = x0.shape[0]
-        self.log(f"{stage}/loss", loss.float(), prog_bar=stage == "train", batch_size=bsz)
-        self.log(f"{stage}/kl", kl.mean().float(), batch_size=bsz)
-        self.log(f"{stage}/prior_kl", prior_kl(x0, x0_len).mean().float(), batch_size=bsz)
+        # validation/test log epoch means: averaged over all DDP ranks, not rank 0's share
+        sync = stage != "train"
+        self.log(f"{stage}/loss", loss.float(), prog_bar=stage == "train", batch_size=bsz,
+                 sync_dist=sync)  # fmt: skip
+        self.log(f"{stage}/kl", kl.mean().float(), batch_size=bsz, sync_dist=sync)
+        self.log(f"{stage}/prior_kl", prior_kl(x0, x0_len).mean().float(), batch_size=bsz,
+                 sync_dist=sync)  # fmt: skip
         return loss.float()
 
     def training_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
@@ -114,26 +118,21 @@ def fit_scisor(
     seed: int = 0,
     **hparams: object,
 ) -> ScisorLitModule:
-    """Train a :class:`ScisorLitModule` on ``sequences`` for ``steps`` minibatches (CPU/GPU auto,
-    no logger, no checkpoint); used by the experiment, the benchmarks and the tests."""
+    """Train a :class:`ScisorLitModule` on ``sequences`` for ``steps`` minibatches on the device
+    :func:`iclr26_common.device.lightning_accelerator` chooses (no logger, no checkpoint); used by
+    the experiment, the benchmarks and the tests. The module comes back on the CPU (Lightning
+    moves it there when ``fit`` ends)."""
     from torch.utils.data import DataLoader
 
     from bio_scisor.data import SequenceDataset, collate
+    from iclr26_common import seed_everything
+    from iclr26_common.lightning import quiet_trainer
 
-    L.seed_everything(seed, verbose=False)
+    seed_everything(seed)
     module = ScisorLitModule(**hparams)  # type: ignore[arg-type]
     loader = DataLoader(
         SequenceDataset(sequences), batch_size=batch_size, shuffle=True, collate_fn=collate
     )
-    trainer = L.Trainer(
-        max_steps=steps,
-        max_epochs=-1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-    )
+    trainer = quiet_trainer(max_steps=steps, max_epochs=-1, limit_val_batches=0)
     trainer.fit(module, train_dataloaders=loader)
     return module.eval()

@@ -23,7 +23,7 @@ from iclr26_common.cli_support import (
 from llm_methods import __version__
 from llm_methods.cliutils import (
     ArgumentParser,
-    lightning_cli,
+    method_cli,
     quiet_transformers,
     shipped_configs,
 )
@@ -131,7 +131,7 @@ def dispersion_lightning_cli(argv: Sequence[str]) -> Any:
 
     from llm_methods.dispersion.data import TextChunkDataModule
 
-    return lightning_cli("dispersion", L.LightningModule, TextChunkDataModule, argv,
+    return method_cli("dispersion", L.LightningModule, TextChunkDataModule, argv,
                          links=[("data.vocab_size", "model.init_args.vocab_size", "instantiate")])  # fmt: skip
 
 

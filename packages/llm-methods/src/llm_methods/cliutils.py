@@ -7,7 +7,6 @@ The one-line-error parser and the shipped-config lookup are the workspace's
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,8 @@ from iclr26_common.cli_support import ArgumentParser
 
 __all__ = [
     "ArgumentParser",
-    "lightning_cli",
+    "method_cli",
     "quiet_transformers",
-    "resolve_config_names",
     "shipped_configs",
 ]
 
@@ -27,11 +25,6 @@ __all__ = [
 def shipped_configs(method: str) -> dict[str, Path]:
     """``{stem: path}`` of the YAML configs shipped in ``llm_methods/<method>/configs``."""
     return cli_support.shipped_configs(f"llm_methods.{method}")
-
-
-def resolve_config_names(method: str, argv: list[str]) -> list[str]:
-    """Lets ``--config NAME`` name one of ``method``'s shipped configs when NAME is not a file."""
-    return cli_support.resolve_config_names(argv, shipped_configs(method))
 
 
 def load_settings(method: str, name_or_path: str, fields: Sequence[str]) -> dict[str, Any]:
@@ -66,7 +59,7 @@ def quiet_transformers() -> None:
     logging.set_verbosity_error()
 
 
-def lightning_cli(
+def method_cli(
     method: str,
     model_class: Any,
     datamodule_class: Any,
@@ -76,34 +69,16 @@ def lightning_cli(
     subclass_mode: bool = True,
     links: Sequence[tuple[str, str, str]] = (),
 ) -> Any:
-    """Run LightningCLI for ``llm-methods <method>`` and return it.
-
-    ``--config NAME`` may name a shipped config of ``method``; ``subcommand`` (e.g. ``"fit"``)
-    is prepended for commands that expose one stage only; ``links`` are
-    ``(source, target, apply_on)`` argument links (``apply_on``: ``"parse"`` or
-    ``"instantiate"``). ``model_class`` / ``datamodule_class`` are base classes when
-    ``subclass_mode`` (``class_path`` in the config picks the concrete one). Lightning's seed
-    line is silenced so that an input error stays one line; transformers' progress bars too.
-    ``sys.argv`` is restored afterwards (LightningCLI parses it; ``args=`` warns).
-    """
-    import logging
-
-    from lightning.pytorch.cli import LightningCLI
+    """``llm-methods <method>``'s LightningCLI: the workspace's
+    :func:`iclr26_common.lightning.run_cli` with ``method``'s shipped configs
+    (``llm_methods/<method>/configs``, ``--config NAME``) and ``llm-methods <method>`` as the
+    program name; transformers' progress bars off. ``subcommand`` (e.g. ``"fit"``) is prepended
+    for commands that expose one stage; ``links`` are ``(source, target, apply_on)``. The config
+    is saved into the run's log folder, never over a file; ``--trainer.strategy ddp`` works from
+    the console script (ranks > 0 re-run its command line)."""
+    from iclr26_common.lightning import run_cli
 
     quiet_transformers()
-    logging.getLogger("lightning.fabric.utilities.seed").setLevel(logging.WARNING)
-
-    class _CLI(LightningCLI):
-        def add_arguments_to_parser(self, parser) -> None:  # type: ignore[no-untyped-def]
-            for source, target, apply_on in links:
-                parser.link_arguments(source, target, apply_on=apply_on)
-
-    head = [subcommand] if subcommand else []
-    saved = sys.argv
-    sys.argv = [f"llm-methods {method}", *head, *resolve_config_names(method, list(argv))]
-    try:
-        return _CLI(model_class, datamodule_class, subclass_mode_model=subclass_mode,
-                    subclass_mode_data=subclass_mode, seed_everything_default=0,
-                    save_config_kwargs={"overwrite": True})  # fmt: skip
-    finally:
-        sys.argv = saved
+    return run_cli(model_class, datamodule_class, argv, package=f"llm_methods.{method}",
+                   prog=f"llm-methods {method}", links=links, subcommand=subcommand,
+                   subclass_mode=subclass_mode)  # fmt: skip

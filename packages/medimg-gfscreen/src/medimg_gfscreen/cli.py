@@ -3,6 +3,7 @@ screen, export and configs."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,19 +12,17 @@ from typing import Any
 from iclr26_common.cli_support import (
     CONFIGS_HELP,
     ArgumentParser,
+    comma_list,
     configs_command,
     dispatch,
     is_user_error,
     lightning_commands,
-    resolve_config_names,
     run_with_one_line_errors,
-    shipped_configs,
     top_level_parser,
 )
 from medimg_gfscreen import __version__
-from medimg_gfscreen.cliutils import parse_shape
 
-__all__ = ["main", "run_lightning_cli", "shipped_configs"]
+__all__ = ["main", "run_lightning_cli"]
 
 PROG = "medimg-gfscreen"
 TRAINER_SUBCOMMANDS = ("fit", "validate", "test", "predict")
@@ -50,59 +49,43 @@ def _top_level_parser() -> ArgumentParser:
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:
-    """Runs LightningCLI on ``argv`` (a trainer subcommand first); returns the CLI object.
+    """Runs LightningCLI on ``argv`` (a trainer subcommand first) through the workspace's
+    :func:`iclr26_common.lightning.run_cli`; returns the CLI object.
 
     ROI size, sub-volumes per volume and voxel spacing are linked from the data module into the
-    model. The resolved config is saved only into the run's logger directory, never over an
-    existing file and never into the current directory when there is no logger.
+    model. The datalist and every case are checked before the Trainer exists, so bad data is
+    one line before Lightning's start-up output.
     """
-    from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
-    from lightning.pytorch.loggers.logger import DummyLogger
-
+    from iclr26_common.lightning import run_cli
     from medimg_gfscreen.data import GFScreenDataModule
     from medimg_gfscreen.lit_module import GFScreenModule
 
-    class RunDirSaveConfig(SaveConfigCallback):
-        def setup(self, trainer, pl_module, stage) -> None:  # type: ignore[no-untyped-def]
-            if self.already_saved:
-                return
-            logger = trainer.logger
-            if logger is None or isinstance(logger, DummyLogger) or trainer.log_dir is None:
-                self.already_saved = True
-                return
-            path = Path(trainer.log_dir) / self.config_filename
-            if path.exists():
-                raise FileExistsError(f"{path} exists; not overwriting it")
-            super().setup(trainer, pl_module, stage)
+    def check_data(cli: Any) -> None:
+        if isinstance(cli.datamodule, GFScreenDataModule):
+            subcommand = cli.config.get("subcommand", "fit")
+            cli.datamodule.setup(subcommand)
 
-    class GFScreenCLI(LightningCLI):
-        def add_arguments_to_parser(self, parser) -> None:  # type: ignore[no-untyped-def]
-            for attr in ("roi_size", "num_samples", "spacing"):
-                parser.link_arguments(
-                    f"data.init_args.{attr}", f"model.init_args.{attr}", apply_on="instantiate"
-                )
+    # linked on parse: model and data module get the same config values, so a logger's hparams
+    # merge sees equal values (an instantiate link passed the data module's tuples and a
+    # logged `fit` stopped with "different values" for roi_size/spacing)
+    links = [(f"data.init_args.{attr}", f"model.init_args.{attr}", "parse")
+             for attr in ("roi_size", "num_samples", "spacing")]  # fmt: skip
+    return run_cli(
+        GFScreenModule, GFScreenDataModule, argv, package="medimg_gfscreen", prog=PROG,
+        links=links, before_trainer=check_data,
+    )  # fmt: skip
 
-        def instantiate_trainer(self, **kwargs: Any) -> Any:
-            # check the datalist and every case before Lightning's start-up lines
-            if isinstance(self.datamodule, GFScreenDataModule):
-                subcommand = self.config.get("subcommand", "fit")
-                self.datamodule.setup({"fit": "fit"}.get(subcommand, subcommand))
-            return super().instantiate_trainer(**kwargs)
 
-    import warnings
-
-    # main() hands LightningCLI the resolved argv (shipped config names -> paths) on purpose
-    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
-    return GFScreenCLI(
-        GFScreenModule,
-        GFScreenDataModule,
-        subclass_mode_model=True,
-        subclass_mode_data=True,
-        seed_everything_default=0,
-        save_config_callback=RunDirSaveConfig,
-        save_config_kwargs={"overwrite": False},
-        args=resolve_config_names(argv, shipped_configs("medimg_gfscreen")),
-    )
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """``--shape``: ``'96,96,32'`` -> (96, 96, 32); three positive integers."""
+    expected = f"expected three positive integers 'X,Y,Z', got {text!r}"
+    try:
+        values = comma_list(text, int)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(expected) from None
+    if len(values) != 3 or min(values) < 1:
+        raise argparse.ArgumentTypeError(expected)
+    return values[0], values[1], values[2]
 
 
 def synth_main(argv: Sequence[str]) -> int:
@@ -164,7 +147,10 @@ def screen_main(argv: Sequence[str]) -> int:
     parser.add_argument("image", type=Path, help="CT volume, .nii.gz / .nii, HU")
     parser.add_argument("--ckpt", type=Path, required=True, help="exported .pt or Lightning .ckpt")
     parser.add_argument("--out", type=Path, required=True, help="mask to write (.nii.gz)")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    parser.add_argument(
+        "--device", default=None,
+        help="cpu, cuda, cuda:1, ... (default: CUDA when PyTorch sees one; ICLR26_DEVICE overrides)",
+    )  # fmt: skip
     parser.add_argument("--region", default="abdomen", choices=sorted(HU_WINDOWS))
     parser.add_argument("--threshold", type=float, default=None, help="gate (default: ckpt's)")
     parser.add_argument("--overlap", type=float, default=None, help="tile overlap (ckpt's)")
@@ -175,11 +161,16 @@ def screen_main(argv: Sequence[str]) -> int:
         parser.error("--overlap must be in [0, 1)")
     import torch
 
-    if ns.device.startswith("cuda") and not torch.cuda.is_available():
+    if ns.device is not None and ns.device.startswith("cuda") and not torch.cuda.is_available():
         parser.error(f"--device {ns.device}: CUDA is not available")
+    from iclr26_common.device import choose_device
     from medimg_gfscreen.screen import screen_file
 
-    info = screen_file(ns.image, ns.ckpt, ns.out, ns.device, ns.region, ns.threshold,
+    try:
+        device = str(choose_device(ns.device))
+    except RuntimeError as error:  # ICLR26_DEVICE names a device torch cannot see
+        parser.error(str(error))
+    info = screen_file(ns.image, ns.ckpt, ns.out, device, ns.region, ns.threshold,
                        ns.overlap, progress=not ns.quiet, overwrite=ns.overwrite)  # fmt: skip
     if not ns.quiet:
         for (x, y, z), p, selected in info["tiles"]:

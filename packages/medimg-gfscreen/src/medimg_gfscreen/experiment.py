@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from iclr26_common import Claim, Experiment, Result, seed_everything
+from iclr26_common.device import choose_device
 
 PAPER = (
     "GF-Screen: Glance and Focus Reinforcement Learning for Pan-cancer Screening (arXiv 2601.19103)"
@@ -80,13 +81,11 @@ def settings(quick: bool) -> dict[str, Any]:
 
 
 def _trainer(epochs: int):
-    import lightning as L
+    """One device from iclr26_common.device (CUDA when PyTorch sees it; ICLR26_DEVICE=cpu
+    forces the CPU, where the budget is defined), no logger / checkpoints / validation."""
+    from iclr26_common.lightning import quiet_trainer
 
-    return L.Trainer(
-        max_epochs=epochs, accelerator="cpu", devices=1, logger=False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        num_sanity_val_steps=0, limit_val_batches=0,
-    )  # fmt: skip
+    return quiet_trainer(max_epochs=epochs, limit_val_batches=0)
 
 
 def _evaluate(
@@ -97,11 +96,14 @@ def _evaluate(
     from medimg_gfscreen.inference import sliding_window_focus
     from medimg_gfscreen.metrics import case_metrics, summarize
 
+    device = choose_device()
+    module = module.to(device)
     spacing = module.hparams.spacing
     voxel_ml = spacing[0] * spacing[1] * spacing[2] / 1000.0
     sw_cases, gf_cases = [], []
     tiles = selected = 0
-    for name, image, label in volumes:
+    for name, cpu_image, label in volumes:
+        image = cpu_image.to(device)
         result = module.screen(image)
         tiles += result.n_tiles
         selected += result.n_selected
@@ -162,7 +164,7 @@ def _one_seed(seed: int, config: dict[str, Any], root: Path, out_dir: Path) -> d
     if seed == config["seeds"][0]:
         import torch
 
-        torch.save(module.export_weights(), out_dir / f"gfscreen_weights_seed{seed}.pt")
+        torch.save(module.cpu().export_weights(), out_dir / f"gfscreen_weights_seed{seed}.pt")
     out["focus_tile_gflops"] = focus_tile / 1e9
     out["glance_tile_gflops"] = glance_tile / 1e9
     if config["ablations"]:
@@ -205,17 +207,9 @@ def _plot(per_seed: list[dict[str, Any]], path: Path, title: str) -> str:
     return path.name
 
 
-def run(quick: bool, out_dir: Path) -> Result:
-    import torch
-
-    started = time.perf_counter()
-    config = settings(quick)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    per_seed = []
-    with tempfile.TemporaryDirectory(prefix="gfscreen-data-") as scratch:
-        for seed in config["seeds"]:
-            per_seed.append(_one_seed(seed, config, Path(scratch), out_dir))
+def build_claims(per_seed: list[dict[str, Any]]) -> tuple[list[Claim], dict[str, Any]]:
+    """The three pre-registered claims from the per-seed ``main`` metric summaries (seed means),
+    and the aggregated numbers the report prints."""
 
     def agg(method: str, key: str) -> float:
         return _mean([s["main"][method][key] for s in per_seed])
@@ -235,6 +229,8 @@ def run(quick: bool, out_dir: Path) -> Result:
         agg("sliding_window", "fp_voxels_healthy"),
         agg("glance_focus", "fp_voxels_healthy"),
     )
+    values = {"sw_recall": sw_recall, "gf_recall": gf_recall, "reduction": reduction,
+              "total_reduction": total_reduction, "sw_fp": sw_fp, "gf_fp": gf_fp}  # fmt: skip
     claims = [
         Claim(
             text="Glance-then-Focus keeps lesion recall close to Focus on every tile.",
@@ -262,6 +258,29 @@ def run(quick: bool, out_dir: Path) -> Result:
             verdict=gf_fp < sw_fp,
         ),
     ]
+    return claims, values
+
+
+def run(quick: bool, out_dir: Path) -> Result:
+    import torch
+
+    started = time.perf_counter()
+    config = settings(quick)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    per_seed = []
+    with tempfile.TemporaryDirectory(prefix="gfscreen-data-") as scratch:
+        for seed in config["seeds"]:
+            per_seed.append(_one_seed(seed, config, Path(scratch), out_dir))
+
+    claims, values = build_claims(per_seed)
+    sw_recall, gf_recall = values["sw_recall"], values["gf_recall"]
+    reduction, total_reduction = values["reduction"], values["total_reduction"]
+    sw_fp, gf_fp = values["sw_fp"], values["gf_fp"]
+
+    def agg(method: str, key: str) -> float:
+        return _mean([s["main"][method][key] for s in per_seed])
+
     mode = "quick" if quick else "full"
     plots = [
         _plot(

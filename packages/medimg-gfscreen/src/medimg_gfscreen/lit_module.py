@@ -191,6 +191,7 @@ class GFScreenModule(L.LightningModule):
         self.log_dict(
             {f"train/{k}": v for k, v in losses.items()},
             prog_bar=False, batch_size=image.shape[0], on_step=True, on_epoch=True,
+            sync_dist=True,  # epoch means over every DDP rank's sub-volumes
         )  # fmt: skip
         return losses["total"].detach()
 
@@ -235,7 +236,7 @@ class GFScreenModule(L.LightningModule):
             )
             s = case_metrics(name, probs[0].argmax(0), label[0, 0], spacing, tol)
             values.update({f"{prefix}/sw_dsc": s.dsc, f"{prefix}/sw_detected": float(s.detected)})
-        self.log_dict(values, batch_size=1, on_epoch=True, reduce_fx="mean")
+        self.log_dict(values, batch_size=1, on_epoch=True, reduce_fx="mean", sync_dist=True)
 
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         self._evaluate(batch, "val", compare=False)

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
-import logging
 import statistics
 import time
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from iclr26_common.cli_support import ArgumentParser
-from rf_matid.cliutils import parse_int_list
+from iclr26_common.cli_support import ArgumentParser, comma_list, int_list
 
 SPLIT_NAMES = ("S1", "S2-mod1", "S2-mod2", "S2-mod3", "S3-mod1", "S3-mod2", "S3-mod3")
 
@@ -43,23 +39,6 @@ class BenchmarkRow:
     confusion: list[list[int]] = field(default_factory=list)
 
 
-@contextlib.contextmanager
-def quiet_lightning() -> Iterator[None]:
-    """Lightning's info lines and its loader/pytree warnings off, restored on exit."""
-    import lightning.pytorch  # noqa: F401  (its import sets the logger's level: import first)
-
-    lightning_logger = logging.getLogger("lightning.pytorch")
-    level = lightning_logger.level
-    lightning_logger.setLevel(logging.WARNING)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-            warnings.filterwarnings("ignore", message=".*isinstance.treespec, LeafSpec.*")
-            yield
-    finally:
-        lightning_logger.setLevel(level)
-
-
 def train_and_test(
     data_dir: str | Path,
     arch: str,
@@ -71,7 +50,7 @@ def train_and_test(
     seed: int = 0,
     model_kwargs: dict[str, Any] | None = None,
     cache_dir: str | Path | None = None,
-    accelerator: str = "auto",
+    accelerator: str | None = None,
     split_seed: int = 42,
 ) -> BenchmarkRow:
     """Trains ``arch`` on the split's train part for ``epochs`` and evaluates the last epoch on test.
@@ -80,8 +59,12 @@ def train_and_test(
     (:data:`rf_matid.model.UPSTREAM_TRAINING`) unless ``batch_size`` / ``model_kwargs`` override
     them; the model of the last epoch is tested (no checkpoint selection on the test set).
     ``seed`` drives initialisation and shuffling; the split is drawn with ``split_seed`` (fixed
-    at upstream's 42 by default), so every training seed sees the same split.
+    at upstream's 42 by default), so every training seed sees the same split. ``accelerator``:
+    ``None`` takes :func:`iclr26_common.device.lightning_accelerator`'s choice (CUDA when
+    PyTorch sees it; ``ICLR26_DEVICE=cpu`` forces the CPU); one device either way.
     """
+    from iclr26_common.lightning import quiet_lightning
+
     with quiet_lightning():
         return _train_and_test(
             data_dir, arch, protocol, split, application_mode, epochs, batch_size, seed,
@@ -100,12 +83,11 @@ def _train_and_test(
     seed: int,
     model_kwargs: dict[str, Any] | None,
     cache_dir: str | Path | None,
-    accelerator: str,
+    accelerator: str | None,
     split_seed: int,
 ) -> BenchmarkRow:
-    import lightning as L
-
     from iclr26_common import seed_everything
+    from iclr26_common.lightning import quiet_trainer
     from rf_matid.data import RFMatIDDataModule
     from rf_matid.lit_module import RFMatIDClassifier
     from rf_matid.model import UPSTREAM_TRAINING
@@ -132,17 +114,8 @@ def _train_and_test(
         class_names=datamodule.class_names,
         **(recipe | (model_kwargs or {})),
     )
-    trainer = L.Trainer(
-        max_epochs=epochs,
-        accelerator=accelerator,
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        deterministic="warn",
-    )
+    devices = {} if accelerator is None else {"accelerator": accelerator}
+    trainer = quiet_trainer(max_epochs=epochs, deterministic="warn", **devices)
     started = time.perf_counter()
     trainer.fit(module, datamodule=datamodule)
     train_seconds = time.perf_counter() - started
@@ -253,7 +226,7 @@ def run_benchmark(
     model_kwargs: dict[str, dict[str, Any]] | None = None,
     on_row: Callable[[BenchmarkRow], Any] | None = None,
     workers: int = 1,
-    accelerator: str = "auto",
+    accelerator: str | None = None,
     split_seed: int = 42,
 ) -> list[BenchmarkRow]:
     """Every arch × protocol × split × seed; ``model_kwargs[arch]`` goes to the LightningModule.
@@ -262,9 +235,14 @@ def run_benchmark(
     configurations at once in spawned processes, each with ``max(1, torch threads // workers)``
     torch threads (on 2 CPU cores two single-threaded trainings of the small CNN run about twice
     as fast as one two-threaded one); a script calling this must then guard its entry point with
-    ``if __name__ == "__main__":``. Rows come back in the product order; ``on_row`` is called as
+    ``if __name__ == "__main__":``. ``accelerator=None``: :mod:`iclr26_common.device` chooses
+    (and records) it in this process, and every training uses that choice. Rows come back in the product order; ``on_row`` is called as
     each finishes.
     """
+    if accelerator is None:  # choose (and record) the device here: workers run in subprocesses
+        from iclr26_common.device import lightning_accelerator
+
+        accelerator = lightning_accelerator()
     tasks = [
         {
             "data_dir": data_dir, "arch": arch, "protocol": protocol, "split": split,
@@ -385,24 +363,26 @@ def benchmark_main(argv: Sequence[str]) -> int:
         "by reruns into the same --out; ignores --data)",
     )
     parser.add_argument("--out", type=Path, default=Path("rf-matid-benchmark"))
-    parser.add_argument("--models", default="material_id,mlp", help=f"of {','.join(MODELS)}")
-    parser.add_argument("--protocols", default="P1", help=f"of {','.join(PROTOCOLS)}")
     parser.add_argument(
-        "--splits", default="S1,S2-mod2,S3-mod1", help=f"of {','.join(SPLIT_NAMES)}"
+        "--models", type=comma_list, default="material_id,mlp", help=f"of {','.join(MODELS)}"
     )
+    parser.add_argument("--protocols", type=comma_list, default="P1",
+                        help=f"of {','.join(PROTOCOLS)}")  # fmt: skip
+    parser.add_argument(
+        "--splits", type=comma_list, default="S1,S2-mod2,S3-mod1",
+        help=f"of {','.join(SPLIT_NAMES)}",
+    )  # fmt: skip
     parser.add_argument("--mode", default="all_classes", choices=("all_classes", "super_classes"))
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument(
         "--batch-size", type=int, default=None, help="default: upstream's per model"
     )
-    parser.add_argument("--seeds", type=parse_int_list, default=[0])
+    parser.add_argument("--seeds", type=int_list, default=[0])
     parser.add_argument(
         "--workers", type=int, default=1, help="trainings run in parallel processes"
     )
     ns = parser.parse_args(list(argv))
-    archs = ns.models.split(",")
-    protocols = ns.protocols.split(",")
-    splits = ns.splits.split(",")
+    archs, protocols, splits = ns.models, ns.protocols, ns.splits
     for values, known, what in (
         (archs, MODELS, "model"),
         (protocols, PROTOCOLS, "protocol"),

@@ -1,6 +1,9 @@
 """On-disk cache of parsed dataset arrays (``.npy``, memory-mapped on later reads).
 
-One cache entry is three files in the cache directory, named ``<prefix>-<key>.{x.npy,axis.npy,
+The cache lives in the workspace's one cache folder, ``iclr26_common.cachedir.cache_root() /
+"rf-matid"`` (``$ICLR26_CACHE``, else ``~/.cache/iclr26``), never inside the user's data
+folder; ``load_dataset(cache_dir=...)`` chooses another. One cache entry is three files in the
+cache directory, named ``<prefix>-<key>.{x.npy,axis.npy,
 meta.json}``: ``prefix`` identifies the (dataset root, domain) pair, so that one cache directory can
 serve several roots, and ``key`` is a digest of the loader's parameters and of every source file's
 ``(relative path, size, mtime_ns, ctime_ns)``.
@@ -29,13 +32,21 @@ from typing import Any
 
 import numpy as np
 
+from iclr26_common.cachedir import cache_root
 from iclr26_common.report import atomic_write_text
 
 logger = logging.getLogger("rf_matid")
 
-CACHE_DIR_NAME = ".rfmatid_cache"
+#: The package's folder under :func:`iclr26_common.cachedir.cache_root`.
+CACHE_SUBDIR = "rf-matid"
 # 2: status-change time in the key; header-mapped columns and frequency plausibility checks.
 CACHE_FORMAT_VERSION = 2
+
+
+def default_cache_dir() -> Path:
+    """``cache_root() / "rf-matid"``: where :func:`rf_matid.io.load_dataset` caches by default
+    (read at call time, so ``ICLR26_CACHE`` set later is honoured)."""
+    return cache_root() / CACHE_SUBDIR
 
 
 @dataclass(frozen=True)
@@ -70,10 +81,15 @@ class CacheEntry:
     prefix: str
     key: str
 
+    @staticmethod
+    def prefix_for(root: Path, domain: str) -> str:
+        """``<domain>-<digest of the resolved root path>``: the entries of one (root, domain)."""
+        root_digest = hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:8]
+        return f"{domain}-{root_digest}"
+
     @classmethod
     def for_root(cls, cache_dir: Path, root: Path, domain: str, key: str) -> CacheEntry:
-        root_digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:8]
-        return cls(Path(cache_dir), f"{domain}-{root_digest}", key)
+        return cls(Path(cache_dir), cls.prefix_for(root, domain), key)
 
     def _path(self, suffix: str) -> Path:
         return self.cache_dir / f"{self.prefix}-{self.key}.{suffix}"

@@ -11,19 +11,18 @@ from typing import Any
 from iclr26_common.cli_support import (
     CONFIGS_HELP,
     ArgumentParser,
+    comma_list,
     configs_command,
     dispatch,
+    int_list,
     is_user_error,
     lightning_commands,
-    resolve_config_names,
     run_with_one_line_errors,
-    shipped_configs,
     top_level_parser,
 )
 from rf_matid import __version__
-from rf_matid.cliutils import parse_int_list
 
-__all__ = ["main", "parse_int_list", "run_lightning_cli", "shipped_configs"]
+__all__ = ["main", "run_lightning_cli"]
 
 PROG = "rf-matid"
 TRAINER_SUBCOMMANDS = ("fit", "validate", "test", "predict")
@@ -48,59 +47,27 @@ def _top_level_parser() -> ArgumentParser:
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:
-    """Runs LightningCLI on ``argv`` (a trainer subcommand first) and returns the CLI object.
+    """Runs LightningCLI on ``argv`` (a trainer subcommand first) through the workspace's
+    :func:`iclr26_common.lightning.run_cli` and returns the CLI object.
 
-    The resolved config is saved as ``config.yaml`` only into the run's own logger directory
-    (e.g. ``lightning_logs/version_N``) and never over an existing file. Without a logger
-    (``--trainer.logger false``, ``fast_dev_run``) it is not saved: the fallback directory would
-    be ``default_root_dir``, by default the current directory.
+    The resolved config is saved into the run's log folder (the logger's version folder, or
+    ``default_root_dir`` without a logger), never over an existing file. The split is built
+    before the Trainer exists: a split the data cannot form is one input-error line.
     """
-    from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
-    from lightning.pytorch.loggers.logger import DummyLogger
-
+    from iclr26_common.lightning import run_cli
     from rf_matid.data import RFMatIDDataModule
     from rf_matid.lit_module import RFMatIDClassifier
 
-    class RunDirSaveConfig(SaveConfigCallback):
-        def setup(self, trainer, pl_module, stage) -> None:  # type: ignore[no-untyped-def]
-            if self.already_saved:
-                return
-            logger = trainer.logger
-            if logger is None or isinstance(logger, DummyLogger) or trainer.log_dir is None:
-                self.already_saved = True  # no run directory of its own: write nothing
-                return
-            path = Path(trainer.log_dir) / self.config_filename
-            if path.exists():
-                raise FileExistsError(
-                    f"{path} exists; not overwriting it (give the run a new directory: "
-                    "--trainer.default_root_dir or a new logger version)"
-                )
-            super().setup(trainer, pl_module, stage)
+    def build_split(cli: Any) -> None:
+        if isinstance(cli.datamodule, RFMatIDDataModule):
+            cli.datamodule.setup()
 
-    class RFMatIDCLI(LightningCLI):
-        def add_arguments_to_parser(self, parser) -> None:  # type: ignore[no-untyped-def]
-            for attr in ("num_classes", "seq_len", "in_channels", "class_names"):
-                parser.link_arguments(
-                    f"data.init_args.{attr}", f"model.init_args.{attr}", apply_on="instantiate"
-                )
-
-        def instantiate_trainer(self, **kwargs: Any) -> Any:
-            # Build the split before the Trainer exists: a split the data cannot form is an
-            # input error, reported before Lightning's start-up lines.
-            if isinstance(self.datamodule, RFMatIDDataModule):
-                self.datamodule.setup()
-            return super().instantiate_trainer(**kwargs)
-
-    return RFMatIDCLI(
-        RFMatIDClassifier,
-        RFMatIDDataModule,
-        subclass_mode_model=True,
-        subclass_mode_data=True,
-        seed_everything_default=42,
-        save_config_callback=RunDirSaveConfig,
-        save_config_kwargs={"overwrite": False},
-        args=resolve_config_names(argv, shipped_configs("rf_matid")),
-    )
+    links = [(f"data.init_args.{attr}", f"model.init_args.{attr}", "instantiate")
+             for attr in ("num_classes", "seq_len", "in_channels", "class_names")]  # fmt: skip
+    return run_cli(
+        RFMatIDClassifier, RFMatIDDataModule, argv, package="rf_matid", prog=PROG, links=links,
+        seed=42, before_trainer=build_split,
+    )  # fmt: skip
 
 
 def synth_main(argv: Sequence[str]) -> int:
@@ -113,12 +80,10 @@ def synth_main(argv: Sequence[str]) -> int:
     parser.add_argument("--out", type=Path, required=True, help="dataset root to write (new)")
     parser.add_argument("--n", type=int, default=1, help="samples per (class, distance, angle)")
     parser.add_argument(
-        "--classes", type=lambda s: s.split(","), default=None, help="comma-separated class names"
+        "--classes", type=comma_list, default=None, help="comma-separated class names"
     )
-    parser.add_argument(
-        "--distances", type=parse_int_list, default=None, help="mm, e.g. 200:2000:50"
-    )
-    parser.add_argument("--angles", type=parse_int_list, default=None, help="deg, e.g. 0:10:1")
+    parser.add_argument("--distances", type=int_list, default=None, help="mm, e.g. 200:2000:50")
+    parser.add_argument("--angles", type=int_list, default=None, help="deg, e.g. 0:10:1")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-time", action="store_true", help="skip the time-domain CSVs")
     ns = parser.parse_args(list(argv))

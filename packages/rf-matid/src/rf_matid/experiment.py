@@ -196,8 +196,7 @@ def run(quick: bool, out_dir: Path) -> Result:
             config["seeds"],
             epochs=config["epochs"],
             on_row=print_row,
-            workers=workers,
-            accelerator="cpu",
+            workers=workers,  # one device each, from iclr26_common.device
             split_seed=SPLIT_SEED,
         )
     train_seconds = time.perf_counter() - started - data_seconds

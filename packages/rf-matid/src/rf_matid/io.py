@@ -20,7 +20,7 @@ names, the format error), :mod:`rf_matid.csvio` (CSV parsing and writing), :mod:
 
 from __future__ import annotations
 
-from rf_matid.cache import CACHE_DIR_NAME
+from rf_matid.cache import CACHE_SUBDIR, default_cache_dir
 from rf_matid.constants import FOLDER_PREFIX, FREQ_POINTS, TIME_DECIMATION, TIME_LENGTH, TIME_POINTS
 from rf_matid.csvio import (
     FREQ_HEADER,
@@ -51,7 +51,7 @@ from rf_matid.layout import (
 from rf_matid.loader import load_dataset
 
 __all__ = [
-    "CACHE_DIR_NAME",
+    "CACHE_SUBDIR",
     "FOLDER_PREFIX",
     "FREQ_DOMAIN_DIR",
     "FREQ_HEADER",
@@ -66,6 +66,7 @@ __all__ = [
     "RFMatIDData",
     "RFMatIDFormatError",
     "check_frequency_range",
+    "default_cache_dir",
     "domain_root",
     "frequency_csvs",
     "load_dataset",

@@ -138,6 +138,7 @@ class RFMatIDClassifier(L.LightningModule):
             on_epoch=True,
             prog_bar=True,
             batch_size=batch_size,
+            sync_dist=True,  # the epoch mean over every DDP rank (metric objects sync themselves)
         )
         # metric objects are updated (not called), so they may only be logged per epoch
         self.log(

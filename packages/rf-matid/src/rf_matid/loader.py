@@ -11,7 +11,14 @@ from pathlib import Path
 
 import numpy as np
 
-from rf_matid.cache import CACHE_DIR_NAME, CacheEntry, FileStat, cache_key, commit, open_output
+from rf_matid.cache import (
+    CacheEntry,
+    FileStat,
+    cache_key,
+    commit,
+    default_cache_dir,
+    open_output,
+)
 from rf_matid.cache import read_entry as read_cache_entry
 from rf_matid.constants import (
     FREQ_POINTS,
@@ -220,7 +227,8 @@ def load_dataset(
     matching time_ps [3414]. In a combined root the time samples are the frequency samples' twins
     (same relative path under ``time_domain``); a missing twin is an error.
 
-    The cache (``cache_dir``, default ``<root>/.rfmatid_cache``; see :mod:`rf_matid.cache`) is
+    The cache (``cache_dir``, default :func:`rf_matid.cache.default_cache_dir`, i.e.
+    ``cache_root() / "rf-matid"``, never inside ``root``; see :mod:`rf_matid.cache`) is
     keyed on every source file's relative path, size, mtime_ns and ctime_ns; a hit returns ``x``
     as a read-only memmap. An unwritable cache directory falls back to in-memory arrays.
     ``skip_bad=True`` logs (warning) and records bad samples in ``skipped`` instead of raising,
@@ -242,7 +250,7 @@ def load_dataset(
             read_root, "no samples found: expected <root>/<position folder>/*.csv"
         )
 
-    cache_root = Path(cache_dir) if cache_dir is not None else root / CACHE_DIR_NAME
+    cache_root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     params = {
         "domain": domain,
         "layout": layout,

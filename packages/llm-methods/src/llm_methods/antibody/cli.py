@@ -30,9 +30,9 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     import lightning as L
 
     from llm_methods.antibody.lit_module import SafetyDataModule
-    from llm_methods.cliutils import lightning_cli
+    from llm_methods.cliutils import method_cli
 
-    return lightning_cli("antibody", L.LightningModule, SafetyDataModule, argv)
+    return method_cli("antibody", L.LightningModule, SafetyDataModule, argv)
 
 
 def load_config(name_or_path: str) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from llm_methods.antibody.model import (
     vaccine_align_grads,
     weighted_finetune_grads,
 )
+from llm_methods.lm.distributed import data_rank, rank_seed
 from llm_methods.lm.errors import LMError
 
 __all__ = ["AntibodyModule", "SafetyDataModule"]
@@ -81,7 +82,8 @@ class SafetyDataModule(L.LightningDataModule):
         self.pools = {"safe": safe, "harmful": align_harmful, "rows": rows}
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(_Draws(self.pools, self.batch_size, self.seed), batch_size=None)
+        seed = rank_seed(self.seed, data_rank(self))  # DDP: each rank draws its own batches
+        return DataLoader(_Draws(self.pools, self.batch_size, seed), batch_size=None)
 
 
 class AntibodyModule(L.LightningModule):
@@ -103,7 +105,7 @@ class AntibodyModule(L.LightningModule):
         self.ema = LambdaEMA(ema) if lambda_rule == "code" else None
         from llm_methods.lm import load_lm
 
-        lm = load_lm(model, "cpu", "float32")
+        lm = load_lm(model, None, "float32")  # choose_device(); the Trainer moves it as it needs
         self.net, self.tokenizer = lm.model, lm.tokenizer
         for p in self.net.parameters():
             p.requires_grad_(True)
@@ -152,6 +154,8 @@ class AntibodyModule(L.LightningModule):
                                                    self._enc(batch["harmful"]),
                                                    self._enc(batch["harmful"], True), self.cfg,
                                                    self.ema)  # fmt: skip
+        # the grads come from torch.autograd.grad, past DDP's hooks: average them over the ranks
+        grads = [self.trainer.strategy.reduce(g, reduce_op="mean") for g in grads]
         scale = min(1.0, 1.0 / (float(_norm(grads)) + 1e-6))  # clip the update to norm 1
         for p, g in zip(params, grads, strict=True):
             p.grad = g * scale
@@ -163,7 +167,7 @@ class AntibodyModule(L.LightningModule):
                 self.log(key, float(info[key]), prog_bar=key == "loss", batch_size=1)
 
     def on_train_end(self) -> None:
-        if self.hparams.save_to:
+        if self.hparams.save_to and self.trainer.is_global_zero:
             out = Path(self.hparams.save_to)
             out.mkdir(parents=True, exist_ok=True)
             self.net.save_pretrained(out)

@@ -191,6 +191,7 @@ def run(quick: bool, out_dir: Path) -> Result:
 
 def _animals(cfg: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
     """Task 2: measure SmolLM2's likelihood table, then play with it (answerer = ground truth)."""
+    from iclr26_common.device import choose_device
     from llm_methods.bed.analysis import table_informativeness
     from llm_methods.bed.game import game_20q, play_lockstep
     from llm_methods.bed.llm import LLMQuestioner, answer_probs
@@ -205,7 +206,7 @@ def _animals(cfg: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
                   full.p_yes[np.ix_(a_idx, q_idx)])  # fmt: skip
     out: dict[str, Any] = {"animals": world.entities, "questions": world.questions}
     with one_thread():
-        lm = load_lm("smollm2", device="cpu")
+        lm = load_lm("smollm2", choose_device(), "float32")
         t = time.perf_counter()
         p_llm = answer_probs(lm, world.entities, world.questions, batch_size=64)[..., 0]
         out["table_seconds"] = round(time.perf_counter() - t, 1)

@@ -74,7 +74,8 @@ def _last_token_probs(lm: LM, prompts: Sequence[str], batch_size: int) -> torch.
         ids = [lm.tokenizer(p, add_special_tokens=False).input_ids for p in chunk]
         batch = collate(ids, lm.tokenizer.pad_token_id, lm.device)
         logits = lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-        last = logits[torch.arange(len(chunk)), batch.lengths.to(logits.device) - 1]
+        rows = torch.arange(len(chunk), device=logits.device)
+        last = logits[rows, batch.lengths.to(logits.device) - 1]
         out.append(torch.softmax(last.float(), -1).cpu())
     return torch.cat(out)
 

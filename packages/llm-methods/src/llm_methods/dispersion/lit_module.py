@@ -60,16 +60,16 @@ class PushAwayLM(L.LightningModule):
 
         ce, mask, out = self._forward(batch)
         d = dispersion(out.hidden_states[-1], mask).mean()
-        self.log_dict({"val/loss": ce, "val/d": d}, prog_bar=True)
+        self.log_dict({"val/loss": ce, "val/d": d}, prog_bar=True, sync_dist=True)
 
     def on_validation_epoch_end(self) -> None:
         loss = self.trainer.callback_metrics.get("val/loss")
         if loss is not None:
-            self.log("val/ppl", math.exp(float(loss)))
+            self.log("val/ppl", math.exp(float(loss)), sync_dist=True)
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         ce, _, _ = self._forward(batch)
-        self.log("test/loss", ce)
+        self.log("test/loss", ce, sync_dist=True)
 
     def configure_optimizers(self) -> Any:
         return torch.optim.AdamW(self.parameters(), lr=self.hparams.lr,

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from llm_methods.langcontrol.data import LANGS, N_WORDS, Example, Lexicon
+from llm_methods.linguamap.data import LANGS, N_WORDS, Example, Lexicon
 from llm_methods.lm import LM, capture_residual, collate, encode_texts, generate, logit_lens
 
 __all__ = ["answer_concepts", "cross_lingual_cosine", "detect_language", "evaluate",

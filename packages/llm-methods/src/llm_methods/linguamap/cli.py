@@ -1,11 +1,11 @@
-"""``llm-methods langcontrol``: LinguaMap's measurements on your own outputs and models.
+"""``llm-methods linguamap``: LinguaMap's measurements on your own outputs and models.
 
 - ``consistency FILE --expect es``: language consistency of answers (one per line of a ``.txt``, or
   the ``--field`` of each ``.jsonl`` record) with the offline detector (py3langid, en/es/de).
 - ``similarity --model SPEC --parallel FILE.jsonl``: per-layer cross-lingual cosine of mean-pooled
   hidden states; each record holds the same text in two or more languages (``{"en": ..., "es": ...}``).
 
-The training experiment is ``iclr26 reproduce llm-methods.langcontrol.selective_ft``.
+The training experiment is ``iclr26 reproduce llm-methods.linguamap.selective_ft``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 ABOUT = "LinguaMap language control (arXiv 2601.20009): consistency and cross-lingual similarity"
-PROG = "llm-methods langcontrol"
+PROG = "llm-methods linguamap"
 
 
 def _read_answers(path: Path, field: str) -> list[str]:
@@ -83,7 +83,7 @@ def main(argv: Sequence[str]) -> int:
     sim.add_argument("--device", default=None)
     ns = parser.parse_args(list(argv))
     if ns.command == "consistency":
-        from llm_methods.langcontrol.analysis import detect_language
+        from llm_methods.linguamap.analysis import detect_language
 
         texts = _read_answers(ns.answers, ns.field)
         langs = detect_language(texts)
@@ -91,7 +91,7 @@ def main(argv: Sequence[str]) -> int:
         share = counts.get(ns.expect, 0) / len(texts)
         print(f"{len(texts)} answers; detected {counts}; consistency ({ns.expect}) {share:.3f}")
         return 0
-    from llm_methods.langcontrol.analysis import cross_lingual_cosine
+    from llm_methods.linguamap.analysis import cross_lingual_cosine
     from llm_methods.lm import load_lm
 
     parallel = _read_parallel(ns.parallel)

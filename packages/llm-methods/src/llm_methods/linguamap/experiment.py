@@ -1,7 +1,7 @@
-"""Miniature LinguaMap experiment ``llm-methods.langcontrol.selective_ft``.
+"""Miniature LinguaMap experiment ``llm-methods.linguamap.selective_ft``.
 
 A 10-layer × 64 Llama is pretrained here on the synthetic multilingual "repeat" task with real
-English/Spanish/German words (``langcontrol.data``) under a failure-inducing mixture (Spanish and
+English/Spanish/German words (``linguamap.data``) under a failure-inducing mixture (Spanish and
 German questions answered in English with probability ``P_FAIL``). It is then fine-tuned on
 language-consistent data (all four scenarios, loss masked to the answer tokens) with the same
 data, steps and learning rate in four ways: only the last ``LAST_K`` layer(s), all weights, the
@@ -72,7 +72,7 @@ def _masked(tokenizer: Any, examples: list[Any]) -> tuple[list[list[int]], list[
 
 
 def _eval_set(lex: Any, per_scenario: int, seed: int) -> list[Any]:
-    from llm_methods.langcontrol.data import LANGS, SCENARIOS, make_example
+    from llm_methods.linguamap.data import LANGS, SCENARIOS, make_example
 
     rng = np.random.default_rng(seed)
     out = []
@@ -104,12 +104,12 @@ def _variant(lm: Any, name: str, seed: int) -> tuple[Any, float]:
 
 
 def run(quick: bool, out_dir: Path) -> Result:
-    from llm_methods.langcontrol.analysis import (
+    from llm_methods.linguamap.analysis import (
         cross_lingual_cosine,
         evaluate,
         lens_language_probability,
     )
-    from llm_methods.langcontrol.data import (
+    from llm_methods.linguamap.data import (
         build_lexicon,
         consistent_examples,
         make_example,
@@ -220,12 +220,12 @@ def _plot(out_dir: Path, mean: dict[str, dict[str, float]], lens_before: np.ndar
     axes[2].set(xlabel="hidden-state index", ylabel="mean cross-lingual cosine",
                 title="parallel word lists (pretrained)")  # fmt: skip
     fig.tight_layout()
-    fig.savefig(out_dir / "langcontrol.png", dpi=100)
+    fig.savefig(out_dir / "linguamap.png", dpi=100)
     plt.close(fig)
 
 
 EXPERIMENT = Experiment(
-    name="llm-methods.langcontrol.selective_ft",
+    name="llm-methods.linguamap.selective_ft",
     paper=PAPER,
     claim=(
         "Fine-tuning only the last layers of a multilingual LM (loss on answer tokens) restores "

@@ -15,6 +15,8 @@ Nothing is downloaded: every ``from_pretrained`` call passes ``local_files_only=
 
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from llm_methods.lm.errors import LMError
 __all__ = [
     "LM",
     "ModelParts",
+    "cache_kwargs",
     "find_modules",
     "load_lm",
     "resolve_device",
@@ -54,10 +57,11 @@ _SUBLAYERS = {"attn": ("self_attn", "attn", "attention"), "ffn": ("mlp", "feed_f
 
 
 def resolve_device(device: str | torch.device | None = None) -> torch.device:
-    """``None`` -> CUDA when present, else CPU."""
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    """``None`` -> the workspace's choice (:func:`iclr26_common.device.choose_device`: CUDA when
+    PyTorch sees a GPU, ``ICLR26_DEVICE`` forces one); the device used is recorded either way."""
+    from iclr26_common.device import choose_device
+
+    return choose_device(None if device is None else str(device))
 
 
 def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
@@ -84,6 +88,19 @@ def _unwrap(model: nn.Module) -> nn.Module:
     """The transformers model under a peft wrapper (``PeftModel.get_base_model()``)."""
     getter = getattr(model, "get_base_model", None)
     return getter() if callable(getter) else model
+
+
+def cache_kwargs(model: nn.Module, cache: Any) -> dict[str, Any]:
+    """``{name: cache}`` for a forward that continues from a KV ``cache``. transformers renamed
+    the argument ``past_key_values`` -> ``cache`` during 5.x, and a forward swallows an unknown
+    keyword in ``**kwargs`` (it then runs silently without the cache), so the name is read off
+    the model's own ``forward`` (through a peft wrapper)."""
+    return {_cache_argument(type(_unwrap(model))): cache}
+
+
+@functools.cache
+def _cache_argument(cls: type) -> str:
+    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
 
 
 @dataclass(frozen=True)

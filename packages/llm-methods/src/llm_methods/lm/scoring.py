@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from llm_methods.lm.errors import LMError
-from llm_methods.lm.loading import LM
+from llm_methods.lm.loading import LM, cache_kwargs
 
 __all__ = [
     "Batch",
@@ -194,7 +194,7 @@ def option_logprobs(lm: LM, prompt: str, options: Sequence[tuple[str, str]]) -> 
             logp = last
             if len(ids) > 1:
                 step = lm.model(input_ids=torch.tensor([ids[:-1]], device=lm.device),
-                                cache=cache, use_cache=True)  # fmt: skip
+                                use_cache=True, **cache_kwargs(lm.model, cache))  # fmt: skip
                 logp = torch.cat([last, step.logits[0].float().log_softmax(-1)])
                 cache.crop(-(len(ids) - 1))  # back to the prompt (negative: tokens to drop)
             picked = [float(logp[j, ids[j]]) for j in range(len(lead_ids), len(ids))]

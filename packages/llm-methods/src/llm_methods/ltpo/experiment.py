@@ -48,6 +48,7 @@ def _advantage(correct: dict[str, np.ndarray], idx: np.ndarray) -> float:
 
 
 def run(quick: bool, out_dir: Path) -> Result:
+    from iclr26_common.device import choose_device
     from llm_methods.lm import load_lm
     from llm_methods.lm.threads import one_thread
     from llm_methods.ltpo.data import Problem, is_correct, normalize_answer, synth_problems
@@ -73,7 +74,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     seconds: dict[str, float] = dict.fromkeys(("prefix", *METHODS), 0.0)
     traces: list[list[float]] = []
     with one_thread():
-        lm = load_lm("smollm2", device="cpu")
+        lm = load_lm("smollm2", choose_device(), "float32")
         reserve = ltpo_cfg.n_thoughts + cfg["max_new_tokens"]
         prefixes = [prompt_ids(lm, p.question, reserve=reserve) for p in problems]
         import torch
@@ -83,7 +84,9 @@ def run(quick: bool, out_dir: Path) -> Result:
             rows = range(b, min(b + cfg["batch"], len(prefixes)))
             t = time.perf_counter()  # the batch's prefixes are encoded once, for every method
             scorer = BatchThoughtScorer(lm, [prefixes[i] for i in rows], ltpo_cfg.top_k)
-            pid = torch.full((scorer.B, ltpo_cfg.n_thoughts), thought_token_id(lm.tokenizer))
+            pid = torch.full(
+                (scorer.B, ltpo_cfg.n_thoughts), thought_token_id(lm.tokenizer), device=lm.device
+            )
             unk = scorer.embed(pid).detach()
             seconds["prefix"] += time.perf_counter() - t
             t = time.perf_counter()

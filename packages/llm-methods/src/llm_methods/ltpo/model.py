@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from llm_methods.lm.errors import LMError
+from llm_methods.lm.loading import cache_kwargs
 
 __all__ = [
     "EPS",
@@ -127,8 +128,8 @@ class ThoughtScorer:
 
     def reward(self, H: torch.Tensor) -> torch.Tensor:
         """Cached path: forward the K thought embeddings only. H [K, d] -> scalar."""
-        out = self.lm.model(inputs_embeds=H[None].to(self.prefix_embeds.dtype),
-                            cache=self.cache, use_cache=True)  # fmt: skip
+        out = self.lm.model(inputs_embeds=H[None].to(self.prefix_embeds.dtype), use_cache=True,
+                            **cache_kwargs(self.lm.model, self.cache))  # fmt: skip
         self.cache.crop(self.P - self.cache.get_seq_length())  # drop the K suffix entries
         return confidence_reward(torch.cat([self.last_logits, out.logits], 1), self.top_k)[0]
 
@@ -165,7 +166,7 @@ def ltpo_optimize(lm: Any, prefix: Sequence[int], cfg: LTPOConfig,
             if r_new > best_r:
                 best_r, best_h = r_new, H.detach().clone()
         return best_h, trace
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    gen = torch.Generator(device="cpu").manual_seed(seed)  # CPU: the same draws on every device
     sigma = cfg.sigma
     with torch.no_grad():
         for _ in range(cfg.steps):
@@ -208,7 +209,8 @@ class BatchThoughtScorer:
         entries until :meth:`_reset`."""
         pos = start[:, None] + torch.arange(embeds.shape[1], device=embeds.device)[None]
         out = self.lm.model(inputs_embeds=embeds.to(self.last_logits.dtype), attention_mask=mask,
-                            position_ids=pos, cache=self.cache, use_cache=True)  # fmt: skip
+                            position_ids=pos, use_cache=True,
+                            **cache_kwargs(self.lm.model, self.cache))  # fmt: skip
         return out.logits
 
     def _reset(self) -> None:
@@ -301,7 +303,7 @@ def ltpo_optimize_batch(lm: Any, prefixes: Sequence[Sequence[int]], cfg: LTPOCon
     best_r = start if cfg.steps == 0 else torch.full_like(start, -float("inf"))
     best_h = H.clone()
     traces = [[float(r)] for r in start]
-    gens = [torch.Generator(device="cpu").manual_seed(int(s)) for s in seeds]
+    gens = [torch.Generator(device="cpu").manual_seed(int(s)) for s in seeds]  # as above: CPU
     sigma = cfg.sigma
     for _ in range(cfg.steps):
         eps = torch.stack([torch.randn(H.shape[1:], generator=g) for g in gens]).to(H.device)

@@ -1,4 +1,4 @@
-"""``llm-methods boolean``: MBOK multi-kernel Boolean compression of a causal LM's linears.
+"""``llm-methods mbok``: MBOK multi-kernel Boolean compression of a causal LM's linears.
 
 - ``compress``: replace the chosen linear layers of a model spec by MBOK (K Boolean kernels,
   SVID init), OneBit (K = 1) or RTN (``--bits``) layers and save them to one safetensors file;
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 ABOUT = "MBOK multi-kernel Boolean weights: compress, finetune, eval (arXiv 2505.22811)"
-PROG = "llm-methods boolean"
+PROG = "llm-methods mbok"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -51,10 +51,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _compress(ns: argparse.Namespace) -> int:
-    from llm_methods.boolean import distill
     from llm_methods.cliutils import quiet_transformers
     from llm_methods.lm import load_lm
     from llm_methods.lm.errors import LMError
+    from llm_methods.mbok import distill
 
     if ns.method == "mbok" and ns.k < 1:
         raise LMError(f"--k: number of Boolean kernels K must be >= 1, got {ns.k}")
@@ -63,7 +63,7 @@ def _compress(ns: argparse.Namespace) -> int:
     if ns.out.suffix != ".safetensors":
         raise LMError(f"--out {ns.out}: expected a .safetensors file name")
     quiet_transformers()
-    lm = load_lm(ns.model, device="cpu", dtype="float32")
+    lm = load_lm(ns.model, dtype="float32")
     names = distill.select_linears(lm.model, ns.layers, ns.blocks)
     layers = distill.compress_model(lm.model, names, ns.method, k=ns.k, bits=ns.bits)
     meta = {"model": ns.model, "method": ns.method, "k": ns.k, "bits": ns.bits,
@@ -78,16 +78,16 @@ def _compress(ns: argparse.Namespace) -> int:
 
 
 def _eval(ns: argparse.Namespace) -> int:
-    from llm_methods.boolean import data, distill
     from llm_methods.cliutils import quiet_transformers
     from llm_methods.lm import load_lm
     from llm_methods.lm.errors import LMError
+    from llm_methods.mbok import data, distill
 
     if ns.seq_len < 2 or ns.max_chunks < 1 or ns.batch_size < 1:
         raise LMError("--seq-len must be >= 2, --max-chunks and --batch-size >= 1")
     texts = data.read_texts(ns.text) if ns.text else data.pydoc_split()[1]
     quiet_transformers()
-    lm = load_lm(ns.model, device="cpu", dtype="float32")
+    lm = load_lm(ns.model, dtype="float32")
     detail = ""
     if ns.compressed is not None:
         layers, meta = distill.load_compressed(lm.model, ns.compressed)
@@ -95,16 +95,16 @@ def _eval(ns: argparse.Namespace) -> int:
         detail = f", {len(layers)} {meta.get('method', '?')} layers at {s['bits_per_weight']:.3f} bits/weight"
     source = str(ns.text) if ns.text else "pydoc held-out topics"
     chunks = data.token_chunks(lm.tokenizer, texts, ns.seq_len, ns.max_chunks, None, source)
-    ppl = distill.perplexity_of(lm.model, data.batches_of(chunks, ns.batch_size))
+    ppl = distill.perplexity_of(lm.model, data.batches_of(chunks, ns.batch_size, lm.device))
     print(f"perplexity {ppl:.3f} on {len(chunks)}x{ns.seq_len} tokens of {source}{detail}")
     return 0
 
 
 def _finetune(argv: list[str]) -> int:
-    from llm_methods.boolean.lit_module import BooleanDistillModule, BooleanTextDataModule
-    from llm_methods.cliutils import lightning_cli
+    from llm_methods.cliutils import method_cli
+    from llm_methods.mbok.lit_module import BooleanDistillModule, BooleanTextDataModule
 
-    lightning_cli("boolean", BooleanDistillModule, BooleanTextDataModule, argv, subcommand="fit",
+    method_cli("mbok", BooleanDistillModule, BooleanTextDataModule, argv, subcommand="fit",
                   subclass_mode=False, links=[("model.model", "data.model", "parse")])  # fmt: skip
     return 0
 
@@ -117,7 +117,7 @@ def main(argv: Sequence[str]) -> int:
     if ns.command == "configs":
         from llm_methods.cliutils import shipped_configs
 
-        for name, path in shipped_configs("boolean").items():
+        for name, path in shipped_configs("mbok").items():
             print(f"{name:12s} {path.read_text().splitlines()[0].lstrip('# ')}")
         return 0
     if ns.command == "compress":

@@ -1,7 +1,7 @@
 """Text for distillation and perplexity: a ``.txt`` file (plain text) or ``.jsonl`` (one
 ``{"text": ...}`` object per line), or the offline pydoc corpus (``llm_methods.corpora``),
 tokenised with the model's tokenizer and cut into fixed-length chunks, plus a Lightning data
-module over those chunks for ``llm-methods boolean finetune``.
+module over those chunks for ``llm-methods mbok finetune``.
 """
 
 from __future__ import annotations

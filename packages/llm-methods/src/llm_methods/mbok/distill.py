@@ -21,10 +21,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from llm_methods.boolean.model import BooleanLinear
-from llm_methods.boolean.optim import BooleanOptimizer
-from llm_methods.boolean.quant import MBOKTrainLinear, OneBitLinear, RTNLinear
 from llm_methods.lm.errors import LMError
+from llm_methods.mbok.model import BooleanLinear
+from llm_methods.mbok.optim import BooleanOptimizer
+from llm_methods.mbok.quant import MBOKTrainLinear, OneBitLinear, RTNLinear
 
 __all__ = [
     "COMPRESSORS",
@@ -131,10 +131,13 @@ def billm_model(model: nn.Module, names: Sequence[str],
     """BiLLM-style PTQ of the named linears in place (fake-quantised dense weights): H = Σ XᵀX
     of each layer's inputs on ``batches``, then :func:`billm_binarize` per layer. Returns the
     mean bits per weight under our accounting and the mean salient-column fraction."""
-    from llm_methods.boolean.quant import billm_binarize
+    from llm_methods.mbok.quant import billm_binarize
 
     linears = {n: model.get_submodule(n) for n in names}
-    hess = {n: torch.zeros(m.in_features, m.in_features) for n, m in linears.items()}
+    hess = {
+        n: torch.zeros(m.in_features, m.in_features, device=m.weight.device)
+        for n, m in linears.items()
+    }
     hooks = []
     for n, m in linears.items():
 
@@ -347,9 +350,10 @@ def load_compressed(model: nn.Module, path: Path) -> tuple[dict[str, nn.Module],
     except Exception as error:  # safetensors raises its own error types
         raise LMError(f"{path}: not a safetensors file ({error})") from error
     if "layers" not in metadata:
-        raise LMError(f"{path}: missing 'layers' metadata (not written by boolean compress)")
+        raise LMError(f"{path}: missing 'layers' metadata (not written by mbok compress)")
     kinds = json.loads(metadata["layers"])
     installed: dict[str, nn.Module] = {}
+    device = next(model.parameters()).device
     for name, (kind, in_features) in kinds.items():
         try:
             model.get_submodule(name)
@@ -364,6 +368,6 @@ def load_compressed(model: nn.Module, path: Path) -> tuple[dict[str, nn.Module],
             module = RTNLinear(get("planes"), get("scale"), get("zero"), in_features, get("bias"))
         else:
             raise LMError(f"{path}: layer {name!r} has unknown kind {kind!r}")
-        _set(model, name, module)
+        _set(model, name, module.to(device))
         installed[name] = module
     return installed, json.loads(metadata.get("meta", "{}"))

@@ -1,6 +1,6 @@
-"""Experiment ``llm-methods.boolean``: MBOK vs RTN, OneBit-STE and BiLLM-style PTQ on SmolLM2.
+"""Experiment ``llm-methods.mbok``: MBOK vs RTN, OneBit-STE and BiLLM-style PTQ on SmolLM2.
 
-SmolLM2-135M-Instruct (offline GGUF, fp32, CPU). Compressed subset (CPU time): the MLP
+SmolLM2-135M-Instruct (offline GGUF, fp32; on CUDA when PyTorch sees a GPU, else the CPU). Compressed subset (CPU time): the MLP
 projections (gate, up, down) of the last decoder blocks (full: blocks 26-29, 12 layers, 10% of
 the decoder's linear weights; quick: block 29); everything else stays FP. Text: the offline
 pydoc corpus split by topic (``corpora.split_names``): train chunks for distillation /
@@ -75,29 +75,32 @@ def _plot(
     for i, n in enumerate(names):
         ax[1].text(i, state[n], f"{state[n]:.2f}", ha="center", va="bottom")
     fig.tight_layout()
-    fig.savefig(out_dir / "boolean_ppl_vs_bits.png", dpi=120)
+    fig.savefig(out_dir / "mbok_ppl_vs_bits.png", dpi=120)
     plt.close(fig)
 
 
 def run(quick: bool, out_dir: Path) -> Result:
     import torch
 
-    from llm_methods.boolean import data, distill
+    from iclr26_common.device import choose_device
     from llm_methods.lm import load_lm
     from llm_methods.lm.threads import one_thread
+    from llm_methods.mbok import data, distill
 
     seed_everything(SEED)
     cfg = settings(quick)
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with one_thread():
-        lm = load_lm("smollm2", device="cpu", dtype="float32")
+        lm = load_lm("smollm2", choose_device(), "float32")
         teacher = lm.model
         train_texts, test_texts = data.pydoc_split(SEED)
         train = data.batches_of(data.token_chunks(lm.tokenizer, train_texts, cfg["seq_len"],
-                                                  cfg["train_chunks"], SEED), cfg["batch"])  # fmt: skip
+                                                  cfg["train_chunks"], SEED), cfg["batch"],
+                              lm.device)  # fmt: skip
         test = data.batches_of(data.token_chunks(lm.tokenizer, test_texts, cfg["seq_len"],
-                                                 cfg["eval_chunks"], SEED), cfg["eval_batch"])  # fmt: skip
+                                                 cfg["eval_chunks"], SEED), cfg["eval_batch"],
+                             lm.device)  # fmt: skip
         names = distill.select_linears(teacher, LAYERS, cfg["blocks"])
         n_linear = sum(m.weight.numel() for blk in lm.layers for m in blk.modules()
                        if isinstance(m, torch.nn.Linear))  # fmt: skip
@@ -179,7 +182,7 @@ def run(quick: bool, out_dir: Path) -> Result:
                  f"{logs['MBOK K=2']['flips']} (K=2)."),
         metrics=metrics,
         seeds=[SEED],
-        scale=(f"SmolLM2-135M-Instruct fp32 CPU; MLP gate/up/down of blocks {cfg['blocks']} "
+        scale=(f"SmolLM2-135M-Instruct fp32 {lm.device.type}; MLP gate/up/down of blocks {cfg['blocks']} "
                f"({compressed / n_linear:.0%} of decoder linear weights); distillation "
                f"{cfg['steps']} steps x {cfg['batch']}x{cfg['seq_len']} tokens on pydoc train "
                f"topics; perplexity on {cfg['eval_chunks']}x{cfg['seq_len']} held-out tokens"),
@@ -188,7 +191,7 @@ def run(quick: bool, out_dir: Path) -> Result:
 
 
 EXPERIMENT = Experiment(
-    name="llm-methods.boolean",
+    name="llm-methods.mbok",
     paper=PAPER,
     claim="MBOK with 2 Boolean kernels beats OneBit in perplexity and finetunes with less "
     "optimiser state than latent-weight methods.",

@@ -1,8 +1,8 @@
-"""Lightning wrappers for ``llm-methods boolean finetune`` (LightningCLI ``fit``).
+"""Lightning wrappers for ``llm-methods mbok finetune`` (LightningCLI ``fit``).
 
 :class:`BooleanDistillModule` holds the frozen FP teacher (not a submodule: it is not saved or
 optimised) and a student whose chosen linears are MBOK (or OneBit-STE) layers; one training step
-is one :func:`~llm_methods.boolean.distill.distill_loss` step with manual optimisation: the
+is one :func:`~llm_methods.mbok.distill.distill_loss` step with manual optimisation: the
 Boolean optimiser flips the last kernel, AdamW updates the scales (MBOK) or AdamW the latent
 weights and vectors (OneBit). At the end of fit the deployable layers are written to
 ``save_to`` (safetensors). :class:`BooleanTextDataModule` gives fixed-length token chunks of a
@@ -20,9 +20,9 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from llm_methods.boolean import distill
-from llm_methods.boolean.data import pydoc_split, read_texts, token_chunks
-from llm_methods.boolean.optim import BooleanOptimizer
+from llm_methods.mbok import distill
+from llm_methods.mbok.data import pydoc_split, read_texts, token_chunks
+from llm_methods.mbok.optim import BooleanOptimizer
 
 __all__ = ["BooleanDistillModule", "BooleanTextDataModule", "cached_lm"]
 
@@ -30,10 +30,13 @@ __all__ = ["BooleanDistillModule", "BooleanTextDataModule", "cached_lm"]
 @functools.lru_cache(maxsize=2)
 def cached_lm(spec: str) -> Any:
     """One :func:`load_lm` per spec and process (the data module needs its tokenizer, the
-    module its weights); fp32 on CPU so that the Boolean / AdamW updates are exact."""
+    module its weights); fp32 so that the Boolean / AdamW updates are exact. On the workspace's
+    device (:func:`~iclr26_common.device.choose_device`); the Trainer moves the student to its
+    accelerator (``--trainer.accelerator``) and :meth:`BooleanDistillModule.training_step`
+    moves the teacher after it."""
     from llm_methods.lm import load_lm
 
-    return load_lm(spec, device="cpu", dtype="float32")
+    return load_lm(spec, dtype="float32")
 
 
 class BooleanDistillModule(L.LightningModule):
@@ -85,10 +88,12 @@ class BooleanDistillModule(L.LightningModule):
         return loss.detach()
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self.log("val_ppl", distill.perplexity_of(self.student, [batch]), prog_bar=True)
+        self.log(
+            "val_ppl", distill.perplexity_of(self.student, [batch]), prog_bar=True, sync_dist=True
+        )
 
     def on_fit_end(self) -> None:
-        if self.hparams.save_to:
+        if self.hparams.save_to and self.trainer.is_global_zero:
             path = Path(self.hparams.save_to)
             meta = {k: self.hparams[k] for k in ("model", "method", "k", "blocks")}
             size = distill.save_compressed(self.layers, path, meta)

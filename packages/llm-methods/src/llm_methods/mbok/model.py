@@ -6,8 +6,8 @@ SVD of |W|; then the same on the residual R_k = W − Σ_{j<k} B_j ⊙ s_out^j s
 Boolean kernels are stored bit-packed, 8 weights per byte (:func:`pack_bits`), so the stored
 bytes are real. :class:`BooleanLinear` unpacks once into a dense cache and does one matmul.
 
-Training-time layers and baselines: :mod:`~llm_methods.boolean.quant`; finetuning and
-save/load: :mod:`~llm_methods.boolean.distill`.
+Training-time layers and baselines: :mod:`~llm_methods.mbok.quant`; finetuning and
+save/load: :mod:`~llm_methods.mbok.distill`.
 """
 
 from __future__ import annotations
@@ -92,8 +92,8 @@ class BooleanLinear(nn.Module):
         return (signs * self.s_out[:, :, None] * self.s_in[:, None, :]).sum(0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self._dense is None:
-            self._dense = self.dense_weight()
+        if self._dense is None or self._dense.device != x.device:
+            self._dense = self.dense_weight().to(x.device)
         return nn.functional.linear(x, self._dense.to(x.dtype), self.bias)
 
     def stored_bytes(self) -> int:

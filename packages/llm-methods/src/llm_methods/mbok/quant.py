@@ -6,7 +6,7 @@ the bytes its stored form takes (:meth:`stored_bytes`, scales counted).
 - :class:`MBOKTrainLinear`: W = Σ_k B_k ⊙ (s_out^k s_in^kᵀ) (MBOK's multi-kernel Eq.), SVID
   init; kernels 1..K-1 frozen (int8 ±1), the last kernel ``last_kernel`` a ±1 float parameter
   whose gradient ∂L/∂B_K = ∂L/∂W ⊙ s_out^K s_in^Kᵀ is the Boolean optimiser's signal Q; all scales
-  trainable. :meth:`to_boolean` gives the packed :class:`~llm_methods.boolean.model.BooleanLinear`.
+  trainable. :meth:`to_boolean` gives the packed :class:`~llm_methods.mbok.model.BooleanLinear`.
 - :class:`OneBitLinear` (OneBit, arXiv 2402.11295): W = sign(W_latent) ⊙ g hᵀ with a
   straight-through sign on FP latent weights, (g, h) from SVID of W (K = 1).
 - :class:`RTNLinear`: round-to-nearest, ``b`` bits, asymmetric min-max per output row,
@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from llm_methods.boolean.model import BooleanLinear, pack_bits, svid, unpack_bits
+from llm_methods.mbok.model import BooleanLinear, pack_bits, svid, unpack_bits
 
 __all__ = [
     "MBOKTrainLinear",
@@ -158,13 +158,13 @@ class RTNLinear(nn.Module):
 
     def dense_weight(self) -> torch.Tensor:
         bits = (unpack_bits(self.planes, self.in_features) + 1) / 2  # [bits, out, in] in {0, 1}
-        powers = 2.0 ** torch.arange(len(self.planes), dtype=torch.float32)
+        powers = 2.0 ** torch.arange(len(self.planes), dtype=torch.float32, device=bits.device)
         codes = (bits * powers[:, None, None]).sum(0)
         return (codes - self.zero.float()[:, None]) * self.scale.float()[:, None]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self._dense is None:
-            self._dense = self.dense_weight()
+        if self._dense is None or self._dense.device != x.device:
+            self._dense = self.dense_weight().to(x.device)
         return nn.functional.linear(x, self._dense.to(x.dtype), self.bias)
 
     def stored_bytes(self) -> int:
@@ -194,13 +194,13 @@ def billm_binarize(weight: torch.Tensor, hessian: torch.Tensor, salient_fracs: t
     """
     w = weight.detach().float()
     out_f, in_f = w.shape
-    h = hessian.float() + damp * hessian.diagonal().mean() * torch.eye(in_f)
+    h = hessian.float() + damp * hessian.diagonal().mean() * torch.eye(in_f, device=w.device)
     hinv_diag = torch.linalg.inv(h).diagonal().clamp(min=1e-12)
     order = torch.argsort((w**2).sum(0) / hinv_diag**2, descending=True)
     best: tuple[float, torch.Tensor, dict[str, float]] | None = None
     for frac in salient_fracs:
         n_sal = round(frac * in_f)
-        sal = torch.zeros(in_f, dtype=torch.bool)
+        sal = torch.zeros(in_f, dtype=torch.bool, device=w.device)
         sal[order[:n_sal]] = True
         sal_mask = sal[None, :].expand(out_f, in_f)
         first = _binarize_rows(w, sal_mask)
@@ -210,7 +210,8 @@ def billm_binarize(weight: torch.Tensor, hessian: torch.Tensor, salient_fracs: t
             [0.0]
             if rest.numel() == 0
             else torch.quantile(
-                rest[:: max(1, rest.numel() // 100_000)], torch.linspace(0.5, 0.98, breakpoints)
+                rest[:: max(1, rest.numel() // 100_000)],
+                torch.linspace(0.5, 0.98, breakpoints, device=w.device),
             ).tolist()
         )
         split: tuple[float, torch.Tensor, float] | None = None

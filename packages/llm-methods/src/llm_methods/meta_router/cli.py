@@ -1,4 +1,4 @@
-"""``llm-methods router fit|route|simulate``: Meta-Router causal LLM routing."""
+"""``llm-methods meta_router fit|route|simulate``: Meta-Router causal LLM routing."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 ABOUT = "Meta-Router: causal LLM routing from gold + preference labels (arXiv 2509.25535)"
-PROG = "llm-methods router"
+PROG = "llm-methods meta_router"
 
 
 def _parser():  # type: ignore[no-untyped-def]
@@ -53,8 +53,8 @@ def _fit(ns) -> int:  # type: ignore[no-untyped-def]
     import numpy as np
     import pandas as pd
 
-    from llm_methods.router.data import features, read_mtbench, read_responses_csv
-    from llm_methods.router.model import METHODS, MetaRouter, fit_method, predict_gain
+    from llm_methods.meta_router.data import features, read_mtbench, read_responses_csv
+    from llm_methods.meta_router.model import METHODS, MetaRouter, fit_method, predict_gain
 
     frames = [read_responses_csv(p, ns.strong, ns.weak, 1) for p in ns.gold]
     frames += [read_responses_csv(p, ns.strong, ns.weak, 0) for p in ns.preference]
@@ -91,7 +91,7 @@ def _route(ns) -> int:  # type: ignore[no-untyped-def]
     import joblib
     import pandas as pd
 
-    from llm_methods.router.data import features
+    from llm_methods.meta_router.data import features
 
     if not ns.router.is_file():
         raise FileNotFoundError(f"{ns.router}: no such router file")
@@ -111,7 +111,7 @@ def _route(ns) -> int:  # type: ignore[no-untyped-def]
 
 
 def _simulate(ns) -> int:  # type: ignore[no-untyped-def]
-    from llm_methods.router.data import simulate
+    from llm_methods.meta_router.data import simulate
 
     train, test = simulate(ns.n, ns.gold_frac, ns.bias, ns.seed)
     ns.out.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Miniature Meta-Router experiment ``llm-methods.router``.
+"""Miniature Meta-Router experiment ``llm-methods.meta_router``.
 
 Simulated queries (5 features), the premium model's true quality gain m(x), a small gold
 subset (T = 1, y = m + ε) and a large preference subset whose judge is biased by answer length
@@ -48,7 +48,7 @@ def settings(quick: bool) -> dict[str, Any]:
 
 
 def _evaluate(gain_hat: np.ndarray, test: Any) -> dict[str, Any]:
-    from llm_methods.router.model import cost_quality_curve
+    from llm_methods.meta_router.model import cost_quality_curve
 
     m = test["m"].to_numpy()
     decisions = [float(np.mean((gain_hat > c) == (m > c))) for c in DECISION_COSTS]
@@ -58,8 +58,8 @@ def _evaluate(gain_hat: np.ndarray, test: Any) -> dict[str, Any]:
 
 
 def _scenario(n: int, gold_frac: float, bias: float, seed: int, learners: tuple[str, ...]):
-    from llm_methods.router.data import simulate
-    from llm_methods.router.model import METHODS, fit_method, predict_gain
+    from llm_methods.meta_router.data import simulate
+    from llm_methods.meta_router.model import METHODS, fit_method, predict_gain
 
     train, test = simulate(n, gold_frac, bias, seed)
     cols = [c for c in train.columns if c.startswith("x")]
@@ -105,7 +105,7 @@ def _plot(path: Path, curves: dict[str, np.ndarray], mse: dict[str, dict[str, fl
 
 
 def run(quick: bool, out_dir: Path) -> Result:
-    from llm_methods.router.model import METHODS
+    from llm_methods.meta_router.model import METHODS
 
     cfg = settings(quick)
     out_dir = Path(out_dir)
@@ -138,7 +138,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     dr_curve = np.asarray(ref["dr_corrected"]["curve"])
     best_base = np.max([ref[m]["curve"] for m in METHODS if m != "dr_corrected"], 0)
     point_share = float(np.mean(dr_curve >= best_base))
-    _plot(out_dir / "router.png", {m: np.asarray(ref[m]["curve"]) for m in METHODS},
+    _plot(out_dir / "meta_router.png", {m: np.asarray(ref[m]["curve"]) for m in METHODS},
           {k: {m: v[m]["mse"] for m in METHODS} for k, v in table.items()})  # fmt: skip
     a_ok = mse["dr_corrected"] < mse["gold_only"] and mse["dr_corrected"] < mse["pooled"]
     claims = [
@@ -184,7 +184,7 @@ def run(quick: bool, out_dir: Path) -> Result:
 
 
 EXPERIMENT = Experiment(
-    name="llm-methods.router",
+    name="llm-methods.meta_router",
     paper=PAPER,
     claim=(
         "Correcting abundant but biased preference labels with a doubly-robust estimate of the "

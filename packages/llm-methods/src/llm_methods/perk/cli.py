@@ -24,10 +24,10 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     """LightningCLI over the PERK / FT-ICR modules and ``BabiLongDataModule``."""
     import lightning as L
 
-    from llm_methods.cliutils import lightning_cli
+    from llm_methods.cliutils import method_cli
     from llm_methods.perk.data import BabiLongDataModule
 
-    return lightning_cli("perk", L.LightningModule, BabiLongDataModule, argv)
+    return method_cli("perk", L.LightningModule, BabiLongDataModule, argv)
 
 
 def _parser() -> argparse.ArgumentParser:

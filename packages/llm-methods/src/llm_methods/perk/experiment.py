@@ -61,6 +61,7 @@ def settings(quick: bool) -> dict[str, Any]:
 
 def _pretrain(cfg: dict[str, Any], folder: Path) -> dict[str, Any]:
     """Tokenizer + tiny Llama trained on ICR-format stories; saved as an HF folder."""
+    from iclr26_common.device import choose_device
     from llm_methods.corpora import chunk_ids
     from llm_methods.lm.train import train_lm
     from llm_methods.perk.data import synth_babilong
@@ -79,7 +80,7 @@ def _pretrain(cfg: dict[str, Any], folder: Path) -> dict[str, Any]:
     for t in texts:
         stream += [*tok(t, add_special_tokens=False).input_ids, tok.eos_token_id]
     model = tiny_llama(len(tok), cfg["layers"], cfg["hidden"], cfg["heads"],
-                       max_len=cfg["max_len"], seed=SEED)  # fmt: skip
+                       max_len=cfg["max_len"], seed=SEED).to(choose_device())  # fmt: skip
     log = train_lm(model, chunk_ids(stream, 256), cfg["pretrain_steps"], 16, 3e-3, seed=SEED)
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
@@ -87,18 +88,20 @@ def _pretrain(cfg: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 
 def _fit(module: Any, steps: int) -> float:
-    import lightning as L
-
+    """Train ``module`` for ``steps`` records on the workspace's device (``quiet_trainer``); the
+    module ends there too (the Trainer hands a module back on the CPU)."""
+    from iclr26_common.device import choose_device
+    from iclr26_common.lightning import quiet_trainer
     from llm_methods.perk.data import BabiLongDataModule
 
     data = BabiLongDataModule(n_train=steps, n_val=1, n_segments=list(TRAINED),
                               tasks=list(TASKS), batch_size=1, seed=SEED)  # fmt: skip
-    trainer = L.Trainer(max_steps=steps, max_epochs=1, accelerator="cpu", devices=1,
-                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, limit_val_batches=0)  # fmt: skip
+    trainer = quiet_trainer(max_steps=steps, max_epochs=1, limit_val_batches=0)
     start = time.perf_counter()
     trainer.fit(module, data)
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    module.to(choose_device())
+    return seconds
 
 
 def _evaluate(module: Any, records: list[Any]) -> tuple[np.ndarray, float]:
@@ -163,7 +166,7 @@ def run(quick: bool, out_dir: Path) -> Result:
             for pos, recs in by_pos.items():
                 acc[name]["position"][pos] = round(float(_evaluate(module, recs)[0].mean()), 4)
             longest = by_len[max(by_len)][0]
-            _, mem = peak_bytes(lambda m=module, r=longest: m.predict_record(r))
+            _, mem = peak_bytes(lambda m=module, r=longest: m.predict_record(r), module.device)
             per_query[name]["peak_mib_longest"] = round(mem / 2**20, 3)
     trained = [L_ for L_ in cfg["lengths"] if L_ <= max(TRAINED)]
     extrap = [L_ for L_ in cfg["lengths"] if L_ > max(TRAINED)]

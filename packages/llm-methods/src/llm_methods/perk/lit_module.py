@@ -31,7 +31,9 @@ TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 
 
 def load_base(spec: str, dtype: str | None = None) -> tuple[Any, Any]:
-    """(tokenizer, HF causal LM) on CPU for a model spec or ``tiny``."""
+    """(tokenizer, HF causal LM) for a model spec (on :func:`~iclr26_common.device.choose_device`'s
+    device) or ``tiny``; the model is a submodule of the LightningModule, so the Trainer moves
+    it to its accelerator."""
     if spec == "tiny":
         from llm_methods.zoo.models import tiny_lm
 
@@ -41,7 +43,7 @@ def load_base(spec: str, dtype: str | None = None) -> tuple[Any, Any]:
         return lm.tokenizer, lm.model.train()
     from llm_methods.lm import load_lm
 
-    lm = load_lm(spec, device="cpu", dtype=dtype)
+    lm = load_lm(spec, dtype=dtype or "float32")
     return lm.tokenizer, lm.model.train()  # no dropout in the supported families; Lightning mode
 
 
@@ -75,7 +77,7 @@ class _QAModule(L.LightningModule):
             loss = torch.stack([self.record_loss(r).detach() for r in batch]).mean()
         acc = sum(is_correct(t, r.answer) for t, r in zip(texts, batch, strict=True)) / len(batch)
         self.log_dict({f"{stage}/loss": loss, f"{stage}/acc": float(acc)}, batch_size=len(batch),
-                      prog_bar=stage == "val")  # fmt: skip
+                      prog_bar=stage == "val", sync_dist=True)  # fmt: skip
 
     def validation_step(self, batch: list[BabiRecord], batch_idx: int) -> None:
         self._eval(batch, "val")

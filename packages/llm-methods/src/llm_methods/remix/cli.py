@@ -40,10 +40,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fit(argv: Sequence[str]) -> int:
-    from llm_methods.cliutils import lightning_cli
+    from llm_methods.cliutils import method_cli
     from llm_methods.remix.lit_module import ProblemDataModule, ReMixModule
 
-    lightning_cli("remix", ReMixModule, ProblemDataModule, argv, subcommand="fit")
+    method_cli("remix", ReMixModule, ProblemDataModule, argv, subcommand="fit")
     return 0
 
 

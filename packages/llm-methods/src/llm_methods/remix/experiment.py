@@ -99,6 +99,7 @@ def rollouts_to_reach(rollouts: list[int], acc: np.ndarray, target: float) -> fl
 
 
 def run(quick: bool, out_dir: Path) -> Result:
+    from iclr26_common.device import choose_device
     from llm_methods.lm import load_lm
     from llm_methods.lm.threads import one_thread
     from llm_methods.remix.data import records_to_problems, synth_problems
@@ -110,7 +111,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     spec = TaskModelSpec()
     results: dict[str, list[dict[str, Any]]] = {"grpo": [], "remix": []}
     with one_thread():
-        lm = load_lm(str(ensure_task_model(spec)), device="cpu")
+        lm = load_lm(str(ensure_task_model(spec)), choose_device(), "float32")
         pretrain_s = time.perf_counter() - start
         pool = records_to_problems(synth_problems(cfg["pool"], POOL_SEED, spec.max_value))
         heldout = records_to_problems(synth_problems(N_HELDOUT, HELDOUT_SEED, spec.max_value))

@@ -15,6 +15,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from llm_methods.lm.distributed import data_rank, rank_seed
 from llm_methods.lm.errors import LMError
 from llm_methods.remix.data import (
     Problem,
@@ -29,14 +30,16 @@ __all__ = ["ProblemDataModule", "ReMixModule", "load_policy"]
 
 
 def load_policy(spec: str) -> Any:  # -> LM
-    """``task`` (the task-format tiny Llama, pretrained and cached here) or any ``load_lm`` spec."""
+    """``task`` (the task-format tiny Llama, pretrained and cached here) or any ``load_lm`` spec,
+    in fp32 on the workspace's device (:func:`~iclr26_common.device.choose_device`); the policy
+    is a submodule of :class:`ReMixModule`, so the Trainer moves it to its accelerator."""
     from llm_methods.lm import load_lm
 
     if spec == "task":
         from llm_methods.remix.pretrain import ensure_task_model
 
-        return load_lm(str(ensure_task_model()), device="cpu")
-    return load_lm(spec, device="cpu", dtype="float32")
+        return load_lm(str(ensure_task_model()), dtype="float32")
+    return load_lm(spec, dtype="float32")
 
 
 class _Batches(torch.utils.data.IterableDataset):
@@ -71,7 +74,8 @@ class ProblemDataModule(L.LightningDataModule):
                     records_to_problems(synth_problems(synth_val_n, 99, max_value)))  # fmt: skip
 
     def train_dataloader(self) -> Any:
-        data = _Batches(self.train, self.prompts_per_step, self.seed)
+        seed = rank_seed(self.seed, data_rank(self))  # DDP: each rank draws its own prompts
+        data = _Batches(self.train, self.prompts_per_step, seed)
         return torch.utils.data.DataLoader(data, batch_size=None)
 
     def val_dataloader(self) -> Any:
@@ -127,10 +131,10 @@ class ReMixModule(L.LightningModule):
     def validation_step(self, batch: list[Problem], batch_idx: int) -> None:
         out = self._runner().evaluate(batch)
         self.log_dict({"val/accuracy": out["accuracy"], "val/length": out["length"]},
-                      prog_bar=True, batch_size=len(batch))  # fmt: skip
+                      prog_bar=True, batch_size=len(batch), sync_dist=True)  # fmt: skip
 
     def on_train_end(self) -> None:
-        if self.hparams.save_dir:
+        if self.hparams.save_dir and self.trainer.is_global_zero:
             folder = Path(self.hparams.save_dir)
             folder.mkdir(parents=True, exist_ok=True)
             self.policy.save_pretrained(folder)

@@ -56,11 +56,12 @@ def _judge_kappas(traces: list[dict[str, Any]], lm_steps: int, seed: int) -> dic
     out: dict[str, Any] = {"rule": agreement(traces, annotate(traces, rule))}
     if lm_steps <= 0:
         return out
+    from iclr26_common.device import choose_device
     from llm_methods.lm import load_lm
 
     order = np.random.default_rng(seed).permutation(len(traces))
     sample = [traces[i] for i in order[: max(1, lm_steps // 4)]]
-    lm = load_lm("smollm2", device="cpu")
+    lm = load_lm("smollm2", choose_device(), "float32")
     judge = LMJudge(lm)
     start = time.perf_counter()
     judged = annotate(sample, judge, max_steps=lm_steps)

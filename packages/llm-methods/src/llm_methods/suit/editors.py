@@ -111,7 +111,7 @@ def value_targets(
 def _value_targets(
     lm: LM, layer: int, requests: Sequence[EditRequest], cfg: EditConfig, suit: bool, clamp: float
 ) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed)  # CPU on purpose: same draws on every device
     return torch.stack([_one_target(lm, layer, r, cfg, suit, clamp, gen) for r in requests])
 
 
@@ -172,7 +172,7 @@ def _one_target(
         opt.zero_grad()
         loss.backward()
         opt.step()
-    return state["add"][0].detach().float()
+    return state["add"][0].detach().float().cpu()  # CPU: see request_keys
 
 
 @torch.no_grad()
@@ -184,7 +184,7 @@ def _residual_at_subject(lm: LM, layer: int, requests: Sequence[EditRequest]) ->
     with capture_residual(lm, [layer]) as store:
         lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
     h = store[lm.layer_index(layer)]
-    return h[torch.arange(len(rows)), torch.as_tensor(idx)].float()
+    return h[torch.arange(len(rows)), torch.as_tensor(idx)].float().cpu()  # CPU: see request_keys
 
 
 @dataclass

@@ -162,6 +162,7 @@ def suit_claims(final: dict[str, dict[str, float]]) -> list[Claim]:
 
 
 def run(quick: bool, out_dir: Path) -> Result:
+    from iclr26_common.device import choose_device
     from llm_methods.lm import load_lm
     from llm_methods.lm.threads import one_thread
     from llm_methods.suit.data import read_counterfact
@@ -176,7 +177,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     start = time.perf_counter()
     cfg = EditConfig(steps=s["steps"], templates=("{}",))
     with one_thread():
-        lm = load_lm("smollm2", device="cpu")
+        lm = load_lm("smollm2", choose_device(), "float32")
         requests = read_counterfact(FACTS)
         order = np.random.default_rng(0).permutation(len(requests))
         traced = [requests[i] for i in order[s["n_edits"] : s["n_edits"] + s["trace_facts"]]]
@@ -209,7 +210,7 @@ def run(quick: bool, out_dir: Path) -> Result:
                    "window": trace.window, "samples": s["trace_samples"]}}  # fmt: skip
     return Result(
         summary=summary, metrics=metrics, seeds=[0],
-        scale=f"SmolLM2-135M-Instruct (fp32, CPU), {s['n_edits']} of {len(read_counterfact(FACTS))}"
+        scale=f"SmolLM2-135M-Instruct (fp32, {lm.device.type}), {s['n_edits']} of {len(read_counterfact(FACTS))}"
               f" known facts edited in batches of {s['batch']} (paper: 1000 in batches of 100 on "
               f"8B models); layers {list(cfg.layers)} (ROME {cfg.rome_layer}, "
               f"{'by causal tracing on ' + str(s['trace_facts']) + ' other facts' if trace else 'fixed'}"

@@ -96,7 +96,8 @@ def request_keys(
     subjects: Sequence[str],
     templates: Sequence[str] = CONTEXT_TEMPLATES,
 ) -> dict[int, torch.Tensor]:
-    """Keys at each subject's last token, averaged over context templates: ``{layer: [n, d_ff]}``."""
+    """Keys at each subject's last token, averaged over context templates: ``{layer: [n, d_ff]}``
+    on the CPU (the closed-form edits solve on the CPU in float64, like the statistics C)."""
     rows, idx = [], []
     for prompt, subject in zip(prompts, subjects, strict=True):
         for t in templates:
@@ -110,7 +111,7 @@ def request_keys(
     out = {}
     for layer in layers:
         k = store[layer][pick, torch.as_tensor(idx)].float()
-        out[layer] = k.view(len(prompts), len(templates), -1).mean(1)
+        out[layer] = k.view(len(prompts), len(templates), -1).mean(1).cpu()
     return out
 
 

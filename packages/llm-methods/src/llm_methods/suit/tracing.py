@@ -161,7 +161,7 @@ def causal_trace(
         raise LMError(f"window must be in [1, {lm.n_layers}], got {window}")
     weight = lm.model.get_input_embeddings().weight
     noise = noise_scale * float(weight.detach().float().std())
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)  # CPU on purpose: same noise on every device
     centres = list(range(lm.n_layers)) if layers is None else [lm.layer_index(i) for i in layers]
     total = torch.zeros(lm.n_layers, dtype=torch.float64)
     p_clean = p_corr = 0.0

@@ -1,5 +1,5 @@
 """Sequential knowledge editing on a zoo model of a synthetic fact world, experiment
-``llm-methods.suit_world`` (the issue's second offline testbed).
+``llm-methods.suit.world`` (the issue's second offline testbed).
 
 Model: :mod:`llm_methods.suit.world_model`, a 4x128 tiny Llama with its own BPE tokenizer,
 trained from scratch on every true fact of an invented world in four phrasings (built once,
@@ -135,7 +135,7 @@ def run(quick: bool, out_dir: Path) -> Result:
 
 
 EXPERIMENT = Experiment(
-    name="llm-methods.suit_world",
+    name="llm-methods.suit.world",
     paper=PAPER,
     claim="SUIT keeps neighbourhood facts better than AlphaEdit at equal efficacy under "
     "sequential editing (on a zoo model of a synthetic fact world)",

@@ -200,12 +200,17 @@ def ensure_world_model(
 
 
 def load_world(folder: Path) -> tuple[Any, list[EditRequest], dict[str, Any]]:
-    """(LM on CPU, requests of the known facts, build info) from an :func:`ensure_world_model`
-    folder."""
+    """(LM in fp32 on :func:`~iclr26_common.device.choose_device`'s device, requests of the
+    known facts, build info) from an :func:`ensure_world_model` folder."""
+    from iclr26_common.device import choose_device
     from llm_methods.lm import load_lm
 
     folder = Path(folder)
     if not (folder / MARKER).is_file():
         raise ValueError(f"{folder}: not a world-model folder (no {MARKER})")
     info = json.loads((folder / MARKER).read_text())
-    return load_lm(folder, device="cpu"), read_counterfact(folder / REQUESTS_FILE), info
+    return (
+        load_lm(folder, choose_device(), "float32"),
+        read_counterfact(folder / REQUESTS_FILE),
+        info,
+    )
