@@ -9,15 +9,19 @@ from atomistic_scaling import __version__
 from atomistic_scaling.cli import main, run_lightning_cli
 from atomistic_scaling.constants import ARCHITECTURES
 from atomistic_scaling.io import read_structures
-from iclr26_common.testing import assert_cli_help, shipped_configs
+from iclr26_common.testing import (
+    assert_cli_help,
+    assert_one_line_error,
+    help_commands,
+    shipped_configs,
+)
 
 CONFIGS = shipped_configs("atomistic_scaling")
 
 
 def test_top_level_help_lists_every_subcommand() -> None:
     out = assert_cli_help(main)
-    for command in ("fit", "validate", "test", "predict", "synth", "sweep", "configs"):
-        assert command in out
+    assert help_commands(out) == ["fit", "validate", "test", "predict", "synth", "sweep", "configs"]
 
 
 def test_version(capsys: pytest.CaptureFixture) -> None:
@@ -65,6 +69,27 @@ def test_fit_tiny_config_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert not (tmp_path / "config.yaml").exists()  # no logger: nothing written
 
 
+def test_fit_never_overwrites_a_config_in_the_run_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a logger the run folder is the working directory: a user's config.yaml there is
+    kept and this run's config goes next to it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.yaml").write_text("mine: 1\n")
+    run_lightning_cli(
+        ["fit", "-c", "tiny", "--trainer.max_steps=1", "--trainer.limit_val_batches=1"]
+    )
+    assert (tmp_path / "config.yaml").read_text() == "mine: 1\n"
+    saved = yaml.safe_load((tmp_path / "config-1.yaml").read_text())
+    assert saved["model"]["arch"] == "l1" and saved["trainer"]["max_steps"] == 1
+
+
+def test_unknown_config_is_one_line(capsys: pytest.CaptureFixture) -> None:
+    line = assert_one_line_error(main, ["fit", "--config", "nosuch.yaml"], capsys)
+    assert line.startswith("atomistic-scaling: error:") and "nosuch.yaml" in line
+    assert "tiny" in line  # names the shipped configs
+
+
 def test_synth_writes_readable_extxyz(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "emt.xyz"
     assert main(["synth", "--out", str(out), "--n", "5", "--elements", "Cu,Au"]) == 0
@@ -87,29 +112,21 @@ def test_fit_on_files_and_bad_input_exit_2(tmp_path: Path, capsys: pytest.Captur
         ]
     )
     assert cli.trainer.state.finished
-    capsys.readouterr()
     bad = tmp_path / "bad.xyz"
     bad.write_text(data.read_text().replace("REF_forces", "F_other"))
-    with pytest.raises(SystemExit) as exit_info:
-        main(
-            [
-                "fit",
-                "--config",
-                "tiny",
-                f"--data.train_files=[{bad}]",
-                "--trainer.fast_dev_run=1",
-                f"--trainer.default_root_dir={tmp_path}",
-            ]
-        )
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    errors = [line for line in err.splitlines() if line.startswith("atomistic-scaling: error:")]
-    assert len(errors) == 1 and "bad.xyz: frame 0: missing forces key" in errors[0]
-    assert "AtomisticFormatError" not in err  # one line, not our traceback
-    with pytest.raises(SystemExit) as exit_info:
-        main(["synth", "--out", str(data), "--n", "2"])  # exists: refuses
-    assert exit_info.value.code == 2
-    assert "exists" in capsys.readouterr().err
+    args = ["fit", "--config", "tiny", f"--data.train_files=[{bad}]", "--trainer.fast_dev_run=1",
+            f"--trainer.default_root_dir={tmp_path}"]  # fmt: skip
+    line = assert_one_line_error(
+        main,
+        args,
+        capsys,
+        prog="atomistic-scaling: error:",
+        drop_earlier=True,
+    )
+    assert "bad.xyz: frame 0: missing forces key" in line
+    before = data.read_text()
+    line = assert_one_line_error(main, ["synth", "--out", str(data), "--n", "2"], capsys)
+    assert "exists" in line and data.read_text() == before  # refuses, file untouched
 
 
 @pytest.mark.slow

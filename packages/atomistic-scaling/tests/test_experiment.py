@@ -1,11 +1,20 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
+import math
 from pathlib import Path
 
 import pytest
 
-from atomistic_scaling.experiment import EXPERIMENT, claims, run, settings, verdict_checks
+from atomistic_scaling.experiment import (
+    CLAIM_TEXTS,
+    EXPERIMENT,
+    claims,
+    run,
+    settings,
+    verdict_checks,
+)
 from iclr26_common import Experiment
 
 
@@ -63,6 +72,32 @@ def test_scales() -> None:
 @pytest.mark.slow
 def test_quick_run_end_to_end(tmp_path: Path) -> None:
     result = run(quick=True, out_dir=tmp_path)
-    assert len(result.claims) == 3
-    assert (tmp_path / "loss_vs_compute.png").is_file()
-    assert set(result.metrics["fits"]) == set(settings(True)["archs"])
+    cfg = settings(True)
+    for name in ("loss_vs_compute.png", "loss_vs_data.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    # one record per (arch, width, D checkpoint), each with a finite validation loss, read once
+    # the structures seen reached the checkpoint (within one batch)
+    records = json.loads((tmp_path / "records.json").read_text())
+    assert all(math.isfinite(r["loss"]) and r["loss"] > 0 for r in records)
+    for arch in cfg["archs"]:
+        for width in cfg["widths"]:
+            seen = sorted(r["D"] for r in records if (r["arch"], r["width"]) == (arch, width))
+            assert len(seen) == len(cfg["d_checkpoints"])
+            for d, checkpoint in zip(seen, cfg["d_checkpoints"], strict=True):
+                assert checkpoint <= d < checkpoint + cfg["batch_size"]
+    fits = result.metrics["fits"]
+    assert set(fits) == set(cfg["archs"])
+    for entry in fits.values():
+        assert all(math.isfinite(entry[k]) for k in ("alpha", "beta", "a", "kappa"))
+        lo, hi = entry["ci"]["beta"]
+        assert lo <= hi
+    # the claims carry the numbers they were judged on, and the verdicts their rules give
+    assert [c.text for c in result.claims] == list(CLAIM_TEXTS.values())
+    assert all(c.measured for c in result.claims)
+    assert [c.verdict for c in result.claims] == [
+        "held" if ok else "not held" for ok in verdict_checks(fits).values()
+    ]
+    assert result.claims[1].measured == {
+        "beta_l1": round(fits["l1"]["beta"], 4),
+        "beta_l2": round(fits["l2"]["beta"], 4),
+    }

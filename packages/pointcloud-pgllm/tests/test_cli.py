@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 import yaml
 
-from iclr26_common.testing import assert_cli_help, shipped_configs
+from iclr26_common.testing import (
+    assert_cli_help,
+    assert_one_line_error,
+    help_commands,
+    shipped_configs,
+)
 from pointcloud_pgllm import __version__
 from pointcloud_pgllm.cli import main, run_lightning_cli
 
@@ -16,7 +21,7 @@ CONFIGS = shipped_configs("pointcloud_pgllm")
 
 def test_top_level_help_lists_every_subcommand() -> None:
     out = assert_cli_help(main)
-    for command in (
+    assert help_commands(out) == [
         "fit",
         "validate",
         "test",
@@ -27,8 +32,7 @@ def test_top_level_help_lists_every_subcommand() -> None:
         "classify",
         "ood",
         "configs",
-    ):
-        assert command in out
+    ]
 
 
 @pytest.mark.parametrize("command", ["synth", "embed", "caption", "classify", "ood", "configs"])
@@ -142,14 +146,7 @@ def test_classify_and_ood_write_csv_and_metrics(small_tree: Path, tmp_path: Path
 
 
 def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
-    with pytest.raises(SystemExit) as info:
-        main(args)
-    assert info.value.code == 2
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    assert lines[0].startswith("pointcloud-pgllm")
-    return lines[0]
+    return assert_one_line_error(main, args, capsys, prog="pointcloud-pgllm")
 
 
 def test_bad_off_is_one_line_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -275,11 +272,23 @@ def test_single_probability_needs_http(
     assert "--scorer http" in line
 
 
-def test_fit_without_logger_writes_nothing_in_the_working_directory(
+def test_fit_without_logger_never_overwrites_the_working_directorys_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Without a logger the run folder is the working directory: a user's config.yaml there is
+    kept, and this run's resolved config goes next to it (config-1.yaml); nothing else."""
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.yaml").write_text("mine: 1\n")
     run_lightning_cli(
-        ["fit", "--config", "tiny", "--trainer.max_steps=1", "--trainer.limit_val_batches=1"]
+        ["fit", "-c", "tiny", "--trainer.max_steps=1", "--trainer.limit_val_batches=1"]
     )
-    assert list(tmp_path.iterdir()) == []
+    assert (tmp_path / "config.yaml").read_text() == "mine: 1\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config-1.yaml", "config.yaml"]
+    saved = yaml.safe_load((tmp_path / "config-1.yaml").read_text())
+    assert saved["model"]["init_args"]["widths"] == [16, 32]  # tiny's, with the overrides
+    assert saved["trainer"]["max_steps"] == 1
+
+
+def test_unknown_config_is_one_line(capsys: pytest.CaptureFixture) -> None:
+    line = _one_line_error(capsys, ["fit", "--config", "nosuch.yaml"])
+    assert "nosuch.yaml" in line and "pointnet2" in line  # names the shipped configs

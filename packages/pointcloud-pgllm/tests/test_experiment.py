@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -37,9 +39,26 @@ def test_each_claim_is_judged_on_its_own() -> None:
 
 
 @pytest.mark.slow
-def test_quick_run_writes_the_ladder_plot(tmp_path: Path) -> None:
+def test_quick_run_end_to_end(tmp_path: Path) -> None:
     result = run(quick=True, out_dir=tmp_path)
     assert (tmp_path / "ablation_ladder.png").stat().st_size > 0
-    assert len(result.claims) == 3 and result.seeds == [0, 1, 2]
-    assert 0.0 <= result.metrics["both_auroc"] <= 1.0
+    assert result.seeds == [0, 1, 2]
+    per_seed = result.metrics["per_seed"]
+    for a in ABLATIONS:
+        for m in ("accuracy", "auroc", "fpr95"):
+            values = per_seed[a][m]
+            assert len(values) == 3 and all(0.0 <= v <= 1.0 for v in values), (a, m, values)
+            # the reported number is the seed mean of the per-seed values
+            assert result.metrics[f"{a}_{m}"] == pytest.approx(statistics.fmean(values), abs=1e-4)
     assert set(result.metrics["secondary_paper_graph_not_judged"]) == set(ABLATIONS)
+    # the claims carry the numbers (finite, in points) and the verdicts their rules give
+    mean = {a: {m: statistics.fmean(v) for m, v in per_seed[a].items()} for a in ABLATIONS}
+    assert [c.verdict for c in result.claims] == [
+        "held" if ok else "not held" for ok in verdict_checks(mean).values()
+    ]
+    gain = result.claims[0].measured
+    assert gain["auroc_none_pct"] == pytest.approx(100 * mean["none"]["auroc"], abs=0.01)
+    assert gain["gain_points"] == pytest.approx(
+        gain["auroc_propagation_pct"] - gain["auroc_none_pct"], abs=0.011
+    )
+    assert all(math.isfinite(v) for c in result.claims for v in c.measured.values())

@@ -79,3 +79,31 @@ def test_load_encoder_errors(tmp_path: Path) -> None:
     torch.save({"weights": torch.zeros(1)}, ckpt)
     with pytest.raises(PGLLMInputError, match="not a Lightning checkpoint"):
         load_encoder(str(ckpt))
+
+
+class _DeviceSpy(torch.nn.Module):
+    """Records the device of each batch it encodes; returns CPU features ``[B, 4]``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[torch.device] = []
+
+    def forward(self, points: torch.Tensor) -> torch.Tensor:
+        self.seen.append(points.device)
+        return torch.ones(points.shape[0], 4)
+
+
+def test_encode_runs_on_the_chosen_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``encode`` follows iclr26_common's device choice (``ICLR26_DEVICE`` here; CUDA when seen
+    by default) or an explicit ``device``; the features come back on the CPU. The shape-only
+    "meta" device stands in for a GPU."""
+    points = torch.zeros(5, 16, 3)
+    spy = _DeviceSpy()
+    monkeypatch.setenv("ICLR26_DEVICE", "meta")
+    feats = encode(spy, points, batch_size=2)
+    assert spy.seen == [torch.device("meta")] * 3
+    assert feats.shape == (5, 4) and feats.device.type == "cpu"
+    monkeypatch.delenv("ICLR26_DEVICE")
+    explicit = _DeviceSpy()
+    encode(explicit, points, batch_size=5, device="meta")
+    assert explicit.seen == [torch.device("meta")]

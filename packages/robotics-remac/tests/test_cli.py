@@ -7,7 +7,8 @@ import yaml
 
 from iclr26_common.testing import (
     assert_cli_help,
-    lightning_logs_to_current_stderr,
+    assert_one_line_error,
+    help_commands,
     shipped_configs,
 )
 from robotics_remac import __version__
@@ -18,8 +19,15 @@ CONFIGS = shipped_configs("robotics_remac")
 
 def test_help_lists_every_subcommand() -> None:
     out = assert_cli_help(main)
-    for command in ("fit", "test", "collect", "eval", "configs"):
-        assert command in out
+    assert help_commands(out) == [
+        "fit",
+        "validate",
+        "test",
+        "predict",
+        "collect",
+        "eval",
+        "configs",
+    ]
 
 
 def test_version(capsys: pytest.CaptureFixture) -> None:
@@ -37,6 +45,11 @@ def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> N
     declared = yaml.safe_load(config.read_text())
     assert printed["model"]["class_path"] == declared["model"]["class_path"]
     assert printed["trainer"]["max_epochs"] == declared["trainer"]["max_epochs"]
+
+
+def test_unknown_config_is_one_line(capsys: pytest.CaptureFixture) -> None:
+    line = _one_line_error(capsys, ["fit", "-c", "nosuch.yaml"])
+    assert "nosuch.yaml" in line and "remac" in line  # names the shipped configs
 
 
 def test_fit_and_test_tiny_in_process(demo_dir: Path, tmp_path: Path) -> None:
@@ -85,16 +98,7 @@ def test_collect_then_eval(tmp_path: Path, capsys: pytest.CaptureFixture) -> Non
 
 
 def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
-    lightning_logs_to_current_stderr()
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    # Lightning's own start-up info lines (seed, accelerators) may precede the error line
-    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("INFO: ")]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("robotics-remac") and "Traceback" not in err
-    return lines[0]
+    return assert_one_line_error(main, args, capsys, prog="robotics-remac")
 
 
 def test_delay_not_below_horizon_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -104,3 +104,15 @@ def test_bad_checkpoints(tmp_path: Path) -> None:
     torch.save({"x": 1}, bad)
     with pytest.raises(RemacFormatError, match="neither"):
         load_policy(bad)
+
+
+def test_training_losses_run_on_the_batchs_device() -> None:
+    """Every tensor a loss creates (flow times, delay masks, the curriculum's self-sampled prefix)
+    follows the batch: on the shape-only "meta" device a stray CPU tensor raises, as it would
+    on a GPU."""
+    meta = torch.device("meta")
+    batch = {"obs": torch.zeros(4, 8, device=meta), "actions": torch.zeros(4, 8, 2, device=meta)}
+    base = FlowPolicyModule(**TINY, training_time_rtc=True).to(meta)
+    assert base.flow_loss(batch).device == meta
+    remac = RemacModule(**TINY, curriculum=True).to(meta)
+    assert remac.remac_loss(batch, train=True)["loss"].device == meta

@@ -27,6 +27,8 @@ def load_force_field(checkpoint: str | Path) -> ForceField:
     path = Path(checkpoint)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such checkpoint")
+    # Loaded on the CPU on purpose: ASE drives one small structure at a time from numpy, where a
+    # GPU only adds transfers; a caller may still move the returned model (see calculate()).
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     try:
         hp = ckpt["hyper_parameters"]
@@ -71,7 +73,7 @@ class ForceFieldCalculator(Calculator):
         if want_stress and not np.all(self.atoms.pbc):
             raise ValueError("stress needs a fully periodic structure")
         graph = atoms_to_graph(self.atoms, self.model.cutoff, dtype=self.dtype)
-        batch = Batch.from_data_list([graph])
+        batch = Batch.from_data_list([graph]).to(self.model.atomic_energies.device)
         with torch.set_grad_enabled(self.model.conservative):
             out = self.model(batch, compute_stress=want_stress)
         energy = float(out["energy"].detach()[0])

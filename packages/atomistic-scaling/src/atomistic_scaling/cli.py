@@ -13,17 +13,16 @@ from atomistic_scaling import __version__
 from iclr26_common.cli_support import (
     CONFIGS_HELP,
     ArgumentParser,
+    comma_list,
     configs_command,
     dispatch,
     is_user_error,
     lightning_commands,
-    resolve_config_names,
     run_with_one_line_errors,
-    shipped_configs,
     top_level_parser,
 )
 
-__all__ = ["main", "run_lightning_cli", "shipped_configs"]
+__all__ = ["main", "run_lightning_cli"]
 
 PROG = "atomistic-scaling"
 TRAINER_SUBCOMMANDS = ("fit", "validate", "test", "predict")
@@ -46,37 +45,23 @@ def _top_level_parser() -> ArgumentParser:
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:
-    """Runs LightningCLI on ``argv`` (a trainer subcommand first); returns the CLI object.
-    The data module's ``cutoff`` is linked into the model. The resolved config is saved as
-    ``config.yaml`` only into the run's own logger directory, never over an existing file;
-    without a logger (``tiny``, ``fast_dev_run``) nothing is written."""
-    from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
-    from lightning.pytorch.loggers.logger import DummyLogger
-
+    """Runs LightningCLI on ``argv`` (a trainer subcommand first) through
+    :func:`iclr26_common.lightning.run_cli` and returns the CLI object. The data module's
+    ``cutoff`` is linked into the model (the classes are given directly, not by class_path). The
+    data is read before the Trainer starts, so a bad file is one line."""
     from atomistic_scaling.data import AtomisticDataModule
     from atomistic_scaling.lit_module import ForceFieldModule
+    from iclr26_common.lightning import run_cli
 
-    class RunDirSaveConfig(SaveConfigCallback):
-        def setup(self, trainer, pl_module, stage) -> None:  # type: ignore[no-untyped-def]
-            if self.already_saved:
-                return
-            logger = trainer.logger
-            if logger is None or isinstance(logger, DummyLogger) or trainer.log_dir is None:
-                self.already_saved = True  # no run directory of its own: write nothing
-                return
-            super().setup(trainer, pl_module, stage)
-
-    class ScalingCLI(LightningCLI):
-        def add_arguments_to_parser(self, parser) -> None:  # type: ignore[no-untyped-def]
-            parser.link_arguments("data.cutoff", "model.cutoff")
-
-    return ScalingCLI(
+    return run_cli(
         ForceFieldModule,
         AtomisticDataModule,
-        seed_everything_default=0,
-        save_config_callback=RunDirSaveConfig,
-        save_config_kwargs={"overwrite": False},
-        args=resolve_config_names(argv, shipped_configs("atomistic_scaling")),
+        argv,
+        package="atomistic_scaling",
+        prog=PROG,
+        links=[("data.cutoff", "model.cutoff")],
+        subclass_mode=False,
+        before_trainer=lambda cli: cli.datamodule.setup("fit"),
     )
 
 
@@ -93,16 +78,19 @@ def synth_main(argv: Sequence[str]) -> int:
     parser.add_argument("--out", type=Path, required=True, help="extxyz file to write (new)")
     parser.add_argument("--n", type=int, default=100, help="number of structures")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--elements", default=",".join(EMT_ELEMENTS), help="comma-separated")
-    parser.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated of {KINDS}")
+    parser.add_argument(
+        "--elements", type=comma_list, default=list(EMT_ELEMENTS), help="comma-separated"
+    )
+    parser.add_argument(
+        "--kinds", type=comma_list, default=list(KINDS), help=f"comma-separated of {KINDS}"
+    )
     ns = parser.parse_args(list(argv))
     if ns.n < 1:
         parser.error("--n must be >= 1")
-    elements = [e for e in ns.elements.split(",") if e]
-    bad = sorted(set(elements) - set(EMT_ELEMENTS))
+    bad = sorted(set(ns.elements) - set(EMT_ELEMENTS))
     if bad:
         parser.error(f"unsupported elements {bad}; EMT has {', '.join(EMT_ELEMENTS)}")
-    path = write_synthetic(ns.out, ns.n, ns.seed, elements, [k for k in ns.kinds.split(",") if k])
+    path = write_synthetic(ns.out, ns.n, ns.seed, ns.elements, ns.kinds)
     print(f"wrote {path} ({ns.n} structures)")
     return 0
 

@@ -95,16 +95,20 @@ class ForceFieldModule(L.LightningModule):
 
     def _step(self, batch: Batch, stage: str) -> Tensor:
         if stage == "train" and self.hparams.rotation_augmentation:
-            batch = rotate_batch(batch, random_rotation(self._rot_gen, batch.pos.dtype))
+            # drawn from the CPU generator (the same rotations on every device), then moved
+            rotation = random_rotation(self._rot_gen, batch.pos.dtype).to(batch.pos.device)
+            batch = rotate_batch(batch, rotation)
         with torch.set_grad_enabled(stage == "train" or self.hparams.conservative):
             pred = self(batch)
         loss, e_term, f_term = force_field_loss(
             pred, batch, self.hparams.lambda_e, self.hparams.lambda_f
         )
         size = int(batch.num_graphs)
-        self.log(f"{stage}_loss", loss.detach(), batch_size=size, prog_bar=stage != "train")
-        self.log(f"{stage}_energy_mae_per_atom", e_term.detach(), batch_size=size)
-        self.log(f"{stage}_force_l2", f_term.detach(), batch_size=size)
+        sync = stage != "train"  # epoch-level val/test means over all ranks under DDP
+        log = {"batch_size": size, "sync_dist": sync}
+        self.log(f"{stage}_loss", loss.detach(), prog_bar=stage != "train", **log)
+        self.log(f"{stage}_energy_mae_per_atom", e_term.detach(), **log)
+        self.log(f"{stage}_force_l2", f_term.detach(), **log)
         return loss
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:

@@ -20,6 +20,7 @@ from atomistic_scaling.constants import ARCHITECTURES
 from atomistic_scaling.data import AtomsGraphDataset
 from atomistic_scaling.lit_module import ForceFieldModule, force_field_loss, measure_step_flops
 from atomistic_scaling.scaling import bootstrap_fit, compute_frontier
+from iclr26_common.lightning import quiet_trainer
 
 __all__ = ["LossVsDataCallback", "SweepConfig", "evaluate", "fit_sweep", "plot_sweep", "run_sweep"]
 
@@ -53,11 +54,13 @@ class SweepConfig:
 
 
 def evaluate(module: ForceFieldModule, loader: DataLoader) -> float:
-    """Structure-weighted mean of the paper loss over ``loader``."""
+    """Structure-weighted mean of the paper loss over ``loader`` (batches are moved to the
+    module's device)."""
     was_training = module.training
     module.eval()
     total, count = 0.0, 0
     for batch in loader:
+        batch = batch.to(module.device)
         with torch.set_grad_enabled(module.hparams.conservative):
             loss, _, _ = force_field_loss(module(batch), batch)
         total += float(loss) * int(batch.num_graphs)
@@ -116,22 +119,14 @@ def run_sweep(
                 rotation_augmentation=config.rotation_augmentation and arch == "mpnn",
             )
             module.model.atomic_energies.copy_(atomic_energies)
+            # FLOPs are counted on the CPU before fit (the counter is device-independent).
             probe = next(iter(DataLoader(train_set, config.batch_size)))
             flops = measure_step_flops(module, probe)
             gen = torch.Generator().manual_seed(config.seed)
             train_loader = DataLoader(train_set, config.batch_size, shuffle=True, generator=gen)
             callback = LossVsDataCallback(config.d_checkpoints, DataLoader(val_set, 64))
-            trainer = L.Trainer(
-                max_epochs=1,
-                accelerator="cpu",
-                logger=False,
-                enable_checkpointing=False,
-                enable_progress_bar=False,
-                enable_model_summary=False,
-                callbacks=[callback],
-                num_sanity_val_steps=0,
-                limit_val_batches=0,
-            )
+            # one device, CUDA when PyTorch sees it (ICLR26_DEVICE forces); no logger etc.
+            trainer = quiet_trainer(max_epochs=1, callbacks=[callback], limit_val_batches=0)
             start = time.perf_counter()
             trainer.fit(module, train_dataloaders=train_loader)
             elapsed = time.perf_counter() - start

@@ -11,19 +11,17 @@ from typing import Any
 from iclr26_common.cli_support import (
     CONFIGS_HELP,
     ArgumentParser,
+    comma_list,
     configs_command,
     dispatch,
     is_user_error,
     lightning_commands,
-    resolve_config_names,
     run_with_one_line_errors,
-    shipped_configs,
     top_level_parser,
 )
 from pointcloud_pgllm import __version__
-from pointcloud_pgllm.cliutils import parse_name_list
 
-__all__ = ["main", "run_lightning_cli", "shipped_configs"]
+__all__ = ["main", "run_lightning_cli"]
 
 PROG = "pointcloud-pgllm"
 TRAINER_SUBCOMMANDS = ("fit", "validate", "test", "predict")
@@ -51,47 +49,24 @@ def _top_level_parser() -> ArgumentParser:
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:
-    """Runs LightningCLI on ``argv`` (a trainer subcommand first) and returns the CLI object."""
-    from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
-    from lightning.pytorch.loggers.logger import DummyLogger
-
+    """Runs LightningCLI on ``argv`` (a trainer subcommand first) through
+    :func:`iclr26_common.lightning.run_cli` and returns the CLI object; the data module's
+    ``num_classes`` and ``class_names`` are linked into the model."""
+    from iclr26_common.lightning import run_cli
     from pointcloud_pgllm.data import PointCloudDataModule
     from pointcloud_pgllm.lit_module import PointCloudClassifier
 
-    class RunDirSaveConfig(SaveConfigCallback):
-        """Saves ``config.yaml`` only into the run's own logger directory, never over a file;
-        without a logger (``--trainer.logger false``, ``fast_dev_run``) nothing is written."""
-
-        def setup(self, trainer, pl_module, stage) -> None:
-            if self.already_saved:
-                return
-            logger = trainer.logger
-            if logger is None or isinstance(logger, DummyLogger) or trainer.log_dir is None:
-                self.already_saved = True
-                return
-            path = Path(trainer.log_dir) / self.config_filename
-            if path.exists():
-                raise FileExistsError(
-                    f"{path} exists; not overwriting it (use a new --trainer.default_root_dir)"
-                )
-            super().setup(trainer, pl_module, stage)
-
-    class PGLLMCLI(LightningCLI):
-        def add_arguments_to_parser(self, parser) -> None:
-            for attr in ("num_classes", "class_names"):
-                parser.link_arguments(
-                    f"data.init_args.{attr}", f"model.init_args.{attr}", apply_on="instantiate"
-                )
-
-    return PGLLMCLI(
+    links = [
+        (f"data.init_args.{attr}", f"model.init_args.{attr}", "instantiate")
+        for attr in ("num_classes", "class_names")
+    ]
+    return run_cli(
         PointCloudClassifier,
         PointCloudDataModule,
-        subclass_mode_model=True,
-        subclass_mode_data=True,
-        seed_everything_default=0,
-        save_config_callback=RunDirSaveConfig,
-        save_config_kwargs={"overwrite": False},
-        args=resolve_config_names(argv, shipped_configs("pointcloud_pgllm")),
+        argv,
+        package="pointcloud_pgllm",
+        prog=PROG,
+        links=links,
     )
 
 
@@ -108,7 +83,7 @@ def synth_main(argv: Sequence[str]) -> int:
         "--out", type=Path, required=True, help="dataset root to write (new or empty)"
     )
     parser.add_argument(
-        "--classes", type=parse_name_list, default=None, help="comma-separated (default: all)"
+        "--classes", type=comma_list, default=None, help="comma-separated (default: all)"
     )
     parser.add_argument("--n-train", type=int, default=20, help="training meshes per class")
     parser.add_argument("--n-test", type=int, default=10, help="test meshes per class")
@@ -351,7 +326,7 @@ def classify_main(argv: Sequence[str]) -> int:
         "PGLLM recognition of every cloud of a split (the unlabelled support set): predictions.csv (final = guidance + propagation) and metrics.json (the none / guidance / propagation / both ladder when labels exist).",
     )
     parser.add_argument(
-        "--classes", type=parse_name_list, default=None, help="class list (default: the dataset's)"
+        "--classes", type=comma_list, default=None, help="class list (default: the dataset's)"
     )
     ns = parser.parse_args(list(argv))
     from pointcloud_pgllm.io import load_dataset
@@ -370,7 +345,7 @@ def ood_main(argv: Sequence[str]) -> int:
         "PGLLM OOD detection: the ID classes are scored, every other class of the split is OOD. Writes ood_scores.csv (id_score = max-softmax of the refined scores, or the refined single-probability answer) and metrics.json (accuracy on ID, AUROC and FPR95 with ID positive, per ablation).",
     )
     group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--id-classes", type=parse_name_list, help="comma-separated ID classes")
+    group.add_argument("--id-classes", type=comma_list, help="comma-separated ID classes")
     group.add_argument(
         "--id-split", choices=sorted(OOD_SPLITS), help="the paper's ModelNet40 ID split"
     )

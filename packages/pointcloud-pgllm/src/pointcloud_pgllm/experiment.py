@@ -145,6 +145,8 @@ def run_seed(
     captions = captioner(support)
     times["caption_s"] = time.perf_counter() - t
     t = time.perf_counter()
+    # encode() runs on choose_device()'s pick (CUDA when seen); the graph, propagation and the
+    # TF-IDF scorer below stay on the CPU (numpy / scikit-learn, N of a few hundred nodes).
     with torch_threads(1):  # FPS / k-NN are many small kernels: one thread is faster here
         features = encode(PointNN(**config["encoder"]), support)
     times["encode_s"] = time.perf_counter() - t

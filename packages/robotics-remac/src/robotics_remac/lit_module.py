@@ -87,13 +87,14 @@ class FlowPolicyModule(L.LightningModule):
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self.log("val/loss", self.flow_loss(batch), batch_size=len(batch["obs"]))
+        self.log("val/loss", self.flow_loss(batch), batch_size=len(batch["obs"]), sync_dist=True)
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         n = len(batch["obs"])
-        self.log("test/loss", self.flow_loss(batch), batch_size=n)
+        self.log("test/loss", self.flow_loss(batch), batch_size=n, sync_dist=True)
         sampled = euler_sample(self.policy, batch["obs"], self.hparams.sample_steps)
-        self.log("test/action_mse", ((sampled - batch["actions"]) ** 2).mean(), batch_size=n)
+        mse = ((sampled - batch["actions"]) ** 2).mean()
+        self.log("test/action_mse", mse, batch_size=n, sync_dist=True)
 
     def configure_optimizers(self) -> Any:
         h = self.hparams
@@ -233,14 +234,12 @@ class RemacModule(L.LightningModule):
         return parts["loss"]
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self.log(
-            "val/loss", self.remac_loss(batch, train=False)["loss"], batch_size=len(batch["obs"])
-        )
+        loss = self.remac_loss(batch, train=False)["loss"]
+        self.log("val/loss", loss, batch_size=len(batch["obs"]), sync_dist=True)
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self.log(
-            "test/loss", self.remac_loss(batch, train=False)["loss"], batch_size=len(batch["obs"])
-        )
+        loss = self.remac_loss(batch, train=False)["loss"]
+        self.log("test/loss", loss, batch_size=len(batch["obs"]), sync_dist=True)
 
     # -- optimisation + EMA ----------------------------------------------------------------
     def configure_optimizers(self) -> Any:

@@ -50,7 +50,8 @@ def delay_mask(delay: torch.Tensor | int, horizon: int, batch: int | None = None
 def timestep_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
     """Sinusoidal embedding of flow time ``t`` ``[...]`` in [0, 1] -> ``[..., dim]``."""
     half = dim // 2
-    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32) / half)
+    steps = torch.arange(half, dtype=torch.float32, device=t.device)
+    freqs = torch.exp(-math.log(10000.0) * steps / half)
     args = 1000.0 * t[..., None].float() * freqs
     return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
 

@@ -4,7 +4,8 @@ All take ``obs`` float ``[B, O]`` and return a chunk float ``[B, H, A]``; those 
 previous chunk take ``prefix`` ``[B, H, A]`` (the previous chunk's remaining actions shifted to
 the front; its first ``d`` entries are the actions executed while this chunk is computed) and the
 delay ``d`` (an int, the same for the batch). Flow time runs from 0 (noise) to 1 (data) in
-``steps`` Euler steps (upstream: 5).
+``steps`` Euler steps (upstream: 5). Chunks are computed on ``obs``'s device; noise is drawn from
+the (CPU) ``generator`` and moved there, so a seed gives the same noise on every device.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ __all__ = [
 ]
 
 
-def _noise(shape: tuple[int, ...], generator: torch.Generator | None) -> torch.Tensor:
-    return torch.randn(shape, generator=generator)
+def _noise(
+    shape: tuple[int, ...], generator: torch.Generator | None, device: torch.device
+) -> torch.Tensor:
+    return torch.randn(shape, generator=generator).to(device)
 
 
 @torch.no_grad()
@@ -40,10 +43,10 @@ def euler_sample(
 ) -> torch.Tensor:
     """``x_0 ~ N(0, I)``, ``x <- x + v/steps`` (paper Eq. 3 integrated with Euler)."""
     b = obs.shape[0]
-    x = _noise((b, policy.horizon, policy.action_dim), generator)
+    x = _noise((b, policy.horizon, policy.action_dim), generator, obs.device)
     dt = 1.0 / steps
     for k in range(steps):
-        t = torch.full((b,), k * dt)
+        t = torch.full((b,), k * dt, device=obs.device)
         x = x + dt * policy(obs, x, t, mask)
     return x
 
@@ -66,13 +69,17 @@ def prefix_preserved_sample(
     mask (a merged policy has the mask folded in).
     """
     b, h, a = prefix.shape
-    m = delay_mask(delay, h, b)[..., None]
-    tail = torch.zeros_like(prefix) if start == "zeros" else _noise((b, h, a), generator)
+    m = delay_mask(delay, h, b).to(prefix.device)[..., None]
+    tail = (
+        torch.zeros_like(prefix)
+        if start == "zeros"
+        else _noise((b, h, a), generator, prefix.device)
+    )
     x = m * tail + (1 - m) * prefix
     net_mask = m[..., 0] if use_mask else None
     dt = 1.0 / steps
     for k in range(steps):
-        t = torch.full((b,), k * dt)
+        t = torch.full((b,), k * dt, device=prefix.device)
         x = m * (x + dt * policy(obs, x, t, net_mask)) + (1 - m) * prefix
     return x
 
@@ -111,12 +118,12 @@ def rtc_sample(
     """Real-time chunking by inpainting (RTC): ``v <- v + w(t)·J^T (W ⊙ (Y - x̂_1))`` with
     ``x̂_1 = x + (1 - t)·v`` and the vector-Jacobian product through the policy."""
     b, h, a = prefix.shape
-    weights = rtc_prefix_weights(h, delay, exec_horizon)[None, :, None]
-    x = _noise((b, h, a), generator)
+    weights = rtc_prefix_weights(h, delay, exec_horizon).to(prefix.device)[None, :, None]
+    x = _noise((b, h, a), generator, prefix.device)
     dt = 1.0 / steps
     for k in range(steps):
         tk = k * dt
-        t = torch.full((b,), tk)
+        t = torch.full((b,), tk, device=prefix.device)
         with torch.enable_grad():
             xg = x.detach().requires_grad_(True)
             v = policy(obs, xg, t)
@@ -144,10 +151,10 @@ def bid_sample(
     b, h, a = prefix.shape
     rep = obs.repeat_interleave(samples, dim=0)
     cand = euler_sample(policy, rep, steps, generator).view(b, samples, h, a)
-    weights = rtc_prefix_weights(h, delay, exec_horizon)[None, None, :]
+    weights = rtc_prefix_weights(h, delay, exec_horizon).to(prefix.device)[None, None, :]
     loss = (((cand - prefix[:, None]) ** 2).sum(-1) * weights).sum(-1)  # [B, samples]
     best = loss.argmin(dim=1)
-    return cand[torch.arange(b), best]
+    return cand[torch.arange(b, device=prefix.device), best]
 
 
 @torch.no_grad()
@@ -162,8 +169,8 @@ def training_time_rtc_sample(
     """Training-time RTC (arXiv 2512.05964): the prefix is given clean with flow time 1 per token,
     the rest is integrated from noise."""
     b, h, a = prefix.shape
-    m = delay_mask(delay, h, b)
-    x = m[..., None] * _noise((b, h, a), generator) + (1 - m[..., None]) * prefix
+    m = delay_mask(delay, h, b).to(prefix.device)
+    x = m[..., None] * _noise((b, h, a), generator, prefix.device) + (1 - m[..., None]) * prefix
     dt = 1.0 / steps
     for k in range(steps):
         t = m * (k * dt) + (1 - m)

@@ -1,19 +1,20 @@
-"""Programmatic training helpers (used by the experiment and the benchmarks): a quiet Lightning
-``Trainer`` around :class:`~robotics_remac.lit_module.FlowPolicyModule` and
-:class:`~robotics_remac.lit_module.RemacModule`."""
+"""Programmatic training helpers (used by the experiment and the benchmarks): fit
+:class:`~robotics_remac.lit_module.FlowPolicyModule` and
+:class:`~robotics_remac.lit_module.RemacModule` with :func:`iclr26_common.lightning.quiet_trainer`
+(no logger, checkpoints or progress bar; one device, CUDA when PyTorch sees it; Lightning moves
+the module back to the CPU when fit ends)."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-import lightning as L
-
+from iclr26_common.lightning import quiet_trainer
 from robotics_remac.data import DemoDataModule
 from robotics_remac.lit_module import FlowPolicyModule, RemacModule
 from robotics_remac.model import FlowPolicy, add_lora
 
-__all__ = ["ABLATIONS", "fit_base", "fit_finetune", "quiet_trainer", "remac_from_policy"]
+__all__ = ["ABLATIONS", "TRAINER_SETTINGS", "fit_base", "fit_finetune", "remac_from_policy"]
 
 # The REMAC ablation ladder (paper Table 3): LoRA-only, +mask, +curriculum, +L_Δ (full REMAC).
 ABLATIONS: dict[str, dict[str, Any]] = {
@@ -25,20 +26,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "remac": {"use_mask": True, "curriculum": True, "use_delta": True, "use_keep": True},
 }  # fmt: skip
 
-
-def quiet_trainer(max_epochs: int, **kwargs: Any) -> L.Trainer:
-    """A CPU-friendly Trainer without logger, checkpoints, progress bar or model summary."""
-    return L.Trainer(
-        max_epochs=max_epochs,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
-        gradient_clip_val=10.0,
-        **kwargs,
-    )
+#: Trainer settings of every programmatic fit (the shipped configs' gradient clip; no validation).
+TRAINER_SETTINGS: dict[str, Any] = {"gradient_clip_val": 10.0, "limit_val_batches": 0}
 
 
 def remac_from_policy(policy: FlowPolicy, **kwargs: Any) -> RemacModule:
@@ -56,7 +45,7 @@ def fit_base(
 ) -> FlowPolicy:
     """Trains a base (or training-time RTC) policy; returns it in eval mode."""
     module = FlowPolicyModule(horizon=datamodule.horizon, **policy_kwargs, **module_kwargs)
-    quiet_trainer(epochs).fit(module, datamodule)
+    quiet_trainer(max_epochs=epochs, **TRAINER_SETTINGS).fit(module, datamodule)
     return module.policy.eval()
 
 
@@ -65,5 +54,5 @@ def fit_finetune(
 ) -> FlowPolicy:
     """LoRA-finetunes a copy of ``base`` with :class:`RemacModule`; returns it in eval mode."""
     module = remac_from_policy(base, curriculum_epochs=epochs, **module_kwargs)
-    quiet_trainer(epochs).fit(module, datamodule)
+    quiet_trainer(max_epochs=epochs, **TRAINER_SETTINGS).fit(module, datamodule)
     return module.policy.eval()
