@@ -97,17 +97,30 @@ def test_unknown_name_is_one_line(fake_dist: Path, tmp_path: Path, capsys) -> No
     assert list(tmp_path.iterdir()) == []
 
 
-def test_worker_in_process(fake_dist: Path, tmp_path: Path) -> None:
-    (tmp_path / "good").mkdir()
-    (tmp_path / "good" / "stale.png").write_text("old")
+def test_worker_in_process(fake_dist: Path, tmp_path: Path, capsys) -> None:
+    """`worker NAME --out DIR` writes into DIR's mode folder under the same lock as reproduce."""
+    from iclr26_common.outlock import OutputLock
+
+    quick = tmp_path / "quick"
+    (quick / "good").mkdir(parents=True)
+    (quick / "good" / "stale.png").write_text("old")
     assert worker.main(["good", "--out", str(tmp_path), "--quick"]) == 0
-    assert sorted(p.name for p in (tmp_path / "good").iterdir()) == [
+    assert sorted(p.name for p in (quick / "good").iterdir()) == [
         "curve.png",
         "report.md",
         "result.json",
     ]
     assert worker.main(["crash", "--out", str(tmp_path)]) == 1
-    assert "boom from crash" in _status(tmp_path, "crash")["error"]
+    assert "boom from crash" in _status(tmp_path / "full", "crash")["error"]
+    held = OutputLock(quick, "another-run")
+    held.acquire()
+    try:  # a reproduce run holds the folder: the worker refuses instead of deleting its results
+        with pytest.raises(SystemExit) as stop:
+            worker.main(["good", "--out", str(tmp_path), "--quick"])
+        assert stop.value.code == 2 and "another-run" in capsys.readouterr().err
+        assert (quick / "good" / "result.json").is_file()
+    finally:
+        held.release()
 
 
 def test_reproduce_end_to_end(fake_dist: Path, tmp_path: Path, capsys) -> None:

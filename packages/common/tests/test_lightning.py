@@ -180,6 +180,9 @@ def test_shipped_config_names_resolve_with_both_flags(fake_site: Path, tmp_path:
         (["fit", "--config", "tiny", "--trainer.max_steps", "abc"], "fit: "),
         (["fit", "--no-such-option", "1"], "unrecognized arguments: --no-such-option"),
         (["fit", "--config", "tiny", "--data.n", "0"], "n must be >= 1, got 0"),
+        # values jsonargparse accepts but the Trainer rejects (55 and 49 traceback lines before)
+        (["fit", "--config", "tiny", "--trainer.devices", "abc"], "trainer: "),
+        (["fit", "--config", "tiny", "--trainer.accelerator", "tpuu"], "trainer: "),
     ],
 )
 def test_parse_errors_are_one_line_exit_2(
@@ -290,6 +293,35 @@ def test_quiet_trainer_defaults_and_overrides(monkeypatch: pytest.MonkeyPatch) -
     assert type(trainer.accelerator).__name__ == "CPUAccelerator" and trainer.num_devices == 1
     trainer = quiet_trainer(max_steps=3, limit_val_batches=0, enable_progress_bar=True)
     assert trainer.max_steps == 3 and trainer.progress_bar_callback is not None
+
+
+def test_cuda_index_reaches_the_trainer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ICLR26_DEVICE=cuda:1 recorded cuda:1 while Lightning's devices=1 trained on cuda:0."""
+    import torch
+
+    from iclr26_common import device
+    from iclr26_common.lightning import quiet_trainer
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: f"Fake{i}")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setenv("ICLR26_DEVICE", "cuda:1")
+    assert device.lightning_devices() == [1]
+    seen: dict[str, object] = {}
+
+    class FakeTrainer:
+        def __init__(self, **kwargs: object) -> None:
+            seen.update(kwargs)
+
+    import iclr26_common.lightning as wiring
+
+    monkeypatch.setattr(wiring, "Trainer", FakeTrainer)
+    quiet_trainer()
+    assert seen["accelerator"] == "gpu" and seen["devices"] == [1]
+    quiet_trainer(devices=2)  # the caller's choice stays
+    assert seen["devices"] == 2
+    monkeypatch.setenv("ICLR26_DEVICE", "cuda")
+    assert device.lightning_devices() == 1
 
 
 def test_free_config_path(tmp_path: Path) -> None:

@@ -162,7 +162,7 @@ def test_claims_in_result_report_and_index(tmp_path: Path) -> None:
         status="not held",
         duration_s=5,
         wall_s=70,
-        device="cpu",
+        devices=["cpu"],
         threads=2,
         quick=True,
         run_id="r1",

@@ -101,6 +101,26 @@ def test_source_digest_is_none_when_a_recorded_file_is_gone(src_site: Path) -> N
     assert registry.source_digest("nosuchpkg.mod", ["x.py"], None) is None
 
 
+def test_source_digest_keys_iclr26_commons_own_code(
+    src_site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An edit to common's code (same version in an editable checkout) must not resume."""
+    fake_common = tmp_path / "fake_common"
+    fake_common.mkdir()
+    (fake_common / "seeding.py").write_text("SEED = 0\n")
+    real = registry._package_roots
+
+    def roots(top: str):  # type: ignore[no-untyped-def]
+        return ([fake_common], None) if top == "iclr26_common" else real(top)
+
+    monkeypatch.setattr(registry, "_package_roots", roots)
+    files = ["__init__.py", "experiment.py", "shared.py"]
+    before = registry.source_digest("srcpkg.experiment", files, "fake-src")
+    (fake_common / "seeding.py").write_text("SEED = 1\n")
+    after = registry.source_digest("srcpkg.experiment", files, "fake-src")
+    assert before is not None and after is not None and before != after
+
+
 def _nothing(quick: bool, out_dir: Path) -> Result:
     claim = Claim("Something.", "x >= 0", {"x": 1.0}, True)
     return Result(claims=[claim], summary="s", metrics={}, seeds=[0], scale="t")

@@ -22,6 +22,7 @@ __all__ = [
     "choose_device",
     "describe_device",
     "lightning_accelerator",
+    "lightning_devices",
     "record_device",
     "record_threads",
     "reset_usage",
@@ -61,8 +62,21 @@ def choose_device(prefer: str | None = None) -> torch.device:
 
 
 def lightning_accelerator(prefer: str | None = None) -> str:
-    """The ``Trainer(accelerator=...)`` value for :func:`choose_device`'s choice ("gpu"/"cpu")."""
+    """The ``Trainer(accelerator=...)`` value for :func:`choose_device`'s choice ("gpu"/"cpu").
+
+    A Trainer built by hand must also pass ``devices=lightning_devices()``: Lightning's
+    ``devices=1`` means the first GPU, whatever ``ICLR26_DEVICE=cuda:N`` says.
+    """
     return "gpu" if choose_device(prefer).type == "cuda" else "cpu"
+
+
+def lightning_devices(prefer: str | None = None) -> int | list[int]:
+    """The ``Trainer(devices=...)`` value for :func:`choose_device`'s choice: ``[N]`` for an
+    explicit ``cuda:N``, else ``1`` (the CPU, or the first GPU for a plain ``cuda``)."""
+    device = choose_device(prefer)
+    if device.type == "cuda" and device.index is not None:
+        return [device.index]
+    return 1
 
 
 def describe_device(device: Any) -> str:

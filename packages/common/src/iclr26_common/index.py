@@ -17,12 +17,12 @@ from typing import Any
 from iclr26_common.registry import BUDGET_S
 from iclr26_common.report import (
     STATUSES,
-    _cell,
-    _claim_counts,
-    _duration,
-    _verdict_text,
     atomic_write_text,
+    claim_counts,
+    format_duration,
+    md_cell,
     read_result,
+    verdict_text,
 )
 
 __all__ = ["ATTEMPTS_DIR", "clear_attempt", "write_attempt", "write_index"]
@@ -75,14 +75,14 @@ def _wall(data: dict[str, Any]) -> str:
     wall = data.get("wall_s")
     if not isinstance(wall, int | float):
         return "?"
-    text = _duration(wall)
+    text = format_duration(wall)
     return text + (" ⚠ over budget" if data.get("within_budget") is False else "")
 
 
 def _claims_held(data: dict[str, Any]) -> str:
     if not data["claims"]:
         return "— (single verdict)" if data["status"] != "error" else "—"
-    held, n, inconclusive = _claim_counts(data["claims"])
+    held, n, inconclusive = claim_counts(data["claims"])
     return f"{held}/{n}" + (f" ({inconclusive} inconclusive)" if inconclusive else "")
 
 
@@ -137,7 +137,7 @@ def write_index(
             why = f"a {'quick' if quick else 'full'} result in the {mode} folder"
         if why is not None:
             cells = [exp_dir, "**error**" if status == "error" else status, when, why]
-            leftovers.append("| " + " | ".join(_cell(c) for c in cells) + f" | {link} |")
+            leftovers.append("| " + " | ".join(md_cell(c) for c in cells) + f" | {link} |")
             continue
         counted.add(exp_dir)
         counts[status] += 1
@@ -156,20 +156,20 @@ def write_index(
             str(data.get("device") or "?"),
             when,
         ]
-        rows.append("| " + " | ".join(_cell(c) for c in cells) + f" | {link} |")
+        rows.append("| " + " | ".join(md_cell(c) for c in cells) + f" | {link} |")
 
         claims = [c for c in data["claims"] if isinstance(c, dict)]
         verdict = "**error**" if status == "error" else status
         section = [f"### {data.get('name') or exp_dir} — {verdict}", ""]
         if claims:
-            held, n, inconclusive = _claim_counts(claims)
+            held, n, inconclusive = claim_counts(claims)
             n_claims, n_claims_held = n_claims + n, n_claims_held + held
             n_inconclusive += inconclusive
             section += ["| # | Claim | Criterion | Verdict |", "|---|---|---|---|"]
             for i, claim in enumerate(claims, 1):
                 cells = [str(i), claim.get("text", "?"), claim.get("criterion", "?")]
-                cells.append(_verdict_text(claim))
-                section.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+                cells.append(verdict_text(claim))
+                section.append("| " + " | ".join(md_cell(c) for c in cells) + " |")
         elif status == "error":
             section.append(f"No claims judged: {_short(data.get('error') or '?', 200)}")
         else:
@@ -185,7 +185,10 @@ def write_index(
     else:
         missing = []
         headline = f"{total} experiment{'' if total == 1 else 's'}: {tally}"
-    quick_budget, full_budget = _duration(BUDGET_S["quick"]), _duration(BUDGET_S["full"])
+    quick_budget, full_budget = (
+        format_duration(BUDGET_S["quick"]),
+        format_duration(BUDGET_S["full"]),
+    )
     extra: list[str] = []
     if leftovers:
         extra += ["## Not counted", "", "| Folder | Verdict | Run | Why | Report |"]

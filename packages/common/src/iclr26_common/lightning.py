@@ -35,12 +35,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
 from iclr26_common.cli_support import UsageError, resolve_config_names, shipped_configs
-from iclr26_common.device import lightning_accelerator
+from iclr26_common.device import lightning_accelerator, lightning_devices
 
 __all__ = [
     "CLI",
@@ -135,9 +136,17 @@ class CLI(LightningCLI):
         if "accelerator" not in kwargs and config.get("accelerator", "auto") == "auto":
             try:
                 kwargs["accelerator"] = lightning_accelerator()
+                devices = lightning_devices()  # [N] only for ICLR26_DEVICE=cuda:N
+                if isinstance(devices, list) and "devices" not in kwargs:
+                    if config.get("devices", "auto") in ("auto", 1):
+                        kwargs["devices"] = devices
             except RuntimeError as error:  # ICLR26_DEVICE names a device torch cannot see
                 raise UsageError(str(error)) from error
-        trainer = super().instantiate_trainer(**kwargs)
+        try:
+            trainer = super().instantiate_trainer(**kwargs)
+        except (TypeError, ValueError, MisconfigurationException) as error:
+            # a bad Trainer option value (``--trainer.devices abc``, an unknown accelerator)
+            raise UsageError(f"trainer: {error}") from error
         _check_relaunch(trainer, self.raw_argv)
         return trainer
 
@@ -277,10 +286,11 @@ def quiet_trainer(*, callbacks: Sequence[Callback] = (), **overrides: Any) -> Tr
         "enable_progress_bar": False,
         "enable_model_summary": False,
         "num_sanity_val_steps": 0,
-        "devices": 1,
         **overrides,
     }
     if "accelerator" not in settings:
         settings["accelerator"] = lightning_accelerator()
+        settings.setdefault("devices", lightning_devices())  # [N] for ICLR26_DEVICE=cuda:N
+    settings.setdefault("devices", 1)
     with quiet_lightning():  # no "GPU available: ..." lines
         return Trainer(callbacks=list(callbacks), **settings)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-__all__ = ["LOCK_FILE", "OutputLock", "OutputLocked"]
+__all__ = ["LOCK_FILE", "OutputLock", "OutputLocked", "held_lock", "lock_is_free"]
 
 LOCK_FILE = ".iclr26.lock"
 LOCK_POLL_S = 0.2
@@ -116,11 +116,11 @@ class OutputLock:
             self.release()
 
 
-def _held_lock(folder: Path) -> OutputLock | None:
+def held_lock(folder: Path) -> OutputLock | None:
     return _HELD.get(Path(folder).resolve())
 
 
-def _lock_is_free(folder: Path) -> bool:
+def lock_is_free(folder: Path) -> bool:
     """True if no process holds ``folder``'s lock (it is not taken by this check)."""
     path = Path(folder) / LOCK_FILE
     if not path.exists():

@@ -415,7 +415,8 @@ def source_digest(module: str, files: Sequence[str], distribution: str | None) -
     The rule (the ``--resume`` key): the module defining the Experiment, every ``files`` entry
     (the ``.py`` files of its top-level package that the worker had imported when ``run()``
     returned, see :func:`imported_sources`), every ``.yaml/.yml/.json/.toml`` file under that
-    package's folder, and the installed versions of iclr26-common, ``distribution`` and torch.
+    package's folder, every ``.py`` file of iclr26_common itself, and the installed versions of
+    iclr26-common, ``distribution`` and torch.
     Shared helpers of the package count when the experiment imported them, other experiments'
     code does not. ``None`` when a listed file is gone (never resumable).
     """
@@ -437,6 +438,13 @@ def source_digest(module: str, files: Sequence[str], distribution: str | None) -
             hidden = any(part.startswith(".") or part == "__pycache__" for part in rel_parts)
             if path.suffix in SOURCE_DATA_SUFFIXES and not hidden and path.is_file():
                 paths.setdefault(path.relative_to(root).as_posix(), path)
+    # iclr26-common's own code shapes every result (seeding, devices, claims); in an editable
+    # checkout its version does not move when it changes, so its files are keyed too.
+    common_roots, _ = _package_roots(__name__.partition(".")[0])
+    for root in common_roots:
+        for path in sorted(root.rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                paths.setdefault(f"<iclr26_common>/{path.relative_to(root).as_posix()}", path)
     for rel in sorted(paths):
         digest.update(rel.encode() + b"\0" + hashlib.sha256(paths[rel].read_bytes()).digest())
     return digest.hexdigest()

@@ -28,10 +28,14 @@ __all__ = [
     "SCHEMA_VERSION",
     "STATUSES",
     "atomic_write_text",
+    "claim_counts",
+    "format_duration",
+    "md_cell",
     "mode_dir",
     "nonfinite_claims",
     "read_result",
     "strict_json",
+    "verdict_text",
     "write_result",
 ]
 
@@ -138,7 +142,7 @@ def _versions(dist_name: str | None) -> dict[str, str]:
     return out
 
 
-def _cell(value: Any) -> str:
+def md_cell(value: Any) -> str:
     """A value formatted for one markdown table cell."""
     if isinstance(value, float):
         text = f"{value:.4g}"
@@ -166,7 +170,7 @@ def _code_block(text: str) -> str:
     return f"{fence}text\n{text.rstrip()}\n{fence}"
 
 
-def _duration(seconds: float | None) -> str:
+def format_duration(seconds: float | None) -> str:
     if not isinstance(seconds, int | float):
         return "?"
     if seconds < 60:
@@ -177,7 +181,7 @@ def _duration(seconds: float | None) -> str:
 
 
 def _measured(measured: dict[str, Any]) -> str:
-    return "; ".join(f"{k} = {_cell(v)}" for k, v in _flatten(measured)) or "—"
+    return "; ".join(f"{k} = {md_cell(v)}" for k, v in _flatten(measured)) or "—"
 
 
 def _failed(claim: dict[str, Any]) -> list[str]:
@@ -188,7 +192,7 @@ def _failed(claim: dict[str, Any]) -> list[str]:
     ]
 
 
-def _verdict_text(claim: dict[str, Any]) -> str:
+def verdict_text(claim: dict[str, Any]) -> str:
     verdict = str(claim.get("verdict", "?"))
     failed = _failed(claim)
     return f"{verdict} (failed: {', '.join(failed)})" if verdict == "inconclusive" else verdict
@@ -199,20 +203,20 @@ def _render_claims(claims: list[dict[str, Any]]) -> list[str]:
     lines.append("|---|---|---|---|---|")
     controls, notes = [], []
     for i, claim in enumerate(claims, 1):
-        verdict = _verdict_text(claim).split(" (", 1)
+        verdict = verdict_text(claim).split(" (", 1)
         cells = [
             str(i),
-            _cell(claim.get("text", "?")),
-            _cell(claim.get("criterion", "?")),
+            md_cell(claim.get("text", "?")),
+            md_cell(claim.get("criterion", "?")),
             _measured(claim.get("measured") or {}),
-            f"**{verdict[0]}**" + (f" ({_cell(verdict[1])}" if len(verdict) > 1 else ""),
+            f"**{verdict[0]}**" + (f" ({md_cell(verdict[1])}" if len(verdict) > 1 else ""),
         ]
         lines.append("| " + " | ".join(cells) + " |")
         for pre in claim.get("preconditions") or []:
             value = pre.get("measured")
-            measured = _measured(value) if isinstance(value, dict) else _cell(value)
+            measured = _measured(value) if isinstance(value, dict) else md_cell(value)
             passed = "passed" if pre.get("passed") else "**failed**"
-            row = [str(i), _cell(pre.get("name", "?")), _cell(pre.get("criterion", "?"))]
+            row = [str(i), md_cell(pre.get("name", "?")), md_cell(pre.get("criterion", "?"))]
             controls.append("| " + " | ".join([*row, measured, passed]) + " |")
         if claim.get("verdict") == "inconclusive":
             met = {True: "met", False: "not met"}.get(claim.get("criterion_met"), "not recorded")
@@ -246,10 +250,10 @@ def _render_report(data: dict[str, Any], out_dir: Path) -> str:
     mode = "quick" if data["quick"] else "full"
     seeds = ", ".join(str(s) for s in data["seeds"]) or "—"
     versions = ", ".join(f"{k} {v}" for k, v in data["versions"].items()) or "unknown"
-    wall = _duration(data.get("wall_s"))
+    wall = format_duration(data.get("wall_s"))
     budget = data.get("budget_s")
     if isinstance(budget, int | float) and isinstance(data.get("wall_s"), int | float):
-        wall += f" of a {_duration(budget)} {mode} budget" + (
+        wall += f" of a {format_duration(budget)} {mode} budget" + (
             "" if data["wall_s"] <= budget else " — **over budget**"
         )
     source = data.get("source") or {}
@@ -267,7 +271,7 @@ def _render_report(data: dict[str, Any], out_dir: Path) -> str:
         f"- **Scale:** {data['scale'] or 'not reported'} ({mode} mode)",
         f"- **Seeds:** {seeds}",
         f"- **Wall time:** {wall} (process start to result, imports included; run() "
-        f"{_duration(data['duration_s'])})",
+        f"{format_duration(data['duration_s'])})",
         f"- **Used by run():** {_usage(data)}",
         f"- **Run at:** {data['timestamp']} on {data['platform']}, Python {data['python']}",
         f"- **Versions:** {versions}",
@@ -288,7 +292,7 @@ def _render_report(data: dict[str, Any], out_dir: Path) -> str:
             lines += [data["table_markdown"].strip(), ""]
         if data["metrics"]:
             lines += ["| Metric | Value |", "|---|---|"]
-            lines += [f"| {_cell(k)} | {_cell(v)} |" for k, v in _flatten(data["metrics"])]
+            lines += [f"| {md_cell(k)} | {md_cell(v)} |" for k, v in _flatten(data["metrics"])]
             lines.append("")
         if data.get("nonfinite_metrics"):
             names = ", ".join(f"`{p}`" for p in data["nonfinite_metrics"])
@@ -304,7 +308,7 @@ def _render_report(data: dict[str, Any], out_dir: Path) -> str:
         lines += ["## Details", "", data["details"].strip(), ""]
     lines += ["## Verdict", "", _VERDICT_LINES[data["status"]], ""]
     if data.get("claims") and data["status"] != "error":
-        held, n, inconclusive = _claim_counts(data["claims"])
+        held, n, inconclusive = claim_counts(data["claims"])
         lines += [
             f"{held} of {n} claims held"
             + (f" ({inconclusive} inconclusive)" if inconclusive else "")
@@ -317,7 +321,7 @@ def _render_report(data: dict[str, Any], out_dir: Path) -> str:
     return "\n".join(lines)
 
 
-def _claim_counts(claims: list[Any]) -> tuple[int, int, int]:
+def claim_counts(claims: list[Any]) -> tuple[int, int, int]:
     """(held, total, inconclusive) over the claim dicts."""
     claims = [c for c in claims if isinstance(c, dict)]
     verdicts = [c.get("verdict") for c in claims]
@@ -346,13 +350,13 @@ def write_result(
     threads: list[int] | int | None = None,
     run_id: str | None = None,
     source: dict[str, Any] | None = None,
-    device: str | None = None,
 ) -> None:
     """Write ``out_dir/report.md`` then ``out_dir/result.json`` (strict JSON), each atomically.
 
     ``duration_s`` is the time ``run()`` took; ``wall_s`` the time from the worker process's
     start (imports included), which is what the budget (:data:`BUDGET_S`) applies to.
-    ``devices`` / ``threads``: what ``run()`` used (``device`` is the older single string);
+    ``devices`` / ``threads``: what ``run()`` used (``result.json`` also keeps the joined
+    ``device`` string for schema <= 2 readers);
     ``source``: ``{"module", "files", "digest"}``, the ``--resume`` key. An error result may
     carry the ``result`` whose numbers it reports (claims with non-finite values are marked
     "error"). ``result.json`` is written last, so its presence means the report is complete.
@@ -375,7 +379,7 @@ def write_result(
     for i, claim in enumerate(claims, 1):
         if any(b.startswith(f"claim {i} ") for b in bad):
             claim["verdict"] = "error"
-    devices = list(devices) if devices else ([device] if device else [])
+    devices = list(devices or [])
     if isinstance(threads, int):
         threads = [threads]
     out_dir = Path(out_dir)

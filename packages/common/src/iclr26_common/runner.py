@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from iclr26_common.index import clear_attempt, write_attempt
-from iclr26_common.outlock import OutputLock, _held_lock, _lock_is_free
+from iclr26_common.outlock import OutputLock, held_lock, lock_is_free
 from iclr26_common.registry import VERDICTS, EntryPointInfo, entry_point_info, source_digest
 from iclr26_common.report import STATUSES, read_result, write_result
 from iclr26_common.worker import META_FILE, THREAD_ENV_VARS, fresh_dir, placeholder
@@ -163,7 +163,7 @@ def recover(out: Path, name: str) -> None:
     Only while this process holds ``out``'s lock, or nobody does: a live run's
     ``.NAME.partial-*`` / ``.NAME.old-*`` folders are never touched.
     """
-    if _held_lock(out) is None and not _lock_is_free(out):
+    if held_lock(out) is None and not lock_is_free(out):
         return
     target = out / name
     olds = sorted(out.glob(f".{name}.old-*"))
@@ -231,7 +231,7 @@ class Runner:
         Takes the folder's lock unless this process holds it (:class:`outlock.OutputLocked` if
         another run does).
         """
-        if _held_lock(self.out) is not None:
+        if held_lock(self.out) is not None:
             return self._run(names, resume)
         with OutputLock(self.out, self.run_id).held():
             return self._run(names, resume)
@@ -307,7 +307,7 @@ class Runner:
             cmd += ["--threads", str(self.threads)]
         for var in THREAD_ENV_VARS:  # never replace what the user set
             env.setdefault(var, str(self.threads))
-        lock = _held_lock(self.out)
+        lock = held_lock(self.out)
         problem = None
         start = time.monotonic()
         with open(log_path, "wb") as log:

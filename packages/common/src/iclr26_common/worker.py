@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from iclr26_common.device import describe_device, reset_usage, used_devices, used_threads
+from iclr26_common.outlock import OutputLock, OutputLocked
 from iclr26_common.registry import (
     Experiment,
     LoadError,
@@ -37,7 +38,7 @@ from iclr26_common.registry import (
     is_valid_name,
     source_digest,
 )
-from iclr26_common.report import nonfinite_claims, write_result
+from iclr26_common.report import mode_dir, nonfinite_claims, write_result
 
 __all__ = [
     "META_FILE",
@@ -283,17 +284,32 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")
     info = entry_point_info().get(name)
     experiment = discover([name])[name]
-    out_dir = args.dir if args.dir is not None else Path(args.out) / name
-    code = run_experiment(
-        experiment,
-        out_dir,
-        args.quick,
-        started_at=args.started_at if args.started_at is not None else started_at,
-        threads=args.threads,
-        run_id=args.run_id,
-        distribution=info.distribution if info else None,
-        module=info.module if info else None,
-    )
+    lock = None
+    if args.dir is not None:  # the runner's own call: it holds the folder's lock already
+        out_dir = args.dir
+    else:  # a user's call: the same mode folder and lock as `iclr26 reproduce`
+        folder = mode_dir(Path(args.out), args.quick)
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = OutputLock(folder, args.run_id or f"worker-{os.getpid()}")
+        try:
+            lock.acquire()
+        except OutputLocked as error:
+            parser.error(str(error))
+        out_dir = folder / name
+    try:
+        code = run_experiment(
+            experiment,
+            out_dir,
+            args.quick,
+            started_at=args.started_at if args.started_at is not None else started_at,
+            threads=args.threads,
+            run_id=args.run_id,
+            distribution=info.distribution if info else None,
+            module=info.module if info else None,
+        )
+    finally:
+        if lock is not None:
+            lock.release()
     print(f"[iclr26 worker] {name}: {'ok' if code == 0 else 'error'} -> {out_dir}", flush=True)
     return code
 
