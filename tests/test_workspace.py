@@ -194,3 +194,26 @@ def test_common_lower_bound_provides_what_the_member_imports(member: Path) -> No
         # `from iclr26_common import submodule` is fine too
         provided = hasattr(imported, name) or importlib.util.find_spec(f"{module}.{name}")
         assert provided, f"{path.relative_to(ROOT)} imports {module}.{name}, which common lacks"
+
+
+@pytest.mark.parametrize("caller", ["set +euo pipefail", "set -euo pipefail"])
+def test_ci_setup_script_restores_the_callers_shell_options(tmp_path: Path, caller: str) -> None:
+    """Sourcing .ci/setup-uv-env used to leave `set -euo pipefail` on in the caller's shell."""
+    import os
+    import subprocess
+
+    stub = tmp_path / "bin" / "uv"
+    stub.parent.mkdir()
+    stub.write_text("#!/bin/sh\nexit 0\n")  # no real lock rewrite
+    stub.chmod(0o755)
+    script = f'{caller}; source "{ROOT / ".ci" / "setup-uv-env"}"; echo "flags=$-"; set -o | grep pipefail'
+    env = {**os.environ, "PATH": f"{stub.parent}:{os.environ['PATH']}"}
+    out = subprocess.run(
+        ["bash", "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    flags = out.stdout.split("flags=")[1].split()[0]
+    pipefail = out.stdout.split()[-1]
+    if caller.startswith("set +"):
+        assert "e" not in flags and "u" not in flags and pipefail == "off"
+    else:
+        assert "e" in flags and "u" in flags and pipefail == "on"
