@@ -130,6 +130,25 @@ def test_synth_score_shrink_round_trip(tmp_path: Path, tiny_ckpt: Path, capsys) 
     )
 
 
+def test_shrink_keeps_the_header_and_lists_the_deletions(tmp_path: Path, tiny_ckpt: Path) -> None:
+    """Issue 25: upstream writes 'HEADER|deletions A3,G10|percentage 10'; we dropped both."""
+    from bio_scisor.io import read_sequences
+
+    seqs = {"p1 kinase domain [Homo sapiens]": "MKTAYIAKQRQISFVKSHFSRQ", "p2": "ACDEFGHIKLMN"}
+    (tmp_path / "in.fasta").write_text("".join(f">{h}\n{s}\n" for h, s in seqs.items()))
+    out = tmp_path / "out.fasta"
+    assert main(["shrink", "--fasta", str(tmp_path / "in.fasta"), "--pct", "20", "--ckpt",
+                 str(tiny_ckpt), "--out", str(out)]) == 0  # fmt: skip
+    records = read_sequences(out, header=True)
+    for (header, seq), (name, shrunk) in zip(seqs.items(), records, strict=True):
+        assert name.startswith(f"{header}|deletions ") and name.endswith("|percentage 20")
+        listed = name.split("|deletions ")[1].split("|")[0].split(",")
+        positions = [int(item[1:]) for item in listed]
+        assert len(positions) == -(-len(seq) * 20 // 100)
+        assert all(seq[i] == item[0] for i, item in zip(positions, listed, strict=True))
+        assert "".join(c for i, c in enumerate(seq) if i not in positions) == shrunk
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [

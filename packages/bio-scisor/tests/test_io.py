@@ -98,10 +98,17 @@ def test_non_deletions_can_be_skipped_and_counted(tmp_path: Path) -> None:
 
 def test_reference_file(tmp_path: Path) -> None:
     path = tmp_path / "DMS_indels.csv"
-    path.write_text("DMS_id,DMS_filename,target_seq,coarse_selection_type\nA,A.csv,mkta,Activity\n")
+    path.write_text(
+        "DMS_id,DMS_filename,UniProt_ID,target_seq,coarse_selection_type\n"
+        "A,A.csv,P1_HUMAN,mkta,Activity\n"
+    )
     assert read_reference(path)[0]["target_seq"] == "MKTA"
     path.write_text("DMS_id,target_seq\nA,MKTA\n")
     with pytest.raises(ScisorFormatError, match="DMS_filename"):
+        read_reference(path)
+    # ProteinGym's aggregation needs the protein of each assay
+    path.write_text("DMS_id,DMS_filename,target_seq,coarse_selection_type\nA,A.csv,MKTA,Activity\n")
+    with pytest.raises(ScisorFormatError, match="UniProt_ID"):
         read_reference(path)
 
 

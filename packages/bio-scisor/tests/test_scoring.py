@@ -9,7 +9,7 @@ import torch
 
 from bio_scisor.io import encode
 from bio_scisor.model import ScisorDenoiser
-from bio_scisor.scoring import generate, score_elbo, score_path, shrink
+from bio_scisor.scoring import generate, score_path, shrink, shrink_positions
 
 from .conftest import TINY
 
@@ -66,15 +66,6 @@ def test_score_path_rejects_non_deletions(model) -> None:
         score_path(model, "ACDE", ["ACDEF"])
 
 
-def test_elbo_difference_is_reproducible(model) -> None:
-    wt = "ACDEFGHIKLMNPQ"
-    mutants = [wt[:3] + wt[4:], wt[:5] + wt[8:]]
-    a = score_elbo(model, wt, mutants, n_samples=2, seed=1, t_max=0.3)
-    b = score_elbo(model, wt, mutants, n_samples=2, seed=1, t_max=0.3)
-    assert a.shape == (2,) and np.isfinite(a).all()
-    np.testing.assert_array_equal(a, b)
-
-
 def test_shrink_removes_ceil_pct(model) -> None:
     wt = "ACDEFGHIKLMNPQRSTVWY"
     gen = torch.Generator().manual_seed(0)
@@ -85,6 +76,13 @@ def test_shrink_removes_ceil_pct(model) -> None:
     assert shrink(model, wt, 20, 0.0) == shrink(model, wt, 20, 0.0)  # top-1 is deterministic
     with pytest.raises(ValueError, match="pct"):
         shrink(model, wt, 100)
+
+
+def test_shrink_reports_the_deleted_positions(model) -> None:
+    wt = "ACDEFGHIKLMNPQRSTVWYACDEF"
+    out, deleted = shrink_positions(model, wt, 20, 1.0, torch.Generator().manual_seed(3))
+    assert len(deleted) == 5 and deleted == sorted(set(deleted))
+    assert "".join(c for i, c in enumerate(wt) if i not in deleted) == out
 
 
 def test_generate_from_scratch(model) -> None:

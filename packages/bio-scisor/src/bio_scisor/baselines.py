@@ -98,22 +98,55 @@ def train_causal_lm(
 
 
 class HmmScorer:
-    """Profile HMM built with pyhmmer (hmmbuild defaults) from an A2M / Stockholm MSA.
+    """Profile HMM built with pyhmmer (hmmbuild defaults) from an MSA.
 
-    ``score(seqs)`` -> per-sequence bit scores of the hmmsearch pipeline with all filters off.
-    A sequence without any hit gets ``floor`` (``min(hit scores) - 1``; the count is returned).
+    ``HmmScorer(msa_path)`` reads an A2M / Stockholm MSA; :meth:`from_homologs` builds the MSA the
+    way a user would (ProteinGym's HMM baseline: hmmbuild on a jackhmmer alignment of the WT's
+    homologs). ``score(wt, mutants)`` -> bit-score differences of the hmmsearch pipeline with all
+    filters off. A sequence without any hit gets ``floor`` (``min(hit scores) - 1``; the count
+    is returned by :meth:`bit_scores`).
     """
 
     def __init__(self, msa_path: str | Path, fmt: str = "a2m") -> None:
         from pyhmmer.easel import Alphabet, MSAFile
+
+        alphabet = Alphabet.amino()
+        with MSAFile(str(msa_path), format=fmt, digital=True, alphabet=alphabet) as handle:
+            msa = handle.read()
+        self._build(msa, alphabet)
+
+    def _build(self, msa, alphabet) -> None:  # type: ignore[no-untyped-def]
         from pyhmmer.plan7 import Background, Builder
 
-        self.alphabet = Alphabet.amino()
-        self.background = Background(self.alphabet)
-        with MSAFile(str(msa_path), format=fmt, digital=True, alphabet=self.alphabet) as handle:
-            msa = handle.read()
+        self.alphabet = alphabet
+        self.background = Background(alphabet)
         msa.name = b"family"
-        self.hmm, _, _ = Builder(self.alphabet).build_msa(msa, self.background)
+        self.n_msa = len(msa.sequences)
+        self.hmm, _, _ = Builder(alphabet).build_msa(msa, self.background)
+
+    @classmethod
+    def from_homologs(cls, wt: str, homologs: Sequence[str], max_iterations: int = 5) -> HmmScorer:
+        """jackhmmer (HMMER defaults: inclusion E <= 0.001, ``max_iterations`` rounds) with the
+        WT as query against the unaligned ``homologs``, then hmmbuild on the final alignment of
+        the included hits. ``n_msa`` is the number of aligned sequences."""
+        from pyhmmer.easel import Alphabet, DigitalSequenceBlock, TextSequence
+        from pyhmmer.hmmer import jackhmmer
+
+        alphabet = Alphabet.amino()
+        query = TextSequence(name=b"WT", sequence=wt).digitize(alphabet)
+        db = DigitalSequenceBlock(
+            alphabet,
+            [TextSequence(name=f"h{i}".encode(), sequence=s).digitize(alphabet)
+             for i, s in enumerate(homologs)],
+        )  # fmt: skip
+        result = next(iter(jackhmmer(query, db, max_iterations=max_iterations, cpus=1)))
+        included = sum(1 for hit in result.hits if hit.included)
+        if included < 2:
+            raise ValueError(f"jackhmmer included {included} homolog(s); need >= 2")
+        msa = result.hits.to_msa(alphabet, trim=True, digitize=True)
+        scorer = cls.__new__(cls)
+        scorer._build(msa, alphabet)
+        return scorer
 
     def bit_scores(self, seqs: Sequence[str]) -> tuple[np.ndarray, int]:
         from pyhmmer.easel import DigitalSequenceBlock, TextSequence

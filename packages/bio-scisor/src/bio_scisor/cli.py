@@ -65,6 +65,46 @@ def _read_wt(text: str) -> str:
     return check_sequence(text.strip().upper(), "--wt")
 
 
+def _add_ckpt_arguments(parser: ArgumentParser) -> None:
+    parser.add_argument(
+        "--ckpt",
+        type=Path,
+        required=True,
+        help="bio-scisor checkpoint, or a released upstream SCISOR checkpoint (SCISOR_U90_S.ckpt)",
+    )
+    parser.add_argument(
+        "--esm-config",
+        type=Path,
+        default=None,
+        help="upstream checkpoints only: an ESM2 config.json when the model name is not a "
+        "released ESM2",
+    )
+
+
+def _load_denoiser(ckpt: Path, esm_config: Path | None) -> tuple[Any, dict[str, Any]]:
+    """(denoiser, forward-process settings {alpha_power, t_max, background}) from our checkpoint
+    or from upstream's layout (:mod:`bio_scisor.official`; pi = our background, README)."""
+    import torch
+
+    from bio_scisor.official import is_official_state_dict, load_official_checkpoint
+
+    if ckpt.is_file():
+        try:
+            state = torch.load(ckpt, map_location="cpu", weights_only=True).get("state_dict", {})
+        except Exception:  # our loader below names the problem
+            state = {}
+        if is_official_state_dict(state):
+            model, settings = load_official_checkpoint(ckpt, esm_config)
+            return model, {"alpha_power": settings["alpha_power"], "t_max": settings["t_max"],
+                           "background": None}  # fmt: skip
+    from bio_scisor.lit_module import load_checkpoint
+
+    module = load_checkpoint(ckpt)
+    hp = module.hparams
+    return module.denoiser, {"alpha_power": hp.alpha_power, "t_max": hp.t_max,
+                             "background": module.background.cpu()}  # fmt: skip
+
+
 def score_main(argv: Sequence[str]) -> int:
     parser = ArgumentParser(
         prog="bio-scisor score",
@@ -74,7 +114,7 @@ def score_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--dms", type=Path, required=True, help="ProteinGym indel CSV")
     parser.add_argument("--wt", required=True, help="wild-type sequence or FASTA file")
-    parser.add_argument("--ckpt", type=Path, required=True, help="bio-scisor checkpoint")
+    _add_ckpt_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, help="CSV to write (new file)")
     parser.add_argument("--elbo-samples", type=int, default=0, help="also score by MC ELBO")
     parser.add_argument("--skip-non-deletions", action="store_true", help="skip insertions")
@@ -87,19 +127,22 @@ def score_main(argv: Sequence[str]) -> int:
 
     import csv
 
+    from bio_scisor.elbo import score_elbo
     from bio_scisor.io import read_dms_indels
-    from bio_scisor.lit_module import load_checkpoint
     from bio_scisor.metrics import spearman
-    from bio_scisor.scoring import score_elbo, score_path
+    from bio_scisor.scoring import score_path
 
     wt = _read_wt(ns.wt)
     assay = read_dms_indels(
         ns.dms, wt, on_non_deletion="skip" if ns.skip_non_deletions else "error"
     )
-    model = load_checkpoint(ns.ckpt).denoiser
+    model, process = _load_denoiser(ns.ckpt, ns.esm_config)
     columns = {"scisor_path": score_path(model, wt, assay.mutants)}
-    if ns.elbo_samples:
-        columns["scisor_elbo"] = score_elbo(model, wt, assay.mutants, ns.elbo_samples)
+    if ns.elbo_samples:  # the forward process the checkpoint was trained with
+        columns["scisor_elbo"] = score_elbo(
+            model, wt, assay.mutants, ns.elbo_samples, power=process["alpha_power"],
+            t_max=process["t_max"], background=process["background"],
+        )  # fmt: skip
     with ns.out.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["mutated_sequence", "DMS_score", "n_deleted", *columns])
@@ -118,28 +161,28 @@ def proteingym_main(argv: Sequence[str]) -> int:
     parser = ArgumentParser(
         prog="bio-scisor proteingym",
         description="Score every assay listed in a ProteinGym DMS_indels.csv reference file "
-        "(assay CSVs in --dms-dir) and print the ProteinGym summary: Spearman per assay, "
-        "averaged within coarse_selection_type, then across, with a bootstrap SE, for all, "
-        "single and multi deletions. Writes per-assay score CSVs and summary.csv into --out.",
+        "(assay CSVs in --dms-dir) and print ProteinGym's indel summary: Spearman per assay, "
+        "averaged per (UniProt_ID, coarse_selection_type), per type, then across types, with "
+        "ProteinGym's bootstrap SE, for all, single and multi deletions. Writes per-assay score "
+        "CSVs and summary.csv into --out.",
     )
     parser.add_argument("--reference", type=Path, required=True, help="DMS_indels.csv")
     parser.add_argument("--dms-dir", type=Path, required=True, help="folder of assay CSVs")
-    parser.add_argument("--ckpt", type=Path, required=True, help="bio-scisor checkpoint")
+    _add_ckpt_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, help="output folder (new)")
     parser.add_argument("--skip-non-deletions", action="store_true", help="skip insertions")
     ns = parser.parse_args(list(argv))
 
-    from bio_scisor.lit_module import load_checkpoint
     from bio_scisor.proteingym import score_reference
 
-    model = load_checkpoint(ns.ckpt).denoiser
+    model, _ = _load_denoiser(ns.ckpt, ns.esm_config)
     summary = score_reference(
         model, ns.reference, ns.dms_dir, ns.out,
         on_non_deletion="skip" if ns.skip_non_deletions else "error",
     )  # fmt: skip
     for split, values in summary.items():
         print(f"{split:6s} Spearman {values['spearman']:+.3f} ± {values['se']:.3f} "
-              f"({int(values['n_assays'])} assays)")  # fmt: skip
+              f"({values['n_assays']} assays, {values['n_proteins']} proteins)")  # fmt: skip
     print(f"wrote {ns.out}")
     return 0
 
@@ -148,11 +191,12 @@ def shrink_main(argv: Sequence[str]) -> int:
     parser = ArgumentParser(
         prog="bio-scisor shrink",
         description="Remove ceil(L * pct / 100) residues from every sequence of a FASTA file, one "
-        "reverse step at a time, and write the shrunk sequences as FASTA.",
+        "reverse step at a time, and write the shrunk sequences as FASTA with upstream's header "
+        "'HEADER|deletions A3,G10|percentage PCT' (deleted residues with 0-based positions).",
     )
     parser.add_argument("--fasta", type=Path, required=True, help="input FASTA/A2M/Stockholm")
     parser.add_argument("--pct", type=float, required=True, help="percentage to remove (0, 100)")
-    parser.add_argument("--ckpt", type=Path, required=True, help="bio-scisor checkpoint")
+    _add_ckpt_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, help="FASTA to write (new file)")
     parser.add_argument("--temperature", type=float, default=1.0, help="0 = top-1 deletions")
     parser.add_argument("--seed", type=int, default=0)
@@ -168,13 +212,16 @@ def shrink_main(argv: Sequence[str]) -> int:
     import torch
 
     from bio_scisor.io import read_sequences, write_fasta
-    from bio_scisor.lit_module import load_checkpoint
-    from bio_scisor.scoring import shrink
+    from bio_scisor.scoring import shrink_positions
 
-    records = read_sequences(ns.fasta)
-    model = load_checkpoint(ns.ckpt).denoiser
+    records = read_sequences(ns.fasta, header=True)
+    model, _ = _load_denoiser(ns.ckpt, ns.esm_config)
     gen = torch.Generator().manual_seed(ns.seed)
-    shrunk = [(name, shrink(model, seq, ns.pct, ns.temperature, gen)) for name, seq in records]
+    shrunk = []
+    for header, seq in records:  # upstream's header: HEADER|deletions A3,G10|percentage 10
+        out, deleted = shrink_positions(model, seq, ns.pct, ns.temperature, gen)
+        listed = ",".join(f"{seq[i]}{i}" for i in deleted)
+        shrunk.append((f"{header}|deletions {listed}|percentage {ns.pct:g}", out))
     write_fasta(ns.out, shrunk)
     print(f"wrote {ns.out} ({len(shrunk)} sequences)")
     return 0

@@ -35,7 +35,7 @@ BACKGROUND = BACKGROUND / BACKGROUND.sum()
 
 T_MAX = 0.9  # t ~ U[0, T_MAX] (upstream default)
 ALPHA_POWER = 1.1  # alpha(t) = (1 - t)^(1 / ALPHA_POWER)
-S_REDRAW_MAX = 20  # S = 0 is redrawn uniformly from {1, ..., S_REDRAW_MAX} (upstream)
+S_REDRAW_MAX = 20  # S = 0 is redrawn from NegBinomial restricted to {1..S_REDRAW_MAX} (upstream)
 
 # ESM2 alphabet (fair-esm ``Alphabet.from_architecture("ESM-1b")``): special tokens and residues.
 ESM2_CLS, ESM2_PAD, ESM2_EOS = 0, 1, 2

@@ -37,7 +37,7 @@ FORMATS = {
     ".sto": "stockholm", ".stk": "stockholm", ".stockholm": "stockholm",
 }  # fmt: skip
 DMS_COLUMNS = ("mutated_sequence", "DMS_score")
-REFERENCE_COLUMNS = ("DMS_id", "DMS_filename", "target_seq", "coarse_selection_type")
+REFERENCE_COLUMNS = ("DMS_id", "DMS_filename", "UniProt_ID", "target_seq", "coarse_selection_type")
 
 
 class ScisorFormatError(ValueError):
@@ -63,9 +63,12 @@ def encode(seq: str, where: str = "sequence") -> np.ndarray:
 
 
 def read_sequences(
-    path: str | Path, fmt: str | None = None, max_len: int | None = None
+    path: str | Path, fmt: str | None = None, max_len: int | None = None, header: bool = False
 ) -> list[tuple[str, str]]:
     """Unaligned ``(name, sequence)`` records of a FASTA, A2M/A3M or Stockholm file.
+
+    ``name`` is the record id, or with ``header=True`` the whole header line (id and
+    description, as upstream's shrink script keeps it).
 
     Alignment gaps (``-``, ``.``) are removed and insert-state lower case is upper-cased, so an
     MSA yields its unaligned members. ``fmt`` defaults to the file suffix. Raises
@@ -94,7 +97,10 @@ def read_sequences(
         check_sequence(seq, where)
         if max_len is not None and len(seq) > max_len:
             raise ScisorFormatError(f"{where}: length {len(seq)} exceeds max_len={max_len}")
-        records.append((record.id, seq))
+        name = record.id
+        if header and record.description and record.description != "<unknown description>":
+            name = record.description
+        records.append((name, seq))
     if not records:
         raise ScisorFormatError(f"{path}: no {fmt} records")
     return records

@@ -8,9 +8,10 @@ import lightning as L
 import torch
 
 from bio_scisor.constants import ALPHA_POWER, BACKGROUND, T_MAX
+from bio_scisor.elbo import per_sequence_loss, prior_term
 from bio_scisor.model import build_denoiser
 from bio_scisor.process import insert
-from bio_scisor.scoring import per_sequence_loss, prior_kl
+from bio_scisor.windows import DEFAULT_WINDOW
 
 __all__ = ["ScisorLitModule", "load_checkpoint"]
 
@@ -19,7 +20,9 @@ class ScisorLitModule(L.LightningModule):
     """SCISOR training (paper Eq. for the denoising loss; upstream ``ScisorModule``).
 
     Each step noises the X0 batch with the insertion process, computes the exact deletion
-    posterior p by the alignment-count DP and minimises mean_b S * KL(p || q_theta) * w(t, L).
+    posterior p by the alignment-count DP and minimises mean_b S * KL(p || q_theta) * w(t, L)
+    (upstream ``val_l01``). Validation and test also log the prior term L_T as upstream's
+    ``get_kl_t1`` (``*/prior_kl``, upstream ``val_l1``); it does not enter the loss.
     ``t_max``, ``alpha_power`` and the background ``pi`` are hyperparameters, so they are saved in
     the checkpoint (upstream patches them in from outside).
     """
@@ -39,6 +42,7 @@ class ScisorLitModule(L.LightningModule):
         t_max: float = T_MAX,
         alpha_power: float = ALPHA_POWER,
         background: list[float] | None = None,
+        window_size: int | None = DEFAULT_WINDOW,
     ) -> None:
         super().__init__()
         if not 0.0 < t_max < 1.0:
@@ -48,10 +52,12 @@ class ScisorLitModule(L.LightningModule):
         if len(background) != 20 or min(background) <= 0:
             raise ValueError("background must be 20 positive residue frequencies")
         self.save_hyperparameters({**_init_args(locals()), "background": background})
-        kwargs = {"cond_dim": cond_dim}
+        if window_size is not None and window_size < 1:
+            raise ValueError(f"window_size must be >= 1 or None, got {window_size}")
+        kwargs: dict[str, int | float | None] = {"cond_dim": cond_dim, "window_size": window_size}
         if backbone == "scratch":
             kwargs |= dict(d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff)
-            kwargs["dropout"] = dropout  # type: ignore[assignment]
+            kwargs["dropout"] = dropout
         self.denoiser = build_denoiser(backbone, esm_path, **kwargs)
         self.register_buffer(
             "background", torch.tensor(background, dtype=torch.float64) / sum(background)
@@ -74,8 +80,9 @@ class ScisorLitModule(L.LightningModule):
         self.log(f"{stage}/loss", loss.float(), prog_bar=stage == "train", batch_size=bsz,
                  sync_dist=sync)  # fmt: skip
         self.log(f"{stage}/kl", kl.mean().float(), batch_size=bsz, sync_dist=sync)
-        self.log(f"{stage}/prior_kl", prior_kl(x0, x0_len).mean().float(), batch_size=bsz,
-                 sync_dist=sync)  # fmt: skip
+        if stage != "train":  # upstream logs its prior term (get_kl_t1) as val_l1
+            prior = prior_term(x0, x0_len, None, hp.alpha_power, hp.t_max, self.background.cpu())
+            self.log(f"{stage}/prior_kl", prior.mean().float(), batch_size=bsz, sync_dist=sync)
         return loss.float()
 
     def training_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]

@@ -28,8 +28,16 @@ from bio_scisor.constants import (
     PAD_INDEX,
     VOCAB_SIZE,
 )
+from bio_scisor.windows import DEFAULT_WINDOW
 
-__all__ = ["EsmDenoiser", "FiLMConditioner", "ScisorDenoiser", "build_denoiser", "sinusoidal"]
+__all__ = [
+    "EsmDenoiser",
+    "FaesmConditioner",
+    "FiLMConditioner",
+    "ScisorDenoiser",
+    "build_denoiser",
+    "sinusoidal",
+]
 
 
 def sinusoidal(values: torch.Tensor, dim: int, max_period: float = 10_000.0) -> torch.Tensor:
@@ -61,6 +69,39 @@ class FiLMConditioner(nn.Module):
         return [tuple(f(c)[:, None, :].chunk(2, dim=-1)) for f in self.films]  # type: ignore[misc]
 
 
+class FaesmConditioner(nn.Module):
+    """Upstream's S conditioning (``TimestepEmbedderNew`` + ``film_layers`` of its FAESM encoder),
+    so that released checkpoints load (:mod:`bio_scisor.official`).
+
+    S (B,) -> Fourier features [cos(S f_k), sin(S f_k)] with f_k = 2 * 3.14159 *
+    exp(-log(10^4) (k - K/3) / K), k < K = freq_dim / 2 (upstream's frequencies, its 3.14159
+    included) -> Linear(freq_dim, cond_dim) -> SiLU -> Linear(cond_dim, cond_dim) -> SiLU ->
+    per layer Linear(cond_dim, 2 width) -> (scale, shift), each (B, 1, width).
+    """
+
+    def __init__(
+        self, width: int, n_layers: int, cond_dim: int = 128, freq_dim: int = 1280
+    ) -> None:
+        super().__init__()
+        self.freq_dim = freq_dim
+        self.mlp = nn.Sequential(
+            nn.Linear(freq_dim, cond_dim), nn.SiLU(), nn.Linear(cond_dim, cond_dim)
+        )
+        self.films = nn.ModuleList(nn.Linear(cond_dim, 2 * width) for _ in range(n_layers))
+
+    def features(self, s: torch.Tensor) -> torch.Tensor:
+        half = self.freq_dim // 2
+        k = torch.arange(half, dtype=torch.float32, device=s.device)
+        freqs = 2 * 3.14159 * torch.exp(-math.log(10_000.0) * (k - half / 3) / half)
+        angles = s.to(torch.float32)[:, None] * freqs[None, :]
+        emb = torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1)
+        return nn.functional.pad(emb, (0, self.freq_dim - 2 * half))
+
+    def forward(self, s: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        c = nn.functional.silu(self.mlp(self.features(s)))
+        return [tuple(f(c)[:, None, :].chunk(2, dim=-1)) for f in self.films]  # type: ignore[misc]
+
+
 def _positions_log_softmax(logits: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     valid = torch.arange(logits.shape[1], device=logits.device)[None, :] < lengths[:, None]
     return torch.log_softmax(logits.masked_fill(~valid, -math.inf), dim=1)
@@ -80,9 +121,11 @@ class ScisorDenoiser(nn.Module):
         d_ff: int = 128,
         dropout: float = 0.0,
         cond_dim: int = 64,
+        window_size: int | None = DEFAULT_WINDOW,
     ) -> None:
         super().__init__()
         self.d_model = d_model
+        self.window_size = window_size
         self.embed = nn.Embedding(VOCAB_SIZE, d_model, padding_idx=PAD_INDEX)
         self.layers = nn.ModuleList(
             nn.TransformerEncoderLayer(
@@ -108,23 +151,44 @@ class ScisorDenoiser(nn.Module):
 class EsmDenoiser(nn.Module):
     """ESM2 backbone (local ``EsmModel`` directory, never downloaded) + FiLM + position head.
 
-    FiLM modulates the output of every ESM layer through forward hooks. Tokens are mapped to the
-    ESM2 alphabet and wrapped in <cls> ... <eos>; the head reads the residue positions only.
+    FiLM modulates the output of every ESM layer through forward hooks (before the final
+    ``emb_layer_norm_after``, as upstream's FAESM encoder). Tokens are mapped to the ESM2 alphabet
+    and wrapped in <cls> ... <eos>; the head reads the residue positions only. ``config`` (an
+    ``EsmConfig``) builds a randomly initialised backbone instead of reading ``backbone_path``;
+    ``conditioner="faesm"`` uses upstream's S embedding (:class:`FaesmConditioner`), the default
+    ``"mlp"`` ours (:class:`FiLMConditioner`).
     """
 
-    def __init__(self, backbone_path: str | Path, cond_dim: int = 64) -> None:
+    def __init__(
+        self,
+        backbone_path: str | Path | None = None,
+        cond_dim: int = 64,
+        window_size: int | None = DEFAULT_WINDOW,
+        *,
+        config: object | None = None,
+        conditioner: str = "mlp",
+    ) -> None:
         super().__init__()
         from transformers import EsmModel
 
-        path = Path(backbone_path)
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"{path}: no EsmModel directory (config.json missing)")
-        self.backbone = EsmModel.from_pretrained(
-            str(path), local_files_only=True, add_pooling_layer=False
-        )
+        self.window_size = window_size
+        if config is not None:
+            self.backbone = EsmModel(config, add_pooling_layer=False)
+        else:
+            path = Path(str(backbone_path))
+            if backbone_path is None or not (path / "config.json").is_file():
+                raise FileNotFoundError(f"{path}: no EsmModel directory (config.json missing)")
+            self.backbone = EsmModel.from_pretrained(
+                str(path), local_files_only=True, add_pooling_layer=False
+            )
         width = self.backbone.config.hidden_size
         layers = self.backbone.encoder.layer
-        self.film = FiLMConditioner(width, len(layers), cond_dim)
+        if conditioner == "mlp":
+            self.film: nn.Module = FiLMConditioner(width, len(layers), cond_dim)
+        elif conditioner == "faesm":
+            self.film = FaesmConditioner(width, len(layers), cond_dim)
+        else:
+            raise ValueError(f"conditioner must be 'mlp' or 'faesm', got {conditioner!r}")
         self.head = nn.Linear(width, 1)
         lut = torch.full((VOCAB_SIZE,), ESM2_PAD, dtype=torch.long)
         for i, a in enumerate(AMINO_ACIDS):
@@ -161,13 +225,22 @@ class EsmDenoiser(nn.Module):
 
 
 def build_denoiser(
-    backbone: str = "scratch", esm_path: str | None = None, **kwargs: int | float
+    backbone: str = "scratch", esm_path: str | None = None, **kwargs: int | float | None
 ) -> nn.Module:
-    """``backbone="scratch"`` -> :class:`ScisorDenoiser` (kwargs), ``"esm"`` -> EsmDenoiser."""
+    """``backbone="scratch"`` -> :class:`ScisorDenoiser` (kwargs), ``"esm"`` -> EsmDenoiser.
+
+    ``window_size`` (default 2048, as upstream; ``None`` never windows) is read by
+    :func:`bio_scisor.windows.denoiser_log_q` wherever the denoiser is applied.
+    """
     if backbone == "scratch":
         return ScisorDenoiser(**kwargs)  # type: ignore[arg-type]
     if backbone == "esm":
         if not esm_path:
             raise ValueError("backbone='esm' needs esm_path (a local EsmModel directory)")
-        return EsmDenoiser(esm_path, cond_dim=int(kwargs.get("cond_dim", 64)))
+        window = kwargs.get("window_size", DEFAULT_WINDOW)
+        return EsmDenoiser(
+            esm_path,
+            cond_dim=int(kwargs.get("cond_dim", 64)),
+            window_size=None if window is None else int(window),
+        )
     raise ValueError(f"unknown backbone {backbone!r}; expected 'scratch' or 'esm'")

@@ -13,7 +13,17 @@ import torch
 
 from bio_scisor.constants import ALPHA_POWER, BACKGROUND, PAD_INDEX, S_REDRAW_MAX, T_MAX
 
-__all__ = ["NoisedBatch", "alpha", "beta", "gamma_sample", "insert", "loss_weight", "pad_batch"]
+__all__ = [
+    "NoisedBatch",
+    "alpha",
+    "beta",
+    "gamma_sample",
+    "insert",
+    "loss_weight",
+    "pad_batch",
+    "redraw_probs",
+    "redraw_zero",
+]
 
 
 def alpha(t: torch.Tensor, power: float = ALPHA_POWER) -> torch.Tensor:
@@ -65,9 +75,10 @@ def insert(
 ) -> NoisedBatch:
     """Sample X_t ~ q(X_t | X0) for a padded batch ``x0`` (B, m) (CPU sampling).
 
-    t ~ U[0, t_max] unless given; S ~ NegBinomial(L+1, 1 - alpha(t)); S = 0 is redrawn uniformly
-    from {1..S_REDRAW_MAX} (upstream; so that every example carries a training signal); originals
-    keep their order at sorted random positions among the L+S slots, the rest drawn from pi.
+    t ~ U[0, t_max] unless given; S ~ NegBinomial(L+1, 1 - alpha(t)); S = 0 is redrawn from the
+    same negative binomial restricted to {1..S_REDRAW_MAX} (:func:`redraw_zero`, upstream
+    ``sample_point_given_t``); originals keep their order at sorted random positions among the L+S
+    slots, the rest drawn from pi.
     """
     bsz = x0.shape[0]
     pi = torch.as_tensor(BACKGROUND if background is None else background, dtype=torch.float64)
@@ -81,7 +92,7 @@ def insert(
     s = torch.poisson(rate * (1.0 - a) / a, generator=generator).long()
     zero = s == 0
     if zero.any():
-        s[zero] = torch.randint(1, S_REDRAW_MAX + 1, (int(zero.sum()),), generator=generator)
+        s[zero] = redraw_zero(lengths[zero], a[zero], generator)
     n = lengths + s
     xt = torch.full((bsz, int(n.max())), PAD_INDEX, dtype=torch.long)
     original = torch.zeros(bsz, int(n.max()), dtype=torch.bool)
@@ -94,6 +105,27 @@ def insert(
         xt[b, :nb] = row
         original[b, slots] = True
     return NoisedBatch(xt, n, s, t, original)
+
+
+def redraw_probs(lengths: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """P(S = k | 1 <= S <= S_REDRAW_MAX) for S ~ NegBinomial(L+1, 1 - a), k = 1..S_REDRAW_MAX: (B, K).
+
+    The negative-binomial pmf C(L+k, k) a^(L+1) (1-a)^k restricted to 1..S_REDRAW_MAX and
+    renormalised (upstream: ``Categorical(NegativeBinomial.log_prob(1..20).exp())``).
+    """
+    k = torch.arange(1, S_REDRAW_MAX + 1, dtype=torch.float64)[None, :]
+    n = lengths.to(torch.float64)[:, None] + 1.0
+    a = a.to(torch.float64)[:, None]
+    log_pmf = torch.lgamma(n + k) - torch.lgamma(n) - torch.lgamma(k + 1) + k * torch.log1p(-a)
+    return torch.softmax(log_pmf, dim=1)
+
+
+def redraw_zero(
+    lengths: torch.Tensor, a: torch.Tensor, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Redraw S for rows where S = 0 from :func:`redraw_probs`: (B,) int64 in 1..S_REDRAW_MAX."""
+    probs = redraw_probs(lengths, a)
+    return torch.multinomial(probs, 1, generator=generator)[:, 0] + 1
 
 
 def gamma_sample(shape: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:

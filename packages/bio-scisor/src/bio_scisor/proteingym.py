@@ -1,7 +1,10 @@
 """Score every deletion assay listed in a ProteinGym ``DMS_indels.csv`` and summarise.
 
-Summary metric as ProteinGym: Spearman per assay, averaged within ``coarse_selection_type``, then
-across types, with a bootstrap standard error; reported for all, single and multi deletions.
+The summary is ProteinGym's own indel aggregation (:func:`bio_scisor.metrics.proteingym_summary`:
+Spearman per assay, mean per (UniProt_ID, coarse_selection_type), per type, then across types;
+bootstrap SE over proteins within types), for all, single and multi deletions. ProteinGym's
+leaderboard scores every row of an indel assay; with ``on_non_deletion="skip"`` the insertions
+are left out, so "all" is over the deletions only.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import numpy as np
 from torch import nn
 
 from bio_scisor.io import read_dms_indels, read_reference
-from bio_scisor.metrics import proteingym_summary, spearman
+from bio_scisor.metrics import AssayScores, assay_spearman, proteingym_summary
 from bio_scisor.scoring import score_path
 
 __all__ = ["score_reference"]
@@ -25,18 +28,20 @@ def score_reference(
     dms_dir: str | Path,
     out_dir: str | Path,
     on_non_deletion: str = "error",
-    n_boot: int = 200,
-) -> dict[str, dict[str, float]]:
+    n_boot: int = 10_000,
+) -> dict[str, dict[str, object]]:
     """Score each assay of ``reference`` (files in ``dms_dir``) with :func:`score_path`.
 
     Writes ``out_dir/<DMS_id>.csv`` (mutated_sequence, DMS_score, n_deleted, scisor_path) and
     ``out_dir/summary.csv`` (one row per assay). ``out_dir`` must not exist yet. Returns
-    {"all" | "single" | "multi": {"spearman", "se", "n_assays"}}.
+    {"all" | "single" | "multi": proteingym_summary(...)} ("spearman", "se", "by_type",
+    "per_assay", "n_assays", "n_proteins").
     """
     rows = read_reference(reference)
     out_dir = Path(out_dir)
     if out_dir.exists():
         raise FileExistsError(f"{out_dir} exists; give a new output folder")
+    uniprot = {row["DMS_id"]: row["UniProt_ID"] for row in rows}
     assays = [
         read_dms_indels(
             Path(dms_dir) / row["DMS_filename"],
@@ -48,12 +53,14 @@ def score_reference(
         for row in rows
     ]
     out_dir.mkdir(parents=True)
-    per_split: dict[str, list[tuple[np.ndarray, np.ndarray, str]]] = {
+    per_split: dict[str, list[AssayScores]] = {
         "all": [], "single": [], "multi": []
     }  # fmt: skip
     with (out_dir / "summary.csv").open("w", newline="") as handle:
         summary = csv.writer(handle)
-        summary.writerow(["DMS_id", "coarse_selection_type", "n", "skipped", "spearman"])
+        summary.writerow(
+            ["DMS_id", "UniProt_ID", "coarse_selection_type", "n", "skipped", "spearman"]
+        )
         for assay in assays:
             scores = score_path(model, assay.wt, assay.mutants)
             with (out_dir / f"{assay.name}.csv").open("w", newline="") as f:
@@ -63,18 +70,19 @@ def score_reference(
                     assay.mutants, assay.scores, assay.n_deleted, scores, strict=True
                 ):
                     writer.writerow([seq, y, int(d), f"{s:.6f}"])
-            rho = spearman(scores, assay.scores)
-            summary.writerow([assay.name, assay.coarse_selection_type, len(scores),
-                              assay.skipped, f"{rho:.4f}"])  # fmt: skip
+            rho = assay_spearman(scores, assay.scores)
+            summary.writerow([assay.name, uniprot[assay.name], assay.coarse_selection_type,
+                              len(scores), assay.skipped, f"{rho:.3f}"])  # fmt: skip
             single = assay.n_deleted == 1
             for split, mask in (("all", np.ones_like(single)), ("single", single),
                                 ("multi", ~single)):  # fmt: skip
                 if mask.sum() >= 2:
                     per_split[split].append(
-                        (scores[mask], assay.scores[mask], assay.coarse_selection_type)
-                    )
+                        AssayScores(scores[mask], assay.scores[mask],
+                                    assay.coarse_selection_type, uniprot[assay.name])
+                    )  # fmt: skip
     return {
-        split: {**proteingym_summary(items, n_boot=n_boot), "n_assays": float(len(items))}
+        split: proteingym_summary(items, n_boot=n_boot)
         for split, items in per_split.items()
         if items
     }

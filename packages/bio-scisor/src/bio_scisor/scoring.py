@@ -1,7 +1,9 @@
-"""Using a trained denoiser: the training objective, deletion scoring, shrinking, generation.
+"""Using a trained denoiser: deletion scoring by the reverse path, shrinking, generation.
 
 All functions take any denoiser with the interface of :class:`bio_scisor.model.ScisorDenoiser`
-(tokens (B, n), lengths (B,), S (B,) -> log q (B, n)).
+(tokens (B, n), lengths (B,), S (B,) -> log q (B, n)); sequences longer than its
+``window_size`` are windowed as upstream (:mod:`bio_scisor.windows`). The training objective
+and the Monte-Carlo ELBO scorer are in :mod:`bio_scisor.elbo`.
 """
 
 from __future__ import annotations
@@ -13,62 +15,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from bio_scisor.alignment import deletion_posterior
-from bio_scisor.constants import ALPHA_POWER, AMINO_ACIDS, BACKGROUND, S_REDRAW_MAX, T_MAX
+from bio_scisor.constants import ALPHA_POWER, AMINO_ACIDS, BACKGROUND, T_MAX
 from bio_scisor.io import encode, is_deletion_of
-from bio_scisor.process import (
-    NoisedBatch,
-    alpha,
-    beta,
-    gamma_sample,
-    insert,
-    loss_weight,
-    pad_batch,
-)
+from bio_scisor.process import alpha, beta, gamma_sample, pad_batch, redraw_zero
+from bio_scisor.windows import denoiser_log_q
 
-__all__ = [
-    "generate",
-    "per_sequence_loss",
-    "prior_kl",
-    "score_elbo",
-    "score_path",
-    "shrink",
-    "shrink_step",
-]
-
-
-def per_sequence_loss(
-    model: nn.Module,
-    x0: torch.Tensor,
-    x0_len: torch.Tensor,
-    noised: NoisedBatch,
-    power: float = ALPHA_POWER,
-    t_max: float = T_MAX,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-sequence SCISOR loss S * KL(p || q_theta) * w(t, L) and the bare KL, both (B,).
-
-    p is the exact deletion posterior (alignment-count DP, float64); w is :func:`loss_weight`.
-    """
-    device = x0.device
-    xt, xt_len = noised.xt.to(device), noised.xt_len.to(device)
-    s, t = noised.s.to(device), noised.t.to(device)
-    target = deletion_posterior(x0, x0_len, xt, xt_len)  # (B, n) float64
-    log_q = model(xt, xt_len, s).to(torch.float64)
-    log_p = torch.log(target.clamp_min(1e-300))
-    kl = torch.where(target > 0, target * (log_p - log_q), torch.zeros_like(target)).sum(1)
-    weight = loss_weight(t, x0_len.to(torch.float64), power, t_max)
-    return s.to(torch.float64) * kl * weight, kl
-
-
-def prior_kl(x0: torch.Tensor, x0_len: torch.Tensor) -> torch.Tensor:
-    """KL(Cat(residue frequencies of X0) || Cat(pi)) per sequence, nats: (B,) (logged only)."""
-    pi = torch.as_tensor(BACKGROUND, dtype=torch.float64, device=x0.device)
-    valid = torch.arange(x0.shape[1], device=x0.device)[None, :] < x0_len[:, None]
-    counts = torch.zeros(x0.shape[0], len(AMINO_ACIDS) + 1, dtype=torch.float64, device=x0.device)
-    counts.scatter_add_(1, x0, valid.to(torch.float64))
-    freq = counts[:, : len(AMINO_ACIDS)] / x0_len[:, None].to(torch.float64)
-    terms = torch.where(freq > 0, freq * torch.log(freq.clamp_min(1e-300) / pi), 0.0)
-    return terms.sum(1)
+__all__ = ["generate", "score_path", "shrink", "shrink_positions", "shrink_step"]
 
 
 def _tokens(seqs: Sequence[str], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -81,14 +33,21 @@ def _device(model: nn.Module) -> torch.device:
 
 
 @torch.no_grad()
-def _log_q(model: nn.Module, items: list[tuple[str, int]], batch_size: int) -> list[np.ndarray]:
+def _log_q(
+    model: nn.Module,
+    items: list[tuple[str, int]],
+    batch_size: int,
+    mode: str = "average",
+    generator: torch.Generator | None = None,
+) -> list[np.ndarray]:
+    """log q(. | seq, S) for (seq, S) items, batched; long sequences windowed (``mode``)."""
     device = _device(model)
     out: list[np.ndarray] = []
     for i in range(0, len(items), batch_size):
         chunk = items[i : i + batch_size]
         tokens, lengths = _tokens([seq for seq, _ in chunk], device)
         s = torch.tensor([k for _, k in chunk], device=device)
-        log_q = model(tokens, lengths, s).double().cpu().numpy()
+        log_q = denoiser_log_q(model, tokens, lengths, s, mode, generator).cpu().numpy()
         out.extend(row[: len(seq)] for row, (seq, _) in zip(log_q, chunk, strict=True))
     return out
 
@@ -140,54 +99,18 @@ def score_path(
 
 
 @torch.no_grad()
-def score_elbo(
-    model: nn.Module,
-    wt: str,
-    mutants: Sequence[str],
-    n_samples: int = 8,
-    seed: int = 0,
-    batch_size: int = 64,
-    power: float = ALPHA_POWER,
-    t_max: float = T_MAX,
-) -> np.ndarray:
-    """Scoring (b): Monte-Carlo ELBO(mutant) - ELBO(WT), (N,) float64.
-
-    ELBO(X) is estimated as minus the mean SCISOR loss over ``n_samples`` stratified times
-    t_j = (j + 1/2) t_max / n_samples, with the same times and the same noise seed for every
-    sequence (common random numbers, so the difference has low variance). The prior term is
-    omitted (README, Deviations).
-    """
-    model.eval()
-    device = _device(model)
-    seqs = [wt, *mutants]
-    total = np.zeros(len(seqs))
-    for j in range(n_samples):
-        t_j = (j + 0.5) * t_max / n_samples
-        for i in range(0, len(seqs), batch_size):
-            chunk = seqs[i : i + batch_size]
-            x0, x0_len = _tokens(chunk, torch.device("cpu"))
-            gen = torch.Generator().manual_seed(seed * 100_003 + j)
-            noised = insert(x0, x0_len, gen, power, t_max, t=torch.full((len(chunk),), t_j))
-            loss, _ = per_sequence_loss(
-                model, x0.to(device), x0_len.to(device), noised, power, t_max
-            )
-            total[i : i + len(chunk)] += loss.cpu().numpy()
-    elbo = -total / n_samples
-    return elbo[1:] - elbo[0]
-
-
-@torch.no_grad()
-def shrink(
+def shrink_positions(
     model: nn.Module,
     seq: str,
     pct: float,
     temperature: float = 1.0,
     generator: torch.Generator | None = None,
-) -> str:
+) -> tuple[str, list[int]]:
     """Remove k = ceil(L * pct / 100) residues in k reverse steps, step r conditioned on S = k - r.
 
     Each step samples one position from softmax(log q / temperature); ``temperature=0`` takes the
-    arg-max (top-1).
+    arg-max (top-1). Returns the shrunk sequence and the deleted positions (0-based, in the
+    input's coordinates, sorted), as upstream ``shrink_sequence`` / ``preserved_indices``.
     """
     if not 0 < pct < 100:
         raise ValueError(f"pct must be in (0, 100), got {pct}")
@@ -197,9 +120,24 @@ def shrink(
     k = math.ceil(len(seq) * pct / 100)
     if k >= len(seq):
         raise ValueError(f"removing {k} of {len(seq)} residues leaves nothing")
+    kept = list(range(len(seq)))
     for r in range(k):
-        seq = shrink_step(model, seq, k - r, temperature, generator)
-    return seq
+        pos = _sample_position(model, seq, k - r, temperature, generator)
+        seq = seq[:pos] + seq[pos + 1 :]
+        del kept[pos]
+    deleted = sorted(set(range(len(kept) + k)) - set(kept))
+    return seq, deleted
+
+
+def shrink(
+    model: nn.Module,
+    seq: str,
+    pct: float,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> str:
+    """:func:`shrink_positions` without the positions: the shrunk sequence."""
+    return shrink_positions(model, seq, pct, temperature, generator)[0]
 
 
 @torch.no_grad()
@@ -212,7 +150,7 @@ def generate(
     t_max: float = T_MAX,
 ) -> tuple[str, list[float]]:
     """Generation from scratch: X_{t_max} ~ random sequence of length L + S from pi, S ~
-    NegBinomial(L+1, 1 - alpha(t_max)) (0 redrawn from 1..20), then S reverse deletions.
+    NegBinomial(L+1, 1 - alpha(t_max)) (0 redrawn as in training), then S reverse deletions.
 
     Deletion times follow an exponential clock run backwards from t_max: with r insertions left
     at time t the next deletion waits Exp(r * beta(t)) (clipped at 0). The denoiser conditions on
@@ -222,8 +160,8 @@ def generate(
     a = float(alpha(t_end, power))
     rate = gamma_sample(torch.tensor([length + 1.0], dtype=torch.float64), generator)
     s = int(torch.poisson(rate * (1 - a) / a, generator=generator)[0])
-    if s == 0:
-        s = int(torch.randint(1, S_REDRAW_MAX + 1, (1,), generator=generator))
+    if s == 0:  # as in training: the negative binomial restricted to 1..S_REDRAW_MAX
+        s = int(redraw_zero(torch.tensor([length]), torch.tensor([a]), generator)[0])
     pi = torch.as_tensor(BACKGROUND)
     idx = torch.multinomial(pi, length + s, replacement=True, generator=generator)
     seq = "".join(AMINO_ACIDS[i] for i in idx.tolist())
@@ -238,14 +176,21 @@ def generate(
     return seq, times
 
 
+def _sample_position(
+    model: nn.Module, seq: str, s: int, temperature: float, generator: torch.Generator | None
+) -> int:
+    """One reverse step's position from q(. | seq, S=s) (a random window for long sequences,
+    as upstream ``p_sample``); ``temperature=0`` takes the arg-max."""
+    (log_q,) = _log_q(model, [(seq, s)], 1, "random", generator)
+    if temperature == 0:
+        return int(np.argmax(log_q))
+    probs = torch.softmax(torch.from_numpy(log_q) / temperature, dim=0)
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
 def shrink_step(
     model: nn.Module, seq: str, s: int, temperature: float, generator: torch.Generator | None
 ) -> str:
     """One reverse step: delete one position sampled from q(. | seq, S=s)."""
-    (log_q,) = _log_q(model, [(seq, s)], 1)
-    if temperature == 0:
-        pos = int(np.argmax(log_q))
-    else:
-        probs = torch.softmax(torch.from_numpy(log_q) / temperature, dim=0)
-        pos = int(torch.multinomial(probs, 1, generator=generator))
+    pos = _sample_position(model, seq, s, temperature, generator)
     return seq[:pos] + seq[pos + 1 :]

@@ -186,8 +186,9 @@ def write_family(family: SynthFamily, out: str | Path, assay_id: str = "SYNTH_de
     if family.variants:
         write_dms_indels(out / f"{assay_id}.csv", family.variants, family.fitness, -0.5)
         (out / "DMS_indels.csv").write_text(
-            "DMS_id,DMS_filename,target_seq,seq_len,coarse_selection_type,DMS_number_indels\n"
-            f"{assay_id},{assay_id}.csv,{family.wt},{len(family.wt)},Activity,"
+            "DMS_id,DMS_filename,UniProt_ID,target_seq,seq_len,coarse_selection_type,"
+            "DMS_number_indels\n"
+            f"{assay_id},{assay_id}.csv,SYNTH_PROTEIN,{family.wt},{len(family.wt)},Activity,"
             f"{len(family.variants)}\n"
         )
     (out / "motifs.json").write_text(

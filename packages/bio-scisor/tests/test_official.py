@@ -1,0 +1,105 @@
+"""Loading released SCISOR checkpoints (upstream's layout) into our EsmDenoiser."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bio_scisor.official import is_official_state_dict, load_official_checkpoint, official_keys
+
+DATA = Path(__file__).parent / "data" / "reference"
+
+
+def official_checkpoint(folder: Path, drop: str | None = None, extra: str | None = None) -> Path:
+    """Write the committed random upstream model as a Lightning checkpoint in upstream's layout
+    (``state_dict`` with ``x0_model.*`` keys, plain ``hyper_parameters``)."""
+    arrays = np.load(DATA / "scisor_official_tiny_checkpoint.npz")
+    state = {k: torch.from_numpy(arrays[k]) for k in arrays.files if k != drop}
+    if extra:
+        state[extra] = torch.zeros(3)
+    hparams = json.loads((DATA / "scisor_official_tiny_hparams.json").read_text())
+    path = folder / "SCISOR_tiny.ckpt"
+    torch.save({"state_dict": state, "hyper_parameters": hparams, "epoch": 0}, path)
+    return path
+
+
+def test_key_mapping() -> None:
+    assert official_keys("proj.weight") == "head.weight"
+    assert official_keys("faesm.esm.encoder.film_layers.3.bias") == "film.films.3.bias"
+    assert official_keys("faesm.esm.encoder.conditioning_embedder.mlp.2.weight") == (
+        "film.mlp.2.weight"
+    )
+    assert official_keys("faesm.esm.encoder.layer.0.attention.self.query.weight") == (
+        "backbone.encoder.layer.0.attention.self.query.weight"
+    )
+    assert official_keys("faesm.lm_head.decoder.weight") is None
+    assert (
+        official_keys("faesm.esm.encoder.layer.1.attention.self.rotary_embeddings.inv_freq") is None
+    )
+    with pytest.raises(KeyError):
+        official_keys("something.else")
+
+
+def test_loads_and_scores(tmp_path: Path) -> None:
+    from bio_scisor.scoring import score_path
+
+    path = official_checkpoint(tmp_path)
+    assert is_official_state_dict(torch.load(path, weights_only=True)["state_dict"])
+    model, settings = load_official_checkpoint(path, esm_config={"num_attention_heads": 4})
+    assert settings["t_max"] == 0.9 and settings["alpha_power"] == 1.1
+    assert not model.training and model.window_size == 2048
+    wt = "MKTAYIAKQRQ"
+    scores = score_path(model, wt, [wt[1:], wt[:3] + wt[5:]])
+    assert np.isfinite(scores).all() and (scores < 0).all()
+
+
+def test_bad_checkpoints_are_named(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown ESM2 model 'tiny_esm'"):
+        load_official_checkpoint(official_checkpoint(tmp_path))
+    bad = official_checkpoint(tmp_path, drop="x0_model.proj.weight")
+    with pytest.raises(ValueError, match=r"SCISOR_tiny\.ckpt: missing weight.*head\.weight"):
+        load_official_checkpoint(bad, esm_config={"num_attention_heads": 4})
+    bad = official_checkpoint(tmp_path, extra="x0_model.faesm.esm.encoder.mystery")
+    with pytest.raises(
+        ValueError, match=r"unexpected key 'x0_model\.faesm\.esm\.encoder\.mystery'"
+    ):
+        load_official_checkpoint(bad, esm_config={"num_attention_heads": 4})
+    with pytest.raises(ValueError, match="has shape"):  # wrong head count -> contact head shape
+        load_official_checkpoint(
+            official_checkpoint(tmp_path), esm_config={"num_attention_heads": 2}
+        )
+    junk = tmp_path / "junk.ckpt"
+    junk.write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match=r"junk\.ckpt: not a loadable checkpoint"):
+        load_official_checkpoint(junk)
+    ours = tmp_path / "ours.ckpt"
+    torch.save({"state_dict": {"denoiser.head.weight": torch.zeros(1)}}, ours)
+    with pytest.raises(ValueError, match="not an upstream SCISOR checkpoint"):
+        load_official_checkpoint(ours)
+
+
+def test_cli_scores_and_shrinks_with_an_upstream_checkpoint(tmp_path: Path, capsys) -> None:
+    from bio_scisor.cli import main
+    from iclr26_common.testing import assert_one_line_error
+
+    ckpt = official_checkpoint(tmp_path)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"num_attention_heads": 4}))
+    wt = "MKTAYIAKQRQ"
+    dms = tmp_path / "dms.csv"
+    dms.write_text(f"mutated_sequence,DMS_score\n{wt[1:]},0.1\n{wt[:4] + wt[6:]},-1.0\n")
+    out = tmp_path / "scores.csv"
+    args = ["score", "--dms", str(dms), "--wt", wt, "--ckpt", str(ckpt), "--out", str(out),
+            "--elbo-samples", "1", "--esm-config", str(config)]  # fmt: skip
+    assert main(args) == 0 and out.is_file()
+    (tmp_path / "in.fasta").write_text(f">p1 desc\n{wt}\n")
+    assert main(["shrink", "--fasta", str(tmp_path / "in.fasta"), "--pct", "20", "--ckpt",
+                 str(ckpt), "--esm-config", str(config), "--out", str(tmp_path / "o.fa")]) == 0  # fmt: skip
+    line = assert_one_line_error(
+        main, [*args[:-2], "--overwrite"], capsys, prog="bio-scisor", drop_earlier=True
+    )
+    assert "unknown ESM2 model 'tiny_esm'" in line
