@@ -23,12 +23,17 @@ def main() -> None:
     from llm_methods.mas2.tasks import Grader, generate_arith, generate_code
 
     torch.set_num_threads(1)
-    t = time.perf_counter()
-    for _ in range(10):
-        run_code("print(sum(range(100)))")
-    print(f"sandbox: {10 / (time.perf_counter() - t):.1f} runs/s (one subprocess each)")
+    from llm_methods.mas2.isolation import available
+
+    for mode in (*available(), "none"):
+        t = time.perf_counter()
+        for _ in range(10):
+            run_code("print(sum(range(100)))", isolation=mode, allow_unisolated=True)
+        print(
+            f"sandbox ({mode}): {10 / (time.perf_counter() - t):.1f} runs/s (one subprocess each)"
+        )
     pool = load_pool()
-    grader = Grader()
+    grader = Grader(allow_unisolated=True)  # our own reference / mutant programs
     agent = SimAgent(pool, grader)
     train = generate_arith(20, 100) + generate_code(20, 100)
     test = generate_arith(30, 200) + generate_code(30, 200)

@@ -108,6 +108,27 @@ def test_bed_beats_entropy_on_exact_world() -> None:
     assert np.mean(wins["bed"]) > np.mean(wins["entropy"]) + 0.3
 
 
+def test_bed_gap_over_entropy_needs_the_vague_attributes() -> None:
+    """Issue 28: claim (a)'s gap comes from the noisy (vague) attributes; in the same world with
+    every attribute crisp the EIG's conditional term vanishes and BED asks like entropy-only."""
+    world = synthetic_world(64, 40, n_vague=0, seed=0)
+    targets = np.random.default_rng(0).integers(0, 64, 30)
+    turns = {s: [play_20q(world, world.p_yes, int(t), s, np.random.default_rng(i))
+                 for i, t in enumerate(targets)] for s in ("bed", "entropy")}  # fmt: skip
+    assert all(g.success for games in turns.values() for g in games)
+    mean = {s: np.mean([g.turns for g in games]) for s, games in turns.items()}
+    assert abs(mean["bed"] - mean["entropy"]) < 1.0
+
+
+def test_llm_docstring_names_the_default_prompt_style() -> None:
+    import inspect
+
+    from llm_methods.bed import llm
+
+    default = inspect.signature(llm.answer_prompts).parameters["style"].default
+    assert f'``style="{default}"`` (the default)' in " ".join(llm.__doc__.split())
+
+
 def test_contradicting_likelihood_empties_and_is_reported() -> None:
     answerer = World(["a", "b"], ["q0", "q1"], np.array([[1.0, 1.0], [0.0, 0.0]]))
     model = np.array([[0.0, 0.0], [1.0, 1.0]])  # the belief's model contradicts every answer
@@ -252,3 +273,5 @@ def test_quick_experiment_runs(tmp_path) -> None:  # type: ignore[no-untyped-def
     assert len(res.claims) == 3
     assert (tmp_path / "bed_success.png").is_file()
     assert res.metrics["animals"]["table"]["auc"] == res.claims[2].measured["table_auc"]
+    crisp = res.metrics["exact_world_no_vague"]
+    assert set(crisp["success"]) == set(res.metrics["exact_world"]["success"])

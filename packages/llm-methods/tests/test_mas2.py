@@ -33,6 +33,35 @@ def test_invalid_spec_names_node(spec: str, message: str) -> None:
         parse_workflow(spec)
 
 
+def test_deeply_nested_json_is_one_clear_error() -> None:
+    """A workflow JSON nested 100k deep raised a RecursionError traceback (issue 28)."""
+    with pytest.raises(WorkflowError, match="nested too deeply"):
+        parse_workflow('{"nodes": ' + "[" * 100_000 + "]" * 100_000 + "}")
+
+
+def test_test_operator_prompt_carries_no_program_output() -> None:
+    """What a failing program printed (here: a secret) never reaches the backend's prompt."""
+    from llm_methods.mas2.backends import Completion, LLMAgent
+    from llm_methods.mas2.pool import Candidate
+    from llm_methods.mas2.tasks import Grader, generate_code
+
+    class Recorder:
+        prompts: ClassVar[list[str]] = []
+
+        def complete(self, prompt: str, model: str, max_tokens: int = 512,
+                     temperature: float = 0.0) -> Completion:  # fmt: skip
+            Recorder.prompts.append(prompt)
+            return Completion("```python\ndef f():\n    return 1\n```", 3, 3)
+
+    task = generate_code(1)[0]
+    secret = "s3cr3t-token-8271"  # appears only in what the program prints, not in its code
+    bad = f"def {task.entry_point}(*args):\n    raise ValueError({secret[::-1]!r}[::-1])\n"
+    agent = LLMAgent(Recorder(), {"m": 1.0}, Grader(allow_unisolated=True))
+    agent.call("Test", task, "m", [Candidate(bad)], random.Random(0))
+    assert len(Recorder.prompts) == 1
+    assert secret not in Recorder.prompts[0] and "(it raised ValueError)" in Recorder.prompts[0]
+
+
 def test_valid_spec_roundtrip() -> None:
     for wf in TEMPLATES:
         assert parse_workflow(wf.to_text()) == wf

@@ -63,3 +63,22 @@ def test_bad_input_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-
     assert "failed after 1 attempts" in line
     line = _one_line_error(capsys, ["mas2", "run", "--backend", "openai", "--out", str(tmp_path)])
     assert "--models" in line
+
+
+def test_generated_code_needs_an_os_sandbox_or_consent(tmp_path: Path, capsys,
+                                                       monkeypatch) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    from llm_methods.mas2 import isolation
+
+    monkeypatch.setattr(isolation, "available", lambda: ())
+    args = ["mas2", "train", "--tasks", "synth-arith", "--limit", "2", "--rounds", "1", "--k",
+            "2", "--out", str(tmp_path / "t")]  # fmt: skip
+    line = _one_line_error(capsys, args)
+    assert "no OS-level isolation" in line and "--allow-unisolated" in line
+    assert main([*args, "--allow-unisolated"]) == 0
+
+
+def test_deep_workflow_json_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"nodes": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert "nested too deeply" in _one_line_error(capsys, ["mas2", "generate", "--validate",
+                                                           str(deep)])  # fmt: skip

@@ -107,10 +107,11 @@ def test_metrics_by_hand() -> None:
     result = analyze([trace], n_boot=0)
     row = result["agents"]["m"]
     # turns 0-2 at E=0 (3 rows), 3-6 at E... step 3 still E=0; steps 4-6 at E=1 (answer at 6)
-    # P(answer|E=0) = 0/4, P(answer|E=1) = 1/3; threshold 2: target 0, 0, 1 (no E=2 turns)
+    # P(answer|E=0) = 0/4, P(answer|E=1) = 1/3; threshold 2: target 0, 0, 1; no E=2 turns, so
+    # CE is undefined (NaN, as the official analysis) and CCE averages the levels present
     w = np.array([4, 3, 0]) / 7
     assert result["w_ref"] == pytest.approx(w.tolist())
-    assert row["ce"] == pytest.approx(w[1] * (1 / 3))
+    assert np.isnan(row["ce"])
     assert row["cce"] == pytest.approx((0 + 1 / 3) / 2)
     assert row["premature_rate"] == 1.0 and row["overcautious_rate"] == 0.0
     assert row["groundedness"] == 0.5 and row["rqi"] == 0.5  # no anchors: groundness only
@@ -122,7 +123,8 @@ def test_metrics_by_hand() -> None:
 
 def test_answer_event_from_final_answer_and_unanswered() -> None:
     steps = [_step(0, "search", {"type": "InitialQuery"}, query="q"),
-             _result(1, "Sufficient", "Clear")]  # fmt: skip
+             _result(1, "Sufficient", "Unclear"), _step(2, "search", None, query="q2"),
+             _result(3, "Sufficient", "Clear")]  # fmt: skip
     answered = _trace([dict(s) for s in steps], model="a", final="x")
     silent = _trace([dict(s) for s in steps], model="b", final=None, correct=False)
     rows = analyze([answered, silent], n_boot=0)["agents"]

@@ -1,11 +1,14 @@
 """LLM pieces of BED-LLM: answer likelihoods p(y | θ, x) from the next-token distribution, and
 the prompt-only / CoT questioners (paper Sec. 3-5).
 
-``answer_probs(lm, hypotheses, questions)`` builds the N x M prompts "the secret is θ_n; question
-x_m" (chat template), runs them in batched forwards and reads the next-token distribution at the
-assistant's first position: p(option) = sum of the probabilities of the option's token variants
-("Yes"/"yes"/" Yes"), normalised over the options. ``answer_probs_loop`` is the one-prompt-per-
-forward reference (the benchmark's peer; a test asserts both agree).
+``answer_probs(lm, hypotheses, questions)`` builds the N x M prompts about hypothesis θ_n and
+question x_m, runs them in batched forwards and reads the next-token distribution at the answer
+position: p(option) = sum of the probabilities of the option's token variants ("Yes"/"yes"/
+" Yes"), normalised over the options. Prompt styles (:func:`answer_prompts`): ``style="qa"``
+(the default) is ``Question: Is a dog a mammal?\nAnswer:`` with θ substituted into the
+question; ``style="chat"`` is the chat template with "the secret is θ" in the system turn
+(:data:`ANSWER_SYSTEM`) and the question as the user turn. ``answer_probs_loop`` is the
+one-prompt-per-forward reference (the benchmark's peer; a test asserts both agree).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@
   errors, timeouts, 429 and 5xx; a server that stays down raises one clear :class:`BackendError`.
 - :class:`LocalLMBackend`: a core model spec (``smollm2``, ``zoo:NAME``, an HF folder) through
   :func:`llm_methods.lm.load_lm` and :func:`llm_methods.lm.generate`.
-- :class:`LLMAgent`: the operators as prompts to a backend; programs run in the sandbox.
+- :class:`LLMAgent`: the operators as prompts to a backend; programs run in the sandbox, and
+  what a failed program printed never goes into a prompt (only :meth:`SandboxResult.feedback`).
 - :func:`llm_generate_workflow`: the generator as an LLM writing the text DSL; the reply is parsed
   and validated (never executed), an invalid reply raises a :class:`WorkflowError` naming the node.
 """
@@ -25,7 +26,7 @@ from typing import Any, Protocol
 from llm_methods.lm.errors import LMError
 from llm_methods.mas2.dsl import OPERATORS, Workflow, parse_workflow
 from llm_methods.mas2.pool import Candidate
-from llm_methods.mas2.sandbox import run_code
+from llm_methods.mas2.sandbox import run_code, run_tests
 from llm_methods.mas2.tasks import Grader, Task, _num, full_code
 
 __all__ = ["BackendError", "Completion", "LLMAgent", "LocalLMBackend", "OpenAIBackend",
@@ -180,18 +181,27 @@ class LLMAgent:
                     f"{task.question}\n\nWrite a short Python program that prints only the "
                     "answer. Reply with code only.", model)  # fmt: skip
                 fence = re.search(r"```(?:python)?\n(.*?)```", text, re.S)
-                res = run_code(fence.group(1) if fence else text, timeout=5.0)
+                res = run_code(
+                    fence.group(1) if fence else text,
+                    timeout=5.0,
+                    allow_unisolated=self.grader.allow_unisolated,
+                )
                 if res.violation:
                     return Candidate(None, tokens, cost, failed=True, note=f"sandbox {res.status}")
                 answer = _num(res.stdout) if res.ok else None
             elif op == "Test":
                 answer = src.answer if src else None
                 if code_task and answer and task.public_test:
-                    res = run_code(f"{answer}\n\n{task.public_test}\n\ncheck({task.entry_point})\n")
+                    res = run_tests(
+                        answer,
+                        task.public_test,
+                        task.entry_point,
+                        allow_unisolated=self.grader.allow_unisolated,
+                    )
                     if not res.ok:
-                        tail = (res.stderr.strip().splitlines() or [""])[-1][:300]
                         text, tokens, cost = self._ask(
-                            f"{task.question}\n\nThis attempt fails a unit test ({tail}):\n"
+                            f"{task.question}\n\nThis attempt fails a unit test "
+                            f"({res.feedback()}):\n"
                             f"{answer}\n\nFix it. {_CODE}", model)  # fmt: skip
                         answer = self._extract(task, text)
             elif op == "Review":

@@ -29,6 +29,10 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"a task .jsonl(.gz) file or one of {', '.join(TASK_SOURCES)}")  # fmt: skip
         p.add_argument("--limit", type=int, default=None, help="first N tasks only")
         p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--allow-unisolated", action="store_true",
+                       help="run generated code even where no OS-level sandbox (bubblewrap, "
+                       "user namespaces) exists: rlimits and an audit hook only, not a security "
+                       "boundary")  # fmt: skip
 
     def backend_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--backend", choices=("sim", "openai", "local"), default="sim",
@@ -115,7 +119,7 @@ def _setup(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
     from llm_methods.mas2.pool import SimAgent, load_pool
     from llm_methods.mas2.tasks import Grader
 
-    grader = Grader()
+    grader = Grader(allow_unisolated=ns.allow_unisolated)
     pool = load_pool(ns.pool)
     backend = None
     if ns.backend == "sim":
@@ -223,7 +227,7 @@ def _train(ns: argparse.Namespace) -> int:
     cfg = CTOConfig(k=ns.k, n=ns.n, r=ns.r, rounds=ns.rounds, beta=ns.beta,
                     use_rectifier=not ns.no_rectifier).validate()  # fmt: skip
     pool = load_pool(ns.pool)
-    grader = Grader()
+    grader = Grader(allow_unisolated=ns.allow_unisolated)
     agent = SimAgent(pool, grader)
     tasks = _tasks(ns)
     grader.prefetch([job for t in tasks for job in agent.programs(t)])
@@ -249,9 +253,9 @@ def main(argv: Sequence[str]) -> int:
         tasks = (generate_arith if ns.kind == "arith" else generate_code)(ns.n, ns.seed)
         print(f"wrote {ns.n} {ns.kind} tasks to {write_tasks(tasks, ns.out)}")
         return 0
-    from llm_methods.mas2.sandbox import SandboxError
+    from llm_methods.mas2.sandbox import SandboxError, SandboxUnavailable
 
     try:
         return {"generate": _generate, "run": _run, "train": _train}[ns.command](ns)
-    except SandboxError as e:
+    except (SandboxError, SandboxUnavailable) as e:
         raise ValueError(str(e)) from None

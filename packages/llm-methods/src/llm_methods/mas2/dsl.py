@@ -165,6 +165,8 @@ def parse_workflow(spec: str | dict[str, Any] | Workflow, name: str = "") -> Wor
             return validate(_from_dict(json.loads(text), name))
         except json.JSONDecodeError as e:
             raise WorkflowError(f"workflow JSON: {e}") from None
+        except RecursionError:  # json recurses per nesting level
+            raise WorkflowError("workflow JSON: nested too deeply") from None
     fence = re.search(r"```[a-zA-Z]*\n(.*?)```", text, re.S)  # an LLM may wrap it in a fence
     return validate(_from_text(fence.group(1) if fence else text, name))
 

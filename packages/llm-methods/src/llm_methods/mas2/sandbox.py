@@ -1,20 +1,32 @@
 """Run model-generated code in a sandboxed subprocess, never in this process.
 
-Each run gets a fresh temporary directory as its working directory, a wall-clock timeout (the
-process group is killed), ``resource.setrlimit`` limits set in the child before the program runs (address space, CPU seconds, file size,
-no core files, no new processes) and an audit hook (PEP 578, installed before the program runs,
-cannot be removed) that ends the process on any attempt to create a process (fork / exec / spawn
-/ subprocess / system), open a network socket connection, load native code through ctypes or
-write, remove or rename a file outside its temporary directory.
-The environment is emptied (no proxies, no PYTHONPATH); the interpreter runs isolated (``-I -S``).
+Threat model: generated code is untrusted (README "Sandbox"). Layers, outermost first:
+
+1. An OS boundary (:mod:`llm_methods.mas2.isolation`): bubblewrap or user namespaces; no
+   network, no other process, no file of the machine but the interpreter's and the system
+   libraries (read-only) and an empty working directory (the only writable place). Without one,
+   :func:`run_code` refuses (:class:`SandboxUnavailable`) unless ``allow_unisolated=True``.
+2. A separate ``python -I -S -B`` process with an emptied environment, a wall-clock timeout (its
+   process group is killed), rlimits set before the program runs (address space, CPU seconds,
+   file size, open files, processes, no core files), and stdout/stderr read up to
+   ``max_output`` bytes each (more ends the run: status ``"output"``).
+3. A PEP 578 audit hook installed before the program: it ends the process on process creation,
+   sockets, ctypes, tracing/``gc`` introspection, code rewriting, a write/link/truncate/... outside
+   the working directory or a read outside it and the interpreter's files. The hook keeps its
+   state in closure cells of a function the program cannot reach (no module globals, builtins
+   captured at install time), and fails closed. It is a layer, not the boundary.
+
 A violation is reported, never silent: :attr:`SandboxResult.status` is ``"timeout"``,
-``"memory"`` or ``"forbidden"`` and :meth:`SandboxResult.check` raises :class:`SandboxError`.
-Linux / POSIX only (``resource``).
+``"memory"``, ``"forbidden"`` or ``"output"`` and :meth:`SandboxResult.check` raises
+:class:`SandboxError`. Linux only.
 """
 
 from __future__ import annotations
 
+import builtins
+import json
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -23,63 +35,156 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SandboxError", "SandboxResult", "run_code", "run_tests"]
+from llm_methods.mas2.isolation import DEVICES, PROG, WORK, SandboxUnavailable, choose, command
+from llm_methods.mas2.isolation import interpreter as _interpreter
+
+__all__ = ["MAX_OUTPUT", "SandboxError", "SandboxResult", "SandboxUnavailable", "run_code",
+           "run_tests"]  # fmt: skip
 
 FORBIDDEN_EXIT = 86
+MAX_OUTPUT = 1 << 20  # bytes kept of each of stdout and stderr; more ends the run
+MAX_FILES = 64  # RLIMIT_NOFILE
 _FORBIDDEN_EVENTS = (
     "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system",
-    "subprocess.Popen", "os.kill", "os.killpg", "pty.spawn", "socket.connect", "socket.bind",
-    "socket.sendto", "socket.sendmsg", "socket.getaddrinfo", "ctypes.dlopen", "ctypes.dlsym",
-    "ctypes.cdata", "_posixsubprocess.fork_exec", "os.putenv", "os.chdir",
+    "os.startfile", "subprocess.Popen", "os.kill", "os.killpg", "signal.pthread_kill", "pty.spawn",
+    "os.putenv", "os.unsetenv", "os.chdir", "resource.setrlimit", "resource.prlimit",
+    "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace", "sys.setprofile",
+    "sys._current_frames", "syslog.openlog", "syslog.syslog",
 )  # fmt: skip
-# runs in the child before the program: audit hook first, then the program file under __main__
-_PREAMBLE = f"""
-import os, sys, resource
-_mem, _cpu, _fsize = (int(x) for x in sys.argv[2:5])
-resource.setrlimit(resource.RLIMIT_AS, (_mem, _mem))
-resource.setrlimit(resource.RLIMIT_CPU, (_cpu, _cpu))
-resource.setrlimit(resource.RLIMIT_FSIZE, (_fsize, _fsize))
-resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-if os.getuid() != 0:  # root ignores NPROC; the audit hook blocks process creation anyway
-    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
-del resource
-_BLOCK = {_FORBIDDEN_EVENTS!r}
-_HOME = os.path.realpath(os.getcwd()) + os.sep
-_WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-_PATHS = ("os.remove", "os.rename", "os.rmdir", "os.mkdir", "shutil.rmtree", "os.chmod")
-def _outside(path, _real=os.path.realpath, _fs=os.fsdecode):
-    return isinstance(path, (str, bytes)) and not _real(_fs(path)).startswith(_HOME)
-def _hook(event, args, _w=os.write, _exit=os._exit):
-    bad = event in _BLOCK
-    if event == "open" and len(args) > 2 and isinstance(args[2], int) and args[2] & _WRITE:
-        bad = _outside(args[0])
-        event = "write outside the sandbox directory"
-    elif event in _PATHS and args:
-        bad = _outside(args[0])
-    if bad:
-        _w(2, ("\\nsandbox: forbidden: " + event + "\\n").encode())
-        _exit({FORBIDDEN_EXIT})
-sys.addaudithook(_hook)
-_path = sys.argv[1]
-with open(_path) as _f:
-    _src = _f.read()
-del _f
-sys.argv = [_path]
-exec(compile(_src, _path, "exec"), {{"__name__": "__main__", "__builtins__": __builtins__}})
+_BLOCKED_PREFIXES = ("socket.", "ctypes.", "_ctypes.", "urllib.", "http.", "ftplib.", "smtplib.",
+                     "poplib.", "imaplib.", "telnetlib.", "nntplib.", "webbrowser.")  # fmt: skip
+# events whose path arguments (positions) must lie in the working directory
+_WRITE_PATHS = (
+    ("os.remove", (0,)), ("os.rename", (0, 1)), ("os.rmdir", (0,)), ("os.mkdir", (0,)),
+    ("shutil.rmtree", (0,)), ("os.chmod", (0,)), ("os.chown", (0,)), ("os.link", (0, 1)),
+    ("os.symlink", (1,)), ("os.truncate", (0,)), ("os.utime", (0,)), ("os.setxattr", (0,)),
+    ("os.removexattr", (0,)),
+)  # fmt: skip
+# events whose path arguments must lie in the working directory or the interpreter's files
+_READ_PATHS = (("os.listdir", (0,)), ("os.scandir", (0,)), ("os.getxattr", (0,)),
+               ("os.listxattr", (0,)), ("glob.glob", (0,)))  # fmt: skip
+_EXCEPTIONS = frozenset(name for name, value in vars(builtins).items()
+                        if isinstance(value, type) and issubclass(value, BaseException))  # fmt: skip
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+# Runs in the child before the program (argv: program, limits..., audit, config json). The only
+# names it leaves in __main__ are ``_code`` and ``_sandbox_exec``; the hook reads none of them.
+_PREAMBLE = r"""
+def _sandbox_setup():
+    import json, posix, resource, sys
+    prog, mem, cpu, fsize, nofile, audit, config = sys.argv[1:8]
+    R = resource
+    for lim, val in ((R.RLIMIT_AS, mem), (R.RLIMIT_CPU, cpu), (R.RLIMIT_FSIZE, fsize),
+                     (R.RLIMIT_CORE, 0), (R.RLIMIT_NOFILE, nofile), (R.RLIMIT_NPROC, 0)):
+        try:
+            R.setrlimit(lim, (int(val), int(val)))
+        except (ValueError, OSError):  # NPROC below the current count: the hook still blocks
+            pass
+    with open(prog) as f:
+        code = compile(f.read(), prog, "exec")
+    cfg = json.loads(config)
+    sys.argv = [prog]
+    if audit == "1":
+        sys.addaudithook(_make_hook(posix.getcwd(), tuple(cfg["reads"]), tuple(cfg["writes"]),
+                                    frozenset(cfg["block"]), tuple(cfg["prefixes"]),
+                                    tuple(tuple(e) for e in cfg["write_paths"]),
+                                    tuple(tuple(e) for e in cfg["read_paths"]),
+                                    cfg["write_flags"], cfg["exit"]))
+    return code
+
+def _make_hook(home, reads, writes, block, prefixes, write_paths, read_paths, write_flags,
+               code, _exit=__import__("posix")._exit, _write=__import__("posix").write,
+               _lstat=__import__("posix").lstat, _readlink=__import__("posix").readlink,
+               _type=type, _len=len, _str=str, _bytes=bytes, _int=int, _none=type(None),
+               _OSError=OSError, _BaseException=BaseException):
+    reads, writes = (home, *reads), (home, *writes)
+
+    def resolve(path):  # like os.path.realpath, from captured builtins only
+        if _type(path) is _bytes:
+            path = path.decode("utf-8", "surrogateescape")
+        elif _type(path) is not _str:
+            return None
+        if not path.startswith("/"):
+            path = home + "/" + path
+        todo, out, hops = path.split("/")[::-1], [], 0
+        while todo:
+            part = todo.pop()
+            if part == "" or part == ".":
+                continue
+            if part == "..":
+                if out:
+                    out.pop()
+                continue
+            cand = "/" + "/".join(out + [part])
+            try:
+                mode = _lstat(cand).st_mode
+            except _OSError:
+                out.append(part)
+                continue
+            if mode & 0o170000 == 0o120000:
+                hops += 1
+                if hops > 40:
+                    return None
+                target = _readlink(cand)
+                if target.startswith("/"):
+                    out = []
+                todo.extend(target.split("/")[::-1])
+            else:
+                out.append(part)
+        return "/" + "/".join(out)
+
+    def inside(path, roots):
+        if _type(path) is _int or _type(path) is _none:  # an open fd / the working directory
+            return True
+        real = resolve(path)
+        if real is None:
+            return False
+        for root in roots:
+            if real == root or real.startswith(root + "/"):
+                return True
+        return False
+
+    def hook(event, args):
+        try:
+            bad = event in block or event.startswith(prefixes)
+            if event == "open":
+                write = _type(args[2]) is _int and args[2] & write_flags
+                bad = not inside(args[0], writes if write else reads)
+            elif event == "object.__setattr__":
+                bad = args[1] in ("__code__", "__defaults__", "__kwdefaults__")
+            else:
+                for table, roots in ((write_paths, writes), (read_paths, reads)):
+                    for name, positions in table:
+                        if name == event:
+                            for i in positions:
+                                if i < _len(args) and not inside(args[i], roots):
+                                    bad = True
+        except _BaseException:
+            bad = True
+        if bad:
+            _write(2, b"\nsandbox: forbidden: " + event.encode("ascii", "replace") + b"\n")
+            _exit(code)
+
+    return hook
+
+_code = _sandbox_setup()
+del _sandbox_setup, _make_hook
+exec(_code, {"__name__": "__main__", "__builtins__": __builtins__})
 """
 
 
 class SandboxError(RuntimeError):
-    """A sandboxed run broke a limit (timeout, memory) or tried something forbidden."""
+    """A sandboxed run broke a limit (timeout, memory, output) or tried something forbidden."""
 
 
 @dataclass(frozen=True)
 class SandboxResult:
-    status: str  # ok | error | timeout | memory | forbidden
+    status: str  # ok | error | timeout | memory | forbidden | output
     returncode: int | None
     stdout: str
     stderr: str
     seconds: float
+    isolation: str = "none"  # bwrap | userns | none
 
     @property
     def ok(self) -> bool:
@@ -87,7 +192,17 @@ class SandboxResult:
 
     @property
     def violation(self) -> bool:
-        return self.status in ("timeout", "memory", "forbidden")
+        return self.status in ("timeout", "memory", "forbidden", "output")
+
+    def feedback(self) -> str:
+        """How the run failed, in a fixed vocabulary (status, builtin exception name): safe to
+        put in a prompt to a remote model, unlike the program's own output, which may carry
+        whatever the program read."""
+        if self.status != "error":
+            return "it passed" if self.ok else f"the run was stopped ({self.status})"
+        last = (self.stderr.strip().splitlines() or [""])[-1]
+        name = last.split(":", 1)[0].strip()
+        return f"it raised {name}" if name in _EXCEPTIONS else "it raised an exception"
 
     def check(self) -> SandboxResult:
         """Raise :class:`SandboxError` with one clear line on a violation; else return self."""
@@ -97,37 +212,109 @@ class SandboxResult:
         return self
 
 
+def _config(mode: str) -> str:
+    """The hook's configuration: read roots (the interpreter's prefixes, devices), blocked events."""
+    prefixes = {os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix)}
+    exe = _interpreter()
+    if not any(exe.startswith(p + os.sep) for p in prefixes):
+        prefixes.add(os.path.dirname(os.path.dirname(exe)))
+    reads = sorted(prefixes) + list(DEVICES) + ([PROG] if mode != "none" else [])
+    return json.dumps({"reads": reads, "writes": ["/dev/null"], "block": _FORBIDDEN_EVENTS,
+                       "prefixes": _BLOCKED_PREFIXES, "write_paths": _WRITE_PATHS,
+                       "read_paths": _READ_PATHS, "write_flags": _WRITE_FLAGS,
+                       "exit": FORBIDDEN_EXIT})  # fmt: skip
+
+
+def _communicate(proc: subprocess.Popen, timeout: float,
+                 max_output: int) -> tuple[bytes, bytes, str | None]:  # fmt: skip
+    """Read both pipes until EOF; stop at ``timeout`` or at ``max_output`` bytes on either."""
+    bufs = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    sel = selectors.DefaultSelector()
+    for f in bufs:
+        sel.register(f, selectors.EVENT_READ)  # type: ignore[arg-type]
+    deadline, stop = time.monotonic() + timeout, None
+    while sel.get_map() and stop is None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            stop = "timeout"
+            break
+        for key, _ in sel.select(min(left, 0.5)):
+            chunk = os.read(key.fd, 65536)
+            if not chunk:
+                sel.unregister(key.fileobj)
+                continue
+            buf = bufs[key.fileobj]  # type: ignore[index]
+            buf += chunk[: max_output + 1 - len(buf)]
+            if len(buf) > max_output:
+                stop = "output"
+    sel.close()
+    if stop is not None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:  # closed its pipes but still runs
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        stop = stop or "timeout"
+    out, err = (bytes(bufs[f][:max_output]) for f in (proc.stdout, proc.stderr))
+    return out, err, stop
+
+
 def run_code(
     code: str,
     timeout: float = 5.0,
     memory_mb: int = 512,
     file_mb: int = 8,
     stdin: str = "",
+    *,
+    isolation: str = "auto",
+    allow_unisolated: bool = False,
+    max_output: int = MAX_OUTPUT,
+    audit: bool = True,
 ) -> SandboxResult:
-    """Run ``code`` as ``__main__`` in a sandboxed ``python -I -S`` subprocess."""
+    """Run ``code`` as ``__main__`` in a sandboxed ``python -I -S`` subprocess.
+
+    ``isolation``: ``auto`` (the best OS boundary here) | ``bwrap`` | ``userns`` | ``none``;
+    without an OS boundary this raises :class:`SandboxUnavailable` unless ``allow_unisolated``.
+    ``audit=False`` leaves out the audit hook (tests of the OS boundary alone).
+    """
+    mode = choose(isolation, allow_unisolated)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mas2-sandbox-") as tmp:
-        prog = Path(tmp) / "program.py"
-        prog.write_text(code)
-        cpu = max(1, int(timeout) + 1)
-        limits = [str(memory_mb * 2**20), str(cpu), str(file_mb * 2**20)]
-        # limits are set by the preamble, before the program (no preexec_fn: thread-safe)
-        cmd = [sys.executable, "-I", "-S", "-B", "-c", _PREAMBLE, str(prog), *limits]
-        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": tmp, "TMPDIR": tmp}
-        proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)  # fmt: skip
+        work, progdir = Path(tmp, "work"), Path(tmp, "prog")
+        work.mkdir()
+        progdir.mkdir()
+        (progdir / "program.py").write_text(code)
+        (progdir / "stdin").write_text(stdin)
+        inside = mode != "none"
+        prog = f"{PROG}/program.py" if inside else str(progdir / "program.py")
+        home = WORK if inside else str(work)
+        limits = [str(memory_mb * 2**20), str(max(1, int(timeout) + 1)), str(file_mb * 2**20),
+                  str(MAX_FILES)]  # fmt: skip
+        argv = [_interpreter(), "-I", "-S", "-B", "-c", _PREAMBLE, prog, *limits,
+                "1" if audit else "0", _config(mode)]  # fmt: skip
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": home, "TMPDIR": home}
+        cmd = command(mode, Path(tmp), work, progdir, argv, env)
+        with open(progdir / "stdin", "rb") as fin:
+            proc = subprocess.Popen(cmd, cwd=work, env=env, stdin=fin, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
         try:
-            out, err = proc.communicate(stdin, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            out, err = proc.communicate()
-            return SandboxResult("timeout", None, out, err + f"\nsandbox: timed out after "
-                                 f"{timeout:g} s", time.perf_counter() - start)  # fmt: skip
-    rc = proc.returncode
+            raw_out, raw_err, stop = _communicate(proc, timeout, max_output)
+        finally:
+            for f in (proc.stdout, proc.stderr):
+                f.close()  # type: ignore[union-attr]
+    out = raw_out.decode("utf-8", "replace")
+    err = raw_err.decode("utf-8", "replace")
+    rc, seconds = proc.returncode, time.perf_counter() - start
+    if stop == "timeout":
+        err += f"\nsandbox: timed out after {timeout:g} s"
+        return SandboxResult("timeout", None, out, err, seconds, mode)
+    if stop == "output":
+        err += f"\nsandbox: output over {max_output} bytes"
+        return SandboxResult("output", None, out, err, seconds, mode)
     if rc == FORBIDDEN_EXIT and "sandbox: forbidden:" in err:
         status = "forbidden"
     elif "MemoryError" in err or (rc == -signal.SIGSEGV and "memory" in err.lower()):
@@ -136,10 +323,11 @@ def run_code(
         status = "timeout"
     else:
         status = "ok" if rc == 0 else "error"
-    return SandboxResult(status, rc, out, err, time.perf_counter() - start)
+    return SandboxResult(status, rc, out, err, seconds, mode)
 
 
-def run_tests(solution: str, test: str, entry_point: str, timeout: float = 5.0) -> SandboxResult:
+def run_tests(solution: str, test: str, entry_point: str, timeout: float = 5.0,
+              **kwargs: object) -> SandboxResult:  # fmt: skip
     """HumanEval-style check: ``solution`` + ``test`` (defines ``check``) + ``check(entry_point)``."""
     program = f"{solution}\n\n{test}\n\ncheck({entry_point})\n"
-    return run_code(program, timeout=timeout)
+    return run_code(program, timeout=timeout, **kwargs)  # type: ignore[arg-type]

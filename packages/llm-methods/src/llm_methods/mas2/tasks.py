@@ -70,10 +70,14 @@ def _num(text: str) -> str | None:
 
 
 class Grader:
-    """Grades candidates; each distinct program runs once in the sandbox (results cached)."""
+    """Grades candidates; each distinct program runs once in the sandbox (results cached).
 
-    def __init__(self, timeout: float = 5.0) -> None:
-        self.timeout = timeout
+    ``allow_unisolated``: run programs where no OS boundary exists (see :mod:`.sandbox`);
+    only for code that is not model output (the experiment's own reference / mutant programs).
+    """
+
+    def __init__(self, timeout: float = 5.0, allow_unisolated: bool = False) -> None:
+        self.timeout, self.allow_unisolated = timeout, allow_unisolated
         self._cache: dict[tuple[str, str], bool] = {}
         self._outputs: dict[str, str | None] = {}
         self.sandbox_runs = 0
@@ -82,7 +86,7 @@ class Grader:
         """Run an arithmetic program in the sandbox; the number it prints (None on failure)."""
         if program not in self._outputs:
             self.sandbox_runs += 1
-            res = run_code(program, timeout=self.timeout)
+            res = run_code(program, timeout=self.timeout, allow_unisolated=self.allow_unisolated)
             self._outputs[program] = _num(res.stdout) if res.ok else None
         return self._outputs[program]
 
@@ -91,7 +95,9 @@ class Grader:
         key = (("pub:" if public else "") + task.task_id, code)
         if key not in self._cache:
             self.sandbox_runs += 1
-            self._cache[key] = run_tests(code, test, task.entry_point, self.timeout).ok
+            self._cache[key] = run_tests(
+                code, test, task.entry_point, self.timeout, allow_unisolated=self.allow_unisolated
+            ).ok
         return self._cache[key]
 
     def prefetch(self, jobs: list[tuple[Task | None, str, bool]], workers: int = 4) -> None:

@@ -1,4 +1,4 @@
-"""``llm-methods meta_router fit|route|simulate``: Meta-Router causal LLM routing."""
+"""``llm-methods meta_router fit|route|simulate|official``: Meta-Router causal LLM routing."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def _parser():  # type: ignore[no-untyped-def]
                      help="MT-Bench judgements.jsonl and question.jsonl as preference labels")  # fmt: skip
     fit.add_argument("--strong", required=True, help="premium model's column / name")
     fit.add_argument("--weak", required=True, help="cheap model's column / name")
-    fit.add_argument("--learner", choices=("dr", "lineardr", "tlearner"), default="dr")
+    fit.add_argument("--learner", choices=("dr", "r", "lineardr", "tlearner"), default="dr",
+                     help="CATE learner of the bias: dr (DR-learner), r (R-learner), ...")  # fmt: skip
     fit.add_argument("--test", type=Path, default=None,
                      help="CSV with features and true gain 'm' (from simulate): report MSE")  # fmt: skip
     fit.add_argument("--out", type=Path, required=True)
@@ -39,6 +40,16 @@ def _parser():  # type: ignore[no-untyped-def]
     route.add_argument("--w", type=float, default=0.2, help="cost weight w")
     route.add_argument("--cost-diff", type=float, default=1.0, help="ΔC, premium − cheap cost")
     route.add_argument("--out", type=Path, required=True, help="routes CSV to write")
+    off = sub.add_parser("official", help="the official experiment on the official CSV",
+                         description="Reads the official Meta-Router CSV (embd.PC1.., GL, PL), "
+                         "runs the official splits (500 test, 100 gold, rest preference) and "
+                         "writes the official efficiency gain per method and run settings.")  # fmt: skip
+    off.add_argument("--csv", type=Path, required=True, help="1_PC50_varstd.csv")
+    off.add_argument("--runs", type=int, default=10, help="Monte-Carlo runs (official: 200)")
+    off.add_argument("--learner", choices=("dr", "r", "lineardr", "tlearner"), nargs="+",
+                     default=["dr", "r"], help="CATE learners to compare")  # fmt: skip
+    off.add_argument("--seed", type=int, default=42, help="run i uses seed + i (official: 42)")
+    off.add_argument("--out", type=Path, required=True)
     sim = sub.add_parser("simulate", help="simulated gold/preference/test CSVs with known bias")
     sim.add_argument("--out", type=Path, required=True)
     sim.add_argument("--n", type=int, default=4000)
@@ -66,10 +77,15 @@ def _fit(ns) -> int:  # type: ignore[no-untyped-def]
     data = pd.concat(frames, ignore_index=True)
     x, state = features(data)
     y, t = data["y"].to_numpy(float), data["T"].to_numpy(int)
+    from llm_methods.meta_router.official import overlap_diagnostics, overlap_line
+
+    overlap = overlap_diagnostics(x, t, ns.seed)
+    print(overlap_line(overlap))
     router = MetaRouter(ns.learner, ns.seed).fit(x, y, t)
     ns.out.mkdir(parents=True, exist_ok=True)
     joblib.dump({"router": router, "features": state}, ns.out / "router.joblib")
-    report = {**router.info, "learner": ns.learner, "strong": ns.strong, "weak": ns.weak}
+    report = {**router.info, "learner": ns.learner, "strong": ns.strong, "weak": ns.weak,
+              "overlap": overlap}  # fmt: skip
     if ns.test is not None:
         test = pd.read_csv(ns.test)
         if "m" not in test.columns:
@@ -110,6 +126,67 @@ def _route(ns) -> int:  # type: ignore[no-untyped-def]
     return 0
 
 
+def _official(ns) -> int:  # type: ignore[no-untyped-def]
+    import numpy as np
+    import pandas as pd
+
+    from llm_methods.meta_router.model import fit_method, predict_gain
+    from llm_methods.meta_router.official import (
+        GRID,
+        PLOT_SCALE,
+        efficiency_curve,
+        efficiency_gain,
+        overlap_diagnostics,
+        overlap_line,
+        read_official_csv,
+        split_run,
+    )
+
+    if ns.runs < 1:
+        raise ValueError("--runs must be >= 1")
+    x, gl, pl = read_official_csv(ns.csv)
+    methods = [("gold_only", "dr"), ("preference_only", "dr"), ("pooled", "dr")]
+    methods += [("dr_corrected", learner) for learner in ns.learner]
+    curves: dict[str, list] = {"random": []}
+    overlap = None
+    for run in range(ns.runs):
+        seed = ns.seed + run
+        test, gold, pref = split_run(len(gl), seed)
+        train = np.concatenate([gold, pref])
+        y = np.concatenate([gl[gold], pl[pref]])
+        t = np.concatenate([np.ones(len(gold), int), np.zeros(len(pref), int)])
+        if overlap is None:
+            overlap = overlap_diagnostics(x[train], t, seed)
+            print(overlap_line(overlap))
+        for method, learner in methods:
+            name = method if method != "dr_corrected" else f"dr_corrected_{learner}"
+            model = fit_method(method, x[train], y, t, seed, learner)
+            curves.setdefault(name, []).append(efficiency_curve(predict_gain(model, x[test]),
+                                                                gl[test]))  # fmt: skip
+        rng = np.random.default_rng(seed)
+        curves["random"].append(efficiency_curve(None, gl[test], rng))
+        print(f"run {run + 1}/{ns.runs} done")
+    gains = {m: efficiency_gain(c, curves["random"]) for m, c in curves.items() if m != "random"}
+    ns.out.mkdir(parents=True, exist_ok=True)
+    table = pd.DataFrame({"ratio": GRID, **gains})
+    table.to_csv(ns.out / "efficiency_gain.csv", index=False)
+    summary = {"runs": ns.runs, "seed": ns.seed, "overlap_run0": overlap,
+               "plot_scale": PLOT_SCALE, "methods": {}}  # fmt: skip
+    for name, gain in gains.items():
+        ok = ~np.isnan(gain)
+        summary["methods"][name] = {
+            "area": float(np.trapezoid(gain[ok], GRID[ok])) if ok.sum() > 1 else None,
+            "max_gain": float(np.nanmax(gain)) if ok.any() else None,
+            "max_gain_plot_scale": float(np.nanmax(gain) / PLOT_SCALE) if ok.any() else None,
+            "valid_points": int(ok.sum()),
+        }  # fmt: skip
+        print(f"{name:28s} efficiency-gain area {summary['methods'][name]['area']}, max "
+              f"{summary['methods'][name]['max_gain']} ({int(ok.sum())} grid points)")  # fmt: skip
+    (ns.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(f"wrote {ns.out / 'efficiency_gain.csv'} and {ns.out / 'summary.json'}")
+    return 0
+
+
 def _simulate(ns) -> int:  # type: ignore[no-untyped-def]
     from llm_methods.meta_router.data import simulate
 
@@ -129,4 +206,6 @@ def _simulate(ns) -> int:  # type: ignore[no-untyped-def]
 
 def main(argv: Sequence[str]) -> int:
     ns = _parser().parse_args(list(argv))
-    return {"fit": _fit, "route": _route, "simulate": _simulate}[ns.command](ns)
+    return {"fit": _fit, "route": _route, "simulate": _simulate, "official": _official}[ns.command](
+        ns
+    )

@@ -4,8 +4,8 @@ features, and the simulator of gold + biased preference labels.
 RouteLLM (lm-sys/RouteLLM, Apache-2.0) releases ``gsm8k/gsm8k_responses.csv`` and
 ``mmlu/responses/mmlu_<domain>.csv``: a ``prompt`` column and one correctness column (True /
 False) per model, named by the model (e.g. ``gpt-4-1106-preview``,
-``mixtral-8x7b-instruct-v0.1``); and MT-Bench ``judgements.jsonl`` (``question_id``, ``model``,
-``score`` 1-10 from GPT-4) with ``question.jsonl`` (``question_id``, ``turns``). A labelled
+``mistralai/Mixtral-8x7B-Instruct-v0.1``); and MT-Bench ``judgements.jsonl``
+(``question_id``, ``model``, ``score`` 1-10 from GPT-4) with ``question.jsonl`` (``question_id``, ``turns``). A labelled
 frame here has columns ``prompt`` (or feature columns ``x0..``), ``y`` = quality(strong) −
 quality(weak) and ``T`` (1 = gold-standard label, 0 = preference / LLM-judge label).
 """

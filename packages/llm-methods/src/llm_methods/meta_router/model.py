@@ -3,9 +3,15 @@
 Causal framing: the label source is the treatment, T = 1 gold-standard, T = 0 preference /
 LLM judge. Its effect on the label, δ(x) = E[y | x, T=1] − E[y | x, T=0] = m(x) − η(x), is the
 preference bias (a CATE). We estimate δ̂ with econml's cross-fitted ``DRLearner`` (or
-``LinearDRLearner`` / a T-learner), correct the preference labels to y + δ̂(x), and fit the
-final quality-gain model m̂ (a random forest, as in the paper) on gold ∪ corrected data.
-Baselines: gold-only, preference-only, naive pooling (same forest).
+the R-learner ``NonParamDML``, ``LinearDRLearner`` / a T-learner), correct the preference labels
+to y + δ̂(x), and fit the final quality-gain model m̂ on gold ∪ corrected data. Baselines:
+gold-only, preference-only, naive pooling; control: the same correction with the true δ
+(``oracle_corrected``, simulations only).
+
+Forests as the official code (yichistat/Meta-router @ bfeeb8b, ``create_random_forest_models``):
+the outcome / m̂ forest :data:`OUTCOME_FOREST` (also the nuisance outcome model), the CATE
+final stage :data:`EFFECT_FOREST`; the propensity model is a logistic regression (econml needs
+a classifier; upstream regresses T with a forest and clips).
 """
 
 from __future__ import annotations
@@ -18,17 +24,18 @@ import numpy as np
 __all__ = ["LEARNERS", "METHODS", "MetaRouter", "cost_quality_curve", "estimate_bias", "fit_method",
            "predict_gain"]  # fmt: skip
 
-LEARNERS = ("dr", "lineardr", "tlearner")
+LEARNERS = ("dr", "r", "lineardr", "tlearner")
 METHODS = ("gold_only", "preference_only", "pooled", "dr_corrected")
-N_TREES = 100
-LEAF = 10
+OUTCOME_FOREST = {"n_estimators": 100, "max_depth": 20, "max_features": "sqrt"}
+EFFECT_FOREST = {"n_estimators": 200, "max_depth": 30, "min_samples_split": 5,
+                 "min_samples_leaf": 2, "max_features": "sqrt"}  # fmt: skip
 CV_FOLDS = 3
 
 
-def _forest(seed: int, leaf: int = LEAF) -> Any:
+def _forest(seed: int, settings: dict[str, Any] = OUTCOME_FOREST) -> Any:
     from sklearn.ensemble import RandomForestRegressor
 
-    return RandomForestRegressor(N_TREES, min_samples_leaf=leaf, n_jobs=1, random_state=seed)
+    return RandomForestRegressor(**settings, n_jobs=1, random_state=seed)
 
 
 def _check_arms(treatment: np.ndarray) -> None:
@@ -51,17 +58,24 @@ def estimate_bias(x: np.ndarray, y: np.ndarray, t: np.ndarray, learner: str = "d
     if learner == "dr":
         from econml.dr import DRLearner
 
-        est = DRLearner(model_propensity=LogisticRegression(), model_regression=_forest(seed, 20),
-                        model_final=_forest(seed, 40), cv=CV_FOLDS, random_state=seed)  # fmt: skip
+        est = DRLearner(model_propensity=LogisticRegression(), model_regression=_forest(seed),
+                        model_final=_forest(seed, EFFECT_FOREST), cv=CV_FOLDS,
+                        random_state=seed)  # fmt: skip
+    elif learner == "r":  # the R-learner: residual-on-residual with a forest final stage
+        from econml.dml import NonParamDML
+
+        est = NonParamDML(model_y=_forest(seed), model_t=LogisticRegression(),
+                          model_final=_forest(seed, EFFECT_FOREST), discrete_treatment=True,
+                          cv=CV_FOLDS, random_state=seed)  # fmt: skip
     elif learner == "lineardr":
         from econml.dr import LinearDRLearner
 
         est = LinearDRLearner(model_propensity=LogisticRegression(),
-                              model_regression=_forest(seed, 20), cv=CV_FOLDS, random_state=seed)  # fmt: skip
+                              model_regression=_forest(seed), cv=CV_FOLDS, random_state=seed)  # fmt: skip
     elif learner == "tlearner":
         from econml.metalearners import TLearner
 
-        est = TLearner(models=_forest(seed, 20))
+        est = TLearner(models=_forest(seed))
     else:
         raise ValueError(f"unknown learner {learner!r} (known: {', '.join(LEARNERS)})")
     est.fit(y, t, X=x)
@@ -78,10 +92,17 @@ class MetaRouter:
     bias_model: Any = None
     info: dict[str, Any] = field(default_factory=dict)
 
-    def fit(self, x: np.ndarray, y: np.ndarray, t: np.ndarray) -> MetaRouter:
+    def fit(self, x: np.ndarray, y: np.ndarray, t: np.ndarray,
+            delta: np.ndarray | None = None) -> MetaRouter:  # fmt: skip
+        """Estimate δ̂ (or take the given ``delta``, the oracle control) and fit m̂ on gold ∪
+        the preference labels corrected to y + δ̂."""
         t = np.asarray(t).astype(int)
-        self.bias_model = estimate_bias(x, y, t, self.learner, self.seed)
-        delta = np.asarray(self.bias_model.effect(x)).reshape(-1)
+        if delta is None:
+            self.bias_model = estimate_bias(x, y, t, self.learner, self.seed)
+            delta = np.asarray(self.bias_model.effect(x)).reshape(-1)
+        else:
+            _check_arms(t)
+            self.learner = "oracle"
         corrected = np.where(t == 1, y, y + delta)
         self.forest = _forest(self.seed).fit(x, corrected)
         self.info = {"n_gold": int(t.sum()), "n_preference": int((t == 0).sum()),

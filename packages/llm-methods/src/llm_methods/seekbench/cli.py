@@ -9,8 +9,8 @@ from pathlib import Path
 
 ABOUT = "SeekBench process-level evaluation of LLM search agents (arXiv 2509.22391)"
 PROG = "llm-methods seekbench"
-SHOWN = ("accuracy", "ce", "cce", "premature_rate", "overcautious_rate", "answer_auc",
-         "groundedness", "rqi", "recovery_rate")  # fmt: skip
+SHOWN = ("accuracy", "ce", "cce", "premature_rate", "overcautious_rate", "auc", "slope",
+         "odds_ratio_e2_e0", "answer_timing_auc", "groundedness", "rqi", "recovery_rate")  # fmt: skip
 
 
 def _parser():  # type: ignore[no-untyped-def]
@@ -25,7 +25,12 @@ def _parser():  # type: ignore[no-untyped-def]
     an.add_argument("--out", type=Path, required=True)
     an.add_argument("--threshold", type=int, default=2, choices=(1, 2),
                     help="answer policy: should answer iff E >= threshold (default 2)")  # fmt: skip
-    an.add_argument("--horizon", type=int, default=None, help="steps for premature/over-cautious")
+    an.add_argument("--horizon", type=int, default=None,
+                    help="steps counted for the premature / over-cautious rates only "
+                    "(default: the whole trace; the official CLI uses 15)")  # fmt: skip
+    an.add_argument("--group-by", choices=("model", "category"), default="model",
+                    help="per agent, or per category as the paper's tables (Base / Few-shot / "
+                    "RL Agents / ...)")  # fmt: skip
     an.add_argument("--n-boot", type=int, default=1000)
     an.add_argument("--seed", type=int, default=0)
     ju = sub.add_parser("judge", help="annotate traces with an LLM or rule judge",
@@ -57,10 +62,14 @@ def _analyze(ns) -> int:  # type: ignore[no-untyped-def]
 
     if ns.n_boot < 0:
         raise ValueError("--n-boot must be >= 0")
-    result = analyze(read_traces(ns.traces), ns.threshold, ns.horizon, ns.n_boot, ns.seed)
+    if ns.horizon is not None and ns.horizon < 1:
+        raise ValueError("--horizon must be >= 1")
+    result = analyze(read_traces(ns.traces), ns.threshold, ns.horizon, ns.n_boot, ns.seed,
+                     ns.group_by)  # fmt: skip
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "metrics.json").write_text(json.dumps(result, indent=1))
     table = pd.DataFrame(result["agents"]).T
+    table.index.name = ns.group_by
     table.to_csv(ns.out / "per_agent.csv")
     print(table[["n_traces", *SHOWN]].to_string(float_format=lambda x: f"{x:.3f}"))
     for note in result["notes"]:

@@ -2,9 +2,13 @@
 
 One JSON object per line with ``question``, ``ground_truth`` (list), ``reward``, ``is_correct``,
 ``trace`` (list of steps), ``final_answer``, ``queries``, ``model``, ``dataset``, ``id``. A step
-has ``type`` (``reasoning`` | ``search`` | ``search_result`` | an answer type), ``content`` |
-``query`` | ``documents[{title, content}]``, ``step_index``, ``trace_dependency.dependent_on``
-and (optionally, when labelled) ``annotation{type, attributes}``. Every violation raises
+has ``type`` (``reasoning``, a tool call ``search`` | ``visit`` | ``google_scholar`` |
+``parse_file`` | ``python``, its result ``search_result`` | ``visit_result`` | ``scholar_result`` |
+``file_result`` | ``python_result``, or an answer ``CorrectAnswer`` | ``IncorrectAnswer`` |
+``answer``: the official ontology), a body (:data:`BODY_FIELDS`), ``step_index``,
+``trace_dependency.dependent_on`` and (optionally, when labelled) ``annotation{type,
+attributes}``; a result's annotation type is ``search_result``, an answer's ``CorrectAnswer`` |
+``IncorrectAnswer``. Every violation raises
 :class:`TraceError` naming the file, line, trace id and step index.
 """
 
@@ -19,6 +23,7 @@ from llm_methods.jsonl import read_jsonl
 
 __all__ = [
     "ANCHOR_TYPES",
+    "ANSWER_LABELS",
     "ANSWER_STEP_TYPES",
     "ATTRIBUTE_VALUES",
     "QUERY_TYPES",
@@ -32,19 +37,42 @@ __all__ = [
 REASONING_TYPES = ("StateAssessment", "PlanFormation", "InformationSynthesis")
 QUERY_TYPES = ("InitialQuery", "RefinedQuery", "FollowUpQuery", "RepeatQuery")
 ANCHOR_TYPES = ("EVIDENCE", "QUESTION", "TRACE", "NONE")
+# "Unspecified": what the official annotator writes when its judge call fails (counts as
+# not Sufficient / not Clear, as in the official analysis)
 ATTRIBUTE_VALUES: dict[str, tuple[str, ...]] = {
-    "information_quality": ("Sufficient", "Insufficient"),
-    "information_clarity": ("Clear", "Unclear"),
+    "information_quality": ("Sufficient", "Insufficient", "Unspecified"),
+    "information_clarity": ("Clear", "Unclear", "Unspecified"),
     "groundness": ("Grounded", "Not Grounded"),
     "anchor_type": ANCHOR_TYPES,
 }
-ANSWER_STEP_TYPES = ("CorrectAnswer", "IncorrectAnswer", "answer")
-STEP_TYPES = ("reasoning", "search", "search_result", *ANSWER_STEP_TYPES)
-# annotation ``type`` allowed for each step type
+ANSWER_LABELS = ("CorrectAnswer", "IncorrectAnswer")
+ANSWER_STEP_TYPES = (*ANSWER_LABELS, "answer")
+# the official ontology (annotation/ontology.json): tool calls and their results
+TOOL_TYPES = ("search", "visit", "google_scholar", "parse_file", "python")
+RESULT_TYPES = ("search_result", "visit_result", "scholar_result", "file_result", "python_result")
+STEP_TYPES = ("reasoning", *TOOL_TYPES, *RESULT_TYPES, *ANSWER_STEP_TYPES)
+# annotation ``type`` allowed for each step type (a result's annotation type is "search_result")
 ANNOTATION_TYPES: dict[str, tuple[str, ...]] = {
     "reasoning": REASONING_TYPES,
-    "search": QUERY_TYPES,
-    "search_result": ("search_result",),
+    **dict.fromkeys(TOOL_TYPES, QUERY_TYPES),
+    **dict.fromkeys(RESULT_TYPES, ("search_result",)),
+    **dict.fromkeys(ANSWER_LABELS, ANSWER_LABELS),
+    "answer": (*ANSWER_LABELS, "answer"),
+}
+# the body field of each step type: (field, str or list of str / documents, required)
+BODY_FIELDS: dict[str, tuple[str, str, bool]] = {
+    "reasoning": ("content", "str", True),
+    "search": ("query", "strs", True),
+    "google_scholar": ("query", "strs", False),
+    "visit": ("url", "strs", False),
+    "parse_file": ("files", "strs", False),
+    "python": ("code", "str", False),
+    "search_result": ("documents", "docs", True),
+    "scholar_result": ("documents", "docs", False),
+    "visit_result": ("content", "str", False),
+    "file_result": ("content", "str", False),
+    "python_result": ("content", "str", False),
+    **{t: ("content", "str", True) for t in ANSWER_STEP_TYPES},
 }
 TOP_LEVEL: dict[str, tuple[type, ...]] = {
     "question": (str,), "ground_truth": (list,), "reward": (int, float), "is_correct": (bool,),
@@ -73,17 +101,23 @@ def _check_step(step: Any, where: str, position: int, previous: int) -> int:
     kind = step.get("type")
     if kind not in STEP_TYPES:
         _fail(where, f"unknown step 'type' {kind!r} (expected one of {', '.join(STEP_TYPES)})")
-    field = {"search": "query", "search_result": "documents"}.get(kind, "content")
+    field, shape, required = BODY_FIELDS[kind]
     value = step.get(field)
-    if kind == "search_result":
+    if value is None and not required:
+        pass
+    elif shape == "docs":
         if not isinstance(value, list):
             _fail(where, "'documents' must be a list of {title, content}")
         for j, doc in enumerate(value):
             if not (isinstance(doc, dict) and isinstance(doc.get("title"), str)
                     and isinstance(doc.get("content"), str)):  # fmt: skip
                 _fail(where, f"documents[{j}] must have string 'title' and 'content'")
+    elif shape == "strs" and isinstance(value, list):
+        if not all(isinstance(v, str) for v in value):
+            _fail(where, f"'{field}' must be a string or a list of strings for a {kind} step")
     elif not isinstance(value, str):
-        _fail(where, f"'{field}' must be a string for a {kind} step")
+        what = "a string" if shape == "str" else "a string or a list of strings"
+        _fail(where, f"'{field}' must be {what} for a {kind} step")
     dependency = step.get("trace_dependency")
     if not isinstance(dependency, dict) or "dependent_on" not in dependency:
         _fail(where, "'trace_dependency.dependent_on' is missing")
@@ -96,9 +130,9 @@ def _check_step(step: Any, where: str, position: int, previous: int) -> int:
         return index
     if not isinstance(annotation, dict):
         _fail(where, "'annotation' must be an object {type, attributes}")
-    allowed = ANNOTATION_TYPES.get(kind)
+    allowed = ANNOTATION_TYPES[kind]
     label = annotation.get("type")
-    if allowed is not None and label not in allowed:
+    if label not in allowed:
         _fail(where, f"unknown annotation type {label!r} for a {kind} step "
                      f"(expected one of {', '.join(allowed)})")  # fmt: skip
     attributes = annotation.get("attributes") or {}

@@ -34,7 +34,6 @@ PAPER = ("SeekBench: Beyond Correctness, Evaluating LLM Search Agents' Epistemic
 CLAIM_A_MIN_TAU = 1.0
 CLAIM_B_MIN_SHARE = 0.6
 PAIR = ("calibrated", "premature")
-UPSTREAM_RULE_KAPPA = {"query_type": 0.83, "information_quality": 0.31, "groundness": 0.08}
 
 
 def settings(quick: bool) -> dict[str, Any]:
@@ -130,7 +129,8 @@ def run(quick: bool, out_dir: Path) -> Result:
                 kappas = _judge_kappas(traces, cfg["lm_steps"], seed)
         mean = {n: {k: float(np.mean([a["agents"][n][k] for a in analyses]))
                     for k in ("accuracy", "ce", "cce", "premature_rate", "overcautious_rate",
-                              "answer_auc", "groundedness", "rqi", "recovery_rate")}
+                              "auc", "slope", "odds_ratio_e2_e0", "answer_timing_auc",
+                              "groundedness", "rqi", "recovery_rate")}
                 for n in agents}  # fmt: skip
         _plot(out_dir, analyses, agents)
     tau_ce = _kendall([mean[n]["ce"] for n in CALIBRATION_CHAIN])
@@ -141,7 +141,7 @@ def run(quick: bool, out_dir: Path) -> Result:
         "pair_seed_share": share, "traces_per_s_analyze": n_traces / max(t_analyze, 1e-9),
         "per_agent_seed_mean": mean,
         "pair_differences": {m: [list(d) for d in v] for m, v in diffs.items()},
-        "judge_kappa": kappas, "upstream_rule_kappa": UPSTREAM_RULE_KAPPA,
+        "judge_kappa": kappas,
         "rqi_source": analyses[0]["rqi_source"], "notes": analyses[0]["notes"],
     }  # fmt: skip
     acc_gap = float(np.mean([d[0] for d in diffs["accuracy"]]))

@@ -1,34 +1,47 @@
-"""SeekBench process metrics per agent (``model``), with cluster-bootstrap CIs.
+"""SeekBench process metrics per agent (``model``) or per category, with cluster-bootstrap CIs.
 
-- Evidence state E of a result: 0 = Insufficient, 1 = Sufficient & Unclear (or no clarity),
-  2 = Sufficient & Clear; a trace's state at a turn is the running max (paper §4.3, upstream
-  ``calibration.py``).
+Quantities follow the official ``analysis/calibration.py`` (SHAO-Jiaqi757/SeekBench @ afddcb3):
+
+- Evidence state E of a result (a step whose annotation type is ``search_result``, whatever the
+  tool): 0 = not Sufficient, 1 = Sufficient & not Clear, 2 = Sufficient & Clear; a trace's state
+  at a turn is the running max.
+- Turn level (every step up to the first answer, inclusive; **no horizon**), official names:
+  P(answer | E = k); ``ce`` = Σ_k w_ref(k) |P(answer | E=k) − 1[k ≥ thr]| with w_ref the pooled
+  prevalence of E = k over all turns (NaN when the group has no turn at some E, as upstream);
+  ``cce`` = mean_k of the same deviations over the levels present.
+- Answer events (the first answer of each trace; no horizon), official names: ``auc`` = ordinal
+  AUC of E at the answer predicting a *correct* answer; ``slope`` = least-squares slope of
+  P(correct | answer, E = k) over k = 0, 1, 2 (levels present, >= 2); ``odds_ratio_e2_e0`` =
+  odds of a correct answer at E = 2 vs E = 0 (0.5 continuity correction).
+- Trajectory level (the only quantities that take ``horizon``: positions < H = min(horizon,
+  len(trace))): ``premature_rate`` = answered within H at E < thr; ``overcautious_rate`` = not
+  answered within H though E ≥ thr was reached within H.
+- Ours, not official: ``answer_timing_auc`` = ordinal AUC of E predicting *answering* at a turn
+  (turn level); ``accuracy`` = ``is_correct`` share; groundedness, RQI and recovery (below).
 - Groundedness rate: Grounded share of reasoning steps; RQI: Grounded share of reasoning steps
   anchored on EVIDENCE (upstream ``grounded_reason.py``), or the groundedness rate when a set of
   traces carries no ``anchor_type`` (``rqi_source = "groundness_only"``).
 - Recovery: an episode starts at an Insufficient result and ends at the next Sufficient one
   (time-to-recovery in steps; censored at the answer / end of the trace); Kaplan-Meier survival.
-- Calibration: turn-level P(answer | E = k) over the turns up to the first answer,
-  CE = Σ_k w_ref(k) |P(answer | E=k) − 1[k ≥ thr]| with w_ref the pooled prevalence of E = k,
-  CCE = mean_k |P(answer | E=k) − 1[k ≥ thr]|; premature-answer rate (answered at E < thr) and
-  over-cautious rate (not answered though E ≥ thr was reached); ordinal AUC of answering vs E;
-  odds ratio of a correct answer at E = 2 vs E = 0 (0.5 continuity correction).
 - CIs: percentile bootstrap over clusters (dataset, question).
 
-Answer events come from the answer step's ``type`` (``CorrectAnswer`` / ``IncorrectAnswer`` /
-``answer``), or, when a trace has no answer step, from a non-empty ``final_answer`` after its
-last step (the official code looks for them in ``annotation.type`` and finds none).
+Answer events: a step whose annotation type or step type is ``CorrectAnswer`` /
+``IncorrectAnswer``, or an ``answer`` step (correct = its annotation, else ``is_correct``), or,
+when a trace has no answer step, a non-empty ``final_answer`` after its last step. The official
+analysis reads answer events from ``annotation.type`` only; the released traces' answer steps
+carry no annotation, so it finds none (an official bug we fix; README "Deviations").
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from llm_methods.seekbench.data import ANSWER_STEP_TYPES, REASONING_TYPES
+from llm_methods.seekbench.data import ANSWER_LABELS, ANSWER_STEP_TYPES, REASONING_TYPES
 
 __all__ = [
     "METRICS",
@@ -36,13 +49,26 @@ __all__ = [
     "cluster_counts",
     "evidence_level",
     "metrics_from_counts",
+    "model_category",
     "paired_difference",
     "recovery_episodes",
 ]
 
 LEVELS = (0, 1, 2)
-METRICS = ("accuracy", "ce", "cce", "premature_rate", "overcautious_rate", "answer_auc",
-           "odds_ratio_e2_e0", "groundedness", "rqi", "recovery_rate")  # fmt: skip
+METRICS = ("accuracy", "ce", "cce", "premature_rate", "overcautious_rate", "auc", "slope",
+           "odds_ratio_e2_e0", "answer_timing_auc", "groundedness", "rqi", "recovery_rate")  # fmt: skip
+GROUPINGS = ("model", "category")
+# the paper's agent categories, by model-name fragment, first match wins (a trace's own
+# ``category`` field overrides); anything else is "Other"
+CATEGORY_RULES = (
+    ("DeepResearch", ("gpt-5", "gpt-4o", "tongyi-deepresearch", "claude-sonnet-4-5",
+                      "Qwen3-30B-A3B")),
+    ("Few-shot", ("fewshot-Qwen2.5-7B-Instruct",)),
+    ("CoT (Qwen)", ("cot-Qwen2.5-7B-Instruct",)),
+    ("ReAct (Qwen)", ("react-Qwen2.5-7B-Instruct",)),
+    ("Base", ("Qwen2.5-7B-Instruct",)),
+    ("RL Agents", ("SearchR1", "DeepResearcher", "ReSearch", "ASearcher")),
+)  # fmt: skip
 COUNT_COLUMNS = (
     [f"n{k}" for k in LEVELS] + [f"a{k}" for k in LEVELS] + [f"c{k}" for k in LEVELS]
     + ["traj", "correct", "premature", "overcautious", "reason_total", "reason_grounded",
@@ -51,9 +77,9 @@ COUNT_COLUMNS = (
 
 
 def evidence_level(step: dict[str, Any]) -> int | None:
-    """E of one annotated search_result step; None for any other step."""
+    """E of a step annotated as a result (annotation type ``search_result``, any tool); else None."""
     annotation = step.get("annotation") or {}
-    if step.get("type") != "search_result" or annotation.get("type") != "search_result":
+    if not isinstance(annotation, dict) or annotation.get("type") != "search_result":
         return None
     attributes = annotation.get("attributes") or {}
     if attributes.get("information_quality") != "Sufficient":
@@ -61,15 +87,29 @@ def evidence_level(step: dict[str, Any]) -> int | None:
     return 2 if attributes.get("information_clarity") == "Clear" else 1
 
 
+def model_category(trace: dict[str, Any]) -> str:
+    """The paper's agent category of a trace (Base / Few-shot / RL Agents / ...)."""
+    if isinstance(trace.get("category"), str) and trace["category"]:
+        return trace["category"]
+    name = str(trace.get("model", ""))
+    for category, fragments in CATEGORY_RULES:
+        if any(f in name for f in fragments):
+            return category
+    return "Other"
+
+
 def _answer(trace: dict[str, Any]) -> tuple[int | None, int]:
     """(position of the answer event in ``trace['trace']`` or len(trace) for a final-answer-only
     trace, None when unanswered; correctness 0/1)."""
     steps = trace["trace"]
     for i, step in enumerate(steps):
-        if step["type"] in ANSWER_STEP_TYPES:
-            if step["type"] == "answer":
-                return i, int(bool(trace["is_correct"]))
-            return i, int(step["type"] == "CorrectAnswer")
+        label = (step.get("annotation") or {}).get("type")
+        if step["type"] in ANSWER_STEP_TYPES or label in ANSWER_LABELS:
+            if label in ANSWER_LABELS:
+                return i, int(label == "CorrectAnswer")
+            if step["type"] in ANSWER_LABELS:
+                return i, int(step["type"] == "CorrectAnswer")
+            return i, int(bool(trace["is_correct"]))
     if (trace.get("final_answer") or "").strip():
         return len(steps), int(bool(trace["is_correct"]))
     return None, 0
@@ -99,12 +139,11 @@ def _trace_counts(trace: dict[str, Any], threshold: int, horizon: int | None) ->
     row = dict.fromkeys(COUNT_COLUMNS, 0)
     position, correct = _answer(trace)
     steps = trace["trace"]
-    state, ever_high = 0, False
+    # turn level, no horizon: every step up to the answer (inclusive)
+    state = 0
     stop = len(steps) if position is None else min(position + 1, len(steps))
     for step in steps[:stop]:
-        level = evidence_level(step)
-        state = max(state, level or 0)
-        ever_high |= state >= threshold and (horizon is None or step["step_index"] < horizon)
+        state = max(state, evidence_level(step) or 0)
         row[f"n{state}"] += 1
         annotation = step.get("annotation") or {}
         attributes = annotation.get("attributes") or {}
@@ -115,12 +154,19 @@ def _trace_counts(trace: dict[str, Any], threshold: int, horizon: int | None) ->
             if attributes.get("anchor_type") == "EVIDENCE":
                 row["anchor_total"] += 1
                 row["anchor_grounded"] += grounded
-    if position is not None and position >= len(steps):
-        row[f"n{state}"] += 1  # the final answer as its own turn
-    answered = position is not None and (horizon is None or position < horizon)
-    if answered:
+    if position is not None:
+        if position >= len(steps):
+            row[f"n{state}"] += 1  # the final answer as its own turn
         row[f"a{state}"] += 1
         row[f"c{state}"] += correct
+    # trajectory level: positions < H = min(horizon, len(trace)) (the answer turn of a
+    # final-answer-only trace sits at position len(trace))
+    h = len(steps) + 1 if horizon is None else min(horizon, len(steps))
+    level, ever_high = 0, False
+    for step in steps[:h]:
+        level = max(level, evidence_level(step) or 0)
+        ever_high |= level >= threshold
+    if position is not None and position < h:
         row["premature"] += int(state < threshold)
     elif ever_high:
         row["overcautious"] += 1
@@ -133,13 +179,20 @@ def _trace_counts(trace: dict[str, Any], threshold: int, horizon: int | None) ->
 
 
 def cluster_counts(
-    traces: Sequence[dict[str, Any]], threshold: int = 2, horizon: int | None = None
+    traces: Sequence[dict[str, Any]],
+    threshold: int = 2,
+    horizon: int | None = None,
+    group_by: str = "model",
 ) -> pd.DataFrame:
-    """One row per (model, cluster) with the summed counts every metric is a function of."""
+    """One row per (group, cluster) with the summed counts every metric is a function of."""
+    if group_by not in GROUPINGS:
+        raise ValueError(f"group_by must be one of {GROUPINGS}, got {group_by!r}")
+    if horizon is not None and horizon < 1:
+        raise ValueError("horizon must be >= 1 step")
     rows = []
     for trace in traces:
         row = _trace_counts(trace, threshold, horizon)
-        row["model"] = trace["model"]
+        row["model"] = trace["model"] if group_by == "model" else model_category(trace)
         row["cluster"] = f"{trace['dataset']}\x1f{trace.get('question_id', trace['question'])}"
         rows.append(row)
     frame = pd.DataFrame(rows)
@@ -158,16 +211,27 @@ def metrics_from_counts(
     n = np.stack([c[f"n{k}"] for k in LEVELS], -1).astype(float)
     a = np.stack([c[f"a{k}"] for k in LEVELS], -1).astype(float)
     right = np.stack([c[f"c{k}"] for k in LEVELS], -1).astype(float)
+    levels = np.array(LEVELS, dtype=float)
     p = _ratio(a, n)
-    target = (np.array(LEVELS) >= threshold).astype(float)
-    dev = np.abs(np.nan_to_num(p, nan=0.0) - target)
-    ce = (w_ref * dev).sum(-1)
-    cce = np.nanmean(np.where(n > 0, dev, np.nan), -1) if n.size else n
-    pos, neg = a, n - a
-    better = sum(pos[..., i] * neg[..., j] for i in LEVELS for j in LEVELS if i > j)
-    ties = sum(pos[..., k] * neg[..., k] for k in LEVELS)
-    auc = _ratio(better + 0.5 * ties, pos.sum(-1) * neg.sum(-1))
+    dev = np.abs(p - (levels >= threshold))  # NaN at a level without turns
+    ce = (w_ref * dev).sum(-1)  # NaN then, as upstream
+    with np.errstate(all="ignore"):
+        cce = np.nanmean(dev, -1) if dev.size else dev[..., 0]
     wrong = a - right
+    # ``auc``: E at the answer predicting a correct answer (official); ``answer_timing_auc``:
+    # E predicting answering at a turn (ours)
+    auc = _ordinal_auc(right, wrong)
+    timing_auc = _ordinal_auc(a, n - a)
+    acc = _ratio(right, a)
+    mask = ~np.isnan(acc)
+    cnt = mask.sum(-1)
+    with np.errstate(all="ignore"):
+        xm = (levels * mask).sum(-1) / cnt
+        ym = np.where(mask, acc, 0.0).sum(-1) / cnt
+        dx = (levels - xm[..., None]) * mask
+        num = (dx * np.where(mask, acc - ym[..., None], 0.0)).sum(-1)
+        den = (dx**2).sum(-1)
+        slope = np.where((cnt >= 2) & (den > 0), num / den, np.nan)
     odds = ((right[..., 2] + 0.5) / (wrong[..., 2] + 0.5)) / (
         (right[..., 0] + 0.5) / (wrong[..., 0] + 0.5)
     )
@@ -176,10 +240,18 @@ def metrics_from_counts(
     return {
         "accuracy": _ratio(c["correct"], c["traj"]), "ce": ce, "cce": cce,
         "premature_rate": _ratio(c["premature"], c["traj"]),
-        "overcautious_rate": _ratio(c["overcautious"], c["traj"]), "answer_auc": auc,
-        "odds_ratio_e2_e0": odds, "groundedness": grounded, "rqi": rqi,
+        "overcautious_rate": _ratio(c["overcautious"], c["traj"]), "auc": auc,
+        "slope": slope, "odds_ratio_e2_e0": odds, "answer_timing_auc": timing_auc,
+        "groundedness": grounded, "rqi": rqi,
         "recovery_rate": _ratio(c["recovered"], c["episodes"]),
     }  # fmt: skip
+
+
+def _ordinal_auc(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
+    """P(score of a positive > a negative) + ½ P(tie) from per-level counts [..., 3]."""
+    better = sum(pos[..., i] * neg[..., j] for i in LEVELS for j in LEVELS if i > j)
+    ties = sum(pos[..., k] * neg[..., k] for k in LEVELS)
+    return _ratio(better + 0.5 * ties, pos.sum(-1) * neg.sum(-1))
 
 
 def _km(traces: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -207,11 +279,18 @@ def analyze(
     horizon: int | None = None,
     n_boot: int = 1000,
     seed: int = 0,
+    group_by: str = "model",
+    km: bool = True,
 ) -> dict[str, Any]:
-    """Per-agent metrics with 95 % cluster-bootstrap CIs, KM recovery curves and notes."""
+    """Per-group metrics with 95 % cluster-bootstrap CIs, KM recovery curves and notes.
+
+    ``group_by``: ``model`` (each agent) or ``category`` (the paper's Base / Few-shot / RL Agents
+    / ..., :func:`model_category`); ``horizon`` only changes the trajectory-level rates;
+    ``km``: fit the Kaplan-Meier recovery curves (per model).
+    """
     if threshold not in (1, 2):
         raise ValueError("threshold must be 1 or 2 (E >= threshold means 'should answer')")
-    counts = cluster_counts(traces, threshold, horizon)
+    counts = cluster_counts(traces, threshold, horizon, group_by)
     totals = counts[[f"n{k}" for k in LEVELS]].to_numpy().sum(0).astype(float)
     w_ref = totals / max(totals.sum(), 1.0)
     use_anchor = bool(counts["anchor_total"].sum() > 0)
@@ -228,17 +307,19 @@ def analyze(
         row: dict[str, Any] = {"n_traces": int(arr[:, COUNT_COLUMNS.index("traj")].sum())}
         for key in METRICS:
             row[key] = float(point[key])
-            with np.errstate(all="ignore"):
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN resamples
                 lo, hi = np.nanpercentile(boot[key], [2.5, 97.5]) if n_boot else (np.nan,) * 2
             row[f"{key}_ci"] = [float(lo), float(hi)]
         agents[str(model)] = row
     answer_events = int(counts[[f"a{k}" for k in LEVELS]].to_numpy().sum())
-    notes = [f"{answer_events} answer events derived from answer step types / final_answer"]
+    notes = [f"{answer_events} answer events (answer steps' annotation or type / final_answer)"]
     if not use_anchor:
         notes.append("no anchor_type labels: RQI computed from groundedness alone")
-    return {"agents": agents, "w_ref": w_ref.tolist(), "threshold": threshold,
-            "horizon": horizon, "rqi_source": "anchor" if use_anchor else "groundness_only",
-            "recovery_km": _km(traces), "notes": notes}  # fmt: skip
+    return {"agents": agents, "group_by": group_by, "w_ref": w_ref.tolist(),
+            "threshold": threshold, "horizon": horizon,
+            "rqi_source": "anchor" if use_anchor else "groundness_only",
+            "recovery_km": _km(traces) if km and group_by == "model" else {}, "notes": notes}  # fmt: skip
 
 
 def paired_difference(
