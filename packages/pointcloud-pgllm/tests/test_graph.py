@@ -13,8 +13,41 @@ def feats() -> torch.Tensor:
     return torch.randn(12, 5)
 
 
-def test_official_graph_is_symmetric_exp_weighted_with_unit_diagonal(feats: torch.Tensor) -> None:
-    w = dense_adjacency(build_graph(feats, 3, "official"))
+def _official_dense(feats: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """W and D^-1/2 as the official AUROC.py / ACC.py build them, with sklearn (independent of
+    our nearest_neighbours): knn rows exp(-d) of the k nearest others, diagonal 1."""
+    from sklearn.neighbors import NearestNeighbors
+
+    x = feats.double().numpy()
+    dist, idx = NearestNeighbors(n_neighbors=k + 1).fit(x).kneighbors(x)
+    knn = np.zeros((len(x), len(x)))
+    knn[np.arange(len(x)).repeat(k), idx[:, 1:].reshape(-1)] = np.exp(-dist[:, 1:].reshape(-1))
+    np.fill_diagonal(knn, 1.0)
+    return knn + knn.T, np.diag(1.0 / np.sqrt(knn.sum(1)))
+
+
+@pytest.mark.parametrize("k", [3, 10])
+def test_official_graph_has_diagonal_two_and_its_own_degree(feats: torch.Tensor, k: int) -> None:
+    """Issue 22: the official W = knn + knnᵀ has diagonal 2, D the row sums of knn."""
+    g = build_graph(feats, k, "official")
+    w = dense_adjacency(g)
+    w_ref, d_ref = _official_dense(feats, k)
+    torch.testing.assert_close(torch.diagonal(w), torch.full((12,), 2.0))
+    np.testing.assert_allclose(w.double().numpy(), w_ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g.degree.double().numpy() ** -0.5, np.diag(d_ref), rtol=1e-5)
+    s0 = np.random.default_rng(0).random((12, 4))
+    a_hat = d_ref @ w_ref @ d_ref
+    s = s0.copy()
+    for _ in range(5):
+        s = 0.5 * a_hat @ s + 0.5 * s0
+    np.testing.assert_allclose(propagate(torch.as_tensor(s0), g).double().numpy(), s, rtol=1e-5)
+    # ours differs: diagonal 1 and the degree of the symmetric W
+    sym = propagate(torch.as_tensor(s0), build_graph(feats, k, "symmetric")).double().numpy()
+    assert np.abs(sym - s).max() > 1e-3
+
+
+def test_symmetric_graph_is_exp_weighted_with_unit_diagonal(feats: torch.Tensor) -> None:
+    w = dense_adjacency(build_graph(feats, 3, "symmetric"))
     torch.testing.assert_close(w, w.T)
     torch.testing.assert_close(torch.diagonal(w), torch.ones(12))
     # W = knn + knn^T: entry (i, j) is exp(-d) once per direction that lists j among i's 3-NN
@@ -45,7 +78,7 @@ def test_graph_validation(feats: torch.Tensor) -> None:
 
 
 def test_propagate_matches_the_dense_formula(feats: torch.Tensor) -> None:
-    g = build_graph(feats, 4, "official")
+    g = build_graph(feats, 4, "symmetric")
     s0 = torch.rand(12, 3)
     w = dense_adjacency(g)
     d = w.sum(1).rsqrt()
@@ -61,7 +94,7 @@ def test_propagate_equals_pyg_label_propagation(feats: torch.Tensor) -> None:
     from torch_geometric.nn.conv.gcn_conv import gcn_norm
     from torch_geometric.nn.models import LabelPropagation
 
-    g = build_graph(feats, 4, "official")
+    g = build_graph(feats, 4, "symmetric")
     labels = torch.tensor([0, 1, 2] * 4)
     mask = torch.zeros(12, dtype=torch.bool)
     mask[:5] = True

@@ -195,6 +195,7 @@ def caption_main(argv: Sequence[str]) -> int:
 def _pipeline_parser(name: str, description: str) -> ArgumentParser:
     from pointcloud_pgllm.constants import (
         GUIDANCE_NEIGHBOURS,
+        OOD_PROPAGATION_K,
         PROPAGATION_ALPHA,
         PROPAGATION_K,
         PROPAGATION_STEPS,
@@ -213,12 +214,19 @@ def _pipeline_parser(name: str, description: str) -> ArgumentParser:
     parser.add_argument("--scorer", choices=SCORERS, default="tfidf",
                         help="tfidf: fitted on the labelled 'train' split's captions; smollm2: local "
                         "likelihood scorer; http: OpenAI-compatible endpoint (--base-url, --model)")  # fmt: skip
+    parser.add_argument("--train-data", type=Path, default=None,
+                        help="tfidf scorer: labelled training data (default: the 'train' split of "
+                        "--data; required when --data is one file, which holds one split)")  # fmt: skip
     parser.add_argument(
         "--base-url", default=None, help="http scorer: e.g. http://localhost:8000/v1"
     )
     parser.add_argument("--model", default=None, help="http scorer: model name")
-    parser.add_argument("--graph", choices=GRAPH_VARIANTS, default="official")
-    parser.add_argument("--graph-k", type=int, default=PROPAGATION_K)
+    parser.add_argument("--graph", choices=GRAPH_VARIANTS, default="official",
+                        help="official: ACC.py/AUROC.py's operator (W diagonal 2, D from knn row "
+                        "sums); symmetric: ours (diagonal 1, D of W); paper: cosine top-K")  # fmt: skip
+    parser.add_argument("--graph-k", type=int, default=PROPAGATION_K,
+                        help=f"neighbours per node (default: classify {PROPAGATION_K} as ACC.py, "
+                        f"ood {OOD_PROPAGATION_K} as AUROC.py)")  # fmt: skip
     parser.add_argument("--guidance-k", type=int, default=GUIDANCE_NEIGHBOURS)
     parser.add_argument("--alpha", type=float, default=PROPAGATION_ALPHA)
     parser.add_argument("--steps", type=int, default=PROPAGATION_STEPS)
@@ -243,9 +251,23 @@ def _make_scorer(
     if ns.scorer == "smollm2":
         return LikelihoodScorer()
     from pointcloud_pgllm.captions import GeometricCaptioner
+    from pointcloud_pgllm.errors import PGLLMInputError
     from pointcloud_pgllm.io import load_dataset
 
-    train = load_dataset(data_path, "train", n_points=n_points, seed=seed, classes=class_names)
+    train_path = Path(ns.train_data) if ns.train_data is not None else Path(data_path)
+    data_path = Path(data_path)
+    if ns.train_data is None and data_path.is_file():
+        raise PGLLMInputError(
+            f"{data_path}: one file holds one split; the tfidf scorer would be fitted on the "
+            "evaluation labels: give its training data with --train-data (or use another scorer)"
+        )
+    same = train_path.exists() and data_path.exists() and train_path.samefile(data_path)
+    if same and (data_path.is_file() or ns.split == "train"):
+        raise PGLLMInputError(
+            f"{train_path}: --train-data is the evaluated data (--data, --split {ns.split}); the "
+            "tfidf scorer must never see the evaluation labels"
+        )
+    train = load_dataset(train_path, "train", n_points=n_points, seed=seed, classes=class_names)
     return TfidfScorer().fit(
         GeometricCaptioner(seed)(train.points), train.labels, train.class_names
     )
@@ -307,7 +329,8 @@ def _write_results(
             row += [f"{id_score[i]:.6f}", int(lab >= 0)] if mode == "ood" else []
             writer.writerow(row + [f"{v:.6f}" for v in final[i]])
     payload = {
-        "mode": mode, "data": str(ns.data), "split": ns.split, "classes": class_names, "n_clouds": len(data),
+        "mode": mode, "data": str(ns.data), "split": ns.split,
+        "train_data": None if ns.train_data is None else str(ns.train_data), "classes": class_names, "n_clouds": len(data),
         "scorer": ns.scorer, "encoder": ns.encoder, "graph": ns.graph, "graph_k": ns.graph_k,
         "guidance_k": ns.guidance_k, "alpha": ns.alpha, "steps": ns.steps,
         "ood_score": getattr(ns, "ood_score", None),
@@ -338,7 +361,7 @@ def classify_main(argv: Sequence[str]) -> int:
 
 
 def ood_main(argv: Sequence[str]) -> int:
-    from pointcloud_pgllm.constants import OOD_SPLITS
+    from pointcloud_pgllm.constants import OOD_PROPAGATION_K, OOD_SPLITS
 
     parser = _pipeline_parser(
         "ood",
@@ -352,6 +375,7 @@ def ood_main(argv: Sequence[str]) -> int:
     parser.add_argument("--ood-score", choices=("msp", "single-probability"), default="msp",
                         help="msp: max-softmax of the refined class scores; single-probability: "
                         "the paper's one-number prompt, refined the same way (needs --scorer http)")  # fmt: skip
+    parser.set_defaults(graph_k=OOD_PROPAGATION_K)  # AUROC.py's K = 3
     ns = parser.parse_args(list(argv))
     if ns.ood_score == "single-probability" and ns.scorer != "http":
         parser.error("--ood-score single-probability needs --scorer http")

@@ -6,6 +6,7 @@ __all__ = [
     "DEFAULT_N_POINTS",
     "GUIDANCE_NEIGHBOURS",
     "MODELNET40_CLASSES",
+    "OOD_PROPAGATION_K",
     "OOD_SPLITS",
     "PAPER",
     "PAPER_GRAPH_K",
@@ -34,7 +35,8 @@ OOD_SPLITS = {
 
 DEFAULT_N_POINTS = 1024
 PAPER_GRAPH_K = 3  # the paper's cosine top-K (its best on MN40 is K = 7)
-PROPAGATION_K = 10  # the official code's K of the Euclidean propagation graph
+PROPAGATION_K = 10  # the official ACC.py's K (recognition): NearestNeighbors(n_neighbors=11)
+OOD_PROPAGATION_K = 3  # the official AUROC.py's K (OOD): NearestNeighbors(n_neighbors=4)
 GUIDANCE_NEIGHBOURS = 3  # captions of the 3 nearest support samples go into the prompt
 PROPAGATION_ALPHA = 0.5  # S_t = a W S_{t-1} + (1 - a) S_0
 PROPAGATION_STEPS = 5  # T

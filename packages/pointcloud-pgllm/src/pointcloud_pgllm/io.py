@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -289,6 +290,14 @@ def read_h5(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None
         data = np.asarray(handle["data"][...], dtype=np.float64)
         label = np.asarray(handle["label"][...])
         mask = np.asarray(handle["mask"][...]) if "mask" in handle else None
+    if data.ndim == 3 and data.shape[1] in (3, 6) and data.shape[2] > 6:
+        # channel-first [N, C, P] (e.g. [N, 3, 2048]): read as P points, never as C points
+        print(
+            f"{path}: 'data' has shape {data.shape}, read as channel-first [N, C, P] and "
+            f"transposed to [N, {data.shape[2]}, {data.shape[1]}]",
+            file=sys.stderr,
+        )
+        data = data.transpose(0, 2, 1)
     if data.ndim != 3 or data.shape[2] < 3:
         raise PGLLMInputError(f"{path}: 'data' must have shape [N, P, 3], got {data.shape}")
     data = data[:, :, :3]
@@ -334,7 +343,11 @@ def _finish(
 
 
 def _load_h5_files(
-    files: list[Path], split: str, names_file: Path | None, n_points: int, seed: int
+    files: list[Path],
+    names_file: Path | None,
+    n_points: int,
+    seed: int,
+    classes: list[str] | None = None,
 ) -> PointCloudSet:
     clouds: list[np.ndarray] = []
     labels: list[int] = []
@@ -352,6 +365,21 @@ def _load_h5_files(
     if bad:
         where = names_file if names_file is not None and names_file.is_file() else files[0]
         raise PGLLMInputError(f"{where}: label {bad[0]} has no class name ({len(names)} names)")
+    if classes is not None:  # keep only the named classes; their order defines the labels
+        missing = [c for c in classes if c not in names]
+        if missing:
+            raise PGLLMInputError(
+                f"{files[0]}: class {missing[0]!r} is not in the file's classes "
+                f"({', '.join(names)})"
+            )
+        old_to_new = {names.index(c): i for i, c in enumerate(classes)}
+        keep = [i for i, v in enumerate(labels) if v in old_to_new]
+        if not keep:
+            raise PGLLMInputError(f"{files[0]}: no cloud of the classes {', '.join(classes)}")
+        clouds = [clouds[i] for i in keep]
+        sources = [sources[i] for i in keep]
+        labels = [old_to_new[labels[i]] for i in keep]
+        names = list(classes)
     return _finish(clouds, labels, names, sources, n_points, seed)
 
 
@@ -368,17 +396,19 @@ def load_dataset(
     ``path`` is a ModelNet-style OFF tree (``<class>/<split>/*.off``; PLY/PCD/XYZ files there are
     read too), a folder of the PointNet HDF5 release (``ply_data_<split>*.h5`` and
     ``shape_names.txt``), or one ``.h5`` file (ScanObjectNN; a ``shape_names.txt`` next to it
-    names the classes). ``classes`` fixes the class list (its order defines the labels); a class
-    folder outside it is skipped, and a name in it that the data lacks is an error.
+    names the classes). A single file holds one split and is read whole: ``split`` names nothing
+    there, so the CLI never fits a scorer on it unless it is given separately (``--train-data``).
+    ``classes`` fixes the class list (its order defines the labels); clouds of other classes
+    are skipped, and a name in it that the data lacks is an error.
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or folder")
     if path.is_file():
-        return _load_h5_files([path], split, path.parent / "shape_names.txt", n_points, seed)
+        return _load_h5_files([path], path.parent / "shape_names.txt", n_points, seed, classes)
     h5_files = sorted(path.glob(f"ply_data_{split}*.h5"))
     if h5_files:
-        return _load_h5_files(h5_files, split, path / "shape_names.txt", n_points, seed)
+        return _load_h5_files(h5_files, path / "shape_names.txt", n_points, seed, classes)
     found = sorted(p.name for p in path.iterdir() if (p / split).is_dir())
     if not found:
         raise PGLLMInputError(

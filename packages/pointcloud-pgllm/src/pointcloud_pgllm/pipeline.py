@@ -48,7 +48,7 @@ class PGLLMConfig:
     """Graph variant and K, guidance neighbours, propagation a and T (defaults: official K = 10
     Euclidean graph, 3 guidance captions, a = 0.5, T = 5). ``normalize`` L2-normalises the
     features first: with raw features of large norm, the official ``exp(-d)`` weights underflow
-    to 0 and W collapses to its unit diagonal (propagation then changes nothing)."""
+    to 0 and W collapses to its diagonal (propagation then changes nothing)."""
 
     graph: str = "official"
     graph_k: int = PROPAGATION_K
