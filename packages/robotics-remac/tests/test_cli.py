@@ -152,3 +152,25 @@ def test_parse_delays() -> None:
     for bad in ("", "a-b", "-1"):
         with pytest.raises(argparse.ArgumentTypeError):
             parse_delays(bad)
+
+
+def test_predict_runs_and_returns_chunks(demo_dir: Path, tmp_path: Path) -> None:
+    """Issue 25: `predict` was in the help but crashed (no predict_step / predict_dataloader)."""
+    import torch
+
+    cli = run_lightning_cli(["predict", "--config", "tiny", f"--data.init_args.data_dir={demo_dir}",
+                             f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+    assert cli.trainer.state.finished
+    chunks = torch.cat(cli.trainer.predict_loop.predictions)
+    assert chunks.shape == (len(cli.datamodule.val_set), 8, 2) and torch.isfinite(chunks).all()
+
+
+def test_junk_checkpoint_is_one_line(demo_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Issue 25: `--ckpt_path` to a junk file gave a torch unpickling traceback."""
+    junk = tmp_path / "junk.ckpt"
+    junk.write_bytes(b"junk")
+    for command in ("test", "predict"):
+        line = _one_line_error(capsys, [command, "--config", "tiny", f"--ckpt_path={junk}",
+                                        f"--data.init_args.data_dir={demo_dir}",
+                                        f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+        assert "junk.ckpt: not a readable checkpoint" in line

@@ -23,7 +23,7 @@ GOOD = {
     "naive_d0": 0.9, "naive_d4": 0.5, "naive_d3": 0.6, "naive_drop": 0.4,
     "remac_d0": 0.9, "remac_d4": 0.8, "remac_drop": 0.1, "lora_only_d4": 0.52,
     "remac_misestimated": 0.7, "naive_latency_ms": 1.0, "remac_merged_latency_ms": 1.02,
-    "latency_ratio": 1.02,
+    "latency_ratio": 1.02, "zero_action_d0": 0.1,
 }  # fmt: skip
 
 
@@ -58,8 +58,32 @@ def test_verdict_rule(change: dict, expected: tuple) -> None:
     m = {**GOOD, **change}
     assert tuple(verdict_checks(m).values()) == expected
     claim_list = claims(m)
-    assert [c.held for c in claim_list] == list(expected)
+    assert [c.criterion_met for c in claim_list] == list(expected)
+    # where naive does not drop 10 points, (b) cannot be tested: inconclusive, (a) not held
+    if m["naive_drop"] < NAIVE_DROP_MIN:
+        assert claim_list[1].verdict == "inconclusive"
+    else:
+        assert [c.held for c in claim_list] == list(expected)
     assert derive_verdict(claim_list) == ("held" if all(expected) else "not held")
+
+
+@pytest.mark.parametrize(
+    ("change", "verdicts"),
+    [
+        # margins of exactly 25 points pass (inclusive)
+        ({"zero_action_d0": 0.65}, ["held"] * 5),
+        # the base policy is no better than doing nothing: only the latency claim is testable
+        ({"zero_action_d0": 0.7},
+         ["inconclusive", "inconclusive", "inconclusive", "held", "inconclusive"]),
+        # REMAC itself learned nothing at d=0: only (b) is untestable
+        ({"remac_d0": 0.3, "remac_drop": 0.0}, ["held", "inconclusive", "held", "held", "held"]),
+    ],
+)  # fmt: skip
+def test_preconditions_make_claims_inconclusive(change: dict, verdicts: list) -> None:
+    claim_list = claims({**GOOD, **change})
+    assert [c.verdict for c in claim_list] == verdicts
+    for claim in claim_list:
+        assert (claim.verdict == "inconclusive") == bool(claim.failed_preconditions)
 
 
 def test_scale_and_execution_horizon() -> None:
@@ -96,10 +120,12 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
     ]
     measured = {k: v for c in result.claims for k, v in c.measured.items()}
     assert all(math.isfinite(v) for v in measured.values())
-    assert {c.verdict for c in result.claims} <= {"held", "not held"}  # no preconditions here
+    for claim in result.claims:  # inconclusive exactly when a pre-registered control failed
+        assert (claim.verdict == "inconclusive") == bool(claim.failed_preconditions)
+    assert 0.0 <= result.metrics["zero_action_d0"] <= 1.0
     by_key = dict(zip(MEASURED_KEYS, result.claims, strict=True))
-    assert by_key["naive_drops"].held == (measured["naive_drop"] >= NAIVE_DROP_MIN)
-    assert by_key["latency"].held == (measured["latency_ratio"] <= LATENCY_RATIO_MAX)
+    assert by_key["naive_drops"].criterion_met == (measured["naive_drop"] >= NAIVE_DROP_MIN)
+    assert by_key["latency"].criterion_met == (measured["latency_ratio"] <= LATENCY_RATIO_MAX)
     naive_d0 = next(r for r in rows if (r["method"], r["delay"]) == ("naive", "0"))
     assert measured["naive_d0"] == pytest.approx(float(naive_d0["success"]), abs=1e-4)
     assert result.metrics["latency_ratio"] == pytest.approx(

@@ -106,3 +106,74 @@ def test_episode_shape_checks() -> None:
         Episode(np.zeros((4, 7)), np.zeros((4, 2)))
     with pytest.raises(RemacFormatError, match="has 4 frames, action 3"):
         Episode(np.zeros((4, 8)), np.zeros((3, 2)))
+
+
+# -- issue 25: fields that used to load silently; each planted defect is one error naming the
+# -- file and the field (each of these loaded without error before the fix).
+
+
+def _edit_info(root: Path, **changes: object) -> None:
+    path = root / "meta/info.json"
+    info = json.loads(path.read_text())
+    info.update(changes)
+    path.write_text(json.dumps(info))
+
+
+def test_fps_other_than_the_task_is_rejected(demo_dir: Path, tmp_path: Path) -> None:
+    root = _copy(demo_dir, tmp_path)
+    _edit_info(root, fps=50)
+    with pytest.raises(RemacFormatError, match=r"info\.json: fps 50 but the task runs at 20 fps"):
+        read_lerobot_dataset(root)
+
+
+def test_timestamps_inconsistent_with_fps(demo_dir: Path, tmp_path: Path) -> None:
+    root = _copy(demo_dir, tmp_path)
+    path = root / "data/chunk-000/episode_000003.parquet"
+    n = pq.read_table(path).num_rows
+    _rewrite(path, "timestamp", [np.float32(k / 50) for k in range(n)])  # written at 50 fps
+    # frame 1 is the first off: 0.02 s instead of 0.05 s
+    with pytest.raises(
+        RemacFormatError,
+        match=r"episode_000003\.parquet: column 'timestamp' is 0\.02 at frame 1, expected 0\.05",
+    ):
+        read_lerobot_dataset(root)
+
+
+def test_features_shape_must_match_the_data(demo_dir: Path, tmp_path: Path) -> None:
+    root = _copy(demo_dir, tmp_path)
+    info = json.loads((root / "meta/info.json").read_text())
+    info["features"]["observation.state"]["shape"] = [6]
+    (root / "meta/info.json").write_text(json.dumps(info))
+    with pytest.raises(
+        RemacFormatError, match=r"info\.json: features\['observation.state'\]\.shape \[6\]"
+    ):
+        read_lerobot_dataset(root)
+
+
+def test_episode_index_column_must_match_the_file(demo_dir: Path, tmp_path: Path) -> None:
+    root = _copy(demo_dir, tmp_path)
+    path = root / "data/chunk-000/episode_000000.parquet"
+    _rewrite(path, "episode_index", [7] * pq.read_table(path).num_rows)
+    with pytest.raises(
+        RemacFormatError,
+        match=r"episode_000000\.parquet: column 'episode_index' holds 7, but the file is episode 0",
+    ):
+        read_lerobot_dataset(root)
+
+
+def test_episode_listed_twice_is_rejected(demo_dir: Path, tmp_path: Path) -> None:
+    """A duplicated row would put the same episode in both train and validation."""
+    root = _copy(demo_dir, tmp_path)
+    path = root / "meta/episodes.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([*lines, lines[2]]) + "\n")
+    with pytest.raises(RemacFormatError, match=r"episodes\.jsonl: episode_index 2 listed twice"):
+        read_lerobot_dataset(root)
+
+
+def test_each_error_is_one_line(demo_dir: Path, tmp_path: Path) -> None:
+    root = _copy(demo_dir, tmp_path)
+    _edit_info(root, fps="twenty")
+    with pytest.raises(RemacFormatError) as info:
+        read_lerobot_dataset(root)
+    assert "\n" not in str(info.value) and "info.json: fps 'twenty'" in str(info.value)

@@ -111,7 +111,12 @@ def test_training_losses_run_on_the_batchs_device() -> None:
     follows the batch: on the shape-only "meta" device a stray CPU tensor raises, as it would
     on a GPU."""
     meta = torch.device("meta")
-    batch = {"obs": torch.zeros(4, 8, device=meta), "actions": torch.zeros(4, 8, 2, device=meta)}
+    batch = {
+        "obs": torch.zeros(4, 8, device=meta),
+        "actions": torch.zeros(4, 8, 2, device=meta),
+        "prev_obs": torch.zeros(4, 8, 8, device=meta),
+        "frame": torch.zeros(4, dtype=torch.long, device=meta),
+    }
     base = FlowPolicyModule(**TINY, training_time_rtc=True).to(meta)
     assert base.flow_loss(batch).device == meta
     remac = RemacModule(**TINY, curriculum=True).to(meta)

@@ -14,7 +14,7 @@ import torch
 from robotics_remac.lerobot import RemacFormatError
 from robotics_remac.model import FlowPolicy, add_lora
 
-__all__ = ["LoadedPolicy", "load_policy", "save_policy"]
+__all__ = ["LoadedPolicy", "check_lightning_checkpoint", "load_policy", "save_policy"]
 
 POLICY_FORMAT = "robotics-remac-policy-1"
 POLICY_KEYS = ("obs_dim", "action_dim", "horizon", "channels", "hidden", "token_hidden", "depth")
@@ -57,6 +57,21 @@ def _build(config: dict[str, Any], lora: dict[str, Any] | None, where: Path) -> 
         add_lora(policy, int(lora["rank"]), float(lora["alpha"]), float(lora["dropout"]),
                  bool(lora["use_mask"]))  # fmt: skip
     return policy
+
+
+def check_lightning_checkpoint(path: Path | str) -> None:
+    """Raises a one-line error unless ``path`` is a Lightning checkpoint (a dict with a
+    ``state_dict``) readable with ``weights_only=True`` (``--ckpt_path`` of the CLI)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: checkpoint not found")
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # unpickling errors come in many types
+        first = (str(error).splitlines() or [type(error).__name__])[0]
+        raise RemacFormatError(f"{path}: not a readable checkpoint ({first})") from None
+    if not isinstance(blob, dict) or "state_dict" not in blob:
+        raise RemacFormatError(f"{path}: not a Lightning checkpoint (no 'state_dict')")
 
 
 def load_policy(path: Path | str) -> LoadedPolicy:

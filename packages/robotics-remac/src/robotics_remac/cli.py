@@ -58,6 +58,7 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     from iclr26_common.lightning import run_cli
     from robotics_remac.data import DemoDataModule
 
+    _check_ckpt_path(argv)
     return run_cli(
         L.LightningModule,
         DemoDataModule,
@@ -67,6 +68,25 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         links=[("data.init_args.horizon", "model.init_args.horizon", "instantiate")],
         before_trainer=lambda cli: cli.datamodule.setup("fit"),
     )
+
+
+LIGHTNING_CKPT_ALIASES = ("last", "best", "hpc", "registry")
+
+
+def _check_ckpt_path(argv: Sequence[str]) -> None:
+    """LightningCLI unpickles ``--ckpt_path`` while parsing (a junk file gave a torch traceback):
+    check it first, as a one-line error. Lightning's aliases (``last``, ``best``...) pass."""
+    from robotics_remac.checkpoint import check_lightning_checkpoint
+
+    args = list(argv)
+    for k, arg in enumerate(args):
+        value = None
+        if arg.startswith("--ckpt_path="):
+            value = arg.split("=", 1)[1]
+        elif arg == "--ckpt_path" and k + 1 < len(args):
+            value = args[k + 1]
+        if value and value not in LIGHTNING_CKPT_ALIASES and value.lower() != "null":
+            check_lightning_checkpoint(value)
 
 
 def collect_main(argv: Sequence[str]) -> int:

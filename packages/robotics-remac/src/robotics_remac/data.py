@@ -1,7 +1,9 @@
 """Expert demonstrations, action-chunk datasets and the LightningDataModule.
 
 A training sample is ``(obs_t, A = actions[t : t + H])``: ``obs`` float ``[8]``, ``actions`` float
-``[H, 2]`` (chunks never cross an episode end).
+``[H, 2]`` (chunks never cross an episode end), plus the observation history ``prev_obs[k] =
+obs_{max(0, t-k)}`` (``[H, 8]``, ``k = 0..H-1``) and the frame index ``t``, from which REMAC builds
+the stale prefix the asynchronous loop commits (a chunk predicted ``e`` steps earlier).
 """
 
 from __future__ import annotations
@@ -53,30 +55,42 @@ def collect_demonstrations(
 
 class ChunkDataset(Dataset):
     """Every ``(obs_t, actions[t:t+H])`` window of the episodes; indexed by a list of indices
-    (used with a ``BatchSampler``) it returns a whole batch ``{"obs": [B, 8], "actions": [B, H, 2]}``.
+    (used with a ``BatchSampler``) it returns a whole batch ``{"obs": [B, O], "actions": [B, H, A],
+    "prev_obs": [B, H, O], "frame": [B]}`` with ``prev_obs[:, k] = obs_{max(0, t-k)}`` of the same
+    episode and ``frame = t`` (upstream's ``idx_prevs = t - e`` look-back, within the episode).
     """
 
     def __init__(self, episodes: list[Episode], horizon: int) -> None:
         if horizon < 1:
             raise ValueError(f"horizon must be >= 1, got {horizon}")
-        obs, chunks = [], []
+        obs, chunks, history, frames = [], [], [], []
         for ep in episodes:
             n = len(ep.states) - horizon + 1
             if n <= 0:
                 continue
             idx = np.arange(n)[:, None] + np.arange(horizon)[None, :]
+            back = np.maximum(0, np.arange(n)[:, None] - np.arange(horizon)[None, :])
             obs.append(ep.states[:n])
             chunks.append(ep.actions[idx])
+            history.append(ep.states[back])
+            frames.append(np.arange(n))
         if not obs:
             raise RemacFormatError(f"no episode is at least horizon={horizon} frames long")
         self.obs = torch.from_numpy(np.concatenate(obs)).float()
         self.actions = torch.from_numpy(np.concatenate(chunks)).float()
+        self.prev_obs = torch.from_numpy(np.concatenate(history)).float()
+        self.frame = torch.from_numpy(np.concatenate(frames)).long()
 
     def __len__(self) -> int:
         return len(self.obs)
 
     def __getitem__(self, index: int | list[int]) -> dict[str, torch.Tensor]:
-        return {"obs": self.obs[index], "actions": self.actions[index]}
+        return {
+            "obs": self.obs[index],
+            "actions": self.actions[index],
+            "prev_obs": self.prev_obs[index],
+            "frame": self.frame[index],
+        }
 
 
 class DemoDataModule(L.LightningDataModule):
@@ -135,4 +149,8 @@ class DemoDataModule(L.LightningDataModule):
         return self._loader(self.val_set, False)
 
     def test_dataloader(self) -> DataLoader:
+        return self._loader(self.val_set, False)
+
+    def predict_dataloader(self) -> DataLoader:
+        """The held-out episodes' chunks (``predict`` samples a chunk per observation)."""
         return self._loader(self.val_set, False)

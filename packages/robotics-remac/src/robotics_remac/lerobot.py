@@ -9,8 +9,10 @@ Layout written and read here::
         observation.state  list<float32>[8]     action  list<float32>[2]
         timestamp float32  frame_index int64  episode_index int64  index int64  task_index int64
 
-Every problem with a file (missing, wrong column, wrong length, NaN, frames out of order) raises
-:class:`RemacFormatError` naming the file and the field.
+Every problem with a file (missing, wrong column, wrong length, NaN, frames out of order, an
+``fps`` other than the task's, timestamps off ``frame_index / fps``, ``features`` shapes that do
+not match the data, an ``episode_index`` column that disagrees with the file, an episode listed
+twice) raises :class:`RemacFormatError` naming the file and the field.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ CODEBASE_VERSION = "v2.1"
 CHUNKS_SIZE = 1000
 DATA_PATH = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
 DEFAULT_TASK = "chase the moving target with the point mass"
+TASK_FPS = round(1.0 / DT)  # the point-mass task steps at dt = 0.05 s
+TIMESTAMP_TOL_S = 1e-4  # LeRobot's own default ``tolerance_s``
 
 
 class RemacFormatError(ValueError):
@@ -126,7 +130,7 @@ def write_lerobot_dataset(root: Path | str, episodes: Sequence[Episode]) -> Path
         "total_videos": 0,
         "total_chunks": total_chunks,
         "chunks_size": CHUNKS_SIZE,
-        "fps": round(1.0 / DT),
+        "fps": TASK_FPS,
         "splits": {"train": f"0:{len(episodes)}"},
         "data_path": DATA_PATH,
         "video_path": None,
@@ -171,8 +175,32 @@ def _column(table, name: str, path: Path, width: int | None) -> np.ndarray:
     return np.asarray(values, dtype=np.float32).reshape(len(values), width)
 
 
-def read_lerobot_dataset(root: Path | str) -> list[Episode]:
-    """Reads every episode listed in ``meta/episodes.jsonl`` of a LeRobot v2.1 dataset."""
+def _feature_width(info: dict, name: str, info_path: Path) -> int:
+    """The vector width ``features[name].shape == [n]`` declared in ``meta/info.json``."""
+    feature = info.get("features", {}).get(name) if isinstance(info.get("features"), dict) else None
+    if not isinstance(feature, dict):
+        raise RemacFormatError(f"{info_path}: features[{name!r}] missing")
+    shape = feature.get("shape")
+    if not (isinstance(shape, list) and len(shape) == 1 and isinstance(shape[0], int)):
+        raise RemacFormatError(f"{info_path}: features[{name!r}].shape {shape!r} is not [n]")
+    return shape[0]
+
+
+def _check_fps(info: dict, info_path: Path, fps: float | None) -> float:
+    value = info.get("fps")
+    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        raise RemacFormatError(f"{info_path}: fps {value!r} is not a positive number")
+    if fps is not None and abs(value - fps) > 1e-9:
+        raise RemacFormatError(f"{info_path}: fps {value} but the task runs at {fps} fps")
+    return float(value)
+
+
+def read_lerobot_dataset(root: Path | str, fps: float | None = TASK_FPS) -> list[Episode]:
+    """Reads every episode listed in ``meta/episodes.jsonl`` of a LeRobot v2.1 dataset.
+
+    ``fps``: the frame rate the dataset must declare (the task's 20 fps; ``None`` accepts any);
+    timestamps must equal ``frame_index / fps`` within ``TIMESTAMP_TOL_S``.
+    """
     import pyarrow.parquet as pq
 
     root = Path(root)
@@ -188,12 +216,30 @@ def read_lerobot_dataset(root: Path | str) -> list[Episode]:
     version = str(info.get("codebase_version", ""))
     if not version.startswith("v2"):
         raise RemacFormatError(f"{info_path}: codebase_version {version!r}, expected v2.x")
+    rate = _check_fps(info, info_path, fps)
+    widths = {
+        name: _feature_width(info, name, info_path) for name in ("observation.state", "action")
+    }
+    for name, width in zip(widths, (OBS_DIM, ACTION_DIM), strict=True):
+        if widths[name] != width:
+            raise RemacFormatError(
+                f"{info_path}: features[{name!r}].shape [{widths[name]}], the task needs [{width}]"
+            )
     data_path = info.get("data_path", DATA_PATH)
     chunks_size = int(info.get("chunks_size", CHUNKS_SIZE))
     tasks = {int(row["task_index"]): row["task"] for row in _read_jsonl(root / "meta/tasks.jsonl")}
     episodes = []
-    for row in _read_jsonl(root / "meta" / "episodes.jsonl"):
-        i = int(row["episode_index"])
+    seen: set[int] = set()
+    episodes_path = root / "meta" / "episodes.jsonl"
+    for row in _read_jsonl(episodes_path):
+        if not isinstance(row.get("episode_index"), int):
+            raise RemacFormatError(
+                f"{episodes_path}: episode_index {row.get('episode_index')!r} is not an integer"
+            )
+        i = row["episode_index"]
+        if i in seen:
+            raise RemacFormatError(f"{episodes_path}: episode_index {i} listed twice")
+        seen.add(i)
         path = root / data_path.format(episode_chunk=i // chunks_size, episode_index=i)
         if not path.is_file():
             raise RemacFormatError(f"{path}: missing (listed in meta/episodes.jsonl)")
@@ -201,11 +247,32 @@ def read_lerobot_dataset(root: Path | str) -> list[Episode]:
             table = pq.read_table(path)
         except Exception as error:  # pyarrow raises several types for corrupt files
             raise RemacFormatError(f"{path}: not a readable parquet file ({error})") from None
-        states = _column(table, "observation.state", path, OBS_DIM)
-        actions = _column(table, "action", path, ACTION_DIM)
+        for name, width in widths.items():
+            first = table.column(name)[0].as_py() if name in table.column_names else None
+            if first is not None and table.num_rows and len(first) != width:
+                raise RemacFormatError(
+                    f"{path}: column {name!r} is {len(first)} wide but {info_path.name} "
+                    f"features[{name!r}].shape is [{width}]"
+                )
+        states = _column(table, "observation.state", path, widths["observation.state"])
+        actions = _column(table, "action", path, widths["action"])
         frames = _column(table, "frame_index", path, None)
         if not np.array_equal(frames, np.arange(len(frames))):
             raise RemacFormatError(f"{path}: column 'frame_index' is not 0..{len(frames) - 1}")
+        ep_ids = _column(table, "episode_index", path, None)
+        if len(ep_ids) and not (ep_ids == i).all():
+            other = int(ep_ids[np.argmax(ep_ids != i)])
+            raise RemacFormatError(
+                f"{path}: column 'episode_index' holds {other}, but the file is episode {i}"
+            )
+        stamps = _column(table, "timestamp", path, None).astype(np.float64).reshape(-1)
+        off = np.abs(stamps - frames / rate)
+        if len(off) and off.max() > TIMESTAMP_TOL_S:
+            k = int(np.argmax(off > TIMESTAMP_TOL_S))  # the first frame off
+            raise RemacFormatError(
+                f"{path}: column 'timestamp' is {stamps[k]:.6g} at frame {k}, "
+                f"expected {frames[k] / rate:.6g} (fps {rate:g})"
+            )
         if "length" in row and int(row["length"]) != len(frames):
             raise RemacFormatError(
                 f"{path}: {len(frames)} frames but meta/episodes.jsonl says {row['length']}"

@@ -13,9 +13,9 @@ import lightning as L
 import torch
 
 from robotics_remac.model import FlowPolicy, add_lora, delay_mask, lora_disabled, lora_parameters
-from robotics_remac.sampling import euler_sample
+from robotics_remac.sampling import euler_sample, prefix_preserved_sample
 
-__all__ = ["FlowPolicyModule", "RemacModule", "charbonnier"]
+__all__ = ["FlowPolicyModule", "RemacModule", "charbonnier", "sample_exec_horizons", "stale_prefix"]
 
 
 def charbonnier(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
@@ -33,6 +33,39 @@ def _warmup_adamw(module: L.LightningModule, params, lr, weight_decay, warmup_st
 
 def _sample_delays(b: int, low: int, high: int) -> torch.Tensor:
     return torch.randint(low, high + 1, (b,))
+
+
+def sample_exec_horizons(delays: torch.Tensor, horizon: int) -> torch.Tensor:
+    """Per sample ``e ~ U{max(1, d) .. H - d}`` (upstream ``train_flow_lora.py``: ``es``)."""
+    low = delays.clamp_min(1)
+    span = (horizon - delays - low + 1).clamp_min(1)
+    return low + (torch.rand(delays.shape) * span).long().clamp_max(span - 1)
+
+
+def stale_prefix(
+    policy: torch.nn.Module,
+    batch: dict[str, torch.Tensor],
+    exec_horizons: torch.Tensor,
+    sample_steps: int,
+) -> torch.Tensor:
+    """What the asynchronous loop commits at frame ``t``: the chunk sampled from ``obs_{t-e}``
+    (``e`` steps earlier; ``obs_0`` when ``t < e``) shifted left by ``k = min(e, t)`` and
+    zero-padded, ``Ã[:, j] = sample(obs_{t-k})[:, j + k]``. Upstream computes this look-back
+    (``idx_prevs = t - e``) but never uses it. ``policy`` is called as-is (the caller disables
+    LoRA). Returns ``[B, H, A]``.
+    """
+    if "prev_obs" not in batch or "frame" not in batch:
+        raise KeyError(
+            "REMAC batches need 'prev_obs' and 'frame' (robotics_remac.data.ChunkDataset)"
+        )
+    obs_hist, frame = batch["prev_obs"], batch["frame"]
+    b, h = obs_hist.shape[:2]
+    k = torch.minimum(exec_horizons.to(frame.device), frame).clamp(0, h - 1)
+    rows = torch.arange(b, device=obs_hist.device)
+    full = euler_sample(policy, obs_hist[rows, k], sample_steps)
+    pos = torch.arange(h, device=full.device)[None, :] + k[:, None]
+    shifted = full.gather(1, pos.clamp_max(h - 1)[..., None].expand(-1, -1, full.shape[-1]))
+    return shifted * (pos < h)[..., None].to(full.dtype)
 
 
 class FlowPolicyModule(L.LightningModule):
@@ -96,6 +129,10 @@ class FlowPolicyModule(L.LightningModule):
         mse = ((sampled - batch["actions"]) ** 2).mean()
         self.log("test/action_mse", mse, batch_size=n, sync_dist=True)
 
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        """A sampled chunk ``[B, H, A]`` per observation (``sample_steps`` Euler steps)."""
+        return euler_sample(self.policy, batch["obs"], self.hparams.sample_steps)
+
     def configure_optimizers(self) -> Any:
         h = self.hparams
         return _warmup_adamw(self, self.policy.parameters(), h.lr, h.weight_decay, h.warmup_steps)
@@ -107,7 +144,9 @@ class RemacModule(L.LightningModule):
     Per sample a delay ``d`` (uniform on ``{0..max_delay}``, or with ``curriculum`` uniform on
     ``{⌊max_delay·(1 - epoch/curriculum_epochs)⌋..max_delay}``) gives the mask ``m = 1[τ >= d]``.
     The network input is ``m ⊙ x_t + (1 - m) ⊙ Â`` with the committed prefix ``Â = γA + (1-γ)Ã``
-    where ``Ã`` is the base policy's own 5-step sample (LoRA off, no gradient) and ``γ ~
+    where ``Ã`` is the base policy's own 5-step sample (LoRA off, no gradient) from the *stale*
+    observation ``obs_{t-e}``, ``e ~ U{max(1,d)..H-d}``, shifted by ``e`` (:func:`stale_prefix`:
+    what the asynchronous loop commits; upstream samples from ``obs_t``) and ``γ ~
     Bernoulli(p)``, ``p`` annealed linearly from ``p_start`` to ``p_end`` (self-conditioning; with
     ``curriculum=False`` ``γ = 1``). Loss (``w = loss_weight``): ``w·L_m`` (masked Charbonnier of
     ``û - u``) ``+ w·L_Δ`` (``‖m(u - ũ) - m(û - ũ)‖²``, ``ũ`` = backbone with LoRA off) ``+
@@ -193,11 +232,13 @@ class RemacModule(L.LightningModule):
         obs, a = batch["obs"], batch["actions"]
         b = len(a)
         low = self._delay_low() if train else 0
-        m = delay_mask(_sample_delays(b, low, h.max_delay), h.horizon).to(a.device)
+        delays = _sample_delays(b, low, h.max_delay)
+        m = delay_mask(delays, h.horizon).to(a.device)
         m3 = m[..., None]
         if h.curriculum:
+            es = sample_exec_horizons(delays, h.horizon)
             with torch.no_grad(), lora_disabled(self.policy):
-                a_tilde = euler_sample(self.policy, obs, h.sample_steps)
+                a_tilde = stale_prefix(self.policy, batch, es, h.sample_steps)
             gamma = (torch.rand(b, device=a.device) < (self.p_gt() if train else 1.0)).float()
             a_hat = gamma[:, None, None] * a + (1 - gamma[:, None, None]) * a_tilde
         else:
@@ -240,6 +281,14 @@ class RemacModule(L.LightningModule):
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         loss = self.remac_loss(batch, train=False)["loss"]
         self.log("test/loss", loss, batch_size=len(batch["obs"]), sync_dist=True)
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        """A chunk ``[B, H, A]`` per observation, sampled with no committed prefix (d = 0)."""
+        obs = batch["obs"]
+        prefix = torch.zeros(len(obs), self.hparams.horizon, self.policy.action_dim)
+        return prefix_preserved_sample(
+            self.policy, obs, prefix.to(obs), 0, self.hparams.sample_steps, "zeros"
+        )
 
     # -- optimisation + EMA ----------------------------------------------------------------
     def configure_optimizers(self) -> Any:

@@ -64,7 +64,8 @@ def prefix_preserved_sample(
 ) -> torch.Tensor:
     """REMAC sampling (paper Sec. 3.3): ``x <- m ⊙ (x + dt·v) + (1 - m) ⊙ prefix``.
 
-    ``start="zeros"`` (upstream): the initial state is the prefix in front and zeros in the tail;
+    ``start="zeros"``: the initial state is the prefix in front and zeros in the tail (upstream
+    ``model_async_lora.action`` starts from the whole previous remainder instead);
     ``start="noise"``: Gaussian noise in the tail. ``use_mask=False`` calls the policy without the
     mask (a merged policy has the mask folded in).
     """
