@@ -1,11 +1,17 @@
 """Loader throughput: upstream-style row-by-row ``csv.reader`` vs ``rf_matid.io.load_dataset``.
 
-Writes a random dataset in the real on-disk format (``write_sample``), then measures files/s for
+Writes a random dataset in the released on-disk format (``write_sample``; frequency header
+``freq.GHZ,real,imag`` over Hz values), then measures files/s, all in the same run, for
 
 * upstream: ``csv.reader`` row by row + ``np.array(rows[1:], float32)`` per file, as upstream
-  ``load_raw_data`` (time domain: plus ``[::3]`` and z-score, as ``TD_dataset``);
-* first read: ``load_dataset`` with an empty cache (vectorised parse + cache write);
+  ``load_raw_data`` (time domain: plus ``[::3]`` and z-score, as ``TD_dataset``): the peer;
+* first read: ``load_dataset`` with an empty cache (one vectorised pyarrow parse per file,
+  checks, cache write), in 1 thread and in ``--threads`` threads (pyarrow releases the GIL);
+* first read, numpy path: the same with pyarrow hidden (``np.loadtxt`` on the file's lines,
+  the fallback when pyarrow is not installed);
 * cached memmap: ``load_dataset`` on a warm cache, then a full pass over ``x`` (so every byte is read).
+
+pyarrow is imported before timing (its one-off import, ~0.1-0.3 s, is not per file).
 
 Usage: ``uv run --frozen python packages/rf-matid/benchmarks/bench_loader.py [--samples 4]``.
 """
@@ -23,10 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
+from rf_matid import csvio
 from rf_matid.constants import FREQ_GRID_HZ, TIME_POINTS
 from rf_matid.io import (
     FREQ_DOMAIN_DIR,
     TIME_DOMAIN_DIR,
+    UPSTREAM_FREQ_HEADER,
     Position,
     load_dataset,
     write_sample,
@@ -49,7 +57,14 @@ def build(root: Path, classes: int, distances: int, angles: int, samples: int) -
             s11 = rng.normal(size=FREQ.size) + 1j * rng.normal(size=FREQ.size)
             amplitude = rng.normal(size=TIME.size)
             write_sample(
-                root, Position(class_name, distance, angle), index, FREQ, s11, TIME, amplitude
+                root,
+                Position(class_name, distance, angle),
+                index,
+                FREQ,
+                s11,
+                TIME,
+                amplitude,
+                freq_header=UPSTREAM_FREQ_HEADER,
             )
             count += 1
     return count
@@ -88,8 +103,12 @@ def main() -> None:
     parser.add_argument("--angles", type=int, default=3)
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--threads", type=int, default=2, help="parse threads of the threaded first read"
+    )
     args = parser.parse_args()
 
+    assert csvio._pyarrow_csv() is not None, "pyarrow is needed for the vectorised parse"
     workdir = Path(tempfile.mkdtemp(prefix="rfmatid_bench_"))
     try:
         start = time.perf_counter()
@@ -101,12 +120,19 @@ def main() -> None:
             time_domain = domain == "time"
             upstream = timed(lambda f=files, t=time_domain: upstream_load(f, t), args.repeats)
 
-            def first_read(d=domain) -> None:
+            def first_read(d=domain, threads=1) -> None:
                 cache = workdir / f"cache-{d}"
                 shutil.rmtree(cache, ignore_errors=True)
-                load_dataset(workdir, d, cache_dir=cache)
+                load_dataset(workdir, d, cache_dir=cache, threads=threads)
 
             first = timed(first_read, args.repeats)
+            first_threads = timed(lambda d=domain: first_read(d, args.threads), args.repeats)
+            arrow_csv = csvio._pyarrow_csv
+            csvio._pyarrow_csv = lambda: None  # hide pyarrow: the numpy fallback
+            try:
+                numpy_first = timed(first_read, args.repeats)
+            finally:
+                csvio._pyarrow_csv = arrow_csv
 
             def cached(d=domain) -> None:
                 data = load_dataset(workdir, d, cache_dir=workdir / f"cache-{d}")
@@ -115,7 +141,12 @@ def main() -> None:
             cached_time = timed(cached, args.repeats * 3)
             for method, seconds in (
                 ("upstream csv.reader", upstream),
-                ("load_dataset, first read", first),
+                ("load_dataset, first read (pyarrow parse, 1 thread)", first),
+                (
+                    f"load_dataset, first read (pyarrow parse, {args.threads} threads)",
+                    first_threads,
+                ),
+                ("load_dataset, first read (numpy fallback, 1 thread)", numpy_first),
                 ("load_dataset, cached memmap", cached_time),
             ):
                 rows.append(

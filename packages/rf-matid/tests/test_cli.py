@@ -92,10 +92,12 @@ def test_test_subcommand_with_super_classes(tiny_dataset: Path, tmp_path: Path) 
 def test_synth_writes_the_upstream_layout(tmp_path: Path) -> None:
     out = tmp_path / "synth"
     main(["synth", "--out", str(out), "--classes", "glass01,wood01", "--distances", "200,400",
-          "--angles", "0:2:1", "--no-time"])  # fmt: skip
-    folders = sorted(p.name for p in (out / "freq_domain").iterdir())
+          "--angles", "0:2:1", "--no-time", "--upstream-header"])  # fmt: skip
+    folders = sorted(p.name for p in (out / "frequency_domain").iterdir())  # upstream's name
     assert len(folders) == 2 * 2 * 3
     assert "ms46131a-4To43.5GHz-2048-glass01-400mm-2deg" in folders
+    sample = out / "frequency_domain" / folders[0] / "0000.csv"
+    assert sample.read_text().startswith("freq.GHZ,real,imag\n4000000000.0,")  # Hz values
 
 
 def test_synth_rejects_unknown_classes(tmp_path: Path) -> None:
@@ -109,10 +111,35 @@ def test_configs_lists_paths(capsys: pytest.CaptureFixture) -> None:
     assert "transformer1d" in capsys.readouterr().out
 
 
-def test_predict_subcommand_runs_on_the_test_split(tiny_dataset: Path, tmp_path: Path) -> None:
+def test_predict_subcommand_writes_the_test_split_predictions(
+    tiny_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """`predict` used to exit 0 having written nothing; it writes predictions.csv into the run
+    folder (next to config.yaml), and a second run takes the next free name."""
+    import csv
+
+    from rf_matid.data import RFMatIDDataModule
+    from rf_matid.io import parse_position_folder
+
     cli = _tiny_run("predict", tiny_dataset, tmp_path)
     assert cli.trainer.state.finished
-    assert cli.trainer.predict_loop.predictions[0]["probs"].shape[1] == 16
+    path = tmp_path / "predictions.csv"
+    assert f"wrote {path}" in capsys.readouterr().out
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    batch = cli.datamodule.hparams.batch_size  # fast_dev_run: one batch
+    assert len(rows) == batch
+    names = cli.datamodule.class_names
+    assert list(rows[0]) == ["file", "predicted", "label", *(f"prob_{n}" for n in names)]
+    expected = RFMatIDDataModule(str(tiny_dataset)).sample_records("test")[:batch]
+    assert [(row["file"], row["label"]) for row in rows] == expected
+    for row in rows:
+        assert row["label"] == parse_position_folder(Path(row["file"]).parent).class_name
+        probs = [float(row[f"prob_{n}"]) for n in names]
+        assert sum(probs) == pytest.approx(1.0, abs=1e-4)
+        assert row["predicted"] == names[probs.index(max(probs))]
+    _tiny_run("predict", tiny_dataset, tmp_path)
+    assert (tmp_path / "predictions-1.csv").is_file()  # never over the first run's file
 
 
 def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:

@@ -5,16 +5,23 @@ from pathlib import Path
 
 import pytest
 
-from iclr26_common import Experiment, derive_verdict
+from iclr26_common import Experiment, Precondition, derive_verdict
+from rf_matid import experiment
 from rf_matid.experiment import (
     EXPERIMENT,
+    S1_MIN_LEARNED,
     SPLIT_SEED,
     SPLITS,
     claims,
+    near_range_control,
     run,
     settings,
     verdict_checks,
 )
+
+# A planted control for claim (b): what the claims would say if the generator made near range
+# harder (it does not: see test_near_range_control_fails_on_this_generator).
+NEAR_RANGE_OK = Precondition("planted", "planted", {}, True)
 
 
 def test_registered_under_the_entry_point_group() -> None:
@@ -44,17 +51,65 @@ def test_registered_under_the_entry_point_group() -> None:
         ({"S1": 0.80, "S2-mod2": 0.70, "S2-mod3": 0.70, "S3-mod1": 0.75}, (True, True, True, True)),
     ],
 )
-def test_verdict_rule(accuracy: dict[str, float], expected: tuple[bool, ...]) -> None:
-    checks = verdict_checks({k: v for k, v in accuracy.items()})
+def test_every_claim_can_hold_and_fail(accuracy: dict[str, float], expected: tuple) -> None:
+    """Planted accuracies with S1 above the learned-control and a passing near-range control:
+    the verdicts are the criteria's."""
+    checks = verdict_checks(accuracy)
     assert tuple(checks.values()) == expected
-    claim_list = claims(accuracy)
-    assert [c.held for c in claim_list] == list(expected)
+    claim_list = claims(accuracy, NEAR_RANGE_OK)
+    assert [c.verdict for c in claim_list] == ["held" if ok else "not held" for ok in expected]
     assert derive_verdict(claim_list) == ("held" if all(expected) else "not held")
+
+
+def test_split_claims_are_inconclusive_while_s1_is_near_chance() -> None:
+    """The 3-epoch run of the review: (c) was "held" because every seed predicted one class
+    (6.25 %) from an S1 of 30 %. Now no split claim is judged below S1 = 50 %."""
+    accuracy = {"S1": 0.304, "S2-mod2": 0.366, "S2-mod3": 0.0625, "S3-mod1": 0.267}
+    a, b, c, d = claims(accuracy, NEAR_RANGE_OK)
+    assert a.verdict == "not held"
+    assert [b.verdict, c.verdict, d.verdict] == ["inconclusive"] * 3
+    assert c.criterion_met is True  # what the criterion alone said, kept in the report
+    (failed,) = c.failed_preconditions
+    assert failed.measured == {"S1_pct": 30.4, "chance_pct": 6.25}
+    assert "50 %" in failed.criterion
+    assert derive_verdict([a, b, c, d]) == "not held"
+    just_learned = claims({**accuracy, "S1": S1_MIN_LEARNED}, NEAR_RANGE_OK)
+    assert [cl.verdict for cl in just_learned[1:]] == ["held", "held", "not held"]
+
+
+def test_near_range_control_fails_on_this_generator() -> None:
+    """The generator's echo falls as 1/R against a fixed leakage: near range is cleaner, so
+    claim (b) cannot be tested and is inconclusive, never a silent "not held"."""
+    control = near_range_control(settings(False)["distances_mm"])
+    assert not control.passed
+    assert control.measured["near_db"] > control.measured["far_db"] + 5
+    accuracy = {"S1": 0.95, "S2-mod2": 0.95, "S2-mod3": 0.5, "S3-mod1": 0.95}
+    a, b, c, d = claims(accuracy)
+    assert b.verdict == "inconclusive" and b.criterion_met is False
+    assert b.failed_preconditions == [control]
+    assert (a.verdict, c.verdict, d.verdict) == ("held", "held", "held")
+
+
+def test_near_range_control_passes_when_the_data_make_near_range_harder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The control is computed, not a constant: a generator whose ratio rises with distance
+    passes it."""
+    import numpy as np
+
+    from rf_matid import synth
+
+    monkeypatch.setattr(
+        synth, "echo_to_interference_db", lambda d: np.asarray(d, dtype=float) / 100.0
+    )
+    control = near_range_control([200, 500, 800, 2000])
+    assert control.passed and control.measured == {"near_db": 3.5, "far_db": 14.0}
+    assert experiment.NEAR_TEST_MAX_MM == 700
 
 
 def test_claims_carry_their_criteria_and_numbers() -> None:
     accuracy = {"S1": 0.9, "S2-mod2": 0.85, "S2-mod3": 0.5, "S3-mod1": 0.88}
-    a, b, c, d = claims(accuracy)
+    a, b, c, d = claims(accuracy, NEAR_RANGE_OK)
     assert "80 %" in a.criterion and a.measured == {"S1_pct": 90.0}
     assert "S2-mod2" in b.criterion and "10 points" in b.criterion
     assert b.measured["drop_points"] == pytest.approx(5.0) and b.verdict == "not held"
@@ -89,6 +144,9 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
     result = run(True, tmp_path)
     config = settings(True)
     assert len(result.claims) == 4
+    # claim (b) is inconclusive on this generator whatever the accuracies (near-range control)
+    assert result.claims[1].verdict == "inconclusive"
+    assert result.metrics["verdicts"]["s2_mod2_drop"] == "inconclusive"
     assert result.verdict == derive_verdict(result.claims)
     assert result.seeds == config["seeds"]
     n_spectra = 16 * len(config["distances_mm"]) * len(config["angles_deg"]) * 2

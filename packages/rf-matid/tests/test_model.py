@@ -74,8 +74,12 @@ def test_transformer_accepts_longer_than_seq_len() -> None:
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_default_hyperparameters_at_full_band(name: str) -> None:
     model = build_model(name).eval()
+    x = torch.randn(2, model.in_channels, 2048)
+    if name == "rf_matid":  # three channels: frequency (GHz), Re, Im
+        assert model.in_channels == 3
+        x[:, 0] = torch.linspace(4.0, 43.5, 2048)
     with torch.no_grad():
-        assert model(torch.randn(2, 2, 2048)).shape == (2, NUM_CLASSES)
+        assert model(x).shape == (2, NUM_CLASSES)
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))

@@ -12,7 +12,7 @@ import torch
 
 from iclr26_common.testing import assert_one_line_error
 from rf_matid.cli import main, run_lightning_cli
-from rf_matid.io import read_frequency_csv
+from rf_matid.io import FREQ_DOMAIN_DIR, read_frequency_csv
 from rf_matid.predict import load_predictor
 
 
@@ -102,7 +102,7 @@ def test_predict_files_on_unlabelled_csvs_and_s1p(
 ) -> None:
     from rf_matid.touchstone import write_s1p
 
-    sources = sorted(tiny_dataset.glob("freq_domain/*/*.csv"))[:3]
+    sources = sorted(tiny_dataset.glob(f"{FREQ_DOMAIN_DIR}/*/*.csv"))[:3]
     folder = tmp_path / "field"
     folder.mkdir()
     for i, source in enumerate(sources):
@@ -124,7 +124,7 @@ def test_predict_files_on_unlabelled_csvs_and_s1p(
 def test_predict_files_refuses_unknown_classes(
     tiny_dataset: Path, p2_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    source = next(tiny_dataset.glob("freq_domain/*/*.csv"))
+    source = next(tiny_dataset.glob(f"{FREQ_DOMAIN_DIR}/*/*.csv"))
     folder = tmp_path / "ms46131a-4To43.5GHz-2048-steel01-200mm-0deg"
     folder.mkdir()
     shutil.copy(source, folder / "0000.csv")
@@ -141,7 +141,7 @@ def test_predict_files_does_not_overwrite(
 ) -> None:
     out = tmp_path / "preds.csv"
     out.write_text("keep me\n")
-    source = next(tiny_dataset.glob("freq_domain/*/*.csv"))
+    source = next(tiny_dataset.glob(f"{FREQ_DOMAIN_DIR}/*/*.csv"))
     args = ["predict-files", "--ckpt", str(p2_checkpoint), "--out", str(out), str(source)]
     assert "--overwrite" in _one_line_error(capsys, args)
     assert out.read_text() == "keep me\n"
@@ -161,7 +161,7 @@ def test_predict_files_errors_are_one_line(
         capsys,
         ["predict-files", "--ckpt", str(p2_checkpoint), "--out", out, str(tmp_path / "empty")],
     )
-    source = str(next(tiny_dataset.glob("freq_domain/*/*.csv")))
+    source = str(next(tiny_dataset.glob(f"{FREQ_DOMAIN_DIR}/*/*.csv")))
     assert "no.ckpt does not exist" in _one_line_error(
         capsys, ["predict-files", "--ckpt", str(tmp_path / "no.ckpt"), "--out", out, source]
     )

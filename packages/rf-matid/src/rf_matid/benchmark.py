@@ -90,7 +90,7 @@ def _train_and_test(
     from iclr26_common.lightning import quiet_trainer
     from rf_matid.data import RFMatIDDataModule
     from rf_matid.lit_module import RFMatIDClassifier
-    from rf_matid.model import UPSTREAM_TRAINING
+    from rf_matid.model import INPUT_FORMATS, UPSTREAM_TRAINING
 
     recipe = {k: v for k, v in UPSTREAM_TRAINING[arch].items() if k not in ("batch_size", "epochs")}
     batch_size = batch_size or UPSTREAM_TRAINING[arch]["batch_size"]
@@ -104,6 +104,7 @@ def _train_and_test(
         seed=seed,
         split_seed=split_seed,
         cache_dir=None if cache_dir is None else str(cache_dir),
+        freq_data_type=INPUT_FORMATS[arch],
     )
     sizes = datamodule.split_sizes()
     module = RFMatIDClassifier(

@@ -40,7 +40,8 @@ logger = logging.getLogger("rf_matid")
 #: The package's folder under :func:`iclr26_common.cachedir.cache_root`.
 CACHE_SUBDIR = "rf-matid"
 # 2: status-change time in the key; header-mapped columns and frequency plausibility checks.
-CACHE_FORMAT_VERSION = 2
+# 3: the frequency unit is decided from the values (a header saying GHz over Hz values loads).
+CACHE_FORMAT_VERSION = 3
 
 
 def default_cache_dir() -> Path:

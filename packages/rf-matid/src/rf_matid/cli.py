@@ -30,7 +30,8 @@ DESCRIPTION = (
     "RF-MatID (ICLR 2026): wide-band RF material identification. Training subcommands are "
     "LightningCLI (see `rf-matid fit --help`, `rf-matid fit --print_config`); shipped configs can be "
     "named without a path: `rf-matid fit --config transformer1d --data.data_dir DIR`. "
-    "`predict-files` writes class probabilities of new spectra from a checkpoint as a CSV."
+    "`predict` writes the test split's class probabilities to predictions.csv in the run's log "
+    "folder; `predict-files` writes those of new spectra from a checkpoint as a CSV."
 )
 
 
@@ -64,9 +65,14 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
 
     links = [(f"data.init_args.{attr}", f"model.init_args.{attr}", "instantiate")
              for attr in ("num_classes", "seq_len", "in_channels", "class_names")]  # fmt: skip
+    defaults: dict[str, Any] = {}
+    if argv and argv[0] == "predict":
+        from rf_matid.predict_writer import PredictionCSVWriter
+
+        defaults["callbacks"] = [PredictionCSVWriter()]
     return run_cli(
         RFMatIDClassifier, RFMatIDDataModule, argv, package="rf_matid", prog=PROG, links=links,
-        seed=42, before_trainer=build_split,
+        seed=42, before_trainer=build_split, trainer_defaults=defaults,
     )  # fmt: skip
 
 
@@ -86,6 +92,12 @@ def synth_main(argv: Sequence[str]) -> int:
     parser.add_argument("--angles", type=int_list, default=None, help="deg, e.g. 0:10:1")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-time", action="store_true", help="skip the time-domain CSVs")
+    parser.add_argument(
+        "--upstream-header",
+        action="store_true",
+        help="write the released files' frequency header 'freq.GHZ,real,imag' (over Hz values, "
+        "as the real data) instead of 'freq_hz,real,imag'",
+    )
     ns = parser.parse_args(list(argv))
     if ns.n < 1:
         parser.error("--n must be >= 1")
@@ -93,6 +105,7 @@ def synth_main(argv: Sequence[str]) -> int:
     if unknown:
         parser.error(f"unknown classes {unknown}; known: {', '.join(SYNTHETIC_CLASSES)}")
 
+    from rf_matid.io import FREQ_HEADER, UPSTREAM_FREQ_HEADER
     from rf_matid.synth import generate_dataset
 
     root = generate_dataset(
@@ -103,6 +116,7 @@ def synth_main(argv: Sequence[str]) -> int:
         samples_per_position=ns.n,
         seed=ns.seed,
         write_time=not ns.no_time,
+        freq_header=UPSTREAM_FREQ_HEADER if ns.upstream_header else FREQ_HEADER,
     )
     print(f"wrote {root}")
     return 0

@@ -6,12 +6,14 @@ Frequency CSV: header + 2048 rows ``freq_hz, real, imag``; time CSV: header + 10
 
 from __future__ import annotations
 
-import logging
 import os
 import re
+import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -29,10 +31,17 @@ from rf_matid.layout import (
     sample_file_name,
 )
 
-logger = logging.getLogger("rf_matid")
-
 FREQ_HEADER = "freq_hz,real,imag"
+# The header of the released RF-MatID frequency CSVs: it says GHz, but the values are in Hz
+# (upstream ``dataset/dataset.py`` crops with ``freq >= low_ghz * 1e9`` and divides by 1e9).
+UPSTREAM_FREQ_HEADER = "freq.GHZ,real,imag"
 TIME_HEADER = "time_ps,amplitude"
+
+# Units a frequency column may be written in. The readers decide the unit from the values, not
+# from the header: the MS46131A band (4-43.5 GHz) read in each unit falls into a different decade
+# range (Hz 4e9-4.35e10, MHz 4e3-4.35e4, GHz 4-43.5), so the ranges of PLAUSIBLE_FREQ_HZ in the
+# three units do not overlap and the values alone are unambiguous.
+FREQ_UNITS: dict[str, float] = {"Hz": 1.0, "MHz": 1e6, "GHz": 1e9}
 
 
 # --------------------------------------------------------------------------- CSV parsing
@@ -40,11 +49,10 @@ TIME_HEADER = "time_ps,amplitude"
 
 @dataclass(frozen=True)
 class _Column:
-    """A recognised header name: the canonical column it fills and the factor to its unit."""
+    """A recognised header name: the canonical column it fills and the unit it declares."""
 
     role: str
-    scale: float = 1.0
-    unit: str = ""
+    unit: str | None = None  # frequency columns: the unit the header names (None: no unit)
 
 
 def _header_key(name: str) -> str:
@@ -53,11 +61,13 @@ def _header_key(name: str) -> str:
 
 
 # Header names the readers map to columns (after ``_header_key``). Columns are matched by name,
-# so any order is accepted; a frequency column without a unit is taken as Hz (the plausibility
-# check below catches GHz values), one labelled GHz is converted.
+# so any order is accepted. A frequency column's unit is decided from its values
+# (``frequency_unit``); a unit in its name that disagrees is reported on stderr.
 _FREQ_HEADER_NAMES: dict[str, _Column] = {
-    **dict.fromkeys(("freqhz", "frequencyhz", "fhz", "freq", "frequency"), _Column("freq_hz")),
-    **dict.fromkeys(("freqghz", "frequencyghz", "fghz"), _Column("freq_hz", 1e9, "GHz")),
+    **dict.fromkeys(("freq", "frequency"), _Column("freq_hz")),
+    **dict.fromkeys(("freqhz", "frequencyhz", "fhz"), _Column("freq_hz", "Hz")),
+    **dict.fromkeys(("freqmhz", "frequencymhz", "fmhz"), _Column("freq_hz", "MHz")),
+    **dict.fromkeys(("freqghz", "frequencyghz", "fghz"), _Column("freq_hz", "GHz")),
     **dict.fromkeys(("real", "re", "s11real", "reals11", "res11", "s11re"), _Column("real")),
     **dict.fromkeys(
         ("imag", "im", "imaginary", "s11imag", "imags11", "ims11", "s11im"), _Column("imag")
@@ -70,10 +80,15 @@ _TIME_HEADER_NAMES: dict[str, _Column] = {
 _FREQ_COLUMNS = ("freq_hz", "real", "imag")
 _TIME_COLUMNS = ("time_ps", "amplitude")
 
+# (header cell, declared unit, decided unit) already reported on stderr in this process; the
+# lock keeps it to one notice when the loader parses in several threads.
+_UNIT_NOTICES: set[tuple[str, str, str]] = set()
+_NOTICE_LOCK = threading.Lock()
+
 
 @dataclass(frozen=True)
 class _Table:
-    """Parsed CSV: ``values`` float64 [R, C] in canonical column order, scaled to canonical units.
+    """Parsed CSV: ``values`` float64 [R, C] in canonical column order, as written in the file.
 
     ``names`` are the file's own header names per canonical column (used in error messages) and
     ``columns`` the header entry each one matched.
@@ -133,14 +148,108 @@ def _parse_table(
 ) -> _Table:
     """Parse ``header + rows`` of ``len(canonical)`` comma-separated finite floats.
 
-    Columns are mapped by their header names (``known``) into the ``canonical`` order and scaled
-    to canonical units. Line numbers in errors are 1-based file lines (the header is line 1);
+    Columns are mapped by their header names (``known``) into the ``canonical`` order; values are
+    as written (units are the caller's business). The rows are parsed in one vectorised pass
+    (:func:`_fast_rows`, pyarrow's CSV reader); anything that pass does not take as clean
+    ``R x C`` numbers goes through the line-by-line path, which parses it the same way or
+    raises the error. Line numbers in errors are 1-based file lines (the header is line 1);
     fields are the file's own column names.
     """
     try:
         raw = Path(path).read_bytes()
     except OSError as error:
         raise RFMatIDFormatError(path, f"cannot read file: {error.strerror or error}") from None
+    newline = raw.find(b"\n")
+    head = raw if newline < 0 else raw[:newline]
+    try:
+        header = head.decode("utf-8-sig").rstrip("\r")
+    except UnicodeDecodeError as error:
+        raise RFMatIDFormatError(path, f"not UTF-8 text ({error.reason})") from None
+    table = None
+    if header.strip() and not _is_numeric_row(header, len(canonical)):
+        order, names, columns = _parse_header(path, header, canonical, known)
+        table = _fast_rows(raw, len(canonical))
+    if table is None:
+        table, order, names, columns = _slow_rows(path, raw, canonical, known)
+    file_names = [""] * len(canonical)
+    for position, index in enumerate(order):
+        file_names[index] = names[position]
+    finite = np.isfinite(table)
+    if not finite.all():
+        row, col = np.argwhere(~finite)[0]
+        raise RFMatIDFormatError(
+            path,
+            f"non-finite value {float(table[row, col])!r}",
+            line=int(row) + 2,
+            field=file_names[col],
+        )
+    if expected_rows is not None and table.shape[0] != expected_rows:
+        extra_line = expected_rows + 2 if table.shape[0] > expected_rows else None
+        raise RFMatIDFormatError(
+            path,
+            f"expected {expected_rows} data rows after the header, found {table.shape[0]}",
+            line=extra_line,
+        )
+    return _Table(table[:, order], names, columns)
+
+
+def _pyarrow_csv() -> Any:
+    """``(pyarrow, pyarrow.csv)``, or None when pyarrow (an optional dependency) is not
+    installed: the numpy path then parses everything."""
+    try:
+        import pyarrow
+        import pyarrow.csv
+    except ImportError:  # pragma: no cover - pyarrow is installed in the workspace
+        return None
+    return pyarrow, pyarrow.csv
+
+
+def _fast_rows(raw: bytes, n_columns: int) -> np.ndarray | None:
+    """float64 [R, C] of every line after the header, or None.
+
+    One call of pyarrow's C++ CSV reader (single-threaded, correctly rounded float parsing)
+    that accepts only clean rows: exactly ``n_columns`` unquoted numbers per line, no empty
+    line, no empty field. None when pyarrow is missing or the rows are anything else (a
+    malformed row, text, a trailing blank line, ...), so that :func:`_slow_rows` reads the file
+    and names the bad line. Values are those numpy's ``loadtxt`` gives for the same text.
+    """
+    modules = _pyarrow_csv()
+    if modules is None:
+        return None
+    pa, arrow_csv = modules
+    names = [f"c{i}" for i in range(n_columns)]
+    try:
+        table = arrow_csv.read_csv(
+            pa.BufferReader(raw),
+            read_options=arrow_csv.ReadOptions(skip_rows=1, column_names=names, use_threads=False),
+            parse_options=arrow_csv.ParseOptions(quote_char=False, ignore_empty_lines=False),
+            convert_options=arrow_csv.ConvertOptions(
+                column_types=dict.fromkeys(names, pa.float64()),
+                null_values=[],
+                strings_can_be_null=False,
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if table.num_rows == 0 or table.num_columns != n_columns:
+        return None
+    columns = [table.column(name) for name in names]
+    if any(column.null_count for column in columns):
+        return None
+    return np.column_stack([column.to_numpy() for column in columns])
+
+
+def _slow_rows(
+    path: str | os.PathLike[str],
+    raw: bytes,
+    canonical: Sequence[str],
+    known: dict[str, _Column],
+) -> tuple[np.ndarray, list[int], tuple[str, ...], tuple[_Column, ...]]:
+    """Line-by-line parse (``np.loadtxt``) with errors naming the file, line and field.
+
+    Returns float64 [R, C] in file column order and the header mapping (see
+    :func:`_parse_header`).
+    """
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -171,34 +280,7 @@ def _parse_table(
         raise RFMatIDFormatError(
             path, f"expected {len(canonical)} columns, parsed an array of shape {table.shape}"
         )
-    finite = np.isfinite(table)
-    if not finite.all():
-        row, col = np.argwhere(~finite)[0]
-        raise RFMatIDFormatError(
-            path,
-            f"non-finite value {float(table[row, col])!r}",
-            line=int(row) + 2,
-            field=file_names[col],
-        )
-    if expected_rows is not None and table.shape[0] != expected_rows:
-        extra_line = expected_rows + 2 if table.shape[0] > expected_rows else None
-        raise RFMatIDFormatError(
-            path,
-            f"expected {expected_rows} data rows after the header, found {table.shape[0]}",
-            line=extra_line,
-        )
-    values = table[:, order]
-    for position, column in enumerate(columns):
-        if column.scale != 1.0:
-            logger.info(
-                "%s: column %r is in %s; converting to %s",
-                path,
-                names[position],
-                column.unit,
-                column.role,
-            )
-            values[:, position] *= column.scale
-    return _Table(values, names, columns)
+    return table, order, names, columns
 
 
 def _is_numeric_row(line: str, n_columns: int) -> bool:
@@ -283,26 +365,76 @@ def check_frequency_range(
     raise RFMatIDFormatError(path, message, line=line, field=field)
 
 
+def frequency_unit(values: np.ndarray) -> str | None:
+    """The unit (key of ``FREQ_UNITS``) in which the median of the increasing axis ``values``
+    (its middle value) lies in the plausible band ``PLAUSIBLE_FREQ_HZ``, or None when it lies in
+    none of them.
+
+    The three unit ranges are disjoint (1e9-1e11, 1e3-1e5, 1-100), so at most one fits; the
+    median makes a single bad row an error located by :func:`check_frequency_range`, not a
+    reason to read the whole axis in another unit.
+    """
+    if values.size == 0:
+        return None
+    median = float(values[values.size // 2])  # the axis is increasing: its middle value
+    low, high = PLAUSIBLE_FREQ_HZ
+    for unit, scale in FREQ_UNITS.items():
+        if low <= median * scale <= high:
+            return unit
+    return None
+
+
+def _unit_notice(path: str | os.PathLike[str], name: str, declared: str, decided: str) -> None:
+    """Tell the user on stderr, once per process and header, that a header's unit was overruled."""
+    key = (name, declared, decided)
+    with _NOTICE_LOCK:
+        if key in _UNIT_NOTICES:
+            return
+        _UNIT_NOTICES.add(key)
+    print(
+        f"rf-matid: notice: {path}: column {name!r} says {declared}, but its values are "
+        f"{decided} (the 4-43.5 GHz band); reading them as {decided}. The released RF-MatID "
+        f"files are written this way; further files with this header are read the same way "
+        "without another notice.",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def read_frequency_csv(
     path: str | os.PathLike[str], expected_rows: int | None = FREQ_POINTS
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Read a frequency CSV (header, then rows ``freq_hz, real, imag``).
+    """Read a frequency CSV (header, then rows ``freq, real, imag``).
 
     Returns freq_hz float64 [F] and s11 complex64 [F] (F = 2048 unless ``expected_rows=None``).
     Upstream ``load_raw_data`` drops the header row and parses the rest as float32. Here the
-    header's names place the columns (any order: ``imag,real,freq_hz`` is fine); a frequency
-    column labelled GHz (``freq_ghz``) is converted to Hz with a logged message; frequencies must
-    increase and lie in ``PLAUSIBLE_FREQ_HZ`` (so an unlabelled GHz axis is an error).
+    header's names place the columns (any order: ``imag,real,freq_hz`` is fine). The frequency
+    unit (Hz, MHz or GHz) is decided from the values (:func:`frequency_unit`), never from the
+    header: the released files say ``freq.GHZ`` over values in Hz. When the header names a unit
+    that the values contradict, a notice goes to stderr (once per process and header).
+    Frequencies must increase and lie in ``PLAUSIBLE_FREQ_HZ`` once converted.
     """
     table = _parse_table(path, _FREQ_COLUMNS, _FREQ_HEADER_NAMES, expected_rows)
-    freq_hz = np.ascontiguousarray(table.values[:, 0])
+    values = np.ascontiguousarray(table.values[:, 0])
     freq_name = table.names[0]
-    _check_increasing(path, freq_hz, freq_name)
-    if table.columns[0].unit == "GHz":
-        hint = f"column {freq_name!r} declares GHz; if the values are in Hz, name it 'freq_hz'"
-    else:
-        hint = "label the column 'freq_ghz' to read GHz values"
-    check_frequency_range(path, freq_hz, freq_name, hint=hint)
+    declared = table.columns[0].unit
+    _check_increasing(path, values, freq_name)
+    decided = frequency_unit(values)
+    if decided is None:
+        # No unit puts the axis in the band: report the first implausible row, read as declared.
+        freq_hz = values * FREQ_UNITS[declared or "Hz"]
+        check_frequency_range(
+            path, freq_hz, freq_name, hint=f"read as {declared or 'Hz'}; no unit fits the values"
+        )
+        raise RFMatIDFormatError(  # pragma: no cover - the median lies in no band: some row fails
+            path, "frequencies are in no known unit (Hz, MHz, GHz)", field=freq_name
+        )
+    if declared is not None and declared != decided:
+        _unit_notice(path, freq_name, declared, decided)
+    freq_hz = values * FREQ_UNITS[decided] if decided != "Hz" else values
+    check_frequency_range(
+        path, freq_hz, freq_name, hint=f"the column's values are read as {decided}"
+    )
     s11 = (table.values[:, 1] + 1j * table.values[:, 2]).astype(np.complex64)
     return freq_hz, s11
 
@@ -342,17 +474,26 @@ def _write_text(path: Path, header: str, row_format: str, columns: Sequence[np.n
     path.write_text(f"{header}\n{body}", encoding="utf-8", newline="\n")
 
 
-def write_frequency_csv(path: str | os.PathLike[str], freq_hz: np.ndarray, s11: np.ndarray) -> None:
-    """Write freq_hz [F] and complex s11 [F] as ``freq_hz,real,imag`` (header + F rows).
+def write_frequency_csv(
+    path: str | os.PathLike[str],
+    freq_hz: np.ndarray,
+    s11: np.ndarray,
+    header: str = FREQ_HEADER,
+) -> None:
+    """Write freq_hz [F] and complex s11 [F] as rows ``freq (Hz), real, imag`` after ``header``.
 
-    Frequencies are written with shortest round-trip precision, S11 parts with 9 significant digits
-    (exact for complex64).
+    ``header``: ``FREQ_HEADER`` (``freq_hz,real,imag``) or ``UPSTREAM_FREQ_HEADER``
+    (``freq.GHZ,real,imag``, the released files' header over the same Hz values). Frequencies are
+    written with shortest round-trip precision, S11 parts with 9 significant digits (exact for
+    complex64).
     """
+    if header not in (FREQ_HEADER, UPSTREAM_FREQ_HEADER):
+        raise ValueError(f"header must be {FREQ_HEADER!r} or {UPSTREAM_FREQ_HEADER!r}")
     freq = _as_1d("freq_hz", freq_hz).astype(np.float64)
     s11_values = _as_1d("s11", s11, len(freq)).astype(np.complex64)
     _write_text(
         Path(path),
-        FREQ_HEADER,
+        header,
         "%r,%.9g,%.9g\n",
         [freq, s11_values.real.astype(np.float64), s11_values.imag.astype(np.float64)],
     )
@@ -375,11 +516,13 @@ def write_sample(
     s11: np.ndarray,
     time_ps: np.ndarray | None = None,
     amplitude: np.ndarray | None = None,
+    freq_header: str = FREQ_HEADER,
 ) -> list[Path]:
     """Write one sample into a combined root; returns the written paths (frequency first).
 
-    Frequency CSV: ``root/freq_domain/<position folder>/<index:04d>.csv``; time CSV (if given):
-    the same relative path under ``root/time_domain``.
+    Frequency CSV: ``root/frequency_domain/<position folder>/<index:04d>.csv`` (upstream's
+    ``RFMatID_Dataset`` layout) with header ``freq_header``; time CSV (if given): the same
+    relative path under ``root/time_domain``.
     """
     if (time_ps is None) != (amplitude is None):
         raise ValueError("time_ps and amplitude must be given together")
@@ -387,7 +530,7 @@ def write_sample(
     name = sample_file_name(index)
     root = Path(root)
     freq_path = root / FREQ_DOMAIN_DIR / folder / name
-    write_frequency_csv(freq_path, freq_hz, s11)
+    write_frequency_csv(freq_path, freq_hz, s11, header=freq_header)
     written = [freq_path]
     if time_ps is not None and amplitude is not None:
         time_path = root / TIME_DOMAIN_DIR / folder / name

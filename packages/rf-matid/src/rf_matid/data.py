@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import numpy as np
@@ -27,17 +28,22 @@ from rf_matid.splits import make_split, parse_split_name
 
 __all__ = [
     "DOMAINS",
+    "FREQ_DATA_TYPES",
     "DatasetSummary",
     "RFMatIDDataModule",
     "RFMatIDSubset",
+    "ThreeChannelCollate",
     "collate_frequency",
     "collate_time",
+    "frequency_channel",
     "parse_split_name",
+    "three_channel",
 ]
 
 logger = logging.getLogger("rf_matid")
 
 DOMAINS = ("frequency", "time")
+FREQ_DATA_TYPES = ("dual_channel", "three_channel")
 
 
 class RFMatIDSubset(Dataset):
@@ -71,6 +77,31 @@ def collate_frequency(batch: list[tuple[np.ndarray, int]]) -> dict[str, torch.Te
     return {"x": complex_whiten(x), "y": y}
 
 
+def frequency_channel(freq_hz: np.ndarray) -> np.ndarray:
+    """Upstream's three-channel frequency row: ``float32(freq_hz) / 1e9`` in float32 (GHz),
+    as ``torch.FloatTensor(hz) / 1e9`` of ``load_thz_data``. ``[F]`` -> float32 ``[F]``."""
+    return np.asarray(freq_hz, dtype=np.float32) / np.float32(1e9)
+
+
+def three_channel(whitened: torch.Tensor, freq_ghz: np.ndarray) -> torch.Tensor:
+    """Prepend the frequency row: whitened ``[B, 2, F]`` -> ``[B, 3, F]`` (f GHz, Re, Im),
+    upstream ``freq_data_type: three_channel`` (channels-first here)."""
+    row = torch.from_numpy(np.ascontiguousarray(freq_ghz, dtype=np.float32))
+    return torch.cat((row.expand(whitened.shape[0], 1, -1), whitened), dim=1)
+
+
+class ThreeChannelCollate:
+    """Collate for ``three_channel``: :func:`collate_frequency`, then the frequency row of the
+    cropped axis ``freq_hz`` [F] in front -> x float [B, 3, F]."""
+
+    def __init__(self, freq_hz: np.ndarray) -> None:
+        self.freq_ghz = frequency_channel(freq_hz)
+
+    def __call__(self, batch: list[tuple[np.ndarray, int]]) -> dict[str, torch.Tensor]:
+        out = collate_frequency(batch)
+        return {"x": three_channel(out["x"], self.freq_ghz), "y": out["y"]}
+
+
 def collate_time(batch: list[tuple[np.ndarray, int]]) -> dict[str, torch.Tensor]:
     """Stacks z-scored time-domain samples -> x float [B, 1, T]."""
     x = torch.from_numpy(np.stack([item[0] for item in batch])).float().unsqueeze(1)
@@ -98,6 +129,8 @@ class RFMatIDDataModule(L.LightningDataModule):
     Args:
         data_dir: root holding ``ms46131a-4To43.5GHz-2048-{class}-{dist}mm-{deg}deg/`` folders.
         domain: 'frequency' (S11, 2 whitened channels) or 'time' (1 channel).
+        freq_data_type: 'dual_channel' (whitened Re, Im: the baselines) or 'three_channel'
+            (frequency in GHz, Re, Im: the paper's RF_MatID), upstream's names.
         protocol: frequency allocation protocol 'P1'..'P5' (frequency domain only).
         split: 'S1' (random), 'S2-mod1..3' (cross-distance), 'S3-mod1..3' (cross-angle).
         application_mode: 'all_classes' (fine-grained) or 'super_classes' (5 superclasses).
@@ -119,10 +152,17 @@ class RFMatIDDataModule(L.LightningDataModule):
         split_seed: int = 42,
         cache_dir: str | None = None,
         skip_bad: bool = False,
+        freq_data_type: str = "dual_channel",
     ) -> None:
         super().__init__()
         if domain not in DOMAINS:
             raise ValueError(f"domain must be one of {DOMAINS}, got {domain!r}")
+        if freq_data_type not in FREQ_DATA_TYPES:
+            raise ValueError(
+                f"freq_data_type must be one of {FREQ_DATA_TYPES}, got {freq_data_type!r}"
+            )
+        if domain == "time" and freq_data_type != "dual_channel":
+            raise ValueError("freq_data_type applies to the frequency domain only")
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {tuple(PROTOCOLS)}, got {protocol!r}")
         if application_mode not in APPLICATION_MODES:
@@ -169,7 +209,7 @@ class RFMatIDDataModule(L.LightningDataModule):
             if self.hparams.domain == "frequency":
                 freq_hz = self._first_frequency_axis(folders)
                 seq_len = int(protocol_mask(freq_hz, self.hparams.protocol).sum())
-                in_channels = 2
+                in_channels = 3 if self.hparams.freq_data_type == "three_channel" else 2
             else:
                 seq_len = int(self._load().x.shape[1])
                 in_channels = 1
@@ -263,13 +303,27 @@ class RFMatIDDataModule(L.LightningDataModule):
                 )
             self._datasets[part] = RFMatIDSubset(data.x, label_array, indices[part], mask)
 
+    def sample_records(self, part: str) -> list[tuple[str, str]]:
+        """``(file relative to data_dir, label name)`` of every sample of ``part`` ('train',
+        'val' or 'test'), in the order of its dataset (the loader's order without shuffling)."""
+        self.setup()
+        data = self._load()
+        subset = self._datasets[part]
+        vocabulary = self.summarize().class_names
+        return [(data.files[row], vocabulary[subset.labels[row]]) for row in subset.indices]
+
     def split_sizes(self) -> dict[str, int]:
         self.setup()
         return {part: len(dataset) for part, dataset in self._datasets.items()}
 
     def _loader(self, part: str, shuffle: bool) -> DataLoader:
         self.setup()
-        collate = collate_frequency if self.hparams.domain == "frequency" else collate_time
+        collate: Any = collate_frequency if self.hparams.domain == "frequency" else collate_time
+        if self.hparams.freq_data_type == "three_channel":
+            data = self._load()
+            collate = ThreeChannelCollate(
+                np.asarray(data.axis)[protocol_mask(np.asarray(data.axis), self.hparams.protocol)]
+            )
         generator = torch.Generator().manual_seed(self.hparams.seed) if shuffle else None
         return DataLoader(
             self._datasets[part],

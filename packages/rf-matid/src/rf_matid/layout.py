@@ -3,7 +3,9 @@
 A *domain root* holds one folder per measurement position,
 ``ms46131a-4To43.5GHz-2048-{class}-{dist}mm-{deg}deg``, and every ``*.csv`` directly inside a
 position folder is one sample (upstream ``dataset/dataset.py``). A *combined root* holds a
-frequency and a time-domain root side by side (``freq_domain/``, ``time_domain/``).
+frequency and a time-domain root side by side: upstream's ``RFMatID_Dataset/frequency_domain``
+and ``RFMatID_Dataset/time_domain`` (its README's recommended layout), also reached from the
+folder above ``RFMatID_Dataset``; ``freq_domain/`` (this package's earlier name) is read too.
 """
 
 from __future__ import annotations
@@ -23,8 +25,13 @@ from rf_matid.constants import (
 
 logger = logging.getLogger("rf_matid")
 
-FREQ_DOMAIN_DIR = "freq_domain"
+# Upstream README: RF-MatID/RFMatID_Dataset/{frequency_domain,time_domain}.
+FREQ_DOMAIN_DIR = "frequency_domain"
 TIME_DOMAIN_DIR = "time_domain"
+UPSTREAM_DATASET_DIR = "RFMatID_Dataset"
+# Frequency-domain folder names of a combined root, in order of preference; "freq_domain" is what
+# versions <= 0.3 of this package wrote.
+FREQ_DOMAIN_DIRS: tuple[str, ...] = (FREQ_DOMAIN_DIR, "freq_domain")
 
 _DISTANCE_RE = re.compile(r"^(\d+)mm$")
 _ANGLE_RE = re.compile(r"^(\d+)deg$")
@@ -161,18 +168,46 @@ def sample_file_name(index: int) -> str:
     return f"{int(index):04d}.csv"
 
 
+def combined_roots(root: str | os.PathLike[str]) -> tuple[Path | None, Path | None] | None:
+    """``(frequency root, time root)`` of a combined root, or None for a plain domain root.
+
+    A combined root holds ``frequency_domain/`` (or ``freq_domain/``) and/or ``time_domain/``;
+    the folder above upstream's ``RFMatID_Dataset/`` counts as one too. Either entry is None when
+    that domain's folder is absent. Both ``frequency_domain/`` and ``freq_domain/`` in one root is
+    ambiguous and raises ``RFMatIDFormatError``.
+    """
+    base = Path(root)
+    for candidate in (base, base / UPSTREAM_DATASET_DIR):
+        freq = [candidate / name for name in FREQ_DOMAIN_DIRS if (candidate / name).is_dir()]
+        if len(freq) > 1:
+            raise RFMatIDFormatError(
+                candidate,
+                f"holds both {freq[0].name}/ and {freq[1].name}/; keep one frequency-domain folder",
+            )
+        time = candidate / TIME_DOMAIN_DIR
+        if freq or time.is_dir():
+            return (freq[0] if freq else None), (time if time.is_dir() else None)
+    return None
+
+
 def domain_root(root: str | os.PathLike[str], domain: Domain = "frequency") -> Path:
     """Directory holding the position folders of ``domain``.
 
-    ``root/freq_domain`` or ``root/time_domain`` in a combined root (as ``write_sample`` writes),
-    else ``root`` itself (a plain upstream ``data_dir``).
+    In a combined root (:func:`combined_roots`) that domain's folder (``root/frequency_domain``,
+    ``root/RFMatID_Dataset/time_domain``, ...), else ``root`` itself (a plain upstream
+    ``data_dir``). A combined root without the domain's folder raises ``RFMatIDFormatError``.
     """
     if domain not in ("frequency", "time"):
         raise ValueError(f"domain must be 'frequency' or 'time', got {domain!r}")
     base = Path(root)
-    if (base / FREQ_DOMAIN_DIR).is_dir() or (base / TIME_DOMAIN_DIR).is_dir():
-        return base / (FREQ_DOMAIN_DIR if domain == "frequency" else TIME_DOMAIN_DIR)
-    return base
+    roots = combined_roots(base)
+    if roots is None:
+        return base
+    found = roots[0] if domain == "frequency" else roots[1]
+    if found is None:
+        wanted = "/ or ".join(FREQ_DOMAIN_DIRS) if domain == "frequency" else TIME_DOMAIN_DIR
+        raise RFMatIDFormatError(base, f"combined root has no {domain}-domain folder ({wanted}/)")
+    return found
 
 
 def scan_position_folders(

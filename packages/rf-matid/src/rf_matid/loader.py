@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,12 +29,12 @@ from rf_matid.constants import (
 )
 from rf_matid.csvio import read_frequency_csv, read_time_csv
 from rf_matid.layout import (
-    FREQ_DOMAIN_DIR,
-    TIME_DOMAIN_DIR,
     Domain,
     Position,
     RFMatIDData,
     RFMatIDFormatError,
+    combined_roots,
+    domain_root,
     parse_position_folder,
 )
 
@@ -133,17 +134,15 @@ def _zscore_decimated(path: str, amplitude: np.ndarray) -> np.ndarray:
 
 def _resolve_layout(root: Path, domain: Domain) -> tuple[str, Path, Path | None]:
     """Return (layout, root of the files to read, frequency root for pairing or None)."""
-    freq_root = root / FREQ_DOMAIN_DIR
-    time_root = root / TIME_DOMAIN_DIR
-    if freq_root.is_dir() or time_root.is_dir():
-        if domain == "frequency":
-            if not freq_root.is_dir():
-                raise RFMatIDFormatError(freq_root, "combined root has no frequency-domain folder")
-            return "combined", freq_root, None
-        if not time_root.is_dir():
-            raise RFMatIDFormatError(time_root, "combined root has no time-domain folder")
-        return "combined", time_root, freq_root if freq_root.is_dir() else None
-    return "plain", root, None
+    roots = combined_roots(root)
+    if roots is None:
+        return "plain", root, None
+    freq_root, time_root = roots
+    read_root = domain_root(root, domain)  # raises when the combined root lacks the domain
+    if domain == "frequency":
+        return "combined", read_root, None
+    assert time_root is not None
+    return "combined", time_root, freq_root
 
 
 def _pair_time_sources(
@@ -157,11 +156,12 @@ def _pair_time_sources(
     freq_sources, stats = _scan_domain_root(root, freq_root, skipper)
     time_sources, time_stats = _scan_domain_root(root, time_root, skipper)
     stats += time_stats
-    prefix = f"{TIME_DOMAIN_DIR}/"
+    freq_prefix = f"{freq_root.relative_to(root).as_posix()}/"
+    time_prefix = f"{time_root.relative_to(root).as_posix()}/"
     available = {source.rel for source in time_sources}
     sources = []
     for source in freq_sources:
-        twin = prefix + source.rel.split("/", 1)[1]
+        twin = time_prefix + source.rel[len(freq_prefix) :]
         problem = source.problem
         if problem is None and twin not in available:
             problem = RFMatIDFormatError(
@@ -176,7 +176,7 @@ def _pair_time_sources(
                 RFMatIDFormatError(
                     root / source.rel,
                     "time-domain file has no frequency-domain twin under "
-                    f"{FREQ_DOMAIN_DIR}/ (would be silently unused)",
+                    f"{freq_prefix} (would be silently unused)",
                 ),
             )
     return sources, stats
@@ -219,6 +219,7 @@ def load_dataset(
     cache_dir: str | os.PathLike[str] | None = None,
     skip_bad: bool = False,
     use_cache: bool = True,
+    threads: int | None = None,
 ) -> RFMatIDData:
     """Load every sample of one domain, sorted by relative path, with a parsed-array cache.
 
@@ -232,7 +233,8 @@ def load_dataset(
     keyed on every source file's relative path, size, mtime_ns and ctime_ns; a hit returns ``x``
     as a read-only memmap. An unwritable cache directory falls back to in-memory arrays.
     ``skip_bad=True`` logs (warning) and records bad samples in ``skipped`` instead of raising,
-    on a cache hit too.
+    on a cache hit too. A first read parses the CSVs in ``threads`` threads (default
+    :func:`parse_threads`); the result does not depend on it.
     """
     if domain not in ("frequency", "time"):
         raise ValueError(f"domain must be 'frequency' or 'time', got {domain!r}")
@@ -272,7 +274,8 @@ def load_dataset(
     else:
         out, x_tmp = np.empty(shape, dtype=dtype), None
     try:
-        data = _parse_sources(root, sources, domain, skipper, out)
+        threads = parse_threads() if threads is None else max(1, int(threads))
+        data = _parse_sources(root, sources, domain, skipper, out, threads)
         if x_tmp is not None:
             meta = {
                 "domain": data.domain,
@@ -298,28 +301,79 @@ def load_dataset(
     return data
 
 
+# Files parsed at once by the thread pool (bounded so that parsed arrays do not pile up).
+_WINDOW = 256
+
+
+def parse_threads() -> int:
+    """Threads that parse CSVs on a first read: ``OMP_NUM_THREADS`` when it is a positive
+    integer (``iclr26 reproduce`` sets it to each experiment's share of the cores), else the
+    cores this process may use; at most 4. pyarrow's parser releases the GIL, so threads help."""
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if value.isdigit() and int(value) > 0:
+        threads = int(value)
+    else:
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    return max(1, min(4, threads))
+
+
+def _read_source(
+    root: Path, source: _Source, domain: Domain
+) -> tuple[np.ndarray, np.ndarray] | RFMatIDFormatError:
+    """(axis, values) of one sample, or the format error that makes it unusable."""
+    path = root / source.rel
+    try:
+        if source.problem is not None:
+            raise source.problem
+        if domain == "frequency":
+            return read_frequency_csv(path)
+        time_ps, amplitude = read_time_csv(path)
+        return time_ps[::TIME_DECIMATION], _zscore_decimated(str(path), amplitude)
+    except RFMatIDFormatError as error:
+        return error
+
+
+def _read_all(
+    root: Path, sources: Sequence[_Source], domain: Domain, threads: int
+) -> Iterator[tuple[np.ndarray, np.ndarray] | RFMatIDFormatError]:
+    """:func:`_read_source` of every source, in order; ``threads`` > 1 parses in a pool."""
+    if threads <= 1:
+        for source in sources:
+            yield _read_source(root, source, domain)
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        for start in range(0, len(sources), _WINDOW):
+            window = sources[start : start + _WINDOW]
+            yield from pool.map(lambda source: _read_source(root, source, domain), window)
+
+
 def _parse_sources(
-    root: Path, sources: Sequence[_Source], domain: Domain, skipper: _Skipper, x: np.ndarray
+    root: Path,
+    sources: Sequence[_Source],
+    domain: Domain,
+    skipper: _Skipper,
+    x: np.ndarray,
+    threads: int = 1,
 ) -> RFMatIDData:
-    """Parse ``sources`` into the rows of x [len(sources), width]; returns the kept rows."""
+    """Parse ``sources`` into the rows of x [len(sources), width]; returns the kept rows.
+
+    Files are read by ``threads`` threads; results are taken in source order, so errors and
+    skips come in the same order as a sequential read."""
     axis: np.ndarray | None = None
     axis_file = ""
     kept: list[_Source] = []
     positions: list[Position] = []
-    for source in sources:
+    for source, result in zip(sources, _read_all(root, sources, domain, threads), strict=True):
         path = root / source.rel
         try:
-            if source.problem is not None:
-                raise source.problem
-            if domain == "frequency":
-                sample_axis, values = read_frequency_csv(path)
-            else:
-                time_ps, amplitude = read_time_csv(path)
-                values = _zscore_decimated(str(path), amplitude)
-                sample_axis = time_ps[::TIME_DECIMATION]
+            if isinstance(result, RFMatIDFormatError):
+                raise result
+            sample_axis, values = result
             if axis is None:
                 axis, axis_file = sample_axis, source.rel
-            elif not np.allclose(sample_axis, axis, rtol=1e-9, atol=0.0):
+            elif not np.array_equal(sample_axis, axis) and not np.allclose(
+                sample_axis, axis, rtol=1e-9, atol=0.0
+            ):
                 row = int(np.argmax(~np.isclose(sample_axis, axis, rtol=1e-9, atol=0.0)))
                 step = 1 if domain == "frequency" else TIME_DECIMATION
                 column = "freq_hz" if domain == "frequency" else "time_ps"

@@ -1,10 +1,13 @@
-"""1-D baselines of the RF-MatID benchmark and the per-sample complex whitening they consume.
+"""The RF-MatID models: the 1-D baselines, the paper's RF_MatID, and the per-sample complex
+whitening they consume.
 
 Architectures follow upstream ``model_zoo/{Material_ID,ResNet50,BiLSTM,transformer1d,MLP}.py``
 with the defaults of ``config_hub/freq_domain/all_classes/freq_protocol_1/split_s1/mod0/<Model>/
-config.yaml``. Every model maps a channels-first spectrum ``[B, C=2, L]`` (real, imaginary after
+config.yaml``; RF_MatID (``model_zoo/RF_MatID.py``) lives in :mod:`rf_matid.rfmatid_net`. Every
+baseline maps a channels-first spectrum ``[B, C=2, L]`` (real, imaginary after
 :func:`complex_whiten`) to logits ``[B, num_classes]`` for any length ``L`` (protocol crops give
-700..2048 bins); the MLP is the exception, it is built for one ``seq_len``.
+700..2048 bins); the MLP and RF_MatID are built for one ``seq_len``, and RF_MatID takes three
+channels (frequency in GHz, Re, Im; :data:`INPUT_FORMATS`).
 
 Upstream feeds channels-last ``(B, L, 2)``: MaterialID1D permutes and ResNet50 transposes to
 channels-first, BiLSTM and Transformer1D consume channels-last, the MLP flattens ``(L, 2)``
@@ -24,12 +27,17 @@ import numpy as np
 import torch
 from torch import nn
 
+from rf_matid.rfmatid_net import RFMatIDNet
+from rf_matid.spectrum_base import SpectrumClassifier
+
 __all__ = [
+    "INPUT_FORMATS",
     "MLP",
     "MODELS",
     "UPSTREAM_TRAINING",
     "BiLSTM",
     "MaterialIDCNN",
+    "RFMatIDNet",
     "ResNet1D",
     "Transformer1D",
     "build_model",
@@ -92,23 +100,6 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-class _SpectrumClassifier(nn.Module):
-    """Shared input check: ``x`` must be float ``[B, in_channels, L]``."""
-
-    in_channels: int
-
-    def _check_input(self, x: torch.Tensor) -> None:
-        if x.ndim != 3 or x.shape[1] != self.in_channels:
-            raise ValueError(
-                f"{type(self).__name__} expects input [B, {self.in_channels}, L] (channels-first); "
-                f"got shape {tuple(x.shape)}"
-            )
-        if x.is_complex():
-            raise ValueError(
-                f"{type(self).__name__} expects real input; apply complex_whiten to complex spectra"
-            )
-
-
 class _ConvBNReLU(nn.Sequential):
     """Conv1d (no bias) -> BatchNorm -> ReLU -> Dropout, upstream ``ConvBNReLU1D``."""
 
@@ -121,7 +112,7 @@ class _ConvBNReLU(nn.Sequential):
         )
 
 
-class MaterialIDCNN(_SpectrumClassifier):
+class MaterialIDCNN(SpectrumClassifier):
     """Material-ID 1-D CNN, upstream ``MaterialID1D``.
 
     5 strided conv blocks (kernels 7,5,5,3,3, stride 2, widths b,2b,4b,8b,8b) then a 3-block
@@ -187,7 +178,7 @@ class _Bottleneck1D(nn.Module):
         return self.relu(self.body(x) + self.shortcut(x))
 
 
-class ResNet1D(_SpectrumClassifier):
+class ResNet1D(SpectrumClassifier):
     """1-D bottleneck ResNet, upstream ``ResNet50`` / ``resnet50_1d`` (defaults: ResNet-50).
 
     Stem: conv7/2 -> BN -> ReLU -> maxpool3/2 (upstream omits the ReLU, see ``stem_relu``); then
@@ -239,7 +230,7 @@ class ResNet1D(_SpectrumClassifier):
         return self.fc(z.mean(dim=-1))
 
 
-class BiLSTM(_SpectrumClassifier):
+class BiLSTM(SpectrumClassifier):
     """Bidirectional LSTM over frequency bins, upstream ``BiLSTM``.
 
     Each bin's (Re, Im) is one time step; the last layer's final forward and backward hidden
@@ -283,7 +274,7 @@ def sinusoidal_positions(length: int, dim: int) -> torch.Tensor:
     return table
 
 
-class Transformer1D(_SpectrumClassifier):
+class Transformer1D(SpectrumClassifier):
     """Transformer encoder over frequency bins, upstream ``Transformer1D``.
 
     Linear embedding of each token (a bin's (Re, Im), or ``patch_size`` consecutive bins),
@@ -356,7 +347,7 @@ class Transformer1D(_SpectrumClassifier):
         return self.classifier(self.encoder(z).mean(dim=1))
 
 
-class MLP(_SpectrumClassifier):
+class MLP(SpectrumClassifier):
     """Two-hidden-layer perceptron on the flattened spectrum, upstream ``MLP``.
 
     ``D = in_channels · seq_len`` inputs -> ``expansion·D`` -> ReLU -> ``D`` -> ReLU -> bias-free
@@ -395,11 +386,18 @@ class MLP(_SpectrumClassifier):
 
 
 MODELS: dict[str, type[nn.Module]] = {
+    "rf_matid": RFMatIDNet,
     "material_id": MaterialIDCNN,
     "resnet1d": ResNet1D,
     "bilstm": BiLSTM,
     "transformer1d": Transformer1D,
     "mlp": MLP,
+}
+
+# Input each model takes from the data module (its ``freq_data_type``): the whitened (Re, Im)
+# pair, or upstream's three channels (frequency in GHz, Re, Im) for the paper's RF_MatID.
+INPUT_FORMATS: dict[str, str] = {name: "dual_channel" for name in MODELS} | {
+    "rf_matid": "three_channel"
 }
 
 # Upstream training recipe per baseline, from config_hub/freq_domain/all_classes/
@@ -408,6 +406,9 @@ MODELS: dict[str, type[nn.Module]] = {
 # rate. Upstream's AdamW lr next to OneCycle (1e-4; 3e-4 for MaterialID) is overwritten by
 # torch's OneCycleLR and so is inert; it is not carried over.
 UPSTREAM_TRAINING: dict[str, dict[str, Any]] = {
+    "rf_matid": {
+        "lr": 1e-3, "weight_decay": 1e-3, "scheduler": "onecycle", "batch_size": 32, "epochs": 60,
+    },
     "material_id": {
         "lr": 1e-3, "weight_decay": 1e-2, "scheduler": "onecycle", "batch_size": 32, "epochs": 60,
     },
@@ -428,13 +429,23 @@ UPSTREAM_TRAINING: dict[str, dict[str, Any]] = {
 
 
 def build_model(
-    name: str, in_channels: int = 2, num_classes: int = 16, seq_len: int = 2048, **kwargs: Any
+    name: str,
+    in_channels: int | None = None,
+    num_classes: int = 16,
+    seq_len: int = 2048,
+    **kwargs: Any,
 ) -> nn.Module:
-    """Instantiate ``MODELS[name]`` with architecture hyperparameters ``kwargs``."""
+    """Instantiate ``MODELS[name]`` with architecture hyperparameters ``kwargs``.
+
+    ``in_channels`` defaults to the model's input format (:data:`INPUT_FORMATS`): 3 for
+    ``rf_matid`` (frequency, Re, Im), else 2.
+    """
     try:
         cls = MODELS[name]
     except KeyError:
         raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}") from None
+    if in_channels is None:
+        in_channels = 3 if INPUT_FORMATS[name] == "three_channel" else 2
     accepted = set(inspect.signature(cls).parameters) - {"in_channels", "num_classes", "seq_len"}
     unknown = sorted(set(kwargs) - accepted)
     if unknown:

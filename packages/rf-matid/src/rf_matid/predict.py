@@ -64,11 +64,12 @@ class Predictor:
         if protocol is not None and protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {tuple(PROTOCOLS)}, got {protocol!r}")
         hp = module.hparams
-        if int(hp.in_channels) != 2:
+        if int(hp.in_channels) not in (2, 3):
             raise ValueError(
                 f"the checkpoint's model takes {hp.in_channels} input channel(s): a time-domain "
-                "model; prediction from S11 needs a frequency-domain (2-channel) model"
+                "model; prediction from S11 needs a frequency-domain (2- or 3-channel) model"
             )
+        self.three_channel = int(hp.in_channels) == 3  # RF_MatID: (f GHz, Re, Im)
         self.module = module.eval()
         self.protocol = protocol
         self.application_mode = application_mode
@@ -113,6 +114,7 @@ class Predictor:
         """Class probabilities from raw S11: ``s11`` complex [F] -> [C], or [N, F] -> [N, C]."""
         import torch
 
+        from rf_matid.data import frequency_channel, three_channel
         from rf_matid.model import complex_whiten
 
         values = np.asarray(s11)
@@ -129,11 +131,15 @@ class Predictor:
             )
         if not np.isfinite(batch).all():
             raise ValueError("s11 contains NaN or inf")
-        cropped = np.ascontiguousarray(batch[:, self.crop_mask(freq)]).astype(np.complex64)
+        mask = self.crop_mask(freq)
+        cropped = np.ascontiguousarray(batch[:, mask]).astype(np.complex64)
+        freq_ghz = frequency_channel(freq[mask])
         parts = []
         with torch.inference_mode():
             for start in range(0, len(cropped), batch_size):
                 x = complex_whiten(torch.from_numpy(cropped[start : start + batch_size]))
+                if self.three_channel:
+                    x = three_channel(x, freq_ghz)
                 parts.append(self.module(x).softmax(dim=1).numpy())
         probs = np.concatenate(parts) if parts else np.zeros((0, len(self.class_names)))
         return probs[0] if single else probs
@@ -180,18 +186,20 @@ def load_predictor(
 def collect_inputs(paths: Sequence[str | os.PathLike[str]]) -> list[SpectrumFile]:
     """Expands files and folders into sorted ``.csv`` / ``.s1p`` inputs.
 
-    A folder is searched recursively (hidden entries skipped; for a root with ``freq_domain/``
-    only that tree). A file inside an upstream position folder
-    (``ms46131a-...-{class}-{dist}mm-{deg}deg``) carries that class as its label; other files
-    are unlabelled.
+    A folder is searched recursively (hidden entries skipped; for a combined root with
+    ``frequency_domain/`` only that tree). A file inside an upstream position folder
+    (``ms46131a-...-{class}-{dist}mm-{deg}deg``) carries that class as its label; files in other
+    folders are unlabelled. A folder that starts with the instrument prefix but is not a valid
+    position folder (a class name with ``-``, a bad distance) is an error naming it, as in
+    training (:func:`rf_matid.io.parse_position_folder`): its label is never dropped silently.
     """
-    from rf_matid.io import RFMatIDFormatError, domain_root, parse_position_folder
+    from rf_matid.constants import FOLDER_PREFIX
+    from rf_matid.io import domain_root, parse_position_folder
 
     def label(file: Path) -> str | None:
-        try:
-            return parse_position_folder(file.parent).class_name
-        except RFMatIDFormatError:
+        if not file.parent.name.startswith(f"{FOLDER_PREFIX}-"):
             return None
+        return parse_position_folder(file.parent).class_name
 
     def walk(folder: Path) -> Iterator[Path]:
         for entry in sorted(folder.iterdir(), key=lambda p: p.name):

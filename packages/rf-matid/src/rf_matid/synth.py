@@ -547,6 +547,54 @@ def simulate_s11(
     return simulate_batch([class_name], [distance_mm], [angle_deg], rng, freq_hz, setup)[0]
 
 
+def echo_to_interference_db(
+    distances_mm: Sequence[float],
+    classes: Sequence[str] | None = None,
+    freq_hz: np.ndarray = FREQ_GRID_HZ,
+    setup: MonostaticSetup = DEFAULT_SETUP,
+) -> np.ndarray:
+    """Material-echo to interference ratio (dB) of the generator at each distance [D].
+
+    For every class at its mid-range thickness and nominal permittivity, on boresight, without
+    jitter or noise draws: signal = S11_clean - S_leak (the specular echo and the double bounce,
+    module docstring eq. 3), interference = S_leak plus the noise floor's power. Returns
+    10 log10(mean |signal|^2 / mean(|S_leak|^2 + floor^2)), means over classes and the band. It
+    measures what makes a distance easy or hard *in this generator*: the echo falls as 1/R
+    against a fixed leakage and noise floor, so the ratio falls with distance, and nothing in the
+    model (no near-field or multipath term) makes short range harder.
+    """
+    freq = _check_grid(freq_hz)
+    names = list(SYNTHETIC_CLASSES) if classes is None else list(classes)
+    specs = [_validate_class(name) for name in names]
+    n = len(specs)
+    coeffs = np.zeros((n, MAX_LAYERS, 4))
+    coeffs[:, :, 0] = 1.0
+    thickness = np.zeros((n, MAX_LAYERS))
+    for i, spec in enumerate(specs):
+        for j, layer in enumerate(spec.layers):
+            material = MATERIALS[layer.material]
+            coeffs[i, j] = (material.a, material.b, material.c, material.d)
+            thickness[i, j] = 0.5e-3 * sum(layer.thickness_mm)
+    floor = 10 ** (np.interp(freq, (4e9, 43.5e9), setup.noise_floor_db) / 20)
+    leak = horn_leakage(freq, setup)
+    interference = float(np.mean(np.abs(leak) ** 2 + floor**2))
+    ratios = []
+    for distance in distances_mm:
+        draws = _Draws(
+            n_layers=np.array([len(spec.layers) for spec in specs]),
+            distance_m=np.full(n, float(distance) * 1e-3),
+            angle_deg=np.zeros(n),
+            coeffs=coeffs,
+            thickness_m=thickness,
+            cable_phase_m=np.zeros(n),
+            cable_gain=np.zeros(n),
+            noise=np.zeros((n, 4, freq.size)),
+        )
+        signal = _simulate(draws, freq, setup) - leak
+        ratios.append(10 * np.log10(float(np.mean(np.abs(signal) ** 2)) / interference))
+    return np.array(ratios)
+
+
 # --------------------------------------------------------------------------- time domain
 
 
@@ -619,20 +667,27 @@ def generate_dataset(
     write_time: bool = True,
     setup: MonostaticSetup = DEFAULT_SETUP,
     chunk_size: int = 256,
+    freq_header: str | None = None,
 ) -> Path:
     """Write a synthetic dataset in the upstream format via ``rf_matid.io.write_sample``.
 
     Defaults: all 16 classes, distances 200-2000 mm step 50, angles 0-10 deg. Sample ``i`` at
     (class, distance, angle) depends only on (seed, class, distance, angle, i) (``sample_rng``).
-    Refuses an ``out_dir`` that already holds samples, so runs never mix. Returns ``out_dir``.
+    ``freq_header``: the frequency CSVs' header, ``rf_matid.io.FREQ_HEADER`` (default,
+    ``freq_hz,real,imag``) or ``UPSTREAM_FREQ_HEADER`` (``freq.GHZ,real,imag`` over the same Hz
+    values, as the released files). Refuses an ``out_dir`` that already holds samples, so runs
+    never mix. Returns ``out_dir``.
     """
     from rf_matid.constants import FOLDER_PREFIX
     from rf_matid.io import (
-        FREQ_DOMAIN_DIR,
+        FREQ_DOMAIN_DIRS,
+        FREQ_HEADER,
         TIME_DOMAIN_DIR,
         Position,
         write_sample,
     )
+
+    freq_header = FREQ_HEADER if freq_header is None else freq_header
 
     names = list(SYNTHETIC_CLASSES) if classes is None else list(classes)
     if not names or len(set(names)) != len(names):
@@ -646,7 +701,7 @@ def generate_dataset(
     if isinstance(samples_per_position, bool) or int(samples_per_position) < 1:
         raise ValueError(f"samples_per_position must be >= 1, got {samples_per_position!r}")
     root = Path(out_dir)
-    for sub in (FREQ_DOMAIN_DIR, TIME_DOMAIN_DIR):
+    for sub in (*FREQ_DOMAIN_DIRS, TIME_DOMAIN_DIR):
         if (root / sub).is_dir() and any((root / sub).iterdir()):
             raise FileExistsError(f"{root / sub} already holds samples; use an empty out_dir")
     if root.is_dir() and any(p.name.startswith(FOLDER_PREFIX) for p in root.iterdir()):
@@ -678,7 +733,9 @@ def generate_dataset(
             time_ps, amplitude = frequency_to_time(freq, s11)
         for row, (position, index) in enumerate(chunk):
             if write_time:
-                write_sample(root, position, index, freq, s11[row], time_ps, amplitude[row])
+                write_sample(
+                    root, position, index, freq, s11[row], time_ps, amplitude[row], freq_header
+                )
             else:
-                write_sample(root, position, index, freq, s11[row])
+                write_sample(root, position, index, freq, s11[row], freq_header=freq_header)
     return root
