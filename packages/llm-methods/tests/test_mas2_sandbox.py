@@ -167,3 +167,86 @@ def test_output_under_the_cap_is_kept_whole() -> None:
     )
     assert res.ok and res.stdout == "y" * 1000 + "\n" and res.stderr.strip() == "e" * 10
     assert MAX_OUTPUT >= 1 << 20
+
+
+# Review of the sandbox (issue h17): holes that raised no audit event or that the hook misjudged.
+# Each succeeded before the fix in hook-only mode (the OS boundaries held).
+_SPAWN = {
+    "fork_exec": (
+        "import _posixsubprocess, os\n"
+        "argv = [b'/bin/sh', b'-c', b'echo pwned > {target}']\n"
+        "_posixsubprocess.fork_exec(argv, [b'/bin/sh'], True, (), None, None, -1, -1, -1, -1,"
+        " -1, -1, *os.pipe(), False, False, -1, None, None, None, -1, None, False)\n"
+    ),
+    "popen": "import subprocess\nsubprocess.Popen(['/bin/sh', '-c', 'echo pwned > {target}'])\n",
+    "ctypes": "import ctypes\nctypes.CDLL(None).system(b'echo pwned > {target}')\n",
+    "reload-posix": (
+        "import sys\ndel sys.modules['posix']\nimport posix\nposix.mkfifo({target!r})\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+@pytest.mark.parametrize("attack", sorted(_SPAWN))
+def test_no_process_or_ctypes_without_audit_event(layer: dict, attack: str, tmp_path: Path) -> None:
+    target = tmp_path / "pwned"
+    code = _SPAWN[attack].format(target=str(target)) + "import time\ntime.sleep(0.5)\n"
+    res = _run(code, layer)
+    time.sleep(0.2)
+    assert not target.exists()
+    if layer.get("audit", True):  # the hook ends the run at the import itself
+        assert res.status == "forbidden", res
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+@pytest.mark.parametrize("call", ["os.mkfifo({p!r})", "os.mknod({p!r})"])
+def test_mknod_mkfifo_outside(layer: dict, call: str, tmp_path: Path) -> None:
+    target = tmp_path / "node"
+    res = _run("import os\n" + call.format(p=str(target)) + "\n", layer)
+    assert not target.exists() and not res.ok
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_dir_fd_of_an_outside_directory(layer: dict, tmp_path: Path) -> None:
+    """A readable outside directory (the interpreter's prefix) as ``dir_fd`` of a create; the
+    target's folder does not exist, so nothing is written even where the hook would miss it."""
+    code = (
+        "import os, sys\n"
+        "fd = os.open(sys.base_prefix, os.O_RDONLY)\n"
+        "os.close(os.open('no-such-dir-h17/x', os.O_WRONLY | os.O_CREAT, dir_fd=fd))\n"
+    )
+    res = _run(code, layer)
+    assert not res.ok
+    if layer.get("audit", True):  # before the fix: FileNotFoundError, the create was allowed
+        assert res.status == "forbidden", res
+
+
+def test_dir_fd_of_a_subdirectory_with_an_outside_link(tmp_path: Path) -> None:
+    """The hook alone: a subdirectory fd would make ``link/x`` mean ``sub/link/x``, not ``link/x``."""
+    code = (
+        "import os\nos.mkdir('sub')\n"
+        f"os.symlink({str(tmp_path)!r}, 'sub/link')\n"
+        "fd = os.open('sub', os.O_RDONLY)\n"
+        "os.close(os.open('link/x', os.O_WRONLY | os.O_CREAT, dir_fd=fd))\n"
+    )
+    res = run_code(code, timeout=3.0, isolation="none", allow_unisolated=True)
+    assert res.status == "forbidden", res
+    assert not (tmp_path / "x").exists()
+
+
+def test_working_directory_fd_and_plain_files_still_work() -> None:
+    code = (
+        "import os\nfd = os.open('.', os.O_RDONLY)\n"
+        "os.close(os.open('a', os.O_WRONLY | os.O_CREAT, dir_fd=fd))\n"
+        "os.mkdir('d')\nopen('d/b', 'w').write('1')\nprint(sorted(os.listdir('.')))\n"
+    )
+    res = run_code(code, timeout=3.0, allow_unisolated=True)
+    assert res.ok, res
+    assert res.stdout.strip() == "['a', 'd']"
+
+
+def test_uncaught_exception_is_an_error_in_hook_only_mode() -> None:
+    """The traceback quotes the program file: reading it is not a violation (was ``forbidden``)."""
+    res = run_code("raise ValueError('x')", timeout=3.0, isolation="none", allow_unisolated=True)
+    assert res.status == "error", res
+    assert res.feedback() == "it raised ValueError"

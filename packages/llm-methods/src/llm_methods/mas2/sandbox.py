@@ -11,10 +11,14 @@ Threat model: generated code is untrusted (README "Sandbox"). Layers, outermost 
    file size, open files, processes, no core files), and stdout/stderr read up to
    ``max_output`` bytes each (more ends the run: status ``"output"``).
 3. A PEP 578 audit hook installed before the program: it ends the process on process creation,
-   sockets, ctypes, tracing/``gc`` introspection, code rewriting, a write/link/truncate/... outside
-   the working directory or a read outside it and the interpreter's files. The hook keeps its
-   state in closure cells of a function the program cannot reach (no module globals, builtins
-   captured at install time), and fails closed. It is a layer, not the boundary.
+   loading ``_posixsubprocess``/``_ctypes``/subinterpreter/``_test*`` modules (no audit event
+   guards what they do), sockets, tracing/``gc`` introspection, code rewriting, a
+   write/link/truncate/... outside the working directory, a read outside it and the
+   interpreter's files, and an ``open`` of any directory but the working directory (so a
+   ``dir_fd``, which the ``open`` event does not carry, can only be the working directory's).
+   ``os.mknod``/``os.mkfifo`` (no audit event) are removed from ``posix`` first. The hook keeps
+   its state in closure cells of a function the program cannot reach (no module globals,
+   builtins captured at install time), and fails closed. It is a layer, not the boundary.
 
 A violation is reported, never silent: :attr:`SandboxResult.status` is ``"timeout"``,
 ``"memory"``, ``"forbidden"`` or ``"output"`` and :meth:`SandboxResult.check` raises
@@ -63,6 +67,16 @@ _WRITE_PATHS = (
 # events whose path arguments must lie in the working directory or the interpreter's files
 _READ_PATHS = (("os.listdir", (0,)), ("os.scandir", (0,)), ("os.getxattr", (0,)),
                ("os.listxattr", (0,)), ("glob.glob", (0,)))  # fmt: skip
+# modules whose loading ends the run (the ``import`` event fires whenever an extension module is
+# loaded, by any route): ``_posixsubprocess.fork_exec`` starts processes without an audit event,
+# the others give raw memory, C-API or interpreter access; ``posix`` is re-imported only to undo
+# the removals of ``_UNAUDITED`` below.
+_BLOCKED_IMPORTS = ("_posixsubprocess", "_ctypes", "_xxsubinterpreters", "_interpreters",
+                    "_xxinterpchannels", "_interpchannels", "_interpqueues", "_testcapi",
+                    "_testinternalcapi", "_testmultiphase", "_testsinglephase", "_testbuffer",
+                    "_testimportmultiple", "_testclinic", "posix")  # fmt: skip
+# functions of ``posix`` that raise no audit event but create files: removed before the program
+_UNAUDITED = ("mknod", "mkfifo")
 _EXCEPTIONS = frozenset(name for name, value in vars(builtins).items()
                         if isinstance(value, type) and issubclass(value, BaseException))  # fmt: skip
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
@@ -85,16 +99,23 @@ def _sandbox_setup():
     cfg = json.loads(config)
     sys.argv = [prog]
     if audit == "1":
+        for name in cfg["imports"]:  # none is loaded here; if one were, it goes out of reach
+            if name != "posix":
+                sys.modules.pop(name, None)
+        for name in cfg["unaudited"]:
+            if hasattr(posix, name):
+                delattr(posix, name)
         sys.addaudithook(_make_hook(posix.getcwd(), tuple(cfg["reads"]), tuple(cfg["writes"]),
                                     frozenset(cfg["block"]), tuple(cfg["prefixes"]),
                                     tuple(tuple(e) for e in cfg["write_paths"]),
                                     tuple(tuple(e) for e in cfg["read_paths"]),
-                                    cfg["write_flags"], cfg["exit"]))
+                                    cfg["write_flags"], frozenset(cfg["imports"]), cfg["exit"]))
     return code
 
 def _make_hook(home, reads, writes, block, prefixes, write_paths, read_paths, write_flags,
-               code, _exit=__import__("posix")._exit, _write=__import__("posix").write,
-               _lstat=__import__("posix").lstat, _readlink=__import__("posix").readlink,
+               imports, code, _exit=__import__("posix")._exit, _write=__import__("posix").write,
+               _lstat=__import__("posix").lstat, _stat=__import__("posix").stat,
+               _readlink=__import__("posix").readlink,
                _type=type, _len=len, _str=str, _bytes=bytes, _int=int, _none=type(None),
                _OSError=OSError, _BaseException=BaseException):
     reads, writes = (home, *reads), (home, *writes)
@@ -144,12 +165,27 @@ def _make_hook(home, reads, writes, block, prefixes, write_paths, read_paths, wr
                 return True
         return False
 
+    def other_dir(path):  # a directory but the working directory: a dir_fd must be home's
+        if _type(path) is not _str and _type(path) is not _bytes:
+            return False
+        real = resolve(path)
+        if real is None:
+            return True
+        if real == home:
+            return False
+        try:
+            return _stat(real).st_mode & 0o170000 == 0o040000
+        except _OSError:
+            return False
+
     def hook(event, args):
         try:
             bad = event in block or event.startswith(prefixes)
-            if event == "open":
+            if event == "import":
+                bad = args[0] in imports
+            elif event == "open":
                 write = _type(args[2]) is _int and args[2] & write_flags
-                bad = not inside(args[0], writes if write else reads)
+                bad = not inside(args[0], writes if write else reads) or other_dir(args[0])
             elif event == "object.__setattr__":
                 bad = args[1] in ("__code__", "__defaults__", "__kwdefaults__")
             else:
@@ -212,16 +248,18 @@ class SandboxResult:
         return self
 
 
-def _config(mode: str) -> str:
-    """The hook's configuration: read roots (the interpreter's prefixes, devices), blocked events."""
+def _config(prog: str) -> str:
+    """The hook's configuration: read roots (the interpreter's prefixes, devices, the program's
+    read-only folder ``prog``, so that a traceback can quote it), blocked events."""
     prefixes = {os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix)}
     exe = _interpreter()
     if not any(exe.startswith(p + os.sep) for p in prefixes):
         prefixes.add(os.path.dirname(os.path.dirname(exe)))
-    reads = sorted(prefixes) + list(DEVICES) + ([PROG] if mode != "none" else [])
+    reads = sorted(prefixes) + list(DEVICES) + [prog]
     return json.dumps({"reads": reads, "writes": ["/dev/null"], "block": _FORBIDDEN_EVENTS,
                        "prefixes": _BLOCKED_PREFIXES, "write_paths": _WRITE_PATHS,
                        "read_paths": _READ_PATHS, "write_flags": _WRITE_FLAGS,
+                       "imports": _BLOCKED_IMPORTS, "unaudited": _UNAUDITED,
                        "exit": FORBIDDEN_EXIT})  # fmt: skip
 
 
@@ -295,7 +333,7 @@ def run_code(
         limits = [str(memory_mb * 2**20), str(max(1, int(timeout) + 1)), str(file_mb * 2**20),
                   str(MAX_FILES)]  # fmt: skip
         argv = [_interpreter(), "-I", "-S", "-B", "-c", _PREAMBLE, prog, *limits,
-                "1" if audit else "0", _config(mode)]  # fmt: skip
+                "1" if audit else "0", _config(PROG if inside else os.path.realpath(progdir))]  # fmt: skip
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": home, "TMPDIR": home}
         cmd = command(mode, Path(tmp), work, progdir, argv, env)
         with open(progdir / "stdin", "rb") as fin:
