@@ -49,16 +49,21 @@ def _numeric(frame: pd.DataFrame, column: str, path: Path) -> np.ndarray:
     return np.asarray(values)
 
 
+def read_csv_frame(path: Path) -> pd.DataFrame:
+    """``path`` read with pandas; a missing file or an unreadable CSV is one error naming it."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        return pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
+        raise RouterDataError(f"{path}: not a readable CSV ({error})") from None
+
+
 def read_responses_csv(path: str | Path, strong: str, weak: str, treatment: int) -> pd.DataFrame:
     """A RouteLLM response CSV (or any CSV with ``prompt`` or ``x0..`` features and one score
     column per model) as a labelled frame: ``y = strong − weak``, ``T = treatment``."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    try:
-        frame = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-        raise RouterDataError(f"{path}: not a readable CSV ({error})") from None
+    frame = read_csv_frame(path)
     xs = sorted((c for c in frame.columns if c.startswith("x") and c[1:].isdigit()),
                 key=lambda c: int(c[1:]))  # fmt: skip
     missing = [c for c in (strong, weak) if c not in frame.columns]

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 __all__ = ["GRID", "efficiency_curve", "efficiency_gain", "overlap_diagnostics",
            "read_official_csv", "split_run"]  # fmt: skip
@@ -35,15 +34,10 @@ PLOT_SCALE = 0.03523782 * 500  # the official plot's divisor, reported alongside
 
 def read_official_csv(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(X = embd.PC1.., GL, PL) of the official CSV; one-line errors name file, row, column."""
-    from llm_methods.meta_router.data import RouterDataError, _numeric
+    from llm_methods.meta_router.data import RouterDataError, _numeric, read_csv_frame
 
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    try:
-        frame = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-        raise RouterDataError(f"{path}: not a readable CSV ({error})") from None
+    frame = read_csv_frame(path)
     pcs = sorted((c for c in frame.columns if c.startswith("embd.PC") and c[7:].isdigit()),
                  key=lambda c: int(c[7:]))  # fmt: skip
     missing = [c for c in ("GL", "PL") if c not in frame.columns] + ([] if pcs else ["embd.PC1"])
