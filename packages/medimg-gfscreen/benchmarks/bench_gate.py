@@ -45,7 +45,8 @@ def _train_quick(root: Path) -> Path:
     config = experiment.settings(quick=False)
     data = generate_dataset(root / "train", n_cases=config["n_train"] + 1, shape=experiment.VOLUME,
                             seed=0, val_fraction=1 / (config["n_train"] + 1))  # fmt: skip
-    dm = GFScreenDataModule(str(data), roi_size=experiment.ROI, num_samples=4, batch_size=4)
+    dm = GFScreenDataModule(str(data), roi_size=experiment.ROI, num_samples=4, batch_size=4,
+                            cache_dir=str(root / "cache"))  # fmt: skip
     module = GFScreenModule(**experiment.MODEL_KW)
     experiment._trainer(config["epochs"]).fit(module, datamodule=dm)
     path = root / "weights.pt"
@@ -86,9 +87,9 @@ def main() -> None:
         ckpt = ns.ckpt or _train_quick(root)
         module = load_screen_module(ckpt)
         roi = module.roi_size
-        datalist = generate_dataset(root / "test", n_cases=n, shape=(96, 96, 32), seed=99,
-                                    val_fraction=0.99)  # fmt: skip
-        dm = GFScreenDataModule(str(datalist), roi_size=roi)
+        datalist = generate_dataset(root / "test", n_cases=n + 1, shape=(96, 96, 32), seed=99,
+                                    val_fraction=n / (n + 1))  # fmt: skip
+        dm = GFScreenDataModule(str(datalist), roi_size=roi, cache_dir=str(root / "cache"))
         volumes = [(str(b["name"][0]), b["image"], b["label"][0, 0]) for b in dm.val_dataloader()]
         focus_tile, glance_tile = count_flops(module.focus, roi), count_flops(module.glance, roi)
         spacing = module.hparams.spacing

@@ -8,6 +8,15 @@ import pytest
 warnings.filterwarnings("ignore", message=".*Num foregrounds 0.*")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory):
+    """The data module's on-disk cache (PersistentDataset) goes to a temporary folder, not to
+    the user's workspace cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ICLR26_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def synth_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Six small synthetic cases (64x64x32) with a datalist; at least one healthy."""

@@ -96,7 +96,8 @@ def test_screen_writes_a_mask_with_the_input_affine(
     out = tmp_path / "mask.nii.gz"
     assert main(["screen", str(image), "--ckpt", str(tiny_weights), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "selection rate 100.0 %" in printed and "tile" in printed  # tiny weights: threshold 0
+    assert "selection rate 100.0 %" in printed  # tiny weights: threshold 0
+    assert "tile voxel" in printed and " mm " in printed  # input voxel and world positions
     src, mask = nib.load(image), nib.load(out)
     assert mask.shape == src.shape and np.allclose(mask.affine, src.affine)
     assert mask.get_data_dtype() == np.uint8
@@ -106,6 +107,52 @@ def test_screen_writes_a_mask_with_the_input_affine(
         capsys, ["screen", str(image), "--ckpt", str(tiny_weights), "--out", str(out)]
     )
     assert "exists" in line
+
+
+def test_screen_scores_the_tiles_test_scores(
+    synth_dir: Path, tiny_weights: Path, tmp_path: Path
+) -> None:
+    """screen preprocesses as validation / test do (CropForegroundd included): same tiles, same
+    Glance scores, same selection. Without the crop it selected 28 % where test selected 58 %."""
+    from medimg_gfscreen.io import load_datalist
+    from medimg_gfscreen.screen import load_screen_module, screen_file
+    from medimg_gfscreen.transforms import val_transforms
+
+    module = load_screen_module(tiny_weights)
+    item = load_datalist(synth_dir / "datalist.json", "validation")[0]
+    image = val_transforms("abdomen", module.roi_size)(item)["image"]
+    expected = module.screen(image[None], threshold=0.5)
+    info = screen_file(Path(item["image"]), tiny_weights, tmp_path / "m.nii.gz", threshold=0.5,
+                       progress=False)  # fmt: skip
+    assert [t["start"] for t in info["tiles"]] == [t[0] for t in expected.tiles]
+    assert [t["p"] for t in info["tiles"]] == pytest.approx(
+        [t[1] for t in expected.tiles], abs=1e-6
+    )
+    assert info["selection_rate"] == expected.selection_rate
+
+
+def test_screen_reports_positions_in_the_input_image(tmp_path: Path) -> None:
+    """A bright marker at a known voxel of an LPS-oriented 0.8 x 0.8 x 2.5 mm input: its position
+    in the preprocessed grid (RAS, 1 x 1 x 3 mm, cropped and padded) maps back to that voxel and
+    to its world coordinate."""
+    from medimg_gfscreen.screen import tile_positions
+    from medimg_gfscreen.transforms import infer_transforms
+
+    affine = np.array([[-0.8, 0, 0, 120.0], [0, -0.8, 0, 90.0], [0, 0, 2.5, -40.0], [0, 0, 0, 1]])
+    data = np.full((90, 80, 30), -1000, np.int16)
+    data[10:80, 8:72, :] = 40  # body
+    marker = (61, 23, 17)
+    data[marker[0] - 1 : marker[0] + 2, marker[1] - 1 : marker[1] + 2, marker[2]] = 3000
+    path = tmp_path / "lps_0000.nii.gz"
+    nib.save(nib.Nifti1Image(data, affine), path)
+    # find the marker in the preprocessed grid (a window wide enough to keep it the maximum)
+    ranged = infer_transforms([-1000, 4000], (32, 32, 16))({"image": str(path)})["image"]
+    index = np.unravel_index(int(torch.argmax(ranged[0])), ranged.shape[1:])
+    roi = (32, 32, 16)
+    start = [i - (r - 1) / 2 for i, r in zip(index, roi, strict=True)]
+    ((voxel, world),) = tile_positions([start], roi, ranged.affine, affine)
+    assert np.allclose(voxel, marker, atol=1.0)
+    assert np.allclose(world, (affine @ [*marker, 1])[:3], atol=2.0)
 
 
 def test_screen_threshold_one_writes_an_empty_mask(
@@ -138,6 +185,23 @@ def test_screen_bad_inputs_are_one_line(
     line = _one_line_error(capsys, ["screen", str(tmp_path / "nan_case_0000.nii.gz"), "--ckpt",
                                     str(tiny_weights), "--out", str(tmp_path / "m.nii.gz")])  # fmt: skip
     assert "nan_case" in line and "NaN" in line
+
+
+def test_screen_refuses_a_non_ct_image_unless_prenormalized(
+    tmp_path: Path, tiny_weights: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A float [0, 1] image was screened silently before ("selected 245/245 tiles ... 0 lesion
+    voxels"); now one line naming the case, and --prenormalized opts out."""
+    data = np.random.default_rng(0).uniform(0, 1, size=(48, 48, 16)).astype(np.float32)
+    image = tmp_path / "unit_0000.nii.gz"
+    nib.save(nib.Nifti1Image(data, np.diag([1, 1, 3, 1.0])), image)
+    args = ["screen", str(image), "--ckpt", str(tiny_weights), "--quiet"]
+    line = _one_line_error(capsys, [*args, "--out", str(tmp_path / "a.nii.gz")])
+    assert "unit" in line and "Hounsfield" in line and "prenormalized" in line
+    out = tmp_path / "b.nii.gz"
+    run = run_main(main, [*args, "--out", str(out), "--prenormalized"], capsys)
+    assert run.code == 0, run.err
+    assert nib.load(out).shape == data.shape
 
 
 def test_fit_with_a_missing_label_is_one_line(
@@ -188,6 +252,58 @@ def test_logged_fit_keeps_the_users_config_yaml_and_links_hparams(
     assert saved["data"]["init_args"]["datalist"] == str(datalist)
     hparams = yaml.safe_load((version / "hparams.yaml").read_text())
     assert hparams["roi_size"] == [32, 32, 16] and hparams["num_samples"] == 2
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+def test_every_shipped_config_fits_a_step_with_a_logger(
+    config: Path, synth_dir: Path, tmp_path: Path
+) -> None:
+    """`fit --config gfscreen ... --trainer.max_epochs 1` with a logger stopped with "Error while
+    merging hparams ... roi_size, spacing ... different values" before; each shipped config runs a
+    step with the logger on (networks shrunk to CPU size, the linked keys untouched)."""
+    datalist = _absolute_datalist(synth_dir, tmp_path)
+    args = ["fit", "--config", config.stem, f"--data.init_args.datalist={datalist}",
+            "--trainer.logger=true", "--trainer.max_epochs=1", "--trainer.limit_train_batches=1",
+            "--trainer.limit_val_batches=0", f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.precision=32", "--trainer.enable_progress_bar=false",
+            "--data.init_args.num_workers=0", "--data.init_args.batch_size=1",
+            "--data.init_args.num_samples=2", "--data.init_args.roi_size=[64,64,32]"]  # fmt: skip
+    declared = yaml.safe_load(config.read_text())["model"]["init_args"]
+    if declared.get("focus_arch", "swin_unetr") == "swin_unetr":
+        args += ["--model.init_args.feature_size=12", "--model.init_args.swin_depths=[1,1,1,1]",
+                 "--model.init_args.glance_widths=[8,16,32,64]",
+                 "--model.init_args.glance_conv1_stride=2"]  # fmt: skip
+    cli = run_lightning_cli(args)
+    assert cli.trainer.logger is not None and cli.trainer.global_step >= 1
+    hparams = yaml.safe_load((Path(cli.trainer.log_dir) / "hparams.yaml").read_text())
+    assert hparams["roi_size"] == [64, 64, 32] and hparams["num_samples"] == 2
+
+
+def _four_images(synth_dir: Path, folder: Path) -> Path:
+    folder.mkdir()
+    for image in sorted((synth_dir / "imagesTr").glob("*_0000.nii.gz"))[:2]:
+        (folder / image.name).write_bytes(image.read_bytes())
+    return folder
+
+
+def test_predict_writes_a_mask_per_image_without_labels(
+    synth_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """predict wrote nothing and needed labels before."""
+    images = _four_images(synth_dir, tmp_path / "images")
+    out = tmp_path / "masks"
+    args = ["predict", "--config", "tiny", "--data.init_args.datalist=unused.json",
+            f"--data.init_args.predict_dir={images}", f"--data.init_args.output_dir={out}",
+            "--model.init_args.threshold=-1", f"--trainer.default_root_dir={tmp_path}"]  # fmt: skip
+    run = run_main(main, args, capsys)
+    assert run.code == 0, run.err
+    for image in sorted(images.iterdir()):
+        mask = nib.load(out / image.name.replace("_0000", ""))
+        src = nib.load(image)
+        assert mask.shape == src.shape and np.allclose(mask.affine, src.affine)
+        assert mask.get_data_dtype() == np.uint8
+    line = _one_line_error(capsys, args)  # the masks exist now: refused, nothing replaced
+    assert "exist" in line and "output_dir" in line
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -37,7 +38,7 @@ def test_case_name_drops_the_channel_suffix() -> None:
         ("missing_file", "does not exist"),
         ("shape", "shape"),
         ("affine", "affine"),
-        ("nan", "NaN"),
+        ("four_channels", "expected a 3-D volume"),
     ],
 )
 def test_check_case_names_the_case(tmp_path: Path, problem: str, message: str) -> None:
@@ -57,10 +58,8 @@ def test_check_case_names_the_case(tmp_path: Path, problem: str, message: str) -
         item["label"] = str(_write(tmp_path / "lab2.nii.gz", np.zeros((8, 8, 5), np.uint8)))
     elif problem == "affine":
         item["label"] = str(_write(tmp_path / "lab3.nii.gz", lab, np.diag([1, 1, 2.0, 1])))
-    elif problem == "nan":
-        bad = img.copy()
-        bad[1, 1, 1] = np.nan
-        item["image"] = str(_write(tmp_path / "nan_0000.nii.gz", bad))
+    elif problem == "four_channels":
+        item["image"] = str(_write(tmp_path / "multi_0000.nii.gz", np.zeros((8, 8, 4, 2))))
     with pytest.raises(GFScreenFormatError, match=message) as info:
         check_case(item)
     assert "case7" in str(info.value)
@@ -70,6 +69,25 @@ def test_check_case_accepts_a_good_case(tmp_path: Path) -> None:
     image = _write(tmp_path / "i.nii.gz", np.zeros((4, 4, 4), np.int16))
     label = _write(tmp_path / "l.nii.gz", np.zeros((4, 4, 4), np.uint8))
     check_case({"image": str(image), "label": str(label)})
+
+
+def test_check_case_accepts_a_trailing_singleton_axis(tmp_path: Path) -> None:
+    """(X, Y, Z, 1) is a volume MONAI loads (EnsureChannelFirstd); it was refused before."""
+    image = _write(tmp_path / "i_0000.nii.gz", np.zeros((6, 5, 4, 1), np.int16))
+    label = _write(tmp_path / "l.nii.gz", np.zeros((6, 5, 4), np.uint8))
+    check_case({"image": str(image), "label": str(label)})
+
+
+def test_check_case_reads_headers_only(tmp_path: Path) -> None:
+    """The voxel data are not decompressed: a file whose compressed data are cut off after the
+    header passes (it decompressed every volume at each start before)."""
+    image = _write(tmp_path / "i_0000.nii.gz", np.random.default_rng(0).normal(size=(64, 64, 32)))
+    label = _write(tmp_path / "l.nii.gz", np.zeros((64, 64, 32), np.uint8))
+    raw = gzip.decompress(image.read_bytes())
+    image.write_bytes(gzip.compress(raw[: len(raw) // 10]))  # header intact, data truncated
+    with pytest.raises((OSError, EOFError, ValueError)):
+        np.asarray(nib.load(image).dataobj)  # the data really are unreadable
+    check_case({"image": str(image), "label": str(label), "name": "cut"})
 
 
 def test_parse_label_map() -> None:
@@ -104,9 +122,17 @@ def test_discover_msd_dataset_json(tmp_path: Path) -> None:
     assert cases[0]["name"] == "liver_0" and cases[0]["image"].endswith("liver_0.nii.gz")
 
 
+def _cases(tmp_path: Path, n: int) -> list[dict[str, str]]:
+    out = []
+    for i in range(n):
+        image = _write(tmp_path / "imagesTr" / f"c{i}_0000.nii.gz", np.zeros((4, 4, 4), np.int16))
+        label = _write(tmp_path / "labelsTr" / f"c{i}.nii.gz", np.zeros((4, 4, 4), np.uint8))
+        out.append({"image": str(image), "label": str(label), "name": f"c{i}"})
+    return out
+
+
 def test_write_datalist_folds_partition_the_cases(tmp_path: Path) -> None:
-    cases = [{"image": f"/x/{i}_0000.nii.gz", "label": f"/y/{i}.nii.gz", "name": str(i)}
-             for i in range(10)]  # fmt: skip
+    cases = _cases(tmp_path, 10)
     seen = set()
     for fold in range(5):
         out = write_datalist(cases, tmp_path / f"f{fold}.json", folds=5, fold=fold, seed=1)
@@ -114,10 +140,41 @@ def test_write_datalist_folds_partition_the_cases(tmp_path: Path) -> None:
         assert len(payload["validation"]) == 2 and len(payload["training"]) == 8
         names = {e["name"] for e in payload["validation"]}
         assert not names & seen
+        assert all(e["fold"] == fold for e in payload["validation"])
         seen |= names
     assert len(seen) == 10
     with pytest.raises(FileExistsError):
         write_datalist(cases, tmp_path / "f0.json")
+
+
+def test_write_datalist_uses_monais_partition(tmp_path: Path) -> None:
+    """The hold-out is MONAI's seeded partition_dataset of the cases."""
+    from monai.data import partition_dataset
+
+    cases = _cases(tmp_path, 10)
+    payload = json.loads(write_datalist(cases, tmp_path / "d.json", val_fraction=0.3).read_text())
+    _, val = partition_dataset([c["name"] for c in cases], ratios=[7, 3], shuffle=True, seed=0)
+    assert sorted(e["name"] for e in payload["validation"]) == sorted(val)
+
+
+def test_write_datalist_never_leaves_validation_empty(tmp_path: Path) -> None:
+    """Two cases with the default 20 % hold-out: round(0.4) = 0 left validation empty before."""
+    payload = json.loads(write_datalist(_cases(tmp_path, 2), tmp_path / "d.json").read_text())
+    assert len(payload["training"]) == 1 and len(payload["validation"]) == 1
+    with pytest.raises(GFScreenFormatError, match="cannot be split"):
+        write_datalist(_cases(tmp_path, 1), tmp_path / "one.json")
+
+
+def test_write_datalist_rejects_missing_label_files(tmp_path: Path) -> None:
+    """An MSD dataset.json that lists a label missing on disk: rc 0 with a broken entry before."""
+    _cases(tmp_path, 3)
+    (tmp_path / "labelsTr" / "c1.nii.gz").unlink()
+    meta = {"training": [{"image": f"./imagesTr/c{i}_0000.nii.gz", "label": f"./labelsTr/c{i}.nii.gz"}
+                         for i in range(3)]}  # fmt: skip
+    (tmp_path / "dataset.json").write_text(json.dumps(meta))
+    with pytest.raises(GFScreenFormatError, match=r"c1\.nii\.gz") as info:
+        write_datalist(discover_cases(tmp_path), tmp_path / "d.json")
+    assert "label" in str(info.value) and not (tmp_path / "d.json").exists()
 
 
 def test_load_datalist_resolves_paths_and_errors(synth_dir: Path, tmp_path: Path) -> None:

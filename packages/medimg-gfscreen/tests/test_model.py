@@ -133,3 +133,58 @@ def test_swin_unetr_forward_at_a_small_roi() -> None:
     swin = build_focus("swin_unetr", feature_size=12, depths=(1, 1, 1, 1)).eval()
     with torch.no_grad():
         assert swin(torch.rand(1, 1, 64, 64, 32)).shape == (1, 2, 64, 64, 32)
+
+
+def test_group_norm_glance_is_the_same_function_in_train_and_eval_mode() -> None:
+    """ROI 32x32x16 with a stride-2 stem leaves layer4 1x1x1: BatchNorm then normalises over the
+    batch's 16 values per channel in train mode and with running statistics in eval mode, and the
+    two disagree; GroupNorm normalises each sample alone."""
+    torch.manual_seed(0)
+    x = torch.rand(16, 1, 32, 32, 16)
+    x[:8] += 0.3 * torch.rand(8, 1, 1, 1, 1)
+    group = Glance("resnet18", (8, 16, 32, 64), conv1_stride=2, norm="group")
+    assert not any(isinstance(m, nn.BatchNorm3d) for m in group.modules())
+    assert sum(isinstance(m, nn.GroupNorm) for m in group.modules()) == 17  # every norm layer
+    with torch.no_grad():
+        train_p = group.train().focus_probability(x)
+        eval_p = group.eval().focus_probability(x)
+    assert torch.allclose(train_p, eval_p, atol=1e-6)
+    batch = Glance("resnet18", (8, 16, 32, 64), conv1_stride=2, norm="batch")
+    with torch.no_grad():
+        batch.train()
+        for _ in range(3):  # running statistics from a few training batches
+            batch(torch.rand(16, 1, 32, 32, 16))
+        train_b = batch.focus_probability(x)
+        eval_b = batch.eval().focus_probability(x)
+    assert (train_b - eval_b).abs().max() > 1e-2
+    with pytest.raises(ValueError, match="unknown glance norm"):
+        Glance(norm="layer")
+
+
+def test_schedule_steps_follow_upstreams_horizon() -> None:
+    """Upstream: warm-up warmup_epochs x len(loader) steps, cosine over max_epochs x len(loader)
+    steps; cosine_epochs sets another horizon (the miniature: the paper's 500 epochs)."""
+    from medimg_gfscreen.lit_module import schedule_steps
+
+    assert schedule_steps(4, 80, 1, None) == (4, 320)
+    assert schedule_steps(4, 80, 1, 500) == (4, 2000)
+    assert schedule_steps(1, 1, 1, None) == (0, 1)  # one step: no warm-up left
+
+
+def test_legacy_patch_merging_reproduces_monai_1_4s_neighbour_order() -> None:
+    """Official GF-Screen weights were trained with MONAI <= 1.4, whose PatchMerging gathered the
+    2x2x2 neighbours (0,0,0) (1,0,0) (0,1,0) (0,0,1) (1,0,1) (0,1,0) (0,0,1) (1,1,1); MONAI 1.5
+    corrected it. Value 4i + 2j + k marks neighbour (i, j, k)."""
+    from monai.networks.nets.swin_unetr import PatchMerging
+
+    from medimg_gfscreen.model import _legacy_patch_merging
+
+    x = torch.tensor([4.0 * i + 2 * j + k for i in (0, 1) for j in (0, 1) for k in (0, 1)])
+    x = x.view(1, 2, 2, 2, 1)
+    legacy, current = _legacy_patch_merging()(1), PatchMerging(1)
+    for module in (legacy, current):
+        module.norm, module.reduction = nn.Identity(), nn.Identity()
+    assert legacy(x).flatten().tolist() == [0, 4, 2, 1, 5, 2, 1, 7]
+    assert current(x).flatten().tolist() == [0, 4, 2, 1, 6, 5, 3, 7]
+    swin = build_focus("swin_unetr", feature_size=12, depths=(1, 1, 1, 1), patch_merging="legacy")
+    assert type(swin.swinViT.layers1[0].downsample).__name__ == "LegacyPatchMerging"

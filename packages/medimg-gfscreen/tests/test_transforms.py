@@ -5,9 +5,15 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 import pytest
+import torch
 
 from medimg_gfscreen.io import GFScreenFormatError, load_datalist
-from medimg_gfscreen.transforms import hu_window, train_transforms, val_transforms
+from medimg_gfscreen.transforms import (
+    hu_window,
+    infer_transforms,
+    train_transforms,
+    val_transforms,
+)
 
 ROI = (32, 32, 16)
 
@@ -38,6 +44,7 @@ def test_train_transforms_give_num_samples_positive_and_negative_crops(synth_dir
 def test_label_map_maps_msd_tumour_and_rejects_unknown_values(tmp_path: Path) -> None:
     affine = np.diag([1, 1, 3, 1.0])
     img = np.full((40, 40, 16), 40, np.int16)
+    img[:2] = -1000  # air: a CT in HU
     lab = np.zeros((40, 40, 16), np.uint8)
     lab[5:30, 5:30, 2:14] = 1  # liver
     lab[10:14, 10:14, 5:8] = 2  # tumour
@@ -66,3 +73,83 @@ def test_hu_windows() -> None:
     assert hu_window([-100, 100]) == (-100.0, 100.0)
     with pytest.raises(GFScreenFormatError):
         hu_window("brain")
+
+
+def _format_error(error: BaseException) -> GFScreenFormatError | None:
+    """The GFScreenFormatError a MONAI transform error wraps (raise ... from), if any."""
+    node: BaseException | None = error
+    while node is not None:
+        if isinstance(node, GFScreenFormatError):
+            return node
+        node = node.__cause__
+    return None
+
+
+def _volume(tmp_path: Path, name: str, data: np.ndarray) -> Path:
+    path = tmp_path / f"{name}_0000.nii.gz"
+    nib.save(nib.Nifti1Image(data, np.diag([1, 1, 3, 1.0])), path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("kind", "values"),
+    [("unit interval", (0.0, 1.0)), ("MR-like", (0.0, 2000.0)), ("no air", (0.0, 300.0))],
+)
+def test_images_that_are_not_ct_in_hu_are_refused(tmp_path: Path, kind: str, values) -> None:
+    """A float [0, 1] image went through silently before (fit rc 0, screen "0 lesion voxels")."""
+    data = np.random.default_rng(0).uniform(*values, size=(40, 40, 16)).astype(np.float32)
+    path = _volume(tmp_path, "odd", data)
+    with pytest.raises(Exception) as info:
+        infer_transforms("abdomen", ROI)({"image": str(path), "name": "odd"})
+    error = _format_error(info.value)
+    assert error is not None, info.value
+    assert "odd" in str(error) and "Hounsfield" in str(error) and "prenormalized" in str(error)
+
+
+def test_prenormalized_opts_out_of_the_hu_check_and_window(tmp_path: Path) -> None:
+    data = np.full((40, 40, 16), 0.25, np.float32)
+    data[10:30, 10:30, 4:12] = 0.75
+    path = _volume(tmp_path, "scaled", data)
+    out = infer_transforms("abdomen", ROI, prenormalized=True)({"image": str(path)})["image"]
+    values = sorted(np.unique(np.round(np.asarray(out), 4)).tolist())
+    assert 0.25 in values and 0.75 in values  # used as they are: no HU window
+    bad = _volume(tmp_path, "hu", np.full((40, 40, 16), -1000.0, np.float32))
+    with pytest.raises(Exception) as info:
+        infer_transforms("abdomen", ROI, prenormalized=True)({"image": str(bad)})
+    assert "[0, 1]" in str(_format_error(info.value))
+
+
+def test_ct_in_hu_passes_and_labels_must_be_integers(synth_dir: Path, tmp_path: Path) -> None:
+    item = load_datalist(synth_dir / "datalist.json")[0]
+    val_transforms("abdomen", ROI)(item)  # int16 HU synthetic CT: accepted
+    label = nib.load(item["label"])
+    odd = tmp_path / "half.nii.gz"
+    nib.save(nib.Nifti1Image(np.asarray(label.dataobj).astype(np.float32) * 0.5, label.affine), odd)
+    with pytest.raises(Exception) as info:
+        val_transforms("abdomen", ROI)({**item, "label": str(odd)})
+    error = _format_error(info.value)
+    assert error is not None and "non-integer" in str(error)
+
+
+def test_inference_applies_the_training_crop(synth_dir: Path) -> None:
+    """screen / predict see the volume validation sees (CropForegroundd included); without the
+    crop the tile grid, and so the selection rate, differed from `test` for the same weights."""
+    item = load_datalist(synth_dir / "datalist.json")[0]
+    val = val_transforms("abdomen", ROI)(item)["image"]
+    inf = infer_transforms("abdomen", ROI)({"image": item["image"]})["image"]
+    assert inf.shape == val.shape and torch.equal(inf.as_tensor(), val.as_tensor())
+    assert inf.shape[1] < nib.load(item["image"]).shape[0]  # air was cropped
+
+
+def test_training_pipeline_accepts_a_trailing_singleton_axis(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    data = np.full((40, 40, 16, 1), -1000, np.int16)
+    data[5:35, 5:35, :, 0] = rng.normal(40, 10, size=(30, 30, 16)).astype(np.int16)
+    lab = np.zeros((40, 40, 16), np.uint8)
+    lab[18:22, 18:22, 6:9] = 1
+    image = _volume(tmp_path, "x4", data)
+    label = tmp_path / "x4.nii.gz"
+    nib.save(nib.Nifti1Image(lab, np.diag([1, 1, 3, 1.0])), label)
+    crops = train_transforms("abdomen", ROI, num_samples=2)({"image": str(image),
+                                                              "label": str(label)})  # fmt: skip
+    assert [tuple(c["image"].shape) for c in crops] == [(1, *ROI)] * 2

@@ -30,8 +30,9 @@ DESCRIPTION = (
     "GF-Screen (ICLR 2026): glance-and-focus RL for pan-cancer CT screening, on MONAI + "
     "Lightning. Training subcommands are LightningCLI (`medimg-gfscreen fit --help`, "
     "`--print_config`); shipped configs can be named without a path: `medimg-gfscreen fit "
-    "--config gfscreen --data.init_args.datalist DATALIST.json`. `screen` writes a lesion mask "
-    "for one CT with trained weights."
+    "--config gfscreen --data.init_args.datalist DATALIST.json`. `predict` writes one lesion mask "
+    "per image of a folder (--data.init_args.predict_dir, --data.init_args.output_dir); `screen` "
+    "writes the mask of one CT from exported, Lightning or official weights."
 )
 
 
@@ -53,12 +54,22 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     :func:`iclr26_common.lightning.run_cli`; returns the CLI object.
 
     ROI size, sub-volumes per volume and voxel spacing are linked from the data module into the
-    model. The datalist and every case are checked before the Trainer exists, so bad data is
-    one line before Lightning's start-up output.
+    model. The datalist and every case's headers are checked before the Trainer exists, so bad
+    data is one line before Lightning's start-up output. ``predict`` writes one mask per image
+    (:class:`medimg_gfscreen.screen.MaskWriter`) into the data module's ``output_dir``.
     """
-    from iclr26_common.lightning import run_cli
+    from iclr26_common.lightning import CLI, run_cli
     from medimg_gfscreen.data import GFScreenDataModule
     from medimg_gfscreen.lit_module import GFScreenModule
+
+    class GFScreenCLI(CLI):
+        def instantiate_trainer(self, **kwargs: Any) -> Any:
+            from medimg_gfscreen.screen import MaskWriter
+
+            trainer = super().instantiate_trainer(**kwargs)
+            if self.subcommand == "predict":
+                trainer.callbacks.append(MaskWriter())
+            return trainer
 
     def check_data(cli: Any) -> None:
         if isinstance(cli.datamodule, GFScreenDataModule):
@@ -72,7 +83,7 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
              for attr in ("roi_size", "num_samples", "spacing")]  # fmt: skip
     return run_cli(
         GFScreenModule, GFScreenDataModule, argv, package="medimg_gfscreen", prog=PROG,
-        links=links, before_trainer=check_data,
+        links=links, before_trainer=check_data, cli_class=GFScreenCLI,
     )  # fmt: skip
 
 
@@ -100,10 +111,10 @@ def synth_main(argv: Sequence[str]) -> int:
     parser.add_argument("--val-fraction", type=float, default=0.25)
     parser.add_argument("--seed", type=int, default=0)
     ns = parser.parse_args(list(argv))
-    if ns.n < 1:
-        parser.error("--n must be >= 1")
-    if not 0 <= ns.val_fraction < 1:
-        parser.error("--val-fraction must be in [0, 1)")
+    if ns.n < 2:
+        parser.error("--n must be >= 2 (a training and a validation case)")
+    if not 0 < ns.val_fraction < 1:
+        parser.error("--val-fraction must be in (0, 1)")
     from medimg_gfscreen.synth import generate_dataset
 
     path = generate_dataset(ns.out, ns.n, ns.shape, ns.seed, ns.val_fraction)
@@ -154,6 +165,11 @@ def screen_main(argv: Sequence[str]) -> int:
     parser.add_argument("--region", default="abdomen", choices=sorted(HU_WINDOWS))
     parser.add_argument("--threshold", type=float, default=None, help="gate (default: ckpt's)")
     parser.add_argument("--overlap", type=float, default=None, help="tile overlap (ckpt's)")
+    parser.add_argument(
+        "--prenormalized", action="store_true",
+        help="the image is already scaled to [0, 1] (no HU window; by default an image that does "
+        "not look like CT in Hounsfield units is refused)",
+    )  # fmt: skip
     parser.add_argument("--quiet", action="store_true", help="no per-tile lines, no progress")
     parser.add_argument("--overwrite", action="store_true")
     ns = parser.parse_args(list(argv))
@@ -171,10 +187,15 @@ def screen_main(argv: Sequence[str]) -> int:
     except RuntimeError as error:  # ICLR26_DEVICE names a device torch cannot see
         parser.error(str(error))
     info = screen_file(ns.image, ns.ckpt, ns.out, device, ns.region, ns.threshold,
-                       ns.overlap, progress=not ns.quiet, overwrite=ns.overwrite)  # fmt: skip
+                       ns.overlap, progress=not ns.quiet, overwrite=ns.overwrite,
+                       prenormalized=ns.prenormalized)  # fmt: skip
     if not ns.quiet:
-        for (x, y, z), p, selected in info["tiles"]:
-            print(f"tile {x:4d},{y:4d},{z:4d}  p={p:.4f}  {'focus' if selected else '-'}")
+        print("tile centres in the input image: voxel index (i, j, k) and world RAS (mm)")
+        for tile in info["tiles"]:
+            i, j, k = tile["voxel"]
+            x, y, z = tile["world"]
+            print(f"tile voxel {i:7.1f},{j:7.1f},{k:7.1f}  world {x:8.1f},{y:8.1f},{z:8.1f} mm  "
+                  f"p={tile['p']:.4f}  {'focus' if tile['selected'] else '-'}")  # fmt: skip
     print(
         f"selected {info['n_selected']}/{info['n_tiles']} tiles "
         f"(selection rate {100 * info['selection_rate']:.1f} %); "

@@ -11,6 +11,10 @@ HU_WINDOWS: dict[str, tuple[float, float]] = {
     "abdomen": (-175.0, 250.0),
     "chest": (-900.0, 650.0),
 }
+# CT plausibility check (``transforms.CheckValuesd``): a CT in Hounsfield units holds air / lung /
+# fat at or below HU_AIR_MAX and soft tissue at or above HU_TISSUE_MIN.
+HU_AIR_MAX = -200.0
+HU_TISSUE_MIN = 0.0
 # The paper's Focus sub-volume (voxels at SPACING_MM) and the Focus defaults.
 PAPER_ROI: tuple[int, int, int] = (96, 96, 64)
 PAPER_FEATURE_SIZE = 48

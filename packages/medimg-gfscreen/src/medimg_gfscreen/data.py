@@ -3,7 +3,13 @@
 Training batches are MONAI ``list_data_collate`` of ``batch_size`` volumes x ``num_samples``
 sub-volumes (upstream: 4 x 4 = 16), consecutive per volume, so sub-volume ``i`` belongs to case
 ``i // num_samples``. Validation / test / predict batches are single whole volumes.
-Every case is checked before loading (:func:`medimg_gfscreen.io.check_case`).
+
+Every case is checked from its NIfTI headers before loading (:func:`medimg_gfscreen.io.
+check_case`); voxel values are checked when a volume is first loaded. The deterministic part of
+the pipeline (load, checks, orientation, spacing, window, crop) is cached on disk with MONAI's
+``PersistentDataset`` as upstream, in a folder named after the preprocessing settings under
+``cache_dir`` (default ``iclr26_common.cachedir.cache_root()/medimg-gfscreen``); each entry is
+keyed by its file paths, sizes and modification times, so a changed file is preprocessed again.
 """
 
 from __future__ import annotations
@@ -13,13 +19,34 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-from torch.utils.data import DataLoader
 
 from medimg_gfscreen.constants import PAPER_ROI, SPACING_MM
-from medimg_gfscreen.io import GFScreenFormatError, check_case, load_datalist, parse_label_map
-from medimg_gfscreen.transforms import hu_window, train_transforms, val_transforms
+from medimg_gfscreen.io import (
+    NIFTI_SUFFIXES,
+    GFScreenFormatError,
+    case_name,
+    check_case,
+    file_stamp,
+    load_datalist,
+    parse_label_map,
+)
+from medimg_gfscreen.transforms import hu_window, infer_transforms, train_transforms, val_transforms
 
-__all__ = ["GFScreenDataModule"]
+__all__ = ["GFScreenDataModule", "image_folder_items"]
+
+CACHE_VERSION = 2  # bump when the cached part of the pipeline changes meaning
+
+
+def image_folder_items(folder: Path) -> list[dict[str, str]]:
+    """``{image, name}`` for every ``.nii`` / ``.nii.gz`` file in ``folder`` (sorted; no labels):
+    what ``predict`` screens."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise GFScreenFormatError(f"image folder {folder} does not exist")
+    images = sorted(p for p in folder.iterdir() if p.name.endswith(NIFTI_SUFFIXES))
+    if not images:
+        raise GFScreenFormatError(f"image folder {folder} holds no .nii / .nii.gz images")
+    return [{"image": str(p.resolve()), "name": case_name(p)} for p in images]
 
 
 class GFScreenDataModule(L.LightningDataModule):
@@ -33,8 +60,15 @@ class GFScreenDataModule(L.LightningDataModule):
     batch_size: volumes per training batch (sub-volumes per step = batch_size * num_samples).
     label_map: source label -> {0, 1}, e.g. ``{1: 0, 2: 1}`` for MSD liver / pancreas tumours,
         or the string ``"1:0,2:1"``. Default ``{1: 1}``.
+    prenormalized: images are already scaled to [0, 1] (no HU window, no HU check); by default
+        an image that does not look like CT in Hounsfield units is an error.
     test_key: datalist key of the test set (default: the validation key).
-    check_cases: validate every file (NIfTI, label present, shapes, affines, NaN) first.
+    predict_dir: folder of ``.nii`` / ``.nii.gz`` images for ``predict`` (no labels needed);
+        default: the test list's images.
+    output_dir: where ``predict`` writes one uint8 mask per image (``<case>.nii.gz``, on the
+        input's grid); existing files are never replaced.
+    cache_dir: on-disk cache of the preprocessed volumes (None: the workspace cache).
+    check_cases: check every entry's NIfTI headers (shapes, affines, label present) first.
     """
 
     def __init__(
@@ -50,7 +84,10 @@ class GFScreenDataModule(L.LightningDataModule):
         batch_size: int = 4,
         label_map: Mapping[int, int] | str | None = None,
         spacing: Sequence[float] = SPACING_MM,
-        cache_rate: float = 1.0,
+        prenormalized: bool = False,
+        predict_dir: str | None = None,
+        output_dir: str = "predictions",
+        cache_dir: str | None = None,
         num_workers: int = 0,
         check_cases: bool = True,
     ) -> None:
@@ -67,13 +104,18 @@ class GFScreenDataModule(L.LightningDataModule):
         self.batch_size = int(batch_size)
         self.label_map = parse_label_map(label_map)
         self.spacing = tuple(float(v) for v in spacing)
-        self.cache_rate = cache_rate
+        self.prenormalized = bool(prenormalized)
+        self.predict_dir = Path(predict_dir) if predict_dir else None
+        self.output_dir = Path(output_dir)
+        self.cache_dir = Path(cache_dir) if cache_dir else None
         self.num_workers = num_workers
         self.check_cases = check_cases
         self.train_key, self.val_key = train_key, val_key
         self.test_key = test_key or val_key
         self.items: dict[str, list[dict[str, Any]]] = {}
+        self._infer: Any = None
 
+    # ----- items -----
     def _items(self, key: str) -> list[dict[str, Any]]:
         if key not in self.items:
             items = load_datalist(self.datalist, key, self.base_dir)
@@ -85,52 +127,107 @@ class GFScreenDataModule(L.LightningDataModule):
             self.items[key] = items
         return self.items[key]
 
+    def predict_items(self) -> list[dict[str, Any]]:
+        """Images to screen: ``predict_dir``'s files, else the test list's images (no labels)."""
+        if "predict" not in self.items:
+            if self.predict_dir is not None:
+                items = image_folder_items(self.predict_dir)
+            else:
+                items = [
+                    {"image": i["image"], "name": i["name"]} for i in self._items(self.test_key)
+                ]
+            if self.check_cases:
+                for item in items:
+                    check_case(item, require_label=False)
+            self.items["predict"] = items
+        return self.items["predict"]
+
+    def mask_paths(self) -> list[Path]:
+        """Where ``predict`` writes each image's mask: ``output_dir/<case>.nii.gz``."""
+        return [self.output_dir / f"{item['name']}.nii.gz" for item in self.predict_items()]
+
     def setup(self, stage: str | None = None) -> None:
         if stage in (None, "fit"):
             self._items(self.train_key)
         if stage in (None, "fit", "validate"):
             self._items(self.val_key)
-        if stage in (None, "test", "predict"):
+        if stage in (None, "test"):
             self._items(self.test_key)
+        if stage == "predict":
+            taken = [str(p) for p in self.mask_paths() if p.exists()]
+            if taken:
+                raise FileExistsError(
+                    f"{len(taken)} mask(s) exist, not replacing them: {', '.join(taken[:3])} "
+                    "(field 'output_dir')"
+                )
 
-    def train_dataloader(self) -> DataLoader:
-        from monai.data import CacheDataset, list_data_collate
+    # ----- datasets -----
+    def cache_folder(self) -> Path:
+        """The on-disk cache of this preprocessing (region, spacing, ROI, label map, scaling)."""
+        from iclr26_common.cachedir import cache_root, recipe_digest
 
-        dataset = CacheDataset(
-            self._items(self.train_key),
-            train_transforms(
-                self.region, self.roi_size, self.num_samples, self.label_map, self.spacing
-            ),
-            cache_rate=self.cache_rate,
-            progress=False,
-        )
+        recipe = {"version": CACHE_VERSION, "region": self.region, "spacing": self.spacing,
+                  "roi": self.roi_size, "label_map": sorted(self.label_map.items()),
+                  "prenormalized": self.prenormalized}  # fmt: skip
+        root = self.cache_dir or cache_root() / "medimg-gfscreen"
+        return root / f"persistent-{recipe_digest(recipe)}"
+
+    def _dataset(self, items: list[dict[str, Any]], transform: Any):
+        from monai.data import PersistentDataset
+
+        stamped = [
+            {
+                **item,
+                "stamp": ";".join(file_stamp(item[k]) for k in ("image", "label") if k in item),
+            }
+            for item in items
+        ]
+        folder = self.cache_folder()
+        folder.mkdir(parents=True, exist_ok=True)
+        return PersistentDataset(stamped, transform, cache_dir=folder)  # loads weights_only
+
+    def _loader(self, dataset: Any, batch_size: int, shuffle: bool):
+        from monai.data import DataLoader, list_data_collate
+
+        # MONAI's DataLoader seeds the random transforms from torch's generator, per worker when
+        # num_workers > 0 (torch's own gives every worker the same transform state)
         return DataLoader(
-            dataset,
-            batch_size=self.batch_size,
-            shuffle=True,
-            num_workers=self.num_workers,
+            dataset, batch_size=batch_size, shuffle=shuffle, num_workers=self.num_workers,
             collate_fn=list_data_collate,
-            drop_last=False,
-        )
+        )  # fmt: skip
 
-    def _whole_volumes(self, key: str) -> DataLoader:
-        from monai.data import CacheDataset, list_data_collate
+    def train_dataloader(self):
+        transform = train_transforms(
+            self.region, self.roi_size, self.num_samples, self.label_map, self.spacing,
+            self.prenormalized,
+        )  # fmt: skip
+        return self._loader(self._dataset(self._items(self.train_key), transform),
+                            self.batch_size, shuffle=True)  # fmt: skip
 
-        dataset = CacheDataset(
-            self._items(key),
-            val_transforms(self.region, self.roi_size, self.label_map, self.spacing),
-            cache_rate=self.cache_rate,
-            progress=False,
+    def _whole_volumes(self, key: str):
+        transform = val_transforms(
+            self.region, self.roi_size, self.label_map, self.spacing, self.prenormalized
         )
-        return DataLoader(
-            dataset, batch_size=1, num_workers=self.num_workers, collate_fn=list_data_collate
-        )
+        return self._loader(self._dataset(self._items(key), transform), 1, shuffle=False)
 
-    def val_dataloader(self) -> DataLoader:
+    def val_dataloader(self):
         return self._whole_volumes(self.val_key)
 
-    def test_dataloader(self) -> DataLoader:
+    def test_dataloader(self):
         return self._whole_volumes(self.test_key)
 
-    def predict_dataloader(self) -> DataLoader:
-        return self._whole_volumes(self.test_key)
+    def infer_transform(self):
+        """The image-only chain ``predict`` applies and inverts for the masks: one instance, since
+        ``Invertd`` checks that the inverted transforms are the applied ones (by object id)."""
+        if self._infer is None:
+            self._infer = infer_transforms(
+                self.region, self.roi_size, self.spacing, self.prenormalized
+            )
+        return self._infer
+
+    def predict_dataloader(self):
+        from monai.data import Dataset
+
+        # not cached: the inverse needs each image's transform record, and images are screened once
+        dataset = Dataset(self.predict_items(), self.infer_transform())
+        return self._loader(dataset, 1, shuffle=False)

@@ -8,7 +8,6 @@ Every bad input raises :class:`GFScreenFormatError` naming the file (and the cas
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,9 +21,11 @@ __all__ = [
     "check_case",
     "check_nifti_path",
     "discover_cases",
+    "file_stamp",
     "load_datalist",
     "parse_label_map",
     "read_nifti",
+    "spatial_shape",
     "write_datalist",
 ]
 
@@ -60,69 +61,74 @@ def case_name(path: Path) -> str:
     return name
 
 
+def spatial_shape(shape: Sequence[int]) -> tuple[int, ...] | None:
+    """The 3-D spatial shape of a NIfTI shape, or None: ``(X, Y, Z)`` and ``(X, Y, Z, 1, ...)``
+    (a trailing singleton time / channel axis, which MONAI's ``EnsureChannelFirstd`` turns into
+    the channel) are volumes; anything else is not."""
+    shape = tuple(int(v) for v in shape)
+    if len(shape) >= 3 and all(v == 1 for v in shape[3:]):
+        return shape[:3]
+    return None
+
+
 def read_nifti(path: Path, what: str = "image", case: str | None = None):
-    """Loads a NIfTI with nibabel (header + lazy data); errors name the file."""
+    """Loads a NIfTI header with nibabel (the voxel data stay on disk, compressed); errors name the
+    file. A 3-D volume or one with trailing singleton axes ``(X, Y, Z, 1)`` is accepted."""
     import nibabel as nib
 
     path = check_nifti_path(path, what, case)
+    where = f"case {case!r}: " if case else ""
     try:
         img = nib.load(str(path))
     except Exception as error:  # nibabel raises several types for corrupt files
-        where = f"case {case!r}: " if case else ""
         raise GFScreenFormatError(
             f"{where}{what} {path} cannot be read as NIfTI: {error}"
         ) from None
-    if len(img.shape) != 3:
-        where = f"case {case!r}: " if case else ""
+    if spatial_shape(img.shape) is None:
         raise GFScreenFormatError(
-            f"{where}{what} {path} has shape {tuple(img.shape)}; expected a 3-D volume"
+            f"{where}{what} {path} has shape {tuple(img.shape)}; expected a 3-D volume "
+            "(X, Y, Z) or (X, Y, Z, 1)"
         )
     return img
 
 
-def check_case(
-    item: Mapping[str, Any], require_label: bool = True, check_values: bool = True
-) -> None:
-    """Validates one datalist entry ``{image, label, name}`` before MONAI loads it.
+def check_case(item: Mapping[str, Any], require_label: bool = True) -> None:
+    """Validates one datalist entry ``{image, label, name}`` from the NIfTI headers alone (no
+    voxel is decompressed): the image is a NIfTI volume, the label exists (when
+    ``require_label``), and image and label agree in spatial shape and affine (1e-3 mm).
 
-    Raises :class:`GFScreenFormatError` for a non-NIfTI or missing image, a missing label (when
-    ``require_label``), image/label shapes or affines that differ, and NaN / inf voxels.
+    The voxel values (NaN / inf, integer labels, CT intensities in HU) are checked when a volume
+    is loaded (:class:`medimg_gfscreen.transforms.CheckValuesd`), once per case with the cache.
+    Raises :class:`GFScreenFormatError` naming the case, the file and the field.
     """
     case = str(item.get("name") or case_name(Path(str(item.get("image", "?")))))
     if "image" not in item:
         raise GFScreenFormatError(f"case {case!r}: datalist entry has no 'image' field")
     image = read_nifti(Path(str(item["image"])), "image", case)
-    label = None
     if item.get("label") is None:
         if require_label:
             raise GFScreenFormatError(
                 f"case {case!r}: no label for image {item['image']} (field 'label' missing)"
             )
-    else:
-        label = read_nifti(Path(str(item["label"])), "label", case)
-        if tuple(label.shape) != tuple(image.shape):
-            raise GFScreenFormatError(
-                f"case {case!r}: label {item['label']} shape {tuple(label.shape)} differs from "
-                f"image {item['image']} shape {tuple(image.shape)}"
-            )
-        if not np.allclose(label.affine, image.affine, atol=AFFINE_ATOL):
-            raise GFScreenFormatError(
-                f"case {case!r}: label {item['label']} affine differs from image "
-                f"{item['image']} affine (field 'affine', tolerance {AFFINE_ATOL} mm)"
-            )
-    if check_values:
-        data = np.asanyarray(image.dataobj)
-        if not np.isfinite(data).all():
-            bad = int((~np.isfinite(data)).sum())
-            raise GFScreenFormatError(
-                f"case {case!r}: image {item['image']} has {bad} NaN/inf voxels"
-            )
-        if label is not None:
-            lab = np.asanyarray(label.dataobj)
-            if not np.isfinite(lab).all() or (lab < 0).any() or (lab != np.round(lab)).any():
-                raise GFScreenFormatError(
-                    f"case {case!r}: label {item['label']} has non-integer, negative or NaN values"
-                )
+        return
+    label = read_nifti(Path(str(item["label"])), "label", case)
+    if spatial_shape(label.shape) != spatial_shape(image.shape):
+        raise GFScreenFormatError(
+            f"case {case!r}: label {item['label']} shape {tuple(label.shape)} differs from "
+            f"image {item['image']} shape {tuple(image.shape)}"
+        )
+    if not np.allclose(label.affine, image.affine, atol=AFFINE_ATOL):
+        raise GFScreenFormatError(
+            f"case {case!r}: label {item['label']} affine differs from image "
+            f"{item['image']} affine (field 'affine', tolerance {AFFINE_ATOL} mm)"
+        )
+
+
+def file_stamp(path: str | Path) -> str:
+    """``size:mtime_ns`` of a file: added to a datalist entry so that the on-disk cache
+    (``PersistentDataset``, keyed by the entry) is recomputed when the file changes."""
+    stat = Path(path).stat()
+    return f"{stat.st_size}:{stat.st_mtime_ns}"
 
 
 def parse_label_map(value: Mapping[Any, Any] | str | None) -> dict[int, int]:
@@ -249,27 +255,51 @@ def write_datalist(
     relative_to: Path | None = None,
     overwrite: bool = False,
 ) -> Path:
-    """Writes a Decathlon datalist JSON ``{training: [...], validation: [...]}``.
+    """Writes a Decathlon datalist JSON ``{training: [...], validation: [...]}`` split with MONAI's
+    ``partition_dataset`` (seeded, shuffled): ``folds > 1`` -> k folds as
+    ``create_cross_validation_datalist`` makes them, ``fold`` is the validation fold and every
+    entry carries its ``fold``; ``folds == 1`` -> a hold-out of ``round(val_fraction * n)`` cases
+    (at least one, and at least one left for training).
 
-    ``folds > 1``: a seeded k-fold split, ``fold`` is the validation fold, and every entry also
-    carries its ``fold`` index. ``folds == 1``: a seeded ``val_fraction`` hold-out. Paths are
+    Every image and label must exist (MONAI ``check_missing_files``; missing files are an error
+    naming them), and both lists must be non-empty (at least 2 cases, ``folds <= n``). Paths are
     written relative to ``relative_to`` (default: the JSON's folder) when they lie below it.
     """
+    from monai.data import check_missing_files, partition_dataset
+
     out = Path(out)
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out} exists; not overwriting it")
+    n = len(cases)
     if folds < 1 or not 0 <= fold < folds:
         raise GFScreenFormatError(f"fold {fold} of {folds}: need folds >= 1 and 0 <= fold < folds")
-    base = Path(relative_to or out.parent).resolve()
-    order = list(range(len(cases)))
-    random.Random(seed).shuffle(order)
-    if folds > 1:
-        fold_of = {i: rank % folds for rank, i in enumerate(order)}
+    if n < 2 or folds > n:
+        raise GFScreenFormatError(
+            f"{n} case(s) cannot be split into training and validation"
+            + (f" with {folds} folds" if folds > 1 else "")
+            + " (need at least 2 cases and no more folds than cases)"
+        )
+    if not 0 < val_fraction < 1 and folds == 1:
+        raise GFScreenFormatError(f"validation fraction {val_fraction}: need 0 < fraction < 1")
+    items = [dict(case) for case in cases]
+    missing = check_missing_files(items, keys=["image", "label"], allow_missing_keys=False)
+    if missing:
+        names = ", ".join(str(path) for path in missing[:5])
+        raise GFScreenFormatError(
+            f"{len(missing)} datalist file(s) do not exist: {names} (fields 'image' / 'label')"
+        )
+    for index, item in enumerate(items):
+        item["_index"] = index
+    if folds > 1:  # MONAI's k-fold partition (what create_cross_validation_datalist uses)
+        parts = partition_dataset(items, num_partitions=folds, shuffle=True, seed=seed)
+        fold_of = {item["_index"]: f for f, part in enumerate(parts) for item in part}
+        val = parts[fold]
+        train = [item for f, part in enumerate(parts) if f != fold for item in part]
     else:
-        n_val = round(val_fraction * len(cases)) if len(cases) > 1 else 0
-        val = set(order[:n_val])
-        fold_of = {i: (0 if i in val else 1) for i in order}
-        fold = 0
+        n_val = min(max(round(val_fraction * n), 1), n - 1)
+        train, val = partition_dataset(items, ratios=[n - n_val, n_val], shuffle=True, seed=seed)
+        fold_of = {}
+    base = Path(relative_to or out.parent).resolve()
 
     def rel(path: str) -> str:
         p = Path(path).resolve()
@@ -278,16 +308,20 @@ def write_datalist(
         except ValueError:
             return str(p)
 
-    entries = []
-    for i, case in enumerate(cases):
-        entry = {"image": rel(case["image"]), "label": rel(case["label"]), "name": case["name"]}
+    def entry(item: Mapping[str, Any]) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "image": rel(item["image"]), "label": rel(item["label"]), "name": item["name"]
+        }  # fmt: skip
         if folds > 1:
-            entry["fold"] = fold_of[i]
-        entries.append((fold_of[i], entry))
+            row["fold"] = fold_of[item["_index"]]
+        return row
+
     payload = {
-        "training": [e for f, e in entries if f != fold],
-        "validation": [e for f, e in entries if f == fold],
+        "training": [entry(item) for item in sorted(train, key=lambda i: i["_index"])],
+        "validation": [entry(item) for item in sorted(val, key=lambda i: i["_index"])],
     }
+    if not payload["training"] or not payload["validation"]:  # pragma: no cover - guarded above
+        raise GFScreenFormatError(f"{out}: the split left an empty training or validation list")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(payload, indent=2) + "\n")
     return out

@@ -46,7 +46,7 @@ from medimg_gfscreen.model import (
     rl_loss,
 )
 
-__all__ = ["GFScreenModule", "gfscreen_losses"]
+__all__ = ["GFScreenModule", "gfscreen_losses", "schedule_steps"]
 
 REWARDS = {"detection": detection_reward, "dice": dice_reward}
 
@@ -98,13 +98,27 @@ def gfscreen_losses(
     }
 
 
+def schedule_steps(
+    steps_per_epoch: int, max_epochs: int, warmup_epochs: int, cosine_epochs: int | None
+) -> tuple[int, int]:
+    """(warm-up steps, cosine horizon in steps) of the segmentation learning rate (upstream
+    ``LinearWarmupCosineAnnealingLR(warmup_epochs x len(loader), max_epochs x len(loader))``):
+    the horizon is ``cosine_epochs`` (default ``max_epochs``) epochs of ``steps_per_epoch``."""
+    horizon = max(int(cosine_epochs or max_epochs), 1) * steps_per_epoch
+    warmup = min(int(warmup_epochs) * steps_per_epoch, horizon - 1)
+    return max(warmup, 0), max(horizon, 1)
+
+
 class GFScreenModule(L.LightningModule):
     """Args (defaults = the paper's / upstream's):
     focus_arch: ``swin_unetr`` (paper) or ``unet`` (CPU scale).
     feature_size, swin_depths: SwinUNETR width (48) and depths.
     unet_channels: UNet widths when ``focus_arch: unet``.
+    focus_patch_merging: SwinUNETR downsampling, ``monai`` (current) or ``legacy`` (MONAI <= 1.4's
+        neighbour order, which official GF-Screen checkpoints were trained with).
     glance_backbone: ``resnet18`` or ``resnet10``; glance_widths: stage widths (64..512);
-        glance_conv1_stride: stem stride (upstream 1).
+        glance_conv1_stride: stem stride (upstream 1); glance_norm: ``batch`` (upstream) or
+        ``group`` (same function in train and eval mode; for small sub-volumes, see README).
     roi_size, num_samples: linked from the data module.
     group_by: ``case`` (advantages within the sub-volumes of one CT, the paper) or ``batch``
         (over all sub-volumes of the step, upstream code).
@@ -112,7 +126,10 @@ class GFScreenModule(L.LightningModule):
     rl_weight: weight of the RL loss (0 = CE-only Glance ablation); glance_weight: 0.1.
     train_focus: False keeps Focus fixed (train the Glance against a given Focus).
     warmup_epochs: epochs of linear warm-up of the segmentation learning rate (upstream 1)
-        before the cosine decay to 0 at the last step.
+        before the cosine decay.
+    cosine_epochs: epochs over which the cosine decays to 0 (upstream: ``max_epochs``, 500);
+        None = the trainer's ``max_epochs``. A run shorter than this horizon trains the first
+        epochs of that schedule (the miniature: the first epochs of the paper's 500).
     update_epochs: refresh the frozen old policy every this many epochs.
     overlap, threshold, sw_batch_size: inference tiling and the Glance gate (p > threshold).
     nsd_tolerance_mm: surface-Dice tolerance.
@@ -124,9 +141,11 @@ class GFScreenModule(L.LightningModule):
         feature_size: int = PAPER_FEATURE_SIZE,
         swin_depths: Sequence[int] = (2, 2, 2, 2),
         unet_channels: Sequence[int] = (16, 32, 64, 128),
+        focus_patch_merging: str = "monai",
         glance_backbone: str = "resnet18",
         glance_widths: Sequence[int] = (64, 128, 256, 512),
         glance_conv1_stride: int = 1,
+        glance_norm: str = "batch",
         roi_size: Sequence[int] = PAPER_ROI,
         num_samples: int = 4,
         spacing: Sequence[float] = SPACING_MM,
@@ -138,6 +157,7 @@ class GFScreenModule(L.LightningModule):
         lr: float = LEARNING_RATE,
         weight_decay: float = WEIGHT_DECAY,
         warmup_epochs: int = 1,
+        cosine_epochs: int | None = None,
         update_epochs: int = 1,
         overlap: float = DEFAULT_OVERLAP,
         threshold: float = GATE_THRESHOLD,
@@ -151,8 +171,12 @@ class GFScreenModule(L.LightningModule):
             raise ValueError(f"reward must be one of {list(REWARDS)}, got {reward!r}")
         self.save_hyperparameters()
         self.automatic_optimization = False
-        self.focus = build_focus(focus_arch, feature_size, swin_depths, unet_channels)
-        self.glance = Glance(glance_backbone, glance_widths, conv1_stride=glance_conv1_stride)
+        self.focus = build_focus(
+            focus_arch, feature_size, swin_depths, unet_channels, focus_patch_merging
+        )
+        self.glance = Glance(
+            glance_backbone, glance_widths, conv1_stride=glance_conv1_stride, norm=glance_norm
+        )
         self.old_glance = copy.deepcopy(self.glance).requires_grad_(False).eval()
         from monai.losses import DiceCELoss
 
@@ -203,24 +227,37 @@ class GFScreenModule(L.LightningModule):
         opt_glance = torch.optim.AdamW(self.glance.parameters(), **kw)
         total = max(int(self.trainer.estimated_stepping_batches), 1)
         epochs = max(int(self.trainer.max_epochs or 1), 1)
-        warmup = int(self.hparams.warmup_epochs) * max(total // epochs, 1)
-        schedule = WarmupCosineSchedule(opt_seg, warmup_steps=min(warmup, total - 1), t_total=total)
+        per_epoch = max(total // epochs, 1)
+        warmup, horizon = schedule_steps(
+            per_epoch, epochs, self.hparams.warmup_epochs, self.hparams.cosine_epochs
+        )
+        schedule = WarmupCosineSchedule(opt_seg, warmup_steps=warmup, t_total=horizon)
         return [opt_seg, opt_glance], [schedule]
 
     # ----- evaluation -----
-    def screen(self, image: torch.Tensor, threshold: float | None = None, progress: bool = False):
-        """Glance-then-Focus on one preprocessed volume ``[1, 1, X, Y, Z]`` -> GateResult."""
+    def screen(
+        self,
+        image: torch.Tensor,
+        threshold: float | None = None,
+        progress: bool = False,
+        keep_probs: bool = False,
+        device: torch.device | str | None = None,
+    ):
+        """Glance-then-Focus on one preprocessed volume ``[1, 1, X, Y, Z]`` -> GateResult (tiles
+        run on this module's device, the whole-volume buffers on ``device``, default the
+        image's)."""
         return glance_focus_inference(
             image, self.glance.eval(), self.focus.eval(), self.roi_size,
             overlap=self.hparams.overlap,
             threshold=self.hparams.threshold if threshold is None else threshold,
             sw_batch_size=self.hparams.sw_batch_size, progress=progress,
+            sw_device=self.device, device=device, keep_probs=keep_probs,
         )  # fmt: skip
 
     def _evaluate(self, batch: dict[str, Any], prefix: str, compare: bool) -> None:
         image, label = batch["image"], batch["label"]
         name = str(batch.get("name", ["case"])[0])
-        result = self.screen(image)
+        result = self.screen(image, device="cpu")  # whole-volume buffers on the CPU
         spacing = self.hparams.spacing
         tol = self.hparams.nsd_tolerance_mm
         m = case_metrics(name, result.mask, label[0, 0], spacing, tol, result.selection_rate)
@@ -232,8 +269,9 @@ class GFScreenModule(L.LightningModule):
         }
         if compare:
             probs = sliding_window_focus(
-                image, self.focus, self.roi_size, self.hparams.overlap, self.hparams.sw_batch_size
-            )
+                image, self.focus, self.roi_size, self.hparams.overlap,
+                self.hparams.sw_batch_size, device="cpu",
+            )  # fmt: skip
             s = case_metrics(name, probs[0].argmax(0), label[0, 0], spacing, tol)
             values.update({f"{prefix}/sw_dsc": s.dsc, f"{prefix}/sw_detected": float(s.detected)})
         self.log_dict(values, batch_size=1, on_epoch=True, reduce_fx="mean", sync_dist=True)
@@ -245,13 +283,14 @@ class GFScreenModule(L.LightningModule):
         self._evaluate(batch, "test", compare=True)
 
     def predict_step(self, batch: dict[str, Any], batch_idx: int) -> dict[str, Any]:
-        result = self.screen(batch["image"])
-        return {
-            "name": str(batch.get("name", [str(batch_idx)])[0]),
-            "mask": result.mask,
-            "selection_rate": result.selection_rate,
-            "tiles": result.tiles,
-        }
+        """Masks ``[X, Y, Z]`` (uint8, on the CPU, preprocessed grid) of a batch of images without
+        labels; :class:`medimg_gfscreen.screen.MaskWriter` maps them back and writes them."""
+        masks, rates = [], []
+        for image in batch["image"]:
+            result = self.screen(image[None], device="cpu")
+            masks.append(result.mask)
+            rates.append(result.selection_rate)
+        return {"names": list(batch.get("name", [])), "masks": masks, "selection_rates": rates}
 
     def export_weights(self) -> dict[str, Any]:
         """Focus + Glance weights and the architecture, loadable with ``weights_only=True``."""

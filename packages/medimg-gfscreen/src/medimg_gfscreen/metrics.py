@@ -14,13 +14,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from scipy import ndimage
 
-__all__ = ["CaseMetrics", "as_dict", "case_metrics", "dice", "lesion_hits", "nsd", "summarize"]
+__all__ = ["CaseMetrics", "case_metrics", "dice", "lesion_hits", "nsd", "summarize"]
 
 FP_MIN_VOXELS = 10  # a healthy case with more predicted voxels counts as a false-positive case
 
@@ -130,7 +130,3 @@ def summarize(
         "n_cases": float(len(cases)),
         "n_lesions": float(total),
     }
-
-
-def as_dict(case: CaseMetrics) -> dict:
-    return asdict(case)

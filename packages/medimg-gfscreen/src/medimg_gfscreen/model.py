@@ -32,6 +32,8 @@ from medimg_gfscreen.constants import (
 __all__ = [
     "FOCUS_ARCHS",
     "GLANCE_BACKBONES",
+    "GLANCE_NORMS",
+    "PATCH_MERGINGS",
     "Glance",
     "build_focus",
     "detection_reward",
@@ -48,6 +50,20 @@ GLANCE_BACKBONES: dict[str, tuple[str, list[int], str, bool]] = {
     "resnet18": ("basic", [2, 2, 2, 2], "A", True),
 }
 FOCUS_ARCHS = ("swin_unetr", "unet")
+GLANCE_NORMS = ("batch", "group")
+GROUP_NORM_CHANNELS = 8  # channels per group when the Glance uses GroupNorm
+
+
+def _batch_to_group_norm(module: nn.Module) -> None:
+    """Replaces every ``BatchNorm3d(C)`` below ``module`` by ``GroupNorm(max(C // 8, 1), C)`` (in
+    place; MONAI's ResNet passes its ``norm`` argument to the stem only)."""
+    for name, child in module.named_children():
+        if isinstance(child, nn.BatchNorm3d):
+            channels = child.num_features
+            groups = max(channels // GROUP_NORM_CHANNELS, 1)
+            setattr(module, name, nn.GroupNorm(groups, channels))
+        else:
+            _batch_to_group_norm(child)
 
 
 class Glance(nn.Module):
@@ -55,7 +71,10 @@ class Glance(nn.Module):
 
     ``widths`` are the four stage widths (paper: 64, 128, 256, 512 -> ``Linear(512, 2)``);
     ``conv1_stride`` is the stride of the 7x7x7 stem (upstream and MONAI default 1; 2 makes the
-    Glance ~8x cheaper for CPU-scale runs).
+    Glance ~8x cheaper for CPU-scale runs). ``norm``: ``batch`` (upstream) or ``group``
+    (``GroupNorm`` with :data:`GROUP_NORM_CHANNELS` channels per group in place of every
+    BatchNorm: the same function in train and eval mode; for sub-volumes so small that layer4 is
+    1x1x1, where BatchNorm's batch statistics and running statistics disagree, see the README).
     Input ``[N, 1, X, Y, Z]`` in [0, 1]; output logits ``[N, 2]`` (index 1 = "focus").
     """
 
@@ -65,6 +84,7 @@ class Glance(nn.Module):
         widths: Sequence[int] = (64, 128, 256, 512),
         shortcut_type: str | None = None,
         conv1_stride: int = 1,
+        norm: str = "batch",
     ) -> None:
         super().__init__()
         from monai.networks.nets import ResNet
@@ -85,6 +105,10 @@ class Glance(nn.Module):
             feed_forward=False,
             conv1_t_stride=conv1_stride,
         )
+        if norm not in GLANCE_NORMS:
+            raise ValueError(f"unknown glance norm {norm!r}; known: {', '.join(GLANCE_NORMS)}")
+        if norm == "group":
+            _batch_to_group_norm(self.trunk)
         self.trunk.avgpool = nn.AdaptiveMaxPool3d(1)  # the paper's global max pooling
         self.head = nn.Linear(int(widths[-1]), 2)
 
@@ -96,24 +120,56 @@ class Glance(nn.Module):
         return F.softmax(self(x), dim=1)[:, 1]
 
 
+PATCH_MERGINGS = ("monai", "legacy")
+
+
+def _legacy_patch_merging():
+    """MONAI <= 1.4's ``PatchMerging`` (SwinUNETR's default ``downsample="merging"``), whose eight
+    2x2x2 neighbours were gathered as (0,0,0) (1,0,0) (0,1,0) (0,0,1) (1,0,1) (0,1,0) (0,0,1)
+    (1,1,1): three neighbours twice, three never. MONAI 1.5 corrected the order; weights trained
+    with the old one (upstream's, which needs ``SwinUNETR(img_size=...)``, i.e. MONAI < 1.5)
+    only reproduce their outputs with it."""
+    from monai.networks.nets.swin_unetr import PatchMergingV2
+
+    class LegacyPatchMerging(PatchMergingV2):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if x.dim() != 5:
+                return super().forward(x)
+            _, d, h, w, _ = x.shape
+            if d % 2 or h % 2 or w % 2:
+                x = F.pad(x, (0, 0, 0, w % 2, 0, h % 2, 0, d % 2))
+            offsets = [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1),
+                       (1, 0, 1), (0, 1, 0), (0, 0, 1), (1, 1, 1)]  # fmt: skip
+            x = torch.cat([x[:, i::2, j::2, k::2, :] for i, j, k in offsets], -1)
+            return self.reduction(self.norm(x))
+
+    return LegacyPatchMerging
+
+
 def build_focus(
     arch: str = "swin_unetr",
     feature_size: int = PAPER_FEATURE_SIZE,
     depths: Sequence[int] = (2, 2, 2, 2),
     unet_channels: Sequence[int] = (16, 32, 64, 128),
+    patch_merging: str = "monai",
 ) -> nn.Module:
     """Focus segmenter: ``[N, 1, X, Y, Z] -> logits [N, 2, X, Y, Z]``.
 
     ``swin_unetr``: MONAI SwinUNETR v2 (no ``img_size`` in MONAI >= 1.5); every ROI side must be
     divisible by 32 and the bottleneck must keep more than one voxel (e.g. 64x64x32 or more).
+    ``patch_merging``: ``monai`` (MONAI's current ``PatchMerging``) or ``legacy`` (MONAI <= 1.4's
+    order, for official GF-Screen checkpoints; :func:`_legacy_patch_merging`).
     ``unet``: MONAI residual UNet with ``unet_channels`` (strides 2), any ROI divisible by 8.
     """
     from monai.networks.nets import SwinUNETR, UNet
 
+    if patch_merging not in PATCH_MERGINGS:
+        raise ValueError(f"unknown patch merging {patch_merging!r}; known: {PATCH_MERGINGS}")
     if arch == "swin_unetr":
+        downsample = _legacy_patch_merging() if patch_merging == "legacy" else "merging"
         return SwinUNETR(
             in_channels=1, out_channels=2, feature_size=feature_size, depths=tuple(depths),
-            use_v2=True,
+            use_v2=True, downsample=downsample,
         )  # fmt: skip
     if arch == "unet":
         channels = tuple(int(c) for c in unet_channels)

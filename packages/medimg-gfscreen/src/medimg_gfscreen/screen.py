@@ -1,27 +1,46 @@
-"""Screen one CT volume with trained Focus + Glance weights and write the lesion mask.
+"""Screen CT volumes with trained Focus + Glance weights and write lesion masks.
 
-The image is preprocessed like training (RAS, 1x1x3 mm, HU window; no foreground crop), screened
-with glance-then-focus, and the averaged softmax is mapped back onto the input grid with MONAI
-``Invertd`` (the inverse of padding, resampling and reorientation); the mask is the argmax there
-and is written with the input's affine and header (uint8).
+An image goes through the same deterministic chain as validation (RAS, 1x1x3 mm, HU window,
+foreground crop, padding: :func:`medimg_gfscreen.transforms.infer_transforms`), is screened
+glance-then-focus on the compute device with the whole-volume buffers on the CPU, and the uint8
+mask is mapped back onto the input grid with MONAI ``Invertd`` (nearest neighbour, as upstream)
+and written with MONAI ``SaveImage`` (the input's affine). Tile positions are reported in the
+input's voxel indices and world (RAS mm) coordinates.
+
+``screen_file`` does one image (the ``screen`` command); :class:`MaskWriter` writes the masks of
+``predict`` (a folder of images, no labels).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from lightning.pytorch.callbacks import BasePredictionWriter
 
 from medimg_gfscreen.io import GFScreenFormatError, case_name, check_case, read_nifti
 
-__all__ = ["load_screen_module", "load_weights", "screen_file"]
+__all__ = [
+    "MaskWriter",
+    "invert_mask",
+    "load_screen_module",
+    "load_weights",
+    "save_mask",
+    "screen_file",
+    "tile_positions",
+]
 
 
 def load_weights(path: Path) -> dict[str, Any]:
-    """Reads exported weights (``{focus, glance, hparams}``) or a Lightning ``.ckpt``, both with
-    ``torch.load(weights_only=True)``; returns ``{focus, glance, hparams}``."""
+    """Reads exported weights (``{focus, glance, hparams}``), a Lightning ``.ckpt`` or an official
+    GF-Screen checkpoint (``{state_dict: {glance_model.*, segmentation_model.*}}``, see
+    :mod:`medimg_gfscreen.official`), all with ``torch.load(weights_only=True)``; returns
+    ``{focus, glance, hparams}``."""
+    from medimg_gfscreen.official import from_official_state_dict, is_official_state_dict
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
@@ -35,16 +54,18 @@ def load_weights(path: Path) -> dict[str, Any]:
     if isinstance(payload, dict) and "focus" in payload and "glance" in payload:
         return {"focus": payload["focus"], "glance": payload["glance"],
                 "hparams": dict(payload.get("hparams", {}))}  # fmt: skip
-    if isinstance(payload, dict) and "state_dict" in payload:
+    if isinstance(payload, dict) and isinstance(payload.get("state_dict"), dict):
         state = payload["state_dict"]
+        if is_official_state_dict(state):
+            return from_official_state_dict(state, where=str(path))
         focus = {k[len("focus.") :]: v for k, v in state.items() if k.startswith("focus.")}
         glance = {k[len("glance.") :]: v for k, v in state.items() if k.startswith("glance.")}
         if focus and glance:
             return {"focus": focus, "glance": glance,
                     "hparams": dict(payload.get("hyper_parameters", {}))}  # fmt: skip
     raise GFScreenFormatError(
-        f"checkpoint {path} holds no Focus and Glance weights (fields 'focus' / 'glance' or "
-        "'state_dict' with focus.* and glance.* keys)"
+        f"checkpoint {path} holds no Focus and Glance weights (fields 'focus' / 'glance', "
+        "'state_dict' with focus.* and glance.* keys, or an official GF-Screen 'state_dict')"
     )
 
 
@@ -70,6 +91,62 @@ def load_screen_module(path: Path, device: str = "cpu", **overrides: Any):
     return module.to(torch.device(device)).eval()
 
 
+def tile_positions(
+    starts: Sequence[Sequence[int]],
+    roi_size: Sequence[int],
+    grid_affine: Any,
+    source_affine: Any,
+) -> list[tuple[tuple[float, float, float], tuple[float, float, float]]]:
+    """Tile centres as (input voxel index, world RAS mm): ``start + (roi - 1) / 2`` in the
+    preprocessed grid, through that grid's affine (which MONAI updates through reorientation,
+    resampling, cropping and padding) to world coordinates, then through the inverse of the input
+    image's affine to its voxel indices."""
+    grid = np.asarray(torch.as_tensor(grid_affine).double().cpu(), dtype=np.float64)
+    to_voxel = np.linalg.inv(np.asarray(source_affine, dtype=np.float64))
+    out = []
+    for start in starts:
+        centre = np.array([s + (r - 1) / 2 for s, r in zip(start, roi_size, strict=True)] + [1.0])
+        world = grid @ centre
+        voxel = to_voxel @ world
+        out.append((tuple(float(v) for v in voxel[:3]), tuple(float(v) for v in world[:3])))
+    return out
+
+
+def invert_mask(mask: torch.Tensor, image: Any, transform: Any) -> Any:
+    """The uint8 mask ``[X, Y, Z]`` of a preprocessed ``image`` (a MetaTensor carrying its
+    transform record) mapped back onto the input grid with ``Invertd`` (nearest neighbour, as
+    upstream); returns a ``[1, X', Y', Z']`` MetaTensor with the input's affine."""
+    from monai.data import MetaTensor
+    from monai.transforms import Invertd
+
+    pred = MetaTensor(
+        mask[None].float().cpu(), meta=dict(image.meta),
+        applied_operations=list(image.applied_operations),
+    )  # fmt: skip
+    inverted = Invertd(keys="pred", transform=transform, orig_keys="image", nearest_interp=True)(
+        {"pred": pred, "image": image}
+    )["pred"]
+    return inverted
+
+
+def save_mask(mask: Any, path: Path) -> Path:
+    """Writes a ``[1, X, Y, Z]`` MetaTensor mask as uint8 NIfTI at ``path`` with MONAI
+    ``SaveImage`` (its affine; no resampling)."""
+    from monai.data import FolderLayoutBase
+    from monai.transforms import SaveImage
+
+    path = Path(path)
+
+    class _Exact(FolderLayoutBase):
+        def filename(self, **kwargs: Any) -> Path:
+            return path
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    SaveImage(output_dtype=np.uint8, resample=False, separate_folder=False, print_log=False,
+              folder_layout=_Exact())(mask.round().to(torch.uint8))  # fmt: skip
+    return path
+
+
 def screen_file(
     image_path: Path,
     ckpt: Path,
@@ -80,13 +157,12 @@ def screen_file(
     overlap: float | None = None,
     progress: bool = True,
     overwrite: bool = False,
+    prenormalized: bool = False,
 ) -> dict[str, Any]:
-    """Screens ``image_path`` and writes the uint8 mask to ``out``; returns the tile scores and
-    the selection rate."""
-    import nibabel as nib
-    from monai.data import MetaTensor
-    from monai.transforms import Invertd
-
+    """Screens ``image_path`` and writes the uint8 mask to ``out``; returns the tiles (start in
+    the preprocessed grid, centre as input voxel and world mm, p, selected), the selection rate
+    and the number of lesion voxels."""
+    from medimg_gfscreen.inference import glance_focus_inference
     from medimg_gfscreen.transforms import infer_transforms
 
     image_path, out = Path(image_path), Path(out)
@@ -99,31 +175,53 @@ def screen_file(
     source = read_nifti(image_path, "image", name)
     module = load_screen_module(ckpt, device, overlap=overlap)
     roi = module.roi_size
-    transform = infer_transforms(region, roi, module.hparams.spacing)
-    data = transform({"image": str(image_path)})
-    image = data["image"]
-    batch = image[None].to(module.device)
-    with torch.no_grad():
-        result = module.screen(batch, threshold=threshold, progress=progress)
-    probs = MetaTensor(
-        result.probs[0].cpu(), meta=image.meta, applied_operations=image.applied_operations
-    )
-    inverted = Invertd(keys="pred", transform=transform, orig_keys="image", nearest_interp=False)(
-        {"pred": probs, "image": image}
-    )["pred"]
-    mask = torch.as_tensor(inverted).argmax(0).numpy().astype(np.uint8)
-    if mask.shape != tuple(source.shape):
-        raise RuntimeError(f"inverted mask shape {mask.shape} != input shape {source.shape}")
-    header = source.header.copy()
-    header.set_data_dtype(np.uint8)
-    header.set_slope_inter(1.0, 0.0)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    nib.save(nib.Nifti1Image(mask, source.affine, header=header), str(out))
+    transform = infer_transforms(region, roi, module.hparams.spacing, prenormalized)
+    image = transform({"image": str(image_path), "name": name})["image"]
+    result = glance_focus_inference(
+        image[None], module.glance, module.focus, roi, overlap=module.hparams.overlap,
+        threshold=module.hparams.threshold if threshold is None else threshold,
+        sw_batch_size=module.hparams.sw_batch_size, progress=progress,
+        sw_device=module.device, device="cpu", keep_probs=False,
+    )  # fmt: skip
+    mask = invert_mask(result.mask, image, transform)
+    if tuple(mask.shape[1:]) != tuple(source.shape[:3]):
+        raise RuntimeError(f"inverted mask shape {tuple(mask.shape)} != input {source.shape}")
+    save_mask(mask, out)
+    positions = tile_positions([t[0] for t in result.tiles], roi, image.affine, source.affine)
+    tiles = [
+        {"start": start, "voxel": voxel, "world": world, "p": p, "selected": selected}
+        for (start, p, selected), (voxel, world) in zip(result.tiles, positions, strict=True)
+    ]
     return {
-        "tiles": result.tiles,
+        "tiles": tiles,
         "n_tiles": result.n_tiles,
         "n_selected": result.n_selected,
         "selection_rate": result.selection_rate,
         "lesion_voxels": int(mask.sum()),
         "out": str(out),
     }
+
+
+class MaskWriter(BasePredictionWriter):
+    """Writes each ``predict`` mask to ``<data module output_dir>/<case>.nii.gz`` on the input's
+    grid (``Invertd`` + ``SaveImage``); the data module refuses to start when one exists."""
+
+    def __init__(self) -> None:
+        super().__init__(write_interval="batch")
+        self.written: list[Path] = []
+
+    def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch,
+                           batch_idx, dataloader_idx=0) -> None:  # fmt: skip
+        from monai.data import decollate_batch
+
+        datamodule = trainer.datamodule
+        transform = datamodule.infer_transform()
+        paths = []
+        for item, mask in zip(decollate_batch(batch), prediction["masks"], strict=True):
+            path = Path(datamodule.output_dir) / f"{item['name']}.nii.gz"
+            if path.exists():
+                raise FileExistsError(f"{path} exists; not replacing it (field 'output_dir')")
+            paths.append(save_mask(invert_mask(mask, item["image"], transform), path))
+        self.written += paths
+        # the returned predictions keep the paths, not whole-volume masks
+        prediction["masks"] = [str(path) for path in paths]

@@ -130,8 +130,8 @@ def generate_dataset(
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} exists and is not empty; not writing into it")
-    if n_cases < 1:
-        raise ValueError(f"n_cases must be >= 1, got {n_cases}")
+    if n_cases < 2:
+        raise ValueError(f"n_cases must be >= 2 (training and validation), got {n_cases}")
     (out / "imagesTr").mkdir(parents=True, exist_ok=True)
     (out / "labelsTr").mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)

@@ -1,9 +1,11 @@
 """MONAI preprocessing and augmentation (upstream ``utils/data_utils.py`` order).
 
-LoadImaged -> EnsureChannelFirstd -> Orientationd(RAS) -> Spacingd(1, 1, 3 mm) -> label map ->
-ScaleIntensityRanged(HU window -> [0, 1], clipped) -> CropForegroundd(allow_smaller) ->
-SpatialPadd(roi); training adds RandCropByPosNegLabeld(pos=1, neg=1, num_samples), flips
-(p=0.2 per axis), RandRotate90 (p=0.2) and RandShiftIntensity (offsets 0.1, p=0.1).
+LoadImaged -> EnsureChannelFirstd -> CheckValuesd (NaN, integer labels, CT in HU) ->
+Orientationd(RAS) -> Spacingd(1, 1, 3 mm) -> label map -> ScaleIntensityRanged(HU window ->
+[0, 1], clipped) -> CropForegroundd(allow_smaller) -> SpatialPadd(roi); training adds
+RandCropByPosNegLabeld(pos=1, neg=1, num_samples), flips (p=0.2 per axis), RandRotate90 (p=0.2)
+and RandShiftIntensity (offsets 0.1, p=0.1). Inference (``screen``, ``predict``) applies the same
+deterministic chain to the image alone, so its tiles are the tiles ``validate`` / ``test`` see.
 """
 
 from __future__ import annotations
@@ -11,14 +13,20 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 from monai.transforms import Transform
 
-from medimg_gfscreen.constants import HU_WINDOWS, SPACING_MM
+from medimg_gfscreen.constants import HU_AIR_MAX, HU_TISSUE_MIN, HU_WINDOWS, SPACING_MM
 from medimg_gfscreen.io import GFScreenFormatError
 
-__all__ = ["LabelMapd", "hu_window", "infer_transforms", "train_transforms", "val_transforms"]
+__all__ = [
+    "CheckValuesd",
+    "LabelMapd",
+    "hu_window",
+    "infer_transforms",
+    "train_transforms",
+    "val_transforms",
+]
 
 
 def hu_window(region: str | Sequence[float]) -> tuple[float, float]:
@@ -33,6 +41,65 @@ def hu_window(region: str | Sequence[float]) -> tuple[float, float]:
     if not a_min < a_max:
         raise GFScreenFormatError(f"HU window {region}: need a_min < a_max")
     return a_min, a_max
+
+
+def _case(data: Mapping[Hashable, Any], key: str) -> str:
+    meta = getattr(data.get(key), "meta", {}) or {}
+    return str(data.get("name") or meta.get("filename_or_obj", "?"))
+
+
+class CheckValuesd(Transform):
+    """Voxel checks at load time (cached with the deterministic part by ``PersistentDataset``,
+    so a volume is decompressed for them once, not at every start):
+
+    * the image has no NaN / inf voxel;
+    * unless ``prenormalized``, the image looks like CT in Hounsfield units: some voxel
+      <= ``HU_AIR_MAX`` (-200 HU: air, lung, fat) and some voxel >= ``HU_TISSUE_MIN`` (0 HU: soft
+      tissue). A [0, 1] image, an MR image or a CT stored without its rescale intercept fails;
+    * with ``prenormalized`` the image must lie in [0, 1] (it is used without the HU window);
+    * the label (if any) holds finite, non-negative integers.
+
+    Errors are :class:`GFScreenFormatError` naming the case, the file and the field.
+    """
+
+    def __init__(self, image_key: str = "image", label_key: str | None = "label",
+                 prenormalized: bool = False) -> None:  # fmt: skip
+        self.image_key, self.label_key, self.prenormalized = image_key, label_key, prenormalized
+
+    def __call__(self, data: Mapping[Hashable, Any]) -> dict[Hashable, Any]:
+        d = dict(data)
+        image = torch.as_tensor(d[self.image_key])
+        case = _case(d, self.image_key)
+        where = f"case {case!r}: image"
+        finite = torch.isfinite(image)
+        if not bool(finite.all()):
+            bad = int((~finite).sum())
+            raise GFScreenFormatError(f"{where} has {bad} NaN/inf voxels")
+        low, high = float(image.min()), float(image.max())
+        if self.prenormalized and (low < 0.0 or high > 1.0):
+            raise GFScreenFormatError(
+                f"{where} values lie in [{low:.4g}, {high:.4g}], not in [0, 1] as "
+                "prenormalized images must (field 'prenormalized'; CT in HU: leave it off)"
+            )
+        if not self.prenormalized and not (low <= HU_AIR_MAX and high >= HU_TISSUE_MIN):
+            raise GFScreenFormatError(
+                f"{where} values lie in [{low:.4g}, {high:.4g}], which does not look like CT in "
+                f"Hounsfield units (expected air/fat <= {HU_AIR_MAX:g} HU and tissue >= "
+                f"{HU_TISSUE_MIN:g} HU); for images already scaled to [0, 1] set "
+                "prenormalized (field 'prenormalized')"
+            )
+        if self.label_key and self.label_key in d:
+            label = torch.as_tensor(d[self.label_key])
+            if (
+                not bool(torch.isfinite(label).all())
+                or bool((label < 0).any())
+                or bool((label != torch.round(label)).any())
+            ):
+                raise GFScreenFormatError(
+                    f"case {_case(d, self.label_key)!r}: label has non-integer, negative or NaN "
+                    "values (field 'label')"
+                )
+        return d
 
 
 class LabelMapd(Transform):
@@ -52,7 +119,7 @@ class LabelMapd(Transform):
         values = torch.unique(torch.as_tensor(label)).round().long().tolist()
         unknown = sorted(set(values) - set(self.mapping) - {0})
         if unknown:
-            case = d.get("name") or d.get(f"{self.key}_meta_dict", {}).get("filename_or_obj", "?")
+            case = _case(d, self.key)
             raise GFScreenFormatError(
                 f"case {case!r}: label values {unknown} are not in the label map "
                 f"{self.mapping} (field 'label_map')"
@@ -75,8 +142,9 @@ def _base(
     roi_size: Sequence[int],
     label_map: Mapping[int, int] | None,
     spacing: Sequence[float] = SPACING_MM,
-    crop_foreground: bool = True,
+    prenormalized: bool = False,
 ) -> list:
+    """The deterministic chain shared by training, evaluation and inference (upstream order)."""
     from monai import transforms as T
 
     a_min, a_max = hu_window(region)
@@ -84,18 +152,19 @@ def _base(
     steps: list = [
         T.LoadImaged(keys=keys, image_only=True),
         T.EnsureChannelFirstd(keys=keys),
+        CheckValuesd("image", "label" if "label" in keys else None, prenormalized),
         T.Orientationd(keys=keys, axcodes="RAS", labels=(("L", "R"), ("P", "A"), ("I", "S"))),
         T.Spacingd(keys=keys, pixdim=tuple(spacing), mode=modes),
     ]
     if "label" in keys:
         steps.append(LabelMapd("label", label_map or {1: 1}))
-    steps.append(
-        T.ScaleIntensityRanged(
-            keys=["image"], a_min=a_min, a_max=a_max, b_min=0.0, b_max=1.0, clip=True
+    if not prenormalized:
+        steps.append(
+            T.ScaleIntensityRanged(
+                keys=["image"], a_min=a_min, a_max=a_max, b_min=0.0, b_max=1.0, clip=True
+            )
         )
-    )
-    if crop_foreground:
-        steps.append(T.CropForegroundd(keys=keys, source_key="image", allow_smaller=True))
+    steps.append(T.CropForegroundd(keys=keys, source_key="image", allow_smaller=True))
     steps.append(T.SpatialPadd(keys=keys, spatial_size=tuple(roi_size)))
     return steps
 
@@ -106,16 +175,19 @@ def train_transforms(
     num_samples: int = 4,
     label_map: Mapping[int, int] | None = None,
     spacing: Sequence[float] = SPACING_MM,
+    prenormalized: bool = False,
 ):
-    """Deterministic part + random sub-volumes and augmentation; one item -> ``num_samples``."""
+    """Deterministic part + random sub-volumes and augmentation; one item -> ``num_samples``.
+
+    The positive / negative crop centres are drawn from the label on the fly (as upstream):
+    caching the voxel indices would store ~8 bytes per voxel per volume with the cache.
+    """
     from monai import transforms as T
 
     keys = ["image", "label"]
     return T.Compose(
         [
-            *_base(keys, region, roi_size, label_map, spacing),
-            # foreground / background voxel indices once, in the cached deterministic part
-            T.FgBgToIndicesd(keys="label", image_key="image", image_threshold=0),
+            *_base(keys, region, roi_size, label_map, spacing, prenormalized),
             T.RandCropByPosNegLabeld(
                 keys=keys,
                 label_key="label",
@@ -123,15 +195,14 @@ def train_transforms(
                 pos=1,
                 neg=1,
                 num_samples=num_samples,
-                fg_indices_key="label_fg_indices",
-                bg_indices_key="label_bg_indices",
+                image_key="image",
+                image_threshold=0,
             ),
             T.RandFlipd(keys=keys, prob=0.2, spatial_axis=0),
             T.RandFlipd(keys=keys, prob=0.2, spatial_axis=1),
             T.RandFlipd(keys=keys, prob=0.2, spatial_axis=2),
             T.RandRotate90d(keys=keys, prob=0.2, max_k=3),
             T.RandShiftIntensityd(keys=["image"], offsets=0.1, prob=0.1),
-            T.DeleteItemsd(keys=["label_fg_indices", "label_bg_indices"]),
             T.ToTensord(keys=keys, track_meta=False),
         ]
     )
@@ -142,25 +213,24 @@ def val_transforms(
     roi_size: Sequence[int],
     label_map: Mapping[int, int] | None = None,
     spacing: Sequence[float] = SPACING_MM,
+    prenormalized: bool = False,
 ):
     """Whole preprocessed volumes with labels (validation / test)."""
     from monai import transforms as T
 
     keys = ["image", "label"]
-    return T.Compose([*_base(keys, region, roi_size, label_map, spacing)])
+    return T.Compose(_base(keys, region, roi_size, label_map, spacing, prenormalized))
 
 
 def infer_transforms(
     region: str | Sequence[float],
     roi_size: Sequence[int],
     spacing: Sequence[float] = SPACING_MM,
+    prenormalized: bool = False,
 ):
-    """Image only, without the foreground crop, so the prediction can be inverted onto the input
-    grid (``monai.transforms.Invertd``)."""
+    """The image alone through the same chain as validation (foreground crop included), so that
+    ``screen`` / ``predict`` see the tiles ``test`` sees; every step is invertible
+    (``monai.transforms.Invertd`` maps a mask back onto the input grid)."""
     from monai import transforms as T
 
-    return T.Compose(_base(["image"], region, roi_size, None, spacing, crop_foreground=False))
-
-
-def as_numpy(x: Any) -> np.ndarray:
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    return T.Compose(_base(["image"], region, roi_size, None, spacing, prenormalized))
