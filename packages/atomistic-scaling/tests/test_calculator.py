@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 import torch
 from ase import Atoms, units
+from ase.build import bulk, molecule
 from ase.md.langevin import Langevin
 from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
 from ase.md.verlet import VelocityVerlet
 from torch_geometric.loader import DataLoader
 
 from atomistic_scaling.calculator import ForceFieldCalculator, load_force_field
-from atomistic_scaling.data import AtomsGraphDataset, fit_atomic_energies
+from atomistic_scaling.data import AtomsGraphDataset, elements_of, fit_atomic_energies
 from atomistic_scaling.lit_module import ForceFieldModule
 
 #: Pre-registered NVE bound: |E_tot(t) - E_tot(0)| per atom over 40 steps of 1 fs, float64.
@@ -23,7 +24,7 @@ NVE_DRIFT_MAX_EV_PER_ATOM = 1e-3
 def _trained(structures: list[Atoms], tmp_path: Path, conservative: bool) -> Path:
     L.seed_everything(0)
     module = ForceFieldModule("l1", width=6, num_layers=1, cutoff=4.0, conservative=conservative)
-    module.model.atomic_energies.copy_(fit_atomic_energies(structures))
+    module.model.set_atomic_references(fit_atomic_energies(structures), elements_of(structures))
     loader = DataLoader(AtomsGraphDataset(structures, 4.0), batch_size=4, shuffle=True)
     trainer = L.Trainer(
         max_epochs=1,
@@ -82,3 +83,66 @@ def test_bad_checkpoint(tmp_path: Path) -> None:
     torch.save({"x": torch.zeros(1)}, tmp_path / "other.ckpt")
     with pytest.raises(ValueError, match="not a ForceFieldModule checkpoint"):
         load_force_field(tmp_path / "other.ckpt")
+
+
+def test_unseen_elements_are_refused(structures: list[Atoms], tmp_path: Path) -> None:
+    """U in a Cu cell and an H2O molecule used to get energies without a word."""
+    calc = ForceFieldCalculator(_trained(structures, tmp_path, conservative=False))
+    trained = set(elements_of(structures))
+    cell = bulk("Cu", "fcc", a=3.6).repeat(2)
+    cell.numbers[0] = 92
+    cell.calc = calc
+    with pytest.raises(ValueError, match=r"elements never seen in training: U;"):
+        cell.get_potential_energy()
+    water = molecule("H2O")
+    water.calc = calc
+    assert not {1, 8} & trained
+    with pytest.raises(ValueError, match=r"never seen in training: H, O;"):
+        water.get_forces()
+    known = structures[0].copy()
+    known.calc = calc
+    assert np.isfinite(known.get_potential_energy())
+
+
+def test_unseen_elements_refused_on_the_command_line_path(tmp_path: Path) -> None:
+    """The calculator's refusal is a ValueError from this package: one line in a CLI."""
+    from atomistic_scaling.cli import _is_user_error
+    from atomistic_scaling.model import ForceField
+
+    model = ForceField("l1", width=4, num_layers=1)
+    model.set_atomic_references(torch.zeros(100), [29])
+    atoms = bulk("Au", "fcc", a=4.08)
+    atoms.calc = ForceFieldCalculator(model)
+    with pytest.raises(ValueError) as info:
+        atoms.get_potential_energy()
+    assert _is_user_error(info.value)
+
+
+def test_callers_model_is_left_unchanged(structures: list[Atoms]) -> None:
+    """The calculator used to convert the caller's model to float64 and eval mode in place."""
+    from atomistic_scaling.model import ForceField
+
+    model = ForceField("l1", width=4, num_layers=1)
+    model.set_atomic_references(fit_atomic_energies(structures), elements_of(structures))
+    model.train()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    atoms = structures[0].copy()
+    atoms.calc = ForceFieldCalculator(model, dtype=torch.float64)
+    atoms.get_forces()
+    assert model.training
+    assert model.atomic_energies.dtype == torch.float32
+    assert next(model.parameters()).dtype == torch.float32
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, before[key]), key
+
+
+def test_checkpoint_without_trained_elements_loads(structures: list[Atoms], tmp_path: Path) -> None:
+    """Checkpoints of version 0.2 have no trained_elements buffer: the elements with a fitted
+    reference energy stand in."""
+    path = _trained(structures, tmp_path, conservative=False)
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    del state["state_dict"]["model.trained_elements"]
+    torch.save(state, tmp_path / "old.ckpt")
+    model = load_force_field(tmp_path / "old.ckpt")
+    assert model.unseen_elements(elements_of(structures)) == []
+    assert model.unseen_elements([92]) == [92]

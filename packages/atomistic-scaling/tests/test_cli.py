@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -140,7 +141,10 @@ def test_sweep_cli_tiny(tmp_path: Path) -> None:
                 str(out),
                 "--archs=[mpnn,l1]",
                 "--widths=[4,8]",
-                "--d_checkpoints=[8,16,32]",
+                "--d_values=[12,16,24]",
+                "--seeds=[0,1]",
+                "--batch_size=2",
+                "--warmup_steps=2",
                 "--synthetic_val=8",
                 "--n_boot=3",
             ]
@@ -148,3 +152,19 @@ def test_sweep_cli_tiny(tmp_path: Path) -> None:
         == 0
     )
     assert (out / "fits.json").is_file() and (out / "loss_vs_compute.png").is_file()
+    fits = json.loads((out / "fits.json").read_text())
+    assert fits["trivial_predictor"]["loss"] > 0 and set(fits["fits"]) == {"mpnn", "l1"}
+
+
+def test_sweep_defaults_are_the_sweep_configs() -> None:
+    """The sweep command used batch 8 and D checkpoints [50..800] while SweepConfig had 16 and
+    [100..1600]: now every SweepConfig field is an option with the dataclass's default."""
+    import dataclasses
+
+    from atomistic_scaling.cli import sweep_parser
+    from atomistic_scaling.sweep import SweepConfig
+
+    ns = sweep_parser().parse_args(["--out", "x"])
+    assert {f.name: ns[f.name] for f in dataclasses.fields(SweepConfig)} == dataclasses.asdict(
+        SweepConfig()
+    )

@@ -40,9 +40,10 @@ def test_evaluate_moves_each_batch_to_the_module(
 
     def loss_on_cpu(pred: dict, batch) -> tuple:  # type: ignore[no-untyped-def]
         seen.append(batch.pos.device)  # meta tensors have no values to average: stand in
-        return torch.zeros(()), None, None
+        return torch.zeros(()), torch.zeros(()), torch.zeros(())
 
     monkeypatch.setattr(sweep, "force_field_loss", loss_on_cpu)
     module = ForceFieldModule(arch="mpnn", width=8, num_layers=1).to(META)
-    assert sweep.evaluate(module, DataLoader(AtomsGraphDataset(structures[:4], 4.5), 2)) == 0.0
+    out = sweep.evaluate(module, DataLoader(AtomsGraphDataset(structures[:4], 4.5), 2))
+    assert out == {"loss": 0.0, "energy_term": 0.0, "force_term": 0.0}
     assert seen == [META, META]

@@ -128,3 +128,47 @@ def test_shapes_and_sizes(arch: str, structures: list[Atoms]) -> None:
 def test_bad_arch() -> None:
     with pytest.raises(ValueError, match="unknown arch"):
         ForceField("transformer")
+
+
+def test_training_elements_and_references() -> None:
+    model = ForceField("l1", width=4, num_layers=1)
+    assert model.unseen_elements([29]) == [29]  # nothing fitted yet: every element is unseen
+    energies = torch.zeros(model.atomic_energies.shape)
+    energies[29] = -3.5
+    model.set_atomic_references(energies, [29, 79])
+    assert model.unseen_elements([29, 79, 79]) == []
+    assert model.unseen_elements([1, 29, 92, 150]) == [1, 92, 150]
+    assert float(model.atomic_energies[29]) == -3.5
+
+
+def test_mpnn_edge_input_has_radially_weighted_components() -> None:
+    from atomistic_scaling.model import unconstrained_edge_features
+
+    vec = torch.tensor([[1.0, -2.0, 0.5]])
+    rbf = torch.tensor([[0.3, 0.7]])
+    out = unconstrained_edge_features(vec, rbf)
+    expected = [1.0, -2.0, 0.5, 0.3, 0.7, 0.3, 0.7, -0.6, -1.4, 0.15, 0.35]
+    np.testing.assert_allclose(out.numpy()[0], expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("arch", ["mpnn", "l1"])
+def test_equivariance_penalty_vanishes_only_for_equivariant_models(
+    arch: str, structures: list[Atoms]
+) -> None:
+    """Symmetry as a loss term: the penalty is ~0 for an equivariant model and clearly positive
+    for the unconstrained one."""
+    from atomistic_scaling.lit_module import equivariance_penalty
+    from atomistic_scaling.symmetry import rotate_batch
+
+    model = _model(arch)
+    batch = Batch.from_data_list(
+        [atoms_to_graph(a, model.cutoff, dtype=torch.float64) for a in structures[:3]]
+    )
+    rotation = o3.rand_matrix().double()
+    with torch.no_grad():
+        rotated = model(rotate_batch(batch, rotation))
+        penalty = float(equivariance_penalty(model(batch), rotated, batch, rotation))
+    if arch == "mpnn":
+        assert penalty > 1e-2
+    else:
+        assert penalty < 1e-6

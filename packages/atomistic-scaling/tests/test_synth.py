@@ -36,3 +36,27 @@ def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="unknown structure kinds"):
         generate_structures(2, kinds=["liquid"])
     assert set(KINDS) == {"rattle", "strain", "vacancy", "md"}
+
+
+def test_structures_are_randomly_oriented() -> None:
+    """Every structure in its own orientation (before: all cells within 2 deg of ASE's canonical
+    fcc axes); labels rotate with the structure (EMT recomputed above agrees), and
+    random_orientation=False keeps the canonical cells."""
+    from ase.build import bulk
+
+    canonical = bulk("Cu", "fcc", a=3.6).cell[:]
+    canonical = canonical / np.linalg.norm(canonical, axis=1, keepdims=True)
+
+    def max_angle(atoms) -> float:  # largest angle between a cell vector and ASE's axis
+        cell = atoms.cell[:] / np.linalg.norm(atoms.cell[:], axis=1, keepdims=True)
+        return float(np.degrees(np.arccos(np.clip((cell * canonical).sum(1), -1, 1))).max())
+
+    rotated = generate_structures(8, seed=2)
+    assert min(max_angle(a) for a in rotated) > 10.0
+    plain = generate_structures(8, seed=2, random_orientation=False)
+    assert max(max_angle(a) for a in plain) < 10.0
+    for a, b in zip(rotated, plain, strict=True):
+        assert a.info["energy"] == pytest.approx(b.info["energy"])
+        np.testing.assert_allclose(
+            np.linalg.norm(a.arrays["forces"], axis=1), np.linalg.norm(b.arrays["forces"], axis=1)
+        )

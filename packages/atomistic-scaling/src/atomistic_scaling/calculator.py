@@ -6,12 +6,14 @@ Energy and forces always; stress only for a conservative model (``F = -dE/dx``,
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import numpy as np
 import torch
 from ase import Atoms
 from ase.calculators.calculator import Calculator, all_changes
+from ase.data import chemical_symbols
 from ase.stress import full_3x3_to_voigt_6_stress
 from torch_geometric.data import Batch
 
@@ -38,7 +40,14 @@ def load_force_field(checkpoint: str | Path) -> ForceField:
     model = ForceField(
         hp["arch"], hp["width"], hp["num_layers"], hp["cutoff"], hp["num_rbf"], hp["conservative"]
     )
-    model.load_state_dict(state)
+    if "trained_elements" not in state and "atomic_energies" in state:
+        # checkpoints of version <= 0.2 lack the buffer: the elements with a fitted reference
+        state["trained_elements"] = state["atomic_energies"] != 0
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as error:
+        first = str(error).strip().splitlines()[0]
+        raise ValueError(f"{path}: weights do not fit the model: {first}") from None
     return model
 
 
@@ -46,16 +55,22 @@ class ForceFieldCalculator(Calculator):
     """ASE calculator for a :class:`ForceField` (or a checkpoint path).
 
     Args:
-        model: the model or a ``.ckpt`` path.
+        model: the model or a ``.ckpt`` path. A model object is copied (the calculator's copy is
+            converted to ``dtype`` and eval mode; the caller's model is left as it was).
         dtype: ``torch.float64`` (default, for MD energy conservation) or ``torch.float32``.
+
+    A structure with an element that was not in the model's training data is refused with a
+    ``ValueError`` naming the elements (the model has no reference energy or embedding learned
+    for them, so any prediction would be arbitrary).
     """
 
     def __init__(
         self, model: ForceField | str | Path, dtype: torch.dtype = torch.float64, **kwargs
     ) -> None:
         super().__init__(**kwargs)
-        if not isinstance(model, ForceField):
-            model = load_force_field(model)
+        model = (
+            load_force_field(model) if not isinstance(model, ForceField) else copy.deepcopy(model)
+        )
         self.model = model.to(dtype).eval()
         self.dtype = dtype
         self.implemented_properties = ["energy", "free_energy", "forces"] + (
@@ -72,6 +87,14 @@ class ForceFieldCalculator(Calculator):
             raise NotImplementedError("stress needs a conservative model (conservative=True)")
         if want_stress and not np.all(self.atoms.pbc):
             raise ValueError("stress needs a fully periodic structure")
+        unseen = self.model.unseen_elements(self.atoms.numbers)
+        if unseen:
+            names = ", ".join(
+                chemical_symbols[z] if z < len(chemical_symbols) else str(z) for z in unseen
+            )
+            raise ValueError(
+                f"elements never seen in training: {names}; this model cannot predict them"
+            )
         graph = atoms_to_graph(self.atoms, self.model.cutoff, dtype=self.dtype)
         batch = Batch.from_data_list([graph]).to(self.model.atomic_energies.device)
         with torch.set_grad_enabled(self.model.conservative):

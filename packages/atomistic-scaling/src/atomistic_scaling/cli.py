@@ -72,8 +72,8 @@ def synth_main(argv: Sequence[str]) -> int:
     parser = ArgumentParser(
         prog=f"{PROG} synth",
         description="Generate fcc metal configurations (rattled, strained, vacancies, Langevin MD "
-        "snapshots at 300-1500 K) labelled with ASE's EMT; write extxyz with REF_energy / "
-        "REF_forces.",
+        "snapshots at 300-1500 K) labelled with ASE's EMT, randomly oriented; write extxyz with "
+        "REF_energy / REF_forces.",
     )
     parser.add_argument("--out", type=Path, required=True, help="extxyz file to write (new)")
     parser.add_argument("--n", type=int, default=100, help="number of structures")
@@ -84,27 +84,45 @@ def synth_main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--kinds", type=comma_list, default=list(KINDS), help=f"comma-separated of {KINDS}"
     )
+    parser.add_argument(
+        "--orientation",
+        choices=["random", "canonical"],
+        default="random",
+        help="random: each structure in its own random orientation (default); canonical: "
+        "ASE's fcc cell axes",
+    )
     ns = parser.parse_args(list(argv))
     if ns.n < 1:
         parser.error("--n must be >= 1")
     bad = sorted(set(ns.elements) - set(EMT_ELEMENTS))
     if bad:
         parser.error(f"unsupported elements {bad}; EMT has {', '.join(EMT_ELEMENTS)}")
-    path = write_synthetic(ns.out, ns.n, ns.seed, ns.elements, ns.kinds)
+    path = write_synthetic(ns.out, ns.n, ns.seed, ns.elements, ns.kinds, ns.orientation == "random")
     print(f"wrote {path} ({ns.n} structures)")
     return 0
 
 
-def sweep_main(argv: Sequence[str]) -> int:
+def sweep_parser():  # type: ignore[no-untyped-def]
+    """The ``sweep`` parser: every :class:`~atomistic_scaling.sweep.SweepConfig` field with the
+    dataclass's own default (one source of defaults), plus data and output options."""
+    import dataclasses
+    import typing
+
     from jsonargparse import ActionConfigFile, ArgumentParser
 
-    from atomistic_scaling.constants import DEFAULT_ENERGY_KEY, DEFAULT_FORCES_KEY
+    from atomistic_scaling.constants import (
+        DEFAULT_ENERGY_KEY,
+        DEFAULT_FORCES_KEY,
+        DEFAULT_MIN_DISTANCE,
+    )
+    from atomistic_scaling.sweep import SweepConfig
 
     parser = ArgumentParser(
         prog=f"{PROG} sweep",
-        description="Train archs x widths for one epoch each, reading the validation loss at "
-        "each D in d_checkpoints; fit L(N, D) and the compute frontier with bootstrap CIs; "
-        "write records.json, fits.json, fits.md and plots into --out.",
+        description="Train archs x widths x seeds, one warmup-stable-decay run per D in d_values "
+        "(cooldowns branched from one trunk); fit L(N, D) and the compute / train-time "
+        "frontiers on seed means with CIs from a bootstrap over seeds; write records.json, "
+        "fits.json, fits.md and plots into --out. Generated EMT data is randomly oriented.",
     )
     parser.add_argument("--config", action=ActionConfigFile)
     parser.add_argument("--out", type=Path, required=True, help="output folder (new or empty)")
@@ -112,69 +130,74 @@ def sweep_main(argv: Sequence[str]) -> int:
     parser.add_argument("--val_files", type=list[str] | None, default=None)
     parser.add_argument("--energy_key", type=str, default=DEFAULT_ENERGY_KEY)
     parser.add_argument("--forces_key", type=str, default=DEFAULT_FORCES_KEY)
+    parser.add_argument(
+        "--min_distance",
+        type=float,
+        default=DEFAULT_MIN_DISTANCE,
+        help="refuse frames with atoms closer than this (Å; 0: off)",
+    )
+    parser.add_argument(
+        "--random_orientation",
+        type=bool,
+        default=False,
+        help="rotate each structure read from files by its own random rotation",
+    )
     parser.add_argument("--synthetic_val", type=int, default=100, help="EMT val size w/o files")
-    parser.add_argument("--archs", type=list[str], default=["mpnn", "invariant", "l1", "l2"])
-    parser.add_argument("--widths", type=list[int], default=[8, 16, 32])
-    parser.add_argument("--num_layers", type=int, default=2)
-    parser.add_argument("--d_checkpoints", type=list[int], default=[50, 100, 200, 400, 800])
-    parser.add_argument("--batch_size", type=int, default=8)
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--cutoff", type=float, default=4.5)
-    parser.add_argument("--conservative", type=bool, default=False)
-    parser.add_argument("--rotation_augmentation", type=bool, default=False)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--n_boot", type=int, default=100)
-    ns = parser.parse_args(list(argv))
+    defaults = SweepConfig()
+    hints = typing.get_type_hints(SweepConfig)
+    for item in dataclasses.fields(SweepConfig):
+        parser.add_argument(
+            f"--{item.name}", type=hints[item.name], default=getattr(defaults, item.name)
+        )
+    return parser
 
-    from atomistic_scaling.data import AtomsGraphDataset, fit_atomic_energies
+
+def sweep_main(argv: Sequence[str]) -> int:
+    import dataclasses
+
+    from atomistic_scaling.constants import SYNTHETIC_VAL_SEED
+    from atomistic_scaling.data import AtomsGraphDataset, elements_of, fit_atomic_energies
     from atomistic_scaling.io import read_many
     from atomistic_scaling.sweep import (
         SweepConfig,
         fit_sweep,
-        plot_sweep,
-        public_fits,
         run_sweep,
-        summary_table,
+        trivial_loss,
     )
+    from atomistic_scaling.sweep_report import plot_sweep, public_fits, summary_table
+    from atomistic_scaling.symmetry import randomly_orient
 
+    ns = sweep_parser().parse_args(list(argv))
     out = Path(ns.out)
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} exists and is not empty; give a new --out")
-    config = SweepConfig(
-        archs=ns.archs,
-        widths=ns.widths,
-        num_layers=ns.num_layers,
-        d_checkpoints=ns.d_checkpoints,
-        batch_size=ns.batch_size,
-        lr=ns.lr,
-        cutoff=ns.cutoff,
-        conservative=ns.conservative,
-        rotation_augmentation=ns.rotation_augmentation,
-        seed=ns.seed,
-        n_boot=ns.n_boot,
-    )
+    config = SweepConfig(**{f.name: ns[f.name] for f in dataclasses.fields(SweepConfig)})
+    need = config.steps_of(max(config.d_values)) * config.batch_size
     if ns.train_files:
-        train = read_many(ns.train_files, ns.energy_key, ns.forces_key)
         if not ns.val_files:
             raise ValueError("sweep: --val_files is required with --train_files")
-        val = read_many(ns.val_files, ns.energy_key, ns.forces_key)
+        train = read_many(ns.train_files, ns.energy_key, ns.forces_key, ns.min_distance)
+        val = read_many(ns.val_files, ns.energy_key, ns.forces_key, ns.min_distance)
+        if ns.random_orientation:
+            train, val = randomly_orient(train, 0), randomly_orient(val, 1)
     else:
         from atomistic_scaling.synth import generate_structures
 
-        data = generate_structures(max(config.d_checkpoints) + ns.synthetic_val, ns.seed)
-        val, train = data[: ns.synthetic_val], data[ns.synthetic_val :]
-    records = run_sweep(
-        AtomsGraphDataset(train, config.cutoff),
-        AtomsGraphDataset(val, config.cutoff),
-        fit_atomic_energies(train),
-        config,
-    )
-    fits = fit_sweep(records, config.n_boot, config.seed)
+        train = generate_structures(need, seed=0)
+        val = generate_structures(ns.synthetic_val, seed=SYNTHETIC_VAL_SEED)
+    energies = fit_atomic_energies(train)
+    train_set = AtomsGraphDataset(train, config.cutoff)
+    val_set = AtomsGraphDataset(val, config.cutoff)
+    trivial = trivial_loss(val_set, energies)
+    records = run_sweep(train_set, val_set, (energies, elements_of(train)), config)
+    fits = fit_sweep(records, config.n_boot)
     out.mkdir(parents=True, exist_ok=True)
-    plot_sweep(records, fits, out)
+    plot_sweep(records, fits, out, trivial=trivial["loss"])
     (out / "records.json").write_text(json.dumps(records, indent=1))
-    (out / "fits.json").write_text(json.dumps(public_fits(fits), indent=1))
-    table = summary_table(fits)
+    (out / "fits.json").write_text(
+        json.dumps({"trivial_predictor": trivial, "fits": public_fits(fits)}, indent=1)
+    )
+    table = summary_table(fits, trivial=trivial["loss"])
     (out / "fits.md").write_text(table + "\n")
     print(table)
     print(f"wrote {out}")

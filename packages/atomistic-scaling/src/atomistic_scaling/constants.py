@@ -15,6 +15,16 @@ DEFAULT_FORCES_KEY = "REF_forces"
 #: Elements ASE's EMT calculator supports for the synthetic generator.
 EMT_ELEMENTS = ("Al", "Cu", "Ag", "Au", "Ni", "Pd", "Pt")
 
+#: Embedding rows: atomic numbers 1..MAX_Z-1 are supported (0 and >= MAX_Z are rejected on read).
+MAX_Z = 100
+
+#: Default smallest allowed interatomic distance (Å) when reading structures: closer pairs are
+#: physically impossible (the shortest bond, H2, is 0.74 Å) and flag a unit or cell error.
+DEFAULT_MIN_DISTANCE = 0.5
+
+#: Generation seed of synthetic validation structures (a stream disjoint from the training one).
+SYNTHETIC_VAL_SEED = 10_000
+
 #: Architectures of rising symmetry order (one family: same width/depth knobs).
 ARCHITECTURES = ("mpnn", "invariant", "l1", "l2", "l3")
 

@@ -19,12 +19,18 @@ from torch.utils.data import Dataset
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
-from atomistic_scaling.constants import DEFAULT_ENERGY_KEY, DEFAULT_FORCES_KEY, EMT_ELEMENTS
+from atomistic_scaling.constants import (
+    DEFAULT_ENERGY_KEY,
+    DEFAULT_FORCES_KEY,
+    DEFAULT_MIN_DISTANCE,
+    EMT_ELEMENTS,
+    MAX_Z,
+)
 from atomistic_scaling.graph import atoms_to_graph
 from atomistic_scaling.io import read_many
-from atomistic_scaling.model import MAX_Z
+from atomistic_scaling.symmetry import randomly_orient
 
-__all__ = ["AtomisticDataModule", "AtomsGraphDataset", "fit_atomic_energies"]
+__all__ = ["AtomisticDataModule", "AtomsGraphDataset", "elements_of", "fit_atomic_energies"]
 
 
 class AtomsGraphDataset(Dataset):
@@ -44,7 +50,7 @@ class AtomsGraphDataset(Dataset):
 def fit_atomic_energies(structures: Sequence[Atoms]) -> torch.Tensor:
     """Per-element reference energies ``E0`` (MAX_Z,) minimising ``sum (E - sum_i E0[z_i])^2``
     over ``structures`` (least squares on element counts; absent elements get 0)."""
-    elements = sorted({int(z) for atoms in structures for z in atoms.numbers})
+    elements = elements_of(structures)
     counts = np.zeros((len(structures), len(elements)))
     for row, atoms in enumerate(structures):
         for col, z in enumerate(elements):
@@ -54,6 +60,11 @@ def fit_atomic_energies(structures: Sequence[Atoms]) -> torch.Tensor:
     out = torch.zeros(MAX_Z)
     out[elements] = torch.as_tensor(coef, dtype=torch.float32)
     return out
+
+
+def elements_of(structures: Sequence[Atoms]) -> list[int]:
+    """Sorted atomic numbers present in ``structures``."""
+    return sorted({int(z) for atoms in structures for z in atoms.numbers})
 
 
 class AtomisticDataModule(L.LightningDataModule):
@@ -70,9 +81,14 @@ class AtomisticDataModule(L.LightningDataModule):
         batch_size: structures per step (the paper: 64).
         max_samples: training structures streamed in the single epoch (D); default all.
         val_fraction, test_fraction: split fractions when no separate files are given.
-        synthetic_size: structures generated with EMT when no ``train_files`` are given.
+        synthetic_size: structures generated with EMT when no ``train_files`` are given
+            (randomly oriented, see :func:`atomistic_scaling.synth.generate_structures`).
         elements: EMT elements for the synthetic data.
         seed: split and generation seed.
+        min_distance: frames with two atoms closer than this (Å) are refused on read (0: off).
+        random_orientation: rotate every structure read from files (train/val/test) by its own
+            random rotation (seeded), so that an unconstrained model must learn rotational
+            symmetry; generated data is randomly oriented already.
     """
 
     def __init__(
@@ -90,6 +106,8 @@ class AtomisticDataModule(L.LightningDataModule):
         synthetic_size: int = 200,
         elements: list[str] | None = None,
         seed: int = 0,
+        min_distance: float = DEFAULT_MIN_DISTANCE,
+        random_orientation: bool = False,
     ) -> None:
         super().__init__()
         if batch_size < 1:
@@ -104,8 +122,12 @@ class AtomisticDataModule(L.LightningDataModule):
     def _load(self) -> None:
         hp = self.hparams
         rng = np.random.default_rng(hp.seed)
+
+        def read(files: list[str]) -> list[Atoms]:
+            return read_many(files, hp.energy_key, hp.forces_key, hp.min_distance)
+
         if hp.train_files:
-            train = read_many(hp.train_files, hp.energy_key, hp.forces_key)
+            train = read(hp.train_files)
         else:
             from atomistic_scaling.synth import generate_structures
 
@@ -114,8 +136,12 @@ class AtomisticDataModule(L.LightningDataModule):
         train = [train[i] for i in order]
         n_val = 0 if hp.val_files else round(hp.val_fraction * len(train))
         n_test = 0 if hp.test_files else round(hp.test_fraction * len(train))
-        val = read_many(hp.val_files, hp.energy_key, hp.forces_key) if hp.val_files else []
-        test = read_many(hp.test_files, hp.energy_key, hp.forces_key) if hp.test_files else []
+        val = read(hp.val_files) if hp.val_files else []
+        test = read(hp.test_files) if hp.test_files else []
+        if hp.random_orientation and hp.train_files:
+            train = randomly_orient(train, hp.seed)
+            val = randomly_orient(val, hp.seed + 1)
+            test = randomly_orient(test, hp.seed + 2)
         val = val or train[:n_val]
         test = test or train[n_val : n_val + n_test]
         train = train[n_val + n_test :]
@@ -146,6 +172,12 @@ class AtomisticDataModule(L.LightningDataModule):
         if self.train_structures is None:
             self.setup()
         return fit_atomic_energies(self.train_structures)
+
+    def training_elements(self) -> list[int]:
+        """Atomic numbers of the training split (call after ``setup``)."""
+        if self.train_structures is None:
+            self.setup()
+        return elements_of(self.train_structures)
 
     def train_dataloader(self) -> DataLoader:
         gen = torch.Generator().manual_seed(self.hparams.seed)

@@ -14,14 +14,38 @@ import torch
 from ase import Atoms
 from torch_geometric.data import Data
 
-__all__ = ["atoms_to_graph", "edge_vectors", "neighbor_list", "neighbor_list_ase"]
+__all__ = [
+    "atoms_to_graph",
+    "cell_problem",
+    "closest_pair",
+    "edge_vectors",
+    "neighbor_list",
+    "neighbor_list_ase",
+]
+
+#: A periodic cell with |det| below this (Å³) is singular (missing or linearly dependent vectors).
+MIN_CELL_VOLUME = 1e-9
+
+
+def cell_problem(cell: np.ndarray, pbc: np.ndarray) -> str | None:
+    """Why a periodic ``cell`` (3, 3) cannot be used, or None: a structure periodic in any
+    direction needs three linearly independent cell vectors (the neighbour list wraps with the
+    full cell)."""
+    if np.asarray(pbc, dtype=bool).any() and abs(np.linalg.det(cell)) < MIN_CELL_VOLUME:
+        rows = "; ".join(" ".join(f"{v:g}" for v in row) for row in np.asarray(cell))
+        return (
+            f"periodic (pbc={[bool(p) for p in pbc]}) but the cell is missing or singular "
+            f"(Lattice rows {rows})"
+        )
+    return None
 
 
 def _box(atoms: Atoms) -> tuple[np.ndarray, np.ndarray]:
     pbc = np.asarray(atoms.pbc, dtype=bool)
     cell = np.asarray(atoms.cell[:], dtype=np.float64)
-    if pbc.any() and abs(np.linalg.det(cell)) < 1e-9:
-        raise ValueError("periodic structure with a singular cell")
+    problem = cell_problem(cell, pbc)
+    if problem is not None:
+        raise ValueError(problem)
     return cell, pbc
 
 
@@ -42,6 +66,19 @@ def neighbor_list(atoms: Atoms, cutoff: float) -> tuple[np.ndarray, np.ndarray, 
         positions, cell, pbc.tolist(), quantities="ijS"
     )
     return i.astype(np.int64), j.astype(np.int64), shifts.astype(np.int64)
+
+
+def closest_pair(atoms: Atoms, below: float) -> tuple[int, int, float] | None:
+    """The closest pair ``(i, j, distance)`` of ``atoms`` (periodic images included) if some
+    pair is closer than ``below`` Å, else None."""
+    i, j, shifts = neighbor_list(atoms, below)
+    if len(i) == 0:
+        return None
+    cell = np.asarray(atoms.cell[:], dtype=np.float64)
+    vec = atoms.positions[j] + shifts @ cell - atoms.positions[i]
+    dist = np.linalg.norm(vec, axis=1)
+    k = int(np.argmin(dist))
+    return int(i[k]), int(j[k]), float(dist[k])
 
 
 def neighbor_list_ase(atoms: Atoms, cutoff: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

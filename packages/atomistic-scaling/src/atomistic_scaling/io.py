@@ -6,20 +6,31 @@ A labelled structure is an :class:`ase.Atoms` whose ``info[energy_key]`` holds t
 ``energy``/``forces`` keys of an extxyz file into a ``SinglePointCalculator``; those are read
 from the calculator. All structures returned by :func:`read_structures` are normalised to carry
 ``info["energy"]`` (float) and ``arrays["forces"]`` (float64, ``(n, 3)``) without a calculator.
+The fallback from the default ``REF_`` keys to the plain ones is decided per file, never per
+frame. Frames with unsupported atomic numbers, a missing or singular periodic cell, or atoms
+closer than ``min_distance`` are refused.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from ase import Atoms
 
-from atomistic_scaling.constants import DEFAULT_ENERGY_KEY, DEFAULT_FORCES_KEY
+from atomistic_scaling.constants import (
+    DEFAULT_ENERGY_KEY,
+    DEFAULT_FORCES_KEY,
+    DEFAULT_MIN_DISTANCE,
+    MAX_Z,
+)
+from atomistic_scaling.graph import cell_problem, closest_pair
 
 __all__ = [
     "AtomisticFormatError",
+    "LabelFallbackWarning",
     "label_structure",
     "read_many",
     "read_structures",
@@ -31,6 +42,10 @@ DB_SUFFIXES = (".db", ".json")
 
 class AtomisticFormatError(ValueError):
     """Bad input data: the message names the file and the frame (and the field)."""
+
+
+class LabelFallbackWarning(UserWarning):
+    """A file without the default ``REF_`` label keys is read with its plain energy/forces."""
 
 
 def _energy_of(atoms: Atoms, key: str) -> float | None:
@@ -55,22 +70,42 @@ def _forces_of(atoms: Atoms, key: str) -> np.ndarray | None:
     return None
 
 
+#: How the CLI names the label keys (the reader is shared by ``fit`` and ``sweep``).
+KEY_FLAGS = {
+    "energy": "--data.energy_key (fit/validate/test/predict) or --energy_key (sweep)",
+    "forces": "--data.forces_key (fit/validate/test/predict) or --forces_key (sweep)",
+}
+
+
 def label_structure(
-    atoms: Atoms, source: str, frame: int, energy_key: str, forces_key: str
+    atoms: Atoms,
+    source: str,
+    frame: int,
+    energy_key: str,
+    forces_key: str,
+    min_distance: float = DEFAULT_MIN_DISTANCE,
 ) -> Atoms:
     """Validated copy of ``atoms`` with ``info["energy"]`` and ``arrays["forces"]``.
 
     Raises :class:`AtomisticFormatError` naming ``source`` and ``frame`` when the energy or the
-    forces are missing, non-finite, or the forces do not have one row of 3 per atom.
+    forces are missing, non-finite, or the forces do not have one row of 3 per atom; when an
+    atomic number is outside 1..MAX_Z-1; when a periodic cell is missing or singular; and when
+    two atoms are closer than ``min_distance`` Å (0 disables that check).
     """
     where = f"{source}: frame {frame}"
     n = len(atoms)
     if n == 0:
         raise AtomisticFormatError(f"{where}: structure has no atoms")
+    bad_z = sorted({int(z) for z in atoms.numbers if not 0 < z < MAX_Z})
+    if bad_z:
+        raise AtomisticFormatError(
+            f"{where}: atomic numbers {bad_z} are not supported (1..{MAX_Z - 1})"
+        )
     energy = _energy_of(atoms, energy_key)
     if energy is None:
-        alt = "" if energy_key == "energy" else " (set --energy-key if it is named differently)"
-        raise AtomisticFormatError(f"{where}: missing energy key {energy_key!r}{alt}")
+        raise AtomisticFormatError(
+            f"{where}: missing energy key {energy_key!r} (name it with {KEY_FLAGS['energy']})"
+        )
     try:
         energy = float(energy)
     except (TypeError, ValueError):
@@ -81,7 +116,9 @@ def label_structure(
         raise AtomisticFormatError(f"{where}: energy {energy_key!r} is not finite ({energy})")
     forces = _forces_of(atoms, forces_key)
     if forces is None:
-        raise AtomisticFormatError(f"{where}: missing forces key {forces_key!r}")
+        raise AtomisticFormatError(
+            f"{where}: missing forces key {forces_key!r} (name it with {KEY_FLAGS['forces']})"
+        )
     forces = np.asarray(forces, dtype=np.float64)
     if forces.shape != (n, 3):
         raise AtomisticFormatError(
@@ -92,7 +129,18 @@ def label_structure(
         raise AtomisticFormatError(f"{where}: forces {forces_key!r} contain NaN or inf")
     if not np.all(np.isfinite(atoms.positions)):
         raise AtomisticFormatError(f"{where}: positions contain NaN or inf")
+    problem = cell_problem(np.asarray(atoms.cell[:], dtype=np.float64), atoms.pbc)
+    if problem is not None:
+        raise AtomisticFormatError(f"{where}: {problem}")
     out = Atoms(numbers=atoms.numbers, positions=atoms.positions, cell=atoms.cell, pbc=atoms.pbc)
+    if min_distance > 0:
+        pair = closest_pair(out, min_distance)
+        if pair is not None:
+            i, j, dist = pair
+            raise AtomisticFormatError(
+                f"{where}: atoms {i} and {j} are {dist:.3g} Å apart, closer than min_distance="
+                f"{min_distance:g} Å (a unit or cell error?; set min_distance to accept)"
+            )
     out.info["energy"] = energy
     out.arrays["forces"] = forces
     return out
@@ -122,12 +170,53 @@ def _read_raw(path: Path, index: str) -> list[Atoms]:
                     atoms.info.setdefault(key, value)
             frames.append(atoms)
         return frames
-    try:
-        frames = ase.io.read(str(path), index=index)
+    frames: list[Atoms] = []
+    try:  # frame by frame, so that a parse error names the frame it happened in
+        for atoms in ase.io.iread(str(path), index=index):
+            frames.append(atoms)
     except Exception as error:  # ASE raises many types on malformed text
         message = " ".join(str(error).split()) or type(error).__name__
-        raise AtomisticFormatError(f"{path}: cannot parse: {message}") from None
-    return frames if isinstance(frames, list) else [frames]
+        raise AtomisticFormatError(
+            f"{path}: frame {len(frames)}: cannot parse: {message}"
+        ) from None
+    return frames
+
+
+def _label_keys(
+    frames: list[Atoms], path: Path, energy_key: str, forces_key: str
+) -> tuple[str, str]:
+    """The keys to read from every frame of one file. A default key (``REF_energy`` /
+    ``REF_forces``) that no frame has falls back to the plain ``energy``/``forces`` for the whole
+    file, with a warning; a file where only some frames have the default key is an error (one
+    file never mixes label sources)."""
+    keys, fallen = [], []
+    for key, default, plain, get in (
+        (energy_key, DEFAULT_ENERGY_KEY, "energy", _energy_of),
+        (forces_key, DEFAULT_FORCES_KEY, "forces", _forces_of),
+    ):
+        if key != default:
+            keys.append(key)
+            continue
+        has = [get(atoms, key) is not None for atoms in frames]
+        if all(has) or not any(get(atoms, plain) is not None for atoms in frames):
+            keys.append(key)  # every frame has it, or nothing to fall back to (error per frame)
+        elif not any(has):
+            keys.append(plain)
+            fallen.append((key, plain))
+        else:
+            first = has.index(False)
+            raise AtomisticFormatError(
+                f"{path}: frame {first}: missing {plain} key {key!r} that other frames of this "
+                f"file have (refusing to mix it with the plain {plain!r} labels)"
+            )
+    if fallen:
+        warnings.warn(
+            f"{path}: no frame has {' / '.join(repr(k) for k, _ in fallen)}; reading the plain "
+            f"{' / '.join(repr(p) for _, p in fallen)} of every frame",
+            LabelFallbackWarning,
+            stacklevel=3,
+        )
+    return keys[0], keys[1]
 
 
 def read_structures(
@@ -135,11 +224,15 @@ def read_structures(
     energy_key: str = DEFAULT_ENERGY_KEY,
     forces_key: str = DEFAULT_FORCES_KEY,
     index: str = ":",
+    min_distance: float = DEFAULT_MIN_DISTANCE,
 ) -> list[Atoms]:
-    """Reads every frame of ``path`` (extxyz, xyz, ASE trajectory, ``.db``) and validates it.
+    """Reads every frame of ``path`` (extxyz, xyz, ASE trajectory, ``.db``) and validates it
+    (see :func:`label_structure`).
 
-    When a frame lacks ``energy_key``/``forces_key`` and those are the defaults
-    (``REF_energy``/``REF_forces``), the plain ``energy``/``forces`` (calculator) values are used.
+    When no frame has ``energy_key``/``forces_key`` and those are the defaults
+    (``REF_energy``/``REF_forces``), the plain ``energy``/``forces`` (calculator) values of the
+    whole file are used, with a :class:`LabelFallbackWarning`; a file in which only some frames
+    carry the default key is refused.
     """
     path = Path(path)
     if not path.is_file():
@@ -147,26 +240,23 @@ def read_structures(
     frames = _read_raw(path, index)
     if not frames:
         raise AtomisticFormatError(f"{path}: no structures")
-    out = []
-    for i, atoms in enumerate(frames):
-        ekey, fkey = energy_key, forces_key
-        if energy_key == DEFAULT_ENERGY_KEY and _energy_of(atoms, ekey) is None:
-            ekey = "energy" if _energy_of(atoms, "energy") is not None else ekey
-        if forces_key == DEFAULT_FORCES_KEY and _forces_of(atoms, fkey) is None:
-            fkey = "forces" if _forces_of(atoms, "forces") is not None else fkey
-        out.append(label_structure(atoms, str(path), i, ekey, fkey))
-    return out
+    ekey, fkey = _label_keys(frames, path, energy_key, forces_key)
+    return [
+        label_structure(atoms, str(path), i, ekey, fkey, min_distance)
+        for i, atoms in enumerate(frames)
+    ]
 
 
 def read_many(
     paths: Sequence[str | Path],
     energy_key: str = DEFAULT_ENERGY_KEY,
     forces_key: str = DEFAULT_FORCES_KEY,
+    min_distance: float = DEFAULT_MIN_DISTANCE,
 ) -> list[Atoms]:
     """:func:`read_structures` over several files, concatenated in order."""
     out: list[Atoms] = []
     for path in paths:
-        out.extend(read_structures(path, energy_key, forces_key))
+        out.extend(read_structures(path, energy_key, forces_key, min_distance=min_distance))
     return out
 
 

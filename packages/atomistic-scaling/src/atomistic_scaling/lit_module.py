@@ -1,8 +1,12 @@
-"""Lightning module: the paper's energy + force loss, optional rotation augmentation for the
-unconstrained model, FLOPs per step measured with ``torch.utils.flop_counter``."""
+"""Lightning module: the paper's energy + force loss, a warmup-stable-decay schedule whose
+cooldowns can branch from one constant-rate trunk (exactly one run per D), optional rotation
+augmentation and symmetry as a loss term, FLOPs per step measured with
+``torch.utils.flop_counter``."""
 
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
@@ -12,8 +16,17 @@ from torch_geometric.data import Batch
 from torch_geometric.utils import scatter
 
 from atomistic_scaling.model import ForceField, count_parameters
+from atomistic_scaling.symmetry import random_rotation, rotate_batch
 
-__all__ = ["ForceFieldModule", "force_field_loss", "measure_step_flops", "random_rotation"]
+__all__ = [
+    "ForceFieldModule",
+    "TrainState",
+    "cooldown_steps",
+    "equivariance_penalty",
+    "force_field_loss",
+    "measure_step_flops",
+    "wsd_factor",
+]
 
 
 def force_field_loss(
@@ -32,23 +45,47 @@ def force_field_loss(
     return lambda_e * e_mean + lambda_f * f_mean, e_mean, f_mean
 
 
-def random_rotation(generator: torch.Generator | None = None, dtype=torch.float32) -> Tensor:
-    """A uniformly random proper rotation (3, 3) via QR of a Gaussian matrix."""
-    q, r = torch.linalg.qr(torch.randn(3, 3, generator=generator, dtype=torch.float64))
-    q = q * torch.sign(torch.diagonal(r)).unsqueeze(0)
-    if torch.det(q) < 0:
-        q[:, 0] = -q[:, 0]
-    return q.to(dtype)
+def wsd_factor(step: int, warmup: int, total: int | None, cooldown_fraction: float) -> float:
+    """Warmup-stable-decay learning-rate factor at optimiser step ``step`` (0-based): linear
+    warm-up over ``warmup`` steps, constant, then (when ``total`` is given) a linear decay to 0
+    over the last ``cooldown_steps(total, cooldown_fraction)`` steps of the ``total``-step run."""
+    factor = min(1.0, (step + 1) / max(1, warmup))
+    if total is not None:
+        cool = cooldown_steps(total, cooldown_fraction)
+        if cool > 0 and step >= total - cool:
+            factor *= max(0.0, (total - step) / cool)
+    return factor
 
 
-def rotate_batch(batch: Batch, rotation: Tensor) -> Batch:
-    """Rotates positions, cells and force labels of ``batch`` by ``rotation`` (row vectors)."""
-    batch = batch.clone()
-    batch.pos = batch.pos @ rotation
-    batch.cell = batch.cell @ rotation
-    if getattr(batch, "forces", None) is not None:
-        batch.forces = batch.forces @ rotation
-    return batch
+def cooldown_steps(total: int, cooldown_fraction: float) -> int:
+    """Steps of the final linear decay of a ``total``-step WSD run (at least 1 when the
+    fraction is positive)."""
+    if cooldown_fraction <= 0:
+        return 0
+    return max(1, round(cooldown_fraction * total))
+
+
+@dataclass
+class TrainState:
+    """Everything a run continues from at optimiser step ``step``: model weights, optimiser
+    state and the augmentation generator (see :meth:`ForceFieldModule.snapshot`)."""
+
+    step: int
+    model: dict[str, Tensor]
+    optimizer: dict[str, Any]
+    rotation_generator: Tensor
+
+
+def equivariance_penalty(
+    pred: dict[str, Tensor], rotated: dict[str, Tensor], batch: Batch, rotation: Tensor
+) -> Tensor:
+    """Symmetry as a loss term: the paper loss between the predictions on the rotated batch and
+    the rotated predictions, ``mean_s (|E(Rx) - E(x)| + Σ_i ‖F_i(Rx) - F_i(x) R‖) / n_s``."""
+    n_atoms = batch.n_atoms.to(pred["energy"].dtype)
+    e_term = (rotated["energy"] - pred["energy"]).abs() / n_atoms
+    f_err = (rotated["forces"] - pred["forces"] @ rotation).norm(dim=-1)
+    f_term = scatter(f_err, batch.batch, dim=0, dim_size=n_atoms.shape[0]) / n_atoms
+    return (e_term + f_term).mean()
 
 
 class ForceFieldModule(L.LightningModule):
@@ -56,10 +93,15 @@ class ForceFieldModule(L.LightningModule):
 
     Args:
         arch, width, num_layers, cutoff, num_rbf, conservative: the model knobs.
-        lr: Adam learning rate (constant after ``warmup_steps`` of linear warm-up, so losses
-            read along one run stand in for runs with that many samples).
+        lr: peak Adam learning rate of the warmup-stable-decay schedule (:func:`wsd_factor`).
+        warmup_steps: linear warm-up steps.
+        total_steps: length of the run for the final decay; None keeps the rate constant after
+            the warm-up (a trunk from which :meth:`resume` branches cooldowns).
+        cooldown_fraction: the final linear decay to 0 spans this fraction of ``total_steps``.
         lambda_e, lambda_f: loss weights (paper: equal).
-        rotation_augmentation: rotate each training batch by a random rotation (for ``mpnn``).
+        rotation_augmentation: rotate each training batch by a fresh random rotation.
+        equivariance_weight: weight of :func:`equivariance_penalty` added to the training loss
+            (the paper's "symmetry as a loss term"; one extra forward pass per step); 0 = off.
     """
 
     def __init__(
@@ -72,14 +114,26 @@ class ForceFieldModule(L.LightningModule):
         conservative: bool = False,
         lr: float = 3e-3,
         warmup_steps: int = 10,
+        total_steps: int | None = None,
+        cooldown_fraction: float = 0.2,
         lambda_e: float = 1.0,
         lambda_f: float = 1.0,
         rotation_augmentation: bool = False,
+        equivariance_weight: float = 0.0,
     ) -> None:
         super().__init__()
+        if not 0 <= cooldown_fraction <= 1:
+            raise ValueError("cooldown_fraction must be in [0, 1]")
+        if total_steps is not None and total_steps < 1:
+            raise ValueError("total_steps must be >= 1 (or None for a constant rate)")
+        if equivariance_weight < 0:
+            raise ValueError("equivariance_weight must be >= 0")
         self.save_hyperparameters()
         self.model = ForceField(arch, width, num_layers, cutoff, num_rbf, conservative)
         self._rot_gen = torch.Generator().manual_seed(0)
+        #: Optimiser steps already taken by the run this one continues (see :meth:`resume`).
+        self.step_offset = 0
+        self._resume_optimizer: dict[str, Any] | None = None
 
     @property
     def num_parameters(self) -> int:
@@ -88,25 +142,69 @@ class ForceFieldModule(L.LightningModule):
     def forward(self, batch: Batch, compute_stress: bool = False) -> dict[str, Tensor]:
         return self.model(batch, compute_stress=compute_stress)
 
+    def lr_factor(self, step: int) -> float:
+        """:func:`wsd_factor` of this run at its optimiser step ``step``."""
+        hp = self.hparams
+        return wsd_factor(step, hp.warmup_steps, hp.total_steps, hp.cooldown_fraction)
+
+    def snapshot(self) -> TrainState:
+        """The state of a running fit after ``step_offset + global_step`` optimiser steps."""
+        optimizer = self.trainer.optimizers[0]
+        return TrainState(
+            step=self.step_offset + int(self.trainer.global_step),
+            model=copy.deepcopy(self.model.state_dict()),
+            optimizer=copy.deepcopy(optimizer.state_dict()),
+            rotation_generator=self._rot_gen.get_state(),
+        )
+
+    def resume(self, state: TrainState) -> None:
+        """Continue from ``state`` in the next ``fit``: weights, optimiser moments and the
+        augmentation generator are restored and the schedule goes on at ``state.step``, so a
+        trunk of ``s`` steps plus a resumed fit of ``T - s`` steps equals one ``T``-step run."""
+        self.model.load_state_dict(state.model)
+        self._resume_optimizer = state.optimizer
+        self._rot_gen.set_state(state.rotation_generator)
+        self.step_offset = state.step
+
     def on_fit_start(self) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)
         if datamodule is not None and hasattr(datamodule, "atomic_energies"):
-            self.model.atomic_energies.copy_(datamodule.atomic_energies())
+            self.model.set_atomic_references(
+                datamodule.atomic_energies(), datamodule.training_elements()
+            )
+
+    def on_train_start(self) -> None:
+        if self._resume_optimizer is None:
+            return
+        optimizer = self.trainer.optimizers[0]
+        optimizer.load_state_dict(self._resume_optimizer)
+        for group in optimizer.param_groups:  # the first resumed step's rate
+            group["initial_lr"] = self.hparams.lr
+            group["lr"] = self.hparams.lr * self.lr_factor(self.step_offset)
+        self._resume_optimizer = None
 
     def _step(self, batch: Batch, stage: str) -> Tensor:
-        if stage == "train" and self.hparams.rotation_augmentation:
+        train = stage == "train"
+        if train and self.hparams.rotation_augmentation:
             # drawn from the CPU generator (the same rotations on every device), then moved
             rotation = random_rotation(self._rot_gen, batch.pos.dtype).to(batch.pos.device)
             batch = rotate_batch(batch, rotation)
-        with torch.set_grad_enabled(stage == "train" or self.hparams.conservative):
+        with torch.set_grad_enabled(train or self.hparams.conservative):
             pred = self(batch)
         loss, e_term, f_term = force_field_loss(
             pred, batch, self.hparams.lambda_e, self.hparams.lambda_f
         )
         size = int(batch.num_graphs)
-        sync = stage != "train"  # epoch-level val/test means over all ranks under DDP
+        sync = not train  # epoch-level val/test means over all ranks under DDP
         log = {"batch_size": size, "sync_dist": sync}
-        self.log(f"{stage}_loss", loss.detach(), prog_bar=stage != "train", **log)
+        if train and self.hparams.equivariance_weight > 0:
+            rotation = random_rotation(self._rot_gen, batch.pos.dtype).to(batch.pos.device)
+            penalty = equivariance_penalty(
+                pred, self(rotate_batch(batch, rotation)), batch, rotation
+            )
+            loss = loss + self.hparams.equivariance_weight * penalty
+            self.log("train_equivariance", penalty.detach(), **log)
+        self.log(f"{stage}_loss", loss.detach(), prog_bar=not train, **log)
         self.log(f"{stage}_energy_mae_per_atom", e_term.detach(), **log)
         self.log(f"{stage}_force_l2", f_term.detach(), **log)
         return loss
@@ -127,8 +225,8 @@ class ForceFieldModule(L.LightningModule):
 
     def configure_optimizers(self) -> Any:
         opt = torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
-        warmup = max(1, self.hparams.warmup_steps)
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
+        offset = self.step_offset
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: self.lr_factor(s + offset))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 

@@ -1,8 +1,10 @@
 """Neural force fields of rising symmetry order, one family with the same width/depth knobs.
 
 * ``mpnn`` -- unconstrained message passing on raw relative vectors ``r_ij`` (translation
-  invariant only; the paper's "MPNN"); direct forces are an unconstrained linear map of the
-  final node features to R³.
+  invariant only; the paper's "MPNN"): the edge input is ``[r_ij, rbf(|r_ij|), r_ij ⊗
+  rbf(|r_ij|)]`` (the outer product gives the MLP radially weighted Cartesian components; no
+  symmetry is imposed, the MLP mixes the components freely); direct forces are an
+  unconstrained linear map of the final node features to R³.
 * ``invariant`` -- distance-only continuous-filter convolutions (SchNet-like; stands in for the
   paper's GemNet-OC, invariant); direct forces ``f_i = sum_j s_ij r̂_ij`` (equivariant).
 * ``l1`` / ``l2`` / ``l3`` -- e3nn tensor-product message passing (NequIP-like) with node
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -26,12 +29,11 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.nn import MessagePassing
 from torch_geometric.utils import scatter
 
-from atomistic_scaling.constants import ARCHITECTURES
+from atomistic_scaling.constants import ARCHITECTURES, MAX_Z
 from atomistic_scaling.graph import edge_vectors
 
-__all__ = ["ForceField", "count_parameters"]
+__all__ = ["MAX_Z", "ForceField", "count_parameters"]
 
-MAX_Z = 100
 #: Messages are summed and divided by this typical neighbour count (keeps activations O(1)).
 NEIGHBOR_NORM = 16.0
 
@@ -80,12 +82,21 @@ def mlp(sizes: list[int], last_act: bool = False) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
+def unconstrained_edge_features(vec: Tensor, rbf: Tensor) -> Tensor:
+    """Edge input of the unconstrained MPNN: ``[r_ij, rbf, r_ij ⊗ rbf]``, shape
+    (E, 3 + R + 3R) for ``vec`` (E, 3) and ``rbf`` (E, R)."""
+    outer = (vec.unsqueeze(-1) * rbf.unsqueeze(1)).flatten(1)
+    return torch.cat([vec, rbf, outer], dim=-1)
+
+
 class UnconstrainedLayer(MessagePassing):
-    """``m_ij = MLP([h_i, h_j, r_ij, rbf(|r_ij|)]) u(r_ij)``; ``h_i += MLP(sum_j m_ij / K)``."""
+    """``m_ij = MLP([h_i, h_j, e_ij]) u(r_ij)`` with ``e_ij`` from
+    :func:`unconstrained_edge_features`; ``h_i += MLP(sum_j m_ij / K)``."""
 
     def __init__(self, width: int, num_rbf: int) -> None:
         super().__init__(aggr="add")
-        self.message_mlp = mlp([2 * width + 3 + num_rbf, width, width], last_act=True)
+        edge_dim = 3 + num_rbf + 3 * num_rbf
+        self.message_mlp = mlp([2 * width + edge_dim, width, width], last_act=True)
         self.update_mlp = mlp([width, width, width])
 
     def forward(self, h: Tensor, edge_index: Tensor, edge_attr: Tensor, env: Tensor) -> Tensor:
@@ -198,6 +209,9 @@ class ForceField(nn.Module):
         self.rbf = RadialBasis(num_rbf, cutoff)
         self.embedding = nn.Embedding(MAX_Z, width)
         self.register_buffer("atomic_energies", torch.zeros(MAX_Z))
+        #: Elements of the training data (set with :meth:`set_atomic_references`); the ASE
+        #: calculator refuses structures with any other element.
+        self.register_buffer("trained_elements", torch.zeros(MAX_Z, dtype=torch.bool))
         self.energy_head = mlp([width, width, 1])
         if arch == "mpnn":
             self.layers = nn.ModuleList(
@@ -223,6 +237,18 @@ class ForceField(nn.Module):
             )
             self.force_head = o3.Linear(hidden, o3.Irreps("1x1o"))
 
+    def set_atomic_references(self, energies: Tensor, elements: Iterable[int]) -> None:
+        """Sets the per-element reference energies ``E0`` (MAX_Z,) and the training elements."""
+        with torch.no_grad():
+            self.atomic_energies.copy_(energies)
+            self.trained_elements.zero_()
+            self.trained_elements[list(elements)] = True
+
+    def unseen_elements(self, numbers: Iterable[int]) -> list[int]:
+        """Atomic numbers in ``numbers`` that were not in the training data, sorted."""
+        seen = self.trained_elements.cpu()
+        return sorted({int(z) for z in numbers if not 0 < int(z) < MAX_Z or not seen[int(z)]})
+
     def _node_outputs(self, z: Tensor, vec: Tensor, edge_index: Tensor) -> tuple[Tensor, Tensor]:
         """Per-atom energies (N,) and direct forces (N, 3) from bond vectors ``vec`` (E, 3)."""
         r = vec.norm(dim=-1)
@@ -231,7 +257,7 @@ class ForceField(nn.Module):
         n = z.shape[0]
         if self.arch == "mpnn":
             env = self.rbf.envelope(r)
-            edge_attr = torch.cat([vec, rbf], dim=-1)
+            edge_attr = unconstrained_edge_features(vec, rbf)
             for layer in self.layers:
                 h = layer(h, edge_index, edge_attr, env)
             return self.energy_head(h).squeeze(-1), self.force_head(h)

@@ -12,26 +12,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 from scipy.special import logsumexp
 
 __all__ = [
     "HUBER_DELTA",
     "PowerLawFit",
-    "bootstrap_fit",
     "compute_frontier",
     "compute_optimal",
     "fit_compute_law",
     "fit_nd_law",
     "fit_sum_of_powers",
+    "frontier_fit",
+    "seed_bootstrap_fit",
 ]
 
 HUBER_DELTA = 1e-3
-MAX_ITER = 100
+#: L-BFGS-B iterations per start (the Huber loss with δ = 1e-3 is nearly L1 in log space, which
+#: takes a few hundred iterations to settle).
+MAX_ITER = 1000
 INIT_EXPONENTS = (0.1, 0.4, 0.8, 1.5)
 INIT_LOG_AMPLITUDES = (0.0, 3.0, 6.0, 10.0)
 INIT_LOG_OFFSETS = (-4.0, -2.0, 0.0)
@@ -40,49 +44,69 @@ INIT_LOG_OFFSETS = (-4.0, -2.0, 0.0)
 N_STARTS = 10
 
 
+def _terms(theta: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``[a_k - α_k x_k ..., e]`` per point, shape (n, K+1)."""
+    k = x.shape[1]
+    terms = np.empty((x.shape[0], k + 1))
+    terms[:, :k] = theta[:k] - theta[k : 2 * k] * x
+    terms[:, k] = theta[2 * k]
+    return terms
+
+
+def _objective_and_gradient(
+    theta: np.ndarray, x: np.ndarray, log_l: np.ndarray, delta: float
+) -> tuple[float, np.ndarray]:
+    """Huber loss (δ = ``delta``) of ``LSE(a_k - α_k x_k, e) - log L`` summed over points, and
+    its gradient in ``theta = [a_1..a_K, α_1..α_K, e]``; ``x`` (n, K), ``log_l`` (n,).
+
+    Plain numpy on purpose: scipy's ``logsumexp`` costs ~10x more per call on these tiny
+    arrays, and the optimiser calls this hundreds of times per start."""
+    k = x.shape[1]
+    terms = _terms(theta, x)
+    top = terms.max(axis=1, keepdims=True)
+    weights = np.exp(terms - top)
+    total = weights.sum(axis=1)
+    r = top[:, 0] + np.log(total) - log_l
+    small = np.abs(r) <= delta
+    value = float(np.where(small, 0.5 * r * r, delta * (np.abs(r) - 0.5 * delta)).sum())
+    dr = np.where(small, r, delta * np.sign(r))
+    w = weights * (dr / total)[:, None]  # d value / d term = softmax(terms) * huber'(r)
+    grad = np.empty_like(theta)
+    grad[:k] = w[:, :k].sum(axis=0)
+    grad[k : 2 * k] = -(w[:, :k] * x).sum(axis=0)
+    grad[2 * k] = w[:, k].sum()
+    return value, grad
+
+
 def _objective(theta: np.ndarray, x: np.ndarray, log_l: np.ndarray, delta: float) -> float:
-    """Huber loss of ``LSE(a_k - α_k x_k, e) - log L`` (numpy, for checks).
-
-    ``theta = [a_1..a_K, α_1..α_K, e]``; ``x`` (n, K) log-variables; ``log_l`` (n,).
-    """
-    k = x.shape[1]
-    a, alpha, e = theta[:k], theta[k : 2 * k], theta[2 * k]
-    terms = np.concatenate([a[None, :] - alpha[None, :] * x, np.full((x.shape[0], 1), e)], axis=1)
-    r = np.abs(logsumexp(terms, axis=1) - log_l)
-    return float(np.where(r <= delta, 0.5 * r**2, delta * (r - 0.5 * delta)).sum())
+    """The Huber objective alone (see :func:`_objective_and_gradient`)."""
+    return _objective_and_gradient(np.asarray(theta, float), x, log_l, delta)[0]
 
 
-def _lbfgs(theta0: np.ndarray, x: torch.Tensor, log_l: torch.Tensor, delta: float):
-    """One L-BFGS run (torch, float64, strong-Wolfe line search) of the Huber objective."""
-    k = x.shape[1]
-    theta = torch.tensor(theta0, dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS(
-        [theta],
-        lr=1.0,
-        max_iter=MAX_ITER,
-        tolerance_grad=1e-12,
-        tolerance_change=1e-15,
-        history_size=20,
-        line_search_fn="strong_wolfe",
-    )
+def _one_blas_thread():
+    """A context with one BLAS thread where ``threadpoolctl`` is installed (L-BFGS-B's tiny BLAS
+    calls crawl when BLAS threads are oversubscribed), else a no-op."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # optional: not a dependency of this package
+        return contextlib.nullcontext()
+    return threadpool_limits(1)
 
-    def objective() -> torch.Tensor:
-        terms = torch.cat(
-            [theta[:k] - theta[k : 2 * k] * x, theta[2 * k].expand(x.shape[0], 1)], dim=1
+
+def _lbfgs(theta0: np.ndarray, x: np.ndarray, log_l: np.ndarray, delta: float):
+    """One L-BFGS-B run (scipy, float64, analytic gradient) of the Huber objective."""
+    from scipy.optimize import minimize
+
+    with _one_blas_thread():
+        result = minimize(
+            _objective_and_gradient,
+            np.asarray(theta0, dtype=np.float64),
+            args=(x, log_l, delta),
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": MAX_ITER, "ftol": 1e-15, "gtol": 1e-12},
         )
-        r = torch.logsumexp(terms, dim=1) - log_l
-        return torch.nn.functional.huber_loss(r, torch.zeros_like(r), reduction="sum", delta=delta)
-
-    def closure() -> torch.Tensor:
-        opt.zero_grad()
-        value = objective()
-        value.backward()
-        return value
-
-    opt.step(closure)
-    with torch.no_grad():
-        value = float(objective())
-    return theta.detach().numpy().copy(), value
+    return np.asarray(result.x, dtype=np.float64), float(result.fun)
 
 
 @dataclass
@@ -157,10 +181,9 @@ def fit_sum_of_powers(
         starts = list(_screen(np.array(_inits(k)), x, log_l, delta, N_STARTS))
     else:
         starts = list(inits)
-    xt, lt = torch.from_numpy(x), torch.from_numpy(log_l)
     best_theta, best_value = None, np.inf
     for theta0 in starts:
-        theta, value = _lbfgs(theta0, xt, lt, delta)
+        theta, value = _lbfgs(theta0, x, log_l, delta)
         if np.all(np.isfinite(theta)) and value < best_value:
             best_theta, best_value = theta, value
     if best_theta is None:
@@ -212,33 +235,59 @@ def _quantities(fit: PowerLawFit, names: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
-def bootstrap_fit(
+def seed_bootstrap_fit(
     x: np.ndarray,
-    loss: np.ndarray,
+    losses: np.ndarray,
+    groups: np.ndarray,
     names: tuple[str, ...],
-    n_boot: int = 200,
+    n_boot: int = 100,
     seed: int = 0,
     level: float = 0.95,
+    select: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> PowerLawFit:
-    """Full-grid fit plus ``n_boot`` refits on points resampled with replacement (each from the
-    best full-data parameters and 1 random grid initialisations); percentile CIs at ``level``
-    for each exponent in ``names`` and, for ``("alpha", "beta")``, for ``a``, ``b``, ``γ``."""
+    """Fit to the seed means plus a bootstrap over independent runs.
+
+    ``x`` (P, K) log-variables, ``losses`` (P, S): the loss of each point under each of S seeds;
+    points with the same ``groups`` value (P,) come from one run per seed (e.g. the D values of
+    one width, whose cooldowns branch from one trunk) and are resampled together: a replicate
+    draws, for each group, S seeds with replacement and averages their losses. The point fit
+    uses all S seeds. ``select(mean_losses)`` picks the points to fit (default all; e.g. the
+    compute frontier). Each refit starts from the point optimum and one random grid point;
+    percentile CIs at ``level`` for each exponent in ``names`` and, for ``("alpha", "beta")``,
+    for ``a``, ``b``, ``γ``. With one seed there is nothing to resample: no CIs.
+    """
     x = np.asarray(x, dtype=np.float64)
     x = x[:, None] if x.ndim == 1 else x
-    loss = np.asarray(loss, dtype=np.float64)
-    fit = fit_sum_of_powers(x, loss)
+    losses = np.asarray(losses, dtype=np.float64)
+    losses = losses[:, None] if losses.ndim == 1 else losses
+    groups = np.asarray(groups)
+    if losses.shape[0] != x.shape[0] or groups.shape != (x.shape[0],):
+        raise ValueError("x, losses and groups must have one row per point")
+    pick = select if select is not None else (lambda m: np.arange(len(m)))
+    mean = losses.mean(axis=1)
+    chosen = pick(mean)
+    fit = fit_sum_of_powers(x[chosen], mean[chosen])
+    n_seeds = losses.shape[1]
+    if n_seeds < 2:
+        return fit
     rng = np.random.default_rng(seed)
     grid = _inits(x.shape[1])
     theta_best = np.concatenate([fit.log_amplitudes, fit.exponents, [fit.log_offset]])
     draws: dict[str, list[float]] = {}
-    n = len(loss)
+    members = [np.flatnonzero(groups == g) for g in np.unique(groups)]
     for _ in range(n_boot):
-        idx = rng.integers(0, n, size=n)
-        if len(np.unique(idx)) < 2 * x.shape[1] + 1:
-            continue
-        inits = [theta_best] + [grid[i] for i in rng.choice(len(grid), size=1, replace=False)]
-        boot = fit_sum_of_powers(x[idx], loss[idx], inits=inits)
-        for key, value in _quantities(boot, names).items():
+        replicate = np.empty_like(mean)
+        for rows in members:
+            drawn = rng.integers(0, n_seeds, size=n_seeds)
+            replicate[rows] = losses[np.ix_(rows, drawn)].mean(axis=1)
+        chosen = pick(replicate)
+        start = grid[int(rng.integers(len(grid)))]
+        if len(chosen) < 2 * x.shape[1] + 1:
+            quantities = {key: float("nan") for key in _quantities(fit, names)}
+        else:
+            boot = fit_sum_of_powers(x[chosen], replicate[chosen], inits=[theta_best, start])
+            quantities = _quantities(boot, names)
+        for key, value in quantities.items():
             draws.setdefault(key, []).append(value)
     tail = 100 * (1 - level) / 2
     for key, values in draws.items():
@@ -251,3 +300,24 @@ def bootstrap_fit(
                 float(np.percentile(finite, 100 - tail)),
             )
     return fit
+
+
+def frontier_fit(
+    cost: np.ndarray, losses: np.ndarray, groups: np.ndarray, n_boot: int, seed: int = 0
+) -> PowerLawFit | None:
+    """``L(C) = L∞ + F C^-γ`` on the lower envelope (:func:`compute_frontier`) of the seed-mean
+    losses over ``cost`` (compute, or training seconds), the envelope re-taken in every
+    bootstrap replicate; None when the envelope has fewer than 3 points."""
+    cost = np.asarray(cost, dtype=np.float64)
+    losses = np.asarray(losses, dtype=np.float64).reshape(len(cost), -1)
+    if len(compute_frontier(cost, losses.mean(axis=1))) < 3:
+        return None
+    return seed_bootstrap_fit(
+        np.log(cost)[:, None],
+        losses,
+        groups,
+        ("gamma",),
+        n_boot,
+        seed,
+        select=lambda mean: compute_frontier(cost, mean),
+    )

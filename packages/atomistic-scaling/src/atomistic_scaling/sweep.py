@@ -1,284 +1,419 @@
-"""Scaling sweep: architectures × widths, each trained for one epoch over ``max(d_checkpoints)``
-structures with Lightning; the validation loss is read at every checkpoint D along the run
-(loss-vs-D within runs) and compute is ``C = FLOPs per structure × D`` (measured FLOPs).
-Then per architecture: ``L(N, D)`` and compute-frontier fits with bootstrap CIs and plots."""
+"""Scaling sweep: architectures × widths × seeds × D, one single-epoch warmup-stable-decay run
+per D (Lightning; the cooldowns branch from one constant-rate trunk per arch, width and seed,
+which equals separate runs), compute ``C = FLOPs per structure × D`` (measured FLOPs). Then per
+architecture: ``L(N, D)``, compute-frontier and train-time-frontier fits on seed means with CIs
+from a bootstrap over seeds, and the trivial predictor's loss (plots and tables:
+:mod:`atomistic_scaling.sweep_report`)."""
 
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import lightning as L
 import numpy as np
 import torch
+from torch.utils.data import Subset
 from torch_geometric.loader import DataLoader
+from torch_geometric.utils import scatter
 
 from atomistic_scaling.constants import ARCHITECTURES
 from atomistic_scaling.data import AtomsGraphDataset
-from atomistic_scaling.lit_module import ForceFieldModule, force_field_loss, measure_step_flops
-from atomistic_scaling.scaling import bootstrap_fit, compute_frontier
-from iclr26_common.lightning import quiet_trainer
+from atomistic_scaling.lit_module import (
+    ForceFieldModule,
+    cooldown_steps,
+    force_field_loss,
+    measure_step_flops,
+)
+from atomistic_scaling.scaling import compute_optimal, frontier_fit, seed_bootstrap_fit
+from iclr26_common.lightning import quiet_lightning, quiet_trainer
 
-__all__ = ["LossVsDataCallback", "SweepConfig", "evaluate", "fit_sweep", "plot_sweep", "run_sweep"]
+__all__ = [
+    "MAX_EXPONENT",
+    "SnapshotCallback",
+    "SweepConfig",
+    "evaluate",
+    "fit_problems",
+    "fit_sweep",
+    "run_sweep",
+    "train_runs",
+    "trivial_loss",
+]
 
 
 @dataclass
 class SweepConfig:
-    """The grid: ``archs`` × ``widths`` (× ``num_layers`` fixed), loss read at ``d_checkpoints``
-    training structures within each single-epoch run."""
+    """The grid: ``archs`` × widths (``widths``, or ``arch_widths[arch]``) × ``seeds`` ×
+    ``d_values``, one warmup-stable-decay run per D (cooldowns branched from one trunk per
+    arch, width and seed; see :func:`run_sweep`)."""
 
     archs: list[str] = field(default_factory=lambda: ["mpnn", "invariant", "l1", "l2"])
     widths: list[int] = field(default_factory=lambda: [8, 16, 32])
+    arch_widths: dict[str, list[int]] = field(default_factory=dict)
     num_layers: int = 2
-    d_checkpoints: list[int] = field(default_factory=lambda: [100, 200, 400, 800, 1600])
-    batch_size: int = 16
-    lr: float = 3e-3
+    d_values: list[int] = field(default_factory=lambda: [200, 400, 800, 1600])
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    batch_size: int = 4
+    lr: float = 1e-2
+    warmup_steps: int = 10
+    cooldown_fraction: float = 0.2
     cutoff: float = 4.5
     conservative: bool = False
     rotation_augmentation: bool = False
-    seed: int = 0
+    equivariance_weight: float = 0.0
     n_boot: int = 100
+    workers: int = 1
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.archs) - set(ARCHITECTURES))
         if unknown or not self.archs:
             raise ValueError(f"sweep: unknown archs {unknown}; choose from {ARCHITECTURES}")
-        if not self.widths or min(self.widths) < 1:
-            raise ValueError("sweep: widths must be a non-empty list of positive integers")
-        if not self.d_checkpoints or min(self.d_checkpoints) < 1:
-            raise ValueError("sweep: d_checkpoints must be a non-empty list of positive integers")
-        self.d_checkpoints = sorted(set(self.d_checkpoints))
+        for arch in self.archs:
+            widths = self.widths_of(arch)
+            if not widths or min(widths) < 1:
+                raise ValueError(f"sweep: widths of {arch} must be positive integers")
+        if not self.d_values or min(self.d_values) < 1:
+            raise ValueError("sweep: d_values must be a non-empty list of positive integers")
+        if not self.seeds:
+            raise ValueError("sweep: seeds must be a non-empty list")
+        if self.batch_size < 1 or self.workers < 1:
+            raise ValueError("sweep: batch_size and workers must be >= 1")
+        self.d_values = sorted(set(self.d_values))
+        for d in self.d_values:
+            steps = self.steps_of(d)
+            if steps - cooldown_steps(steps, self.cooldown_fraction) < max(1, self.warmup_steps):
+                raise ValueError(
+                    f"sweep: D={d} gives {steps} steps of batch {self.batch_size}, too few for "
+                    f"{self.warmup_steps} warm-up steps before the cooldown; raise the smallest D"
+                )
+
+    def widths_of(self, arch: str) -> list[int]:
+        return list(self.arch_widths.get(arch, self.widths))
+
+    def steps_of(self, d: int) -> int:
+        """Optimiser steps of the run with D training structures (D rounded up to batches)."""
+        return -(-d // self.batch_size)
 
 
-def evaluate(module: ForceFieldModule, loader: DataLoader) -> float:
-    """Structure-weighted mean of the paper loss over ``loader`` (batches are moved to the
-    module's device)."""
+def evaluate(module: ForceFieldModule, loader: DataLoader) -> dict[str, float]:
+    """Structure-weighted means of the paper loss and its energy / force terms over ``loader``
+    (batches are moved to the module's device)."""
     was_training = module.training
     module.eval()
-    total, count = 0.0, 0
+    totals = np.zeros(3)
+    count = 0
     for batch in loader:
         batch = batch.to(module.device)
         with torch.set_grad_enabled(module.hparams.conservative):
-            loss, _, _ = force_field_loss(module(batch), batch)
-        total += float(loss) * int(batch.num_graphs)
-        count += int(batch.num_graphs)
+            terms = force_field_loss(module(batch), batch)
+        size = int(batch.num_graphs)
+        totals += size * np.array([float(t) for t in terms])
+        count += size
     module.train(was_training)
-    return total / max(count, 1)
+    loss, energy, forces = totals / max(count, 1)
+    return {"loss": loss, "energy_term": energy, "force_term": forces}
 
 
-class LossVsDataCallback(L.Callback):
-    """Evaluates the validation loss whenever the number of training structures seen reaches
-    the next of ``checkpoints``; ``records`` holds ``(D, loss)`` pairs."""
+def trivial_loss(val_set: AtomsGraphDataset, atomic_energies: torch.Tensor) -> dict[str, float]:
+    """The paper loss of the trivial predictor on ``val_set``: the per-element reference
+    energies ``Σ_i E0[z_i]`` (fitted on the training split) and zero forces."""
+    totals, count = np.zeros(3), 0
+    for batch in DataLoader(val_set, 64):
+        energy = scatter(atomic_energies[batch.z], batch.batch, dim=0, dim_size=batch.num_graphs)
+        pred = {"energy": energy, "forces": torch.zeros_like(batch.forces)}
+        size = int(batch.num_graphs)
+        totals += size * np.array([float(t) for t in force_field_loss(pred, batch)])
+        count += size
+    loss, energy, forces = totals / count
+    return {"loss": loss, "energy_term": energy, "force_term": forces}
 
-    def __init__(self, checkpoints: Sequence[int], val_loader: DataLoader) -> None:
-        self.checkpoints = sorted(checkpoints)
-        self.val_loader = val_loader
-        self.seen = 0
-        self.records: list[tuple[int, float]] = []
+
+class SnapshotCallback(L.Callback):
+    """Records :meth:`ForceFieldModule.snapshot` (and the seconds trained so far) after the
+    optimiser steps in ``steps``; stops the fit after the last one."""
+
+    def __init__(self, steps: Sequence[int]) -> None:
+        self.steps = sorted(set(steps))
+        self.states: dict[int, Any] = {}
+        self.seconds: dict[int, float] = {}
+        self._start = 0.0
+
+    def on_train_start(self, trainer, pl_module) -> None:  # type: ignore[no-untyped-def]
+        self._start = time.perf_counter()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:  # type: ignore[no-untyped-def]
-        self.seen += int(batch.num_graphs)
-        while (
-            len(self.records) < len(self.checkpoints)
-            and self.seen >= self.checkpoints[len(self.records)]
-        ):
-            self.records.append((self.seen, evaluate(pl_module, self.val_loader)))
-        if len(self.records) == len(self.checkpoints):
+        step = int(trainer.global_step)
+        if step in self.steps and step not in self.states:
+            self.states[step] = pl_module.snapshot()
+            self.seconds[step] = time.perf_counter() - self._start
+        if step >= self.steps[-1]:
             trainer.should_stop = True
+
+
+def _stream_loader(
+    train_set: AtomsGraphDataset, order: np.ndarray, start: int, stop: int, batch_size: int
+) -> DataLoader:
+    """Batches ``start .. stop-1`` of the single-epoch stream ``order`` (no reshuffling)."""
+    indices = order[start * batch_size : stop * batch_size].tolist()
+    return DataLoader(Subset(train_set, indices), batch_size, shuffle=False)
+
+
+def _module(
+    config: SweepConfig, arch: str, width: int, total_steps: int | None, seed: int
+) -> ForceFieldModule:
+    module = ForceFieldModule(
+        arch=arch,
+        width=width,
+        num_layers=config.num_layers,
+        cutoff=config.cutoff,
+        conservative=config.conservative,
+        lr=config.lr,
+        warmup_steps=config.warmup_steps,
+        total_steps=total_steps,
+        cooldown_fraction=config.cooldown_fraction,
+        rotation_augmentation=config.rotation_augmentation,
+        equivariance_weight=config.equivariance_weight,
+    )
+    module._rot_gen.manual_seed(seed)
+    return module
+
+
+def train_runs(
+    arch: str,
+    width: int,
+    seed: int,
+    train_set: AtomsGraphDataset,
+    val_set: AtomsGraphDataset,
+    references: tuple[torch.Tensor, list[int]],
+    config: SweepConfig,
+) -> list[dict[str, Any]]:
+    """One warmup-stable-decay run per D of ``config.d_values`` for one (arch, width, seed).
+
+    The run with D structures takes ``T = ceil(D / batch)`` steps over the first D structures
+    of the seed's stream, at a constant rate after the warm-up until its cooldown starts at
+    ``s = T - cooldown_steps(T)``. Runs with the same seed agree up to their own ``s``, so one
+    constant-rate trunk is trained to the largest ``s`` and each run's cooldown resumes from
+    the trunk's state at its ``s`` (exactly a separate run: ``tests/test_sweep.py``)."""
+    with quiet_lightning(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*validation_step.*no `val_dataloader`.*")
+        return _train_runs(arch, width, seed, train_set, val_set, references, config)
+
+
+def _train_runs(
+    arch: str,
+    width: int,
+    seed: int,
+    train_set: AtomsGraphDataset,
+    val_set: AtomsGraphDataset,
+    references: tuple[torch.Tensor, list[int]],
+    config: SweepConfig,
+) -> list[dict[str, Any]]:
+    val_loader = DataLoader(val_set, 64)
+    order = np.random.default_rng(seed).permutation(len(train_set))
+    totals = {d: config.steps_of(d) for d in config.d_values}
+    starts = {d: t - cooldown_steps(t, config.cooldown_fraction) for d, t in totals.items()}
+    L.seed_everything(seed, verbose=False)
+    trunk = _module(config, arch, width, None, seed)
+    trunk.model.set_atomic_references(*references)
+    snapshots = SnapshotCallback(starts.values())
+    trainer = quiet_trainer(max_epochs=1, callbacks=[snapshots], limit_val_batches=0)
+    trainer.fit(
+        trunk,
+        train_dataloaders=_stream_loader(
+            train_set, order, 0, max(starts.values()), config.batch_size
+        ),
+    )
+    records = []
+    for d, total in totals.items():
+        start = starts[d]
+        branch = _module(config, arch, width, total, seed)
+        branch.resume(snapshots.states[start])
+        began = time.perf_counter()
+        trainer = quiet_trainer(max_epochs=1, limit_val_batches=0)
+        trainer.fit(
+            branch,
+            train_dataloaders=_stream_loader(train_set, order, start, total, config.batch_size),
+        )
+        seconds = snapshots.seconds[start] + time.perf_counter() - began
+        records.append(
+            {
+                "arch": arch,
+                "width": width,
+                "seed": seed,
+                "n_params": branch.num_parameters,
+                "D": min(total * config.batch_size, len(train_set)),
+                "steps": total,
+                **evaluate(branch, val_loader),
+                "train_seconds": seconds,
+            }
+        )
+    return records
+
+
+def _job(
+    arch: str, width: int, seed: int, data: tuple, config: SweepConfig
+) -> tuple[list[dict[str, Any]], float]:
+    """Runs of one (arch, width, seed) with FLOPs per structure filled in; and its seconds."""
+    train_set, val_set, references = data
+    start = time.perf_counter()
+    probe = _module(config, arch, width, None, 0)
+    # FLOPs are counted on the CPU (the counter is device-independent), once per job.
+    flops = measure_step_flops(probe, next(iter(DataLoader(train_set, config.batch_size))))
+    runs = train_runs(arch, width, seed, train_set, val_set, references, config)
+    for record in runs:
+        record["flops_per_structure"] = flops["flops_per_structure"]
+        record["compute"] = flops["flops_per_structure"] * record["D"]
+        record["kappa"] = flops["kappa"]
+    return runs, time.perf_counter() - start
+
+
+_WORKER_DATA: tuple | None = None
+
+
+def _init_worker(data: tuple, threads: int) -> None:
+    global _WORKER_DATA
+    torch.set_num_threads(threads)
+    _WORKER_DATA = data
+
+
+def _worker_job(arch: str, width: int, seed: int, config: SweepConfig):  # type: ignore[no-untyped-def]
+    assert _WORKER_DATA is not None
+    return _job(arch, width, seed, _WORKER_DATA, config)
 
 
 def run_sweep(
     train_set: AtomsGraphDataset,
     val_set: AtomsGraphDataset,
-    atomic_energies: torch.Tensor,
+    references: tuple[torch.Tensor, list[int]],
     config: SweepConfig,
     log: Callable[[str], None] = print,
 ) -> list[dict[str, Any]]:
-    """Trains every (arch, width) once; one record per (arch, width, D checkpoint) with
-    ``n_params``, ``D``, ``loss`` (validation), ``flops_per_structure``, ``compute`` and
-    ``kappa`` (measured)."""
-    if len(train_set) < max(config.d_checkpoints):
+    """Trains every (arch, width, seed) with :func:`train_runs`; one record per (arch, width,
+    seed, D) with ``n_params``, ``D``, ``loss`` (validation) and its energy / force terms,
+    ``train_seconds``, ``flops_per_structure``, ``compute`` and ``kappa`` (measured).
+    ``references`` = (per-element reference energies (MAX_Z,), training elements).
+
+    With ``config.workers > 1`` the jobs run in that many spawned processes (one torch thread
+    each; the largest models first); every job seeds itself, so the records do not depend on
+    which process ran it."""
+    need = config.steps_of(max(config.d_values)) * config.batch_size
+    if len(train_set) < need:
         raise ValueError(
-            f"sweep: {len(train_set)} training structures < largest checkpoint "
-            f"{max(config.d_checkpoints)}"
+            f"sweep: {len(train_set)} training structures < the {need} of the largest D"
         )
-    records: list[dict[str, Any]] = []
-    for arch in config.archs:
-        for width in config.widths:
-            L.seed_everything(config.seed, verbose=False)
-            module = ForceFieldModule(
-                arch=arch,
-                width=width,
-                num_layers=config.num_layers,
-                cutoff=config.cutoff,
-                conservative=config.conservative,
-                lr=config.lr,
-                rotation_augmentation=config.rotation_augmentation and arch == "mpnn",
-            )
-            module.model.atomic_energies.copy_(atomic_energies)
-            # FLOPs are counted on the CPU before fit (the counter is device-independent).
-            probe = next(iter(DataLoader(train_set, config.batch_size)))
-            flops = measure_step_flops(module, probe)
-            gen = torch.Generator().manual_seed(config.seed)
-            train_loader = DataLoader(train_set, config.batch_size, shuffle=True, generator=gen)
-            callback = LossVsDataCallback(config.d_checkpoints, DataLoader(val_set, 64))
-            # one device, CUDA when PyTorch sees it (ICLR26_DEVICE forces); no logger etc.
-            trainer = quiet_trainer(max_epochs=1, callbacks=[callback], limit_val_batches=0)
-            start = time.perf_counter()
-            trainer.fit(module, train_dataloaders=train_loader)
-            elapsed = time.perf_counter() - start
-            for d, loss in callback.records:
-                records.append(
-                    {
-                        "arch": arch,
-                        "width": width,
-                        "n_params": module.num_parameters,
-                        "D": d,
-                        "loss": loss,
-                        "flops_per_structure": flops["flops_per_structure"],
-                        "compute": flops["flops_per_structure"] * d,
-                        "kappa": flops["kappa"],
-                    }
-                )
-            final = callback.records[-1][1] if callback.records else float("nan")
-            log(
-                f"  {arch:9s} width {width:3d}  N={module.num_parameters:6d}  "
-                f"final val loss {final:.4f}  ({elapsed:.1f} s)"
-            )
-    return records
+    jobs = [
+        (arch, width, seed)
+        for arch in config.archs
+        for width in config.widths_of(arch)
+        for seed in config.seeds
+    ]
+    data = (train_set, val_set, references)
+    results: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+
+    def report(job: tuple[str, int, int], runs: list[dict[str, Any]], seconds: float) -> None:
+        results[job] = runs
+        losses = " ".join(f"{r['loss']:.3f}" for r in runs)
+        log(
+            f"  {job[0]:9s} width {job[1]:3d} seed {job[2]}  N={runs[0]['n_params']:6d}  "
+            f"val loss by D {losses}  ({seconds:.1f} s)"
+        )
+
+    if config.workers == 1:
+        for job in jobs:
+            report(job, *_job(*job, data, config))
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        order = sorted(jobs, key=lambda j: (-ARCHITECTURES.index(j[0]), -j[1]))  # slow first
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(
+            config.workers, mp_context=context, initializer=_init_worker, initargs=(data, 1)
+        ) as pool:
+            futures = {pool.submit(_worker_job, *job, config): job for job in order}
+            for future, job in futures.items():
+                report(job, *future.result())
+    return [record for job in jobs for record in results[job]]
 
 
-def fit_sweep(records: list[dict[str, Any]], n_boot: int, seed: int = 0) -> dict[str, Any]:
-    """Per architecture: ``L(N, D)`` fit (α, β, a, b, γ with bootstrap CIs) and the compute
-    frontier fit (γ_c with CI); also the mean measured κ."""
+#: Fit usability (fixed before any run): an exponent outside (0, MAX_EXPONENT] is no power law
+#: over our grid -- a non-positive one means no decay, one above 2 means the term collapses into
+#: L∞ within a factor of a few in N or D (published neural scaling exponents are below 1).
+MAX_EXPONENT = 2.0
+
+
+def fit_problems(entry: dict[str, Any]) -> list[str]:
+    """Reasons the ``L(N, D)`` fit of one architecture cannot carry a verdict (empty if none):
+    an exponent outside (0, MAX_EXPONENT], or no bootstrap CI (fewer than 2 seeds)."""
+    problems = []
+    for name in ("alpha", "beta"):
+        value = entry[name]
+        if not (np.isfinite(value) and 0 < value <= MAX_EXPONENT):
+            problems.append(f"{name} = {value:.3g} outside (0, {MAX_EXPONENT:g}]")
+        if name not in entry["ci"]:
+            problems.append(f"no bootstrap CI for {name} (one seed)")
+    return problems
+
+
+def _cells(rows: list[dict[str, Any]]) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """Sorted (width, D) cells of one architecture and their losses (cells, seeds)."""
+    seeds = sorted({r["seed"] for r in rows})
+    cells = sorted({(r["width"], r["D"]) for r in rows})
+    losses = np.full((len(cells), len(seeds)), np.nan)
+    for r in rows:
+        losses[cells.index((r["width"], r["D"])), seeds.index(r["seed"])] = r["loss"]
+    if np.isnan(losses).any():
+        raise ValueError("sweep: every (width, D) cell needs a run for every seed")
+    return cells, losses
+
+
+def fit_sweep(
+    records: list[dict[str, Any]], n_boot: int, seed: int = 0, frontiers: bool = True
+) -> dict[str, Any]:
+    """Per architecture: the ``L(N, D)`` fit (α, β, a, b, γ) and the compute-frontier fit (γ_c)
+    on seed-mean losses with CIs from a bootstrap over seeds, the train-time frontier (γ_t),
+    the mean measured κ, the final loss at the largest N and D, and the fit's problems.
+    ``frontiers=False`` skips the two frontier fits (no claim rests on them)."""
     out: dict[str, Any] = {}
     for arch in dict.fromkeys(r["arch"] for r in records):
         rows = [r for r in records if r["arch"] == arch]
-        n = np.array([r["n_params"] for r in rows], float)
-        d = np.array([r["D"] for r in rows], float)
-        loss = np.array([r["loss"] for r in rows], float)
-        comp = np.array([r["compute"] for r in rows], float)
-        nd = bootstrap_fit(
-            np.stack([np.log(n), np.log(d)], 1), loss, ("alpha", "beta"), n_boot=n_boot, seed=seed
+        cells, losses = _cells(rows)
+        first = {(r["width"], r["D"]): r for r in rows}
+        n = np.array([first[c]["n_params"] for c in cells], float)
+        d = np.array([c[1] for c in cells], float)
+        groups = np.array([c[0] for c in cells])
+        compute = np.array([first[c]["compute"] for c in cells], float)
+        seconds = np.array(
+            [
+                np.mean([r["train_seconds"] for r in rows if (r["width"], r["D"]) == c])
+                for c in cells
+            ]
         )
+        x = np.stack([np.log(n), np.log(d)], 1)
+        nd = seed_bootstrap_fit(x, losses, groups, ("alpha", "beta"), n_boot, seed)
         alpha, beta = (float(v) for v in nd.exponents)
-        total = alpha + beta
-        front = compute_frontier(comp, loss)
+        largest = cells.index((max(c[0] for c in cells), max(c[1] for c in cells)))
         entry: dict[str, Any] = {
             "alpha": alpha,
             "beta": beta,
-            "a": beta / total if total > 0 else float("nan"),
-            "b": alpha / total if total > 0 else float("nan"),
-            "gamma": alpha * beta / total if total > 0 else float("nan"),
+            **compute_optimal(alpha, beta),
             "loss_floor": nd.loss_floor,
             "ci": dict(nd.ci),
             "kappa": float(np.mean([r["kappa"] for r in rows])),
-            "frontier_points": len(front),
+            "final_loss": float(losses[largest].mean()),
+            "seeds": losses.shape[1],
         }
-        if len(front) >= 3:
-            cf = bootstrap_fit(
-                np.log(comp[front]), loss[front], ("gamma",), n_boot=n_boot, seed=seed
-            )
-            entry["gamma_c"] = float(cf.exponents[0])
-            entry["ci"]["gamma_c"] = cf.ci.get("gamma", (float("nan"), float("nan")))
-            entry["_frontier_fit"] = cf
+        for key, cost in (("gamma_c", compute), ("gamma_t", seconds)) if frontiers else ():
+            fit = frontier_fit(cost, losses, groups, n_boot, seed)
+            if fit is not None:
+                entry[key] = float(fit.exponents[0])
+                if "gamma" in fit.ci:
+                    entry["ci"][key] = fit.ci["gamma"]
+                entry[f"_{key}_fit"] = fit
+        entry["problems"] = fit_problems(entry)
         entry["_nd_fit"] = nd
         out[arch] = entry
     return out
-
-
-def plot_sweep(records: list[dict[str, Any]], fits: dict[str, Any], out_dir: Path) -> list[str]:
-    """Loss vs compute per architecture (points per width, frontier fit line) and loss vs D;
-    PNGs written with the object API. Returns the file names."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    archs = list(fits)
-    fig = Figure(figsize=(4 * len(archs), 3.4))
-    FigureCanvasAgg(fig)
-    for k, arch in enumerate(archs):
-        ax = fig.add_subplot(1, len(archs), k + 1)
-        rows = [r for r in records if r["arch"] == arch]
-        for width in sorted({r["width"] for r in rows}):
-            pts = [r for r in rows if r["width"] == width]
-            ax.loglog(
-                [r["compute"] for r in pts],
-                [r["loss"] for r in pts],
-                "o-",
-                ms=3,
-                label=f"w={width} (N={pts[0]['n_params']})",
-            )
-        cf = fits[arch].get("_frontier_fit")
-        if cf is not None:
-            comp = np.array([r["compute"] for r in rows])
-            grid = np.logspace(np.log10(comp.min()), np.log10(comp.max()), 50)
-            ax.loglog(
-                grid,
-                cf.predict(np.log(grid)[:, None]),
-                "k--",
-                label=f"frontier γ_c={fits[arch]['gamma_c']:.2f}",
-            )
-        ax.set_title(f"{arch}: α={fits[arch]['alpha']:.2f} β={fits[arch]['beta']:.2f}")
-        ax.set_xlabel("compute C (FLOPs)")
-        if k == 0:
-            ax.set_ylabel("validation loss")
-        ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(out_dir / "loss_vs_compute.png", dpi=110)
-
-    fig = Figure(figsize=(5, 3.6))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    for arch in archs:
-        rows = [r for r in records if r["arch"] == arch]
-        widest = max(r["width"] for r in rows)
-        pts = [r for r in rows if r["width"] == widest]
-        ax.loglog(
-            [r["D"] for r in pts],
-            [r["loss"] for r in pts],
-            "o-",
-            ms=3,
-            label=f"{arch} (w={widest}) β={fits[arch]['beta']:.2f}",
-        )
-    ax.set_xlabel("training structures D")
-    ax.set_ylabel("validation loss")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out_dir / "loss_vs_data.png", dpi=110)
-    return ["loss_vs_compute.png", "loss_vs_data.png"]
-
-
-def summary_table(fits: dict[str, Any]) -> str:
-    """Markdown table of the fitted exponents with 95 % bootstrap CIs."""
-
-    def cell(entry: dict[str, Any], key: str) -> str:
-        value = entry.get(key, float("nan"))
-        lo, hi = entry["ci"].get(key, (float("nan"), float("nan")))
-        return f"{value:.3f} [{lo:.3f}, {hi:.3f}]"
-
-    lines = [
-        "| arch | α (N) | β (D) | a = β/(α+β) | γ = αβ/(α+β) | γ_c (frontier) | κ measured |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for arch, e in fits.items():
-        lines.append(
-            f"| {arch} | {cell(e, 'alpha')} | {cell(e, 'beta')} | {cell(e, 'a')} | "
-            f"{cell(e, 'gamma')} | {cell(e, 'gamma_c')} | {e['kappa']:.1f} |"
-        )
-    return "\n".join(lines)
-
-
-def public_fits(fits: dict[str, Any]) -> dict[str, Any]:
-    """``fits`` without the fit objects (JSON-ready)."""
-    return {
-        arch: {k: v for k, v in entry.items() if not k.startswith("_")}
-        for arch, entry in fits.items()
-    }
-
-
-def config_dict(config: SweepConfig) -> dict[str, Any]:
-    return asdict(config)

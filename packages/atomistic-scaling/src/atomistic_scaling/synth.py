@@ -1,7 +1,7 @@
 """Synthetic labelled structures from ASE's EMT potential (Al, Cu, Ag, Au, Ni, Pd, Pt).
 
 Configurations: rattled and strained fcc supercells (optionally binary alloys), cells with
-vacancies, and Langevin MD snapshots at 300-1500 K. Each is labelled with EMT energy and forces
+vacancies, and Langevin MD snapshots at 300-1500 K, each in its own random orientation. Each is labelled with EMT energy and forces
 and can be written as extxyz (``atomistic-scaling synth``).
 """
 
@@ -17,6 +17,7 @@ from ase.calculators.emt import EMT
 
 from atomistic_scaling.constants import EMT_ELEMENTS
 from atomistic_scaling.io import write_extxyz
+from atomistic_scaling.symmetry import randomly_orient
 
 __all__ = ["KINDS", "generate_structures", "write_synthetic"]
 
@@ -93,11 +94,15 @@ def generate_structures(
     seed: int = 0,
     elements: Sequence[str] = EMT_ELEMENTS,
     kinds: Sequence[str] = KINDS,
+    random_orientation: bool = True,
 ) -> list[Atoms]:
     """``n`` EMT-labelled structures (``info["energy"]`` eV, ``arrays["forces"]`` eV/Å).
 
     Kinds cycle through ``kinds`` (an MD trajectory counts for its ``MD_SNAPSHOTS`` snapshots);
-    elements are drawn from ``elements`` (EMT ones only). Deterministic given ``seed``.
+    elements are drawn from ``elements`` (EMT ones only). With ``random_orientation`` (default)
+    every structure (cell, positions, forces) is rotated by its own uniformly random rotation,
+    so that crystal axes carry no information, as in molecular data; otherwise every cell has
+    ASE's canonical fcc orientation. Deterministic given ``seed``.
     """
     unknown = sorted(set(elements) - set(EMT_ELEMENTS))
     if unknown:
@@ -115,7 +120,7 @@ def generate_structures(
         count = min(MD_SNAPSHOTS, n - len(out)) if kind == "md" else 1
         out.extend(_make(kind, rng, list(elements), count))
         i += 1 if kind != "md" else count
-    return out
+    return randomly_orient(out, seed) if random_orientation else out
 
 
 def write_synthetic(
@@ -124,9 +129,10 @@ def write_synthetic(
     seed: int = 0,
     elements: Sequence[str] = EMT_ELEMENTS,
     kinds: Sequence[str] = KINDS,
+    random_orientation: bool = True,
 ) -> Path:
     """Generates ``n`` structures and writes them to ``path`` as extxyz (REF_energy/REF_forces)."""
     path = Path(path)
     if path.exists():
         raise FileExistsError(f"{path} exists; not overwriting it")
-    return write_extxyz(path, generate_structures(n, seed, elements, kinds))
+    return write_extxyz(path, generate_structures(n, seed, elements, kinds, random_orientation))
