@@ -43,7 +43,7 @@ def main() -> None:
         "vaccine": lambda p: M.vaccine_align_grads(model, p, safe, 5.0),
         "booster": lambda p: M.booster_align_grads(model, p, safe, harm, 5.0, 0.1),
         "antibody(paper)": lambda p: M.antibody_align_grads(model, p, safe, harm, refusal,
-                                                            M.AntibodyConfig()),
+                                                            M.AntibodyConfig(lambda_rule="paper")),
         "antibody(code)": lambda p: M.antibody_align_grads(
             model, p, safe, harm, refusal, M.AntibodyConfig(lambda_rule="code"), ema),
         "finetune sft": lambda p: M.sft_grads(model, p, ft),

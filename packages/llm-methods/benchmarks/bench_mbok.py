@@ -40,12 +40,12 @@ def _time(fn, reps: int) -> float:  # type: ignore[no-untyped-def]
 
 
 def _optimizer_state(lin: nn.Linear) -> tuple[float, float]:
-    """Bytes per weight of optimiser state after one step: MBOK K=2 (Boolean accumulator on the
-    last kernel + AdamW on scales) and OneBit-STE (AdamW on latent weights + vectors)."""
+    """Bytes per weight of optimiser state after one step: MBOK K=2 (Boolean accumulators on both
+    kernels + AdamW on scales) and OneBit-STE (AdamW on latent weights + vectors)."""
     x = torch.randn(8, lin.in_features)
     n = lin.weight.numel()
     mbok = MBOKTrainLinear.from_linear(lin, 2)
-    bool_opt = BooleanOptimizer([mbok.last_kernel], lr=5e-3)
+    bool_opt = BooleanOptimizer([mbok.kernels], lr=0.01)
     adam_scales = torch.optim.AdamW([mbok.s_out, mbok.s_in], lr=2e-5)
     mbok(x).square().sum().backward()
     bool_opt.step()

@@ -50,9 +50,16 @@ def test_delta_is_mean_difference_at_first_positions(pair) -> None:  # type: ign
 
 
 def test_relative_layer(tiny) -> None:  # type: ignore[no-untyped-def]
+    from types import SimpleNamespace
+
     assert relative_layer(tiny, 0.5) == 0 and relative_layer(tiny, 1.0) == 1
     with pytest.raises(LMError, match="depth"):
         relative_layer(tiny, 1.5)
+    # diffing-toolkit: int(depth * (L - 1)); L = 5 (L = 1 mod 4) was one layer too shallow
+    assert relative_layer(SimpleNamespace(n_layers=5), 0.5) == 2
+    assert relative_layer(SimpleNamespace(n_layers=30), 0.5) == 14
+    assert relative_layer(SimpleNamespace(n_layers=9), 0.5) == 4
+    assert relative_layer(SimpleNamespace(n_layers=4), 0.5) == 1
 
 
 def test_projection_change_is_zero_for_identical_models(pair) -> None:  # type: ignore[no-untyped-def]

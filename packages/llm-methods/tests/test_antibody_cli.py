@@ -25,15 +25,18 @@ def test_shipped_configs_parse(path: Path) -> None:
     assert yaml.safe_load(path.read_text())
 
 
-def test_default_config_is_the_issue_defaults() -> None:
-    paper, code = load_config("antibody"), load_config("antibody_code")
-    assert (paper["rho"], paper["eta_lambda"], paper["tau"], paper["lambda2"]) == (
+def test_default_config_is_the_official_script() -> None:
+    """Issue 27: the default λ_t rule is the official code's (η_λ 5, EMA 0.99, the script's
+    values); the paper's rule, whose constant a is ours, is the antibody_paper config."""
+    code, paper = load_config("antibody"), load_config("antibody_paper")
+    assert (code["rho"], code["eta_lambda"], code["tau"], code["lambda2"], code["ema"]) == (
         0.1,
         5.0,
         1.0,
         0.05,
+        0.99,
     )
-    assert paper["lambda_rule"] == "paper" and code["lambda_rule"] == "code" and code["ema"] == 0.99
+    assert code["lambda_rule"] == "code" and paper["lambda_rule"] == "paper" and paper["a"] == 1.0
 
 
 def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
@@ -54,7 +57,7 @@ def test_pipeline_end_to_end(synth: Path, tmp_path: Path) -> None:
                  "--harmful", str(synth / "align_harmful.jsonl"), "--config", "tiny",
                  "--out", str(aligned)]) == 0  # fmt: skip
     info = json.loads((aligned / "antibody.json").read_text())
-    assert info["method"] == "antibody" and info["config"]["lambda_rule"] == "paper"
+    assert info["method"] == "antibody" and info["config"]["lambda_rule"] == "code"
     assert "lambda_t" in info["log"][-1]
     assert main(["antibody", "finetune", "--model", str(aligned), "--data", str(synth / "task.jsonl"),
                  "--harmful", str(synth / "attack.jsonl"), "--poison-ratio", "0.25", "--n", "20",
@@ -83,9 +86,10 @@ def test_bad_poison_ratio_is_one_line(synth: Path, tmp_path: Path, capsys) -> No
     assert line.startswith("llm-methods: error:") and "outside [0, 1]" in line
 
 
-def test_row_without_refusal_is_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_row_with_a_bad_refusal_is_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     bad = tmp_path / "safe.jsonl"
-    bad.write_text(json.dumps({"prompt": "How?", "response": "No.", "is_safe": True}) + "\n")
+    row = {"prompt": "How?", "response": "No.", "is_safe": True, "refusal": 3}
+    bad.write_text(json.dumps(row) + "\n")
     line = _one_line_error(capsys, ["antibody", "align", "--model", "unused", "--safe", str(bad),
                                     "--method", "sft", "--out", str(tmp_path / "x")])  # fmt: skip
     assert "safe.jsonl:1" in line and "'refusal'" in line

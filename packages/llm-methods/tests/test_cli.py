@@ -178,6 +178,19 @@ def test_adl_diff_on_a_pair(model_dir: Path, tmp_path: Path, capsys) -> None:  #
     line = _one_line_error(capsys, ["adl", "diff", "--base", str(model_dir), "--ft", "zoo:nope",
                                     "--texts", str(texts), "--out", str(out)])  # fmt: skip
     assert "unknown zoo model" in line
+    toolkit = tmp_path / "toolkit"
+    assert main(["adl", "diff", "--base", str(model_dir), "--ft", str(ft_dir), "--texts",
+                 str(texts), "--out", str(out), "--toolkit-dir", str(toolkit),
+                 "--dataset-id", "org/mine"]) == 0  # fmt: skip
+    assert (toolkit / "layer_0" / "mine" / "logit_lens_pos_4.pt").is_file()
+    assert main(["adl", "kl", "--base", str(model_dir), "--ft", str(ft_dir), "--texts",
+                 str(texts), "--out", str(tmp_path / "kl"), "--top", "3"]) == 0  # fmt: skip
+    kl = json.loads((tmp_path / "kl" / "kl.json").read_text())
+    assert kl["stats"]["mean"] > 0 and len(kl["top_tokens"]) == 3 and len(kl["per_text_mean"]) == 6
+    line = _one_line_error(capsys, ["adl", "kl", "--base", str(model_dir), "--ft", str(ft_dir),
+                                    "--texts", str(texts), "--out", str(out),
+                                    "--temperature", "0"])  # fmt: skip
+    assert "--temperature must be > 0" in line
 
 
 def test_method_cli_plugins_are_discovered(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]

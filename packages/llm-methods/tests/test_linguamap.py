@@ -109,3 +109,39 @@ def test_analysis_shapes(lex, tiny) -> None:  # type: ignore[no-untyped-def]
         0.75,
         1,
     )
+
+
+def test_a_correct_long_answer_scores_correct_in_every_language(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue 26: generation stopped after 12 tokens, so correct Spanish / German answers (3.1 /
+    2.6 BPE tokens per word) were cut before scoring. A model that answers correctly (then
+    rambles) must score accuracy 1 and consistency 1 in each language."""
+    import numpy as np
+
+    from llm_methods.linguamap import analysis
+    from llm_methods.linguamap.data import make_example, pretraining_examples
+    from llm_methods.lm import wrap
+    from llm_methods.zoo.models import tiny_llama
+    from llm_methods.zoo.tokenizer import train_bpe
+
+    lex = build_lexicon()  # the experiment's 48 concepts
+    pre = pretraining_examples(lex, 1500, 0.7, seed=0)
+    tok = train_bpe([e.prompt + e.answer for e in pre], 512)  # the experiment's tokenizer
+    lm = wrap(tok, tiny_llama(len(tok), n_layers=1, hidden=16, heads=2, seed=0))
+    rng = np.random.default_rng(0)
+    examples = {lang: max((make_example(lex, rng, lang, lang) for _ in range(200)),
+                          key=lambda e: len(tok(e.answer).input_ids)) for lang in ("en", "es", "de")}  # fmt: skip
+    gold = {e.prompt: e.answer for e in examples.values()}
+
+    def perfect(lm_, prompts, max_new_tokens, **_):  # type: ignore[no-untyped-def]
+        out = []
+        for p in prompts:
+            ids = tok(gold[p] + "\nrepeat: more words follow here", add_special_tokens=False)
+            out.append(tok.decode(ids.input_ids[:max_new_tokens]))
+        return out
+
+    monkeypatch.setattr(analysis, "generate", perfect)
+    for lang, example in examples.items():
+        scores = analysis.evaluate(lm, [example], lex)
+        assert scores["accuracy"] == 1.0, (lang, example.answer)
+        assert scores["consistency"] == 1.0, lang
+    assert len(tok(examples["es"].answer).input_ids) > 12  # the old cut would have failed

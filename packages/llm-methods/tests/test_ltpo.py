@@ -18,6 +18,17 @@ from llm_methods.ltpo.data import (
 )
 
 
+@pytest.fixture(scope="module")
+def tiny_long():  # type: ignore[no-untyped-def]
+    """The conftest's tiny model with a 1024-token window (the thought prompt is ~280 of its
+    BPE tokens)."""
+    from llm_methods.zoo.models import tiny_lm
+
+    texts = ["The quick brown fox jumps over the lazy dog.", "Tom has 3 apples. How many?",
+             "Solve the following math problem step by step."] * 5  # fmt: skip
+    return tiny_lm(texts, vocab_size=300, n_layers=2, hidden=64, heads=4, seed=0, max_len=1024)
+
+
 def _jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
@@ -102,17 +113,18 @@ def test_confidence_reward_formula() -> None:
     assert confidence_reward(peaked, 10) > confidence_reward(torch.zeros(3, 20), 10)
 
 
-def test_cached_equals_uncached_reward(tiny) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("tail", [[], [6, 8, 3]])
+def test_cached_equals_uncached_reward(tiny, tail: list[int]) -> None:  # type: ignore[no-untyped-def]
     from llm_methods.ltpo.model import BatchThoughtScorer, ThoughtScorer, prompt_ids
 
     prefixes = [prompt_ids(tiny, "Tom has 3 apples. How many?"), prompt_ids(tiny, "A list?")]
     H = torch.randn(2, 4, tiny.hidden_size) * 0.1
-    s = ThoughtScorer(tiny, prefixes[0])
+    s = ThoughtScorer(tiny, prefixes[0], suffix=tail)
     with torch.no_grad():
         cached, full = s.reward(H[0]), s.reward_uncached(H[0])
         again = s.reward(H[0])  # the cache was cropped back to the prefix
-        batch = BatchThoughtScorer(tiny, prefixes).reward(H)
-        other = ThoughtScorer(tiny, prefixes[1]).reward_uncached(H[1])
+        batch = BatchThoughtScorer(tiny, prefixes, suffix=tail).reward(H)
+        other = ThoughtScorer(tiny, prefixes[1], suffix=tail).reward_uncached(H[1])
     assert abs(float(cached - full)) < 1e-4 and abs(float(again - cached)) < 1e-6
     assert abs(float(batch[0] - full)) < 1e-4 and abs(float(batch[1] - other)) < 1e-4
 
@@ -133,13 +145,96 @@ def test_zo_update_and_best_tracking(tiny) -> None:  # type: ignore[no-untyped-d
     hb, traces = ltpo_optimize_batch(tiny, [prefix, prefix], cfg, [1, 2])
     assert max(abs(a - b) for a, b in zip(trace, traces[0], strict=True)) < 1e-4
     assert torch.allclose(h, hb[0], atol=1e-4)
-    h_quirk, _ = ltpo_optimize(tiny, prefix, LTPOConfig(n_thoughts=4, steps=5, sigma=0.5,
-                                                         best_post_update=True), seed=1)  # fmt: skip
-    assert not torch.allclose(h, h_quirk)  # candidate H+eps vs post-update H
+    h_cand, _ = ltpo_optimize(tiny, prefix, LTPOConfig(n_thoughts=4, steps=5, sigma=0.5,
+                                                        best_post_update=False), seed=1)  # fmt: skip
+    assert not torch.allclose(h, h_cand)  # post-update H (default) vs candidate H+eps
     h0, t0 = ltpo_optimize(tiny, prefix, LTPOConfig(n_thoughts=4, steps=0))  # = CoT-Unk
     placeholder = tiny.model.get_input_embeddings().weight[thought_token_id(tiny.tokenizer)]
     assert len(t0) == 1 and torch.allclose(h0, placeholder.expand(4, -1))
     assert not torch.allclose(h, h0)
+
+
+@pytest.mark.parametrize("units", [False, True])
+def test_kept_thoughts_are_the_updated_h(tiny_long, units: bool) -> None:  # type: ignore[no-untyped-def]
+    """Issue 26: the kept thoughts were the evaluated candidate H+eps (sigma = 4 on SmolLM2:
+    random vectors of norm 37-96 around embeddings of norm 3); upstream keeps the updated
+    H + eta R eps / sigma^2. One step by hand, in absolute and in embedding units."""
+    from llm_methods.ltpo.model import (
+        LTPOConfig,
+        ThoughtScorer,
+        embedding_scale,
+        initial_thoughts,
+        ltpo_optimize,
+        thought_prompt,
+    )
+
+    prompt = thought_prompt(tiny_long, "Tom has 3 apples. How many?", 4)
+    cfg = LTPOConfig(n_thoughts=4, steps=1, sigma=2.0, lr=0.5, embedding_units=units)
+    h, trace = ltpo_optimize(tiny_long, prompt.prefix, cfg, seed=3, suffix=prompt.suffix)
+    s = embedding_scale(tiny_long)
+    sigma, lr = (2.0 * s, 0.5 * s**2) if units else (2.0, 0.5)
+    assert cfg.scaled(s) == pytest.approx((sigma, lr))
+    h0 = initial_thoughts(tiny_long, 1, 4)[0]
+    eps = torch.randn(h0.shape, generator=torch.Generator().manual_seed(3)) * sigma
+    with torch.no_grad():
+        r = float(ThoughtScorer(tiny_long, prompt.prefix, suffix=prompt.suffix).reward(h0 + eps))
+    assert trace[1] == pytest.approx(r, abs=1e-5)
+    torch.testing.assert_close(h, h0 + lr * r * eps / sigma**2, rtol=1e-5, atol=1e-6)
+    assert float((h - h0).norm()) < float(eps.norm())  # not the candidate
+
+
+def test_thoughts_sit_in_the_user_turn(tiny_long) -> None:  # type: ignore[no-untyped-def]
+    """Issue 26: upstream puts the K placeholders at the end of the user turn, after the
+    sentence announcing K special tokens, then the end of turn and the assistant header; ours
+    put them after the assistant header."""
+    import copy
+
+    from llm_methods.ltpo.model import thought_prompt
+
+    lm = copy.copy(tiny_long)
+    lm.tokenizer = copy.deepcopy(tiny_long.tokenizer)
+    lm.tokenizer.chat_template = (  # ChatML, as SmolLM2 and Qwen
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    prompt = thought_prompt(lm, "Tom has 3 apples. How many?", 8)
+    head = lm.tokenizer.decode(prompt.prefix)
+    assert head.startswith("<|im_start|>user\n") and "PROBLEM: Tom has 3 apples." in head
+    assert "8 special tokens" in head and head.endswith("The 8 special tokens: ")
+    assert lm.tokenizer.decode(prompt.suffix) == "<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_every_reward_position_depends_on_the_thoughts(tiny_long) -> None:  # type: ignore[no-untyped-def]
+    """Issue 26: the reward averaged K + 1 positions of which the first (the last question
+    token) did not depend on H. Upstream's K + 1 positions are the K thoughts and the first
+    token after them: changing H changes the distribution at every one of them."""
+    from llm_methods.ltpo.model import BatchThoughtScorer, confidence_reward, thought_prompt
+
+    prompt = thought_prompt(tiny_long, "Tom has 3 apples. How many?", 4)
+    scorer = BatchThoughtScorer(tiny_long, [prompt.prefix], suffix=prompt.suffix)
+    gen = torch.Generator().manual_seed(0)
+    H = torch.randn(1, 4, tiny_long.hidden_size, generator=gen) * 0.1
+    with torch.no_grad():
+        a = scorer.reward_logits(H)
+        moved = H.clone()
+        moved[0, 0] += 1.0  # only the first thought
+        b = scorer.reward_logits(moved)
+        full = tiny_long.model(
+            inputs_embeds=torch.cat(
+                [
+                    tiny_long.model.get_input_embeddings()(
+                        torch.tensor([prompt.prefix + prompt.suffix[:1]])
+                    )[:, : len(prompt.prefix)],
+                    H,
+                    tiny_long.model.get_input_embeddings()(torch.tensor([prompt.suffix[:1]])),
+                ],
+                1,
+            )
+        ).logits
+    assert a.shape[1] == 5  # K thoughts + the end-of-turn token
+    assert all(not torch.allclose(a[0, t], b[0, t]) for t in range(5))
+    torch.testing.assert_close(a, full[:, len(prompt.prefix) :], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(scorer.reward(H), confidence_reward(a, 10))
 
 
 def test_adam_path_increases_reward(tiny) -> None:  # type: ignore[no-untyped-def]
@@ -181,12 +276,15 @@ def test_cached_greedy_equals_hf_generate(tiny) -> None:  # type: ignore[no-unty
     prefixes = [prompt_ids(tiny, "Tom has 3 apples."), prompt_ids(tiny, "A list is a tuple?")]
     H = torch.randn(2, 4, tiny.hidden_size) * 0.1
     embed = tiny.model.get_input_embeddings()
-    for thoughts in (None, H):
-        got = decode_rows(BatchThoughtScorer(tiny, prefixes), thoughts, 8)
+    suffix = tiny.tokenizer("\n<|assistant|>", add_special_tokens=False).input_ids
+    for thoughts, tail in ((None, []), (H, []), (H, suffix), (None, suffix)):
+        got = decode_rows(BatchThoughtScorer(tiny, prefixes, suffix=tail), thoughts, 8)
         for i, ids in enumerate(prefixes):  # one row at a time: no padding involved
             e = embed(torch.tensor([ids])).detach()
             if thoughts is not None:
                 e = torch.cat([e, thoughts[i : i + 1]], 1)
+            if tail:
+                e = torch.cat([e, embed(torch.tensor([tail])).detach()], 1)
             out = tiny.model.generate(inputs_embeds=e, attention_mask=torch.ones(e.shape[:2], dtype=torch.long),
                                       max_new_tokens=8, do_sample=False, temperature=None, top_p=None,
                                       top_k=None, pad_token_id=tiny.tokenizer.pad_token_id)  # fmt: skip
@@ -199,15 +297,17 @@ def test_continuation_grads_equal_full_forward(tiny) -> None:  # type: ignore[no
     prefixes = [prompt_ids(tiny, "Tom has 3 apples."), prompt_ids(tiny, "A list?")]
     ys = [[5, 9, 4], [7]]
     H = torch.randn(2, 4, tiny.hidden_size) * 0.1
-    scorer = BatchThoughtScorer(tiny, prefixes)
+    tail = [6, 8]
+    scorer = BatchThoughtScorer(tiny, prefixes, suffix=tail)
     got = scorer.continuation_grads(H, ys)
     assert scorer.cache.get_seq_length() == scorer.P  # the suffix was cropped off again
     embed = tiny.model.get_input_embeddings()
     for i, (ids, y) in enumerate(zip(prefixes, ys, strict=True)):
         h = H[i].clone().requires_grad_(True)
-        e = torch.cat([embed(torch.tensor(ids)).detach(), h, embed(torch.tensor(y)).detach()])
+        e = torch.cat([embed(torch.tensor(ids)).detach(), h, embed(torch.tensor(tail)).detach(),
+                       embed(torch.tensor(y)).detach()])  # fmt: skip
         logp = tiny.model(inputs_embeds=e[None]).logits[0].float().log_softmax(-1)
-        start = len(ids) + H.shape[1] - 1
+        start = len(ids) + H.shape[1] + len(tail) - 1
         total = logp[start : start + len(y)].gather(1, torch.tensor(y)[:, None]).sum()
         (want,) = torch.autograd.grad(total, h)
         assert torch.allclose(got[i], want, atol=1e-5, rtol=1e-4)
@@ -245,3 +345,29 @@ def test_experiment_quick_runs(tmp_path: Path) -> None:
 
     result = run(True, tmp_path)
     assert len(result.claims) == 2 and (tmp_path / "ltpo_accuracy.png").is_file()
+
+
+def test_claims_can_hold_fail_and_be_inconclusive() -> None:
+    """Planted per-problem outcomes: each criterion holds on one and fails on another; a model
+    that solves nothing (CoT at the floor) makes both claims inconclusive."""
+    import numpy as np
+
+    from llm_methods.ltpo.experiment import judge
+
+    diff = np.repeat([1, 2, 3, 4], 10)
+    base = {m: np.zeros(40) for m in ("cot", "cot_unk", "latentseek", "ltpo")}
+    base["cot"][:8] = 1  # CoT solves 8 of 20 easy problems
+    good = {**base, "ltpo": np.r_[np.zeros(20), np.ones(6), np.zeros(14)]}  # wins on hard only
+    bad = {
+        **base,
+        "cot_unk": np.r_[np.ones(10), np.zeros(10), np.ones(8), np.zeros(12)],
+        "ltpo": np.r_[np.ones(10), np.zeros(30)],
+    }  # loses overall, worst on hard
+    a, b = judge(good, diff)
+    assert (a.verdict, b.verdict) == ("held", "held")
+    a, b = judge(bad, diff)
+    assert (a.verdict, b.verdict) == ("not held", "not held")
+    floor = {m: np.zeros(40) for m in base}
+    floor["ltpo"][30:35] = 1
+    a, b = judge(floor, diff)
+    assert (a.verdict, b.verdict) == ("inconclusive", "inconclusive")

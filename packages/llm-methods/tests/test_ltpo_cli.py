@@ -18,7 +18,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from llm_methods.zoo.models import tiny_lm
 
     lm = tiny_lm(["Tom has 3 apples and buys 4 more. " * 4, "How many now? 7. " * 8] * 3,
-                 vocab_size=280, n_layers=2, hidden=32, heads=2)  # fmt: skip
+                 vocab_size=280, n_layers=2, hidden=32, heads=2, max_len=1024)  # fmt: skip
     folder = tmp_path_factory.mktemp("tiny-ltpo")
     lm.model.save_pretrained(folder)
     lm.tokenizer.save_pretrained(folder)

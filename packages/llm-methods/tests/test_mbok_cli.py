@@ -41,7 +41,7 @@ def test_shipped_configs_name_real_arguments(name: str) -> None:
     assert set(cfg["model"]) <= model_args and set(cfg.get("data", {})) <= data_args
     assert cfg["model"]["method"] in ("mbok", "onebit")
     if cfg["model"]["method"] == "mbok" and name != "tiny":
-        assert cfg["model"]["bool_lr"] == 5e-3 and cfg["model"]["scale_lr"] == 2e-5
+        assert cfg["model"]["bool_lr"] == 0.01 and cfg["model"]["scale_lr"] == 2e-5
         assert (cfg["model"]["kl_weight"], cfg["model"]["mse_weight"]) == (1.0, 10.0)
 
 

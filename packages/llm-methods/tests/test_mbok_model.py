@@ -64,3 +64,36 @@ def test_boolean_optimizer_flips_towards_lower_loss() -> None:
     assert opt.state_bytes() == 40 * 4  # one fp32 accumulator per weight (Adam: 2 + latent)
     with pytest.raises(ValueError, match="only ±1"):
         BooleanOptimizer([torch.tensor([0.5, 1.0])])
+    with pytest.raises(ValueError, match="> 0"):
+        BooleanOptimizer([w], lr=0.0)
+
+
+def test_boolean_flip_rule_hand_derived() -> None:
+    """BOLD's rule on fixed tensors (hand-derived; the public BOLD-style optimisers use the same
+    threshold M·W >= 1 on {0, 1} weights as M·(2W - 1) >= 1): M <- beta M + eta Q, flip where
+    M·W >= 1, reset M there, beta <- 1 - (fraction of the tensor flipped)."""
+    from llm_methods.mbok.optim import BooleanOptimizer
+
+    w = torch.tensor([1.0, 1.0, -1.0, -1.0])
+    opt = BooleanOptimizer([w], lr=0.5, normalize=False)
+    w.grad = torch.tensor([3.0, 1.0, -2.0, 4.0])
+    # M = 0.5 Q = [1.5, 0.5, -1.0, 2.0]; M·W = [1.5, 0.5, 1.0, -2.0] -> flip weights 0 and 2
+    assert opt.step() == 2
+    assert w.tolist() == [-1.0, 1.0, 1.0, -1.0]
+    assert opt.accum[0].tolist() == [0.0, 0.5, 0.0, 2.0] and opt.betas == [0.5]
+    w.grad = torch.tensor([1.0, 1.0, 1.0, -1.0])
+    # M = 0.5 M + 0.5 Q = [0.5, 0.75, 0.5, 0.5]; M·W = [-0.5, 0.75, 0.5, -0.5]: none flips
+    assert opt.step() == 0 and opt.betas == [1.0]
+    assert opt.accum[0].tolist() == [0.5, 0.75, 0.5, 0.5]
+    w.grad = torch.tensor([0.0, 1.0, 0.0, -4.0])
+    # M = [0.5, 1.25, 0.5, -1.5]; M·W = [-0.5, 1.25, 0.5, 1.5] -> flip weights 1 and 3
+    assert opt.step() == 2 and w.tolist() == [-1.0, -1.0, 1.0, 1.0]
+    # normalised: Q / mean|Q| makes eta scale-free (Q and 1000 Q give the same flips)
+    flips = []
+    for factor in (1.0, 1000.0):
+        v = torch.tensor([1.0, -1.0, 1.0, -1.0])
+        opt = BooleanOptimizer([v], lr=0.5)
+        v.grad = factor * torch.tensor([4.0, -1.0, 1.0, 2.0])  # mean |Q| = 2: q = [2, -.5, .5, 1]
+        opt.step()
+        flips.append(v.tolist())
+    assert flips[0] == flips[1] == [-1.0, -1.0, 1.0, -1.0]  # M·W = [1, .25, .25, -.5]

@@ -52,7 +52,7 @@ def test_icr_format_and_length_error(tiny) -> None:  # type: ignore[no-untyped-d
 
     prompt = format_icr(["Mary went to the kitchen.", "Birds sang."], "Where is Mary?")
     assert prompt.startswith("doc_0: Mary went") and "doc_1: Birds sang.\n" in prompt
-    assert prompt.endswith("You have memorized 2 documents.\nWhere is Mary?\nAnswer: ")
+    assert prompt.endswith("You have memorized 2 documents.\nWhere is Mary?\nAnswer:")
     icr = ICR(copy.deepcopy(tiny.model), tiny.tokenizer, r=4)
     assert all("lora_" in n for n, p in icr.model.named_parameters() if p.requires_grad)
     loss = icr.loss(["Mary went to the kitchen."], "Where is Mary?", "kitchen")

@@ -23,6 +23,7 @@ from llm_methods.remix.data import (
 from llm_methods.remix.model import (
     RLConfig,
     RLRunner,
+    collate_rollouts,
     group_advantages,
     grpo_loss,
     kl_convex_lambda,
@@ -158,10 +159,16 @@ def test_runner_grpo_and_remix_counts_replay_reincarnation(tiny_policy) -> None:
     before = copy.deepcopy(runner.base.state_dict())
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     logs = [runner.step(problems[:2], opt) for _ in range(5)]
-    assert runner.rollouts == 5 * 2 * 3
-    assert runner.grad_steps == 3 * 2 + 2 * 1  # UTD m=2 before T=3, on-policy (1) after
-    assert [x["off_policy_groups"] for x in logs] == [0.0, 2.0, 2.0, 0.0, 0.0]  # p = 1
-    assert [x["lam"] for x in logs] == [1.0, 1.0, 0.9, 0.8, 0.7]
+    # iteration 0: replay empty, 2 fresh groups; iteration 1: p = 1, both slots from the replay
+    # and no fresh rollouts; T = 3 gradient steps is passed after iteration 1 (2 + 2 steps), so
+    # iterations 2-4 are on-policy with one step each
+    assert [x["fresh_rollouts"] for x in logs] == [6.0, 0.0, 6.0, 6.0, 6.0]
+    assert runner.rollouts == 4 * 2 * 3
+    assert runner.grad_steps == 2 * 2 + 3 * 1
+    assert [x["off_policy_groups"] for x in logs] == [0.0, 2.0, 0.0, 0.0, 0.0]
+    # lambda(t), t = gradient step: the last step of each iteration, t = 1, 3, 4, 5, 6
+    assert logs[0]["lam"] == 1.0
+    assert [x["lam"] for x in logs[1:]] == pytest.approx([0.8, 0.7, 0.6, 0.5])
     assert len(runner.replay) == 0 and runner.reincarnated  # cleared at reincarnation
     changed = any(not torch.equal(v, runner.base.state_dict()[k]) for k, v in before.items())
     assert changed  # the base was replaced by pi_T
@@ -172,6 +179,74 @@ def test_runner_grpo_and_remix_counts_replay_reincarnation(tiny_policy) -> None:
     out = grpo.step(problems[:2], opt)
     assert grpo.rollouts == 6 and grpo.grad_steps == 2 and out["off_policy_groups"] == 0.0
     assert 0.0 <= grpo.evaluate(problems)["accuracy"] <= 1.0
+
+
+def _length_reward(text: str, gold: str) -> float:
+    return float(len(text))  # rewards differ within a group: non-zero advantages
+
+
+def test_remix_trains_on_every_fresh_rollout_it_samples(tiny_policy) -> None:  # type: ignore[no-untyped-def]
+    """Issue 27: fresh groups replaced by replay groups were sampled (and counted) but not
+    trained on, so ReMix paid GRPO's rollouts per iteration. Now p = 0.5 of the 4 slots come
+    from the replay and only the other 2 prompts are sampled, every one of them trained on."""
+    import copy
+
+    problems = records_to_problems(synth_problems(8, 1))
+    cfg = RLConfig(algo="remix", group_size=2, max_new_tokens=3, p_off=0.5, utd=2, n_past=2,
+                   reincarnate_at=None, beta=0.0)  # fmt: skip
+    runner = RLRunner(copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer, cfg,
+                      _length_reward, seed=0)  # fmt: skip
+    opt = torch.optim.AdamW(runner.model.parameters(), lr=1e-3)
+    logs = [runner.step(problems[4 * i : 4 * i + 4], opt) for i in range(2)]
+    assert logs[0]["fresh_rollouts"] == logs[0]["fresh_trained"] == 8.0  # replay empty
+    assert logs[1]["fresh_rollouts"] == logs[1]["fresh_trained"] == 4.0
+    assert logs[1]["off_policy_groups"] == 2.0 and logs[1]["trained_rows"] == 8.0
+    assert runner.rollouts == 8 + 4  # GRPO would have sampled 16
+
+
+def test_replay_path_trains_on_replayed_groups(tiny_policy) -> None:  # type: ignore[no-untyped-def]
+    """With p = 1 the second iteration's batch is replay groups only: the update must move the
+    policy up the advantage-weighted log-likelihood of those replayed completions."""
+    import copy
+
+    problems = records_to_problems(synth_problems(4, 3))
+    cfg = RLConfig(algo="remix", group_size=4, max_new_tokens=4, p_off=1.0, utd=1, n_past=1,
+                   reincarnate_at=None, beta=0.0, epsilon=10.0)  # fmt: skip
+    runner = RLRunner(copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer, cfg,
+                      _length_reward, seed=0)  # fmt: skip
+    runner.step(problems[:2], torch.optim.SGD(runner.model.parameters(), lr=0.0))
+    replayed = [r for g in runner.replay[0] for r in g]
+    assert any(abs(r.advantage) > 0 for r in replayed)
+    batch = collate_rollouts(replayed, tiny_policy.tokenizer.pad_token_id)
+
+    def objective() -> float:
+        with torch.no_grad():
+            lp = runner._logps(runner.model, batch) * batch["completion_mask"]
+        return float((lp.sum(1) / batch["completion_mask"].sum(1).clamp(min=1)
+                      * batch["advantages"]).sum())  # fmt: skip
+
+    before = objective()
+    logs = runner.step(problems[:2], torch.optim.SGD(runner.model.parameters(), lr=0.5))
+    assert logs["fresh_rollouts"] == 0.0 and logs["off_policy_groups"] == 2.0
+    assert runner.rollouts == 8 and runner.grad_steps == 2
+    assert objective() > before + 1e-3
+
+
+def test_zero_std_groups_logged_and_optionally_replaced(tiny_policy) -> None:  # type: ignore[no-untyped-def]
+    import copy
+
+    problems = records_to_problems(synth_problems(4, 4))
+    for swap in (False, True):
+        cfg = RLConfig(algo="remix", group_size=2, max_new_tokens=3, p_off=0.0, utd=1,
+                       reincarnate_at=None, beta=0.0, replay_zero_std=swap)  # fmt: skip
+        runner = RLRunner(copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer, cfg,
+                          lambda text, gold: 1.0, seed=0)  # fmt: skip
+        opt = torch.optim.SGD(runner.model.parameters(), lr=0.0)
+        first, second = (runner.step(problems[:2], opt) for _ in range(2))
+        assert first["zero_std_frac"] == second["zero_std_frac"] == 1.0
+        assert first["zero_std_swapped"] == 0.0  # nothing in the replay yet
+        assert second["zero_std_swapped"] == (2.0 if swap else 0.0)
+        assert second["fresh_trained"] == (0.0 if swap else 4.0)
 
 
 def test_replay_keeps_last_n_policies(tiny_policy) -> None:  # type: ignore[no-untyped-def]

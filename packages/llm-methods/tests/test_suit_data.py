@@ -42,6 +42,38 @@ def test_counterfact_roundtrip(tmp_path) -> None:  # type: ignore[no-untyped-def
     assert r.neighbour_answers() == [" Rome"]  # standard CounterFact: neighbours share the truth
 
 
+# the first record of the released counterfact.json (ROME), targets without a leading space
+REAL_COUNTERFACT = {
+    "case_id": 0, "pararel_idx": 2796,
+    "requested_rewrite": {"prompt": "The mother tongue of {} is", "relation_id": "P103",
+                          "target_new": {"str": "English", "id": "Q1860"},
+                          "target_true": {"str": "French", "id": "Q150"},
+                          "subject": "Danielle Darrieux"},
+    "paraphrase_prompts": ["Shayna does this and Yossel goes still and dies. Danielle Darrieux, a "
+                           "native", "An album was released. Danielle Darrieux is a native speaker of"],
+    "neighborhood_prompts": ["The mother tongue of Léon Blum is",
+                             "The native language of Montesquieu is"],
+    "attribute_prompts": ["J. R. R. Tolkien is a native speaker of"],
+    "generation_prompts": ["Danielle Darrieux's mother tongue is"],
+}  # fmt: skip
+
+
+def test_real_counterfact_targets_read_with_rome_leading_space(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 27: the released file stores "English"; ROME tokenises " English". Read without the
+    space, the rewrite was scored as "...Darrieux isEnglish"."""
+    path = tmp_path / "counterfact.json"
+    path.write_text(json.dumps([REAL_COUNTERFACT]))
+    (r,) = read_counterfact(path)
+    assert r.target_new == " English" and r.target_true == " French"
+    assert r.text + r.target_new == "The mother tongue of Danielle Darrieux is English"
+    assert r.neighbour_answers() == [" French", " French"]
+    assert r.relation == "P103"
+    out = write_counterfact([r], tmp_path / "again.json")  # written in the released layout
+    row = json.loads(out.read_text())[0]["requested_rewrite"]
+    assert row["target_new"] == {"str": "English"} and row["target_true"] == {"str": "French"}
+    assert read_counterfact(out) == [r]
+
+
 @pytest.mark.parametrize(
     ("rw", "match"),
     [({"prompt": "The capital of Kalo is"}, "must contain exactly one '{}'"),

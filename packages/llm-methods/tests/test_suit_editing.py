@@ -14,7 +14,10 @@ from llm_methods.suit.editors import (
     _residual_at_subject,
     _suit_delta,
     fresh_copy,
+    kl_to_initial,
     null_space_projector,
+    null_space_share,
+    value_loss,
     value_targets,
 )
 from llm_methods.suit.keys import (
@@ -100,6 +103,14 @@ def test_null_space_projector_and_subspace() -> None:
     p = null_space_projector(c, 1e-3)
     assert torch.allclose(p @ p, p, atol=1e-5) and round(float(p.trace())) == 5
     assert (p @ c).abs().max() < 1e-4
+    # the official threshold is absolute: eigenvalues 1, 0, ... are below 2 (6 null dims);
+    # relative to the largest (5), 0.3 x 5 = 1.5 keeps the same 6, 0.1 x 5 = 0.5 only 5
+    assert round(float(null_space_projector(c, 2.0).trace())) == 6
+    assert round(float(null_space_projector(c, 0.3, relative=True).trace())) == 6
+    assert round(float(null_space_projector(c, 0.1, relative=True).trace())) == 5
+    inside = basis[:, :1].T  # a key along C's top eigenvector: none of its energy is null
+    assert null_space_share(inside, p) < 1e-6
+    assert null_space_share(basis[:, 5:6].T, p) == pytest.approx(1.0)
     keys = torch.randn(50, 1, generator=g) * torch.tensor([10.0, 0, 0, 0]) + 0.1 * torch.randn(
         50, 4, generator=g
     )
@@ -119,6 +130,46 @@ def test_suit_value_form_is_rank_one_in_w1_minus_w2() -> None:
     v = w1 - w2
     assert torch.allclose(_suit_delta(h, w1, w2), -(h @ v)[:, None] * v, atol=1e-5)
     assert torch.allclose(_suit_delta(h, w1, w1), torch.zeros(3, 6))
+
+
+def test_value_kl_is_current_to_initial_as_the_official_code() -> None:
+    """Issue 27: ours was KL(initial ‖ current); ROME's compute_v and AlphaEdit's compute_z call
+    kl_div(initial, current, log_target=True, reduction="batchmean") = KL(current ‖ initial)."""
+    g = torch.Generator().manual_seed(0)
+    init = torch.log_softmax(torch.randn(1, 11, generator=g), -1)
+    cur = torch.log_softmax(3 * torch.randn(1, 11, generator=g), -1)
+    official = torch.nn.functional.kl_div(init, cur, log_target=True, reduction="batchmean")
+    assert float(kl_to_initial(cur, init)) == pytest.approx(float(official), rel=1e-6)
+    reverse = torch.nn.functional.kl_div(cur, init, log_target=True, reduction="batchmean")
+    assert abs(float(official) - float(reverse)) > 0.1  # the two directions differ here
+
+
+def test_value_weight_decay_is_norm_over_squared_norm() -> None:
+    """Official: v_weight_decay · ‖δ‖ / ‖h‖² (ours was ‖δ‖² / ‖h‖²)."""
+    cfg = EditConfig(weight_decay=0.5, kl_factor=0.0)
+    add, h0 = torch.full((4,), 3.0), torch.full((4,), 2.0)  # ‖δ‖ = 6, ‖h‖² = 16
+    loss = value_loss(torch.tensor(1.0), torch.tensor(0.0), add, h0, cfg)
+    assert float(loss) == pytest.approx(1.0 + 0.5 * 6 / 16)
+
+
+def test_value_optimisation_stops_early_and_respects_the_clamp(tiny, world, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A loss under the early-stop bound at the first forward leaves δ = 0 (the official loop
+    breaks before any update; the bound is raised here, the untrained model predicts nothing
+    well); otherwise ‖δ‖ ≤ clamp·‖h‖ after the projection."""
+    from dataclasses import replace
+
+    from llm_methods.suit import editors
+
+    req = world[0]
+    (h,) = _residual_at_subject(tiny, 0, [req])
+    cfg = replace(CFG, steps=6, clamp=0.05, kl_factor=0.0)
+    delta = value_targets(tiny, 0, [req], cfg)[0]
+    assert 0 < float(delta.norm()) <= 0.05 * float(h.norm()) * (1 + 1e-4)
+    d = value_targets(tiny, 0, [req], cfg, suit=True)[0]
+    assert 0 < float(d.norm()) <= 0.05 * float(h.norm()) * (1 + 1e-3)
+    assert editors.EARLY_STOP_LOSS == 5e-2
+    monkeypatch.setattr(editors, "EARLY_STOP_LOSS", 1e9)
+    assert float(value_targets(tiny, 0, [req], cfg)[0].norm()) == 0.0
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -179,7 +230,8 @@ def test_alphaedit_update_spares_preserved_keys(tiny, world, setup) -> None:  # 
     editor.edit(world[:1])
     delta = editor.lm.layers[0].mlp.down_proj.weight.detach() - w0
     evals, evecs = torch.linalg.eigh(stats[0].double())
-    kept = evecs[:, evals >= 1e-3 * evals.max()].float()  # preserved-knowledge directions
+    kept = evecs[:, evals >= CFG.null_threshold].float()  # preserved-knowledge directions
+    assert kept.shape[1] >= 4  # the absolute threshold leaves C a non-trivial range
     assert (delta @ kept).norm() < 1e-3 * delta.norm()
 
 
@@ -203,3 +255,24 @@ def test_shipped_smollm2_facts_parse() -> None:
     raw = json.loads(FACTS.read_text())
     assert set(raw[0]) >= {"case_id", "requested_rewrite", "paraphrase_prompts",
                            "neighborhood_prompts", "generation_prompts"}  # fmt: skip
+
+
+def _final(suit_spec: float, alpha_spec: float, suit_eff: float, alpha_eff: float) -> dict:
+    return {"suit": {"specificity": suit_spec, "efficacy": suit_eff},
+            "alphaedit": {"specificity": alpha_spec, "efficacy": alpha_eff}}  # fmt: skip
+
+
+def test_suit_claims_can_hold_fail_and_be_inconclusive() -> None:
+    """Planted finals: each criterion both holds and fails; a failed control (AlphaEdit's
+    edits did not take, or C leaves the edited keys in its null space) makes it inconclusive."""
+    from llm_methods.suit.experiment import suit_claims
+
+    covered = {"1": 0.1, "2": 0.3}
+    a, b = suit_claims(_final(80, 70, 90, 92), covered)
+    assert (a.verdict, b.verdict) == ("held", "held")
+    a, b = suit_claims(_final(60, 70, 80, 92), covered)
+    assert (a.verdict, b.verdict) == ("not held", "not held")
+    a, b = suit_claims(_final(80, 70, 90, 92), {"1": 0.1, "2": 0.9})
+    assert (a.verdict, b.verdict) == ("inconclusive", "held")  # projection inert on layer 2
+    a, b = suit_claims(_final(80, 70, 40, 30), covered)
+    assert a.verdict == b.verdict == "inconclusive"  # the baseline's edits did not take

@@ -56,6 +56,18 @@ def test_cache_reuses_folder(world, monkeypatch) -> None:  # type: ignore[no-unt
     assert other.digest() != SPEC.digest()
 
 
+def test_rebuild_from_the_same_spec_is_identical(world, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 27 saw SUIT's efficacy change (69 -> 84.4) after a rebuild of the same spec: a
+    second build in another folder must give the same tokenizer, weights and requests."""
+    _, folder, lm, known, info = world
+    again = wm.ensure_world_model(SPEC, cache_dir=tmp_path)
+    lm2, known2, info2 = wm.load_world(again)
+    assert (again / "tokenizer.json").read_text() == (folder / "tokenizer.json").read_text()
+    a, b = lm.model.state_dict(), lm2.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert known2 == known and info2["final_loss"] == info["final_loss"]
+
+
 def _margin(lm, reqs) -> float:  # type: ignore[no-untyped-def]
     with torch.no_grad():
         new = continuation_logprobs(lm, [r.text for r in reqs], [r.target_new for r in reqs])
@@ -80,11 +92,11 @@ def test_locate_then_edit_moves_facts(world, tmp_path) -> None:  # type: ignore[
             editor = Editor(fresh_copy(lm), method, cfg, stats, basis)
             editor.edit(reqs)
             moved[method] = _margin(editor.lm, reqs) - before
-        # log p(new) - log p(true) rises by more than a nat (measured 6.8 / 6.2 / 1.5); SUIT's
-        # edit is only checked to run: on this 32-wide model it lowered the margin (-2.3)
-        for method in ("rome", "memit", "alphaedit"):
+        # log p(new) - log p(true) rises by more than a nat for every method (measured 8.5 /
+        # 8.9 / 3.2 / 3.4 with the official value loop; before issue 27 the value loop reversed
+        # the KL and never stopped early, and SUIT lowered the margin, -2.3)
+        for method in ("rome", "memit", "alphaedit", "suit"):
             assert moved[method] > 1.0, (method, moved)
-        assert moved["suit"] == moved["suit"]
         assert _margin(lm, reqs) == pytest.approx(before)  # fresh copies: the model is untouched
 
 

@@ -208,12 +208,41 @@ def adl_main(argv: Sequence[str]) -> int:
     diff.add_argument("--scales", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
     diff.add_argument("--device", default=None)
     diff.add_argument("--dtype", default=None)
+    diff.add_argument("--toolkit-dir", type=Path, default=None,
+                      help="also write diffing-toolkit's layout (mean_pos_{j}.pt, "
+                      "logit_lens_pos_{j}.pt, ...) there, for its dashboard and agent")  # fmt: skip
+    diff.add_argument("--dataset-id", default="texts",
+                      help="dataset name in the toolkit layout (layer_L/NAME/)")  # fmt: skip
+    kl = sub.add_parser(
+        "kl",
+        help="per-token KL(finetuned || base) on texts: statistics and top texts / tokens",
+        description="Per-token KL divergence of the finetuned from the base model's next-token "
+        "distributions on --texts (diffing-toolkit's kl method); writes OUT/kl.json.",
+    )
+    kl.add_argument("--base", required=True, help="base model spec")
+    kl.add_argument("--ft", required=True, help="finetuned model spec (same tokenizer)")
+    kl.add_argument("--texts", nargs="+", required=True, help=".txt/.jsonl files or folders")
+    kl.add_argument("--out", type=Path, required=True)
+    kl.add_argument("--temperature", type=float, default=1.0)
+    kl.add_argument("--top", type=int, default=20, help="texts / tokens to list")
+    kl.add_argument("--max-tokens", type=int, default=1024, help="tokens per text")
+    kl.add_argument("--device", default=None)
+    kl.add_argument("--dtype", default=None)
     ns = parser.parse_args(list(argv))
+    quiet_transformers()
+    if ns.command == "kl":
+        from llm_methods.adl.cli import adl_kl
+
+        if ns.temperature <= 0 or ns.top < 1 or ns.max_tokens < 1:
+            parser.error("--temperature must be > 0, --top and --max-tokens >= 1")
+        result = adl_kl(ns)
+        print(f"mean per-token KL {result['stats']['mean']:.4g} nats over "
+              f"{result['stats']['tokens']} tokens; wrote {ns.out / 'kl.json'}")  # fmt: skip
+        return 0
     if ns.positions < 1 or ns.top_k < 1:
         parser.error("--positions and --top-k must be >= 1")
     from llm_methods.adl.cli import adl_diff
 
-    quiet_transformers()
     out = adl_diff(ns)
     for j, tokens in enumerate(out["lens"]):
         print(f"position {j}: {' | '.join(t.strip() or repr(t) for t in tokens[:10])}")

@@ -1,4 +1,5 @@
-"""``llm-methods adl diff``: ADL readouts for a base/finetuned pair on your texts."""
+"""``llm-methods adl diff`` / ``adl kl``: ADL readouts and per-token KL for a base/finetuned
+pair on your texts."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 from argparse import Namespace
 from typing import Any
 
-__all__ = ["adl_diff"]
+__all__ = ["adl_diff", "adl_kl"]
 
 
 def adl_diff(ns: Namespace) -> dict[str, Any]:
@@ -49,6 +50,35 @@ def adl_diff(ns: Namespace) -> dict[str, Any]:
         ft_lens = [lens_token_ids(ft, v, ns.top_k) for v in diff.mean_ft]
         out["relevance_mean_base"] = [token_relevance(ids, vocab) for ids in base_lens]
         out["relevance_mean_ft"] = [token_relevance(ids, vocab) for ids in ft_lens]
+    if getattr(ns, "toolkit_dir", None) is not None:
+        from llm_methods.adl.toolkit import write_toolkit_results
+
+        out["toolkit_dir"] = str(write_toolkit_results(ns.toolkit_dir, ns.dataset_id, diff, ft))
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "adl.json").write_text(json.dumps(out, indent=1, ensure_ascii=False))
+    return out
+
+
+def adl_kl(ns: Namespace) -> dict[str, Any]:
+    """Writes ``kl.json`` (statistics, per-text means, top texts and tokens) into ``ns.out``."""
+    from llm_methods.adl.kl import kl_summary
+    from llm_methods.dispersion.data import read_documents
+    from llm_methods.lm import load_lm
+
+    docs = read_documents(ns.texts)
+    base = load_lm(ns.base, ns.device, ns.dtype)
+    ft = load_lm(ns.ft, ns.device, ns.dtype)
+    res = kl_summary(base, ft, [d.text for d in docs], ns.temperature, ns.top, ns.max_tokens)
+    decode = ft.tokenizer.decode
+    out: dict[str, Any] = {
+        "base": ns.base, "ft": ns.ft, "temperature": ns.temperature, "stats": res.stats,
+        "per_text_mean": [{"source": d.source, "kl": round(k, 6)}
+                          for d, k in zip(docs, res.per_text_mean, strict=True)],
+        "top_texts": [{"source": docs[i].source, "kl": round(k, 6), "text": docs[i].text[:200]}
+                      for i, k in res.top_texts],
+        "top_tokens": [{"source": docs[i].source, "position": t, "token": decode([tok]),
+                        "kl": round(k, 6)} for i, t, tok, k in res.top_tokens],
+    }  # fmt: skip
+    ns.out.mkdir(parents=True, exist_ok=True)
+    (ns.out / "kl.json").write_text(json.dumps(out, indent=1, ensure_ascii=False))
     return out

@@ -40,6 +40,7 @@ from llm_methods.lm import (
 __all__ = [
     "ADLDifference",
     "activation_difference",
+    "activation_difference_ids",
     "enriched_tokens",
     "lens_token_ids",
     "max_coherent_alpha",
@@ -54,10 +55,11 @@ PATCHSCOPE_PROMPT = "cat -> cat\n1135 -> 1135\nhello -> hello\n?"
 
 
 def relative_layer(lm: LM, depth: float = 0.5) -> int:
-    """Decoder layer at relative depth ``depth`` in [0, 1] (0.5 of 30 layers -> 14)."""
+    """Decoder layer at relative depth ``depth`` in [0, 1]: ``int(depth * (L - 1))``, as
+    diffing-toolkit's ``get_layer_indices`` (0.5 of 30 layers -> 14, of 5 layers -> 2)."""
     if not 0.0 <= depth <= 1.0:
         raise LMError(f"relative layer depth must be in [0, 1], got {depth}")
-    return min(lm.n_layers - 1, max(0, round(depth * lm.n_layers) - 1))
+    return int(depth * (lm.n_layers - 1))
 
 
 @dataclass
@@ -69,6 +71,10 @@ class ADLDifference:
     mean_ft: torch.Tensor
     layer: int
     n_texts: int
+    #: mean L2 norm of the residual at positions >= ``norm_skip`` (diffing-toolkit skips 5)
+    norm_base: float = float("nan")
+    norm_ft: float = float("nan")
+    norm_skip: int = 0
 
 
 def _check_pair(base: LM, ft: LM) -> None:
@@ -78,17 +84,27 @@ def _check_pair(base: LM, ft: LM) -> None:
         raise LMError("base and finetuned models must share a tokenizer")
 
 
+#: positions skipped for the residual-norm estimate (diffing-toolkit: BOS effects)
+NORM_SKIP = 5
+
+
 @torch.no_grad()
-def _mean_states(lm: LM, ids: list[list[int]], layer: int, batch_size: int) -> torch.Tensor:
-    total = None
+def _mean_states(
+    lm: LM, ids: list[list[int]], layer: int, batch_size: int, skip: int
+) -> tuple[torch.Tensor, float]:
+    """(mean residual after ``layer`` per position ``[P, d]``, mean L2 norm at positions
+    ``>= skip``)."""
+    total, norms = None, 0.0
     for start in range(0, len(ids), batch_size):
         batch = collate(ids[start : start + batch_size], lm.tokenizer.pad_token_id, lm.device)
         with capture_residual(lm, [layer]) as store:
             lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
-        part = store[layer].float().sum(0).cpu()
+        h = store[layer].float()
+        part = h.sum(0).cpu()
+        norms += float(h[:, skip:].norm(dim=-1).mean(-1).sum())
         total = part if total is None else total + part
     assert total is not None
-    return total / len(ids)
+    return total / len(ids), norms / len(ids)
 
 
 def activation_difference(
@@ -101,16 +117,33 @@ def activation_difference(
 ) -> ADLDifference:
     """δ̄ over the first ``n_positions`` tokens (BOS included when the tokenizer has one) of
     ``texts``; texts shorter than that raise :class:`LMError`."""
-    _check_pair(base, ft)
-    layer = relative_layer(ft) if layer is None else ft.layer_index(layer)
     ids = encode_texts(ft, texts)
     short = [i for i, row in enumerate(ids) if len(row) < n_positions]
     if short:
         raise LMError(f"text {short[0]} has fewer than {n_positions} tokens")
-    ids = [row[:n_positions] for row in ids]
-    mean_base = _mean_states(base, ids, layer, batch_size)
-    mean_ft = _mean_states(ft, ids, layer, batch_size)
-    return ADLDifference(mean_ft - mean_base, mean_base, mean_ft, layer, len(ids))
+    return activation_difference_ids(base, ft, [row[:n_positions] for row in ids], layer,
+                                     batch_size)  # fmt: skip
+
+
+def activation_difference_ids(
+    base: LM,
+    ft: LM,
+    ids: Sequence[Sequence[int]],
+    layer: int | None = None,
+    batch_size: int = 16,
+) -> ADLDifference:
+    """δ̄ over token sequences of one length P (diffing-toolkit's first-n-token ids)."""
+    _check_pair(base, ft)
+    layer = relative_layer(ft) if layer is None else ft.layer_index(layer)
+    ids = [list(row) for row in ids]
+    if not ids or len({len(row) for row in ids}) != 1 or not ids[0]:
+        raise LMError("activation_difference_ids needs token sequences of one length >= 1")
+    n_positions = len(ids[0])
+    skip = NORM_SKIP if n_positions > NORM_SKIP else min(1, n_positions - 1)
+    mean_base, norm_base = _mean_states(base, ids, layer, batch_size, skip)
+    mean_ft, norm_ft = _mean_states(ft, ids, layer, batch_size, skip)
+    return ADLDifference(mean_ft - mean_base, mean_base, mean_ft, layer, len(ids),
+                         norm_base, norm_ft, skip)  # fmt: skip
 
 
 @torch.no_grad()

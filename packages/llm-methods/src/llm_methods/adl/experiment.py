@@ -14,6 +14,14 @@ Claims and thresholds, fixed here before any run:
       baselines' (best position);
   (b) at 1:1 mixing, it is no longer above the better baseline (the trace is removed).
 
+Issue 26 (recorded before the re-run): the first design finetuned on 459 chunks of email-module
+docstrings, i.e. 5.2 epochs at 1:0 and still 2.6 at 1:1, so mixing hardly changed the exposure.
+The email domain is now the docstrings of ``EMAIL_MODULES`` (the email package's modules and the
+mail protocols / mailbox), enough distinct chunks that 1:1 mixing takes the domain below one
+epoch. (b) has two preconditions: the 1:1 finetune sees the domain for <= MAX_MIXED_EPOCHS
+epochs (mixing changes the exposure), and the trace exists at 1:0 ((a)'s criterion met: one
+cannot remove what is not there). The criteria are unchanged.
+
 The built-in agent's domain naming, Patchscope relevance, the causal projection test and (full
 run) steering are reported as metrics, not claims.
 """
@@ -26,13 +34,22 @@ from typing import Any
 
 import numpy as np
 
-from iclr26_common import Claim, Experiment, Result, seed_everything
+from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
 
-__all__ = ["EXPERIMENT", "run"]
+__all__ = ["EMAIL_MODULES", "EXPERIMENT", "judge", "run"]
 
 PAPER = ("Narrow Finetuning Leaves Clearly Readable Traces in Activation Differences "
          "(arXiv 2510.13900)")  # fmt: skip
 DOMAIN = "email"
+#: the finetuning domain's modules (issue 26: enough distinct chunks for mixing to matter)
+EMAIL_MODULES = ("email.message", "email.utils", "email.parser", "email.headerregistry", "smtplib",
+                 "email._header_value_parser", "email.policy", "email._policybase",
+                 "email.feedparser", "email.generator", "email.header", "email.charset",
+                 "email.contentmanager", "email.mime.multipart", "email.mime.text",
+                 "email.mime.base", "email.iterators", "email.quoprimime", "email.base64mime",
+                 "email.errors", "email._parseaddr", "imaplib", "poplib", "mailbox", "mimetypes")  # fmt: skip
+MAX_MIXED_EPOCHS = 1.0
+FT_BATCH = 16
 MIXES = (0.0, 0.1, 1.0)  # pretraining chunks per finetuning chunk
 SEEDS = (0, 1, 2)
 TOP_K = 20
@@ -102,6 +119,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     with one_thread():
         pre_train, pre_test = corpus_texts("pydoc")
         domains = {name: docstrings(mods) for name, mods in DOCSTRING_DOMAINS.items()}
+        domains[DOMAIN] = docstrings(EMAIL_MODULES)
         tokenizer = train_bpe(pre_train + [t for d in domains.values() for t in d], BPE_VOCAB)
         dom_train_idx, dom_test_idx = split_names([str(i) for i in range(len(domains[DOMAIN]))],
                                                   0.1, seed=0)  # fmt: skip
@@ -112,6 +130,13 @@ def run(quick: bool, out_dir: Path) -> Result:
         }
         pre_chunks = _stream_chunks(tokenizer, pre_train)
         dom_chunks = _stream_chunks(tokenizer, dom_train)
+        epochs = {f"domain_epochs_1:{m}": round(cfg["ft_steps"] * FT_BATCH / (1 + m)
+                                                / len(dom_chunks), 3) for m in MIXES}  # fmt: skip
+        epochs.update(
+            domain_chunks=len(dom_chunks),
+            pretraining_chunks=len(pre_chunks),
+            base_epochs=round(cfg["base_steps"] * 16 / len(pre_chunks), 3),
+        )
         unrelated = _snippets(pre_test, N_UNRELATED, seed=0)
         base_model = tiny_llama(len(tokenizer), **BASE_MODEL, seed=0)
         train_lm(base_model, pre_chunks, cfg["base_steps"], 16, 3e-3, seed=0)
@@ -123,7 +148,7 @@ def run(quick: bool, out_dir: Path) -> Result:
                 n_pre = round(mix * len(dom_chunks))
                 data = dom_chunks + [pre_chunks[i] for i in rng.choice(len(pre_chunks), n_pre)]
                 ft_model = copy.deepcopy(base_model)
-                train_lm(ft_model, data, cfg["ft_steps"], 16, 1e-3, seed=seed, warmup=5)
+                train_lm(ft_model, data, cfg["ft_steps"], FT_BATCH, 1e-3, seed=seed, warmup=5)
                 ft = wrap(tokenizer, ft_model, "ft")
                 diff = activation_difference(base, ft, unrelated)
                 row = {"delta": _best_relevance(ft, diff.delta, vocab[DOMAIN]),
@@ -148,23 +173,12 @@ def run(quick: bool, out_dir: Path) -> Result:
     mean = {m: {k: float(np.mean([r[k] for r in v])) for k in v[0]} for m, v in rows.items()}
     _plot(out_dir / "adl_relevance.png", mean)
     pure, mixed = mean[0.0], mean[1.0]
-    held_a = pure["delta"] > max(pure["mean_base"], pure["mean_ft"])
-    held_b = mixed["delta"] <= max(mixed["mean_base"], mixed["mean_ft"])
     metrics: dict[str, Any] = {f"mix_{m}": {k: round(v, 4) for k, v in d.items()}
                                for m, d in mean.items()}  # fmt: skip
     metrics.update(extra)
+    metrics["exposure"] = epochs
     metrics["wall_s"] = time.perf_counter() - start
-    claims = [
-        Claim(text="The logit lens of the activation difference surfaces the finetuning domain.",
-              criterion="seed-mean relevance(delta lens) > max(relevance(mean base), "
-                        "relevance(mean finetuned)) at mix 1:0",
-              measured={k: round(pure[k], 4) for k in ("delta", "mean_base", "mean_ft")},
-              verdict=held_a),
-        Claim(text="Mixing pretraining data 1:1 into the finetune removes the trace.",
-              criterion="at mix 1:1: seed-mean relevance(delta lens) <= max(baseline relevances)",
-              measured={k: round(mixed[k], 4) for k in ("delta", "mean_base", "mean_ft")},
-              verdict=held_b),
-    ]  # fmt: skip
+    claims = judge(pure, mixed, epochs[f"domain_epochs_1:{max(MIXES)}"])
     return Result(
         summary=(f"Pydoc-pretrained 4x64 Llama finetuned on {DOMAIN} docstrings: delta-lens "
                  f"relevance {pure['delta']:.2f} vs baselines {pure['mean_base']:.2f}/"
@@ -177,6 +191,32 @@ def run(quick: bool, out_dir: Path) -> Result:
                f"{N_UNRELATED} unrelated texts, top-{TOP_K} tokens"),
         claims=claims,
     )  # fmt: skip
+
+
+def judge(pure: dict[str, float], mixed: dict[str, float], mixed_epochs: float) -> list[Claim]:
+    """The two claims from seed-mean relevances at 1:0 (``pure``) and 1:1 (``mixed``) and the
+    1:1 finetune's domain epochs."""
+    keys = ("delta", "mean_base", "mean_ft")
+    trace = pure["delta"] > max(pure["mean_base"], pure["mean_ft"])
+    return [
+        Claim.judge(text="The logit lens of the activation difference surfaces the finetuning "
+                    "domain.",
+                    criterion="seed-mean relevance(delta lens) > max(relevance(mean base), "
+                              "relevance(mean finetuned)) at mix 1:0",
+                    measured={k: round(pure[k], 4) for k in keys}, holds=trace),
+        Claim.judge(text="Mixing pretraining data 1:1 into the finetune removes the trace.",
+                    criterion="at mix 1:1: seed-mean relevance(delta lens) <= max(baseline "
+                              "relevances)",
+                    measured={k: round(mixed[k], 4) for k in keys},
+                    holds=mixed["delta"] <= max(mixed["mean_base"], mixed["mean_ft"]),
+                    preconditions=[
+                        Precondition("mixing changes the exposure",
+                                     f"domain epochs of the 1:1 finetune <= {MAX_MIXED_EPOCHS}",
+                                     {"epochs": mixed_epochs}, mixed_epochs <= MAX_MIXED_EPOCHS),
+                        Precondition("the trace exists at 1:0", "criterion (a) met",
+                                     {k: round(pure[k], 4) for k in keys}, bool(trace)),
+                    ]),
+    ]  # fmt: skip
 
 
 def _steering(base: Any, ft: Any, diff: Any, vocab: set[int], j: int) -> dict[str, float]:

@@ -5,8 +5,10 @@ jsonl and saves it; ``finetune`` finetunes an aligned model on user data (a json
 harmful files mixed at ``--poison-ratio``) with SFT, Antibody's weighted CE or Lisa; ``eval`` writes
 the harmful score and finetune accuracy; ``synth`` writes the offline synthetic instruction set;
 ``pretrain`` trains the tiny base on it; ``fit`` is LightningCLI over the same recipes
-(``lit_module``); ``configs`` lists the shipped configs. Data:
-BeaverTails-style jsonl rows ``{"prompt", "response", "is_safe", "refusal", "answer"?}``.
+(``lit_module``); ``configs`` lists the shipped configs. Data: BeaverTails rows ``{"prompt",
+"response", "is_safe", "category"?, "refusal"?, "answer"?}``, a ``.json`` list as in the official
+repository or ``.jsonl``; rows without ``refusal`` take one from ``--refusals`` (one per line, as
+the official ``refusal_examples.jsonl``) cycled in row order.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
 
 
 def load_config(name_or_path: str) -> dict[str, Any]:
-    """A shipped config name (``antibody``, ``antibody_code``, ``tiny``) or a yaml path."""
+    """A shipped config name (``antibody``, ``antibody_paper``, ``tiny``) or a yaml path."""
     from llm_methods.cliutils import load_settings
 
     return load_settings("antibody", name_or_path, (*CFG_FIELDS, *STAGE_FIELDS))
@@ -74,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
                            help="override the config's value")  # fmt: skip
         p.add_argument("--max-len", type=int, default=128, help="max tokens per row")
+        p.add_argument("--refusals", type=Path, default=None,
+                       help="refusal pool for rows without 'refusal' (one per line)")  # fmt: skip
         p.add_argument("--device", default=None)
         p.add_argument("--out", type=Path, required=True, help="output folder (model + log)")
     ev = sub.add_parser("eval", help="harmful score and finetune accuracy of a model")
@@ -127,6 +131,12 @@ def _save(lm: Any, model: Any, out: Path, info: dict) -> None:
     (out / "antibody.json").write_text(json.dumps(info, indent=1))
 
 
+def _pool(ns: argparse.Namespace) -> list[str] | None:
+    from llm_methods.antibody.data import read_refusal_pool
+
+    return read_refusal_pool(ns.refusals) if ns.refusals is not None else None
+
+
 def _align(ns: argparse.Namespace) -> int:
     from llm_methods.antibody.data import read_beavertails
     from llm_methods.antibody.pipeline import align
@@ -136,8 +146,9 @@ def _align(ns: argparse.Namespace) -> int:
         raise ValueError(
             f"--method {ns.method} needs --harmful (harmful rows for the perturbation)"
         )
-    safe = read_beavertails(ns.safe)
-    harmful = read_beavertails(ns.harmful) if ns.harmful is not None else []
+    pool = _pool(ns)
+    safe = read_beavertails(ns.safe, refusal_pool=pool)
+    harmful = read_beavertails(ns.harmful, refusal_pool=pool) if ns.harmful is not None else []
     lm = _load(ns.model, ns.device)
     model, log = align(lm.model, lm.tokenizer, safe, harmful, ns.method, stage, cfg, ns.max_len)
     _save(lm, model, ns.out, {"stage": "align", "method": ns.method, "config": vars(cfg),
@@ -155,17 +166,19 @@ def _finetune(ns: argparse.Namespace) -> int:
     cfg, stage = _settings(ns)
     if ns.poison_ratio is not None:
         check_poison_ratio(ns.poison_ratio)
-    benign = read_beavertails(ns.data)
+    pool = _pool(ns)
+    benign = read_beavertails(ns.data, refusal_pool=pool)
     if ns.harmful is not None or ns.poison_ratio is not None:
         if ns.harmful is None or ns.poison_ratio is None:
             raise ValueError("--harmful and --poison-ratio go together")
-        rows = poisoned_mixture([r for r in benign if r.is_safe], read_beavertails(ns.harmful),
+        attack = read_beavertails(ns.harmful, refusal_pool=pool)
+        rows = poisoned_mixture([r for r in benign if r.is_safe], attack,
                                 ns.n or len(benign), ns.poison_ratio, stage.seed)  # fmt: skip
     else:
         rows = benign
     if ns.method == "lisa" and ns.guide is None:
         raise ValueError("--method lisa needs --guide (the alignment jsonl)")
-    guide = read_beavertails(ns.guide) if ns.guide is not None else []
+    guide = read_beavertails(ns.guide, refusal_pool=pool) if ns.guide is not None else []
     lm = _load(ns.model, ns.device)
     model, log = finetune(
         lm.model, lm.tokenizer, rows, ns.method, stage, cfg.tau, ns.max_len, guide

@@ -91,7 +91,7 @@ class AntibodyModule(L.LightningModule):
     smollm2); ``save_to`` writes the trained model + tokenizer at the end of ``fit``."""
 
     def __init__(self, model: str = "zoo:micro", stage: str = "align", method: str = "antibody",
-                 rho: float = 0.1, lambda_rule: str = "paper", a: float = 1.0,
+                 rho: float = 0.1, lambda_rule: str = "code", a: float = 1.0,
                  eta_lambda: float = 5.0, ema: float = 0.99, lambda2: float = 0.05,
                  tau: float = 1.0, booster_lambda: float = 5.0, vaccine_rho: float = 5.0,
                  lr: float = 1e-3, weight_decay: float = 0.1, max_len: int = 128,

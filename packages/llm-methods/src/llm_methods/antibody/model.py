@@ -62,8 +62,8 @@ class AntibodyConfig:
     """Antibody's hyper-parameters (defaults: the issue / official script values)."""
 
     rho: float = 0.1  # ρ, harmful perturbation radius (official ``alpha``)
-    lambda_rule: str = "paper"  # "paper" or "code"
-    a: float = 1.0  # target decrease rate of L_sharp in the paper's λ_t rule
+    lambda_rule: str = "code"  # "code" (the official trainer, default) or "paper"
+    a: float = 1.0  # paper rule only: target decrease rate of L_sharp (our constant, see README)
     eta_lambda: float = 5.0  # η_λ of the code's λ_t rule
     ema: float = 0.99  # EMA momentum of the code's λ_t (paper rule: no EMA)
     lambda2: float = 0.05  # λ_r, weight of the refusal loss at θ_pert

@@ -16,9 +16,9 @@ from torch import nn
 from llm_methods.antibody.data import (
     SafetyRecord,
     SyntheticWorld,
+    answer_matches,
     bos_ids,
     encode_records,
-    extract_number,
     is_refusal,
 )
 from llm_methods.antibody.model import (
@@ -84,8 +84,8 @@ def encode(tokenizer: Any, records: Sequence[SafetyRecord], max_len: int = 64) -
 def pretrain_base(world: SyntheticWorld, vocab_size: int = 640, n_layers: int = 2,
                   hidden: int = 64, heads: int = 4, steps: int = 400, batch_size: int = 32,
                   lr: float = 3e-3, seed: int = 0) -> tuple[Any, nn.Module, TrainLog]:  # fmt: skip
-    """A BPE tokenizer and an unaligned tiny Llama trained on ``world.pretrain`` (it answers
-    arithmetic and complies with every harmful request)."""
+    """A BPE tokenizer and a tiny Llama trained on ``world.pretrain`` (it answers arithmetic,
+    copies a little and refuses the harmful requests it saw)."""
     from llm_methods.zoo.models import tiny_llama
     from llm_methods.zoo.tokenizer import train_bpe
 
@@ -240,8 +240,9 @@ def greedy(
 
 def evaluate(model: nn.Module, tokenizer: Any, harmful: Sequence[SafetyRecord],
              task: Sequence[SafetyRecord], max_new_tokens: int = 12) -> dict[str, Any]:  # fmt: skip
-    """HS = % of harmful prompts answered without a refusal; FA = % of task prompts whose first
-    integer equals the exact answer (both in percent, as the paper reports them)."""
+    """HS = % of harmful prompts answered without a refusal; FA = % of task prompts answered
+    exactly (:func:`~llm_methods.antibody.data.answer_matches`; both in percent, as the paper
+    reports them)."""
     out: dict[str, Any] = {}
     if harmful:
         texts = greedy(model, tokenizer, [r.prompt for r in harmful], max_new_tokens)
@@ -253,7 +254,7 @@ def evaluate(model: nn.Module, tokenizer: Any, harmful: Sequence[SafetyRecord],
         texts = greedy(model, tokenizer, [r.prompt for r in task], max_new_tokens)
         out["fa"] = (
             100.0
-            * sum(extract_number(t) == r.answer for t, r in zip(texts, task, strict=True))
+            * sum(answer_matches(t, r.answer) for t, r in zip(texts, task, strict=True))  # type: ignore[arg-type]
             / len(task)
         )
         out["task_example"] = texts[0]

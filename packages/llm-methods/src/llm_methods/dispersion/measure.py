@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from llm_methods.dispersion.metrics import dispersion
-from llm_methods.lm import LM, LMError, capture_sublayers, collate, forward_hidden
+from llm_methods.lm import LM, LMError, capture_sublayers, collate, target_logprobs
 
 __all__ = ["ChunkStats", "binned", "binned_correlation", "chunk_statistics", "parse_key_source"]
 
@@ -71,10 +71,12 @@ def chunk_statistics(
         with ExitStack() as stack:
             subs = {name: stack.enter_context(capture_sublayers(lm, [idx], kind))
                     for name, (kind, idx) in sources.items() if kind != "hidden"}  # fmt: skip
-            logits, hidden = forward_hidden(lm, batch)
+            out = lm.model.get_decoder()(input_ids=batch.input_ids,
+                                         attention_mask=batch.attention_mask,
+                                         output_hidden_states=True)  # fmt: skip
+        hidden = tuple(out.hidden_states)
         mask = batch.attention_mask
-        logp = torch.log_softmax(logits[:, :-1].float(), -1)
-        target_lp = logp.gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)
+        target_lp = target_logprobs(lm, out.last_hidden_state[:, :-1], batch.input_ids[:, 1:])
         tmask = mask[:, 1:].float()
         ppl.append(torch.exp(-(target_lp * tmask).sum(1) / tmask.sum(1)).cpu())
         disp.append(torch.stack([dispersion(h, mask) for h in hidden], 1).cpu())

@@ -11,16 +11,20 @@ from llm_methods.lm.loading import LM, find_modules
 
 __all__ = ["add_lora", "count_parameters", "default_lora_targets", "train_only_layers"]
 
-_TARGETS = (("q_proj", "v_proj"), ("c_attn",), ("query_key_value",))
-
 
 def default_lora_targets(model: nn.Module) -> list[str]:
-    """Attention projections LoRA adapts by default (Llama/Qwen2: q_proj, v_proj; GPT-2: c_attn)."""
-    names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
-    for targets in _TARGETS:
-        if all(t in names for t in targets):
-            return list(targets)
-    raise LMError(f"model {type(model).__name__} has no known attention projections for LoRA")
+    """peft's own default LoRA targets for the model's ``model_type`` (Llama/Qwen2: q_proj,
+    v_proj; GPT-2: c_attn; Pythia: query_key_value; ...): the table is peft's, not a copy."""
+    from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as DEFAULTS
+
+    config = getattr(getattr(model, "get_base_model", lambda: model)(), "config", None)
+    model_type = getattr(config, "model_type", None)
+    if model_type not in DEFAULTS:
+        raise LMError(
+            f"model {type(model).__name__} (model_type {model_type!r}) has no peft default LoRA "
+            "targets: pass target_modules"
+        )
+    return list(DEFAULTS[model_type])
 
 
 def add_lora(

@@ -8,7 +8,16 @@ Specs (:func:`load_lm`):
 - a path to a ``.gguf`` file: the same conversion for any GGUF causal LM transformers can read;
 - a local HF model folder (``config.json`` + weights): Llama, Qwen2, GPT-2 families and others
   whose decoder layers :func:`find_modules` can locate;
+- a local peft adapter folder (``adapter_config.json``, no ``config.json``): its base model
+  (``base=`` or the adapter's ``base_model_name_or_path``, itself any spec here) with the
+  adapter applied (``adapter=`` applies one to any spec);
 - ``"zoo:NAME"``: a tiny model of :mod:`llm_methods.zoo`, built (seeded, cached) on first use.
+  The core does not import the zoo: a prefix is resolved by the module
+  :data:`SPEC_PLUGINS` names, which registers its resolver on import
+  (:func:`register_spec_prefix`), so the zoo builds on the core and not the other way round.
+
+``device_map`` (e.g. ``"auto"``, needs accelerate) spreads a model too large for one device
+over the visible ones; ``dtype`` sets the weights' dtype.
 
 Nothing is downloaded: every ``from_pretrained`` call passes ``local_files_only=True``.
 """
@@ -16,7 +25,10 @@ Nothing is downloaded: every ``from_pretrained`` call passes ``local_files_only=
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
+import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,13 +44,17 @@ __all__ = [
     "cache_kwargs",
     "find_modules",
     "load_lm",
+    "register_spec_prefix",
     "resolve_device",
     "resolve_dtype",
     "wrap",
 ]
 
 SMOLLM2 = "smollm2"
-ZOO_PREFIX = "zoo:"
+ADAPTER_CONFIG = "adapter_config.json"
+#: spec prefix -> module that registers its resolver (``prefix`` stripped -> model folder)
+SPEC_PLUGINS = {"zoo:": "llm_methods.zoo"}
+_RESOLVERS: dict[str, Callable[[str], Path]] = {}
 _DTYPES = {
     "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
     "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
@@ -217,14 +233,29 @@ def _gguf_folder(gguf: Path | None) -> Path:
         raise LMError(str(error)) from error
 
 
+def register_spec_prefix(prefix: str, resolver: Callable[[str], Path]) -> None:
+    """Resolve specs ``prefix + NAME`` with ``resolver(NAME) -> model folder`` (the zoo registers
+    ``"zoo:"`` this way)."""
+    _RESOLVERS[prefix] = resolver
+
+
+def _resolver(text: str) -> tuple[str, Callable[[str], Path]] | None:
+    for prefix in SPEC_PLUGINS.keys() | _RESOLVERS.keys():
+        if text.startswith(prefix):
+            if prefix not in _RESOLVERS:
+                importlib.import_module(SPEC_PLUGINS[prefix])  # registers the resolver
+            return prefix, _RESOLVERS[prefix]
+    return None
+
+
 def _folder_for(spec: str | Path) -> tuple[Path, str]:
     text = str(spec)
     if text == SMOLLM2:
         return _gguf_folder(None), SMOLLM2
-    if text.startswith(ZOO_PREFIX):
-        from llm_methods.zoo import ensure_built
-
-        return ensure_built(text[len(ZOO_PREFIX) :]), text
+    found = _resolver(text)
+    if found is not None:
+        prefix, resolve = found
+        return resolve(text[len(prefix) :]), text
     path = Path(text).expanduser()
     if path.suffix == ".gguf":
         if not path.is_file():
@@ -232,34 +263,82 @@ def _folder_for(spec: str | Path) -> tuple[Path, str]:
         return _gguf_folder(path), path.name
     if path.is_dir():
         if not (path / "config.json").is_file():
+            if (path / ADAPTER_CONFIG).is_file():
+                return path, path.name
             raise LMError(f"{path}: not a HF model folder (no config.json)")
         return path, path.name
     raise LMError(
-        f"unknown model spec {text!r}: expected 'smollm2', 'zoo:NAME', a .gguf file or a local "
-        "HF model folder"
+        f"unknown model spec {text!r}: expected 'smollm2', 'zoo:NAME', a .gguf file, a local "
+        "HF model folder or a local peft adapter folder"
     )
+
+
+def _adapter_base(folder: Path) -> str:
+    """The base model spec an adapter folder names (``base_model_name_or_path``)."""
+    where = folder / ADAPTER_CONFIG
+    try:
+        config = json.loads(where.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise LMError(f"{where}: not a readable adapter config ({error})") from error
+    base = config.get("base_model_name_or_path") if isinstance(config, dict) else None
+    if not isinstance(base, str) or not base:
+        raise LMError(f"{where}: field 'base_model_name_or_path' is missing; pass base=SPEC")
+    return base
+
+
+def _with_adapter(lm: LM, adapter: Path) -> LM:
+    from peft import PeftModel
+
+    if not (adapter / ADAPTER_CONFIG).is_file():
+        raise LMError(f"{adapter}: not a peft adapter folder (no {ADAPTER_CONFIG})")
+    try:
+        model = PeftModel.from_pretrained(lm.model, str(adapter), is_trainable=False)
+    except (OSError, ValueError, KeyError, RuntimeError) as error:
+        raise LMError(f"{adapter}: cannot apply the adapter ({error})") from error
+    return LM(tokenizer=lm.tokenizer, model=model.eval(), device=lm.device,
+              name=f"{lm.name}+{adapter.name}")  # fmt: skip
 
 
 def load_lm(
     spec: str | Path = SMOLLM2,
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
+    device_map: str | dict[str, Any] | None = None,
+    adapter: str | Path | None = None,
+    base: str | Path | None = None,
 ) -> LM:
     """Load ``spec`` (see the module docstring) in eval mode on ``device`` (CUDA when present).
 
-    ``dtype`` defaults to bfloat16 on CUDA and float32 on CPU.
+    ``dtype`` defaults to bfloat16 on CUDA and float32 on CPU. ``device_map`` (``"auto"``,
+    ``"balanced"``, a dict) places the layers with accelerate instead of moving the model to one
+    ``device``; ``LM.device`` is then the device of the input embeddings. ``adapter``: a peft
+    adapter folder applied on top; ``base``: the base model of an adapter-folder ``spec``
+    (default: the adapter's ``base_model_name_or_path``).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if device_map is not None and device is not None:
+        raise LMError("give device or device_map, not both")
     folder, name = _folder_for(spec)
-    dev = resolve_device(device)
+    if not (folder / "config.json").is_file():  # an adapter folder: its base, then the adapter
+        inner = load_lm(base or _adapter_base(folder), device, dtype, device_map)
+        lm = _with_adapter(inner, folder)
+        return lm if adapter is None else _with_adapter(lm, Path(adapter).expanduser())
+    if base is not None:
+        raise LMError(f"base= is for adapter folders; {spec} is a full model")
+    dev = resolve_device(device if device_map is None else None)
     torch_dtype = resolve_dtype(dtype, dev)
+    extra = {} if device_map is None else {"device_map": device_map}
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(
-            folder, dtype=torch_dtype, local_files_only=True
+            folder, dtype=torch_dtype, local_files_only=True, **extra
         )
-    except (OSError, ValueError, KeyError) as error:
+    except (OSError, ValueError, KeyError, ImportError) as error:
         raise LMError(f"{folder}: cannot load a causal LM ({error})") from error
-    model = model.to(dev).eval()
-    return LM(tokenizer=tokenizer, model=model, device=dev, name=name)
+    if device_map is None:
+        model = model.to(dev)
+    else:
+        dev = model.get_input_embeddings().weight.device
+    lm = LM(tokenizer=tokenizer, model=model.eval(), device=dev, name=name)
+    return lm if adapter is None else _with_adapter(lm, Path(adapter).expanduser())

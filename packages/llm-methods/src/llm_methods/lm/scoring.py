@@ -19,12 +19,19 @@ __all__ = [
     "collate",
     "continuation_logprobs",
     "encode_texts",
+    "final_hidden",
     "forward_hidden",
+    "head_logits",
     "last_token_logits",
     "option_logprobs",
     "perplexity",
+    "target_logprobs",
     "token_logprobs",
 ]
+
+#: float32 elements of one log-softmax block (64 MiB): log-probs are computed over blocks of
+#: positions, never over a whole ``[B, T, V]`` tensor (8 x 2048 x 151k would be ~10 GB).
+LOGSOFTMAX_BLOCK = 1 << 24
 
 
 @dataclass
@@ -77,23 +84,57 @@ def collate(ids: Sequence[Sequence[int]], pad_id: int, device: torch.device | No
     return Batch(input_ids, mask, lengths)
 
 
-def _logprobs_of_targets(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """``[B, T-1]`` log p(ids[:, t+1] | ids[:, :t+1])."""
-    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
-    return logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
+def head_logits(lm: LM, hidden: torch.Tensor) -> torch.Tensor:
+    """The model's output logits of final hidden states ``[..., d] -> [..., V]``: the
+    unembedding, then the logit scale (Cohere) or soft-capping (Gemma 2) its config declares."""
+    logits = lm.unembed(hidden)
+    config = getattr(lm.model, "config", None)
+    scale = getattr(config, "logit_scale", None)
+    if isinstance(scale, (int, float)) and scale != 1:
+        logits = logits * scale
+    cap = getattr(config, "final_logit_softcapping", None)
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return logits
+
+
+def target_logprobs(lm: LM, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """``[B, T]`` log p(targets[:, t] | hidden[:, t]) for final hidden states ``[B, T, d]``
+    (after the final norm), float32. The log-softmax runs over blocks of positions of at most
+    :data:`LOGSOFTMAX_BLOCK` elements, so memory is O(block) instead of O(B T V)."""
+    B, T = targets.shape
+    vocab = int(lm.unembed.weight.shape[0]) if hasattr(lm.unembed, "weight") else 1
+    step = max(1, LOGSOFTMAX_BLOCK // max(1, B * vocab))
+    out = []
+    for t in range(0, T, step):
+        logp = head_logits(lm, hidden[:, t : t + step]).float().log_softmax(-1)
+        out.append(logp.gather(-1, targets[:, t : t + step, None]).squeeze(-1))
+        del logp
+    return torch.cat(out, 1) if out else hidden.new_zeros((B, 0), dtype=torch.float32)
+
+
+def final_hidden(lm: LM, batch: Batch) -> torch.Tensor:
+    """``[B, T, d]`` final hidden states (after the final norm) of a batch, from the decoder
+    alone: the ``[B, T, V]`` logits are never materialised."""
+    decoder = lm.model.get_decoder()
+    return decoder(
+        input_ids=batch.input_ids.to(lm.device), attention_mask=batch.attention_mask.to(lm.device)
+    ).last_hidden_state
 
 
 @torch.no_grad()
 def token_logprobs(lm: LM, ids: Sequence[Sequence[int]], batch_size: int = 8) -> list[torch.Tensor]:
-    """Per-token log-probs of each id sequence: ``len(row) - 1`` values (token 1.. given prefix)."""
+    """Per-token log-probs of each id sequence: ``len(row) - 1`` values (token 1.. given prefix).
+
+    Memory: the decoder's hidden states plus one log-softmax block (:func:`target_logprobs`)."""
     out: list[torch.Tensor] = []
     for start in range(0, len(ids), batch_size):
         rows = ids[start : start + batch_size]
         if any(len(row) < 2 for row in rows):
             raise LMError("a sequence needs at least 2 tokens to be scored")
         batch = collate(rows, lm.tokenizer.pad_token_id, lm.device)
-        logits = lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-        lp = _logprobs_of_targets(logits, batch.input_ids).cpu()
+        hidden = final_hidden(lm, batch)
+        lp = target_logprobs(lm, hidden[:, :-1], batch.input_ids[:, 1:]).cpu()
         out += [lp[r, : int(n) - 1] for r, n in enumerate(batch.lengths)]
     return out
 
@@ -155,17 +196,14 @@ def last_token_logits(lm: LM, ids: Sequence[Sequence[int]], batch_size: int = 16
     """``[N, V]`` next-token logits after each id sequence (float32). The decoder runs on
     right-padded batches and only each row's last hidden state goes through the unembedding,
     instead of materialising ``[B, T, V]`` logits."""
-    decoder = lm.model.get_decoder()
     out: list[torch.Tensor] = []
     for start in range(0, len(ids), batch_size):
         batch = collate(ids[start : start + batch_size], lm.tokenizer.pad_token_id, lm.device)
-        hidden = decoder(
-            input_ids=batch.input_ids, attention_mask=batch.attention_mask
-        ).last_hidden_state
+        hidden = final_hidden(lm, batch)
         last = hidden[
             torch.arange(hidden.shape[0], device=hidden.device), batch.lengths.to(hidden.device) - 1
         ]
-        out.append(lm.unembed(last).float())
+        out.append(head_logits(lm, last).float())
     return torch.cat(out)
 
 

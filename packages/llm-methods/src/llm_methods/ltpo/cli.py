@@ -23,7 +23,7 @@ def load_config(name_or_path: str) -> dict[str, Any]:
     """A shipped config name (``run_ltpo``, ``argparse_defaults``, ``adam``) or a yaml path."""
     from llm_methods.cliutils import load_settings
 
-    return load_settings("ltpo", name_or_path, (*FIELDS, "best_post_update"))
+    return load_settings("ltpo", name_or_path, (*FIELDS, "best_post_update", "embedding_units"))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,8 +43,11 @@ def _parser() -> argparse.ArgumentParser:
                                                  else float)  # fmt: skip
         solve.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
                            help="override the config's value")  # fmt: skip
-    solve.add_argument("--best-post-update", action="store_true",
-                       help="upstream quirk: keep the post-update H as the best")  # fmt: skip
+    solve.add_argument("--keep-candidate", action="store_true",
+                       help="keep the evaluated H+eps of the best step instead of upstream's "
+                       "post-update H")  # fmt: skip
+    solve.add_argument("--embedding-units", action="store_true",
+                       help="read sigma and lr in units of the model's embedding scale")  # fmt: skip
     solve.add_argument("--limit", type=int, default=None, help="first N problems only")
     solve.add_argument("--max-new-tokens", type=int, default=256)
     solve.add_argument("--batch-size", type=int, default=16)
@@ -58,8 +61,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _solve(ns: argparse.Namespace) -> int:
-    import torch
-
     from llm_methods.cliutils import quiet_transformers
     from llm_methods.lm import load_lm
     from llm_methods.ltpo.data import is_correct, read_problems
@@ -67,39 +68,45 @@ def _solve(ns: argparse.Namespace) -> int:
     from llm_methods.ltpo.model import (
         LTPOConfig,
         decode_with_thoughts,
+        initial_thoughts,
         ltpo_optimize_batch,
         prompt_ids,
-        thought_token_id,
+        thought_prompt,
     )
 
     values = load_config(ns.config)
     values.update({k: getattr(ns, k) for k in FIELDS if getattr(ns, k) is not None})
-    if ns.best_post_update:
-        values["best_post_update"] = True
+    if ns.keep_candidate:
+        values["best_post_update"] = False
+    if ns.embedding_units:
+        values["embedding_units"] = True
     cfg = LTPOConfig(**values)
     cfg.validate()
     problems = read_problems(ns.data, ns.format, ns.limit)
     quiet_transformers()
     lm = load_lm(ns.model, ns.device)
-    reserve = cfg.n_thoughts + ns.max_new_tokens
-    prefixes = [prompt_ids(lm, p.question, reserve=reserve) for p in problems]
     dec = {"max_new_tokens": ns.max_new_tokens, "batch_size": ns.batch_size}
     if ns.method == "cot":
+        prefixes = [prompt_ids(lm, p.question, reserve=ns.max_new_tokens) for p in problems]
         texts = decode_with_thoughts(lm, prefixes, [None] * len(prefixes), **dec)
-    elif ns.method == "latentseek":
-        texts, _ = latentseek(lm, [p.question for p in problems], prefixes, cfg.n_thoughts, **dec)
     else:
-        embed = lm.model.get_input_embeddings()
-        pid = torch.full((cfg.n_thoughts,), thought_token_id(lm.tokenizer), device=lm.device)
-        if ns.method == "cot_unk":
-            thoughts = [embed(pid).detach()] * len(prefixes)
+        prompts = [thought_prompt(lm, p.question, cfg.n_thoughts, reserve=ns.max_new_tokens)
+                   for p in problems]  # fmt: skip
+        prefixes, suffix = [t.prefix for t in prompts], prompts[0].suffix
+        if ns.method == "latentseek":
+            texts, _ = latentseek(lm, [p.question for p in problems], prefixes, cfg.n_thoughts,
+                                  suffix=suffix, **dec)  # fmt: skip
         else:
-            thoughts = []
-            for b in range(0, len(prefixes), ns.batch_size):
-                chunk = prefixes[b : b + ns.batch_size]
-                hs, _ = ltpo_optimize_batch(lm, chunk, cfg, list(range(b, b + len(chunk))))
-                thoughts += hs
-        texts = decode_with_thoughts(lm, prefixes, thoughts, **dec)
+            if ns.method == "cot_unk":
+                thoughts = list(initial_thoughts(lm, len(prefixes), cfg.n_thoughts))
+            else:
+                thoughts = []
+                for b in range(0, len(prefixes), ns.batch_size):
+                    chunk = prefixes[b : b + ns.batch_size]
+                    hs, _ = ltpo_optimize_batch(lm, chunk, cfg, list(range(b, b + len(chunk))),
+                                                suffix=suffix)  # fmt: skip
+                    thoughts += hs
+            texts = decode_with_thoughts(lm, prefixes, thoughts, suffix=suffix, **dec)
     from llm_methods.ltpo.data import extract_answer
 
     ns.out.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from llm_methods.ltpo.model import BatchThoughtScorer, decode_rows, thought_token_id
+from llm_methods.ltpo.model import BatchThoughtScorer, decode_rows, initial_thoughts
 
 __all__ = ["SELF_REWARD", "latentseek", "latentseek_batch", "self_reward"]
 
@@ -44,8 +44,7 @@ def latentseek_batch(scorer: BatchThoughtScorer, questions: Sequence[str], n_tho
     """LatentSeek on the questions of one :class:`BatchThoughtScorer` (whose prefix cache the
     decoding and the gradients reuse); returns the final answers and self-rewards."""
     lm = scorer.lm
-    pid = torch.full((scorer.B, n_thoughts), thought_token_id(lm.tokenizer), device=lm.device)
-    H = scorer.embed(pid).detach().float()  # [B, K, d]
+    H = initial_thoughts(lm, scorer.B, n_thoughts).clone()  # [B, K, d]
     answers = (list(initial_answers) if initial_answers is not None
                else decode_rows(scorer, H, max_new_tokens))  # fmt: skip
     rewards = self_reward(lm, questions, answers, scorer.B)
@@ -69,13 +68,15 @@ def latentseek_batch(scorer: BatchThoughtScorer, questions: Sequence[str], n_tho
 def latentseek(lm: Any, questions: Sequence[str], prefixes: Sequence[Sequence[int]],
                n_thoughts: int = 8, iterations: int = 2, lr: float = 0.03,
                threshold: float = 0.9, max_new_tokens: int = 48, batch_size: int = 16,
-               initial_answers: Sequence[str] | None = None) -> tuple[list[str], list[float]]:  # fmt: skip
-    """:func:`latentseek_batch` over batches of ``batch_size`` questions.
-    ``initial_answers``: the decodes of the unoptimised placeholders (= CoT-Unk's), if known."""
+               initial_answers: Sequence[str] | None = None,
+               suffix: Sequence[int] = ()) -> tuple[list[str], list[float]]:  # fmt: skip
+    """:func:`latentseek_batch` over batches of ``batch_size`` questions ``prefix · H ·
+    suffix``. ``initial_answers``: the decodes of the unoptimised placeholders (= CoT-Unk's),
+    if known."""
     answers: list[str] = []
     rewards: list[float] = []
     for b in range(0, len(prefixes), batch_size):
-        scorer = BatchThoughtScorer(lm, prefixes[b : b + batch_size])
+        scorer = BatchThoughtScorer(lm, prefixes[b : b + batch_size], suffix=suffix)
         init = None if initial_answers is None else initial_answers[b : b + batch_size]
         a, r = latentseek_batch(scorer, questions[b : b + batch_size], n_thoughts, iterations,
                                 lr, threshold, max_new_tokens, init)  # fmt: skip

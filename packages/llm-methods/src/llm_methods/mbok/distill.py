@@ -4,9 +4,10 @@ and save/load of compressed layers (safetensors).
 Distillation loss (MBOK, as the issue states it): L = KL(p_teacher^τ ‖ p_student^τ) (τ = 1,
 token mean) + 10 · MSE(h_student, h_teacher) averaged over the decoder hidden states from the
 first compressed block on (HF ``hidden_states``; earlier ones are identical by construction).
-Only the compressed layers' trainable tensors are trained: for MBOK the last kernel (Boolean
-optimiser, lr 5e-3) and all scales (AdamW 2e-5); for OneBit-STE the latent weights and the two
-vectors (AdamW on all, the latent-weight baseline).
+Only the compressed layers' trainable tensors are trained: for MBOK every Boolean kernel
+(Boolean optimiser, η in units of the mean variation, see :mod:`~llm_methods.mbok.optim`) and
+all scales (AdamW, ``scale_lr``); for OneBit-STE the latent weights (AdamW, ``latent_lr``) and
+the two vectors (AdamW, the same ``scale_lr`` as MBOK's scales).
 """
 
 from __future__ import annotations
@@ -189,9 +190,9 @@ def _out(module: nn.Module) -> int:
 @dataclass
 class DistillConfig:
     steps: int = 20
-    bool_lr: float = 5e-3
-    scale_lr: float = 2e-5
-    latent_lr: float = 4e-4  # OneBit-STE (AdamW on latent weights and vectors): our choice
+    bool_lr: float = 0.01  # η of the Boolean optimiser, in units of the mean |Q| (optim.py)
+    scale_lr: float = 2e-5  # AdamW on MBOK's scales and OneBit's (g, h) alike
+    latent_lr: float = 4e-4  # OneBit-STE: AdamW on the latent weights (our choice)
     kl_weight: float = KL_WEIGHT
     mse_weight: float = MSE_WEIGHT
     tau: float = TAU
@@ -241,16 +242,18 @@ def distill_loss(model: nn.Module, batch: dict[str, torch.Tensor], teacher: Teac
 
 
 def make_optimizers(layers: dict[str, nn.Module], cfg: DistillConfig) -> list[Any]:
-    """MBOK: [BooleanOptimizer(last kernels), AdamW(scales)]; OneBit: [AdamW(latent, g, h)]."""
+    """MBOK: [BooleanOptimizer(every kernel), AdamW(scales, scale_lr)]; OneBit: [AdamW(latent
+    at latent_lr, (g, h) at scale_lr)]."""
     mbok = [m for m in layers.values() if isinstance(m, MBOKTrainLinear)]
     onebit = [m for m in layers.values() if isinstance(m, OneBitLinear)]
     if mbok and not onebit:
         scales = [p for m in mbok for p in (m.s_out, m.s_in)]
-        return [BooleanOptimizer([m.last_kernel for m in mbok], lr=cfg.bool_lr),
+        return [BooleanOptimizer([m.kernels for m in mbok], lr=cfg.bool_lr),
                 torch.optim.AdamW(scales, lr=cfg.scale_lr, weight_decay=0.0)]  # fmt: skip
     if onebit and not mbok:
-        params = [p for m in onebit for p in m.parameters()]
-        return [torch.optim.AdamW(params, lr=cfg.latent_lr, weight_decay=0.0)]
+        groups = [{"params": [m.latent for m in onebit], "lr": cfg.latent_lr},
+                  {"params": [p for m in onebit for p in (m.g, m.h)], "lr": cfg.scale_lr}]  # fmt: skip
+        return [torch.optim.AdamW(groups, weight_decay=0.0)]
     raise LMError("finetuning needs MBOK or OneBit layers (RTN is post-training only)")
 
 
@@ -270,7 +273,8 @@ def optimizer_state_bytes(optimizers: Sequence[Any]) -> int:
 def finetune(model: nn.Module, layers: dict[str, nn.Module], batches: Sequence[dict[str, torch.Tensor]],
              teachers: Sequence[Teacher], cfg: DistillConfig) -> dict[str, Any]:  # fmt: skip
     """``cfg.steps`` distillation steps cycling over ``batches`` (with their cached teacher
-    outputs); returns the loss curve, flips and optimiser state bytes."""
+    outputs); returns the loss curve, the Boolean flips per step (and in total) and the
+    optimiser state bytes."""
     for p in model.parameters():
         p.requires_grad_(False)
     for module in layers.values():
@@ -278,7 +282,7 @@ def finetune(model: nn.Module, layers: dict[str, nn.Module], batches: Sequence[d
             p.requires_grad_(True)
     optimizers = make_optimizers(layers, cfg)
     from_block = first_block(list(layers))
-    log: dict[str, Any] = {"loss": [], "kl": [], "mse": [], "flips": 0}
+    log: dict[str, Any] = {"loss": [], "kl": [], "mse": [], "flips": 0, "flips_per_step": []}
     model.train()
     for step in range(cfg.steps):
         j = step % len(batches)
@@ -290,10 +294,14 @@ def finetune(model: nn.Module, layers: dict[str, nn.Module], batches: Sequence[d
             flipped = opt.step()
             if isinstance(opt, BooleanOptimizer):
                 log["flips"] += int(flipped)
+                log["flips_per_step"].append(int(flipped))
         for key in ("loss", "kl", "mse"):
             log[key].append(parts[key])
     model.eval()
     log["state_bytes"] = optimizer_state_bytes(optimizers)
+    boolean = [o for o in optimizers if isinstance(o, BooleanOptimizer)]
+    log["boolean_weights"] = sum(o.total for o in boolean)
+    log["flip_fraction"] = log["flips"] / max(log["boolean_weights"], 1)
     return log
 
 

@@ -3,8 +3,8 @@
 :class:`BooleanDistillModule` holds the frozen FP teacher (not a submodule: it is not saved or
 optimised) and a student whose chosen linears are MBOK (or OneBit-STE) layers; one training step
 is one :func:`~llm_methods.mbok.distill.distill_loss` step with manual optimisation: the
-Boolean optimiser flips the last kernel, AdamW updates the scales (MBOK) or AdamW the latent
-weights and vectors (OneBit). At the end of fit the deployable layers are written to
+Boolean optimiser flips weights of every kernel, AdamW updates the scales (MBOK) or AdamW the
+latent weights and vectors (OneBit). At the end of fit the deployable layers are written to
 ``save_to`` (safetensors). :class:`BooleanTextDataModule` gives fixed-length token chunks of a
 text file or of the offline pydoc corpus.
 """
@@ -41,7 +41,7 @@ def cached_lm(spec: str) -> Any:
 
 class BooleanDistillModule(L.LightningModule):
     def __init__(self, model: str = "smollm2", method: str = "mbok", k: int = 2,
-                 layers: list[str] | None = None, blocks: str = "all", bool_lr: float = 5e-3,
+                 layers: list[str] | None = None, blocks: str = "all", bool_lr: float = 0.01,
                  scale_lr: float = 2e-5, latent_lr: float = 4e-4, kl_weight: float = 1.0,
                  mse_weight: float = 10.0, tau: float = 1.0, save_to: str | None = None) -> None:  # fmt: skip
         super().__init__()

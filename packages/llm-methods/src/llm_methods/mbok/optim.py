@@ -1,11 +1,21 @@
 """BOLD's Boolean optimiser (arXiv 2405.16339 Alg. 1, as used by MBOK): no latent FP weights.
 
 For each Boolean tensor W ∈ {±1} (held as a float ±1 tensor whose ``.grad`` is the backprop
-signal Q = ∂L/∂W): accumulator M ← β_t·M + η·Q; a weight is flipped where xnor(M, W) is TRUE
-(M and W have the same sign: moving W to −W descends the loss) *and* |M| ≥ 1 (our reading of
-the threshold that makes η meaningful); flipped accumulators are reset to 0. β_t = 1 − (fraction
-flipped at the previous step), BOLD's adaptive decay. State: one fp32 accumulator per weight
-(4 B/param) vs Adam's two moments on latent FP weights (8 B/param + 4 B latent).
+signal Q = ∂L/∂W, the Boolean variation of the loss in BOLD's mixed logic):
+
+    q̃ = Q / mean|Q|                      (per tensor; ``normalize=False`` keeps Q as it is)
+    M ← β·M + η·q̃
+    flip W where M·W ≥ 1                  (xnor(M, W) TRUE and |M| ≥ 1), then M ← 0 there
+    β ← 1 − (fraction of the tensor flipped at this step)
+
+The threshold |M| ≥ 1 and the per-tensor β are those of the public BOLD-style optimisers, which
+take integer counts of Boolean variations as Q (shapes and rule checked against their code, not
+copied). With a real-valued Q (an LLM's loss gradient, whose scale depends on the token count,
+the loss weights and the layer) a fixed η means nothing: at MBOK's η = 5e-3 on SmolLM2 not one
+weight reached the threshold. Normalising Q by its per-tensor mean magnitude (our choice, issue
+27) makes η the accumulated step in units of the mean variation, the same on every model and
+layer: a weight flips once its accumulated, sign-consistent variation reaches 1/η mean
+variations. State: one fp32 accumulator per Boolean weight (4 B/weight).
 """
 
 from __future__ import annotations
@@ -18,34 +28,50 @@ __all__ = ["BooleanOptimizer"]
 
 
 class BooleanOptimizer:
-    def __init__(self, params: Iterable[torch.Tensor], lr: float = 5e-3) -> None:
+    """Boolean optimiser over float ±1 tensors (see the module doc); ``step`` returns the number
+    of weights flipped, ``flip_fraction`` their share of all Boolean weights."""
+
+    def __init__(self, params: Iterable[torch.Tensor], lr: float = 0.01,
+                 normalize: bool = True) -> None:  # fmt: skip
         self.params = list(params)
         if not self.params:
             raise ValueError("BooleanOptimizer got no parameters")
         for p in self.params:
             if not torch.all(p.detach().abs() == 1):
                 raise ValueError("Boolean parameters must hold only ±1")
-        self.lr = lr
+        if not lr > 0:
+            raise ValueError(f"Boolean learning rate must be > 0, got {lr}")
+        self.lr = float(lr)
+        self.normalize = normalize
         self.accum = [torch.zeros_like(p) for p in self.params]
-        self.beta = 1.0
+        self.betas = [1.0] * len(self.params)
         self.last_flipped = 0
+        self.total = sum(p.numel() for p in self.params)
 
     @torch.no_grad()
     def step(self) -> int:
         """One update; returns the number of flipped weights."""
-        flipped, total = 0, 0
-        for p, m in zip(self.params, self.accum, strict=True):
+        flipped = 0
+        for i, (p, m) in enumerate(zip(self.params, self.accum, strict=True)):
             if p.grad is None:
                 continue
-            m.mul_(self.beta).add_(p.grad, alpha=self.lr)
-            flip = (torch.sign(m) == p) & (m.abs() >= 1.0)
+            q = p.grad
+            if self.normalize:
+                scale = q.abs().mean()
+                q = q / scale if scale > 0 else torch.zeros_like(q)
+            m.mul_(self.betas[i]).add_(q, alpha=self.lr)
+            flip = m * p >= 1.0
             p[flip] = -p[flip]
             m[flip] = 0.0
-            flipped += int(flip.sum())
-            total += p.numel()
-        self.beta = 1.0 - flipped / max(total, 1)
+            n = int(flip.sum())
+            self.betas[i] = 1.0 - n / p.numel()
+            flipped += n
         self.last_flipped = flipped
         return flipped
+
+    @property
+    def flip_fraction(self) -> float:
+        return self.last_flipped / max(self.total, 1)
 
     def zero_grad(self) -> None:
         for p in self.params:

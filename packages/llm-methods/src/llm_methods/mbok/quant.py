@@ -4,9 +4,10 @@ Every layer here replaces an ``nn.Linear`` (``x`` ``[..., in]`` -> ``[..., out]`
 the bytes its stored form takes (:meth:`stored_bytes`, scales counted).
 
 - :class:`MBOKTrainLinear`: W = Σ_k B_k ⊙ (s_out^k s_in^kᵀ) (MBOK's multi-kernel Eq.), SVID
-  init; kernels 1..K-1 frozen (int8 ±1), the last kernel ``last_kernel`` a ±1 float parameter
-  whose gradient ∂L/∂B_K = ∂L/∂W ⊙ s_out^K s_in^Kᵀ is the Boolean optimiser's signal Q; all scales
-  trainable. :meth:`to_boolean` gives the packed :class:`~llm_methods.mbok.model.BooleanLinear`.
+  init; every kernel is trained (``kernels``, a ±1 float parameter ``[K, out, in]``): the
+  gradient ∂L/∂B_k = ∂L/∂W ⊙ s_out^k s_in^kᵀ is the Boolean optimiser's signal Q of kernel k;
+  all scales trainable. :meth:`to_boolean` gives the packed
+  :class:`~llm_methods.mbok.model.BooleanLinear`.
 - :class:`OneBitLinear` (OneBit, arXiv 2402.11295): W = sign(W_latent) ⊙ g hᵀ with a
   straight-through sign on FP latent weights, (g, h) from SVID of W (K = 1).
 - :class:`RTNLinear`: round-to-nearest, ``b`` bits, asymmetric min-max per output row,
@@ -47,10 +48,7 @@ class MBOKTrainLinear(nn.Module):
             raise ValueError("number of Boolean kernels K must be >= 1, got 0")
         self.k = len(kernels)
         self.out_features, self.in_features = kernels[0][0].shape
-        frozen = [b for b, _, _ in kernels[:-1]]
-        empty = torch.zeros(0, self.out_features, self.in_features, dtype=torch.int8)
-        self.register_buffer("frozen", torch.stack(frozen).to(torch.int8) if frozen else empty)
-        self.last_kernel = nn.Parameter(kernels[-1][0].float().clone())
+        self.kernels = nn.Parameter(torch.stack([b for b, _, _ in kernels]).float().clone())
         self.s_out = nn.Parameter(torch.stack([o for _, o, _ in kernels]).float().clone())
         self.s_in = nn.Parameter(torch.stack([i for _, _, i in kernels]).float().clone())
         self.register_buffer("bias", bias)
@@ -60,16 +58,14 @@ class MBOKTrainLinear(nn.Module):
         return cls(svid(linear.weight, k), _bias(linear))
 
     def weight(self) -> torch.Tensor:
-        """Ŵ ``[out, in]`` = Σ_k B_k ⊙ s_out^k s_in^kᵀ (differentiable in B_K and all scales)."""
-        signs = torch.cat([self.frozen.to(self.s_out.dtype), self.last_kernel[None]])
-        return (signs * self.s_out[:, :, None] * self.s_in[:, None, :]).sum(0)
+        """Ŵ ``[out, in]`` = Σ_k B_k ⊙ s_out^k s_in^kᵀ (differentiable in every B_k and scale)."""
+        return (self.kernels * self.s_out[:, :, None] * self.s_in[:, None, :]).sum(0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return nn.functional.linear(x, self.weight().to(x.dtype), self.bias)
 
     def to_boolean(self) -> BooleanLinear:
-        signs = torch.cat([self.frozen.float(), self.last_kernel.detach()[None]])
-        return BooleanLinear(pack_bits(signs), self.s_out.detach().clone(),
+        return BooleanLinear(pack_bits(self.kernels.detach()), self.s_out.detach().clone(),
                              self.s_in.detach().clone(), self.in_features,
                              None if self.bias is None else self.bias.clone())  # fmt: skip
 

@@ -1,25 +1,35 @@
 """Experiment ``llm-methods.perk``: PERK vs FT-ICR on BabiLong-style qa1, length extrapolation.
 
 Everything is built here, offline and seeded: a byte-level BPE tokenizer and a tiny Llama
-"pretrained" (plain next-token loss) on generated BabiLong-style stories in the task format
-(context in the prompt, 4-8 filler segments). From that same base model:
+"pretrained" (plain next-token loss) on generated BabiLong-style stories in a *neutral* format
+(the story's sentences, then the question and its answer as plain text: neither method's
+prompt, ``doc_{i}:`` tags, "You have memorized" or ``<support>``/``<output>`` tags; 4-8 filler
+segments). From that same base model:
 
 * PERK: the outer loop (``PERKModule``: LoRA init + weight MLP + LSLRs) meta-trained on
   contexts of ``TRAINED`` filler lengths, answering with no context in the prompt;
 * FT-ICR: the same rsLoRA fine-tuned (``ICRModule``) on the same records with the whole
   context in the prompt, for the same number of steps and learning rate.
 
-Both are evaluated on fresh records at the trained lengths and at ``EXTRAPOLATED`` (longer than
-trained) lengths, and at the trained length with the facts at the start / middle / end of the
-context. Time and peak memory per query are measured on the longest contexts.
+Both are evaluated on the same fresh records (paired) at the trained lengths and at
+``EXTRAPOLATED`` (longer than trained) lengths, and at the trained length with the facts at the
+start / middle / end of the context. Time and peak memory per query are measured on the
+longest contexts.
 
 Claims and thresholds, fixed here before any run:
 
-  (a) mean acc(PERK) − mean acc(FT-ICR) over the trained lengths >= CLAIM_A_MIN_GAP;
+  (a) mean acc(PERK) − mean acc(FT-ICR) over the trained lengths >= CLAIM_A_MIN_GAP (the mean
+      of the paired per-record differences; its bootstrap CI is reported);
   (b) PERK degrades less beyond the trained lengths: drop(PERK) < drop(FT-ICR), with
-      drop = mean acc(trained) − mean acc(extrapolated), and PERK's trained accuracy
-      >= MIN_LEARNED_ACC (above the 1/6 chance of qa1's six locations; a method that
-      learned nothing cannot degrade).
+      drop = mean acc(trained) − mean acc(extrapolated).
+
+Preconditions (issue 26, fixed before the re-run; a failed one makes the claim inconclusive):
+(a) some method learned the task, max(acc(PERK), acc(FT-ICR)) at the trained lengths >=
+MIN_LEARNED_ACC (qa1's chance is 1/6: comparing two chance levels decides nothing); (b) both
+methods learned it (a method at chance cannot degrade). Until issue 26, (b)'s "PERK learned"
+was a conjunct of its criterion (a not held); it is now a precondition, as for every claim.
+``N_EVAL`` records per length (paired): with ~40 % discordant pairs the paired difference has a
+standard error of about 0.045 at 200 trained-length records, so a 0.1 gap is ~2 SE.
 """
 
 from __future__ import annotations
@@ -31,9 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from iclr26_common import Claim, Experiment, Result, seed_everything
+from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
+from llm_methods.stats import bootstrap_ci
 
-__all__ = ["EXPERIMENT", "run", "settings"]
+__all__ = ["EXPERIMENT", "judge", "neutral_text", "run", "settings"]
 
 LOG = logging.getLogger(__name__)
 
@@ -44,6 +55,8 @@ EXTRAPOLATED = (16, 32)
 POSITIONS = (0.0, 0.5, 1.0)
 CLAIM_A_MIN_GAP = 0.0
 MIN_LEARNED_ACC = 0.3
+N_EVAL = 100
+N_EVAL_POSITION = 50
 SEED = 0
 TASKS = ("qa1",)
 
@@ -54,28 +67,39 @@ def settings(quick: bool) -> dict[str, Any]:
             "alpha": 16, "lslr_init": 1e-2, "outer_lr": 1e-3, "max_new_tokens": 28}  # fmt: skip
     if quick:
         return {**base, "pretrain_records": 200, "pretrain_steps": 40, "train_steps": 6,
-                "n_eval": 3, "lengths": (4, 16), "positions": (0.0,)}  # fmt: skip
+                "n_eval": 3, "n_eval_position": 3, "lengths": (4, 16), "positions": (0.0,)}  # fmt: skip
     return {**base, "pretrain_records": 3000, "pretrain_steps": 600, "train_steps": 800,
-            "n_eval": 30, "lengths": (*TRAINED, *EXTRAPOLATED), "positions": POSITIONS}  # fmt: skip
+            "n_eval": N_EVAL, "n_eval_position": N_EVAL_POSITION,
+            "lengths": (*TRAINED, *EXTRAPOLATED), "positions": POSITIONS}  # fmt: skip
+
+
+def neutral_text(rec: Any) -> str:
+    """A pretraining document in a format neither method uses: the story's sentences, then the
+    question and its answer as plain text."""
+    return " ".join(rec.context) + f" {rec.question} {rec.answer}."
 
 
 def _pretrain(cfg: dict[str, Any], folder: Path) -> dict[str, Any]:
-    """Tokenizer + tiny Llama trained on ICR-format stories; saved as an HF folder."""
+    """Tokenizer + tiny Llama trained on neutral-format stories; saved as an HF folder. The
+    tokenizer also sees the methods' template words (so both prompts tokenise the same way),
+    but the model is trained on the neutral documents only."""
     from iclr26_common.device import choose_device
     from llm_methods.corpora import chunk_ids
     from llm_methods.lm.train import train_lm
     from llm_methods.perk.data import synth_babilong
     from llm_methods.perk.icr import format_icr
-    from llm_methods.perk.model import TARGET_TEMPLATE
+    from llm_methods.perk.model import format_qa
     from llm_methods.zoo.models import tiny_llama
     from llm_methods.zoo.tokenizer import train_bpe
 
     n = cfg["pretrain_records"]
     recs = [r for i, length in enumerate(TRAINED)
             for r in synth_babilong(n // len(TRAINED), length, None, TASKS, 100 + i)]  # fmt: skip
-    texts = [format_icr(r.context, r.question) + TARGET_TEMPLATE.format(
-        s=" ".join(r.support), a=r.answer) for r in recs]  # fmt: skip
-    tok = train_bpe(texts, cfg["vocab"])
+    texts = [neutral_text(r) for r in recs]
+    templates = [format_icr(r.context, r.question) + " "
+                 + format_qa(len(r.context), r.question, r.answer, r.support)[1]
+                 for r in recs[:50]]  # fmt: skip
+    tok = train_bpe(texts + templates, cfg["vocab"])
     stream: list[int] = []
     for t in texts:
         stream += [*tok(t, add_special_tokens=False).input_ids, tok.eos_token_id]
@@ -87,6 +111,41 @@ def _pretrain(cfg: dict[str, Any], folder: Path) -> dict[str, Any]:
     return {"final_loss": round(float(np.mean(log.losses[-10:])), 4), "tokens": len(stream)}
 
 
+def judge(correct: dict[str, dict[int, np.ndarray]], trained: list[int],
+          extrapolated: list[int]) -> list[Claim]:  # fmt: skip
+    """The two claims from paired 0/1 correctness per method and length."""
+
+    def mean_acc(m: str, lengths: list[int]) -> float:
+        return float(np.mean([correct[m][L_].mean() for L_ in lengths]))
+
+    a_perk, a_ficr = mean_acc("perk", trained), mean_acc("ficr", trained)
+    paired = np.concatenate([correct["perk"][L_] - correct["ficr"][L_] for L_ in trained])
+    lo, hi = bootstrap_ci(paired, 1000, SEED)
+    drop = {m: mean_acc(m, trained) - mean_acc(m, extrapolated) for m in ("perk", "ficr")}
+    learned = {"perk": round(a_perk, 4), "ficr": round(a_ficr, 4)}
+    some = Precondition("some method learned the task",
+                        f"max(acc(PERK), acc(FT-ICR)) at lengths {trained} >= {MIN_LEARNED_ACC}",
+                        learned, max(a_perk, a_ficr) >= MIN_LEARNED_ACC)  # fmt: skip
+    both = Precondition("both methods learned the task",
+                        f"min(acc(PERK), acc(FT-ICR)) at lengths {trained} >= {MIN_LEARNED_ACC}",
+                        learned, min(a_perk, a_ficr) >= MIN_LEARNED_ACC)  # fmt: skip
+    return [
+        Claim.judge(text="PERK is at least as accurate as FT-ICR at the trained context lengths.",
+                    criterion=(f"mean paired acc(PERK) - acc(FT-ICR) over lengths {trained} >= "
+                               f"{CLAIM_A_MIN_GAP}"),
+                    measured={**learned, "gap": round(float(paired.mean()), 4),
+                              "gap_ci95": [round(lo, 4), round(hi, 4)],
+                              "records": int(paired.size)},
+                    holds=bool(paired.mean() >= CLAIM_A_MIN_GAP), preconditions=[some]),
+        Claim.judge(text="PERK degrades less than FT-ICR at lengths longer than trained.",
+                    criterion=(f"drop(PERK) < drop(FT-ICR), drop = acc(trained {trained}) - "
+                               f"acc(extrapolated {extrapolated})"),
+                    measured={"drop_perk": round(drop["perk"], 4),
+                              "drop_ficr": round(drop["ficr"], 4)},
+                    holds=bool(drop["perk"] < drop["ficr"]), preconditions=[both]),
+    ]  # fmt: skip
+
+
 def _fit(module: Any, steps: int) -> float:
     """Train ``module`` for ``steps`` records on the workspace's device (``quiet_trainer``); the
     module ends there too (the Trainer hands a module back on the CPU)."""
@@ -96,7 +155,9 @@ def _fit(module: Any, steps: int) -> float:
 
     data = BabiLongDataModule(n_train=steps, n_val=1, n_segments=list(TRAINED),
                               tasks=list(TASKS), batch_size=1, seed=SEED)  # fmt: skip
-    trainer = quiet_trainer(max_steps=steps, max_epochs=1, limit_val_batches=0)
+    trainer = quiet_trainer(
+        max_steps=steps, max_epochs=1, limit_val_batches=0, gradient_clip_val=1.0
+    )  # upstream max_grad_norm
     start = time.perf_counter()
     trainer.fit(module, data)
     seconds = time.perf_counter() - start
@@ -153,13 +214,15 @@ def run(quick: bool, out_dir: Path) -> Result:
             LOG.info("trained %s in %.1f s: %s", name, seconds[f"train_{name}"], losses[name])
         by_len = {L_: synth_babilong(cfg["n_eval"], L_, None, TASKS, 7000 + L_)
                   for L_ in cfg["lengths"]}  # fmt: skip
-        by_pos = {p: synth_babilong(cfg["n_eval"], TRAINED[-1], p, TASKS, 8000 + int(10 * p))
-                  for p in cfg["positions"]}  # fmt: skip
+        by_pos = {p: synth_babilong(cfg["n_eval_position"], TRAINED[-1], p, TASKS,
+                                    8000 + int(10 * p)) for p in cfg["positions"]}  # fmt: skip
         acc: dict[str, dict[str, Any]] = {m: {"length": {}, "position": {}} for m in modules}
+        correct: dict[str, dict[int, np.ndarray]] = {m: {} for m in modules}
         per_query: dict[str, dict[str, Any]] = {m: {} for m in modules}
         for name, module in modules.items():
             for length, recs in by_len.items():
                 c, sec = _evaluate(module, recs)
+                correct[name][length] = c
                 acc[name]["length"][length] = round(float(c.mean()), 4)
                 per_query[name][f"seconds_len{length}"] = round(sec, 4)
                 LOG.info("%s length %d: acc %.3f, %.2f s/query", name, length, c.mean(), sec)
@@ -170,27 +233,8 @@ def run(quick: bool, out_dir: Path) -> Result:
             per_query[name]["peak_mib_longest"] = round(mem / 2**20, 3)
     trained = [L_ for L_ in cfg["lengths"] if L_ <= max(TRAINED)]
     extrap = [L_ for L_ in cfg["lengths"] if L_ > max(TRAINED)]
-
-    def mean_acc(m: str, lengths: list[int]) -> float:
-        return float(np.mean([acc[m]["length"][L_] for L_ in lengths]))
-
-    a_perk, a_ficr = mean_acc("perk", trained), mean_acc("ficr", trained)
-    drop = {m: mean_acc(m, trained) - mean_acc(m, extrap) for m in modules}
     _plot(out_dir, acc, trained)
-    claims = [
-        Claim(text="PERK is at least as accurate as FT-ICR at the trained context lengths.",
-              criterion=f"mean acc(PERK) - mean acc(FT-ICR) over lengths {trained} >= "
-                        f"{CLAIM_A_MIN_GAP}",
-              measured={"perk": round(a_perk, 4), "ficr": round(a_ficr, 4)},
-              verdict=bool(a_perk - a_ficr >= CLAIM_A_MIN_GAP)),
-        Claim(text="PERK degrades less than FT-ICR at lengths longer than trained.",
-              criterion=(f"drop(PERK) < drop(FT-ICR), drop = acc(trained {trained}) - "
-                         f"acc(extrapolated {extrap}), and acc(PERK, trained) >= "
-                         f"{MIN_LEARNED_ACC}"),
-              measured={"drop_perk": round(drop["perk"], 4), "drop_ficr": round(drop["ficr"], 4),
-                        "perk_trained_acc": round(a_perk, 4)},
-              verdict=bool(drop["perk"] < drop["ficr"] and a_perk >= MIN_LEARNED_ACC)),
-    ]  # fmt: skip
+    claims = judge(correct, trained, extrap)
     metrics = {"accuracy": {m: {k: {str(x): v for x, v in d.items()} for k, d in a.items()}
                             for m, a in acc.items()},
                "per_query": per_query, "pretrain": pre, "train_loss": losses,
@@ -199,14 +243,16 @@ def run(quick: bool, out_dir: Path) -> Result:
     line = "; ".join(f"{m}: " + ", ".join(f"L{x}={v:.2f}" for x, v in acc[m]["length"].items())
                      for m in modules)  # fmt: skip
     return Result(
-        summary=(f"Tiny Llama ({cfg['layers']}x{cfg['hidden']}) pretrained here on qa1 stories; "
+        summary=(f"Tiny Llama ({cfg['layers']}x{cfg['hidden']}) pretrained here on neutral-format "
+                 "qa1 stories; "
                  f"accuracy by filler length ({line}); trained lengths {trained}, "
                  f"extrapolated {extrap}. PERK answers with no context in the prompt."),
         metrics=metrics, seeds=[SEED],
-        scale=(f"{cfg['pretrain_steps']} pretraining steps, {cfg['train_steps']} training "
-               f"records per method (batch 1, AdamW {cfg['outer_lr']}), rsLoRA r={cfg['r']}, "
-               f"PERK 4 inner steps (2 first-order + 2 second-order), LSLR init "
-               f"{cfg['lslr_init']}; {cfg['n_eval']} test records per length / position"),
+        scale=(f"{cfg['pretrain_steps']} neutral pretraining steps, {cfg['train_steps']} "
+               f"training records per method (batch 1, AdamW {cfg['outer_lr']}), rsLoRA "
+               f"r={cfg['r']} (dropout 0.1), PERK 4 inner steps (2 first-order + 2 "
+               f"second-order), LSLR init {cfg['lslr_init']}; {cfg['n_eval']} paired test "
+               f"records per length, {cfg['n_eval_position']} per position"),
         claims=claims,
     )  # fmt: skip
 

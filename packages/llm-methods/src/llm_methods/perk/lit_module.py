@@ -4,7 +4,8 @@ Batches are lists of :class:`~llm_methods.perk.data.BabiRecord` (``BabiLongDataM
 ``PERKModule`` trains the LoRA init, the token-weight MLP and the LSLRs with AdamW (1e-5 by
 default, the paper's outer learning rate) on the outer answer loss after the inner loop;
 ``ICRModule`` fine-tunes the model (rsLoRA of the same shape, or fully) to answer with the whole
-context in the prompt. Both log ``train/loss``, ``val/loss``, ``val/acc`` and ``test/acc``
+context in the prompt. Both use upstream's outer optimiser (AdamW β = (0.9, 0.95), weight decay
+0.01 except on the LSLRs, cosine schedule after a 3 % linear warm-up). Both log ``train/loss``, ``val/loss``, ``val/acc`` and ``test/acc``
 (exact match of the ``<output>`` answer, greedy decoding).
 
 The base model is a spec (``smollm2``, ``zoo:NAME``, an HF folder) or ``tiny`` (an untrained
@@ -14,6 +15,7 @@ The base model is a spec (``smollm2``, ``zoo:NAME``, an HF folder) or ``tiny`` (
 from __future__ import annotations
 
 import inspect
+import random
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ import torch
 from llm_methods.lm.errors import LMError
 from llm_methods.perk.data import BabiRecord, is_correct, synth_babilong
 from llm_methods.perk.icr import ICR
-from llm_methods.perk.model import PERK
+from llm_methods.perk.model import LORA_DROPOUT, PERK
 
 __all__ = ["ICRModule", "PERKModule", "load_base", "load_checkpoint"]
 
@@ -57,6 +59,7 @@ class _QAModule(L.LightningModule):
         if max_new_tokens < 1:
             raise LMError("max_new_tokens must be >= 1")
         self.loss_history: list[float] = []  # training losses, one per step
+        self.doc_rng = random.Random(0)  # training: a random doc_{i} numbering per record
 
     def record_loss(self, rec: BabiRecord) -> torch.Tensor:
         raise NotImplementedError
@@ -85,10 +88,28 @@ class _QAModule(L.LightningModule):
     def test_step(self, batch: list[BabiRecord], batch_idx: int) -> None:
         self._eval(batch, "test")
 
+    def _no_decay(self) -> set[int]:
+        """Parameters trained without weight decay (PERK: the LSLRs)."""
+        return set()
+
     def configure_optimizers(self) -> Any:
+        """Upstream's outer optimiser: AdamW (β = (0.9, 0.95), eps 1e−8) with weight decay on
+        everything but the LSLRs, cosine decay after a linear warm-up of ``warmup`` of the
+        steps (upstream 0.03), one scheduler step per optimiser step."""
+        from transformers import get_cosine_schedule_with_warmup
+
+        skip = self._no_decay()
         params = [p for p in self.parameters() if p.requires_grad]
-        return torch.optim.AdamW(params, lr=self.hparams.lr,
-                                 weight_decay=self.hparams.weight_decay)  # fmt: skip
+        groups = [{"params": [p for p in params if id(p) not in skip],
+                   "weight_decay": self.hparams.weight_decay},
+                  {"params": [p for p in params if id(p) in skip], "weight_decay": 0.0}]  # fmt: skip
+        opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=self.hparams.lr,
+                                betas=(0.9, 0.95), eps=1e-8)  # fmt: skip
+        if self._trainer is None:  # no Trainer: no step count for the schedule
+            return opt
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        sched = get_cosine_schedule_with_warmup(opt, round(self.hparams.warmup * total), total)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["perk_method"] = self.METHOD
@@ -104,18 +125,27 @@ class PERKModule(_QAModule):
     def __init__(self, model: str = "tiny", r: int = 8, alpha: int = 16,
                  target_modules: list[str] | None = None, inner_steps: int = 4,
                  first_order_steps: int = 2, lslr_init: float = 5e-5, accumulation: int = 4,
-                 lr: float = 1e-5, weight_decay: float = 0.0, max_new_tokens: int = 32,
-                 dtype: str | None = None) -> None:  # fmt: skip
+                 lr: float = 1e-5, weight_decay: float = 0.01, max_new_tokens: int = 32,
+                 dtype: str | None = None, lora_dropout: float = LORA_DROPOUT,
+                 warmup: float = 0.03) -> None:  # fmt: skip
         super().__init__(lr, weight_decay, max_new_tokens)
         self.save_hyperparameters()
         tokenizer, base = load_base(model, dtype)
         self.perk = PERK(base, tokenizer, r=r, alpha=alpha, target_modules=target_modules or TARGETS,
                          inner_steps=inner_steps, first_order_steps=first_order_steps,
-                         lslr_init=lslr_init, accumulation=accumulation)  # fmt: skip
+                         lslr_init=lslr_init, accumulation=accumulation,
+                         lora_dropout=lora_dropout)  # fmt: skip
+
+    def _no_decay(self) -> set[int]:
+        return {id(self.perk.lslr)}
 
     def record_loss(self, rec: BabiRecord) -> torch.Tensor:
         train = torch.is_grad_enabled() and self.training
-        fast = self.perk.adapt(rec.context, train=train)
+        ids = None
+        if train:  # upstream numbers the training documents in a random order
+            ids = list(range(len(rec.context)))
+            self.doc_rng.shuffle(ids)
+        fast = self.perk.adapt(rec.context, train=train, doc_ids=ids)
         return self.perk.outer_loss(fast, len(rec.context), rec.question, rec.answer, rec.support)
 
     def predict_record(self, rec: BabiRecord) -> str:
@@ -131,13 +161,14 @@ class ICRModule(_QAModule):
 
     def __init__(self, model: str = "tiny", r: int = 8, alpha: int = 16,
                  target_modules: list[str] | None = None, lora: bool = True, lr: float = 1e-5,
-                 weight_decay: float = 0.0, max_new_tokens: int = 32,
-                 dtype: str | None = None) -> None:  # fmt: skip
+                 weight_decay: float = 0.01, max_new_tokens: int = 32,
+                 dtype: str | None = None, lora_dropout: float = LORA_DROPOUT,
+                 warmup: float = 0.03) -> None:  # fmt: skip
         super().__init__(lr, weight_decay, max_new_tokens)
         self.save_hyperparameters()
         tokenizer, base = load_base(model, dtype)
         self.icr = ICR(base, tokenizer, r=r, alpha=alpha, target_modules=target_modules or TARGETS,
-                       lora=lora)  # fmt: skip
+                       lora=lora, lora_dropout=lora_dropout)  # fmt: skip
 
     def record_loss(self, rec: BabiRecord) -> torch.Tensor:
         return self.icr.loss(rec.context, rec.question, rec.answer, rec.support)

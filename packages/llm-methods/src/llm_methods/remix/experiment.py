@@ -12,6 +12,15 @@ Claims and thresholds, fixed here before any run:
   (a) ReMix reaches GRPO's final accuracy (seed means) with <= CLAIM_A_MAX_ROLLOUT_FRACTION of
       GRPO's rollouts;
   (b) ReMix's final accuracy is not lower than GRPO's by more than CLAIM_B_MAX_DROP.
+
+Preconditions (positive controls, fixed with the criteria; a failed one makes the claim
+inconclusive): GRPO learned (final seed-mean pool accuracy >= start + MIN_GRPO_GAIN), and, for
+(a), ReMix trained on replayed groups (off-policy group slots > 0 in every seed).
+
+Issue 27 reading (recorded before the rerun): before reincarnation ReMix samples fresh rollouts
+only for the ``P - round(p P)`` prompts whose slots are not replay groups (earlier versions
+sampled all P and discarded the replaced groups, so ReMix paid GRPO's rollouts), and T and the
+lambda(t) schedule count gradient steps.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from iclr26_common import Claim, Experiment, Result, seed_everything
+from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
 
 __all__ = ["EXPERIMENT", "SCALE", "run", "run_curve", "settings"]
 
@@ -32,6 +41,7 @@ PAPER = ("Squeeze the Soaked Sponge: Efficient Off-policy Reinforcement Finetuni
          "Language Model (ReMix, arXiv 2507.06892)")  # fmt: skip
 CLAIM_A_MAX_ROLLOUT_FRACTION = 0.5
 CLAIM_B_MAX_DROP = 0.02
+MIN_GRPO_GAIN = 0.02  # precondition: the on-policy baseline learned something
 POOL_SEED, HELDOUT_SEED, N_HELDOUT = 7, 99, 128
 # paper step constants (T = 100, lambda from t = 50 every 10) scaled by SCALE for our iterations
 SCALE = 0.24
@@ -82,6 +92,8 @@ def run_curve(model: Any, tok: Any, algo: str, pool: list, seed: int, iterations
             curve["accuracy"].append(runner.evaluate(pool)["accuracy"])
     wall = time.perf_counter() - start
     out = {"curve": curve, "lengths": [h["length"] for h in runner.history],
+           "off_policy_groups": int(sum(h["off_policy_groups"] for h in runner.history)),
+           "zero_std_frac": float(np.mean([h["zero_std_frac"] for h in runner.history])),
            "rewards": [h["reward"] for h in runner.history], "rollouts": runner.rollouts,
            "grad_steps": runner.grad_steps, "wall_s": wall}  # fmt: skip
     if heldout:
@@ -129,31 +141,47 @@ def run(quick: bool, out_dir: Path) -> Result:
     fraction = to_reach["remix"] / total
     reached = {a: (None if v == float("inf") else v) for a, v in to_reach.items()}  # JSON-safe
     lengths = {a: np.array([r["lengths"] for r in rs]).mean(0) for a, rs in results.items()}
-    _plot(out_dir / "remix_accuracy_vs_rollouts.png", x, acc, "greedy accuracy (pool)")
+    xs = {a: results[a][0]["curve"]["rollouts"] for a in results}  # the same in every seed
+    _plot(out_dir / "remix_accuracy_vs_rollouts.png", xs, acc, "greedy accuracy (pool)")
     _plot_lengths(out_dir / "remix_response_length.png", lengths, cfg["iterations"])
     per_seed_final = {a: [round(float(v[-1]), 4) for v in acc[a]] for a in results}
     heldout_acc = {a: round(float(np.mean([r["heldout"] for r in rs])), 4)
                    for a, rs in results.items()}  # fmt: skip
+    initial = float(acc["grpo"][:, 0].mean())
+    grpo_learned = Precondition(
+        "GRPO learned",
+        f"GRPO final seed-mean pool accuracy - start >= {MIN_GRPO_GAIN}",
+        {"grpo_final": round(final["grpo"], 4), "start": round(initial, 4)},
+        final["grpo"] - initial >= MIN_GRPO_GAIN,
+    )
+    off_groups = [r["off_policy_groups"] for r in results["remix"]]
+    replay_used = Precondition("ReMix trained on replayed groups",
+                               "off-policy group slots > 0 in every seed",
+                               {"off_policy_groups_per_seed": off_groups},
+                               min(off_groups) > 0)  # fmt: skip
     claims = [
-        Claim(text="ReMix reaches GRPO's final accuracy with at most half of GRPO's rollouts.",
+        Claim.judge(text="ReMix reaches GRPO's final accuracy with at most half of GRPO's "
+                    "rollouts.",
               criterion=(f"rollouts(ReMix seed-mean accuracy >= GRPO final) / GRPO rollouts "
                          f"<= {CLAIM_A_MAX_ROLLOUT_FRACTION}"),
               measured={"grpo_final": round(final["grpo"], 4), "grpo_rollouts": total,
                         "remix_rollouts_to_reach": reached["remix"],
                         "fraction": None if reached["remix"] is None else round(fraction, 4)},
-              verdict=bool(fraction <= CLAIM_A_MAX_ROLLOUT_FRACTION)),
-        Claim(text="ReMix's final accuracy is not lower than GRPO's by more than 2 points.",
+              holds=bool(fraction <= CLAIM_A_MAX_ROLLOUT_FRACTION),
+              preconditions=[grpo_learned, replay_used]),
+        Claim.judge(text="ReMix's final accuracy is not lower than GRPO's by more than 2 points.",
               criterion=f"acc(ReMix) - acc(GRPO) >= -{CLAIM_B_MAX_DROP} (final, seed means)",
               measured={"remix_final": round(final["remix"], 4),
                         "grpo_final": round(final["grpo"], 4),
                         "difference": round(final["remix"] - final["grpo"], 4),
                         "per_seed": per_seed_final},
-              verdict=bool(final["remix"] - final["grpo"] >= -CLAIM_B_MAX_DROP)),
+              holds=bool(final["remix"] - final["grpo"] >= -CLAIM_B_MAX_DROP),
+              preconditions=[grpo_learned]),
     ]  # fmt: skip
     start_len = {a: round(float(v[: max(1, len(v) // 8)].mean()), 3) for a, v in lengths.items()}
     end_len = {a: round(float(v[-max(1, len(v) // 8) :].mean()), 3) for a, v in lengths.items()}
     metrics: dict[str, Any] = {
-        "rollouts": [int(r) for r in x],
+        "rollouts": {a: [int(r) for r in v] for a, v in xs.items()},
         "accuracy_mean": {a: [round(float(v), 4) for v in m] for a, m in mean.items()},
         "accuracy_std": {a: [round(float(v), 4) for v in acc[a].std(0)] for a in results},
         "initial_accuracy": round(float(acc["grpo"][0, 0]), 4),
@@ -162,6 +190,10 @@ def run(quick: bool, out_dir: Path) -> Result:
         "rollouts_to_grpo_final": reached,
         "grad_steps_per_rollout": {a: round(rs[0]["grad_steps"] / rs[0]["rollouts"], 5)
                                    for a, rs in results.items()},
+        "rollouts_per_run": {a: int(rs[0]["rollouts"]) for a, rs in results.items()},
+        "remix_off_policy_groups": off_groups,
+        "zero_std_group_fraction": {a: round(float(np.mean([r["zero_std_frac"] for r in rs])), 4)
+                                    for a, rs in results.items()},
         "response_length_start_end": {a: [start_len[a], end_len[a]] for a in results},
         "train_wall_s": {a: round(sum(r["wall_s"] for r in rs), 1) for a, rs in results.items()},
         "pretrain_or_load_s": round(pretrain_s, 1),
@@ -179,15 +211,16 @@ def run(quick: bool, out_dir: Path) -> Result:
         metrics=metrics, seeds=list(cfg["seeds"]),
         scale=(f"task model 2x64 Llama (BPE 400) pretrained {spec.steps} steps on "
                f"{spec.n_train} generated problems; RL pool {cfg['pool']} problems, "
-               f"{cfg['iterations']} iterations x 8 prompts x G=8 ({int(total)} rollouts/run), "
+               f"{cfg['iterations']} iterations x 8 prompts x G=8 (GRPO {int(total)} "
+               f"rollouts/run, ReMix {metrics['rollouts_per_run']['remix']}), "
                f"lr {LR}, beta 0.04, eps 0.2; ReMix p=0.4 m=2 N=2, T={round(100 * SCALE)}, "
                f"lambda from t={round(50 * SCALE)} every {max(1, round(10 * SCALE))} "
-               f"(paper steps x {SCALE}); {len(cfg['seeds'])} seeds"),
+               f"gradient steps (paper steps x {SCALE}); {len(cfg['seeds'])} seeds"),
         claims=claims,
     )  # fmt: skip
 
 
-def _plot(path: Path, x: list[int], acc: dict[str, np.ndarray], ylabel: str) -> None:
+def _plot(path: Path, xs: dict[str, list[int]], acc: dict[str, np.ndarray], ylabel: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -196,8 +229,8 @@ def _plot(path: Path, x: list[int], acc: dict[str, np.ndarray], ylabel: str) -> 
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for algo, values in acc.items():
         m, s = values.mean(0), values.std(0)
-        ax.plot(x, m, marker="o", label=algo)
-        ax.fill_between(x, m - s, m + s, alpha=0.2)
+        ax.plot(xs[algo], m, marker="o", label=algo)
+        ax.fill_between(xs[algo], m - s, m + s, alpha=0.2)
     ax.set_xlabel("rollouts (sampled completions)")
     ax.set_ylabel(ylabel)
     ax.legend()

@@ -2,7 +2,8 @@
 
 One training step = one RL iteration of :class:`~llm_methods.remix.model.RLRunner` (sample,
 score, mix, ``m`` gradient steps), with manual optimisation: ``trainer.max_steps`` counts
-gradient steps (ReMix takes ``utd`` per iteration before reincarnation). Validation = greedy
+gradient steps (ReMix takes ``utd`` per iteration before reincarnation; ``reincarnate_at`` and
+the lambda(t) schedule count gradient steps too). Validation = greedy
 exact-match accuracy and response length on the validation problems.
 """
 
@@ -93,8 +94,8 @@ class ReMixModule(L.LightningModule):
                  epsilon: float = 0.2, beta: float = 0.04, num_iterations: int = 1,
                  p_off: float = 0.4, utd: int = 2, n_past: int = 2,
                  reincarnate_at: int | None = 50, lam_start: int = 50, lam_every: int = 10,
-                 rewards: list[str] | None = None, save_dir: str | None = None,
-                 seed: int = 0) -> None:  # fmt: skip
+                 replay_zero_std: bool = False, rewards: list[str] | None = None,
+                 save_dir: str | None = None, seed: int = 0) -> None:  # fmt: skip
         super().__init__()
         self.save_hyperparameters()
         self.automatic_optimization = False
@@ -103,7 +104,7 @@ class ReMixModule(L.LightningModule):
                             temperature=temperature, lr=lr, epsilon=epsilon, beta=beta,
                             num_iterations=num_iterations, p_off=p_off, utd=utd, n_past=n_past,
                             reincarnate_at=reincarnate_at, lam_start=lam_start,
-                            lam_every=lam_every).validate()  # fmt: skip
+                            lam_every=lam_every, replay_zero_std=replay_zero_std).validate()  # fmt: skip
         lm = load_policy(policy)
         self.policy, self.tokenizer = lm.model, lm.tokenizer
         self.runner: RLRunner | None = None

@@ -13,7 +13,12 @@ completion width ``C`` (right padded). A completion keeps its first EOS and mask
   uses ``rho = pi_theta / pi_{k-i}`` clipped to ``[c - eps_low, c + eps_high]`` around the
   behaviour ratio ``c = pi_k / pi_{k-i}`` (GePPO's generalised clip; c = 1 on-policy).
 - KL-Convex: ``beta * (lambda(t) KL(pi || pi_base) + (1 - lambda(t)) KL(pi || pi_{k-1}))`` with
-  ``lambda(t) = max(1 - 0.1 * ceil(max(t - 50, 0) / 10), 0.5)`` (constants configurable).
+  ``lambda(t) = max(1 - 0.1 * ceil(max(t - 50, 0) / 10), 0.5)`` (constants configurable), ``t``
+  the gradient step.
+- Per-iteration data (ReMix before reincarnation): ``round(p * P)`` of the ``P`` group slots are
+  groups drawn from the replay of the last ``N`` policies and only the other ``P - round(p * P)``
+  prompts get fresh rollouts, so every fresh rollout paid for is trained on (``m`` gradient steps
+  on the mixed batch). Policy reincarnation once ``T`` gradient steps have been taken.
 """
 
 from __future__ import annotations
@@ -60,12 +65,13 @@ class RLConfig:
     p_off: float = 0.4  # ReMix: probability that a group slot is drawn from the replay
     utd: int = 2  # ReMix: m, gradient steps per batch
     n_past: int = 2  # ReMix: N, past policies kept in the replay
-    reincarnate_at: int | None = 50  # ReMix: T (None: never)
-    lam_start: int = 50
+    reincarnate_at: int | None = 50  # ReMix: T in gradient steps (None: never)
+    lam_start: int = 50  # lambda(t) schedule, t in gradient steps
     lam_every: int = 10
     lam_decay: float = 0.1
     lam_min: float = 0.5
     max_grad_norm: float = 1.0
+    replay_zero_std: bool = False  # ReMix: swap fresh groups with equal rewards for replay groups
 
     def validate(self) -> RLConfig:
         if self.algo not in ("grpo", "remix"):
@@ -231,10 +237,12 @@ def collate_rollouts(items: Sequence[Rollout], pad_id: int,
 class RLRunner:
     """One GRPO / ReMix run on an HF causal LM (the policy is trained in place).
 
-    ``step(problems, optimizer)`` = one iteration: sample ``G`` completions per problem from the
-    current policy, score them with ``reward_fn(text, gold)``, build the batch (ReMix: each
-    group slot from the replay with probability ``p_off``), take the gradient steps (GRPO:
-    ``num_iterations``; ReMix: ``utd``), update the replay. Counts rollouts and gradient steps.
+    ``step(problems, optimizer)`` = one iteration: build the batch (ReMix before
+    reincarnation: ``round(p_off * P)`` group slots from the replay, fresh rollouts for the other
+    prompts only; GRPO and ReMix after reincarnation: ``G`` fresh completions per problem),
+    score fresh completions with ``reward_fn(text, gold)``, take the gradient steps (GRPO:
+    ``num_iterations``; ReMix: ``utd``), update the replay. Counts rollouts (fresh completions
+    sampled) and gradient steps; ``T`` and ``lambda(t)`` are in gradient steps.
     """
 
     model: nn.Module
@@ -321,45 +329,66 @@ class RLRunner:
         return [items[g * G : (g + 1) * G] for g in range(len(problems))]
 
     # -- one iteration --------------------------------------------------------------------
+    def _replay_group(self, informative: bool = False) -> list[Rollout]:
+        """A random group of a random one of the last ``N`` iterations (``informative``: only
+        groups whose rewards differ, when there are any)."""
+        past = self.rng.choice(list(self.replay))
+        pool = [g for g in past if _reward_spread(g)] if informative else []
+        return self.rng.choice(pool or list(past))
+
+    def _reincarnate_if_due(self) -> None:
+        cfg = self.cfg
+        if (cfg.algo == "remix" and not self.reincarnated and cfg.reincarnate_at is not None
+                and self.grad_steps >= cfg.reincarnate_at):  # fmt: skip
+            self.base = _frozen_copy(self.model)  # policy reincarnation: base <- pi_T
+            self.reincarnated = True  # ... and on-policy from here on
+            self.replay.clear()
+
     def step(self, problems: Sequence[Any], optimizer: torch.optim.Optimizer,
              backward: Callable[[torch.Tensor], None] | None = None) -> dict[str, float]:  # fmt: skip
-        """One iteration (see the class docstring); returns its logs."""
+        """One iteration (see the class docstring); returns its logs.
+
+        ReMix before reincarnation: the last ``round(p_off * len(problems))`` slots (when the
+        replay holds groups) are replay groups and get no fresh rollouts; the other prompts are
+        sampled and all of their rollouts are trained on (``replay_zero_std`` swaps fresh groups
+        whose rewards are all equal, which carry no policy gradient, for replay groups)."""
         cfg = self.cfg
         backward = backward or (lambda loss: loss.backward())
+        self._reincarnate_if_due()
         remix = cfg.algo == "remix" and not self.reincarnated  # mix-policy phase
-        if cfg.algo == "remix" and cfg.reincarnate_at is not None and self.t == cfg.reincarnate_at:
-            self.base = _frozen_copy(self.model)  # policy reincarnation: base <- pi_T
-            self.reincarnated, remix = True, False  # ... and on-policy from here on
-            self.replay.clear()
-        fresh = self.rollout(problems)
-        groups, n_off = [], 0
-        for g in fresh:
-            if remix and self.replay and self.rng.random() < cfg.p_off:
-                past = self.rng.choice(list(self.replay))
-                groups.append(self.rng.choice(past))
-                n_off += 1
+        n_off = min(len(problems), round(cfg.p_off * len(problems))) if remix and self.replay else 0
+        n_fresh = len(problems) - n_off
+        fresh = self.rollout(problems[:n_fresh]) if n_fresh else []
+        zero_std = [not _reward_spread(g) for g in fresh]
+        groups = [self._replay_group() for _ in range(n_off)]
+        n_swapped = 0
+        for g, flat in zip(fresh, zero_std, strict=True):
+            if remix and flat and cfg.replay_zero_std and self.replay:
+                groups.append(self._replay_group(informative=True))
+                n_swapped += 1
             else:
                 groups.append(g)
         items = [r for g in groups for r in g]
         batch = collate_rollouts(items, self.tokenizer.pad_token_id, self.device)
         mask = batch["completion_mask"]
-        lam = 1.0
+        n_steps = cfg.utd if remix else cfg.num_iterations
+        lams = [1.0] * n_steps
+        if cfg.algo == "remix" and cfg.beta:  # KL-Convex (kept after reincarnation)
+            lams = [kl_convex_lambda(self.grad_steps + i, cfg.lam_start, cfg.lam_every,
+                                     cfg.lam_decay, cfg.lam_min) for i in range(n_steps)]  # fmt: skip
         with torch.no_grad():
             current = self._logps(self.model, batch)
             base = self._logps(self.base, batch) if cfg.beta else None
             prev = None
-            if cfg.algo == "remix" and cfg.beta:  # KL-Convex (kept after reincarnation)
-                lam = kl_convex_lambda(self.t, cfg.lam_start, cfg.lam_every, cfg.lam_decay,
-                                       cfg.lam_min)  # fmt: skip
-                prev = self._logps(self.prev, batch) if lam < 1.0 else None  # type: ignore[arg-type]
+            if min(lams) < 1.0:
+                prev = self._logps(self.prev, batch)  # type: ignore[arg-type]
         if cfg.algo == "remix":
             self.prev.load_state_dict(self.model.state_dict())  # type: ignore[union-attr]
-        n_steps = cfg.utd if remix else cfg.num_iterations
         old = batch["behaviour"] if remix else current
         use_mix = cfg.algo == "remix"  # after reincarnation: on-policy rows, clip centre 1
         logs: dict[str, float] = {}
         self.model.train()
-        for _ in range(n_steps):
+        for lam in lams:
             logps = self._logps(self.model, batch)
             if use_mix:
                 loss, stats = mix_ppg_loss(logps, old, current, batch["advantages"], mask,
@@ -374,14 +403,21 @@ class RLRunner:
             optimizer.step()
             self.grad_steps += 1
             logs = {"loss": float(loss.detach()), **stats}
-        if remix:
+        trained_ids = {id(r) for r in items}
+        fresh_items = [r for g in fresh for r in g]
+        if remix and fresh:
             self.replay.append(fresh)
             while len(self.replay) > cfg.n_past:
                 self.replay.popleft()
-        fresh_items = [r for g in fresh for r in g]
-        logs.update(reward=sum(r.reward for r in fresh_items) / len(fresh_items),
-                    length=sum(len(r.completion) for r in fresh_items) / len(fresh_items),
-                    off_policy_groups=float(n_off), lam=lam, t=float(self.t),
+        n_fresh_rows = max(len(fresh_items), 1)
+        logs.update(reward=sum(r.reward for r in fresh_items) / n_fresh_rows,
+                    length=sum(len(r.completion) for r in fresh_items) / n_fresh_rows,
+                    fresh_rollouts=float(len(fresh_items)),
+                    fresh_trained=float(sum(id(r) in trained_ids for r in fresh_items)),
+                    off_policy_groups=float(len(groups) - len(fresh) + n_swapped),
+                    trained_rows=float(len(items)),
+                    zero_std_frac=sum(zero_std) / max(len(fresh), 1),
+                    zero_std_swapped=float(n_swapped), lam=lams[-1], t=float(self.t),
                     rollouts=float(self.rollouts), grad_steps=float(self.grad_steps))  # fmt: skip
         self.history.append(logs)
         self.t += 1
@@ -401,6 +437,11 @@ class RLRunner:
         )
         return {"accuracy": acc / len(problems),
                 "length": sum(len(c) for _, c, _ in out) / len(out)}  # fmt: skip
+
+
+def _reward_spread(group: Sequence[Rollout]) -> bool:
+    """Whether a group's rewards differ (a group of equal rewards has zero advantages)."""
+    return len({r.reward for r in group}) > 1
 
 
 def _frozen_copy(model: nn.Module) -> nn.Module:

@@ -33,6 +33,7 @@ __all__ = [
     "synth_names",
     "synth_table",
     "synth_world",
+    "with_leading_space",
     "write_counterfact",
 ]
 
@@ -112,8 +113,19 @@ def _load_json_records(path: Path) -> list[Any]:
     return data
 
 
+def with_leading_space(target: str) -> str:
+    """ROME's convention for CounterFact targets: the released files store ``"English"`` and the
+    official code tokenises ``" " + target`` (``rome_main`` / ``AlphaEdit_main`` prepend the
+    space to ``target_new``, the evaluation tokenises ``f" {target}"``), so the continuation of
+    "... is" is " English", not "isEnglish". A target that already starts with a space (our
+    files before issue 27) is kept as it is."""
+    return target if target.startswith(" ") else " " + target
+
+
 def read_counterfact(path: Path) -> list[EditRequest]:
-    """CounterFact ``.json`` (a list) or ``.jsonl``; errors name ``file:record:field``."""
+    """CounterFact ``.json`` (a list) or ``.jsonl``; errors name ``file:record:field``. Targets
+    (``target_new``, ``target_true`` and our ``neighborhood_targets``) get ROME's leading space
+    (:func:`with_leading_space`)."""
     out = []
     for i, rec in enumerate(_load_json_records(path)):
         where = f"{path}:record {i}"
@@ -130,10 +142,12 @@ def read_counterfact(path: Path) -> list[EditRequest]:
             raise _fail(where, "requested_rewrite.target_new/target_true must be {'str': ...}")  # fmt: skip
         req = EditRequest(
             case_id=int(rec.get("case_id", i)), prompt=str(rw["prompt"]), subject=str(rw["subject"]),
-            target_new=str(new["str"]), target_true=str(true["str"]),
+            target_new=with_leading_space(str(new["str"])),
+            target_true=with_leading_space(str(true["str"])),
             paraphrase_prompts=_strs(rec, "paraphrase_prompts", where),
             neighborhood_prompts=_strs(rec, "neighborhood_prompts", where),
-            neighborhood_targets=_strs(rec, "neighborhood_targets", where),
+            neighborhood_targets=tuple(with_leading_space(t) for t in
+                                       _strs(rec, "neighborhood_targets", where)),
             generation_prompts=_strs(rec, "generation_prompts", where),
             relation=str(rw.get("relation_id", "")),
         )  # fmt: skip
@@ -141,6 +155,10 @@ def read_counterfact(path: Path) -> list[EditRequest]:
     if not out:
         raise ValueError(f"{path}: no records")
     return out
+
+
+def _bare(target: str) -> str:
+    return target[1:] if target.startswith(" ") else target
 
 
 def read_zsre(path: Path) -> list[EditRequest]:
@@ -178,19 +196,21 @@ def read_requests(path: Path) -> list[EditRequest]:
 
 
 def write_counterfact(requests: list[EditRequest], path: Path) -> Path:
+    """The released CounterFact layout: targets without the leading space that
+    :func:`read_counterfact` adds back (ROME's convention)."""
     rows = []
     for r in requests:
         row: dict[str, Any] = {
             "case_id": r.case_id,
             "requested_rewrite": {"prompt": r.prompt, "subject": r.subject, "relation_id": r.relation,
-                                  "target_new": {"str": r.target_new},
-                                  "target_true": {"str": r.target_true}},
+                                  "target_new": {"str": _bare(r.target_new)},
+                                  "target_true": {"str": _bare(r.target_true)}},
             "paraphrase_prompts": list(r.paraphrase_prompts),
             "neighborhood_prompts": list(r.neighborhood_prompts),
             "generation_prompts": list(r.generation_prompts),
         }  # fmt: skip
         if r.neighborhood_targets:
-            row["neighborhood_targets"] = list(r.neighborhood_targets)
+            row["neighborhood_targets"] = [_bare(t) for t in r.neighborhood_targets]
         row.update(r.extra)
         rows.append(row)
     path = Path(path)

@@ -1,10 +1,12 @@
 """ROME, MEMIT, AlphaEdit and SUIT on one key/value machinery (:mod:`llm_methods.suit.keys`).
 
-Value targets (ROME §3.1 / MEMIT Eq. 16): a vector added to the residual stream after layer ``L``
-at the subject's last token is optimised so that the prompt continues with ``target_new``
-(−log p, plus KL to the unedited next-token distribution on ``"{subject} is a"`` and a weight
-decay ‖δ‖²/‖h‖²), clamped to ``clamp·‖h‖``. SUIT restricts it to the 2-D form
-δ' = (hᵀw₂ − hᵀw₁)w₁ + (hᵀw₁ − hᵀw₂)w₂ with penalty λ(ŵ₁ᵀŵ₂)².
+Value targets (ROME §3.1 / MEMIT Eq. 16, the official ``compute_v`` / ``compute_z`` loop): a
+vector added to the residual stream after layer ``L`` at the subject's last token is optimised so
+that the prompt continues with ``target_new`` (−log p, plus KL(current ‖ unedited) of the
+next-token distribution at the subject of ``"{subject} is a"`` and a weight decay ‖δ‖/‖h‖²),
+projected onto the ball of radius ``clamp·‖h‖`` after each step, stopping once the loss is
+below 5e-2. SUIT restricts it to δ' = (hᵀw₂ − hᵀw₁)w₁ + (hᵀw₁ − hᵀw₂)w₂ = −(hᵀ(w₁ − w₂))(w₁ − w₂),
+a rank-one form along w₁ − w₂, with penalty λ(ŵ₁ᵀŵ₂)².
 
 Weight updates of the FFN output projection ``W`` ``[d, d_ff]`` (keys ``K`` ``[n, d_ff]``,
 residuals ``R`` ``[n, d]``, key second moment ``C``):
@@ -12,7 +14,8 @@ residuals ``R`` ``[n, d]``, key second moment ``C``):
 - ROME (rank one, one layer): ΔW = δ (C⁻¹k)ᵀ / (kᵀC⁻¹k);
 - MEMIT (spread over ``layers``): ΔW = Rᵀ K (λ_C C + KᵀK)⁻¹, R split as (z − z_cur)/(layers left);
 - AlphaEdit: ΔW = [(P(KᵀK + K_pᵀK_p) + αI)⁻¹ P Kᵀ R]ᵀ with P the projector on the null space
-  of C (eigenvalues below ``null_threshold``) and K_p the keys of earlier edits;
+  of C (eigenvalues below ``null_threshold``, absolute as the official code) and K_p the keys
+  of earlier edits;
 - SUIT: AlphaEdit with keys k' = (I − U_m U_mᵀ)k, and the update reads only k' (ΔW ← ΔW(I − UUᵀ)).
 """
 
@@ -33,10 +36,22 @@ from llm_methods.suit.keys import (
     request_keys,
 )
 
-__all__ = ["METHODS", "EditConfig", "Editor", "fresh_copy", "null_space_projector", "value_targets"]
+__all__ = [
+    "EARLY_STOP_LOSS",
+    "METHODS",
+    "EditConfig",
+    "Editor",
+    "fresh_copy",
+    "kl_to_initial",
+    "null_space_projector",
+    "null_space_share",
+    "value_loss",
+    "value_targets",
+]
 
 METHODS = ("rome", "memit", "alphaedit", "suit")
 KL_PROMPT = "{} is a"
+EARLY_STOP_LOSS = 5e-2  # official compute_v / compute_z: stop once the value loss is below
 
 
 @dataclass(frozen=True)
@@ -53,18 +68,30 @@ class EditConfig:
     rome_clamp: float = 4.0
     mom2_weight: float = 15000.0
     l2: float = 10.0
-    null_threshold: float = 2e-2
+    null_threshold: float = 2e-2  # AlphaEdit's absolute threshold on C's eigenvalues
+    null_relative: bool = False  # True: threshold × the largest eigenvalue (before issue 27)
     tau: float = 0.4
     lam: float = 0.3
     seed: int = 0
     templates: tuple[str, ...] = CONTEXT_TEMPLATES
 
 
-def null_space_projector(c: torch.Tensor, threshold: float) -> torch.Tensor:
-    """AlphaEdit's P = Û Ûᵀ, Û the eigenvectors of C with eigenvalue < ``threshold`` × the largest."""
+def null_space_projector(c: torch.Tensor, threshold: float, relative: bool = False) -> torch.Tensor:
+    """AlphaEdit's P = Û Ûᵀ, Û the eigenvectors of C = E[kkᵀ] with eigenvalue < ``threshold``
+    (the official ``get_project``: singular values of the count-normalised second moment below
+    an absolute 2e-2), or < ``threshold`` × the largest eigenvalue when ``relative``."""
     evals, evecs = torch.linalg.eigh(c.double())
-    u = evecs[:, evals < threshold * evals.max()]
+    limit = threshold * evals.max() if relative else threshold
+    u = evecs[:, evals < limit]
     return (u @ u.T).float()
+
+
+def null_space_share(keys: torch.Tensor, projector: torch.Tensor) -> float:
+    """Mean over keys ``[n, d_ff]`` of ‖P k‖² / ‖k‖²: the share of their energy in C's null
+    space. Near 1, AlphaEdit's projection leaves the keys unconstrained (C does not cover them)."""
+    k = keys.double()
+    p = projector.double().to(k.device)
+    return float((((k @ p) * k).sum(1) / (k * k).sum(1).clamp_min(1e-30)).mean())
 
 
 def _suit_delta(h: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
@@ -115,10 +142,32 @@ def _value_targets(
     return torch.stack([_one_target(lm, layer, r, cfg, suit, clamp, gen) for r in requests])
 
 
+def kl_to_initial(current: torch.Tensor, initial: torch.Tensor) -> torch.Tensor:
+    """KL(current ‖ initial) of next-token log-prob rows ``[n, V]`` averaged over rows: the
+    official ``kl_div(initial, current, log_target=True, reduction="batchmean")`` of ROME's
+    ``compute_v`` / MEMIT's and AlphaEdit's ``compute_z``."""
+    return torch.sum(current.exp() * (current - initial)) / current.shape[0]
+
+
+def value_loss(nll: torch.Tensor, kl: torch.Tensor, add: torch.Tensor, h0: torch.Tensor,
+               cfg: EditConfig) -> torch.Tensor:  # fmt: skip
+    """ROME / MEMIT / AlphaEdit value objective: NLL + kl_factor·KL + weight_decay·‖δ‖/‖h‖²
+    (``‖δ‖``, not squared, over the squared norm of the unedited vector, as the official
+    ``compute_v`` / ``compute_z``)."""
+    decay = cfg.weight_decay * add.norm() / h0.float().norm() ** 2
+    return nll + cfg.kl_factor * kl + decay
+
+
 def _one_target(
     lm: LM, layer: int, req: EditRequest, cfg: EditConfig, suit: bool, clamp: float,
     gen: torch.Generator,
 ) -> torch.Tensor:  # fmt: skip
+    """The official value loop (ROME ``compute_v``, AlphaEdit ``compute_z``): Adam on δ for at
+    most ``cfg.steps`` forwards (``steps − 1`` updates), stop early when the loss is below
+    :data:`EARLY_STOP_LOSS`, after each update project δ onto the ball of radius
+    ``clamp·‖h‖`` (h: the unedited vector of the main prompt). KL is taken at the subject's last
+    token of ``"{subject} is a"``, the position δ is added at. SUIT optimises (w₁, w₂) of
+    δ' = (hᵀw₂ − hᵀw₁)(w₁ − w₂) (rank one, along w₁ − w₂) and projects by scaling both."""
     rows, idx, starts = _rows(lm, req, cfg.templates)
     kl_ids, kl_i = prompt_with_subject(lm, KL_PROMPT, req.subject)
     rows.append(kl_ids)
@@ -127,9 +176,7 @@ def _one_target(
     batch = collate(rows, lm.tokenizer.pad_token_id, lm.device)
     pick = torch.arange(len(rows), device=lm.device)
     at = torch.as_tensor(idx, device=lm.device)
-    with torch.no_grad():
-        out0 = lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
-        kl_ref = torch.log_softmax(out0.logits[-1, len(kl_ids) - 1].float(), -1)
+    target_ids = torch.as_tensor(target, device=lm.device)
     d = lm.hidden_size
     if suit:
         w1 = (torch.randn(d, generator=gen) / d**0.5).to(lm.device).requires_grad_()
@@ -144,34 +191,41 @@ def _one_target(
     def fn(h: torch.Tensor) -> torch.Tensor:
         h0 = h[pick, at]
         add = _suit_delta(h0.float(), w1, w2) if suit else delta.expand_as(h0)
-        limit = clamp * h0.detach().float().norm(dim=-1, keepdim=True)
-        scale = torch.clamp(limit / add.norm(dim=-1, keepdim=True).clamp_min(1e-12), max=1.0)
-        add = add * scale.detach()
         state["add"], state["h0"] = add, h0.detach()
         h = h.clone()
         h[pick, at] = h0 + add.to(h.dtype)
         return h
 
-    for _ in range(cfg.steps + 1):
+    kl_init: torch.Tensor | None = None
+    for it in range(max(cfg.steps, 1)):
         with replace_residual(lm, layer, fn):
             logits = lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
         logp = torch.log_softmax(logits.float(), -1)
-        nll = []
-        for r, s in enumerate(starts):
-            pos = torch.arange(s - 1, s - 1 + len(target), device=lm.device)
-            nll.append(-logp[r, pos, torch.as_tensor(target, device=lm.device)].mean())
-        kl = torch.sum(kl_ref.exp() * (kl_ref - logp[-1, len(kl_ids) - 1]))
+        kl_logp = logp[-1:, kl_i]
+        if kl_init is None:
+            kl_init = kl_logp.detach().clone()
+        nll = torch.stack([-logp[r, torch.arange(s - 1, s - 1 + len(target), device=lm.device),
+                                 target_ids].mean() for r, s in enumerate(starts)]).mean()  # fmt: skip
         add, h0 = state["add"][0], state["h0"][0]
-        loss = torch.stack(nll).mean() + cfg.kl_factor * kl
-        loss = loss + cfg.weight_decay * add.norm() ** 2 / h0.float().norm() ** 2
+        loss = value_loss(nll, kl_to_initial(kl_logp, kl_init), add, h0, cfg)
         if suit:
             cos = torch.dot(w1, w2) / (w1.norm() * w2.norm()).clamp_min(1e-12)
             loss = loss + cfg.lam * cos**2
-        if _ == cfg.steps:
+        if float(loss.detach()) < EARLY_STOP_LOSS or it == cfg.steps - 1:
             break
         opt.zero_grad()
         loss.backward()
         opt.step()
+        with torch.no_grad():  # project within the L2 ball of radius clamp·‖h‖
+            limit = clamp * h0.float().norm()
+            if suit:
+                norm = _suit_delta(h0.float()[None], w1, w2).norm()
+                if norm > limit:  # δ' is quadratic in (w₁, w₂)
+                    factor = (limit / norm).sqrt()
+                    w1.mul_(factor)
+                    w2.mul_(factor)
+            elif delta.norm() > limit:
+                delta.mul_(limit / delta.norm())
     return state["add"][0].detach().float().cpu()  # CPU: see request_keys
 
 
@@ -222,7 +276,7 @@ class Editor:
             for layer in self.layers:
                 if layer not in self.projectors:  # a function of the fixed C: shareable
                     self.projectors[layer] = null_space_projector(
-                        self.stats[layer], self.cfg.null_threshold
+                        self.stats[layer], self.cfg.null_threshold, self.cfg.null_relative
                     )
                 self.cache_c[layer] = torch.zeros_like(self.stats[layer])
 

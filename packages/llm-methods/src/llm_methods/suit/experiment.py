@@ -13,6 +13,12 @@ SUIT 74.2; efficacy close):
   (a) SUIT's specificity exceeds AlphaEdit's by more than ``SPECIFICITY_MARGIN`` (0) points at
       the final edit count;
   (b) SUIT's efficacy is within ``EFFICACY_GAP_MAX`` (5) points of AlphaEdit's (or above it).
+
+Preconditions (issue 27, fixed before the rerun; a failed one makes the claim inconclusive):
+  - AlphaEdit's edits took: its final efficacy >= MIN_ALPHA_EFFICACY (both claims);
+  - C covers the edited subjects: the mean share of the edited requests' key energy in C's null
+    space (the part AlphaEdit's projection leaves free) is <= MAX_NULL_SHARE on every edit layer
+    (claim (a); above it the projection is nearly inert and cannot be what SUIT improves on).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from iclr26_common import Claim, Experiment, Result, seed_everything
+from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
 
 __all__ = [
     "EXPERIMENT",
@@ -33,6 +39,7 @@ __all__ = [
     "run",
     "sequential_curves",
     "subject_basis",
+    "subject_coverage",
     "suit_claims",
 ]
 
@@ -40,6 +47,8 @@ PAPER = "SUIT: subspace knowledge editing (arXiv 2509.24502)"
 FACTS = Path(__file__).with_name("smollm2_facts.json")
 SPECIFICITY_MARGIN = 0.0
 EFFICACY_GAP_MAX = 5.0
+MIN_ALPHA_EFFICACY = 50.0  # precondition: the baseline's edits took
+MAX_NULL_SHARE = 0.5  # precondition of (a): C covers the edited subjects' keys
 STATS_CHUNKS = 128
 STATS_LEN = 64
 METRICS = ("efficacy", "generalization", "specificity", "S")
@@ -140,24 +149,52 @@ def sequential_curves(
     return curves, counts, seconds, flu
 
 
-def suit_claims(final: dict[str, dict[str, float]]) -> list[Claim]:
+def subject_coverage(lm: Any, requests: list[Any], cfg: Any,
+                     stats: dict[int, Any]) -> dict[str, float]:  # fmt: skip
+    """Per edit layer, the mean share of the edited requests' key energy in the null space of C
+    (:func:`~llm_methods.suit.editors.null_space_share` with ``cfg``'s threshold rule)."""
+    from llm_methods.suit.editors import null_space_projector, null_space_share
+    from llm_methods.suit.keys import request_keys
+
+    keys = request_keys(lm, list(cfg.layers), [r.prompt for r in requests],
+                        [r.subject for r in requests], cfg.templates)  # fmt: skip
+    out = {}
+    for layer in cfg.layers:
+        p = null_space_projector(stats[layer], cfg.null_threshold, cfg.null_relative)
+        out[str(layer)] = round(null_space_share(keys[layer], p), 4)
+    return out
+
+
+def suit_claims(final: dict[str, dict[str, float]],
+                null_share: dict[str, float] | None = None) -> list[Claim]:  # fmt: skip
     """The two claims (thresholds :data:`SPECIFICITY_MARGIN`, :data:`EFFICACY_GAP_MAX`) judged on
-    the final metrics of ``suit`` and ``alphaedit``."""
+    the final metrics of ``suit`` and ``alphaedit``, with the preconditions of the module doc
+    (the coverage one only when ``null_share`` is given)."""
     suit, alpha = final["suit"], final["alphaedit"]
     spec_gap = suit["specificity"] - alpha["specificity"]
     eff_gap = alpha["efficacy"] - suit["efficacy"]
+    took = Precondition("AlphaEdit's edits took",
+                        f"efficacy(AlphaEdit) >= {MIN_ALPHA_EFFICACY} at the final count",
+                        {"alphaedit_efficacy": alpha["efficacy"]},
+                        alpha["efficacy"] >= MIN_ALPHA_EFFICACY)  # fmt: skip
+    pre_a = [took]
+    if null_share is not None:
+        pre_a.append(Precondition(
+            "C covers the edited subjects",
+            f"mean share of edited-key energy in C's null space <= {MAX_NULL_SHARE} per layer",
+            null_share, max(null_share.values()) <= MAX_NULL_SHARE))  # fmt: skip
     return [
-        Claim(text="SUIT keeps more neighbourhood facts (specificity) than AlphaEdit after the "
-                   "final sequential edit",
+        Claim.judge(text="SUIT keeps more neighbourhood facts (specificity) than AlphaEdit after "
+                         "the final sequential edit",
               criterion=f"specificity(SUIT) - specificity(AlphaEdit) > {SPECIFICITY_MARGIN}",
               measured={"suit": suit["specificity"], "alphaedit": alpha["specificity"],
                         "gap": round(spec_gap, 2)},
-              verdict=bool(spec_gap > SPECIFICITY_MARGIN)),
-        Claim(text="SUIT's efficacy is within 5 points of AlphaEdit's",
+              holds=bool(spec_gap > SPECIFICITY_MARGIN), preconditions=pre_a),
+        Claim.judge(text="SUIT's efficacy is within 5 points of AlphaEdit's",
               criterion=f"efficacy(AlphaEdit) - efficacy(SUIT) <= {EFFICACY_GAP_MAX}",
               measured={"suit": suit["efficacy"], "alphaedit": alpha["efficacy"],
                         "gap": round(eff_gap, 2)},
-              verdict=bool(eff_gap <= EFFICACY_GAP_MAX)),
+              holds=bool(eff_gap <= EFFICACY_GAP_MAX), preconditions=[took]),
     ]  # fmt: skip
 
 
@@ -191,19 +228,20 @@ def run(quick: bool, out_dir: Path) -> Result:
         stats = key_second_moments(lm, layers, stats_chunks(lm), f"pydoc{STATS_CHUNKS}x{STATS_LEN}")
         basis = subject_basis(lm, cfg.layers, s["subject_words"], cfg.tau)
         before = edit_metrics(lm, requests)
+        coverage = subject_coverage(lm, requests, cfg, stats)
         curves, counts, seconds, flu = sequential_curves(
             lm, requests, cfg, stats, basis, s["batch"], s["gen_tokens"]
         )
     plot_curves(curves, counts, out_dir)
     final = {m: {k: v[-1] for k, v in c.items()} for m, c in curves.items()}
-    claims = suit_claims(final)
+    claims = suit_claims(final, coverage)
     wall = time.perf_counter() - start
     summary = f"{s['n_edits']} sequential edits (batches of {s['batch']}) on SmolLM2-135M: " + "; ".join(
         f"{m} eff {v['efficacy']:.0f} / gen {v['generalization']:.0f} / spec {v['specificity']:.0f}"
         f" / S {v['S']:.1f}" for m, v in final.items())  # fmt: skip
     metrics = {"before": before, "final": final, "curves": curves, "edit_counts": counts,
                "seconds_per_edit": seconds, "fluency": flu, "wall_s": round(wall, 1),
-               "rome_layer": cfg.rome_layer,
+               "rome_layer": cfg.rome_layer, "null_space_share_of_edited_keys": coverage,
                "causal_trace": None if trace is None else {
                    "aie": [round(a, 4) for a in trace.aie], "p_clean": round(trace.p_clean, 4),
                    "p_corrupted": round(trace.p_corrupted, 4), "facts": trace.n_facts,

@@ -13,7 +13,12 @@ as subjects of the world's rewrite prompts.
 Claims and thresholds: the two of :mod:`llm_methods.suit.experiment`, imported unchanged
 (fixed there before any run): (a) SUIT's specificity exceeds AlphaEdit's by more than
 ``SPECIFICITY_MARGIN`` (0) points at the final edit count; (b) SUIT's efficacy is within
-``EFFICACY_GAP_MAX`` (5) points of AlphaEdit's (or above it).
+``EFFICACY_GAP_MAX`` (5) points of AlphaEdit's (or above it). Since issue 27 they are judged on
+the mean over several worlds (``WorldSpec.seed``: the invented table, the tokenizer, the model
+and the requests all change), with the preconditions of :func:`suit_claims` (AlphaEdit's edits
+took; C covers the edited subjects, on every world); the null space of C uses AlphaEdit's
+absolute threshold, and every method gets the same value budget (``EDIT["steps"]`` with the
+official early stop).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from llm_methods.suit.experiment import (
     SPECIFICITY_MARGIN,
     plot_curves,
     sequential_curves,
+    subject_coverage,
     suit_claims,
 )
 
@@ -47,8 +53,9 @@ __all__ = [
 
 # Edit hyper-parameters for the world model (chosen on a pilot run of the full setting, see
 # the README's deviations): layers valid for a 4-layer model (not the last), MLP of layer 1 for
-# ROME, a clamp of 2‖h‖ and mom2_weight 100 (the key scale of a 128-wide model).
-EDIT = {"layers": (1, 2), "rome_layer": 1, "steps": 20, "clamp": 2.0, "mom2_weight": 100.0,
+# ROME, a clamp of 2‖h‖ and mom2_weight 100 (the key scale of a 128-wide model); 25 value steps
+# (AlphaEdit's Llama-3 budget; the official loop stops early below a loss of 5e-2).
+EDIT = {"layers": (1, 2), "rome_layer": 1, "steps": 25, "clamp": 2.0, "mom2_weight": 100.0,
         "templates": ("{}",)}  # fmt: skip
 STATS_LEN = 32
 
@@ -59,8 +66,10 @@ def settings(quick: bool) -> dict[str, Any]:
 
     if quick:
         spec = WorldSpec(n_subjects=8, hidden=64, steps=150, vocab_size=768, lr=5e-3)
-        return {"spec": spec, "n_edits": 4, "batch": 2, "basis_names": 50, "gen_tokens": 6}
-    return {"spec": WorldSpec(), "n_edits": 32, "batch": 4, "basis_names": 200, "gen_tokens": 12}
+        return {"spec": spec, "world_seeds": [0], "n_edits": 4, "batch": 2, "basis_names": 50,
+                "gen_tokens": 6}  # fmt: skip
+    return {"spec": WorldSpec(), "world_seeds": [0, 1, 2], "n_edits": 32, "batch": 4,
+            "basis_names": 200, "gen_tokens": 12}  # fmt: skip
 
 
 def world_stats_chunks(lm: Any, spec: Any) -> list[list[int]]:
@@ -72,65 +81,97 @@ def world_stats_chunks(lm: Any, spec: Any) -> list[list[int]]:
     return chunk_ids(ids, STATS_LEN, max_chunks=1000, seed=0)
 
 
-def run(quick: bool, out_dir: Path) -> Result:
-    from llm_methods.lm.threads import one_thread
+def _one_world(spec: Any, s: dict[str, Any], cfg: Any) -> dict[str, Any]:
+    """Build (or load) one world's model and run the four editors on it."""
     from llm_methods.suit.data import synth_names
-    from llm_methods.suit.editors import EditConfig
     from llm_methods.suit.keys import key_second_moments, subject_basis
     from llm_methods.suit.metrics import edit_metrics
     from llm_methods.suit.world_model import ensure_world_model, load_world, prompts
 
+    t0 = time.perf_counter()
+    folder = ensure_world_model(spec)
+    build_s = time.perf_counter() - t0
+    lm, known, info = load_world(folder)
+    if len(known) < s["n_edits"]:
+        raise ValueError(f"the world model (seed {spec.seed}) knows {len(known)} facts, fewer "
+                         f"than n_edits={s['n_edits']}")  # fmt: skip
+    order = np.random.default_rng(0).permutation(len(known))
+    requests = [known[i] for i in order[: s["n_edits"]]]
+    layers = tuple(sorted(set(cfg.layers) | {cfg.rome_layer}))
+    chunks = world_stats_chunks(lm, spec)
+    stats = key_second_moments(
+        lm, layers, chunks, f"world-{spec.digest()}-{len(chunks)}x{STATS_LEN}"
+    )
+    names = synth_names(s["basis_names"], seed=spec.seed + 1000,
+                        exclude=frozenset(r.subject for r in known))  # fmt: skip
+    basis = subject_basis(lm, cfg.layers, names, list(prompts().values()), cfg.tau)
+    before = edit_metrics(lm, requests)
+    coverage = subject_coverage(lm, requests, cfg, stats)
+    curves, counts, seconds, flu = sequential_curves(
+        lm, requests, cfg, stats, basis, s["batch"], s["gen_tokens"]
+    )
+    final = {m: {k: v[-1] for k, v in c.items()} for m, c in curves.items()}
+    return {"curves": curves, "counts": counts, "final": final, "before": before,
+            "seconds_per_edit": seconds, "fluency": flu, "null_space_share": coverage,
+            "model_build_s": round(build_s, 1), "world_model": info,
+            "subject_basis_dims": {str(i): int(b.shape[1]) for i, b in basis.items()},
+            "stats_tokens": len(chunks) * STATS_LEN, "model_folder": str(folder),
+            "basis_keys": len(names) * len(prompts())}  # fmt: skip
+
+
+def run(quick: bool, out_dir: Path) -> Result:
+    import dataclasses
+
+    from llm_methods.lm.threads import one_thread
+    from llm_methods.suit.editors import EditConfig
+
     seed_everything(0)
     s = settings(quick)
-    spec = s["spec"]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     cfg = EditConfig(**EDIT)
+    worlds = {}
     with one_thread():
-        t0 = time.perf_counter()
-        folder = ensure_world_model(spec)
-        build_s = time.perf_counter() - t0
-        lm, known, info = load_world(folder)
-        if len(known) < s["n_edits"]:
-            raise ValueError(f"the world model knows {len(known)} facts, fewer than n_edits="
-                             f"{s['n_edits']}")  # fmt: skip
-        order = np.random.default_rng(0).permutation(len(known))
-        requests = [known[i] for i in order[: s["n_edits"]]]
-        layers = tuple(sorted(set(cfg.layers) | {cfg.rome_layer}))
-        chunks = world_stats_chunks(lm, spec)
-        stats = key_second_moments(
-            lm, layers, chunks, f"world-{spec.digest()}-{len(chunks)}x{STATS_LEN}"
-        )
-        names = synth_names(s["basis_names"], seed=spec.seed + 1000,
-                            exclude=frozenset(r.subject for r in known))  # fmt: skip
-        basis = subject_basis(lm, cfg.layers, names, list(prompts().values()), cfg.tau)
-        before = edit_metrics(lm, requests)
-        curves, counts, seconds, flu = sequential_curves(
-            lm, requests, cfg, stats, basis, s["batch"], s["gen_tokens"]
-        )
+        for seed in s["world_seeds"]:
+            worlds[seed] = _one_world(dataclasses.replace(s["spec"], seed=seed), s, cfg)
+    methods = list(worlds[s["world_seeds"][0]]["final"])
+    keys = list(worlds[s["world_seeds"][0]]["final"][methods[0]])
+    final = {m: {k: round(float(np.mean([w["final"][m][k] for w in worlds.values()])), 2)
+                 for k in keys} for m in methods}  # fmt: skip
+    counts = worlds[s["world_seeds"][0]]["counts"]
+    curves = {m: {k: [round(float(np.mean([w["curves"][m][k][i] for w in worlds.values()])), 2)
+                      for i in range(len(counts))] for k in keys} for m in methods}  # fmt: skip
     plot_curves(curves, counts, out_dir)
-    final = {m: {k: v[-1] for k, v in c.items()} for m, c in curves.items()}
+    coverage = {layer: max(w["null_space_share"][layer] for w in worlds.values())
+                for layer in worlds[s["world_seeds"][0]]["null_space_share"]}  # fmt: skip
     wall = time.perf_counter() - start
-    world = (f"{spec.n_layers}x{spec.hidden} world model ({info['known']}/{info['facts']} facts "
-             f"known)")  # fmt: skip
-    summary = f"{s['n_edits']} sequential edits (batches of {s['batch']}) on a {world}: " + "; ".join(
+    spec = s["spec"]
+    infos = [w["world_model"] for w in worlds.values()]
+    world = (f"{spec.n_layers}x{spec.hidden} world models, {len(worlds)} world seed(s) (facts "
+             f"known: {', '.join(str(i['known']) + '/' + str(i['facts']) for i in infos)})")  # fmt: skip
+    summary = f"{s['n_edits']} sequential edits (batches of {s['batch']}) on {world}, seed means: " + "; ".join(
         f"{m} eff {v['efficacy']:.0f} / gen {v['generalization']:.0f} / spec {v['specificity']:.0f}"
         f" / S {v['S']:.1f}" for m, v in final.items())  # fmt: skip
-    metrics = {"before": before, "final": final, "curves": curves, "edit_counts": counts,
-               "seconds_per_edit": seconds, "fluency": flu, "wall_s": round(wall, 1),
-               "model_build_s": round(build_s, 1), "world_model": info,
-               "subject_basis_dims": {str(i): int(b.shape[1]) for i, b in basis.items()},
-               "stats_tokens": len(chunks) * STATS_LEN, "model_folder": str(folder)}  # fmt: skip
+    per_seed = {str(k): {"final": w["final"], "before": w["before"],
+                         "null_space_share": w["null_space_share"],
+                         "subject_basis_dims": w["subject_basis_dims"],
+                         "world_model": w["world_model"], "model_build_s": w["model_build_s"],
+                         "seconds_per_edit": w["seconds_per_edit"], "fluency": w["fluency"]}
+                for k, w in worlds.items()}  # fmt: skip
+    metrics = {"final": final, "curves": curves, "edit_counts": counts, "per_world_seed": per_seed,
+               "null_space_share_max_over_worlds": coverage, "wall_s": round(wall, 1)}  # fmt: skip
+    w0 = worlds[s["world_seeds"][0]]
     return Result(
-        summary=summary, metrics=metrics, seeds=[0],
-        scale=f"zoo tiny Llama {spec.n_layers}x{spec.hidden} (vocab {info['vocab']}) trained "
-              f"{spec.steps} steps on {info['sentences']} fact sentences of {spec.n_subjects} "
-              f"invented subjects; {s['n_edits']} of {info['known']} known facts edited in "
-              f"batches of {s['batch']}; layers {list(cfg.layers)} (ROME {cfg.rome_layer}), "
-              f"{cfg.steps} value steps, C from {len(chunks)}x{STATS_LEN} world tokens, U from "
-              f"{len(names) * len(prompts())} invented-subject keys; one seed",
-        claims=suit_claims(final),
+        summary=summary, metrics=metrics, seeds=list(s["world_seeds"]),
+        scale=f"zoo tiny Llama {spec.n_layers}x{spec.hidden} trained {spec.steps} steps on the "
+              f"fact sentences of {spec.n_subjects} invented subjects, one model per world seed "
+              f"{s['world_seeds']}; {s['n_edits']} known facts edited per world in batches of "
+              f"{s['batch']}; layers {list(cfg.layers)} (ROME {cfg.rome_layer}), {cfg.steps} "
+              f"value steps (early stop), C from {w0['stats_tokens']} world tokens (null space: "
+              f"eigenvalues < {cfg.null_threshold}), U from {w0['basis_keys']} invented-subject "
+              "keys",
+        claims=suit_claims(final, coverage),
     )  # fmt: skip
 
 

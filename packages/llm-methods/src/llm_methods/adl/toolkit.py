@@ -1,0 +1,85 @@
+"""Write ADL results in diffing-toolkit's layout, so its dashboard and agent read them.
+
+Layout (diffing-toolkit ``activation_difference_lens``; ``docs/ADL_PIPELINE.md`` there)::
+
+    RESULTS/layer_{L}/{dataset}/mean_pos_{j}.pt        δ̄_j  [d] (float32)
+    RESULTS/layer_{L}/{dataset}/mean_pos_{j}.meta      {"count", "activation_dim", "position",
+                                                         "token_id": null}
+    RESULTS/layer_{L}/{dataset}/base_mean_pos_{j}.pt   mean base activation [d]
+    RESULTS/layer_{L}/{dataset}/ft_mean_pos_{j}.pt     mean finetuned activation [d]
+    RESULTS/layer_{L}/{dataset}/{,base_,ft_}logit_lens_pos_{j}.pt
+        (top-k probs, top-k ids, top-k probs of the negated vector, their ids): softmax of
+        unembed(final_norm(±v)) through the finetuned model, k = 100 by default
+    RESULTS/model_norms_{dataset}.pt   {"base_model_norms": {L: norm}, "ft_model_norms": {...},
+                                        "skip_tokens", "num_sequences"}
+
+``dataset`` is the last path component of the dataset id, as there. Files are written with
+``torch.save`` (tensors and plain containers: ``torch.load(..., weights_only=True)`` reads
+them). An existing results folder is never overwritten unless ``overwrite=True``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from llm_methods.adl.diff import ADLDifference
+from llm_methods.lm import LM, LMError
+
+__all__ = ["LOGIT_LENS_K", "lens_probabilities", "write_toolkit_results"]
+
+LOGIT_LENS_K = 100
+
+
+@torch.no_grad()
+def lens_probabilities(lm: LM, vec: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(softmax(unembed(norm(v))), softmax(unembed(−norm(v)))) ``[V]`` each, float32: the
+    toolkit's ``logit_lens`` (the negation is applied after the final norm)."""
+    normed = lm.final_norm(vec.reshape(1, -1).to(device=lm.device, dtype=lm.dtype))
+    probs = lm.unembed(normed).float().softmax(-1)[0]
+    inv = lm.unembed(-normed).float().softmax(-1)[0]
+    return probs.cpu(), inv.cpu()
+
+
+def _topk(lm: LM, vec: torch.Tensor, k: int) -> tuple[torch.Tensor, ...]:
+    probs, inv = lens_probabilities(lm, vec)
+    k = min(k, probs.numel())
+    top, inv_top = torch.topk(probs, k), torch.topk(inv, k)
+    return top.values, top.indices, inv_top.values, inv_top.indices
+
+
+def write_toolkit_results(
+    results_dir: str | Path,
+    dataset_id: str,
+    diff: ADLDifference,
+    ft: LM,
+    k: int = LOGIT_LENS_K,
+    overwrite: bool = False,
+) -> Path:
+    """Write ``diff`` (and its logit lens through ``ft``) under ``results_dir``; returns the
+    ``layer_{L}/{dataset}`` folder."""
+    name = dataset_id.rstrip("/").split("/")[-1]
+    if not name:
+        raise LMError(f"dataset id {dataset_id!r} has no name")
+    root = Path(results_dir)
+    out = root / f"layer_{diff.layer}" / name
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise LMError(f"{out}: already holds results (pass overwrite=True to replace them)")
+    out.mkdir(parents=True, exist_ok=True)
+    for j in range(diff.delta.shape[0]):
+        torch.save(diff.delta[j].float().clone(), out / f"mean_pos_{j}.pt")
+        meta = {"count": diff.n_texts, "activation_dim": int(diff.delta.shape[1]),
+                "position": j, "token_id": None}  # fmt: skip
+        (out / f"mean_pos_{j}.meta").write_text(json.dumps(meta, indent=2))
+        torch.save(diff.mean_base[j].float().clone(), out / f"base_mean_pos_{j}.pt")
+        torch.save(diff.mean_ft[j].float().clone(), out / f"ft_mean_pos_{j}.pt")
+        for prefix, vec in (("", diff.delta[j]), ("base_", diff.mean_base[j]),
+                            ("ft_", diff.mean_ft[j])):  # fmt: skip
+            torch.save(_topk(ft, vec, k), out / f"{prefix}logit_lens_pos_{j}.pt")
+    norms = {"base_model_norms": {diff.layer: torch.tensor(diff.norm_base)},
+             "ft_model_norms": {diff.layer: torch.tensor(diff.norm_ft)},
+             "skip_tokens": diff.norm_skip, "num_sequences": diff.n_texts}  # fmt: skip
+    torch.save(norms, root / f"model_norms_{name}.pt")
+    return out
