@@ -173,3 +173,15 @@ def test_experiment_quick(tmp_path: Path) -> None:
 
     result = EXPERIMENT.run(True, tmp_path)
     assert len(result.claims) == 2 and (tmp_path / "meta_router.png").is_file()
+
+
+def test_official_learner_refuses_when_its_mask_keeps_nothing() -> None:
+    """Gold and preference rows separated by every feature: the official propensity forest
+    predicts 0/1, clipped to 0.05/0.95, so e(1 − e) = 0.0475 ≤ 0.05 masks every row: a clear
+    error, not a forest fitted on nothing."""
+    rng = np.random.default_rng(0)
+    side = np.r_[np.zeros(30), np.ones(30)]
+    x = np.column_stack([side + rng.uniform(0, 0.5, 60), 3 * side - rng.uniform(0, 0.5, 60)])
+    t = np.r_[np.ones(30), np.zeros(30)].astype(int)
+    with pytest.raises(ValueError, match="official mask kept 0 rows"):
+        estimate_bias(x, rng.normal(size=60), t, "dr_official", seed=0)

@@ -12,6 +12,7 @@ PROG = "llm-methods meta_router"
 
 def _parser():  # type: ignore[no-untyped-def]
     from llm_methods.cliutils import ArgumentParser
+    from llm_methods.meta_router.model import LEARNERS
 
     parser = ArgumentParser(prog=PROG, description=ABOUT)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -26,8 +27,10 @@ def _parser():  # type: ignore[no-untyped-def]
                      help="MT-Bench judgements.jsonl and question.jsonl as preference labels")  # fmt: skip
     fit.add_argument("--strong", required=True, help="premium model's column / name")
     fit.add_argument("--weak", required=True, help="cheap model's column / name")
-    fit.add_argument("--learner", choices=("dr", "r", "lineardr", "tlearner"), default="dr",
-                     help="CATE learner of the bias: dr (DR-learner), r (R-learner), ...")  # fmt: skip
+    fit.add_argument("--learner", choices=LEARNERS, default="dr",
+                     help="CATE learner of the bias: dr (cross-fitted DR-learner), r (R-learner), "
+                     "lineardr, tlearner; dr_official / r_official: the official in-sample "
+                     "learners with mask and clipping")  # fmt: skip
     fit.add_argument("--test", type=Path, default=None,
                      help="CSV with features and true gain 'm' (from simulate): report MSE")  # fmt: skip
     fit.add_argument("--out", type=Path, required=True)
@@ -46,7 +49,7 @@ def _parser():  # type: ignore[no-untyped-def]
                          "writes the official efficiency gain per method and run settings.")  # fmt: skip
     off.add_argument("--csv", type=Path, required=True, help="1_PC50_varstd.csv")
     off.add_argument("--runs", type=int, default=10, help="Monte-Carlo runs (official: 200)")
-    off.add_argument("--learner", choices=("dr", "r", "lineardr", "tlearner"), nargs="+",
+    off.add_argument("--learner", choices=LEARNERS, nargs="+",
                      default=["dr", "r"], help="CATE learners to compare")  # fmt: skip
     off.add_argument("--seed", type=int, default=42, help="run i uses seed + i (official: 42)")
     off.add_argument("--out", type=Path, required=True)

@@ -42,7 +42,7 @@ CLAIM_B_MIN_POINT_SHARE = 0.8
 ORACLE_MSE_MARGIN = 0.2
 ORACLE_CURVE_SHARE = 0.25
 BASELINES = ("gold_only", "preference_only", "pooled")
-COMPARED_LEARNERS = ("r", "lineardr", "tlearner")
+COMPARED_LEARNERS = ("r", "lineardr", "tlearner", "dr_official", "r_official")
 PAPER_MSE_MILD = {"gold_only": 0.137, "pooled": 0.212, "dr_corrected": 0.106}
 
 

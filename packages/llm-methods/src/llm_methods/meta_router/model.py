@@ -24,7 +24,7 @@ import numpy as np
 __all__ = ["LEARNERS", "METHODS", "MetaRouter", "cost_quality_curve", "estimate_bias", "fit_method",
            "predict_gain"]  # fmt: skip
 
-LEARNERS = ("dr", "r", "lineardr", "tlearner")
+LEARNERS = ("dr", "r", "lineardr", "tlearner", "dr_official", "r_official")
 METHODS = ("gold_only", "preference_only", "pooled", "dr_corrected")
 OUTCOME_FOREST = {"n_estimators": 100, "max_depth": 20, "max_features": "sqrt"}
 EFFECT_FOREST = {"n_estimators": 200, "max_depth": 30, "min_samples_split": 5,
@@ -51,10 +51,15 @@ def _check_arms(treatment: np.ndarray) -> None:
 
 def estimate_bias(x: np.ndarray, y: np.ndarray, t: np.ndarray, learner: str = "dr",
                   seed: int = 0) -> Any:  # fmt: skip
-    """Fitted econml CATE estimator of δ(x) (``.effect(x)``), cross-fitted with 3 folds."""
+    """Fitted CATE estimator of δ(x) (``.effect(x)``): econml's, cross-fitted with 3 folds, or
+    the official code's in-sample learners (``dr_official``, ``r_official``)."""
     from sklearn.linear_model import LogisticRegression
 
     _check_arms(t)
+    if learner in ("dr_official", "r_official"):  # the official in-sample learners (insample.py)
+        from llm_methods.meta_router.insample import InSampleBiasLearner
+
+        return InSampleBiasLearner(learner, seed).fit(y, t, X=x)
     if learner == "dr":
         from econml.dr import DRLearner
 
