@@ -97,6 +97,20 @@ def test_collect_then_eval(tmp_path: Path, capsys: pytest.CaptureFixture) -> Non
     assert (out / "success_vs_delay.png").stat().st_size > 0
 
 
+def test_eval_planner_alone_needs_no_trained_policy(tmp_path: Path) -> None:
+    from robotics_remac.checkpoint import save_policy
+    from robotics_remac.model import FlowPolicy
+
+    base = save_policy(tmp_path / "b.pt", FlowPolicy(channels=8, hidden=8, token_hidden=4), "base")
+    out = tmp_path / "ev"
+    assert main(["eval", "--policy", str(base), "--method", "planner", "--delays", "0,4",
+                 "--exec-horizon", "4", "--episodes", "40", "--seed", "1",
+                 "--out", str(out)]) == 0  # fmt: skip
+    rows = (out / "results.csv").read_text().splitlines()[1:]
+    assert [r.split(",")[:2] for r in rows] == [["planner", "0"], ["planner", "4"]]
+    assert all(float(r.split(",")[3]) > 0.5 for r in rows)  # the expert-based ceiling succeeds
+
+
 def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
     return assert_one_line_error(main, args, capsys, prog="robotics-remac")
 

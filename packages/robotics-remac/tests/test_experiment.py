@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from iclr26_common import Experiment, derive_verdict
@@ -24,6 +25,8 @@ GOOD = {
     "remac_d0": 0.9, "remac_d4": 0.8, "remac_drop": 0.1, "lora_only_d4": 0.52,
     "remac_misestimated": 0.7, "naive_latency_ms": 1.0, "remac_merged_latency_ms": 1.02,
     "latency_ratio": 1.02, "zero_action_d0": 0.1,
+    "lora_only_d4_paired": 0.51, "naive_d4_paired": 0.5, "paired_diff": 0.01,
+    "paired_ci_low": -0.015, "paired_ci_high": 0.035, "paired_episodes": 1200.0,
 }  # fmt: skip
 
 
@@ -42,12 +45,21 @@ def test_entry_point_and_experiment() -> None:
         ({}, (True, True, True, True, True)),
         ({"naive_drop": 0.05}, (False, False, True, True, True)),
         ({"remac_drop": 0.25}, (True, False, True, True, True)),
-        ({"lora_only_d4": 0.6}, (True, True, False, True, True)),
+        # LoRA-only's paired CI wholly above the band (a gain): decided, not held
+        ({"paired_ci_low": 0.06, "paired_ci_high": 0.12}, (True, True, False, True, True)),
+        # ... or wholly below it
+        ({"paired_ci_low": -0.2, "paired_ci_high": -0.051}, (True, True, False, True, True)),
         ({"latency_ratio": 1.2}, (True, True, True, False, True)),
         ({"remac_misestimated": 0.55}, (True, True, True, True, False)),
         # inclusive thresholds
         (
-            {"naive_drop": 0.10, "remac_drop": 0.05, "lora_only_d4": 0.55, "latency_ratio": 1.05},
+            {
+                "naive_drop": 0.10,
+                "remac_drop": 0.05,
+                "paired_ci_low": -0.05,
+                "paired_ci_high": 0.05,
+                "latency_ratio": 1.05,
+            },
             (True, True, True, True, True),
         ),
         # naive does not drop at all: REMAC cannot be "flatter"
@@ -77,6 +89,11 @@ def test_verdict_rule(change: dict, expected: tuple) -> None:
          ["inconclusive", "inconclusive", "inconclusive", "held", "inconclusive"]),
         # REMAC itself learned nothing at d=0: only (b) is untestable
         ({"remac_d0": 0.3, "remac_drop": 0.0}, ["held", "inconclusive", "held", "held", "held"]),
+        # the paired CI straddles the +5-point edge: (c) cannot be decided with these episodes
+        ({"paired_ci_low": 0.02, "paired_ci_high": 0.08},
+         ["held", "held", "inconclusive", "held", "held"]),
+        ({"paired_ci_low": -0.09, "paired_ci_high": -0.01},
+         ["held", "held", "inconclusive", "held", "held"]),
     ],
 )  # fmt: skip
 def test_preconditions_make_claims_inconclusive(change: dict, verdicts: list) -> None:
@@ -90,7 +107,7 @@ def test_scale_and_execution_horizon() -> None:
     for quick in (True, False):
         cfg = settings(quick)
         assert {0, 3, 4} <= set(cfg["delays"])
-        assert {"naive", "lora_only", "remac"} <= set(cfg["methods"])
+        assert {"naive", "lora_only", "remac", "planner"} <= set(cfg["methods"])
         for d in cfg["delays"]:  # one e valid for every delay
             assert max(1, d) <= EXEC_HORIZON <= HORIZON - d
     assert settings(False)["episodes"] >= 200
@@ -106,9 +123,9 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
     assert (tmp_path / "success_vs_delay.png").stat().st_size > 0
     assert result.metrics["demos_read_back"] == settings(True)["demos"]
     rows = list(csv.DictReader((tmp_path / "results.csv").open()))
-    # 3 methods x 3 delays + REMAC told the wrong delay twice; every cell ran its episodes
+    # 4 methods x 3 delays + REMAC told the wrong delay twice; every cell ran its episodes
     cells = {(r["method"], int(r["delay"]), int(r["assumed_delay"])) for r in rows}
-    expected = {(m, d, d) for m in ("naive", "lora_only", "remac") for d in (0, 3, 4)}
+    expected = {(m, d, d) for m in ("naive", "lora_only", "remac", "planner") for d in (0, 3, 4)}
     assert cells == expected | {("remac", 3, 2), ("remac", 3, 4)} and len(rows) == len(cells)
     for row in rows:
         assert 0.0 <= float(row["ci_low"]) <= float(row["success"]) <= float(row["ci_high"]) <= 1.0
@@ -123,6 +140,10 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
     for claim in result.claims:  # inconclusive exactly when a pre-registered control failed
         assert (claim.verdict == "inconclusive") == bool(claim.failed_preconditions)
     assert 0.0 <= result.metrics["zero_action_d0"] <= 1.0
+    # the prefix-aware ceiling is reported (it needs no training: it succeeds at quick scale)
+    planner_d0 = next(r for r in rows if (r["method"], r["delay"]) == ("planner", "0"))
+    assert result.metrics["planner_d0"] == pytest.approx(float(planner_d0["success"]), abs=1e-4)
+    assert result.metrics["planner_d0"] > 0.5 and "| planner |" in result.table_markdown
     by_key = dict(zip(MEASURED_KEYS, result.claims, strict=True))
     assert by_key["naive_drops"].criterion_met == (measured["naive_drop"] >= NAIVE_DROP_MIN)
     assert by_key["latency"].criterion_met == (measured["latency_ratio"] <= LATENCY_RATIO_MAX)
@@ -131,3 +152,46 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
     assert result.metrics["latency_ratio"] == pytest.approx(
         result.metrics["remac_merged_latency_ms"] / result.metrics["naive_latency_ms"], rel=1e-2
     )
+
+
+def test_paired_difference_ci_by_hand() -> None:
+    from robotics_remac.rollout import paired_difference_ci
+
+    # differences [1, 0, 0, 1]: mean 0.5, sample sd sqrt(1/3), half-width 1.96 sqrt(1/3) / 2
+    mean, low, high = paired_difference_ci(np.array([1, 0, 1, 1]), np.array([0, 0, 1, 0]))
+    assert mean == pytest.approx(0.5)
+    assert (low, high) == pytest.approx((0.5 - 0.5658032638, 0.5 + 0.5658032638))
+    with pytest.raises(ValueError, match="equal-length"):
+        paired_difference_ci(np.ones(3), np.ones(4))
+
+
+@pytest.mark.parametrize(("gain", "verdict"), [(0.0, "held"), (0.10, "not held")])
+def test_claim_c_planted_gain(gain: float, verdict: str) -> None:
+    """Planted paired successes of 1200 episodes: no gain -> held; a 10-point gain -> not held
+    (the CI, about +-1.7 points wide, is wholly above the band). Pairing is what makes it
+    decidable: the unpaired SE of the same two rates would be about 2 points."""
+    from robotics_remac.rollout import paired_difference_ci
+
+    rng = np.random.default_rng(0)
+    naive = (rng.random(1200) < 0.5).astype(float)
+    lora = naive.copy()
+    zeros = np.flatnonzero(naive == 0)
+    lora[rng.choice(zeros, int(gain * 1200), replace=False)] = 1.0
+    diff, low, high = paired_difference_ci(lora, naive)
+    paired = {"paired_diff": diff, "paired_ci_low": low, "paired_ci_high": high}
+    claim_c = claims({**GOOD, **paired})[2]
+    assert claim_c.verdict == verdict and not claim_c.failed_preconditions
+
+
+def test_paired_comparison_uses_the_same_episodes() -> None:
+    """The same policy as "LoRA-only" and as naive: identical episodes give a zero-width CI."""
+    import torch
+
+    from robotics_remac.experiment import paired_comparison
+    from robotics_remac.model import FlowPolicy
+
+    torch.manual_seed(0)
+    policy = FlowPolicy(channels=8, hidden=8, token_hidden=4, depth=1).eval()
+    out = paired_comparison({"lora_only": policy, "base": policy}, 32, seed=1)
+    assert out["paired_diff"] == out["paired_ci_low"] == out["paired_ci_high"] == 0.0
+    assert out["paired_episodes"] == 32

@@ -103,7 +103,10 @@ def test_bad_meta(tmp_path: Path, demo_dir: Path) -> None:
 
 def test_episode_shape_checks() -> None:
     with pytest.raises(RemacFormatError, match=r"observation.state must have shape"):
-        Episode(np.zeros((4, 7)), np.zeros((4, 2)))
+        Episode(np.zeros(4), np.zeros((4, 2)))
+    with pytest.raises(RemacFormatError, match=r"action must have shape"):
+        Episode(np.zeros((4, 8)), np.zeros((4, 0)))
+    assert Episode(np.zeros((4, 7)), np.zeros((4, 3))).states.shape == (4, 7)  # any sizes
     with pytest.raises(RemacFormatError, match="has 4 frames, action 3"):
         Episode(np.zeros((4, 8)), np.zeros((3, 2)))
 

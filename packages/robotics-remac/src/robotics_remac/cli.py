@@ -65,7 +65,11 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         argv,
         package="robotics_remac",
         prog=PROG,
-        links=[("data.init_args.horizon", "model.init_args.horizon", "instantiate")],
+        links=[
+            ("data.init_args.horizon", "model.init_args.horizon", "instantiate"),
+            ("data.obs_dim", "model.init_args.obs_dim", "instantiate"),
+            ("data.action_dim", "model.init_args.action_dim", "instantiate"),
+        ],
         before_trainer=lambda cli: cli.datamodule.setup("fit"),
     )
 
@@ -92,11 +96,15 @@ def _check_ckpt_path(argv: Sequence[str]) -> None:
 def collect_main(argv: Sequence[str]) -> int:
     parser = ArgumentParser(
         prog=f"{PROG} collect",
-        description="Roll out the PD expert and write the demonstrations as a LeRobot v2.1 dataset.",
+        description="Roll out the PD expert and write the demonstrations as a LeRobot dataset "
+        "(v2.1 layout, or v3.0 with --codebase-version v3.0).",
     )
     parser.add_argument("--out", type=Path, required=True, help="dataset folder (new or empty)")
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--codebase-version", choices=["v2.1", "v3.0"], default="v2.1", help="LeRobot layout"
+    )
     ns = parser.parse_args(list(argv))
     if ns.episodes < 1:
         parser.error("--episodes must be >= 1")
@@ -105,7 +113,8 @@ def collect_main(argv: Sequence[str]) -> int:
 
     if ns.out.exists() and any(ns.out.iterdir()):
         parser.error(f"--out {ns.out} exists and is not empty")
-    root = write_lerobot_dataset(ns.out, collect_demonstrations(ns.episodes, ns.seed))
+    episodes = collect_demonstrations(ns.episodes, ns.seed)
+    root = write_lerobot_dataset(ns.out, episodes, version=ns.codebase_version)
     print(f"wrote {root} ({ns.episodes} episodes)")
     return 0
 
@@ -144,6 +153,19 @@ def eval_main(argv: Sequence[str]) -> int:
     return _run_eval(ns, methods)
 
 
+def _task_policy(path: Path, policy: Any) -> Any:
+    """``policy`` if its sizes are the chase task's (8-wide states, 2-wide actions)."""
+    from robotics_remac.env import ACTION_DIM, OBS_DIM
+
+    for key, need in (("obs_dim", OBS_DIM), ("action_dim", ACTION_DIM)):
+        if policy.config[key] != need:
+            raise ValueError(
+                f"{path}: policy {key} {policy.config[key]}, the chase task needs {need} "
+                "(trained on another dataset?)"
+            )
+    return policy
+
+
 def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
     import csv
 
@@ -161,11 +183,15 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
     policies = {}
     for method in methods:
         key = METHODS[method].policy
+        if not key:  # the planner needs no checkpoint
+            continue
         if paths[key] is None:
             flag = {"remac": "--remac", "lora_only": "--lora-only", "training_time_rtc": "--ttrtc"}
             raise ValueError(f"method {method!r} needs {flag[key]} CHECKPOINT")
         if key not in policies:
-            policies[key] = load_policy(paths[key]).policy
+            policies[key] = _task_policy(paths[key], load_policy(paths[key]).policy)
+    if not policies:  # only the planner: the chunk length comes from --policy
+        policies["base"] = _task_policy(ns.policy, load_policy(ns.policy).policy)
     horizon = policies["base" if "base" in policies else next(iter(policies))].horizon
     cells = []
     for d in ns.delays:
@@ -183,7 +209,7 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
             spec = METHODS[method]
             progress.update(task, description=f"{method} d={d}")
             stats = run_rollout(
-                make_chunker(spec.sampler, policies[spec.policy]), ns.episodes, d, horizon, e,
+                make_chunker(spec.sampler, policies.get(spec.policy)), ns.episodes, d, horizon, e,
                 spec.execution, assumed_delay=d_hat, seed=ns.seed,
             )  # fmt: skip
             progress.advance(task, ns.episodes)

@@ -1,8 +1,9 @@
 """Expert demonstrations, action-chunk datasets and the LightningDataModule.
 
-A training sample is ``(obs_t, A = actions[t : t + H])``: ``obs`` float ``[8]``, ``actions`` float
-``[H, 2]`` (chunks never cross an episode end), plus the observation history ``prev_obs[k] =
-obs_{max(0, t-k)}`` (``[H, 8]``, ``k = 0..H-1``) and the frame index ``t``, from which REMAC builds
+A training sample is ``(obs_t, A = actions[t : t + H])``: ``obs`` float ``[O]``, ``actions`` float
+``[H, A]`` (chunks never cross an episode end; ``O``, ``A`` from the dataset's ``meta/info.json``,
+8 and 2 for the chase task), plus the observation history ``prev_obs[k] =
+obs_{max(0, t-k)}`` (``[H, O]``, ``k = 0..H-1``) and the frame index ``t``, from which REMAC builds
 the stale prefix the asynchronous loop commits (a chunk predicted ``e`` steps earlier).
 """
 
@@ -16,14 +17,22 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
 
 from robotics_remac.env import (
+    ACTION_DIM,
     DEFAULT_PARAMS,
+    OBS_DIM,
     ChaseParams,
     expert_action,
     observe,
     reset_batch,
     step_batch,
 )
-from robotics_remac.lerobot import Episode, RemacFormatError, read_lerobot_dataset
+from robotics_remac.lerobot import (
+    TASK_FPS,
+    Episode,
+    RemacFormatError,
+    dataset_dims,
+    read_lerobot_dataset,
+)
 
 __all__ = ["ChunkDataset", "DemoDataModule", "collect_demonstrations"]
 
@@ -98,10 +107,15 @@ class DemoDataModule(L.LightningDataModule):
 
     Args:
         data_dir: a LeRobot v2.1 dataset (``robotics-remac collect`` writes one); ``None``
-            generates ``n_episodes`` expert episodes in memory (seed ``seed``).
+            generates ``n_episodes`` expert episodes in memory (seed ``seed``). Its
+            ``meta/info.json`` is read at construction: ``obs_dim`` / ``action_dim`` are the
+            declared ``features[observation.state|action].shape`` (linked into the model; 8 / 2
+            for generated demonstrations).
         horizon: chunk length ``H`` (linked into the model).
         batch_size: chunks per batch.
         val_fraction: share of *episodes* held out for validation/test (at least one).
+        fps: the frame rate ``data_dir`` must declare (the chase task's 20; ``null`` accepts any,
+            e.g. to train on another robot's dataset).
     """
 
     def __init__(
@@ -112,10 +126,15 @@ class DemoDataModule(L.LightningDataModule):
         horizon: int = 8,
         batch_size: int = 256,
         val_fraction: float = 0.1,
+        fps: float | None = TASK_FPS,
     ) -> None:
         super().__init__()
         if not 0.0 < val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+        self.fps = fps
+        self.obs_dim, self.action_dim = (
+            (OBS_DIM, ACTION_DIM) if data_dir is None else dataset_dims(Path(data_dir))
+        )
         self.save_hyperparameters()
         self.data_dir, self.n_episodes, self.seed = data_dir, n_episodes, seed
         self.horizon, self.batch_size, self.val_fraction = horizon, batch_size, val_fraction
@@ -126,7 +145,9 @@ class DemoDataModule(L.LightningDataModule):
         if self.train_set is not None:
             return
         if self.data_dir is not None:
-            episodes = read_lerobot_dataset(Path(self.data_dir))
+            episodes = read_lerobot_dataset(
+                Path(self.data_dir), self.fps, self.obs_dim, self.action_dim
+            )
         else:
             episodes = collect_demonstrations(self.n_episodes, self.seed)
         if len(episodes) < 2:

@@ -1,7 +1,9 @@
 """LightningModules: the flow-matching base policy (optionally training-time RTC) and the REMAC
 LoRA finetune (with the switches of the paper's ablation ladder).
 
-Batches are ``{"obs": [B, 8], "actions": [B, H, 2]}`` (:class:`robotics_remac.data.DemoDataModule`).
+Batches are ``{"obs": [B, O], "actions": [B, H, A], "prev_obs": [B, H, O], "frame": [B]}``
+(:class:`robotics_remac.data.DemoDataModule`; ``O``, ``A`` linked from the dataset's
+``meta/info.json``).
 """
 
 from __future__ import annotations
@@ -157,7 +159,7 @@ class RemacModule(L.LightningModule):
         base_ckpt: checkpoint of the base policy (Lightning ``.ckpt`` of :class:`FlowPolicyModule`
             or a policy file); ``None`` starts from a randomly initialised base (tests only).
         horizon, obs_dim, action_dim, channels, hidden, token_hidden, depth: base sizes (taken from
-            ``base_ckpt`` when given).
+            ``base_ckpt`` when given; horizon, obs_dim and action_dim must then equal the data's).
     """
 
     def __init__(
@@ -197,10 +199,15 @@ class RemacModule(L.LightningModule):
             from robotics_remac.checkpoint import load_policy
 
             policy = load_policy(base_ckpt).policy.train()
-            if policy.horizon != horizon:
-                raise ValueError(
-                    f"{base_ckpt}: base horizon {policy.horizon} != data horizon {horizon}"
-                )
+            for key, value in (
+                ("horizon", horizon),
+                ("obs_dim", obs_dim),
+                ("action_dim", action_dim),
+            ):
+                if policy.config[key] != value:
+                    raise ValueError(
+                        f"{base_ckpt}: base {key} {policy.config[key]} != data {key} {value}"
+                    )
         else:
             policy = FlowPolicy(obs_dim, action_dim, horizon, channels, hidden, token_hidden, depth)
         self.hparams["policy_config"] = dict(policy.config)

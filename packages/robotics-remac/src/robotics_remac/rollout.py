@@ -38,9 +38,11 @@ __all__ = [
     "METHODS",
     "Chunker",
     "MethodSpec",
+    "async_merge",
     "check_delay",
     "default_exec_horizon",
     "make_chunker",
+    "paired_difference_ci",
     "rollout",
     "wilson_interval",
 ]
@@ -52,8 +54,8 @@ TE_DECAY = 0.01  # ACT temporal ensembling: weight exp(-0.01·i), i = 0 the olde
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """``policy``: which trained policy (key); ``sampler``: how a chunk is drawn; ``execution``:
-    "async", "sync" or "te"."""
+    """``policy``: which trained policy (key; "" = none, the planner); ``sampler``: how a chunk is
+    drawn; ``execution``: "async", "sync" or "te"."""
 
     policy: str
     sampler: str
@@ -71,6 +73,10 @@ METHODS: dict[str, MethodSpec] = {
     "lora_only": MethodSpec("lora_only", "euler", "async", "LoRA-only finetune"),
     "remac": MethodSpec("remac", "prefix_zeros", "async", "REMAC (prefix-preserved)"),
     "remac_noise": MethodSpec("remac", "prefix_noise", "async", "REMAC (noise start)"),
+    "remac_remainder": MethodSpec(
+        "remac", "prefix_remainder", "async", "REMAC (start from the remainder, as upstream)"
+    ),
+    "planner": MethodSpec("", "planner", "async", "prefix-aware planner (ceiling, knows dynamics)"),
 }
 
 
@@ -91,15 +97,24 @@ def check_delay(delay: int, exec_horizon: int, horizon: int) -> None:
 
 
 def make_chunker(
-    sampler: str, policy: FlowPolicy, steps: int = 5, bid_samples: int = 16, beta: float = 5.0
+    sampler: str,
+    policy: FlowPolicy | None,
+    steps: int = 5,
+    bid_samples: int = 16,
+    beta: float = 5.0,
 ) -> Chunker:
-    """The chunk sampler ``sampler`` of :data:`METHODS` bound to ``policy``."""
+    """The chunk sampler ``sampler`` of :data:`METHODS` bound to ``policy`` (``planner``: the
+    model-based :func:`robotics_remac.planner.prefix_aware_planner`, no policy)."""
+    if sampler == "planner":
+        from robotics_remac.planner import prefix_aware_planner
+
+        return prefix_aware_planner()
 
     def chunk(obs, prefix, d, e, gen):  # type: ignore[no-untyped-def]
         if sampler == "euler":
             return euler_sample(policy, obs, steps, gen)
-        if sampler in ("prefix_zeros", "prefix_noise"):
-            start = "zeros" if sampler == "prefix_zeros" else "noise"
+        if sampler in ("prefix_zeros", "prefix_noise", "prefix_remainder"):
+            start = sampler.removeprefix("prefix_")
             merged = getattr(policy, "merged_delay", None)
             return prefix_preserved_sample(
                 policy, obs, prefix, d, steps, start, gen, use_mask=merged is None
@@ -115,6 +130,17 @@ def make_chunker(
     return chunk
 
 
+def async_merge(
+    old: torch.Tensor, new: torch.Tensor, delay: int, exec_horizon: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One chunk boundary of the asynchronous loop (upstream ``eval_flow.py``,
+    ``execute_chunk``): the executed actions ``cat(old[:, :d], new[:, d:e])`` ``[B, e, A]`` and
+    the next committed chunk ``cat(new[:, e:], 0)`` ``[B, H, A]`` (zero-padded)."""
+    execute = torch.cat([old[:, :delay], new[:, delay:exec_horizon]], dim=1)
+    pad = torch.zeros(new.shape[0], exec_horizon, new.shape[2], dtype=new.dtype)
+    return execute, torch.cat([new[:, exec_horizon:], pad.to(new.device)], dim=1)
+
+
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
     """95 % Wilson score interval of a success rate."""
     if n == 0:
@@ -124,6 +150,23 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def paired_difference_ci(
+    a: np.ndarray, b: np.ndarray, z: float = 1.96
+) -> tuple[float, float, float]:
+    """Mean of the paired per-episode differences ``a_i - b_i`` (``a``, ``b`` ``[n]`` successes of
+    two methods on the *same* episodes) with its 95 % interval ``mean ± z·sd/√n`` (normal
+    approximation, sample sd): ``(mean, low, high)``."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1 or len(a) < 2:
+        raise ValueError(
+            f"need two equal-length 1-D samples of >= 2 episodes, got {a.shape}, {b.shape}"
+        )
+    diff = a - b
+    mean = float(diff.mean())
+    half = z * float(diff.std(ddof=1)) / math.sqrt(len(diff))
+    return mean, mean - half, mean + half
 
 
 @dataclass
@@ -201,10 +244,9 @@ def rollout(
     while t < params.max_steps and not state.done.all():
         obs = torch.from_numpy(observe(state))
         new = chunker(obs, old, d_hat, e, gen)
+        execute, next_old = async_merge(old, new, delay, e)
         if execution == "sync":
             execute = new[:, :e]
-        else:
-            execute = torch.cat([old[:, :delay], new[:, delay:e]], dim=1)
         if execution == "te":
             te_chunks = [c for c in te_chunks if c[0] + horizon > t] + [(t, t + delay, new)]
         for i in range(e):
@@ -220,7 +262,7 @@ def rollout(
             step_batch(state, a, rng, params)
             prev = a
         t += e
-        old = torch.cat([new[:, e:], torch.zeros(n_episodes, e, new.shape[2])], dim=1)
+        old = next_old
         if progress is not None:
             progress(e)
     return RolloutStats(

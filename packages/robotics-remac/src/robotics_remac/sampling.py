@@ -64,19 +64,25 @@ def prefix_preserved_sample(
 ) -> torch.Tensor:
     """REMAC sampling (paper Sec. 3.3): ``x <- m ⊙ (x + dt·v) + (1 - m) ⊙ prefix``.
 
-    ``start="zeros"``: the initial state is the prefix in front and zeros in the tail (upstream
-    ``model_async_lora.action`` starts from the whole previous remainder instead);
-    ``start="noise"``: Gaussian noise in the tail. ``use_mask=False`` calls the policy without the
+    ``start="zeros"``: the initial state is the prefix in front and zeros in the tail (not
+    upstream's); ``start="remainder"``: the whole ``prefix`` (the previous chunk's remainder, zero
+    padded), as upstream ``model_async_lora.LoRAFlowPolicy.action``; ``start="noise"``: Gaussian
+    noise in the tail. ``use_mask=False`` calls the policy without the
     mask (a merged policy has the mask folded in).
     """
     b, h, a = prefix.shape
     m = delay_mask(delay, h, b).to(prefix.device)[..., None]
-    tail = (
-        torch.zeros_like(prefix)
-        if start == "zeros"
-        else _noise((b, h, a), generator, prefix.device)
-    )
-    x = m * tail + (1 - m) * prefix
+    if start not in ("zeros", "remainder", "noise"):
+        raise ValueError(f"start must be zeros, remainder or noise, got {start!r}")
+    if start == "remainder":
+        x = prefix.clone()
+    else:
+        tail = (
+            torch.zeros_like(prefix)
+            if start == "zeros"
+            else _noise((b, h, a), generator, prefix.device)
+        )
+        x = m * tail + (1 - m) * prefix
     net_mask = m[..., 0] if use_mask else None
     dt = 1.0 / steps
     for k in range(steps):

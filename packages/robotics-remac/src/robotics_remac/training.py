@@ -44,7 +44,13 @@ def fit_base(
     datamodule: DemoDataModule, epochs: int, policy_kwargs: dict[str, Any], **module_kwargs: Any
 ) -> FlowPolicy:
     """Trains a base (or training-time RTC) policy; returns it in eval mode."""
-    module = FlowPolicyModule(horizon=datamodule.horizon, **policy_kwargs, **module_kwargs)
+    module = FlowPolicyModule(
+        horizon=datamodule.horizon,
+        obs_dim=datamodule.obs_dim,
+        action_dim=datamodule.action_dim,
+        **policy_kwargs,
+        **module_kwargs,
+    )
     quiet_trainer(max_epochs=epochs, **TRAINER_SETTINGS).fit(module, datamodule)
     return module.policy.eval()
 
