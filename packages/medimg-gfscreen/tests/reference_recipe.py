@@ -1,7 +1,7 @@
 """Deterministic weights and input for the reference test against the official GF-Screen code.
 
 Pure numpy / torch (no medimg_gfscreen import), so that the one-time script that ran the
-official code (``tests/data/reference/gfscreen_valid.json``, field ``command``) and
+official code (``reference_make_gfscreen.py``, in a scratch environment) and
 ``test_reference_gfscreen.py`` build the same weights for the same official key names and the
 same input volume.
 """

@@ -333,3 +333,120 @@ def test_fit_tiny_under_ddp_on_two_cpu_processes(synth_dir: Path, tmp_path: Path
     ]
     metrics = (tmp_path / "lightning_logs" / "version_0" / "metrics.csv").read_text()
     assert "val/dsc" in metrics.splitlines()[0]
+
+
+def test_fit_with_workers_refuses_a_non_ct_image_in_one_line(
+    synth_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """With DataLoader workers (every paper config: num_workers 4) the voxel checks ran in a
+    worker, whose error reached the CLI re-wrapped without its cause: a traceback, exit 1, after
+    Lightning's start-up. Now they run in the main process before the Trainer."""
+    payload = json.loads(_absolute_datalist(synth_dir, tmp_path).read_text())
+    entry = payload["training"][0]
+    source = nib.load(entry["image"])
+    data = np.random.default_rng(0).uniform(0, 1, size=source.shape).astype(np.float32)
+    entry["image"] = str(tmp_path / "unit_0000.nii.gz")
+    nib.save(nib.Nifti1Image(data, source.affine), entry["image"])
+    datalist = tmp_path / "unit.json"
+    datalist.write_text(json.dumps(payload))
+    line = _one_line_error(capsys, ["fit", "--config", "tiny", f"--data.init_args.datalist={datalist}",
+                                    "--data.init_args.num_workers=2", "--trainer.max_epochs=1",
+                                    f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+    assert entry["name"] in line and "Hounsfield" in line
+
+
+def _chest_weights(tiny_weights: Path, tmp_path: Path) -> Path:
+    """The tiny weights recorded as trained on the chest window, gate 0.5."""
+    payload = torch.load(tiny_weights, weights_only=True)
+    payload["hparams"]["threshold"] = 0.5
+    payload["preprocessing"] = {"region": "chest", "prenormalized": False}
+    path = tmp_path / "chest.pt"
+    torch.save(payload, path)
+    return path
+
+
+def test_screen_uses_the_training_hu_window(
+    synth_dir: Path, tiny_weights: Path, tmp_path: Path
+) -> None:
+    """A gfscreen_chest model was screened with the abdomen window ([-175, 250] HU instead of
+    [-900, 650]): --region defaulted to abdomen whatever the training used."""
+    from medimg_gfscreen.io import load_datalist
+    from medimg_gfscreen.screen import load_screen_module, screen_file
+    from medimg_gfscreen.transforms import val_transforms
+
+    weights = _chest_weights(tiny_weights, tmp_path)
+    module = load_screen_module(weights)
+    item = load_datalist(synth_dir / "datalist.json", "validation")[0]
+    expected = module.screen(val_transforms("chest", module.roi_size)(item)["image"][None])
+    info = screen_file(Path(item["image"]), weights, tmp_path / "m.nii.gz", progress=False)
+    assert info["preprocessing"] == {"region": "chest", "prenormalized": False}
+    assert [t["p"] for t in info["tiles"]] == pytest.approx([t[1] for t in expected.tiles], 1e-6)
+
+
+def test_screen_refuses_a_region_other_than_the_trainings(
+    synth_dir: Path, tiny_weights: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    weights = _chest_weights(tiny_weights, tmp_path)
+    image = sorted((synth_dir / "imagesTr").glob("*_0000.nii.gz"))[0]
+    args = ["screen", str(image), "--ckpt", str(weights), "--quiet", "--region", "abdomen"]
+    line = _one_line_error(capsys, [*args, "--out", str(tmp_path / "a.nii.gz")])
+    assert "chest" in line and "abdomen" in line and "--allow-mismatch" in line
+    run = run_main(main, [*args, "--out", str(tmp_path / "b.nii.gz"), "--allow-mismatch"], capsys)
+    assert run.code == 0, run.err
+
+
+def test_lightning_checkpoint_records_the_data_modules_window(
+    tiny_weights: Path, tmp_path: Path
+) -> None:
+    """A Lightning .ckpt keeps the data module's hyperparameters; load_weights ignored them."""
+    from medimg_gfscreen.screen import load_weights
+
+    tiny = torch.load(tiny_weights, weights_only=True)
+    state = {f"focus.{k}": v for k, v in tiny["focus"].items()}
+    state |= {f"glance.{k}": v for k, v in tiny["glance"].items()}
+    ckpt = {"state_dict": state, "hyper_parameters": tiny["hparams"],
+            "datamodule_hyper_parameters": {"region": "chest", "prenormalized": False,
+                                            "roi_size": (32, 32, 16)}}  # fmt: skip
+    torch.save(ckpt, tmp_path / "last.ckpt")
+    expected = {"region": "chest", "prenormalized": False}
+    assert load_weights(tmp_path / "last.ckpt")["preprocessing"] == expected
+    # export carries it into the .pt that screen reads
+    assert (
+        main(["export", "--ckpt", str(tmp_path / "last.ckpt"), "--out", str(tmp_path / "w.pt")])
+        == 0
+    )
+    assert torch.load(tmp_path / "w.pt", weights_only=True)["preprocessing"] == expected
+
+
+def test_screen_no_hu_check_accepts_ct_without_air(
+    tmp_path: Path, tiny_weights: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A CT in HU cropped inside the body (no voxel <= -200 HU) could only be screened with
+    --prenormalized, which also dropped the HU window."""
+    data = np.full((48, 48, 16), 40, np.int16)
+    data[10:30, 10:30, 4:12] = -100  # fat
+    image = tmp_path / "inside_0000.nii.gz"
+    nib.save(nib.Nifti1Image(data, np.diag([1, 1, 3, 1.0])), image)
+    args = ["screen", str(image), "--ckpt", str(tiny_weights), "--quiet"]
+    line = _one_line_error(capsys, [*args, "--out", str(tmp_path / "a.nii.gz")])
+    assert "inside" in line and "--no-hu-check" in line
+    run = run_main(main, [*args, "--out", str(tmp_path / "b.nii.gz"), "--no-hu-check"], capsys)
+    assert run.code == 0, run.err
+
+
+def test_predict_refuses_two_images_of_one_case_before_writing(
+    synth_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """x.nii and x_0000.nii.gz in predict_dir both map to x.nii.gz: the first mask was written,
+    then the second write stopped the run with FileExistsError."""
+    images = _four_images(synth_dir, tmp_path / "images")
+    first = sorted(images.iterdir())[0]
+    twin = images / first.name.replace("_0000.nii.gz", ".nii.gz")
+    twin.write_bytes(first.read_bytes())
+    out = tmp_path / "masks"
+    line = _one_line_error(capsys, ["predict", "--config", "tiny",
+                                    "--data.init_args.datalist=unused.json",
+                                    f"--data.init_args.predict_dir={images}",
+                                    f"--data.init_args.output_dir={out}"])  # fmt: skip
+    assert first.name in line and twin.name in line
+    assert not out.exists() or not any(out.iterdir())

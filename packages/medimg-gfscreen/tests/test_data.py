@@ -1,11 +1,16 @@
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
+import nibabel as nib
+import numpy as np
+import pytest
 import torch
 
 from medimg_gfscreen.data import GFScreenDataModule, image_folder_items
+from medimg_gfscreen.io import GFScreenFormatError
 
 
 def _module(synth_dir: Path, cache: Path, **kw) -> GFScreenDataModule:
@@ -82,3 +87,69 @@ def test_training_crops_repeat_under_one_seed(synth_dir: Path, tmp_path: Path) -
         return next(iter(dm.train_dataloader()))["image"]
 
     assert torch.equal(first_batch(), first_batch())
+
+
+def _unit_interval_case(synth_dir: Path, tmp_path: Path) -> tuple[Path, str]:
+    """The synthetic datalist (absolute paths) with training case 0's image replaced by a float
+    [0, 1] image of the same grid; returns the datalist and that case's name."""
+    payload = json.loads((synth_dir / "datalist.json").read_text())
+    for key in ("training", "validation"):
+        for entry in payload[key]:
+            entry["image"] = str(synth_dir / entry["image"])
+            entry["label"] = str(synth_dir / entry["label"])
+    entry = payload["training"][0]
+    source = nib.load(entry["image"])
+    data = np.random.default_rng(0).uniform(0, 1, size=source.shape).astype(np.float32)
+    image = tmp_path / "unit_0000.nii.gz"
+    nib.save(nib.Nifti1Image(data, source.affine), image)
+    entry["image"] = str(image)
+    path = tmp_path / "datalist.json"
+    path.write_text(json.dumps(payload))
+    return path, entry["name"]
+
+
+def test_setup_checks_voxel_values_in_this_process(synth_dir: Path, tmp_path: Path) -> None:
+    """The voxel checks ran inside the DataLoader (its workers with num_workers > 0, where the
+    error lost its cause); now setup runs them, and fills the cache the loaders read."""
+    datalist, name = _unit_interval_case(synth_dir, tmp_path)
+    dm = GFScreenDataModule(str(datalist), roi_size=(32, 32, 16), num_samples=2, batch_size=2,
+                            cache_dir=str(tmp_path / "cache"), num_workers=2)  # fmt: skip
+    with pytest.raises(Exception) as info:
+        dm.setup("fit")
+    error = info.value
+    while not isinstance(error, GFScreenFormatError) and error.__cause__ is not None:
+        error = error.__cause__
+    assert isinstance(error, GFScreenFormatError) and name in str(error)
+    good = _module(synth_dir, tmp_path / "cache2")
+    good.setup("validate")
+    assert len(list(good.cache_folder().glob("*.pt"))) == len(good.items["validation"])
+
+
+def test_predict_folder_with_two_files_of_one_case_is_refused(tmp_path: Path) -> None:
+    """x.nii and x_0000.nii.gz both map to mask x.nii.gz: the second write failed mid-run after
+    the first mask was written."""
+    folder = tmp_path / "images"
+    folder.mkdir()
+    data = np.zeros((8, 8, 4), np.int16)
+    for name in ("x.nii", "x_0000.nii.gz", "y_0000.nii.gz"):
+        nib.save(nib.Nifti1Image(data, np.eye(4)), folder / name)
+    with pytest.raises(GFScreenFormatError) as info:
+        image_folder_items(folder)
+    message = str(info.value)
+    assert "x.nii " in message and "x_0000.nii.gz" in message and "\n" not in message
+
+
+def test_predict_with_workers_checks_voxel_values_in_this_process(tmp_path: Path) -> None:
+    """predict reads its images uncached; with workers the checks would run there only."""
+    folder = tmp_path / "images"
+    folder.mkdir()
+    data = np.random.default_rng(0).uniform(0, 1, size=(40, 40, 16)).astype(np.float32)
+    nib.save(nib.Nifti1Image(data, np.diag([1, 1, 3, 1.0])), folder / "unit_0000.nii.gz")
+    dm = GFScreenDataModule("unused.json", roi_size=(32, 32, 16), predict_dir=str(folder),
+                            output_dir=str(tmp_path / "out"), num_workers=2)  # fmt: skip
+    with pytest.raises(Exception) as info:
+        dm.setup("predict")
+    error = info.value
+    while not isinstance(error, GFScreenFormatError) and error.__cause__ is not None:
+        error = error.__cause__
+    assert isinstance(error, GFScreenFormatError) and "unit" in str(error)

@@ -147,14 +147,23 @@ def test_write_datalist_folds_partition_the_cases(tmp_path: Path) -> None:
         write_datalist(cases, tmp_path / "f0.json")
 
 
-def test_write_datalist_uses_monais_partition(tmp_path: Path) -> None:
-    """The hold-out is MONAI's seeded partition_dataset of the cases."""
-    from monai.data import partition_dataset
-
+def test_write_datalist_hold_out_is_a_seeded_partition(tmp_path: Path) -> None:
+    """The hold-out has the requested size, training and validation are disjoint and together
+    every case, the same seed gives the same split and some other seed another one."""
     cases = _cases(tmp_path, 10)
-    payload = json.loads(write_datalist(cases, tmp_path / "d.json", val_fraction=0.3).read_text())
-    _, val = partition_dataset([c["name"] for c in cases], ratios=[7, 3], shuffle=True, seed=0)
-    assert sorted(e["name"] for e in payload["validation"]) == sorted(val)
+
+    def split(seed: int, name: str) -> tuple[list[str], list[str]]:
+        out = write_datalist(cases, tmp_path / name, val_fraction=0.3, seed=seed)
+        payload = json.loads(out.read_text())
+        return ([e["name"] for e in payload["training"]],
+                [e["name"] for e in payload["validation"]])  # fmt: skip
+
+    train, val = split(0, "a.json")
+    assert len(val) == 3 and len(train) == 7
+    assert not set(train) & set(val) and set(train) | set(val) == {c["name"] for c in cases}
+    assert split(0, "b.json") == (train, val)
+    others = {tuple(sorted(split(seed, f"s{seed}.json")[1])) for seed in range(1, 6)}
+    assert others - {tuple(sorted(val))}  # not a fixed list whatever the seed
 
 
 def test_write_datalist_never_leaves_validation_empty(tmp_path: Path) -> None:

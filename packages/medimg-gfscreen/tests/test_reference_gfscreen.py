@@ -2,12 +2,16 @@
 ``data/reference/gfscreen_valid.json``).
 
 The official ``GFScreen_RL`` model (ResNet-18 Glance, SwinUNETR-v2 Focus with feature size 12) was
-built once in a scratch environment, its state dict filled by ``reference_recipe.py`` (weights
-seeded by each official key name, a head offset so that the gate selects two of four tiles), and
+built once in a scratch environment by ``reference_make_gfscreen.py`` (which imports the official
+repository from a path on its command line; rerun 2026-12-04, bit-identical numbers), its state
+dict filled by ``reference_recipe.py`` (weights
+seeded by each official key name, a head offset so that the gate selects three of four tiles), and
 ``GFScreen_RL.valid`` run on the recipe's 120x96x80 volume. The JSON holds the official key names
 and shapes, the tile corners and Glance scores, the compress ratio; the NPZ the mask and the
 lesion probability on a 4-voxel subsample. Here the same weights are written in the official
-checkpoint layout, loaded through our loader and screened with our gated inference.
+checkpoint layout, loaded through our loader and screened with our gated inference. The tiles,
+Glance scores and compress ratio, and the Focus output on one tile, run in the default suite; the
+whole gated inference (three Focus tiles) is marked slow.
 """
 
 from __future__ import annotations
@@ -50,8 +54,39 @@ def official_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The recipe's weights saved as upstream's ``save_checkpoint`` saves them."""
     state = RECIPE.recipe_state_dict(_our_official_layout(), META["head_offset"])
     path = tmp_path_factory.mktemp("official") / "model_final.pt"
-    torch.save({"epoch": 0, "best_acc": 0.0, "state_dict": state}, path)
+    # upstream: val_acc_max = np.mean(...) then save_checkpoint(..., best_acc=val_acc_max)
+    torch.save({"epoch": 0, "best_acc": np.float64(0.83), "state_dict": state}, path)
     return path
+
+
+def _as_saved_by_numpy_1(path: Path, out: Path) -> Path:
+    """``path`` with numpy's scalar reconstructor under its numpy 1.x name (``numpy.core``), as
+    in checkpoints written with upstream's numpy 1.x."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            data = src.read(info.filename)
+            if info.filename.endswith("data.pkl"):
+                assert b"numpy._core.multiarray\nscalar" in data
+                data = data.replace(b"numpy._core.multiarray\n", b"numpy.core.multiarray\n")
+            dst.writestr(info, data)
+    return out
+
+
+def test_official_checkpoint_with_a_numpy_best_acc_loads(
+    official_checkpoint: Path, tmp_path: Path
+) -> None:
+    """Upstream's model_final.pt holds best_acc as a numpy float64: a plain
+    torch.load(weights_only=True) refuses it ("Weights only load failed"); ours reads it, still
+    with weights_only=True, whether numpy 1.x or 2.x pickled the scalar."""
+    with pytest.raises(Exception, match="Weights only load failed"):
+        torch.load(official_checkpoint, map_location="cpu", weights_only=True)
+    old_numpy = _as_saved_by_numpy_1(official_checkpoint, tmp_path / "model_final_np1.pt")
+    for path in (official_checkpoint, old_numpy):
+        weights = load_weights(path)
+        assert weights["hparams"]["focus_arch"] == "swin_unetr"
+        assert set(weights["glance"]) and set(weights["focus"])
 
 
 def test_official_key_names_and_shapes_map_onto_ours() -> None:
@@ -79,7 +114,44 @@ def test_official_checkpoint_loads_with_its_architecture(official_checkpoint: Pa
     )
 
 
-@pytest.mark.slow
+def test_tiles_and_glance_scores_match_the_official_valid(official_checkpoint: Path) -> None:
+    """The Glance half of the official ``valid()`` in the default suite (a few seconds): our
+    tile grid gives the official tile corners, our Glance on those tiles the official scores, and
+    the gate p > 0.9 the official compress ratio. The Focus half (mask) is the slow test below."""
+    from medimg_gfscreen.inference import tile_slices
+
+    volume = torch.from_numpy(RECIPE.reference_volume())[None, None]
+    module = load_screen_module(official_checkpoint)
+    tiles = tile_slices(volume.shape[2:], module.roi_size, module.hparams.overlap)
+    assert [[s.start for s in tile] for tile in tiles] == META["tile_starts"]
+    crops = torch.cat([volume[(..., *tile)] for tile in tiles])
+    with torch.no_grad():
+        p = module.glance(crops).softmax(1)[:, 1]
+    assert p.tolist() == pytest.approx(META["tile_p"], abs=1e-4)
+    assert float((p > module.hparams.threshold).float().mean()) == META["compress_ratio"]
+
+
+def test_focus_on_one_tile_matches_the_official_valid(official_checkpoint: Path) -> None:
+    """The Focus half in the default suite on one tile (one SwinUNETR forward): where only the
+    selected tile at (24, 0, 16) covers the volume (x >= 96, z >= 16), the official valid()'s
+    lesion probability and mask are that tile's Focus softmax, unaveraged."""
+    volume = torch.from_numpy(RECIPE.reference_volume())[None, None]
+    assert META["tile_starts"][3] == [24, 0, 16] and META["tile_p"][3] > 0.9
+    assert META["tile_p"][2] < 0.9  # the only other tile reaching x >= 96 is not selected
+    module = load_screen_module(official_checkpoint)
+    with torch.no_grad():
+        lesion = module.focus(volume[..., 24:120, 0:96, 16:80]).softmax(1)[0, 1].numpy()
+    data = np.load(REFERENCE / "gfscreen_valid_mask.npz")
+    official_prob = data["lesion_prob"][24:30, :, 4:20]  # volume x 96:120:4, z 16:80:4
+    assert np.allclose(lesion[72::4, ::4, ::4], official_prob, atol=1e-4)
+    shape = tuple(int(v) for v in data["shape"])
+    official = np.unpackbits(data["mask"])[: int(np.prod(shape))].reshape(shape)[96:, :, 16:]
+    ours = (lesion[72:] > 0.5).astype(np.uint8)
+    clear = np.abs(lesion[72:] - 0.5) >= 1e-4
+    assert official.any() and np.array_equal(ours[clear], official[clear])
+
+
+@pytest.mark.slow  # Focus (SwinUNETR) on three 96x96x64 tiles: ~20 s on one quiet core
 def test_gated_inference_matches_the_official_valid(official_checkpoint: Path) -> None:
     volume = RECIPE.reference_volume()
     assert RECIPE.volume_digest(volume) == META["volume_sha256"]

@@ -153,3 +153,18 @@ def test_training_pipeline_accepts_a_trailing_singleton_axis(tmp_path: Path) -> 
     crops = train_transforms("abdomen", ROI, num_samples=2)({"image": str(image),
                                                               "label": str(label)})  # fmt: skip
     assert [tuple(c["image"].shape) for c in crops] == [(1, *ROI)] * 2
+
+
+def test_check_hu_off_accepts_ct_without_air_and_keeps_the_window(tmp_path: Path) -> None:
+    """A genuine CT in HU cropped inside the body (no voxel <= -200 HU) was refused, and the only
+    opt-out (prenormalized) also dropped the HU window; check_hu=False keeps the window."""
+    data = np.full((40, 40, 16), 40.0, np.float32)  # soft tissue
+    data[10:30, 10:30, 4:12] = -100.0  # fat: about -100 HU, above the air/lung limit
+    path = _volume(tmp_path, "inside", data)
+    with pytest.raises(Exception) as info:
+        infer_transforms("abdomen", ROI)({"image": str(path), "name": "inside"})
+    assert "check_hu" in str(_format_error(info.value))
+    out = infer_transforms("abdomen", ROI, check_hu=False)({"image": str(path)})["image"]
+    values = sorted(np.unique(np.round(np.asarray(out), 4)).tolist())
+    # abdomen window [-175, 250] -> [0, 1]: 40 HU -> 0.5059, -100 HU -> 0.1765
+    assert values == pytest.approx([round(75 / 425, 4), round(215 / 425, 4)], abs=1e-4)

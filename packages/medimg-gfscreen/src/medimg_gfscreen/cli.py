@@ -162,13 +162,25 @@ def screen_main(argv: Sequence[str]) -> int:
         "--device", default=None,
         help="cpu, cuda, cuda:1, ... (default: CUDA when PyTorch sees one; ICLR26_DEVICE overrides)",
     )  # fmt: skip
-    parser.add_argument("--region", default="abdomen", choices=sorted(HU_WINDOWS))
+    parser.add_argument(
+        "--region", default=None, choices=sorted(HU_WINDOWS),
+        help="HU window (default: the training's, as the checkpoint records it; abdomen when it "
+        "records none, e.g. official checkpoints)",
+    )  # fmt: skip
     parser.add_argument("--threshold", type=float, default=None, help="gate (default: ckpt's)")
     parser.add_argument("--overlap", type=float, default=None, help="tile overlap (ckpt's)")
     parser.add_argument(
-        "--prenormalized", action="store_true",
+        "--prenormalized", action=argparse.BooleanOptionalAction, default=None,
         help="the image is already scaled to [0, 1] (no HU window; by default an image that does "
-        "not look like CT in Hounsfield units is refused)",
+        "not look like CT in Hounsfield units is refused; default: the training's)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-hu-check", dest="check_hu", action="store_false",
+        help="accept a CT in HU without air in view (no voxel <= -200 HU); keeps the HU window",
+    )  # fmt: skip
+    parser.add_argument(
+        "--allow-mismatch", action="store_true",
+        help="use --region / --prenormalized even where they differ from the training's",
     )  # fmt: skip
     parser.add_argument("--quiet", action="store_true", help="no per-tile lines, no progress")
     parser.add_argument("--overwrite", action="store_true")
@@ -188,8 +200,13 @@ def screen_main(argv: Sequence[str]) -> int:
         parser.error(str(error))
     info = screen_file(ns.image, ns.ckpt, ns.out, device, ns.region, ns.threshold,
                        ns.overlap, progress=not ns.quiet, overwrite=ns.overwrite,
-                       prenormalized=ns.prenormalized)  # fmt: skip
+                       prenormalized=ns.prenormalized, check_hu=ns.check_hu,
+                       allow_mismatch=ns.allow_mismatch)  # fmt: skip
     if not ns.quiet:
+        pre = info["preprocessing"]
+        source = "the checkpoint's" if "region" in info["recorded"] else "not recorded: default"
+        window = "none (prenormalized)" if pre["prenormalized"] else f"{pre['region']}"
+        print(f"HU window: {window} (region {source})")
         print("tile centres in the input image: voxel index (i, j, k) and world RAS (mm)")
         for tile in info["tiles"]:
             i, j, k = tile["voxel"]
@@ -218,10 +235,11 @@ def export_main(argv: Sequence[str]) -> int:
         raise FileExistsError(f"{ns.out} exists; not overwriting it (use --overwrite)")
     import torch
 
-    from medimg_gfscreen.screen import load_screen_module
+    from medimg_gfscreen.screen import load_screen_module, load_weights
 
-    module = load_screen_module(ns.ckpt)
-    torch.save(module.export_weights(), ns.out)
+    weights = load_weights(ns.ckpt)
+    module = load_screen_module(ns.ckpt, weights=weights)
+    torch.save(module.export_weights(weights["preprocessing"]), ns.out)
     print(f"wrote {ns.out}")
     return 0
 

@@ -11,8 +11,9 @@ HU_WINDOWS: dict[str, tuple[float, float]] = {
     "abdomen": (-175.0, 250.0),
     "chest": (-900.0, 650.0),
 }
-# CT plausibility check (``transforms.CheckValuesd``): a CT in Hounsfield units holds air / lung /
-# fat at or below HU_AIR_MAX and soft tissue at or above HU_TISSUE_MIN.
+# CT plausibility check (``transforms.CheckValuesd``): a CT in Hounsfield units holds air / lung
+# at or below HU_AIR_MAX (fat, about -100 HU, does not reach it) and soft tissue at or above
+# HU_TISSUE_MIN.
 HU_AIR_MAX = -200.0
 HU_TISSUE_MIN = 0.0
 # The paper's Focus sub-volume (voxels at SPACING_MM) and the Focus defaults.

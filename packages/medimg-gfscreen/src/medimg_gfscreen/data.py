@@ -5,7 +5,9 @@ sub-volumes (upstream: 4 x 4 = 16), consecutive per volume, so sub-volume ``i`` 
 ``i // num_samples``. Validation / test / predict batches are single whole volumes.
 
 Every case is checked from its NIfTI headers before loading (:func:`medimg_gfscreen.io.
-check_case`); voxel values are checked when a volume is first loaded. The deterministic part of
+check_case`); voxel values are checked when a volume is first preprocessed, in ``setup`` in the
+main process (before any DataLoader worker: a worker's error would reach the main process
+re-wrapped, without the case it names). The deterministic part of
 the pipeline (load, checks, orientation, spacing, window, crop) is cached on disk with MONAI's
 ``PersistentDataset`` as upstream, in a folder named after the preprocessing settings under
 ``cache_dir`` (default ``iclr26_common.cachedir.cache_root()/medimg-gfscreen``); each entry is
@@ -30,7 +32,13 @@ from medimg_gfscreen.io import (
     load_datalist,
     parse_label_map,
 )
-from medimg_gfscreen.transforms import hu_window, infer_transforms, train_transforms, val_transforms
+from medimg_gfscreen.transforms import (
+    hu_window,
+    infer_transforms,
+    train_transforms,
+    val_transforms,
+    value_check_transforms,
+)
 
 __all__ = ["GFScreenDataModule", "image_folder_items"]
 
@@ -46,7 +54,16 @@ def image_folder_items(folder: Path) -> list[dict[str, str]]:
     images = sorted(p for p in folder.iterdir() if p.name.endswith(NIFTI_SUFFIXES))
     if not images:
         raise GFScreenFormatError(f"image folder {folder} holds no .nii / .nii.gz images")
-    return [{"image": str(p.resolve()), "name": case_name(p)} for p in images]
+    seen: dict[str, Path] = {}
+    for image in images:
+        name = case_name(image)
+        if name in seen:  # both would be written to output_dir/<name>.nii.gz
+            raise GFScreenFormatError(
+                f"image folder {folder}: {seen[name].name} and {image.name} are both case "
+                f"{name!r} (mask {name}.nii.gz); rename one"
+            )
+        seen[name] = image
+    return [{"image": str(p.resolve()), "name": name} for name, p in seen.items()]
 
 
 class GFScreenDataModule(L.LightningDataModule):
@@ -62,6 +79,8 @@ class GFScreenDataModule(L.LightningDataModule):
         or the string ``"1:0,2:1"``. Default ``{1: 1}``.
     prenormalized: images are already scaled to [0, 1] (no HU window, no HU check); by default
         an image that does not look like CT in Hounsfield units is an error.
+    check_hu: the HU plausibility check (some voxel <= -200 HU, some >= 0 HU); False keeps the
+        HU window but accepts a CT without air in view (e.g. a field of view inside the body).
     test_key: datalist key of the test set (default: the validation key).
     predict_dir: folder of ``.nii`` / ``.nii.gz`` images for ``predict`` (no labels needed);
         default: the test list's images.
@@ -90,6 +109,7 @@ class GFScreenDataModule(L.LightningDataModule):
         cache_dir: str | None = None,
         num_workers: int = 0,
         check_cases: bool = True,
+        check_hu: bool = True,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -110,6 +130,8 @@ class GFScreenDataModule(L.LightningDataModule):
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.num_workers = num_workers
         self.check_cases = check_cases
+        self.check_hu = bool(check_hu)
+        self._checked: set[str] = set()
         self.train_key, self.val_key = train_key, val_key
         self.test_key = test_key or val_key
         self.items: dict[str, list[dict[str, Any]]] = {}
@@ -147,12 +169,17 @@ class GFScreenDataModule(L.LightningDataModule):
         return [self.output_dir / f"{item['name']}.nii.gz" for item in self.predict_items()]
 
     def setup(self, stage: str | None = None) -> None:
+        """Checks the stage's datalist entries (headers) and, in this process, their voxel values
+        (:meth:`check_values`), so that bad data is one error naming the case before training."""
+        keys = []
         if stage in (None, "fit"):
-            self._items(self.train_key)
+            keys.append(self.train_key)
         if stage in (None, "fit", "validate"):
-            self._items(self.val_key)
+            keys.append(self.val_key)
         if stage in (None, "test"):
-            self._items(self.test_key)
+            keys.append(self.test_key)
+        for key in dict.fromkeys(keys):
+            self.check_values(key)
         if stage == "predict":
             taken = [str(p) for p in self.mask_paths() if p.exists()]
             if taken:
@@ -160,6 +187,26 @@ class GFScreenDataModule(L.LightningDataModule):
                     f"{len(taken)} mask(s) exist, not replacing them: {', '.join(taken[:3])} "
                     "(field 'output_dir')"
                 )
+            if self.num_workers > 0 and "predict" not in self._checked:
+                check = value_check_transforms(self.prenormalized, self.check_hu, label=False)
+                for item in self.predict_items():
+                    check(dict(item))
+                self._checked.add("predict")
+
+    def check_values(self, key: str) -> None:
+        """Runs the cached, deterministic part of the pipeline (voxel checks included) in this
+        process for every entry of datalist list ``key`` that has no cache file yet, writing the
+        ``PersistentDataset`` cache that the DataLoader (and its workers) then read. Entries
+        already cached were checked when they were written: later starts test only that the
+        cache files exist. Deterministic transforms only: the random state is not touched."""
+        if key in self._checked:
+            return
+        dataset = self._dataset(self._items(key), self._base_transform())
+        for item in dataset.data:
+            digest = dataset.hash_func(item).decode("utf-8") + dataset.transform_hash
+            if not (Path(dataset.cache_dir) / f"{digest}.pt").is_file():
+                dataset._cachecheck(item)  # MONAI's cache fill (computes, checks, writes)
+        self._checked.add(key)
 
     # ----- datasets -----
     def cache_folder(self) -> Path:
@@ -169,6 +216,8 @@ class GFScreenDataModule(L.LightningDataModule):
         recipe = {"version": CACHE_VERSION, "region": self.region, "spacing": self.spacing,
                   "roi": self.roi_size, "label_map": sorted(self.label_map.items()),
                   "prenormalized": self.prenormalized}  # fmt: skip
+        if not self.check_hu:  # a cache written without the check must not serve a checked run
+            recipe["check_hu"] = False
         root = self.cache_dir or cache_root() / "medimg-gfscreen"
         return root / f"persistent-{recipe_digest(recipe)}"
 
@@ -196,19 +245,26 @@ class GFScreenDataModule(L.LightningDataModule):
             collate_fn=list_data_collate,
         )  # fmt: skip
 
+    def _base_transform(self):
+        """The deterministic chain with labels (validation / test; the cached prefix of
+        training's): what :meth:`check_values` runs into the cache."""
+        return val_transforms(
+            self.region, self.roi_size, self.label_map, self.spacing, self.prenormalized,
+            self.check_hu,
+        )  # fmt: skip
+
     def train_dataloader(self):
         transform = train_transforms(
             self.region, self.roi_size, self.num_samples, self.label_map, self.spacing,
-            self.prenormalized,
+            self.prenormalized, self.check_hu,
         )  # fmt: skip
         return self._loader(self._dataset(self._items(self.train_key), transform),
                             self.batch_size, shuffle=True)  # fmt: skip
 
     def _whole_volumes(self, key: str):
-        transform = val_transforms(
-            self.region, self.roi_size, self.label_map, self.spacing, self.prenormalized
+        return self._loader(
+            self._dataset(self._items(key), self._base_transform()), 1, shuffle=False
         )
-        return self._loader(self._dataset(self._items(key), transform), 1, shuffle=False)
 
     def val_dataloader(self):
         return self._whole_volumes(self.val_key)
@@ -221,7 +277,7 @@ class GFScreenDataModule(L.LightningDataModule):
         ``Invertd`` checks that the inverted transforms are the applied ones (by object id)."""
         if self._infer is None:
             self._infer = infer_transforms(
-                self.region, self.roi_size, self.spacing, self.prenormalized
+                self.region, self.roi_size, self.spacing, self.prenormalized, self.check_hu
             )
         return self._infer
 

@@ -292,11 +292,17 @@ class GFScreenModule(L.LightningModule):
             rates.append(result.selection_rate)
         return {"names": list(batch.get("name", [])), "masks": masks, "selection_rates": rates}
 
-    def export_weights(self) -> dict[str, Any]:
-        """Focus + Glance weights and the architecture, loadable with ``weights_only=True``."""
+    def export_weights(self, preprocessing: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Focus + Glance weights, the architecture and the training's preprocessing
+        (``{region, prenormalized}`` of the data module, which ``screen`` then applies), loadable
+        with ``weights_only=True``."""
         hp = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.hparams.items()}
+        pre = {
+            k: (list(v) if isinstance(v, tuple) else v) for k, v in (preprocessing or {}).items()
+        }
         return {
             "focus": self.focus.state_dict(),
             "glance": self.glance.state_dict(),
             "hparams": dict(hp),
+            "preprocessing": pre,
         }

@@ -126,7 +126,8 @@ PATCH_MERGINGS = ("monai", "legacy")
 def _legacy_patch_merging():
     """MONAI <= 1.4's ``PatchMerging`` (SwinUNETR's default ``downsample="merging"``), whose eight
     2x2x2 neighbours were gathered as (0,0,0) (1,0,0) (0,1,0) (0,0,1) (1,0,1) (0,1,0) (0,0,1)
-    (1,1,1): three neighbours twice, three never. MONAI 1.5 corrected the order; weights trained
+    (1,1,1): (0,1,0) and (0,0,1) twice, (1,1,0) and (0,1,1) never (six distinct neighbours).
+    MONAI 1.5 corrected the order; weights trained
     with the old one (upstream's, which needs ``SwinUNETR(img_size=...)``, i.e. MONAI < 1.5)
     only reproduce their outputs with it."""
     from monai.networks.nets.swin_unetr import PatchMergingV2

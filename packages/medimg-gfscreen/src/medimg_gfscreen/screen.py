@@ -28,24 +28,50 @@ __all__ = [
     "invert_mask",
     "load_screen_module",
     "load_weights",
+    "resolve_preprocessing",
     "save_mask",
     "screen_file",
     "tile_positions",
 ]
 
 
+def numpy_scalar_globals() -> list[Any]:
+    """What ``torch.load(weights_only=True)`` must allow to read a pickled numpy scalar such as
+    upstream's ``best_acc`` (``np.mean(...)``, a float64, saved beside the official
+    ``state_dict``): numpy's scalar reconstructor under its numpy 1.x (``numpy.core``) and 2.x
+    (``numpy._core``) names, ``np.dtype`` and the dtype classes of numpy's numeric scalars. No
+    callable that could run code is allowed (still ``weights_only=True``)."""
+    try:
+        from numpy._core.multiarray import scalar  # numpy >= 2
+    except ImportError:  # pragma: no cover - numpy 1.x
+        from numpy.core.multiarray import scalar
+
+    dtypes = [np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+              np.uint8, np.uint16, np.uint32, np.uint64, np.bool_]  # fmt: skip
+    return [
+        (scalar, "numpy.core.multiarray.scalar"),
+        (scalar, "numpy._core.multiarray.scalar"),
+        np.dtype,
+        *(type(np.dtype(t)) for t in dtypes),
+    ]
+
+
 def load_weights(path: Path) -> dict[str, Any]:
     """Reads exported weights (``{focus, glance, hparams}``), a Lightning ``.ckpt`` or an official
     GF-Screen checkpoint (``{state_dict: {glance_model.*, segmentation_model.*}}``, see
-    :mod:`medimg_gfscreen.official`), all with ``torch.load(weights_only=True)``; returns
-    ``{focus, glance, hparams}``."""
+    :mod:`medimg_gfscreen.official`), all with ``torch.load(weights_only=True)`` (numpy scalars
+    allowed: upstream saves ``best_acc`` as a numpy float64); returns ``{focus, glance, hparams,
+    preprocessing}``. ``preprocessing`` is what the training's data module used (``region``,
+    ``prenormalized``) where the file records it: exported weights' ``preprocessing`` field, a
+    Lightning checkpoint's ``datamodule_hyper_parameters``; empty for official checkpoints."""
     from medimg_gfscreen.official import from_official_state_dict, is_official_state_dict
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        with torch.serialization.safe_globals(numpy_scalar_globals()):
+            payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
         raise GFScreenFormatError(
             f"checkpoint {path} cannot be read with torch.load(weights_only=True): "
@@ -53,29 +79,67 @@ def load_weights(path: Path) -> dict[str, Any]:
         ) from None
     if isinstance(payload, dict) and "focus" in payload and "glance" in payload:
         return {"focus": payload["focus"], "glance": payload["glance"],
-                "hparams": dict(payload.get("hparams", {}))}  # fmt: skip
+                "hparams": dict(payload.get("hparams", {})),
+                "preprocessing": _preprocessing(payload.get("preprocessing"))}  # fmt: skip
     if isinstance(payload, dict) and isinstance(payload.get("state_dict"), dict):
         state = payload["state_dict"]
         if is_official_state_dict(state):
-            return from_official_state_dict(state, where=str(path))
+            return {**from_official_state_dict(state, where=str(path)), "preprocessing": {}}
         focus = {k[len("focus.") :]: v for k, v in state.items() if k.startswith("focus.")}
         glance = {k[len("glance.") :]: v for k, v in state.items() if k.startswith("glance.")}
         if focus and glance:
             return {"focus": focus, "glance": glance,
-                    "hparams": dict(payload.get("hyper_parameters", {}))}  # fmt: skip
+                    "hparams": dict(payload.get("hyper_parameters", {})),
+                    "preprocessing": _preprocessing(
+                        payload.get("datamodule_hyper_parameters"))}  # fmt: skip
     raise GFScreenFormatError(
         f"checkpoint {path} holds no Focus and Glance weights (fields 'focus' / 'glance', "
         "'state_dict' with focus.* and glance.* keys, or an official GF-Screen 'state_dict')"
     )
 
 
-def load_screen_module(path: Path, device: str = "cpu", **overrides: Any):
-    """A :class:`GFScreenModule` with the checkpoint's architecture and weights, in eval mode."""
+PREPROCESSING_FIELDS = ("region", "prenormalized")
+
+
+def _preprocessing(record: Any) -> dict[str, Any]:
+    """The training's ``region`` / ``prenormalized`` out of a recorded mapping (tuples as lists)."""
+    if not isinstance(record, dict):
+        return {}
+    out = {k: record[k] for k in PREPROCESSING_FIELDS if k in record}
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+
+
+def resolve_preprocessing(
+    recorded: dict[str, Any], given: dict[str, Any], where: str, allow_mismatch: bool = False
+) -> dict[str, Any]:
+    """``region`` / ``prenormalized`` for inference: a value given (not None) wins only where the
+    checkpoint records none or equals it; a given value that differs from the recorded one is a
+    :class:`GFScreenFormatError` unless ``allow_mismatch``. Unrecorded and not given: abdomen,
+    not prenormalized (upstream's abdomen window)."""
+    defaults = {"region": "abdomen", "prenormalized": False}
+    out = {}
+    for field in PREPROCESSING_FIELDS:
+        value, known = given.get(field), recorded.get(field)
+        if isinstance(value, tuple):
+            value = list(value)
+        if value is not None and known is not None and value != known and not allow_mismatch:
+            raise GFScreenFormatError(
+                f"checkpoint {where} was trained with {field} {known!r}, not {value!r}: leave it "
+                "out to use the checkpoint's, or allow the mismatch (screen --allow-mismatch)"
+            )
+        out[field] = value if value is not None else known if known is not None else defaults[field]
+    return out
+
+
+def load_screen_module(path: Path, device: str = "cpu", weights: dict | None = None,
+                       **overrides: Any):  # fmt: skip
+    """A :class:`GFScreenModule` with the checkpoint's architecture and weights, in eval mode
+    (``weights``: what :func:`load_weights` returned for ``path``, to not read it twice)."""
     import inspect
 
     from medimg_gfscreen.lit_module import GFScreenModule
 
-    weights = load_weights(path)
+    weights = load_weights(path) if weights is None else weights
     allowed = set(inspect.signature(GFScreenModule.__init__).parameters) - {"self"}
     hparams = {k: v for k, v in weights["hparams"].items() if k in allowed}
     hparams.update({k: v for k, v in overrides.items() if v is not None})
@@ -152,16 +216,23 @@ def screen_file(
     ckpt: Path,
     out: Path,
     device: str = "cpu",
-    region: str = "abdomen",
+    region: str | Sequence[float] | None = None,
     threshold: float | None = None,
     overlap: float | None = None,
     progress: bool = True,
     overwrite: bool = False,
-    prenormalized: bool = False,
+    prenormalized: bool | None = None,
+    check_hu: bool = True,
+    allow_mismatch: bool = False,
 ) -> dict[str, Any]:
     """Screens ``image_path`` and writes the uint8 mask to ``out``; returns the tiles (start in
-    the preprocessed grid, centre as input voxel and world mm, p, selected), the selection rate
-    and the number of lesion voxels."""
+    the preprocessed grid, centre as input voxel and world mm, p, selected), the selection rate,
+    the number of lesion voxels and the preprocessing used.
+
+    ``region`` / ``prenormalized`` default to the training's, as the checkpoint records them
+    (:func:`resolve_preprocessing`; a different value given is refused unless
+    ``allow_mismatch``); ``check_hu=False`` skips the HU plausibility check and keeps the window.
+    """
     from medimg_gfscreen.inference import glance_focus_inference
     from medimg_gfscreen.transforms import infer_transforms
 
@@ -173,9 +244,14 @@ def screen_file(
     name = case_name(image_path)
     check_case({"image": str(image_path), "name": name}, require_label=False)
     source = read_nifti(image_path, "image", name)
-    module = load_screen_module(ckpt, device, overlap=overlap)
+    weights = load_weights(ckpt)
+    given = {"region": region, "prenormalized": prenormalized}
+    used = resolve_preprocessing(weights["preprocessing"], given, str(ckpt), allow_mismatch)
+    module = load_screen_module(ckpt, device, weights=weights, overlap=overlap)
     roi = module.roi_size
-    transform = infer_transforms(region, roi, module.hparams.spacing, prenormalized)
+    transform = infer_transforms(
+        used["region"], roi, module.hparams.spacing, used["prenormalized"], check_hu
+    )
     image = transform({"image": str(image_path), "name": name})["image"]
     result = glance_focus_inference(
         image[None], module.glance, module.focus, roi, overlap=module.hparams.overlap,
@@ -199,6 +275,8 @@ def screen_file(
         "selection_rate": result.selection_rate,
         "lesion_voxels": int(mask.sum()),
         "out": str(out),
+        "preprocessing": used,
+        "recorded": sorted(weights["preprocessing"]),
     }
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "infer_transforms",
     "train_transforms",
     "val_transforms",
+    "value_check_transforms",
 ]
 
 
@@ -53,9 +54,11 @@ class CheckValuesd(Transform):
     so a volume is decompressed for them once, not at every start):
 
     * the image has no NaN / inf voxel;
-    * unless ``prenormalized``, the image looks like CT in Hounsfield units: some voxel
-      <= ``HU_AIR_MAX`` (-200 HU: air, lung, fat) and some voxel >= ``HU_TISSUE_MIN`` (0 HU: soft
-      tissue). A [0, 1] image, an MR image or a CT stored without its rescale intercept fails;
+    * unless ``prenormalized`` or ``check_hu=False``, the image looks like CT in Hounsfield
+      units: some voxel <= ``HU_AIR_MAX`` (-200 HU: air, lung; fat is about -100 HU) and some
+      voxel >= ``HU_TISSUE_MIN`` (0 HU: soft tissue). A [0, 1] image, an MR image or a CT stored
+      without its rescale intercept fails; a genuine CT cropped inside the body (no air) fails
+      too, and passes with ``check_hu=False``, which keeps the HU window;
     * with ``prenormalized`` the image must lie in [0, 1] (it is used without the HU window);
     * the label (if any) holds finite, non-negative integers.
 
@@ -63,8 +66,9 @@ class CheckValuesd(Transform):
     """
 
     def __init__(self, image_key: str = "image", label_key: str | None = "label",
-                 prenormalized: bool = False) -> None:  # fmt: skip
+                 prenormalized: bool = False, check_hu: bool = True) -> None:  # fmt: skip
         self.image_key, self.label_key, self.prenormalized = image_key, label_key, prenormalized
+        self.check_hu = check_hu
 
     def __call__(self, data: Mapping[Hashable, Any]) -> dict[Hashable, Any]:
         d = dict(data)
@@ -81,12 +85,14 @@ class CheckValuesd(Transform):
                 f"{where} values lie in [{low:.4g}, {high:.4g}], not in [0, 1] as "
                 "prenormalized images must (field 'prenormalized'; CT in HU: leave it off)"
             )
-        if not self.prenormalized and not (low <= HU_AIR_MAX and high >= HU_TISSUE_MIN):
+        looks_like_hu = low <= HU_AIR_MAX and high >= HU_TISSUE_MIN
+        if not self.prenormalized and self.check_hu and not looks_like_hu:
             raise GFScreenFormatError(
                 f"{where} values lie in [{low:.4g}, {high:.4g}], which does not look like CT in "
-                f"Hounsfield units (expected air/fat <= {HU_AIR_MAX:g} HU and tissue >= "
+                f"Hounsfield units (expected air/lung <= {HU_AIR_MAX:g} HU and tissue >= "
                 f"{HU_TISSUE_MIN:g} HU); for images already scaled to [0, 1] set "
-                "prenormalized (field 'prenormalized')"
+                "prenormalized (field 'prenormalized'); for a CT in HU without air in view turn "
+                "the check off (field 'check_hu', screen --no-hu-check)"
             )
         if self.label_key and self.label_key in d:
             label = torch.as_tensor(d[self.label_key])
@@ -143,6 +149,7 @@ def _base(
     label_map: Mapping[int, int] | None,
     spacing: Sequence[float] = SPACING_MM,
     prenormalized: bool = False,
+    check_hu: bool = True,
 ) -> list:
     """The deterministic chain shared by training, evaluation and inference (upstream order)."""
     from monai import transforms as T
@@ -152,7 +159,7 @@ def _base(
     steps: list = [
         T.LoadImaged(keys=keys, image_only=True),
         T.EnsureChannelFirstd(keys=keys),
-        CheckValuesd("image", "label" if "label" in keys else None, prenormalized),
+        CheckValuesd("image", "label" if "label" in keys else None, prenormalized, check_hu),
         T.Orientationd(keys=keys, axcodes="RAS", labels=(("L", "R"), ("P", "A"), ("I", "S"))),
         T.Spacingd(keys=keys, pixdim=tuple(spacing), mode=modes),
     ]
@@ -176,6 +183,7 @@ def train_transforms(
     label_map: Mapping[int, int] | None = None,
     spacing: Sequence[float] = SPACING_MM,
     prenormalized: bool = False,
+    check_hu: bool = True,
 ):
     """Deterministic part + random sub-volumes and augmentation; one item -> ``num_samples``.
 
@@ -187,7 +195,7 @@ def train_transforms(
     keys = ["image", "label"]
     return T.Compose(
         [
-            *_base(keys, region, roi_size, label_map, spacing, prenormalized),
+            *_base(keys, region, roi_size, label_map, spacing, prenormalized, check_hu),
             T.RandCropByPosNegLabeld(
                 keys=keys,
                 label_key="label",
@@ -214,12 +222,13 @@ def val_transforms(
     label_map: Mapping[int, int] | None = None,
     spacing: Sequence[float] = SPACING_MM,
     prenormalized: bool = False,
+    check_hu: bool = True,
 ):
     """Whole preprocessed volumes with labels (validation / test)."""
     from monai import transforms as T
 
     keys = ["image", "label"]
-    return T.Compose(_base(keys, region, roi_size, label_map, spacing, prenormalized))
+    return T.Compose(_base(keys, region, roi_size, label_map, spacing, prenormalized, check_hu))
 
 
 def infer_transforms(
@@ -227,10 +236,27 @@ def infer_transforms(
     roi_size: Sequence[int],
     spacing: Sequence[float] = SPACING_MM,
     prenormalized: bool = False,
+    check_hu: bool = True,
 ):
     """The image alone through the same chain as validation (foreground crop included), so that
     ``screen`` / ``predict`` see the tiles ``test`` sees; every step is invertible
     (``monai.transforms.Invertd`` maps a mask back onto the input grid)."""
     from monai import transforms as T
 
-    return T.Compose(_base(["image"], region, roi_size, None, spacing, prenormalized))
+    return T.Compose(_base(["image"], region, roi_size, None, spacing, prenormalized, check_hu))
+
+
+def value_check_transforms(prenormalized: bool = False, check_hu: bool = True, label: bool = True):
+    """Load + :class:`CheckValuesd` alone: the voxel checks ``predict`` runs in the main process
+    when DataLoader workers are used (a worker's error reaches the main process re-wrapped,
+    without the case it names)."""
+    from monai import transforms as T
+
+    keys = ["image", "label"] if label else ["image"]
+    return T.Compose(
+        [
+            T.LoadImaged(keys=keys, image_only=True),
+            T.EnsureChannelFirstd(keys=keys),
+            CheckValuesd("image", "label" if label else None, prenormalized, check_hu),
+        ]
+    )
