@@ -180,8 +180,10 @@ def test_each_method_makes_the_edit(tiny, world, setup, method) -> None:  # type
     editor = Editor(fresh_copy(tiny), method, CFG, stats, basis)
     before = _margin(editor.lm, reqs)
     z0 = _residual_at_subject(editor.lm, 0, reqs)
+    rome = method == "rome"  # ROME scales clamp and decay by the MLP output (compute_v)
     target = z0 + value_targets(editor.lm, 0, reqs, CFG, suit=method == "suit",
-                                clamp=CFG.rome_clamp if method == "rome" else None)  # fmt: skip
+                                clamp=CFG.rome_clamp if rome else None,
+                                reference="ffn" if rome else "residual")  # fmt: skip
     editor.edit(reqs)
     z1 = _residual_at_subject(editor.lm, 0, reqs)
     err = float((z1 - target).norm() / (target - z0).norm())

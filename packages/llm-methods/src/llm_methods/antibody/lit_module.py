@@ -26,6 +26,7 @@ from llm_methods.antibody.model import (
     AntibodyConfig,
     LambdaEMA,
     _norm,
+    adamw,
     antibody_align_grads,
     booster_align_grads,
     sft_grads,
@@ -114,8 +115,7 @@ class AntibodyModule(L.LightningModule):
         self.net.train()
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        params = [p for p in self.net.parameters() if p.requires_grad]
-        return torch.optim.AdamW(params, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        return adamw(self.net, self.hparams.lr, self.hparams.weight_decay)  # as the HF Trainer
 
     def transfer_batch_to_device(
         self, batch: Any, device: torch.device, dataloader_idx: int

@@ -2,7 +2,8 @@
 
 Every ``*_grads`` function returns the update direction as a list of tensors (one per trainable
 parameter, the parameters' shapes) plus a dict of logs; :func:`train` turns a recipe into an
-AdamW loop (gradient clipping 1.0, as the HF Trainer default of the official code). Batches are
+AdamW loop built as the HF Trainer of the official code builds it (:func:`adamw`: no weight
+decay on biases and normalisation weights; gradient clipping 1.0, the Trainer default). Batches are
 dicts of ``ids`` [B, T], ``attn`` [B, T] and ``loss_mask`` [B, T] (1 on response tokens).
 
 Alignment stage (paper Sec. 3.1), with ``g_X = ∇_θ L_X``:
@@ -39,6 +40,7 @@ from llm_methods.lm.errors import LMError
 __all__ = [
     "AntibodyConfig",
     "LambdaEMA",
+    "adamw",
     "antibody_align_grads",
     "booster_align_grads",
     "lambda_code",
@@ -293,6 +295,24 @@ def weighted_finetune_grads(model: nn.Module, params: Sequence[nn.Parameter], ba
     }
 
 
+def adamw(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW over the trainable parameters as the HF ``Trainer.create_optimizer`` of the official
+    code builds it (``get_decay_parameter_names``): ``weight_decay`` on every parameter except
+    biases and the weights of LayerNorm / RMSNorm layers, which get none."""
+    norms = {id(p) for m in model.modules()
+             if "LayerNorm" in type(m).__name__ or "RMSNorm" in type(m).__name__
+             for p in m.parameters(recurse=False)}  # fmt: skip
+    decay, plain = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (plain if "bias" in name or id(p) in norms else decay).append(p)
+    groups = [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": plain, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW([g for g in groups if g["params"]], lr=lr)
+
+
 @dataclass
 class TrainLog:
     logs: list[dict] = field(default_factory=list)
@@ -302,10 +322,10 @@ class TrainLog:
 def train(model: nn.Module, step_fn: Callable[[list[nn.Parameter], int], tuple[Grads, dict]],
           steps: int, lr: float = 1e-3, weight_decay: float = 0.1,
           clip: float = 1.0) -> TrainLog:  # fmt: skip
-    """AdamW (constant lr, as the official scripts) driven by ``step_fn(params, step)``, which
-    returns the update direction; the direction is clipped to ``clip`` global norm."""
+    """:func:`adamw` (constant lr, as the official scripts) driven by ``step_fn(params, step)``,
+    which returns the update direction; the direction is clipped to ``clip`` global norm."""
     params = _params(model)
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    opt = adamw(model, lr, weight_decay)
     log = TrainLog()
     start = time.perf_counter()
     model.train()

@@ -5,18 +5,24 @@ vector added to the residual stream after layer ``L`` at the subject's last toke
 that the prompt continues with ``target_new`` (−log p, plus KL(current ‖ unedited) of the
 next-token distribution at the subject of ``"{subject} is a"`` and a weight decay ‖δ‖/‖h‖²),
 projected onto the ball of radius ``clamp·‖h‖`` after each step, stopping once the loss is
-below 5e-2. SUIT restricts it to δ' = (hᵀw₂ − hᵀw₁)w₁ + (hᵀw₁ − hᵀw₂)w₂ = −(hᵀ(w₁ − w₂))(w₁ − w₂),
+below 5e-2; h is the unedited residual (MEMIT/AlphaEdit ``compute_z``) or, for ROME, the
+unedited MLP output there (``compute_v`` adds δ to the MLP output). SUIT restricts it to δ' = (hᵀw₂ − hᵀw₁)w₁ + (hᵀw₁ − hᵀw₂)w₂ = −(hᵀ(w₁ − w₂))(w₁ − w₂),
 a rank-one form along w₁ − w₂, with penalty λ(ŵ₁ᵀŵ₂)².
 
 Weight updates of the FFN output projection ``W`` ``[d, d_ff]`` (keys ``K`` ``[n, d_ff]``,
 residuals ``R`` ``[n, d]``, key second moment ``C``):
 
-- ROME (rank one, one layer): ΔW = δ (C⁻¹k)ᵀ / (kᵀC⁻¹k);
+- ROME (rank one, one layer): ΔW = δ (C⁻¹k̄)ᵀ / (k*ᵀC⁻¹k̄), k̄ the key averaged over the
+  context templates, k* the key of the bare prompt;
 - MEMIT (spread over ``layers``): ΔW = Rᵀ K (λ_C C + KᵀK)⁻¹, R split as (z − z_cur)/(layers left);
 - AlphaEdit: ΔW = [(P(KᵀK + K_pᵀK_p) + αI)⁻¹ P Kᵀ R]ᵀ with P the projector on the null space
   of C (eigenvalues below ``null_threshold``, absolute as the official code) and K_p the keys
   of earlier edits;
 - SUIT: AlphaEdit with keys k' = (I − U_m U_mᵀ)k, and the update reads only k' (ΔW ← ΔW(I − UUᵀ)).
+
+MEMIT / AlphaEdit / SUIT keys are averaged over the templates as the official ``compute_ks``
+(the first template weighs 1/2, the others share 1/2). ``tests/test_reference_suit.py`` checks
+ROME, MEMIT and AlphaEdit against the official code.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from llm_methods.lm import LM, LMError, collate, replace_residual
+from llm_methods.lm import LM, LMError, capture_sublayers, collate, replace_residual
 from llm_methods.suit.data import EditRequest
 from llm_methods.suit.keys import (
     CONTEXT_TEMPLATES,
@@ -52,6 +58,7 @@ __all__ = [
 METHODS = ("rome", "memit", "alphaedit", "suit")
 KL_PROMPT = "{} is a"
 EARLY_STOP_LOSS = 5e-2  # official compute_v / compute_z: stop once the value loss is below
+RIDGE = 1e-10  # ROME: C + RIDGE·mean eigenvalue·I, so that a singular C (few tokens) solves
 
 
 @dataclass(frozen=True)
@@ -121,25 +128,35 @@ def value_targets(
     cfg: EditConfig,
     suit: bool = False,
     clamp: float | None = None,
+    reference: str = "residual",
 ) -> torch.Tensor:
     """Change ``[n, d]`` of the residual stream after ``layer`` at each subject's last token
-    (main prompt) that makes the model say ``target_new``."""
+    (main prompt) that makes the model say ``target_new``.
+
+    ``reference`` names the vector whose norm scales the weight decay and the clamp:
+    ``"residual"`` (MEMIT / AlphaEdit ``compute_z``: the layer's output) or ``"ffn"`` (ROME
+    ``compute_v``, which adds δ to the MLP output: that output's norm)."""
+    if reference not in ("residual", "ffn"):
+        raise ValueError(f"reference must be 'residual' or 'ffn', got {reference!r}")
     clamp = cfg.clamp if clamp is None else clamp
     flags = [(p, p.requires_grad) for p in lm.model.parameters()]
     for p, _ in flags:  # gradients only for the value vector, not the 135M weights
         p.requires_grad_(False)
     try:
-        return _value_targets(lm, layer, requests, cfg, suit, clamp)
+        return _value_targets(lm, layer, requests, cfg, suit, clamp, reference)
     finally:
         for p, flag in flags:
             p.requires_grad_(flag)
 
 
 def _value_targets(
-    lm: LM, layer: int, requests: Sequence[EditRequest], cfg: EditConfig, suit: bool, clamp: float
-) -> torch.Tensor:
+    lm: LM, layer: int, requests: Sequence[EditRequest], cfg: EditConfig, suit: bool, clamp: float,
+    reference: str,
+) -> torch.Tensor:  # fmt: skip
     gen = torch.Generator().manual_seed(cfg.seed)  # CPU on purpose: same draws on every device
-    return torch.stack([_one_target(lm, layer, r, cfg, suit, clamp, gen) for r in requests])
+    return torch.stack(
+        [_one_target(lm, layer, r, cfg, suit, clamp, gen, reference) for r in requests]
+    )
 
 
 def kl_to_initial(current: torch.Tensor, initial: torch.Tensor) -> torch.Tensor:
@@ -160,12 +177,13 @@ def value_loss(nll: torch.Tensor, kl: torch.Tensor, add: torch.Tensor, h0: torch
 
 def _one_target(
     lm: LM, layer: int, req: EditRequest, cfg: EditConfig, suit: bool, clamp: float,
-    gen: torch.Generator,
+    gen: torch.Generator, reference: str = "residual",
 ) -> torch.Tensor:  # fmt: skip
     """The official value loop (ROME ``compute_v``, AlphaEdit ``compute_z``): Adam on δ for at
     most ``cfg.steps`` forwards (``steps − 1`` updates), stop early when the loss is below
     :data:`EARLY_STOP_LOSS`, after each update project δ onto the ball of radius
-    ``clamp·‖h‖`` (h: the unedited vector of the main prompt). KL is taken at the subject's last
+    ``clamp·‖h‖`` (h: the unedited vector of the main prompt, or the unedited MLP output there
+    for ``reference="ffn"``, ROME). KL is taken at the subject's last
     token of ``"{subject} is a"``, the position δ is added at. SUIT optimises (w₁, w₂) of
     δ' = (hᵀw₂ − hᵀw₁)(w₁ − w₂) (rank one, along w₁ − w₂) and projects by scaling both."""
     rows, idx, starts = _rows(lm, req, cfg.templates)
@@ -197,9 +215,12 @@ def _one_target(
         return h
 
     kl_init: torch.Tensor | None = None
+    ref: torch.Tensor | None = None  # ROME: the unedited MLP output (δ does not change it)
     for it in range(max(cfg.steps, 1)):
-        with replace_residual(lm, layer, fn):
+        with replace_residual(lm, layer, fn), capture_sublayers(lm, [layer], "ffn") as ffn:
             logits = lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+        if ref is None:
+            ref = ffn[lm.layer_index(layer)][0, idx[0]] if reference == "ffn" else state["h0"][0]
         logp = torch.log_softmax(logits.float(), -1)
         kl_logp = logp[-1:, kl_i]
         if kl_init is None:
@@ -207,7 +228,7 @@ def _one_target(
         nll = torch.stack([-logp[r, torch.arange(s - 1, s - 1 + len(target), device=lm.device),
                                  target_ids].mean() for r, s in enumerate(starts)]).mean()  # fmt: skip
         add, h0 = state["add"][0], state["h0"][0]
-        loss = value_loss(nll, kl_to_initial(kl_logp, kl_init), add, h0, cfg)
+        loss = value_loss(nll, kl_to_initial(kl_logp, kl_init), add, ref, cfg)
         if suit:
             cos = torch.dot(w1, w2) / (w1.norm() * w2.norm()).clamp_min(1e-12)
             loss = loss + cfg.lam * cos**2
@@ -217,7 +238,7 @@ def _one_target(
         loss.backward()
         opt.step()
         with torch.no_grad():  # project within the L2 ball of radius clamp·‖h‖
-            limit = clamp * h0.float().norm()
+            limit = clamp * ref.float().norm()
             if suit:
                 norm = _suit_delta(h0.float()[None], w1, w2).norm()
                 if norm > limit:  # δ' is quadratic in (w₁, w₂)
@@ -288,7 +309,7 @@ class Editor:
 
     def _keys(self, layer: int, requests: Sequence[EditRequest]) -> torch.Tensor:
         k = request_keys(self.lm, [layer], [r.prompt for r in requests], [r.subject for r in requests],
-                         self.cfg.templates)[layer]  # fmt: skip
+                         self.cfg.templates, grouped=True)[layer]  # fmt: skip
         if self.method == "suit":
             u = self.subject_basis[layer].to(k)
             k = k - (k @ u) @ u.T
@@ -309,15 +330,19 @@ class Editor:
         w += delta_w.to(device=w.device, dtype=w.dtype)
 
     def _rome(self, req: EditRequest) -> None:
+        """ROME's rank-one update (``execute_rome``): u = C⁻¹k̄ (k̄ the key averaged over the
+        context templates, ``compute_u``), ΔW = δ uᵀ / (k*ᵀu) with k* the key of the bare
+        prompt (``compute_v``), so ΔW k* = δ."""
         layer = self.layers[0]
-        delta = value_targets(self.lm, layer, [req], self.cfg, clamp=self.cfg.rome_clamp)[0]
-        k = request_keys(self.lm, [layer], [req.prompt], [req.subject], self.cfg.templates)[layer][
-            0
-        ]
-        k = k.double()
+        delta = value_targets(self.lm, layer, [req], self.cfg, clamp=self.cfg.rome_clamp,
+                              reference="ffn")[0]  # fmt: skip
+        k_mean = request_keys(self.lm, [layer], [req.prompt], [req.subject], self.cfg.templates)
+        k_star = request_keys(self.lm, [layer], [req.prompt], [req.subject], ("{}",))
+        k, k_star = k_mean[layer][0].double(), k_star[layer][0].double()
         c = self.stats[layer].double()
-        c_inv_k = torch.linalg.solve(c + 1e-6 * torch.eye(len(c), dtype=c.dtype), k)
-        self._apply(layer, torch.outer(delta.double(), c_inv_k) / torch.dot(c_inv_k, k))
+        ridge = RIDGE * torch.trace(c) / len(c)  # official: C⁻¹; only a singular C needs it
+        c_inv_k = torch.linalg.solve(c + ridge * torch.eye(len(c), dtype=c.dtype), k)
+        self._apply(layer, torch.outer(delta.double(), c_inv_k) / torch.dot(c_inv_k, k_star))
 
     def _batch(self, requests: list[EditRequest]) -> None:
         top = self.layers[-1]

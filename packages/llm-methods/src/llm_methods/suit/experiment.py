@@ -152,12 +152,13 @@ def sequential_curves(
 def subject_coverage(lm: Any, requests: list[Any], cfg: Any,
                      stats: dict[int, Any]) -> dict[str, float]:  # fmt: skip
     """Per edit layer, the mean share of the edited requests' key energy in the null space of C
-    (:func:`~llm_methods.suit.editors.null_space_share` with ``cfg``'s threshold rule)."""
+    (:func:`~llm_methods.suit.editors.null_space_share` with ``cfg``'s threshold rule; keys
+    averaged over the templates as AlphaEdit's ``compute_ks``, the keys the editors use)."""
     from llm_methods.suit.editors import null_space_projector, null_space_share
     from llm_methods.suit.keys import request_keys
 
     keys = request_keys(lm, list(cfg.layers), [r.prompt for r in requests],
-                        [r.subject for r in requests], cfg.templates)  # fmt: skip
+                        [r.subject for r in requests], cfg.templates, grouped=True)  # fmt: skip
     out = {}
     for layer in cfg.layers:
         p = null_space_projector(stats[layer], cfg.null_threshold, cfg.null_relative)

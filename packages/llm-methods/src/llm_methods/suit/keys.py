@@ -95,9 +95,14 @@ def request_keys(
     prompts: Sequence[str],
     subjects: Sequence[str],
     templates: Sequence[str] = CONTEXT_TEMPLATES,
+    grouped: bool = False,
 ) -> dict[int, torch.Tensor]:
     """Keys at each subject's last token, averaged over context templates: ``{layer: [n, d_ff]}``
-    on the CPU (the closed-form edits solve on the CPU in float64, like the statistics C)."""
+    on the CPU (the closed-form edits solve on the CPU in float64, like the statistics C).
+
+    ``grouped``: MEMIT's / AlphaEdit's ``compute_ks`` average, whose templates come in two groups
+    (``[["{}"], [the prefixed ones]]``) and which averages the group means: the first template
+    weighs 1/2 and the others share 1/2. Otherwise (ROME's ``compute_u``) a plain mean."""
     rows, idx = [], []
     for prompt, subject in zip(prompts, subjects, strict=True):
         for t in templates:
@@ -111,7 +116,11 @@ def request_keys(
     out = {}
     for layer in layers:
         k = store[layer][pick, torch.as_tensor(idx)].float()
-        out[layer] = k.view(len(prompts), len(templates), -1).mean(1).cpu()
+        k = k.view(len(prompts), len(templates), -1)
+        if grouped and len(templates) > 1:
+            out[layer] = (0.5 * k[:, 0] + 0.5 * k[:, 1:].mean(1)).cpu()
+        else:
+            out[layer] = k.mean(1).cpu()
     return out
 
 
