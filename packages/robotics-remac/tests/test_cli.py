@@ -111,6 +111,31 @@ def test_eval_planner_alone_needs_no_trained_policy(tmp_path: Path) -> None:
     assert all(float(r.split(",")[3]) > 0.5 for r in rows)  # the expert-based ceiling succeeds
 
 
+def test_eval_measured_delay(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from robotics_remac.checkpoint import save_policy
+    from robotics_remac.model import FlowPolicy
+
+    base = save_policy(tmp_path / "b.pt", FlowPolicy(channels=8, hidden=8, token_hidden=4), "base")
+    out = tmp_path / "ev"
+    # a 10 s control period: every (positive) latency is one step, so d = 1 at every boundary
+    assert main(["eval", "--policy", str(base), "--method", "planner", "--measured-delay", "2",
+                 "--control-period", "10", "--exec-horizon", "4", "--episodes", "16",
+                 "--out", str(out)]) == 0  # fmt: skip
+    import csv
+
+    (row,) = list(csv.DictReader((out / "results.csv").open()))
+    assert row["delay"] == "measured" and float(row["mean_delay"]) == 1.0
+    assert float(row["underestimated"]) == 0.0 and float(row["capped"]) == 0.0
+    assert not (out / "success_vs_delay.png").exists()
+    line = _one_line_error(capsys, ["eval", "--policy", str(base), "--measured-delay", "2",
+                                    "--assumed-delay", "1", "--out", str(out)])  # fmt: skip
+    assert "--assumed-delay cannot be combined" in line
+    line = _one_line_error(capsys, ["eval", "--policy", str(base), "--method", "planner",
+                                    "--measured-delay", "5", "--exec-horizon", "4",
+                                    "--out", str(out)])  # fmt: skip
+    assert "must satisfy" in line
+
+
 def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
     return assert_one_line_error(main, args, capsys, prog="robotics-remac")
 

@@ -10,6 +10,7 @@ from robotics_remac.experiment import (
     EXEC_HORIZON,
     EXPERIMENT,
     HORIZON,
+    LATENCY_BATCHES,
     LATENCY_RATIO_MAX,
     MEASURED_KEYS,
     NAIVE_DROP_MIN,
@@ -23,7 +24,8 @@ from robotics_remac.experiment import (
 GOOD = {
     "naive_d0": 0.9, "naive_d4": 0.5, "naive_d3": 0.6, "naive_drop": 0.4,
     "remac_d0": 0.9, "remac_d4": 0.8, "remac_drop": 0.1, "lora_only_d4": 0.52,
-    "remac_misestimated": 0.7, "naive_latency_ms": 1.0, "remac_merged_latency_ms": 1.02,
+    "remac_misestimated": 0.7, "naive_latency_ms_b1": 1.0, "remac_merged_latency_ms_b1": 1.02,
+    "latency_ratio_b1": 1.02, "latency_ratio_b8": 1.0, "latency_ratio_b32": 0.99,
     "latency_ratio": 1.02, "zero_action_d0": 0.1,
     "lora_only_d4_paired": 0.51, "naive_d4_paired": 0.5, "paired_diff": 0.01,
     "paired_ci_low": -0.015, "paired_ci_high": 0.035, "paired_episodes": 1200.0,
@@ -149,8 +151,14 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
     assert by_key["latency"].criterion_met == (measured["latency_ratio"] <= LATENCY_RATIO_MAX)
     naive_d0 = next(r for r in rows if (r["method"], r["delay"]) == ("naive", "0"))
     assert measured["naive_d0"] == pytest.approx(float(naive_d0["success"]), abs=1e-4)
-    assert result.metrics["latency_ratio"] == pytest.approx(
-        result.metrics["remac_merged_latency_ms"] / result.metrics["naive_latency_ms"], rel=1e-2
+    for b in LATENCY_BATCHES:  # claim (d) is measured in the loop at every batch size
+        ratio = (
+            result.metrics[f"remac_merged_latency_ms_b{b}"]
+            / (result.metrics[f"naive_latency_ms_b{b}"])
+        )
+        assert result.metrics[f"latency_ratio_b{b}"] == pytest.approx(ratio, rel=1e-2)
+    assert result.metrics["latency_ratio"] == max(
+        result.metrics[f"latency_ratio_b{b}"] for b in LATENCY_BATCHES
     )
 
 
@@ -195,3 +203,33 @@ def test_paired_comparison_uses_the_same_episodes() -> None:
     out = paired_comparison({"lora_only": policy, "base": policy}, 32, seed=1)
     assert out["paired_diff"] == out["paired_ci_low"] == out["paired_ci_high"] == 0.0
     assert out["paired_episodes"] == 32
+
+
+def test_claim_d_planted_slow_policy() -> None:
+    """Claim (d) judged on in-loop latencies: a planted slow "REMAC" (a policy sleeping 2 ms per
+    episode of the batch) fails it; the same two measurements the other way round pass it."""
+    import time
+
+    import torch
+
+    from robotics_remac.experiment import latency_metrics
+    from robotics_remac.latency import loop_latency
+
+    def fast(obs, prefix, d, e, gen):  # type: ignore[no-untyped-def]
+        return torch.zeros_like(prefix)
+
+    def slow(obs, prefix, d, e, gen):  # type: ignore[no-untyped-def]
+        time.sleep(0.002 * obs.shape[0])
+        return torch.zeros_like(prefix)
+
+    lat = loop_latency({"naive": fast, "remac_merged": slow}, (1, 8), 4, 2, HORIZON, EXEC_HORIZON)
+    m = latency_metrics(lat)
+    planted = {**GOOD, **{k: v for k, v in m.items() if k in GOOD}}
+    planted.update({f"latency_ratio_b{b}": m.get(f"latency_ratio_b{b}", 1.0) for b in (1, 8, 32)})
+    (held_before,) = [c for c in claims(GOOD) if "inference time" in c.text]
+    (slow_claim,) = [c for c in claims(planted) if "inference time" in c.text]
+    assert held_before.held and not slow_claim.held
+    swapped = latency_metrics({"naive": lat["remac_merged"], "remac_merged": lat["naive"]})
+    assert swapped["latency_ratio"] < 1 < m["latency_ratio"]
+    (fast_claim,) = [c for c in claims({**GOOD, **swapped}) if "inference time" in c.text]
+    assert fast_claim.held

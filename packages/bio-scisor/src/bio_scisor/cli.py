@@ -45,7 +45,7 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
 
 COMMANDS = {
     "score": "score the deletion variants of a ProteinGym indel CSV",
-    "proteingym": "score every assay of a DMS_indels.csv reference and summarise",
+    "proteingym": "score every assay of a DMS_indels.csv (or clinical_indels.csv) reference",
     "shrink": "shrink the sequences of a FASTA file by a percentage",
     "synth": "write a synthetic profile-HMM family and deletion assay",
     "configs": CONFIGS_HELP,
@@ -164,18 +164,36 @@ def proteingym_main(argv: Sequence[str]) -> int:
         "(assay CSVs in --dms-dir) and print ProteinGym's indel summary: Spearman per assay, "
         "averaged per (UniProt_ID, coarse_selection_type), per type, then across types, with "
         "ProteinGym's bootstrap SE, for all, single and multi deletions. Writes per-assay score "
-        "CSVs and summary.csv into --out.",
+        "CSVs and summary.csv into --out. With --benchmark clinical: ProteinGym's clinical indel "
+        "set (clinical_indels.csv, per-protein files with mutated_sequence and DMS_bin_score "
+        "Pathogenic/Benign), scored the same way; per-protein AUC of benign vs pathogenic and "
+        "their average.",
     )
-    parser.add_argument("--reference", type=Path, required=True, help="DMS_indels.csv")
+    parser.add_argument(
+        "--reference", type=Path, required=True, help="DMS_indels.csv or clinical_indels.csv"
+    )
     parser.add_argument("--dms-dir", type=Path, required=True, help="folder of assay CSVs")
+    parser.add_argument(
+        "--benchmark", choices=("dms", "clinical"), default="dms", help="which ProteinGym set"
+    )
     _add_ckpt_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, help="output folder (new)")
     parser.add_argument("--skip-non-deletions", action="store_true", help="skip insertions")
     ns = parser.parse_args(list(argv))
 
-    from bio_scisor.proteingym import score_reference
+    from bio_scisor.proteingym import score_clinical_reference, score_reference
 
     model, _ = _load_denoiser(ns.ckpt, ns.esm_config)
+    if ns.benchmark == "clinical":
+        clinical = score_clinical_reference(
+            model, ns.reference, ns.dms_dir, ns.out,
+            on_non_deletion="skip" if ns.skip_non_deletions else "error",
+        )  # fmt: skip
+        print(f"clinical AUC {clinical['auc']:.3f} ± {clinical['se']:.3f} "
+              f"({clinical['n_proteins']} proteins with both labels, "
+              f"{clinical['n_variants']} deletions)")  # fmt: skip
+        print(f"wrote {ns.out}")
+        return 0
     summary = score_reference(
         model, ns.reference, ns.dms_dir, ns.out,
         on_non_deletion="skip" if ns.skip_non_deletions else "error",

@@ -18,11 +18,14 @@ import numpy as np
 from bio_scisor.constants import AMINO_ACIDS
 
 __all__ = [
+    "ClinicalAssay",
     "DeletionAssay",
     "ScisorFormatError",
     "check_sequence",
     "encode",
     "is_deletion_of",
+    "read_clinical_indels",
+    "read_clinical_reference",
     "read_dms_indels",
     "read_reference",
     "read_sequences",
@@ -38,6 +41,11 @@ FORMATS = {
 }  # fmt: skip
 DMS_COLUMNS = ("mutated_sequence", "DMS_score")
 REFERENCE_COLUMNS = ("DMS_id", "DMS_filename", "UniProt_ID", "target_seq", "coarse_selection_type")
+# ProteinGym's clinical_indels.csv (one row per ClinVar protein): the fields relied on; the
+# optional ``mutated_sequence_column`` names the sequence column of the variant file.
+CLINICAL_REFERENCE_COLUMNS = ("DMS_id", "DMS_filename", "target_seq")
+CLINICAL_LABEL_COLUMN = "DMS_bin_score"
+CLINICAL_LABELS = {"pathogenic": True, "benign": False}
 
 
 class ScisorFormatError(ValueError):
@@ -238,3 +246,111 @@ def read_reference(path: str | Path) -> list[dict[str, str]]:
     if not rows:
         raise ScisorFormatError(f"{path}: no reference rows")
     return rows
+
+
+def read_clinical_reference(path: str | Path) -> list[dict[str, str]]:
+    """Rows of ProteinGym's ``clinical_indels.csv`` (``DMS_id``, ``DMS_filename``, ``target_seq``
+    and, when present, ``mutated_sequence_column``), every field relied on checked: ids non-empty
+    and unique, file names non-empty and plain (no folder part), valid target sequences."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        columns = reader.fieldnames or []
+        missing = [c for c in CLINICAL_REFERENCE_COLUMNS if c not in columns]
+        if missing:
+            raise ScisorFormatError(f"{path}: missing column(s) {missing} (has {columns})")
+        rows, seen = [], set()
+        for line, row in enumerate(reader, start=2):
+            where = f"{path}: line {line}"
+            dms_id = (row["DMS_id"] or "").strip()
+            if not dms_id:
+                raise ScisorFormatError(f"{where}, field DMS_id: empty")
+            if dms_id in seen:
+                raise ScisorFormatError(f"{where}, field DMS_id: {dms_id!r} listed twice")
+            seen.add(dms_id)
+            filename = (row["DMS_filename"] or "").strip()
+            if not filename or Path(filename).name != filename or filename in (".", ".."):
+                raise ScisorFormatError(
+                    f"{where}, field DMS_filename: need a plain file name, got {filename!r}"
+                )
+            seq = (row["target_seq"] or "").strip().upper()
+            check_sequence(seq, f"{where}, field target_seq")
+            column = (row.get("mutated_sequence_column") or "mutated_sequence").strip()
+            if not column:
+                raise ScisorFormatError(f"{where}, field mutated_sequence_column: empty")
+            rows.append({**row, "DMS_id": dms_id, "DMS_filename": filename, "target_seq": seq,
+                         "mutated_sequence_column": column})  # fmt: skip
+    if not rows:
+        raise ScisorFormatError(f"{path}: no reference rows")
+    return rows
+
+
+@dataclass
+class ClinicalAssay:
+    """The deletion variants of one ProteinGym clinical protein with their ClinVar labels."""
+
+    name: str
+    wt: str
+    mutants: list[str]
+    pathogenic: np.ndarray  # (N,) bool, from DMS_bin_score
+    skipped: int = 0  # rows that were not deletions (only with on_non_deletion="skip")
+    n_deleted: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.n_deleted = np.array([len(self.wt) - len(m) for m in self.mutants], dtype=np.int64)
+
+
+def read_clinical_indels(
+    path: str | Path,
+    wt: str,
+    name: str | None = None,
+    sequence_column: str = "mutated_sequence",
+    on_non_deletion: str = "error",
+) -> ClinicalAssay:
+    """Read one ProteinGym clinical indel file: ``sequence_column`` (the reference's
+    ``mutated_sequence_column``) and ``DMS_bin_score`` (``Pathogenic`` or ``Benign``). Rows that
+    are not deletions of ``wt`` raise (default) or are skipped and counted (``"skip"``)."""
+    path = Path(path)
+    if on_non_deletion not in ("error", "skip"):
+        raise ValueError(f"on_non_deletion must be 'error' or 'skip', got {on_non_deletion!r}")
+    check_sequence(wt, f"{path}: wild type")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        columns = reader.fieldnames or []
+        missing = [c for c in (sequence_column, CLINICAL_LABEL_COLUMN) if c not in columns]
+        if missing:
+            raise ScisorFormatError(f"{path}: missing column(s) {missing} (has {columns})")
+        mutants, labels, skipped = [], [], 0
+        for line, row in enumerate(reader, start=2):
+            where = f"{path}: line {line}"
+            seq = (row[sequence_column] or "").strip().upper()
+            check_sequence(seq, f"{where}, field {sequence_column}")
+            label = (row[CLINICAL_LABEL_COLUMN] or "").strip()
+            if label.lower() not in CLINICAL_LABELS:
+                raise ScisorFormatError(
+                    f"{where}, field {CLINICAL_LABEL_COLUMN}: expected 'Pathogenic' or 'Benign', "
+                    f"got {label!r}"
+                )
+            if not is_deletion_of(seq, wt):
+                if on_non_deletion == "skip":
+                    skipped += 1
+                    continue
+                raise ScisorFormatError(
+                    f"{where}, field {sequence_column}: not a deletion of the wild type "
+                    f"(length {len(seq)} vs {len(wt)})"
+                )
+            mutants.append(seq)
+            labels.append(CLINICAL_LABELS[label.lower()])
+    if not mutants:
+        raise ScisorFormatError(f"{path}: no deletion variants")
+    return ClinicalAssay(
+        name=name or path.stem,
+        wt=wt,
+        mutants=mutants,
+        pathogenic=np.array(labels, dtype=bool),
+        skipped=skipped,
+    )

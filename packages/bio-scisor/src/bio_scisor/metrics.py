@@ -22,9 +22,16 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
-from scipy.stats import spearmanr
+from scipy.stats import rankdata, spearmanr
 
-__all__ = ["AssayScores", "assay_spearman", "proteingym_summary", "spearman"]
+__all__ = [
+    "AssayScores",
+    "assay_spearman",
+    "clinical_auc",
+    "clinical_summary",
+    "proteingym_summary",
+    "spearman",
+]
 
 
 def spearman(scores: np.ndarray, truth: np.ndarray) -> float:
@@ -108,3 +115,34 @@ def proteingym_summary(
         "n_assays": len(items),
         "n_proteins": len({a.uniprot_id for a in items}),
     }
+
+
+def clinical_auc(scores: np.ndarray, pathogenic: np.ndarray) -> float:
+    """ProteinGym's clinical metric for one protein: ROC AUC of the model's fitness score for
+    separating benign (the positive, fitter class) from pathogenic variants, i.e.
+    P(score_benign > score_pathogenic) with ties counting 1/2 (Mann-Whitney U / (n_b n_p));
+    NaN when one class is absent; rounded to 3 decimals as ProteinGym's per-protein table."""
+    scores = np.asarray(scores, dtype=float)
+    pathogenic = np.asarray(pathogenic, dtype=bool)
+    if scores.shape != pathogenic.shape or scores.ndim != 1:
+        raise ValueError(f"scores {scores.shape} and labels {pathogenic.shape} must be (N,)")
+    n_path, n_benign = int(pathogenic.sum()), int((~pathogenic).sum())
+    if n_path == 0 or n_benign == 0:
+        return float("nan")
+    ranks = rankdata(scores)  # average ranks for ties
+    u = ranks[~pathogenic].sum() - n_benign * (n_benign + 1) / 2
+    return round(float(u / (n_benign * n_path)), 3)
+
+
+def clinical_summary(aucs: Sequence[float], n_boot: int = 10_000, seed: int = 0) -> dict:
+    """Average of the per-protein AUCs (proteins with an undefined AUC left out), as ProteinGym's
+    ``Average_AUC`` of the clinical indel benchmark, with a bootstrap SE over the proteins (ours:
+    the repository ships the clinical tables, not the script that aggregates them)."""
+    values = np.asarray(aucs, dtype=float)
+    values = values[~np.isnan(values)]
+    if len(values) == 0:
+        return {"auc": float("nan"), "se": float("nan"), "n_proteins": 0}
+    rng = np.random.default_rng(seed)
+    boots = values[rng.integers(0, len(values), size=(n_boot, len(values)))].mean(axis=1)
+    se = float(np.std(boots, ddof=1)) if n_boot > 1 else 0.0
+    return {"auc": float(values.mean()), "se": se, "n_proteins": len(values)}

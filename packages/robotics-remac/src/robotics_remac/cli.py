@@ -140,11 +140,28 @@ def eval_main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--assumed-delay", type=int, default=None, help="delay the policy is told (misestimation)"
     )
+    parser.add_argument(
+        "--measured-delay",
+        type=int,
+        default=None,
+        metavar="CAP",
+        help="measure each chunk's latency online and run with d = min(CAP, ceil(latency / "
+        "control period)) instead of --delays (the policy is told the delay of the largest of the "
+        "last 16 latencies); results.csv then has delay 'measured' and no plot is drawn",
+    )
+    parser.add_argument(
+        "--control-period", type=float, default=None, help="seconds per control step (default: the "
+        "task's dt, 0.05); used with --measured-delay",
+    )  # fmt: skip
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     ns = parser.parse_args(list(argv))
     methods = ns.method
+    if ns.measured_delay is not None and ns.assumed_delay is not None:
+        parser.error("--assumed-delay cannot be combined with --measured-delay (it is measured)")
+    if ns.control_period is not None and not ns.control_period > 0:
+        parser.error("--control-period must be > 0 seconds")
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         parser.error(f"unknown --method {unknown}; known: {', '.join(METHODS)}")
@@ -172,7 +189,9 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
     from rich.progress import Progress
 
     from robotics_remac.checkpoint import load_policy
+    from robotics_remac.env import DT
     from robotics_remac.experiment import plot_curves
+    from robotics_remac.latency import MeasuredDelay
     from robotics_remac.rollout import METHODS, check_delay, default_exec_horizon, make_chunker
     from robotics_remac.rollout import rollout as run_rollout
 
@@ -193,8 +212,14 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
     if not policies:  # only the planner: the chunk length comes from --policy
         policies["base"] = _task_policy(ns.policy, load_policy(ns.policy).policy)
     horizon = policies["base" if "base" in policies else next(iter(policies))].horizon
-    cells = []
-    for d in ns.delays:
+    cells: list[tuple[str, Any, int, Any]] = []
+    if ns.measured_delay is not None:
+        cap = ns.measured_delay
+        e = default_exec_horizon(cap) if ns.exec_horizon is None else ns.exec_horizon
+        check_delay(cap, e, horizon)
+        period = DT if ns.control_period is None else ns.control_period
+        cells = [(m, "measured", e, "measured") for m in methods]
+    for d in ns.delays if ns.measured_delay is None else ():
         e = default_exec_horizon(d) if ns.exec_horizon is None else ns.exec_horizon
         check_delay(d, e, horizon)
         d_hat = d if ns.assumed_delay is None else ns.assumed_delay
@@ -208,13 +233,15 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
         for method, d, e, d_hat in cells:
             spec = METHODS[method]
             progress.update(task, description=f"{method} d={d}")
+            online = d == "measured"
             stats = run_rollout(
-                make_chunker(spec.sampler, policies.get(spec.policy)), ns.episodes, d, horizon, e,
-                spec.execution, assumed_delay=d_hat, seed=ns.seed,
+                make_chunker(spec.sampler, policies.get(spec.policy)), ns.episodes,
+                MeasuredDelay(period, cap) if online else d, horizon, e, spec.execution,
+                assumed_delay=None if online else d_hat, seed=ns.seed,
             )  # fmt: skip
             progress.advance(task, ns.episodes)
             rows.append({"method": method, "delay": d, "assumed_delay": d_hat,
-                         "exec_horizon": e, **stats.row()})  # fmt: skip
+                         "exec_horizon": e, **stats.row(), **stats.extra})  # fmt: skip
     with open(ns.out / "results.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -222,11 +249,14 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
     if ns.assumed_delay is not None:
         for row in rows:  # plot the curve even under a misestimated delay
             row["assumed_delay"] = row["delay"]
-    plot_curves(rows, ns.out / "success_vs_delay.png")
+    if ns.measured_delay is None:
+        plot_curves(rows, ns.out / "success_vs_delay.png")
     for row in rows:
         print(f"{row['method']:12s} d={row['delay']} success {row['success']:.3f} "
-              f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]")  # fmt: skip
-    print(f"wrote {ns.out / 'results.csv'} and {ns.out / 'success_vs_delay.png'}")
+              f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+              + (f" mean d {row['mean_delay']:.2f}" if "mean_delay" in row else ""))  # fmt: skip
+    plot = "" if ns.measured_delay is not None else f" and {ns.out / 'success_vs_delay.png'}"
+    print(f"wrote {ns.out / 'results.csv'}{plot}")
     return 0
 
 

@@ -11,6 +11,7 @@ All episodes of a cell run as one batch.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,6 +26,7 @@ from robotics_remac.env import (
     reset_batch,
     step_batch,
 )
+from robotics_remac.latency import MeasuredDelay
 from robotics_remac.model import FlowPolicy
 from robotics_remac.sampling import (
     bid_sample,
@@ -173,13 +175,16 @@ def paired_difference_ci(
 class RolloutStats:
     """Per-cell results: success per episode, mean deviation of the actions executed in the first
     ``max(1, d)`` steps after each boundary from the expert's action at the current state, and the
-    mean jump ``‖a_switch - a_prev‖`` where execution switches to the new chunk."""
+    mean jump ``‖a_switch - a_prev‖`` where execution switches to the new chunk.
+    ``chunk_latency_s``: per boundary of the loop (not the first, world-paused chunk), the wall
+    time from reading the observation to the committed next chunk (observe, chunker, merge)."""
 
     success: np.ndarray
     prefix_deviation: float
     boundary_jerk: float
     steps: float
     extra: dict[str, float] = field(default_factory=dict)
+    chunk_latency_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def success_rate(self) -> float:
@@ -210,7 +215,7 @@ def _te_action(chunks: list[tuple[int, int, torch.Tensor]], s: int) -> torch.Ten
 def rollout(
     chunker: Chunker,
     n_episodes: int,
-    delay: int,
+    delay: int | MeasuredDelay,
     horizon: int,
     exec_horizon: int | None = None,
     execution: str = "async",
@@ -222,11 +227,25 @@ def rollout(
     """Runs ``n_episodes`` episodes at once under inference delay ``delay``.
 
     ``assumed_delay`` (default ``delay``) is the delay the chunker is told (a misestimated delay
-    when different); the executed prefix always has the true ``delay`` actions.
+    when different); the executed prefix always has the true ``delay`` actions. With a
+    :class:`~robotics_remac.latency.MeasuredDelay` as ``delay`` the delay is measured online:
+    each boundary's true delay is ``ceil(latency / control_period)`` of its own chunk (capped),
+    the chunker is told ``delay.assumed()``; ``extra`` then holds ``mean_delay``,
+    ``mean_assumed_delay``, ``underestimated`` (fraction of boundaries told too short a delay)
+    and ``capped`` (fraction whose latency exceeded the cap).
     """
-    e = default_exec_horizon(delay) if exec_horizon is None else exec_horizon
-    check_delay(delay, e, horizon)
-    d_hat = delay if assumed_delay is None else assumed_delay
+    online = delay if isinstance(delay, MeasuredDelay) else None
+    if online is not None:
+        if assumed_delay is not None:
+            raise ValueError("assumed_delay is measured online with a MeasuredDelay; pass None")
+        cap = online.max_delay
+        e = default_exec_horizon(cap) if exec_horizon is None else exec_horizon
+        check_delay(cap, e, horizon)
+        delay, d_hat, clock = cap, online.assumed(), online.clock
+    else:
+        e = default_exec_horizon(delay) if exec_horizon is None else exec_horizon
+        check_delay(delay, e, horizon)
+        d_hat, clock = delay if assumed_delay is None else assumed_delay, time.perf_counter
     check_delay(d_hat, max(1, min(e, horizon - d_hat)), horizon)
     if execution not in ("async", "sync", "te"):
         raise ValueError(f"execution must be async, sync or te, got {execution!r}")
@@ -234,17 +253,32 @@ def rollout(
     gen = torch.Generator().manual_seed(seed)
     state = reset_batch(n_episodes, rng, params)
     obs = torch.from_numpy(observe(state))
+    t_first = clock()
     old = chunker(obs, torch.zeros(n_episodes, horizon, 2), 0, e, gen)  # first chunk: sync
+    if online is not None:
+        online.record(clock() - t_first)
+    latencies: list[float] = []
+    told: list[int] = []
+    true_delays: list[int] = []
+    capped_before = online.capped if online is not None else 0
     te_chunks: list[tuple[int, int, torch.Tensor]] = [(0, 0, old)]
     prev: np.ndarray | None = None
     dev_sum = jerk_sum = 0.0
     dev_n = jerk_n = 0
-    switch = 0 if execution == "sync" else delay % e  # where the source chunk changes
     t = 0
     while t < params.max_steps and not state.done.all():
+        t_obs = clock()
+        if online is not None:
+            d_hat = online.assumed()
         obs = torch.from_numpy(observe(state))
         new = chunker(obs, old, d_hat, e, gen)
+        if online is not None:
+            delay = online.record(clock() - t_obs)
+            told.append(d_hat)
+            true_delays.append(delay)
         execute, next_old = async_merge(old, new, delay, e)
+        latencies.append(clock() - t_obs)
+        switch = 0 if execution == "sync" else delay % e  # where the source chunk changes
         if execution == "sync":
             execute = new[:, :e]
         if execution == "te":
@@ -265,9 +299,19 @@ def rollout(
         old = next_old
         if progress is not None:
             progress(e)
+    extra: dict[str, float] = {}
+    if online is not None and told:
+        extra = {
+            "mean_delay": float(np.mean(true_delays)),
+            "mean_assumed_delay": float(np.mean(told)),
+            "underestimated": float(np.mean(np.less(told, true_delays))),
+            "capped": (online.capped - capped_before) / len(told),
+        }
     return RolloutStats(
         success=state.success.copy(),
         prefix_deviation=dev_sum / max(dev_n, 1),
         boundary_jerk=jerk_sum / max(jerk_n, 1),
         steps=float(state.t.mean()),
+        extra=extra,
+        chunk_latency_s=np.asarray(latencies),
     )
