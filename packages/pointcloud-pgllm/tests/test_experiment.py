@@ -61,6 +61,9 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
             # the reported number is the seed mean of the per-seed values
             assert result.metrics[f"{a}_{m}"] == pytest.approx(statistics.fmean(values), abs=1e-4)
     assert set(result.metrics["secondary_paper_graph_not_judged"]) == set(ABLATIONS)
+    symmetric = result.metrics["secondary_symmetric_graph_not_judged"]
+    assert set(symmetric) == {"propagation", "both"}
+    assert set(symmetric["both"]) == {"accuracy", "auroc", "fpr95"}
     # the claims carry the numbers (finite, in points) and the verdicts their rules give
     mean = {a: {m: statistics.fmean(v) for m, v in per_seed[a].items()} for a in ABLATIONS}
     informative = mean["none"]["accuracy"] >= 2 / 13

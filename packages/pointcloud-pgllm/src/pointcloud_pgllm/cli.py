@@ -111,9 +111,9 @@ def synth_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _data_args(parser: ArgumentParser) -> None:
+def _data_args(parser: ArgumentParser, required: bool = True) -> None:
     parser.add_argument(
-        "--data", type=Path, required=True, help="OFF tree, PointNet HDF5 folder or .h5 file"
+        "--data", type=Path, required=required, help="OFF tree, PointNet HDF5 folder or .h5 file"
     )
     parser.add_argument("--split", default="test", help="split to read (default: test)")
     parser.add_argument("--n-points", type=int, default=1024)
@@ -204,7 +204,13 @@ def _pipeline_parser(name: str, description: str) -> ArgumentParser:
     from pointcloud_pgllm.scorers import SCORERS
 
     parser = ArgumentParser(prog=f"{PROG} {name}", description=description)
-    _data_args(parser)
+    _data_args(parser, required=False)
+    parser.add_argument("--captions", type=Path, default=None,
+                        help="instead of --data: PointLLM's captions JSON (eval_modelnet_cls.py's "
+                        "ModelNet_classification_prompt0.json), with --features")  # fmt: skip
+    parser.add_argument("--features", type=Path, default=None,
+                        help="with --captions: the same clouds' PointLLM features, .npy [N, D], "
+                        "row i = object_id i")  # fmt: skip
     parser.add_argument(
         "--out", type=Path, required=True, help="output folder (CSV + metrics.json)"
     )
@@ -216,7 +222,8 @@ def _pipeline_parser(name: str, description: str) -> ArgumentParser:
                         "likelihood scorer; http: OpenAI-compatible endpoint (--base-url, --model)")  # fmt: skip
     parser.add_argument("--train-data", type=Path, default=None,
                         help="tfidf scorer: labelled training data (default: the 'train' split of "
-                        "--data; required when --data is one file, which holds one split)")  # fmt: skip
+                        "--data; required when --data is one file, which holds one split, and "
+                        "with --captions, where it is a labelled captions JSON)")  # fmt: skip
     parser.add_argument(
         "--base-url", default=None, help="http scorer: e.g. http://localhost:8000/v1"
     )
@@ -254,6 +261,10 @@ def _make_scorer(
     from pointcloud_pgllm.errors import PGLLMInputError
     from pointcloud_pgllm.io import load_dataset
 
+    if ns.captions is not None:
+        from pointcloud_pgllm.pointllm_io import captions_tfidf_scorer
+
+        return captions_tfidf_scorer(ns.captions, ns.train_data, class_names)
     train_path = Path(ns.train_data) if ns.train_data is not None else Path(data_path)
     data_path = Path(data_path)
     if ns.train_data is None and data_path.is_file():
@@ -273,6 +284,37 @@ def _make_scorer(
     )
 
 
+def _load_inputs(ns: Any, parser: ArgumentParser, classes: list[str] | None) -> Any:
+    """The evaluated set: clouds of ``--data`` (a PointCloudSet), or PointLLM's captions with
+    their features (a CaptionSet, features in ``ns.loaded_features``); ``classes`` keeps the
+    items of those classes only."""
+    import numpy as np
+
+    from pointcloud_pgllm.io import load_dataset
+
+    ns.loaded_features = None
+    if ns.captions is None and ns.features is None:
+        if ns.data is None:
+            parser.error("give --data, or --captions with --features")
+        return load_dataset(ns.data, ns.split, n_points=ns.n_points, seed=ns.seed, classes=classes)
+    if ns.data is not None:
+        parser.error("--data and --captions/--features exclude each other")
+    if ns.captions is None or ns.features is None:
+        parser.error("--captions and --features go together")
+    from pointcloud_pgllm.errors import PGLLMInputError
+    from pointcloud_pgllm.pointllm_io import read_features, read_pointllm_captions
+
+    data = read_pointllm_captions(ns.captions, classes)
+    feats = read_features(ns.features, len(data))
+    if classes is not None:
+        keep = np.flatnonzero(data.labels >= 0)
+        if len(keep) == 0:
+            raise PGLLMInputError(f"{ns.captions}: no item's label_name is one of --classes")
+        data, feats = data.subset(keep), feats[keep]
+    ns.loaded_features = feats
+    return data
+
+
 def _run_pipeline(
     ns: Any, parser: ArgumentParser, data: Any, labels: Any, class_names: list[str]
 ) -> tuple[dict, dict]:
@@ -284,8 +326,11 @@ def _run_pipeline(
             f"--graph-k and --guidance-k must be in 1..{len(data) - 1} for {len(data)} clouds"
         )
     scorer = _make_scorer(ns, parser, ns.data, class_names, ns.n_points, ns.seed)
-    captions = GeometricCaptioner(ns.seed)(data.points)
-    feats = _features(data, ns.encoder)
+    if ns.loaded_features is not None:  # PointLLM's captions and features (--captions)
+        captions, feats = list(data.captions), ns.loaded_features
+    else:
+        captions = GeometricCaptioner(ns.seed)(data.points)
+        feats = _features(data, ns.encoder)
     config = PGLLMConfig(ns.graph, ns.graph_k, ns.guidance_k, ns.alpha, ns.steps)
     scores = pgllm_scores(feats, captions, scorer, class_names, config)
     metrics = {a: evaluate(s, labels) for a, s in scores.items()} if (labels >= 0).any() else {}
@@ -329,7 +374,9 @@ def _write_results(
             row += [f"{id_score[i]:.6f}", int(lab >= 0)] if mode == "ood" else []
             writer.writerow(row + [f"{v:.6f}" for v in final[i]])
     payload = {
-        "mode": mode, "data": str(ns.data), "split": ns.split,
+        "mode": mode, "data": None if ns.data is None else str(ns.data), "split": ns.split,
+        "captions": None if ns.captions is None else str(ns.captions),
+        "features": None if ns.features is None else str(ns.features),
         "train_data": None if ns.train_data is None else str(ns.train_data), "classes": class_names, "n_clouds": len(data),
         "scorer": ns.scorer, "encoder": ns.encoder, "graph": ns.graph, "graph_k": ns.graph_k,
         "guidance_k": ns.guidance_k, "alpha": ns.alpha, "steps": ns.steps,
@@ -352,9 +399,7 @@ def classify_main(argv: Sequence[str]) -> int:
         "--classes", type=comma_list, default=None, help="class list (default: the dataset's)"
     )
     ns = parser.parse_args(list(argv))
-    from pointcloud_pgllm.io import load_dataset
-
-    data = load_dataset(ns.data, ns.split, n_points=ns.n_points, seed=ns.seed, classes=ns.classes)
+    data = _load_inputs(ns, parser, ns.classes)
     scores, info = _run_pipeline(ns, parser, data, data.labels, list(data.class_names))
     _write_results(ns, data, data.labels, list(data.class_names), scores, info, "classify")
     return 0
@@ -382,21 +427,25 @@ def ood_main(argv: Sequence[str]) -> int:
     import numpy as np
 
     from pointcloud_pgllm.errors import PGLLMInputError
-    from pointcloud_pgllm.io import load_dataset
 
-    data = load_dataset(ns.data, ns.split, n_points=ns.n_points, seed=ns.seed)
+    data = _load_inputs(ns, parser, None)
+    if (data.labels < 0).any():
+        raise PGLLMInputError(
+            f"{ns.captions}: results[{int(np.argmax(data.labels < 0))}].label_name is missing; "
+            "OOD detection needs every item's class"
+        )
     id_classes = list(ns.id_classes or OOD_SPLITS[ns.id_split])
     unknown = [c for c in id_classes if c not in data.class_names]
     if unknown:
         option = "--id-classes" if ns.id_classes else f"--id-split {ns.id_split}"
         raise PGLLMInputError(
-            f"{option}: class {unknown[0]!r} is not in {ns.data} (classes: {', '.join(data.class_names)})"
+            f"{option}: class {unknown[0]!r} is not in {ns.data or ns.captions} (classes: {', '.join(data.class_names)})"
         )
     remap = np.array([id_classes.index(c) if c in id_classes else -1 for c in data.class_names])
     labels = remap[data.labels]
     if (labels < 0).sum() == 0:
         raise PGLLMInputError(
-            f"{ns.data}: every class is ID; OOD detection needs clouds of other classes"
+            f"{ns.data or ns.captions}: every class is ID; OOD detection needs clouds of other classes"
         )
     scores, info = _run_pipeline(ns, parser, data, labels, id_classes)
     if ns.ood_score == "single-probability":

@@ -31,6 +31,9 @@ __all__ = [
 ]
 
 
+BATCHNORM_EPS = 1e-5  # torch's BatchNorm1d default, as in Point-NN's Pooling
+
+
 def farthest_point_sample(xyz: torch.Tensor, m: int) -> torch.Tensor:
     """Indices ``[B, m]`` of farthest point sampling on ``xyz`` ``[B, N, 3]`` (starts at point 0,
     deterministic)."""
@@ -80,8 +83,10 @@ class PointNN(nn.Module):
 
     Stage s: FPS to half the points, k-NN grouping, neighbour features and offsets normalised by
     their std, feature expansion (concat with the centre feature: the width doubles), geometry
-    extraction ``(f + PE(dxyz)) * PE(dxyz)``, and max + mean pooling over the k neighbours. The
-    global feature is max + mean over the last stage's points: ``[B, embed_dim * 2^stages]``.
+    extraction ``(f + PE(dxyz)) * PE(dxyz)``, max + mean pooling over the k neighbours, then
+    Point-NN's ``BatchNorm1d`` + GELU (``models/point_nn.py::Pooling``; its BatchNorm is never
+    trained and runs in ``eval()``, so it is ``x / sqrt(1 + eps)``). The global feature is max +
+    mean over the last stage's points: ``[B, embed_dim * 2^stages]``.
     """
 
     def __init__(
@@ -113,6 +118,7 @@ class PointNN(nn.Module):
             pe = trig_pos_encoding(knn_xyz, knn_x.shape[-1], self.alpha, self.beta)
             weighted = (knn_x + pe) * pe
             x = weighted.amax(dim=-2) + weighted.mean(dim=-2)
+            x = nn.functional.gelu(x / (1.0 + BATCHNORM_EPS) ** 0.5)  # Pooling.out_transform
             xyz = lc_xyz
         return x.amax(dim=1) + x.mean(dim=1)
 

@@ -1,0 +1,191 @@
+"""Issue 22: PointLLM's real outputs (the captions JSON of ``eval_modelnet_cls.py`` and a features
+``.npy``) feed ``classify`` / ``ood``; every field relied on is checked, bad input is one line
+naming the file and the field (exit 2)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from iclr26_common.testing import assert_one_line_error
+from pointcloud_pgllm.cli import main
+from pointcloud_pgllm.constants import MODELNET40_CLASSES
+from pointcloud_pgllm.errors import PGLLMInputError
+from pointcloud_pgllm.pointllm_io import read_features, read_pointllm_captions
+
+# PointLLM's label names (modelnet40_shape_names_modified.txt: spaces, not underscores).
+WORDS = {
+    "airplane": "wings fuselage jet engines tail",
+    "flower pot": "pot soil round planter rim",
+    "chair": "seat backrest armrest cushion",
+    "table": "flat tabletop wooden surface",
+}
+
+
+def write_pointllm(folder: Path, n_per_class: int, seed: int) -> tuple[Path, Path]:
+    """``ModelNet_classification_prompt0.json`` and ``features.npy`` in the published layout
+    (eval_modelnet_cls.py: ``json.dump({"prompt", "results": [...]}, indent=2)``)."""
+    rng = np.random.default_rng(seed)
+    results, feats = [], []
+    centres = rng.normal(size=(len(WORDS), 32)) * 3.0
+    for k in range(n_per_class * len(WORDS)):
+        c = k % len(WORDS)
+        name = list(WORDS)[c]
+        noise = " ".join(rng.choice(["grey", "small", "model", "object", "3D", "simple"], 3))
+        results.append(
+            {
+                "object_id": k,
+                "ground_truth": MODELNET40_CLASSES.index(name.replace(" ", "_")),
+                "model_output": f"This is a {noise} {WORDS[name]}.",
+                "label_name": name,
+            }
+        )
+        feats.append(centres[c] + rng.normal(size=32))
+    folder.mkdir(parents=True, exist_ok=True)
+    captions = folder / "ModelNet_classification_prompt0.json"
+    captions.write_text(json.dumps({"prompt": "What is this?", "results": results}, indent=2))
+    features = folder / "features.npy"
+    np.save(features, np.asarray(feats, dtype=np.float32))
+    return captions, features
+
+
+@pytest.fixture(scope="module")
+def pointllm(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("pointllm")
+    test_json, test_npy = write_pointllm(root / "test", 6, seed=0)
+    train_json, _ = write_pointllm(root / "train", 5, seed=1)
+    return {"captions": test_json, "features": test_npy, "train": train_json}
+
+
+def test_published_layout_reads_with_modelnet40_labels(pointllm: dict[str, Path]) -> None:
+    data = read_pointllm_captions(pointllm["captions"])
+    assert data.class_names == list(MODELNET40_CLASSES)
+    assert len(data) == 24
+    # "flower pot" (PointLLM) is ModelNet40's class 15 "flower_pot"; items cycle through WORDS
+    assert data.labels[:4].tolist() == [0, 15, 8, 33]
+    assert data.captions[1].endswith("pot soil round planter rim.")
+    assert read_features(pointllm["features"], len(data)).shape == (24, 32)
+    subset = read_pointllm_captions(pointllm["captions"], ["chair", "flower_pot"])
+    assert subset.labels[:4].tolist() == [-1, 1, 0, -1]
+
+
+def _mutate(path: Path, tmp_path: Path, change) -> Path:  # type: ignore[no-untyped-def]
+    payload = json.loads(path.read_text())
+    change(payload)
+    out = tmp_path / "bad.json"
+    out.write_text(json.dumps(payload))
+    return out
+
+
+BAD_JSON = {
+    "results": (lambda p: p.pop("results"), "field 'results'"),
+    "order": (lambda p: p["results"][2].update(object_id=5), "results[2].object_id"),
+    "caption": (lambda p: p["results"][3].update(model_output=None), "results[3].model_output"),
+    "label": (lambda p: p["results"][4].pop("label_name"), "results[4].label_name"),
+    "truth": (lambda p: p["results"][1].update(ground_truth=3), "results[1].ground_truth"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_JSON))
+def test_bad_captions_json_is_one_line_naming_file_and_field(
+    case: str, pointllm: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    change, field = BAD_JSON[case]
+    bad = _mutate(pointllm["captions"], tmp_path, change)
+    with pytest.raises(PGLLMInputError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        read_pointllm_captions(bad)
+    line = assert_one_line_error(
+        main,
+        ["classify", "--captions", str(bad), "--features", str(pointllm["features"]),
+         "--train-data", str(pointllm["train"]), "--out", str(tmp_path / "o")],
+        capsys,
+    )  # fmt: skip
+    assert str(bad) in line and field in line
+
+
+def test_bad_features_are_one_line_naming_the_file(
+    pointllm: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    good = np.load(pointllm["features"])
+    cases = {
+        "rows.npy": (good[:-1], "23 rows"),
+        "nan.npy": (np.where(np.arange(24)[:, None] == 7, np.nan, good), "row 7"),
+        "flat.npy": (good.reshape(-1), "shape [N, D]"),
+        "objects.npy": (np.array([None] * 24, dtype=object), "not a plain .npy"),
+    }
+    for name, (array, words) in cases.items():
+        path = tmp_path / name
+        np.save(path, array, allow_pickle=True)
+        line = assert_one_line_error(
+            main,
+            ["classify", "--captions", str(pointllm["captions"]), "--features", str(path),
+             "--train-data", str(pointllm["train"]), "--out", str(tmp_path / "o")],
+            capsys,
+        )  # fmt: skip
+        assert str(path) in line and words in line, (name, line)
+    fake = tmp_path / "fake.npy"
+    fake.write_text("[[0.1 0.2]]")
+    with pytest.raises(PGLLMInputError, match="no NumPy header"):
+        read_features(fake, 24)
+    text = tmp_path / "concat_f_values_MN.txt"
+    text.write_text(str(good))
+    with pytest.raises(PGLLMInputError, match=r"\.npy"):
+        read_features(text, 24)
+
+
+def test_classify_runs_on_pointllm_outputs(pointllm: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "cls"
+    args = ["classify", "--captions", str(pointllm["captions"]), "--features",
+            str(pointllm["features"]), "--train-data", str(pointllm["train"]), "--out", str(out)]  # fmt: skip
+    assert main(args) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["captions"] == str(pointllm["captions"]) and metrics["data"] is None
+    assert metrics["n_clouds"] == 24 and metrics["classes"] == list(MODELNET40_CLASSES)
+    # the captions carry their class words, so the scorer (fitted on the train JSON) is right
+    assert metrics["metrics"]["none"]["accuracy"] > 0.9
+    rows = list(csv.DictReader((out / "predictions.csv").open()))
+    assert [r["source"] for r in rows[:2]] == [f"{pointllm['captions']}#{i}" for i in (0, 1)]
+    assert rows[1]["label"] == "flower_pot"
+    # --classes keeps those items and their own feature rows
+    sub = tmp_path / "sub"
+    assert main([*args[:-1], str(sub), "--classes", "chair,table", "--graph-k", "3"]) == 0
+    rows = list(csv.DictReader((sub / "predictions.csv").open()))
+    assert [r["source"].split("#")[1] for r in rows[:3]] == ["2", "3", "6"]
+
+
+def test_ood_runs_on_pointllm_outputs(pointllm: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "ood"
+    assert main(["ood", "--captions", str(pointllm["captions"]), "--features",
+                 str(pointllm["features"]), "--train-data", str(pointllm["train"]),
+                 "--id-classes", "airplane,chair", "--out", str(out)]) == 0  # fmt: skip
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["graph_k"] == 3 and metrics["classes"] == ["airplane", "chair"]
+    assert {"auroc", "fpr95", "accuracy"} <= set(metrics["metrics"]["both"])
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["--data", "somewhere"], "exclude each other"),
+        (["--drop-features"], "go together"),
+        (["--drop-train"], "--train-data"),
+        (["--train-is-eval"], "never see the evaluation labels"),
+    ],
+)
+def test_pointllm_inputs_misused_are_refused(
+    extra: list[str], words: str, pointllm: dict[str, Path], tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+) -> None:  # fmt: skip
+    features = [] if extra == ["--drop-features"] else ["--features", str(pointllm["features"])]
+    train = {"--drop-train": [], "--train-is-eval": ["--train-data", str(pointllm["captions"])]}
+    args = ["classify", "--captions", str(pointllm["captions"]), *features,
+            *train.get(extra[0], ["--train-data", str(pointllm["train"])]),
+            "--out", str(tmp_path / "o")]  # fmt: skip
+    if extra[0] == "--data":
+        args += extra
+    line = assert_one_line_error(main, args, capsys)
+    assert words in line
