@@ -45,7 +45,7 @@ def _optimizer_state(lin: nn.Linear) -> tuple[float, float]:
     x = torch.randn(8, lin.in_features)
     n = lin.weight.numel()
     mbok = MBOKTrainLinear.from_linear(lin, 2)
-    bool_opt = BooleanOptimizer([mbok.kernels], lr=0.01)
+    bool_opt = BooleanOptimizer([mbok.kernels], lr=0.01, per_slice=True)  # as distill does
     adam_scales = torch.optim.AdamW([mbok.s_out, mbok.s_in], lr=2e-5)
     mbok(x).square().sum().backward()
     bool_opt.step()

@@ -232,21 +232,33 @@ def test_replay_path_trains_on_replayed_groups(tiny_policy) -> None:  # type: ig
     assert objective() > before + 1e-3
 
 
-def test_zero_std_groups_logged_and_optionally_replaced(tiny_policy) -> None:  # type: ignore[no-untyped-def]
+def test_zero_std_groups_logged_and_swapped_only_for_informative_replay(tiny_policy) -> None:  # type: ignore[no-untyped-def]
+    """Review #15: with no replay group of differing rewards the old swap fell back to a
+    zero-spread replay group (as useless as the fresh one, and its fresh rollouts were then not
+    trained on). Now: swapped only for an informative replay group, else skipped."""
     import copy
 
     problems = records_to_problems(synth_problems(4, 4))
-    for swap in (False, True):
+    counter = {"n": 0}
+
+    def spread_then_flat(text: str, gold: str) -> float:
+        counter["n"] += 1
+        return float(counter["n"]) if counter["n"] <= 4 else 1.0
+
+    cases = [(False, lambda text, gold: 1.0, 0.0), (True, lambda text, gold: 1.0, 0.0),
+             (True, spread_then_flat, 2.0)]  # fmt: skip
+    for swap, reward, swapped in cases:
+        counter["n"] = 0
         cfg = RLConfig(algo="remix", group_size=2, max_new_tokens=3, p_off=0.0, utd=1,
                        reincarnate_at=None, beta=0.0, replay_zero_std=swap)  # fmt: skip
         runner = RLRunner(copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer, cfg,
-                          lambda text, gold: 1.0, seed=0)  # fmt: skip
+                          reward, seed=0)  # fmt: skip
         opt = torch.optim.SGD(runner.model.parameters(), lr=0.0)
         first, second = (runner.step(problems[:2], opt) for _ in range(2))
-        assert first["zero_std_frac"] == second["zero_std_frac"] == 1.0
+        assert second["zero_std_frac"] == 1.0
         assert first["zero_std_swapped"] == 0.0  # nothing in the replay yet
-        assert second["zero_std_swapped"] == (2.0 if swap else 0.0)
-        assert second["fresh_trained"] == (0.0 if swap else 4.0)
+        assert second["zero_std_swapped"] == swapped, (swap, swapped)
+        assert second["fresh_trained"] == 4.0 - 2 * swapped
 
 
 def test_replay_keeps_last_n_policies(tiny_policy) -> None:  # type: ignore[no-untyped-def]

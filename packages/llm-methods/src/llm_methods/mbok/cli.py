@@ -4,7 +4,7 @@
   SVID init), OneBit (K = 1) or RTN (``--bits``) layers and save them to one safetensors file;
   prints the real stored bytes and bits per weight (scales counted).
 - ``finetune``: LightningCLI ``fit`` of the distillation (KL + 10·MSE from the FP teacher;
-  Boolean optimiser on the last kernel, AdamW on the scales), e.g. ``--config mbok_k2``.
+  Boolean optimiser on every kernel, AdamW on the scales), e.g. ``--config mbok_k2``.
 - ``eval``: perplexity of a model spec, optionally with a compressed file installed, on a
   ``.txt`` / ``.jsonl`` file (default: held-out pydoc topics).
 - ``configs``: the shipped finetune configs.

@@ -193,6 +193,9 @@ class DistillConfig:
     bool_lr: float = 0.01  # η of the Boolean optimiser, in units of the mean |Q| (optim.py)
     scale_lr: float = 2e-5  # AdamW on MBOK's scales and OneBit's (g, h) alike
     latent_lr: float = 4e-4  # OneBit-STE: AdamW on the latent weights (our choice)
+    # MBOK: False freezes the Boolean kernels (no flips; only the scales train): the control
+    # that separates what the flips do from what AdamW on the scales does (issue 27 review #4)
+    train_boolean: bool = True
     kl_weight: float = KL_WEIGHT
     mse_weight: float = MSE_WEIGHT
     tau: float = TAU
@@ -242,14 +245,18 @@ def distill_loss(model: nn.Module, batch: dict[str, torch.Tensor], teacher: Teac
 
 
 def make_optimizers(layers: dict[str, nn.Module], cfg: DistillConfig) -> list[Any]:
-    """MBOK: [BooleanOptimizer(every kernel), AdamW(scales, scale_lr)]; OneBit: [AdamW(latent
-    at latent_lr, (g, h) at scale_lr)]."""
+    """MBOK: [BooleanOptimizer(every kernel, each its own tensor), AdamW(scales, scale_lr)]
+    (``cfg.train_boolean=False``: the AdamW alone); OneBit: [AdamW(latent at latent_lr, (g, h)
+    at scale_lr)]."""
     mbok = [m for m in layers.values() if isinstance(m, MBOKTrainLinear)]
     onebit = [m for m in layers.values() if isinstance(m, OneBitLinear)]
     if mbok and not onebit:
         scales = [p for m in mbok for p in (m.s_out, m.s_in)]
-        return [BooleanOptimizer([m.kernels for m in mbok], lr=cfg.bool_lr),
-                torch.optim.AdamW(scales, lr=cfg.scale_lr, weight_decay=0.0)]  # fmt: skip
+        adam = torch.optim.AdamW(scales, lr=cfg.scale_lr, weight_decay=0.0)
+        if not cfg.train_boolean:
+            return [adam]
+        # per_slice: kernel k of a layer is its own Boolean tensor (own mean|Q| and β)
+        return [BooleanOptimizer([m.kernels for m in mbok], lr=cfg.bool_lr, per_slice=True), adam]
     if onebit and not mbok:
         groups = [{"params": [m.latent for m in onebit], "lr": cfg.latent_lr},
                   {"params": [p for m in onebit for p in (m.g, m.h)], "lr": cfg.scale_lr}]  # fmt: skip
@@ -280,6 +287,8 @@ def finetune(model: nn.Module, layers: dict[str, nn.Module], batches: Sequence[d
     for module in layers.values():
         for p in module.parameters():
             p.requires_grad_(True)
+        if isinstance(module, MBOKTrainLinear) and not cfg.train_boolean:
+            module.kernels.requires_grad_(False)  # the scales-only control
     optimizers = make_optimizers(layers, cfg)
     from_block = first_block(list(layers))
     log: dict[str, Any] = {"loss": [], "kl": [], "mse": [], "flips": 0, "flips_per_step": []}

@@ -6,9 +6,10 @@ the decoder's linear weights; quick: block 29); everything else stays FP. Text: 
 pydoc corpus split by topic (``corpora.split_names``): train chunks for distillation /
 calibration, held-out topics for perplexity. Each compressed model is distilled from the FP
 teacher with the same batches and steps (KL τ=1 + 10·MSE on hidden states): MBOK K=1/2/3 (SVID
-init, Boolean optimiser on every kernel, η = BOOL_LR in units of the mean |Q|, AdamW SCALE_LR on
-the scales), OneBit-STE (AdamW LATENT_LR on the latent weights, SCALE_LR on the two vectors:
-the FP vectors of both methods get the same learning rate). RTN (1/2/4 bits) and BiLLM-style binarisation are
+init, Boolean optimiser on every kernel, each kernel its own tensor, η in units of the kernel's
+mean |Q|, AdamW SCALE_LR on the scales), the control MBOK K=2 with frozen kernels (scales only),
+OneBit-STE (AdamW on the latent weights, SCALE_LR on the two vectors: the FP vectors of both
+methods get the same learning rate); η and the latent lr by the tuning rule below. RTN (1/2/4 bits) and BiLLM-style binarisation are
 post-training only. Bits per weight count the scales (real stored bytes; BiLLM by our
 accounting, see README).
 
@@ -23,28 +24,42 @@ Claims and thresholds, fixed here before any run:
 Precondition of (a) (issue 27; fixed before the rerun): MBOK K=2's Boolean optimiser flipped at
 least MIN_FLIP_FRACTION of its Boolean weights over the run (flips / weights); otherwise (a)
 compares the SVID initialisation with a trained OneBit and is inconclusive.
+
+Tuning rule (issue 27 review #3; fixed before any run with it): each method gets the same
+3-point grid, its default times {1/3, 1, 3}: MBOK's η over BOOL_LR_GRID (probed on MBOK K=2),
+OneBit's latent lr over LATENT_LR_GRID. Each grid value is trained TUNE_STEPS steps on the
+tuning subset (MLPs of block TUNE_BLOCKS, the run's first training batches) and scored by
+perplexity on VAL_CHUNKS validation chunks cut from the *training* topics (disjoint from the
+training chunks; the held-out topics are never seen); the lowest validation perplexity wins,
+ties to the smaller value. The full run applies the rule itself; ``--quick`` (60 s budget) keeps
+the defaults. Control (review #4): MBOK K=2 with its Boolean kernels frozen ("scales only"), so
+what the flips add beyond AdamW on the scales is measured, not assumed.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
 
-__all__ = ["EXPERIMENT", "run", "settings"]
+__all__ = ["EXPERIMENT", "claims", "run", "settings", "tune"]
 
 PAPER = "Multi-kernel Boolean LLMs / MBOK (arXiv 2505.22811), building on BOLD (arXiv 2405.16339)"
 CLAIM_A_MAX_RATIO = 1.0
 CLAIM_B_MAX_RATIO = 1.0
 MIN_FLIP_FRACTION = 1e-4  # precondition of (a): the Boolean optimiser changed something
-# Optimiser settings, the same for every run (neither method is tuned in the experiment): η from
-# a flip-rate probe on block 29 (README), the latent lr as before issue 27, one lr for the FP
-# vectors of both methods (MBOK's scales, OneBit's g and h).
+# Defaults (the quick run's values and the grids' centres): η and the latent lr as before the
+# tuning rule; one lr for the FP vectors of both methods (MBOK's scales, OneBit's g and h).
 BOOL_LR, SCALE_LR, LATENT_LR = 0.01, 2e-5, 4e-4
+GRID_FACTORS = (1 / 3, 1.0, 3.0)  # the same relative grid for both methods
+BOOL_LR_GRID = tuple(BOOL_LR * f for f in GRID_FACTORS)
+LATENT_LR_GRID = tuple(LATENT_LR * f for f in GRID_FACTORS)
+TUNE_BLOCKS, TUNE_STEPS, VAL_CHUNKS = "29", 6, 4
 LAYERS = ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 SEED = 0
 
@@ -90,6 +105,73 @@ def _plot(
     plt.close(fig)
 
 
+def _key(label: str) -> str:
+    """Metric key of a row label: "MBOK K=2 scales only" -> "mbok_k2_scales_only"."""
+    return re.sub(r"[^a-z0-9]+", "_", label.lower().replace("=", ""))
+
+
+def tune(teacher: Any, train: list, val: list, names: list[str]) -> dict[str, Any]:
+    """The tuning rule of the module doc: for MBOK K=2 (η over BOOL_LR_GRID) and OneBit-STE
+    (latent lr over LATENT_LR_GRID), TUNE_STEPS distillation steps on ``names`` (the tuning
+    subset) per grid value, scored by perplexity on ``val`` (training-topic chunks); returns the
+    chosen values and every score."""
+    from llm_methods.mbok import distill
+
+    from_block = distill.first_block(names)
+    batches = train[:TUNE_STEPS]
+    teachers = [distill.teacher_outputs(teacher, b, from_block) for b in batches]
+    out: dict[str, Any] = {}
+    for method, k, field, grid in (("mbok", 2, "bool_lr", BOOL_LR_GRID),
+                                   ("onebit", 1, "latent_lr", LATENT_LR_GRID)):  # fmt: skip
+        scores = []
+        for value in grid:
+            seed_everything(SEED)
+            student = copy.deepcopy(teacher)
+            layers = distill.compress_model(student, names, method, k=k)
+            cfg = distill.DistillConfig(steps=TUNE_STEPS, scale_lr=SCALE_LR,
+                                        **{"bool_lr": BOOL_LR, "latent_lr": LATENT_LR,
+                                           field: value})  # fmt: skip
+            distill.finetune(student, layers, batches, teachers, cfg)
+            scores.append(distill.perplexity_of(student, val))
+            del student, layers
+        best = min(range(len(grid)), key=lambda i: (scores[i], grid[i]))  # ties: smaller value
+        out[field] = grid[best]
+        out[f"{field}_grid"] = list(grid)
+        out[f"{field}_val_ppl"] = scores
+    return out
+
+
+def claims(m: dict[str, Any]) -> list[Claim]:
+    """Claims (a) and (b) judged from the measured numbers ``m`` (keys: ``mbok_k2_ppl``,
+    ``onebit_ste_ppl``, ``mbok_k2_flips``, ``mbok_k2_flip_fraction``,
+    ``mbok_k2_state_bytes_per_weight``, ``onebit_ste_state_bytes_per_weight``; reported along:
+    ``*_bits``, ``*_init_ppl``, ``mbok_k1_ppl``, ``mbok_k2_scales_only_ppl``). Pure: no model."""
+    ratio_a = m["mbok_k2_ppl"] / m["onebit_ste_ppl"]
+    ratio_b = m["mbok_k2_state_bytes_per_weight"] / m["onebit_ste_state_bytes_per_weight"]
+    shown = ("mbok_k2_bits", "onebit_ste_bits", "mbok_k1_ppl", "mbok_k2_init_ppl",
+             "onebit_ste_init_ppl", "mbok_k2_scales_only_ppl")  # fmt: skip
+    return [
+        Claim.judge(text="MBOK with 2 kernels has lower perplexity than OneBit (sign + two FP "
+                   "vectors, STE on latent weights) after the same distillation.",
+              criterion=f"ppl(MBOK K=2) / ppl(OneBit-STE) < {CLAIM_A_MAX_RATIO}",
+              measured={"mbok_k2_ppl": m["mbok_k2_ppl"], "onebit_ste_ppl": m["onebit_ste_ppl"],
+                        "ratio": ratio_a, **{k: m[k] for k in shown if k in m}},
+              holds=bool(ratio_a < CLAIM_A_MAX_RATIO),
+              preconditions=[Precondition(
+                  "MBOK's Boolean optimiser flipped weights",
+                  f"flips / Boolean weights of MBOK K=2 >= {MIN_FLIP_FRACTION}",
+                  {"flips": m["mbok_k2_flips"], "flip_fraction": m["mbok_k2_flip_fraction"]},
+                  m["mbok_k2_flip_fraction"] >= MIN_FLIP_FRACTION)]),
+        Claim.judge(text="Finetuning with the Boolean optimiser needs less optimiser state than "
+                   "Adam on latent FP weights.",
+              criterion=f"state bytes/weight MBOK K=2 / OneBit-STE < {CLAIM_B_MAX_RATIO}",
+              measured={"mbok_k2_state_bytes_per_weight": m["mbok_k2_state_bytes_per_weight"],
+                        "onebit_state_bytes_per_weight": m["onebit_ste_state_bytes_per_weight"],
+                        "ratio": ratio_b},
+              holds=bool(ratio_b < CLAIM_B_MAX_RATIO)),
+    ]  # fmt: skip
+
+
 def run(quick: bool, out_dir: Path) -> Result:
     import torch
 
@@ -106,9 +188,12 @@ def run(quick: bool, out_dir: Path) -> Result:
         lm = load_lm("smollm2", choose_device(), "float32")
         teacher = lm.model
         train_texts, test_texts = data.pydoc_split(SEED)
-        train = data.batches_of(data.token_chunks(lm.tokenizer, train_texts, cfg["seq_len"],
-                                                  cfg["train_chunks"], SEED), cfg["batch"],
-                              lm.device)  # fmt: skip
+        # training-topic chunks: the first train_chunks train, the next VAL_CHUNKS validate the
+        # tuning rule (chunk_ids shuffles once, so the training chunks are those of before)
+        chunks = data.token_chunks(lm.tokenizer, train_texts, cfg["seq_len"],
+                                   cfg["train_chunks"] + VAL_CHUNKS, SEED)  # fmt: skip
+        train = data.batches_of(chunks[: cfg["train_chunks"]], cfg["batch"], lm.device)
+        val = data.batches_of(chunks[cfg["train_chunks"] :], cfg["eval_batch"], lm.device)
         test = data.batches_of(data.token_chunks(lm.tokenizer, test_texts, cfg["seq_len"],
                                                  cfg["eval_chunks"], SEED), cfg["eval_batch"],
                              lm.device)  # fmt: skip
@@ -116,10 +201,14 @@ def run(quick: bool, out_dir: Path) -> Result:
         n_linear = sum(m.weight.numel() for blk in lm.layers for m in blk.modules()
                        if isinstance(m, torch.nn.Linear))  # fmt: skip
         fp_ppl = distill.perplexity_of(teacher, test)
+        if quick:  # the 60 s budget: the defaults, no tuning (README)
+            tuning: dict[str, Any] = {"bool_lr": BOOL_LR, "latent_lr": LATENT_LR,
+                                      "skipped": "quick run keeps the defaults"}  # fmt: skip
+        else:
+            tuning = tune(teacher, train, val, distill.select_linears(teacher, LAYERS,
+                                                                      TUNE_BLOCKS))  # fmt: skip
         from_block = distill.first_block(names)
         teachers = [distill.teacher_outputs(teacher, b, from_block) for b in train]
-        dcfg = distill.DistillConfig(steps=cfg["steps"], bool_lr=BOOL_LR, scale_lr=SCALE_LR,
-                                     latent_lr=LATENT_LR)  # fmt: skip
         rows: list[dict[str, Any]] = []
         logs: dict[str, Any] = {}
         for bits in (1, 2, 4):
@@ -133,85 +222,63 @@ def run(quick: bool, out_dir: Path) -> Result:
         rows.append({"name": "BiLLM", "family": "billm", "ppl": distill.perplexity_of(student, test),
                      "bits": info["bits_per_weight"], "salient_fraction": info["salient_fraction"]})  # fmt: skip
         del student
-        state: dict[str, float] = {}
-        for label, method, k in (("OneBit-STE", "onebit", 1), ("MBOK K=1", "mbok", 1),
-                                 ("MBOK K=2", "mbok", 2), ("MBOK K=3", "mbok", 3)):  # fmt: skip
+        for label, method, k, flips in (("OneBit-STE", "onebit", 1, True), ("MBOK K=1", "mbok", 1, True),
+                                        ("MBOK K=2", "mbok", 2, True), ("MBOK K=3", "mbok", 3, True),
+                                        ("MBOK K=2 scales only", "mbok", 2, False)):  # fmt: skip
             seed_everything(SEED)
             student = copy.deepcopy(teacher)
             layers = distill.compress_model(student, names, method, k=k)
             init_ppl = distill.perplexity_of(student, test)
+            dcfg = distill.DistillConfig(steps=cfg["steps"], bool_lr=tuning["bool_lr"],
+                                         scale_lr=SCALE_LR, latent_lr=tuning["latent_lr"],
+                                         train_boolean=flips)  # fmt: skip
             log = distill.finetune(student, layers, train, teachers, dcfg)
             summary = distill.stored_summary(layers)
-            rows.append({"name": label, "family": method, "ppl": distill.perplexity_of(student, test),
-                         "init_ppl": init_ppl, "bits": summary["bits_per_weight"]})  # fmt: skip
+            rows.append({"name": label, "family": method if flips else "control",
+                         "ppl": distill.perplexity_of(student, test), "init_ppl": init_ppl,
+                         "bits": summary["bits_per_weight"]})  # fmt: skip
             trained = sum(m.in_features * m.out_features for m in layers.values())
             logs[label] = {"loss_first": log["loss"][0], "loss_last": log["loss"][-1],
                            "loss": log["loss"], "flips_per_step": log["flips_per_step"],
                            "flips": log["flips"], "flip_fraction": log["flip_fraction"],
                            "state_bytes": log["state_bytes"],
                            "state_bytes_per_weight": log["state_bytes"] / trained}  # fmt: skip
-            if label in ("OneBit-STE", "MBOK K=2"):
-                state[label] = log["state_bytes"] / trained
             del student, layers
     wall = time.perf_counter() - start
-    by = {r["name"]: r for r in rows}
-    mbok2, onebit = by["MBOK K=2"], by["OneBit-STE"]
-    ratio_a = mbok2["ppl"] / onebit["ppl"]
-    ratio_b = state["MBOK K=2"] / state["OneBit-STE"]
-    _plot(rows, state, fp_ppl, out_dir)
-    (out_dir / "results.json").write_text(json.dumps({"rows": rows, "finetune": logs}, indent=1))
+    state = {n: logs[n]["state_bytes_per_weight"] for n in ("MBOK K=2", "OneBit-STE")}
+    _plot([r for r in rows if r["family"] != "control"], state, fp_ppl, out_dir)
+    (out_dir / "results.json").write_text(json.dumps({"rows": rows, "finetune": logs,
+                                                      "tuning": tuning}, indent=1))  # fmt: skip
     compressed = sum(teacher.get_submodule(n).weight.numel() for n in names)
     metrics: dict[str, Any] = {"fp_ppl": fp_ppl, "wall_s": wall, "n_layers": len(names),
-                               "compressed_fraction_of_decoder_linear": compressed / n_linear}  # fmt: skip
+                               "compressed_fraction_of_decoder_linear": compressed / n_linear,
+                               "tuning": tuning}  # fmt: skip
     for r in rows:
-        key = r["name"].replace(" ", "").replace("=", "").replace("-", "_").lower()
-        metrics[f"{key}_ppl"] = r["ppl"]
-        metrics[f"{key}_bits"] = r["bits"]
+        metrics[f"{_key(r['name'])}_ppl"] = r["ppl"]
+        metrics[f"{_key(r['name'])}_bits"] = r["bits"]
         if "init_ppl" in r:
-            metrics[f"{key}_init_ppl"] = r["init_ppl"]
+            metrics[f"{_key(r['name'])}_init_ppl"] = r["init_ppl"]
     for label, log in logs.items():
-        key = label.replace(" ", "").replace("=", "").replace("-", "_").lower()
+        key = _key(label)
         metrics[f"{key}_flips"] = log["flips"]
         metrics[f"{key}_flip_fraction"] = log["flip_fraction"]
         metrics[f"{key}_loss_first_last"] = [log["loss_first"], log["loss_last"]]
         metrics[f"{key}_state_bytes_per_weight"] = log["state_bytes_per_weight"]
     table = ", ".join(f"{r['name']} {r['ppl']:.1f} @ {r['bits']:.2f} b" for r in rows)
-    claims = [
-        Claim.judge(text="MBOK with 2 kernels has lower perplexity than OneBit (sign + two FP "
-                   "vectors, STE on latent weights) after the same distillation.",
-              criterion=f"ppl(MBOK K=2) / ppl(OneBit-STE) < {CLAIM_A_MAX_RATIO}",
-              measured={"mbok_k2_ppl": mbok2["ppl"], "onebit_ste_ppl": onebit["ppl"],
-                        "ratio": ratio_a, "mbok_k2_bits": mbok2["bits"],
-                        "onebit_bits": onebit["bits"],
-                        "mbok_k1_ppl_same_bits_as_onebit": by["MBOK K=1"]["ppl"],
-                        "mbok_k2_init_ppl": mbok2["init_ppl"],
-                        "onebit_init_ppl": onebit["init_ppl"]},
-              holds=bool(ratio_a < CLAIM_A_MAX_RATIO),
-              preconditions=[Precondition(
-                  "MBOK's Boolean optimiser flipped weights",
-                  f"flips / Boolean weights of MBOK K=2 >= {MIN_FLIP_FRACTION}",
-                  {"flips": logs["MBOK K=2"]["flips"],
-                   "flip_fraction": logs["MBOK K=2"]["flip_fraction"]},
-                  logs["MBOK K=2"]["flip_fraction"] >= MIN_FLIP_FRACTION)]),
-        Claim(text="Finetuning with the Boolean optimiser needs less optimiser state than Adam on "
-                   "latent FP weights.",
-              criterion=f"state bytes/weight MBOK K=2 / OneBit-STE < {CLAIM_B_MAX_RATIO}",
-              measured={"mbok_k2_state_bytes_per_weight": state["MBOK K=2"],
-                        "onebit_state_bytes_per_weight": state["OneBit-STE"], "ratio": ratio_b},
-              verdict=bool(ratio_b < CLAIM_B_MAX_RATIO)),
-    ]  # fmt: skip
     return Result(
         summary=(f"SmolLM2-135M, {len(names)} MLP linears of blocks {cfg['blocks']} compressed "
                  f"(FP ppl {fp_ppl:.1f}): {table}. Boolean flips in {cfg['steps']} steps: "
                  f"{logs['MBOK K=2']['flips']} (K=2, "
-                 f"{logs['MBOK K=2']['flip_fraction']:.2e} of its Boolean weights)."),
+                 f"{logs['MBOK K=2']['flip_fraction']:.2e} of its Boolean weights); "
+                 f"η {tuning['bool_lr']:.3g}, OneBit latent lr {tuning['latent_lr']:.3g} "
+                 f"({'defaults, quick' if quick else 'chosen by the validation rule'})."),
         metrics=metrics,
         seeds=[SEED],
         scale=(f"SmolLM2-135M-Instruct fp32 {lm.device.type}; MLP gate/up/down of blocks {cfg['blocks']} "
                f"({compressed / n_linear:.0%} of decoder linear weights); distillation "
                f"{cfg['steps']} steps x {cfg['batch']}x{cfg['seq_len']} tokens on pydoc train "
                f"topics; perplexity on {cfg['eval_chunks']}x{cfg['seq_len']} held-out tokens"),
-        claims=claims,
+        claims=claims(metrics),
     )  # fmt: skip
 
 

@@ -16,6 +16,11 @@ weight reached the threshold. Normalising Q by its per-tensor mean magnitude (ou
 27) makes η the accumulated step in units of the mean variation, the same on every model and
 layer: a weight flips once its accumulated, sign-consistent variation reaches 1/η mean
 variations. State: one fp32 accumulator per Boolean weight (4 B/weight).
+
+``per_slice=True`` treats each leading slice ``p[k]`` of a parameter as its own Boolean tensor
+(its own mean|Q|, accumulator and β): MBOK's layer holds its K kernels in one ``[K, out, in]``
+parameter, and each kernel W_bool^k is a tensor of its own in the method (issue 27 review #5:
+pooling the K kernels let kernel 1's larger s_out s_inᵀ set the normalisation of all of them).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ class BooleanOptimizer:
     of weights flipped, ``flip_fraction`` their share of all Boolean weights."""
 
     def __init__(self, params: Iterable[torch.Tensor], lr: float = 0.01,
-                 normalize: bool = True) -> None:  # fmt: skip
+                 normalize: bool = True, per_slice: bool = False) -> None:  # fmt: skip
         self.params = list(params)
         if not self.params:
             raise ValueError("BooleanOptimizer got no parameters")
@@ -43,8 +48,12 @@ class BooleanOptimizer:
             raise ValueError(f"Boolean learning rate must be > 0, got {lr}")
         self.lr = float(lr)
         self.normalize = normalize
-        self.accum = [torch.zeros_like(p) for p in self.params]
-        self.betas = [1.0] * len(self.params)
+        # the Boolean tensors: (parameter, slice index or None for the whole parameter)
+        self.units: list[tuple[torch.Tensor, int | None]] = [
+            (p, k) for p in self.params for k in (range(p.shape[0]) if per_slice else [None])
+        ]
+        self.accum = [torch.zeros_like(p if k is None else p[k]) for p, k in self.units]
+        self.betas = [1.0] * len(self.units)
         self.last_flipped = 0
         self.total = sum(p.numel() for p in self.params)
 
@@ -52,10 +61,11 @@ class BooleanOptimizer:
     def step(self) -> int:
         """One update; returns the number of flipped weights."""
         flipped = 0
-        for i, (p, m) in enumerate(zip(self.params, self.accum, strict=True)):
-            if p.grad is None:
+        for i, ((param, k), m) in enumerate(zip(self.units, self.accum, strict=True)):
+            if param.grad is None:
                 continue
-            q = p.grad
+            p = param if k is None else param[k]
+            q = param.grad if k is None else param.grad[k]
             if self.normalize:
                 scale = q.abs().mean()
                 q = q / scale if scale > 0 else torch.zeros_like(q)

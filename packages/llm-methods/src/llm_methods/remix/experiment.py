@@ -35,7 +35,7 @@ import numpy as np
 
 from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
 
-__all__ = ["EXPERIMENT", "SCALE", "run", "run_curve", "settings"]
+__all__ = ["EXPERIMENT", "SCALE", "claims", "run", "run_curve", "settings"]
 
 PAPER = ("Squeeze the Soaked Sponge: Efficient Off-policy Reinforcement Finetuning for Large "
          "Language Model (ReMix, arXiv 2507.06892)")  # fmt: skip
@@ -110,6 +110,47 @@ def rollouts_to_reach(rollouts: list[int], acc: np.ndarray, target: float) -> fl
     return float("inf")
 
 
+def claims(m: dict[str, Any]) -> list[Claim]:
+    """Claims (a) and (b) with their preconditions, judged from measured numbers only (pure).
+
+    ``m``: ``grpo_start`` / ``grpo_final`` / ``remix_final`` (seed-mean pool accuracy),
+    ``grpo_rollouts`` (GRPO's rollouts per run), ``remix_rollouts_to_reach`` (the first rollout
+    count at which ReMix's seed mean reached GRPO's final accuracy; None: never),
+    ``remix_off_policy_groups`` (replayed group slots per seed), optional ``per_seed_final``."""
+    reach = m["remix_rollouts_to_reach"]
+    fraction = None if reach is None else reach / m["grpo_rollouts"]
+    diff = m["remix_final"] - m["grpo_final"]
+    grpo_learned = Precondition(
+        "GRPO learned",
+        f"GRPO final seed-mean pool accuracy - start >= {MIN_GRPO_GAIN}",
+        {"grpo_final": round(m["grpo_final"], 4), "start": round(m["grpo_start"], 4)},
+        m["grpo_final"] - m["grpo_start"] >= MIN_GRPO_GAIN,
+    )
+    off = list(m["remix_off_policy_groups"])
+    replay_used = Precondition("ReMix trained on replayed groups",
+                               "off-policy group slots > 0 in every seed",
+                               {"off_policy_groups_per_seed": off},
+                               bool(off) and min(off) > 0)  # fmt: skip
+    return [
+        Claim.judge(text="ReMix reaches GRPO's final accuracy with at most half of GRPO's "
+                    "rollouts.",
+              criterion=(f"rollouts(ReMix seed-mean accuracy >= GRPO final) / GRPO rollouts "
+                         f"<= {CLAIM_A_MAX_ROLLOUT_FRACTION}"),
+              measured={"grpo_final": round(m["grpo_final"], 4),
+                        "grpo_rollouts": m["grpo_rollouts"], "remix_rollouts_to_reach": reach,
+                        "fraction": None if fraction is None else round(fraction, 4)},
+              holds=fraction is not None and fraction <= CLAIM_A_MAX_ROLLOUT_FRACTION,
+              preconditions=[grpo_learned, replay_used]),
+        Claim.judge(text="ReMix's final accuracy is not lower than GRPO's by more than 2 points.",
+              criterion=f"acc(ReMix) - acc(GRPO) >= -{CLAIM_B_MAX_DROP} (final, seed means)",
+              measured={"remix_final": round(m["remix_final"], 4),
+                        "grpo_final": round(m["grpo_final"], 4), "difference": round(diff, 4),
+                        "per_seed": m.get("per_seed_final", {})},
+              holds=diff >= -CLAIM_B_MAX_DROP,
+              preconditions=[grpo_learned]),
+    ]  # fmt: skip
+
+
 def run(quick: bool, out_dir: Path) -> Result:
     from iclr26_common.device import choose_device
     from llm_methods.lm import load_lm
@@ -138,7 +179,6 @@ def run(quick: bool, out_dir: Path) -> Result:
     total = float(x[-1])
     to_reach = {a: rollouts_to_reach(results[a][0]["curve"]["rollouts"], mean[a], final["grpo"])
                 for a in results}  # fmt: skip
-    fraction = to_reach["remix"] / total
     reached = {a: (None if v == float("inf") else v) for a, v in to_reach.items()}  # JSON-safe
     lengths = {a: np.array([r["lengths"] for r in rs]).mean(0) for a, rs in results.items()}
     xs = {a: results[a][0]["curve"]["rollouts"] for a in results}  # the same in every seed
@@ -148,36 +188,11 @@ def run(quick: bool, out_dir: Path) -> Result:
     heldout_acc = {a: round(float(np.mean([r["heldout"] for r in rs])), 4)
                    for a, rs in results.items()}  # fmt: skip
     initial = float(acc["grpo"][:, 0].mean())
-    grpo_learned = Precondition(
-        "GRPO learned",
-        f"GRPO final seed-mean pool accuracy - start >= {MIN_GRPO_GAIN}",
-        {"grpo_final": round(final["grpo"], 4), "start": round(initial, 4)},
-        final["grpo"] - initial >= MIN_GRPO_GAIN,
-    )
     off_groups = [r["off_policy_groups"] for r in results["remix"]]
-    replay_used = Precondition("ReMix trained on replayed groups",
-                               "off-policy group slots > 0 in every seed",
-                               {"off_policy_groups_per_seed": off_groups},
-                               min(off_groups) > 0)  # fmt: skip
-    claims = [
-        Claim.judge(text="ReMix reaches GRPO's final accuracy with at most half of GRPO's "
-                    "rollouts.",
-              criterion=(f"rollouts(ReMix seed-mean accuracy >= GRPO final) / GRPO rollouts "
-                         f"<= {CLAIM_A_MAX_ROLLOUT_FRACTION}"),
-              measured={"grpo_final": round(final["grpo"], 4), "grpo_rollouts": total,
-                        "remix_rollouts_to_reach": reached["remix"],
-                        "fraction": None if reached["remix"] is None else round(fraction, 4)},
-              holds=bool(fraction <= CLAIM_A_MAX_ROLLOUT_FRACTION),
-              preconditions=[grpo_learned, replay_used]),
-        Claim.judge(text="ReMix's final accuracy is not lower than GRPO's by more than 2 points.",
-              criterion=f"acc(ReMix) - acc(GRPO) >= -{CLAIM_B_MAX_DROP} (final, seed means)",
-              measured={"remix_final": round(final["remix"], 4),
-                        "grpo_final": round(final["grpo"], 4),
-                        "difference": round(final["remix"] - final["grpo"], 4),
-                        "per_seed": per_seed_final},
-              holds=bool(final["remix"] - final["grpo"] >= -CLAIM_B_MAX_DROP),
-              preconditions=[grpo_learned]),
-    ]  # fmt: skip
+    claims_ = claims({"grpo_start": initial, "grpo_final": final["grpo"],
+                      "remix_final": final["remix"], "grpo_rollouts": total,
+                      "remix_rollouts_to_reach": reached["remix"],
+                      "remix_off_policy_groups": off_groups, "per_seed_final": per_seed_final})  # fmt: skip
     start_len = {a: round(float(v[: max(1, len(v) // 8)].mean()), 3) for a, v in lengths.items()}
     end_len = {a: round(float(v[-max(1, len(v) // 8) :].mean()), 3) for a, v in lengths.items()}
     metrics: dict[str, Any] = {
@@ -203,7 +218,8 @@ def run(quick: bool, out_dir: Path) -> Result:
         summary=(f"Pool greedy accuracy {metrics['initial_accuracy']:.3f} at start; after "
                  f"{int(total)} rollouts GRPO {final['grpo']:.3f}, ReMix {final['remix']:.3f} "
                  f"(seed means). ReMix reached GRPO's final accuracy "
-                 + (f"after {to_reach['remix']:.0f} rollouts ({fraction:.2f} of GRPO's). "
+                 + (f"after {to_reach['remix']:.0f} rollouts "
+                    f"({to_reach['remix'] / total:.2f} of GRPO's). "
                     if reached["remix"] is not None else "at no evaluation point. ")
                  + "Mean sampled "
                  f"response length start->end: GRPO {start_len['grpo']}->{end_len['grpo']}, "
@@ -216,7 +232,7 @@ def run(quick: bool, out_dir: Path) -> Result:
                f"lr {LR}, beta 0.04, eps 0.2; ReMix p=0.4 m=2 N=2, T={round(100 * SCALE)}, "
                f"lambda from t={round(50 * SCALE)} every {max(1, round(10 * SCALE))} "
                f"gradient steps (paper steps x {SCALE}); {len(cfg['seeds'])} seeds"),
-        claims=claims,
+        claims=claims_,
     )  # fmt: skip
 
 

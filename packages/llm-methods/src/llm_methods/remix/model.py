@@ -329,12 +329,16 @@ class RLRunner:
         return [items[g * G : (g + 1) * G] for g in range(len(problems))]
 
     # -- one iteration --------------------------------------------------------------------
-    def _replay_group(self, informative: bool = False) -> list[Rollout]:
-        """A random group of a random one of the last ``N`` iterations (``informative``: only
-        groups whose rewards differ, when there are any)."""
+    def _replay_group(self) -> list[Rollout]:
+        """A random group of a random one of the last ``N`` iterations."""
         past = self.rng.choice(list(self.replay))
-        pool = [g for g in past if _reward_spread(g)] if informative else []
-        return self.rng.choice(pool or list(past))
+        return self.rng.choice(list(past))
+
+    def _informative_replay_group(self) -> list[Rollout] | None:
+        """A random replay group whose rewards differ, or None when the replay holds none (a
+        zero-spread replacement would carry no policy gradient either: the swap is skipped)."""
+        pool = [g for past in self.replay for g in past if _reward_spread(g)]
+        return self.rng.choice(pool) if pool else None
 
     def _reincarnate_if_due(self) -> None:
         cfg = self.cfg
@@ -351,7 +355,8 @@ class RLRunner:
         ReMix before reincarnation: the last ``round(p_off * len(problems))`` slots (when the
         replay holds groups) are replay groups and get no fresh rollouts; the other prompts are
         sampled and all of their rollouts are trained on (``replay_zero_std`` swaps fresh groups
-        whose rewards are all equal, which carry no policy gradient, for replay groups)."""
+        whose rewards are all equal, which carry no policy gradient, for replay groups whose
+        rewards differ, and skips the swap when the replay has none)."""
         cfg = self.cfg
         backward = backward or (lambda loss: loss.backward())
         self._reincarnate_if_due()
@@ -363,11 +368,11 @@ class RLRunner:
         groups = [self._replay_group() for _ in range(n_off)]
         n_swapped = 0
         for g, flat in zip(fresh, zero_std, strict=True):
+            swap = None
             if remix and flat and cfg.replay_zero_std and self.replay:
-                groups.append(self._replay_group(informative=True))
-                n_swapped += 1
-            else:
-                groups.append(g)
+                swap = self._informative_replay_group()  # None: keep the fresh group
+            groups.append(g if swap is None else swap)
+            n_swapped += swap is not None
         items = [r for g in groups for r in g]
         batch = collate_rollouts(items, self.tokenizer.pad_token_id, self.device)
         mask = batch["completion_mask"]

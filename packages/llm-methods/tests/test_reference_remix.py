@@ -1,0 +1,81 @@
+"""Reference check of ReMix's mix-policy clipped objective against a worked example done by hand
+(issue 27 review #6). ReMix has no official code; the check is against the paper's equation.
+
+Paper: *Squeeze the Soaked Sponge* (arXiv 2507.06892), Eq. (3), Mix-PPG. For a token sampled by
+an earlier policy pi_{k-i} (i = 0 for the current batch), with r = pi_theta / pi_{k-i} and the
+trust-region centre c = pi_k / pi_{k-i}:
+
+    J = E_i E_{pi_{k-i}} [ min( r * A,  clip(r, c - eps, c + eps) * A ) ]
+
+(GePPO's generalised clip, on which the paper builds; c = 1 gives PPO/GRPO's clip), aggregated
+as GRPO: mean over a sequence's tokens, then mean over sequences. The numbers below were worked
+out by hand from this equation (eps = 0.2), written as probabilities, and are not produced by
+our function; the loss is -J.
+
+Sequence 1, A = +1:
+  t1: pi_{k-i} 0.5, pi_k 0.6 (c 1.2), pi_theta 0.75 (r 1.5): clip to [1.0, 1.4] -> 1.4;
+      min(1.5, 1.4) = 1.4 (clipped: no gradient)
+  t2: pi_{k-i} 0.5, pi_k 0.6 (c 1.2), pi_theta 0.45 (r 0.9): clip -> 1.0; min(0.9, 1.0) = 0.9
+      (unclipped: d/d log pi_theta = r A = 0.9)
+  t3: pi_{k-i} 0.4, pi_k 0.4 (c 1, on-policy), pi_theta 0.5 (r 1.25): clip to [0.8, 1.2] -> 1.2;
+      min(1.25, 1.2) = 1.2 (clipped)
+  sequence mean 3.5 / 3
+Sequence 2, A = -2 (third token padding):
+  t1: pi_{k-i} 0.2, pi_k 0.3 (c 1.5), pi_theta 0.36 (r 1.8): clip to [1.3, 1.7] -> 1.7;
+      min(-3.6, -3.4) = -3.6 (unclipped: r A = -3.6)
+  t2: pi_{k-i} 0.2, pi_k 0.3 (c 1.5), pi_theta 0.24 (r 1.2): clip -> 1.3; min(-2.4, -2.6) = -2.6
+      (clipped)
+  sequence mean -6.2 / 2 = -3.1
+J = (3.5/3 - 3.1) / 2 = -0.966667, loss = 0.966667.
+Gradient of the loss in log pi_theta: -(1/2)(1/3)(0.9) = -0.15 at (1, t2), -(1/2)(1/2)(-3.6) =
+0.9 at (2, t1), 0 elsewhere. Tokens outside the trust region in the direction A pushes
+(r > c + eps with A > 0, r < c - eps with A < 0): (1, t1), (1, t3), (2, t2): 3 of 5.
+
+The same tokens under the two other readings, to show the test tells them apart: a clip around
+1 (PPO) gives t1 of sequence 1 min(1.5, 1.2) = 1.2, not 1.4; a multiplicative clip
+[c (1 - eps), c (1 + eps)] = [0.96, 1.44] gives 1.44.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from llm_methods.remix.model import mix_ppg_loss
+
+EPS = 0.2
+BEHAVIOUR = [[0.5, 0.5, 0.4], [0.2, 0.2, 1.0]]  # pi_{k-i}; the last entry is padding
+CURRENT = [[0.6, 0.6, 0.4], [0.3, 0.3, 1.0]]  # pi_k
+THETA = [[0.75, 0.45, 0.5], [0.36, 0.24, 1.0]]  # pi_theta
+ADVANTAGES = [1.0, -2.0]
+MASK = [[1, 1, 1], [1, 1, 0]]
+EXPECTED_LOSS = -((1.4 + 0.9 + 1.2) / 3 + (-3.6 - 2.6) / 2) / 2
+EXPECTED_GRAD = [[0.0, -0.15, 0.0], [0.9, 0.0, 0.0]]
+
+
+def _log(values: list[list[float]]) -> torch.Tensor:
+    return torch.tensor([[math.log(v) for v in row] for row in values], dtype=torch.float64)
+
+
+def test_mix_ppg_loss_matches_the_hand_worked_example_of_eq3() -> None:
+    logps = _log(THETA).requires_grad_()
+    loss, stats = mix_ppg_loss(logps, _log(BEHAVIOUR), _log(CURRENT),
+                               torch.tensor(ADVANTAGES, dtype=torch.float64),
+                               torch.tensor(MASK, dtype=torch.float64), eps_low=EPS)  # fmt: skip
+    assert float(loss) == pytest.approx(0.9666667, abs=1e-6)
+    assert float(loss) == pytest.approx(EXPECTED_LOSS, abs=1e-9)
+    loss.backward()
+    assert torch.allclose(logps.grad, torch.tensor(EXPECTED_GRAD, dtype=torch.float64), atol=1e-9)
+    assert stats["clip_frac"] == pytest.approx(3 / 5)
+
+
+def test_the_example_separates_the_clip_readings() -> None:
+    """Sequence 1, t1 alone: 1.4 under Eq. (3)'s additive clip around c; 1.2 around 1; 1.44
+    multiplicative. Our loss gives the first."""
+    one = torch.ones(1, 1, dtype=torch.float64)
+    loss, _ = mix_ppg_loss(_log([[0.75]]), _log([[0.5]]), _log([[0.6]]),
+                           torch.ones(1, dtype=torch.float64), one, eps_low=EPS)  # fmt: skip
+    assert float(loss) == pytest.approx(-1.4, abs=1e-9)
+    assert abs(float(loss) + 1.2) > 0.1 and abs(float(loss) + 1.44) > 0.03
