@@ -27,6 +27,55 @@ def official_checkpoint(folder: Path, drop: str | None = None, extra: str | None
     return path
 
 
+def upstream_p0(folder: Path) -> Path:
+    """Upstream's ``p0.pt`` (its values are stored in the reference fixture) written as a file."""
+    p0 = json.loads((DATA / "scisor_reference.json").read_text())["get_kl_t1"]["p0"]
+    path = folder / "p0.pt"
+    torch.save(torch.tensor(p0, dtype=torch.float32), path)
+    return path
+
+
+def test_p0_maps_upstreams_esm_tokens_to_our_residues(tmp_path: Path) -> None:
+    """ESM2 token ids by hand (L=4, A=5, ..., D=13, ..., C=23): upstream's D is token 13."""
+    from bio_scisor.constants import AMINO_ACIDS
+    from bio_scisor.official import load_p0
+
+    p0 = json.loads((DATA / "scisor_reference.json").read_text())["get_kl_t1"]["p0"]
+    pi = load_p0(upstream_p0(tmp_path))
+    total = sum(p0[4:24])
+    assert pi.shape == (20,) and abs(float(pi.sum()) - 1.0) < 1e-12
+    for letter, token in (("L", 4), ("A", 5), ("D", 13), ("K", 15), ("Q", 16), ("C", 23)):
+        assert float(pi[AMINO_ACIDS.index(letter)]) == pytest.approx(p0[token] / total)
+    bad = tmp_path / "bad.pt"
+    torch.save(torch.ones(5), bad)
+    with pytest.raises(ValueError, match=r"bad\.pt: p0 must be a 1-D tensor"):
+        load_p0(bad)
+
+
+def test_upstream_checkpoint_elbo_uses_upstreams_p0(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Review of issue 25: an upstream checkpoint was scored by ELBO with our π, silently."""
+    from bio_scisor.cli import _load_denoiser, main
+    from bio_scisor.official import load_p0
+    from iclr26_common.testing import assert_one_line_error
+
+    ckpt = official_checkpoint(tmp_path)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"num_attention_heads": 4}))
+    p0 = upstream_p0(tmp_path)
+    _, process = _load_denoiser(ckpt, config, p0)
+    torch.testing.assert_close(process["background"], load_p0(p0))
+    wt = "MKTAYIAKQRQ"
+    dms = tmp_path / "dms.csv"
+    dms.write_text(f"mutated_sequence,DMS_score\n{wt[1:]},0.1\n{wt[:4] + wt[6:]},-1.0\n")
+    line = assert_one_line_error(
+        main,
+        ["score", "--dms", str(dms), "--wt", wt, "--ckpt", str(ckpt), "--esm-config",
+         str(config), "--out", str(tmp_path / "s.csv"), "--elbo-samples", "1"],
+        capsys, prog="bio-scisor",
+    )  # fmt: skip
+    assert "--elbo-samples needs --p0" in line
+
+
 def test_key_mapping() -> None:
     assert official_keys("proj.weight") == "head.weight"
     assert official_keys("faesm.esm.encoder.film_layers.3.bias") == "film.films.3.bias"
@@ -95,7 +144,7 @@ def test_cli_scores_and_shrinks_with_an_upstream_checkpoint(tmp_path: Path, caps
     out = tmp_path / "scores.csv"
     args = ["score", "--dms", str(dms), "--wt", wt, "--ckpt", str(ckpt), "--out", str(out),
             "--elbo-samples", "1", "--esm-config", str(config)]  # fmt: skip
-    assert main(args) == 0 and out.is_file()
+    assert main([*args, "--p0", str(upstream_p0(tmp_path))]) == 0 and out.is_file()
     (tmp_path / "in.fasta").write_text(f">p1 desc\n{wt}\n")
     assert main(["shrink", "--fasta", str(tmp_path / "in.fasta"), "--pct", "20", "--ckpt",
                  str(ckpt), "--esm-config", str(config), "--out", str(tmp_path / "o.fa")]) == 0  # fmt: skip

@@ -204,6 +204,41 @@ def test_predict_runs_and_returns_chunks(demo_dir: Path, tmp_path: Path) -> None
     assert chunks.shape == (len(cli.datamodule.val_set), 8, 2) and torch.isfinite(chunks).all()
 
 
+def test_predict_writes_predictions_and_never_overwrites(  # type: ignore[no-untyped-def]
+    demo_dir: Path, tmp_path: Path, capsys
+) -> None:
+    """Review of issue 25: predictions were returned to Lightning and dropped (no file)."""
+    import torch
+
+    out = tmp_path / "run"
+    cli = run_lightning_cli(["predict", "--config", "tiny", f"--data.init_args.data_dir={demo_dir}",
+                             f"--trainer.default_root_dir={out}"])  # fmt: skip
+    saved = torch.load(out / "predictions.pt", weights_only=True)
+    torch.testing.assert_close(saved["chunks"], torch.cat(cli.trainer.predict_loop.predictions))
+    assert saved["chunks"].shape == (len(cli.datamodule.val_set), 8, 2)
+    before = (out / "predictions.pt").read_bytes()
+    capsys.readouterr()  # drop the first run's output (Lightning's log lines)
+    line = _one_line_error(capsys, ["predict", "--config", "tiny",
+                                    f"--data.init_args.data_dir={demo_dir}",
+                                    f"--trainer.default_root_dir={out}"])  # fmt: skip
+    assert "predictions.pt: exists" in line
+    assert (out / "predictions.pt").read_bytes() == before
+
+
+def test_junk_checkpoint_in_a_config_file_is_one_line(  # type: ignore[no-untyped-def]
+    demo_dir: Path, tmp_path: Path, capsys
+) -> None:
+    """Review of issue 25: the check read argv only, so ``ckpt_path:`` in a YAML bypassed it."""
+    junk = tmp_path / "junk.ckpt"
+    junk.write_bytes(b"junk")
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(f"ckpt_path: {junk}\n")
+    line = _one_line_error(capsys, ["test", "--config", "tiny", "--config", str(extra),
+                                    f"--data.init_args.data_dir={demo_dir}",
+                                    f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+    assert "junk.ckpt: not a readable checkpoint" in line
+
+
 def test_junk_checkpoint_is_one_line(demo_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     """Issue 25: `--ckpt_path` to a junk file gave a torch unpickling traceback."""
     junk = tmp_path / "junk.ckpt"

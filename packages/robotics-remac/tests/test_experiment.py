@@ -233,3 +233,17 @@ def test_claim_d_planted_slow_policy() -> None:
     assert swapped["latency_ratio"] < 1 < m["latency_ratio"]
     (fast_claim,) = [c for c in claims({**GOOD, **swapped}) if "inference time" in c.text]
     assert fast_claim.held
+
+
+def test_miniature_ema_keeps_the_finetune() -> None:
+    """Upstream's 0.999 over a 360-step finetune leaves ~70 % of the weight on the initial
+    (≈ zero) LoRA snapshot; the miniature decay puts < 1e-4 there and caps at upstream's."""
+    from robotics_remac.experiment import UPSTREAM_EMA_DECAY, miniature_ema_decay
+
+    assert UPSTREAM_EMA_DECAY**360 > 0.69
+    decay = miniature_ema_decay(360)
+    assert decay**360 < 1e-4
+    assert miniature_ema_decay(10**7) == UPSTREAM_EMA_DECAY
+    assert 0.0 <= miniature_ema_decay(3) < decay
+    with pytest.raises(ValueError, match="positive"):
+        miniature_ema_decay(0)

@@ -180,3 +180,48 @@ def test_each_error_is_one_line(demo_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(RemacFormatError) as info:
         read_lerobot_dataset(root)
     assert "\n" not in str(info.value) and "info.json: fps 'twenty'" in str(info.value)
+
+
+# -- review of issue 25: meta fields that raised raw Python errors (KeyError / ValueError, a
+# -- traceback in the CLI) or loaded silently before; each is now one error naming file and field.
+
+
+def test_tasks_row_without_task_index(demo_dir: Path, tmp_path: Path) -> None:
+    root = _copy(demo_dir, tmp_path)
+    (root / "meta/tasks.jsonl").write_text('{"task": "chase the target"}\n')
+    with pytest.raises(
+        RemacFormatError, match=r"tasks\.jsonl: line 1: task_index None missing or not an integer"
+    ):
+        read_lerobot_dataset(root)
+
+
+def test_non_integer_chunks_size(demo_dir: Path, tmp_path: Path) -> None:
+    root = _copy(demo_dir, tmp_path)
+    _edit_info(root, chunks_size="abc")
+    with pytest.raises(
+        RemacFormatError, match=r"info\.json: chunks_size 'abc' is not a positive integer"
+    ):
+        read_lerobot_dataset(root)
+
+
+def test_data_path_with_unknown_fields(demo_dir: Path, tmp_path: Path) -> None:
+    root = _copy(demo_dir, tmp_path)
+    _edit_info(root, data_path="data/{foo}.parquet")
+    with pytest.raises(
+        RemacFormatError, match=r"info\.json: data_path 'data/\{foo\}\.parquet' is not a template"
+    ) as info:
+        read_lerobot_dataset(root)
+    assert "\n" not in str(info.value)
+
+
+def test_task_index_missing_from_tasks_jsonl(demo_dir: Path, tmp_path: Path) -> None:
+    """Used to fall back to the default task silently."""
+    root = _copy(demo_dir, tmp_path)
+    path = root / "data/chunk-000/episode_000004.parquet"
+    _rewrite(path, "task_index", [3] * pq.read_table(path).num_rows)
+    with pytest.raises(
+        RemacFormatError,
+        match=r"episode_000004\.parquet: column 'task_index' holds 3, which .*tasks\.jsonl "
+        r"does not list",
+    ):
+        read_lerobot_dataset(root)

@@ -8,9 +8,9 @@ import torch
 
 from robotics_remac.checkpoint import load_policy, save_policy
 from robotics_remac.data import ChunkDataset, DemoDataModule, collect_demonstrations
-from robotics_remac.lit_module import FlowPolicyModule, RemacModule, charbonnier
-from robotics_remac.model import FlowPolicy, LoRALinear
-from robotics_remac.training import ABLATIONS, remac_from_policy
+from robotics_remac.lit_module import FlowPolicyModule, RemacModule, charbonnier, curriculum_low
+from robotics_remac.model import FlowPolicy, LoRALinear, lora_parameters
+from robotics_remac.training import ABLATIONS, fit_finetune, remac_from_policy
 
 TINY = {"channels": 16, "hidden": 32, "token_hidden": 8, "depth": 1}
 
@@ -64,6 +64,45 @@ def test_p_schedule_and_delay_curriculum() -> None:
     module = RemacModule(**TINY, curriculum_epochs=4, p_start=1.0, p_end=0.2)
     assert module.p_gt() == 1.0  # no trainer yet
     assert module._delay_low() == 4
+
+
+def test_curriculum_low_replays_upstreams_32_epoch_schedule() -> None:
+    """Upstream ``minval = int(4 * (1 - epoch / 32))``, worked out by hand per epoch: 4 at epoch
+    0, 3 at 1-8, 2 at 9-16, 1 at 17-24, 0 at 25-31."""
+    by_hand = [4] + [3] * 8 + [2] * 8 + [1] * 8 + [0] * 7
+    assert [curriculum_low((e + 0.5) / 32, 4) for e in range(32)] == by_hand
+    assert curriculum_low(0.0, 4) == 4 and curriculum_low(1.0, 4) == 0
+
+
+def test_a_three_epoch_finetune_trains_delay_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The experiment's 3-epoch finetune must reach d = 0 at the end, as upstream's 32 epochs do
+    (a per-epoch schedule stretched over 3 epochs stops at ⌊4·(1 - 2/3)⌋ = 1)."""
+    seen: list[int] = []
+    original = RemacModule._delay_low
+
+    def record(self: RemacModule) -> int:
+        seen.append(original(self))
+        return seen[-1]
+
+    monkeypatch.setattr(RemacModule, "_delay_low", record)
+    dm = DemoDataModule(n_episodes=4, batch_size=64, val_fraction=0.25)
+    fit_finetune(FlowPolicy(**TINY), dm, 3, **ABLATIONS["remac"])
+    assert seen[0] == 4 and seen[-1] == 0
+    assert seen == sorted(seen, reverse=True)
+
+
+def test_ema_uses_upstreams_decay() -> None:
+    """One EMA step moves the average 1 - 0.999 of the way to the weights (upstream EMA_DECAY)."""
+    module = RemacModule(**TINY)
+    params = lora_parameters(module.policy)
+    module.on_train_batch_end(None, None, 0)  # first call snapshots the weights
+    with torch.no_grad():
+        for p in params:
+            p.add_(1.0)
+    before = [e.clone() for e in module._ema]
+    module.on_train_batch_end(None, None, 1)
+    for e, b in zip(module._ema, before, strict=True):
+        torch.testing.assert_close(e - b, torch.full_like(e, 0.001))
 
 
 def test_fit_checkpoint_and_weights_only_reload(tmp_path: Path) -> None:

@@ -184,3 +184,21 @@ def test_bid_picks_the_candidate_closest_to_the_prefix(policy: FlowPolicy) -> No
     prefix = cand[:, 5].clone()
     out = bid_sample(policy, obs, prefix, 2, 2, generator=torch.Generator().manual_seed(0))
     torch.testing.assert_close(out, prefix)
+
+
+def test_bid_ranks_by_plain_not_squared_l2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upstream ``bid_action`` sums per-step plain L2 norms. Candidate 0 misses the prefix by 2 at
+    one step (plain 2.0, squared 4.0), candidate 1 by 1.2 at two steps (plain 2.4, squared 2.88):
+    plain L2 keeps candidate 0, squared L2 would keep candidate 1."""
+    import robotics_remac.sampling as sampling
+
+    prefix = torch.zeros(1, H, A)
+    cand = torch.zeros(1, 2, H, A)
+    cand[0, 0, 0, 0] = 2.0
+    cand[0, 1, 0, 1] = 1.2
+    cand[0, 1, 1, 0] = 1.2
+    weights = rtc_prefix_weights(H, 2, 2)
+    assert weights[0] == weights[1] == 1.0  # both misses sit on the frozen (weight 1) steps
+    monkeypatch.setattr(sampling, "euler_sample", lambda *args, **kwargs: cand.view(2, H, A))
+    out = sampling.bid_sample(None, torch.zeros(1, 8), prefix, 2, 2, samples=2)  # type: ignore[arg-type]
+    torch.testing.assert_close(out, cand[:, 0])

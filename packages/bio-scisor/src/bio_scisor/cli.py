@@ -11,6 +11,7 @@ from bio_scisor import __version__
 from iclr26_common.cli_support import (
     CONFIGS_HELP,
     ArgumentParser,
+    UsageError,
     configs_command,
     dispatch,
     is_user_error,
@@ -79,14 +80,25 @@ def _add_ckpt_arguments(parser: ArgumentParser) -> None:
         help="upstream checkpoints only: an ESM2 config.json when the model name is not a "
         "released ESM2",
     )
+    parser.add_argument(
+        "--p0",
+        type=Path,
+        default=None,
+        help="upstream checkpoints only: upstream's p0.pt (the residue distribution pi they were "
+        "trained with; not shipped here, the upstream repository has no licence); required with "
+        "--elbo-samples",
+    )
 
 
-def _load_denoiser(ckpt: Path, esm_config: Path | None) -> tuple[Any, dict[str, Any]]:
-    """(denoiser, forward-process settings {alpha_power, t_max, background}) from our checkpoint
-    or from upstream's layout (:mod:`bio_scisor.official`; pi = our background, README)."""
+def _load_denoiser(
+    ckpt: Path, esm_config: Path | None, p0: Path | None = None
+) -> tuple[Any, dict[str, Any]]:
+    """(denoiser, forward-process settings {alpha_power, t_max, background, official}) from our
+    checkpoint (π stored in it) or from upstream's layout (:mod:`bio_scisor.official`; π =
+    upstream's ``p0`` read from ``p0``, ``None`` when not given)."""
     import torch
 
-    from bio_scisor.official import is_official_state_dict, load_official_checkpoint
+    from bio_scisor.official import is_official_state_dict, load_official_checkpoint, load_p0
 
     if ckpt.is_file():
         try:
@@ -95,14 +107,17 @@ def _load_denoiser(ckpt: Path, esm_config: Path | None) -> tuple[Any, dict[str, 
             state = {}
         if is_official_state_dict(state):
             model, settings = load_official_checkpoint(ckpt, esm_config)
+            background = load_p0(p0) if p0 is not None else None
             return model, {"alpha_power": settings["alpha_power"], "t_max": settings["t_max"],
-                           "background": None}  # fmt: skip
+                           "background": background, "official": True}  # fmt: skip
+    if p0 is not None:
+        raise UsageError(f"--p0 is for upstream checkpoints; {ckpt} stores its own pi")
     from bio_scisor.lit_module import load_checkpoint
 
     module = load_checkpoint(ckpt)
     hp = module.hparams
     return module.denoiser, {"alpha_power": hp.alpha_power, "t_max": hp.t_max,
-                             "background": module.background.cpu()}  # fmt: skip
+                             "background": module.background.cpu(), "official": False}  # fmt: skip
 
 
 def score_main(argv: Sequence[str]) -> int:
@@ -136,7 +151,13 @@ def score_main(argv: Sequence[str]) -> int:
     assay = read_dms_indels(
         ns.dms, wt, on_non_deletion="skip" if ns.skip_non_deletions else "error"
     )
-    model, process = _load_denoiser(ns.ckpt, ns.esm_config)
+    model, process = _load_denoiser(ns.ckpt, ns.esm_config, ns.p0)
+    if ns.elbo_samples and process["official"] and process["background"] is None:
+        raise UsageError(
+            f"--ckpt {ns.ckpt} is an upstream checkpoint: --elbo-samples needs --p0 (upstream's "
+            "p0.pt, the residue distribution it was trained with; not shipped here because the "
+            "upstream repository has no licence)"
+        )
     columns = {"scisor_path": score_path(model, wt, assay.mutants)}
     if ns.elbo_samples:  # the forward process the checkpoint was trained with
         columns["scisor_elbo"] = score_elbo(
@@ -183,7 +204,7 @@ def proteingym_main(argv: Sequence[str]) -> int:
 
     from bio_scisor.proteingym import score_clinical_reference, score_reference
 
-    model, _ = _load_denoiser(ns.ckpt, ns.esm_config)
+    model, _ = _load_denoiser(ns.ckpt, ns.esm_config, ns.p0)
     if ns.benchmark == "clinical":
         clinical = score_clinical_reference(
             model, ns.reference, ns.dms_dir, ns.out,
@@ -233,7 +254,7 @@ def shrink_main(argv: Sequence[str]) -> int:
     from bio_scisor.scoring import shrink_positions
 
     records = read_sequences(ns.fasta, header=True)
-    model, _ = _load_denoiser(ns.ckpt, ns.esm_config)
+    model, _ = _load_denoiser(ns.ckpt, ns.esm_config, ns.p0)
     gen = torch.Generator().manual_seed(ns.seed)
     shrunk = []
     for header, seq in records:  # upstream's header: HEADER|deletions A3,G10|percentage 10

@@ -22,8 +22,11 @@ Not used: ``faesm.lm_head.*`` (the masked-LM head; the denoiser reads hidden sta
 other key, or a missing one, is an error naming the checkpoint. The ESM2 sizes come from the
 weights; the number of attention heads (not visible in the shapes) from the ESM2 model name,
 or from ``esm_config``. The residue distribution pi is not in the checkpoint (upstream patches
-it in from ``p0.pt``): :func:`load_official_checkpoint` returns the forward-process settings it
-found and leaves pi to the caller.
+it in from ``p0.pt`` before every use, e.g. ``shrink_sequences.py``: ``model.p0 =
+torch.load("p0.pt")``): :func:`load_official_checkpoint` returns the forward-process settings it
+found, and :func:`load_p0` reads upstream's ``p0.pt`` into our residue order. ``p0``'s values are
+not shipped as a default: the upstream repository carries no licence, so the user passes the file
+(``bio-scisor score --p0 p0.pt``).
 """
 
 from __future__ import annotations
@@ -35,9 +38,16 @@ from typing import Any
 
 import torch
 
+from bio_scisor.constants import AMINO_ACIDS, ESM2_TOKEN_IDS
 from bio_scisor.model import EsmDenoiser
 
-__all__ = ["ESM2_HEADS", "is_official_state_dict", "load_official_checkpoint", "official_keys"]
+__all__ = [
+    "ESM2_HEADS",
+    "is_official_state_dict",
+    "load_official_checkpoint",
+    "load_p0",
+    "official_keys",
+]
 
 PREFIX = "x0_model."
 # attention heads of the ESM2 releases (fair-esm / transformers configs)
@@ -177,3 +187,22 @@ def load_official_checkpoint(
         "hf_model_name": name,
     }
     return denoiser.eval(), settings
+
+
+def load_p0(path: Path | str) -> torch.Tensor:
+    """Upstream's background ``p0.pt`` (a probability vector over ESM2's 33 tokens, mass on the
+    20 residues) as our π ``[20]`` (float64, order ``AMINO_ACIDS``, renormalised over the 20).
+    Raises ``ValueError`` naming the file for anything else."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such p0 file")
+    try:
+        p0 = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # unpickling errors come in many types
+        raise ValueError(f"{path}: not a loadable p0 file ({type(error).__name__})") from None
+    if not isinstance(p0, torch.Tensor) or p0.ndim != 1 or len(p0) <= max(ESM2_TOKEN_IDS.values()):
+        raise ValueError(f"{path}: p0 must be a 1-D tensor over the ESM2 vocabulary (33 tokens)")
+    pi = torch.stack([p0[ESM2_TOKEN_IDS[a]] for a in AMINO_ACIDS]).to(torch.float64)
+    if not torch.isfinite(pi).all() or (pi <= 0).any():
+        raise ValueError(f"{path}: p0 must be positive on the 20 residues")
+    return pi / pi.sum()

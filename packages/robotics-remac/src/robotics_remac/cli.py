@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,13 +53,32 @@ def parse_delays(text: str) -> list[int]:
 def run_lightning_cli(argv: Sequence[str]) -> Any:
     """LightningCLI over the base/REMAC modules (picked by ``class_path``) and the demonstration
     data module, through :func:`iclr26_common.lightning.run_cli`. The data is read before the
-    Trainer starts, so a bad dataset is one line."""
+    Trainer starts, so a bad dataset is one line. ``--ckpt_path`` (on the command line or in a
+    config file) is checked once parsed, before Lightning unpickles it; ``predict`` writes
+    ``predictions.pt`` into ``--trainer.default_root_dir`` (:mod:`robotics_remac.writer`)."""
     import lightning as L
 
-    from iclr26_common.lightning import run_cli
+    from iclr26_common.lightning import CLI, run_cli
     from robotics_remac.data import DemoDataModule
+    from robotics_remac.writer import PredictionsWriter, predictions_path
 
-    _check_ckpt_path(argv)
+    class RemacCLI(CLI):
+        def parse_arguments(self, parser: Any, args: Any) -> None:
+            super().parse_arguments(parser, args)
+            if self.config.get("subcommand"):
+                _check_ckpt_path(self.config[self.config.subcommand].get("ckpt_path"))
+
+        def instantiate_trainer(self, **kwargs: Any) -> Any:
+            if self.subcommand == "predict":  # an existing file: one line, before the Trainer
+                root = self._get(self.config_init, "trainer", default={}).get("default_root_dir")
+                path = predictions_path(root or os.getcwd())
+                if path.exists():
+                    raise FileExistsError(f"{path}: exists; predict never overwrites a file")
+            trainer = super().instantiate_trainer(**kwargs)
+            if self.subcommand == "predict":
+                trainer.callbacks.append(PredictionsWriter())
+            return trainer
+
     return run_cli(
         L.LightningModule,
         DemoDataModule,
@@ -71,26 +91,21 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
             ("data.action_dim", "model.init_args.action_dim", "instantiate"),
         ],
         before_trainer=lambda cli: cli.datamodule.setup("fit"),
+        cli_class=RemacCLI,
     )
 
 
 LIGHTNING_CKPT_ALIASES = ("last", "best", "hpc", "registry")
 
 
-def _check_ckpt_path(argv: Sequence[str]) -> None:
-    """LightningCLI unpickles ``--ckpt_path`` while parsing (a junk file gave a torch traceback):
-    check it first, as a one-line error. Lightning's aliases (``last``, ``best``...) pass."""
+def _check_ckpt_path(value: Any) -> None:
+    """LightningCLI unpickles the parsed ``ckpt_path`` right after parsing (a junk file gave a
+    torch traceback): check it first, as a one-line error. Lightning's aliases (``last``,
+    ``best``...) pass."""
     from robotics_remac.checkpoint import check_lightning_checkpoint
 
-    args = list(argv)
-    for k, arg in enumerate(args):
-        value = None
-        if arg.startswith("--ckpt_path="):
-            value = arg.split("=", 1)[1]
-        elif arg == "--ckpt_path" and k + 1 < len(args):
-            value = args[k + 1]
-        if value and value not in LIGHTNING_CKPT_ALIASES and value.lower() != "null":
-            check_lightning_checkpoint(value)
+    if value and str(value) not in LIGHTNING_CKPT_ALIASES and str(value).lower() != "null":
+        check_lightning_checkpoint(value)
 
 
 def collect_main(argv: Sequence[str]) -> int:

@@ -367,17 +367,48 @@ def _episode_index(row: dict, where: Path, seen: set[int]) -> int:
     return i
 
 
+def _data_path(template: object, info_path: Path, **fields: int) -> str:
+    """``info.json``'s ``data_path`` template filled with ``fields`` (the layout's only ones)."""
+    if not isinstance(template, str):
+        raise RemacFormatError(f"{info_path}: data_path {template!r} is not a string")
+    try:
+        return template.format(**fields)
+    except (KeyError, IndexError, ValueError) as error:
+        raise RemacFormatError(
+            f"{info_path}: data_path {template!r} is not a template over {sorted(fields)} "
+            f"({type(error).__name__}: {error})"
+        ) from None
+
+
+def _read_tasks_jsonl(path: Path) -> dict[int, str]:
+    tasks: dict[int, str] = {}
+    for k, row in enumerate(_read_jsonl(path), start=1):
+        i = row.get("task_index") if isinstance(row, dict) else None
+        if not isinstance(i, int) or isinstance(i, bool):
+            raise RemacFormatError(f"{path}: line {k}: task_index {i!r} missing or not an integer")
+        tasks[i] = str(row.get("task", ""))
+    return tasks
+
+
 def _read_v2(root: Path, info: dict, make) -> list[Episode]:  # type: ignore[no-untyped-def]
+    info_path = root / "meta" / "info.json"
     data_path = info.get("data_path", DATA_PATH)
-    chunks_size = int(info.get("chunks_size", CHUNKS_SIZE))
-    tasks = {int(row["task_index"]): row["task"] for row in _read_jsonl(root / "meta/tasks.jsonl")}
+    chunks_size = info.get("chunks_size", CHUNKS_SIZE)
+    if not isinstance(chunks_size, int) or isinstance(chunks_size, bool) or chunks_size < 1:
+        raise RemacFormatError(
+            f"{info_path}: chunks_size {chunks_size!r} is not a positive integer"
+        )
+    tasks_path = root / "meta" / "tasks.jsonl"
+    tasks = _read_tasks_jsonl(tasks_path)
     episodes, seen = [], set()
     episodes_path = root / "meta" / "episodes.jsonl"
     for row in _read_jsonl(episodes_path):
         i = _episode_index(row, episodes_path, seen)
-        path = root / data_path.format(episode_chunk=i // chunks_size, episode_index=i)
+        path = root / _data_path(
+            data_path, info_path, episode_chunk=i // chunks_size, episode_index=i
+        )
         table = _read_parquet(path, "meta/episodes.jsonl")
-        episodes.append(make(table, path, i, row, "meta/episodes.jsonl", tasks))
+        episodes.append(make(table, path, i, row, "meta/episodes.jsonl", (tasks, tasks_path)))
     return episodes
 
 
@@ -388,13 +419,15 @@ def _read_v3(root: Path, info: dict, make) -> list[Episode]:  # type: ignore[no-
     files = sorted((root / "meta" / "episodes").glob("chunk-*/file-*.parquet"))
     if not files:
         raise RemacFormatError(f"{root / 'meta/episodes'}: no chunk-*/file-*.parquet (v3 layout)")
-    tasks: dict[int, str] = {}
-    if (root / "meta/tasks.parquet").is_file():
-        table = _read_parquet(root / "meta/tasks.parquet", "meta")
+    tasks_path = root / "meta" / "tasks.parquet"
+    tasks: tuple[dict[int, str], Path] | None = None  # no task table: every frame DEFAULT_TASK
+    if tasks_path.is_file():
+        table = _read_parquet(tasks_path, "meta")
         names = [c for c in ("task", "__index_level_0__") if c in table.column_names]
         if names and "task_index" in table.column_names:
             ids, texts = table.column("task_index").to_pylist(), table.column(names[0]).to_pylist()
-            tasks = dict(zip(ids, texts, strict=True))
+            tasks = (dict(zip(ids, texts, strict=True)), tasks_path)
+    info_path = root / "meta" / "info.json"
     data_path = info.get("data_path", V3_DATA_PATH)
     cache: dict[Path, pa.Table] = {}
     episodes, seen = [], set()
@@ -405,8 +438,11 @@ def _read_v3(root: Path, info: dict, make) -> list[Episode]:  # type: ignore[no-
             bad = [k for k in keys if not isinstance(row.get(k), int)]
             if bad:
                 raise RemacFormatError(f"{meta_file}: episode {i}: {bad[0]} missing or not an int")
-            path = root / data_path.format(
-                chunk_index=row["data/chunk_index"], file_index=row["data/file_index"]
+            path = root / _data_path(
+                data_path,
+                info_path,
+                chunk_index=row["data/chunk_index"],
+                file_index=row["data/file_index"],
             )
             if path not in cache:
                 cache[path] = _read_parquet(path, str(meta_file))
@@ -425,11 +461,14 @@ def _read_v3(root: Path, info: dict, make) -> list[Episode]:  # type: ignore[no-
 
 
 def _episode_from_table(  # type: ignore[no-untyped-def]
-    table, path: Path, i: int, row: dict, listed_in: str, tasks: dict[int, str],
-    widths: dict[str, int], info_path: Path, rate: float,
+    table, path: Path, i: int, row: dict, listed_in: str,
+    tasks: tuple[dict[int, str], Path] | None, widths: dict[str, int], info_path: Path,
+    rate: float,
 ) -> Episode:  # fmt: skip
     """One episode's frames (``table``, from ``path``) checked against its meta row ``row``
-    (listed in ``listed_in``); ``tasks`` maps ``task_index`` to the task's text."""
+    (listed in ``listed_in``); ``tasks`` is the task table (``task_index`` -> text) and the file
+    it was read from, or ``None`` where the dataset has none (v3 without ``meta/tasks.parquet``):
+    a ``task_index`` the table lacks is an error."""
     for name, width in widths.items():
         first = table.column(name)[0].as_py() if name in table.column_names else None
         if first is not None and table.num_rows and len(first) != width:
@@ -462,5 +501,12 @@ def _episode_from_table(  # type: ignore[no-untyped-def]
         raise RemacFormatError(f"{path}: {len(frames)} frames but {listed_in} says {row['length']}")
     task_ids = _column(table, "task_index", path, None)
     check_episode(states, actions, str(path), *widths.values())
-    task = tasks.get(int(task_ids[0]), DEFAULT_TASK) if len(task_ids) else DEFAULT_TASK
-    return Episode(states, actions, task)
+    if tasks is None or not len(task_ids):
+        return Episode(states, actions, DEFAULT_TASK)
+    table_of, tasks_file = tasks
+    unknown = sorted({int(k) for k in task_ids} - set(table_of))
+    if unknown:
+        raise RemacFormatError(
+            f"{path}: column 'task_index' holds {unknown[0]}, which {tasks_file} does not list"
+        )
+    return Episode(states, actions, table_of[int(task_ids[0])])

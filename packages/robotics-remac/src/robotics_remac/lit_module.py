@@ -17,7 +17,14 @@ import torch
 from robotics_remac.model import FlowPolicy, add_lora, delay_mask, lora_disabled, lora_parameters
 from robotics_remac.sampling import euler_sample, prefix_preserved_sample
 
-__all__ = ["FlowPolicyModule", "RemacModule", "charbonnier", "sample_exec_horizons", "stale_prefix"]
+__all__ = [
+    "FlowPolicyModule",
+    "RemacModule",
+    "charbonnier",
+    "curriculum_low",
+    "sample_exec_horizons",
+    "stale_prefix",
+]
 
 
 def charbonnier(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
@@ -35,6 +42,15 @@ def _warmup_adamw(module: L.LightningModule, params, lr, weight_decay, warmup_st
 
 def _sample_delays(b: int, low: int, high: int) -> torch.Tensor:
     return torch.randint(low, high + 1, (b,))
+
+
+def curriculum_low(progress: float, max_delay: int, epochs: int = 32) -> int:
+    """Lowest delay of the curriculum at training ``progress`` in [0, 1]: upstream
+    ``train_flow_lora.py``'s ``int(max_delay·(1 - epoch/epochs))`` at the virtual epoch
+    ``⌊progress·epochs⌋`` (clamped to ``epochs - 1``), so with upstream's 32 epochs the lowest
+    delay is 4 for 1/32 of training, 3, 2 and 1 for 8/32 each and 0 for the last 7/32."""
+    epoch = min(epochs - 1, math.floor(max(0.0, progress) * epochs))
+    return max(0, min(max_delay, int(max_delay * (1 - epoch / epochs))))
 
 
 def sample_exec_horizons(delays: torch.Tensor, horizon: int) -> torch.Tensor:
@@ -144,7 +160,9 @@ class RemacModule(L.LightningModule):
     """REMAC finetune (paper Sec. 3.2, upstream ``train_remac``): masked LoRA on a frozen base.
 
     Per sample a delay ``d`` (uniform on ``{0..max_delay}``, or with ``curriculum`` uniform on
-    ``{⌊max_delay·(1 - epoch/curriculum_epochs)⌋..max_delay}``) gives the mask ``m = 1[τ >= d]``.
+    ``{low..max_delay}``, ``low`` = :func:`curriculum_low` of the training progress: upstream's
+    ``int(4·(1 - epoch/num_epochs))`` over its 32 epochs, replayed over the fraction of steps done,
+    so d = 0 is trained in the last 7/32 of the steps) gives the mask ``m = 1[τ >= d]``.
     The network input is ``m ⊙ x_t + (1 - m) ⊙ Â`` with the committed prefix ``Â = γA + (1-γ)Ã``
     where ``Ã`` is the base policy's own 5-step sample (LoRA off, no gradient) from the *stale*
     observation ``obs_{t-e}``, ``e ~ U{max(1,d)..H-d}``, shifted by ``e`` (:func:`stale_prefix`:
@@ -153,13 +171,17 @@ class RemacModule(L.LightningModule):
     ``curriculum=False`` ``γ = 1``). Loss (``w = loss_weight``): ``w·L_m`` (masked Charbonnier of
     ``û - u``) ``+ w·L_Δ`` (``‖m(u - ũ) - m(û - ũ)‖²``, ``ũ`` = backbone with LoRA off) ``+
     w·L_keep`` (``‖(û - ũ)(1 - m)‖²``). ``use_mask=False`` with ``max_delay=0`` and the extra
-    terms off is the LoRA-only ablation. An EMA of the LoRA weights replaces them at the end of fit.
+    terms off is the LoRA-only ablation. An EMA of the LoRA weights (decay 0.999, upstream
+    ``EMA_DECAY``) replaces them at the end of fit.
 
     Args:
         base_ckpt: checkpoint of the base policy (Lightning ``.ckpt`` of :class:`FlowPolicyModule`
             or a policy file); ``None`` starts from a randomly initialised base (tests only).
         horizon, obs_dim, action_dim, channels, hidden, token_hidden, depth: base sizes (taken from
             ``base_ckpt`` when given; horizon, obs_dim and action_dim must then equal the data's).
+        curriculum_epochs: upstream's ``num_epochs`` (32): the number of stages of the delay
+            curriculum, spread over however many epochs this fit runs.
+        ema_decay: decay of the LoRA weights' EMA (upstream 0.999).
     """
 
     def __init__(
@@ -188,7 +210,7 @@ class RemacModule(L.LightningModule):
         lr: float = 1e-3,
         weight_decay: float = 1e-2,
         warmup_steps: int = 50,
-        ema_decay: float = 0.99,
+        ema_decay: float = 0.999,
         sample_steps: int = 5,
     ) -> None:
         super().__init__()
@@ -225,8 +247,7 @@ class RemacModule(L.LightningModule):
         h = self.hparams
         if not h.curriculum:
             return 0
-        frac = min(1.0, self.current_epoch / max(1, h.curriculum_epochs))
-        return max(0, min(h.max_delay, math.floor(h.max_delay * (1 - frac))))
+        return curriculum_low(self._progress(), h.max_delay, h.curriculum_epochs)
 
     def p_gt(self) -> float:
         """Probability of the ground-truth prefix (γ = 1), annealed over training."""

@@ -153,13 +153,14 @@ def bid_sample(
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """Bidirectional decoding, backward criterion only: ``samples`` chunks per observation, keep
-    the one with the least prefix-weighted L2 to the previous chunk (weights of
-    :func:`rtc_prefix_weights`)."""
+    the one with the least ``Σ_τ W_τ ‖a_τ - â_τ‖₂`` to the previous chunk ``â`` (per-step plain,
+    not squared, L2 over the action dimension, as upstream ``bid_action``'s
+    ``jnp.linalg.norm(..., axis=-1)``; weights ``W`` of :func:`rtc_prefix_weights`)."""
     b, h, a = prefix.shape
     rep = obs.repeat_interleave(samples, dim=0)
     cand = euler_sample(policy, rep, steps, generator).view(b, samples, h, a)
     weights = rtc_prefix_weights(h, delay, exec_horizon).to(prefix.device)[None, None, :]
-    loss = (((cand - prefix[:, None]) ** 2).sum(-1) * weights).sum(-1)  # [B, samples]
+    loss = ((cand - prefix[:, None]).norm(dim=-1) * weights).sum(-1)  # [B, samples]
     best = loss.argmin(dim=1)
     return cand[torch.arange(b, device=prefix.device), best]
 

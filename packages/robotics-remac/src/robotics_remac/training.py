@@ -59,6 +59,6 @@ def fit_finetune(
     base: FlowPolicy, datamodule: DemoDataModule, epochs: int, **module_kwargs: Any
 ) -> FlowPolicy:
     """LoRA-finetunes a copy of ``base`` with :class:`RemacModule`; returns it in eval mode."""
-    module = remac_from_policy(base, curriculum_epochs=epochs, **module_kwargs)
+    module = remac_from_policy(base, **module_kwargs)
     quiet_trainer(max_epochs=epochs, **TRAINER_SETTINGS).fit(module, datamodule)
     return module.policy.eval()
