@@ -68,6 +68,12 @@ def test_fit_tiny_config_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert cli.model.hparams.cutoff == 4.0  # linked from the data module
     assert cli.model.model.atomic_energies.abs().sum() > 0  # fitted on the training split
     assert not (tmp_path / "config.yaml").exists()  # no logger: nothing written
+    # the trivial predictor is reported in every fit (before: only sweep and the experiment)
+    from atomistic_scaling.sweep import trivial_loss
+
+    dm = cli.datamodule
+    expected = trivial_loss(dm.val_set, dm.atomic_energies())["loss"]
+    assert float(cli.trainer.callback_metrics["trivial_val_loss"]) == pytest.approx(expected)
 
 
 def test_fit_never_overwrites_a_config_in_the_run_folder(

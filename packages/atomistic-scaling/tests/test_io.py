@@ -167,6 +167,9 @@ def test_impossibly_close_atoms_are_refused(tmp_path: Path) -> None:
         r"are .* Å apart, closer than min_distance=0\.5",
     ):
         read_structures(tmp_path / "dense.xyz")
+    with pytest.raises(AtomisticFormatError) as info:
+        read_structures(tmp_path / "dense.xyz")
+    assert "--data.min_distance" in str(info.value) and "--min_distance" in str(info.value)
     assert len(read_structures(tmp_path / "dense.xyz", min_distance=0)) == 1  # the named option
     fine = bulk("Cu", "fcc", a=3.6).repeat(2)  # nearest neighbours 2.55 Å
     fine.info["REF_energy"] = -1.0
@@ -196,6 +199,23 @@ def test_one_file_never_mixes_label_sources(tmp_path: Path) -> None:
         r"'REF_energy' that other frames of this file have",
     ):
         read_structures(tmp_path / "mixed.xyz")
+
+
+def test_ref_energy_with_plain_forces_is_refused(tmp_path: Path) -> None:
+    """Every frame has REF_energy but only plain forces: before, energy came from REF_energy and
+    forces from the calculator's plain forces, two label sources in one file."""
+    cell = bulk("Cu", "fcc", a=3.6).repeat(2)
+    frames = [_labelled(cell, False), _labelled(cell, False)]
+    for atoms in frames:
+        atoms.info["REF_energy"] = -2.0
+    ase.io.write(tmp_path / "pair.xyz", frames)
+    with pytest.raises(
+        AtomisticFormatError,
+        match=r"pair\.xyz: the frames have 'REF_energy' but no 'REF_forces': refusing",
+    ):
+        read_structures(tmp_path / "pair.xyz")
+    named = read_structures(tmp_path / "pair.xyz", forces_key="forces")  # named: as given
+    assert [a.info["energy"] for a in named] == [-2.0, -2.0]
 
 
 def test_whole_file_fallback_to_plain_keys_warns(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from torch_geometric.data import Batch
 from atomistic_scaling.constants import ARCHITECTURES
 from atomistic_scaling.graph import atoms_to_graph
 from atomistic_scaling.model import ForceField, count_parameters
+from atomistic_scaling.peers import nequip_available
 
 EQUIVARIANT = ("invariant", "l1", "l2", "l3")
 TOL = 1e-5
@@ -116,6 +117,8 @@ def test_stress_matches_strain_derivative(structures: list[Atoms]) -> None:
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_shapes_and_sizes(arch: str, structures: list[Atoms]) -> None:
+    if arch == "nequip" and not nequip_available():
+        pytest.skip("the nequip peer needs the optional nequip package")
     small = ForceField(arch, width=8, num_layers=2)
     large = ForceField(arch, width=32, num_layers=2)
     assert 1e3 <= count_parameters(small) < count_parameters(large) <= 1e5
@@ -128,6 +131,15 @@ def test_shapes_and_sizes(arch: str, structures: list[Atoms]) -> None:
 def test_bad_arch() -> None:
     with pytest.raises(ValueError, match="unknown arch"):
         ForceField("transformer")
+
+
+def test_nequip_without_the_package_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the optional extra, arch 'nequip' says how to install it (no ImportError)."""
+    import atomistic_scaling.peers as peers
+
+    monkeypatch.setattr(peers, "nequip_available", lambda: False)
+    with pytest.raises(ValueError, match=r"atomistic-scaling\[peers\]"):
+        ForceField("nequip")
 
 
 def test_training_elements_and_references() -> None:

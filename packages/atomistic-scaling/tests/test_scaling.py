@@ -74,6 +74,25 @@ def test_seed_bootstrap_resamples_whole_runs_not_points() -> None:
     assert single.ci == {} and single.samples == {}
 
 
+def test_non_finite_bootstrap_draws_are_counted() -> None:
+    """A replicate that cannot be fitted (here: the selection leaves fewer than 2K+1 points on
+    every other draw) is left out of the percentiles, and the fraction left out is reported
+    (it used to be dropped silently)."""
+    n, d, losses = _seed_runs(0.02, seeds=3, seed=2)
+    x = np.stack([np.log(n), np.log(d)], 1)
+    calls = iter(range(1000))
+
+    def every_other(mean: np.ndarray) -> np.ndarray:
+        return np.arange(len(mean)) if next(calls) % 2 == 0 else np.arange(3)
+
+    fit = seed_bootstrap_fit(x, losses, n, ("alpha", "beta"), n_boot=10, select=every_other)
+    # call 0 is the point fit; replicates 1, 3, 5, 7, 9 get 3 points
+    assert fit.nonfinite == {key: 0.5 for key in ("alpha", "beta", "a", "b", "gamma")}
+    assert np.isnan(fit.samples["beta"]).sum() == 5 and "beta" in fit.ci
+    clean = seed_bootstrap_fit(x, losses, n, ("alpha", "beta"), n_boot=4)
+    assert clean.nonfinite["beta"] == 0.0
+
+
 def test_compute_law_and_frontier() -> None:
     c = np.logspace(8, 14, 15)
     loss = 0.1 + 50.0 * c**-0.3

@@ -18,6 +18,7 @@ from atomistic_scaling.sweep import (
     _stream_loader,
     evaluate,
     fit_problems,
+    learned_cells,
     train_runs,
     trivial_loss,
 )
@@ -75,7 +76,47 @@ def test_branched_cooldown_equals_a_separate_run(structures: list[Atoms], augmen
     assert records[0]["loss"] != pytest.approx(records[1]["loss"], rel=1e-6)
 
 
-def test_resume_restores_the_schedule_position() -> None:
+def test_references_come_from_structures_the_run_trains_on(structures: list[Atoms]) -> None:
+    """Without given references each seed fits them on the first min(D) structures of its
+    stream, which every run of the seed trains on. So the D = 8 run does not change when the
+    labels of the 4 structures only the D = 12 run sees change; with references fitted on the
+    whole training split (the experiment before the fix) it did."""
+    config = _config(archs=["mpnn"], d_values=[8, 12])
+    train = [a.copy() for a in structures[:12]]
+    order = np.random.default_rng(0).permutation(12)
+    shifted = [a.copy() for a in train]
+    for i in order[8:]:
+        shifted[i].info["energy"] += 3.0 * len(shifted[i])
+    val_set = AtomsGraphDataset(structures[8:], 4.0)
+    runs = {}
+    for name, data in (("plain", train), ("shifted", shifted)):
+        train_set = AtomsGraphDataset(data, 4.0)
+        own = train_runs("mpnn", 4, 0, train_set, val_set, None, config)
+        whole = (fit_atomic_energies(data), elements_of(data))
+        runs[name] = (own, train_runs("mpnn", 4, 0, train_set, val_set, whole, config))
+    assert runs["plain"][0][0]["loss"] == runs["shifted"][0][0]["loss"]
+    assert runs["plain"][1][0]["loss"] != pytest.approx(runs["shifted"][1][0]["loss"], rel=1e-4)
+
+
+def test_symmetry_as_a_loss_term_and_depth_reach_the_sweeps_runs(structures: list[Atoms]) -> None:
+    """equivariance_weight > 0 (symmetry as a loss term) and num_layers (depth) are sweep knobs
+    that change the trained MPNN; the experiment does not run either (README)."""
+    train_set = AtomsGraphDataset(structures[:12], 4.0)
+    val_set = AtomsGraphDataset(structures[8:], 4.0)
+
+    def final(**kw) -> dict:
+        config = _config(archs=["mpnn"], d_values=[12], **kw)
+        (record,) = train_runs("mpnn", 4, 0, train_set, val_set, None, config)
+        assert np.isfinite(record["loss"])
+        return record
+
+    plain = final()
+    assert final(equivariance_weight=1.0)["loss"] != pytest.approx(plain["loss"], rel=1e-4)
+    deeper = final(num_layers=2)
+    assert deeper["n_params"] > plain["n_params"]
+
+
+def test_wsd_factor_at_a_resumed_step_and_bad_cooldown() -> None:
     module = ForceFieldModule(
         arch="mpnn",
         width=4,
@@ -115,6 +156,27 @@ def test_fit_problems() -> None:
     assert fit_problems(steep) == ["alpha = 3.1 outside (0, 2]"]
     one_seed = {"alpha": 0.4, "beta": 0.3, "ci": {}}
     assert len(fit_problems(one_seed)) == 2
+    # more than 10 % of the bootstrap draws non-finite: the CIs describe a subset
+    lumpy = {**good, "nonfinite_draws": {"alpha": 0.0, "beta": 0.0, "a": 0.12, "gamma": 0.5}}
+    assert fit_problems(lumpy) == ["12% of the bootstrap draws of a non-finite (> 10%)"]
+    assert fit_problems({**good, "nonfinite_draws": {"a": 0.1}}) == []
+    too_few = {"alpha": float("nan"), "beta": float("nan"), "ci": {}, "cells_problem": "why"}
+    assert fit_problems(too_few) == ["why"]
+
+
+def test_learned_cells() -> None:
+    """Cells on the trivial predictor's plateau (seed-mean loss above the bound) leave the fit;
+    the rest must span >= 3 N and >= 3 D values."""
+    cells = [(w, d) for w in (8, 16, 32) for d in (200, 400, 800, 1600)]
+    n = np.array([{8: 2e3, 16: 6e3, 32: 2e4}[w] for w, _ in cells])
+    plateau = np.array([1.0 if d <= 400 else 0.5 for _, d in cells])
+    keep, why = learned_cells(cells, n, plateau, max_loss=0.8)
+    assert keep.tolist() == [d > 400 for _, d in cells]
+    assert "spanning 3 N and 2 D values" in why
+    keep, why = learned_cells(cells, n, np.where(plateau > 0.9, 0.7, 0.5), max_loss=0.8)
+    assert keep.all() and why == ""
+    one_width = np.array([0.5 if w == 32 else 1.0 for w, _ in cells])
+    assert "1 N and 4 D values" in learned_cells(cells, n, one_width, max_loss=0.8)[1]
 
 
 def test_config_validation() -> None:

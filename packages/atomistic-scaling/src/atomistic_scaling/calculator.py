@@ -38,7 +38,13 @@ def load_force_field(checkpoint: str | Path) -> ForceField:
     except (KeyError, TypeError):
         raise ValueError(f"{path}: not a ForceFieldModule checkpoint") from None
     model = ForceField(
-        hp["arch"], hp["width"], hp["num_layers"], hp["cutoff"], hp["num_rbf"], hp["conservative"]
+        hp["arch"],
+        hp["width"],
+        hp["num_layers"],
+        hp["cutoff"],
+        hp["num_rbf"],
+        hp["conservative"],
+        hp.get("l_max", 1),  # checkpoints of version <= 0.3 lack it (no nequip arch then)
     )
     if "trained_elements" not in state and "atomic_energies" in state:
         # checkpoints of version <= 0.2 lack the buffer: the elements with a fitted reference

@@ -26,7 +26,9 @@ DEFAULT_MIN_DISTANCE = 0.5
 SYNTHETIC_VAL_SEED = 10_000
 
 #: Architectures of rising symmetry order (one family: same width/depth knobs).
-ARCHITECTURES = ("mpnn", "invariant", "l1", "l2", "l3")
+ARCHITECTURES = ("mpnn", "invariant", "l1", "l2", "l3", "nequip")
+#: Messages are summed and divided by this typical neighbour count (keeps activations O(1)).
+NEIGHBOR_NORM = 16.0
 
 #: The paper's per-architecture FLOP multipliers kappa in C ~ 3 kappa N D (Sec. 3).
 PAPER_KAPPA = {"mpnn": 2.33, "gemnet_oc": 35.18, "mc_egnn": 28.09, "esen": 74.36}
@@ -39,4 +41,14 @@ PAPER_COUNTERPART = {
     "l1": "mc_egnn",
     "l2": "esen",
     "l3": "esen",
+    "nequip": "esen",  # the real NequIP: an equivariant tensor-product model, l_max a knob
 }
+#: A bootstrap whose draws of α, β or a are non-finite (no fit, or α+β <= 0) more often than
+#: this is a fit problem: its percentile CIs would describe only the replicates that happened
+#: to fit (fixed before any run of design 0.3, review of issue 24).
+MAX_NONFINITE = 0.1
+#: Each of the two power-law terms ``A x^-α`` has an amplitude and an exponent on top of the
+#: shared L∞, so the cells that enter the ``L(N, D)`` fit must span at least this many distinct
+#: N and distinct D values (and 2K+1 = 5 points), else the exponent rests on the other axis'
+#: extrapolation of L∞ (fixed with the per-cell "learned" rule, before any run).
+MIN_LEVELS = 3

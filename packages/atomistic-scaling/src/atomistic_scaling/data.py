@@ -30,7 +30,13 @@ from atomistic_scaling.graph import atoms_to_graph
 from atomistic_scaling.io import read_many
 from atomistic_scaling.symmetry import randomly_orient
 
-__all__ = ["AtomisticDataModule", "AtomsGraphDataset", "elements_of", "fit_atomic_energies"]
+__all__ = [
+    "AtomisticDataModule",
+    "AtomsGraphDataset",
+    "elements_of",
+    "fit_atomic_energies",
+    "graph_references",
+]
 
 
 class AtomsGraphDataset(Dataset):
@@ -50,13 +56,30 @@ class AtomsGraphDataset(Dataset):
 def fit_atomic_energies(structures: Sequence[Atoms]) -> torch.Tensor:
     """Per-element reference energies ``E0`` (MAX_Z,) minimising ``sum (E - sum_i E0[z_i])^2``
     over ``structures`` (least squares on element counts; absent elements get 0)."""
-    elements = elements_of(structures)
-    counts = np.zeros((len(structures), len(elements)))
-    for row, atoms in enumerate(structures):
+    return _least_squares_references(
+        [atoms.numbers for atoms in structures],
+        np.array([atoms.info["energy"] for atoms in structures]),
+    )
+
+
+def graph_references(dataset: Dataset, indices: Sequence[int]) -> tuple[torch.Tensor, list[int]]:
+    """:func:`fit_atomic_energies` on the graphs ``dataset[i]`` for ``i`` in ``indices`` (their
+    ``z`` and ``energy``), and the elements present in them."""
+    graphs = [dataset[int(i)] for i in indices]
+    numbers = [g.z.numpy() for g in graphs]
+    energies = np.array([float(g.energy) for g in graphs])
+    elements = sorted({int(z) for row in numbers for z in row})
+    return _least_squares_references(numbers, energies), elements
+
+
+def _least_squares_references(numbers: Sequence[np.ndarray], energies: np.ndarray) -> torch.Tensor:
+    """``E0`` (MAX_Z,) from the atomic numbers of each structure and its energy (S,)."""
+    elements = sorted({int(z) for row in numbers for z in row})
+    counts = np.zeros((len(numbers), len(elements)))
+    for row, z_row in enumerate(numbers):
         for col, z in enumerate(elements):
-            counts[row, col] = np.count_nonzero(atoms.numbers == z)
-    energies = np.array([atoms.info["energy"] for atoms in structures])
-    coef, *_ = np.linalg.lstsq(counts, energies, rcond=None)
+            counts[row, col] = np.count_nonzero(np.asarray(z_row) == z)
+    coef, *_ = np.linalg.lstsq(counts, np.asarray(energies, float), rcond=None)
     out = torch.zeros(MAX_Z)
     out[elements] = torch.as_tensor(coef, dtype=torch.float32)
     return out

@@ -74,6 +74,7 @@ def _forces_of(atoms: Atoms, key: str) -> np.ndarray | None:
 KEY_FLAGS = {
     "energy": "--data.energy_key (fit/validate/test/predict) or --energy_key (sweep)",
     "forces": "--data.forces_key (fit/validate/test/predict) or --forces_key (sweep)",
+    "min_distance": "--data.min_distance (fit/validate/test/predict) or --min_distance (sweep)",
 }
 
 
@@ -139,7 +140,8 @@ def label_structure(
             i, j, dist = pair
             raise AtomisticFormatError(
                 f"{where}: atoms {i} and {j} are {dist:.3g} Å apart, closer than min_distance="
-                f"{min_distance:g} Å (a unit or cell error?; set min_distance to accept)"
+                f"{min_distance:g} Å (a unit or cell error?; to accept, lower it with "
+                f"{KEY_FLAGS['min_distance']}; 0 turns the check off)"
             )
     out.info["energy"] = energy
     out.arrays["forces"] = forces
@@ -187,8 +189,9 @@ def _label_keys(
 ) -> tuple[str, str]:
     """The keys to read from every frame of one file. A default key (``REF_energy`` /
     ``REF_forces``) that no frame has falls back to the plain ``energy``/``forces`` for the whole
-    file, with a warning; a file where only some frames have the default key is an error (one
-    file never mixes label sources)."""
+    file, with a warning; a file where only some frames have the default key is an error, and
+    so is a file whose energy would come from the ``REF_`` key and forces from the plain one (or
+    the reverse): one file never mixes label sources. Keys named explicitly are used as given."""
     keys, fallen = [], []
     for key, default, plain, get in (
         (energy_key, DEFAULT_ENERGY_KEY, "energy", _energy_of),
@@ -209,6 +212,13 @@ def _label_keys(
                 f"{path}: frame {first}: missing {plain} key {key!r} that other frames of this "
                 f"file have (refusing to mix it with the plain {plain!r} labels)"
             )
+    if len(fallen) == 1 and (energy_key, forces_key) == (DEFAULT_ENERGY_KEY, DEFAULT_FORCES_KEY):
+        (key, plain), kept = fallen[0], next(k for k in keys if k != fallen[0][1])
+        raise AtomisticFormatError(
+            f"{path}: the frames have {kept!r} but no {key!r}: refusing to read one label from "
+            f"{kept!r} and the other from the plain {plain!r} (name both keys: "
+            f"{KEY_FLAGS['energy']}; {KEY_FLAGS['forces']})"
+        )
     if fallen:
         warnings.warn(
             f"{path}: no frame has {' / '.join(repr(k) for k, _ in fallen)}; reading the plain "

@@ -10,9 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
+import numpy as np
 import torch
 from torch import Tensor
+from torch.utils.data import Dataset
 from torch_geometric.data import Batch
+from torch_geometric.loader import DataLoader
 from torch_geometric.utils import scatter
 
 from atomistic_scaling.model import ForceField, count_parameters
@@ -25,6 +28,7 @@ __all__ = [
     "equivariance_penalty",
     "force_field_loss",
     "measure_step_flops",
+    "trivial_loss",
     "wsd_factor",
 ]
 
@@ -43,6 +47,20 @@ def force_field_loss(
     f_term = scatter(f_err, atom_batch, dim=0, dim_size=n_atoms.shape[0]) / n_atoms
     e_mean, f_mean = e_term.mean(), f_term.mean()
     return lambda_e * e_mean + lambda_f * f_mean, e_mean, f_mean
+
+
+def trivial_loss(val_set: Dataset, atomic_energies: torch.Tensor) -> dict[str, float]:
+    """The paper loss of the trivial predictor on ``val_set``: the per-element reference
+    energies ``Σ_i E0[z_i]`` (fitted on the training split) and zero forces."""
+    totals, count = np.zeros(3), 0
+    for batch in DataLoader(val_set, 64):
+        energy = scatter(atomic_energies[batch.z], batch.batch, dim=0, dim_size=batch.num_graphs)
+        pred = {"energy": energy, "forces": torch.zeros_like(batch.forces)}
+        size = int(batch.num_graphs)
+        totals += size * np.array([float(t) for t in force_field_loss(pred, batch)])
+        count += size
+    loss, energy, forces = totals / count
+    return {"loss": loss, "energy_term": energy, "force_term": forces}
 
 
 def wsd_factor(step: int, warmup: int, total: int | None, cooldown_fraction: float) -> float:
@@ -92,7 +110,8 @@ class ForceFieldModule(L.LightningModule):
     """Trains a :class:`~atomistic_scaling.model.ForceField`.
 
     Args:
-        arch, width, num_layers, cutoff, num_rbf, conservative: the model knobs.
+        arch, width, num_layers, cutoff, num_rbf, conservative, l_max: the model knobs
+            (:class:`~atomistic_scaling.model.ForceField`; ``l_max`` for ``arch="nequip"``).
         lr: peak Adam learning rate of the warmup-stable-decay schedule (:func:`wsd_factor`).
         warmup_steps: linear warm-up steps.
         total_steps: length of the run for the final decay; None keeps the rate constant after
@@ -120,6 +139,7 @@ class ForceFieldModule(L.LightningModule):
         lambda_f: float = 1.0,
         rotation_augmentation: bool = False,
         equivariance_weight: float = 0.0,
+        l_max: int = 1,
     ) -> None:
         super().__init__()
         if not 0 <= cooldown_fraction <= 1:
@@ -129,11 +149,12 @@ class ForceFieldModule(L.LightningModule):
         if equivariance_weight < 0:
             raise ValueError("equivariance_weight must be >= 0")
         self.save_hyperparameters()
-        self.model = ForceField(arch, width, num_layers, cutoff, num_rbf, conservative)
+        self.model = ForceField(arch, width, num_layers, cutoff, num_rbf, conservative, l_max)
         self._rot_gen = torch.Generator().manual_seed(0)
         #: Optimiser steps already taken by the run this one continues (see :meth:`resume`).
         self.step_offset = 0
         self._resume_optimizer: dict[str, Any] | None = None
+        self._trivial_val_loss: float | None = None
 
     @property
     def num_parameters(self) -> int:
@@ -169,9 +190,19 @@ class ForceFieldModule(L.LightningModule):
     def on_fit_start(self) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)
         if datamodule is not None and hasattr(datamodule, "atomic_energies"):
-            self.model.set_atomic_references(
-                datamodule.atomic_energies(), datamodule.training_elements()
-            )
+            energies = datamodule.atomic_energies()
+            self.model.set_atomic_references(energies, datamodule.training_elements())
+            val_set = getattr(datamodule, "val_set", None)
+            if val_set is not None and len(val_set):
+                # the trivial predictor (references, zero forces): the loss to beat
+                self._trivial_val_loss = trivial_loss(val_set, energies)["loss"]
+                self.print(f"trivial predictor val_loss {self._trivial_val_loss:.4f}")
+
+    def on_validation_epoch_end(self) -> None:
+        if self._trivial_val_loss is not None:
+            self.log(
+                "trivial_val_loss", self._trivial_val_loss, sync_dist=True
+            )  # same on every rank
 
     def on_train_start(self) -> None:
         if self._resume_optimizer is None:
@@ -189,7 +220,7 @@ class ForceFieldModule(L.LightningModule):
             # drawn from the CPU generator (the same rotations on every device), then moved
             rotation = random_rotation(self._rot_gen, batch.pos.dtype).to(batch.pos.device)
             batch = rotate_batch(batch, rotation)
-        with torch.set_grad_enabled(train or self.hparams.conservative):
+        with torch.set_grad_enabled(train or self.model.conservative):
             pred = self(batch)
         loss, e_term, f_term = force_field_loss(
             pred, batch, self.hparams.lambda_e, self.hparams.lambda_f
@@ -219,7 +250,7 @@ class ForceFieldModule(L.LightningModule):
         self._step(batch, "test")
 
     def predict_step(self, batch: Batch, batch_idx: int) -> dict[str, Tensor]:
-        with torch.set_grad_enabled(self.hparams.conservative):
+        with torch.set_grad_enabled(self.model.conservative):
             out = self(batch)
         return {key: value.detach() for key, value in out.items()}
 

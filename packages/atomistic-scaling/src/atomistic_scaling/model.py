@@ -10,6 +10,8 @@
 * ``l1`` / ``l2`` / ``l3`` -- e3nn tensor-product message passing (NequIP-like) with node
   features up to ``ℓ_max`` = 1, 2, 3 (stand-ins for MC-EGNN and eSEN); direct forces are the
   ``1o`` output of an equivariant linear head.
+* ``nequip`` -- the real NequIP, built by the ``nequip`` library (optional; ``l_max`` knob;
+  :mod:`atomistic_scaling.peers`); always conservative.
 
 Every model predicts the total energy ``E = sum_i (e_i + E0[z_i])`` (per-element references
 ``E0`` are a buffer fitted from the training set) and either direct forces (the paper's setting)
@@ -29,13 +31,10 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.nn import MessagePassing
 from torch_geometric.utils import scatter
 
-from atomistic_scaling.constants import ARCHITECTURES, MAX_Z
+from atomistic_scaling.constants import ARCHITECTURES, MAX_Z, NEIGHBOR_NORM
 from atomistic_scaling.graph import edge_vectors
 
 __all__ = ["MAX_Z", "ForceField", "count_parameters"]
-
-#: Messages are summed and divided by this typical neighbour count (keeps activations O(1)).
-NEIGHBOR_NORM = 16.0
 
 
 def count_parameters(module: nn.Module) -> int:
@@ -175,12 +174,15 @@ class ForceField(nn.Module):
     """One force field of the family (see the module docstring).
 
     Args:
-        arch: one of ``mpnn``, ``invariant``, ``l1``, ``l2``, ``l3``.
+        arch: one of ``mpnn``, ``invariant``, ``l1``, ``l2``, ``l3``, ``nequip``.
         width: channels per irrep (the width knob; N grows ~ width²).
         num_layers: message-passing layers (the depth knob).
         cutoff: neighbour cutoff in Å (must match the graphs' cutoff).
         num_rbf: radial basis functions.
-        conservative: forces ``-dE/dpos`` (and stress) instead of the direct force head.
+        conservative: forces ``-dE/dpos`` (and stress) instead of the direct force head
+            (always on for ``nequip``, which has no direct force head).
+        l_max: rotation order of the ``nequip`` peer's features (the other archs ignore it:
+            theirs is in the name).
 
     ``forward(batch)`` takes a PyG ``Batch``/``Data`` of graphs from
     :func:`atomistic_scaling.graph.atoms_to_graph` and returns ``{"energy": (B,),
@@ -196,6 +198,7 @@ class ForceField(nn.Module):
         cutoff: float = 4.5,
         num_rbf: int = 8,
         conservative: bool = False,
+        l_max: int = 1,
     ) -> None:
         super().__init__()
         if arch not in ARCHITECTURES:
@@ -205,13 +208,21 @@ class ForceField(nn.Module):
         self.arch = arch
         self.width = width
         self.cutoff = float(cutoff)
-        self.conservative = conservative
-        self.rbf = RadialBasis(num_rbf, cutoff)
-        self.embedding = nn.Embedding(MAX_Z, width)
+        self.conservative = conservative or arch == "nequip"
+        self.peer: nn.Module | None = None
         self.register_buffer("atomic_energies", torch.zeros(MAX_Z))
         #: Elements of the training data (set with :meth:`set_atomic_references`); the ASE
         #: calculator refuses structures with any other element.
         self.register_buffer("trained_elements", torch.zeros(MAX_Z, dtype=torch.bool))
+        if arch == "nequip":
+            from atomistic_scaling.peers import NequIPEnergy
+
+            if l_max < 0:
+                raise ValueError("l_max must be >= 0")
+            self.peer = NequIPEnergy(width, num_layers, l_max, cutoff, num_rbf)
+            return
+        self.rbf = RadialBasis(num_rbf, cutoff)
+        self.embedding = nn.Embedding(MAX_Z, width)
         self.energy_head = mlp([width, width, 1])
         if arch == "mpnn":
             self.layers = nn.ModuleList(
@@ -289,7 +300,10 @@ class ForceField(nn.Module):
                 pos = pos + torch.einsum("nk,nkl->nl", pos, sym[atom_batch])
                 cell = cell + torch.bmm(cell, sym)
         vec = edge_vectors(pos, cell, batch.edge_index, batch.shifts, atom_batch)
-        node_energy, direct = self._node_outputs(batch.z, vec, batch.edge_index)
+        if self.peer is not None:
+            node_energy, direct = self.peer(batch.z, vec, batch.edge_index, atom_batch), None
+        else:
+            node_energy, direct = self._node_outputs(batch.z, vec, batch.edge_index)
         node_energy = node_energy + self.atomic_energies[batch.z]
         energy = scatter(node_energy, atom_batch, dim=0, dim_size=num_graphs)
         out = {"energy": energy}

@@ -112,7 +112,9 @@ def _lbfgs(theta0: np.ndarray, x: np.ndarray, log_l: np.ndarray, delta: float):
 @dataclass
 class PowerLawFit:
     """Result of one fit: ``log_amplitudes`` a_k, ``exponents`` α_k, ``log_offset`` e, the final
-    Huber objective, and (after :func:`bootstrap_fit`) percentile CIs per named quantity."""
+    Huber objective, and (after :func:`seed_bootstrap_fit`) percentile CIs per named quantity,
+    the bootstrap draws, and the fraction of draws that were not finite (no fit, or α+β <= 0),
+    which the CIs leave out."""
 
     log_amplitudes: np.ndarray
     exponents: np.ndarray
@@ -120,6 +122,7 @@ class PowerLawFit:
     objective: float
     ci: dict[str, tuple[float, float]] = field(default_factory=dict)
     samples: dict[str, np.ndarray] = field(default_factory=dict)
+    nonfinite: dict[str, float] = field(default_factory=dict)
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         """``L̂`` at log-variables ``x`` (n, K)."""
@@ -254,7 +257,9 @@ def seed_bootstrap_fit(
     uses all S seeds. ``select(mean_losses)`` picks the points to fit (default all; e.g. the
     compute frontier). Each refit starts from the point optimum and one random grid point;
     percentile CIs at ``level`` for each exponent in ``names`` and, for ``("alpha", "beta")``,
-    for ``a``, ``b``, ``γ``. With one seed there is nothing to resample: no CIs.
+    for ``a``, ``b``, ``γ``, over the finite draws; ``nonfinite[key]`` is the fraction of draws
+    left out (too few selected points, every start diverged, or α+β <= 0). With one seed there
+    is nothing to resample: no CIs.
     """
     x = np.asarray(x, dtype=np.float64)
     x = x[:, None] if x.ndim == 1 else x
@@ -282,11 +287,11 @@ def seed_bootstrap_fit(
             replicate[rows] = losses[np.ix_(rows, drawn)].mean(axis=1)
         chosen = pick(replicate)
         start = grid[int(rng.integers(len(grid)))]
-        if len(chosen) < 2 * x.shape[1] + 1:
-            quantities = {key: float("nan") for key in _quantities(fit, names)}
-        else:
-            boot = fit_sum_of_powers(x[chosen], replicate[chosen], inits=[theta_best, start])
-            quantities = _quantities(boot, names)
+        quantities = {key: float("nan") for key in _quantities(fit, names)}
+        if len(chosen) >= 2 * x.shape[1] + 1:
+            with contextlib.suppress(ValueError):  # every start diverged: a non-finite draw
+                boot = fit_sum_of_powers(x[chosen], replicate[chosen], inits=[theta_best, start])
+                quantities = _quantities(boot, names)
         for key, value in quantities.items():
             draws.setdefault(key, []).append(value)
     tail = 100 * (1 - level) / 2
@@ -294,6 +299,7 @@ def seed_bootstrap_fit(
         arr = np.asarray(values)
         fit.samples[key] = arr
         finite = arr[np.isfinite(arr)]
+        fit.nonfinite[key] = float(1.0 - finite.size / arr.size)
         if finite.size:
             fit.ci[key] = (
                 float(np.percentile(finite, tail)),

@@ -18,15 +18,15 @@ import numpy as np
 import torch
 from torch.utils.data import Subset
 from torch_geometric.loader import DataLoader
-from torch_geometric.utils import scatter
 
-from atomistic_scaling.constants import ARCHITECTURES
-from atomistic_scaling.data import AtomsGraphDataset
+from atomistic_scaling.constants import ARCHITECTURES, MAX_NONFINITE, MIN_LEVELS
+from atomistic_scaling.data import AtomsGraphDataset, graph_references
 from atomistic_scaling.lit_module import (
     ForceFieldModule,
     cooldown_steps,
     force_field_loss,
     measure_step_flops,
+    trivial_loss,
 )
 from atomistic_scaling.scaling import compute_optimal, frontier_fit, seed_bootstrap_fit
 from iclr26_common.lightning import quiet_lightning, quiet_trainer
@@ -38,6 +38,7 @@ __all__ = [
     "evaluate",
     "fit_problems",
     "fit_sweep",
+    "learned_cells",
     "run_sweep",
     "train_runs",
     "trivial_loss",
@@ -54,6 +55,8 @@ class SweepConfig:
     widths: list[int] = field(default_factory=lambda: [8, 16, 32])
     arch_widths: dict[str, list[int]] = field(default_factory=dict)
     num_layers: int = 2
+    #: rotation order of the ``nequip`` peer (the other archs carry theirs in the name)
+    l_max: int = 1
     d_values: list[int] = field(default_factory=lambda: [200, 400, 800, 1600])
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     batch_size: int = 4
@@ -107,27 +110,13 @@ def evaluate(module: ForceFieldModule, loader: DataLoader) -> dict[str, float]:
     count = 0
     for batch in loader:
         batch = batch.to(module.device)
-        with torch.set_grad_enabled(module.hparams.conservative):
+        with torch.set_grad_enabled(module.model.conservative):
             terms = force_field_loss(module(batch), batch)
         size = int(batch.num_graphs)
-        totals += size * np.array([float(t) for t in terms])
+        totals += size * np.array([float(t.detach()) for t in terms])
         count += size
     module.train(was_training)
     loss, energy, forces = totals / max(count, 1)
-    return {"loss": loss, "energy_term": energy, "force_term": forces}
-
-
-def trivial_loss(val_set: AtomsGraphDataset, atomic_energies: torch.Tensor) -> dict[str, float]:
-    """The paper loss of the trivial predictor on ``val_set``: the per-element reference
-    energies ``Σ_i E0[z_i]`` (fitted on the training split) and zero forces."""
-    totals, count = np.zeros(3), 0
-    for batch in DataLoader(val_set, 64):
-        energy = scatter(atomic_energies[batch.z], batch.batch, dim=0, dim_size=batch.num_graphs)
-        pred = {"energy": energy, "forces": torch.zeros_like(batch.forces)}
-        size = int(batch.num_graphs)
-        totals += size * np.array([float(t) for t in force_field_loss(pred, batch)])
-        count += size
-    loss, energy, forces = totals / count
     return {"loss": loss, "energy_term": energy, "force_term": forces}
 
 
@@ -176,6 +165,7 @@ def _module(
         cooldown_fraction=config.cooldown_fraction,
         rotation_augmentation=config.rotation_augmentation,
         equivariance_weight=config.equivariance_weight,
+        l_max=config.l_max,
     )
     module._rot_gen.manual_seed(seed)
     return module
@@ -187,10 +177,15 @@ def train_runs(
     seed: int,
     train_set: AtomsGraphDataset,
     val_set: AtomsGraphDataset,
-    references: tuple[torch.Tensor, list[int]],
+    references: tuple[torch.Tensor, list[int]] | None,
     config: SweepConfig,
 ) -> list[dict[str, Any]]:
     """One warmup-stable-decay run per D of ``config.d_values`` for one (arch, width, seed).
+
+    ``references`` = (per-element reference energies (MAX_Z,), elements), or None: fitted on
+    the first ``min(d_values)`` structures of the seed's stream, which every run of the seed
+    trains on, so no run uses labels of structures outside its own D (and the runs still share
+    their trunk).
 
     The run with D structures takes ``T = ceil(D / batch)`` steps over the first D structures
     of the seed's stream, at a constant rate after the warm-up until its cooldown starts at
@@ -208,11 +203,13 @@ def _train_runs(
     seed: int,
     train_set: AtomsGraphDataset,
     val_set: AtomsGraphDataset,
-    references: tuple[torch.Tensor, list[int]],
+    references: tuple[torch.Tensor, list[int]] | None,
     config: SweepConfig,
 ) -> list[dict[str, Any]]:
     val_loader = DataLoader(val_set, 64)
     order = np.random.default_rng(seed).permutation(len(train_set))
+    if references is None:
+        references = graph_references(train_set, order[: min(config.d_values)])
     totals = {d: config.steps_of(d) for d in config.d_values}
     starts = {d: t - cooldown_steps(t, config.cooldown_fraction) for d, t in totals.items()}
     L.seed_everything(seed, verbose=False)
@@ -287,14 +284,15 @@ def _worker_job(arch: str, width: int, seed: int, config: SweepConfig):  # type:
 def run_sweep(
     train_set: AtomsGraphDataset,
     val_set: AtomsGraphDataset,
-    references: tuple[torch.Tensor, list[int]],
+    references: tuple[torch.Tensor, list[int]] | None,
     config: SweepConfig,
     log: Callable[[str], None] = print,
 ) -> list[dict[str, Any]]:
     """Trains every (arch, width, seed) with :func:`train_runs`; one record per (arch, width,
     seed, D) with ``n_params``, ``D``, ``loss`` (validation) and its energy / force terms,
     ``train_seconds``, ``flops_per_structure``, ``compute`` and ``kappa`` (measured).
-    ``references`` = (per-element reference energies (MAX_Z,), training elements).
+    ``references`` = (per-element reference energies (MAX_Z,), training elements), or None to
+    fit them per seed on the structures every run of that seed trains on (:func:`train_runs`).
 
     With ``config.workers > 1`` the jobs run in that many spawned processes (one torch thread
     each; the largest models first); every job seeds itself, so the records do not depend on
@@ -347,7 +345,11 @@ MAX_EXPONENT = 2.0
 
 def fit_problems(entry: dict[str, Any]) -> list[str]:
     """Reasons the ``L(N, D)`` fit of one architecture cannot carry a verdict (empty if none):
-    an exponent outside (0, MAX_EXPONENT], or no bootstrap CI (fewer than 2 seeds)."""
+    too few learned cells to fit (``entry["cells_problem"]``), an exponent outside
+    (0, MAX_EXPONENT], no bootstrap CI (fewer than 2 seeds), or more than MAX_NONFINITE of the
+    bootstrap draws of α, β or a non-finite."""
+    if entry.get("cells_problem"):
+        return [entry["cells_problem"]]
     problems = []
     for name in ("alpha", "beta"):
         value = entry[name]
@@ -355,7 +357,35 @@ def fit_problems(entry: dict[str, Any]) -> list[str]:
             problems.append(f"{name} = {value:.3g} outside (0, {MAX_EXPONENT:g}]")
         if name not in entry["ci"]:
             problems.append(f"no bootstrap CI for {name} (one seed)")
+    for name, fraction in entry.get("nonfinite_draws", {}).items():
+        if name in ("alpha", "beta", "a") and fraction > MAX_NONFINITE:
+            problems.append(
+                f"{fraction:.0%} of the bootstrap draws of {name} non-finite "
+                f"(> {MAX_NONFINITE:.0%})"
+            )
     return problems
+
+
+def learned_cells(
+    cells: list[tuple[int, int]], n_params: np.ndarray, mean_loss: np.ndarray, max_loss: float
+) -> tuple[np.ndarray, str]:
+    """The cells (width, D) whose seed-mean loss is at most ``max_loss`` (the per-cell
+    "learned" rule: a cell still on the trivial predictor's plateau is no point of a power
+    law; ``inf`` keeps every cell), as a boolean mask, and the reason the rest cannot be fitted
+    ("" if they can): fewer than 5 cells, or fewer than MIN_LEVELS distinct N or D values."""
+    keep = np.asarray(mean_loss) <= max_loss
+    kept = [c for c, k in zip(cells, keep, strict=True) if k]
+    n_levels = len({float(n) for n, k in zip(n_params, keep, strict=True) if k})
+    d_levels = len({c[1] for c in kept})
+    if len(kept) < 5 or n_levels < MIN_LEVELS or d_levels < MIN_LEVELS:
+        which = (
+            "cells" if max_loss == np.inf else f"cells learned (seed-mean loss <= {max_loss:.3g})"
+        )
+        return keep, (
+            f"only {len(kept)} of {len(cells)} {which}, spanning {n_levels} N and {d_levels} D "
+            f"values: need >= 5 cells and >= {MIN_LEVELS} of each"
+        )
+    return keep, ""
 
 
 def _cells(rows: list[dict[str, Any]]) -> tuple[list[tuple[int, int]], np.ndarray]:
@@ -371,11 +401,19 @@ def _cells(rows: list[dict[str, Any]]) -> tuple[list[tuple[int, int]], np.ndarra
 
 
 def fit_sweep(
-    records: list[dict[str, Any]], n_boot: int, seed: int = 0, frontiers: bool = True
+    records: list[dict[str, Any]],
+    n_boot: int,
+    seed: int = 0,
+    frontiers: bool = True,
+    max_loss: float | None = None,
 ) -> dict[str, Any]:
     """Per architecture: the ``L(N, D)`` fit (α, β, a, b, γ) and the compute-frontier fit (γ_c)
     on seed-mean losses with CIs from a bootstrap over seeds, the train-time frontier (γ_t),
     the mean measured κ, the final loss at the largest N and D, and the fit's problems.
+    ``max_loss``: only cells with a seed-mean loss at most this enter the ``L(N, D)`` fit
+    (:func:`learned_cells`; the others are listed in ``dropped_cells``); when too few remain
+    (or the grid itself is too small) there is no fit (NaN exponents, the reason in
+    ``problems``). The frontiers use every cell.
     ``frontiers=False`` skips the two frontier fits (no claim rests on them)."""
     out: dict[str, Any] = {}
     for arch in dict.fromkeys(r["arch"] for r in records):
@@ -392,20 +430,33 @@ def fit_sweep(
                 for c in cells
             ]
         )
-        x = np.stack([np.log(n), np.log(d)], 1)
-        nd = seed_bootstrap_fit(x, losses, groups, ("alpha", "beta"), n_boot, seed)
-        alpha, beta = (float(v) for v in nd.exponents)
+        bound = np.inf if max_loss is None else max_loss
+        keep, cells_problem = learned_cells(cells, n, losses.mean(axis=1), bound)
         largest = cells.index((max(c[0] for c in cells), max(c[1] for c in cells)))
         entry: dict[str, Any] = {
-            "alpha": alpha,
-            "beta": beta,
-            **compute_optimal(alpha, beta),
-            "loss_floor": nd.loss_floor,
-            "ci": dict(nd.ci),
+            "alpha": float("nan"),
+            "beta": float("nan"),
+            **compute_optimal(float("nan"), float("nan")),
+            "loss_floor": float("nan"),
+            "ci": {},
             "kappa": float(np.mean([r["kappa"] for r in rows])),
             "final_loss": float(losses[largest].mean()),
             "seeds": losses.shape[1],
+            "fitted_cells": int(keep.sum()),
+            "dropped_cells": [
+                [int(w), int(dd)] for (w, dd), k in zip(cells, keep, strict=True) if not k
+            ],
         }
+        if cells_problem:
+            entry["cells_problem"] = cells_problem
+        else:
+            x = np.stack([np.log(n), np.log(d)], 1)[keep]
+            nd = seed_bootstrap_fit(x, losses[keep], groups[keep], ("alpha", "beta"), n_boot, seed)
+            alpha, beta = (float(v) for v in nd.exponents)
+            entry.update(alpha=alpha, beta=beta, **compute_optimal(alpha, beta))
+            entry.update(loss_floor=nd.loss_floor, ci=dict(nd.ci))
+            entry["nonfinite_draws"] = {k: round(v, 4) for k, v in nd.nonfinite.items()}
+            entry["_nd_fit"] = nd
         for key, cost in (("gamma_c", compute), ("gamma_t", seconds)) if frontiers else ():
             fit = frontier_fit(cost, losses, groups, n_boot, seed)
             if fit is not None:
@@ -414,6 +465,5 @@ def fit_sweep(
                     entry["ci"][key] = fit.ci["gamma"]
                 entry[f"_{key}_fit"] = fit
         entry["problems"] = fit_problems(entry)
-        entry["_nd_fit"] = nd
         out[arch] = entry
     return out

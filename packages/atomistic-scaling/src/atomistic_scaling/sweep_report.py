@@ -90,23 +90,30 @@ def plot_sweep(
 
 def summary_table(fits: dict[str, Any], trivial: float | None = None) -> str:
     """Markdown table of the fitted exponents with 95 % bootstrap CIs (over seeds), the final
-    loss at the largest N and D, and the fit's problems; the trivial predictor's loss below."""
+    loss at the largest N and D, the cells the ``L(N, D)`` fit used (of all), and the fit's
+    problems; the trivial predictor's loss below."""
 
     def cell(entry: dict[str, Any], key: str) -> str:
         value = entry.get(key, float("nan"))
         lo, hi = entry["ci"].get(key, (float("nan"), float("nan")))
         return f"{value:.3f} [{lo:.3f}, {hi:.3f}]"
 
+    def cells(entry: dict[str, Any]) -> str:
+        if "fitted_cells" not in entry:
+            return "all"
+        return f"{entry['fitted_cells']}/{entry['fitted_cells'] + len(entry['dropped_cells'])}"
+
     lines = [
         "| arch | α (N) | β (D) | a = β/(α+β) | γ = αβ/(α+β) | γ_c (compute frontier) | "
-        "γ_t (time frontier) | κ measured | final loss | fit problems |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "γ_t (time frontier) | κ measured | final loss | cells fitted | fit problems |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for arch, e in fits.items():
         lines.append(
             f"| {arch} | {cell(e, 'alpha')} | {cell(e, 'beta')} | {cell(e, 'a')} | "
             f"{cell(e, 'gamma')} | {cell(e, 'gamma_c')} | {cell(e, 'gamma_t')} | "
-            f"{e['kappa']:.1f} | {e['final_loss']:.3f} | {'; '.join(e['problems']) or 'none'} |"
+            f"{e['kappa']:.1f} | {e['final_loss']:.3f} | {cells(e)} | "
+            f"{'; '.join(e['problems']) or 'none'} |"
         )
     if trivial is not None:
         lines.append(f"\nTrivial predictor (per-element references, zero forces): {trivial:.3f}")

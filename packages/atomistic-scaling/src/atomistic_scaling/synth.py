@@ -1,8 +1,9 @@
 """Synthetic labelled structures from ASE's EMT potential (Al, Cu, Ag, Au, Ni, Pd, Pt).
 
 Configurations: rattled and strained fcc supercells (optionally binary alloys), cells with
-vacancies, and Langevin MD snapshots at 300-1500 K, each in its own random orientation. Each is labelled with EMT energy and forces
-and can be written as extxyz (``atomistic-scaling synth``).
+vacancies, and Langevin MD snapshots at 300-1500 K, each in its own random orientation. Each
+is labelled with EMT energy and forces and can be written as extxyz (``atomistic-scaling
+synth``).
 """
 
 from __future__ import annotations
