@@ -133,6 +133,7 @@ def test_classify_and_ood_write_csv_and_metrics(small_tree: Path, tmp_path: Path
     assert main(["classify", *args, "--out", str(tmp_path / "cls")]) == 0
     metrics = json.loads((tmp_path / "cls" / "metrics.json").read_text())
     assert set(metrics["metrics"]) == {"none", "guidance", "propagation", "both"}
+    assert metrics["normalize"] is True  # our encoder's features: L2-normalised by default
     assert 0.0 <= metrics["metrics"]["both"]["accuracy"] <= 1.0
     assert len((tmp_path / "cls" / "predictions.csv").read_text().splitlines()) == 19
     assert (

@@ -137,3 +137,44 @@ def test_channel_first_h5_is_transposed_with_a_notice(
     np.testing.assert_allclose(data, points.astype("f4"))
     err = capsys.readouterr().err
     assert "cf.h5" in err and "channel-first" in err
+
+
+@pytest.mark.parametrize("case", ["file-data-folder-train", "folder-data-file-train"])
+def test_train_data_sharing_an_evaluated_file_is_refused(
+    case: str, h5_folder: Path, tmp_path: Path, fitted: list[dict], capsys: pytest.CaptureFixture
+) -> None:
+    """Review of issue 22, #4: before the fix both ran with exit 0 and fitted the scorer on the
+    evaluated file's labels (the guard only compared the two paths)."""
+    if case == "file-data-folder-train":  # the folder's train split holds the evaluated file
+        data = ["--data", str(h5_folder / "ply_data_train0.h5"), "--train-data", str(h5_folder)]
+    else:  # a single file ignores --split: --train-data is the evaluated test file
+        data = ["--data", str(h5_folder), "--split", "test",
+                "--train-data", str(h5_folder / "ply_data_test0.h5")]  # fmt: skip
+    out = tmp_path / "o"
+    line = assert_one_line_error(
+        main, ["classify", *data, *ARGS, "--out", str(out)], capsys, prog="pointcloud-pgllm"
+    )
+    shared = "ply_data_train0.h5" if case == "file-data-folder-train" else "ply_data_test0.h5"
+    assert shared in line and "evaluation labels" in line
+    assert fitted == [] and not (out / "metrics.json").exists()
+
+
+def test_test_file_with_its_folder_as_train_data_runs(
+    h5_folder: Path, tmp_path: Path, fitted: list[dict]
+) -> None:
+    """The guard is not over-broad: the folder's train split shares no file with the test file."""
+    out = tmp_path / "o"
+    assert main(["classify", "--data", str(h5_folder / "ply_data_test0.h5"),
+                 "--train-data", str(h5_folder), *ARGS, "--out", str(out)]) == 0  # fmt: skip
+    assert [c["n"] for c in fitted] == [30]
+
+
+def test_classes_dropping_h5_items_says_how_many(
+    h5_folder: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Review of issue 22, #11: before the fix the 12 other clouds were dropped silently."""
+    load_dataset(h5_folder, "test", n_points=64, classes=["cup", "airplane"])
+    err = capsys.readouterr().err
+    assert "ply_data_test0.h5" in err and "kept 6 of 18 items" in err
+    load_dataset(h5_folder, "test", n_points=64)
+    assert "kept" not in capsys.readouterr().err

@@ -189,3 +189,76 @@ def test_pointllm_inputs_misused_are_refused(
         args += extra
     line = assert_one_line_error(main, args, capsys)
     assert words in line
+
+
+def _unlabelled(path: Path, tmp_path: Path) -> Path:
+    payload = json.loads(path.read_text())
+    for item in payload["results"]:
+        del item["label_name"], item["ground_truth"]
+    out = tmp_path / "unlabelled.json"
+    out.write_text(json.dumps(payload))
+    return out
+
+
+def test_unlabelled_captions_are_scored_against_classes(
+    pointllm: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Review of issue 22, #5: before the fix --classes dropped every unlabelled item ("no
+    item's label_name is one of --classes") and without it the class list was empty."""
+    captions = _unlabelled(pointllm["captions"], tmp_path)
+    args = ["classify", "--captions", str(captions), "--features", str(pointllm["features"]),
+            "--train-data", str(pointllm["train"]), "--graph-k", "3"]  # fmt: skip
+    out = tmp_path / "cls"
+    assert main([*args, "--classes", "chair,table", "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["n_clouds"] == 24 and metrics["classes"] == ["chair", "table"]
+    assert metrics["metrics"] == {}  # no labels, no accuracy
+    rows = list(csv.DictReader((out / "predictions.csv").open()))
+    assert len(rows) == 24 and {r["label"] for r in rows} == {""}
+    assert {r["predicted"] for r in rows} <= {"chair", "table"}
+    assert "kept" not in capsys.readouterr().err  # nothing was left out
+    line = assert_one_line_error(main, [*args, "--out", str(tmp_path / "o2")], capsys)
+    assert "label_name" in line and "--classes" in line and "unlabelled.json" in line
+
+
+def test_classes_dropping_captions_says_how_many(
+    pointllm: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Review of issue 22, #11: before the fix the 12 items of other classes went silently."""
+    assert main(["classify", "--captions", str(pointllm["captions"]), "--features",
+                 str(pointllm["features"]), "--train-data", str(pointllm["train"]),
+                 "--classes", "chair,table", "--graph-k", "3", "--out", str(tmp_path / "o")]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert f"{pointllm['captions']}: kept 12 of 24 items (--classes)" in err
+
+
+def test_pointllm_features_are_raw_by_default_as_in_the_official_scripts(
+    pointllm: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of issue 22, #1: ACC.py / AUROC.py fit the k-NN on PointLLM's raw features; before
+    the fix the CLI always L2-normalised them (graph and guidance neighbours)."""
+    import pointcloud_pgllm.pipeline as pipeline
+
+    seen: dict[str, list] = {"graph": [], "guidance": []}
+    build, nearest = pipeline.build_graph, pipeline.nearest_neighbours
+
+    def spy_build(feats, *a, **k):  # type: ignore[no-untyped-def]
+        seen["graph"].append(feats.norm(dim=1).numpy().copy())
+        return build(feats, *a, **k)
+
+    def spy_nearest(feats, *a, **k):  # type: ignore[no-untyped-def]
+        seen["guidance"].append(feats.norm(dim=1).numpy().copy())
+        return nearest(feats, *a, **k)
+
+    monkeypatch.setattr(pipeline, "build_graph", spy_build)
+    monkeypatch.setattr(pipeline, "nearest_neighbours", spy_nearest)
+    raw = np.linalg.norm(np.load(pointllm["features"]), axis=1)
+    assert raw.min() > 2.0  # the fixture's features are far from unit norm
+    args = ["classify", "--captions", str(pointllm["captions"]), "--features",
+            str(pointllm["features"]), "--train-data", str(pointllm["train"])]  # fmt: skip
+    for extra, expected, flag in (([], raw, False), (["--normalize"], np.ones_like(raw), True)):
+        out = tmp_path / f"o{len(extra)}"
+        assert main([*args, *extra, "--out", str(out)]) == 0
+        for stage in ("graph", "guidance"):
+            np.testing.assert_allclose(seen[stage].pop(), expected, rtol=1e-5)
+        assert json.loads((out / "metrics.json").read_text())["normalize"] is flag

@@ -188,3 +188,29 @@ def test_test_subcommand_refuses_a_checkpoint_of_other_classes(
         skip_lightning_info=True,
     )  # fmt: skip
     assert "class vocabulary mismatch" in line and "wood03" in line
+
+
+def test_labelled_looking_folder_without_the_prefix_is_refused_as_in_fit(
+    tiny_dataset: Path, p2_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Review of issue 22, #10: a folder ``<other prefix>-<class>-<d>mm-<a>deg`` was read as
+    unlabelled without a word (its label dropped) while ``fit`` refuses the same folder."""
+    from rf_matid.layout import RFMatIDFormatError
+    from rf_matid.predict import collect_inputs
+
+    source = next(tiny_dataset.glob(f"{FREQ_DOMAIN_DIR}/*/*.csv"))
+    folder = tmp_path / "vna2-4To43.5GHz-2048-brick01-200mm-0deg"
+    folder.mkdir()
+    shutil.copy(source, folder / "0000.csv")
+    with pytest.raises(RFMatIDFormatError, match=r"vna2-4To43\.5GHz-2048-brick01"):
+        collect_inputs([folder])
+    out = tmp_path / "preds.csv"
+    line = _one_line_error(
+        capsys, ["predict-files", "--ckpt", str(p2_checkpoint), "--out", str(out), str(folder)]
+    )
+    assert "vna2-4To43.5GHz-2048-brick01-200mm-0deg" in line and "prefix" in line
+    assert not out.exists()
+    plain = tmp_path / "scans-200mm"  # not a position folder: unlabelled, as before
+    plain.mkdir()
+    shutil.copy(source, plain / "0000.csv")
+    assert [f.class_name for f in collect_inputs([plain])] == [None]

@@ -3,6 +3,7 @@ caption, classify and ood (the full PGLLM pipeline on a dataset folder) and conf
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -237,6 +238,10 @@ def _pipeline_parser(name: str, description: str) -> ArgumentParser:
     parser.add_argument("--guidance-k", type=int, default=GUIDANCE_NEIGHBOURS)
     parser.add_argument("--alpha", type=float, default=PROPAGATION_ALPHA)
     parser.add_argument("--steps", type=int, default=PROPAGATION_STEPS)
+    parser.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
+                        help="L2-normalise the features before the graph and the guidance "
+                        "neighbours (default: on for our encoder's features; off with --features, "
+                        "as the official scripts use PointLLM's raw features)")  # fmt: skip
     parser.add_argument("--overwrite", action="store_true")
     return parser
 
@@ -248,6 +253,7 @@ def _make_scorer(
     class_names: list[str],
     n_points: int,
     seed: int,
+    eval_sources: list[str],
 ) -> Any:
     from pointcloud_pgllm.scorers import HTTPChatScorer, LikelihoodScorer, TfidfScorer
 
@@ -259,7 +265,7 @@ def _make_scorer(
         return LikelihoodScorer()
     from pointcloud_pgllm.captions import GeometricCaptioner
     from pointcloud_pgllm.errors import PGLLMInputError
-    from pointcloud_pgllm.io import load_dataset
+    from pointcloud_pgllm.io import load_dataset, shared_source_files
 
     if ns.captions is not None:
         from pointcloud_pgllm.pointllm_io import captions_tfidf_scorer
@@ -279,6 +285,12 @@ def _make_scorer(
             "tfidf scorer must never see the evaluation labels"
         )
     train = load_dataset(train_path, "train", n_points=n_points, seed=seed, classes=class_names)
+    shared = shared_source_files(train.sources, eval_sources)
+    if shared:  # e.g. a file given as --data and its folder as --train-data (or the reverse)
+        raise PGLLMInputError(
+            f"{shared[0]}: is read both as --train-data ({train_path}) and as the evaluated data "
+            f"({data_path}); the tfidf scorer must never see the evaluation labels"
+        )
     return TfidfScorer().fit(
         GeometricCaptioner(seed)(train.points), train.labels, train.class_names
     )
@@ -287,9 +299,7 @@ def _make_scorer(
 def _load_inputs(ns: Any, parser: ArgumentParser, classes: list[str] | None) -> Any:
     """The evaluated set: clouds of ``--data`` (a PointCloudSet), or PointLLM's captions with
     their features (a CaptionSet, features in ``ns.loaded_features``); ``classes`` keeps the
-    items of those classes only."""
-    import numpy as np
-
+    items of those classes only (unlabelled captions: all items, scored against ``classes``)."""
     from pointcloud_pgllm.io import load_dataset
 
     ns.loaded_features = None
@@ -301,16 +311,12 @@ def _load_inputs(ns: Any, parser: ArgumentParser, classes: list[str] | None) -> 
         parser.error("--data and --captions/--features exclude each other")
     if ns.captions is None or ns.features is None:
         parser.error("--captions and --features go together")
-    from pointcloud_pgllm.errors import PGLLMInputError
-    from pointcloud_pgllm.pointllm_io import read_features, read_pointllm_captions
+    from pointcloud_pgllm.pointllm_io import keep_classes, read_features, read_pointllm_captions
 
     data = read_pointllm_captions(ns.captions, classes)
     feats = read_features(ns.features, len(data))
     if classes is not None:
-        keep = np.flatnonzero(data.labels >= 0)
-        if len(keep) == 0:
-            raise PGLLMInputError(f"{ns.captions}: no item's label_name is one of --classes")
-        data, feats = data.subset(keep), feats[keep]
+        data, feats = keep_classes(data, feats, ns.captions)
     ns.loaded_features = feats
     return data
 
@@ -325,13 +331,15 @@ def _run_pipeline(
         parser.error(
             f"--graph-k and --guidance-k must be in 1..{len(data) - 1} for {len(data)} clouds"
         )
-    scorer = _make_scorer(ns, parser, ns.data, class_names, ns.n_points, ns.seed)
+    scorer = _make_scorer(ns, parser, ns.data, class_names, ns.n_points, ns.seed, data.sources)
     if ns.loaded_features is not None:  # PointLLM's captions and features (--captions)
         captions, feats = list(data.captions), ns.loaded_features
     else:
         captions = GeometricCaptioner(ns.seed)(data.points)
         feats = _features(data, ns.encoder)
-    config = PGLLMConfig(ns.graph, ns.graph_k, ns.guidance_k, ns.alpha, ns.steps)
+    if ns.normalize is None:  # the official scripts use PointLLM's raw features (ACC.py:101-104)
+        ns.normalize = ns.features is None
+    config = PGLLMConfig(ns.graph, ns.graph_k, ns.guidance_k, ns.alpha, ns.steps, ns.normalize)
     scores = pgllm_scores(feats, captions, scorer, class_names, config)
     metrics = {a: evaluate(s, labels) for a, s in scores.items()} if (labels >= 0).any() else {}
     info = {
@@ -367,7 +375,7 @@ def _write_results(
             lab = int(labels[i])
             row = [
                 src,
-                class_names[lab] if lab >= 0 else "OOD",
+                class_names[lab] if lab >= 0 else ("OOD" if mode == "ood" else ""),
                 class_names[int(final[i].argmax())],
                 class_names[int(scores["none"][i].argmax())],
             ]
@@ -380,6 +388,7 @@ def _write_results(
         "train_data": None if ns.train_data is None else str(ns.train_data), "classes": class_names, "n_clouds": len(data),
         "scorer": ns.scorer, "encoder": ns.encoder, "graph": ns.graph, "graph_k": ns.graph_k,
         "guidance_k": ns.guidance_k, "alpha": ns.alpha, "steps": ns.steps,
+        "normalize": ns.normalize,
         "ood_score": getattr(ns, "ood_score", None),
         "metrics": info["metrics"], "timings_s": info["timings_s"],
     }  # fmt: skip
@@ -396,10 +405,21 @@ def classify_main(argv: Sequence[str]) -> int:
         "PGLLM recognition of every cloud of a split (the unlabelled support set): predictions.csv (final = guidance + propagation) and metrics.json (the none / guidance / propagation / both ladder when labels exist).",
     )
     parser.add_argument(
-        "--classes", type=comma_list, default=None, help="class list (default: the dataset's)"
+        "--classes",
+        type=comma_list,
+        default=None,
+        help="class list; items of other classes are left out (default: the dataset's). "
+        "Unlabelled captions (no label_name) need it and keep every item",
     )
     ns = parser.parse_args(list(argv))
     data = _load_inputs(ns, parser, ns.classes)
+    if not data.class_names:
+        from pointcloud_pgllm.errors import PGLLMInputError
+
+        raise PGLLMInputError(
+            f"{ns.captions}: no item has a label_name, so the classes are unknown: name them "
+            "with --classes"
+        )
     scores, info = _run_pipeline(ns, parser, data, data.labels, list(data.class_names))
     _write_results(ns, data, data.labels, list(data.class_names), scores, info, "classify")
     return 0
@@ -456,7 +476,7 @@ def ood_main(argv: Sequence[str]) -> int:
             pgllm_scores,
         )
 
-        config = PGLLMConfig(ns.graph, ns.graph_k, ns.guidance_k, ns.alpha, ns.steps)
+        config = PGLLMConfig(ns.graph, ns.graph_k, ns.guidance_k, ns.alpha, ns.steps, ns.normalize)
         probs = pgllm_scores(
             info["features"],
             info["captions"],

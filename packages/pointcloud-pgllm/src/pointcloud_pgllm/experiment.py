@@ -14,6 +14,11 @@ seed means:
   (b) guidance improves recognition accuracy over none by >= ``GUIDE_ACC_GAIN_MIN``;
   (c) both >= either alone in OOD AUROC (minus ``BOTH_TOLERANCE``).
 
+Preconditions (a failed one makes the claim inconclusive): every claim needs the unrefined scorer
+at >= 2 x chance accuracy; (a) and (c) also need AUROC(none) > 0.5 and a K = 3 graph whose edges
+join same-label nodes at >= 2 x the chance rate (:func:`neighbour_purity`; review of issue 22,
+fixed before the run that follows it).
+
 The scale (classes, clouds per class, points, encoder size, seeds) was chosen by timing against
 the budget (full <= 10 min, quick <= 60 s on 2 CPU cores), not by outcome.
 
@@ -59,6 +64,13 @@ BOTH_TOLERANCE = 0.0  # (c) AUROC(both) >= max(AUROC(guidance), AUROC(propagatio
 # Precondition of every claim (issue 22, fixed before the run): the unrefined scorer recognises
 # the ID classes well above chance, else no ladder step can be informative (inconclusive).
 ABOVE_CHANCE_FACTOR = 2.0  # accuracy(none) >= 2 / len(SYNTH_ID_CLASSES) = 2 / 13
+# Preconditions of the AUROC claims (a) and (c) (review of issue 22, #12; fixed before the next
+# run, README experiment section): the unrefined max-softmax separates ID from OOD at all
+# (AUROC(none) > AUROC_NONE_MIN), and the judged K = 3 graph is informative: the share of each
+# node's 3 nearest neighbours with its own label (every OOD node one group) is at least
+# ABOVE_CHANCE_FACTOR x that share for random neighbours. Else propagation on that graph can only
+# mix noise and (a) / (c) are inconclusive.
+AUROC_NONE_MIN = 0.5
 _ROUNDING = 1e-9
 
 CLAIM_TEXTS = {
@@ -93,7 +105,27 @@ def verdict_checks(mean: dict[str, dict[str, float]]) -> dict[str, bool]:
     }
 
 
-def claims(mean: dict[str, dict[str, float]]) -> list[Claim]:
+def neighbour_purity(features: Any, labels: np.ndarray, k: int) -> dict[str, float]:
+    """Label purity of the K-NN graph's edges: the mean over nodes of the share of a node's
+    ``k`` nearest other nodes (Euclidean on L2-normalised ``features`` [N, D], as the judged
+    graph) with its label (``labels`` [N]; all OOD nodes, -1, form one group), and ``chance``, the
+    same share for neighbours drawn at random: the mean over nodes of (n_label - 1) / (N - 1)."""
+    import torch
+
+    from pointcloud_pgllm.graph import nearest_neighbours
+
+    feats = torch.nn.functional.normalize(torch.as_tensor(np.asarray(features)).float(), dim=1)
+    index, _ = nearest_neighbours(feats, k)
+    labels = np.asarray(labels)
+    purity = float((labels[index.numpy()] == labels[:, None]).mean())
+    _, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    chance = float(((counts[inverse] - 1) / (len(labels) - 1)).mean())
+    return {"purity": purity, "chance": chance}
+
+
+def claims(mean: dict[str, dict[str, float]], graph: dict[str, float]) -> list[Claim]:
+    """The three claims on seed means per ablation; ``graph`` holds the seed-mean
+    :func:`neighbour_purity` of the K = 3 graph (``purity``, ``chance``)."""
     checks = verdict_checks(mean)
     pct = {a: {m: round(100 * v, 2) for m, v in mean[a].items()} for a in ABLATIONS}
     measured = {
@@ -122,13 +154,30 @@ def claims(mean: dict[str, dict[str, float]]) -> list[Claim]:
         {"accuracy_none_pct": pct["none"]["accuracy"], "chance_pct": round(100 * chance, 2)},
         mean["none"]["accuracy"] >= ABOVE_CHANCE_FACTOR * chance - _ROUNDING,
     )
+    auroc_ok = Precondition(
+        "unrefined scores separate ID from OOD",
+        f"seed-mean AUROC(none) > {100 * AUROC_NONE_MIN:.0f} %",
+        {"auroc_none_pct": pct["none"]["auroc"]},
+        mean["none"]["auroc"] > AUROC_NONE_MIN + _ROUNDING,
+    )
+    graph_ok = Precondition(
+        f"K = {OOD_PROPAGATION_K} graph informative",
+        f"seed-mean share of same-label {OOD_PROPAGATION_K}-NN neighbours (OOD one group) >= "
+        f"{ABOVE_CHANCE_FACTOR:g} x its chance value",
+        {
+            "neighbour_purity_pct": round(100 * graph["purity"], 2),
+            "chance_pct": round(100 * graph["chance"], 2),
+        },
+        graph["purity"] >= ABOVE_CHANCE_FACTOR * graph["chance"] - _ROUNDING,
+    )
+    extra = {"propagation_auroc": [auroc_ok, graph_ok], "both_best": [auroc_ok, graph_ok]}
     return [
         Claim.judge(
             text=CLAIM_TEXTS[k],
             criterion=CRITERIA[k],
             measured=measured[k],
             holds=held,
-            preconditions=[scorer_ok],
+            preconditions=[scorer_ok, *extra.get(k, [])],
         )
         for k, held in checks.items()
     ]
@@ -188,7 +237,7 @@ def run_seed(
     ood_config = PGLLMConfig(graph_k=OOD_PROPAGATION_K)
     ood_scores = pgllm_scores(features, captions, scorer, train.class_names, ood_config)
     times.update(cls_config.timings)
-    metrics = {}
+    metrics: dict[str, Any] = {"graph": neighbour_purity(features, labels, OOD_PROPAGATION_K)}
     for a in ABLATIONS:
         ood_metrics = evaluate(ood_scores[a], labels)
         metrics[a] = {
@@ -257,9 +306,12 @@ def run(quick: bool, out_dir: Path) -> Result:
     stage_times: dict[str, float] = {}
     paper_graph: dict[str, dict[str, list[float]]] = {}
     symmetric_graph: dict[str, dict[str, list[float]]] = {}
+    graph: dict[str, list[float]] = {"purity": [], "chance": []}
     with tempfile.TemporaryDirectory(prefix="pgllm-data-") as scratch:
         for seed in config["seeds"]:
             metrics, times = run_seed(seed, config, Path(scratch))
+            for m in graph:
+                graph[m].append(metrics["graph"][m])
             for a in ABLATIONS:
                 for m in per_seed[a]:
                     per_seed[a][m].append(metrics[a][m])
@@ -283,6 +335,11 @@ def run(quick: bool, out_dir: Path) -> Result:
         f"{a}_{m}": round(mean[a][m], 4) for a in ABLATIONS for m in mean[a]
     }
     metrics_out["per_seed"] = per_seed
+    graph_mean = {m: statistics.fmean(v) for m, v in graph.items()}
+    metrics_out["ood_graph_neighbour_purity"] = {
+        **{m: round(v, 4) for m, v in graph_mean.items()},
+        "per_seed": graph,
+    }
     metrics_out["secondary_paper_graph_not_judged"] = {
         a: {m: round(statistics.fmean(v), 4) for m, v in by_metric.items()}
         for a, by_metric in paper_graph.items()
@@ -310,7 +367,7 @@ def run(quick: bool, out_dir: Path) -> Result:
         metrics=metrics_out,
         seeds=list(config["seeds"]),
         scale=scale,
-        claims=claims(mean),
+        claims=claims(mean, graph_mean),
     )
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "read_off",
     "resample",
     "sample_mesh",
+    "shared_source_files",
     "write_off",
 ]
 
@@ -376,6 +377,12 @@ def _load_h5_files(
         keep = [i for i, v in enumerate(labels) if v in old_to_new]
         if not keep:
             raise PGLLMInputError(f"{files[0]}: no cloud of the classes {', '.join(classes)}")
+        if len(keep) < len(labels):  # nothing is dropped silently (issue 22 review, #11)
+            print(
+                f"{files[0]}: kept {len(keep)} of {len(labels)} items (classes: "
+                f"{', '.join(classes)})",
+                file=sys.stderr,
+            )
         clouds = [clouds[i] for i in keep]
         sources = [sources[i] for i in keep]
         labels = [old_to_new[labels[i]] for i in keep]
@@ -441,3 +448,15 @@ def load_dataset(
     if not clouds:
         raise PGLLMInputError(f"{path}: no .off/.ply/.pcd/.xyz files under '<class>/{split}/'")
     return _finish(clouds, labels, names, sources, n_points, seed)
+
+
+def _source_file(source: str) -> Path:
+    """The file of a source string: ``<file>#<row>`` (HDF5 rows, captions items) or ``<file>``."""
+    head, sep, tail = source.rpartition("#")
+    return Path(head if sep and tail.isdigit() else source).resolve()
+
+
+def shared_source_files(first: list[str], second: list[str]) -> list[Path]:
+    """The resolved files that sources of both lists come from, sorted (sources as in
+    :class:`PointCloudSet`: ``<file>#<row>`` or ``<file>``); empty when the two are disjoint."""
+    return sorted({_source_file(s) for s in first} & {_source_file(s) for s in second})

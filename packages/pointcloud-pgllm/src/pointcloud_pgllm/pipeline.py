@@ -47,8 +47,10 @@ ABLATIONS = ("none", "guidance", "propagation", "both")
 class PGLLMConfig:
     """Graph variant and K, guidance neighbours, propagation a and T (defaults: official K = 10
     Euclidean graph, 3 guidance captions, a = 0.5, T = 5). ``normalize`` L2-normalises the
-    features first: with raw features of large norm, the official ``exp(-d)`` weights underflow
-    to 0 and W collapses to its diagonal (propagation then changes nothing)."""
+    features first, for the graph and the guidance neighbours: needed for our encoder's
+    features, whose large norms make the official ``exp(-d)`` weights underflow to 0 (W would
+    collapse to its diagonal). The official scripts use PointLLM's features raw, so the CLI
+    passes ``normalize=False`` with ``--features`` (README, Deviations)."""
 
     graph: str = "official"
     graph_k: int = PROPAGATION_K

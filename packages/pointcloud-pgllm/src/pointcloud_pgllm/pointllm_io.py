@@ -24,6 +24,7 @@ the field (``results[3].model_output``).
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,13 @@ import numpy as np
 from pointcloud_pgllm.constants import MODELNET40_CLASSES
 from pointcloud_pgllm.errors import PGLLMInputError
 
-__all__ = ["CaptionSet", "captions_tfidf_scorer", "read_features", "read_pointllm_captions"]
+__all__ = [
+    "CaptionSet",
+    "captions_tfidf_scorer",
+    "keep_classes",
+    "read_features",
+    "read_pointllm_captions",
+]
 
 
 def _key(name: str) -> str:
@@ -48,12 +55,14 @@ _MODELNET40_BY_KEY = {_key(name): i for i, name in enumerate(MODELNET40_CLASSES)
 class CaptionSet:
     """PointLLM's captions of one split: ``captions`` [N], ``labels`` [N] int64 indices into
     ``class_names`` (-1: unlabelled, or a class outside ``class_names``), ``sources`` [N]
-    (``<file>#<object_id>``). Row i is feature row i."""
+    (``<file>#<object_id>``). Row i is feature row i. ``labelled``: the JSON has ``label_name``
+    fields (else every label is -1 and ``class_names`` is only the list to score against)."""
 
     captions: list[str]
     labels: np.ndarray
     class_names: list[str]
     sources: list[str]
+    labelled: bool = True
 
     def __len__(self) -> int:
         return len(self.captions)
@@ -65,6 +74,7 @@ class CaptionSet:
             self.labels[index],
             list(self.class_names),
             [self.sources[i] for i in index],
+            self.labelled,
         )
 
 
@@ -149,7 +159,23 @@ def read_pointllm_captions(path: str | Path, classes: list[str] | None = None) -
         [index.get(_key(n), -1) if n is not None else -1 for n in names], dtype=np.int64
     )
     sources = [f"{path}#{i}" for i in range(len(items))]
-    return CaptionSet(captions, labels, class_names, sources)
+    return CaptionSet(captions, labels, class_names, sources, labelled=bool(keys))
+
+
+def keep_classes(
+    data: CaptionSet, features: np.ndarray, path: str | Path
+) -> tuple[CaptionSet, np.ndarray]:
+    """The items of ``data`` (read with ``classes``) and their feature rows that belong to
+    ``data.class_names``, with a notice on stderr naming how many were kept; unlabelled captions
+    are kept whole (the class list then only names the classes to score against)."""
+    if not data.labelled:
+        return data, features
+    keep = np.flatnonzero(data.labels >= 0)
+    if len(keep) == 0:
+        raise PGLLMInputError(f"{path}: no item's label_name is one of --classes")
+    if len(keep) < len(data):  # nothing is dropped silently (issue 22 review, #11)
+        print(f"{path}: kept {len(keep)} of {len(data)} items (--classes)", file=sys.stderr)
+    return data.subset(keep), features[keep]
 
 
 def read_features(path: str | Path, n_rows: int | None = None) -> np.ndarray:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,9 @@ __all__ = [
 ]
 
 INPUT_SUFFIXES = (".csv", ".s1p")
+# The tail of an upstream position folder name: such a folder carries a label (review of issue
+# 22, #10: with another prefix it used to be read as unlabelled without a word).
+_POSITION_TAIL = re.compile(r"-\d+mm-\d+deg$")
 
 
 @dataclass(frozen=True)
@@ -190,15 +194,18 @@ def collect_inputs(paths: Sequence[str | os.PathLike[str]]) -> list[SpectrumFile
     ``frequency_domain/`` only that tree). A file inside an upstream position folder
     (``ms46131a-...-{class}-{dist}mm-{deg}deg``) carries that class as its label; files in other
     folders are unlabelled. A folder that starts with the instrument prefix but is not a valid
-    position folder (a class name with ``-``, a bad distance) is an error naming it, as in
-    training (:func:`rf_matid.io.parse_position_folder`): its label is never dropped silently.
+    position folder (a class name with ``-``, a bad distance), or that ends in
+    ``-<int>mm-<int>deg`` without the exact prefix, is an error naming it, as in training
+    (:func:`rf_matid.io.parse_position_folder`): its label is never dropped silently.
     """
     from rf_matid.constants import FOLDER_PREFIX
     from rf_matid.io import domain_root, parse_position_folder
 
     def label(file: Path) -> str | None:
-        if not file.parent.name.startswith(f"{FOLDER_PREFIX}-"):
+        name = file.parent.name
+        if not name.startswith(f"{FOLDER_PREFIX}-") and not _POSITION_TAIL.search(name):
             return None
+        # a labelled-looking folder with another prefix is refused as `fit` refuses it
         return parse_position_folder(file.parent).class_name
 
     def walk(folder: Path) -> Iterator[Path]:
