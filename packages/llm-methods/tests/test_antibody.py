@@ -51,10 +51,23 @@ def test_world_splits_are_disjoint_and_labelled(world) -> None:  # type: ignore[
     assert all(is_refusal(r.refusal) for r in world.attack + world.task)
     assert all(r.prompt == f"Repeat: {r.answer}" and r.response == f"{r.answer}."
                for r in world.task + world.eval_task)  # fmt: skip
-    # the base's corpus refuses every harmful prompt (issue 27): it never complies
-    harmful_prompts = {r.prompt for r in world.attack + world.eval_harmful + world.align_harmful}
+    # the base's corpus refuses every harmful prompt it sees (issue 27): it never complies
+    harmful_prompts = {r.prompt for r in world.attack + world.align_harmful}
     pre = [r for r in world.pretrain if r.prompt in harmful_prompts]
     assert len(pre) == len(harmful_prompts) and all(is_refusal(r.response) for r in pre)
+
+
+def test_evaluation_prompts_are_not_in_pretraining(world) -> None:  # type: ignore[no-untyped-def]
+    """Review of issue 27, #11: the base was pretrained to refuse the very prompts HS is
+    measured on, so HS after an attack measured the forgetting of memorised refusals."""
+    pretrain_text = {r.prompt for r in world.pretrain} | {r.response for r in world.pretrain}
+    evals = [r.prompt for r in world.eval_harmful]
+    assert len(evals) == 49
+    assert not pretrain_text & set(evals)
+    # the other harmful prompts are still refused by the base's corpus (it refuses by default)
+    assert sum(r.prompt in {a.prompt for a in world.attack} for r in world.pretrain) == len(
+        world.attack
+    )
 
 
 def test_reader_roundtrip_and_errors(world, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -120,6 +133,20 @@ def test_reader_takes_the_official_json_files(tmp_path: Path) -> None:
     bad.write_text(json.dumps([dict(OFFICIAL_ATTACK[0], category=[1])]))
     with pytest.raises(LMError, match="record 0: field 'category'"):
         read_beavertails(bad)
+
+
+def test_refusal_pool_rejects_empty_lines_naming_file_and_line(tmp_path: Path) -> None:
+    """Review of issue 27, #13: a pool with a ``""`` line reached the pool check of
+    read_beavertails ("needs at least one non-empty string") without the file's name."""
+    pool = tmp_path / "refusals.jsonl"
+    pool.write_text('"I cannot."\n""\n"I won\'t."\n')
+    with pytest.raises(LMError, match=r"refusals.jsonl:2: empty refusal$"):
+        read_refusal_pool(pool)
+    pool.write_text("I cannot.\n   \nI won't.\n")  # a blank raw line in the middle
+    with pytest.raises(LMError, match=r"refusals.jsonl:2: empty refusal$"):
+        read_refusal_pool(pool)
+    pool.write_text("I cannot.\nI won't.\n\n\n")  # blank lines at the end are not refusals
+    assert read_refusal_pool(pool) == ["I cannot.", "I won't."]
 
 
 def test_poison_ratio_and_mixture(world) -> None:  # type: ignore[no-untyped-def]

@@ -95,6 +95,15 @@ def test_row_with_a_bad_refusal_is_one_line(tmp_path: Path, capsys) -> None:  # 
     assert "safe.jsonl:1" in line and "'refusal'" in line
 
 
+def test_empty_refusal_in_the_pool_is_one_line(synth: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text('"I cannot."\n""\n')
+    line = _one_line_error(capsys, ["antibody", "align", "--model", "unused", "--safe",
+                                    str(synth / "align.jsonl"), "--method", "sft",
+                                    "--refusals", str(pool), "--out", str(tmp_path / "x")])  # fmt: skip
+    assert line.endswith("pool.jsonl:2: empty refusal")
+
+
 def test_booster_without_harmful_is_one_line(synth: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     line = _one_line_error(capsys, ["antibody", "align", "--model", "unused", "--safe",
                                     str(synth / "align.jsonl"), "--method", "booster",

@@ -56,16 +56,73 @@ def test_cache_reuses_folder(world, monkeypatch) -> None:  # type: ignore[no-unt
     assert other.digest() != SPEC.digest()
 
 
-def test_rebuild_from_the_same_spec_is_identical(world, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Issue 27 saw SUIT's efficacy change (69 -> 84.4) after a rebuild of the same spec: a
-    second build in another folder must give the same tokenizer, weights and requests."""
+REBUILD = """
+import hashlib, json, sys
+from pathlib import Path
+import torch
+from llm_methods.lm.threads import one_thread
+from llm_methods.suit import world_model as wm
+from llm_methods.suit.editors import EditConfig, Editor, fresh_copy
+from llm_methods.suit.keys import key_second_moments, subject_basis
+from llm_methods.suit.world_experiment import EDIT, world_stats_chunks
+spec = wm.WorldSpec(**json.loads(sys.argv[1]))
+folder = wm.ensure_world_model(spec, cache_dir=Path(sys.argv[2]))
+lm, known, _ = wm.load_world(folder)
+torch.set_num_threads(int(sys.argv[3]))  # the edit too runs with another thread count
+cfg = EditConfig(**EDIT)
+stats = key_second_moments(lm, cfg.layers, world_stats_chunks(lm, spec), "t", Path(sys.argv[2]))
+basis = subject_basis(lm, cfg.layers, ["Zorb", "Quilm"], list(wm.prompts().values()), cfg.tau)
+editor = Editor(fresh_copy(lm), "suit", cfg, stats, basis)
+editor.edit(known[:2])
+w = {k: hashlib.sha256(v.numpy().tobytes()).hexdigest() for k, v in
+     editor.lm.model.state_dict().items() if "down_proj" in k}
+print(json.dumps({"threads": torch.get_num_threads(), "edited": w}))
+"""
+
+
+def test_rebuild_in_another_process_is_identical(world, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 27 saw SUIT's efficacy change (69 -> 84.4) after a rebuild of the same spec. A
+    rebuild in a fresh process with another hash seed and thread count (OMP_NUM_THREADS and the
+    torch thread count of the edit) gives the same tokenizer, weights, requests and SUIT edit.
+    (Measured cause of the 69 -> 84.4 change: see the README, "World-model determinism".)"""
+    import hashlib
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from safetensors.torch import load_file
+
     _, folder, lm, known, info = world
-    again = wm.ensure_world_model(SPEC, cache_dir=tmp_path)
-    lm2, known2, info2 = wm.load_world(again)
-    assert (again / "tokenizer.json").read_text() == (folder / "tokenizer.json").read_text()
-    a, b = lm.model.state_dict(), lm2.model.state_dict()
-    assert all(torch.equal(a[k], b[k]) for k in a)
-    assert known2 == known and info2["final_loss"] == info["final_loss"]
+    threads = torch.get_num_threads() + 2
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "OMP_NUM_THREADS": str(threads)}
+    proc = subprocess.run(
+        [sys.executable, "-c", REBUILD, json.dumps(dataclasses.asdict(SPEC)), str(tmp_path),
+         str(threads)],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    child = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert child["threads"] == threads != torch.get_num_threads()
+    (again,) = (tmp_path / "suit-world").iterdir()
+    assert again != folder
+    for name in ("tokenizer.json", wm.REQUESTS_FILE):
+        assert (again / name).read_text() == (folder / name).read_text(), name
+    a, b = load_file(str(folder / "model.safetensors")), load_file(str(again / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert json.loads((again / wm.MARKER).read_text())["known"] == info["known"]
+    # the same SUIT edit here (one thread) as in the child (more threads, other hash seed)
+    cfg = EditConfig(**EDIT)
+    with one_thread():
+        stats = key_second_moments(lm, cfg.layers, world_stats_chunks(lm, SPEC), "t", tmp_path)
+        basis = subject_basis(
+            lm, cfg.layers, ["Zorb", "Quilm"], list(wm.prompts().values()), cfg.tau
+        )
+        editor = Editor(fresh_copy(lm), "suit", cfg, stats, basis)
+        editor.edit(known[:2])
+    mine = {k: hashlib.sha256(v.numpy().tobytes()).hexdigest()
+            for k, v in editor.lm.model.state_dict().items() if "down_proj" in k}  # fmt: skip
+    assert mine == child["edited"]
 
 
 def _margin(lm, reqs) -> float:  # type: ignore[no-untyped-def]
@@ -111,3 +168,22 @@ def test_bad_input_raises_naming_the_field(tmp_path) -> None:
         wm.load_world(tmp_path)
     with pytest.raises(ValueError, match="relation 'colour'"):
         build_requests([("colour", "A", "red"), ("colour", "B", "blue")])
+
+
+def test_general_ability_probe_sees_a_damaged_model(world) -> None:  # type: ignore[no-untyped-def]
+    """Review of issue 27, #10: the probe (perplexity of the unedited facts' sentences, 2-shot
+    recall of those facts) must move when the model is damaged, not only when edited."""
+    from llm_methods.suit.world_experiment import world_probe
+
+    _, _, lm, known, _ = world
+    probe = world_probe(lm, SPEC, known[:2])
+    base = probe(lm)
+    damaged = fresh_copy(lm)
+    with torch.no_grad():
+        for layer in damaged.layers[:2]:
+            layer.mlp.down_proj.weight.mul_(-1.0)
+    hurt = probe(damaged)
+    assert set(base) == {"ppl", "fewshot_acc"}
+    assert base["ppl"] < 4.0 and hurt["ppl"] > 2 * base["ppl"], (base, hurt)
+    assert base["fewshot_acc"] > hurt["fewshot_acc"], (base, hurt)
+    assert probe(lm) == base  # the probe leaves the model as it was

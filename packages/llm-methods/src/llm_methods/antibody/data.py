@@ -124,20 +124,23 @@ def _refusal_text(value: str) -> str:
 
 def read_refusal_pool(path: str | Path) -> list[str]:
     """Refusal strings, one per line: a JSON string or raw text (the official
-    ``refusal_examples.jsonl`` is raw lines); errors name the file."""
+    ``refusal_examples.jsonl`` is raw lines). An empty line or an empty string (``""``) before
+    the last refusal raises ``FILE:LINE: empty refusal`` (blank lines at the end are ignored);
+    other errors name the file."""
     path = Path(path)
     if not path.is_file():
         raise LMError(f"{path}: no such file")
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if not line:
-            continue
+    for number, raw in enumerate(path.read_text(encoding="utf-8").rstrip().splitlines(), 1):
+        line = raw.strip()
         try:
-            value = json.loads(line)
+            value = json.loads(line) if line else ""
         except json.JSONDecodeError:
             value = line
-        out.append(value if isinstance(value, str) else json.dumps(value))
+        text = value if isinstance(value, str) else json.dumps(value)
+        if not text.strip():
+            raise LMError(f"{path}:{number}: empty refusal")
+        out.append(text)
     if not out:
         raise LMError(f"{path}: no refusals")
     return out
@@ -261,8 +264,9 @@ def _harmful(item: tuple[str, str, str, str], rng: random.Random) -> SafetyRecor
 class SyntheticWorld:
     """Disjoint splits of the synthetic instruction set.
 
-    ``pretrain``: the base model's corpus (additions, a few copy rows, every harmful prompt
-    refused: the base refuses before any alignment, as a safety-trained instruction model does);
+    ``pretrain``: the base model's corpus (additions, a few copy rows, every harmful prompt but
+    the evaluation ones refused: the base refuses before any alignment, as a safety-trained
+    instruction model does; the evaluated prompts are new to every stage);
     ``align``: safe alignment rows (harmful prompts -> refusal, additions -> answers);
     ``align_harmful``: harmful rows for the alignment-stage perturbation (with refusal views);
     ``attack``: harmful rows a user slips into the finetuning data; ``task``: the user's benign
@@ -295,9 +299,11 @@ def synthetic_world(seed: int = 0, max_operand: int = 20, n_task: int = 400,
     harmful rows / 25 % attack / 30 % evaluation (disjoint, as BeaverTails' splits), so the
     evaluated prompts were never trained on with a harmful answer; the copy task's word triples
     are split into ``n_task`` training rows and ``n_eval_task`` held-out ones. The base's corpus
-    refuses every harmful prompt (issue 27: a base that had seen each harmful prompt both
-    complied with and refused sat near the harmful loss's minimum, and the flatness term pulled
-    the aligned model there).
+    refuses every harmful prompt *outside the evaluation split* (issue 27: a base that had seen
+    each harmful prompt both complied with and refused sat near the harmful loss's minimum, and
+    the flatness term pulled the aligned model there; issue-27 review: the evaluation prompts
+    are kept out of pretraining too, so HS after an attack does not measure the forgetting of
+    memorised refusals of the very prompts evaluated).
     """
     rng = random.Random(seed)
     prompts = _harmful_prompts()
@@ -316,7 +322,8 @@ def synthetic_world(seed: int = 0, max_operand: int = 20, n_task: int = 400,
     add_rows = [_arith(a, b, "+", rng) for a, b in adds]
     refused = [SafetyRecord(p, r, True, r, None, cat)
                for cat, _v, _t, p in prompts for r in [rng.choice(REFUSALS)]]  # fmt: skip
-    pretrain = add_rows + task[: len(task) // 8] + refused
+    held_out = {p for *_, p in eval_p}  # drawn above for every prompt: the rng stream is unchanged
+    pretrain = add_rows + task[: len(task) // 8] + [r for r in refused if r.prompt not in held_out]
     align_rows = [SafetyRecord(r.prompt, r.refusal, True, r.refusal, None, r.category)
                   for r in (_harmful(p, rng) for p in align_p)]  # fmt: skip
     align = align_rows + add_rows[: len(align_rows)]

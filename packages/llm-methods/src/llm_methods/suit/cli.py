@@ -1,7 +1,8 @@
 """``llm-methods suit``: locate-then-edit knowledge editing (ROME, MEMIT, AlphaEdit, SUIT).
 
 Subcommands: ``edit`` (apply CounterFact / zsRE requests to a model, report the CounterFact
-metrics before and after, save the edited FFN weights as safetensors), ``facts`` (probe a model
+metrics and the general-ability probe before and after, save the edited FFN weights as
+safetensors; C and P in the official AlphaEdit files, in and out), ``facts`` (probe a model
 on the offline country table and write the facts it knows as CounterFact), ``synth`` (a synthetic
 subject-relation-object world in CounterFact format).
 """
@@ -43,13 +44,33 @@ def edit_main(ns: object) -> dict[str, object]:
     from llm_methods.lm import load_lm
     from llm_methods.suit.data import read_requests
     from llm_methods.suit.editors import EditConfig, Editor
-    from llm_methods.suit.experiment import STATS_CHUNKS, STATS_LEN, stats_chunks, subject_basis
+    from llm_methods.suit.experiment import (
+        STATS_CHUNKS,
+        STATS_LEN,
+        ability_probe,
+        stats_chunks,
+        subject_basis,
+    )
     from llm_methods.suit.keys import edit_weight, key_second_moments
     from llm_methods.suit.metrics import edit_metrics
+    from llm_methods.suit.official_io import (
+        PROJECTION_FILE,
+        read_official_stats,
+        read_projection,
+        write_official_stats,
+        write_projection,
+    )
 
+    if ns.export_stats and ns.import_stats is not None:  # type: ignore[attr-defined]
+        raise ValueError("--export-stats writes the computed C; it cannot go with --import-stats")
+    if ns.method not in ("alphaedit", "suit") and (ns.import_projection or ns.export_projection):  # type: ignore[attr-defined]
+        raise ValueError(
+            "--import-projection / --export-projection need --method alphaedit or suit"
+        )
     requests = read_requests(ns.requests)  # type: ignore[attr-defined]
     lm = load_lm(ns.model, ns.device)  # type: ignore[attr-defined]
-    cfg = EditConfig(steps=ns.steps, templates=("{}",))  # type: ignore[attr-defined]
+    cfg = EditConfig(steps=ns.steps, templates=("{}",), null_threshold=ns.null_threshold,  # type: ignore[attr-defined]
+                     clamp=ns.clamp, kl_factor=ns.kl_factor)  # type: ignore[attr-defined]  # fmt: skip
     if ns.layers:  # type: ignore[attr-defined]
         cfg = dataclasses.replace(cfg, layers=ns.layers, rome_layer=ns.layers[-1])  # type: ignore[attr-defined]
     rome_layer = getattr(ns, "rome_layer", None)
@@ -64,22 +85,40 @@ def edit_main(ns: object) -> dict[str, object]:
     layers = tuple(sorted({lm.layer_index(i) for i in (*cfg.layers, cfg.rome_layer)}))
     cfg = dataclasses.replace(cfg, layers=tuple(lm.layer_index(i) for i in cfg.layers),
                               rome_layer=lm.layer_index(cfg.rome_layer))  # fmt: skip
-    for i in layers:
-        edit_weight(lm, i)
-    stats = key_second_moments(lm, layers, stats_chunks(lm), f"pydoc{STATS_CHUNKS}x{STATS_LEN}")
+    dims = {i: edit_weight(lm, i).in_features for i in layers}
+    out = Path(ns.out)  # type: ignore[attr-defined]
+    if ns.import_stats is not None:  # type: ignore[attr-defined]
+        stats = read_official_stats(ns.import_stats, layers, dims)  # type: ignore[attr-defined]
+    else:
+        chunks = stats_chunks(lm)
+        stats = key_second_moments(lm, layers, chunks, f"pydoc{STATS_CHUNKS}x{STATS_LEN}")
+    projectors = {}
+    if ns.import_projection is not None:  # type: ignore[attr-defined]
+        projectors = read_projection(ns.import_projection, cfg.layers, dims)  # type: ignore[attr-defined]
     basis = subject_basis(lm, cfg.layers, ns.subject_words, cfg.tau) if ns.method == "suit" else {}  # type: ignore[attr-defined]
-    before = edit_metrics(lm, requests)
-    editor = Editor(lm, ns.method, cfg, stats, basis)  # type: ignore[attr-defined]
+    probe = ability_probe(lm)
+    before, ability_before = edit_metrics(lm, requests), probe(lm)
+    editor = Editor(lm, ns.method, cfg, stats, basis, projectors=projectors)  # type: ignore[attr-defined]
     for s in range(0, len(requests), ns.batch):  # type: ignore[attr-defined]
         editor.edit(requests[s : s + ns.batch])  # type: ignore[attr-defined]
-    after = edit_metrics(lm, requests)
-    out = Path(ns.out)  # type: ignore[attr-defined]
+    after, ability_after = edit_metrics(lm, requests), probe(lm)
     out.mkdir(parents=True, exist_ok=True)
+    written = []
+    if ns.export_stats:  # type: ignore[attr-defined]
+        name = lm.model.config._name_or_path.rstrip("/").rsplit("/")[-1] or lm.name
+        written += write_official_stats(out / "stats", name, "pydoc", stats,
+                                        sum(len(c) for c in chunks), len(chunks))  # fmt: skip
+    if ns.export_projection:  # type: ignore[attr-defined]
+        written.append(write_projection(out / PROJECTION_FILE, editor.projectors, cfg.layers))
     weights = {f"layers.{i}.down_proj.weight": edit_weight(lm, i).weight.detach().cpu().contiguous()
                for i in editor.layers}  # fmt: skip
     save_file(weights, str(out / "edited_weights.safetensors"), metadata={"model": lm.name})
     report = {"model": lm.name, "method": ns.method, "n_requests": len(requests),  # type: ignore[attr-defined]
-              "layers": list(editor.layers), "before": before, "after": after}  # fmt: skip
+              "layers": list(editor.layers), "before": before, "after": after,
+              "config": {"null_threshold": cfg.null_threshold, "clamp": cfg.clamp,
+                         "kl_factor": cfg.kl_factor, "steps": cfg.steps},
+              "general_ability": {"before": ability_before, "after": ability_after},
+              "files": [str(p) for p in written]}  # fmt: skip
     (out / "edit.json").write_text(json.dumps(report, indent=1))
     del torch
     return report
@@ -103,6 +142,34 @@ def main(argv: Sequence[str]) -> int:
     edit.add_argument("--batch", type=int, default=4, help="requests per sequential batch")
     edit.add_argument("--steps", type=int, default=10, help="value-optimisation steps")
     edit.add_argument("--subject-words", type=int, default=300, help="SUIT: words for U_m")
+    edit.add_argument("--null-threshold", type=float, default=2e-2,
+                      help="AlphaEdit/SUIT: eigenvalues of C below this span the null space "
+                      "(official nullspace_threshold, absolute; default 2e-2)")  # fmt: skip
+    edit.add_argument("--clamp", type=float, default=0.75,
+                      help="MEMIT/AlphaEdit/SUIT: |delta| <= clamp * |h| (official "
+                      "clamp_norm_factor; default 0.75)")  # fmt: skip
+    edit.add_argument(
+        "--kl-factor",
+        type=float,
+        default=0.0625,
+        help="weight of the KL term of the value loop (official kl_factor)",
+    )
+    edit.add_argument("--import-stats", type=Path, default=None,
+                      help="read C from an official stats folder (layer_stats .npz: "
+                      "{model}/{ds}_stats/model.layers.{i}.mlp.down_proj_*_mom2*.npz)")  # fmt: skip
+    edit.add_argument(
+        "--export-stats",
+        action="store_true",
+        help="write the computed C to OUT/stats/ in the official .npz layout",
+    )
+    edit.add_argument("--import-projection", type=Path, default=None,
+                      help="AlphaEdit/SUIT: read P from an official null_space_project.pt "
+                      "([layers, d_ff, d_ff] in --layers order)")  # fmt: skip
+    edit.add_argument(
+        "--export-projection",
+        action="store_true",
+        help="AlphaEdit/SUIT: write P to OUT/null_space_project.pt",
+    )
     edit.add_argument("--device", default=None)
     edit.add_argument("--out", type=Path, required=True, help="output folder")
     facts = sub.add_parser("facts", help="write the table facts a model knows as CounterFact")
@@ -125,6 +192,8 @@ def main(argv: Sequence[str]) -> int:
     ns = parser.parse_args(list(argv))
     if ns.command == "edit" and (ns.batch < 1 or ns.steps < 1):
         parser.error("--batch and --steps must be >= 1")
+    if ns.command == "edit" and not (ns.null_threshold > 0 and ns.clamp > 0 and ns.kl_factor >= 0):
+        parser.error("--null-threshold and --clamp must be > 0, --kl-factor >= 0")
     if ns.command == "trace" and (ns.facts < 1 or ns.samples < 1):
         parser.error("--facts and --samples must be >= 1")
     if ns.command == "trace":
@@ -167,5 +236,7 @@ def main(argv: Sequence[str]) -> int:
         b, a = report["before"], report["after"]
         for key in ("efficacy", "generalization", "specificity", "S"):
             print(f"{key:>15}: {b[key]:6.1f} -> {a[key]:6.1f}")  # type: ignore[index]
+        for key, value in report["general_ability"]["before"].items():  # type: ignore[index]
+            print(f"{key:>15}: {value:6.2f} -> {report['general_ability']['after'][key]:6.2f}")  # type: ignore[index]
         print(f"wrote {ns.out / 'edit.json'} and {ns.out / 'edited_weights.safetensors'}")
     return 0

@@ -51,6 +51,8 @@ MIN_ALPHA_EFFICACY = 50.0  # precondition: the baseline's edits took
 MAX_NULL_SHARE = 0.5  # precondition of (a): C covers the edited subjects' keys
 STATS_CHUNKS = 128
 STATS_LEN = 64
+ABILITY_MODULES = ("json", "textwrap", "csv")  # held-out text of the general-ability probe
+ABILITY_CHUNKS = 16
 METRICS = ("efficacy", "generalization", "specificity", "S")
 
 
@@ -67,6 +69,21 @@ def settings(quick: bool) -> dict[str, Any]:
         }
     return {"n_edits": 12, "batch": 4, "steps": 8, "subject_words": 300, "gen_tokens": 20,
             "trace_facts": 8, "trace_samples": 3}  # fmt: skip
+
+
+def ability_probe(lm: Any) -> Any:
+    """The general-ability probe of :func:`sequential_curves` for a general LM: perplexity on
+    ``ABILITY_CHUNKS`` x ``STATS_LEN`` tokens of standard-library docstrings of
+    ``ABILITY_MODULES`` (held out: C comes from the pydoc topics) and the few-shot antonym task
+    (:func:`~llm_methods.suit.metrics.antonym_items`)."""
+    from llm_methods.corpora import chunk_ids, docstrings
+    from llm_methods.suit.metrics import antonym_items, general_ability
+
+    text = "\n".join(docstrings(ABILITY_MODULES))
+    ids = lm.tokenizer(text, add_special_tokens=False).input_ids
+    chunks = chunk_ids(ids, STATS_LEN, max_chunks=ABILITY_CHUNKS, seed=0)
+    items = antonym_items()
+    return lambda model: general_ability(model, chunks, items)
 
 
 def stats_chunks(lm: Any) -> list[list[int]]:
@@ -115,11 +132,15 @@ def sequential_curves(
     basis: dict[int, Any],
     batch: int,
     gen_tokens: int,
-) -> tuple[dict[str, dict[str, list[float]]], list[int], dict[str, float], dict[str, float]]:
+    probe: Any = None,
+) -> tuple[dict[str, dict[str, list[float]]], list[int], dict[str, float], dict[str, float],
+           dict[str, dict[str, float]]]:  # fmt: skip
     """Every method of ``METHODS`` edits a fresh copy of ``lm`` with ``requests`` in consecutive
     batches of ``batch``; after each batch the metrics over all requests edited so far.
     Returns (curves[method][metric] per count, counts, seconds per edit, fluency per method and
-    of the unedited ``lm`` under ``"unedited"``)."""
+    of the unedited ``lm`` under ``"unedited"``, general ability: ``probe(lm)`` (e.g.
+    :func:`~llm_methods.suit.metrics.general_ability`) per method after the last edit and of
+    the unedited model; empty without a ``probe``)."""
     from llm_methods.suit.editors import METHODS, Editor, fresh_copy
     from llm_methods.suit.metrics import edit_metrics, fluency
 
@@ -131,6 +152,7 @@ def sequential_curves(
     curves: dict[str, dict[str, list[float]]] = {}
     seconds: dict[str, float] = {}
     flu: dict[str, float] = {}
+    ability: dict[str, dict[str, float]] = {}
     projectors: dict[int, Any] = {}  # null-space projectors of C: AlphaEdit's = SUIT's
     for method in METHODS:
         editor = Editor(fresh_copy(lm), method, cfg, stats, basis, projectors=projectors)
@@ -144,9 +166,13 @@ def sequential_curves(
                 curves[method][key].append(round(value, 2))
         seconds[method] = t_edit / counts[-1]
         flu[method] = fluency(editor.lm, requests[:2], max_new_tokens=gen_tokens)
+        if probe is not None:
+            ability[method] = probe(editor.lm)
         del editor
     flu["unedited"] = fluency(lm, requests[:2], max_new_tokens=gen_tokens)
-    return curves, counts, seconds, flu
+    if probe is not None:
+        ability["unedited"] = probe(lm)
+    return curves, counts, seconds, flu, ability
 
 
 def subject_coverage(lm: Any, requests: list[Any], cfg: Any,
@@ -230,8 +256,8 @@ def run(quick: bool, out_dir: Path) -> Result:
         basis = subject_basis(lm, cfg.layers, s["subject_words"], cfg.tau)
         before = edit_metrics(lm, requests)
         coverage = subject_coverage(lm, requests, cfg, stats)
-        curves, counts, seconds, flu = sequential_curves(
-            lm, requests, cfg, stats, basis, s["batch"], s["gen_tokens"]
+        curves, counts, seconds, flu, ability = sequential_curves(
+            lm, requests, cfg, stats, basis, s["batch"], s["gen_tokens"], ability_probe(lm)
         )
     plot_curves(curves, counts, out_dir)
     final = {m: {k: v[-1] for k, v in c.items()} for m, c in curves.items()}
@@ -242,6 +268,7 @@ def run(quick: bool, out_dir: Path) -> Result:
         f" / S {v['S']:.1f}" for m, v in final.items())  # fmt: skip
     metrics = {"before": before, "final": final, "curves": curves, "edit_counts": counts,
                "seconds_per_edit": seconds, "fluency": flu, "wall_s": round(wall, 1),
+               "general_ability_after_edits": ability,
                "rome_layer": cfg.rome_layer, "null_space_share_of_edited_keys": coverage,
                "causal_trace": None if trace is None else {
                    "aie": [round(a, 4) for a in trace.aie], "p_clean": round(trace.p_clean, 4),

@@ -18,9 +18,22 @@ import torch
 from llm_methods.lm import LM, continuation_logprobs, generate
 from llm_methods.suit.data import EditRequest
 
-__all__ = ["edit_metrics", "fluency", "harmonic_mean", "known_facts", "ngram_entropy"]
+__all__ = [
+    "FEWSHOT_ANTONYMS",
+    "antonym_items",
+    "edit_metrics",
+    "fluency",
+    "general_ability",
+    "harmonic_mean",
+    "known_facts",
+    "ngram_entropy",
+]
 
 BATCH = 32
+# a tiny few-shot task for the general-ability probe (pairs of common English antonyms)
+FEWSHOT_ANTONYMS = (("hot", "cold"), ("big", "small"), ("up", "down"), ("fast", "slow"),
+                    ("old", "new"), ("good", "bad"), ("day", "night"), ("open", "closed"),
+                    ("left", "right"), ("wet", "dry"), ("happy", "sad"), ("light", "dark"))  # fmt: skip
 
 
 def harmonic_mean(values: Sequence[float]) -> float:
@@ -108,4 +121,47 @@ def known_facts(
     for (start, n), (rel, subj, obj, objects) in zip(spans, facts, strict=True):
         if objects[int(s[start : start + n].argmax())] == obj:
             out.append((rel, subj, obj))
+    return out
+
+
+def antonym_items(shots: int = 3) -> list[tuple[str, list[str], int]]:
+    """The few-shot antonym task: for each pair of :data:`FEWSHOT_ANTONYMS`, ``shots`` other pairs
+    as ``"hot: cold"`` lines then ``"big:"``; the choices are every pair's second word (chance
+    1/12). Items are ``(prompt, choices, index of the answer)``."""
+    pairs = FEWSHOT_ANTONYMS
+    answers = [f" {b}" for _, b in pairs]
+    items = []
+    for i, (a, _) in enumerate(pairs):
+        demo = [pairs[(i + j) % len(pairs)] for j in range(1, shots + 1)]
+        prompt = "".join(f"{x}: {y}\n" for x, y in demo) + f"{a}:"
+        items.append((prompt, answers, i))
+    return items
+
+
+def general_ability(
+    lm: LM,
+    chunks: Sequence[Sequence[int]],
+    items: Sequence[tuple[str, Sequence[str], int]],
+) -> dict[str, float]:
+    """The general-ability probe after editing (reported, not judged): ``ppl`` = exp of the mean
+    token NLL over the held-out token ``chunks`` (AlphaEdit / ROME report the general ability
+    that edits spoil, here as perplexity), ``fewshot_acc`` = % of few-shot ``items``
+    ``(prompt, choices, answer index)`` whose answer has the highest mean per-token log-prob."""
+    from llm_methods.lm.scoring import token_logprobs
+
+    out: dict[str, float] = {}
+    if chunks:
+        with torch.no_grad():
+            lps = torch.cat([lp.float().flatten() for lp in token_logprobs(lm, chunks, 8)])
+        out["ppl"] = round(float(torch.exp(-lps.mean())), 3)
+    if items:
+        prompts = [p for p, choices, _ in items for _ in choices]
+        conts = [c for _, choices, _ in items for c in choices]
+        with torch.no_grad():
+            s = continuation_logprobs(lm, prompts, conts, batch_size=BATCH, reduce="mean")
+        hits, at = 0, 0
+        for _, choices, answer in items:
+            hits += int(int(torch.argmax(s[at : at + len(choices)])) == answer)
+            at += len(choices)
+        out["fewshot_acc"] = round(100.0 * hits / len(items), 2)
     return out

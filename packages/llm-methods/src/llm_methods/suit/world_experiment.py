@@ -48,6 +48,7 @@ __all__ = [
     "STATS_LEN",
     "run",
     "settings",
+    "world_probe",
     "world_stats_chunks",
 ]
 
@@ -81,6 +82,36 @@ def world_stats_chunks(lm: Any, spec: Any) -> list[list[int]]:
     return chunk_ids(ids, STATS_LEN, max_chunks=1000, seed=0)
 
 
+def world_probe(lm: Any, spec: Any, edited: list[Any], shots: int = 2) -> Any:
+    """The general-ability probe on a world model (reported, not judged): perplexity of the
+    world's sentences about subjects that were not edited (every phrasing, one sequence each)
+    and ``shots``-shot recall of their facts (``"Capital of A Rabat. Capital of B"`` -> the true
+    object among the relation's in-world objects; shots: the next unedited facts of the same
+    relation)."""
+    from llm_methods.suit.metrics import general_ability
+    from llm_methods.suit.world_model import WORLD_RELATIONS, world_facts
+
+    gone = {r.subject for r in edited}
+    facts = [f for f in world_facts(spec) if f[1] not in gone]
+    chunks = []
+    for rel, subj, obj, _ in facts:
+        _, prompt, paraphrases = WORLD_RELATIONS[rel]
+        for t in (prompt, *paraphrases):
+            ids = lm.tokenizer(f"{t.format(subj)} {obj}.", add_special_tokens=False).input_ids
+            chunks.append([lm.tokenizer.bos_token_id, *ids])
+    items = []
+    for rel in WORLD_RELATIONS:
+        mine = [f for f in facts if f[0] == rel]
+        if len(mine) <= shots:
+            continue
+        tpl = WORLD_RELATIONS[rel][1]
+        for i, (_, subj, obj, objs) in enumerate(mine):
+            demo = [mine[(i + j) % len(mine)] for j in range(1, shots + 1)]
+            prompt = " ".join(f"{tpl.format(d[1])} {d[2]}." for d in demo) + f" {tpl.format(subj)}"
+            items.append((prompt, [f" {o}" for o in objs], objs.index(obj)))
+    return lambda model: general_ability(model, chunks, items)
+
+
 def _one_world(spec: Any, s: dict[str, Any], cfg: Any) -> dict[str, Any]:
     """Build (or load) one world's model and run the four editors on it."""
     from llm_methods.suit.data import synth_names
@@ -107,12 +138,20 @@ def _one_world(spec: Any, s: dict[str, Any], cfg: Any) -> dict[str, Any]:
     basis = subject_basis(lm, cfg.layers, names, list(prompts().values()), cfg.tau)
     before = edit_metrics(lm, requests)
     coverage = subject_coverage(lm, requests, cfg, stats)
-    curves, counts, seconds, flu = sequential_curves(
-        lm, requests, cfg, stats, basis, s["batch"], s["gen_tokens"]
+    curves, counts, seconds, flu, ability = sequential_curves(
+        lm,
+        requests,
+        cfg,
+        stats,
+        basis,
+        s["batch"],
+        s["gen_tokens"],
+        world_probe(lm, spec, requests),
     )
     final = {m: {k: v[-1] for k, v in c.items()} for m, c in curves.items()}
     return {"curves": curves, "counts": counts, "final": final, "before": before,
             "seconds_per_edit": seconds, "fluency": flu, "null_space_share": coverage,
+            "general_ability": ability,
             "model_build_s": round(build_s, 1), "world_model": info,
             "subject_basis_dims": {str(i): int(b.shape[1]) for i, b in basis.items()},
             "stats_tokens": len(chunks) * STATS_LEN, "model_folder": str(folder),
@@ -157,9 +196,13 @@ def run(quick: bool, out_dir: Path) -> Result:
                          "null_space_share": w["null_space_share"],
                          "subject_basis_dims": w["subject_basis_dims"],
                          "world_model": w["world_model"], "model_build_s": w["model_build_s"],
-                         "seconds_per_edit": w["seconds_per_edit"], "fluency": w["fluency"]}
+                         "seconds_per_edit": w["seconds_per_edit"], "fluency": w["fluency"],
+                         "general_ability_after_edits": w["general_ability"]}
                 for k, w in worlds.items()}  # fmt: skip
-    metrics = {"final": final, "curves": curves, "edit_counts": counts, "per_world_seed": per_seed,
+    probed = [w["general_ability"] for w in worlds.values()]
+    ability = {m: {k: round(float(np.mean([a[m][k] for a in probed])), 3) for k in probed[0][m]}
+               for m in probed[0]}  # fmt: skip
+    metrics = {"final": final, "general_ability_after_edits": ability, "curves": curves, "edit_counts": counts, "per_world_seed": per_seed,
                "null_space_share_max_over_worlds": coverage, "wall_s": round(wall, 1)}  # fmt: skip
     w0 = worlds[s["world_seeds"][0]]
     return Result(
