@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -62,7 +63,7 @@ def test_relative_layer(tiny) -> None:  # type: ignore[no-untyped-def]
     assert relative_layer(SimpleNamespace(n_layers=4), 0.5) == 1
 
 
-def test_projection_change_is_zero_for_identical_models(pair) -> None:  # type: ignore[no-untyped-def]
+def test_projection_change_is_zero_for_identical_models(pair: Any) -> None:
     base, ft = pair
     direction = torch.randn(64, generator=torch.Generator().manual_seed(0))
     assert projection_loss_change(base, base, direction, 0, TEXTS[:2]) == pytest.approx(0, abs=1e-6)
@@ -84,7 +85,7 @@ def test_enriched_tokens_and_relevance(tiny) -> None:  # type: ignore[no-untyped
         token_relevance([], vocab)
 
 
-def test_patchscope_scale_zero_is_the_plain_prediction(tiny) -> None:  # type: ignore[no-untyped-def]
+def test_patchscope_scale_zero_is_the_plain_prediction(tiny: Any) -> None:
     vec = torch.randn(64)
     out = patchscope(tiny, vec, 1, [0.0, 4.0], k=5)
     ids = torch.tensor(encode_texts(tiny, ["cat -> cat\n1135 -> 1135\nhello -> hello\n?"]))

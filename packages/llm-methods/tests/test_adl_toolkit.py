@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -26,7 +27,7 @@ def pair(tiny):  # type: ignore[no-untyped-def]
     return tiny, wrap(tiny.tokenizer, model, "ft")
 
 
-def test_toolkit_layout_files_and_values(pair, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_toolkit_layout_files_and_values(pair: Any, tmp_path: Path) -> None:
     from llm_methods.adl.toolkit import lens_probabilities, write_toolkit_results
 
     base, ft = pair
@@ -76,8 +77,9 @@ def test_per_token_kl_equals_brute_force(pair, monkeypatch) -> None:  # type: ig
     assert max(float(k.abs().max()) for k in same) < 1e-6
     res = kl_summary(base, ft, TEXTS, top=2)
     assert res.stats["tokens"] == sum(len(r) for r in ids) and len(res.top_texts) == 2
-    assert res.top_tokens[0][3] == pytest.approx(max(float(k.max()) for k in
-                                                     per_token_kl(base, ft, ids)), rel=1e-5)  # fmt: skip
+    assert res.top_tokens[0][3] == pytest.approx(
+        max(float(k.max()) for k in per_token_kl(base, ft, ids)), rel=1e-5
+    )
     with pytest.raises(LMError, match="temperature"):
         per_token_kl(base, ft, ids, temperature=0)
 
@@ -96,3 +98,41 @@ def test_adl_claims_planted() -> None:
     assert judge(none, none, mixed_epochs=0.7)[0].verdict == "not held"
     assert judge(none, none, mixed_epochs=0.7)[1].verdict == "inconclusive"
     assert judge(trace, none, mixed_epochs=2.6)[1].verdict == "inconclusive"
+
+
+def test_toolkit_norms_file_keeps_every_layer(pair: Any, tmp_path: Path) -> None:
+    """A second layer merges into ``model_norms_{name}.pt`` (the toolkit keeps every run layer);
+    before the fix the second write replaced the file with its own layer only. A file from
+    another setting is refused unless ``overwrite``, and nothing is written when refused."""
+    from llm_methods.adl.toolkit import write_toolkit_results
+
+    base, ft = pair
+    res, name = tmp_path / "res", "org/fineweb-sample"
+    diffs = [activation_difference(base, ft, TEXTS, layer=layer, n_positions=3) for layer in (0, 1)]
+    for diff in diffs:
+        write_toolkit_results(res, name, diff, ft, k=5)
+    norms = torch.load(res / "model_norms_fineweb-sample.pt", weights_only=True)
+    assert sorted(norms["ft_model_norms"]) == sorted(norms["base_model_norms"]) == [0, 1]
+    for diff in diffs:
+        assert float(norms["ft_model_norms"][diff.layer]) == pytest.approx(diff.norm_ft)
+        assert float(norms["base_model_norms"][diff.layer]) == pytest.approx(diff.norm_base)
+    res2 = tmp_path / "res2"  # another folder: layer 0 of 3 texts, then layer 1 of 2 texts
+    write_toolkit_results(res2, name, diffs[0], ft, k=5)
+    other = activation_difference(base, ft, TEXTS[:2], layer=1, n_positions=3)
+    with pytest.raises(LMError, match=r"num_sequences \d+/3 differ from this run's \d+/2"):
+        write_toolkit_results(res2, name, other, ft, k=5)
+    assert not (res2 / "layer_1").exists()
+    write_toolkit_results(res2, name, other, ft, k=5, overwrite=True)
+    norms = torch.load(res2 / "model_norms_fineweb-sample.pt", weights_only=True)
+    assert list(norms["ft_model_norms"]) == [1] and norms["num_sequences"] == 2
+
+
+def test_toolkit_refuses_a_foreign_norms_file(pair: Any, tmp_path: Path) -> None:
+    from llm_methods.adl.toolkit import write_toolkit_results
+
+    base, ft = pair
+    (tmp_path / "model_norms_fineweb-sample.pt").write_text("a user's file")
+    diff = activation_difference(base, ft, TEXTS, layer=0, n_positions=2)
+    with pytest.raises(LMError, match=r"model_norms_fineweb-sample\.pt: not a readable norms"):
+        write_toolkit_results(tmp_path, "org/fineweb-sample", diff, ft, k=5)
+    assert (tmp_path / "model_norms_fineweb-sample.pt").read_text() == "a user's file"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -114,7 +115,7 @@ def test_confidence_reward_formula() -> None:
 
 
 @pytest.mark.parametrize("tail", [[], [6, 8, 3]])
-def test_cached_equals_uncached_reward(tiny, tail: list[int]) -> None:  # type: ignore[no-untyped-def]
+def test_cached_equals_uncached_reward(tiny: Any, tail: list[int]) -> None:
     from llm_methods.ltpo.model import BatchThoughtScorer, ThoughtScorer, prompt_ids
 
     prefixes = [prompt_ids(tiny, "Tom has 3 apples. How many?"), prompt_ids(tiny, "A list?")]
@@ -145,8 +146,9 @@ def test_zo_update_and_best_tracking(tiny) -> None:  # type: ignore[no-untyped-d
     hb, traces = ltpo_optimize_batch(tiny, [prefix, prefix], cfg, [1, 2])
     assert max(abs(a - b) for a, b in zip(trace, traces[0], strict=True)) < 1e-4
     assert torch.allclose(h, hb[0], atol=1e-4)
-    h_cand, _ = ltpo_optimize(tiny, prefix, LTPOConfig(n_thoughts=4, steps=5, sigma=0.5,
-                                                        best_post_update=False), seed=1)  # fmt: skip
+    h_cand, _ = ltpo_optimize(
+        tiny, prefix, LTPOConfig(n_thoughts=4, steps=5, sigma=0.5, best_post_update=False), seed=1
+    )
     assert not torch.allclose(h, h_cand)  # post-update H (default) vs candidate H+eps
     h0, t0 = ltpo_optimize(tiny, prefix, LTPOConfig(n_thoughts=4, steps=0))  # = CoT-Unk
     placeholder = tiny.model.get_input_embeddings().weight[thought_token_id(tiny.tokenizer)]
@@ -155,7 +157,7 @@ def test_zo_update_and_best_tracking(tiny) -> None:  # type: ignore[no-untyped-d
 
 
 @pytest.mark.parametrize("units", [False, True])
-def test_kept_thoughts_are_the_updated_h(tiny_long, units: bool) -> None:  # type: ignore[no-untyped-def]
+def test_kept_thoughts_are_the_updated_h(tiny_long: Any, units: bool) -> None:
     """Issue 26: the kept thoughts were the evaluated candidate H+eps (sigma = 4 on SmolLM2:
     random vectors of norm 37-96 around embeddings of norm 3); upstream keeps the updated
     H + eta R eps / sigma^2. One step by hand, in absolute and in embedding units."""
@@ -204,7 +206,7 @@ def test_thoughts_sit_in_the_user_turn(tiny_long) -> None:  # type: ignore[no-un
     assert lm.tokenizer.decode(prompt.suffix) == "<|im_end|>\n<|im_start|>assistant\n"
 
 
-def test_every_reward_position_depends_on_the_thoughts(tiny_long) -> None:  # type: ignore[no-untyped-def]
+def test_every_reward_position_depends_on_the_thoughts(tiny_long: Any) -> None:
     """Issue 26: the reward averaged K + 1 positions of which the first (the last question
     token) did not depend on H. Upstream's K + 1 positions are the K thoughts and the first
     token after them: changing H changes the distribution at every one of them."""
@@ -285,9 +287,16 @@ def test_cached_greedy_equals_hf_generate(tiny) -> None:  # type: ignore[no-unty
                 e = torch.cat([e, thoughts[i : i + 1]], 1)
             if tail:
                 e = torch.cat([e, embed(torch.tensor([tail])).detach()], 1)
-            out = tiny.model.generate(inputs_embeds=e, attention_mask=torch.ones(e.shape[:2], dtype=torch.long),
-                                      max_new_tokens=8, do_sample=False, temperature=None, top_p=None,
-                                      top_k=None, pad_token_id=tiny.tokenizer.pad_token_id)  # fmt: skip
+            out = tiny.model.generate(
+                inputs_embeds=e,
+                attention_mask=torch.ones(e.shape[:2], dtype=torch.long),
+                max_new_tokens=8,
+                do_sample=False,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+                pad_token_id=tiny.tokenizer.pad_token_id,
+            )
             assert got[i] == tiny.tokenizer.decode(out[0], skip_special_tokens=True)
 
 
@@ -349,7 +358,9 @@ def test_experiment_quick_runs(tmp_path: Path) -> None:
 
 def test_claims_can_hold_fail_and_be_inconclusive() -> None:
     """Planted per-problem outcomes: each criterion holds on one and fails on another; a model
-    that solves nothing (CoT at the floor) makes both claims inconclusive."""
+    that solves nothing (CoT at the floor) makes both claims inconclusive; so do, for (a), a
+    CoT-Unk prompt at the floor on easy problems and LTPO answers identical to CoT-Unk's (the
+    last run's case, which the criterion ">= 0" judged "held" before these preconditions)."""
     import numpy as np
 
     from llm_methods.ltpo.experiment import judge
@@ -357,7 +368,8 @@ def test_claims_can_hold_fail_and_be_inconclusive() -> None:
     diff = np.repeat([1, 2, 3, 4], 10)
     base = {m: np.zeros(40) for m in ("cot", "cot_unk", "latentseek", "ltpo")}
     base["cot"][:8] = 1  # CoT solves 8 of 20 easy problems
-    good = {**base, "ltpo": np.r_[np.zeros(20), np.ones(6), np.zeros(14)]}  # wins on hard only
+    base["cot_unk"][:4] = 1  # CoT-Unk solves 4 of 20 easy problems
+    good = {**base, "ltpo": np.r_[np.ones(4), np.zeros(16), np.ones(6), np.zeros(14)]}
     bad = {
         **base,
         "cot_unk": np.r_[np.ones(10), np.zeros(10), np.ones(8), np.zeros(12)],
@@ -367,6 +379,15 @@ def test_claims_can_hold_fail_and_be_inconclusive() -> None:
     assert (a.verdict, b.verdict) == ("held", "held")
     a, b = judge(bad, diff)
     assert (a.verdict, b.verdict) == ("not held", "not held")
+    same = {**base, "ltpo": base["cot_unk"].copy()}  # LTPO = CoT-Unk on every problem
+    a, _ = judge(same, diff)
+    assert a.verdict == "inconclusive"
+    assert a.measured["gain"] == 0.0  # the criterion alone (>= 0) would hold
+    a, _ = judge(good, diff, changed=0)  # identical answer texts: LTPO was a no-op
+    assert a.verdict == "inconclusive"
+    unk_floor = {**good, "cot_unk": np.zeros(40)}  # the compared prompt solves nothing
+    a, _ = judge(unk_floor, diff)
+    assert a.verdict == "inconclusive"
     floor = {m: np.zeros(40) for m in base}
     floor["ltpo"][30:35] = 1
     a, b = judge(floor, diff)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -43,7 +44,7 @@ def test_two_upstream_default_sets_differ() -> None:
     assert (b["n_thoughts"], b["sigma"], b["sigma_decay"], b["lr"]) == (10, 0.1, 0.99, 0.03)
 
 
-def test_synth_and_solve(model_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_synth_and_solve(model_dir: Path, tmp_path: Path, capsys: Any) -> None:
     data = tmp_path / "p.jsonl"
     assert main(["ltpo", "synth", "--out", str(data), "--n", "3"]) == 0
     out = tmp_path / "run"
@@ -60,7 +61,7 @@ def test_synth_and_solve(model_dir: Path, tmp_path: Path, capsys) -> None:  # ty
     assert "run_ltpo" in capsys.readouterr().out
 
 
-def test_bad_input_one_line(model_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_one_line(model_dir: Path, tmp_path: Path, capsys: Any) -> None:
     data = tmp_path / "p.jsonl"
     data.write_text('{"question": "q?", "answer": "#### 1"}\n{"question": "no answer"}\n')
     base = ["ltpo", "solve", "--model", str(model_dir), "--out", str(tmp_path / "o")]

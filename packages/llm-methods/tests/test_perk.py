@@ -1,9 +1,11 @@
-"""PERK core: BabiLong reader/generator, inner loop (AdamW + LSLR, truncated backprop), outer loss."""
+"""PERK core: BabiLong reader/generator, inner loop (AdamW + LSLR, truncated backprop), outer
+loss."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -78,7 +80,7 @@ def test_inner_loop_memorises_and_meta_grads_flow(perk) -> None:  # type: ignore
     assert perk.weighter.fc2.weight.grad.abs().sum() > 0
 
 
-def test_inner_loss_matches_upstream_alignment_and_masking(perk) -> None:  # type: ignore[no-untyped-def]
+def test_inner_loss_matches_upstream_alignment_and_masking(perk: Any) -> None:
     """Issue 26: the loss of target token t+1 is weighted by w read at position t+1 (upstream
     ``weights[:, 1:]``; ours read it at t) and the ``doc_{i}:`` prompt is not a target
     (upstream labels -100; ours trained on it). The denominator counts every next-token
@@ -110,7 +112,7 @@ def test_inner_loss_matches_upstream_alignment_and_masking(perk) -> None:  # typ
     assert float(got) == pytest.approx(total / count, rel=1e-5)
 
 
-def test_upstream_defaults_dropout_support_and_cached_answer(tiny) -> None:  # type: ignore[no-untyped-def]
+def test_upstream_defaults_dropout_support_and_cached_answer(tiny: Any) -> None:
     """Issue 26: LoRA dropout 0.1 (ours was 0), supporting facts joined by newlines (ours by
     spaces), and answer() decodes on a KV cache (ours re-ran the whole sequence per token)."""
     import copy

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,7 +71,7 @@ def test_checkpoint_roundtrip_restores_meta_parameters(perk_ckpt: Path) -> None:
     assert not torch.allclose(state["perk.lslr"], torch.full_like(state["perk.lslr"], 0.01))
 
 
-def test_bad_input_one_line(perk_ckpt: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_one_line(perk_ckpt: Path, tmp_path: Path, capsys: Any) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"context": ["Mary went home."], "answer": "home"}) + "\n")
     line = _one_line_error(capsys, ["perk", "eval", "--ckpt", str(perk_ckpt), "--data",
@@ -91,11 +92,19 @@ def test_bad_input_one_line(perk_ckpt: Path, tmp_path: Path, capsys) -> None:  #
 
 
 @pytest.mark.slow
-def test_icr_context_too_long_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_icr_context_too_long_one_line(tmp_path: Path, capsys: Any) -> None:
     ckpt = _fit(tmp_path / "icr", "icr_tiny")
     data = tmp_path / "long.jsonl"
-    data.write_text(json.dumps({"context": ["Mary went to the kitchen. " * 10] * 12,
-                                "question": "Where is Mary?", "answer": "kitchen"}) + "\n")  # fmt: skip
+    data.write_text(
+        json.dumps(
+            {
+                "context": ["Mary went to the kitchen. " * 10] * 12,
+                "question": "Where is Mary?",
+                "answer": "kitchen",
+            }
+        )
+        + "\n"
+    )
     line = _one_line_error(capsys, ["perk", "eval", "--ckpt", str(ckpt), "--data", str(data),
                                     "--out", str(tmp_path / "o")])  # fmt: skip
     assert "without segmentation" in line

@@ -3,13 +3,24 @@
 Reference numbers: ``tests/data/reference/ltpo_generate.*``, produced once by running upstream's
 ``build_inputs`` + ``generate`` on a tiny Llama with fixed weights (repository, commit and
 command in the ``.source.json`` sidecar). The prompt ids come from upstream; the thoughts sit
-between ``prefix = ids[:start]`` and ``suffix = ids[end:]``."""
+between ``prefix = ids[:start]`` and ``suffix = ids[end:]``. The tokenizer that produced them
+(``ltpo_tokenizer.json``, made by our script, see ``ltpo_tokenizer.source.json``) lets
+:func:`test_our_thought_prompt_matches_upstream_placement` build the same question with our
+``thought_prompt`` and compare the placement with upstream's ids.
+
+Tolerances (measured 2026-12-04, torch 2.13.0+cpu, float32, one thread): max |reward −
+upstream| over both runs' steps 4.8e-7 (``trace`` and the re-scored candidates; rewards ~3.4-3.9),
+max |kept − upstream| 1.2e-7 (thoughts of norm 2.0-2.8); run b agrees exactly. Bounds at ~10×:
+rewards abs 5e-6, kept thoughts atol 1e-6 (rtol 1e-6). Float32 reduction order (our cached
+forward vs upstream's full forward) is the only expected source of difference. Placement test:
+max |reward logits (cached) − full forward at range(start, end + 1)| 8.3e-7 (logits up to ~5;
+one position off differs by ~5), bound atol 1e-5. expected source of difference."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,8 +40,24 @@ def ref():  # type: ignore[no-untyped-def]
     with torch.random.fork_rng(devices=[]):
         model = LlamaForCausalLM(LlamaConfig(**data["config"])).eval()
     model.load_state_dict({k: torch.from_numpy(weights[k]) for k in weights.files})
-    lm = wrap(SimpleNamespace(pad_token_id=0), model, "ref")
+    lm = wrap(_tokenizer(), model, "ref")
     return lm, data
+
+
+# the ChatML template of the script that made ltpo_tokenizer.json (ltpo_generate.source.json)
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def _tokenizer():  # type: ignore[no-untyped-def]
+    from transformers import PreTrainedTokenizerFast
+
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(REF / "ltpo_tokenizer.json"),
+                                  eos_token="<|endoftext|>", pad_token="<|endoftext|>")  # fmt: skip
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
 
 
 @pytest.mark.parametrize("run", ["a", "b"])
@@ -45,15 +72,57 @@ def test_zeroth_order_update_equals_upstream(ref, run: str) -> None:  # type: ig
     cfg = LTPOConfig(n_thoughts=r["K"], sigma=r["sigma"], sigma_decay=r["decay"], lr=r["lr"],
                      steps=r["steps"], top_k=r["top_k"])  # fmt: skip
     kept, trace = ltpo_optimize(lm, prefix, cfg, seed=r["seed"], suffix=suffix, init=init)
-    assert trace[1:] == pytest.approx(r["rewards"], abs=2e-5)  # R(H + eps) of every step
-    torch.testing.assert_close(kept, torch.tensor(r["kept"]), rtol=1e-4, atol=1e-5)
+    assert trace[1:] == pytest.approx(r["rewards"], abs=5e-6)  # R(H + eps) of every step
+    torch.testing.assert_close(kept, torch.tensor(r["kept"]), rtol=1e-6, atol=1e-6)
     scorer = ThoughtScorer(lm, prefix, r["top_k"], suffix)
     with torch.no_grad():  # the evaluated candidates (eps draws and sigma schedule) agree too
         for reward, cand in zip(r["rewards"], r["candidates"], strict=True):
-            assert float(scorer.reward(torch.tensor(cand))) == pytest.approx(reward, abs=2e-5)
+            assert float(scorer.reward(torch.tensor(cand))) == pytest.approx(reward, abs=5e-6)
     assert int(np.argmax(r["rewards"])) == r["best_step"]
 
 
 def test_reference_sidecar_names_the_commit() -> None:
     side = json.loads((REF / "ltpo_generate.source.json").read_text())
     assert side["official_repo"] == "ltpo2025/LTPO" and len(side["commit"]) == 40
+
+
+def test_committed_tokenizer_reproduces_upstream_ids(ref) -> None:  # type: ignore[no-untyped-def]
+    """``ltpo_tokenizer.json`` is the tokenizer upstream's ids came from: decoding them and
+    encoding the text again gives them back."""
+    lm, data = ref
+    for r in data["runs"].values():
+        text = lm.tokenizer.decode(r["input_ids"])
+        assert lm.tokenizer(text, add_special_tokens=False).input_ids == r["input_ids"]
+
+
+@pytest.mark.parametrize("run", ["a", "b"])
+def test_our_thought_prompt_matches_upstream_placement(ref: Any, run: str) -> None:
+    """Our ``thought_prompt`` on upstream's question and tokenizer: the same suffix after the
+    thoughts (end of the user turn + assistant header), the same placeholders, one user turn
+    opening as upstream's, and the reward on upstream's positions ``range(start, end + 1)``
+    (upstream ``get_confidence``). The wording before the thoughts is ours, so only the
+    prefix's ends are compared. The placement defect of issue 26 (thoughts after the
+    assistant header) gives an empty suffix and fails here."""
+    from llm_methods.ltpo.model import ThoughtScorer, thought_prompt
+    from llm_methods.ltpo.prompts import thought_token_ids
+
+    lm, data = ref
+    r = data["runs"][run]
+    ids, (start, end), K = r["input_ids"], r["thought_idx"], r["K"]
+    ours = thought_prompt(lm, data["question"], K)
+    assert ours.suffix == ids[end:]
+    assert end - start == K and ids[start:end] == thought_token_ids(lm.tokenizer, K)
+    header = lm.tokenizer("<|im_start|>user\n", add_special_tokens=False).input_ids
+    assert ours.prefix[: len(header)] == ids[: len(header)] == header
+    assert lm.tokenizer.decode(ours.prefix).endswith(": ")
+    assert lm.tokenizer.decode(ids[:start]).endswith(": ")  # both: "... special tokens: " + H
+    H = torch.tensor(r["candidates"][0])
+    emb = lm.model.get_input_embeddings()
+    for prefix, suffix, first in ((ids[:start], ids[end:], start),
+                                  (ours.prefix, ours.suffix, len(ours.prefix))):  # fmt: skip
+        full = torch.cat([emb(torch.tensor(prefix)), H, emb(torch.tensor(suffix))])
+        with torch.no_grad():
+            logits = lm.model(inputs_embeds=full[None]).logits[0]
+            got = ThoughtScorer(lm, prefix, r["top_k"], suffix).reward_logits(H[None])[0]
+        # upstream: range(start, end + 1) = the K thoughts and the first suffix token
+        torch.testing.assert_close(got, logits[first : first + K + 1], rtol=0, atol=1e-5)

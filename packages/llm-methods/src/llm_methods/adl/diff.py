@@ -275,7 +275,9 @@ def projection_loss_change(
         h_base = store[layer]
         u_dev = u.to(device=ft.device, dtype=h_base.dtype)
 
-        def mix(h_ft: torch.Tensor, h_base=h_base, u_dev=u_dev) -> torch.Tensor:  # type: ignore[no-untyped-def]
+        def mix(
+            h_ft: torch.Tensor, h_base: torch.Tensor = h_base, u_dev: torch.Tensor = u_dev
+        ) -> torch.Tensor:
             coef = (h_base - h_ft) @ u_dev  # P h_base + (I - P) h_ft = h_ft + P (h_base - h_ft)
             return h_ft + coef[..., None] * u_dev
 

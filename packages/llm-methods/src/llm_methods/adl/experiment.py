@@ -42,12 +42,33 @@ PAPER = ("Narrow Finetuning Leaves Clearly Readable Traces in Activation Differe
          "(arXiv 2510.13900)")  # fmt: skip
 DOMAIN = "email"
 #: the finetuning domain's modules (issue 26: enough distinct chunks for mixing to matter)
-EMAIL_MODULES = ("email.message", "email.utils", "email.parser", "email.headerregistry", "smtplib",
-                 "email._header_value_parser", "email.policy", "email._policybase",
-                 "email.feedparser", "email.generator", "email.header", "email.charset",
-                 "email.contentmanager", "email.mime.multipart", "email.mime.text",
-                 "email.mime.base", "email.iterators", "email.quoprimime", "email.base64mime",
-                 "email.errors", "email._parseaddr", "imaplib", "poplib", "mailbox", "mimetypes")  # fmt: skip
+EMAIL_MODULES = (
+    "email.message",
+    "email.utils",
+    "email.parser",
+    "email.headerregistry",
+    "smtplib",
+    "email._header_value_parser",
+    "email.policy",
+    "email._policybase",
+    "email.feedparser",
+    "email.generator",
+    "email.header",
+    "email.charset",
+    "email.contentmanager",
+    "email.mime.multipart",
+    "email.mime.text",
+    "email.mime.base",
+    "email.iterators",
+    "email.quoprimime",
+    "email.base64mime",
+    "email.errors",
+    "email._parseaddr",
+    "imaplib",
+    "poplib",
+    "mailbox",
+    "mimetypes",
+)
 MAX_MIXED_EPOCHS = 1.0
 FT_BATCH = 16
 MIXES = (0.0, 0.1, 1.0)  # pretraining chunks per finetuning chunk
@@ -162,10 +183,12 @@ def run(quick: bool, out_dir: Path) -> Result:
                                           vocab)  # fmt: skip
                 row["agent_correct"] = float(named == DOMAIN)
                 direction = diff.delta[1:].mean(0)
-                row["proj_dloss_ft_text"] = projection_loss_change(base, ft, direction,
-                                                                   diff.layer, dom_test[:20])  # fmt: skip
-                row["proj_dloss_pre_text"] = projection_loss_change(base, ft, direction,
-                                                                    diff.layer, unrelated[:20])  # fmt: skip
+                row["proj_dloss_ft_text"] = projection_loss_change(
+                    base, ft, direction, diff.layer, dom_test[:20]
+                )
+                row["proj_dloss_pre_text"] = projection_loss_change(
+                    base, ft, direction, diff.layer, unrelated[:20]
+                )
                 rows[mix].append(row)
                 if cfg["steer"] and mix == 0.0 and seed == cfg["seeds"][0]:
                     extra.update(_steering(base, ft, diff, vocab[DOMAIN], best_j))

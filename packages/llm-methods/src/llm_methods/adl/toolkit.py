@@ -15,7 +15,12 @@ Layout (diffing-toolkit ``activation_difference_lens``; ``docs/ADL_PIPELINE.md``
 
 ``dataset`` is the last path component of the dataset id, as there. Files are written with
 ``torch.save`` (tensors and plain containers: ``torch.load(..., weights_only=True)`` reads
-them). An existing results folder is never overwritten unless ``overwrite=True``.
+them). An existing results folder is never overwritten unless ``overwrite=True``. The norms
+file keeps every layer written, as the toolkit's does: a run at another layer merges its
+``{L: norm}`` into an existing file (read with ``weights_only=True``); a file from another
+setting (``skip_tokens`` or ``num_sequences`` differ), one that already holds layer L, or one
+that is not a norms file is refused unless ``overwrite=True`` (then it is replaced by this run's
+layer alone when the setting differs).
 """
 
 from __future__ import annotations
@@ -67,6 +72,8 @@ def write_toolkit_results(
     out = root / f"layer_{diff.layer}" / name
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise LMError(f"{out}: already holds results (pass overwrite=True to replace them)")
+    norms_path = root / f"model_norms_{name}.pt"
+    norms = _merged_norms(norms_path, diff, overwrite)  # checked before anything is written
     out.mkdir(parents=True, exist_ok=True)
     for j in range(diff.delta.shape[0]):
         torch.save(diff.delta[j].float().clone(), out / f"mean_pos_{j}.pt")
@@ -78,8 +85,43 @@ def write_toolkit_results(
         for prefix, vec in (("", diff.delta[j]), ("base_", diff.mean_base[j]),
                             ("ft_", diff.mean_ft[j])):  # fmt: skip
             torch.save(_topk(ft, vec, k), out / f"{prefix}logit_lens_pos_{j}.pt")
-    norms = {"base_model_norms": {diff.layer: torch.tensor(diff.norm_base)},
+    torch.save(norms, norms_path)
+    return out
+
+
+def _merged_norms(path: Path, diff: ADLDifference, overwrite: bool) -> dict:
+    """The norms file's content after adding ``diff.layer``: the existing file's layers plus
+    this one (see the module docstring for what is refused)."""
+    fresh = {"base_model_norms": {diff.layer: torch.tensor(diff.norm_base)},
              "ft_model_norms": {diff.layer: torch.tensor(diff.norm_ft)},
              "skip_tokens": diff.norm_skip, "num_sequences": diff.n_texts}  # fmt: skip
-    torch.save(norms, root / f"model_norms_{name}.pt")
-    return out
+    if not path.exists():
+        return fresh
+    hint = "pass overwrite=True to replace it"
+    try:
+        old = torch.load(path, weights_only=True)
+    except Exception as error:  # any unreadable file is refused the same way
+        if overwrite:
+            return fresh
+        raise LMError(f"{path}: not a readable norms file ({error}); {hint}") from error
+    keys = ("base_model_norms", "ft_model_norms", "skip_tokens", "num_sequences")
+    if (
+        not isinstance(old, dict)
+        or any(k not in old for k in keys)
+        or not all(isinstance(old[k], dict) for k in keys[:2])
+    ):
+        if overwrite:
+            return fresh
+        raise LMError(f"{path}: not a model_norms file (needs {', '.join(keys)}); {hint}")
+    same = (old["skip_tokens"], old["num_sequences"]) == (diff.norm_skip, diff.n_texts)
+    if not same:
+        if overwrite:
+            return fresh
+        raise LMError(f"{path}: skip_tokens/num_sequences {old['skip_tokens']}/"
+                      f"{old['num_sequences']} differ from this run's {diff.norm_skip}/"
+                      f"{diff.n_texts}; {hint}")  # fmt: skip
+    if diff.layer in old["ft_model_norms"] and not overwrite:
+        raise LMError(f"{path}: already holds layer {diff.layer}; {hint}")
+    for key in keys[:2]:
+        old[key] = {**old[key], diff.layer: fresh[key][diff.layer]}
+    return old

@@ -190,7 +190,8 @@ def run_correlation(quick: bool, out_dir: Path) -> Result:
         metrics=metrics, seeds=[0],
         scale=(f"SmolLM2-135M, {cfg['n_store']}+{cfg['n_eval']} chunks x {CHUNK_LEN} tokens, "
                f"bins of {cfg['bin_size']}, kNN k={KNN_K} lambda={KNN_LAMBDA}"
-               + (f", zoo:{ZOO_MODEL} on {ZOO_CHUNKS} held-out chunks, bins of {ZOO_BIN_SIZE}" if cfg["zoo"] else "")),
+               + (f", zoo:{ZOO_MODEL} on {ZOO_CHUNKS} held-out chunks, bins of {ZOO_BIN_SIZE}"
+                  if cfg["zoo"] else "")),
         claims=claims,
     )  # fmt: skip
 

@@ -72,5 +72,9 @@ class PushAwayLM(L.LightningModule):
         self.log("test/loss", ce, sync_dist=True)
 
     def configure_optimizers(self) -> Any:
-        return torch.optim.AdamW(self.parameters(), lr=self.hparams.lr,
-                                 weight_decay=self.hparams.weight_decay, betas=(0.9, 0.95))  # fmt: skip
+        return torch.optim.AdamW(
+            self.parameters(),
+            lr=self.hparams.lr,
+            weight_decay=self.hparams.weight_decay,
+            betas=(0.9, 0.95),
+        )

@@ -47,9 +47,12 @@ def measure(ns: Namespace) -> dict[str, Any]:
         writer.writerow(["hidden_state_index", "mean_dispersion"])
         for i, d in enumerate(stats.dispersion.mean(0)):
             writer.writerow([i, f"{d:.6g}"])
-    summary: dict[str, Any] = {"model": lm.name, "chunks": len(chunks),
-                               "mean_ppl": float(stats.ppl.mean()),
-                               "mean_dispersion_last": float(stats.dispersion[:, last].mean())}  # fmt: skip
+    summary: dict[str, Any] = {
+        "model": lm.name,
+        "chunks": len(chunks),
+        "mean_ppl": float(stats.ppl.mean()),
+        "mean_dispersion_last": float(stats.dispersion[:, last].mean()),
+    }
     if len(chunks) // ns.bin_size >= 3:
         r = binned_correlation(stats.ppl, stats.dispersion[:, last], ns.bin_size)
         x, y = binned(stats.ppl, stats.dispersion[:, last], ns.bin_size)

@@ -65,7 +65,8 @@ def dispersion(h: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tenso
 
 
 def cross_mean_cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Mean cos(a_i, b_j) over all pairs of ``a`` ``[n_a, d]`` and ``b`` ``[n_b, d]`` in O((n_a+n_b) d)."""
+    """Mean cos(a_i, b_j) over all pairs of ``a`` ``[n_a, d]`` and ``b`` ``[n_b, d]``, in
+    O((n_a + n_b) d)."""
     ua, ub = F.normalize(a.float(), dim=-1), F.normalize(b.float(), dim=-1)
     return (ua.sum(0) @ ub.sum(0)) / (len(ua) * len(ub))
 

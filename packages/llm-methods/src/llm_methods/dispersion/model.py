@@ -65,7 +65,9 @@ class PushAwayLoss(nn.Module):
     def as_extra_loss(self) -> Any:
         """Adapter for :func:`llm_methods.lm.train.train_lm` (single-domain modes)."""
 
-        def extra(outputs: Any, ids: torch.Tensor, mask: torch.Tensor):  # type: ignore[no-untyped-def]
+        def extra(
+            outputs: Any, ids: torch.Tensor, mask: torch.Tensor
+        ) -> tuple[torch.Tensor, dict[str, float]]:
             term, d = self(outputs.hidden_states[-1], mask)
             return term, {"d_avg": float(d)}
 

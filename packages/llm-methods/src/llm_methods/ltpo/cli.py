@@ -46,8 +46,11 @@ def _parser() -> argparse.ArgumentParser:
     solve.add_argument("--keep-candidate", action="store_true",
                        help="keep the evaluated H+eps of the best step instead of upstream's "
                        "post-update H")  # fmt: skip
-    solve.add_argument("--embedding-units", action="store_true",
-                       help="read sigma and lr in units of the model's embedding scale")  # fmt: skip
+    solve.add_argument(
+        "--embedding-units",
+        action="store_true",
+        help="read sigma and lr in units of the model's embedding scale",
+    )
     solve.add_argument("--limit", type=int, default=None, help="first N problems only")
     solve.add_argument("--max-new-tokens", type=int, default=256)
     solve.add_argument("--batch-size", type=int, default=16)

@@ -19,6 +19,11 @@ to solve the task at all, acc(CoT, easy) >= MIN_COT_EASY; (b) also needs the har
 to be at the floor for every method: some method solves >= MIN_HARD_SOLVED hard problems.
 Without them a verdict would compare noise at the floor: the claim is "inconclusive".
 
+Preconditions of (a) added after the last run (review of issue 26; they can only turn a verdict
+into "inconclusive", never into "held"): the prompt LTPO is compared with must be solvable,
+acc(CoT-Unk, easy) >= MIN_COT_EASY, and LTPO must change at least one answer relative to
+CoT-Unk (else LTPO was a no-op and a criterion of >= 0 holds by construction).
+
 Scale: on a CPU the budget holds ``settings(quick)["n"]`` = 80 problems (4.9 s per problem for the
 four methods, measured); on CUDA the run is the issue's 200 problems with 256 new tokens
 (``settings(..., cuda=True)``).
@@ -63,20 +68,41 @@ def _advantage(correct: dict[str, np.ndarray], idx: np.ndarray) -> float:
     return float(correct["ltpo"][idx].mean() - others)
 
 
-def judge(correct: dict[str, np.ndarray], difficulty: np.ndarray) -> list[Claim]:
-    """The two claims from per-problem correctness (0/1 per method) and difficulties."""
+def judge(
+    correct: dict[str, np.ndarray],
+    difficulty: np.ndarray,
+    changed: int | None = None,
+) -> list[Claim]:
+    """The two claims from per-problem correctness (0/1 per method) and difficulties.
+
+    ``changed`` = number of problems whose LTPO answer text differs from CoT-Unk's; None counts
+    the problems whose correctness differs (a lower bound: text can change, correctness not)."""
     gain = correct["ltpo"] - correct["cot_unk"]
     gain_ci = bootstrap_ci(gain, N_BOOT, SEED)
     easy, hard = np.isin(difficulty, EASY), np.isin(difficulty, HARD)
     adv_easy, adv_hard = _advantage(correct, easy), _advantage(correct, hard)
     cot_easy = float(correct["cot"][easy].mean()) if easy.any() else 0.0
     hard_solved = max(int(correct[m][hard].sum()) for m in METHODS)
+    unk_easy = float(correct["cot_unk"][easy].mean()) if easy.any() else 0.0
+    if changed is None:
+        changed = int((correct["ltpo"] != correct["cot_unk"]).sum())
     can_solve = Precondition("the model solves the task", f"acc(CoT, easy {EASY}) >= "
                              f"{MIN_COT_EASY}", {"acc_cot_easy": round(cot_easy, 4)},
                              cot_easy >= MIN_COT_EASY)  # fmt: skip
-    off_floor = Precondition("hard problems are not at the floor",
-                             f"max over methods of hard problems solved >= {MIN_HARD_SOLVED}",
-                             {"hard_solved": hard_solved}, hard_solved >= MIN_HARD_SOLVED)  # fmt: skip
+    off_floor = Precondition(
+        "hard problems are not at the floor",
+        f"max over methods of hard problems solved >= {MIN_HARD_SOLVED}",
+        {"hard_solved": hard_solved},
+        hard_solved >= MIN_HARD_SOLVED,
+    )
+    unk_solves = Precondition("the compared prompt (CoT-Unk) solves easy problems",
+                              f"acc(CoT-Unk, easy {EASY}) >= {MIN_COT_EASY} (added after the "
+                              "last run)", {"acc_cot_unk_easy": round(unk_easy, 4)},
+                              unk_easy >= MIN_COT_EASY)  # fmt: skip
+    ltpo_acts = Precondition("LTPO changes at least one answer relative to CoT-Unk",
+                             "problems whose LTPO answer differs from CoT-Unk's >= 1 (added "
+                             "after the last run)", {"answers_changed": changed},
+                             changed >= 1)  # fmt: skip
     return [
         Claim.judge(text="LTPO is at least as accurate as CoT-Unk (same placeholders, 0 steps).",
                     criterion=f"acc(LTPO) - acc(CoT-Unk) >= {CLAIM_A_MIN_GAIN} over all problems",
@@ -84,7 +110,8 @@ def judge(correct: dict[str, np.ndarray], difficulty: np.ndarray) -> list[Claim]
                               "cot_unk": round(float(correct["cot_unk"].mean()), 4),
                               "gain": round(float(gain.mean()), 4),
                               "gain_ci95": [round(gain_ci[0], 4), round(gain_ci[1], 4)]},
-                    holds=bool(gain.mean() >= CLAIM_A_MIN_GAIN), preconditions=[can_solve]),
+                    holds=bool(gain.mean() >= CLAIM_A_MIN_GAIN),
+                    preconditions=[can_solve, unk_solves, ltpo_acts]),
         Claim.judge(text="LTPO's advantage grows with difficulty, where the other methods "
                     "collapse.",
                     criterion=(f"adv(hard {HARD}) - adv(easy {EASY}) > {CLAIM_B_MIN_GROWTH}, "
@@ -165,8 +192,9 @@ def run(quick: bool, out_dir: Path) -> Result:
             seconds["latentseek"] += time.perf_counter() - t
         placeholder_norm = float(initial_thoughts(lm, 1, K)[0].norm(dim=-1).mean())
         row_norm = float(lm.model.get_input_embeddings().weight.norm(dim=-1).mean())
-    correct = {m: np.array([is_correct(txt, p.answer) for txt, p in zip(texts[m], problems, strict=True)],
-                           dtype=float) for m in METHODS}  # fmt: skip
+    correct = {m: np.array([is_correct(txt, p.answer)
+                            for txt, p in zip(texts[m], problems, strict=True)], dtype=float)
+               for m in METHODS}  # fmt: skip
     diff = np.array([p.difficulty for p in problems])
     levels = sorted(set(diff.tolist()))
     acc = {m: {f"d{d}": round(float(correct[m][diff == d].mean()), 4) for d in levels}
@@ -178,7 +206,10 @@ def run(quick: bool, out_dir: Path) -> Result:
     _plot(out_dir / "ltpo_accuracy.png", acc, levels)
     reward_gain = float(np.mean([max(tr[1:] or tr) - tr[0] for tr in traces]))
     sigma, lr = ltpo_cfg.scaled(scale)
-    metrics: dict[str, Any] = {"accuracy": acc, "seconds": {k: round(v, 1) for k, v in seconds.items()},
+    changed = sum(a != b for a, b in zip(texts["ltpo"], texts["cot_unk"], strict=True))
+    metrics: dict[str, Any] = {"ltpo_answers_changed_vs_cot_unk": changed,
+                               "accuracy": acc,
+                               "seconds": {k: round(v, 1) for k, v in seconds.items()},
                                "ltpo_mean_best_reward_gain": round(reward_gain, 4),
                                "embedding_scale": round(scale, 5),
                                "embedding_row_norm": round(row_norm, 4),
@@ -199,7 +230,7 @@ def run(quick: bool, out_dir: Path) -> Result:
                f"gamma={ltpo_cfg.sigma_decay} eta={ltpo_cfg.lr} in embedding units "
                f"(s={scale:.4f}: sigma {sigma:.4f}, eta {lr:.2e}), LatentSeek "
                f"{cfg['latentseek_iters']} iteration(s), {device.type}"),
-        claims=judge(correct, diff),
+        claims=judge(correct, diff, changed),
     )  # fmt: skip
 
 

@@ -37,10 +37,16 @@ def self_reward(lm: Any, questions: Sequence[str], answers: Sequence[str],
     return torch.sigmoid(last[:, yes] - last[:, no]).cpu()
 
 
-def latentseek_batch(scorer: BatchThoughtScorer, questions: Sequence[str], n_thoughts: int = 8,
-                     iterations: int = 2, lr: float = 0.03, threshold: float = 0.9,
-                     max_new_tokens: int = 48,
-                     initial_answers: Sequence[str] | None = None) -> tuple[list[str], list[float]]:  # fmt: skip
+def latentseek_batch(
+    scorer: BatchThoughtScorer,
+    questions: Sequence[str],
+    n_thoughts: int = 8,
+    iterations: int = 2,
+    lr: float = 0.03,
+    threshold: float = 0.9,
+    max_new_tokens: int = 48,
+    initial_answers: Sequence[str] | None = None,
+) -> tuple[list[str], list[float]]:
     """LatentSeek on the questions of one :class:`BatchThoughtScorer` (whose prefix cache the
     decoding and the gradients reuse); returns the final answers and self-rewards."""
     lm = scorer.lm

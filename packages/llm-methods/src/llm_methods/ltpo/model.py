@@ -187,9 +187,14 @@ def ltpo_optimize_batch(lm: Any, prefixes: Sequence[Sequence[int]], cfg: LTPOCon
     return list(best_h), traces
 
 
-def decode_with_thoughts(lm: Any, prefixes: Sequence[Sequence[int]],
-                         thoughts: Sequence[torch.Tensor | None], max_new_tokens: int = 48,
-                         batch_size: int = 16, suffix: Sequence[int] = ()) -> list[str]:  # fmt: skip
+def decode_with_thoughts(
+    lm: Any,
+    prefixes: Sequence[Sequence[int]],
+    thoughts: Sequence[torch.Tensor | None],
+    max_new_tokens: int = 48,
+    batch_size: int = 16,
+    suffix: Sequence[int] = (),
+) -> list[str]:
     """Greedy answers from ``prefix · H · suffix`` (``H=None``: ``prefix · suffix``), in
     batches of prefixes that share one KV cache (rows with and without thoughts are decoded as
     two groups)."""

@@ -112,7 +112,9 @@ def thought_prompt(lm: Any, question: str, n_thoughts: int, reserve: int = 0) ->
         raise LMError("the chat template does not keep the user text verbatim")
     head, tail = text.split(_MARKER)
     tok = lm.tokenizer
-    prompt = ThoughtPrompt(list(tok(head, add_special_tokens=False).input_ids),
-                           list(tok(tail, add_special_tokens=False).input_ids) if tail else [])  # fmt: skip
+    prompt = ThoughtPrompt(
+        list(tok(head, add_special_tokens=False).input_ids),
+        list(tok(tail, add_special_tokens=False).input_ids) if tail else [],
+    )
     _check_length(lm, len(prompt.prefix) + n_thoughts + len(prompt.suffix), reserve)
     return prompt

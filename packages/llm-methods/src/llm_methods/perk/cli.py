@@ -49,8 +49,12 @@ def _parser() -> argparse.ArgumentParser:
     synth.add_argument("--out", type=Path, required=True, help="output .jsonl file")
     synth.add_argument("--n", type=int, default=100)
     synth.add_argument("--n-segments", type=int, default=8, help="filler segments per context")
-    synth.add_argument("--position", type=float, default=None,
-                       help="relative position of the facts in [0, 1] (default: random)")  # fmt: skip
+    synth.add_argument(
+        "--position",
+        type=float,
+        default=None,
+        help="relative position of the facts in [0, 1] (default: random)",
+    )
     synth.add_argument("--tasks", nargs="+", default=["qa1", "qa2", "qa3"])
     synth.add_argument("--seed", type=int, default=0)
     sub.add_parser("configs", help="list the shipped configs")

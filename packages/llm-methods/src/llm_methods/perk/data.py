@@ -201,8 +201,13 @@ class BabiLongDataModule(L.LightningDataModule):
             self.splits["test"] = self._split(hp.test_file, hp.n_test, hp.seed + 2)
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader[Any]:
-        return DataLoader(self.splits[split], batch_size=self.hparams.batch_size,  # type: ignore[arg-type]
-                          shuffle=shuffle, collate_fn=_records, num_workers=0)  # fmt: skip
+        return DataLoader(
+            self.splits[split],  # type: ignore[arg-type]
+            batch_size=self.hparams.batch_size,
+            shuffle=shuffle,
+            collate_fn=_records,
+            num_workers=0,
+        )
 
     def train_dataloader(self) -> DataLoader[Any]:
         return self._loader("train", True)

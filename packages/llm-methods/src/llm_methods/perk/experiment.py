@@ -66,8 +66,16 @@ def settings(quick: bool) -> dict[str, Any]:
     base = {"vocab": 1024, "layers": 2, "hidden": 64, "heads": 4, "max_len": 2048, "r": 8,
             "alpha": 16, "lslr_init": 1e-2, "outer_lr": 1e-3, "max_new_tokens": 28}  # fmt: skip
     if quick:
-        return {**base, "pretrain_records": 200, "pretrain_steps": 40, "train_steps": 6,
-                "n_eval": 3, "n_eval_position": 3, "lengths": (4, 16), "positions": (0.0,)}  # fmt: skip
+        return {
+            **base,
+            "pretrain_records": 200,
+            "pretrain_steps": 40,
+            "train_steps": 6,
+            "n_eval": 3,
+            "n_eval_position": 3,
+            "lengths": (4, 16),
+            "positions": (0.0,),
+        }
     return {**base, "pretrain_records": 3000, "pretrain_steps": 600, "train_steps": 800,
             "n_eval": N_EVAL, "n_eval_position": N_EVAL_POSITION,
             "lengths": (*TRAINED, *EXTRAPOLATED), "positions": POSITIONS}  # fmt: skip

@@ -5,8 +5,9 @@ Batches are lists of :class:`~llm_methods.perk.data.BabiRecord` (``BabiLongDataM
 default, the paper's outer learning rate) on the outer answer loss after the inner loop;
 ``ICRModule`` fine-tunes the model (rsLoRA of the same shape, or fully) to answer with the whole
 context in the prompt. Both use upstream's outer optimiser (AdamW β = (0.9, 0.95), weight decay
-0.01 except on the LSLRs, cosine schedule after a 3 % linear warm-up). Both log ``train/loss``, ``val/loss``, ``val/acc`` and ``test/acc``
-(exact match of the ``<output>`` answer, greedy decoding).
+0.01 except on the LSLRs, cosine schedule after a 3 % linear warm-up). Both log
+``train/loss``, ``val/loss``, ``val/acc`` and ``test/acc`` (exact match of the ``<output>``
+answer, greedy decoding).
 
 The base model is a spec (``smollm2``, ``zoo:NAME``, an HF folder) or ``tiny`` (an untrained
 2-layer Llama with a BPE tokenizer fitted on generated BabiLong text: for tests and demos).
@@ -100,9 +101,13 @@ class _QAModule(L.LightningModule):
 
         skip = self._no_decay()
         params = [p for p in self.parameters() if p.requires_grad]
-        groups = [{"params": [p for p in params if id(p) not in skip],
-                   "weight_decay": self.hparams.weight_decay},
-                  {"params": [p for p in params if id(p) in skip], "weight_decay": 0.0}]  # fmt: skip
+        groups = [
+            {
+                "params": [p for p in params if id(p) not in skip],
+                "weight_decay": self.hparams.weight_decay,
+            },
+            {"params": [p for p in params if id(p) in skip], "weight_decay": 0.0},
+        ]
         opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=self.hparams.lr,
                                 betas=(0.9, 0.95), eps=1e-8)  # fmt: skip
         if self._trainer is None:  # no Trainer: no step count for the schedule
@@ -131,10 +136,10 @@ class PERKModule(_QAModule):
         super().__init__(lr, weight_decay, max_new_tokens)
         self.save_hyperparameters()
         tokenizer, base = load_base(model, dtype)
-        self.perk = PERK(base, tokenizer, r=r, alpha=alpha, target_modules=target_modules or TARGETS,
-                         inner_steps=inner_steps, first_order_steps=first_order_steps,
-                         lslr_init=lslr_init, accumulation=accumulation,
-                         lora_dropout=lora_dropout)  # fmt: skip
+        self.perk = PERK(base, tokenizer, r=r, alpha=alpha,
+                         target_modules=target_modules or TARGETS, inner_steps=inner_steps,
+                         first_order_steps=first_order_steps, lslr_init=lslr_init,
+                         accumulation=accumulation, lora_dropout=lora_dropout)  # fmt: skip
 
     def _no_decay(self) -> set[int]:
         return {id(self.perk.lslr)}

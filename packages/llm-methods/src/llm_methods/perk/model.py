@@ -19,8 +19,10 @@ permutation of their ``doc_{i}`` numbers (upstream shuffles them). At test time 
 terms, and gradient accumulation over 4 micro-batches (each micro-batch's loss / 4, summed).
 LoRA dropout 0.1 (upstream) is active during the inner loop, as upstream's ``model.train()``.
 
-Outer loop (`PERK.outer_loss`): cross-entropy on the answer tokens of the text
-``You have memorized {N} documents.\n{q}\nAnswer: <support>{s}</support>\n<output>{a}</output><eos>``
+Outer loop (`PERK.outer_loss`): cross-entropy on the answer tokens of the text ::
+
+  You have memorized {N} documents.\n{q}\nAnswer: <support>{s}</support>\n<output>{a}</output><eos>
+
 (supporting facts joined by newlines; without them the answer alone), tokenised whole with the
 prompt masked, no context in the prompt, through the adapted θ'. It trains the LoRA init, the
 weight MLP and the LSLRs (AdamW 1e−5, β=(0.9, 0.95) in the paper).
@@ -89,9 +91,17 @@ def encode_prompt_response(tokenizer: Any, prompt: str, text: str) -> tuple[list
     return ids, min(n_prompt, len(ids))
 
 
-def adamw_update(p: torch.Tensor, g: torch.Tensor, m: torch.Tensor, v: torch.Tensor, step: int,
-                 lr: torch.Tensor | float, betas: tuple[float, float], eps: float,
-                 weight_decay: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+def adamw_update(
+    p: torch.Tensor,
+    g: torch.Tensor,
+    m: torch.Tensor,
+    v: torch.Tensor,
+    step: int,
+    lr: torch.Tensor | float,
+    betas: tuple[float, float],
+    eps: float,
+    weight_decay: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One differentiable AdamW step (decoupled decay), ``step`` counted from 1:
     m ← β₁m + (1−β₁)g, v ← β₂v + (1−β₂)g², p ← p − lr·(m̂/(√v̂ + ε) + λp). Returns (p, m, v);
     the graph runs through p, g (when it carries one) and a tensor ``lr`` (the LSLR)."""
@@ -227,8 +237,13 @@ class PERK(nn.Module):
             self.model.train(mode)
         return params
 
-    def _accumulated_grads(self, params: dict[str, torch.Tensor], ids: torch.Tensor,
-                           mask: torch.Tensor, labels: torch.Tensor) -> list[torch.Tensor]:  # fmt: skip
+    def _accumulated_grads(
+        self,
+        params: dict[str, torch.Tensor],
+        ids: torch.Tensor,
+        mask: torch.Tensor,
+        labels: torch.Tensor,
+    ) -> list[torch.Tensor]:
         """Σ over ``accumulation`` micro-batches of ∇(micro-batch loss / n micro-batches)
         (upstream's test-time ``inner_grad_accum``)."""
         chunks = torch.arange(ids.shape[0]).chunk(min(self.accumulation, ids.shape[0]))
@@ -267,8 +282,13 @@ class PERK(nn.Module):
         new: list[int] = []
         try:
             x = torch.tensor([start], device=dev)
-            out = functional_call(self.model, params, args=(),
-                                  kwargs={"input_ids": x, "use_cache": True}, strict=False)  # fmt: skip
+            out = functional_call(
+                self.model,
+                params,
+                args=(),
+                kwargs={"input_ids": x, "use_cache": True},
+                strict=False,
+            )
             for _ in range(max_new_tokens):
                 nxt = int(out.logits[0, -1].argmax())
                 new.append(nxt)
