@@ -159,6 +159,41 @@ def _float(text: str, where: str) -> float:
     return value
 
 
+def _read_csv(path: Path, required: Sequence[str]) -> tuple[list[str], list[tuple[str, dict]]]:
+    """Header and ``(where, row)`` of every data row of a CSV file with a header line.
+
+    One-line errors: a missing file, a header lacking a ``required`` column. ``where`` is
+    ``"FILE: line N"`` (the header is line 1), for the callers' field errors.
+    """
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        columns = list(reader.fieldnames or [])
+        missing = [c for c in required if c not in columns]
+        if missing:
+            raise ScisorFormatError(f"{path}: missing column(s) {missing} (has {columns})")
+        rows = [(f"{path}: line {line}", row) for line, row in enumerate(reader, start=2)]
+    return columns, rows
+
+
+def _check_on_non_deletion(on_non_deletion: str) -> None:
+    if on_non_deletion not in ("error", "skip"):
+        raise ValueError(f"on_non_deletion must be 'error' or 'skip', got {on_non_deletion!r}")
+
+
+def _keep_deletion(seq: str, wt: str, on_non_deletion: str, where: str) -> bool:
+    """True when ``seq`` is a deletion of ``wt``; otherwise False (``"skip"``) or a one-line
+    error naming ``where`` (``"error"``)."""
+    if is_deletion_of(seq, wt):
+        return True
+    if on_non_deletion == "skip":
+        return False
+    raise ScisorFormatError(
+        f"{where}: not a deletion of the wild type (length {len(seq)} vs {len(wt)})"
+    )
+
+
 def read_dms_indels(
     path: str | Path,
     wt: str,
@@ -172,35 +207,21 @@ def read_dms_indels(
     count it (``on_non_deletion="skip"``; ProteinGym indel assays also hold insertions).
     """
     path = Path(path)
-    if on_non_deletion not in ("error", "skip"):
-        raise ValueError(f"on_non_deletion must be 'error' or 'skip', got {on_non_deletion!r}")
+    _check_on_non_deletion(on_non_deletion)
     check_sequence(wt, f"{path}: wild type")
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        columns = reader.fieldnames or []
-        missing = [c for c in DMS_COLUMNS if c not in columns]
-        if missing:
-            raise ScisorFormatError(f"{path}: missing column(s) {missing} (has {columns})")
-        has_bin = "DMS_score_bin" in columns
-        mutants, scores, bins, skipped = [], [], [], 0
-        for line, row in enumerate(reader, start=2):
-            where = f"{path}: line {line}"
-            seq = (row["mutated_sequence"] or "").strip().upper()
-            check_sequence(seq, f"{where}, field mutated_sequence")
-            if not is_deletion_of(seq, wt):
-                if on_non_deletion == "skip":
-                    skipped += 1
-                    continue
-                raise ScisorFormatError(
-                    f"{where}, field mutated_sequence: not a deletion of the wild type "
-                    f"(length {len(seq)} vs {len(wt)})"
-                )
-            mutants.append(seq)
-            scores.append(_float(row["DMS_score"] or "", f"{where}, field DMS_score"))
-            if has_bin:
-                bins.append(_float(row["DMS_score_bin"] or "", f"{where}, field DMS_score_bin"))
+    columns, rows = _read_csv(path, DMS_COLUMNS)
+    has_bin = "DMS_score_bin" in columns
+    mutants, scores, bins, skipped = [], [], [], 0
+    for where, row in rows:
+        seq = (row["mutated_sequence"] or "").strip().upper()
+        check_sequence(seq, f"{where}, field mutated_sequence")
+        if not _keep_deletion(seq, wt, on_non_deletion, f"{where}, field mutated_sequence"):
+            skipped += 1
+            continue
+        mutants.append(seq)
+        scores.append(_float(row["DMS_score"] or "", f"{where}, field DMS_score"))
+        if has_bin:
+            bins.append(_float(row["DMS_score_bin"] or "", f"{where}, field DMS_score_bin"))
     if not mutants:
         raise ScisorFormatError(f"{path}: no deletion variants")
     return DeletionAssay(
@@ -230,19 +251,11 @@ def write_dms_indels(
 def read_reference(path: str | Path) -> list[dict[str, str]]:
     """Rows of a ProteinGym ``DMS_indels.csv`` reference file (validated columns and sequences)."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        columns = reader.fieldnames or []
-        missing = [c for c in REFERENCE_COLUMNS if c not in columns]
-        if missing:
-            raise ScisorFormatError(f"{path}: missing column(s) {missing} (has {columns})")
-        rows = []
-        for line, row in enumerate(reader, start=2):
-            seq = (row["target_seq"] or "").strip().upper()
-            check_sequence(seq, f"{path}: line {line}, field target_seq")
-            rows.append({**row, "target_seq": seq})
+    rows = []
+    for where, row in _read_csv(path, REFERENCE_COLUMNS)[1]:
+        seq = (row["target_seq"] or "").strip().upper()
+        check_sequence(seq, f"{where}, field target_seq")
+        rows.append({**row, "target_seq": seq})
     if not rows:
         raise ScisorFormatError(f"{path}: no reference rows")
     return rows
@@ -253,35 +266,26 @@ def read_clinical_reference(path: str | Path) -> list[dict[str, str]]:
     and, when present, ``mutated_sequence_column``), every field relied on checked: ids non-empty
     and unique, file names non-empty and plain (no folder part), valid target sequences."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        columns = reader.fieldnames or []
-        missing = [c for c in CLINICAL_REFERENCE_COLUMNS if c not in columns]
-        if missing:
-            raise ScisorFormatError(f"{path}: missing column(s) {missing} (has {columns})")
-        rows, seen = [], set()
-        for line, row in enumerate(reader, start=2):
-            where = f"{path}: line {line}"
-            dms_id = (row["DMS_id"] or "").strip()
-            if not dms_id:
-                raise ScisorFormatError(f"{where}, field DMS_id: empty")
-            if dms_id in seen:
-                raise ScisorFormatError(f"{where}, field DMS_id: {dms_id!r} listed twice")
-            seen.add(dms_id)
-            filename = (row["DMS_filename"] or "").strip()
-            if not filename or Path(filename).name != filename or filename in (".", ".."):
-                raise ScisorFormatError(
-                    f"{where}, field DMS_filename: need a plain file name, got {filename!r}"
-                )
-            seq = (row["target_seq"] or "").strip().upper()
-            check_sequence(seq, f"{where}, field target_seq")
-            column = (row.get("mutated_sequence_column") or "mutated_sequence").strip()
-            if not column:
-                raise ScisorFormatError(f"{where}, field mutated_sequence_column: empty")
-            rows.append({**row, "DMS_id": dms_id, "DMS_filename": filename, "target_seq": seq,
-                         "mutated_sequence_column": column})  # fmt: skip
+    rows, seen = [], set()
+    for where, row in _read_csv(path, CLINICAL_REFERENCE_COLUMNS)[1]:
+        dms_id = (row["DMS_id"] or "").strip()
+        if not dms_id:
+            raise ScisorFormatError(f"{where}, field DMS_id: empty")
+        if dms_id in seen:
+            raise ScisorFormatError(f"{where}, field DMS_id: {dms_id!r} listed twice")
+        seen.add(dms_id)
+        filename = (row["DMS_filename"] or "").strip()
+        if not filename or Path(filename).name != filename or filename in (".", ".."):
+            raise ScisorFormatError(
+                f"{where}, field DMS_filename: need a plain file name, got {filename!r}"
+            )
+        seq = (row["target_seq"] or "").strip().upper()
+        check_sequence(seq, f"{where}, field target_seq")
+        column = (row.get("mutated_sequence_column") or "mutated_sequence").strip()
+        if not column:
+            raise ScisorFormatError(f"{where}, field mutated_sequence_column: empty")
+        rows.append({**row, "DMS_id": dms_id, "DMS_filename": filename, "target_seq": seq,
+                     "mutated_sequence_column": column})  # fmt: skip
     if not rows:
         raise ScisorFormatError(f"{path}: no reference rows")
     return rows
@@ -313,38 +317,23 @@ def read_clinical_indels(
     ``mutated_sequence_column``) and ``DMS_bin_score`` (``Pathogenic`` or ``Benign``). Rows that
     are not deletions of ``wt`` raise (default) or are skipped and counted (``"skip"``)."""
     path = Path(path)
-    if on_non_deletion not in ("error", "skip"):
-        raise ValueError(f"on_non_deletion must be 'error' or 'skip', got {on_non_deletion!r}")
+    _check_on_non_deletion(on_non_deletion)
     check_sequence(wt, f"{path}: wild type")
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        columns = reader.fieldnames or []
-        missing = [c for c in (sequence_column, CLINICAL_LABEL_COLUMN) if c not in columns]
-        if missing:
-            raise ScisorFormatError(f"{path}: missing column(s) {missing} (has {columns})")
-        mutants, labels, skipped = [], [], 0
-        for line, row in enumerate(reader, start=2):
-            where = f"{path}: line {line}"
-            seq = (row[sequence_column] or "").strip().upper()
-            check_sequence(seq, f"{where}, field {sequence_column}")
-            label = (row[CLINICAL_LABEL_COLUMN] or "").strip()
-            if label.lower() not in CLINICAL_LABELS:
-                raise ScisorFormatError(
-                    f"{where}, field {CLINICAL_LABEL_COLUMN}: expected 'Pathogenic' or 'Benign', "
-                    f"got {label!r}"
-                )
-            if not is_deletion_of(seq, wt):
-                if on_non_deletion == "skip":
-                    skipped += 1
-                    continue
-                raise ScisorFormatError(
-                    f"{where}, field {sequence_column}: not a deletion of the wild type "
-                    f"(length {len(seq)} vs {len(wt)})"
-                )
-            mutants.append(seq)
-            labels.append(CLINICAL_LABELS[label.lower()])
+    mutants, labels, skipped = [], [], 0
+    for where, row in _read_csv(path, (sequence_column, CLINICAL_LABEL_COLUMN))[1]:
+        seq = (row[sequence_column] or "").strip().upper()
+        check_sequence(seq, f"{where}, field {sequence_column}")
+        label = (row[CLINICAL_LABEL_COLUMN] or "").strip()
+        if label.lower() not in CLINICAL_LABELS:
+            raise ScisorFormatError(
+                f"{where}, field {CLINICAL_LABEL_COLUMN}: expected 'Pathogenic' or 'Benign', "
+                f"got {label!r}"
+            )
+        if not _keep_deletion(seq, wt, on_non_deletion, f"{where}, field {sequence_column}"):
+            skipped += 1
+            continue
+        mutants.append(seq)
+        labels.append(CLINICAL_LABELS[label.lower()])
     if not mutants:
         raise ScisorFormatError(f"{path}: no deletion variants")
     return ClinicalAssay(
