@@ -16,6 +16,7 @@ from atomistic_scaling.experiment import (
     claims,
     run,
     settings,
+    sweep_config,
     verdict_checks,
 )
 from atomistic_scaling.model import ForceField, count_parameters
@@ -126,15 +127,7 @@ PLANTED_BOOT = 30
 
 
 def _grid() -> tuple[SweepConfig, dict[str, dict[int, int]]]:
-    cfg = settings(False)
-    sweep = SweepConfig(
-        archs=cfg["archs"],
-        widths=cfg["widths"],
-        arch_widths=cfg["arch_widths"],
-        d_values=cfg["d_values"],
-        seeds=cfg["seeds"],
-        batch_size=cfg["batch_size"],
-    )
+    sweep = sweep_config(False)
     n_params = {
         arch: {w: count_parameters(ForceField(arch, w)) for w in sweep.widths_of(arch)}
         for arch in sweep.archs

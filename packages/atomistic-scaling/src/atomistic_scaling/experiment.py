@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atomistic_scaling.constants import (
     MAX_NONFINITE,
@@ -38,6 +38,9 @@ from atomistic_scaling.constants import (
     SYNTHETIC_VAL_SEED,
 )
 from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
+
+if TYPE_CHECKING:
+    from atomistic_scaling.sweep import SweepConfig
 
 CLAIM = (
     "Neural force fields follow power laws in data, parameters and compute with "
@@ -247,10 +250,28 @@ def structures(cfg: dict[str, Any], sweep: Any) -> tuple[list, list]:
     return train, val
 
 
+def sweep_config(quick: bool, **overrides: Any) -> SweepConfig:
+    """The experiment's sweep (grid and training settings of :func:`settings`); run-time values
+    such as the worker count as ``overrides``."""
+    from atomistic_scaling.sweep import SweepConfig
+
+    cfg = settings(quick)
+    return SweepConfig(
+        archs=cfg["archs"],
+        widths=cfg["widths"],
+        arch_widths=cfg["arch_widths"],
+        d_values=cfg["d_values"],
+        seeds=cfg["seeds"],
+        batch_size=cfg["batch_size"],
+        lr=cfg["lr"],
+        n_boot=cfg["n_boot"],
+        **overrides,
+    )
+
+
 def _run(quick: bool, out_dir: Path) -> Result:
     from atomistic_scaling.data import AtomsGraphDataset, fit_atomic_energies
     from atomistic_scaling.sweep import (
-        SweepConfig,
         fit_sweep,
         run_sweep,
         trivial_loss,
@@ -261,17 +282,7 @@ def _run(quick: bool, out_dir: Path) -> Result:
     out_dir.mkdir(parents=True, exist_ok=True)
     cfg = settings(quick)
     seed_everything(SEEDS[0])
-    sweep = SweepConfig(
-        archs=cfg["archs"],
-        widths=cfg["widths"],
-        arch_widths=cfg["arch_widths"],
-        d_values=cfg["d_values"],
-        seeds=cfg["seeds"],
-        batch_size=cfg["batch_size"],
-        lr=cfg["lr"],
-        n_boot=cfg["n_boot"],
-        workers=_workers(),
-    )
+    sweep = sweep_config(quick, workers=_workers())
     train, val = structures(cfg, sweep)
     print(
         f"generated {len(train)} + {len(val)} randomly oriented EMT structures "
