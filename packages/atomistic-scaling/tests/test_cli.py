@@ -121,8 +121,14 @@ def test_fit_on_files_and_bad_input_exit_2(tmp_path: Path, capsys: pytest.Captur
     assert cli.trainer.state.finished
     bad = tmp_path / "bad.xyz"
     bad.write_text(data.read_text().replace("REF_forces", "F_other"))
-    args = ["fit", "--config", "tiny", f"--data.train_files=[{bad}]", "--trainer.fast_dev_run=1",
-            f"--trainer.default_root_dir={tmp_path}"]  # fmt: skip
+    args = [
+        "fit",
+        "--config",
+        "tiny",
+        f"--data.train_files=[{bad}]",
+        "--trainer.fast_dev_run=1",
+        f"--trainer.default_root_dir={tmp_path}",
+    ]
     line = assert_one_line_error(
         main,
         args,

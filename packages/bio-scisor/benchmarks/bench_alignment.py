@@ -72,13 +72,17 @@ def main() -> None:
 
     full = best_of(step, ns.repeats)
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, 1 torch thread")
-    print(f"batch {ns.batch}, |X0| mean {float(x0_len.double().mean()):.0f}, "
-          f"|X_t| mean {float(noised.xt_len.double().mean()):.0f} (t_max={ns.t_max})")  # fmt: skip
+    print(
+        f"batch {ns.batch}, |X0| mean {float(x0_len.double().mean()):.0f}, "
+        f"|X_t| mean {float(noised.xt_len.double().mean()):.0f} (t_max={ns.t_max})"
+    )
     print(f"batched log-space DP : {1e3 * batched:9.1f} ms per batch")
     print(f"per-pair loop (peer) : {1e3 * loop:9.1f} ms per batch")
     print(f"ratio (peer / ours)  : {loop / batched:9.1f}x")
-    print(f"training step (DP + denoiser fwd/bwd + AdamW): {1e3 * full:.1f} ms; "
-          f"DP share {100 * batched / full:.0f} %")  # fmt: skip
+    print(
+        f"training step (DP + denoiser fwd/bwd + AdamW): {1e3 * full:.1f} ms; "
+        f"DP share {100 * batched / full:.0f} %"
+    )
 
 
 if __name__ == "__main__":

@@ -45,8 +45,9 @@ def main() -> None:
     print("|---|---|---|---|---|")
     t0 = time.perf_counter()
     for name, mut in variants.items():
-        shared = [score_elbo(model, wt, [mut], ns.samples, seed=s, t_max=0.5)[0]
-                  for s in range(ns.seeds)]  # fmt: skip
+        shared = [
+            score_elbo(model, wt, [mut], ns.samples, seed=s, t_max=0.5)[0] for s in range(ns.seeds)
+        ]
         indep = [
             elbo_values(model, wt, [mut], ns.samples, seed=s, t_max=0.5)[0]
             - elbo_values(model, wt, [wt], ns.samples, seed=s + 10_000, t_max=0.5)[0]

@@ -21,8 +21,9 @@ letters = st.text(alphabet="ACD", min_size=0, max_size=5)
 
 
 def _batch(seqs):
-    return pad_batch([torch.from_numpy(encode(s)) if s else torch.zeros(0, dtype=torch.long)
-                      for s in seqs])  # fmt: skip
+    return pad_batch(
+        [torch.from_numpy(encode(s)) if s else torch.zeros(0, dtype=torch.long) for s in seqs]
+    )
 
 
 @st.composite

@@ -19,8 +19,9 @@ def test_causal_lm_is_normalised_over_short_sequences() -> None:
 def test_causal_lm_training_lowers_nll(family) -> None:
     before = CausalLM(d_model=16, n_layers=1, n_heads=2, d_ff=32)
     torch.manual_seed(0)
-    after = train_causal_lm(family.sequences, 15, 8, lr=3e-3, seed=0,
-                            d_model=16, n_layers=1, n_heads=2, d_ff=32)  # fmt: skip
+    after = train_causal_lm(
+        family.sequences, 15, 8, lr=3e-3, seed=0, d_model=16, n_layers=1, n_heads=2, d_ff=32
+    )
     assert (
         after.log_probs(family.sequences[:10]).mean()
         > before.log_probs(family.sequences[:10]).mean()
@@ -30,7 +31,7 @@ def test_causal_lm_training_lowers_nll(family) -> None:
 def test_hmm_penalises_motif_deletions(synth_dir, family) -> None:
     hmm = HmmScorer(synth_dir / "family.a2m")
     a, _ = family.wt_motifs[1]
-    motif_hit = family.wt[:a + 2] + family.wt[a + 5:]  # fmt: skip
+    motif_hit = family.wt[: a + 2] + family.wt[a + 5 :]
     scores = hmm.score(family.wt, [motif_hit])
     assert scores[0] < 0
     bits, missing = hmm.bit_scores([family.wt, "WWWWWWWW"])
@@ -47,11 +48,13 @@ def test_summary_is_proteingyms_indel_aggregation() -> None:
     """Assays -> mean per (UniProt_ID, type) -> mean per type -> mean over types (issue 25)."""
     x = np.arange(10.0)
     assays = [
-        (x, x, "Activity", "P1"), (x, x, "Activity", "P1"), (x, x, "Activity", "P1"),
+        (x, x, "Activity", "P1"),
+        (x, x, "Activity", "P1"),
+        (x, x, "Activity", "P1"),
         (x, -x, "Activity", "P2"),
         (x, x, "Stability", "P3"),
         (x, np.ones(10), "Stability", "P4"),  # constant DMS scores: NaN, skipped as in pandas
-    ]  # fmt: skip
+    ]
     out = proteingym_summary(assays, n_boot=200)
     # per assay over the Activity type would give 0.5 and an overall 0.75
     assert out["by_type"] == {"Activity": 0.0, "Stability": 1.0}
@@ -77,9 +80,10 @@ def test_summary_rounds_per_assay_and_bootstraps_proteins() -> None:
     expected = abs(round(rho, 3) - 1.0) / 2 * np.sqrt(0.5)
     assert two["se"] == pytest.approx(expected, rel=0.1)
     same = proteingym_summary(
-        [(scores, truth, "Activity", "P1"), (truth, truth, "Activity", "P2")], n_boot=50,
+        [(scores, truth, "Activity", "P1"), (truth, truth, "Activity", "P2")],
+        n_boot=50,
         reference=[round(rho, 3), 1.0],
-    )  # fmt: skip
+    )
     assert same["se"] == pytest.approx(
         0.0, abs=1e-12
     )  # the difference to an identical reference model is constant

@@ -24,8 +24,15 @@ CONFIGS = shipped_configs("bio_scisor")
 def test_help_lists_every_subcommand() -> None:
     out = assert_cli_help(main)
     assert help_commands(out) == [
-        "fit", "validate", "test", "score", "proteingym", "shrink", "synth", "configs"
-    ]  # fmt: skip
+        "fit",
+        "validate",
+        "test",
+        "score",
+        "proteingym",
+        "shrink",
+        "synth",
+        "configs",
+    ]
     for sub in ("score", "proteingym", "shrink", "synth"):
         assert_cli_help(main, [sub, "--help"])
 
@@ -56,9 +63,14 @@ def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> N
 
 def test_fit_tiny_in_process(tmp_path: Path) -> None:
     cli = run_lightning_cli(
-        ["fit", "--config", "tiny", "--trainer.fast_dev_run=1",
-         f"--trainer.default_root_dir={tmp_path}"]
-    )  # fmt: skip
+        [
+            "fit",
+            "--config",
+            "tiny",
+            "--trainer.fast_dev_run=1",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
     assert cli.trainer.state.finished and cli.trainer.global_step == 1
     assert cli.model.hparams.d_model == 16 and len(cli.model.hparams.background) == 20
 
@@ -106,20 +118,52 @@ def test_synth_score_shrink_round_trip(tmp_path: Path, tiny_ckpt: Path, capsys) 
     data = tmp_path / "syn"
     assert main(["synth", "--out", str(data), "--n", "30", "--n-multi", "6", "--seed", "2"]) == 0
     out = tmp_path / "scores.csv"
-    args = ["score", "--dms", str(data / "SYNTH_deletions.csv"), "--wt", str(data / "wt.fasta"),
-            "--ckpt", str(tiny_ckpt), "--out", str(out), "--elbo-samples", "1"]  # fmt: skip
+    args = [
+        "score",
+        "--dms",
+        str(data / "SYNTH_deletions.csv"),
+        "--wt",
+        str(data / "wt.fasta"),
+        "--ckpt",
+        str(tiny_ckpt),
+        "--out",
+        str(out),
+        "--elbo-samples",
+        "1",
+    ]
     assert main(args) == 0
     rows = list(csv.DictReader(out.open()))
-    assert set(rows[0]) == {"mutated_sequence", "DMS_score", "n_deleted", "scisor_path",
-                            "scisor_elbo"}  # fmt: skip
+    assert set(rows[0]) == {
+        "mutated_sequence",
+        "DMS_score",
+        "n_deleted",
+        "scisor_path",
+        "scisor_elbo",
+    }
     assert all(float(r["scisor_path"]) <= 0 for r in rows)  # log-probabilities
     assert "Spearman" in capsys.readouterr().out
     with pytest.raises(SystemExit) as info:  # no silent overwrite
         main(args)
     assert info.value.code == 2
     shrunk = tmp_path / "shrunk.fasta"
-    assert main(["shrink", "--fasta", str(data / "family.fasta"), "--pct", "10", "--ckpt",
-                 str(tiny_ckpt), "--out", str(shrunk), "--temperature", "0"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "shrink",
+                "--fasta",
+                str(data / "family.fasta"),
+                "--pct",
+                "10",
+                "--ckpt",
+                str(tiny_ckpt),
+                "--out",
+                str(shrunk),
+                "--temperature",
+                "0",
+            ]
+        )
+        == 0
+    )
     from bio_scisor.io import read_sequences
 
     before = read_sequences(data / "family.fasta")
@@ -137,8 +181,22 @@ def test_shrink_keeps_the_header_and_lists_the_deletions(tmp_path: Path, tiny_ck
     seqs = {"p1 kinase domain [Homo sapiens]": "MKTAYIAKQRQISFVKSHFSRQ", "p2": "ACDEFGHIKLMN"}
     (tmp_path / "in.fasta").write_text("".join(f">{h}\n{s}\n" for h, s in seqs.items()))
     out = tmp_path / "out.fasta"
-    assert main(["shrink", "--fasta", str(tmp_path / "in.fasta"), "--pct", "20", "--ckpt",
-                 str(tiny_ckpt), "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "shrink",
+                "--fasta",
+                str(tmp_path / "in.fasta"),
+                "--pct",
+                "20",
+                "--ckpt",
+                str(tiny_ckpt),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     records = read_sequences(out, header=True)
     for (header, seq), (name, shrunk) in zip(seqs.items(), records, strict=True):
         assert name.startswith(f"{header}|deletions ") and name.endswith("|percentage 20")
@@ -161,8 +219,19 @@ def test_bad_input_is_one_line_exit_2(tmp_path, tiny_ckpt, capsys, body, message
     dms = tmp_path / "bad.csv"
     dms.write_text(body)
     with pytest.raises(SystemExit) as info:
-        main(["score", "--dms", str(dms), "--wt", "MKTAY", "--ckpt", str(tiny_ckpt), "--out",
-              str(tmp_path / "o.csv")])  # fmt: skip
+        main(
+            [
+                "score",
+                "--dms",
+                str(dms),
+                "--wt",
+                "MKTAY",
+                "--ckpt",
+                str(tiny_ckpt),
+                "--out",
+                str(tmp_path / "o.csv"),
+            ]
+        )
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("bio-scisor: error: ") and message in err and "bad.csv" in err
@@ -177,15 +246,35 @@ def test_bad_wt_and_missing_checkpoint(tmp_path, tiny_ckpt, capsys) -> None:
         ("MKTA", tmp_path / "no.ckpt", "no.ckpt"),
     ]:
         with pytest.raises(SystemExit) as info:
-            main(["score", "--dms", str(dms), "--wt", wt, "--ckpt", str(ckpt), "--out",
-                  str(tmp_path / "o.csv")])  # fmt: skip
+            main(
+                [
+                    "score",
+                    "--dms",
+                    str(dms),
+                    "--wt",
+                    wt,
+                    "--ckpt",
+                    str(ckpt),
+                    "--out",
+                    str(tmp_path / "o.csv"),
+                ]
+            )
         assert info.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_proteingym_reference_scoring(tmp_path: Path, synth_dir: Path, tiny_ckpt, capsys) -> None:
     out = tmp_path / "pg"
-    args = ["proteingym", "--reference", str(synth_dir / "DMS_indels.csv"), "--dms-dir",
-            str(synth_dir), "--ckpt", str(tiny_ckpt), "--out", str(out)]  # fmt: skip
+    args = [
+        "proteingym",
+        "--reference",
+        str(synth_dir / "DMS_indels.csv"),
+        "--dms-dir",
+        str(synth_dir),
+        "--ckpt",
+        str(tiny_ckpt),
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "single" in printed and "multi" in printed and "1 assays" in printed

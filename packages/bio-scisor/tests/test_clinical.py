@@ -51,8 +51,12 @@ def test_reader_in_the_published_layout(tmp_path: Path) -> None:
     ref = write_reference(tmp_path / "clinical_indels.csv", {"NP_000007.1": WT.lower()})
     (row,) = read_clinical_reference(ref)
     assert row["target_seq"] == WT and row["mutated_sequence_column"] == "mutated_sequence"
-    rows = [("MKTYIAKQR", "Pathogenic"), ("MKTAYIAKR", "Benign"), ("MKTAAYIAKQR", "Benign"),
-            ("MKTAYIAKQ", "benign")]  # fmt: skip
+    rows = [
+        ("MKTYIAKQR", "Pathogenic"),
+        ("MKTAYIAKR", "Benign"),
+        ("MKTAAYIAKQR", "Benign"),
+        ("MKTAYIAKQ", "benign"),
+    ]
     path = write_variants(tmp_path / "NP_000007.1.csv", "NP_000007.1", WT, rows)
     with pytest.raises(ScisorFormatError, match=r"line 4, field mutated_sequence: not a deletion"):
         read_clinical_indels(path, WT)
@@ -67,13 +71,16 @@ def test_reader_in_the_published_layout(tmp_path: Path) -> None:
     [
         ("DMS_id,DMS_filename\nA,A.csv\n", "missing column(s) ['target_seq']"),
         (HEADER + "\n,A.csv,MKTA,mutated_sequence,1,4,a,a,ClinVar\n", "field DMS_id: empty"),
-        (HEADER + "\nA,A.csv,MKTA,mutated_sequence,1,4,a,a,ClinVar\n"
-         "A,B.csv,MKTA,mutated_sequence,1,4,a,a,ClinVar\n", "line 3, field DMS_id"),
+        (
+            HEADER + "\nA,A.csv,MKTA,mutated_sequence,1,4,a,a,ClinVar\n"
+            "A,B.csv,MKTA,mutated_sequence,1,4,a,a,ClinVar\n",
+            "line 3, field DMS_id",
+        ),
         (HEADER + "\nA,../A.csv,MKTA,mutated_sequence,1,4,a,a,ClinVar\n", "field DMS_filename"),
         (HEADER + "\nA,A.csv,MK1A,mutated_sequence,1,4,a,a,ClinVar\n", "field target_seq"),
         (HEADER + "\n", "no reference rows"),
     ],
-)  # fmt: skip
+)
 def test_reference_errors_name_file_and_field(tmp_path: Path, text: str, field: str) -> None:
     path = tmp_path / "clinical_indels.csv"
     path.write_text(text)
@@ -86,13 +93,16 @@ def test_reference_errors_name_file_and_field(tmp_path: Path, text: str, field: 
 @pytest.mark.parametrize(
     ("rows", "column", "field"),
     [
-        ([("MKTYIAKQR", "Likely pathogenic")], "mutated_sequence",
-         "line 2, field DMS_bin_score: expected 'Pathogenic' or 'Benign'"),
+        (
+            [("MKTYIAKQR", "Likely pathogenic")],
+            "mutated_sequence",
+            "line 2, field DMS_bin_score: expected 'Pathogenic' or 'Benign'",
+        ),
         ([("MKTYIAKQR", "")], "mutated_sequence", "field DMS_bin_score"),
         ([("MKT*YIAKQR", "Benign")], "mutated_sequence", "line 2, field mutated_sequence"),
         ([("MKTYIAKQR", "Benign")], "sequence", "missing column(s) ['sequence']"),
     ],
-)  # fmt: skip
+)
 def test_variant_file_errors_name_file_and_field(
     tmp_path: Path, rows: list, column: str, field: str
 ) -> None:
@@ -137,14 +147,32 @@ def test_clinical_set_through_the_cli_with_planted_labels(
         root.mkdir()
         ref = write_reference(root / "clinical_indels.csv", {"NP_1.1": wt, "NP_2.1": wt})
         for pid in ("NP_1.1", "NP_2.1"):
-            rows = [(m, "Pathogenic" if (i in low) == (planted == "low") else "Benign")
-                    for i, m in enumerate(mutants)]  # fmt: skip
+            rows = [
+                (m, "Pathogenic" if (i in low) == (planted == "low") else "Benign")
+                for i, m in enumerate(mutants)
+            ]
             rows.append((wt + "A", "Benign"))  # an insertion: skipped
             write_variants(root / f"{pid}.csv", pid, wt, rows)
         out = root / "scores"
-        assert main(["proteingym", "--benchmark", "clinical", "--reference", str(ref),
-                     "--dms-dir", str(root), "--ckpt", str(tiny_ckpt), "--out", str(out),
-                     "--skip-non-deletions"]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "proteingym",
+                    "--benchmark",
+                    "clinical",
+                    "--reference",
+                    str(ref),
+                    "--dms-dir",
+                    str(root),
+                    "--ckpt",
+                    str(tiny_ckpt),
+                    "--out",
+                    str(out),
+                    "--skip-non-deletions",
+                ]
+            )
+            == 0
+        )
         printed = capsys.readouterr().out
         assert f"clinical AUC {expected:.3f}" in printed and "2 proteins" in printed
         summary = list(csv.DictReader((out / "summary.csv").open()))
@@ -163,8 +191,19 @@ def test_clinical_cli_errors_are_one_line(
     wt = family.wt
     ref = write_reference(tmp_path / "clinical_indels.csv", {"NP_1.1": wt})
     write_variants(tmp_path / "NP_1.1.csv", "NP_1.1", wt, [(wt[1:], "Uncertain")])
-    args = ["proteingym", "--benchmark", "clinical", "--reference", str(ref), "--dms-dir",
-            str(tmp_path), "--ckpt", str(tiny_ckpt), "--out", str(tmp_path / "o")]  # fmt: skip
+    args = [
+        "proteingym",
+        "--benchmark",
+        "clinical",
+        "--reference",
+        str(ref),
+        "--dms-dir",
+        str(tmp_path),
+        "--ckpt",
+        str(tiny_ckpt),
+        "--out",
+        str(tmp_path / "o"),
+    ]
     line = assert_one_line_error(main, args, capsys, prog="bio-scisor: error: ")
     assert "NP_1.1.csv" in line and "DMS_bin_score" in line
     assert not (tmp_path / "o").exists()  # every file is checked before anything is written

@@ -69,8 +69,9 @@ def test_coupled_draw_of_a_deletion_is_the_wt_draw_minus_one_gap() -> None:
     noise = draw_shared_noise(len(WT) + 1, 0.4, gen)
     mutant = WT[:7] + WT[8:]
     seqs = [WT, mutant]
-    batch = coupled_noise([encode(s) for s in seqs], [embedding_indices(s, WT) for s in seqs],
-                          len(WT), noise)  # fmt: skip
+    batch = coupled_noise(
+        [encode(s) for s in seqs], [embedding_indices(s, WT) for s in seqs], len(WT), noise
+    )
     xt = [_spell(batch.xt[b, : int(batch.xt_len[b])]) for b in range(2)]
     for b, seq in enumerate(seqs):
         kept = batch.original[b, : int(batch.xt_len[b])]
@@ -101,9 +102,15 @@ def test_coupled_draws_follow_the_forward_process(t: float) -> None:
     s_arr = np.array(s_values)
     k = np.arange(0, 400)
     pmf = np.exp(
-        [math.lgamma(length + 1 + j) - math.lgamma(length + 1) - math.lgamma(j + 1)
-         + (length + 1) * math.log(a) + j * math.log1p(-a) for j in k]
-    )  # fmt: skip
+        [
+            math.lgamma(length + 1 + j)
+            - math.lgamma(length + 1)
+            - math.lgamma(j + 1)
+            + (length + 1) * math.log(a)
+            + j * math.log1p(-a)
+            for j in k
+        ]
+    )
     restricted = redraw_probs(torch.tensor([length]), torch.tensor([a]))[0].numpy()
     expected = pmf.copy()
     expected[0] = 0.0

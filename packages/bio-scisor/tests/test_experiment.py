@@ -38,9 +38,10 @@ def _seed(
 
 def test_registered_under_the_entry_point_group() -> None:
     (entry,) = [
-        ep for ep in importlib.metadata.entry_points(group="iclr26.experiments")
+        ep
+        for ep in importlib.metadata.entry_points(group="iclr26.experiments")
         if ep.name == "bio-scisor.deletions"
-    ]  # fmt: skip
+    ]
     assert entry.load() is EXPERIMENT
     assert isinstance(EXPERIMENT, Experiment) and "2511.07390" in EXPERIMENT.paper
 
@@ -53,18 +54,33 @@ GOOD = {"scisor_path": (0.6, 0.5), "ar_lm": (0.5, 0.4), "hmm": (0.4, 0.45)}
     [
         (GOOD, (0.9, 0.5), (0.01, 1.0), (1.0, 2.0), ("held", "held", "held")),
         # (a) fails on multi only; (c) 5x against the batched AR LM (50x against batch 1)
-        ({**GOOD, "hmm": (0.4, 0.55)}, (0.9, 0.5), (0.01, 0.05), (1.0, 2.0),
-         ("not held", "held", "not held")),
+        (
+            {**GOOD, "hmm": (0.4, 0.55)},
+            (0.9, 0.5),
+            (0.01, 0.05),
+            (1.0, 2.0),
+            ("not held", "held", "not held"),
+        ),
         # (a) fails on single only; (b) equal retention is not "more"
-        ({**GOOD, "ar_lm": (0.7, 0.4)}, (0.5, 0.5), (0.01, 0.1), (1.0, 2.0),
-         ("not held", "not held", "held")),
+        (
+            {**GOOD, "ar_lm": (0.7, 0.4)},
+            (0.5, 0.5),
+            (0.01, 0.1),
+            (1.0, 2.0),
+            ("not held", "not held", "held"),
+        ),
         # controls: no baseline carries signal on multi; random keeps every motif
-        ({**GOOD, "ar_lm": (0.5, 0.05), "hmm": (0.4, 0.0)}, (1.0, 1.0), (0.01, 1.0), (1.0, 2.0),
-         ("inconclusive", "inconclusive", "held")),
+        (
+            {**GOOD, "ar_lm": (0.5, 0.05), "hmm": (0.4, 0.0)},
+            (1.0, 1.0),
+            (0.01, 1.0),
+            (1.0, 2.0),
+            ("inconclusive", "inconclusive", "held"),
+        ),
         # control: SCISOR's held-out loss is not below 0.9 x the uniform denoiser's
         (GOOD, (0.9, 0.5), (0.01, 1.0), (1.9, 2.0), ("inconclusive", "held", "held")),
     ],
-)  # fmt: skip
+)
 def test_verdict_rules(rho, keep, t, loss, expected) -> None:
     per_seed = [_seed(rho, keep, t, loss), _seed(rho, keep, t, loss)]
     claim_list = claims(per_seed)

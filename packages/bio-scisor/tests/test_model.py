@@ -52,10 +52,17 @@ def test_esm_backbone_from_a_local_folder(tmp_path) -> None:
     from transformers import EsmConfig, EsmModel
 
     config = EsmConfig(
-        vocab_size=33, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=32, pad_token_id=1, mask_token_id=32, max_position_embeddings=1026,
-        position_embedding_type="rotary", token_dropout=True,
-    )  # fmt: skip
+        vocab_size=33,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        pad_token_id=1,
+        mask_token_id=32,
+        max_position_embeddings=1026,
+        position_embedding_type="rotary",
+        token_dropout=True,
+    )
     EsmModel(config, add_pooling_layer=False).save_pretrained(tmp_path)
     torch.manual_seed(0)
     model = build_denoiser("esm", str(tmp_path), cond_dim=8)

@@ -69,10 +69,24 @@ def test_upstream_checkpoint_elbo_uses_upstreams_p0(tmp_path: Path, capsys) -> N
     dms.write_text(f"mutated_sequence,DMS_score\n{wt[1:]},0.1\n{wt[:4] + wt[6:]},-1.0\n")
     line = assert_one_line_error(
         main,
-        ["score", "--dms", str(dms), "--wt", wt, "--ckpt", str(ckpt), "--esm-config",
-         str(config), "--out", str(tmp_path / "s.csv"), "--elbo-samples", "1"],
-        capsys, prog="bio-scisor",
-    )  # fmt: skip
+        [
+            "score",
+            "--dms",
+            str(dms),
+            "--wt",
+            wt,
+            "--ckpt",
+            str(ckpt),
+            "--esm-config",
+            str(config),
+            "--out",
+            str(tmp_path / "s.csv"),
+            "--elbo-samples",
+            "1",
+        ],
+        capsys,
+        prog="bio-scisor",
+    )
     assert "--elbo-samples needs --p0" in line
 
 
@@ -142,12 +156,41 @@ def test_cli_scores_and_shrinks_with_an_upstream_checkpoint(tmp_path: Path, caps
     dms = tmp_path / "dms.csv"
     dms.write_text(f"mutated_sequence,DMS_score\n{wt[1:]},0.1\n{wt[:4] + wt[6:]},-1.0\n")
     out = tmp_path / "scores.csv"
-    args = ["score", "--dms", str(dms), "--wt", wt, "--ckpt", str(ckpt), "--out", str(out),
-            "--elbo-samples", "1", "--esm-config", str(config)]  # fmt: skip
+    args = [
+        "score",
+        "--dms",
+        str(dms),
+        "--wt",
+        wt,
+        "--ckpt",
+        str(ckpt),
+        "--out",
+        str(out),
+        "--elbo-samples",
+        "1",
+        "--esm-config",
+        str(config),
+    ]
     assert main([*args, "--p0", str(upstream_p0(tmp_path))]) == 0 and out.is_file()
     (tmp_path / "in.fasta").write_text(f">p1 desc\n{wt}\n")
-    assert main(["shrink", "--fasta", str(tmp_path / "in.fasta"), "--pct", "20", "--ckpt",
-                 str(ckpt), "--esm-config", str(config), "--out", str(tmp_path / "o.fa")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "shrink",
+                "--fasta",
+                str(tmp_path / "in.fasta"),
+                "--pct",
+                "20",
+                "--ckpt",
+                str(ckpt),
+                "--esm-config",
+                str(config),
+                "--out",
+                str(tmp_path / "o.fa"),
+            ]
+        )
+        == 0
+    )
     line = assert_one_line_error(
         main, [*args[:-2], "--overwrite"], capsys, prog="bio-scisor", drop_earlier=True
     )

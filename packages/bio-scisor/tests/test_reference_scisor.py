@@ -76,8 +76,12 @@ def test_official_denoiser_output_equals_upstream() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = official_checkpoint(Path(tmp))
         denoiser, settings = load_official_checkpoint(path, esm_config={"num_attention_heads": 4})
-    assert settings == {"t_max": 0.9, "alpha_power": 1.1, "window_size": 2048,
-                        "hf_model_name": "tiny_esm"}  # fmt: skip
+    assert settings == {
+        "t_max": 0.9,
+        "alpha_power": 1.1,
+        "window_size": 2048,
+        "hf_model_name": "tiny_esm",
+    }
     tokens, lengths = pad_batch([torch.from_numpy(encode(s)) for s in fwd["sequences"]])
     with torch.no_grad():
         ours = denoiser(tokens, lengths, torch.tensor(fwd["S"]))

@@ -114,9 +114,12 @@ def test_run_with_one_line_errors(
     monkeypatch.delenv("X_TB", raising=False)
     with pytest.raises(SystemExit) as exc:
         run_with_one_line_errors(
-            "p", _dispatch_raising(FormatError("f.csv:\n  bad  field")), ("a",),
-            is_user=is_user, traceback_env="X_TB",
-        )  # fmt: skip
+            "p",
+            _dispatch_raising(FormatError("f.csv:\n  bad  field")),
+            ("a",),
+            is_user=is_user,
+            traceback_env="X_TB",
+        )
     assert exc.value.code == 2
     assert capsys.readouterr().err == "p: error: f.csv: bad field\n"
     with pytest.raises(RuntimeError):  # a bug keeps its traceback
@@ -165,9 +168,12 @@ def test_dispatch_routes_and_rejects(capsys: pytest.CaptureFixture[str], fake_pa
 
     def parser():  # type: ignore[no-untyped-def]
         return top_level_parser(
-            "demo", "Demo tool.", "1.2", {"fit": "train", "test": "eval", "echo": "count args"},
+            "demo",
+            "Demo tool.",
+            "1.2",
+            {"fit": "train", "test": "eval", "echo": "count args"},
             lightning=("fit", "test", "validate"),
-        )  # fmt: skip
+        )
 
     assert dispatch(["fit", "--config", "tiny"], parser, handlers) == 0
     assert dispatch(["test"], parser, handlers) == 0
@@ -215,8 +221,13 @@ def test_assert_one_line_error_contract(capsys: pytest.CaptureFixture[str]) -> N
     assert assert_one_line_error(main, ["bad"], capsys, prog="demo") == "demo: error: bad --x"
     line = assert_one_line_error(main, ["chatter"], capsys, skip=lambda s: "Seed set" in s)
     assert line == "demo: error: bad --x"
-    for argv, kwargs in ((["ok"], {}), (["one"], {}), (["two"], {}), (["chatter"], {}),
-                         (["bad"], {"prog": "other"})):  # fmt: skip
+    for argv, kwargs in (
+        (["ok"], {}),
+        (["one"], {}),
+        (["two"], {}),
+        (["chatter"], {}),
+        (["bad"], {"prog": "other"}),
+    ):
         with pytest.raises(AssertionError):
             assert_one_line_error(main, argv, capsys, **kwargs)
 

@@ -166,8 +166,16 @@ def test_shipped_config_names_resolve_with_both_flags(fake_site: Path, tmp_path:
     from fakelit_pkg.cli import lightning
 
     for argv in (["--config", "wide"], ["-c", "wide"], ["--config=wide"], ["-c=wide"]):
-        cli = lightning(["fit", *argv, "--trainer.max_steps", "0", "--trainer.logger=false",
-                         f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+        cli = lightning(
+            [
+                "fit",
+                *argv,
+                "--trainer.max_steps",
+                "0",
+                "--trainer.logger=false",
+                f"--trainer.default_root_dir={tmp_path}",
+            ]
+        )
         assert cli.model.hparams.width == 7, argv
         assert cli.config.fit.data.n == 8
 
@@ -271,8 +279,14 @@ def test_package_bug_keeps_its_traceback(
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(KeyError):
-        run_cli(Regressor, Data, ["fit", "--trainer.logger=false"], package=PKG,
-                subclass_mode=False, before_trainer=broken)  # fmt: skip
+        run_cli(
+            Regressor,
+            Data,
+            ["fit", "--trainer.logger=false"],
+            package=PKG,
+            subclass_mode=False,
+            before_trainer=broken,
+        )
     with pytest.raises(UsageError):
         run_cli(Regressor, Data, ["fit", "--model.width", "x"], package=PKG, subclass_mode=False)
 
@@ -353,8 +367,13 @@ def test_ddp_two_cpu_processes_through_the_command_line(fake_site: Path, tmp_pat
     args = ["fit", "--config", "tiny", *DDP_CPU_ARGS]
     proc = subprocess.run(
         [sys.executable, str(fake_site / PKG / "cli.py"), *args],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Starting with 2 processes" in proc.stderr
     assert [p.name for p in (tmp_path / "lightning_logs").rglob("config*.yaml")] == ["config.yaml"]

@@ -42,16 +42,20 @@ def main() -> None:
         "sft": lambda p: M.sft_grads(model, p, safe),
         "vaccine": lambda p: M.vaccine_align_grads(model, p, safe, 5.0),
         "booster": lambda p: M.booster_align_grads(model, p, safe, harm, 5.0, 0.1),
-        "antibody(paper)": lambda p: M.antibody_align_grads(model, p, safe, harm, refusal,
-                                                            M.AntibodyConfig(lambda_rule="paper")),
+        "antibody(paper)": lambda p: M.antibody_align_grads(
+            model, p, safe, harm, refusal, M.AntibodyConfig(lambda_rule="paper")
+        ),
         "antibody(code)": lambda p: M.antibody_align_grads(
-            model, p, safe, harm, refusal, M.AntibodyConfig(lambda_rule="code"), ema),
+            model, p, safe, harm, refusal, M.AntibodyConfig(lambda_rule="code"), ema
+        ),
         "finetune sft": lambda p: M.sft_grads(model, p, ft),
         "finetune antibody": lambda p: M.weighted_finetune_grads(model, p, ft, ft_ref, 1.0),
-    }  # fmt: skip
+    }
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"tiny Llama {args.layers}x{args.hidden} ({n_params / 1e3:.0f}k params), batch "
-          f"{args.batch}, {args.steps} steps, 1 thread")  # fmt: skip
+    print(
+        f"tiny Llama {args.layers}x{args.hidden} ({n_params / 1e3:.0f}k params), batch "
+        f"{args.batch}, {args.steps} steps, 1 thread"
+    )
     per_step = {}
     for name, fn in recipes.items():
         M.train(model, lambda p, _i, fn=fn: fn(p), 2)  # warm-up

@@ -45,8 +45,10 @@ def main() -> None:
         eig_estimate(batched)
     t_eig = (time.perf_counter() - t) / reps
     pairs = args.n * args.m
-    print(f"{lm.name}, torch {torch.__version__}, 1 thread, N={args.n} x M={args.m} x 2 options "
-          f"({pairs} prompts)\n")  # fmt: skip
+    print(
+        f"{lm.name}, torch {torch.__version__}, 1 thread, N={args.n} x M={args.m} x 2 options "
+        f"({pairs} prompts)\n"
+    )
     print(
         "| likelihood scoring | s total | EIG evaluations (questions) / s | × loop | max abs diff |"
     )
@@ -54,10 +56,14 @@ def main() -> None:
     print(
         f"| loop, one forward per (θ, x) (peer) | {t_loop:.2f} | {args.m / t_loop:.2f} | 1.00 | — |"
     )
-    print(f"| batched, {args.batch} prompts / forward | {t_batch:.2f} | {args.m / t_batch:.2f} | "
-          f"{t_loop / t_batch:.2f} | {diff:.1e} |")  # fmt: skip
-    print(f"\nnumpy EIG estimate on the [N, M, 2] table: {1e6 * t_eig:.1f} µs per call "
-          f"({args.m / t_eig:,.0f} question EIGs / s)")  # fmt: skip
+    print(
+        f"| batched, {args.batch} prompts / forward | {t_batch:.2f} | {args.m / t_batch:.2f} | "
+        f"{t_loop / t_batch:.2f} | {diff:.1e} |"
+    )
+    print(
+        f"\nnumpy EIG estimate on the [N, M, 2] table: {1e6 * t_eig:.1f} µs per call "
+        f"({args.m / t_eig:,.0f} question EIGs / s)"
+    )
 
 
 if __name__ == "__main__":

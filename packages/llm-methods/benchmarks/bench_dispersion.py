@@ -50,8 +50,10 @@ def main() -> None:
         h = torch.randn(n, args.dim) + 0.5  # anisotropic, like LM hidden states
         t_gram, d_gram = best_of(official_gram, h, args.repeats)
         t_stream, d_stream = best_of(streaming, h, args.repeats)
-        print(f"| {n} | {1e3 * t_gram:.1f} | {1e3 * t_stream:.2f} | {t_gram / t_stream:.0f}x | "
-              f"{abs(d_gram - d_stream):.1e} |")  # fmt: skip
+        print(
+            f"| {n} | {1e3 * t_gram:.1f} | {1e3 * t_stream:.2f} | {t_gram / t_stream:.0f}x | "
+            f"{abs(d_gram - d_stream):.1e} |"
+        )
 
 
 if __name__ == "__main__":

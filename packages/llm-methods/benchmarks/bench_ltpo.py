@@ -63,16 +63,22 @@ def main() -> None:
     bdiff = float((batched - ref).abs().max())
     mean_p = sum(len(p) for p in prefixes) / len(prefixes)
     per = args.n * args.steps
-    print(f"{lm.name}, torch {torch.__version__}, 1 thread, {args.n} questions (prefix ~"
-          f"{mean_p:.0f} tokens), K={args.k}, {args.steps} reward steps each\n")  # fmt: skip
+    print(
+        f"{lm.name}, torch {torch.__version__}, 1 thread, {args.n} questions (prefix ~"
+        f"{mean_p:.0f} tokens), K={args.k}, {args.steps} reward steps each\n"
+    )
     print("| reward step | ms / step | × full forward | max abs reward diff |")
     print("|---|---:|---:|---:|")
     print(f"| full forward [prefix; H] (peer) | {1e3 * times['full'] / per:.1f} | 1.00 | — |")
-    print(f"| cached prefix KV, K-token suffix | {1e3 * times['cached'] / per:.1f} | "
-          f"{times['full'] / times['cached']:.2f} | {diff:.1e} |")  # fmt: skip
-    print(f"| cached + batched ({args.n} questions / forward) | "
-          f"{1e3 * times['batched'] / per:.1f} | {times['full'] / times['batched']:.2f} | "
-          f"{bdiff:.1e} |")  # fmt: skip
+    print(
+        f"| cached prefix KV, K-token suffix | {1e3 * times['cached'] / per:.1f} | "
+        f"{times['full'] / times['cached']:.2f} | {diff:.1e} |"
+    )
+    print(
+        f"| cached + batched ({args.n} questions / forward) | "
+        f"{1e3 * times['batched'] / per:.1f} | {times['full'] / times['batched']:.2f} | "
+        f"{bdiff:.1e} |"
+    )
 
 
 if __name__ == "__main__":

@@ -42,14 +42,18 @@ def main() -> None:
     t = time.perf_counter()
     train_cto(team, train, agent, grader, pool, CTOConfig(rounds=3), seed=0)
     print(f"CTO: 3 rounds on {len(train)} tasks in {time.perf_counter() - t:.1f} s")
-    rows = {name: evaluate(name, team, test, agent, grader, pool, 2, 7)
-            for name in ("fixed", "mas2_cto")}  # fmt: skip
+    rows = {
+        name: evaluate(name, team, test, agent, grader, pool, 2, 7)
+        for name in ("fixed", "mas2_cto")
+    }
     print("| system | success | tokens/task | $/1k tasks | tokens × fixed | cost × fixed |")
     print("|---|---:|---:|---:|---:|---:|")
     f = rows["fixed"]
     for name, r in rows.items():
-        print(f"| {name} | {r['success']:.3f} | {r['tokens']:.0f} | {r['cost'] * 1000:.2f} | "
-              f"{r['tokens'] / f['tokens']:.2f} | {r['cost'] / f['cost']:.3f} |")  # fmt: skip
+        print(
+            f"| {name} | {r['success']:.3f} | {r['tokens']:.0f} | {r['cost'] * 1000:.2f} | "
+            f"{r['tokens'] / f['tokens']:.2f} | {r['cost'] / f['cost']:.3f} |"
+        )
 
 
 if __name__ == "__main__":

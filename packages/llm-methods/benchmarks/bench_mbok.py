@@ -50,14 +50,19 @@ def _optimizer_state(lin: nn.Linear) -> tuple[float, float]:
     mbok(x).square().sum().backward()
     bool_opt.step()
     adam_scales.step()
-    scale_state = sum(v.numel() * v.element_size() for s in adam_scales.state.values()
-                      for v in s.values() if v.dim() > 0)  # fmt: skip
+    scale_state = sum(
+        v.numel() * v.element_size()
+        for s in adam_scales.state.values()
+        for v in s.values()
+        if v.dim() > 0
+    )
     onebit = OneBitLinear(lin)
     adam = torch.optim.AdamW(onebit.parameters(), lr=4e-4)
     onebit(x).square().sum().backward()
     adam.step()
-    latent_state = sum(v.numel() * v.element_size() for s in adam.state.values()
-                       for v in s.values() if v.dim() > 0)  # fmt: skip
+    latent_state = sum(
+        v.numel() * v.element_size() for s in adam.state.values() for v in s.values() if v.dim() > 0
+    )
     return (bool_opt.state_bytes() + scale_state) / n, latent_state / n
 
 
@@ -94,19 +99,25 @@ def main() -> None:
             ms = _time(lambda layer=layer: layer(x), args.reps)
             lean = _time(lambda layer=layer: x @ layer.dense_weight().T, max(5, args.reps // 5))
             b = layer.stored_bytes()
-            print(f"MBOK K={k}: cached matmul {ms:.3f} ms ({ms / dense_ms:.2f}x fp32; first call incl. "
-                  f"unpack {unpack_ms:.1f} ms, resident {b + fp32} B); lean {lean:.3f} ms "
-                  f"({lean / dense_ms:.1f}x fp32, resident {b} B = {b / fp32:.3f}x fp32); "
-                  f"stored {b} B ({b / fp32:.3f}x fp32, {8 * b / lin.weight.numel():.2f} bits/weight)")  # fmt: skip
+            print(
+                f"MBOK K={k}: cached matmul {ms:.3f} ms ({ms / dense_ms:.2f}x fp32; first call incl. "
+                f"unpack {unpack_ms:.1f} ms, resident {b + fp32} B); lean {lean:.3f} ms "
+                f"({lean / dense_ms:.1f}x fp32, resident {b} B = {b / fp32:.3f}x fp32); "
+                f"stored {b} B ({b / fp32:.3f}x fp32, {8 * b / lin.weight.numel():.2f} bits/weight)"
+            )
         for bits in (4, 2):
             rtn = RTNLinear.from_linear(lin, bits)
             ms = _time(lambda rtn=rtn: rtn(x), args.reps)
             b = rtn.stored_bytes()
-            print(f"RTN {bits}-bit: cached matmul {ms:.3f} ms ({ms / dense_ms:.2f}x fp32), stored {b} B "
-                  f"({b / fp32:.3f}x fp32)")  # fmt: skip
+            print(
+                f"RTN {bits}-bit: cached matmul {ms:.3f} ms ({ms / dense_ms:.2f}x fp32), stored {b} B "
+                f"({b / fp32:.3f}x fp32)"
+            )
     mbok_state, onebit_state = _optimizer_state(nn.Linear(args.inp, args.out, bias=False))
-    print(f"finetuning optimiser state per weight: MBOK K=2 {mbok_state:.3f} B, OneBit-STE (Adam on "
-          f"latent) {onebit_state:.3f} B (+4 B latent weight) -> {mbok_state / onebit_state:.2f}x")  # fmt: skip
+    print(
+        f"finetuning optimiser state per weight: MBOK K=2 {mbok_state:.3f} B, OneBit-STE (Adam on "
+        f"latent) {onebit_state:.3f} B (+4 B latent weight) -> {mbok_state / onebit_state:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -34,8 +34,10 @@ def _model(spec: str):  # type: ignore[no-untyped-def]
     if spec == "tiny":
         from llm_methods.zoo.models import tiny_lm
 
-        texts = [" ".join(r.context) + f" {r.question} {r.answer}"
-                 for r in synth_babilong(40, n_segments=6, seed=1)]  # fmt: skip
+        texts = [
+            " ".join(r.context) + f" {r.question} {r.answer}"
+            for r in synth_babilong(40, n_segments=6, seed=1)
+        ]
         lm = tiny_lm(texts, vocab_size=400, n_layers=2, hidden=64, heads=4, max_len=8192)
         return lm.tokenizer, lm.model.to(choose_device())
     from llm_methods.lm import load_lm
@@ -101,9 +103,11 @@ def _closures(perk: PERK, icr: ICR, rec) -> list:  # type: ignore[no-untyped-def
     def icr_step():  # type: ignore[no-untyped-def]
         icr.loss(rec.context, rec.question, rec.answer, rec.support).backward()
 
-    return [("query (adapt + answer vs answer)", perk_query, icr_query),
-            ("inner step vs FT-ICR step (fwd + bwd)", perk_inner, icr_step),
-            ("meta-train step vs FT-ICR step", perk_meta, icr_step)]  # fmt: skip
+    return [
+        ("query (adapt + answer vs answer)", perk_query, icr_query),
+        ("inner step vs FT-ICR step (fwd + bwd)", perk_inner, icr_step),
+        ("meta-train step vs FT-ICR step", perk_meta, icr_step),
+    ]
 
 
 def icr_prompt(rec) -> str:  # type: ignore[no-untyped-def]

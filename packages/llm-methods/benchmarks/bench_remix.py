@@ -28,8 +28,9 @@ def first_reach(curve: dict[str, list], target: float) -> float:
     return float("inf")
 
 
-def run_trl(folder: str, pool: list, iterations: int, mu: int, eval_every: int,
-            seed: int, use_cpu: bool) -> dict[str, Any]:  # fmt: skip
+def run_trl(
+    folder: str, pool: list, iterations: int, mu: int, eval_every: int, seed: int, use_cpu: bool
+) -> dict[str, Any]:
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -40,21 +41,40 @@ def run_trl(folder: str, pool: list, iterations: int, mu: int, eval_every: int,
     tok = load_lm(folder, device="cpu").tokenizer  # the tokenizer only
     bos = tok.bos_token  # our prompts start with BOS; TRL tokenises without special tokens
     rows = [pool[i % len(pool)] for i in range(iterations * cfg.prompts_per_step)]
-    data = Dataset.from_dict({"prompt": [bos + p.prompt for p in rows],
-                              "answer": [p.answer for p in rows]})  # fmt: skip
+    data = Dataset.from_dict(
+        {"prompt": [bos + p.prompt for p in rows], "answer": [p.answer for p in rows]}
+    )
 
     def reward(completions: list[str], answer: list[str], **_: Any) -> list[float]:
         return [exact_match_reward(c, a) for c, a in zip(completions, answer, strict=True)]
 
     batch = cfg.prompts_per_step * cfg.group_size
-    args = GRPOConfig(output_dir=tempfile.mkdtemp(), per_device_train_batch_size=batch,
-                      num_generations=cfg.group_size, max_completion_length=cfg.max_new_tokens,
-                      num_iterations=mu, loss_type="grpo", beta=cfg.beta, epsilon=cfg.epsilon,
-                      learning_rate=cfg.lr, lr_scheduler_type="constant", weight_decay=0.0,
-                      max_grad_norm=cfg.max_grad_norm, temperature=cfg.temperature, top_k=0,
-                      top_p=1.0, max_steps=iterations * mu, report_to="none", use_cpu=use_cpu,
-                      save_strategy="no", logging_steps=10**6, seed=seed, bf16=False,
-                      disable_tqdm=True, shuffle_dataset=False)  # fmt: skip
+    args = GRPOConfig(
+        output_dir=tempfile.mkdtemp(),
+        per_device_train_batch_size=batch,
+        num_generations=cfg.group_size,
+        max_completion_length=cfg.max_new_tokens,
+        num_iterations=mu,
+        loss_type="grpo",
+        beta=cfg.beta,
+        epsilon=cfg.epsilon,
+        learning_rate=cfg.lr,
+        lr_scheduler_type="constant",
+        weight_decay=0.0,
+        max_grad_norm=cfg.max_grad_norm,
+        temperature=cfg.temperature,
+        top_k=0,
+        top_p=1.0,
+        max_steps=iterations * mu,
+        report_to="none",
+        use_cpu=use_cpu,
+        save_strategy="no",
+        logging_steps=10**6,
+        seed=seed,
+        bf16=False,
+        disable_tqdm=True,
+        shuffle_dataset=False,
+    )
     curve: dict[str, list] = {"rollouts": [], "accuracy": []}
 
     class Eval(TrainerCallback):
@@ -66,13 +86,23 @@ def run_trl(folder: str, pool: list, iterations: int, mu: int, eval_every: int,
                 curve["accuracy"].append(runner.evaluate(pool)["accuracy"])
                 model.train()
 
-    trainer = GRPOTrainer(model=folder, reward_funcs=reward, args=args, train_dataset=data,
-                          processing_class=tok, callbacks=[Eval()])  # fmt: skip
+    trainer = GRPOTrainer(
+        model=folder,
+        reward_funcs=reward,
+        args=args,
+        train_dataset=data,
+        processing_class=tok,
+        callbacks=[Eval()],
+    )
     start = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - start
-    return {"curve": curve, "rollouts": iterations * batch, "grad_steps": iterations * mu,
-            "wall_s": wall}  # fmt: skip
+    return {
+        "curve": curve,
+        "rollouts": iterations * batch,
+        "grad_steps": iterations * mu,
+        "wall_s": wall,
+    }
 
 
 def main() -> None:
@@ -89,11 +119,13 @@ def main() -> None:
     pool = records_to_problems(synth_problems(64, POOL_SEED, TaskModelSpec().max_value))
     rows = {}
     for algo in ("grpo", "remix"):
-        rows[f"ours {algo}"] = run_curve(lm.model, lm.tokenizer, algo, pool, args.seed,
-                                         args.iterations, args.eval_every)  # fmt: skip
+        rows[f"ours {algo}"] = run_curve(
+            lm.model, lm.tokenizer, algo, pool, args.seed, args.iterations, args.eval_every
+        )
     for mu in (1, 2):
-        rows[f"TRL GRPO mu={mu}"] = run_trl(folder, pool, args.iterations, mu, args.eval_every,
-                                            args.seed, lm.device.type == "cpu")  # fmt: skip
+        rows[f"TRL GRPO mu={mu}"] = run_trl(
+            folder, pool, args.iterations, mu, args.eval_every, args.seed, lm.device.type == "cpu"
+        )
     load = os.getloadavg()[0]
     print(
         f"{args.iterations} iterations x 64 rollouts, target greedy pool accuracy "

@@ -44,8 +44,10 @@ def main() -> None:
         start = 997 * i
         prompts.append(" ".join(words[start : start + 8 + i % 32]))
         conts.append(" " + " ".join(words[start + 40 : start + 44 + i % 8]))
-    print(f"{lm.name}, torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
-          f"{args.n} prompt/continuation pairs\n")  # fmt: skip
+    print(
+        f"{lm.name}, torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
+        f"{args.n} prompt/continuation pairs\n"
+    )
     start = time.perf_counter()
     ref = per_text(lm, prompts, conts)
     t_ref = time.perf_counter() - start
@@ -55,8 +57,10 @@ def main() -> None:
     print("| scorer | s | × per-text | max abs diff (nats) |")
     print("|---|---:|---:|---:|")
     print(f"| per-text HF forward (peer) | {t_ref:.2f} | 1.00 | — |")
-    print(f"| continuation_logprobs, batch {args.batch_size} | {t_got:.2f} | "
-          f"{t_ref / t_got:.2f} | {float((got - ref).abs().max()):.1e} |")  # fmt: skip
+    print(
+        f"| continuation_logprobs, batch {args.batch_size} | {t_got:.2f} | "
+        f"{t_ref / t_got:.2f} | {float((got - ref).abs().max()):.1e} |"
+    )
 
 
 if __name__ == "__main__":

@@ -24,8 +24,14 @@ from llm_methods.seekbench.synth import synth_traces
 
 def pandas_bootstrap(traces: list[dict], n_boot: int, seed: int = 0) -> float:
     """Per-model accuracy CI by resampling clusters and re-aggregating with groupby."""
-    rows = [{**_trace_counts(t, 2, None), "model": t["model"],
-             "cluster": f"{t['dataset']}|{t['question']}"} for t in traces]  # fmt: skip
+    rows = [
+        {
+            **_trace_counts(t, 2, None),
+            "model": t["model"],
+            "cluster": f"{t['dataset']}|{t['question']}",
+        }
+        for t in traces
+    ]
     frame = pd.DataFrame(rows)
     clusters = frame["cluster"].unique()
     rng = np.random.default_rng(seed)
@@ -46,21 +52,26 @@ def main() -> None:
     parser.add_argument("--device", default=None, help="cpu / cuda (default: CUDA when present)")
     ns = parser.parse_args()
     traces = synth_traces(ns.questions, seed=0)
-    print(f"load average {os.getloadavg()[0]:.2f}; {len(traces)} traces, "
-          f"{sum(len(t['trace']) for t in traces)} steps")  # fmt: skip
+    print(
+        f"load average {os.getloadavg()[0]:.2f}; {len(traces)} traces, "
+        f"{sum(len(t['trace']) for t in traces)} steps"
+    )
     for n_boot in (0, ns.n_boot):
         start = time.perf_counter()
         analyze(traces, n_boot=n_boot)
         s = time.perf_counter() - start
-        print(f"analyze (all metrics, {n_boot} resamples): {s:.2f} s = "
-              f"{len(traces) / s:.0f} traces/s")  # fmt: skip
+        print(
+            f"analyze (all metrics, {n_boot} resamples): {s:.2f} s = {len(traces) / s:.0f} traces/s"
+        )
     peer_boot = max(ns.n_boot // 20, 10)
     peer = pandas_bootstrap(traces, peer_boot) / peer_boot * ns.n_boot
     start = time.perf_counter()
     analyze(traces, n_boot=ns.n_boot)
     ours = time.perf_counter() - start
-    print(f"bootstrap x{ns.n_boot}: pandas groupby peer (accuracy only, extrapolated from "
-          f"{peer_boot}) {peer:.1f} s vs ours (all 10 metrics) {ours:.2f} s = {peer / ours:.0f}x")  # fmt: skip
+    print(
+        f"bootstrap x{ns.n_boot}: pandas groupby peer (accuracy only, extrapolated from "
+        f"{peer_boot}) {peer:.1f} s vs ours (all 10 metrics) {ours:.2f} s = {peer / ours:.0f}x"
+    )
     rule = RuleJudge()
     start = time.perf_counter()
     annotate(traces, rule)

@@ -33,10 +33,15 @@ class DDPProbe(L.Callback):
             self.first_batch = _digest(batch)
 
     def on_train_end(self, trainer, pl_module) -> None:  # type: ignore[no-untyped-def]
-        params = [p.detach().double().sum().item() for p in pl_module.parameters()
-                  if p.requires_grad]  # fmt: skip
-        mine = {"rank": trainer.global_rank, "checksum": sum(params),
-                "first_batch": self.first_batch, "steps": trainer.global_step}  # fmt: skip
+        params = [
+            p.detach().double().sum().item() for p in pl_module.parameters() if p.requires_grad
+        ]
+        mine = {
+            "rank": trainer.global_rank,
+            "checksum": sum(params),
+            "first_batch": self.first_batch,
+            "steps": trainer.global_step,
+        }
         everyone = [None] * trainer.world_size
         if trainer.world_size > 1:
             torch.distributed.all_gather_object(everyone, mine)

@@ -20,8 +20,11 @@ from llm_methods.adl.diff import (
 )
 from llm_methods.lm import LMError, capture_residual, encode_texts, wrap
 
-TEXTS = ["The quick brown fox jumps over it.", "A list is a mutable sequence of items.",
-         "Functions are defined with def and return."]  # fmt: skip
+TEXTS = [
+    "The quick brown fox jumps over it.",
+    "A list is a mutable sequence of items.",
+    "Functions are defined with def and return.",
+]
 
 
 @pytest.fixture
@@ -96,11 +99,13 @@ def test_patchscope_scale_zero_is_the_plain_prediction(tiny: Any) -> None:
 
 def test_max_coherent_alpha_bounds(tiny) -> None:  # type: ignore[no-untyped-def]
     vec = torch.randn(64)
-    alpha, texts = max_coherent_alpha(tiny, vec, 0, ["The"], tiny, -math.inf, alpha_max=8.0,
-                                      steps=2, max_new_tokens=3)  # fmt: skip
+    alpha, texts = max_coherent_alpha(
+        tiny, vec, 0, ["The"], tiny, -math.inf, alpha_max=8.0, steps=2, max_new_tokens=3
+    )
     assert alpha == 8.0 and len(texts) == 1
-    alpha, _ = max_coherent_alpha(tiny, vec, 0, ["The"], tiny, math.inf, alpha_max=8.0, steps=2,
-                                  max_new_tokens=3)  # fmt: skip
+    alpha, _ = max_coherent_alpha(
+        tiny, vec, 0, ["The"], tiny, math.inf, alpha_max=8.0, steps=2, max_new_tokens=3
+    )
     assert alpha == 0.0
     assert coherence(tiny, ["", "x"]) == -math.inf
 

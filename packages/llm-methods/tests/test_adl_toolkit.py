@@ -13,9 +13,11 @@ import torch
 from llm_methods.adl.diff import activation_difference
 from llm_methods.lm import LMError, encode_texts, wrap
 
-TEXTS = ["The quick brown fox jumps over it and over it again.",
-         "A list is a mutable sequence of items in order.",
-         "Functions are defined with def and return values."]  # fmt: skip
+TEXTS = [
+    "The quick brown fox jumps over it and over it again.",
+    "A list is a mutable sequence of items in order.",
+    "Functions are defined with def and return values.",
+]
 
 
 @pytest.fixture

@@ -23,11 +23,15 @@ def planted(**over: Any) -> dict[str, Any]:
     """A run in which both claims hold: SFT's attack works unsaturated at 0.05, every aligned
     model refuses first, Antibody's HS is lowest and its FA is 1 point below SFT's."""
     sft_hs = {"0.05": 50.0, "0.1": 60.0, "0.2": 95.0, "0.3": 100.0}
-    m = {"ratios": RATIOS, "claim_ratio": claim_ratio({float(k): v for k, v in sft_hs.items()}),
-         "ratio": 0.05, "hs_sft_by_ratio": sft_hs,
-         "hs_after_alignment": {"sft": 0.0, "booster": 2.0, "vaccine": 0.0, "antibody": 4.0},
-         "hs": {"sft": 50.0, "booster": 30.0, "vaccine": 20.0, "antibody": 6.0, ABLATION: 0.0},
-         "fa": {"sft": 56.0, "booster": 40.0, "vaccine": 50.0, "antibody": 55.0}}  # fmt: skip
+    m = {
+        "ratios": RATIOS,
+        "claim_ratio": claim_ratio({float(k): v for k, v in sft_hs.items()}),
+        "ratio": 0.05,
+        "hs_sft_by_ratio": sft_hs,
+        "hs_after_alignment": {"sft": 0.0, "booster": 2.0, "vaccine": 0.0, "antibody": 4.0},
+        "hs": {"sft": 50.0, "booster": 30.0, "vaccine": 20.0, "antibody": 6.0, ABLATION: 0.0},
+        "fa": {"sft": 56.0, "booster": 40.0, "vaccine": 50.0, "antibody": 55.0},
+    }
     for path, value in over.items():
         *head, last = path.split("__")
         node = m
@@ -83,8 +87,9 @@ def test_no_unsaturated_ratio_makes_both_inconclusive() -> None:
     assert chosen is None
     m = planted(hs_sft_by_ratio=saturated, claim_ratio=chosen, ratio=0.2)
     assert verdicts(m) == ["inconclusive", "inconclusive"]
-    assert all(c.failed_preconditions[0].name == "an unsaturated attack ratio exists"
-               for c in claims(m))  # fmt: skip
+    assert all(
+        c.failed_preconditions[0].name == "an unsaturated attack ratio exists" for c in claims(m)
+    )
 
 
 def test_claims_is_pure() -> None:

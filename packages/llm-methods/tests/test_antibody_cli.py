@@ -20,8 +20,9 @@ def test_shipped_configs_parse(path: Path) -> None:
     from llm_methods.antibody.model import AntibodyConfig
 
     values = load_config(path.stem)
-    AntibodyConfig(**{k: v for k, v in values.items()
-                      if k in AntibodyConfig.__dataclass_fields__}).validate()  # fmt: skip
+    AntibodyConfig(
+        **{k: v for k, v in values.items() if k in AntibodyConfig.__dataclass_fields__}
+    ).validate()
     assert yaml.safe_load(path.read_text())
 
 
@@ -53,25 +54,95 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_pipeline_end_to_end(synth: Path, tmp_path: Path) -> None:
     base, aligned, tuned, ev = (tmp_path / n for n in ("base", "aligned", "tuned", "eval"))
     assert main(["antibody", "pretrain", "--out", str(base), "--steps", "2"]) == 0
-    assert main(["antibody", "align", "--model", str(base), "--safe", str(synth / "align.jsonl"),
-                 "--harmful", str(synth / "align_harmful.jsonl"), "--config", "tiny",
-                 "--out", str(aligned)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "antibody",
+                "align",
+                "--model",
+                str(base),
+                "--safe",
+                str(synth / "align.jsonl"),
+                "--harmful",
+                str(synth / "align_harmful.jsonl"),
+                "--config",
+                "tiny",
+                "--out",
+                str(aligned),
+            ]
+        )
+        == 0
+    )
     info = json.loads((aligned / "antibody.json").read_text())
     assert info["method"] == "antibody" and info["config"]["lambda_rule"] == "code"
     assert "lambda_t" in info["log"][-1]
-    assert main(["antibody", "finetune", "--model", str(aligned), "--data", str(synth / "task.jsonl"),
-                 "--harmful", str(synth / "attack.jsonl"), "--poison-ratio", "0.25", "--n", "20",
-                 "--config", "tiny", "--out", str(tuned)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "antibody",
+                "finetune",
+                "--model",
+                str(aligned),
+                "--data",
+                str(synth / "task.jsonl"),
+                "--harmful",
+                str(synth / "attack.jsonl"),
+                "--poison-ratio",
+                "0.25",
+                "--n",
+                "20",
+                "--config",
+                "tiny",
+                "--out",
+                str(tuned),
+            ]
+        )
+        == 0
+    )
     info = json.loads((tuned / "antibody.json").read_text())
     assert info["rows"] == 20 and info["harmful_rows"] == 5
     lisa = tmp_path / "lisa"
-    assert main(["antibody", "finetune", "--model", str(aligned), "--data", str(synth / "task.jsonl"),
-                 "--method", "lisa", "--guide", str(synth / "align.jsonl"), "--config", "tiny",
-                 "--out", str(lisa)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "antibody",
+                "finetune",
+                "--model",
+                str(aligned),
+                "--data",
+                str(synth / "task.jsonl"),
+                "--method",
+                "lisa",
+                "--guide",
+                str(synth / "align.jsonl"),
+                "--config",
+                "tiny",
+                "--out",
+                str(lisa),
+            ]
+        )
+        == 0
+    )
     assert json.loads((lisa / "antibody.json").read_text())["method"] == "lisa"
-    assert main(["antibody", "eval", "--model", str(tuned), "--harmful",
-                 str(synth / "eval_harmful.jsonl"), "--task", str(synth / "eval_task.jsonl"),
-                 "--max-new-tokens", "3", "--out", str(ev)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "antibody",
+                "eval",
+                "--model",
+                str(tuned),
+                "--harmful",
+                str(synth / "eval_harmful.jsonl"),
+                "--task",
+                str(synth / "eval_task.jsonl"),
+                "--max-new-tokens",
+                "3",
+                "--out",
+                str(ev),
+            ]
+        )
+        == 0
+    )
     summary = json.loads((ev / "summary.json").read_text())
     assert 0 <= summary["hs"] <= 100 and 0 <= summary["fa"] <= 100 and summary["n_harmful"] > 10
 
@@ -80,9 +151,23 @@ def test_bad_poison_ratio_is_one_line(synth: Path, tmp_path: Path, capsys) -> No
     from iclr26_common.testing import lightning_logs_to_current_stderr
 
     lightning_logs_to_current_stderr()
-    line = _one_line_error(capsys, ["antibody", "finetune", "--model", "unused", "--data",
-                                    str(synth / "task.jsonl"), "--harmful", str(synth / "attack.jsonl"),
-                                    "--poison-ratio", "1.5", "--out", str(tmp_path / "x")])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "antibody",
+            "finetune",
+            "--model",
+            "unused",
+            "--data",
+            str(synth / "task.jsonl"),
+            "--harmful",
+            str(synth / "attack.jsonl"),
+            "--poison-ratio",
+            "1.5",
+            "--out",
+            str(tmp_path / "x"),
+        ],
+    )
     assert line.startswith("llm-methods: error:") and "outside [0, 1]" in line
 
 
@@ -90,24 +175,63 @@ def test_row_with_a_bad_refusal_is_one_line(tmp_path: Path, capsys) -> None:  # 
     bad = tmp_path / "safe.jsonl"
     row = {"prompt": "How?", "response": "No.", "is_safe": True, "refusal": 3}
     bad.write_text(json.dumps(row) + "\n")
-    line = _one_line_error(capsys, ["antibody", "align", "--model", "unused", "--safe", str(bad),
-                                    "--method", "sft", "--out", str(tmp_path / "x")])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "antibody",
+            "align",
+            "--model",
+            "unused",
+            "--safe",
+            str(bad),
+            "--method",
+            "sft",
+            "--out",
+            str(tmp_path / "x"),
+        ],
+    )
     assert "safe.jsonl:1" in line and "'refusal'" in line
 
 
 def test_empty_refusal_in_the_pool_is_one_line(synth: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     pool = tmp_path / "pool.jsonl"
     pool.write_text('"I cannot."\n""\n')
-    line = _one_line_error(capsys, ["antibody", "align", "--model", "unused", "--safe",
-                                    str(synth / "align.jsonl"), "--method", "sft",
-                                    "--refusals", str(pool), "--out", str(tmp_path / "x")])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "antibody",
+            "align",
+            "--model",
+            "unused",
+            "--safe",
+            str(synth / "align.jsonl"),
+            "--method",
+            "sft",
+            "--refusals",
+            str(pool),
+            "--out",
+            str(tmp_path / "x"),
+        ],
+    )
     assert line.endswith("pool.jsonl:2: empty refusal")
 
 
 def test_booster_without_harmful_is_one_line(synth: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    line = _one_line_error(capsys, ["antibody", "align", "--model", "unused", "--safe",
-                                    str(synth / "align.jsonl"), "--method", "booster",
-                                    "--out", str(tmp_path / "x")])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "antibody",
+            "align",
+            "--model",
+            "unused",
+            "--safe",
+            str(synth / "align.jsonl"),
+            "--method",
+            "booster",
+            "--out",
+            str(tmp_path / "x"),
+        ],
+    )
     assert "--harmful" in line
 
 
@@ -116,9 +240,21 @@ def test_lightning_fit_tiny_config(synth: Path, tmp_path: Path) -> None:
     assert main(["antibody", "pretrain", "--out", str(base), "--steps", "1"]) == 0
     cfg = yaml.safe_load((CONFIG_DIR / "fit_tiny.yaml").read_text())
     assert cfg["model"]["init_args"]["method"] == "antibody"
-    assert main(["antibody", "fit", "--config", "fit_tiny", f"--model.init_args.model={base}",
-                 f"--model.init_args.save_to={out}", "--trainer.max_steps=2",
-                 f"--trainer.default_root_dir={tmp_path / 'pre'}"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "antibody",
+                "fit",
+                "--config",
+                "fit_tiny",
+                f"--model.init_args.model={base}",
+                f"--model.init_args.save_to={out}",
+                "--trainer.max_steps=2",
+                f"--trainer.default_root_dir={tmp_path / 'pre'}",
+            ]
+        )
+        == 0
+    )
     assert (out / "config.json").is_file()
     assert (tmp_path / "pre" / "config.yaml").is_file()  # the run's config, in its run folder
     args = [

@@ -18,16 +18,25 @@ from llm_methods.lm import (
 def _gpt2(vocab: int):  # type: ignore[no-untyped-def]
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    return GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_positions=64, n_embd=32, n_layer=2,
-                                      n_head=2))  # fmt: skip
+    return GPT2LMHeadModel(
+        GPT2Config(vocab_size=vocab, n_positions=64, n_embd=32, n_layer=2, n_head=2)
+    )
 
 
 def _qwen2(vocab: int):  # type: ignore[no-untyped-def]
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    return Qwen2ForCausalLM(Qwen2Config(vocab_size=vocab, hidden_size=32, intermediate_size=64,
-                                        num_hidden_layers=2, num_attention_heads=2,
-                                        num_key_value_heads=1, max_position_embeddings=64))  # fmt: skip
+    return Qwen2ForCausalLM(
+        Qwen2Config(
+            vocab_size=vocab,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            max_position_embeddings=64,
+        )
+    )
 
 
 @pytest.mark.parametrize("build", [_gpt2, _qwen2], ids=["gpt2", "qwen2"])

@@ -85,8 +85,12 @@ def test_filter_thresholds() -> None:
 
 def test_belief_filters_resamples_and_reports_emptied() -> None:
     table = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.0, 0.0]])
-    belief = FilterBelief(propose=lambda k, g: g.integers(0, 4, k),
-                          p_yes=lambda h, q: table[h][:, q], n=4, resample_below=2)  # fmt: skip
+    belief = FilterBelief(
+        propose=lambda k, g: g.integers(0, 4, k),
+        p_yes=lambda h, q: table[h][:, q],
+        n=4,
+        resample_below=2,
+    )
     rng = np.random.default_rng(0)
     assert sorted(belief.start(rng).tolist()) == [0, 1, 2, 3]
     assert sorted(belief.update(0, True, rng).tolist()) == [0, 1]
@@ -103,8 +107,13 @@ def test_bed_beats_entropy_on_exact_world() -> None:
     world = synthetic_world(64, 40, n_vague=24, seed=0)
     rng = np.random.default_rng(0)
     targets = rng.integers(0, 64, 30)
-    wins = {s: [play_20q(world, world.p_yes, int(t), s, np.random.default_rng(i)).success
-                for i, t in enumerate(targets)] for s in ("bed", "entropy")}  # fmt: skip
+    wins = {
+        s: [
+            play_20q(world, world.p_yes, int(t), s, np.random.default_rng(i)).success
+            for i, t in enumerate(targets)
+        ]
+        for s in ("bed", "entropy")
+    }
     assert np.mean(wins["bed"]) > np.mean(wins["entropy"]) + 0.3
 
 
@@ -113,8 +122,13 @@ def test_bed_gap_over_entropy_needs_the_vague_attributes() -> None:
     every attribute crisp the EIG's conditional term vanishes and BED asks like entropy-only."""
     world = synthetic_world(64, 40, n_vague=0, seed=0)
     targets = np.random.default_rng(0).integers(0, 64, 30)
-    turns = {s: [play_20q(world, world.p_yes, int(t), s, np.random.default_rng(i))
-                 for i, t in enumerate(targets)] for s in ("bed", "entropy")}  # fmt: skip
+    turns = {
+        s: [
+            play_20q(world, world.p_yes, int(t), s, np.random.default_rng(i))
+            for i, t in enumerate(targets)
+        ]
+        for s in ("bed", "entropy")
+    }
     assert all(g.success for games in turns.values() for g in games)
     mean = {s: np.mean([g.turns for g in games]) for s, games in turns.items()}
     assert abs(mean["bed"] - mean["entropy"]) < 1.0
@@ -158,8 +172,9 @@ def test_prompt_sim_asks_a_question_its_hypothesis_answers_yes() -> None:
 def test_preference_elicitation_improves_with_questions() -> None:
     world = preference_world(seed=0)
     rng = np.random.default_rng(0)
-    acc = np.stack([play_preference(world, rng.standard_normal(8), "bed", rng, turns=8)[0]
-                    for _ in range(20)])  # fmt: skip
+    acc = np.stack(
+        [play_preference(world, rng.standard_normal(8), "bed", rng, turns=8)[0] for _ in range(20)]
+    )
     assert acc.shape == (20, 9)
     assert acc[:, -1].mean() > acc[:, 0].mean() + 0.1
 
@@ -182,11 +197,17 @@ def test_world_json_roundtrip_and_errors(tmp_path) -> None:  # type: ignore[no-u
     np.testing.assert_allclose(back.p_yes, w.p_yes, atol=1e-6)
     cases = {
         "missing": ({"entities": ["a"], "questions": ["q"]}, "missing field 'p_yes'"),
-        "rows": ({"entities": ["a", "b"], "questions": ["q"], "p_yes": [[0.1]]}, "1 rows, expected 2"),
+        "rows": (
+            {"entities": ["a", "b"], "questions": ["q"], "p_yes": [[0.1]]},
+            "1 rows, expected 2",
+        ),
         "cell": ({"entities": ["a"], "questions": ["q"], "p_yes": [["x"]]}, r"p_yes\[0\]\[0\]"),
-        "nan": ({"entities": ["a"], "questions": ["q"], "p_yes": [[float("nan")]]}, "not a probability"),
+        "nan": (
+            {"entities": ["a"], "questions": ["q"], "p_yes": [[float("nan")]]},
+            "not a probability",
+        ),
         "dup": ({"entities": ["a", "a"], "questions": ["q"], "p_yes": [[0], [1]]}, "unique"),
-    }  # fmt: skip
+    }
     for name, (data, msg) in cases.items():
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(data))
@@ -255,9 +276,11 @@ def test_cli_play_eig_world_and_errors(tmp_path, capsys) -> None:  # type: ignor
     assert "| 16 |" in capsys.readouterr().out
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"entities": ["a"], "questions": ["q"], "p_yes": [[2]]}))
-    for argv in (["bed", "play", "--world", str(bad), "--out", str(tmp_path / "x")],
-                 ["bed", "eig", "--ns", "a,b"],
-                 ["bed", "play", "--games", "0", "--out", str(tmp_path / "y")]):  # fmt: skip
+    for argv in (
+        ["bed", "play", "--world", str(bad), "--out", str(tmp_path / "x")],
+        ["bed", "eig", "--ns", "a,b"],
+        ["bed", "play", "--games", "0", "--out", str(tmp_path / "y")],
+    ):
         with pytest.raises(SystemExit) as err:
             main(argv)
         assert err.value.code == 2

@@ -21,8 +21,19 @@ def listed_commands(help_text: str) -> set[str]:
 
 def test_help_lists_every_subcommand() -> None:
     tools = {"score", "generate", "zoo", "corpora", "dispersion", "adl"}
-    plugins = {"antibody", "bed", "linguamap", "ltpo", "mas2", "mbok", "meta_router", "perk",
-               "remix", "seekbench", "suit"}  # fmt: skip
+    plugins = {
+        "antibody",
+        "bed",
+        "linguamap",
+        "ltpo",
+        "mas2",
+        "mbok",
+        "meta_router",
+        "perk",
+        "remix",
+        "seekbench",
+        "suit",
+    }
     assert listed_commands(assert_cli_help(main)) == tools | plugins  # no boolean/router/...
     out = assert_cli_help(main, ["dispersion", "--help"])
     assert listed_commands(out) == {"fit", "validate", "test", "measure", "configs"}
@@ -47,8 +58,15 @@ def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> N
 
 
 def test_fit_tiny_in_process(tmp_path: Path) -> None:
-    cli = dispersion_lightning_cli(["fit", "--config", "tiny", "--trainer.fast_dev_run=1",
-                                           f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+    cli = dispersion_lightning_cli(
+        [
+            "fit",
+            "--config",
+            "tiny",
+            "--trainer.fast_dev_run=1",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
     assert cli.trainer.state.finished and cli.trainer.global_step == 1
     assert cli.model.hparams.vocab_size == cli.datamodule.vocab_size == 300  # linked
 
@@ -58,13 +76,19 @@ def test_fit_cross_domain_on_user_jsonl(tmp_path: Path) -> None:
     rows += [{"text": f"one two three four {i} " * 12, "domain": "numbers"} for i in range(6)]
     data = tmp_path / "docs.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    cli = dispersion_lightning_cli(["fit", "--config", "crossdomain",
-                                           f"--data.init_args.files=[{data}]",
-                                           "--data.init_args.tokenizer=bpe:300",
-                                           "--data.init_args.seq_len=16",
-                                           "--model.init_args.hidden=32",
-                                           "--trainer.fast_dev_run=2",
-                                           f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+    cli = dispersion_lightning_cli(
+        [
+            "fit",
+            "--config",
+            "crossdomain",
+            f"--data.init_args.files=[{data}]",
+            "--data.init_args.tokenizer=bpe:300",
+            "--data.init_args.seq_len=16",
+            "--model.init_args.hidden=32",
+            "--trainer.fast_dev_run=2",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
     assert cli.datamodule.domain_names == ["greek", "numbers"]
     assert cli.trainer.global_step == 2
 
@@ -93,11 +117,29 @@ def test_score_a_local_model(model_dir: Path, capsys: pytest.CaptureFixture) -> 
 
 def test_measure_writes_tables(model_dir: Path, tmp_path: Path) -> None:
     data = tmp_path / "in.jsonl"
-    data.write_text("\n".join(json.dumps({"text": "The quick brown fox jumps. " * 30})
-                              for _ in range(4)) + "\n")  # fmt: skip
+    data.write_text(
+        "\n".join(json.dumps({"text": "The quick brown fox jumps. " * 30}) for _ in range(4)) + "\n"
+    )
     out = tmp_path / "m"
-    assert main(["dispersion", "measure", "--model", str(model_dir), "--input", str(data),
-                 "--out", str(out), "--chunk-len", "16", "--bin-size", "3"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "dispersion",
+                "measure",
+                "--model",
+                str(model_dir),
+                "--input",
+                str(data),
+                "--out",
+                str(out),
+                "--chunk-len",
+                "16",
+                "--bin-size",
+                "3",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["chunks"] > 9 and -1 <= summary["pearson_r"] <= 1
     lines = (out / "layers.csv").read_text().splitlines()
@@ -108,8 +150,19 @@ def test_measure_writes_tables(model_dir: Path, tmp_path: Path) -> None:
 def test_bad_input_is_one_line(model_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "fine"}\n{"txt": "oops"}\n')
-    line = _one_line_error(capsys, ["dispersion", "measure", "--model", str(model_dir),
-                                    "--input", str(bad), "--out", str(tmp_path / "o")])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "dispersion",
+            "measure",
+            "--model",
+            str(model_dir),
+            "--input",
+            str(bad),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
     assert "bad.jsonl:2" in line and "'text'" in line
     line = _one_line_error(capsys, ["score", "--model", "nope", "--text", "x"])
     assert "unknown model spec 'nope'" in line
@@ -119,8 +172,16 @@ def test_bad_input_is_one_line(model_dir: Path, tmp_path: Path, capsys) -> None:
     assert "unknown zoo model 'nope'" in line
     line = _one_line_error(capsys, ["frobnicate"])
     assert "unknown command" in line
-    line = _one_line_error(capsys, ["dispersion", "fit", "--config", "tiny",
-                                    f"--data.init_args.files=[{tmp_path / 'none.txt'}]"])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "dispersion",
+            "fit",
+            "--config",
+            "tiny",
+            f"--data.init_args.files=[{tmp_path / 'none.txt'}]",
+        ],
+    )
     assert "none.txt" in line
 
 
@@ -129,8 +190,18 @@ def test_zoo_build_list_and_load(tmp_path: Path, monkeypatch, capsys) -> None:  
     from llm_methods.zoo import registry
 
     monkeypatch.setenv("ICLR26_CACHE", str(tmp_path))
-    spec = registry.ZooSpec("nano", "markov-domains", "test", vocab_size=300, n_layers=1,
-                            hidden=16, heads=2, seq_len=32, steps=3, batch_size=4)  # fmt: skip
+    spec = registry.ZooSpec(
+        "nano",
+        "markov-domains",
+        "test",
+        vocab_size=300,
+        n_layers=1,
+        hidden=16,
+        heads=2,
+        seq_len=32,
+        steps=3,
+        batch_size=4,
+    )
     monkeypatch.setitem(registry.ZOO, "nano", spec)
     assert main(["zoo", "build", "nano"]) == 0
     folder = registry.zoo_dir("nano")
@@ -162,34 +233,119 @@ def test_adl_diff_on_a_pair(model_dir: Path, tmp_path: Path, capsys) -> None:  #
         model.model.layers[0].mlp.down_proj.weight.add_(0.1)
     model.save_pretrained(ft_dir)
     texts = tmp_path / "t.jsonl"
-    texts.write_text("\n".join(json.dumps({"text": f"The quick brown fox {i} jumps."})
-                               for i in range(6)))  # fmt: skip
+    texts.write_text(
+        "\n".join(json.dumps({"text": f"The quick brown fox {i} jumps."}) for i in range(6))
+    )
     domain = tmp_path / "d.txt"
     domain.write_text("Lists and tuples. " * 10)
     out = tmp_path / "adl"
-    assert main(["adl", "diff", "--base", str(model_dir), "--ft", str(ft_dir), "--texts",
-                 str(texts), "--domain-texts", str(domain), "--out", str(out), "--top-k",
-                 "5"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "adl",
+                "diff",
+                "--base",
+                str(model_dir),
+                "--ft",
+                str(ft_dir),
+                "--texts",
+                str(texts),
+                "--domain-texts",
+                str(domain),
+                "--out",
+                str(out),
+                "--top-k",
+                "5",
+            ]
+        )
+        == 0
+    )
     result = json.loads((out / "adl.json").read_text())
     assert result["layer"] == 0 and len(result["lens"]) == 5 and len(result["lens"][0]) == 5
     assert len(result["relevance_delta"]) == 5 and set(result["patchscope"]) == {
-        "0.5", "1.0", "2.0", "4.0"}  # fmt: skip
+        "0.5",
+        "1.0",
+        "2.0",
+        "4.0",
+    }
     assert "position 0:" in capsys.readouterr().out
-    line = _one_line_error(capsys, ["adl", "diff", "--base", str(model_dir), "--ft", "zoo:nope",
-                                    "--texts", str(texts), "--out", str(out)])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "adl",
+            "diff",
+            "--base",
+            str(model_dir),
+            "--ft",
+            "zoo:nope",
+            "--texts",
+            str(texts),
+            "--out",
+            str(out),
+        ],
+    )
     assert "unknown zoo model" in line
     toolkit = tmp_path / "toolkit"
-    assert main(["adl", "diff", "--base", str(model_dir), "--ft", str(ft_dir), "--texts",
-                 str(texts), "--out", str(out), "--toolkit-dir", str(toolkit),
-                 "--dataset-id", "org/mine"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "adl",
+                "diff",
+                "--base",
+                str(model_dir),
+                "--ft",
+                str(ft_dir),
+                "--texts",
+                str(texts),
+                "--out",
+                str(out),
+                "--toolkit-dir",
+                str(toolkit),
+                "--dataset-id",
+                "org/mine",
+            ]
+        )
+        == 0
+    )
     assert (toolkit / "layer_0" / "mine" / "logit_lens_pos_4.pt").is_file()
-    assert main(["adl", "kl", "--base", str(model_dir), "--ft", str(ft_dir), "--texts",
-                 str(texts), "--out", str(tmp_path / "kl"), "--top", "3"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "adl",
+                "kl",
+                "--base",
+                str(model_dir),
+                "--ft",
+                str(ft_dir),
+                "--texts",
+                str(texts),
+                "--out",
+                str(tmp_path / "kl"),
+                "--top",
+                "3",
+            ]
+        )
+        == 0
+    )
     kl = json.loads((tmp_path / "kl" / "kl.json").read_text())
     assert kl["stats"]["mean"] > 0 and len(kl["top_tokens"]) == 3 and len(kl["per_text_mean"]) == 6
-    line = _one_line_error(capsys, ["adl", "kl", "--base", str(model_dir), "--ft", str(ft_dir),
-                                    "--texts", str(texts), "--out", str(out),
-                                    "--temperature", "0"])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "adl",
+            "kl",
+            "--base",
+            str(model_dir),
+            "--ft",
+            str(ft_dir),
+            "--texts",
+            str(texts),
+            "--out",
+            str(out),
+            "--temperature",
+            "0",
+        ],
+    )
     assert "--temperature must be > 0" in line
 
 

@@ -20,8 +20,11 @@ def test_jsonl_roundtrip_and_txt(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "d.jsonl", docs)
     (tmp_path / "plain.txt").write_text("a plain document")
     back = read_documents([tmp_path])
-    assert [(d.text, d.domain) for d in back] == [("first text", "a"), ("second text", "b"),
-                                                  ("a plain document", "plain")]  # fmt: skip
+    assert [(d.text, d.domain) for d in back] == [
+        ("first text", "a"),
+        ("second text", "b"),
+        ("a plain document", "plain"),
+    ]
     assert back[1].source.endswith("d.jsonl:2")
 
 
@@ -63,8 +66,7 @@ def test_bad_files(tmp_path: Path) -> None:
 def test_datamodule_splits_by_document_and_keeps_domains(tmp_path: Path) -> None:
     rows = [{"text": f"word{i} " * 80, "domain": "ab"[i % 2]} for i in range(10)]
     (tmp_path / "c.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
-    dm = TextChunkDataModule(files=[str(tmp_path)], tokenizer="bpe:300", seq_len=16,
-                             batch_size=4)  # fmt: skip
+    dm = TextChunkDataModule(files=[str(tmp_path)], tokenizer="bpe:300", seq_len=16, batch_size=4)
     assert dm.domain_names == ["a", "b"] and 260 < dm.vocab_size == len(dm.tokenizer) <= 300
     batch = next(iter(dm.train_dataloader()))
     assert batch["input_ids"].shape == (4, 16) and batch["domain"].shape == (4,)

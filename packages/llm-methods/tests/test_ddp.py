@@ -23,13 +23,36 @@ CASES = {
     "dispersion": (["dispersion", "fit", "--config", "tiny", "--trainer.max_steps=3"], 3, None),
     "perk": (["perk", "fit", "--config", "tiny", "--trainer.max_steps=2"], 2, None),
     "perk-icr": (["perk", "fit", "--config", "icr_tiny", "--trainer.max_steps=2"], 2, None),
-    "antibody": (["antibody", "fit", "--config", "fit_tiny", "--trainer.max_steps=2",
-                  "--model.init_args.save_to=aligned"], 2, "aligned/config.json"),
-    "mbok": (["mbok", "finetune", "--config", "tiny", "--model.save_to=m.safetensors"], 4,
-             "m.safetensors"),
-    "remix": (["remix", "fit", "--config", "tiny", "--trainer.max_steps=2",
-               "--model.init_args.save_dir=policy"], 2, "policy/config.json"),
-}  # fmt: skip
+    "antibody": (
+        [
+            "antibody",
+            "fit",
+            "--config",
+            "fit_tiny",
+            "--trainer.max_steps=2",
+            "--model.init_args.save_to=aligned",
+        ],
+        2,
+        "aligned/config.json",
+    ),
+    "mbok": (
+        ["mbok", "finetune", "--config", "tiny", "--model.save_to=m.safetensors"],
+        4,
+        "m.safetensors",
+    ),
+    "remix": (
+        [
+            "remix",
+            "fit",
+            "--config",
+            "tiny",
+            "--trainer.max_steps=2",
+            "--model.init_args.save_dir=policy",
+        ],
+        2,
+        "policy/config.json",
+    ),
+}
 
 
 @pytest.mark.slow

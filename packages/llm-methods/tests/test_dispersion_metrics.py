@@ -58,8 +58,11 @@ def test_cross_mean_cosine_equals_pairwise() -> None:
 def test_pushaway_gradient_increases_dispersion() -> None:
     h = (torch.randn(3, 10, 8, generator=torch.Generator().manual_seed(3)) + 2).requires_grad_()
     mask = torch.ones(3, 10)
-    cases = [("single", "sequence", None), ("single", "batch", None),
-             ("cross", "sequence", torch.tensor([0, 1, 1]))]  # fmt: skip
+    cases = [
+        ("single", "sequence", None),
+        ("single", "batch", None),
+        ("cross", "sequence", torch.tensor([0, 1, 1])),
+    ]
     for mode, scope, domains in cases:
         loss_fn = PushAwayLoss(lam=1.0, mode=mode, scope=scope)
         term, d0 = loss_fn(h, mask, domains)

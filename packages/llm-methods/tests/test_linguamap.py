@@ -128,8 +128,13 @@ def test_a_correct_long_answer_scores_correct_in_every_language(monkeypatch) -> 
     tok = train_bpe([e.prompt + e.answer for e in pre], 512)  # the experiment's tokenizer
     lm = wrap(tok, tiny_llama(len(tok), n_layers=1, hidden=16, heads=2, seed=0))
     rng = np.random.default_rng(0)
-    examples = {lang: max((make_example(lex, rng, lang, lang) for _ in range(200)),
-                          key=lambda e: len(tok(e.answer).input_ids)) for lang in ("en", "es", "de")}  # fmt: skip
+    examples = {
+        lang: max(
+            (make_example(lex, rng, lang, lang) for _ in range(200)),
+            key=lambda e: len(tok(e.answer).input_ids),
+        )
+        for lang in ("en", "es", "de")
+    }
     gold = {e.prompt: e.answer for e in examples.values()}
 
     def perfect(lm_, prompts, max_new_tokens, **_):  # type: ignore[no-untyped-def]

@@ -26,8 +26,13 @@ def test_consistency_counts_detected_languages(tmp_path: Path, capsys) -> None: 
 def test_similarity_prints_one_line_per_layer(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     from llm_methods.zoo.models import tiny_lm
 
-    lm = tiny_lm(["the house is big. la casa es grande. das Haus ist groß. "] * 6,
-                 vocab_size=280, n_layers=2, hidden=32, heads=2)  # fmt: skip
+    lm = tiny_lm(
+        ["the house is big. la casa es grande. das Haus ist groß. "] * 6,
+        vocab_size=280,
+        n_layers=2,
+        hidden=32,
+        heads=2,
+    )
     folder = tmp_path / "m"
     lm.model.save_pretrained(folder)
     lm.tokenizer.save_pretrained(folder)

@@ -272,19 +272,33 @@ def test_kv_cache_reaches_a_forward_of_the_older_api(tiny) -> None:  # type: ign
     real = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
     class OlderAPI(base):  # type: ignore[valid-type, misc]
-        def forward(self, input_ids=None, attention_mask=None, position_ids=None,  # type: ignore[no-untyped-def]
-                    past_key_values=None, inputs_embeds=None, use_cache=None, **_swallowed):  # fmt: skip
-            return super().forward(input_ids=input_ids, attention_mask=attention_mask,
-                                   position_ids=position_ids, inputs_embeds=inputs_embeds,
-                                   use_cache=use_cache, **{real: past_key_values})  # fmt: skip
+        def forward(
+            self,
+            input_ids=None,
+            attention_mask=None,
+            position_ids=None,  # type: ignore[no-untyped-def]
+            past_key_values=None,
+            inputs_embeds=None,
+            use_cache=None,
+            **_swallowed,
+        ):
+            return super().forward(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                inputs_embeds=inputs_embeds,
+                use_cache=use_cache,
+                **{real: past_key_values},
+            )
 
     model = copy.deepcopy(tiny.model)
     model.__class__ = OlderAPI
     older = wrap(tiny.tokenizer, model, "older")
     assert set(cache_kwargs(older.model, None)) == {"past_key_values"}
     got = option_logprobs(older, "A list is", [(" a", " mutable"), ("", " tuple is")])
-    want = continuation_logprobs(tiny, ["A list is a", "A list is"], [" mutable", " tuple is"],
-                                 reduce="mean")  # fmt: skip
+    want = continuation_logprobs(
+        tiny, ["A list is a", "A list is"], [" mutable", " tuple is"], reduce="mean"
+    )
     assert got == pytest.approx(want.tolist(), abs=1e-4)
     scorer = ThoughtScorer(older, prompt_ids(older, "Tom has 3 apples. How many?"))
     thoughts = torch.randn(4, tiny.hidden_size, generator=torch.Generator().manual_seed(0)) * 0.1

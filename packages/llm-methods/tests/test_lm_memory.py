@@ -46,8 +46,13 @@ def test_core_does_not_import_the_zoo() -> None:
 
     for path in Path(core.__file__).parent.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])  # fmt: skip
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             assert not any(n.startswith("llm_methods.zoo") for n in names), path.name
     code = "import sys, llm_methods.lm; print('llm_methods.zoo' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

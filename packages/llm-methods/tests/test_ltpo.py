@@ -25,8 +25,11 @@ def tiny_long():  # type: ignore[no-untyped-def]
     BPE tokens)."""
     from llm_methods.zoo.models import tiny_lm
 
-    texts = ["The quick brown fox jumps over the lazy dog.", "Tom has 3 apples. How many?",
-             "Solve the following math problem step by step."] * 5  # fmt: skip
+    texts = [
+        "The quick brown fox jumps over the lazy dog.",
+        "Tom has 3 apples. How many?",
+        "Solve the following math problem step by step.",
+    ] * 5
     return tiny_lm(texts, vocab_size=300, n_layers=2, hidden=64, heads=4, seed=0, max_len=1024)
 
 
@@ -37,9 +40,15 @@ def _jsonl(path: Path, rows: list[dict]) -> Path:
 
 @pytest.mark.parametrize(
     ("text", "gold"),
-    [("so 3 + 4 = 7. The answer is 1,234.", "1234"), ("\\boxed{\\frac{3}{6}}", "1/2"),
-     ("#### 42", "42"), ("Answer: 2.50", "5/2"), ("x = 5 then 7", "7"), ("no number", "")],
-)  # fmt: skip
+    [
+        ("so 3 + 4 = 7. The answer is 1,234.", "1234"),
+        ("\\boxed{\\frac{3}{6}}", "1/2"),
+        ("#### 42", "42"),
+        ("Answer: 2.50", "5/2"),
+        ("x = 5 then 7", "7"),
+        ("no number", ""),
+    ],
+)
 def test_extract_answer(text: str, gold: str) -> None:
     assert extract_answer(text) == gold
 
@@ -56,17 +65,21 @@ def test_readers_all_formats(tmp_path: Path) -> None:
     gsm = _jsonl(tmp_path / "g.jsonl", [{"question": "1+1?", "answer": "1+1=2\n#### 2"}])
     math = _jsonl(tmp_path / "m.jsonl", [{"problem": "Half?", "answer": "\\frac{1}{2}"}])
     aime = _jsonl(tmp_path / "a.jsonl", [{"Problem": "Find n.", "Answer": 33}])
-    asd = _jsonl(tmp_path / "s.jsonl", [{"body": "Tom has 3.", "question": "How many?",
-                                         "answer": "3 (apples)"}])  # fmt: skip
+    asd = _jsonl(
+        tmp_path / "s.jsonl",
+        [{"body": "Tom has 3.", "question": "How many?", "answer": "3 (apples)"}],
+    )
     assert read_problems(gsm, "gsm8k")[0].answer == "2"
     assert read_problems(math, "math500")[0].answer == "1/2"
     assert read_problems(aime, "aime")[0].answer == "33"
     p = read_problems(asd, "asdiv")[0]
     assert (p.question, p.answer) == ("Tom has 3. How many?", "3")
     xml = tmp_path / "ASDiv.xml"
-    xml.write_text("<Machine-Reading-Corpus-File><ProblemSet><Problem ID='1'><Body>Ann has 2."
-                   "</Body><Question>How many?</Question><Answer>2 (pens)</Answer></Problem>"
-                   "</ProblemSet></Machine-Reading-Corpus-File>")  # fmt: skip
+    xml.write_text(
+        "<Machine-Reading-Corpus-File><ProblemSet><Problem ID='1'><Body>Ann has 2."
+        "</Body><Question>How many?</Question><Answer>2 (pens)</Answer></Problem>"
+        "</ProblemSet></Machine-Reading-Corpus-File>"
+    )
     assert read_problems(xml, "asdiv")[0].answer == "2"
 
 
@@ -243,8 +256,9 @@ def test_adam_path_increases_reward(tiny) -> None:  # type: ignore[no-untyped-de
     from llm_methods.ltpo.model import LTPOConfig, ltpo_optimize, prompt_ids
 
     prefix = prompt_ids(tiny, "Tom has 3 apples. How many?")
-    _, trace = ltpo_optimize(tiny, prefix, LTPOConfig(n_thoughts=4, steps=8, lr=0.05,
-                                                       optimizer="adam"))  # fmt: skip
+    _, trace = ltpo_optimize(
+        tiny, prefix, LTPOConfig(n_thoughts=4, steps=8, lr=0.05, optimizer="adam")
+    )
     assert max(trace[1:]) > trace[0]
 
 
@@ -313,8 +327,14 @@ def test_continuation_grads_equal_full_forward(tiny) -> None:  # type: ignore[no
     embed = tiny.model.get_input_embeddings()
     for i, (ids, y) in enumerate(zip(prefixes, ys, strict=True)):
         h = H[i].clone().requires_grad_(True)
-        e = torch.cat([embed(torch.tensor(ids)).detach(), h, embed(torch.tensor(tail)).detach(),
-                       embed(torch.tensor(y)).detach()])  # fmt: skip
+        e = torch.cat(
+            [
+                embed(torch.tensor(ids)).detach(),
+                h,
+                embed(torch.tensor(tail)).detach(),
+                embed(torch.tensor(y)).detach(),
+            ]
+        )
         logp = tiny.model(inputs_embeds=e[None]).logits[0].float().log_softmax(-1)
         start = len(ids) + H.shape[1] + len(tail) - 1
         total = logp[start : start + len(y)].gather(1, torch.tensor(y)[:, None]).sum()
@@ -327,11 +347,25 @@ def test_latentseek_runs(tiny) -> None:  # type: ignore[no-untyped-def]
     from llm_methods.ltpo.model import prompt_ids
 
     qs = ["Tom has 3 apples.", "A list?"]
-    answers, rewards = latentseek(tiny, qs, [prompt_ids(tiny, q) for q in qs], n_thoughts=4,
-                                  iterations=1, threshold=1.1, max_new_tokens=4)  # fmt: skip
+    answers, rewards = latentseek(
+        tiny,
+        qs,
+        [prompt_ids(tiny, q) for q in qs],
+        n_thoughts=4,
+        iterations=1,
+        threshold=1.1,
+        max_new_tokens=4,
+    )
     assert len(answers) == 2 and all(0.0 <= r <= 1.0 for r in rewards)
-    kept, _ = latentseek(tiny, qs, [prompt_ids(tiny, q) for q in qs], n_thoughts=4, iterations=1,
-                         threshold=0.0, initial_answers=["7", "8"])  # fmt: skip
+    kept, _ = latentseek(
+        tiny,
+        qs,
+        [prompt_ids(tiny, q) for q in qs],
+        n_thoughts=4,
+        iterations=1,
+        threshold=0.0,
+        initial_answers=["7", "8"],
+    )
     assert kept == ["7", "8"]  # every self-reward >= 0: no update, the given answers stand
 
 

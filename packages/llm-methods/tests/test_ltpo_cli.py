@@ -18,8 +18,14 @@ from llm_methods.ltpo.cli import CONFIG_DIR, load_config
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from llm_methods.zoo.models import tiny_lm
 
-    lm = tiny_lm(["Tom has 3 apples and buys 4 more. " * 4, "How many now? 7. " * 8] * 3,
-                 vocab_size=280, n_layers=2, hidden=32, heads=2, max_len=1024)  # fmt: skip
+    lm = tiny_lm(
+        ["Tom has 3 apples and buys 4 more. " * 4, "How many now? 7. " * 8] * 3,
+        vocab_size=280,
+        n_layers=2,
+        hidden=32,
+        heads=2,
+        max_len=1024,
+    )
     folder = tmp_path_factory.mktemp("tiny-ltpo")
     lm.model.save_pretrained(folder)
     lm.tokenizer.save_pretrained(folder)
@@ -48,8 +54,22 @@ def test_synth_and_solve(model_dir: Path, tmp_path: Path, capsys: Any) -> None:
     data = tmp_path / "p.jsonl"
     assert main(["ltpo", "synth", "--out", str(data), "--n", "3"]) == 0
     out = tmp_path / "run"
-    args = ["ltpo", "solve", "--model", str(model_dir), "--data", str(data), "--out", str(out),
-            "--steps", "2", "--n-thoughts", "3", "--max-new-tokens", "4"]  # fmt: skip
+    args = [
+        "ltpo",
+        "solve",
+        "--model",
+        str(model_dir),
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--steps",
+        "2",
+        "--n-thoughts",
+        "3",
+        "--max-new-tokens",
+        "4",
+    ]
     assert main(args) == 0
     rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 3 and {"gold", "prediction", "correct"} <= set(rows[0])

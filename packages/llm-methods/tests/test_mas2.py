@@ -48,8 +48,9 @@ def test_test_operator_prompt_carries_no_program_output() -> None:
     class Recorder:
         prompts: ClassVar[list[str]] = []
 
-        def complete(self, prompt: str, model: str, max_tokens: int = 512,
-                     temperature: float = 0.0) -> Completion:  # fmt: skip
+        def complete(
+            self, prompt: str, model: str, max_tokens: int = 512, temperature: float = 0.0
+        ) -> Completion:
             Recorder.prompts.append(prompt)
             return Completion("```python\ndef f():\n    return 1\n```", 3, 3)
 
@@ -105,8 +106,10 @@ class _Stub(http.server.BaseHTTPRequestHandler):
             self.send_response(503)
             self.end_headers()
             return
-        reply = {"choices": [{"message": {"content": "a = AnswerGenerate()\nreturn a"}}],
-                 "usage": {"prompt_tokens": 11, "completion_tokens": 7}}  # fmt: skip
+        reply = {
+            "choices": [{"message": {"content": "a = AnswerGenerate()\nreturn a"}}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7},
+        }
         data = json.dumps(reply).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(data)))
@@ -164,7 +167,7 @@ def test_task_files_roundtrip_and_errors(tmp_path: Path) -> None:
         TaskFormatError,
         generate_arith,
         generate_code,
-        read_tasks,  # fmt: skip
+        read_tasks,
         write_tasks,
     )
 
@@ -189,14 +192,26 @@ def test_simulated_world_and_rectifier() -> None:
     task = generate_code(1)[0]
     assert grader.passes(task, task.question + task.canonical)
     assert not any(grader.passes(task, task.question + m) for m in task.mutants)
-    pool = SimPool({"flaky": SimModel("flaky", 1.0, {"reason": 1.0, "code": 1.0}, fail=1.0),
-                    "solid": SimModel("solid", 2.0, {"reason": 1.0, "code": 1.0})})  # fmt: skip
+    pool = SimPool(
+        {
+            "flaky": SimModel("flaky", 1.0, {"reason": 1.0, "code": 1.0}, fail=1.0),
+            "solid": SimModel("solid", 2.0, {"reason": 1.0, "code": 1.0}),
+        }
+    )
     agent = SimAgent(pool, grader)
     wf = parse_workflow("p = Programmer()\nreturn p")
     once = execute(wf, {"p": "flaky"}, task, agent, grader, random.Random(0), pool.names)
     assert not once.success and once.answer is None
-    fixed = execute(wf, {"p": "flaky"}, task, agent, grader, random.Random(0), pool.names,
-                    lambda *a: "switch:solid")  # fmt: skip
+    fixed = execute(
+        wf,
+        {"p": "flaky"},
+        task,
+        agent,
+        grader,
+        random.Random(0),
+        pool.names,
+        lambda *a: "switch:solid",
+    )
     assert fixed.success and fixed.events[0]["action"] == "switch:solid"
     assert fixed.assignment == {"p": "solid"} and fixed.cost > once.cost
 

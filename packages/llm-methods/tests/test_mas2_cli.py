@@ -29,13 +29,29 @@ def test_shipped_configs_parse(path: Path) -> None:
 def test_synth_train_generate_run(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     data = tmp_path / "code.jsonl"
     assert main(["mas2", "synth", "--kind", "code", "--n", "4", "--out", str(data)]) == 0
-    assert main(["mas2", "train", "--tasks", str(data), "--rounds", "1", "--k", "2",
-                 "--out", str(tmp_path / "t")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "mas2",
+                "train",
+                "--tasks",
+                str(data),
+                "--rounds",
+                "1",
+                "--k",
+                "2",
+                "--out",
+                str(tmp_path / "t"),
+            ]
+        )
+        == 0
+    )
     team = tmp_path / "t" / "team.json"
     assert json.loads(team.read_text())["generator"]
     wf = tmp_path / "wf.json"
-    assert main(["mas2", "generate", "--tasks", str(data), "--team", str(team),
-                 "--out", str(wf)]) == 0  # fmt: skip
+    assert (
+        main(["mas2", "generate", "--tasks", str(data), "--team", str(team), "--out", str(wf)]) == 0
+    )
     assert "assignment" in json.loads(wf.read_text())
     out = tmp_path / "run"
     assert main(["mas2", "run", "--tasks", str(data), "--team", str(team), "--out", str(out)]) == 0
@@ -44,8 +60,24 @@ def test_synth_train_generate_run(tmp_path: Path, capsys) -> None:  # type: igno
     spec = tmp_path / "fixed.wf"
     spec.write_text("p = Programmer()\nt = Test(p)\nreturn t\n")
     assert main(["mas2", "generate", "--validate", str(spec)]) == 0
-    assert main(["mas2", "run", "--tasks", "synth-arith", "--limit", "2", "--workflow", str(spec),
-                 "--no-rectifier", "--out", str(tmp_path / "r2")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "mas2",
+                "run",
+                "--tasks",
+                "synth-arith",
+                "--limit",
+                "2",
+                "--workflow",
+                str(spec),
+                "--no-rectifier",
+                "--out",
+                str(tmp_path / "r2"),
+            ]
+        )
+        == 0
+    )
 
 
 def test_bad_input_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -57,21 +89,48 @@ def test_bad_input_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-
     bad.write_text('{"task_id": "1", "question": "q"}\n')
     line = _one_line_error(capsys, ["mas2", "run", "--tasks", str(bad), "--out", str(tmp_path)])
     assert "t.jsonl:1: missing field 'answer'" in line
-    line = _one_line_error(capsys, ["mas2", "run", "--backend", "openai", "--models", "m=1",
-                                    "--retries", "0", "--base-url", "http://127.0.0.1:9/v1",
-                                    "--limit", "1", "--out", str(tmp_path / "o")])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "mas2",
+            "run",
+            "--backend",
+            "openai",
+            "--models",
+            "m=1",
+            "--retries",
+            "0",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--limit",
+            "1",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
     assert "failed after 1 attempts" in line
     line = _one_line_error(capsys, ["mas2", "run", "--backend", "openai", "--out", str(tmp_path)])
     assert "--models" in line
 
 
-def test_generated_code_needs_an_os_sandbox_or_consent(tmp_path: Path, capsys,
-                                                       monkeypatch) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+def test_generated_code_needs_an_os_sandbox_or_consent(tmp_path: Path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from llm_methods.mas2 import isolation
 
     monkeypatch.setattr(isolation, "available", lambda: ())
-    args = ["mas2", "train", "--tasks", "synth-arith", "--limit", "2", "--rounds", "1", "--k",
-            "2", "--out", str(tmp_path / "t")]  # fmt: skip
+    args = [
+        "mas2",
+        "train",
+        "--tasks",
+        "synth-arith",
+        "--limit",
+        "2",
+        "--rounds",
+        "1",
+        "--k",
+        "2",
+        "--out",
+        str(tmp_path / "t"),
+    ]
     line = _one_line_error(capsys, args)
     assert "no OS-level isolation" in line and "--allow-unisolated" in line
     assert main([*args, "--allow-unisolated"]) == 0
@@ -80,5 +139,6 @@ def test_generated_code_needs_an_os_sandbox_or_consent(tmp_path: Path, capsys,
 def test_deep_workflow_json_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     deep = tmp_path / "deep.json"
     deep.write_text('{"nodes": ' + "[" * 100_000 + "]" * 100_000 + "}")
-    assert "nested too deeply" in _one_line_error(capsys, ["mas2", "generate", "--validate",
-                                                           str(deep)])  # fmt: skip
+    assert "nested too deeply" in _one_line_error(
+        capsys, ["mas2", "generate", "--validate", str(deep)]
+    )

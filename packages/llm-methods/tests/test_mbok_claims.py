@@ -12,10 +12,17 @@ from llm_methods.mbok import experiment as ex
 
 
 def _measured(**over: Any) -> dict[str, Any]:
-    m = {"mbok_k2_ppl": 100.0, "onebit_ste_ppl": 150.0, "mbok_k2_flips": 5000,
-         "mbok_k2_flip_fraction": 3e-3, "mbok_k2_state_bytes_per_weight": 4.0,
-         "onebit_ste_state_bytes_per_weight": 8.0, "mbok_k2_scales_only_ppl": 300.0,
-         "mbok_k2_bits": 2.15, "onebit_ste_bits": 1.08}  # fmt: skip
+    m = {
+        "mbok_k2_ppl": 100.0,
+        "onebit_ste_ppl": 150.0,
+        "mbok_k2_flips": 5000,
+        "mbok_k2_flip_fraction": 3e-3,
+        "mbok_k2_state_bytes_per_weight": 4.0,
+        "onebit_ste_state_bytes_per_weight": 8.0,
+        "mbok_k2_scales_only_ppl": 300.0,
+        "mbok_k2_bits": 2.15,
+        "onebit_ste_bits": 1.08,
+    }
     m.update(over)
     return m
 
@@ -29,9 +36,14 @@ def test_both_claims_hold_on_planted_wins() -> None:
 
 
 def test_claims_fail_on_planted_losses() -> None:
-    a, b = ex.claims(_measured(mbok_k2_ppl=176.2, onebit_ste_ppl=158.4,
-                               mbok_k2_state_bytes_per_weight=8.04,
-                               onebit_ste_state_bytes_per_weight=8.02))  # fmt: skip
+    a, b = ex.claims(
+        _measured(
+            mbok_k2_ppl=176.2,
+            onebit_ste_ppl=158.4,
+            mbok_k2_state_bytes_per_weight=8.04,
+            onebit_ste_state_bytes_per_weight=8.02,
+        )
+    )
     assert (a.verdict, b.verdict) == ("not held", "not held")
     a, _ = ex.claims(_measured(mbok_k2_ppl=150.0))  # ratio exactly 1.0 is not < 1.0
     assert a.verdict == "not held"

@@ -19,8 +19,13 @@ from llm_methods.cliutils import shipped_configs
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from llm_methods.zoo.models import tiny_lm
 
-    lm = tiny_lm(["The quick brown fox jumps over the lazy dog. " * 6, "Lists and tuples. " * 8] * 3,
-                 vocab_size=280, n_layers=2, hidden=32, heads=2)  # fmt: skip
+    lm = tiny_lm(
+        ["The quick brown fox jumps over the lazy dog. " * 6, "Lists and tuples. " * 8] * 3,
+        vocab_size=280,
+        n_layers=2,
+        hidden=32,
+        heads=2,
+    )
     folder = tmp_path_factory.mktemp("tiny-mbok")
     lm.model.save_pretrained(folder)
     lm.tokenizer.save_pretrained(folder)
@@ -47,8 +52,15 @@ def test_shipped_configs_name_real_arguments(name: str) -> None:
 
 def test_tiny_finetune_fast_dev_run_saves_layers(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "tiny.safetensors"
-    args = ["mbok", "finetune", "--config", "tiny", "--trainer.fast_dev_run=1",
-            f"--model.save_to={out}", f"--trainer.default_root_dir={tmp_path}"]  # fmt: skip
+    args = [
+        "mbok",
+        "finetune",
+        "--config",
+        "tiny",
+        "--trainer.fast_dev_run=1",
+        f"--model.save_to={out}",
+        f"--trainer.default_root_dir={tmp_path}",
+    ]
     assert main(args) == 0
     assert out.is_file() and "saved 14 compressed layers" in capsys.readouterr().out
     from safetensors import safe_open
@@ -65,8 +77,21 @@ def test_compress_then_eval(model_dir: Path, tmp_path: Path, capsys) -> None:  #
         "".join(json.dumps({"text": "The quick brown fox jumps. " * 20}) + "\n" for _ in range(3))
     )
     out = tmp_path / "c.safetensors"
-    args = ["mbok", "compress", "--model", str(model_dir), "--k", "2", "--layers", "mlp.up_proj",
-            "q_proj", "--blocks", "0-1", "--out", str(out)]  # fmt: skip
+    args = [
+        "mbok",
+        "compress",
+        "--model",
+        str(model_dir),
+        "--k",
+        "2",
+        "--layers",
+        "mlp.up_proj",
+        "q_proj",
+        "--blocks",
+        "0-1",
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     line = capsys.readouterr().out
     assert "mbok: 4 layers" in line and "bits/weight" in line and out.is_file()
@@ -75,8 +100,23 @@ def test_compress_then_eval(model_dir: Path, tmp_path: Path, capsys) -> None:  #
         == 0
     )
     fp = float(capsys.readouterr().out.split()[1])
-    assert main(["mbok", "eval", "--model", str(model_dir), "--text", str(text), "--seq-len", "16",
-                 "--compressed", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "mbok",
+                "eval",
+                "--model",
+                str(model_dir),
+                "--text",
+                str(text),
+                "--seq-len",
+                "16",
+                "--compressed",
+                str(out),
+            ]
+        )
+        == 0
+    )
     res = capsys.readouterr().out
     assert "4 mbok layers" in res and float(res.split()[1]) != fp
 
@@ -117,6 +157,7 @@ def test_bad_jsonl_names_line_and_field(model_dir: Path, tmp_path: Path, capsys)
 
 
 def test_finetune_k0_is_one_line(capsys) -> None:  # type: ignore[no-untyped-def]
-    line = _one_line_error(capsys, ["mbok", "finetune", "--config", "tiny", "--model.k=0",
-                                    "--trainer.fast_dev_run=1"])  # fmt: skip
+    line = _one_line_error(
+        capsys, ["mbok", "finetune", "--config", "tiny", "--model.k=0", "--trainer.fast_dev_run=1"]
+    )
     assert "K must be >= 1" in line

@@ -171,8 +171,14 @@ def test_boolean_optimizer_normalises_and_decays_each_kernel_on_its_own() -> Non
         g0, g1 = torch.randn(24, 40), torch.randn(24, 40)
         layer.kernels.grad = torch.stack([scale0 * g0, g1])
         flipped = opt.step()
-        runs.append((layer.kernels.detach().clone(), [m.clone() for m in opt.accum],
-                     list(opt.betas), flipped))  # fmt: skip
+        runs.append(
+            (
+                layer.kernels.detach().clone(),
+                [m.clone() for m in opt.accum],
+                list(opt.betas),
+                flipped,
+            )
+        )
     (k_a, acc_a, beta_a, _), (k_b, acc_b, beta_b, _) = runs
     assert len(acc_a) == 2 and acc_a[1].shape == (24, 40)  # one accumulator per kernel
     assert torch.equal(k_a[1], k_b[1]) and torch.allclose(acc_a[1], acc_b[1])
@@ -204,8 +210,10 @@ def test_flips_lower_the_loss_beyond_the_scales_only_control(tiny) -> None:  # t
     layers, first = layers_of[False]
     assert control["flips"] == 0 and control["boolean_weights"] == 0
     assert all(torch.equal(m.kernels, first[n]) for n, m in layers.items())
-    assert all(not torch.equal(m.s_out, MBOKTrainLinear.from_linear(
-        tiny.model.get_submodule(n), 2).s_out) for n, m in layers.items())  # fmt: skip
+    assert all(
+        not torch.equal(m.s_out, MBOKTrainLinear.from_linear(tiny.model.get_submodule(n), 2).s_out)
+        for n, m in layers.items()
+    )
     n_scales = sum(m.s_out.numel() + m.s_in.numel() for m in layers.values())
     assert control["state_bytes"] == 8 * n_scales
     assert logs[True]["flips"] > 0
@@ -228,8 +236,12 @@ def test_finetune_onebit_reduces_loss_and_state_is_adam_on_latents(tiny) -> None
     assert [g["lr"] for g in opt.param_groups] == [1e-2, 3e-5]  # vectors at MBOK's scale lr
     with pytest.raises(LMError, match="RTN is post-training"):
         distill.make_optimizers({"x": RTNLinear.from_linear(_linear(), 2)}, distill.DistillConfig())
-    assert isinstance(distill.make_optimizers({"x": MBOKTrainLinear.from_linear(_linear(), 1)},
-                                              distill.DistillConfig())[0], BooleanOptimizer)  # fmt: skip
+    assert isinstance(
+        distill.make_optimizers(
+            {"x": MBOKTrainLinear.from_linear(_linear(), 1)}, distill.DistillConfig()
+        )[0],
+        BooleanOptimizer,
+    )
 
 
 def test_billm_model_and_perplexity(tiny) -> None:  # type: ignore[no-untyped-def]

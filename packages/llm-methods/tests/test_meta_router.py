@@ -28,8 +28,10 @@ from llm_methods.meta_router.model import (
 
 def test_read_routellm_csv(tmp_path: Path) -> None:
     path = tmp_path / "gsm8k_responses.csv"
-    path.write_text("prompt,gpt-4-1106-preview,mixtral-8x7b-instruct-v0.1\n"
-                    "Q1,True,False\nQ2,False,False\nQ3,True,True\n")  # fmt: skip
+    path.write_text(
+        "prompt,gpt-4-1106-preview,mixtral-8x7b-instruct-v0.1\n"
+        "Q1,True,False\nQ2,False,False\nQ3,True,True\n"
+    )
     frame = read_responses_csv(path, "gpt-4-1106-preview", "mixtral-8x7b-instruct-v0.1", 1)
     assert frame["y"].tolist() == [1.0, 0.0, 0.0] and set(frame["T"]) == {1}
     assert frame["prompt"].tolist() == ["Q1", "Q2", "Q3"]
@@ -55,13 +57,24 @@ def test_reader_errors_name_file_row_column(tmp_path: Path, text: str, message: 
 
 def test_read_mtbench(tmp_path: Path) -> None:
     judgements = tmp_path / "judgements.jsonl"
-    judgements.write_text("\n".join(json.dumps(r) for r in [
-        {"question_id": 81, "model": "gpt-4", "score": 9}, {"question_id": 81, "model": "gpt-4", "score": 7},
-        {"question_id": 81, "model": "llama", "score": 4}, {"question_id": 82, "model": "gpt-4", "score": 5},
-        {"question_id": 82, "model": "llama", "score": 5}]))  # fmt: skip
+    judgements.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"question_id": 81, "model": "gpt-4", "score": 9},
+                {"question_id": 81, "model": "gpt-4", "score": 7},
+                {"question_id": 81, "model": "llama", "score": 4},
+                {"question_id": 82, "model": "gpt-4", "score": 5},
+                {"question_id": 82, "model": "llama", "score": 5},
+            ]
+        )
+    )
     questions = tmp_path / "question.jsonl"
-    questions.write_text(json.dumps({"question_id": 81, "turns": ["Write a poem", "Shorter"]})
-                         + "\n" + json.dumps({"question_id": 82, "turns": ["Add 2+2", "x"]}))  # fmt: skip
+    questions.write_text(
+        json.dumps({"question_id": 81, "turns": ["Write a poem", "Shorter"]})
+        + "\n"
+        + json.dumps({"question_id": 82, "turns": ["Add 2+2", "x"]})
+    )
     frame = read_mtbench(judgements, questions, "gpt-4", "llama")
     assert frame["y"].tolist() == pytest.approx([4 / 9, 0.0])
     assert frame["prompt"].tolist() == ["Write a poem", "Add 2+2"] and set(frame["T"]) == {0}
@@ -75,8 +88,9 @@ def test_read_mtbench(tmp_path: Path) -> None:
 def test_text_features_reuse_state() -> None:
     import pandas as pd
 
-    frame = pd.DataFrame({"prompt": [f"question {i} about {'math' if i % 2 else 'poems'}"
-                                     for i in range(30)]})  # fmt: skip
+    frame = pd.DataFrame(
+        {"prompt": [f"question {i} about {'math' if i % 2 else 'poems'}" for i in range(30)]}
+    )
     x, state = features(frame)
     again, _ = features(frame.iloc[:5], state)
     assert x.shape[0] == 30 and np.allclose(again, x[:5])
@@ -106,9 +120,10 @@ def test_dr_learner_recovers_the_bias_and_fixes_pooling() -> None:
     pooled = fit_method("pooled", x, y, t, seed=0)
     gold = fit_method("gold_only", x, y, t, seed=0)
     oracle = MetaRouter(seed=0).fit(x, y, t, delta=true_bias(x, 1.5))
-    mse = {name: float(np.mean((predict_gain(model, xt) - m) ** 2))
-           for name, model in (("dr", router), ("pooled", pooled), ("gold", gold),
-                               ("oracle", oracle))}  # fmt: skip
+    mse = {
+        name: float(np.mean((predict_gain(model, xt) - m) ** 2))
+        for name, model in (("dr", router), ("pooled", pooled), ("gold", gold), ("oracle", oracle))
+    }
     assert mse["oracle"] < 0.8 * mse["gold"]  # here correcting the labels can pay off ...
     assert mse["dr"] < mse["gold"] and mse["dr"] < 0.5 * mse["pooled"]  # ... and DR does
     assert set(np.unique(router.route(xt, w=0.2))) == {0, 1}
@@ -139,14 +154,49 @@ def test_cli_simulate_fit_route(tmp_path: Path, capsys: pytest.CaptureFixture) -
         == 0
     )
     fit = tmp_path / "fit"
-    assert main(["meta_router", "fit", "--gold", str(sim / "gold.csv"), "--preference",
-                 str(sim / "preference.csv"), "--strong", "strong", "--weak", "weak",
-                 "--learner", "tlearner", "--out", str(fit), "--test", str(sim / "test.csv")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "meta_router",
+                "fit",
+                "--gold",
+                str(sim / "gold.csv"),
+                "--preference",
+                str(sim / "preference.csv"),
+                "--strong",
+                "strong",
+                "--weak",
+                "weak",
+                "--learner",
+                "tlearner",
+                "--out",
+                str(fit),
+                "--test",
+                str(sim / "test.csv"),
+            ]
+        )
+        == 0
+    )
     report = json.loads((fit / "fit.json").read_text())
     assert set(report["test_mse"]) == {"gold_only", "preference_only", "pooled", "dr_corrected"}
     routes = tmp_path / "routes.csv"
-    assert main(["meta_router", "route", "--router", str(fit / "router.joblib"), "--queries",
-                 str(sim / "test.csv"), "--w", "0.2", "--out", str(routes)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "meta_router",
+                "route",
+                "--router",
+                str(fit / "router.joblib"),
+                "--queries",
+                str(sim / "test.csv"),
+                "--w",
+                "0.2",
+                "--out",
+                str(routes),
+            ]
+        )
+        == 0
+    )
     assert "queries to the premium model" in capsys.readouterr().out
     assert routes.read_text().splitlines()[0].endswith("gain_hat,premium")
 
@@ -156,13 +206,37 @@ def test_cli_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> N
     main(["meta_router", "simulate", "--out", str(sim), "--n", "300"])
     capsys.readouterr()
     with pytest.raises(SystemExit) as info:
-        main(["meta_router", "fit", "--gold", str(sim / "gold.csv"), "--strong", "strong",
-              "--weak", "weak", "--out", str(tmp_path / "f")])  # fmt: skip
+        main(
+            [
+                "meta_router",
+                "fit",
+                "--gold",
+                str(sim / "gold.csv"),
+                "--strong",
+                "strong",
+                "--weak",
+                "weak",
+                "--out",
+                str(tmp_path / "f"),
+            ]
+        )
     err = capsys.readouterr().err.strip()
     assert info.value.code == 2 and err.startswith("llm-methods: error: treatment arm T=0")
     with pytest.raises(SystemExit) as info:
-        main(["meta_router", "fit", "--gold", str(sim / "gold.csv"), "--strong", "gpt4",
-              "--weak", "weak", "--out", str(tmp_path / "f")])  # fmt: skip
+        main(
+            [
+                "meta_router",
+                "fit",
+                "--gold",
+                str(sim / "gold.csv"),
+                "--strong",
+                "gpt4",
+                "--weak",
+                "weak",
+                "--out",
+                str(tmp_path / "f"),
+            ]
+        )
     err = capsys.readouterr().err.strip()
     assert info.value.code == 2 and "missing column(s) gpt4" in err and len(err.splitlines()) == 1
 

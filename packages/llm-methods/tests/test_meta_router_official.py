@@ -91,11 +91,22 @@ def test_overlap_diagnostics_planted() -> None:
 
 def _ref(dr_mse: float, oracle_mse: float, dr_lift: float, oracle_lift: float) -> dict:
     base = np.linspace(0.5, 0.6, len(SHARES))
-    curve = {"gold_only": base, "preference_only": base - 0.05, "pooled": base - 0.02,
-             "perfect": base + 0.04, "dr_corrected": base + dr_lift,
-             "oracle_corrected": base + oracle_lift}  # fmt: skip
-    mse = {"gold_only": 0.03, "preference_only": 0.06, "pooled": 0.05, "perfect": 0.0,
-           "dr_corrected": dr_mse, "oracle_corrected": oracle_mse}  # fmt: skip
+    curve = {
+        "gold_only": base,
+        "preference_only": base - 0.05,
+        "pooled": base - 0.02,
+        "perfect": base + 0.04,
+        "dr_corrected": base + dr_lift,
+        "oracle_corrected": base + oracle_lift,
+    }
+    mse = {
+        "gold_only": 0.03,
+        "preference_only": 0.06,
+        "pooled": 0.05,
+        "perfect": 0.0,
+        "dr_corrected": dr_mse,
+        "oracle_corrected": oracle_mse,
+    }
     return {k: {"mse": mse[k], "curve": curve[k].tolist()} for k in curve}
 
 
@@ -115,15 +126,39 @@ def test_claims_hold_fail_or_are_inconclusive(ref: dict, verdicts: list[str]) ->
 def test_cli_official_and_r_learner(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     csv = _official_csv(tmp_path / "1_PC50_varstd.csv")
     out = tmp_path / "off"
-    assert main(["meta_router", "official", "--csv", str(csv), "--runs", "2", "--learner", "dr",
-                 "r", "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "meta_router",
+                "official",
+                "--csv",
+                str(csv),
+                "--runs",
+                "2",
+                "--learner",
+                "dr",
+                "r",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "overlap: T predicted from x at CV accuracy" in text
     summary = json.loads((out / "summary.json").read_text())
-    assert set(summary["methods"]) == {"gold_only", "preference_only", "pooled",
-                                       "dr_corrected_dr", "dr_corrected_r"}  # fmt: skip
+    assert set(summary["methods"]) == {
+        "gold_only",
+        "preference_only",
+        "pooled",
+        "dr_corrected_dr",
+        "dr_corrected_r",
+    }
     table = (out / "efficiency_gain.csv").read_text().splitlines()
     assert table[0].startswith("ratio,gold_only") and len(table) == len(GRID) + 1
-    line = assert_one_line_error(main, ["meta_router", "official", "--csv",
-                                        str(tmp_path / "none.csv"), "--out", str(out)], capsys)  # fmt: skip
+    line = assert_one_line_error(
+        main,
+        ["meta_router", "official", "--csv", str(tmp_path / "none.csv"), "--out", str(out)],
+        capsys,
+    )
     assert "none.csv: no such file" in line

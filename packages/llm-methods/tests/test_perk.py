@@ -49,14 +49,16 @@ def perk(tiny):  # type: ignore[no-untyped-def]
     from llm_methods.perk.model import PERK
 
     torch.manual_seed(0)
-    return PERK(copy.deepcopy(tiny.model), tiny.tokenizer, r=4, alpha=8, lslr_init=1e-2,
-                lora_dropout=0.0)  # fmt: skip
+    return PERK(
+        copy.deepcopy(tiny.model), tiny.tokenizer, r=4, alpha=8, lslr_init=1e-2, lora_dropout=0.0
+    )
 
 
 def test_weighter_zero_init_and_lora_only(perk) -> None:  # type: ignore[no-untyped-def]
     w = perk.weighter(torch.randn(2, 5, perk.model.config.hidden_size))
-    assert torch.allclose(w, torch.full_like(w, float(torch.nn.functional.softplus(
-        torch.tensor(0.0), beta=3))))  # fmt: skip
+    assert torch.allclose(
+        w, torch.full_like(w, float(torch.nn.functional.softplus(torch.tensor(0.0), beta=3)))
+    )
     assert perk.lora_names and all("lora_" in n for n in perk.lora_names)
     assert perk.lslr.shape == (4, len(perk.lora_names))
 
@@ -123,7 +125,8 @@ def test_upstream_defaults_dropout_support_and_cached_answer(tiny: Any) -> None:
     drops = [m.p for m in p.model.modules() if isinstance(m, torch.nn.Dropout)]
     assert drops and all(d == pytest.approx(0.1) for d in drops)
     assert format_qa(2, "Where is Mary?", "garden", ["Mary went.", "Mary moved."])[1] == (
-        "<support>Mary went.\nMary moved.</support>\n<output>garden</output>")  # fmt: skip
+        "<support>Mary went.\nMary moved.</support>\n<output>garden</output>"
+    )
     assert format_qa(2, "Where is Mary?", "garden")[1] == "garden"
     fast = p.adapt(["Mary went to the kitchen.", "Birds sang."], train=False)
     lengths: list[int] = []
@@ -143,8 +146,9 @@ def test_upstream_defaults_dropout_support_and_cached_answer(tiny: Any) -> None:
     p.model.eval()
     with torch.no_grad():
         for _ in range(6):  # the same greedy tokens without a cache
-            out = functional_call(p.model, fast, args=(), kwargs={"input_ids": torch.tensor([ids])},
-                                  strict=False)  # fmt: skip
+            out = functional_call(
+                p.model, fast, args=(), kwargs={"input_ids": torch.tensor([ids])}, strict=False
+            )
             ids.append(int(out.logits[0, -1].argmax()))
             if ids[-1] == tiny.tokenizer.eos_token_id:
                 break

@@ -15,8 +15,10 @@ def test_perk_claims_planted() -> None:
     from llm_methods.perk.experiment import judge
 
     T, X = [4, 8], [16, 32]
-    good = {"perk": {4: _acc(0.6), 8: _acc(0.6), 16: _acc(0.55), 32: _acc(0.5)},
-            "ficr": {4: _acc(0.5), 8: _acc(0.5), 16: _acc(0.2), 32: _acc(0.1)}}  # fmt: skip
+    good = {
+        "perk": {4: _acc(0.6), 8: _acc(0.6), 16: _acc(0.55), 32: _acc(0.5)},
+        "ficr": {4: _acc(0.5), 8: _acc(0.5), 16: _acc(0.2), 32: _acc(0.1)},
+    }
     a, b = judge(good, T, X)
     assert (a.verdict, b.verdict) == ("held", "held")
     assert a.measured["records"] == 200 and a.measured["gap"] == 0.1

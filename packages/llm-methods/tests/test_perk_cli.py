@@ -23,9 +23,16 @@ def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
 
 
 def _fit(folder: Path, config: str) -> Path:
-    args = ["perk", "fit", "--config", config, "--trainer.max_steps=1",
-            "--trainer.limit_val_batches=0", "--trainer.enable_checkpointing=true",
-            f"--trainer.default_root_dir={folder}"]  # fmt: skip
+    args = [
+        "perk",
+        "fit",
+        "--config",
+        config,
+        "--trainer.max_steps=1",
+        "--trainer.limit_val_batches=0",
+        "--trainer.enable_checkpointing=true",
+        f"--trainer.default_root_dir={folder}",
+    ]
     assert main(args) in (0, None)
     (ckpt,) = sorted(folder.rglob("*.ckpt"))
     return ckpt
@@ -38,8 +45,25 @@ def perk_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_synth_and_configs(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "b.jsonl"
-    assert main(["perk", "synth", "--out", str(out), "--n", "4", "--n-segments", "3",
-                 "--position", "0", "--tasks", "qa2"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "perk",
+                "synth",
+                "--out",
+                str(out),
+                "--n",
+                "4",
+                "--n-segments",
+                "3",
+                "--position",
+                "0",
+                "--tasks",
+                "qa2",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(rows) == 4 and all(r["task"] == "qa2" and r["support"] for r in rows)
     assert rows[0]["context"].index(rows[0]["support"][0]) == 1  # qa2 facts open the context
@@ -52,8 +76,23 @@ def test_fit_then_eval(perk_ckpt: Path, tmp_path: Path) -> None:
     data = tmp_path / "d.jsonl"
     main(["perk", "synth", "--out", str(data), "--n", "2", "--n-segments", "2"])
     out = tmp_path / "ev"
-    assert main(["perk", "eval", "--ckpt", str(perk_ckpt), "--data", str(data), "--out",
-                 str(out), "--max-new-tokens", "4"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "perk",
+                "eval",
+                "--ckpt",
+                str(perk_ckpt),
+                "--data",
+                str(data),
+                "--out",
+                str(out),
+                "--max-new-tokens",
+                "4",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and {"gold", "prediction", "correct", "output"} <= set(rows[0])
     summary = json.loads((out / "summary.json").read_text())
@@ -74,20 +113,55 @@ def test_checkpoint_roundtrip_restores_meta_parameters(perk_ckpt: Path) -> None:
 def test_bad_input_one_line(perk_ckpt: Path, tmp_path: Path, capsys: Any) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"context": ["Mary went home."], "answer": "home"}) + "\n")
-    line = _one_line_error(capsys, ["perk", "eval", "--ckpt", str(perk_ckpt), "--data",
-                                    str(bad), "--out", str(tmp_path / "o")])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "perk",
+            "eval",
+            "--ckpt",
+            str(perk_ckpt),
+            "--data",
+            str(bad),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
     assert "bad.jsonl:1: missing field 'question'" in line
     long = tmp_path / "long.jsonl"
-    long.write_text(json.dumps({"context": ["word " * 700], "question": "Where?",
-                                "answer": "home"}) + "\n")  # fmt: skip
-    line = _one_line_error(capsys, ["perk", "eval", "--ckpt", str(perk_ckpt), "--data",
-                                    str(long), "--out", str(tmp_path / "o")])  # fmt: skip
+    long.write_text(
+        json.dumps({"context": ["word " * 700], "question": "Where?", "answer": "home"}) + "\n"
+    )
+    line = _one_line_error(
+        capsys,
+        [
+            "perk",
+            "eval",
+            "--ckpt",
+            str(perk_ckpt),
+            "--data",
+            str(long),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
     assert "split the context into shorter segments" in line
-    line = _one_line_error(capsys, ["perk", "eval", "--ckpt", str(tmp_path / "none.ckpt"),
-                                    "--data", str(long), "--out", str(tmp_path / "o")])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "perk",
+            "eval",
+            "--ckpt",
+            str(tmp_path / "none.ckpt"),
+            "--data",
+            str(long),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
     assert "none.ckpt: no such checkpoint" in line
-    line = _one_line_error(capsys, ["perk", "synth", "--out", str(tmp_path / "s.jsonl"),
-                                    "--position", "2"])  # fmt: skip
+    line = _one_line_error(
+        capsys, ["perk", "synth", "--out", str(tmp_path / "s.jsonl"), "--position", "2"]
+    )
     assert "position must be in [0, 1]" in line
 
 
@@ -105,6 +179,8 @@ def test_icr_context_too_long_one_line(tmp_path: Path, capsys: Any) -> None:
         )
         + "\n"
     )
-    line = _one_line_error(capsys, ["perk", "eval", "--ckpt", str(ckpt), "--data", str(data),
-                                    "--out", str(tmp_path / "o")])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        ["perk", "eval", "--ckpt", str(ckpt), "--data", str(data), "--out", str(tmp_path / "o")],
+    )
     assert "without segmentation" in line

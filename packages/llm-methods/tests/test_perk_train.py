@@ -21,8 +21,9 @@ def test_extract_output() -> None:
 
 
 def test_datamodule_synth_and_lengths() -> None:
-    dm = BabiLongDataModule(n_train=5, n_val=2, n_test=3, n_segments=[2, 6], tasks=["qa1"],
-                            batch_size=2)  # fmt: skip
+    dm = BabiLongDataModule(
+        n_train=5, n_val=2, n_test=3, n_segments=[2, 6], tasks=["qa1"], batch_size=2
+    )
     dm.setup()
     train = dm.splits["train"]
     assert len(train) == 5 and {len(r.context) for r in train} == {5, 9}

@@ -39,8 +39,11 @@ def pair():  # type: ignore[no-untyped-def]
     for tag in ("base", "ft"):
         with torch.random.fork_rng(devices=[]):
             model = LlamaForCausalLM(LlamaConfig(**data["config"])).eval()
-        state = {k.split("/", 1)[1]: torch.from_numpy(weights[k]) for k in weights.files
-                 if k.startswith(f"{tag}/")}  # fmt: skip
+        state = {
+            k.split("/", 1)[1]: torch.from_numpy(weights[k])
+            for k in weights.files
+            if k.startswith(f"{tag}/")
+        }
         model.load_state_dict(state)
         lms.append(wrap(tok, model, tag))
     return lms[0], lms[1], data
@@ -54,8 +57,11 @@ def test_mean_difference_and_logit_lens_equal_the_toolkit(pair: Any) -> None:
     assert relative_layer(ft, 0.5) == data["layer"] == 2
     diff = activation_difference_ids(base, ft, data["seqs"])
     assert diff.layer == data["layer"]
-    for got, key in ((diff.delta, "mean_diff"), (diff.mean_base, "base_mean"),
-                     (diff.mean_ft, "ft_mean")):  # fmt: skip
+    for got, key in (
+        (diff.delta, "mean_diff"),
+        (diff.mean_base, "base_mean"),
+        (diff.mean_ft, "ft_mean"),
+    ):
         torch.testing.assert_close(got, torch.tensor(data[key]), rtol=0, atol=6e-6)
     for j, want in enumerate(data["lens"]):
         probs, inv = lens_probabilities(ft, diff.delta[j])

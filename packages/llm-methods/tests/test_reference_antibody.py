@@ -45,12 +45,31 @@ def write_inputs(folder: Path) -> None:
     """The shared inputs: a 2×32 tiny Llama (seed 0, 2-D weights ×4) and token batches (seed 0)."""
     from llm_methods.zoo.models import tiny_llama
 
-    spec = {"vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
-            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
-            "max_position_embeddings": 64, "tie_word_embeddings": False, "rope_theta": 10000.0,
-            "rms_norm_eps": 1e-6, "bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 1}  # fmt: skip
-    model = tiny_llama(64, n_layers=2, hidden=32, heads=4, intermediate=64, max_len=64, seed=0,
-                       tie_embeddings=False)  # fmt: skip
+    spec = {
+        "vocab_size": 64,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "max_position_embeddings": 64,
+        "tie_word_embeddings": False,
+        "rope_theta": 10000.0,
+        "rms_norm_eps": 1e-6,
+        "bos_token_id": 0,
+        "eos_token_id": 0,
+        "pad_token_id": 1,
+    }
+    model = tiny_llama(
+        64,
+        n_layers=2,
+        hidden=32,
+        heads=4,
+        intermediate=64,
+        max_len=64,
+        seed=0,
+        tie_embeddings=False,
+    )
     with torch.no_grad():  # std 0.08, not 0.02: attention away from uniform, so no gradient
         for p in model.parameters():  # entry sits near Adam's ε (its first step would amplify
             if p.dim() == 2:  # float rounding there, not the method)
@@ -78,10 +97,19 @@ def write_inputs(folder: Path) -> None:
     arrays.update({f"refusal/{k}": v for k, v in rows(4, prompts).items()})  # same prompts
     folder.mkdir(parents=True, exist_ok=True)
     np.savez(folder / "antibody_inputs.npz", **arrays)
-    info = {"model": spec, "alpha": 0.1, "eta_lbd": 5.0, "ema_momentum": 0.99, "lambda2": 0.05,
-            "learning_rate": 5e-4, "weight_decay": 0.1, "max_grad_norm": 1.0, "steps": 2,
-            "batches": "step s aligns on safe<s>; the harmful batch (and its refusal view, the "
-                       "same prompts) is the whole 4-row harmful set at every step"}  # fmt: skip
+    info = {
+        "model": spec,
+        "alpha": 0.1,
+        "eta_lbd": 5.0,
+        "ema_momentum": 0.99,
+        "lambda2": 0.05,
+        "learning_rate": 5e-4,
+        "weight_decay": 0.1,
+        "max_grad_norm": 1.0,
+        "steps": 2,
+        "batches": "step s aligns on safe<s>; the harmful batch (and its refusal view, the "
+        "same prompts) is the whole 4-row harmful set at every step",
+    }
     (folder / "antibody_inputs.json").write_text(json.dumps(info, indent=1) + "\n")
 
 
@@ -97,8 +125,13 @@ def _setup(ref: dict):  # type: ignore[no-untyped-def]
     arrays = ref["arrays"]
     state = {k[6:]: v for k, v in arrays.items() if k.startswith("model/")}
     model = _model(ref["model"], state)
-    cfg = M.AntibodyConfig(rho=ref["alpha"], lambda_rule="code", eta_lambda=ref["eta_lbd"],
-                           ema=ref["ema_momentum"], lambda2=ref["lambda2"]).validate()  # fmt: skip
+    cfg = M.AntibodyConfig(
+        rho=ref["alpha"],
+        lambda_rule="code",
+        eta_lambda=ref["eta_lbd"],
+        ema=ref["ema_momentum"],
+        lambda2=ref["lambda2"],
+    ).validate()
     return model, cfg, _batch(arrays, "harmful"), _batch(arrays, "refusal")
 
 
@@ -109,14 +142,20 @@ def _direction(ref: dict, step: int) -> None:
     model, cfg, harm, refusal = _setup(ref)
     want = ref["official"]
     if step:
-        model.load_state_dict({n: torch.from_numpy(want[f"param{step - 1}/{n}"])
-                               for n, _ in model.named_parameters()}, strict=False)  # fmt: skip
+        model.load_state_dict(
+            {
+                n: torch.from_numpy(want[f"param{step - 1}/{n}"])
+                for n, _ in model.named_parameters()
+            },
+            strict=False,
+        )
     ema = M.LambdaEMA(cfg.ema, float(want[f"lambda_t/{step - 1}"]) if step else None)
     params = [p for p in model.parameters() if p.requires_grad]
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     model.train()
-    grads, info = M.antibody_align_grads(model, params, _batch(ref["arrays"], f"safe{step}"),
-                                         harm, refusal, cfg, ema)  # fmt: skip
+    grads, info = M.antibody_align_grads(
+        model, params, _batch(ref["arrays"], f"safe{step}"), harm, refusal, cfg, ema
+    )
     assert info["lambda_t"] == pytest.approx(float(want[f"lambda_t/{step}"]), abs=1e-6)
     scale = max(float(np.abs(want[f"grad{step}/{n}"]).max()) for n in names)
     assert scale > 1e-2  # a non-trivial direction
@@ -147,8 +186,14 @@ def test_optimizer_step_equals_the_hf_trainer(ref: dict) -> None:
     def step(params, s):  # type: ignore[no-untyped-def]
         return [torch.from_numpy(want[f"grad{s}/{n}"]) for n in names], {}
 
-    M.train(model, step, ref["steps"], lr=ref["learning_rate"], weight_decay=ref["weight_decay"],
-            clip=ref["max_grad_norm"])  # fmt: skip
+    M.train(
+        model,
+        step,
+        ref["steps"],
+        lr=ref["learning_rate"],
+        weight_decay=ref["weight_decay"],
+        clip=ref["max_grad_norm"],
+    )
     got = dict(model.named_parameters())
     moved = max(float((got[n].detach() - before[n]).abs().max()) for n in names)
     assert moved > 5e-4  # the steps moved the weights (lr 5e-4, Adam)

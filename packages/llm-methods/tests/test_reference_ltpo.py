@@ -54,8 +54,11 @@ CHAT_TEMPLATE = (
 def _tokenizer():  # type: ignore[no-untyped-def]
     from transformers import PreTrainedTokenizerFast
 
-    tok = PreTrainedTokenizerFast(tokenizer_file=str(REF / "ltpo_tokenizer.json"),
-                                  eos_token="<|endoftext|>", pad_token="<|endoftext|>")  # fmt: skip
+    tok = PreTrainedTokenizerFast(
+        tokenizer_file=str(REF / "ltpo_tokenizer.json"),
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+    )
     tok.chat_template = CHAT_TEMPLATE
     return tok
 
@@ -69,8 +72,14 @@ def test_zeroth_order_update_equals_upstream(ref, run: str) -> None:  # type: ig
     ids, (start, end) = r["input_ids"], r["thought_idx"]
     prefix, suffix = ids[:start], ids[end:]
     init = lm.model.get_input_embeddings()(torch.tensor(ids[start:end])).detach()
-    cfg = LTPOConfig(n_thoughts=r["K"], sigma=r["sigma"], sigma_decay=r["decay"], lr=r["lr"],
-                     steps=r["steps"], top_k=r["top_k"])  # fmt: skip
+    cfg = LTPOConfig(
+        n_thoughts=r["K"],
+        sigma=r["sigma"],
+        sigma_decay=r["decay"],
+        lr=r["lr"],
+        steps=r["steps"],
+        top_k=r["top_k"],
+    )
     kept, trace = ltpo_optimize(lm, prefix, cfg, seed=r["seed"], suffix=suffix, init=init)
     assert trace[1:] == pytest.approx(r["rewards"], abs=5e-6)  # R(H + eps) of every step
     torch.testing.assert_close(kept, torch.tensor(r["kept"]), rtol=1e-6, atol=1e-6)
@@ -118,8 +127,10 @@ def test_our_thought_prompt_matches_upstream_placement(ref: Any, run: str) -> No
     assert lm.tokenizer.decode(ids[:start]).endswith(": ")  # both: "... special tokens: " + H
     H = torch.tensor(r["candidates"][0])
     emb = lm.model.get_input_embeddings()
-    for prefix, suffix, first in ((ids[:start], ids[end:], start),
-                                  (ours.prefix, ours.suffix, len(ours.prefix))):  # fmt: skip
+    for prefix, suffix, first in (
+        (ids[:start], ids[end:], start),
+        (ours.prefix, ours.suffix, len(ours.prefix)),
+    ):
         full = torch.cat([emb(torch.tensor(prefix)), H, emb(torch.tensor(suffix))])
         with torch.no_grad():
             logits = lm.model(inputs_embeds=full[None]).logits[0]

@@ -42,8 +42,13 @@ def test_flips_and_accumulators_equal_the_reference(ref: dict[str, np.ndarray]) 
         total += flipped
         for i, p in enumerate(params):
             np.testing.assert_array_equal(p.numpy(), 2 * ref[f"w{t + 1}/{i}"] - 1, f"step {t}")
-            np.testing.assert_allclose(opt.accum[i].numpy(), ref[f"accum{t + 1}/{i}"],
-                                       rtol=0, atol=1e-6, err_msg=f"step {t}")  # fmt: skip
+            np.testing.assert_allclose(
+                opt.accum[i].numpy(),
+                ref[f"accum{t + 1}/{i}"],
+                rtol=0,
+                atol=1e-6,
+                err_msg=f"step {t}",
+            )
     assert total > 50  # the reference run flips a good share of the 208 weights
 
 

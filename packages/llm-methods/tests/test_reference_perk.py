@@ -49,18 +49,33 @@ def ref():  # type: ignore[no-untyped-def]
 
     data = json.loads((REF / "perk_meta_step.json").read_text())
     arr = np.load(REF / "perk_meta_step.npz")
-    tok = PreTrainedTokenizerFast(tokenizer_file=str(REF / "perk_tokenizer.json"),
-                                  eos_token="<|endoftext|>", pad_token="<|endoftext|>")  # fmt: skip
+    tok = PreTrainedTokenizerFast(
+        tokenizer_file=str(REF / "perk_tokenizer.json"),
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+    )
     with torch.random.fork_rng(devices=[]):
         model = LlamaForCausalLM(LlamaConfig(**data["config"]))
-        base = {k.removeprefix("base/"): torch.from_numpy(arr[k]) for k in arr.files
-                if k.startswith("base/")}  # fmt: skip
+        base = {
+            k.removeprefix("base/"): torch.from_numpy(arr[k])
+            for k in arr.files
+            if k.startswith("base/")
+        }
         model.load_state_dict(base)
-        perk = PERK(model, tok, r=data["lora_r"], alpha=data["lora_alpha"],
-                    target_modules=data["lora_targets"], inner_steps=data["n_inner_iter"],
-                    first_order_steps=data["unroll_start"], betas=tuple(data["betas"]),
-                    eps=data["eps"], weight_decay=data["weight_decay"],
-                    accumulation=data["test_accumulation"], lora_dropout=0.0)  # fmt: skip
+        perk = PERK(
+            model,
+            tok,
+            r=data["lora_r"],
+            alpha=data["lora_alpha"],
+            target_modules=data["lora_targets"],
+            inner_steps=data["n_inner_iter"],
+            first_order_steps=data["unroll_start"],
+            betas=tuple(data["betas"]),
+            eps=data["eps"],
+            weight_decay=data["weight_decay"],
+            accumulation=data["test_accumulation"],
+            lora_dropout=0.0,
+        )
     assert perk.lora_names == [n.removeprefix(UP) for n in data["lora_names"]]
     params = dict(perk.model.named_parameters())
     with torch.no_grad():
@@ -84,8 +99,9 @@ def test_inputs_equal_upstream_collator(ref) -> None:  # type: ignore[no-untyped
     for rec, key in ((data["record"], ""), (data["test_record"], "test_")):
         ids, mask, labels = perk.encode(format_segments(rec["context"], tok.eos_token))
         assert ids.tolist() == data[f"{key}train_input_ids"] and bool(mask.all())
-        prompt, resp = format_qa(len(rec["context"]), rec["question"], rec["answer"],
-                                 rec["support"])  # fmt: skip
+        prompt, resp = format_qa(
+            len(rec["context"]), rec["question"], rec["answer"], rec["support"]
+        )
         outer_ids, _ = encode_prompt_response(tok, prompt, f"{prompt} {resp}{tok.eos_token}")
         assert outer_ids == data[f"{key}input_ids"][0]
     assert labels.tolist() != data["train_labels"]  # (3 segments here vs 4 there)
@@ -117,8 +133,9 @@ def test_meta_step_equals_upstream(ref) -> None:  # type: ignore[no-untyped-def]
     fast = perk.adapt(rec["context"], train=True)
     for name, expected in _ref_params(perk, arr, f"step{perk.inner_steps}").items():
         torch.testing.assert_close(fast[name].detach(), expected, rtol=0, atol=WEIGHT_ATOL)
-    loss = perk.outer_loss(fast, len(rec["context"]), rec["question"], rec["answer"],
-                           rec["support"])  # fmt: skip
+    loss = perk.outer_loss(
+        fast, len(rec["context"]), rec["question"], rec["answer"], rec["support"]
+    )
     assert float(loss.detach()) == pytest.approx(data["outer_loss"], abs=1e-5)
     loss.backward()
     params = dict(perk.model.named_parameters())
@@ -130,8 +147,9 @@ def test_meta_step_equals_upstream(ref) -> None:  # type: ignore[no-untyped-def]
         torch.testing.assert_close(p.grad, ref_grad, rtol=0, atol=4e-6)
     lslr = np.stack([arr[f"lslr_grad/{_lslr_key(n)}"] for n in perk.lora_names], axis=1)
     assert np.abs(lslr[perk.inner_steps :]).max() == 0.0
-    torch.testing.assert_close(perk.lslr.grad, torch.from_numpy(lslr[: perk.inner_steps]),
-                               rtol=0, atol=3e-5)  # fmt: skip
+    torch.testing.assert_close(
+        perk.lslr.grad, torch.from_numpy(lslr[: perk.inner_steps]), rtol=0, atol=3e-5
+    )
     perk.zero_grad(set_to_none=True)
 
 
@@ -148,8 +166,9 @@ def test_test_time_adaptation_equals_upstream(ref) -> None:  # type: ignore[no-u
     ids, mask, labels = perk.encode(format_segments(rec["context"], "<|endoftext|>"))
     chunks = torch.arange(ids.shape[0]).chunk(data["test_accumulation"])
     with torch.no_grad():
-        loss = perk.outer_loss(fast, len(rec["context"]), rec["question"], rec["answer"],
-                               rec["support"])  # fmt: skip
+        loss = perk.outer_loss(
+            fast, len(rec["context"]), rec["question"], rec["answer"], rec["support"]
+        )
         assert float(loss) == pytest.approx(data["test_outer_loss"], abs=1e-5)
         micro = iter(data["test_micro_losses"])
         for s in range(perk.inner_steps):

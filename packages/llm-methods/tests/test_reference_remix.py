@@ -61,9 +61,14 @@ def _log(values: list[list[float]]) -> torch.Tensor:
 
 def test_mix_ppg_loss_matches_the_hand_worked_example_of_eq3() -> None:
     logps = _log(THETA).requires_grad_()
-    loss, stats = mix_ppg_loss(logps, _log(BEHAVIOUR), _log(CURRENT),
-                               torch.tensor(ADVANTAGES, dtype=torch.float64),
-                               torch.tensor(MASK, dtype=torch.float64), eps_low=EPS)  # fmt: skip
+    loss, stats = mix_ppg_loss(
+        logps,
+        _log(BEHAVIOUR),
+        _log(CURRENT),
+        torch.tensor(ADVANTAGES, dtype=torch.float64),
+        torch.tensor(MASK, dtype=torch.float64),
+        eps_low=EPS,
+    )
     assert float(loss) == pytest.approx(0.9666667, abs=1e-6)
     assert float(loss) == pytest.approx(EXPECTED_LOSS, abs=1e-9)
     loss.backward()
@@ -75,7 +80,13 @@ def test_the_example_separates_the_clip_readings() -> None:
     """Sequence 1, t1 alone: 1.4 under Eq. (3)'s additive clip around c; 1.2 around 1; 1.44
     multiplicative. Our loss gives the first."""
     one = torch.ones(1, 1, dtype=torch.float64)
-    loss, _ = mix_ppg_loss(_log([[0.75]]), _log([[0.5]]), _log([[0.6]]),
-                           torch.ones(1, dtype=torch.float64), one, eps_low=EPS)  # fmt: skip
+    loss, _ = mix_ppg_loss(
+        _log([[0.75]]),
+        _log([[0.5]]),
+        _log([[0.6]]),
+        torch.ones(1, dtype=torch.float64),
+        one,
+        eps_low=EPS,
+    )
     assert float(loss) == pytest.approx(-1.4, abs=1e-9)
     assert abs(float(loss) + 1.2) > 0.1 and abs(float(loss) + 1.44) > 0.03

@@ -52,16 +52,18 @@ def _traces(path: Path | str) -> list[dict]:
 @functools.cache
 def _analyze(path: Path | str, threshold: int, horizon: int | None, group_by: str) -> dict:
     traces = _traces(path)
-    return analyze(traces, threshold=threshold, horizon=horizon, n_boot=0, group_by=group_by,
-                   km=False)  # fmt: skip
+    return analyze(
+        traces, threshold=threshold, horizon=horizon, n_boot=0, group_by=group_by, km=False
+    )
 
 
 @pytest.mark.parametrize(("path", "name"), CASES)
 @pytest.mark.parametrize("group_by", ["category", "model"])
 @pytest.mark.parametrize("threshold", [2, 1])
 @pytest.mark.parametrize("horizon", [15, None])
-def test_calibration_matches_official(path: Path, name: str, group_by: str, threshold: int,
-                                      horizon: int | None) -> None:  # fmt: skip
+def test_calibration_matches_official(
+    path: Path, name: str, group_by: str, threshold: int, horizon: int | None
+) -> None:
     _, ref = _load(path, name)
     result = _analyze(path, threshold, horizon, group_by)
     assert result["notes"][0].startswith(f"{ref['answer_events']} answer events")
@@ -94,7 +96,9 @@ def test_reference_file_exercises_the_ontology() -> None:
     assert {"visit", "visit_result", "answer", "CorrectAnswer", "IncorrectAnswer"} <= kinds
     assert any(len(t["trace"]) > 15 for t in traces)  # the horizon changes the trajectory rates
     ref = json.loads((DATA / "seekbench_official_synthetic.json").read_text())
-    rates = [g["thr2_h15"]["premature_rate"] != g["thr2_h1000"]["premature_rate"]
-             or g["thr2_h15"]["overcautious_rate"] != g["thr2_h1000"]["overcautious_rate"]
-             for g in ref["groups"]["model"].values()]  # fmt: skip
+    rates = [
+        g["thr2_h15"]["premature_rate"] != g["thr2_h1000"]["premature_rate"]
+        or g["thr2_h15"]["overcautious_rate"] != g["thr2_h1000"]["overcautious_rate"]
+        for g in ref["groups"]["model"].values()
+    ]
     assert any(rates)

@@ -53,10 +53,15 @@ def _model(spec: dict, state: dict[str, np.ndarray]):  # -> LlamaForCausalLM
 def _requests(spec: dict) -> list[EditRequest]:
     """The requests as ours reads them (targets keep ROME's leading space)."""
     return [
-        EditRequest(case_id=r["case_id"], prompt=r["prompt"], subject=r["subject"],
-                    target_new=r["target_new"]["str"], target_true=r["target_true"]["str"])
+        EditRequest(
+            case_id=r["case_id"],
+            prompt=r["prompt"],
+            subject=r["subject"],
+            target_new=r["target_new"]["str"],
+            target_true=r["target_true"]["str"],
+        )
         for r in spec["requests"]
-    ]  # fmt: skip
+    ]
 
 
 def write_inputs(folder: Path) -> None:
@@ -66,20 +71,43 @@ def write_inputs(folder: Path) -> None:
     from llm_methods.zoo.models import tiny_llama
     from llm_methods.zoo.tokenizer import train_bpe
 
-    words = [" English", " French", " piano", " guitar", " Sweden", " Spain", " Google",
-             " Apple", " New York"]  # fmt: skip
-    texts = ["Here is a fact. I read this today: The mother tongue of is plays the which is "
-             "located in was created by"] * 3 + [w * 20 for w in words]  # fmt: skip
+    words = [
+        " English",
+        " French",
+        " piano",
+        " guitar",
+        " Sweden",
+        " Spain",
+        " Google",
+        " Apple",
+        " New York",
+    ]
+    texts = [
+        "Here is a fact. I read this today: The mother tongue of is plays the which is "
+        "located in was created by"
+    ] * 3 + [w * 20 for w in words]
     texts.append("Danielle Darrieux Toko Yasuda Autonomous University of Madrid Apple A5")
     folder.mkdir(parents=True, exist_ok=True)
     train_bpe(texts, 420).backend_tokenizer.save(str(folder / "suit_tiny_tokenizer.json"))
     tok = _tokenizer(folder / "suit_tiny_tokenizer.json")
-    spec = {"vocab_size": len(tok), "hidden_size": 32, "intermediate_size": 64,
-            "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4,
-            "max_position_embeddings": 256, "tie_word_embeddings": False, "rope_theta": 10000.0,
-            "rms_norm_eps": 1e-6, "bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 1}  # fmt: skip
-    model = tiny_llama(len(tok), n_layers=4, hidden=32, heads=4, intermediate=64, seed=0,
-                       tie_embeddings=False)  # fmt: skip
+    spec = {
+        "vocab_size": len(tok),
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "max_position_embeddings": 256,
+        "tie_word_embeddings": False,
+        "rope_theta": 10000.0,
+        "rms_norm_eps": 1e-6,
+        "bos_token_id": 0,
+        "eos_token_id": 0,
+        "pad_token_id": 1,
+    }
+    model = tiny_llama(
+        len(tok), n_layers=4, hidden=32, heads=4, intermediate=64, seed=0, tie_embeddings=False
+    )
     with torch.no_grad():  # std 0.16 instead of 0.02: O(1) keys, residuals and logits
         for p in model.parameters():
             if p.dim() == 2:
@@ -97,21 +125,41 @@ def write_inputs(folder: Path) -> None:
         ("{}, which is located in", "Autonomous University of Madrid", " Sweden", " Spain"),
         ("{} was created by", "Apple A5", " New York", " Apple"),
     ]
-    hparams = {"layers": [1, 2], "rome_layer": 1, "v_loss_layer": 3, "v_num_grad_steps": 8,
-               "v_lr": 0.5, "v_weight_decay": 0.5, "kl_factor": 0.0625, "clamp_norm_factor": 0.75,
-               "rome_clamp_norm_factor": 4.0, "mom2_update_weight": 10.0, "L2": 0.1,
-               "nullspace_threshold": threshold}  # fmt: skip
+    hparams = {
+        "layers": [1, 2],
+        "rome_layer": 1,
+        "v_loss_layer": 3,
+        "v_num_grad_steps": 8,
+        "v_lr": 0.5,
+        "v_weight_decay": 0.5,
+        "kl_factor": 0.0625,
+        "clamp_norm_factor": 0.75,
+        "rome_clamp_norm_factor": 4.0,
+        "mom2_update_weight": 10.0,
+        "L2": 0.1,
+        "nullspace_threshold": threshold,
+    }
     info = {
         "model": spec,
         "templates_rome": ["{}", "Here is a fact. {}", "I read this today: {}"],
         "templates_memit": [["{}"], ["Here is a fact. {}", "I read this today: {}"]],
-        "requests": [{"case_id": i, "prompt": p, "subject": s, "target_new": {"str": n},
-                      "target_true": {"str": t}} for i, (p, s, n, t) in enumerate(requests)],
+        "requests": [
+            {
+                "case_id": i,
+                "prompt": p,
+                "subject": s,
+                "target_new": {"str": n},
+                "target_true": {"str": t},
+            }
+            for i, (p, s, n, t) in enumerate(requests)
+        ],
         "hparams": hparams,
-        "runs": {"rome": "requests 0, 1 one after the other (layer 1)",
-                 "memit": "requests 0, 1 in one batch (layers 1, 2)",
-                 "alphaedit": "requests 0, 1 then 2, 3 (two sequential batches, layers 1, 2)"},
-    }  # fmt: skip
+        "runs": {
+            "rome": "requests 0, 1 one after the other (layer 1)",
+            "memit": "requests 0, 1 in one batch (layers 1, 2)",
+            "alphaedit": "requests 0, 1 then 2, 3 (two sequential batches, layers 1, 2)",
+        },
+    }
     (folder / "suit_tiny_inputs.json").write_text(json.dumps(info, indent=1) + "\n")
 
 
@@ -120,8 +168,9 @@ def inputs() -> dict:
     info = json.loads((REF / "suit_tiny_inputs.json").read_text())
     arrays = np.load(REF / "suit_tiny_inputs.npz")
     info["state"] = {k[6:]: arrays[k] for k in arrays.files if k.startswith("model/")}
-    info["cov"] = {int(k[4:]): torch.from_numpy(arrays[k]) for k in arrays.files
-                   if k.startswith("cov/")}  # fmt: skip
+    info["cov"] = {
+        int(k[4:]): torch.from_numpy(arrays[k]) for k in arrays.files if k.startswith("cov/")
+    }
     info["official"] = dict(np.load(REF / "suit_official.npz"))
     return info
 
@@ -132,11 +181,20 @@ def _deltas(inputs: dict, method: str) -> dict[int, np.ndarray]:
 
     h = inputs["hparams"]
     templates = tuple(inputs["templates_rome"])
-    cfg = EditConfig(layers=tuple(h["layers"]), rome_layer=h["rome_layer"],
-                     steps=h["v_num_grad_steps"], lr=h["v_lr"], kl_factor=h["kl_factor"],
-                     weight_decay=h["v_weight_decay"], clamp=h["clamp_norm_factor"],
-                     rome_clamp=h["rome_clamp_norm_factor"], mom2_weight=h["mom2_update_weight"],
-                     l2=h["L2"], null_threshold=h["nullspace_threshold"], templates=templates)  # fmt: skip
+    cfg = EditConfig(
+        layers=tuple(h["layers"]),
+        rome_layer=h["rome_layer"],
+        steps=h["v_num_grad_steps"],
+        lr=h["v_lr"],
+        kl_factor=h["kl_factor"],
+        weight_decay=h["v_weight_decay"],
+        clamp=h["clamp_norm_factor"],
+        rome_clamp=h["rome_clamp_norm_factor"],
+        mom2_weight=h["mom2_update_weight"],
+        l2=h["L2"],
+        null_threshold=h["nullspace_threshold"],
+        templates=templates,
+    )
     tok = _tokenizer(REF / "suit_tiny_tokenizer.json")
     lm = wrap(tok, _model(inputs["model"], inputs["state"]), "tiny")
     editor = Editor(lm, method, cfg, dict(inputs["cov"]))
@@ -157,8 +215,9 @@ def editor_weight(lm, layer: int) -> torch.Tensor:  # type: ignore[no-untyped-de
 @pytest.mark.parametrize("method", ["rome", "memit", "alphaedit"])
 def test_weight_update_equals_official(inputs: dict, method: str) -> None:
     ours = _deltas(inputs, method)
-    want = {int(k.split("/")[1]): v for k, v in inputs["official"].items()
-            if k.startswith(method + "/")}  # fmt: skip
+    want = {
+        int(k.split("/")[1]): v for k, v in inputs["official"].items() if k.startswith(method + "/")
+    }
     assert sorted(ours) == sorted(want)
     for layer, w in want.items():
         assert np.abs(w).max() > 0.1  # the official edit is not trivial

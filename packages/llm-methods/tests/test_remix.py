@@ -45,11 +45,19 @@ def test_synth_roundtrip_and_exact_answers(tmp_path: Path) -> None:
     assert all(prompt.startswith("Q: ") and prompt.endswith("\nA:") for prompt in prompts)
 
 
-@pytest.mark.parametrize(("text", "gold", "reward"), [
-    (" 3 + 4 = 7. #### 7", "7", 1.0), (" #### 07", "7", 1.0), (" #### 8", "7", 0.0),
-    ("it is 12", "12", 1.0), ("no number", "3", 0.0), (" 5 - 9 = -4. #### -4", "-4", 1.0),
-    (" #### 7 then 8", "7", 1.0), ("", "0", 0.0),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "gold", "reward"),
+    [
+        (" 3 + 4 = 7. #### 7", "7", 1.0),
+        (" #### 07", "7", 1.0),
+        (" #### 8", "7", 0.0),
+        ("it is 12", "12", 1.0),
+        ("no number", "3", 0.0),
+        (" 5 - 9 = -4. #### -4", "-4", 1.0),
+        (" #### 7 then 8", "7", 1.0),
+        ("", "0", 0.0),
+    ],
+)
 def test_exact_match_reward(text: str, gold: str, reward: float) -> None:
     assert exact_match_reward(text, gold) == reward
     assert extract_answer(" #### 1,234") == "1"  # integers only, no thousands separators
@@ -93,8 +101,20 @@ def test_group_advantages_match_trl_formula() -> None:
     assert abs(float(adv[:4].sum())) < 1e-5
 
 
-@pytest.mark.parametrize(("t", "lam"), [(0, 1.0), (50, 1.0), (51, 0.9), (60, 0.9), (61, 0.8),
-                                        (80, 0.7), (99, 0.5), (100, 0.5), (500, 0.5)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("t", "lam"),
+    [
+        (0, 1.0),
+        (50, 1.0),
+        (51, 0.9),
+        (60, 0.9),
+        (61, 0.8),
+        (80, 0.7),
+        (99, 0.5),
+        (100, 0.5),
+        (500, 0.5),
+    ],
+)
 def test_kl_convex_lambda_schedule(t: int, lam: float) -> None:
     assert kl_convex_lambda(t) == pytest.approx(lam)
 
@@ -132,8 +152,17 @@ def test_kl_convex_mixes_base_and_previous_policy() -> None:
     base, prev = torch.full((1, 2), -0.5), torch.full((1, 2), 0.3)
     k3 = lambda q: torch.exp(q) - q - 1  # noqa: E731
     for lam in (1.0, 0.7, 0.5):
-        loss, _ = mix_ppg_loss(logps, logps.detach(), logps.detach(), zero, mask, beta=1.0,
-                               base_logps=base, prev_logps=prev, lam=lam)  # fmt: skip
+        loss, _ = mix_ppg_loss(
+            logps,
+            logps.detach(),
+            logps.detach(),
+            zero,
+            mask,
+            beta=1.0,
+            base_logps=base,
+            prev_logps=prev,
+            lam=lam,
+        )
         want = lam * k3(torch.tensor(-0.5)) + (1 - lam) * k3(torch.tensor(0.3))
         assert float(loss) == pytest.approx(float(want), abs=1e-6)
 
@@ -153,8 +182,18 @@ def test_runner_grpo_and_remix_counts_replay_reincarnation(tiny_policy) -> None:
     reward = make_reward_fn(["exact_match"])
     torch.manual_seed(0)
     model = copy.deepcopy(tiny_policy.model)
-    cfg = RLConfig(algo="remix", group_size=3, max_new_tokens=4, p_off=1.0, utd=2, n_past=2,
-                   reincarnate_at=3, lam_start=1, lam_every=1, lr=1e-3)  # fmt: skip
+    cfg = RLConfig(
+        algo="remix",
+        group_size=3,
+        max_new_tokens=4,
+        p_off=1.0,
+        utd=2,
+        n_past=2,
+        reincarnate_at=3,
+        lam_start=1,
+        lam_every=1,
+        lr=1e-3,
+    )
     runner = RLRunner(model, tiny_policy.tokenizer, cfg, reward, seed=0)
     before = copy.deepcopy(runner.base.state_dict())
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
@@ -172,9 +211,12 @@ def test_runner_grpo_and_remix_counts_replay_reincarnation(tiny_policy) -> None:
     assert len(runner.replay) == 0 and runner.reincarnated  # cleared at reincarnation
     changed = any(not torch.equal(v, runner.base.state_dict()[k]) for k, v in before.items())
     assert changed  # the base was replaced by pi_T
-    grpo = RLRunner(copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer,
-                    RLConfig(algo="grpo", group_size=3, max_new_tokens=4, num_iterations=2),
-                    reward)  # fmt: skip
+    grpo = RLRunner(
+        copy.deepcopy(tiny_policy.model),
+        tiny_policy.tokenizer,
+        RLConfig(algo="grpo", group_size=3, max_new_tokens=4, num_iterations=2),
+        reward,
+    )
     opt = torch.optim.AdamW(grpo.model.parameters(), lr=1e-3)
     out = grpo.step(problems[:2], opt)
     assert grpo.rollouts == 6 and grpo.grad_steps == 2 and out["off_policy_groups"] == 0.0
@@ -192,10 +234,19 @@ def test_remix_trains_on_every_fresh_rollout_it_samples(tiny_policy) -> None:  #
     import copy
 
     problems = records_to_problems(synth_problems(8, 1))
-    cfg = RLConfig(algo="remix", group_size=2, max_new_tokens=3, p_off=0.5, utd=2, n_past=2,
-                   reincarnate_at=None, beta=0.0)  # fmt: skip
-    runner = RLRunner(copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer, cfg,
-                      _length_reward, seed=0)  # fmt: skip
+    cfg = RLConfig(
+        algo="remix",
+        group_size=2,
+        max_new_tokens=3,
+        p_off=0.5,
+        utd=2,
+        n_past=2,
+        reincarnate_at=None,
+        beta=0.0,
+    )
+    runner = RLRunner(
+        copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer, cfg, _length_reward, seed=0
+    )
     opt = torch.optim.AdamW(runner.model.parameters(), lr=1e-3)
     logs = [runner.step(problems[4 * i : 4 * i + 4], opt) for i in range(2)]
     assert logs[0]["fresh_rollouts"] == logs[0]["fresh_trained"] == 8.0  # replay empty
@@ -210,10 +261,20 @@ def test_replay_path_trains_on_replayed_groups(tiny_policy) -> None:  # type: ig
     import copy
 
     problems = records_to_problems(synth_problems(4, 3))
-    cfg = RLConfig(algo="remix", group_size=4, max_new_tokens=4, p_off=1.0, utd=1, n_past=1,
-                   reincarnate_at=None, beta=0.0, epsilon=10.0)  # fmt: skip
-    runner = RLRunner(copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer, cfg,
-                      _length_reward, seed=0)  # fmt: skip
+    cfg = RLConfig(
+        algo="remix",
+        group_size=4,
+        max_new_tokens=4,
+        p_off=1.0,
+        utd=1,
+        n_past=1,
+        reincarnate_at=None,
+        beta=0.0,
+        epsilon=10.0,
+    )
+    runner = RLRunner(
+        copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer, cfg, _length_reward, seed=0
+    )
     runner.step(problems[:2], torch.optim.SGD(runner.model.parameters(), lr=0.0))
     replayed = [r for g in runner.replay[0] for r in g]
     assert any(abs(r.advantage) > 0 for r in replayed)
@@ -222,8 +283,9 @@ def test_replay_path_trains_on_replayed_groups(tiny_policy) -> None:  # type: ig
     def objective() -> float:
         with torch.no_grad():
             lp = runner._logps(runner.model, batch) * batch["completion_mask"]
-        return float((lp.sum(1) / batch["completion_mask"].sum(1).clamp(min=1)
-                      * batch["advantages"]).sum())  # fmt: skip
+        return float(
+            (lp.sum(1) / batch["completion_mask"].sum(1).clamp(min=1) * batch["advantages"]).sum()
+        )
 
     before = objective()
     logs = runner.step(problems[:2], torch.optim.SGD(runner.model.parameters(), lr=0.5))
@@ -245,14 +307,26 @@ def test_zero_std_groups_logged_and_swapped_only_for_informative_replay(tiny_pol
         counter["n"] += 1
         return float(counter["n"]) if counter["n"] <= 4 else 1.0
 
-    cases = [(False, lambda text, gold: 1.0, 0.0), (True, lambda text, gold: 1.0, 0.0),
-             (True, spread_then_flat, 2.0)]  # fmt: skip
+    cases = [
+        (False, lambda text, gold: 1.0, 0.0),
+        (True, lambda text, gold: 1.0, 0.0),
+        (True, spread_then_flat, 2.0),
+    ]
     for swap, reward, swapped in cases:
         counter["n"] = 0
-        cfg = RLConfig(algo="remix", group_size=2, max_new_tokens=3, p_off=0.0, utd=1,
-                       reincarnate_at=None, beta=0.0, replay_zero_std=swap)  # fmt: skip
-        runner = RLRunner(copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer, cfg,
-                          reward, seed=0)  # fmt: skip
+        cfg = RLConfig(
+            algo="remix",
+            group_size=2,
+            max_new_tokens=3,
+            p_off=0.0,
+            utd=1,
+            reincarnate_at=None,
+            beta=0.0,
+            replay_zero_std=swap,
+        )
+        runner = RLRunner(
+            copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer, cfg, reward, seed=0
+        )
         opt = torch.optim.SGD(runner.model.parameters(), lr=0.0)
         first, second = (runner.step(problems[:2], opt) for _ in range(2))
         assert second["zero_std_frac"] == 1.0
@@ -265,10 +339,15 @@ def test_replay_keeps_last_n_policies(tiny_policy) -> None:  # type: ignore[no-u
     import copy
 
     problems = records_to_problems(synth_problems(4, 2))
-    cfg = RLConfig(algo="remix", group_size=2, max_new_tokens=3, n_past=2, reincarnate_at=None,
-                   beta=0.0)  # fmt: skip
-    runner = RLRunner(copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer, cfg,
-                      make_reward_fn(["exact_match"]))  # fmt: skip
+    cfg = RLConfig(
+        algo="remix", group_size=2, max_new_tokens=3, n_past=2, reincarnate_at=None, beta=0.0
+    )
+    runner = RLRunner(
+        copy.deepcopy(tiny_policy.model),
+        tiny_policy.tokenizer,
+        cfg,
+        make_reward_fn(["exact_match"]),
+    )
     opt = torch.optim.SGD(runner.model.parameters(), lr=0.0)
     for _ in range(4):
         runner.step(problems[:1], opt)

@@ -10,8 +10,14 @@ from llm_methods.remix import experiment as ex
 
 
 def _measured(**over: Any) -> dict[str, Any]:
-    m = {"grpo_start": 0.60, "grpo_final": 0.70, "remix_final": 0.71, "grpo_rollouts": 4096.0,
-         "remix_rollouts_to_reach": 1920.0, "remix_off_policy_groups": [33, 33, 33]}  # fmt: skip
+    m = {
+        "grpo_start": 0.60,
+        "grpo_final": 0.70,
+        "remix_final": 0.71,
+        "grpo_rollouts": 4096.0,
+        "remix_rollouts_to_reach": 1920.0,
+        "remix_off_policy_groups": [33, 33, 33],
+    }
     m.update(over)
     return m
 
@@ -25,8 +31,11 @@ def test_both_claims_hold_on_planted_wins() -> None:
 
 def test_claims_fail_on_planted_losses() -> None:
     # the issue-27 rerun's numbers: ReMix never reached GRPO's final, ended 0.6 points lower
-    a, b = ex.claims(_measured(grpo_start=0.609, grpo_final=0.7125, remix_final=0.706,
-                               remix_rollouts_to_reach=None))  # fmt: skip
+    a, b = ex.claims(
+        _measured(
+            grpo_start=0.609, grpo_final=0.7125, remix_final=0.706, remix_rollouts_to_reach=None
+        )
+    )
     assert (a.verdict, b.verdict) == ("not held", "held")
     assert a.measured["fraction"] is None
     a, b = ex.claims(_measured(remix_rollouts_to_reach=2100.0, remix_final=0.67))

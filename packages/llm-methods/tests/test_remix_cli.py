@@ -50,15 +50,42 @@ def test_remix_config_has_paper_defaults() -> None:
 
 def test_fit_tiny_then_eval(policy_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "trained"
-    assert main(["remix", "fit", "--config", "tiny", f"--model.init_args.policy={policy_dir}",
-                 f"--model.init_args.save_dir={out}", "--trainer.fast_dev_run=1",
-                 f"--trainer.default_root_dir={tmp_path}"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "remix",
+                "fit",
+                "--config",
+                "tiny",
+                f"--model.init_args.policy={policy_dir}",
+                f"--model.init_args.save_dir={out}",
+                "--trainer.fast_dev_run=1",
+                f"--trainer.default_root_dir={tmp_path}",
+            ]
+        )
+        == 0
+    )
     assert (out / "config.json").is_file()
     data = tmp_path / "p.jsonl"
     assert main(["remix", "synth", "--out", str(data), "--n", "5"]) == 0
     ev = tmp_path / "ev"
-    assert main(["remix", "eval", "--model", str(out), "--data", str(data), "--out", str(ev),
-                 "--max-new-tokens", "4"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "remix",
+                "eval",
+                "--model",
+                str(out),
+                "--data",
+                str(data),
+                "--out",
+                str(ev),
+                "--max-new-tokens",
+                "4",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(x) for x in (ev / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 5 and {"gold", "prediction", "correct", "length"} <= set(rows[0])
     assert json.loads((ev / "summary.json").read_text())["n"] == 5
@@ -68,9 +95,18 @@ def test_fit_tiny_then_eval(policy_dir: Path, tmp_path: Path, capsys) -> None:  
 
 
 def test_bad_input_one_line(policy_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    line = _one_line_error(capsys, ["remix", "fit", "--config", "tiny",
-                                    f"--model.init_args.policy={policy_dir}",
-                                    "--model.init_args.rewards=[]", "--trainer.fast_dev_run=1"])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "remix",
+            "fit",
+            "--config",
+            "tiny",
+            f"--model.init_args.policy={policy_dir}",
+            "--model.init_args.rewards=[]",
+            "--trainer.fast_dev_run=1",
+        ],
+    )
     assert "empty reward set" in line
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
@@ -84,7 +120,16 @@ def test_bad_input_one_line(policy_dir: Path, tmp_path: Path, capsys) -> None:  
         capsys, ["remix", "eval", "--model", str(policy_dir), "--data", str(bad)]
     )
     assert "bad.jsonl:1: missing field 'answer'" in line
-    line = _one_line_error(capsys, ["remix", "fit", "--config", "tiny",
-                                    f"--model.init_args.policy={policy_dir}",
-                                    "--model.init_args.p_off=2", "--trainer.fast_dev_run=1"])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "remix",
+            "fit",
+            "--config",
+            "tiny",
+            f"--model.init_args.policy={policy_dir}",
+            "--model.init_args.p_off=2",
+            "--trainer.fast_dev_run=1",
+        ],
+    )
     assert "p_off must be in [0, 1]" in line

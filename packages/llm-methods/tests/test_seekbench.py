@@ -26,8 +26,12 @@ from llm_methods.seekbench.synth import PROFILES, synth_traces
 
 
 def _step(i: int, kind: str, label: dict[str, Any] | None = None, **body: Any) -> dict:
-    step = {"type": kind, **body, "step_index": i,
-            "trace_dependency": {"dependent_on": i - 1 if i else None}}  # fmt: skip
+    step = {
+        "type": kind,
+        **body,
+        "step_index": i,
+        "trace_dependency": {"dependent_on": i - 1 if i else None},
+    }
     if label is not None:
         step["annotation"] = label
     return step
@@ -35,31 +39,53 @@ def _step(i: int, kind: str, label: dict[str, Any] | None = None, **body: Any) -
 
 def _result(i: int, quality: str, clarity: str) -> dict:
     docs = [{"title": "T", "content": "c"}]
-    label = {"type": "search_result",
-             "attributes": {"information_quality": quality, "information_clarity": clarity}}  # fmt: skip
+    label = {
+        "type": "search_result",
+        "attributes": {"information_quality": quality, "information_clarity": clarity},
+    }
     return _step(i, "search_result", label, documents=docs)
 
 
-def _trace(steps: list[dict], model: str = "m", final: str | None = "x", correct: bool = True,
-           qid: int = 0) -> dict:  # fmt: skip
-    return {"question": f"Q{qid}?", "ground_truth": ["x"], "reward": int(correct),
-            "is_correct": correct, "trace": steps, "final_answer": final, "queries": [],
-            "model": model, "dataset": "d", "id": qid}  # fmt: skip
+def _trace(
+    steps: list[dict], model: str = "m", final: str | None = "x", correct: bool = True, qid: int = 0
+) -> dict:
+    return {
+        "question": f"Q{qid}?",
+        "ground_truth": ["x"],
+        "reward": int(correct),
+        "is_correct": correct,
+        "trace": steps,
+        "final_answer": final,
+        "queries": [],
+        "model": model,
+        "dataset": "d",
+        "id": qid,
+    }
 
 
 def _hand_trace() -> dict:
     """E: 0 (Insufficient) -> 1 (Sufficient, Unclear) -> answer at E=1 (unannotated step)."""
-    return _trace([
-        _step(0, "reasoning", {"type": "PlanFormation", "attributes": {"groundness": "Not Grounded"}},
-              content="I need to search."),
-        _step(1, "search", {"type": "InitialQuery"}, query="q"),
-        _result(2, "Insufficient", "Unclear"),
-        _step(3, "search", {"type": "RefinedQuery", "attributes": {}}, query="q more"),
-        _result(4, "Sufficient", "Unclear"),
-        _step(5, "reasoning", {"type": "StateAssessment", "attributes": {"groundness": "Grounded"}},
-              content="The doc says x."),
-        _step(6, "CorrectAnswer", None, content="x"),
-    ])  # fmt: skip
+    return _trace(
+        [
+            _step(
+                0,
+                "reasoning",
+                {"type": "PlanFormation", "attributes": {"groundness": "Not Grounded"}},
+                content="I need to search.",
+            ),
+            _step(1, "search", {"type": "InitialQuery"}, query="q"),
+            _result(2, "Insufficient", "Unclear"),
+            _step(3, "search", {"type": "RefinedQuery", "attributes": {}}, query="q more"),
+            _result(4, "Sufficient", "Unclear"),
+            _step(
+                5,
+                "reasoning",
+                {"type": "StateAssessment", "attributes": {"groundness": "Grounded"}},
+                content="The doc says x.",
+            ),
+            _step(6, "CorrectAnswer", None, content="x"),
+        ]
+    )
 
 
 def test_synthetic_traces_validate_and_round_trip(tmp_path: Path) -> None:
@@ -75,15 +101,27 @@ def test_synthetic_traces_validate_and_round_trip(tmp_path: Path) -> None:
     [
         (lambda t: t.pop("model"), "missing field 'model'"),
         (lambda t: t.update(is_correct="yes"), "field 'is_correct' must be bool"),
-        (lambda t: t["trace"][1]["annotation"].update(type="NewQuery"), "step_index 1: unknown annotation type 'NewQuery'"),
-        (lambda t: t["trace"][2]["annotation"]["attributes"].update(information_quality="Good"), "step_index 2: unknown information_quality label 'Good'"),
-        (lambda t: t["trace"][0]["annotation"]["attributes"].update(groundness="Yes"), "unknown groundness label"),
+        (
+            lambda t: t["trace"][1]["annotation"].update(type="NewQuery"),
+            "step_index 1: unknown annotation type 'NewQuery'",
+        ),
+        (
+            lambda t: t["trace"][2]["annotation"]["attributes"].update(information_quality="Good"),
+            "step_index 2: unknown information_quality label 'Good'",
+        ),
+        (
+            lambda t: t["trace"][0]["annotation"]["attributes"].update(groundness="Yes"),
+            "unknown groundness label",
+        ),
         (lambda t: t["trace"][3].update(step_index=1), "'step_index' must increase"),
         (lambda t: t["trace"][3].update(type="think"), "unknown step 'type' 'think'"),
-        (lambda t: t["trace"][3]["trace_dependency"].update(dependent_on=9), "must name earlier steps"),
+        (
+            lambda t: t["trace"][3]["trace_dependency"].update(dependent_on=9),
+            "must name earlier steps",
+        ),
         (lambda t: t["trace"][2].update(documents=[{"title": 1}]), r"documents\[0\]"),
     ],
-)  # fmt: skip
+)
 def test_validation_names_trace_and_step(mutate: Any, message: str) -> None:
     trace = _hand_trace()
     mutate(trace)
@@ -122,9 +160,12 @@ def test_metrics_by_hand() -> None:
 
 
 def test_answer_event_from_final_answer_and_unanswered() -> None:
-    steps = [_step(0, "search", {"type": "InitialQuery"}, query="q"),
-             _result(1, "Sufficient", "Unclear"), _step(2, "search", None, query="q2"),
-             _result(3, "Sufficient", "Clear")]  # fmt: skip
+    steps = [
+        _step(0, "search", {"type": "InitialQuery"}, query="q"),
+        _result(1, "Sufficient", "Unclear"),
+        _step(2, "search", None, query="q2"),
+        _result(3, "Sufficient", "Clear"),
+    ]
     answered = _trace([dict(s) for s in steps], model="a", final="x")
     silent = _trace([dict(s) for s in steps], model="b", final=None, correct=False)
     rows = analyze([answered, silent], n_boot=0)["agents"]
@@ -146,25 +187,37 @@ def test_metrics_recover_synthetic_profiles() -> None:
 
 def test_paired_difference_detects_process_gap() -> None:
     traces = synth_traces(80, ["calibrated", "reckless"], seed=0)
-    point, lo, hi = paired_difference(traces, "calibrated", "reckless", "premature_rate",
-                                      n_boot=200)  # fmt: skip
+    point, lo, hi = paired_difference(
+        traces, "calibrated", "reckless", "premature_rate", n_boot=200
+    )
     assert lo <= point <= hi < 0
 
 
 def test_rule_judge_query_types_and_kappa() -> None:
-    steps = [_step(0, "search", None, query="Leo Bennett death"),
-             _step(1, "search", None, query="Leo Bennett death place"),
-             _step(2, "search", None, query="Leo Bennett death place"),
-             _step(3, "search", None, query="river near Thames Ditton")]  # fmt: skip
+    steps = [
+        _step(0, "search", None, query="Leo Bennett death"),
+        _step(1, "search", None, query="Leo Bennett death place"),
+        _step(2, "search", None, query="Leo Bennett death place"),
+        _step(3, "search", None, query="river near Thames Ditton"),
+    ]
     judged = annotate([_trace(steps)], RuleJudge())[0]["trace"]
     assert [s["annotation"]["type"] for s in judged] == [
-        "InitialQuery", "RefinedQuery", "RepeatQuery", "FollowUpQuery"]  # fmt: skip
+        "InitialQuery",
+        "RefinedQuery",
+        "RepeatQuery",
+        "FollowUpQuery",
+    ]
     gold = synth_traces(20, seed=0)
     perfect = agreement(gold, [json.loads(json.dumps(t)) for t in gold])
     assert all(v["kappa"] == 1.0 for v in perfect.values())
     rule = agreement(gold, annotate(gold, RuleJudge()))
-    assert set(rule) == {"reasoning_type", "groundness", "query_type", "information_quality",
-                         "information_clarity"}  # fmt: skip
+    assert set(rule) == {
+        "reasoning_type",
+        "groundness",
+        "query_type",
+        "information_quality",
+        "information_clarity",
+    }
     assert 0.3 < rule["query_type"]["kappa"] < 1.0
 
 
@@ -191,8 +244,11 @@ def test_http_judge_retries_caches_and_validates(tmp_path: Path) -> None:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        _Handler.replies = [(500, ""), (200, 'Sure: {"type": "RefinedQuery"}'),
-                            (200, '{"type": "Bogus"}')]  # fmt: skip
+        _Handler.replies = [
+            (500, ""),
+            (200, 'Sure: {"type": "RefinedQuery"}'),
+            (200, '{"type": "Bogus"}'),
+        ]
         url = f"http://127.0.0.1:{server.server_port}/v1"
         judge = HTTPJudge(url, "gpt-x", cache_dir=tmp_path / "cache", backoff=0.01)
         trace = _trace([_step(0, "search", None, query="a"), _step(1, "search", None, query="b")])
@@ -211,8 +267,9 @@ def test_lm_judge_scores_options_like_the_core(tiny) -> None:  # type: ignore[no
     from llm_methods.lm import continuation_logprobs
 
     got = option_logprobs(tiny, "A list is", [(" a", " mutable"), ("", " tuple is")])
-    want = continuation_logprobs(tiny, ["A list is a", "A list is"], [" mutable", " tuple is"],
-                                 reduce="mean")  # fmt: skip
+    want = continuation_logprobs(
+        tiny, ["A list is a", "A list is"], [" mutable", " tuple is"], reduce="mean"
+    )
     assert got == pytest.approx(want.tolist(), abs=1e-4)
     gold = synth_traces(1, ["calibrated"], seed=0)
     judge = LMJudge(tiny)
@@ -224,8 +281,10 @@ def test_lm_judge_scores_options_like_the_core(tiny) -> None:  # type: ignore[no
 def test_cli_synth_analyze_judge(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     traces = tmp_path / "t.jsonl"
     assert main(["seekbench", "synth", "--out", str(traces), "--questions", "10"]) == 0
-    assert main(["seekbench", "analyze", str(traces), "--out", str(tmp_path / "a"),
-                 "--n-boot", "20"]) == 0  # fmt: skip
+    assert (
+        main(["seekbench", "analyze", str(traces), "--out", str(tmp_path / "a"), "--n-boot", "20"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "reckless" in out and (tmp_path / "a" / "per_agent.csv").is_file()
     assert main(["seekbench", "judge", str(traces), "--out", str(tmp_path / "j.jsonl")]) == 0

@@ -20,8 +20,12 @@ from llm_methods.seekbench.metrics import analyze, cluster_counts, model_categor
 
 
 def _step(i: int, kind: str, label: dict[str, Any] | None = None, **body: Any) -> dict:
-    step = {"type": kind, **body, "step_index": i,
-            "trace_dependency": {"dependent_on": i - 1 if i else None}}  # fmt: skip
+    step = {
+        "type": kind,
+        **body,
+        "step_index": i,
+        "trace_dependency": {"dependent_on": i - 1 if i else None},
+    }
     if label is not None:
         step["annotation"] = label
     return step
@@ -30,15 +34,26 @@ def _step(i: int, kind: str, label: dict[str, Any] | None = None, **body: Any) -
 def _evidence(i: int, level: int, kind: str = "search_result") -> dict:
     quality = "Sufficient" if level else "Insufficient"
     clarity = "Clear" if level == 2 else "Unclear"
-    label = {"type": "search_result",
-             "attributes": {"information_quality": quality, "information_clarity": clarity}}  # fmt: skip
-    body = ({"documents": [{"title": "t", "content": "c"}]} if kind in ("search_result",
-            "scholar_result") else {"content": "page text"})  # fmt: skip
+    label = {
+        "type": "search_result",
+        "attributes": {"information_quality": quality, "information_clarity": clarity},
+    }
+    body = (
+        {"documents": [{"title": "t", "content": "c"}]}
+        if kind in ("search_result", "scholar_result")
+        else {"content": "page text"}
+    )
     return _step(i, kind, label, **body)
 
 
-def _trace(levels: list[int], correct: bool, model: str = "m", qid: int = 0, pad: int = 0,
-           answer: str | None = None) -> dict:  # fmt: skip
+def _trace(
+    levels: list[int],
+    correct: bool,
+    model: str = "m",
+    qid: int = 0,
+    pad: int = 0,
+    answer: str | None = None,
+) -> dict:
     """Search/result pairs reaching ``levels``, ``pad`` reasoning steps, then an answer step."""
     steps: list[dict] = []
     for level in levels:
@@ -48,9 +63,18 @@ def _trace(levels: list[int], correct: bool, model: str = "m", qid: int = 0, pad
         steps.append(_step(len(steps), "reasoning", None, content="hmm"))
     kind = answer or ("CorrectAnswer" if correct else "IncorrectAnswer")
     steps.append(_step(len(steps), kind, None, content="x"))
-    return {"question": f"Q{qid}", "ground_truth": ["x"], "reward": int(correct),
-            "is_correct": correct, "trace": steps, "final_answer": "x", "queries": [],
-            "model": model, "dataset": "d", "id": qid}  # fmt: skip
+    return {
+        "question": f"Q{qid}",
+        "ground_truth": ["x"],
+        "reward": int(correct),
+        "is_correct": correct,
+        "trace": steps,
+        "final_answer": "x",
+        "queries": [],
+        "model": model,
+        "dataset": "d",
+        "id": qid,
+    }
 
 
 def _agent(correct_at: dict[int, list[bool]], model: str = "m") -> list[dict]:
@@ -75,8 +99,13 @@ def test_official_auc_is_evidence_at_answer_predicting_correctness() -> None:
 
 def test_official_auc_and_slope_by_hand() -> None:
     # E at answer / correct: E=0: 1 of 4; E=1: 2 of 4; E=2: 3 of 4
-    traces = _agent({0: [True, False, False, False], 1: [True, True, False, False],
-                     2: [True, True, True, False]})  # fmt: skip
+    traces = _agent(
+        {
+            0: [True, False, False, False],
+            1: [True, True, False, False],
+            2: [True, True, True, False],
+        }
+    )
     row = analyze(traces, n_boot=0)["agents"]["m"]
     pos, neg = np.array([1, 2, 3]), np.array([3, 2, 1])
     better = pos[1] * neg[0] + pos[2] * (neg[0] + neg[1])
@@ -89,8 +118,12 @@ def test_official_auc_and_slope_by_hand() -> None:
 def test_horizon_changes_only_trajectory_rates() -> None:
     """Answers after step 3 of long traces: the horizon moves the premature / over-cautious
     rates, not the turn-level CE / CCE / AUCs / odds ratio (official: horizon-free)."""
-    traces = [_trace([0, 2], True, qid=0, pad=6), _trace([0, 1], False, qid=1, pad=6),
-              _trace([0], False, qid=2), _trace([2], True, qid=3, pad=3)]  # fmt: skip
+    traces = [
+        _trace([0, 2], True, qid=0, pad=6),
+        _trace([0, 1], False, qid=1, pad=6),
+        _trace([0], False, qid=2),
+        _trace([2], True, qid=3, pad=3),
+    ]
     full = analyze(traces, n_boot=0)["agents"]["m"]
     short = analyze(traces, n_boot=0, horizon=3)["agents"]["m"]
     for key in ("ce", "cce", "auc", "slope", "odds_ratio_e2_e0", "answer_timing_auc"):
@@ -105,16 +138,25 @@ def test_horizon_changes_only_trajectory_rates() -> None:
 
 
 def test_group_by_category() -> None:
-    names = {"Qwen2.5-7B-Instruct": "Base", "fewshot-Qwen2.5-7B-Instruct": "Few-shot",
-             "SearchR1-nq-ppo": "RL Agents", "DeepResearcher-7b": "RL Agents",
-             "ReSearch-Qwen-7B-Instruct": "RL Agents", "my-agent": "Other"}  # fmt: skip
+    names = {
+        "Qwen2.5-7B-Instruct": "Base",
+        "fewshot-Qwen2.5-7B-Instruct": "Few-shot",
+        "SearchR1-nq-ppo": "RL Agents",
+        "DeepResearcher-7b": "RL Agents",
+        "ReSearch-Qwen-7B-Instruct": "RL Agents",
+        "my-agent": "Other",
+    }
     traces = [_trace([0, 2], i % 2 == 0, model, qid=i) for i, model in enumerate(names)]
     assert [model_category(t) for t in traces] == list(names.values())
     assert model_category({**traces[0], "category": "Mine"}) == "Mine"
     result = analyze(traces, n_boot=0, group_by="category")
     assert result["group_by"] == "category"
     assert {k: v["n_traces"] for k, v in result["agents"].items()} == {
-        "Base": 1, "Few-shot": 1, "RL Agents": 3, "Other": 1}  # fmt: skip
+        "Base": 1,
+        "Few-shot": 1,
+        "RL Agents": 3,
+        "Other": 1,
+    }
     with pytest.raises(ValueError, match="group_by"):
         analyze(traces, group_by="dataset")
 
@@ -122,14 +164,19 @@ def test_group_by_category() -> None:
 @pytest.mark.parametrize(
     ("call", "result"),
     [
-        ("visit", "visit_result"), ("google_scholar", "scholar_result"),
-        ("parse_file", "file_result"), ("python", "python_result"),
+        ("visit", "visit_result"),
+        ("google_scholar", "scholar_result"),
+        ("parse_file", "file_result"),
+        ("python", "python_result"),
     ],
-)  # fmt: skip
+)
 def test_official_ontology_tool_steps_are_read_and_give_evidence(call: str, result: str) -> None:
-    body = {"visit": {"url": ["https://a", "https://b"], "goal": "g"},
-            "google_scholar": {"query": ["a", "b"]}, "parse_file": {"files": ["f.pdf"]},
-            "python": {"code": "print(1)"}}[call]  # fmt: skip
+    body = {
+        "visit": {"url": ["https://a", "https://b"], "goal": "g"},
+        "google_scholar": {"query": ["a", "b"]},
+        "parse_file": {"files": ["f.pdf"]},
+        "python": {"code": "print(1)"},
+    }[call]
     trace = _trace([0], True)
     answer = trace["trace"].pop()
     trace["trace"] += [_step(2, call, {"type": "FollowUpQuery"}, **body), _evidence(3, 2, result)]

@@ -45,6 +45,7 @@ def test_smollm2_scores_logit_lens_and_hooks(smollm2) -> None:  # type: ignore[n
 def test_smollm2_chat_answer(smollm2) -> None:  # type: ignore[no-untyped-def]
     from llm_methods.lm import chat_prompt, generate
 
-    (answer,) = generate(smollm2, [chat_prompt(smollm2, "What is the capital of France?")],
-                         max_new_tokens=12)  # fmt: skip
+    (answer,) = generate(
+        smollm2, [chat_prompt(smollm2, "What is the capital of France?")], max_new_tokens=12
+    )
     assert "Paris" in answer

@@ -19,12 +19,18 @@ def test_suit_help_and_synth(tmp_path, capsys) -> None:  # type: ignore[no-untyp
 
 @pytest.mark.parametrize(
     ("record", "match"),
-    [({"prompt": "The capital of Kalo is"}, "must contain exactly one '{}'"),
-     ({"subject": ""}, "subject is empty")],
-)  # fmt: skip
+    [
+        ({"prompt": "The capital of Kalo is"}, "must contain exactly one '{}'"),
+        ({"subject": ""}, "subject is empty"),
+    ],
+)
 def test_suit_edit_bad_requests_one_line_exit_2(tmp_path, capsys, record, match) -> None:  # type: ignore[no-untyped-def]
-    rw = {"prompt": "The capital of {} is", "subject": "Kalo",
-          "target_new": {"str": " Paris"}, "target_true": {"str": " Rome"}}  # fmt: skip
+    rw = {
+        "prompt": "The capital of {} is",
+        "subject": "Kalo",
+        "target_new": {"str": " Paris"},
+        "target_true": {"str": " Rome"},
+    }
     rw.update(record)
     path = tmp_path / "req.json"
     path.write_text(json.dumps([{"case_id": 0, "requested_rewrite": rw}]))
@@ -37,8 +43,18 @@ def test_suit_edit_bad_requests_one_line_exit_2(tmp_path, capsys, record, match)
 
 def test_suit_edit_bad_layers_and_zsre_subject(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "z.json"
-    path.write_text(json.dumps([{"subject": "Zorb", "src": "What is the capital of Kalo?",
-                                 "alt": "Paris", "answers": ["Rome"]}]))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "subject": "Zorb",
+                    "src": "What is the capital of Kalo?",
+                    "alt": "Paris",
+                    "answers": ["Rome"],
+                }
+            ]
+        )
+    )
     with pytest.raises(SystemExit) as exit_:
         main(["suit", "edit", "--requests", str(path), "--out", str(tmp_path / "o")])
     assert exit_.value.code == 2 and "does not occur in src" in capsys.readouterr().err
@@ -82,12 +98,27 @@ def test_suit_edit_on_smollm2_end_to_end(tmp_path) -> None:  # type: ignore[no-u
     from llm_methods.suit.experiment import FACTS
 
     reqs = write_counterfact(read_counterfact(FACTS)[:1], tmp_path / "one.json")
-    code = main(["suit", "edit", "--requests", str(reqs), "--method", "memit", "--steps", "4",
-                 "--device", "cpu", "--out", str(tmp_path / "o")])  # fmt: skip
+    code = main(
+        [
+            "suit",
+            "edit",
+            "--requests",
+            str(reqs),
+            "--method",
+            "memit",
+            "--steps",
+            "4",
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     report = json.loads((tmp_path / "o" / "edit.json").read_text())
     assert code == 0 and report["before"]["efficacy"] == 0.0
     assert set(load_file(str(tmp_path / "o" / "edited_weights.safetensors"))) == {
-        f"layers.{i}.down_proj.weight" for i in report["layers"]}  # fmt: skip
+        f"layers.{i}.down_proj.weight" for i in report["layers"]
+    }
 
 
 @pytest.mark.slow

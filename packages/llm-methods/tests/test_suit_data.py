@@ -18,11 +18,20 @@ from llm_methods.suit.metrics import harmonic_mean, ngram_entropy
 
 
 def _record(**rw):  # type: ignore[no-untyped-def]
-    base = {"prompt": "The capital of {} is", "subject": "Kalo",
-            "target_new": {"str": " Paris"}, "target_true": {"str": " Rome"}}  # fmt: skip
+    base = {
+        "prompt": "The capital of {} is",
+        "subject": "Kalo",
+        "target_new": {"str": " Paris"},
+        "target_true": {"str": " Rome"},
+    }
     base.update(rw)
-    return {"case_id": 7, "requested_rewrite": base, "paraphrase_prompts": ["Kalo's capital is"],
-            "neighborhood_prompts": ["The capital of Italy is"], "generation_prompts": []}  # fmt: skip
+    return {
+        "case_id": 7,
+        "requested_rewrite": base,
+        "paraphrase_prompts": ["Kalo's capital is"],
+        "neighborhood_prompts": ["The capital of Italy is"],
+        "generation_prompts": [],
+    }
 
 
 def test_counterfact_roundtrip(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -44,18 +53,26 @@ def test_counterfact_roundtrip(tmp_path) -> None:  # type: ignore[no-untyped-def
 
 # the first record of the released counterfact.json (ROME), targets without a leading space
 REAL_COUNTERFACT = {
-    "case_id": 0, "pararel_idx": 2796,
-    "requested_rewrite": {"prompt": "The mother tongue of {} is", "relation_id": "P103",
-                          "target_new": {"str": "English", "id": "Q1860"},
-                          "target_true": {"str": "French", "id": "Q150"},
-                          "subject": "Danielle Darrieux"},
-    "paraphrase_prompts": ["Shayna does this and Yossel goes still and dies. Danielle Darrieux, a "
-                           "native", "An album was released. Danielle Darrieux is a native speaker of"],
-    "neighborhood_prompts": ["The mother tongue of Léon Blum is",
-                             "The native language of Montesquieu is"],
+    "case_id": 0,
+    "pararel_idx": 2796,
+    "requested_rewrite": {
+        "prompt": "The mother tongue of {} is",
+        "relation_id": "P103",
+        "target_new": {"str": "English", "id": "Q1860"},
+        "target_true": {"str": "French", "id": "Q150"},
+        "subject": "Danielle Darrieux",
+    },
+    "paraphrase_prompts": [
+        "Shayna does this and Yossel goes still and dies. Danielle Darrieux, a native",
+        "An album was released. Danielle Darrieux is a native speaker of",
+    ],
+    "neighborhood_prompts": [
+        "The mother tongue of Léon Blum is",
+        "The native language of Montesquieu is",
+    ],
     "attribute_prompts": ["J. R. R. Tolkien is a native speaker of"],
     "generation_prompts": ["Danielle Darrieux's mother tongue is"],
-}  # fmt: skip
+}
 
 
 def test_real_counterfact_targets_read_with_rome_leading_space(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -76,11 +93,13 @@ def test_real_counterfact_targets_read_with_rome_leading_space(tmp_path) -> None
 
 @pytest.mark.parametrize(
     ("rw", "match"),
-    [({"prompt": "The capital of Kalo is"}, "must contain exactly one '{}'"),
-     ({"subject": " "}, "subject is empty"),
-     ({"target_new": " Paris"}, "must be {'str'"),
-     ({"target_new": {"str": " Rome"}}, "target_new equals target_true")],
-)  # fmt: skip
+    [
+        ({"prompt": "The capital of Kalo is"}, "must contain exactly one '{}'"),
+        ({"subject": " "}, "subject is empty"),
+        ({"target_new": " Paris"}, "must be {'str'"),
+        ({"target_new": {"str": " Rome"}}, "target_new equals target_true"),
+    ],
+)
 def test_counterfact_bad_records_name_file_and_field(tmp_path, rw, match) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "bad.json"
     path.write_text(json.dumps([_record(), _record(**rw)]))
@@ -102,9 +121,15 @@ def test_counterfact_missing_field_and_file(tmp_path) -> None:  # type: ignore[n
 
 
 def test_zsre_reader(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    rec = {"subject": "Kalo", "src": "What is the capital of Kalo?", "rephrase": "Kalo's capital?",
-           "alt": "Paris", "answers": ["Rome"], "loc": "nq question: who wrote hamlet",
-           "loc_ans": "Shakespeare"}  # fmt: skip
+    rec = {
+        "subject": "Kalo",
+        "src": "What is the capital of Kalo?",
+        "rephrase": "Kalo's capital?",
+        "alt": "Paris",
+        "answers": ["Rome"],
+        "loc": "nq question: who wrote hamlet",
+        "loc_ans": "Shakespeare",
+    }
     path = tmp_path / "zsre.json"
     path.write_text(json.dumps([rec]))
     (r,) = read_requests(path)

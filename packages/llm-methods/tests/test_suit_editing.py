@@ -29,8 +29,18 @@ from llm_methods.suit.keys import (
 )
 
 # the tiny model is untrained: small residual norms, so no weight decay and a loose clamp
-CFG = EditConfig(layers=(0,), rome_layer=0, steps=25, templates=("{}",), l2=1e-2, mom2_weight=1.0,
-                 null_threshold=1e-3, weight_decay=0.0, clamp=50.0, rome_clamp=50.0)  # fmt: skip
+CFG = EditConfig(
+    layers=(0,),
+    rome_layer=0,
+    steps=25,
+    templates=("{}",),
+    l2=1e-2,
+    mom2_weight=1.0,
+    null_threshold=1e-3,
+    weight_decay=0.0,
+    clamp=50.0,
+    rome_clamp=50.0,
+)
 
 
 def _margin(lm, reqs):  # type: ignore[no-untyped-def]
@@ -181,9 +191,15 @@ def test_each_method_makes_the_edit(tiny, world, setup, method) -> None:  # type
     before = _margin(editor.lm, reqs)
     z0 = _residual_at_subject(editor.lm, 0, reqs)
     rome = method == "rome"  # ROME scales clamp and decay by the MLP output (compute_v)
-    target = z0 + value_targets(editor.lm, 0, reqs, CFG, suit=method == "suit",
-                                clamp=CFG.rome_clamp if rome else None,
-                                reference="ffn" if rome else "residual")  # fmt: skip
+    target = z0 + value_targets(
+        editor.lm,
+        0,
+        reqs,
+        CFG,
+        suit=method == "suit",
+        clamp=CFG.rome_clamp if rome else None,
+        reference="ffn" if rome else "residual",
+    )
     editor.edit(reqs)
     z1 = _residual_at_subject(editor.lm, 0, reqs)
     err = float((z1 - target).norm() / (target - z0).norm())
@@ -195,8 +211,13 @@ def test_each_method_makes_the_edit(tiny, world, setup, method) -> None:  # type
     assert editor.n_edits == len(reqs)
     for k, v in tiny.model.state_dict().items():  # the source model is untouched
         assert torch.equal(v, original[k])
-    changed = [i for i in range(2) if not torch.equal(
-        editor.lm.layers[i].mlp.down_proj.weight, tiny.layers[i].mlp.down_proj.weight)]  # fmt: skip
+    changed = [
+        i
+        for i in range(2)
+        if not torch.equal(
+            editor.lm.layers[i].mlp.down_proj.weight, tiny.layers[i].mlp.down_proj.weight
+        )
+    ]
     assert changed == [0]
 
 
@@ -255,13 +276,20 @@ def test_shipped_smollm2_facts_parse() -> None:
     reqs = read_counterfact(FACTS)
     assert len(reqs) >= 100 and {r.relation for r in reqs} == {"capital", "language", "continent"}
     raw = json.loads(FACTS.read_text())
-    assert set(raw[0]) >= {"case_id", "requested_rewrite", "paraphrase_prompts",
-                           "neighborhood_prompts", "generation_prompts"}  # fmt: skip
+    assert set(raw[0]) >= {
+        "case_id",
+        "requested_rewrite",
+        "paraphrase_prompts",
+        "neighborhood_prompts",
+        "generation_prompts",
+    }
 
 
 def _final(suit_spec: float, alpha_spec: float, suit_eff: float, alpha_eff: float) -> dict:
-    return {"suit": {"specificity": suit_spec, "efficacy": suit_eff},
-            "alphaedit": {"specificity": alpha_spec, "efficacy": alpha_eff}}  # fmt: skip
+    return {
+        "suit": {"specificity": suit_spec, "efficacy": suit_eff},
+        "alphaedit": {"specificity": alpha_spec, "efficacy": alpha_eff},
+    }
 
 
 def test_suit_claims_can_hold_fail_and_be_inconclusive() -> None:

@@ -28,8 +28,11 @@ def official_npz(path: Path, keys: np.ndarray) -> None:
     """What the official ``layer_stats`` leaves on disk: ``CombinedStat(mom2=SecondMoment())``'s
     state (keys prefixed ``mom2.``), Σ kkᵀ not divided by the count, saved with numpy.savez."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    state = {"constructor": "util.runningstats.SecondMoment()", "count": len(keys),
-             "mom2": keys.T @ keys}  # fmt: skip
+    state = {
+        "constructor": "util.runningstats.SecondMoment()",
+        "count": len(keys),
+        "mom2": keys.T @ keys,
+    }
     np.savez(path, **{f"mom2.{k}": v for k, v in state.items()})
 
 
@@ -130,9 +133,27 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 def _edit(model: Path, reqs: Path, out: Path, *extra: str) -> dict:
-    args = ["suit", "edit", "--model", str(model), "--requests", str(reqs), "--method",
-            "alphaedit", "--layers", "0,1", "--steps", "3", "--batch", "2", "--device", "cpu",
-            "--out", str(out), *extra]  # fmt: skip
+    args = [
+        "suit",
+        "edit",
+        "--model",
+        str(model),
+        "--requests",
+        str(reqs),
+        "--method",
+        "alphaedit",
+        "--layers",
+        "0,1",
+        "--steps",
+        "3",
+        "--batch",
+        "2",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+        *extra,
+    ]
     assert main(args) == 0
     return json.loads((out / "edit.json").read_text())
 
@@ -153,8 +174,15 @@ def test_edit_exports_and_imports_c_and_p(tiny_model, tmp_path: Path) -> None:  
     p = torch.load(tmp_path / "a" / PROJECTION_FILE, weights_only=True)
     assert p.shape == (2, 128, 128) and len(first["files"]) == 3
     # importing what was exported gives the same edit
-    _edit(model, reqs, tmp_path / "b", "--import-stats", str(tmp_path / "a" / "stats"),
-          "--import-projection", str(tmp_path / "a" / PROJECTION_FILE))  # fmt: skip
+    _edit(
+        model,
+        reqs,
+        tmp_path / "b",
+        "--import-stats",
+        str(tmp_path / "a" / "stats"),
+        "--import-projection",
+        str(tmp_path / "a" / PROJECTION_FILE),
+    )
     a, b = _weights(tmp_path / "a"), _weights(tmp_path / "b")
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
     # an imported P is the one used: P = 0 leaves AlphaEdit nothing to change
@@ -171,8 +199,18 @@ def test_edit_exports_and_imports_c_and_p(tiny_model, tmp_path: Path) -> None:  
 
 def test_threshold_clamp_and_kl_flags_reach_the_editor(tiny_model, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     model, reqs = tiny_model
-    rep = _edit(model, reqs, tmp_path / "lo", "--null-threshold", "1e-30", "--clamp", "0.5",
-                "--kl-factor", "0", "--export-projection")  # fmt: skip
+    rep = _edit(
+        model,
+        reqs,
+        tmp_path / "lo",
+        "--null-threshold",
+        "1e-30",
+        "--clamp",
+        "0.5",
+        "--kl-factor",
+        "0",
+        "--export-projection",
+    )
     assert rep["config"] == {"null_threshold": 1e-30, "clamp": 0.5, "kl_factor": 0.0, "steps": 3}
     _edit(model, reqs, tmp_path / "hi", "--null-threshold", "1e30", "--export-projection")
     lo = torch.load(tmp_path / "lo" / PROJECTION_FILE, weights_only=True)
@@ -193,17 +231,22 @@ def test_edit_report_has_the_general_ability_probe(tiny_model, tmp_path: Path, c
 
 @pytest.mark.parametrize(
     ("extra", "match"),
-    [(["--null-threshold", "0"], "--null-threshold and --clamp must be > 0"),
-     (["--kl-factor", "-1"], "--kl-factor >= 0"),
-     (["--method", "memit", "--export-projection"], "need --method alphaedit or suit"),
-     (["--import-stats", "nowhere", "--export-stats"], "cannot go with --import-stats")],
-)  # fmt: skip
+    [
+        (["--null-threshold", "0"], "--null-threshold and --clamp must be > 0"),
+        (["--kl-factor", "-1"], "--kl-factor >= 0"),
+        (["--method", "memit", "--export-projection"], "need --method alphaedit or suit"),
+        (["--import-stats", "nowhere", "--export-stats"], "cannot go with --import-stats"),
+    ],
+)
 def test_bad_flags_are_one_line(tmp_path: Path, capsys, extra, match) -> None:  # type: ignore[no-untyped-def]
     from iclr26_common.testing import assert_one_line_error
 
     reqs = tmp_path / "r.json"
     main(["suit", "synth", "--subjects", "2", "--out", str(reqs)])
     capsys.readouterr()
-    line = assert_one_line_error(main, ["suit", "edit", "--requests", str(reqs), "--out",
-                                        str(tmp_path / "o"), *extra], capsys)  # fmt: skip
+    line = assert_one_line_error(
+        main,
+        ["suit", "edit", "--requests", str(reqs), "--out", str(tmp_path / "o"), *extra],
+        capsys,
+    )
     assert match in line and not (tmp_path / "o").exists()

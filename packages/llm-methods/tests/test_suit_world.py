@@ -14,8 +14,9 @@ from llm_methods.suit.keys import key_second_moments, subject_basis
 from llm_methods.suit.world_experiment import EDIT, world_stats_chunks
 
 # small enough to train in a few seconds on one core, big enough to memorise most of its world
-SPEC = wm.WorldSpec(n_subjects=6, hidden=32, n_layers=4, steps=100, batch_size=64,
-                    vocab_size=512, lr=2e-2)  # fmt: skip
+SPEC = wm.WorldSpec(
+    n_subjects=6, hidden=32, n_layers=4, steps=100, batch_size=64, vocab_size=512, lr=2e-2
+)
 
 
 @pytest.fixture(scope="module")
@@ -97,10 +98,20 @@ def test_rebuild_in_another_process_is_identical(world, tmp_path) -> None:  # ty
     threads = torch.get_num_threads() + 2
     env = {**os.environ, "PYTHONHASHSEED": "12345", "OMP_NUM_THREADS": str(threads)}
     proc = subprocess.run(
-        [sys.executable, "-c", REBUILD, json.dumps(dataclasses.asdict(SPEC)), str(tmp_path),
-         str(threads)],
-        env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            REBUILD,
+            json.dumps(dataclasses.asdict(SPEC)),
+            str(tmp_path),
+            str(threads),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     child = json.loads(proc.stdout.strip().splitlines()[-1])
     assert child["threads"] == threads != torch.get_num_threads()
@@ -120,8 +131,11 @@ def test_rebuild_in_another_process_is_identical(world, tmp_path) -> None:  # ty
         )
         editor = Editor(fresh_copy(lm), "suit", cfg, stats, basis)
         editor.edit(known[:2])
-    mine = {k: hashlib.sha256(v.numpy().tobytes()).hexdigest()
-            for k, v in editor.lm.model.state_dict().items() if "down_proj" in k}  # fmt: skip
+    mine = {
+        k: hashlib.sha256(v.numpy().tobytes()).hexdigest()
+        for k, v in editor.lm.model.state_dict().items()
+        if "down_proj" in k
+    }
     assert mine == child["edited"]
 
 

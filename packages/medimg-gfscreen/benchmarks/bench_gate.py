@@ -43,10 +43,20 @@ def _train_quick(root: Path) -> Path:
     from medimg_gfscreen.lit_module import GFScreenModule
 
     config = experiment.settings(quick=False)
-    data = generate_dataset(root / "train", n_cases=config["n_train"] + 1, shape=experiment.VOLUME,
-                            seed=0, val_fraction=1 / (config["n_train"] + 1))  # fmt: skip
-    dm = GFScreenDataModule(str(data), roi_size=experiment.ROI, num_samples=4, batch_size=4,
-                            cache_dir=str(root / "cache"))  # fmt: skip
+    data = generate_dataset(
+        root / "train",
+        n_cases=config["n_train"] + 1,
+        shape=experiment.VOLUME,
+        seed=0,
+        val_fraction=1 / (config["n_train"] + 1),
+    )
+    dm = GFScreenDataModule(
+        str(data),
+        roi_size=experiment.ROI,
+        num_samples=4,
+        batch_size=4,
+        cache_dir=str(root / "cache"),
+    )
     module = GFScreenModule(**experiment.MODEL_KW)
     experiment._trainer(config["epochs"]).fit(module, datamodule=dm)
     path = root / "weights.pt"
@@ -87,8 +97,9 @@ def main() -> None:
         ckpt = ns.ckpt or _train_quick(root)
         module = load_screen_module(ckpt)
         roi = module.roi_size
-        datalist = generate_dataset(root / "test", n_cases=n + 1, shape=(96, 96, 32), seed=99,
-                                    val_fraction=n / (n + 1))  # fmt: skip
+        datalist = generate_dataset(
+            root / "test", n_cases=n + 1, shape=(96, 96, 32), seed=99, val_fraction=n / (n + 1)
+        )
         dm = GFScreenDataModule(str(datalist), roi_size=roi, cache_dir=str(root / "cache"))
         volumes = [(str(b["name"][0]), b["image"], b["label"][0, 0]) for b in dm.val_dataloader()]
         focus_tile, glance_tile = count_flops(module.focus, roi), count_flops(module.glance, roi)
@@ -114,8 +125,9 @@ def main() -> None:
                 probs = sliding_window_focus(image, module.focus, roi, overlap)
                 sw_t.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
-                result = glance_focus_inference(image, module.glance, module.focus, roi, overlap,
-                                                threshold)  # fmt: skip
+                result = glance_focus_inference(
+                    image, module.glance, module.focus, roi, overlap, threshold
+                )
                 gf_t.append(time.perf_counter() - t0)
                 tiles += result.n_tiles
                 selected += result.n_selected
@@ -141,30 +153,40 @@ def main() -> None:
             )
             row["time_ratio"] = row["sw_seconds"] / row["gf_seconds"]
             rows.append(row)
-    print(f"threads {torch.get_num_threads()}, {len(volumes)} volumes, ROI {roi}, "
-          f"Focus tile {focus_tile / 1e9:.3f} GFLOP, Glance tile {glance_tile / 1e9:.3f} GFLOP")  # fmt: skip
-    print("| overlap | gate | tiles/vol | selected | Focus GFLOP SW | Focus GFLOP GF | Focus x | total x "
-          "| s/vol SW | s/vol GF | time x | recall SW | recall GF |")  # fmt: skip
+    print(
+        f"threads {torch.get_num_threads()}, {len(volumes)} volumes, ROI {roi}, "
+        f"Focus tile {focus_tile / 1e9:.3f} GFLOP, Glance tile {glance_tile / 1e9:.3f} GFLOP"
+    )
+    print(
+        "| overlap | gate | tiles/vol | selected | Focus GFLOP SW | Focus GFLOP GF | Focus x | total x "
+        "| s/vol SW | s/vol GF | time x | recall SW | recall GF |"
+    )
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['overlap']} | {r['gate']} | {r['tiles_per_volume']:.1f} | {100 * r['selection_rate']:.1f} % "
-              f"| {r['sw_focus_gflops']:.2f} | {r['gf_focus_gflops']:.2f} | "
-              f"{r['focus_flop_ratio']:.1f} | {r['total_flop_ratio']:.1f} | {r['sw_seconds']:.2f} | "
-              f"{r['gf_seconds']:.2f} | {r['time_ratio']:.1f} | {r['sw_recall']:.2f} | "
-              f"{r['gf_recall']:.2f} |")  # fmt: skip
+        print(
+            f"| {r['overlap']} | {r['gate']} | {r['tiles_per_volume']:.1f} | {100 * r['selection_rate']:.1f} % "
+            f"| {r['sw_focus_gflops']:.2f} | {r['gf_focus_gflops']:.2f} | "
+            f"{r['focus_flop_ratio']:.1f} | {r['total_flop_ratio']:.1f} | {r['sw_seconds']:.2f} | "
+            f"{r['gf_seconds']:.2f} | {r['time_ratio']:.1f} | {r['sw_recall']:.2f} | "
+            f"{r['gf_recall']:.2f} |"
+        )
         goal = (
             r["selection_rate"] > 0
             and r["sw_recall"] > 0
             and r["focus_flop_ratio"] >= GOAL_FOCUS_REDUCTION
             and r["gf_recall"] >= r["sw_recall"]
         )
-        print(f"  goal (>= {GOAL_FOCUS_REDUCTION}x fewer Focus FLOPs at >= equal recall): "
-              f"{'met' if goal else 'not met'}")  # fmt: skip
+        print(
+            f"  goal (>= {GOAL_FOCUS_REDUCTION}x fewer Focus FLOPs at >= equal recall): "
+            f"{'met' if goal else 'not met'}"
+        )
     paper = paper_size_flops()
     implied = paper["focus"] / (PAPER_SELECTION * paper["focus"] + paper["glance"])
-    print(f"paper sizes (96x96x64 tile): SwinUNETR-v2 f48 {paper['focus']:.1f} GFLOP, ResNet-18 "
-          f"Glance {paper['glance']:.1f} GFLOP; at {100 * PAPER_SELECTION:.1f} % selection: Focus "
-          f"{1 / PAPER_SELECTION:.1f}x fewer FLOPs, {implied:.2f}x fewer counting the Glance")  # fmt: skip
+    print(
+        f"paper sizes (96x96x64 tile): SwinUNETR-v2 f48 {paper['focus']:.1f} GFLOP, ResNet-18 "
+        f"Glance {paper['glance']:.1f} GFLOP; at {100 * PAPER_SELECTION:.1f} % selection: Focus "
+        f"{1 / PAPER_SELECTION:.1f}x fewer FLOPs, {implied:.2f}x fewer counting the Glance"
+    )
     if ns.json:
         ns.json.write_text(json.dumps({"rows": rows, "paper_sizes_gflops": paper}, indent=2))
 

@@ -56,14 +56,26 @@ def child(method: str, shape: tuple[int, int, int], overlap: float, device: str)
         mask = out[0].argmax(0).to(torch.uint8)
     else:
         result = glance_focus_inference(
-            volume, glance, focus, ROI, overlap, threshold=-1.0, sw_device=sw_device,
-            device="cpu", keep_probs=method == "gated_probs",
-        )  # fmt: skip
+            volume,
+            glance,
+            focus,
+            ROI,
+            overlap,
+            threshold=-1.0,
+            sw_device=sw_device,
+            device="cpu",
+            keep_probs=method == "gated_probs",
+        )
         mask = result.mask
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    row = {"method": method, "peak_delta_mb": peak - base, "seconds": seconds,
-           "mask_voxels": int(mask.sum()), "volume_mb": volume.numel() * 4 / 2**20}  # fmt: skip
+    row = {
+        "method": method,
+        "peak_delta_mb": peak - base,
+        "seconds": seconds,
+        "mask_voxels": int(mask.sum()),
+        "volume_mb": volume.numel() * 4 / 2**20,
+    }
     if sw_device.type == "cuda":
         row["cuda_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return row
@@ -84,18 +96,34 @@ def main() -> None:
     rows = []
     for method in METHODS:
         proc = subprocess.run(
-            [sys.executable, __file__, "--child", method, "--shape", ns.shape, "--overlap",
-             str(ns.overlap), "--device", ns.device],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                method,
+                "--shape",
+                ns.shape,
+                "--overlap",
+                str(ns.overlap),
+                "--device",
+                ns.device,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    print(f"volume {shape} ({rows[0]['volume_mb']:.0f} MB float32), ROI {ROI}, overlap "
-          f"{ns.overlap}, tiles on {ns.device}, buffers on the CPU")  # fmt: skip
+    print(
+        f"volume {shape} ({rows[0]['volume_mb']:.0f} MB float32), ROI {ROI}, overlap "
+        f"{ns.overlap}, tiles on {ns.device}, buffers on the CPU"
+    )
     print("| method | peak memory over the start (MB) | seconds | mask voxels |")
     print("|---|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['method']} | {r['peak_delta_mb']:.0f} | {r['seconds']:.1f} | "
-              f"{r['mask_voxels']} |")  # fmt: skip
+        print(
+            f"| {r['method']} | {r['peak_delta_mb']:.0f} | {r['seconds']:.1f} | "
+            f"{r['mask_voxels']} |"
+        )
     if ns.json:
         with open(ns.json, "w") as handle:
             json.dump(rows, handle, indent=2)

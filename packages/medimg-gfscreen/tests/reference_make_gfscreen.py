@@ -60,8 +60,12 @@ def main() -> int:
     import monai
     from models.GF_Screen_RL import GFScreen_RL  # the official model
 
-    commit = subprocess.run(["git", "-C", str(ns.official), "rev-parse", "HEAD"],
-                            capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    commit = subprocess.run(
+        ["git", "-C", str(ns.official), "rev-parse", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     model = GFScreen_RL(argparse.Namespace(**ARGS)).eval()
     official = model.state_dict()
     volume_np = recipe.reference_volume()
@@ -82,8 +86,12 @@ def main() -> int:
     lesion = seg_out[0, 1].numpy()[::4, ::4, ::4].astype(np.float32)
 
     ns.out.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(ns.out / "gfscreen_valid_mask.npz", mask=np.packbits(mask.ravel()),
-                        shape=np.array(mask.shape, np.int64), lesion_prob=lesion)  # fmt: skip
+    np.savez_compressed(
+        ns.out / "gfscreen_valid_mask.npz",
+        mask=np.packbits(mask.ravel()),
+        shape=np.array(mask.shape, np.int64),
+        lesion_prob=lesion,
+    )
     meta = {
         "source": "Luffy03/GF-Screen",
         "commit": commit,

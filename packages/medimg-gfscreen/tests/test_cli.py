@@ -27,8 +27,16 @@ CONFIGS = shipped_configs("medimg_gfscreen")
 def test_top_level_help_lists_every_subcommand() -> None:
     out = assert_cli_help(main)
     assert help_commands(out) == [
-        "fit", "validate", "test", "predict", "synth", "datalist", "screen", "export", "configs"
-    ]  # fmt: skip
+        "fit",
+        "validate",
+        "test",
+        "predict",
+        "synth",
+        "datalist",
+        "screen",
+        "export",
+        "configs",
+    ]
 
 
 def test_version(capsys: pytest.CaptureFixture) -> None:
@@ -67,9 +75,15 @@ def test_paper_config_keeps_the_paper_defaults() -> None:
 
 def test_fit_tiny_config_in_process(synth_dir: Path, tmp_path: Path) -> None:
     cli = run_lightning_cli(
-        ["fit", "--config", "tiny", f"--data.init_args.datalist={synth_dir / 'datalist.json'}",
-         "--trainer.fast_dev_run=1", f"--trainer.default_root_dir={tmp_path}"]
-    )  # fmt: skip
+        [
+            "fit",
+            "--config",
+            "tiny",
+            f"--data.init_args.datalist={synth_dir / 'datalist.json'}",
+            "--trainer.fast_dev_run=1",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
     assert cli.trainer.state.finished and cli.trainer.global_step >= 1
     # linked from the data module
     assert tuple(cli.model.hparams.roi_size) == (32, 32, 16) and cli.model.hparams.num_samples == 2
@@ -122,8 +136,9 @@ def test_screen_scores_the_tiles_test_scores(
     item = load_datalist(synth_dir / "datalist.json", "validation")[0]
     image = val_transforms("abdomen", module.roi_size)(item)["image"]
     expected = module.screen(image[None], threshold=0.5)
-    info = screen_file(Path(item["image"]), tiny_weights, tmp_path / "m.nii.gz", threshold=0.5,
-                       progress=False)  # fmt: skip
+    info = screen_file(
+        Path(item["image"]), tiny_weights, tmp_path / "m.nii.gz", threshold=0.5, progress=False
+    )
     assert [t["start"] for t in info["tiles"]] == [t[0] for t in expected.tiles]
     assert [t["p"] for t in info["tiles"]] == pytest.approx(
         [t[1] for t in expected.tiles], abs=1e-6
@@ -160,8 +175,19 @@ def test_screen_threshold_one_writes_an_empty_mask(
 ) -> None:
     image = sorted((synth_dir / "imagesTr").glob("*_0000.nii.gz"))[0]
     out = tmp_path / "empty.nii.gz"
-    main(["screen", str(image), "--ckpt", str(tiny_weights), "--out", str(out), "--threshold", "1",
-          "--quiet"])  # fmt: skip
+    main(
+        [
+            "screen",
+            str(image),
+            "--ckpt",
+            str(tiny_weights),
+            "--out",
+            str(out),
+            "--threshold",
+            "1",
+            "--quiet",
+        ]
+    )
     assert "selection rate 0.0 %" in capsys.readouterr().out
     assert int(np.asarray(nib.load(out).dataobj).sum()) == 0
 
@@ -176,14 +202,25 @@ def test_screen_bad_inputs_are_one_line(
 ) -> None:
     png = tmp_path / "scan.png"
     png.write_bytes(b"\x89PNG")
-    line = _one_line_error(capsys, ["screen", str(png), "--ckpt", str(tiny_weights), "--out",
-                                    str(tmp_path / "m.nii.gz")])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        ["screen", str(png), "--ckpt", str(tiny_weights), "--out", str(tmp_path / "m.nii.gz")],
+    )
     assert "scan.png" in line and "NIfTI" in line
     data = np.zeros((40, 40, 16), np.float32)
     data[3, 3, 3] = np.nan
     nib.save(nib.Nifti1Image(data, np.diag([1, 1, 3, 1.0])), tmp_path / "nan_case_0000.nii.gz")
-    line = _one_line_error(capsys, ["screen", str(tmp_path / "nan_case_0000.nii.gz"), "--ckpt",
-                                    str(tiny_weights), "--out", str(tmp_path / "m.nii.gz")])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "screen",
+            str(tmp_path / "nan_case_0000.nii.gz"),
+            "--ckpt",
+            str(tiny_weights),
+            "--out",
+            str(tmp_path / "m.nii.gz"),
+        ],
+    )
     assert "nan_case" in line and "NaN" in line
 
 
@@ -217,8 +254,10 @@ def test_fit_with_a_missing_label_is_one_line(
     del payload["training"][0]["label"]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(payload))
-    line = _one_line_error(capsys, ["fit", "--config", "tiny", f"--data.init_args.datalist={bad}",
-                                    "--trainer.fast_dev_run=1"])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        ["fit", "--config", "tiny", f"--data.init_args.datalist={bad}", "--trainer.fast_dev_run=1"],
+    )
     assert payload["training"][0]["name"] in line and "label" in line
 
 
@@ -242,8 +281,15 @@ def test_logged_fit_keeps_the_users_config_yaml_and_links_hparams(
     datalist = _absolute_datalist(synth_dir, tmp_path)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "config.yaml").write_text("mine: 1\n")
-    args = ["fit", "-c", "tiny", f"--data.init_args.datalist={datalist}", "--trainer.logger=true",
-            "--trainer.limit_train_batches=1", "--trainer.limit_val_batches=1"]  # fmt: skip
+    args = [
+        "fit",
+        "-c",
+        "tiny",
+        f"--data.init_args.datalist={datalist}",
+        "--trainer.logger=true",
+        "--trainer.limit_train_batches=1",
+        "--trainer.limit_val_batches=1",
+    ]
     run = run_main(main, args, capsys)
     assert run.code == 0, run.err
     assert (tmp_path / "config.yaml").read_text() == "mine: 1\n"
@@ -262,17 +308,31 @@ def test_every_shipped_config_fits_a_step_with_a_logger(
     merging hparams ... roi_size, spacing ... different values" before; each shipped config runs a
     step with the logger on (networks shrunk to CPU size, the linked keys untouched)."""
     datalist = _absolute_datalist(synth_dir, tmp_path)
-    args = ["fit", "--config", config.stem, f"--data.init_args.datalist={datalist}",
-            "--trainer.logger=true", "--trainer.max_epochs=1", "--trainer.limit_train_batches=1",
-            "--trainer.limit_val_batches=0", f"--trainer.default_root_dir={tmp_path}",
-            "--trainer.precision=32", "--trainer.enable_progress_bar=false",
-            "--data.init_args.num_workers=0", "--data.init_args.batch_size=1",
-            "--data.init_args.num_samples=2", "--data.init_args.roi_size=[64,64,32]"]  # fmt: skip
+    args = [
+        "fit",
+        "--config",
+        config.stem,
+        f"--data.init_args.datalist={datalist}",
+        "--trainer.logger=true",
+        "--trainer.max_epochs=1",
+        "--trainer.limit_train_batches=1",
+        "--trainer.limit_val_batches=0",
+        f"--trainer.default_root_dir={tmp_path}",
+        "--trainer.precision=32",
+        "--trainer.enable_progress_bar=false",
+        "--data.init_args.num_workers=0",
+        "--data.init_args.batch_size=1",
+        "--data.init_args.num_samples=2",
+        "--data.init_args.roi_size=[64,64,32]",
+    ]
     declared = yaml.safe_load(config.read_text())["model"]["init_args"]
     if declared.get("focus_arch", "swin_unetr") == "swin_unetr":
-        args += ["--model.init_args.feature_size=12", "--model.init_args.swin_depths=[1,1,1,1]",
-                 "--model.init_args.glance_widths=[8,16,32,64]",
-                 "--model.init_args.glance_conv1_stride=2"]  # fmt: skip
+        args += [
+            "--model.init_args.feature_size=12",
+            "--model.init_args.swin_depths=[1,1,1,1]",
+            "--model.init_args.glance_widths=[8,16,32,64]",
+            "--model.init_args.glance_conv1_stride=2",
+        ]
     cli = run_lightning_cli(args)
     assert cli.trainer.logger is not None and cli.trainer.global_step >= 1
     hparams = yaml.safe_load((Path(cli.trainer.log_dir) / "hparams.yaml").read_text())
@@ -292,9 +352,16 @@ def test_predict_writes_a_mask_per_image_without_labels(
     """predict wrote nothing and needed labels before."""
     images = _four_images(synth_dir, tmp_path / "images")
     out = tmp_path / "masks"
-    args = ["predict", "--config", "tiny", "--data.init_args.datalist=unused.json",
-            f"--data.init_args.predict_dir={images}", f"--data.init_args.output_dir={out}",
-            "--model.init_args.threshold=-1", f"--trainer.default_root_dir={tmp_path}"]  # fmt: skip
+    args = [
+        "predict",
+        "--config",
+        "tiny",
+        "--data.init_args.datalist=unused.json",
+        f"--data.init_args.predict_dir={images}",
+        f"--data.init_args.output_dir={out}",
+        "--model.init_args.threshold=-1",
+        f"--trainer.default_root_dir={tmp_path}",
+    ]
     run = run_main(main, args, capsys)
     assert run.code == 0, run.err
     for image in sorted(images.iterdir()):
@@ -322,8 +389,14 @@ def test_fit_parse_errors_are_one_line(
 @pytest.mark.slow
 def test_fit_tiny_under_ddp_on_two_cpu_processes(synth_dir: Path, tmp_path: Path) -> None:
     datalist = _absolute_datalist(synth_dir, tmp_path)
-    args = ["fit", "--config", "tiny", f"--data.init_args.datalist={datalist}",
-            "--trainer.logger=true", *DDP_CPU_ARGS]  # fmt: skip
+    args = [
+        "fit",
+        "--config",
+        "tiny",
+        f"--data.init_args.datalist={datalist}",
+        "--trainer.logger=true",
+        *DDP_CPU_ARGS,
+    ]
     proc = run_console_script("medimg-gfscreen", args, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Starting with 2 processes" in proc.stderr and "sync_dist" not in proc.stderr
@@ -349,9 +422,18 @@ def test_fit_with_workers_refuses_a_non_ct_image_in_one_line(
     nib.save(nib.Nifti1Image(data, source.affine), entry["image"])
     datalist = tmp_path / "unit.json"
     datalist.write_text(json.dumps(payload))
-    line = _one_line_error(capsys, ["fit", "--config", "tiny", f"--data.init_args.datalist={datalist}",
-                                    "--data.init_args.num_workers=2", "--trainer.max_epochs=1",
-                                    f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "fit",
+            "--config",
+            "tiny",
+            f"--data.init_args.datalist={datalist}",
+            "--data.init_args.num_workers=2",
+            "--trainer.max_epochs=1",
+            f"--trainer.default_root_dir={tmp_path}",
+        ],
+    )
     assert entry["name"] in line and "Hounsfield" in line
 
 
@@ -404,9 +486,15 @@ def test_lightning_checkpoint_records_the_data_modules_window(
     tiny = torch.load(tiny_weights, weights_only=True)
     state = {f"focus.{k}": v for k, v in tiny["focus"].items()}
     state |= {f"glance.{k}": v for k, v in tiny["glance"].items()}
-    ckpt = {"state_dict": state, "hyper_parameters": tiny["hparams"],
-            "datamodule_hyper_parameters": {"region": "chest", "prenormalized": False,
-                                            "roi_size": (32, 32, 16)}}  # fmt: skip
+    ckpt = {
+        "state_dict": state,
+        "hyper_parameters": tiny["hparams"],
+        "datamodule_hyper_parameters": {
+            "region": "chest",
+            "prenormalized": False,
+            "roi_size": (32, 32, 16),
+        },
+    }
     torch.save(ckpt, tmp_path / "last.ckpt")
     expected = {"region": "chest", "prenormalized": False}
     assert load_weights(tmp_path / "last.ckpt")["preprocessing"] == expected
@@ -444,9 +532,16 @@ def test_predict_refuses_two_images_of_one_case_before_writing(
     twin = images / first.name.replace("_0000.nii.gz", ".nii.gz")
     twin.write_bytes(first.read_bytes())
     out = tmp_path / "masks"
-    line = _one_line_error(capsys, ["predict", "--config", "tiny",
-                                    "--data.init_args.datalist=unused.json",
-                                    f"--data.init_args.predict_dir={images}",
-                                    f"--data.init_args.output_dir={out}"])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "predict",
+            "--config",
+            "tiny",
+            "--data.init_args.datalist=unused.json",
+            f"--data.init_args.predict_dir={images}",
+            f"--data.init_args.output_dir={out}",
+        ],
+    )
     assert first.name in line and twin.name in line
     assert not out.exists() or not any(out.iterdir())

@@ -14,8 +14,14 @@ from medimg_gfscreen.io import GFScreenFormatError
 
 
 def _module(synth_dir: Path, cache: Path, **kw) -> GFScreenDataModule:
-    return GFScreenDataModule(str(synth_dir / "datalist.json"), roi_size=(32, 32, 16),
-                              num_samples=2, batch_size=2, cache_dir=str(cache), **kw)  # fmt: skip
+    return GFScreenDataModule(
+        str(synth_dir / "datalist.json"),
+        roi_size=(32, 32, 16),
+        num_samples=2,
+        batch_size=2,
+        cache_dir=str(cache),
+        **kw,
+    )
 
 
 def test_volumes_are_cached_on_disk_without_voxel_indices(synth_dir: Path, tmp_path: Path) -> None:
@@ -67,8 +73,9 @@ def test_predict_items_need_no_labels(synth_dir: Path, tmp_path: Path) -> None:
     (folder / "notes.txt").write_text("not an image")
     items = image_folder_items(folder)
     assert [set(i) for i in items] == [{"image", "name"}] * 2
-    dm = _module(synth_dir, tmp_path / "cache", predict_dir=str(folder),
-                 output_dir=str(tmp_path / "out"))  # fmt: skip
+    dm = _module(
+        synth_dir, tmp_path / "cache", predict_dir=str(folder), output_dir=str(tmp_path / "out")
+    )
     dm.setup("predict")
     batch = next(iter(dm.predict_dataloader()))
     assert "label" not in batch and batch["image"].shape[:2] == (1, 1)
@@ -112,8 +119,14 @@ def test_setup_checks_voxel_values_in_this_process(synth_dir: Path, tmp_path: Pa
     """The voxel checks ran inside the DataLoader (its workers with num_workers > 0, where the
     error lost its cause); now setup runs them, and fills the cache the loaders read."""
     datalist, name = _unit_interval_case(synth_dir, tmp_path)
-    dm = GFScreenDataModule(str(datalist), roi_size=(32, 32, 16), num_samples=2, batch_size=2,
-                            cache_dir=str(tmp_path / "cache"), num_workers=2)  # fmt: skip
+    dm = GFScreenDataModule(
+        str(datalist),
+        roi_size=(32, 32, 16),
+        num_samples=2,
+        batch_size=2,
+        cache_dir=str(tmp_path / "cache"),
+        num_workers=2,
+    )
     with pytest.raises(Exception) as info:
         dm.setup("fit")
     error = info.value
@@ -145,8 +158,13 @@ def test_predict_with_workers_checks_voxel_values_in_this_process(tmp_path: Path
     folder.mkdir()
     data = np.random.default_rng(0).uniform(0, 1, size=(40, 40, 16)).astype(np.float32)
     nib.save(nib.Nifti1Image(data, np.diag([1, 1, 3, 1.0])), folder / "unit_0000.nii.gz")
-    dm = GFScreenDataModule("unused.json", roi_size=(32, 32, 16), predict_dir=str(folder),
-                            output_dir=str(tmp_path / "out"), num_workers=2)  # fmt: skip
+    dm = GFScreenDataModule(
+        "unused.json",
+        roi_size=(32, 32, 16),
+        predict_dir=str(folder),
+        output_dir=str(tmp_path / "out"),
+        num_workers=2,
+    )
     with pytest.raises(Exception) as info:
         dm.setup("predict")
     error = info.value

@@ -36,8 +36,13 @@ def _seed(
         "fp_voxels_healthy": sw_fp,
     }
     coarse = {"total_gflops_per_volume": coarse_total}
-    return {"main": {"glance_focus": glance_focus, "sliding_window": sliding_window,
-                     "sliding_window_coarse": coarse}}  # fmt: skip
+    return {
+        "main": {
+            "glance_focus": glance_focus,
+            "sliding_window": sliding_window,
+            "sliding_window_coarse": coarse,
+        }
+    }
 
 
 def _verdicts(*seeds: dict[str, Any]) -> list[str]:
@@ -58,8 +63,9 @@ def test_compute_claims_count_the_glance_and_the_coarse_window() -> None:
     assert _verdicts(_seed(gf_total=1.0, sw_total=2.9))[1:3] == ["not held", "held"]  # under 3x
     # 4x against overlap 0.75 but dearer than Focus everywhere at overlap 0.5: (b2) alone fails
     assert _verdicts(_seed(gf_total=1.0, sw_total=4.0, coarse_total=0.9))[1:3] == [
-        "held", "not held"
-    ]  # fmt: skip
+        "held",
+        "not held",
+    ]
 
 
 def test_compute_claims_record_the_bounds_of_the_glance_alone() -> None:
@@ -168,8 +174,9 @@ def test_evaluate_adds_the_glance_cost_of_every_tile() -> None:
     assert gf["total_gflops_per_volume"] == pytest.approx(fine * 2.0)
     assert out["sliding_window"]["total_gflops_per_volume"] == pytest.approx(fine * 7.0)
     assert out["sliding_window_coarse"]["total_gflops_per_volume"] == pytest.approx(coarse * 7.0)
-    every = experiment._evaluate(GFScreenModule(**{**kw, "threshold": -1.0}), volumes, flops,
-                                 sliding=False)  # fmt: skip
+    every = experiment._evaluate(
+        GFScreenModule(**{**kw, "threshold": -1.0}), volumes, flops, sliding=False
+    )
     assert every["glance_focus"]["total_gflops_per_volume"] == pytest.approx(fine * 9.0)
 
 

@@ -155,8 +155,10 @@ def test_write_datalist_hold_out_is_a_seeded_partition(tmp_path: Path) -> None:
     def split(seed: int, name: str) -> tuple[list[str], list[str]]:
         out = write_datalist(cases, tmp_path / name, val_fraction=0.3, seed=seed)
         payload = json.loads(out.read_text())
-        return ([e["name"] for e in payload["training"]],
-                [e["name"] for e in payload["validation"]])  # fmt: skip
+        return (
+            [e["name"] for e in payload["training"]],
+            [e["name"] for e in payload["validation"]],
+        )
 
     train, val = split(0, "a.json")
     assert len(val) == 3 and len(train) == 7
@@ -178,8 +180,12 @@ def test_write_datalist_rejects_missing_label_files(tmp_path: Path) -> None:
     """An MSD dataset.json that lists a label missing on disk: rc 0 with a broken entry before."""
     _cases(tmp_path, 3)
     (tmp_path / "labelsTr" / "c1.nii.gz").unlink()
-    meta = {"training": [{"image": f"./imagesTr/c{i}_0000.nii.gz", "label": f"./labelsTr/c{i}.nii.gz"}
-                         for i in range(3)]}  # fmt: skip
+    meta = {
+        "training": [
+            {"image": f"./imagesTr/c{i}_0000.nii.gz", "label": f"./labelsTr/c{i}.nii.gz"}
+            for i in range(3)
+        ]
+    }
     (tmp_path / "dataset.json").write_text(json.dumps(meta))
     with pytest.raises(GFScreenFormatError, match=r"c1\.nii\.gz") as info:
         write_datalist(discover_cases(tmp_path), tmp_path / "d.json")

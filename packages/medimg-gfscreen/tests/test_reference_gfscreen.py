@@ -98,8 +98,10 @@ def test_official_checkpoint_loads_with_its_architecture(official_checkpoint: Pa
     weights = load_weights(official_checkpoint)
     hp = weights["hparams"]
     assert (hp["focus_arch"], hp["feature_size"], hp["glance_backbone"]) == (
-        "swin_unetr", FEATURE_SIZE, "resnet18"
-    )  # fmt: skip
+        "swin_unetr",
+        FEATURE_SIZE,
+        "resnet18",
+    )
     assert hp["glance_widths"] == [64, 128, 256, 512] and hp["roi_size"] == [96, 96, 64]
     module = load_screen_module(official_checkpoint)
     key = "swinViT.layers1.0.blocks.0.attn.qkv.weight"

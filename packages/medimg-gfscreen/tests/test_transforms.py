@@ -50,8 +50,11 @@ def test_label_map_maps_msd_tumour_and_rejects_unknown_values(tmp_path: Path) ->
     lab[10:14, 10:14, 5:8] = 2  # tumour
     nib.save(nib.Nifti1Image(img, affine), tmp_path / "liver_0000.nii.gz")
     nib.save(nib.Nifti1Image(lab, affine), tmp_path / "liver.nii.gz")
-    item = {"image": str(tmp_path / "liver_0000.nii.gz"), "label": str(tmp_path / "liver.nii.gz"),
-            "name": "liver"}  # fmt: skip
+    item = {
+        "image": str(tmp_path / "liver_0000.nii.gz"),
+        "label": str(tmp_path / "liver.nii.gz"),
+        "name": "liver",
+    }
     out = val_transforms("abdomen", ROI, label_map={1: 0, 2: 1})(item)
     assert int(out["label"].sum()) == 4 * 4 * 3
     with pytest.raises(Exception) as info:  # MONAI wraps it in a RuntimeError
@@ -150,8 +153,9 @@ def test_training_pipeline_accepts_a_trailing_singleton_axis(tmp_path: Path) -> 
     image = _volume(tmp_path, "x4", data)
     label = tmp_path / "x4.nii.gz"
     nib.save(nib.Nifti1Image(lab, np.diag([1, 1, 3, 1.0])), label)
-    crops = train_transforms("abdomen", ROI, num_samples=2)({"image": str(image),
-                                                              "label": str(label)})  # fmt: skip
+    crops = train_transforms("abdomen", ROI, num_samples=2)(
+        {"image": str(image), "label": str(label)}
+    )
     assert [tuple(c["image"].shape) for c in crops] == [(1, *ROI)] * 2
 
 

@@ -167,8 +167,10 @@ def bench_end_to_end(n_per_class: int, smollm2: bool) -> None:
     )
     total_plain = t_cap + t_enc + t_plain
     total_full = t_cap + t_enc + t_full
-    print(f"whole pipeline incl. captions + encoder: plain {n / total_plain:.1f} q/s, PGLLM {n / total_full:.1f} q/s "
-          f"(overhead {100 * (total_full / total_plain - 1):.1f} %)")  # fmt: skip
+    print(
+        f"whole pipeline incl. captions + encoder: plain {n / total_plain:.1f} q/s, PGLLM {n / total_full:.1f} q/s "
+        f"(overhead {100 * (total_full / total_plain - 1):.1f} %)"
+    )
     if smollm2:
         from pointcloud_pgllm.graph import nearest_neighbours
         from pointcloud_pgllm.pipeline import make_queries
@@ -194,8 +196,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smollm2", action="store_true", help="also time the SmolLM2 scorer")
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
-    parser.add_argument("--only", type=lambda v: {int(s) for s in v.split(",")}, default=None,
-                        help="comma-separated section numbers to run (default: all)")  # fmt: skip
+    parser.add_argument(
+        "--only",
+        type=lambda v: {int(s) for s in v.split(",")},
+        default=None,
+        help="comma-separated section numbers to run (default: all)",
+    )
     ns = parser.parse_args()
     torch.set_num_threads(1)
     run = ns.only or {0, 1, 2, 3, 4}

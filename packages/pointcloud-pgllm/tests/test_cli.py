@@ -252,7 +252,24 @@ def test_ood_with_http_scorer_and_single_probability(small_tree: Path, tmp_path:
             "--id-classes",
             "chair,cup",
         ]
-        assert main([*args, "--scorer", "http", "--base-url", url, "--model", "fake", "--ood-score", "single-probability", "--out", str(tmp_path / "o")]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    *args,
+                    "--scorer",
+                    "http",
+                    "--base-url",
+                    url,
+                    "--model",
+                    "fake",
+                    "--ood-score",
+                    "single-probability",
+                    "--out",
+                    str(tmp_path / "o"),
+                ]
+            )
+            == 0
+        )
     finally:
         server.shutdown()
         server.server_close()
@@ -269,7 +286,20 @@ def test_ood_with_http_scorer_and_single_probability(small_tree: Path, tmp_path:
 def test_single_probability_needs_http(
     small_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    line = _one_line_error(capsys, ["ood", "--data", str(small_tree), "--id-split", "MN1", "--ood-score", "single-probability", "--out", str(tmp_path / "o")])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "ood",
+            "--data",
+            str(small_tree),
+            "--id-split",
+            "MN1",
+            "--ood-score",
+            "single-probability",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
     assert "--scorer http" in line
 
 

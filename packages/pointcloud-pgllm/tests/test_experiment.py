@@ -106,12 +106,16 @@ def test_auroc_claims_need_separating_scores_and_an_informative_graph() -> None:
     assert [c.verdict for c in claims(_mean(acc, auroc), INFORMATIVE)] == ["held"] * 3
     flat = {"purity": 0.39, "chance": 0.2}  # under 2 x chance
     assert [c.verdict for c in claims(_mean(acc, auroc), flat)] == [
-        "inconclusive", "held", "inconclusive"
-    ]  # fmt: skip
+        "inconclusive",
+        "held",
+        "inconclusive",
+    ]
     at_chance = {**auroc, "none": 0.50}
     assert [c.verdict for c in claims(_mean(acc, at_chance), INFORMATIVE)] == [
-        "inconclusive", "held", "inconclusive"
-    ]  # fmt: skip
+        "inconclusive",
+        "held",
+        "inconclusive",
+    ]
     a = claims(_mean(acc, auroc), flat)[0]
     assert [p.passed for p in a.preconditions] == [True, True, False]
 

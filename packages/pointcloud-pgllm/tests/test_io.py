@@ -62,8 +62,11 @@ def _h5(path: Path, **arrays: np.ndarray) -> Path:
 def test_pointnet_hdf5_release_folder(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     for i in range(2):
-        _h5(tmp_path / f"ply_data_train{i}.h5", data=rng.normal(size=(3, 64, 3)).astype("f4"),
-            label=np.array([[0], [1], [2]], dtype="u1"))  # fmt: skip
+        _h5(
+            tmp_path / f"ply_data_train{i}.h5",
+            data=rng.normal(size=(3, 64, 3)).astype("f4"),
+            label=np.array([[0], [1], [2]], dtype="u1"),
+        )
     (tmp_path / "shape_names.txt").write_text("a\nb\nc\n")
     ds = load_dataset(tmp_path, "train", n_points=32)
     assert ds.points.shape == (6, 32, 3) and ds.labels.tolist() == [0, 1, 2, 0, 1, 2]
@@ -72,8 +75,12 @@ def test_pointnet_hdf5_release_folder(tmp_path: Path) -> None:
 
 
 def test_scanobjectnn_h5_with_mask(tmp_path: Path) -> None:
-    p = _h5(tmp_path / "training_objectdataset.h5", data=np.ones((2, 16, 3)) * np.arange(16)[None, :, None],
-            label=np.array([4, 1]), mask=np.zeros((2, 16)))  # fmt: skip
+    p = _h5(
+        tmp_path / "training_objectdataset.h5",
+        data=np.ones((2, 16, 3)) * np.arange(16)[None, :, None],
+        label=np.array([4, 1]),
+        mask=np.zeros((2, 16)),
+    )
     data, label, mask = read_h5(p)
     assert data.shape == (2, 16, 3) and label.tolist() == [4, 1] and mask is not None
     ds = load_dataset(p, n_points=16)

@@ -66,11 +66,19 @@ def test_single_h5_file_is_refused_for_the_tfidf_scorer(
     assert not (tmp_path / "o" / "metrics.json").exists()
     line = assert_one_line_error(
         main,
-        ["classify", "--data", str(test_file), "--train-data", str(test_file), *ARGS,
-         "--out", str(tmp_path / "o2")],
+        [
+            "classify",
+            "--data",
+            str(test_file),
+            "--train-data",
+            str(test_file),
+            *ARGS,
+            "--out",
+            str(tmp_path / "o2"),
+        ],
         capsys,
         prog="pointcloud-pgllm",
-    )  # fmt: skip
+    )
     assert "evaluation labels" in line
 
 
@@ -79,11 +87,19 @@ def test_train_split_of_a_folder_is_not_its_own_training_set(
 ) -> None:
     line = assert_one_line_error(
         main,
-        ["classify", "--data", str(small_tree), "--split", "train", *ARGS,
-         "--out", str(tmp_path / "o")],
+        [
+            "classify",
+            "--data",
+            str(small_tree),
+            "--split",
+            "train",
+            *ARGS,
+            "--out",
+            str(tmp_path / "o"),
+        ],
         capsys,
         prog="pointcloud-pgllm",
-    )  # fmt: skip
+    )
     assert "evaluation labels" in line
 
 
@@ -93,8 +109,21 @@ def test_single_file_with_separate_train_data_fits_on_train_only(
     test_file = h5_folder / "ply_data_test0.h5"
     train_file = h5_folder / "ply_data_train0.h5"
     out = tmp_path / "o"
-    assert main(["classify", "--data", str(test_file), "--train-data", str(train_file), *ARGS,
-                 "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "classify",
+                "--data",
+                str(test_file),
+                "--train-data",
+                str(train_file),
+                *ARGS,
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert [c["n"] for c in fitted] == [30]  # the 30 training clouds, never the 18 evaluated
     assert json.loads((out / "metrics.json").read_text())["train_data"] == str(train_file)
 
@@ -117,8 +146,22 @@ def test_ood_scorer_is_never_trained_on_ood_classes(
     """Before the fix the HDF5 folder ignored ``classes`` and the scorer saw all 6 classes."""
     ids = ["chair", "cup", "airplane"]
     out = tmp_path / "o"
-    assert main(["ood", "--data", str(h5_folder), "--n-points", "256", "--id-classes",
-                 ",".join(ids), "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "ood",
+                "--data",
+                str(h5_folder),
+                "--n-points",
+                "256",
+                "--id-classes",
+                ",".join(ids),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     payload = json.loads((out / "metrics.json").read_text())
     assert (payload["graph"], payload["graph_k"]) == ("official", 3)  # AUROC.py's K
     (call,) = fitted
@@ -148,8 +191,14 @@ def test_train_data_sharing_an_evaluated_file_is_refused(
     if case == "file-data-folder-train":  # the folder's train split holds the evaluated file
         data = ["--data", str(h5_folder / "ply_data_train0.h5"), "--train-data", str(h5_folder)]
     else:  # a single file ignores --split: --train-data is the evaluated test file
-        data = ["--data", str(h5_folder), "--split", "test",
-                "--train-data", str(h5_folder / "ply_data_test0.h5")]  # fmt: skip
+        data = [
+            "--data",
+            str(h5_folder),
+            "--split",
+            "test",
+            "--train-data",
+            str(h5_folder / "ply_data_test0.h5"),
+        ]
     out = tmp_path / "o"
     line = assert_one_line_error(
         main, ["classify", *data, *ARGS, "--out", str(out)], capsys, prog="pointcloud-pgllm"
@@ -164,8 +213,21 @@ def test_test_file_with_its_folder_as_train_data_runs(
 ) -> None:
     """The guard is not over-broad: the folder's train split shares no file with the test file."""
     out = tmp_path / "o"
-    assert main(["classify", "--data", str(h5_folder / "ply_data_test0.h5"),
-                 "--train-data", str(h5_folder), *ARGS, "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "classify",
+                "--data",
+                str(h5_folder / "ply_data_test0.h5"),
+                "--train-data",
+                str(h5_folder),
+                *ARGS,
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert [c["n"] for c in fitted] == [30]
 
 

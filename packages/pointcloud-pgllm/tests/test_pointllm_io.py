@@ -100,10 +100,19 @@ def test_bad_captions_json_is_one_line_naming_file_and_field(
         read_pointllm_captions(bad)
     line = assert_one_line_error(
         main,
-        ["classify", "--captions", str(bad), "--features", str(pointllm["features"]),
-         "--train-data", str(pointllm["train"]), "--out", str(tmp_path / "o")],
+        [
+            "classify",
+            "--captions",
+            str(bad),
+            "--features",
+            str(pointllm["features"]),
+            "--train-data",
+            str(pointllm["train"]),
+            "--out",
+            str(tmp_path / "o"),
+        ],
         capsys,
-    )  # fmt: skip
+    )
     assert str(bad) in line and field in line
 
 
@@ -122,10 +131,19 @@ def test_bad_features_are_one_line_naming_the_file(
         np.save(path, array, allow_pickle=True)
         line = assert_one_line_error(
             main,
-            ["classify", "--captions", str(pointllm["captions"]), "--features", str(path),
-             "--train-data", str(pointllm["train"]), "--out", str(tmp_path / "o")],
+            [
+                "classify",
+                "--captions",
+                str(pointllm["captions"]),
+                "--features",
+                str(path),
+                "--train-data",
+                str(pointllm["train"]),
+                "--out",
+                str(tmp_path / "o"),
+            ],
             capsys,
-        )  # fmt: skip
+        )
         assert str(path) in line and words in line, (name, line)
     fake = tmp_path / "fake.npy"
     fake.write_text("[[0.1 0.2]]")
@@ -139,8 +157,17 @@ def test_bad_features_are_one_line_naming_the_file(
 
 def test_classify_runs_on_pointllm_outputs(pointllm: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "cls"
-    args = ["classify", "--captions", str(pointllm["captions"]), "--features",
-            str(pointllm["features"]), "--train-data", str(pointllm["train"]), "--out", str(out)]  # fmt: skip
+    args = [
+        "classify",
+        "--captions",
+        str(pointllm["captions"]),
+        "--features",
+        str(pointllm["features"]),
+        "--train-data",
+        str(pointllm["train"]),
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["captions"] == str(pointllm["captions"]) and metrics["data"] is None
@@ -159,9 +186,24 @@ def test_classify_runs_on_pointllm_outputs(pointllm: dict[str, Path], tmp_path: 
 
 def test_ood_runs_on_pointllm_outputs(pointllm: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "ood"
-    assert main(["ood", "--captions", str(pointllm["captions"]), "--features",
-                 str(pointllm["features"]), "--train-data", str(pointllm["train"]),
-                 "--id-classes", "airplane,chair", "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "ood",
+                "--captions",
+                str(pointllm["captions"]),
+                "--features",
+                str(pointllm["features"]),
+                "--train-data",
+                str(pointllm["train"]),
+                "--id-classes",
+                "airplane,chair",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["graph_k"] == 3 and metrics["classes"] == ["airplane", "chair"]
     assert {"auroc", "fpr95", "accuracy"} <= set(metrics["metrics"]["both"])
@@ -177,14 +219,23 @@ def test_ood_runs_on_pointllm_outputs(pointllm: dict[str, Path], tmp_path: Path)
     ],
 )
 def test_pointllm_inputs_misused_are_refused(
-    extra: list[str], words: str, pointllm: dict[str, Path], tmp_path: Path,
+    extra: list[str],
+    words: str,
+    pointllm: dict[str, Path],
+    tmp_path: Path,
     capsys: pytest.CaptureFixture,
-) -> None:  # fmt: skip
+) -> None:
     features = [] if extra == ["--drop-features"] else ["--features", str(pointllm["features"])]
     train = {"--drop-train": [], "--train-is-eval": ["--train-data", str(pointllm["captions"])]}
-    args = ["classify", "--captions", str(pointllm["captions"]), *features,
-            *train.get(extra[0], ["--train-data", str(pointllm["train"])]),
-            "--out", str(tmp_path / "o")]  # fmt: skip
+    args = [
+        "classify",
+        "--captions",
+        str(pointllm["captions"]),
+        *features,
+        *train.get(extra[0], ["--train-data", str(pointllm["train"])]),
+        "--out",
+        str(tmp_path / "o"),
+    ]
     if extra[0] == "--data":
         args += extra
     line = assert_one_line_error(main, args, capsys)
@@ -206,8 +257,17 @@ def test_unlabelled_captions_are_scored_against_classes(
     """Review of issue 22, #5: before the fix --classes dropped every unlabelled item ("no
     item's label_name is one of --classes") and without it the class list was empty."""
     captions = _unlabelled(pointllm["captions"], tmp_path)
-    args = ["classify", "--captions", str(captions), "--features", str(pointllm["features"]),
-            "--train-data", str(pointllm["train"]), "--graph-k", "3"]  # fmt: skip
+    args = [
+        "classify",
+        "--captions",
+        str(captions),
+        "--features",
+        str(pointllm["features"]),
+        "--train-data",
+        str(pointllm["train"]),
+        "--graph-k",
+        "3",
+    ]
     out = tmp_path / "cls"
     assert main([*args, "--classes", "chair,table", "--out", str(out)]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
@@ -225,9 +285,26 @@ def test_classes_dropping_captions_says_how_many(
     pointllm: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """Review of issue 22, #11: before the fix the 12 items of other classes went silently."""
-    assert main(["classify", "--captions", str(pointllm["captions"]), "--features",
-                 str(pointllm["features"]), "--train-data", str(pointllm["train"]),
-                 "--classes", "chair,table", "--graph-k", "3", "--out", str(tmp_path / "o")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "classify",
+                "--captions",
+                str(pointllm["captions"]),
+                "--features",
+                str(pointllm["features"]),
+                "--train-data",
+                str(pointllm["train"]),
+                "--classes",
+                "chair,table",
+                "--graph-k",
+                "3",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert f"{pointllm['captions']}: kept 12 of 24 items (--classes)" in err
 
@@ -254,8 +331,15 @@ def test_pointllm_features_are_raw_by_default_as_in_the_official_scripts(
     monkeypatch.setattr(pipeline, "nearest_neighbours", spy_nearest)
     raw = np.linalg.norm(np.load(pointllm["features"]), axis=1)
     assert raw.min() > 2.0  # the fixture's features are far from unit norm
-    args = ["classify", "--captions", str(pointllm["captions"]), "--features",
-            str(pointllm["features"]), "--train-data", str(pointllm["train"])]  # fmt: skip
+    args = [
+        "classify",
+        "--captions",
+        str(pointllm["captions"]),
+        "--features",
+        str(pointllm["features"]),
+        "--train-data",
+        str(pointllm["train"]),
+    ]
     for extra, expected, flag in (([], raw, False), (["--normalize"], np.ones_like(raw), True)):
         out = tmp_path / f"o{len(extra)}"
         assert main([*args, *extra, "--out", str(out)]) == 0

@@ -11,11 +11,22 @@ from rf_matid.cli import main
 
 def _row(split: str, seed: int, accuracy: float) -> BenchmarkRow:
     return BenchmarkRow(
-        arch="mlp", protocol="P1", split=split, application_mode="all_classes", seed=seed,
-        epochs=1, n_train=10, n_val=2, n_test=5, accuracy=accuracy, macro_f1=accuracy / 2,
-        val_accuracy=accuracy, train_seconds=0.1, class_names=["a", "b"],
+        arch="mlp",
+        protocol="P1",
+        split=split,
+        application_mode="all_classes",
+        seed=seed,
+        epochs=1,
+        n_train=10,
+        n_val=2,
+        n_test=5,
+        accuracy=accuracy,
+        macro_f1=accuracy / 2,
+        val_accuracy=accuracy,
+        train_seconds=0.1,
+        class_names=["a", "b"],
         confusion=[[3, 1], [0, 1]],
-    )  # fmt: skip
+    )
 
 
 def test_markdown_table_reports_mean_and_std_over_seeds() -> None:
@@ -43,9 +54,15 @@ def test_train_and_test_on_tiny_data(tiny_dataset: Path) -> None:
     from rf_matid.splits import make_split
 
     row = train_and_test(
-        tiny_dataset, "material_id", protocol="P2", split="S3-mod1", epochs=1, batch_size=32,
-        model_kwargs=TINY_MODEL, accelerator="cpu",
-    )  # fmt: skip
+        tiny_dataset,
+        "material_id",
+        protocol="P2",
+        split="S3-mod1",
+        epochs=1,
+        batch_size=32,
+        model_kwargs=TINY_MODEL,
+        accelerator="cpu",
+    )
     data = load_dataset(tiny_dataset)
     parts = make_split(data.distance_mm, data.angle_deg, "S3", 1, seed=42)
     assert (row.n_train, row.n_val, row.n_test) == tuple(
@@ -64,10 +81,17 @@ def test_train_and_test_on_tiny_data(tiny_dataset: Path) -> None:
 
 def test_training_seed_does_not_change_the_split(tiny_dataset: Path) -> None:
     rows = [
-        train_and_test(tiny_dataset, "material_id", split="S1", epochs=1, seed=seed,
-                       model_kwargs=TINY_MODEL, accelerator="cpu")
+        train_and_test(
+            tiny_dataset,
+            "material_id",
+            split="S1",
+            epochs=1,
+            seed=seed,
+            model_kwargs=TINY_MODEL,
+            accelerator="cpu",
+        )
         for seed in (0, 1)
-    ]  # fmt: skip
+    ]
     assert rows[0].n_test == rows[1].n_test
     # same test samples: the true-class counts (confusion row sums) agree
     assert [sum(r) for r in rows[0].confusion] == [sum(r) for r in rows[1].confusion]
@@ -82,9 +106,14 @@ def test_train_and_test_leaves_logging_and_warning_filters_alone(tiny_dataset: P
     filters = list(warnings.filters)
     try:
         train_and_test(
-            tiny_dataset, "material_id", protocol="P2", split="S1", epochs=1,
-            model_kwargs=TINY_MODEL, accelerator="cpu",
-        )  # fmt: skip
+            tiny_dataset,
+            "material_id",
+            protocol="P2",
+            split="S1",
+            epochs=1,
+            model_kwargs=TINY_MODEL,
+            accelerator="cpu",
+        )
         assert logger.level == logging.INFO
         assert warnings.filters == filters
     finally:

@@ -23,8 +23,15 @@ CONFIGS = shipped_configs("rf_matid")
 def test_top_level_help_lists_every_subcommand() -> None:
     out = assert_cli_help(main)
     assert help_commands(out) == [
-        "fit", "validate", "test", "predict", "predict-files", "synth", "benchmark", "configs"
-    ]  # fmt: skip
+        "fit",
+        "validate",
+        "test",
+        "predict",
+        "predict-files",
+        "synth",
+        "benchmark",
+        "configs",
+    ]
 
 
 def test_version(capsys: pytest.CaptureFixture) -> None:
@@ -91,8 +98,21 @@ def test_test_subcommand_with_super_classes(tiny_dataset: Path, tmp_path: Path) 
 
 def test_synth_writes_the_upstream_layout(tmp_path: Path) -> None:
     out = tmp_path / "synth"
-    main(["synth", "--out", str(out), "--classes", "glass01,wood01", "--distances", "200,400",
-          "--angles", "0:2:1", "--no-time", "--upstream-header"])  # fmt: skip
+    main(
+        [
+            "synth",
+            "--out",
+            str(out),
+            "--classes",
+            "glass01,wood01",
+            "--distances",
+            "200,400",
+            "--angles",
+            "0:2:1",
+            "--no-time",
+            "--upstream-header",
+        ]
+    )
     folders = sorted(p.name for p in (out / "frequency_domain").iterdir())  # upstream's name
     assert len(folders) == 2 * 2 * 3
     assert "ms46131a-4To43.5GHz-2048-glass01-400mm-2deg" in folders
@@ -158,9 +178,17 @@ def test_fit_without_logger_keeps_the_users_config_yaml(
     cwd.mkdir()
     (cwd / "config.yaml").write_text("my: own config\n")
     monkeypatch.chdir(cwd)
-    main(["fit", "-c", "tiny", f"--data.init_args.data_dir={tiny_dataset}",
-          "--trainer.max_epochs=1", "--trainer.limit_train_batches=1",
-          "--trainer.limit_val_batches=1"])  # fmt: skip
+    main(
+        [
+            "fit",
+            "-c",
+            "tiny",
+            f"--data.init_args.data_dir={tiny_dataset}",
+            "--trainer.max_epochs=1",
+            "--trainer.limit_train_batches=1",
+            "--trainer.limit_val_batches=1",
+        ]
+    )
     assert (cwd / "config.yaml").read_text() == "my: own config\n"
     assert sorted(p.name for p in cwd.iterdir()) == ["config-1.yaml", "config.yaml"]
     saved = yaml.safe_load((cwd / "config-1.yaml").read_text())
@@ -170,9 +198,17 @@ def test_fit_without_logger_keeps_the_users_config_yaml(
 def test_fit_tiny_under_ddp_on_two_cpu_processes(tiny_dataset: Path, tmp_path: Path) -> None:
     """Lightning's ddp re-runs the console script's command line for rank 1 (gloo on CPU):
     both ranks train, the losses are averaged over ranks, rank 0 alone writes the config."""
-    args = ["fit", "--config", "tiny", f"--data.init_args.data_dir={tiny_dataset}",
-            "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
-            "--trainer.limit_val_batches=1", "--trainer.logger=true", *DDP_CPU_ARGS]  # fmt: skip
+    args = [
+        "fit",
+        "--config",
+        "tiny",
+        f"--data.init_args.data_dir={tiny_dataset}",
+        "--trainer.max_epochs=1",
+        "--trainer.limit_train_batches=2",
+        "--trainer.limit_val_batches=1",
+        "--trainer.logger=true",
+        *DDP_CPU_ARGS,
+    ]
     proc = run_console_script("rf-matid", args, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Starting with 2 processes" in proc.stderr and "sync_dist" not in proc.stderr
@@ -190,10 +226,19 @@ def test_fit_saves_its_config_into_the_logger_run_directory(
     monkeypatch.chdir(tmp_path)
     root = tmp_path / "runs"
     for _ in range(2):  # a second run gets its own version directory, nothing is overwritten
-        main(["fit", "--config", "tiny", f"--data.init_args.data_dir={tiny_dataset}",
-              "--trainer.max_epochs=1", "--trainer.limit_train_batches=1",
-              "--trainer.limit_val_batches=1", "--trainer.logger=true",
-              f"--trainer.default_root_dir={root}"])  # fmt: skip
+        main(
+            [
+                "fit",
+                "--config",
+                "tiny",
+                f"--data.init_args.data_dir={tiny_dataset}",
+                "--trainer.max_epochs=1",
+                "--trainer.limit_train_batches=1",
+                "--trainer.limit_val_batches=1",
+                "--trainer.logger=true",
+                f"--trainer.default_root_dir={root}",
+            ]
+        )
     saved = sorted(root.glob("**/config.yaml"))
     assert len(saved) == 2 and saved[0].parent != saved[1].parent
     assert yaml.safe_load(saved[0].read_text())["model"]["init_args"]["arch"] == "material_id"
@@ -209,15 +254,33 @@ def test_missing_data_dir_is_one_line(capsys: pytest.CaptureFixture, tmp_path: P
 
 def test_unbuildable_split_is_one_line(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
     data = tmp_path / "near"
-    main(["synth", "--out", str(data), "--classes", "glass01,wood01", "--distances", "200,400",
-          "--angles", "0:2:1", "--no-time"])  # fmt: skip
+    main(
+        [
+            "synth",
+            "--out",
+            str(data),
+            "--classes",
+            "glass01,wood01",
+            "--distances",
+            "200,400",
+            "--angles",
+            "0:2:1",
+            "--no-time",
+        ]
+    )
     capsys.readouterr()
     line = _one_line_error(
         capsys,
-        ["fit", "--config", "tiny", f"--data.init_args.data_dir={data}",
-         "--data.init_args.split=S2-mod3", "--trainer.fast_dev_run=1",
-         f"--trainer.default_root_dir={tmp_path}"],
-    )  # fmt: skip
+        [
+            "fit",
+            "--config",
+            "tiny",
+            f"--data.init_args.data_dir={data}",
+            "--data.init_args.split=S2-mod3",
+            "--trainer.fast_dev_run=1",
+            f"--trainer.default_root_dir={tmp_path}",
+        ],
+    )
     assert "S2-mod3" in line and "no test samples" in line
 
 
@@ -235,8 +298,18 @@ def test_synth_bad_distances_are_one_line(
 def test_synth_into_a_non_empty_out_is_one_line(
     capsys: pytest.CaptureFixture, tmp_path: Path
 ) -> None:
-    args = ["synth", "--out", str(tmp_path / "d"), "--classes", "glass01", "--distances", "200",
-            "--angles", "0", "--no-time"]  # fmt: skip
+    args = [
+        "synth",
+        "--out",
+        str(tmp_path / "d"),
+        "--classes",
+        "glass01",
+        "--distances",
+        "200",
+        "--angles",
+        "0",
+        "--no-time",
+    ]
     assert main(args) == 0
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     line = _one_line_error(capsys, args)

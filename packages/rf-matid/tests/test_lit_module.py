@@ -75,9 +75,12 @@ def test_training_reduces_loss_on_separable_toy_problem() -> None:
     torch.manual_seed(0)
     x, y = _toy_data(96)
     module = RFMatIDClassifier(
-        arch="material_id", num_classes=NUM_CLASSES, seq_len=LENGTH, arch_kwargs=TINY_CNN,
+        arch="material_id",
+        num_classes=NUM_CLASSES,
+        seq_len=LENGTH,
+        arch_kwargs=TINY_CNN,
         lr=1e-2,
-    )  # fmt: skip
+    )
     before = _mean_loss(module, x, y)
     trainer = _trainer(max_epochs=6)
     loader = DataLoader(_DictDataset(x, y), batch_size=16, shuffle=True)
@@ -117,9 +120,12 @@ def test_onecycle_total_steps_is_the_trainers_estimate() -> None:
 def test_test_confusion_matrix_and_predict() -> None:
     x, y = _toy_data(40, seed=1)
     module = RFMatIDClassifier(
-        arch="material_id", num_classes=NUM_CLASSES, seq_len=LENGTH, arch_kwargs=TINY_CNN,
+        arch="material_id",
+        num_classes=NUM_CLASSES,
+        seq_len=LENGTH,
+        arch_kwargs=TINY_CNN,
         class_names=["a", "b", "c", "d"],
-    )  # fmt: skip
+    )
     trainer = _trainer(max_epochs=1)
     results = trainer.test(module, DataLoader(_DictDataset(x, y), batch_size=16), verbose=False)
     confusion = module.test_confusion
@@ -157,10 +163,12 @@ def test_step_and_constant_schedulers() -> None:
 def test_checkpoint_roundtrip_with_weights_only(tmp_path) -> None:
     x, y = _toy_data(16)
     module = RFMatIDClassifier(
-        arch="transformer1d", num_classes=NUM_CLASSES, seq_len=LENGTH,
+        arch="transformer1d",
+        num_classes=NUM_CLASSES,
+        seq_len=LENGTH,
         arch_kwargs={"embed_dim": 8, "num_heads": 2, "num_layers": 1, "patch_size": 4},
         class_names=["a", "b", "c", "d"],
-    )  # fmt: skip
+    )
     trainer = _trainer(max_steps=1, limit_val_batches=0)
     trainer.fit(module, DataLoader(TensorDataset(x, y), batch_size=8))
     path = tmp_path / "model.ckpt"

@@ -21,11 +21,19 @@ def p2_checkpoint(tiny_dataset: Path, tmp_path_factory: pytest.TempPathFactory) 
     """The tiny CNN fitted for two batches on protocol P2 (700 bins), checkpoint written."""
     root = tmp_path_factory.mktemp("p2-run")
     run_lightning_cli(
-        ["fit", "--config", "tiny", f"--data.init_args.data_dir={tiny_dataset}",
-         "--data.init_args.protocol=P2", "--trainer.max_epochs=1",
-         "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
-         "--trainer.enable_checkpointing=true", f"--trainer.default_root_dir={root}"]
-    )  # fmt: skip
+        [
+            "fit",
+            "--config",
+            "tiny",
+            f"--data.init_args.data_dir={tiny_dataset}",
+            "--data.init_args.protocol=P2",
+            "--trainer.max_epochs=1",
+            "--trainer.limit_train_batches=2",
+            "--trainer.limit_val_batches=1",
+            "--trainer.enable_checkpointing=true",
+            f"--trainer.default_root_dir={root}",
+        ]
+    )
     (checkpoint,) = root.glob("**/*.ckpt")
     return checkpoint
 
@@ -79,8 +87,10 @@ def test_predict_files_on_position_folders(
 ) -> None:
     out = tmp_path / "preds" / "preds.csv"
     out.parent.mkdir()
-    assert main(["predict-files", "--ckpt", str(p2_checkpoint), "--out", str(out),
-                 str(tiny_dataset)]) == 0  # fmt: skip
+    assert (
+        main(["predict-files", "--ckpt", str(p2_checkpoint), "--out", str(out), str(tiny_dataset)])
+        == 0
+    )
     assert sorted(out.parent.iterdir()) == [out]  # nothing else written
     header, rows = _read_csv(out)
     predictor = load_predictor(p2_checkpoint)
@@ -110,12 +120,25 @@ def test_predict_files_on_unlabelled_csvs_and_s1p(
     freq, s11 = read_frequency_csv(sources[0])
     write_s1p(tmp_path / "scan.s1p", freq, s11)
     out = tmp_path / "preds.csv"
-    main(["predict-files", "--ckpt", str(p2_checkpoint), "--out", str(out), str(folder),
-          str(tmp_path / "scan.s1p")])  # fmt: skip
+    main(
+        [
+            "predict-files",
+            "--ckpt",
+            str(p2_checkpoint),
+            "--out",
+            str(out),
+            str(folder),
+            str(tmp_path / "scan.s1p"),
+        ]
+    )
     header, rows = _read_csv(out)
     assert "label" not in header
-    assert [Path(row["file"]).name for row in rows] == ["scan0.csv", "scan1.csv", "scan2.csv",
-                                                        "scan.s1p"]  # fmt: skip
+    assert [Path(row["file"]).name for row in rows] == [
+        "scan0.csv",
+        "scan1.csv",
+        "scan2.csv",
+        "scan.s1p",
+    ]
     from_csv = [float(rows[0][c]) for c in header[2:]]
     from_s1p = [float(rows[3][c]) for c in header[2:]]
     np.testing.assert_allclose(from_s1p, from_csv, atol=1e-4)
@@ -182,11 +205,17 @@ def test_test_subcommand_refuses_a_checkpoint_of_other_classes(
     """
     line = _one_line_error(
         capsys,
-        ["test", "--config", "tiny", f"--data.init_args.data_dir={tiny_time_dataset}",
-         "--data.init_args.protocol=P2", f"--ckpt_path={p2_checkpoint}",
-         f"--trainer.default_root_dir={tmp_path}"],
+        [
+            "test",
+            "--config",
+            "tiny",
+            f"--data.init_args.data_dir={tiny_time_dataset}",
+            "--data.init_args.protocol=P2",
+            f"--ckpt_path={p2_checkpoint}",
+            f"--trainer.default_root_dir={tmp_path}",
+        ],
         skip_lightning_info=True,
-    )  # fmt: skip
+    )
     assert "class vocabulary mismatch" in line and "wood03" in line
 
 

@@ -31,8 +31,10 @@ OFFICIAL = json.loads((REFERENCE / "official_rfmatid.json").read_text())
 META = json.loads((REFERENCE / "official_rfmatid.meta.json").read_text())
 # The parameters of Hugging Face ConvNextModel's pooler LayerNorm, which RF_MatID never uses;
 # our port leaves them out (README, Deviations).
-DROPPED = ("spatial_feature_extractor.convnext.layernorm.weight",
-           "spatial_feature_extractor.convnext.layernorm.bias")  # fmt: skip
+DROPPED = (
+    "spatial_feature_extractor.convnext.layernorm.weight",
+    "spatial_feature_extractor.convnext.layernorm.bias",
+)
 
 
 @pytest.fixture(scope="module")

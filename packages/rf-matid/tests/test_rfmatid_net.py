@@ -47,8 +47,12 @@ def test_registered_as_the_papers_model_with_its_recipe() -> None:
 
     assert MODELS["rf_matid"] is RFMatIDNet and INPUT_FORMATS["rf_matid"] == "three_channel"
     assert UPSTREAM_TRAINING["rf_matid"] == {
-        "lr": 1e-3, "weight_decay": 1e-3, "scheduler": "onecycle", "batch_size": 32, "epochs": 60,
-    }  # fmt: skip
+        "lr": 1e-3,
+        "weight_decay": 1e-3,
+        "scheduler": "onecycle",
+        "batch_size": 32,
+        "epochs": 60,
+    }
 
 
 def test_parameter_count_matches_the_layout() -> None:
@@ -134,12 +138,21 @@ def test_fit_config_rf_matid_trains_and_predicts(
     from rf_matid.predict import load_predictor
 
     cli = run_lightning_cli(
-        ["fit", "--config", "rf_matid", f"--data.init_args.data_dir={tiny_dataset}",
-         "--data.init_args.batch_size=2", "--data.init_args.protocol=P2",
-         "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
-         "--trainer.limit_val_batches=1", "--trainer.num_sanity_val_steps=0",
-         "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}"]
-    )  # fmt: skip
+        [
+            "fit",
+            "--config",
+            "rf_matid",
+            f"--data.init_args.data_dir={tiny_dataset}",
+            "--data.init_args.batch_size=2",
+            "--data.init_args.protocol=P2",
+            "--trainer.max_epochs=1",
+            "--trainer.limit_train_batches=2",
+            "--trainer.limit_val_batches=1",
+            "--trainer.num_sanity_val_steps=0",
+            "--trainer.logger=false",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
     assert isinstance(cli.model.model, RFMatIDNet) and cli.model.hparams.in_channels == 3
     assert cli.model.hparams.arch_kwargs == {"d_model": 128, "drop_rate": 0.2}
     assert cli.trainer.global_step == 2

@@ -181,14 +181,22 @@ def test_fit_and_predict_files_read_the_released_format(
     """Before issue 22 `fit`, `predict` and `predict-files` all rejected these files."""
     root = tmp_path / "run"
     run_lightning_cli(
-        ["fit", "--config", "tiny", f"--data.init_args.data_dir={upstream_tree}",
-         "--trainer.max_epochs=1", "--trainer.enable_checkpointing=true",
-         f"--trainer.default_root_dir={root}"]
-    )  # fmt: skip
+        [
+            "fit",
+            "--config",
+            "tiny",
+            f"--data.init_args.data_dir={upstream_tree}",
+            "--trainer.max_epochs=1",
+            "--trainer.enable_checkpointing=true",
+            f"--trainer.default_root_dir={root}",
+        ]
+    )
     (checkpoint,) = root.glob("**/*.ckpt")
     out = tmp_path / "preds.csv"
-    assert main(["predict-files", "--ckpt", str(checkpoint), "--out", str(out),
-                 str(upstream_tree)]) == 0  # fmt: skip
+    assert (
+        main(["predict-files", "--ckpt", str(checkpoint), "--out", str(out), str(upstream_tree)])
+        == 0
+    )
     with out.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 24
@@ -209,11 +217,17 @@ def test_predict_files_rejects_a_hyphenated_class_folder(
     assert info.value.path == str(bad) and info.value.field == "class_name"
     line = assert_one_line_error(
         main,
-        ["predict-files", "--ckpt", str(tmp_path / "none.ckpt"), "--out",
-         str(tmp_path / "p.csv"), str(bad / "0.csv")],
+        [
+            "predict-files",
+            "--ckpt",
+            str(tmp_path / "none.ckpt"),
+            "--out",
+            str(tmp_path / "p.csv"),
+            str(bad / "0.csv"),
+        ],
         capsys,
         prog="rf-matid: error: ",
-    )  # fmt: skip
+    )
     assert bad.name in line and "contains '-'" in line
     # a file in an ordinary folder stays an unlabelled input
     plain = tmp_path / "other" / "scan.csv"

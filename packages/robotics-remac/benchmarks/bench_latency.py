@@ -61,8 +61,10 @@ def main() -> None:
             fn()
             times[name].append(time.perf_counter() - t0)
     ref = statistics.median(times["naive (Euler, 5 steps)"])
-    print(f"batch {ns.batch}, d={d}, e={e}, torch threads {torch.get_num_threads()}, "
-          f"mixer {POLICY_KWARGS}")  # fmt: skip
+    print(
+        f"batch {ns.batch}, d={d}, e={e}, torch threads {torch.get_num_threads()}, "
+        f"mixer {POLICY_KWARGS}"
+    )
     print(f"{'sampler':26s} {'median ms':>10s} {'x naive':>8s}")
     for name, ts in times.items():
         med = statistics.median(ts)

@@ -54,22 +54,45 @@ def test_unknown_config_is_one_line(capsys: pytest.CaptureFixture) -> None:
 
 def test_fit_and_test_tiny_in_process(demo_dir: Path, tmp_path: Path) -> None:
     for command in ("fit", "test"):
-        cli = run_lightning_cli([command, "--config", "tiny", f"--data.init_args.data_dir={demo_dir}",
-                                 "--trainer.fast_dev_run=1",
-                                 f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+        cli = run_lightning_cli(
+            [
+                command,
+                "--config",
+                "tiny",
+                f"--data.init_args.data_dir={demo_dir}",
+                "--trainer.fast_dev_run=1",
+                f"--trainer.default_root_dir={tmp_path}",
+            ]
+        )
         assert cli.trainer.state.finished
     assert cli.model.hparams.horizon == 8
 
 
 def test_remac_finetune_from_a_base_checkpoint(demo_dir: Path, tmp_path: Path) -> None:
-    cli = run_lightning_cli(["fit", "--config", "tiny", f"--data.init_args.data_dir={demo_dir}",
-                             "--trainer.max_epochs=1", f"--trainer.default_root_dir={tmp_path}",
-                             "--trainer.enable_checkpointing=true"])  # fmt: skip
+    cli = run_lightning_cli(
+        [
+            "fit",
+            "--config",
+            "tiny",
+            f"--data.init_args.data_dir={demo_dir}",
+            "--trainer.max_epochs=1",
+            f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.enable_checkpointing=true",
+        ]
+    )
     (ckpt,) = tmp_path.rglob("*.ckpt")
     out = tmp_path / "remac"
-    cli = run_lightning_cli(["fit", "--config", "remac", f"--model.init_args.base_ckpt={ckpt}",
-                             f"--data.init_args.data_dir={demo_dir}", "--trainer.fast_dev_run=1",
-                             f"--trainer.default_root_dir={out}"])  # fmt: skip
+    cli = run_lightning_cli(
+        [
+            "fit",
+            "--config",
+            "remac",
+            f"--model.init_args.base_ckpt={ckpt}",
+            f"--data.init_args.data_dir={demo_dir}",
+            "--trainer.fast_dev_run=1",
+            f"--trainer.default_root_dir={out}",
+        ]
+    )
     assert cli.trainer.global_step == 1
     assert cli.model.hparams.policy_config["channels"] == 16
 
@@ -86,12 +109,34 @@ def test_collect_then_eval(tmp_path: Path, capsys: pytest.CaptureFixture) -> Non
     base = save_policy(
         tmp_path / "b.pt", FlowPolicy(channels=16, hidden=32, token_hidden=8), "base"
     )
-    remac = save_policy(tmp_path / "r.pt", add_lora(FlowPolicy(channels=16, hidden=32,
-                                                               token_hidden=8)), "remac")  # fmt: skip
+    remac = save_policy(
+        tmp_path / "r.pt", add_lora(FlowPolicy(channels=16, hidden=32, token_hidden=8)), "remac"
+    )
     out = tmp_path / "ev"
-    assert main(["eval", "--policy", str(base), "--remac", str(remac), "--method",
-                 "naive,remac,te", "--delays", "0,3", "--episodes", "4", "--exec-horizon", "3",
-                 "--assumed-delay", "2", "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "eval",
+                "--policy",
+                str(base),
+                "--remac",
+                str(remac),
+                "--method",
+                "naive,remac,te",
+                "--delays",
+                "0,3",
+                "--episodes",
+                "4",
+                "--exec-horizon",
+                "3",
+                "--assumed-delay",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     lines = (out / "results.csv").read_text().splitlines()
     assert len(lines) == 1 + 6 and lines[0].startswith("method,delay,assumed_delay")
     assert (out / "success_vs_delay.png").stat().st_size > 0
@@ -103,9 +148,28 @@ def test_eval_planner_alone_needs_no_trained_policy(tmp_path: Path) -> None:
 
     base = save_policy(tmp_path / "b.pt", FlowPolicy(channels=8, hidden=8, token_hidden=4), "base")
     out = tmp_path / "ev"
-    assert main(["eval", "--policy", str(base), "--method", "planner", "--delays", "0,4",
-                 "--exec-horizon", "4", "--episodes", "40", "--seed", "1",
-                 "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "eval",
+                "--policy",
+                str(base),
+                "--method",
+                "planner",
+                "--delays",
+                "0,4",
+                "--exec-horizon",
+                "4",
+                "--episodes",
+                "40",
+                "--seed",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = (out / "results.csv").read_text().splitlines()[1:]
     assert [r.split(",")[:2] for r in rows] == [["planner", "0"], ["planner", "4"]]
     assert all(float(r.split(",")[3]) > 0.5 for r in rows)  # the expert-based ceiling succeeds
@@ -118,21 +182,65 @@ def test_eval_measured_delay(tmp_path: Path, capsys: pytest.CaptureFixture) -> N
     base = save_policy(tmp_path / "b.pt", FlowPolicy(channels=8, hidden=8, token_hidden=4), "base")
     out = tmp_path / "ev"
     # a 10 s control period: every (positive) latency is one step, so d = 1 at every boundary
-    assert main(["eval", "--policy", str(base), "--method", "planner", "--measured-delay", "2",
-                 "--control-period", "10", "--exec-horizon", "4", "--episodes", "16",
-                 "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "eval",
+                "--policy",
+                str(base),
+                "--method",
+                "planner",
+                "--measured-delay",
+                "2",
+                "--control-period",
+                "10",
+                "--exec-horizon",
+                "4",
+                "--episodes",
+                "16",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     import csv
 
     (row,) = list(csv.DictReader((out / "results.csv").open()))
     assert row["delay"] == "measured" and float(row["mean_delay"]) == 1.0
     assert float(row["underestimated"]) == 0.0 and float(row["capped"]) == 0.0
     assert not (out / "success_vs_delay.png").exists()
-    line = _one_line_error(capsys, ["eval", "--policy", str(base), "--measured-delay", "2",
-                                    "--assumed-delay", "1", "--out", str(out)])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "eval",
+            "--policy",
+            str(base),
+            "--measured-delay",
+            "2",
+            "--assumed-delay",
+            "1",
+            "--out",
+            str(out),
+        ],
+    )
     assert "--assumed-delay cannot be combined" in line
-    line = _one_line_error(capsys, ["eval", "--policy", str(base), "--method", "planner",
-                                    "--measured-delay", "5", "--exec-horizon", "4",
-                                    "--out", str(out)])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "eval",
+            "--policy",
+            str(base),
+            "--method",
+            "planner",
+            "--measured-delay",
+            "5",
+            "--exec-horizon",
+            "4",
+            "--out",
+            str(out),
+        ],
+    )
     assert "must satisfy" in line
 
 
@@ -147,14 +255,28 @@ def test_delay_not_below_horizon_is_one_line(tmp_path: Path, capsys: pytest.Capt
     base = save_policy(
         tmp_path / "b.pt", FlowPolicy(channels=16, hidden=32, token_hidden=8), "base"
     )
-    line = _one_line_error(capsys, ["eval", "--policy", str(base), "--method", "naive",
-                                    "--delays", "8", "--out", str(tmp_path / "o")])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "eval",
+            "--policy",
+            str(base),
+            "--method",
+            "naive",
+            "--delays",
+            "8",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
     assert "d=8" in line and "H=8" in line
-    line = _one_line_error(capsys, ["eval", "--policy", str(base), "--method", "remac",
-                                    "--out", str(tmp_path / "o")])  # fmt: skip
+    line = _one_line_error(
+        capsys, ["eval", "--policy", str(base), "--method", "remac", "--out", str(tmp_path / "o")]
+    )
     assert "--remac" in line
-    line = _one_line_error(capsys, ["eval", "--policy", str(tmp_path / "nope.ckpt"),
-                                    "--out", str(tmp_path / "o")])  # fmt: skip
+    line = _one_line_error(
+        capsys, ["eval", "--policy", str(tmp_path / "nope.ckpt"), "--out", str(tmp_path / "o")]
+    )
     assert "nope.ckpt" in line
 
 
@@ -171,9 +293,17 @@ def test_bad_dataset_is_one_line(demo_dir: Path, tmp_path: Path, capsys) -> None
     states[10][2] = float("nan")
     i = table.column_names.index("observation.state")
     pq.write_table(table.set_column(i, "observation.state", pa.array(states)), path)
-    line = _one_line_error(capsys, ["fit", "--config", "tiny", f"--data.init_args.data_dir={root}",
-                                    "--trainer.fast_dev_run=1",
-                                    f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "fit",
+            "--config",
+            "tiny",
+            f"--data.init_args.data_dir={root}",
+            "--trainer.fast_dev_run=1",
+            f"--trainer.default_root_dir={tmp_path}",
+        ],
+    )
     assert "episode_000004.parquet" in line and "observation.state" in line and "frame 10" in line
 
 
@@ -197,8 +327,15 @@ def test_predict_runs_and_returns_chunks(demo_dir: Path, tmp_path: Path) -> None
     """Issue 25: `predict` was in the help but crashed (no predict_step / predict_dataloader)."""
     import torch
 
-    cli = run_lightning_cli(["predict", "--config", "tiny", f"--data.init_args.data_dir={demo_dir}",
-                             f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+    cli = run_lightning_cli(
+        [
+            "predict",
+            "--config",
+            "tiny",
+            f"--data.init_args.data_dir={demo_dir}",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
     assert cli.trainer.state.finished
     chunks = torch.cat(cli.trainer.predict_loop.predictions)
     assert chunks.shape == (len(cli.datamodule.val_set), 8, 2) and torch.isfinite(chunks).all()
@@ -211,16 +348,30 @@ def test_predict_writes_predictions_and_never_overwrites(  # type: ignore[no-unt
     import torch
 
     out = tmp_path / "run"
-    cli = run_lightning_cli(["predict", "--config", "tiny", f"--data.init_args.data_dir={demo_dir}",
-                             f"--trainer.default_root_dir={out}"])  # fmt: skip
+    cli = run_lightning_cli(
+        [
+            "predict",
+            "--config",
+            "tiny",
+            f"--data.init_args.data_dir={demo_dir}",
+            f"--trainer.default_root_dir={out}",
+        ]
+    )
     saved = torch.load(out / "predictions.pt", weights_only=True)
     torch.testing.assert_close(saved["chunks"], torch.cat(cli.trainer.predict_loop.predictions))
     assert saved["chunks"].shape == (len(cli.datamodule.val_set), 8, 2)
     before = (out / "predictions.pt").read_bytes()
     capsys.readouterr()  # drop the first run's output (Lightning's log lines)
-    line = _one_line_error(capsys, ["predict", "--config", "tiny",
-                                    f"--data.init_args.data_dir={demo_dir}",
-                                    f"--trainer.default_root_dir={out}"])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "predict",
+            "--config",
+            "tiny",
+            f"--data.init_args.data_dir={demo_dir}",
+            f"--trainer.default_root_dir={out}",
+        ],
+    )
     assert "predictions.pt: exists" in line
     assert (out / "predictions.pt").read_bytes() == before
 
@@ -233,9 +384,18 @@ def test_junk_checkpoint_in_a_config_file_is_one_line(  # type: ignore[no-untype
     junk.write_bytes(b"junk")
     extra = tmp_path / "extra.yaml"
     extra.write_text(f"ckpt_path: {junk}\n")
-    line = _one_line_error(capsys, ["test", "--config", "tiny", "--config", str(extra),
-                                    f"--data.init_args.data_dir={demo_dir}",
-                                    f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+    line = _one_line_error(
+        capsys,
+        [
+            "test",
+            "--config",
+            "tiny",
+            "--config",
+            str(extra),
+            f"--data.init_args.data_dir={demo_dir}",
+            f"--trainer.default_root_dir={tmp_path}",
+        ],
+    )
     assert "junk.ckpt: not a readable checkpoint" in line
 
 
@@ -244,7 +404,15 @@ def test_junk_checkpoint_is_one_line(demo_dir: Path, tmp_path: Path, capsys) -> 
     junk = tmp_path / "junk.ckpt"
     junk.write_bytes(b"junk")
     for command in ("test", "predict"):
-        line = _one_line_error(capsys, [command, "--config", "tiny", f"--ckpt_path={junk}",
-                                        f"--data.init_args.data_dir={demo_dir}",
-                                        f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+        line = _one_line_error(
+            capsys,
+            [
+                command,
+                "--config",
+                "tiny",
+                f"--ckpt_path={junk}",
+                f"--data.init_args.data_dir={demo_dir}",
+                f"--trainer.default_root_dir={tmp_path}",
+            ],
+        )
         assert "junk.ckpt: not a readable checkpoint" in line

@@ -13,8 +13,14 @@ from iclr26_common.testing import DDP_CPU_ARGS, run_console_script
 
 @pytest.mark.slow
 def test_tiny_fit_under_ddp_on_two_cpu_processes(tmp_path: Path) -> None:
-    args = ["fit", "--config", "tiny", "--trainer.enable_checkpointing=true",
-            f"--trainer.default_root_dir={tmp_path}", *DDP_CPU_ARGS]  # fmt: skip
+    args = [
+        "fit",
+        "--config",
+        "tiny",
+        "--trainer.enable_checkpointing=true",
+        f"--trainer.default_root_dir={tmp_path}",
+        *DDP_CPU_ARGS,
+    ]
     proc = run_console_script("robotics-remac", args, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Starting with 2 processes" in proc.stderr

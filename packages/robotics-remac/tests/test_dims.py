@@ -64,9 +64,16 @@ def test_datamodule_and_model_follow_the_dataset(other_dir: Path, tmp_path: Path
 
 
 def test_cli_links_the_sizes_into_the_model(other_dir: Path, tmp_path: Path) -> None:
-    cli = run_lightning_cli(["fit", "--config", "tiny", f"--data.init_args.data_dir={other_dir}",
-                             "--trainer.fast_dev_run=1",
-                             f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+    cli = run_lightning_cli(
+        [
+            "fit",
+            "--config",
+            "tiny",
+            f"--data.init_args.data_dir={other_dir}",
+            "--trainer.fast_dev_run=1",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
     assert cli.trainer.state.finished
     assert cli.model.policy.config["obs_dim"] == OBS
     assert cli.model.policy.config["action_dim"] == ACT
@@ -83,10 +90,18 @@ def test_bad_declared_shape_is_one_line(
     info["features"]["observation.state"]["shape"] = shape
     (root / "meta/info.json").write_text(json.dumps(info))
     line = assert_one_line_error(
-        main, ["fit", "--config", "tiny", f"--data.init_args.data_dir={root}",
-               "--trainer.fast_dev_run=1", f"--trainer.default_root_dir={tmp_path}"],
-        capsys, prog="robotics-remac",
-    )  # fmt: skip
+        main,
+        [
+            "fit",
+            "--config",
+            "tiny",
+            f"--data.init_args.data_dir={root}",
+            "--trainer.fast_dev_run=1",
+            f"--trainer.default_root_dir={tmp_path}",
+        ],
+        capsys,
+        prog="robotics-remac",
+    )
     assert "info.json" in line and "features['observation.state'].shape" in line
 
 
@@ -115,8 +130,21 @@ def test_eval_rejects_a_policy_of_other_sizes(
     kw = {"channels": 8, "hidden": 8, "token_hidden": 4}
     other = save_policy(tmp_path / "o.pt", FlowPolicy(OBS, ACT, **kw), "base")
     line = assert_one_line_error(
-        main, ["eval", "--policy", str(other), "--method", "naive", "--delays", "0",
-               "--episodes", "2", "--out", str(tmp_path / "ev")],
-        capsys, prog="robotics-remac",
-    )  # fmt: skip
+        main,
+        [
+            "eval",
+            "--policy",
+            str(other),
+            "--method",
+            "naive",
+            "--delays",
+            "0",
+            "--episodes",
+            "2",
+            "--out",
+            str(tmp_path / "ev"),
+        ],
+        capsys,
+        prog="robotics-remac",
+    )
     assert "o.pt" in line and "obs_dim 5" in line and "needs 8" in line

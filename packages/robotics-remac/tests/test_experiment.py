@@ -22,21 +22,39 @@ from robotics_remac.experiment import (
 )
 
 GOOD = {
-    "naive_d0": 0.9, "naive_d4": 0.5, "naive_d3": 0.6, "naive_drop": 0.4,
-    "remac_d0": 0.9, "remac_d4": 0.8, "remac_drop": 0.1, "lora_only_d4": 0.52,
-    "remac_misestimated": 0.7, "naive_latency_ms_b1": 1.0, "remac_merged_latency_ms_b1": 1.02,
-    "latency_ratio_b1": 1.02, "latency_ratio_b8": 1.0, "latency_ratio_b32": 0.99,
-    "latency_ratio": 1.02, "zero_action_d0": 0.1,
-    "lora_only_d4_paired": 0.51, "naive_d4_paired": 0.5, "paired_diff": 0.01,
-    "paired_ci_low": -0.015, "paired_ci_high": 0.035, "paired_episodes": 1200.0,
-}  # fmt: skip
+    "naive_d0": 0.9,
+    "naive_d4": 0.5,
+    "naive_d3": 0.6,
+    "naive_drop": 0.4,
+    "remac_d0": 0.9,
+    "remac_d4": 0.8,
+    "remac_drop": 0.1,
+    "lora_only_d4": 0.52,
+    "remac_misestimated": 0.7,
+    "naive_latency_ms_b1": 1.0,
+    "remac_merged_latency_ms_b1": 1.02,
+    "latency_ratio_b1": 1.02,
+    "latency_ratio_b8": 1.0,
+    "latency_ratio_b32": 0.99,
+    "latency_ratio": 1.02,
+    "zero_action_d0": 0.1,
+    "lora_only_d4_paired": 0.51,
+    "naive_d4_paired": 0.5,
+    "paired_diff": 0.01,
+    "paired_ci_low": -0.015,
+    "paired_ci_high": 0.035,
+    "paired_episodes": 1200.0,
+}
 
 
 def test_entry_point_and_experiment() -> None:
     import importlib.metadata
 
-    (entry,) = [ep for ep in importlib.metadata.entry_points(group="iclr26.experiments")
-                if ep.name == "robotics-remac.async"]  # fmt: skip
+    (entry,) = [
+        ep
+        for ep in importlib.metadata.entry_points(group="iclr26.experiments")
+        if ep.name == "robotics-remac.async"
+    ]
     assert entry.load() is EXPERIMENT
     assert isinstance(EXPERIMENT, Experiment) and "2601.20130" in EXPERIMENT.paper
 
@@ -87,17 +105,23 @@ def test_verdict_rule(change: dict, expected: tuple) -> None:
         # margins of exactly 25 points pass (inclusive)
         ({"zero_action_d0": 0.65}, ["held"] * 5),
         # the base policy is no better than doing nothing: only the latency claim is testable
-        ({"zero_action_d0": 0.7},
-         ["inconclusive", "inconclusive", "inconclusive", "held", "inconclusive"]),
+        (
+            {"zero_action_d0": 0.7},
+            ["inconclusive", "inconclusive", "inconclusive", "held", "inconclusive"],
+        ),
         # REMAC itself learned nothing at d=0: only (b) is untestable
         ({"remac_d0": 0.3, "remac_drop": 0.0}, ["held", "inconclusive", "held", "held", "held"]),
         # the paired CI straddles the +5-point edge: (c) cannot be decided with these episodes
-        ({"paired_ci_low": 0.02, "paired_ci_high": 0.08},
-         ["held", "held", "inconclusive", "held", "held"]),
-        ({"paired_ci_low": -0.09, "paired_ci_high": -0.01},
-         ["held", "held", "inconclusive", "held", "held"]),
+        (
+            {"paired_ci_low": 0.02, "paired_ci_high": 0.08},
+            ["held", "held", "inconclusive", "held", "held"],
+        ),
+        (
+            {"paired_ci_low": -0.09, "paired_ci_high": -0.01},
+            ["held", "held", "inconclusive", "held", "held"],
+        ),
     ],
-)  # fmt: skip
+)
 def test_preconditions_make_claims_inconclusive(change: dict, verdicts: list) -> None:
     claim_list = claims({**GOOD, **change})
     assert [c.verdict for c in claim_list] == verdicts

@@ -87,8 +87,14 @@ def test_measured_delay_rule_by_hand() -> None:
     md = MeasuredDelay(control_period=0.05, max_delay=4, window=2)
     assert md.assumed() == 4  # nothing measured yet: the cap
     assert [md.delay_for(x) for x in (0.0, 0.001, 0.05, 0.0501, 0.1, 0.149, 0.5)] == [
-        0, 1, 1, 2, 2, 3, 4
-    ]  # fmt: skip
+        0,
+        1,
+        1,
+        2,
+        2,
+        3,
+        4,
+    ]
     assert md.capped == 0
     assert [md.record(x) for x in (0.01, 0.12, 0.02)] == [1, 3, 1]
     assert md.assumed() == 3  # the largest of the last two (0.12, 0.02)

@@ -42,8 +42,15 @@ def test_v21_writer_writes_episode_stats(tmp_path: Path) -> None:
     assert act["std"] == pytest.approx([np.sqrt(8 / 3), np.sqrt(8 / 3)])
     assert rows[1]["stats"]["index"]["min"] == [3.0]  # global index of episode 1's first frame
     assert rows[0]["stats"]["timestamp"]["max"] == pytest.approx([0.1])
-    assert set(rows[0]["stats"]) == {"observation.state", "action", "timestamp", "frame_index",
-                                     "episode_index", "index", "task_index"}  # fmt: skip
+    assert set(rows[0]["stats"]) == {
+        "observation.state",
+        "action",
+        "timestamp",
+        "frame_index",
+        "episode_index",
+        "index",
+        "task_index",
+    }
 
 
 def test_v3_round_trip(tmp_path: Path) -> None:
@@ -91,10 +98,17 @@ def _hand_built_v3(root: Path) -> Path:
     pq.write_table(f0, root / "data/chunk-000/file-000.parquet")
     pq.write_table(_frames(2, 5, 7), root / "data/chunk-000/file-001.parquet")
     rows = [
-        {"episode_index": e, "tasks": ["t"], "length": n, "data/chunk_index": 0,
-         "data/file_index": f, "dataset_from_index": lo, "dataset_to_index": lo + n}
+        {
+            "episode_index": e,
+            "tasks": ["t"],
+            "length": n,
+            "data/chunk_index": 0,
+            "data/file_index": f,
+            "dataset_from_index": lo,
+            "dataset_to_index": lo + n,
+        }
         for e, n, f, lo in ((0, 3, 0, 0), (1, 4, 0, 3), (2, 5, 1, 7))
-    ]  # fmt: skip
+    ]
     pq.write_table(pa.Table.from_pylist(rows), root / "meta/episodes/chunk-000/file-000.parquet")
     tasks = pa.table({"task_index": [0, 1], "__index_level_0__": ["reach", "chase"]})
     pq.write_table(tasks, root / "meta/tasks.parquet")

@@ -51,8 +51,11 @@ def test_remac_loss_parts_and_gradients(name: str) -> None:
     parts["loss"].backward()
     base_grads = [p.grad for n, p in module.policy.named_parameters() if ".base." in n]
     assert all(g is None for g in base_grads)
-    assert any(p.grad is not None and p.grad.abs().sum() > 0
-               for n, p in module.policy.named_parameters() if "lora_" in n)  # fmt: skip
+    assert any(
+        p.grad is not None and p.grad.abs().sum() > 0
+        for n, p in module.policy.named_parameters()
+        if "lora_" in n
+    )
 
 
 def test_charbonnier() -> None:
@@ -108,8 +111,13 @@ def test_ema_uses_upstreams_decay() -> None:
 def test_fit_checkpoint_and_weights_only_reload(tmp_path: Path) -> None:
     dm = DemoDataModule(n_episodes=4, batch_size=64, val_fraction=0.25)
     base = FlowPolicyModule(**TINY)
-    trainer = L.Trainer(max_epochs=1, logger=False, enable_progress_bar=False,
-                        enable_model_summary=False, default_root_dir=tmp_path)  # fmt: skip
+    trainer = L.Trainer(
+        max_epochs=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
     trainer.fit(base, dm)
     base_ckpt = tmp_path / "base.ckpt"
     trainer.save_checkpoint(base_ckpt)
@@ -117,8 +125,13 @@ def test_fit_checkpoint_and_weights_only_reload(tmp_path: Path) -> None:
     assert loaded.kind == "base"
     remac = RemacModule(base_ckpt=str(base_ckpt))
     assert remac.hparams.policy_config["channels"] == 16
-    trainer = L.Trainer(max_epochs=1, logger=False, enable_progress_bar=False,
-                        enable_model_summary=False, default_root_dir=tmp_path)  # fmt: skip
+    trainer = L.Trainer(
+        max_epochs=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
     trainer.fit(remac, dm)
     remac_ckpt = tmp_path / "remac.ckpt"
     trainer.save_checkpoint(remac_ckpt)

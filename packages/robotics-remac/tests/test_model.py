@@ -18,8 +18,9 @@ from robotics_remac.model import (
     ("horizon", "channels", "depth", "batch"), [(8, 16, 1, 3), (8, 32, 2, 1), (6, 24, 3, 5)]
 )
 def test_velocity_shape(horizon: int, channels: int, depth: int, batch: int) -> None:
-    policy = FlowPolicy(horizon=horizon, channels=channels, hidden=2 * channels,
-                        token_hidden=8, depth=depth)  # fmt: skip
+    policy = FlowPolicy(
+        horizon=horizon, channels=channels, hidden=2 * channels, token_hidden=8, depth=depth
+    )
     x = torch.randn(batch, horizon, 2)
     assert policy(torch.randn(batch, 8), x, torch.rand(batch)).shape == x.shape
     assert policy(torch.randn(batch, 8), x, torch.rand(batch, horizon)).shape == x.shape
@@ -48,8 +49,9 @@ def test_lora_freezes_the_base_and_starts_at_zero() -> None:
     ref = base(obs, x, t)
     policy = add_lora(base)
     trainable = {n for n, p in policy.named_parameters() if p.requires_grad}
-    assert trainable == {n for n, p in policy.named_parameters()
-                         if "lora_" in n or "mask_proj" in n}  # fmt: skip
+    assert trainable == {
+        n for n, p in policy.named_parameters() if "lora_" in n or "mask_proj" in n
+    }
     assert len(lora_parameters(policy)) == len(trainable) > 0
     torch.testing.assert_close(policy(obs, x, t, delay_mask(2, 8, 4)), ref)
 

@@ -50,14 +50,26 @@ def reference_inputs() -> dict[str, np.ndarray]:
         return torch.randn(shape, generator=g).numpy()
 
     return {
-        "ch_W": r(C_OUT, C_IN), "ch_b": r(C_OUT), "ch_A": r(RANK, C_IN), "ch_B": r(C_OUT, RANK),
-        "ch_Pw": r(C_IN, 1), "ch_Pb": r(C_IN), "ch_x": r(B, H, C_IN),
+        "ch_W": r(C_OUT, C_IN),
+        "ch_b": r(C_OUT),
+        "ch_A": r(RANK, C_IN),
+        "ch_B": r(C_OUT, RANK),
+        "ch_Pw": r(C_IN, 1),
+        "ch_Pb": r(C_IN),
+        "ch_x": r(B, H, C_IN),
         "ch_mask": delay_mask(torch.tensor(DELAYS), H).numpy(),
-        "tok_W": r(T_OUT, H), "tok_A": r(RANK, H), "tok_B": r(T_OUT, RANK), "tok_x": r(B, C_IN, H),
-        "v_K": r(A, A), "v_U": r(N_OBS, A), "v_c": r(A),
-        "obs": r(B, N_OBS), "prefix": r(B, H, A),
-        "merge_old": r(B, H, A), "merge_new": r(B, H, A),
-    }  # fmt: skip
+        "tok_W": r(T_OUT, H),
+        "tok_A": r(RANK, H),
+        "tok_B": r(T_OUT, RANK),
+        "tok_x": r(B, C_IN, H),
+        "v_K": r(A, A),
+        "v_U": r(N_OBS, A),
+        "v_c": r(A),
+        "obs": r(B, N_OBS),
+        "prefix": r(B, H, A),
+        "merge_old": r(B, H, A),
+        "merge_new": r(B, H, A),
+    }
 
 
 class FixedField(torch.nn.Module):

@@ -136,9 +136,11 @@ class HmmScorer:
         query = TextSequence(name=b"WT", sequence=wt).digitize(alphabet)
         db = DigitalSequenceBlock(
             alphabet,
-            [TextSequence(name=f"h{i}".encode(), sequence=s).digitize(alphabet)
-             for i, s in enumerate(homologs)],
-        )  # fmt: skip
+            [
+                TextSequence(name=f"h{i}".encode(), sequence=s).digitize(alphabet)
+                for i, s in enumerate(homologs)
+            ],
+        )
         result = next(iter(jackhmmer(query, db, max_iterations=max_iterations, cpus=1)))
         included = sum(1 for hit in result.hits if hit.included)
         if included < 2:
@@ -154,13 +156,23 @@ class HmmScorer:
 
         block = DigitalSequenceBlock(
             self.alphabet,
-            [TextSequence(name=str(i).encode(), sequence=s).digitize(self.alphabet)
-             for i, s in enumerate(seqs)],
-        )  # fmt: skip
+            [
+                TextSequence(name=str(i).encode(), sequence=s).digitize(self.alphabet)
+                for i, s in enumerate(seqs)
+            ],
+        )
         pipeline = Pipeline(
-            self.alphabet, background=self.background, bias_filter=False,
-            F1=1.0, F2=1.0, F3=1.0, E=1e10, domE=1e10, T=-1e6, domT=-1e6,
-        )  # fmt: skip
+            self.alphabet,
+            background=self.background,
+            bias_filter=False,
+            F1=1.0,
+            F2=1.0,
+            F3=1.0,
+            E=1e10,
+            domE=1e10,
+            T=-1e6,
+            domT=-1e6,
+        )
         scores = np.full(len(seqs), math.nan)
         for hit in pipeline.search_hmm(self.hmm, block):
             scores[int(hit.name)] = hit.score

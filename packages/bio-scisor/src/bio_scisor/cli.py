@@ -39,9 +39,13 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     from iclr26_common.lightning import run_cli
 
     return run_cli(
-        ScisorLitModule, ScisorDataModule, argv, package="bio_scisor", prog=PROG,
+        ScisorLitModule,
+        ScisorDataModule,
+        argv,
+        package="bio_scisor",
+        prog=PROG,
         subclass_mode=False,
-    )  # fmt: skip
+    )
 
 
 COMMANDS = {
@@ -108,16 +112,24 @@ def _load_denoiser(
         if is_official_state_dict(state):
             model, settings = load_official_checkpoint(ckpt, esm_config)
             background = load_p0(p0) if p0 is not None else None
-            return model, {"alpha_power": settings["alpha_power"], "t_max": settings["t_max"],
-                           "background": background, "official": True}  # fmt: skip
+            return model, {
+                "alpha_power": settings["alpha_power"],
+                "t_max": settings["t_max"],
+                "background": background,
+                "official": True,
+            }
     if p0 is not None:
         raise UsageError(f"--p0 is for upstream checkpoints; {ckpt} stores its own pi")
     from bio_scisor.lit_module import load_checkpoint
 
     module = load_checkpoint(ckpt)
     hp = module.hparams
-    return module.denoiser, {"alpha_power": hp.alpha_power, "t_max": hp.t_max,
-                             "background": module.background.cpu(), "official": False}  # fmt: skip
+    return module.denoiser, {
+        "alpha_power": hp.alpha_power,
+        "t_max": hp.t_max,
+        "background": module.background.cpu(),
+        "official": False,
+    }
 
 
 def score_main(argv: Sequence[str]) -> int:
@@ -161,9 +173,14 @@ def score_main(argv: Sequence[str]) -> int:
     columns = {"scisor_path": score_path(model, wt, assay.mutants)}
     if ns.elbo_samples:  # the forward process the checkpoint was trained with
         columns["scisor_elbo"] = score_elbo(
-            model, wt, assay.mutants, ns.elbo_samples, power=process["alpha_power"],
-            t_max=process["t_max"], background=process["background"],
-        )  # fmt: skip
+            model,
+            wt,
+            assay.mutants,
+            ns.elbo_samples,
+            power=process["alpha_power"],
+            t_max=process["t_max"],
+            background=process["background"],
+        )
     with ns.out.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["mutated_sequence", "DMS_score", "n_deleted", *columns])
@@ -207,21 +224,31 @@ def proteingym_main(argv: Sequence[str]) -> int:
     model, _ = _load_denoiser(ns.ckpt, ns.esm_config, ns.p0)
     if ns.benchmark == "clinical":
         clinical = score_clinical_reference(
-            model, ns.reference, ns.dms_dir, ns.out,
+            model,
+            ns.reference,
+            ns.dms_dir,
+            ns.out,
             on_non_deletion="skip" if ns.skip_non_deletions else "error",
-        )  # fmt: skip
-        print(f"clinical AUC {clinical['auc']:.3f} ± {clinical['se']:.3f} "
-              f"({clinical['n_proteins']} proteins with both labels, "
-              f"{clinical['n_variants']} deletions)")  # fmt: skip
+        )
+        print(
+            f"clinical AUC {clinical['auc']:.3f} ± {clinical['se']:.3f} "
+            f"({clinical['n_proteins']} proteins with both labels, "
+            f"{clinical['n_variants']} deletions)"
+        )
         print(f"wrote {ns.out}")
         return 0
     summary = score_reference(
-        model, ns.reference, ns.dms_dir, ns.out,
+        model,
+        ns.reference,
+        ns.dms_dir,
+        ns.out,
         on_non_deletion="skip" if ns.skip_non_deletions else "error",
-    )  # fmt: skip
+    )
     for split, values in summary.items():
-        print(f"{split:6s} Spearman {values['spearman']:+.3f} ± {values['se']:.3f} "
-              f"({values['n_assays']} assays, {values['n_proteins']} proteins)")  # fmt: skip
+        print(
+            f"{split:6s} Spearman {values['spearman']:+.3f} ± {values['se']:.3f} "
+            f"({values['n_assays']} assays, {values['n_proteins']} proteins)"
+        )
     print(f"wrote {ns.out}")
     return 0
 

@@ -26,10 +26,27 @@ VOCAB_SIZE = PAD_INDEX + 1
 # inserted letters of the forward process. Upstream reads UniRef50 frequencies from a file; these
 # published values differ from them by < 0.3 points per residue (README, Deviations).
 _FREQ_PERCENT = {
-    "A": 8.25, "C": 1.37, "D": 5.45, "E": 6.75, "F": 3.86, "G": 7.07, "H": 2.27, "I": 5.96,
-    "K": 5.84, "L": 9.66, "M": 2.42, "N": 4.06, "P": 4.70, "Q": 3.93, "R": 5.53, "S": 6.56,
-    "T": 5.34, "V": 6.87, "W": 1.08, "Y": 2.92,
-}  # fmt: skip
+    "A": 8.25,
+    "C": 1.37,
+    "D": 5.45,
+    "E": 6.75,
+    "F": 3.86,
+    "G": 7.07,
+    "H": 2.27,
+    "I": 5.96,
+    "K": 5.84,
+    "L": 9.66,
+    "M": 2.42,
+    "N": 4.06,
+    "P": 4.70,
+    "Q": 3.93,
+    "R": 5.53,
+    "S": 6.56,
+    "T": 5.34,
+    "V": 6.87,
+    "W": 1.08,
+    "Y": 2.92,
+}
 BACKGROUND = np.array([_FREQ_PERCENT[a] for a in AMINO_ACIDS], dtype=np.float64)
 BACKGROUND = BACKGROUND / BACKGROUND.sum()
 

@@ -58,11 +58,19 @@ HELDOUT_TIMES = 8  # stratified times of the held-out loss
 
 SETTINGS: dict[bool, dict[str, Any]] = {
     # quick: the CI smoke run; full: the reported numbers
-    True: dict(seeds=[0], steps=60, lm_steps=60, n_family=200, n_multi=40, n_shrink=3,
-               elbo_samples=2),
-    False: dict(seeds=[0, 1], steps=1000, lm_steps=1000, n_family=400, n_multi=120, n_shrink=8,
-                elbo_samples=4),
-}  # fmt: skip
+    True: dict(
+        seeds=[0], steps=60, lm_steps=60, n_family=200, n_multi=40, n_shrink=3, elbo_samples=2
+    ),
+    False: dict(
+        seeds=[0, 1],
+        steps=1000,
+        lm_steps=1000,
+        n_family=400,
+        n_multi=120,
+        n_shrink=8,
+        elbo_samples=4,
+    ),
+}
 TRAIN_T_MAX = 0.5  # experiment only (CPU budget); the library default is the paper's 0.9
 BATCH_SIZE = 16
 RANDOM_DRAWS = 100
@@ -252,12 +260,15 @@ def claims(per_seed: list[dict[str, Any]]) -> list[Claim]:
     gap = {sp: rho[sp]["scisor_path"] - best[sp] for sp in JUDGED_SPLITS}
     loss = {k: _mean(per_seed, "heldout_loss", k) for k in ("scisor", "uniform")}
     keep = {
-        p: (_mean(per_seed, "shrink", str(p), "scisor_motifs"),
-            _mean(per_seed, "shrink", str(p), "random_motifs"))
+        p: (
+            _mean(per_seed, "shrink", str(p), "scisor_motifs"),
+            _mean(per_seed, "shrink", str(p), "random_motifs"),
+        )
         for p in SHRINK_PCTS
-    }  # fmt: skip
-    timing = {k: _mean(per_seed, "timing", k) for k in ("scisor_s", "ar_batched_s",
-                                                          "ar_l_passes_s")}  # fmt: skip
+    }
+    timing = {
+        k: _mean(per_seed, "timing", k) for k in ("scisor_s", "ar_batched_s", "ar_l_passes_s")
+    }
     speedup = timing["ar_batched_s"] / timing["scisor_s"]
     return [
         Claim.judge(
@@ -330,10 +341,17 @@ def _plot(per_seed: list[dict[str, Any]], out_dir: Path) -> list[str]:
     ax.axhline(0, color="k", lw=0.5)
     ax.legend()
     ax.set_title("Deletion scoring (synthetic assay)")
-    for key, label in (("scisor_motifs", "SCISOR"), ("scisor_top1_motifs", "SCISOR top-1"),
-                       ("random_motifs", "random")):  # fmt: skip
-        bx.plot(SHRINK_PCTS, [_mean(per_seed, "shrink", str(p), key) for p in SHRINK_PCTS],
-                marker="o", label=label)  # fmt: skip
+    for key, label in (
+        ("scisor_motifs", "SCISOR"),
+        ("scisor_top1_motifs", "SCISOR top-1"),
+        ("random_motifs", "random"),
+    ):
+        bx.plot(
+            SHRINK_PCTS,
+            [_mean(per_seed, "shrink", str(p), key) for p in SHRINK_PCTS],
+            marker="o",
+            label=label,
+        )
     bx.set_xlabel("% residues removed")
     bx.set_ylabel("fraction of WT motifs kept")
     bx.set_ylim(0, 1.05)
@@ -368,8 +386,13 @@ def run(quick: bool, out_dir: Path) -> Result:
         "|---|---|---|---|---|---|",
     ]
     for p in SHRINK_PCTS:
-        keys = ("scisor_motifs", "scisor_top1_motifs", "random_motifs", "scisor_hmm_bits",
-                "random_hmm_bits")  # fmt: skip
+        keys = (
+            "scisor_motifs",
+            "scisor_top1_motifs",
+            "random_motifs",
+            "scisor_hmm_bits",
+            "random_hmm_bits",
+        )
         cells = [f"{_mean(per_seed, 'shrink', str(p), k):.2f}" for k in keys]
         table.append(f"| {p} | " + " | ".join(cells) + " |")
     speed = claim_list[2].measured["speedup"]

@@ -35,10 +35,16 @@ __all__ = [
 
 _INDEX = {a: i for i, a in enumerate(AMINO_ACIDS)}
 FORMATS = {
-    ".fasta": "fasta", ".fa": "fasta", ".faa": "fasta", ".fas": "fasta",
-    ".a2m": "a2m", ".a3m": "a2m",
-    ".sto": "stockholm", ".stk": "stockholm", ".stockholm": "stockholm",
-}  # fmt: skip
+    ".fasta": "fasta",
+    ".fa": "fasta",
+    ".faa": "fasta",
+    ".fas": "fasta",
+    ".a2m": "a2m",
+    ".a3m": "a2m",
+    ".sto": "stockholm",
+    ".stk": "stockholm",
+    ".stockholm": "stockholm",
+}
 DMS_COLUMNS = ("mutated_sequence", "DMS_score")
 REFERENCE_COLUMNS = ("DMS_id", "DMS_filename", "UniProt_ID", "target_seq", "coarse_selection_type")
 # ProteinGym's clinical_indels.csv (one row per ClinVar protein): the fields relied on; the
@@ -284,8 +290,15 @@ def read_clinical_reference(path: str | Path) -> list[dict[str, str]]:
         column = (row.get("mutated_sequence_column") or "mutated_sequence").strip()
         if not column:
             raise ScisorFormatError(f"{where}, field mutated_sequence_column: empty")
-        rows.append({**row, "DMS_id": dms_id, "DMS_filename": filename, "target_seq": seq,
-                     "mutated_sequence_column": column})  # fmt: skip
+        rows.append(
+            {
+                **row,
+                "DMS_id": dms_id,
+                "DMS_filename": filename,
+                "target_seq": seq,
+                "mutated_sequence_column": column,
+            }
+        )
     if not rows:
         raise ScisorFormatError(f"{path}: no reference rows")
     return rows

@@ -77,8 +77,9 @@ class ScisorLitModule(L.LightningModule):
         bsz = x0.shape[0]
         # validation/test log epoch means: averaged over all DDP ranks, not rank 0's share
         sync = stage != "train"
-        self.log(f"{stage}/loss", loss.float(), prog_bar=stage == "train", batch_size=bsz,
-                 sync_dist=sync)  # fmt: skip
+        self.log(
+            f"{stage}/loss", loss.float(), prog_bar=stage == "train", batch_size=bsz, sync_dist=sync
+        )
         self.log(f"{stage}/kl", kl.mean().float(), batch_size=bsz, sync_dist=sync)
         if stage != "train":  # upstream logs its prior term (get_kl_t1) as val_l1
             prior = prior_term(x0, x0_len, None, hp.alpha_power, hp.t_max, self.background.cpu())

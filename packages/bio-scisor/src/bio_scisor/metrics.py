@@ -94,8 +94,10 @@ def proteingym_summary(
     # bootstrap over (UniProt_ID, type) rows within each type
     diff = dict(protein)
     if reference is not None:
-        ref = {key: _nanmean([round(float(reference[i]), 3) for i in idx])
-               for key, idx in groups.items()}  # fmt: skip
+        ref = {
+            key: _nanmean([round(float(reference[i]), 3) for i in idx])
+            for key, idx in groups.items()
+        }
         diff = {key: protein[key] - ref[key] for key in protein}
     rng = np.random.default_rng(seed)
     total = np.zeros(n_boot)

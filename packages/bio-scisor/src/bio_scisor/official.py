@@ -99,12 +99,21 @@ def _esm_config(weights: dict[str, torch.Tensor], heads: int, overrides: dict[st
     }
     inter = weights["faesm.esm.encoder.layer.0.intermediate.dense.weight"].shape[0]
     values = dict(
-        vocab_size=emb.shape[0], hidden_size=emb.shape[1], num_hidden_layers=len(layers),
-        num_attention_heads=heads, intermediate_size=inter, pad_token_id=1, mask_token_id=32,
-        max_position_embeddings=1026, position_embedding_type="rotary", token_dropout=True,
-        emb_layer_norm_before=False, layer_norm_eps=1e-5, hidden_dropout_prob=0.0,
+        vocab_size=emb.shape[0],
+        hidden_size=emb.shape[1],
+        num_hidden_layers=len(layers),
+        num_attention_heads=heads,
+        intermediate_size=inter,
+        pad_token_id=1,
+        mask_token_id=32,
+        max_position_embeddings=1026,
+        position_embedding_type="rotary",
+        token_dropout=True,
+        emb_layer_norm_before=False,
+        layer_norm_eps=1e-5,
+        hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
-    )  # fmt: skip
+    )
     values.update(overrides)
     return EsmConfig(**values)
 
@@ -158,13 +167,16 @@ def load_official_checkpoint(
             ours[target] = value
             source[target] = PREFIX + key
     cond_dim = weights["faesm.esm.encoder.film_layers.0.weight"].shape[1]
-    config = _esm_config(weights, int(heads), {k: v for k, v in overrides.items()
-                                                 if k != "num_attention_heads"})  # fmt: skip
+    config = _esm_config(
+        weights, int(heads), {k: v for k, v in overrides.items() if k != "num_attention_heads"}
+    )
     window = forward.get("window_size")
     denoiser = EsmDenoiser(
-        cond_dim=int(cond_dim), window_size=None if window is None else int(window),
-        config=config, conditioner="faesm",
-    )  # fmt: skip
+        cond_dim=int(cond_dim),
+        window_size=None if window is None else int(window),
+        config=config,
+        conditioner="faesm",
+    )
     expected = denoiser.state_dict()
     missing = sorted(k for k in expected if k not in ours and not k.endswith("inv_freq"))
     if missing:

@@ -65,9 +65,7 @@ def score_reference(
         for row in rows
     ]
     out_dir.mkdir(parents=True)
-    per_split: dict[str, list[AssayScores]] = {
-        "all": [], "single": [], "multi": []
-    }  # fmt: skip
+    per_split: dict[str, list[AssayScores]] = {"all": [], "single": [], "multi": []}
     with (out_dir / "summary.csv").open("w", newline="") as handle:
         summary = csv.writer(handle)
         summary.writerow(
@@ -83,16 +81,31 @@ def score_reference(
                 ):
                     writer.writerow([seq, y, int(d), f"{s:.6f}"])
             rho = assay_spearman(scores, assay.scores)
-            summary.writerow([assay.name, uniprot[assay.name], assay.coarse_selection_type,
-                              len(scores), assay.skipped, f"{rho:.3f}"])  # fmt: skip
+            summary.writerow(
+                [
+                    assay.name,
+                    uniprot[assay.name],
+                    assay.coarse_selection_type,
+                    len(scores),
+                    assay.skipped,
+                    f"{rho:.3f}",
+                ]
+            )
             single = assay.n_deleted == 1
-            for split, mask in (("all", np.ones_like(single)), ("single", single),
-                                ("multi", ~single)):  # fmt: skip
+            for split, mask in (
+                ("all", np.ones_like(single)),
+                ("single", single),
+                ("multi", ~single),
+            ):
                 if mask.sum() >= 2:
                     per_split[split].append(
-                        AssayScores(scores[mask], assay.scores[mask],
-                                    assay.coarse_selection_type, uniprot[assay.name])
-                    )  # fmt: skip
+                        AssayScores(
+                            scores[mask],
+                            assay.scores[mask],
+                            assay.coarse_selection_type,
+                            uniprot[assay.name],
+                        )
+                    )
     return {
         split: proteingym_summary(items, n_boot=n_boot)
         for split, items in per_split.items()
@@ -150,8 +163,9 @@ def score_clinical_reference(
             auc = clinical_auc(scores, assay.pathogenic)
             per_protein[assay.name] = auc
             n_path = int(assay.pathogenic.sum())
-            summary.writerow([assay.name, len(scores), n_path, len(scores) - n_path,
-                              assay.skipped, f"{auc:.3f}"])  # fmt: skip
+            summary.writerow(
+                [assay.name, len(scores), n_path, len(scores) - n_path, assay.skipped, f"{auc:.3f}"]
+            )
     return {
         **clinical_summary(list(per_protein.values()), n_boot=n_boot),
         "per_protein": per_protein,

@@ -187,8 +187,10 @@ def _check_config_names(args: Sequence[str], shipped: Mapping[str, Path], prog: 
         if value is None or not _LOOKS_LIKE_NAME.match(value) or Path(value).exists():
             continue
         known = ", ".join(shipped) or "none"
-        raise UsageError(f"--config {value}: no such file and no shipped config of that name"
-                         f" (shipped: {known}; `{prog} configs` lists them)")  # fmt: skip
+        raise UsageError(
+            f"--config {value}: no such file and no shipped config of that name"
+            f" (shipped: {known}; `{prog} configs` lists them)"
+        )
 
 
 def run_cli(
@@ -235,9 +237,12 @@ def run_cli(
     cls = type(
         cli_class.__name__,
         (cli_class,),
-        {"links": tuple(links), "before_trainer": staticmethod(before_trainer) if before_trainer
-         else None, "raw_argv": raw},
-    )  # fmt: skip
+        {
+            "links": tuple(links),
+            "before_trainer": staticmethod(before_trainer) if before_trainer else None,
+            "raw_argv": raw,
+        },
+    )
     kwargs: dict[str, Any] = {"prog": prog, "exit_on_error": False, **(parser_kwargs or {})}
     try:
         return cls(

@@ -29,8 +29,14 @@ __all__ = [
 
 #: Trainer options of a two-process DDP run on the CPU (gloo): what the multi-device tests add
 #: to a package's tiny ``fit``.
-DDP_CPU_ARGS = ("--trainer.strategy", "ddp", "--trainer.devices", "2", "--trainer.accelerator",
-                "cpu")  # fmt: skip
+DDP_CPU_ARGS = (
+    "--trainer.strategy",
+    "ddp",
+    "--trainer.devices",
+    "2",
+    "--trainer.accelerator",
+    "cpu",
+)
 
 
 @dataclass(frozen=True)

@@ -131,8 +131,13 @@ def dispersion_lightning_cli(argv: Sequence[str]) -> Any:
 
     from llm_methods.dispersion.data import TextChunkDataModule
 
-    return method_cli("dispersion", L.LightningModule, TextChunkDataModule, argv,
-                         links=[("data.vocab_size", "model.init_args.vocab_size", "instantiate")])  # fmt: skip
+    return method_cli(
+        "dispersion",
+        L.LightningModule,
+        TextChunkDataModule,
+        argv,
+        links=[("data.vocab_size", "model.init_args.vocab_size", "instantiate")],
+    )
 
 
 def measure_main(argv: Sequence[str]) -> int:
@@ -142,8 +147,12 @@ def measure_main(argv: Sequence[str]) -> int:
         "writes chunks.csv, layers.csv, summary.json and dispersion_vs_ppl.png into --out.",
     )
     _model_args(parser)
-    parser.add_argument("--input", nargs="*", default=[],
-                        help=".txt/.jsonl files or folders (default: pydoc topics)")  # fmt: skip
+    parser.add_argument(
+        "--input",
+        nargs="*",
+        default=[],
+        help=".txt/.jsonl files or folders (default: pydoc topics)",
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--chunk-len", type=int, default=64)
     parser.add_argument("--max-chunks", type=int, default=200)
@@ -196,10 +205,15 @@ def adl_main(argv: Sequence[str]) -> int:
     )
     diff.add_argument("--base", required=True, help="base model spec")
     diff.add_argument("--ft", required=True, help="finetuned model spec (same tokenizer)")
-    diff.add_argument("--texts", nargs="+", required=True,
-                      help="unrelated texts: .txt/.jsonl files or folders")  # fmt: skip
-    diff.add_argument("--domain-texts", nargs="*", default=[],
-                      help="finetuning-domain texts to grade token relevance (optional)")  # fmt: skip
+    diff.add_argument(
+        "--texts", nargs="+", required=True, help="unrelated texts: .txt/.jsonl files or folders"
+    )
+    diff.add_argument(
+        "--domain-texts",
+        nargs="*",
+        default=[],
+        help="finetuning-domain texts to grade token relevance (optional)",
+    )
     diff.add_argument("--out", type=Path, required=True)
     diff.add_argument("--layer", type=int, default=None, help="default: relative depth 0.5")
     diff.add_argument("--positions", type=int, default=5)
@@ -208,11 +222,16 @@ def adl_main(argv: Sequence[str]) -> int:
     diff.add_argument("--scales", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
     diff.add_argument("--device", default=None)
     diff.add_argument("--dtype", default=None)
-    diff.add_argument("--toolkit-dir", type=Path, default=None,
-                      help="also write diffing-toolkit's layout (mean_pos_{j}.pt, "
-                      "logit_lens_pos_{j}.pt, ...) there, for its dashboard and agent")  # fmt: skip
-    diff.add_argument("--dataset-id", default="texts",
-                      help="dataset name in the toolkit layout (layer_L/NAME/)")  # fmt: skip
+    diff.add_argument(
+        "--toolkit-dir",
+        type=Path,
+        default=None,
+        help="also write diffing-toolkit's layout (mean_pos_{j}.pt, "
+        "logit_lens_pos_{j}.pt, ...) there, for its dashboard and agent",
+    )
+    diff.add_argument(
+        "--dataset-id", default="texts", help="dataset name in the toolkit layout (layer_L/NAME/)"
+    )
     kl = sub.add_parser(
         "kl",
         help="per-token KL(finetuned || base) on texts: statistics and top texts / tokens",
@@ -236,8 +255,10 @@ def adl_main(argv: Sequence[str]) -> int:
         if ns.temperature <= 0 or ns.top < 1 or ns.max_tokens < 1:
             parser.error("--temperature must be > 0, --top and --max-tokens >= 1")
         result = adl_kl(ns)
-        print(f"mean per-token KL {result['stats']['mean']:.4g} nats over "
-              f"{result['stats']['tokens']} tokens; wrote {ns.out / 'kl.json'}")  # fmt: skip
+        print(
+            f"mean per-token KL {result['stats']['mean']:.4g} nats over "
+            f"{result['stats']['tokens']} tokens; wrote {ns.out / 'kl.json'}"
+        )
         return 0
     if ns.positions < 1 or ns.top_k < 1:
         parser.error("--positions and --top-k must be >= 1")

@@ -79,6 +79,13 @@ def method_cli(
     from iclr26_common.lightning import run_cli
 
     quiet_transformers()
-    return run_cli(model_class, datamodule_class, argv, package=f"llm_methods.{method}",
-                   prog=f"llm-methods {method}", links=links, subcommand=subcommand,
-                   subclass_mode=subclass_mode)  # fmt: skip
+    return run_cli(
+        model_class,
+        datamodule_class,
+        argv,
+        package=f"llm_methods.{method}",
+        prog=f"llm-methods {method}",
+        links=links,
+        subcommand=subcommand,
+        subclass_mode=subclass_mode,
+    )

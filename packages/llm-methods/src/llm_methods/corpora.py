@@ -39,8 +39,12 @@ class Source:
 SOURCES = (
     Source("pydoc", "pydoc_data.topics: 79 topics of the CPython reference (English)", "PSF-2.0"),
     Source("docstrings", "docstrings of installed standard-library modules (English)", "PSF-2.0"),
-    Source("wordfreq", "wordfreq word-frequency lists, 40+ languages", "Apache-2.0 code, CC-BY-SA-4.0 data"),
-)  # fmt: skip
+    Source(
+        "wordfreq",
+        "wordfreq word-frequency lists, 40+ languages",
+        "Apache-2.0 code, CC-BY-SA-4.0 data",
+    ),
+)
 
 # standard-library modules grouped into domains with distinct vocabulary
 DOCSTRING_DOMAINS: dict[str, tuple[str, ...]] = {

@@ -79,12 +79,20 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     # linked on parse: model and data module get the same config values, so a logger's hparams
     # merge sees equal values (an instantiate link passed the data module's tuples and a
     # logged `fit` stopped with "different values" for roi_size/spacing)
-    links = [(f"data.init_args.{attr}", f"model.init_args.{attr}", "parse")
-             for attr in ("roi_size", "num_samples", "spacing")]  # fmt: skip
+    links = [
+        (f"data.init_args.{attr}", f"model.init_args.{attr}", "parse")
+        for attr in ("roi_size", "num_samples", "spacing")
+    ]
     return run_cli(
-        GFScreenModule, GFScreenDataModule, argv, package="medimg_gfscreen", prog=PROG,
-        links=links, before_trainer=check_data, cli_class=GFScreenCLI,
-    )  # fmt: skip
+        GFScreenModule,
+        GFScreenDataModule,
+        argv,
+        package="medimg_gfscreen",
+        prog=PROG,
+        links=links,
+        before_trainer=check_data,
+        cli_class=GFScreenCLI,
+    )
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
@@ -141,8 +149,9 @@ def datalist_main(argv: Sequence[str]) -> int:
 
     cases = discover_cases(ns.root)
     out = ns.out or ns.root / "datalist.json"
-    path = write_datalist(cases, out, ns.folds, ns.fold, ns.val_fraction, ns.seed,
-                          overwrite=ns.overwrite)  # fmt: skip
+    path = write_datalist(
+        cases, out, ns.folds, ns.fold, ns.val_fraction, ns.seed, overwrite=ns.overwrite
+    )
     print(f"wrote {path} ({len(cases)} cases)")
     return 0
 
@@ -159,29 +168,37 @@ def screen_main(argv: Sequence[str]) -> int:
     parser.add_argument("--ckpt", type=Path, required=True, help="exported .pt or Lightning .ckpt")
     parser.add_argument("--out", type=Path, required=True, help="mask to write (.nii.gz)")
     parser.add_argument(
-        "--device", default=None,
+        "--device",
+        default=None,
         help="cpu, cuda, cuda:1, ... (default: CUDA when PyTorch sees one; ICLR26_DEVICE overrides)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--region", default=None, choices=sorted(HU_WINDOWS),
+        "--region",
+        default=None,
+        choices=sorted(HU_WINDOWS),
         help="HU window (default: the training's, as the checkpoint records it; abdomen when it "
         "records none, e.g. official checkpoints)",
-    )  # fmt: skip
+    )
     parser.add_argument("--threshold", type=float, default=None, help="gate (default: ckpt's)")
     parser.add_argument("--overlap", type=float, default=None, help="tile overlap (ckpt's)")
     parser.add_argument(
-        "--prenormalized", action=argparse.BooleanOptionalAction, default=None,
+        "--prenormalized",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="the image is already scaled to [0, 1] (no HU window; by default an image that does "
         "not look like CT in Hounsfield units is refused; default: the training's)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--no-hu-check", dest="check_hu", action="store_false",
+        "--no-hu-check",
+        dest="check_hu",
+        action="store_false",
         help="accept a CT in HU without air in view (no voxel <= -200 HU); keeps the HU window",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--allow-mismatch", action="store_true",
+        "--allow-mismatch",
+        action="store_true",
         help="use --region / --prenormalized even where they differ from the training's",
-    )  # fmt: skip
+    )
     parser.add_argument("--quiet", action="store_true", help="no per-tile lines, no progress")
     parser.add_argument("--overwrite", action="store_true")
     ns = parser.parse_args(list(argv))
@@ -198,10 +215,20 @@ def screen_main(argv: Sequence[str]) -> int:
         device = str(choose_device(ns.device))
     except RuntimeError as error:  # ICLR26_DEVICE names a device torch cannot see
         parser.error(str(error))
-    info = screen_file(ns.image, ns.ckpt, ns.out, device, ns.region, ns.threshold,
-                       ns.overlap, progress=not ns.quiet, overwrite=ns.overwrite,
-                       prenormalized=ns.prenormalized, check_hu=ns.check_hu,
-                       allow_mismatch=ns.allow_mismatch)  # fmt: skip
+    info = screen_file(
+        ns.image,
+        ns.ckpt,
+        ns.out,
+        device,
+        ns.region,
+        ns.threshold,
+        ns.overlap,
+        progress=not ns.quiet,
+        overwrite=ns.overwrite,
+        prenormalized=ns.prenormalized,
+        check_hu=ns.check_hu,
+        allow_mismatch=ns.allow_mismatch,
+    )
     if not ns.quiet:
         pre = info["preprocessing"]
         source = "the checkpoint's" if "region" in info["recorded"] else "not recorded: default"
@@ -211,8 +238,10 @@ def screen_main(argv: Sequence[str]) -> int:
         for tile in info["tiles"]:
             i, j, k = tile["voxel"]
             x, y, z = tile["world"]
-            print(f"tile voxel {i:7.1f},{j:7.1f},{k:7.1f}  world {x:8.1f},{y:8.1f},{z:8.1f} mm  "
-                  f"p={tile['p']:.4f}  {'focus' if tile['selected'] else '-'}")  # fmt: skip
+            print(
+                f"tile voxel {i:7.1f},{j:7.1f},{k:7.1f}  world {x:8.1f},{y:8.1f},{z:8.1f} mm  "
+                f"p={tile['p']:.4f}  {'focus' if tile['selected'] else '-'}"
+            )
     print(
         f"selected {info['n_selected']}/{info['n_tiles']} tiles "
         f"(selection rate {100 * info['selection_rate']:.1f} %); "

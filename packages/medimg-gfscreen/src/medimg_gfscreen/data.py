@@ -213,9 +213,14 @@ class GFScreenDataModule(L.LightningDataModule):
         """The on-disk cache of this preprocessing (region, spacing, ROI, label map, scaling)."""
         from iclr26_common.cachedir import cache_root, recipe_digest
 
-        recipe = {"version": CACHE_VERSION, "region": self.region, "spacing": self.spacing,
-                  "roi": self.roi_size, "label_map": sorted(self.label_map.items()),
-                  "prenormalized": self.prenormalized}  # fmt: skip
+        recipe = {
+            "version": CACHE_VERSION,
+            "region": self.region,
+            "spacing": self.spacing,
+            "roi": self.roi_size,
+            "label_map": sorted(self.label_map.items()),
+            "prenormalized": self.prenormalized,
+        }
         if not self.check_hu:  # a cache written without the check must not serve a checked run
             recipe["check_hu"] = False
         root = self.cache_dir or cache_root() / "medimg-gfscreen"
@@ -241,25 +246,38 @@ class GFScreenDataModule(L.LightningDataModule):
         # MONAI's DataLoader seeds the random transforms from torch's generator, per worker when
         # num_workers > 0 (torch's own gives every worker the same transform state)
         return DataLoader(
-            dataset, batch_size=batch_size, shuffle=shuffle, num_workers=self.num_workers,
+            dataset,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            num_workers=self.num_workers,
             collate_fn=list_data_collate,
-        )  # fmt: skip
+        )
 
     def _base_transform(self):
         """The deterministic chain with labels (validation / test; the cached prefix of
         training's): what :meth:`check_values` runs into the cache."""
         return val_transforms(
-            self.region, self.roi_size, self.label_map, self.spacing, self.prenormalized,
+            self.region,
+            self.roi_size,
+            self.label_map,
+            self.spacing,
+            self.prenormalized,
             self.check_hu,
-        )  # fmt: skip
+        )
 
     def train_dataloader(self):
         transform = train_transforms(
-            self.region, self.roi_size, self.num_samples, self.label_map, self.spacing,
-            self.prenormalized, self.check_hu,
-        )  # fmt: skip
-        return self._loader(self._dataset(self._items(self.train_key), transform),
-                            self.batch_size, shuffle=True)  # fmt: skip
+            self.region,
+            self.roi_size,
+            self.num_samples,
+            self.label_map,
+            self.spacing,
+            self.prenormalized,
+            self.check_hu,
+        )
+        return self._loader(
+            self._dataset(self._items(self.train_key), transform), self.batch_size, shuffle=True
+        )
 
     def _whole_volumes(self, key: str):
         return self._loader(

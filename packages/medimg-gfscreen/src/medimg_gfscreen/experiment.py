@@ -93,10 +93,22 @@ CLAIM_LABELS = ("a", "b1", "b2", "c")
 
 def settings(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"n_train": 8, "n_test": 2, "epochs": 3, "glance_epochs": 1, "seeds": [0],
-                "ablations": False}  # fmt: skip
-    return {"n_train": 16, "n_test": 12, "epochs": 80, "glance_epochs": 4, "seeds": [0, 1, 2],
-            "ablations": True}  # fmt: skip
+        return {
+            "n_train": 8,
+            "n_test": 2,
+            "epochs": 3,
+            "glance_epochs": 1,
+            "seeds": [0],
+            "ablations": False,
+        }
+    return {
+        "n_train": 16,
+        "n_test": 12,
+        "epochs": 80,
+        "glance_epochs": 4,
+        "seeds": [0, 1, 2],
+        "ablations": True,
+    }
 
 
 def _trainer(epochs: int):
@@ -130,10 +142,13 @@ def _evaluate(module, volumes, flops: dict[str, int], sliding: bool = True) -> d
             case_metrics(name, result.mask, label, spacing, selection_rate=result.selection_rate)
         )
         if sliding:
-            for method, overlap in (("sliding_window", OVERLAP),
-                                    ("sliding_window_coarse", COARSE_OVERLAP)):  # fmt: skip
-                probs = sliding_window_focus(image, module.focus, ROI, overlap,
-                                             MODEL_KW["sw_batch_size"], device="cpu")  # fmt: skip
+            for method, overlap in (
+                ("sliding_window", OVERLAP),
+                ("sliding_window_coarse", COARSE_OVERLAP),
+            ):
+                probs = sliding_window_focus(
+                    image, module.focus, ROI, overlap, MODEL_KW["sw_batch_size"], device="cpu"
+                )
                 cases[method].append(case_metrics(name, probs[0].argmax(0), label, spacing))
                 tiles[method] += len(tile_slices(image.shape[2:], ROI, overlap))
     n = len(volumes)
@@ -171,8 +186,13 @@ def _one_seed(seed: int, config: dict[str, Any], root: Path, out_dir: Path) -> d
     datalist = generate_dataset(
         data, n_cases=n_cases, shape=VOLUME, seed=seed, val_fraction=config["n_test"] / n_cases
     )  # the datalist's 'validation' list is the held-out test set
-    dm = GFScreenDataModule(str(datalist), roi_size=ROI, num_samples=MODEL_KW["num_samples"],
-                            batch_size=4, cache_dir=str(root / "cache"))  # fmt: skip
+    dm = GFScreenDataModule(
+        str(datalist),
+        roi_size=ROI,
+        num_samples=MODEL_KW["num_samples"],
+        batch_size=4,
+        cache_dir=str(root / "cache"),
+    )
     t0 = time.perf_counter()
     module = GFScreenModule(**MODEL_KW)
     trainer = _trainer(config["epochs"])
@@ -184,8 +204,13 @@ def _one_seed(seed: int, config: dict[str, Any], root: Path, out_dir: Path) -> d
     volumes = _volumes(dm)
     t0 = time.perf_counter()
     main = _evaluate(module, volumes, flops)
-    out: dict[str, Any] = {"seed": seed, "main": main, "train_s": train_s, "ablations": {},
-                           "final_train_reward": final_reward}  # fmt: skip
+    out: dict[str, Any] = {
+        "seed": seed,
+        "main": main,
+        "train_s": train_s,
+        "ablations": {},
+        "final_train_reward": final_reward,
+    }
     out["eval_s"] = time.perf_counter() - t0
     if seed == config["seeds"][0]:
         import torch
@@ -261,11 +286,20 @@ def build_claims(per_seed: list[dict[str, Any]]) -> tuple[list[Claim], dict[str,
         agg("glance_focus", "fp_voxels_healthy"),
     )
     rates = [s["main"]["glance_focus"]["pooled_selection_rate"] for s in per_seed]
-    values = {"sw_recall": sw_recall, "gf_recall": gf_recall, "sw_dsc": sw_dsc,
-              "reduction": reduction, "gf_total": gf_total, "sw_total": sw_total,
-              "coarse_total": coarse_total, "sw_fp": sw_fp, "gf_fp": gf_fp,
-              "glance_only": glance_only, "ceiling": ceiling,
-              "selection_rates": rates}  # fmt: skip
+    values = {
+        "sw_recall": sw_recall,
+        "gf_recall": gf_recall,
+        "sw_dsc": sw_dsc,
+        "reduction": reduction,
+        "gf_total": gf_total,
+        "sw_total": sw_total,
+        "coarse_total": coarse_total,
+        "sw_fp": sw_fp,
+        "gf_fp": gf_fp,
+        "glance_only": glance_only,
+        "ceiling": ceiling,
+        "selection_rates": rates,
+    }
     focus_learned = Precondition(
         "Focus learned",
         f"sliding window (overlap {OVERLAP}): seed-mean lesion recall >= {MIN_SLIDING_RECALL} "
@@ -337,9 +371,19 @@ def build_claims(per_seed: list[dict[str, Any]]) -> tuple[list[Claim], dict[str,
 
 
 def _tables(per_seed: list[dict[str, Any]], config: dict[str, Any]) -> list[str]:
-    keys = ("lesion_recall", "case_recall", "dsc_all", "dsc_lesion_cases", "nsd_lesion_cases",
-            "fp_voxels_healthy", "fp_case_rate_healthy", "selection_rate", "tiles_per_volume",
-            "focus_gflops_per_volume", "total_gflops_per_volume")  # fmt: skip
+    keys = (
+        "lesion_recall",
+        "case_recall",
+        "dsc_all",
+        "dsc_lesion_cases",
+        "nsd_lesion_cases",
+        "fp_voxels_healthy",
+        "fp_case_rate_healthy",
+        "selection_rate",
+        "tiles_per_volume",
+        "focus_gflops_per_volume",
+        "total_gflops_per_volume",
+    )
 
     def cell(method: str, key: str) -> str:
         values = [s["main"][method].get(key, float("nan")) for s in per_seed]
@@ -347,17 +391,26 @@ def _tables(per_seed: list[dict[str, Any]], config: dict[str, Any]) -> list[str]
         spread = "/".join(f"{v:.3g}" for v in values)
         return f"{mean:.4g} ({spread})" if len(values) > 1 else f"{mean:.4g}"
 
-    table = [f"Seed means (per seed {config['seeds']} in brackets):", "",
-             f"| metric | sliding window {OVERLAP} | glance-focus {OVERLAP} | "
-             f"sliding window {COARSE_OVERLAP} |", "|---|---:|---:|---:|"]  # fmt: skip
+    table = [
+        f"Seed means (per seed {config['seeds']} in brackets):",
+        "",
+        f"| metric | sliding window {OVERLAP} | glance-focus {OVERLAP} | "
+        f"sliding window {COARSE_OVERLAP} |",
+        "|---|---:|---:|---:|",
+    ]
     for key in keys:
         table.append(f"| {key} | " + " | ".join(cell(m, key) for m in METHODS) + " |")
     ablations = per_seed[0]["ablations"]
     if ablations:
-        table += ["", f"Ablations (seed {per_seed[0]['seed']}; Glance retrained against the "
-                  "trained, fixed Focus):", "",
-                  "| glance objective | lesion recall | DSC (lesion cases) | FP voxels (healthy) "
-                  "| selection rate |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+        table += [
+            "",
+            f"Ablations (seed {per_seed[0]['seed']}; Glance retrained against the "
+            "trained, fixed Focus):",
+            "",
+            "| glance objective | lesion recall | DSC (lesion cases) | FP voxels (healthy) "
+            "| selection rate |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for label, row in ablations.items():
             table.append(
                 f"| {label} | {row['lesion_recall']:.3f} | {row['dsc_lesion_cases']:.3f} | "
@@ -377,8 +430,11 @@ def run(quick: bool, out_dir: Path) -> Result:
         per_seed = [_one_seed(seed, config, Path(scratch), out_dir) for seed in config["seeds"]]
     claims, v = build_claims(per_seed)
     mode = "quick" if quick else "full"
-    plot = _plot(per_seed, out_dir / "recall_dsc_selection.png",
-                 f"GF-Screen miniature ({mode}), synthetic CT, seeds {config['seeds']}")  # fmt: skip
+    plot = _plot(
+        per_seed,
+        out_dir / "recall_dsc_selection.png",
+        f"GF-Screen miniature ({mode}), synthetic CT, seeds {config['seeds']}",
+    )
     verdicts = ", ".join(f"({k}) {c.verdict}" for k, c in zip(CLAIM_LABELS, claims, strict=True))
     summary = (
         f"Lesion recall {v['gf_recall']:.3f} (glance-focus) vs {v['sw_recall']:.3f} (sliding "
@@ -406,8 +462,10 @@ def run(quick: bool, out_dir: Path) -> Result:
         f"{sum(s['eval_s'] for s in per_seed):.0f} s, total "
         f"{time.perf_counter() - started:.0f} s; torch threads {torch.get_num_threads()}."
     )
-    methods = {m: {k: _mean([s["main"][m][k] for s in per_seed]) for k in per_seed[0]["main"][m]}
-               for m in METHODS}  # fmt: skip
+    methods = {
+        m: {k: _mean([s["main"][m][k] for s in per_seed]) for k in per_seed[0]["main"][m]}
+        for m in METHODS
+    }
     return Result(
         summary=summary,
         metrics={"main": methods, "per_seed": per_seed, "total_flop_reduction": v["reduction"]},

@@ -192,9 +192,16 @@ def sliding_window_focus(
     from monai.inferers import sliding_window_inference
 
     out = sliding_window_inference(
-        image, tuple(roi_size), sw_batch_size, lambda w: F.softmax(focus(w).float(), dim=1),
-        overlap=overlap, mode="constant", progress=progress, sw_device=sw_device, device=device,
-    )  # fmt: skip
+        image,
+        tuple(roi_size),
+        sw_batch_size,
+        lambda w: F.softmax(focus(w).float(), dim=1),
+        overlap=overlap,
+        mode="constant",
+        progress=progress,
+        sw_device=sw_device,
+        device=device,
+    )
     return torch.as_tensor(out).float()
 
 

@@ -310,8 +310,10 @@ def write_datalist(
 
     def entry(item: Mapping[str, Any]) -> dict[str, Any]:
         row: dict[str, Any] = {
-            "image": rel(item["image"]), "label": rel(item["label"]), "name": item["name"]
-        }  # fmt: skip
+            "image": rel(item["image"]),
+            "label": rel(item["label"]),
+            "name": item["name"],
+        }
         if folds > 1:
             row["fold"] = fold_of[item["_index"]]
         return row

@@ -198,11 +198,18 @@ class GFScreenModule(L.LightningModule):
         image, label = batch["image"], batch["label"]
         opt_seg, opt_glance = self.optimizers()
         losses = gfscreen_losses(
-            self.focus, self.glance, self.old_glance, image, label, self.groups(image.shape[0]),
-            reward=self.hparams.reward, rl_weight=self.hparams.rl_weight,
-            glance_weight=self.hparams.glance_weight, train_focus=self.hparams.train_focus,
+            self.focus,
+            self.glance,
+            self.old_glance,
+            image,
+            label,
+            self.groups(image.shape[0]),
+            reward=self.hparams.reward,
+            rl_weight=self.hparams.rl_weight,
+            glance_weight=self.hparams.glance_weight,
+            train_focus=self.hparams.train_focus,
             seg_loss_fn=self.seg_loss,
-        )  # fmt: skip
+        )
         opt_seg.zero_grad()
         opt_glance.zero_grad()
         self.manual_backward(losses["total"])
@@ -214,9 +221,12 @@ class GFScreenModule(L.LightningModule):
             scheduler.step()
         self.log_dict(
             {f"train/{k}": v for k, v in losses.items()},
-            prog_bar=False, batch_size=image.shape[0], on_step=True, on_epoch=True,
+            prog_bar=False,
+            batch_size=image.shape[0],
+            on_step=True,
+            on_epoch=True,
             sync_dist=True,  # epoch means over every DDP rank's sub-volumes
-        )  # fmt: skip
+        )
         return losses["total"].detach()
 
     def configure_optimizers(self):  # type: ignore[no-untyped-def]
@@ -247,12 +257,18 @@ class GFScreenModule(L.LightningModule):
         run on this module's device, the whole-volume buffers on ``device``, default the
         image's)."""
         return glance_focus_inference(
-            image, self.glance.eval(), self.focus.eval(), self.roi_size,
+            image,
+            self.glance.eval(),
+            self.focus.eval(),
+            self.roi_size,
             overlap=self.hparams.overlap,
             threshold=self.hparams.threshold if threshold is None else threshold,
-            sw_batch_size=self.hparams.sw_batch_size, progress=progress,
-            sw_device=self.device, device=device, keep_probs=keep_probs,
-        )  # fmt: skip
+            sw_batch_size=self.hparams.sw_batch_size,
+            progress=progress,
+            sw_device=self.device,
+            device=device,
+            keep_probs=keep_probs,
+        )
 
     def _evaluate(self, batch: dict[str, Any], prefix: str, compare: bool) -> None:
         image, label = batch["image"], batch["label"]
@@ -269,9 +285,13 @@ class GFScreenModule(L.LightningModule):
         }
         if compare:
             probs = sliding_window_focus(
-                image, self.focus, self.roi_size, self.hparams.overlap,
-                self.hparams.sw_batch_size, device="cpu",
-            )  # fmt: skip
+                image,
+                self.focus,
+                self.roi_size,
+                self.hparams.overlap,
+                self.hparams.sw_batch_size,
+                device="cpu",
+            )
             s = case_metrics(name, probs[0].argmax(0), label[0, 0], spacing, tol)
             values.update({f"{prefix}/sw_dsc": s.dsc, f"{prefix}/sw_detected": float(s.detected)})
         self.log_dict(values, batch_size=1, on_epoch=True, reduce_fx="mean", sync_dist=True)

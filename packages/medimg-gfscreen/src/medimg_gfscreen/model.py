@@ -139,8 +139,16 @@ def _legacy_patch_merging():
             _, d, h, w, _ = x.shape
             if d % 2 or h % 2 or w % 2:
                 x = F.pad(x, (0, 0, 0, w % 2, 0, h % 2, 0, d % 2))
-            offsets = [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1),
-                       (1, 0, 1), (0, 1, 0), (0, 0, 1), (1, 1, 1)]  # fmt: skip
+            offsets = [
+                (0, 0, 0),
+                (1, 0, 0),
+                (0, 1, 0),
+                (0, 0, 1),
+                (1, 0, 1),
+                (0, 1, 0),
+                (0, 0, 1),
+                (1, 1, 1),
+            ]
             x = torch.cat([x[:, i::2, j::2, k::2, :] for i, j, k in offsets], -1)
             return self.reduction(self.norm(x))
 
@@ -169,15 +177,24 @@ def build_focus(
     if arch == "swin_unetr":
         downsample = _legacy_patch_merging() if patch_merging == "legacy" else "merging"
         return SwinUNETR(
-            in_channels=1, out_channels=2, feature_size=feature_size, depths=tuple(depths),
-            use_v2=True, downsample=downsample,
-        )  # fmt: skip
+            in_channels=1,
+            out_channels=2,
+            feature_size=feature_size,
+            depths=tuple(depths),
+            use_v2=True,
+            downsample=downsample,
+        )
     if arch == "unet":
         channels = tuple(int(c) for c in unet_channels)
         return UNet(
-            spatial_dims=3, in_channels=1, out_channels=2, channels=channels,
-            strides=(2,) * (len(channels) - 1), num_res_units=1, norm="instance",
-        )  # fmt: skip
+            spatial_dims=3,
+            in_channels=1,
+            out_channels=2,
+            channels=channels,
+            strides=(2,) * (len(channels) - 1),
+            num_res_units=1,
+            norm="instance",
+        )
     raise ValueError(f"unknown focus arch {arch!r}; known: {', '.join(FOCUS_ARCHS)}")
 
 

@@ -46,8 +46,20 @@ def numpy_scalar_globals() -> list[Any]:
     except ImportError:  # pragma: no cover - numpy 1.x
         from numpy.core.multiarray import scalar
 
-    dtypes = [np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
-              np.uint8, np.uint16, np.uint32, np.uint64, np.bool_]  # fmt: skip
+    dtypes = [
+        np.float16,
+        np.float32,
+        np.float64,
+        np.int8,
+        np.int16,
+        np.int32,
+        np.int64,
+        np.uint8,
+        np.uint16,
+        np.uint32,
+        np.uint64,
+        np.bool_,
+    ]
     return [
         (scalar, "numpy.core.multiarray.scalar"),
         (scalar, "numpy._core.multiarray.scalar"),
@@ -78,9 +90,12 @@ def load_weights(path: Path) -> dict[str, Any]:
             f"{str(error).splitlines()[0]}"
         ) from None
     if isinstance(payload, dict) and "focus" in payload and "glance" in payload:
-        return {"focus": payload["focus"], "glance": payload["glance"],
-                "hparams": dict(payload.get("hparams", {})),
-                "preprocessing": _preprocessing(payload.get("preprocessing"))}  # fmt: skip
+        return {
+            "focus": payload["focus"],
+            "glance": payload["glance"],
+            "hparams": dict(payload.get("hparams", {})),
+            "preprocessing": _preprocessing(payload.get("preprocessing")),
+        }
     if isinstance(payload, dict) and isinstance(payload.get("state_dict"), dict):
         state = payload["state_dict"]
         if is_official_state_dict(state):
@@ -88,10 +103,12 @@ def load_weights(path: Path) -> dict[str, Any]:
         focus = {k[len("focus.") :]: v for k, v in state.items() if k.startswith("focus.")}
         glance = {k[len("glance.") :]: v for k, v in state.items() if k.startswith("glance.")}
         if focus and glance:
-            return {"focus": focus, "glance": glance,
-                    "hparams": dict(payload.get("hyper_parameters", {})),
-                    "preprocessing": _preprocessing(
-                        payload.get("datamodule_hyper_parameters"))}  # fmt: skip
+            return {
+                "focus": focus,
+                "glance": glance,
+                "hparams": dict(payload.get("hyper_parameters", {})),
+                "preprocessing": _preprocessing(payload.get("datamodule_hyper_parameters")),
+            }
     raise GFScreenFormatError(
         f"checkpoint {path} holds no Focus and Glance weights (fields 'focus' / 'glance', "
         "'state_dict' with focus.* and glance.* keys, or an official GF-Screen 'state_dict')"
@@ -131,8 +148,9 @@ def resolve_preprocessing(
     return out
 
 
-def load_screen_module(path: Path, device: str = "cpu", weights: dict | None = None,
-                       **overrides: Any):  # fmt: skip
+def load_screen_module(
+    path: Path, device: str = "cpu", weights: dict | None = None, **overrides: Any
+):
     """A :class:`GFScreenModule` with the checkpoint's architecture and weights, in eval mode
     (``weights``: what :func:`load_weights` returned for ``path``, to not read it twice)."""
     import inspect
@@ -184,9 +202,10 @@ def invert_mask(mask: torch.Tensor, image: Any, transform: Any) -> Any:
     from monai.transforms import Invertd
 
     pred = MetaTensor(
-        mask[None].float().cpu(), meta=dict(image.meta),
+        mask[None].float().cpu(),
+        meta=dict(image.meta),
         applied_operations=list(image.applied_operations),
-    )  # fmt: skip
+    )
     inverted = Invertd(keys="pred", transform=transform, orig_keys="image", nearest_interp=True)(
         {"pred": pred, "image": image}
     )["pred"]
@@ -206,8 +225,13 @@ def save_mask(mask: Any, path: Path) -> Path:
             return path
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    SaveImage(output_dtype=np.uint8, resample=False, separate_folder=False, print_log=False,
-              folder_layout=_Exact())(mask.round().to(torch.uint8))  # fmt: skip
+    SaveImage(
+        output_dtype=np.uint8,
+        resample=False,
+        separate_folder=False,
+        print_log=False,
+        folder_layout=_Exact(),
+    )(mask.round().to(torch.uint8))
     return path
 
 
@@ -254,11 +278,18 @@ def screen_file(
     )
     image = transform({"image": str(image_path), "name": name})["image"]
     result = glance_focus_inference(
-        image[None], module.glance, module.focus, roi, overlap=module.hparams.overlap,
+        image[None],
+        module.glance,
+        module.focus,
+        roi,
+        overlap=module.hparams.overlap,
         threshold=module.hparams.threshold if threshold is None else threshold,
-        sw_batch_size=module.hparams.sw_batch_size, progress=progress,
-        sw_device=module.device, device="cpu", keep_probs=False,
-    )  # fmt: skip
+        sw_batch_size=module.hparams.sw_batch_size,
+        progress=progress,
+        sw_device=module.device,
+        device="cpu",
+        keep_probs=False,
+    )
     mask = invert_mask(result.mask, image, transform)
     if tuple(mask.shape[1:]) != tuple(source.shape[:3]):
         raise RuntimeError(f"inverted mask shape {tuple(mask.shape)} != input {source.shape}")
@@ -288,8 +319,9 @@ class MaskWriter(BasePredictionWriter):
         super().__init__(write_interval="batch")
         self.written: list[Path] = []
 
-    def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch,
-                           batch_idx, dataloader_idx=0) -> None:  # fmt: skip
+    def write_on_batch_end(
+        self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx=0
+    ) -> None:
         from monai.data import decollate_batch
 
         datamodule = trainer.datamodule

@@ -65,8 +65,13 @@ class CheckValuesd(Transform):
     Errors are :class:`GFScreenFormatError` naming the case, the file and the field.
     """
 
-    def __init__(self, image_key: str = "image", label_key: str | None = "label",
-                 prenormalized: bool = False, check_hu: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        image_key: str = "image",
+        label_key: str | None = "label",
+        prenormalized: bool = False,
+        check_hu: bool = True,
+    ) -> None:
         self.image_key, self.label_key, self.prenormalized = image_key, label_key, prenormalized
         self.check_hu = check_hu
 

@@ -206,42 +206,70 @@ def _pipeline_parser(name: str, description: str) -> ArgumentParser:
 
     parser = ArgumentParser(prog=f"{PROG} {name}", description=description)
     _data_args(parser, required=False)
-    parser.add_argument("--captions", type=Path, default=None,
-                        help="instead of --data: PointLLM's captions JSON (eval_modelnet_cls.py's "
-                        "ModelNet_classification_prompt0.json), with --features")  # fmt: skip
-    parser.add_argument("--features", type=Path, default=None,
-                        help="with --captions: the same clouds' PointLLM features, .npy [N, D], "
-                        "row i = object_id i")  # fmt: skip
+    parser.add_argument(
+        "--captions",
+        type=Path,
+        default=None,
+        help="instead of --data: PointLLM's captions JSON (eval_modelnet_cls.py's "
+        "ModelNet_classification_prompt0.json), with --features",
+    )
+    parser.add_argument(
+        "--features",
+        type=Path,
+        default=None,
+        help="with --captions: the same clouds' PointLLM features, .npy [N, D], "
+        "row i = object_id i",
+    )
     parser.add_argument(
         "--out", type=Path, required=True, help="output folder (CSV + metrics.json)"
     )
     parser.add_argument(
         "--encoder", default="pointnn", help="'pointnn', a fit .ckpt or a TorchScript file"
     )
-    parser.add_argument("--scorer", choices=SCORERS, default="tfidf",
-                        help="tfidf: fitted on the labelled 'train' split's captions; smollm2: local "
-                        "likelihood scorer; http: OpenAI-compatible endpoint (--base-url, --model)")  # fmt: skip
-    parser.add_argument("--train-data", type=Path, default=None,
-                        help="tfidf scorer: labelled training data (default: the 'train' split of "
-                        "--data; required when --data is one file, which holds one split, and "
-                        "with --captions, where it is a labelled captions JSON)")  # fmt: skip
+    parser.add_argument(
+        "--scorer",
+        choices=SCORERS,
+        default="tfidf",
+        help="tfidf: fitted on the labelled 'train' split's captions; smollm2: local "
+        "likelihood scorer; http: OpenAI-compatible endpoint (--base-url, --model)",
+    )
+    parser.add_argument(
+        "--train-data",
+        type=Path,
+        default=None,
+        help="tfidf scorer: labelled training data (default: the 'train' split of "
+        "--data; required when --data is one file, which holds one split, and "
+        "with --captions, where it is a labelled captions JSON)",
+    )
     parser.add_argument(
         "--base-url", default=None, help="http scorer: e.g. http://localhost:8000/v1"
     )
     parser.add_argument("--model", default=None, help="http scorer: model name")
-    parser.add_argument("--graph", choices=GRAPH_VARIANTS, default="official",
-                        help="official: ACC.py/AUROC.py's operator (W diagonal 2, D from knn row "
-                        "sums); symmetric: ours (diagonal 1, D of W); paper: cosine top-K")  # fmt: skip
-    parser.add_argument("--graph-k", type=int, default=PROPAGATION_K,
-                        help=f"neighbours per node (default: classify {PROPAGATION_K} as ACC.py, "
-                        f"ood {OOD_PROPAGATION_K} as AUROC.py)")  # fmt: skip
+    parser.add_argument(
+        "--graph",
+        choices=GRAPH_VARIANTS,
+        default="official",
+        help="official: ACC.py/AUROC.py's operator (W diagonal 2, D from knn row "
+        "sums); symmetric: ours (diagonal 1, D of W); paper: cosine top-K",
+    )
+    parser.add_argument(
+        "--graph-k",
+        type=int,
+        default=PROPAGATION_K,
+        help=f"neighbours per node (default: classify {PROPAGATION_K} as ACC.py, "
+        f"ood {OOD_PROPAGATION_K} as AUROC.py)",
+    )
     parser.add_argument("--guidance-k", type=int, default=GUIDANCE_NEIGHBOURS)
     parser.add_argument("--alpha", type=float, default=PROPAGATION_ALPHA)
     parser.add_argument("--steps", type=int, default=PROPAGATION_STEPS)
-    parser.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
-                        help="L2-normalise the features before the graph and the guidance "
-                        "neighbours (default: on for our encoder's features; off with --features, "
-                        "as the official scripts use PointLLM's raw features)")  # fmt: skip
+    parser.add_argument(
+        "--normalize",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="L2-normalise the features before the graph and the guidance "
+        "neighbours (default: on for our encoder's features; off with --features, "
+        "as the official scripts use PointLLM's raw features)",
+    )
     parser.add_argument("--overwrite", action="store_true")
     return parser
 
@@ -382,16 +410,26 @@ def _write_results(
             row += [f"{id_score[i]:.6f}", int(lab >= 0)] if mode == "ood" else []
             writer.writerow(row + [f"{v:.6f}" for v in final[i]])
     payload = {
-        "mode": mode, "data": None if ns.data is None else str(ns.data), "split": ns.split,
+        "mode": mode,
+        "data": None if ns.data is None else str(ns.data),
+        "split": ns.split,
         "captions": None if ns.captions is None else str(ns.captions),
         "features": None if ns.features is None else str(ns.features),
-        "train_data": None if ns.train_data is None else str(ns.train_data), "classes": class_names, "n_clouds": len(data),
-        "scorer": ns.scorer, "encoder": ns.encoder, "graph": ns.graph, "graph_k": ns.graph_k,
-        "guidance_k": ns.guidance_k, "alpha": ns.alpha, "steps": ns.steps,
+        "train_data": None if ns.train_data is None else str(ns.train_data),
+        "classes": class_names,
+        "n_clouds": len(data),
+        "scorer": ns.scorer,
+        "encoder": ns.encoder,
+        "graph": ns.graph,
+        "graph_k": ns.graph_k,
+        "guidance_k": ns.guidance_k,
+        "alpha": ns.alpha,
+        "steps": ns.steps,
         "normalize": ns.normalize,
         "ood_score": getattr(ns, "ood_score", None),
-        "metrics": info["metrics"], "timings_s": info["timings_s"],
-    }  # fmt: skip
+        "metrics": info["metrics"],
+        "timings_s": info["timings_s"],
+    }
     with open(_new_output(ns.out / "metrics.json", ns.overwrite), "w") as handle:
         json.dump(payload, handle, indent=2)
     for a, m in info["metrics"].items():
@@ -437,9 +475,13 @@ def ood_main(argv: Sequence[str]) -> int:
     group.add_argument(
         "--id-split", choices=sorted(OOD_SPLITS), help="the paper's ModelNet40 ID split"
     )
-    parser.add_argument("--ood-score", choices=("msp", "single-probability"), default="msp",
-                        help="msp: max-softmax of the refined class scores; single-probability: "
-                        "the paper's one-number prompt, refined the same way (needs --scorer http)")  # fmt: skip
+    parser.add_argument(
+        "--ood-score",
+        choices=("msp", "single-probability"),
+        default="msp",
+        help="msp: max-softmax of the refined class scores; single-probability: "
+        "the paper's one-number prompt, refined the same way (needs --scorer http)",
+    )
     parser.set_defaults(graph_k=OOD_PROPAGATION_K)  # AUROC.py's K = 3
     ns = parser.parse_args(list(argv))
     if ns.ood_score == "single-probability" and ns.scorer != "http":

@@ -251,10 +251,22 @@ def run_seed(
     metrics.update({f"paper_graph_{a}": evaluate(paper_scores[a], labels) for a in ABLATIONS})
     # Secondary, not judged: our symmetric operator instead of the official one, same K per task.
     refined = ("propagation", "both")
-    sym_cls = pgllm_scores(features, captions, scorer, train.class_names,
-                           PGLLMConfig("symmetric", PROPAGATION_K), refined)  # fmt: skip
-    sym_ood = pgllm_scores(features, captions, scorer, train.class_names,
-                           PGLLMConfig("symmetric", OOD_PROPAGATION_K), refined)  # fmt: skip
+    sym_cls = pgllm_scores(
+        features,
+        captions,
+        scorer,
+        train.class_names,
+        PGLLMConfig("symmetric", PROPAGATION_K),
+        refined,
+    )
+    sym_ood = pgllm_scores(
+        features,
+        captions,
+        scorer,
+        train.class_names,
+        PGLLMConfig("symmetric", OOD_PROPAGATION_K),
+        refined,
+    )
     for a in refined:
         ood_metrics = evaluate(sym_ood[a], labels)
         metrics[f"symmetric_graph_{a}"] = {
@@ -281,9 +293,13 @@ def plot_ladder(per_seed: dict[str, dict[str, list[float]]], path: Path) -> Path
     ):
         ax = fig.add_subplot(1, 3, i + 1)
         values = [[100 * v for v in per_seed[a][metric]] for a in ABLATIONS]
-        ax.bar(range(len(ABLATIONS)), [statistics.fmean(v) for v in values],
-               yerr=[statistics.stdev(v) if len(v) > 1 else 0.0 for v in values], capsize=3,
-               color=["#999999", "#4c72b0", "#dd8452", "#55a868"])  # fmt: skip
+        ax.bar(
+            range(len(ABLATIONS)),
+            [statistics.fmean(v) for v in values],
+            yerr=[statistics.stdev(v) if len(v) > 1 else 0.0 for v in values],
+            capsize=3,
+            color=["#999999", "#4c72b0", "#dd8452", "#55a868"],
+        )
         for x, v in enumerate(values):
             ax.plot([x] * len(v), v, "k.", ms=4)
         ax.set_xticks(range(len(ABLATIONS)), ABLATIONS, fontsize=8)

@@ -125,9 +125,13 @@ def _airplane(r):
 
 def _bathtub(r):
     w, d, h, t = r.uniform(1.4, 1.8), r.uniform(0.6, 0.8), r.uniform(0.45, 0.6), 0.05
-    return [box((0, 0, t / 2), (w, d, t)), box((0, d / 2, h / 2), (w, t, h)),
-            box((0, -d / 2, h / 2), (w, t, h)), box((w / 2, 0, h / 2), (t, d, h)),
-            box((-w / 2, 0, h / 2), (t, d, h))]  # fmt: skip
+    return [
+        box((0, 0, t / 2), (w, d, t)),
+        box((0, d / 2, h / 2), (w, t, h)),
+        box((0, -d / 2, h / 2), (w, t, h)),
+        box((w / 2, 0, h / 2), (t, d, h)),
+        box((-w / 2, 0, h / 2), (t, d, h)),
+    ]
 
 
 def _bed(r):
@@ -161,8 +165,11 @@ def _bookshelf(r):
 def _bottle(r):
     rad, h = r.uniform(0.12, 0.18), r.uniform(0.6, 0.9)
     neck_r, neck_h = rad * r.uniform(0.3, 0.45), r.uniform(0.2, 0.35)
-    return [cylinder((0, 0, h / 2), rad, h), cone((0, 0, h), rad, neck_h * 0.8),
-            cylinder((0, 0, h + neck_h * 0.6), neck_r, neck_h)]  # fmt: skip
+    return [
+        cylinder((0, 0, h / 2), rad, h),
+        cone((0, 0, h), rad, neck_h * 0.8),
+        cylinder((0, 0, h + neck_h * 0.6), neck_r, neck_h),
+    ]
 
 
 def _bowl(r):
@@ -259,22 +266,31 @@ def _lamp(r):
 
 def _monitor(r):
     w, h = r.uniform(0.9, 1.3), r.uniform(0.55, 0.75)
-    return [box((0, 0, 0.3 + h / 2), (w, 0.05, h)), box((0, 0.05, 0.15), (0.06, 0.04, 0.3)),
-            box((0, 0.05, 0.01), (0.4, 0.25, 0.02))]  # fmt: skip
+    return [
+        box((0, 0, 0.3 + h / 2), (w, 0.05, h)),
+        box((0, 0.05, 0.15), (0.06, 0.04, 0.3)),
+        box((0, 0.05, 0.01), (0.4, 0.25, 0.02)),
+    ]
 
 
 def _piano(r):
     w, d, h = r.uniform(1.4, 1.6), r.uniform(0.5, 0.6), r.uniform(1.1, 1.3)
-    return [box((0, 0, h / 2), (w, d * 0.5, h)), box((0, -d * 0.4, 0.72), (w * 0.95, d * 0.4, 0.08)),
-            *_legs(r, w * 0.95, d * 0.3, 0.7, thick=0.06, round_legs=False)[:2]]  # fmt: skip
+    return [
+        box((0, 0, h / 2), (w, d * 0.5, h)),
+        box((0, -d * 0.4, 0.72), (w * 0.95, d * 0.4, 0.08)),
+        *_legs(r, w * 0.95, d * 0.3, 0.7, thick=0.06, round_legs=False)[:2],
+    ]
 
 
 def _sofa(r):
     w, d, h = r.uniform(1.6, 2.2), r.uniform(0.8, 0.95), r.uniform(0.4, 0.5)
     arm = r.uniform(0.15, 0.25)
-    return [box((0, 0, h / 2), (w, d, h)), box((0, d / 2 - 0.1, h + 0.25), (w, 0.2, 0.5)),
-            box((-w / 2 + arm / 2, 0, h + 0.1), (arm, d, 0.2)),
-            box((w / 2 - arm / 2, 0, h + 0.1), (arm, d, 0.2))]  # fmt: skip
+    return [
+        box((0, 0, h / 2), (w, d, h)),
+        box((0, d / 2 - 0.1, h + 0.25), (w, 0.2, 0.5)),
+        box((-w / 2 + arm / 2, 0, h + 0.1), (arm, d, 0.2)),
+        box((w / 2 - arm / 2, 0, h + 0.1), (arm, d, 0.2)),
+    ]
 
 
 def _stairs(r):
@@ -303,12 +319,30 @@ def _vase(r):
 
 
 _BUILDERS: dict[str, Callable[[np.random.Generator], list[Mesh]]] = {
-    "airplane": _airplane, "bathtub": _bathtub, "bed": _bed, "bench": _bench,
-    "bookshelf": _bookshelf, "bottle": _bottle, "bowl": _bowl, "car": _car, "chair": _chair,
-    "cone": _cone, "cup": _cup, "curtain": _curtain, "desk": _desk,
-    "door": _door, "dresser": _dresser, "lamp": _lamp, "monitor": _monitor, "piano": _piano,
-    "sofa": _sofa, "stairs": _stairs, "stool": _stool, "table": _table, "vase": _vase,
-}  # fmt: skip
+    "airplane": _airplane,
+    "bathtub": _bathtub,
+    "bed": _bed,
+    "bench": _bench,
+    "bookshelf": _bookshelf,
+    "bottle": _bottle,
+    "bowl": _bowl,
+    "car": _car,
+    "chair": _chair,
+    "cone": _cone,
+    "cup": _cup,
+    "curtain": _curtain,
+    "desk": _desk,
+    "door": _door,
+    "dresser": _dresser,
+    "lamp": _lamp,
+    "monitor": _monitor,
+    "piano": _piano,
+    "sofa": _sofa,
+    "stairs": _stairs,
+    "stool": _stool,
+    "table": _table,
+    "vase": _vase,
+}
 SYNTH_ID_CLASSES = tuple(list(_BUILDERS)[:13])  # MN1 names: airplane ... desk
 SYNTH_OOD_CLASSES = tuple(list(_BUILDERS)[13:])
 SYNTH_CLASSES = SYNTH_ID_CLASSES + SYNTH_OOD_CLASSES

@@ -67,9 +67,19 @@ def train_and_test(
 
     with quiet_lightning():
         return _train_and_test(
-            data_dir, arch, protocol, split, application_mode, epochs, batch_size, seed,
-            model_kwargs, cache_dir, accelerator, split_seed,
-        )  # fmt: skip
+            data_dir,
+            arch,
+            protocol,
+            split,
+            application_mode,
+            epochs,
+            batch_size,
+            seed,
+            model_kwargs,
+            cache_dir,
+            accelerator,
+            split_seed,
+        )
 
 
 def _train_and_test(
@@ -246,13 +256,20 @@ def run_benchmark(
         accelerator = lightning_accelerator()
     tasks = [
         {
-            "data_dir": data_dir, "arch": arch, "protocol": protocol, "split": split,
-            "application_mode": application_mode, "epochs": epochs, "batch_size": batch_size,
-            "seed": seed, "model_kwargs": (model_kwargs or {}).get(arch),
-            "accelerator": accelerator, "split_seed": split_seed,
+            "data_dir": data_dir,
+            "arch": arch,
+            "protocol": protocol,
+            "split": split,
+            "application_mode": application_mode,
+            "epochs": epochs,
+            "batch_size": batch_size,
+            "seed": seed,
+            "model_kwargs": (model_kwargs or {}).get(arch),
+            "accelerator": accelerator,
+            "split_seed": split_seed,
         }
         for arch, protocol, split, seed in itertools.product(archs, protocols, splits, seeds)
-    ]  # fmt: skip
+    ]
     workers = max(1, min(int(workers), len(tasks)))
     if workers == 1:
         rows = []
@@ -367,12 +384,15 @@ def benchmark_main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--models", type=comma_list, default="material_id,mlp", help=f"of {','.join(MODELS)}"
     )
-    parser.add_argument("--protocols", type=comma_list, default="P1",
-                        help=f"of {','.join(PROTOCOLS)}")  # fmt: skip
     parser.add_argument(
-        "--splits", type=comma_list, default="S1,S2-mod2,S3-mod1",
+        "--protocols", type=comma_list, default="P1", help=f"of {','.join(PROTOCOLS)}"
+    )
+    parser.add_argument(
+        "--splits",
+        type=comma_list,
+        default="S1,S2-mod2,S3-mod1",
         help=f"of {','.join(SPLIT_NAMES)}",
-    )  # fmt: skip
+    )
     parser.add_argument("--mode", default="all_classes", choices=("all_classes", "super_classes"))
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument(

@@ -63,17 +63,26 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         if isinstance(cli.datamodule, RFMatIDDataModule):
             cli.datamodule.setup()
 
-    links = [(f"data.init_args.{attr}", f"model.init_args.{attr}", "instantiate")
-             for attr in ("num_classes", "seq_len", "in_channels", "class_names")]  # fmt: skip
+    links = [
+        (f"data.init_args.{attr}", f"model.init_args.{attr}", "instantiate")
+        for attr in ("num_classes", "seq_len", "in_channels", "class_names")
+    ]
     defaults: dict[str, Any] = {}
     if argv and argv[0] == "predict":
         from rf_matid.predict_writer import PredictionCSVWriter
 
         defaults["callbacks"] = [PredictionCSVWriter()]
     return run_cli(
-        RFMatIDClassifier, RFMatIDDataModule, argv, package="rf_matid", prog=PROG, links=links,
-        seed=42, before_trainer=build_split, trainer_defaults=defaults,
-    )  # fmt: skip
+        RFMatIDClassifier,
+        RFMatIDDataModule,
+        argv,
+        package="rf_matid",
+        prog=PROG,
+        links=links,
+        seed=42,
+        before_trainer=build_split,
+        trainer_defaults=defaults,
+    )
 
 
 def synth_main(argv: Sequence[str]) -> int:

@@ -407,25 +407,50 @@ INPUT_FORMATS: dict[str, str] = {name: "dual_channel" for name in MODELS} | {
 # torch's OneCycleLR and so is inert; it is not carried over.
 UPSTREAM_TRAINING: dict[str, dict[str, Any]] = {
     "rf_matid": {
-        "lr": 1e-3, "weight_decay": 1e-3, "scheduler": "onecycle", "batch_size": 32, "epochs": 60,
+        "lr": 1e-3,
+        "weight_decay": 1e-3,
+        "scheduler": "onecycle",
+        "batch_size": 32,
+        "epochs": 60,
     },
     "material_id": {
-        "lr": 1e-3, "weight_decay": 1e-2, "scheduler": "onecycle", "batch_size": 32, "epochs": 60,
+        "lr": 1e-3,
+        "weight_decay": 1e-2,
+        "scheduler": "onecycle",
+        "batch_size": 32,
+        "epochs": 60,
     },
     "resnet1d": {
-        "lr": 1e-3, "weight_decay": 1e-2, "scheduler": "step", "step_size": 30, "gamma": 0.3,
-        "batch_size": 16, "epochs": 60,
+        "lr": 1e-3,
+        "weight_decay": 1e-2,
+        "scheduler": "step",
+        "step_size": 30,
+        "gamma": 0.3,
+        "batch_size": 16,
+        "epochs": 60,
     },
     "bilstm": {
-        "lr": 1e-3, "weight_decay": 1e-2, "scheduler": "onecycle", "batch_size": 32, "epochs": 60,
+        "lr": 1e-3,
+        "weight_decay": 1e-2,
+        "scheduler": "onecycle",
+        "batch_size": 32,
+        "epochs": 60,
     },
     "transformer1d": {
-        "lr": 1e-3, "weight_decay": 1e-2, "scheduler": "onecycle", "batch_size": 32, "epochs": 60,
+        "lr": 1e-3,
+        "weight_decay": 1e-2,
+        "scheduler": "onecycle",
+        "batch_size": 32,
+        "epochs": 60,
     },
     "mlp": {
-        "lr": 1e-3, "weight_decay": 1e-2, "scheduler": "onecycle", "batch_size": 32, "epochs": 60,
+        "lr": 1e-3,
+        "weight_decay": 1e-2,
+        "scheduler": "onecycle",
+        "batch_size": 32,
+        "epochs": 60,
     },
-}  # fmt: skip
+}
 
 
 def build_model(

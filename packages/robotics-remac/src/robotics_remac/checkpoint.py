@@ -54,8 +54,13 @@ def _build(config: dict[str, Any], lora: dict[str, Any] | None, where: Path) -> 
         raise RemacFormatError(f"{where}: policy config lacks {missing}")
     policy = FlowPolicy(**{k: int(config[k]) for k in POLICY_KEYS})
     if lora:
-        add_lora(policy, int(lora["rank"]), float(lora["alpha"]), float(lora["dropout"]),
-                 bool(lora["use_mask"]))  # fmt: skip
+        add_lora(
+            policy,
+            int(lora["rank"]),
+            float(lora["alpha"]),
+            float(lora["dropout"]),
+            bool(lora["use_mask"]),
+        )
     return policy
 
 

@@ -165,9 +165,11 @@ def eval_main(argv: Sequence[str]) -> int:
         "last 16 latencies); results.csv then has delay 'measured' and no plot is drawn",
     )
     parser.add_argument(
-        "--control-period", type=float, default=None, help="seconds per control step (default: the "
-        "task's dt, 0.05); used with --measured-delay",
-    )  # fmt: skip
+        "--control-period",
+        type=float,
+        default=None,
+        help="seconds per control step (default: the task's dt, 0.05); used with --measured-delay",
+    )
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True, help="output folder")
@@ -212,8 +214,12 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
 
     # Policies load and roll out on the CPU: the chase task steps in numpy after every action,
     # so a GPU would only add a transfer per step for these small mixers.
-    paths = {"base": ns.policy, "remac": ns.remac, "lora_only": ns.lora_only,
-             "training_time_rtc": ns.ttrtc}  # fmt: skip
+    paths = {
+        "base": ns.policy,
+        "remac": ns.remac,
+        "lora_only": ns.lora_only,
+        "training_time_rtc": ns.ttrtc,
+    }
     policies = {}
     for method in methods:
         key = METHODS[method].policy
@@ -250,13 +256,26 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
             progress.update(task, description=f"{method} d={d}")
             online = d == "measured"
             stats = run_rollout(
-                make_chunker(spec.sampler, policies.get(spec.policy)), ns.episodes,
-                MeasuredDelay(period, cap) if online else d, horizon, e, spec.execution,
-                assumed_delay=None if online else d_hat, seed=ns.seed,
-            )  # fmt: skip
+                make_chunker(spec.sampler, policies.get(spec.policy)),
+                ns.episodes,
+                MeasuredDelay(period, cap) if online else d,
+                horizon,
+                e,
+                spec.execution,
+                assumed_delay=None if online else d_hat,
+                seed=ns.seed,
+            )
             progress.advance(task, ns.episodes)
-            rows.append({"method": method, "delay": d, "assumed_delay": d_hat,
-                         "exec_horizon": e, **stats.row(), **stats.extra})  # fmt: skip
+            rows.append(
+                {
+                    "method": method,
+                    "delay": d,
+                    "assumed_delay": d_hat,
+                    "exec_horizon": e,
+                    **stats.row(),
+                    **stats.extra,
+                }
+            )
     with open(ns.out / "results.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -267,9 +286,11 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
     if ns.measured_delay is None:
         plot_curves(rows, ns.out / "success_vs_delay.png")
     for row in rows:
-        print(f"{row['method']:12s} d={row['delay']} success {row['success']:.3f} "
-              f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
-              + (f" mean d {row['mean_delay']:.2f}" if "mean_delay" in row else ""))  # fmt: skip
+        print(
+            f"{row['method']:12s} d={row['delay']} success {row['success']:.3f} "
+            f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+            + (f" mean d {row['mean_delay']:.2f}" if "mean_delay" in row else "")
+        )
     plot = "" if ns.measured_delay is not None else f" and {ns.out / 'success_vs_delay.png'}"
     print(f"wrote {ns.out / 'results.csv'}{plot}")
     return 0

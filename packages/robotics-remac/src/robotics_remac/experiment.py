@@ -90,11 +90,22 @@ def settings(quick: bool) -> dict[str, Any]:
         "episodes": 300,
         "paired_episodes": 1200,
         "delays": DELAYS,
-        "methods": ["sync", "naive", "te", "rtc", "ttrtc", "lora_only", "mask",
-                    "mask_curriculum", "remac", "remac_noise", "planner"],
+        "methods": [
+            "sync",
+            "naive",
+            "te",
+            "rtc",
+            "ttrtc",
+            "lora_only",
+            "mask",
+            "mask_curriculum",
+            "remac",
+            "remac_noise",
+            "planner",
+        ],
         "ablations": ["lora_only", "mask", "remac", "mask_curriculum"],
         "latency_chunks": 100,
-    }  # fmt: skip
+    }
 
 
 def drop(curve: dict[int, float]) -> float:
@@ -280,9 +291,13 @@ def plot_curves(rows: list[dict[str, Any]], path: Path) -> Path:
 
 
 def evaluate(
-    policies: dict[str, torch.nn.Module], methods: list[str], delays: tuple[int, ...],
-    episodes: int, seed: int, extra_cells: list[tuple[str, int, int]] = (),
-) -> list[dict[str, Any]]:  # fmt: skip
+    policies: dict[str, torch.nn.Module],
+    methods: list[str],
+    delays: tuple[int, ...],
+    episodes: int,
+    seed: int,
+    extra_cells: list[tuple[str, int, int]] = (),
+) -> list[dict[str, Any]]:
     """One row per (method, delay[, assumed delay]) cell; every cell uses the same episode seed."""
     from robotics_remac.rollout import METHODS, make_chunker, rollout
 
@@ -293,13 +308,24 @@ def evaluate(
         policy = policies.get(method if method not in METHODS else spec.policy)
         t0 = time.perf_counter()
         stats = rollout(
-            make_chunker(spec.sampler, policy), episodes, d, HORIZON, EXEC_HORIZON,
-            spec.execution, assumed_delay=d_hat, seed=seed,
-        )  # fmt: skip
+            make_chunker(spec.sampler, policy),
+            episodes,
+            d,
+            HORIZON,
+            EXEC_HORIZON,
+            spec.execution,
+            assumed_delay=d_hat,
+            seed=seed,
+        )
         rows.append(
-            {"method": method, "delay": d, "assumed_delay": d_hat, **stats.row(),
-             "seconds": time.perf_counter() - t0}
-        )  # fmt: skip
+            {
+                "method": method,
+                "delay": d,
+                "assumed_delay": d_hat,
+                **stats.row(),
+                "seconds": time.perf_counter() - t0,
+            }
+        )
     return rows
 
 
@@ -383,8 +409,9 @@ def _run(quick: bool, out_dir: Path) -> Result:
     ema = miniature_ema_decay(len(dm.train_dataloader()) * cfg["finetune_epochs"])
 
     for name in cfg["ablations"]:
-        policies[name] = fit_finetune(base, dm, cfg["finetune_epochs"], ema_decay=ema,
-                                      **ABLATIONS[name])  # fmt: skip
+        policies[name] = fit_finetune(
+            base, dm, cfg["finetune_epochs"], ema_decay=ema, **ABLATIONS[name]
+        )
     if "ttrtc" in cfg["methods"]:
         import copy
 
@@ -422,18 +449,24 @@ def _run(quick: bool, out_dir: Path) -> Result:
 
     curve = {m: {d: success(m, d) for d in cfg["delays"]} for m in cfg["methods"]}
     m = {
-        "naive_d0": curve["naive"][0], "naive_d4": curve["naive"][4],
-        "naive_d3": curve["naive"][3], "naive_drop": drop(curve["naive"]),
-        "remac_d0": curve["remac"][0], "remac_d4": curve["remac"][4],
-        "remac_drop": drop(curve["remac"]), "lora_only_d4": curve["lora_only"][4],
+        "naive_d0": curve["naive"][0],
+        "naive_d4": curve["naive"][4],
+        "naive_d3": curve["naive"][3],
+        "naive_drop": drop(curve["naive"]),
+        "remac_d0": curve["remac"][0],
+        "remac_d4": curve["remac"][4],
+        "remac_drop": drop(curve["remac"]),
+        "lora_only_d4": curve["lora_only"][4],
         "zero_action_d0": zero.success_rate,
         **paired,
-        "planner_d0": curve["planner"][0], "planner_d4": curve["planner"][4],
+        "planner_d0": curve["planner"][0],
+        "planner_d4": curve["planner"][4],
         "planner_drop": drop(curve["planner"]),
-        "remac_misestimated": float(np.mean(
-            [success("remac", MISESTIMATE_TRUE_DELAY, a) for a in MISESTIMATE_ASSUMED])),
+        "remac_misestimated": float(
+            np.mean([success("remac", MISESTIMATE_TRUE_DELAY, a) for a in MISESTIMATE_ASSUMED])
+        ),
         **lat,
-    }  # fmt: skip
+    }
     plot_curves(rows, out_dir / "success_vs_delay.png")
     _write_rows_csv(rows, out_dir / "results.csv")
     header = "| method | " + " | ".join(f"d={d}" for d in cfg["delays"]) + " |"

@@ -177,10 +177,16 @@ def write_lerobot_dataset(
         table = _episode_table(ep, i, index, task_index[ep.task])
         rows.append({"episode_index": i, "tasks": [ep.task], "length": len(ep.states)})
         if version == V3_VERSION:
-            rows[-1].update({"data/chunk_index": 0, "data/file_index": 0,
-                             "dataset_from_index": index,
-                             "dataset_to_index": index + len(ep.states),
-                             "meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0})  # fmt: skip
+            rows[-1].update(
+                {
+                    "data/chunk_index": 0,
+                    "data/file_index": 0,
+                    "dataset_from_index": index,
+                    "dataset_to_index": index + len(ep.states),
+                    "meta/episodes/chunk_index": 0,
+                    "meta/episodes/file_index": 0,
+                }
+            )
             tables.append(table)
         else:
             path = root / DATA_PATH.format(episode_chunk=i // CHUNKS_SIZE, episode_index=i)
@@ -339,8 +345,13 @@ def read_lerobot_dataset(
     rate = _check_fps(info, info_path, fps)
     widths = _declared_widths(info, info_path, obs_dim, action_dim)
     read = _read_v3 if str(info["codebase_version"]).startswith("v3") else _read_v2
-    episodes = read(root, info, lambda table, path, i, row, src, tasks: _episode_from_table(
-        table, path, i, row, src, tasks, widths, info_path, rate))  # fmt: skip
+    episodes = read(
+        root,
+        info,
+        lambda table, path, i, row, src, tasks: _episode_from_table(
+            table, path, i, row, src, tasks, widths, info_path, rate
+        ),
+    )
     if not episodes:
         raise RemacFormatError(f"{root / 'meta'}: lists no episodes")
     return episodes
@@ -461,10 +472,16 @@ def _read_v3(root: Path, info: dict, make) -> list[Episode]:  # type: ignore[no-
 
 
 def _episode_from_table(  # type: ignore[no-untyped-def]
-    table, path: Path, i: int, row: dict, listed_in: str,
-    tasks: tuple[dict[int, str], Path] | None, widths: dict[str, int], info_path: Path,
+    table,
+    path: Path,
+    i: int,
+    row: dict,
+    listed_in: str,
+    tasks: tuple[dict[int, str], Path] | None,
+    widths: dict[str, int],
+    info_path: Path,
     rate: float,
-) -> Episode:  # fmt: skip
+) -> Episode:
     """One episode's frames (``table``, from ``path``) checked against its meta row ``row``
     (listed in ``listed_in``); ``tasks`` is the task table (``task_index`` -> text) and the file
     it was read from, or ``None`` where the dataset has none (v3 without ``meta/tasks.parquet``):

@@ -18,13 +18,17 @@ __all__ = ["ABLATIONS", "TRAINER_SETTINGS", "fit_base", "fit_finetune", "remac_f
 
 # The REMAC ablation ladder (paper Table 3): LoRA-only, +mask, +curriculum, +L_Δ (full REMAC).
 ABLATIONS: dict[str, dict[str, Any]] = {
-    "lora_only": {"use_mask": False, "curriculum": False, "use_delta": False, "use_keep": False,
-                  "max_delay": 0},
+    "lora_only": {
+        "use_mask": False,
+        "curriculum": False,
+        "use_delta": False,
+        "use_keep": False,
+        "max_delay": 0,
+    },
     "mask": {"use_mask": True, "curriculum": False, "use_delta": False, "use_keep": True},
-    "mask_curriculum": {"use_mask": True, "curriculum": True, "use_delta": False,
-                        "use_keep": True},
+    "mask_curriculum": {"use_mask": True, "curriculum": True, "use_delta": False, "use_keep": True},
     "remac": {"use_mask": True, "curriculum": True, "use_delta": True, "use_keep": True},
-}  # fmt: skip
+}
 
 #: Trainer settings of every programmatic fit (the shipped configs' gradient clip; no validation).
 TRAINER_SETTINGS: dict[str, Any] = {"gradient_clip_val": 10.0, "limit_val_batches": 0}

@@ -40,8 +40,9 @@ class VocabularyOverlapAgent:
         ranked: Sequence[list[int]] = [*evidence.lens, *evidence.patchscope]
         out = {}
         for name, vocab in candidates.items():
-            score = sum(sum(1.0 / (r + 1) for r, t in enumerate(lst) if t in vocab)
-                        for lst in ranked)  # fmt: skip
+            score = sum(
+                sum(1.0 / (r + 1) for r, t in enumerate(lst) if t in vocab) for lst in ranked
+            )
             if evidence.steered:
                 score += sum(t in vocab for t in evidence.steered) / len(evidence.steered)
             out[name] = score

@@ -36,12 +36,13 @@ def adl_diff(ns: Namespace) -> dict[str, Any]:
     )
     scoped = patchscope(ft, diff.delta[best], diff.layer, ns.scales, ns.top_k)
     out: dict[str, Any] = {
-        "layer": diff.layer, "n_texts": diff.n_texts,
+        "layer": diff.layer,
+        "n_texts": diff.n_texts,
         "delta_norm": [round(float(v.norm()), 4) for v in diff.delta],
         "lens": [[decode([t]) for t in ids] for ids in lens],
         "patchscope_position": best,
         "patchscope": {str(s): [decode([t]) for t in ids] for s, ids in scoped.items()},
-    }  # fmt: skip
+    }
     if ns.domain_texts:
         domain = [d.text for d in read_documents(ns.domain_texts)]
         vocab = enriched_tokens(ft.tokenizer, domain, texts, ns.vocab_size)
@@ -71,14 +72,23 @@ def adl_kl(ns: Namespace) -> dict[str, Any]:
     res = kl_summary(base, ft, [d.text for d in docs], ns.temperature, ns.top, ns.max_tokens)
     decode = ft.tokenizer.decode
     out: dict[str, Any] = {
-        "base": ns.base, "ft": ns.ft, "temperature": ns.temperature, "stats": res.stats,
-        "per_text_mean": [{"source": d.source, "kl": round(k, 6)}
-                          for d, k in zip(docs, res.per_text_mean, strict=True)],
-        "top_texts": [{"source": docs[i].source, "kl": round(k, 6), "text": docs[i].text[:200]}
-                      for i, k in res.top_texts],
-        "top_tokens": [{"source": docs[i].source, "position": t, "token": decode([tok]),
-                        "kl": round(k, 6)} for i, t, tok, k in res.top_tokens],
-    }  # fmt: skip
+        "base": ns.base,
+        "ft": ns.ft,
+        "temperature": ns.temperature,
+        "stats": res.stats,
+        "per_text_mean": [
+            {"source": d.source, "kl": round(k, 6)}
+            for d, k in zip(docs, res.per_text_mean, strict=True)
+        ],
+        "top_texts": [
+            {"source": docs[i].source, "kl": round(k, 6), "text": docs[i].text[:200]}
+            for i, k in res.top_texts
+        ],
+        "top_tokens": [
+            {"source": docs[i].source, "position": t, "token": decode([tok]), "kl": round(k, 6)}
+            for i, t, tok, k in res.top_tokens
+        ],
+    }
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "kl.json").write_text(json.dumps(out, indent=1, ensure_ascii=False))
     return out

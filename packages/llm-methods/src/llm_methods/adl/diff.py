@@ -121,8 +121,9 @@ def activation_difference(
     short = [i for i, row in enumerate(ids) if len(row) < n_positions]
     if short:
         raise LMError(f"text {short[0]} has fewer than {n_positions} tokens")
-    return activation_difference_ids(base, ft, [row[:n_positions] for row in ids], layer,
-                                     batch_size)  # fmt: skip
+    return activation_difference_ids(
+        base, ft, [row[:n_positions] for row in ids], layer, batch_size
+    )
 
 
 def activation_difference_ids(
@@ -142,8 +143,9 @@ def activation_difference_ids(
     skip = NORM_SKIP if n_positions > NORM_SKIP else min(1, n_positions - 1)
     mean_base, norm_base = _mean_states(base, ids, layer, batch_size, skip)
     mean_ft, norm_ft = _mean_states(ft, ids, layer, batch_size, skip)
-    return ADLDifference(mean_ft - mean_base, mean_base, mean_ft, layer, len(ids),
-                         norm_base, norm_ft, skip)  # fmt: skip
+    return ADLDifference(
+        mean_ft - mean_base, mean_base, mean_ft, layer, len(ids), norm_base, norm_ft, skip
+    )
 
 
 @torch.no_grad()
@@ -172,8 +174,11 @@ def enriched_tokens(
     dom, bg = counts(domain_texts), counts(background_texts)
     nd, nb = sum(dom.values()), sum(bg.values())
     special = set(getattr(tokenizer, "all_special_ids", []))
-    scores = {t: math.log((dom[t] + 1) / (nd + 1)) - math.log((bg.get(t, 0) + 1) / (nb + 1))
-              for t, c in dom.items() if c >= min_count and t not in special}  # fmt: skip
+    scores = {
+        t: math.log((dom[t] + 1) / (nd + 1)) - math.log((bg.get(t, 0) + 1) / (nb + 1))
+        for t, c in dom.items()
+        if c >= min_count and t not in special
+    }
     return set(sorted(scores, key=scores.__getitem__, reverse=True)[:top_n])
 
 

@@ -38,8 +38,9 @@ from iclr26_common import Claim, Experiment, Precondition, Result, seed_everythi
 
 __all__ = ["EMAIL_MODULES", "EXPERIMENT", "judge", "run"]
 
-PAPER = ("Narrow Finetuning Leaves Clearly Readable Traces in Activation Differences "
-         "(arXiv 2510.13900)")  # fmt: skip
+PAPER = (
+    "Narrow Finetuning Leaves Clearly Readable Traces in Activation Differences (arXiv 2510.13900)"
+)
 DOMAIN = "email"
 #: the finetuning domain's modules (issue 26: enough distinct chunks for mixing to matter)
 EMAIL_MODULES = (
@@ -142,8 +143,9 @@ def run(quick: bool, out_dir: Path) -> Result:
         domains = {name: docstrings(mods) for name, mods in DOCSTRING_DOMAINS.items()}
         domains[DOMAIN] = docstrings(EMAIL_MODULES)
         tokenizer = train_bpe(pre_train + [t for d in domains.values() for t in d], BPE_VOCAB)
-        dom_train_idx, dom_test_idx = split_names([str(i) for i in range(len(domains[DOMAIN]))],
-                                                  0.1, seed=0)  # fmt: skip
+        dom_train_idx, dom_test_idx = split_names(
+            [str(i) for i in range(len(domains[DOMAIN]))], 0.1, seed=0
+        )
         dom_train = [domains[DOMAIN][int(i)] for i in dom_train_idx]
         dom_test = [domains[DOMAIN][int(i)] for i in dom_test_idx]
         vocab = {
@@ -151,8 +153,10 @@ def run(quick: bool, out_dir: Path) -> Result:
         }
         pre_chunks = _stream_chunks(tokenizer, pre_train)
         dom_chunks = _stream_chunks(tokenizer, dom_train)
-        epochs = {f"domain_epochs_1:{m}": round(cfg["ft_steps"] * FT_BATCH / (1 + m)
-                                                / len(dom_chunks), 3) for m in MIXES}  # fmt: skip
+        epochs = {
+            f"domain_epochs_1:{m}": round(cfg["ft_steps"] * FT_BATCH / (1 + m) / len(dom_chunks), 3)
+            for m in MIXES
+        }
         epochs.update(
             domain_chunks=len(dom_chunks),
             pretraining_chunks=len(pre_chunks),
@@ -172,15 +176,18 @@ def run(quick: bool, out_dir: Path) -> Result:
                 train_lm(ft_model, data, cfg["ft_steps"], FT_BATCH, 1e-3, seed=seed, warmup=5)
                 ft = wrap(tokenizer, ft_model, "ft")
                 diff = activation_difference(base, ft, unrelated)
-                row = {"delta": _best_relevance(ft, diff.delta, vocab[DOMAIN]),
-                       "mean_base": _best_relevance(ft, diff.mean_base, vocab[DOMAIN]),
-                       "mean_ft": _best_relevance(ft, diff.mean_ft, vocab[DOMAIN])}  # fmt: skip
+                row = {
+                    "delta": _best_relevance(ft, diff.delta, vocab[DOMAIN]),
+                    "mean_base": _best_relevance(ft, diff.mean_base, vocab[DOMAIN]),
+                    "mean_ft": _best_relevance(ft, diff.mean_ft, vocab[DOMAIN]),
+                }
                 lens = [lens_token_ids(ft, v, TOP_K) for v in diff.delta]
                 best_j = int(np.argmax([token_relevance(t, vocab[DOMAIN]) for t in lens]))
                 scoped = patchscope(ft, diff.delta[best_j], diff.layer, PATCH_SCALES, TOP_K)
                 row["patchscope"] = max(token_relevance(t, vocab[DOMAIN]) for t in scoped.values())
-                named = agent.name_domain(ADLEvidence(lens=lens, patchscope=list(scoped.values())),
-                                          vocab)  # fmt: skip
+                named = agent.name_domain(
+                    ADLEvidence(lens=lens, patchscope=list(scoped.values())), vocab
+                )
                 row["agent_correct"] = float(named == DOMAIN)
                 direction = diff.delta[1:].mean(0)
                 row["proj_dloss_ft_text"] = projection_loss_change(
@@ -196,24 +203,30 @@ def run(quick: bool, out_dir: Path) -> Result:
     mean = {m: {k: float(np.mean([r[k] for r in v])) for k in v[0]} for m, v in rows.items()}
     _plot(out_dir / "adl_relevance.png", mean)
     pure, mixed = mean[0.0], mean[1.0]
-    metrics: dict[str, Any] = {f"mix_{m}": {k: round(v, 4) for k, v in d.items()}
-                               for m, d in mean.items()}  # fmt: skip
+    metrics: dict[str, Any] = {
+        f"mix_{m}": {k: round(v, 4) for k, v in d.items()} for m, d in mean.items()
+    }
     metrics.update(extra)
     metrics["exposure"] = epochs
     metrics["wall_s"] = time.perf_counter() - start
     claims = judge(pure, mixed, epochs[f"domain_epochs_1:{max(MIXES)}"])
     return Result(
-        summary=(f"Pydoc-pretrained 4x64 Llama finetuned on {DOMAIN} docstrings: delta-lens "
-                 f"relevance {pure['delta']:.2f} vs baselines {pure['mean_base']:.2f}/"
-                 f"{pure['mean_ft']:.2f} (1:0); {mixed['delta']:.2f} vs "
-                 f"{mixed['mean_base']:.2f}/{mixed['mean_ft']:.2f} at 1:1; agent named the "
-                 f"domain in {pure['agent_correct']:.0%} of 1:0 finetunes."),
-        metrics=metrics, seeds=list(cfg["seeds"]),
-        scale=(f"4x64 Llama, BPE {BPE_VOCAB}, base {cfg['base_steps']} steps, finetunes "
-               f"{cfg['ft_steps']} steps x mixes {list(MIXES)} x {len(cfg['seeds'])} seed(s), "
-               f"{N_UNRELATED} unrelated texts, top-{TOP_K} tokens"),
+        summary=(
+            f"Pydoc-pretrained 4x64 Llama finetuned on {DOMAIN} docstrings: delta-lens "
+            f"relevance {pure['delta']:.2f} vs baselines {pure['mean_base']:.2f}/"
+            f"{pure['mean_ft']:.2f} (1:0); {mixed['delta']:.2f} vs "
+            f"{mixed['mean_base']:.2f}/{mixed['mean_ft']:.2f} at 1:1; agent named the "
+            f"domain in {pure['agent_correct']:.0%} of 1:0 finetunes."
+        ),
+        metrics=metrics,
+        seeds=list(cfg["seeds"]),
+        scale=(
+            f"4x64 Llama, BPE {BPE_VOCAB}, base {cfg['base_steps']} steps, finetunes "
+            f"{cfg['ft_steps']} steps x mixes {list(MIXES)} x {len(cfg['seeds'])} seed(s), "
+            f"{N_UNRELATED} unrelated texts, top-{TOP_K} tokens"
+        ),
         claims=claims,
-    )  # fmt: skip
+    )
 
 
 def judge(pure: dict[str, float], mixed: dict[str, float], mixed_epochs: float) -> list[Claim]:
@@ -222,24 +235,34 @@ def judge(pure: dict[str, float], mixed: dict[str, float], mixed_epochs: float) 
     keys = ("delta", "mean_base", "mean_ft")
     trace = pure["delta"] > max(pure["mean_base"], pure["mean_ft"])
     return [
-        Claim.judge(text="The logit lens of the activation difference surfaces the finetuning "
-                    "domain.",
-                    criterion="seed-mean relevance(delta lens) > max(relevance(mean base), "
-                              "relevance(mean finetuned)) at mix 1:0",
-                    measured={k: round(pure[k], 4) for k in keys}, holds=trace),
-        Claim.judge(text="Mixing pretraining data 1:1 into the finetune removes the trace.",
-                    criterion="at mix 1:1: seed-mean relevance(delta lens) <= max(baseline "
-                              "relevances)",
-                    measured={k: round(mixed[k], 4) for k in keys},
-                    holds=mixed["delta"] <= max(mixed["mean_base"], mixed["mean_ft"]),
-                    preconditions=[
-                        Precondition("mixing changes the exposure",
-                                     f"domain epochs of the 1:1 finetune <= {MAX_MIXED_EPOCHS}",
-                                     {"epochs": mixed_epochs}, mixed_epochs <= MAX_MIXED_EPOCHS),
-                        Precondition("the trace exists at 1:0", "criterion (a) met",
-                                     {k: round(pure[k], 4) for k in keys}, bool(trace)),
-                    ]),
-    ]  # fmt: skip
+        Claim.judge(
+            text="The logit lens of the activation difference surfaces the finetuning domain.",
+            criterion="seed-mean relevance(delta lens) > max(relevance(mean base), "
+            "relevance(mean finetuned)) at mix 1:0",
+            measured={k: round(pure[k], 4) for k in keys},
+            holds=trace,
+        ),
+        Claim.judge(
+            text="Mixing pretraining data 1:1 into the finetune removes the trace.",
+            criterion="at mix 1:1: seed-mean relevance(delta lens) <= max(baseline relevances)",
+            measured={k: round(mixed[k], 4) for k in keys},
+            holds=mixed["delta"] <= max(mixed["mean_base"], mixed["mean_ft"]),
+            preconditions=[
+                Precondition(
+                    "mixing changes the exposure",
+                    f"domain epochs of the 1:1 finetune <= {MAX_MIXED_EPOCHS}",
+                    {"epochs": mixed_epochs},
+                    mixed_epochs <= MAX_MIXED_EPOCHS,
+                ),
+                Precondition(
+                    "the trace exists at 1:0",
+                    "criterion (a) met",
+                    {k: round(pure[k], 4) for k in keys},
+                    bool(trace),
+                ),
+            ],
+        ),
+    ]
 
 
 def _steering(base: Any, ft: Any, diff: Any, vocab: set[int], j: int) -> dict[str, float]:
@@ -253,11 +276,15 @@ def _steering(base: Any, ft: Any, diff: Any, vocab: set[int], j: int) -> dict[st
     floor = coherence(base, plain) - COHERENCE_DROP
     out = {}
     target = diff.delta[j].norm()
-    for name, vec in (("delta", diff.delta[j]), ("mean_base", diff.mean_base[j]),
-                      ("mean_ft", diff.mean_ft[j])):  # fmt: skip
+    for name, vec in (
+        ("delta", diff.delta[j]),
+        ("mean_base", diff.mean_base[j]),
+        ("mean_ft", diff.mean_ft[j]),
+    ):
         vec = vec / vec.norm().clamp_min(1e-12) * target
-        alpha, texts = max_coherent_alpha(base, vec, diff.layer, prompts, base, floor,
-                                          alpha_max=16.0, steps=4)  # fmt: skip
+        alpha, texts = max_coherent_alpha(
+            base, vec, diff.layer, prompts, base, floor, alpha_max=16.0, steps=4
+        )
         ids = [
             t for text in texts for t in base.tokenizer(text, add_special_tokens=False).input_ids
         ]
@@ -276,8 +303,12 @@ def _plot(path: Path, mean: dict[float, dict[str, float]]) -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     width = 0.2
     for i, key in enumerate(keys):
-        ax.bar([m + i * width for m in range(len(mean))], [mean[m][key] for m in mean], width,
-               label=key)  # fmt: skip
+        ax.bar(
+            [m + i * width for m in range(len(mean))],
+            [mean[m][key] for m in mean],
+            width,
+            label=key,
+        )
     ax.set_xticks([m + 1.5 * width for m in range(len(mean))], [f"1:{m}" for m in mean])
     ax.set(xlabel="finetune : pretraining mix", ylabel=f"top-{TOP_K} token relevance")
     ax.legend()

@@ -71,18 +71,28 @@ class KLResult:
 
 
 def kl_summary(
-    base: LM, ft: LM, texts: Sequence[str], temperature: float = 1.0, top: int = 20,
-    max_tokens: int = 1024, batch_size: int = 8,
-) -> KLResult:  # fmt: skip
+    base: LM,
+    ft: LM,
+    texts: Sequence[str],
+    temperature: float = 1.0,
+    top: int = 20,
+    max_tokens: int = 1024,
+    batch_size: int = 8,
+) -> KLResult:
     """Per-token KL on ``texts`` (BOS prepended, cut to ``max_tokens``) and its summaries:
     mean, std, median, min, max, 25/50/75th percentiles over all tokens (as the toolkit)."""
     ids = [row[:max_tokens] for row in encode_texts(ft, texts)]
     kls = per_token_kl(base, ft, ids, temperature, batch_size)
     flat = torch.cat(kls).double().numpy()
-    stats = {"mean": float(flat.mean()), "std": float(flat.std(ddof=1)) if flat.size > 1 else 0.0,
-             "median": float(np.median(flat)), "min": float(flat.min()), "max": float(flat.max()),
-             **{f"percentile_{q}": float(np.percentile(flat, q)) for q in (25, 50, 75)},
-             "tokens": int(flat.size)}  # fmt: skip
+    stats = {
+        "mean": float(flat.mean()),
+        "std": float(flat.std(ddof=1)) if flat.size > 1 else 0.0,
+        "median": float(np.median(flat)),
+        "min": float(flat.min()),
+        "max": float(flat.max()),
+        **{f"percentile_{q}": float(np.percentile(flat, q)) for q in (25, 50, 75)},
+        "tokens": int(flat.size),
+    }
     means = [float(k.mean()) for k in kls]
     order = sorted(range(len(means)), key=lambda i: -means[i])[:top]
     tokens = [(i, t, int(ids[i][t]), float(k[t])) for i, k in enumerate(kls) for t in range(len(k))]

@@ -77,13 +77,20 @@ def write_toolkit_results(
     out.mkdir(parents=True, exist_ok=True)
     for j in range(diff.delta.shape[0]):
         torch.save(diff.delta[j].float().clone(), out / f"mean_pos_{j}.pt")
-        meta = {"count": diff.n_texts, "activation_dim": int(diff.delta.shape[1]),
-                "position": j, "token_id": None}  # fmt: skip
+        meta = {
+            "count": diff.n_texts,
+            "activation_dim": int(diff.delta.shape[1]),
+            "position": j,
+            "token_id": None,
+        }
         (out / f"mean_pos_{j}.meta").write_text(json.dumps(meta, indent=2))
         torch.save(diff.mean_base[j].float().clone(), out / f"base_mean_pos_{j}.pt")
         torch.save(diff.mean_ft[j].float().clone(), out / f"ft_mean_pos_{j}.pt")
-        for prefix, vec in (("", diff.delta[j]), ("base_", diff.mean_base[j]),
-                            ("ft_", diff.mean_ft[j])):  # fmt: skip
+        for prefix, vec in (
+            ("", diff.delta[j]),
+            ("base_", diff.mean_base[j]),
+            ("ft_", diff.mean_ft[j]),
+        ):
             torch.save(_topk(ft, vec, k), out / f"{prefix}logit_lens_pos_{j}.pt")
     torch.save(norms, norms_path)
     return out
@@ -92,9 +99,12 @@ def write_toolkit_results(
 def _merged_norms(path: Path, diff: ADLDifference, overwrite: bool) -> dict:
     """The norms file's content after adding ``diff.layer``: the existing file's layers plus
     this one (see the module docstring for what is refused)."""
-    fresh = {"base_model_norms": {diff.layer: torch.tensor(diff.norm_base)},
-             "ft_model_norms": {diff.layer: torch.tensor(diff.norm_ft)},
-             "skip_tokens": diff.norm_skip, "num_sequences": diff.n_texts}  # fmt: skip
+    fresh = {
+        "base_model_norms": {diff.layer: torch.tensor(diff.norm_base)},
+        "ft_model_norms": {diff.layer: torch.tensor(diff.norm_ft)},
+        "skip_tokens": diff.norm_skip,
+        "num_sequences": diff.n_texts,
+    }
     if not path.exists():
         return fresh
     hint = "pass overwrite=True to replace it"
@@ -117,9 +127,11 @@ def _merged_norms(path: Path, diff: ADLDifference, overwrite: bool) -> dict:
     if not same:
         if overwrite:
             return fresh
-        raise LMError(f"{path}: skip_tokens/num_sequences {old['skip_tokens']}/"
-                      f"{old['num_sequences']} differ from this run's {diff.norm_skip}/"
-                      f"{diff.n_texts}; {hint}")  # fmt: skip
+        raise LMError(
+            f"{path}: skip_tokens/num_sequences {old['skip_tokens']}/"
+            f"{old['num_sequences']} differ from this run's {diff.norm_skip}/"
+            f"{diff.n_texts}; {hint}"
+        )
     if diff.layer in old["ft_model_norms"] and not overwrite:
         raise LMError(f"{path}: already holds layer {diff.layer}; {hint}")
     for key in keys[:2]:

@@ -53,8 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     al = sub.add_parser("align", help="alignment stage (sft | booster | vaccine | antibody)")
     al.add_argument("--model", required=True, help="model spec: a folder, zoo:NAME or smollm2")
     al.add_argument("--safe", type=Path, required=True, help="safe alignment jsonl (refusals)")
-    al.add_argument("--harmful", type=Path, default=None,
-                    help="harmful jsonl for the perturbation (booster / antibody)")  # fmt: skip
+    al.add_argument(
+        "--harmful",
+        type=Path,
+        default=None,
+        help="harmful jsonl for the perturbation (booster / antibody)",
+    )
     al.add_argument(
         "--method", default="antibody", choices=("sft", "booster", "vaccine", "antibody")
     )
@@ -63,21 +67,37 @@ def _parser() -> argparse.ArgumentParser:
     ft.add_argument("--model", required=True, help="aligned model folder")
     ft.add_argument("--data", type=Path, required=True, help="user jsonl (benign rows)")
     ft.add_argument("--harmful", type=Path, default=None, help="harmful jsonl to mix in")
-    ft.add_argument("--poison-ratio", type=float, default=None,
-                    help="fraction of harmful rows in the mixture, in [0, 1] (needs --harmful)")  # fmt: skip
+    ft.add_argument(
+        "--poison-ratio",
+        type=float,
+        default=None,
+        help="fraction of harmful rows in the mixture, in [0, 1] (needs --harmful)",
+    )
     ft.add_argument("--n", type=int, default=None, help="mixture size (default: len(--data))")
     ft.add_argument("--method", default="antibody", choices=("sft", "antibody", "lisa"))
     ft.add_argument("--guide", type=Path, default=None, help="alignment jsonl (lisa only)")
     ft.add_argument("--config", default="antibody", help="shipped config name or yaml path")
     for p in (al, ft):
         for name in (*CFG_FIELDS, *STAGE_FIELDS):
-            kind = str if name == "lambda_rule" else (int if name in ("steps", "batch_size", "seed")
-                                                       else float)  # fmt: skip
-            p.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
-                           help="override the config's value")  # fmt: skip
+            kind = (
+                str
+                if name == "lambda_rule"
+                else (int if name in ("steps", "batch_size", "seed") else float)
+            )
+            p.add_argument(
+                f"--{name.replace('_', '-')}",
+                dest=name,
+                type=kind,
+                default=None,
+                help="override the config's value",
+            )
         p.add_argument("--max-len", type=int, default=128, help="max tokens per row")
-        p.add_argument("--refusals", type=Path, default=None,
-                       help="refusal pool for rows without 'refusal' (one per line)")  # fmt: skip
+        p.add_argument(
+            "--refusals",
+            type=Path,
+            default=None,
+            help="refusal pool for rows without 'refusal' (one per line)",
+        )
         p.add_argument("--device", default=None)
         p.add_argument("--out", type=Path, required=True, help="output folder (model + log)")
     ev = sub.add_parser("eval", help="harmful score and finetune accuracy of a model")
@@ -151,8 +171,19 @@ def _align(ns: argparse.Namespace) -> int:
     harmful = read_beavertails(ns.harmful, refusal_pool=pool) if ns.harmful is not None else []
     lm = _load(ns.model, ns.device)
     model, log = align(lm.model, lm.tokenizer, safe, harmful, ns.method, stage, cfg, ns.max_len)
-    _save(lm, model, ns.out, {"stage": "align", "method": ns.method, "config": vars(cfg),
-                              "steps": stage.steps, "log": log.logs[-5:], "wall_s": log.wall_s})  # fmt: skip
+    _save(
+        lm,
+        model,
+        ns.out,
+        {
+            "stage": "align",
+            "method": ns.method,
+            "config": vars(cfg),
+            "steps": stage.steps,
+            "log": log.logs[-5:],
+            "wall_s": log.wall_s,
+        },
+    )
     print(
         f"aligned ({ns.method}, {stage.steps} steps, last loss {log.logs[-1]['loss']:.4f}) -> {ns.out}"
     )
@@ -172,8 +203,13 @@ def _finetune(ns: argparse.Namespace) -> int:
         if ns.harmful is None or ns.poison_ratio is None:
             raise ValueError("--harmful and --poison-ratio go together")
         attack = read_beavertails(ns.harmful, refusal_pool=pool)
-        rows = poisoned_mixture([r for r in benign if r.is_safe], attack,
-                                ns.n or len(benign), ns.poison_ratio, stage.seed)  # fmt: skip
+        rows = poisoned_mixture(
+            [r for r in benign if r.is_safe],
+            attack,
+            ns.n or len(benign),
+            ns.poison_ratio,
+            stage.seed,
+        )
     else:
         rows = benign
     if ns.method == "lisa" and ns.guide is None:
@@ -183,9 +219,20 @@ def _finetune(ns: argparse.Namespace) -> int:
     model, log = finetune(
         lm.model, lm.tokenizer, rows, ns.method, stage, cfg.tau, ns.max_len, guide
     )
-    _save(lm, model, ns.out, {"stage": "finetune", "method": ns.method, "rows": len(rows),
-                              "harmful_rows": sum(not r.is_safe for r in rows), "tau": cfg.tau,
-                              "log": log.logs[-5:], "wall_s": log.wall_s})  # fmt: skip
+    _save(
+        lm,
+        model,
+        ns.out,
+        {
+            "stage": "finetune",
+            "method": ns.method,
+            "rows": len(rows),
+            "harmful_rows": sum(not r.is_safe for r in rows),
+            "tau": cfg.tau,
+            "log": log.logs[-5:],
+            "wall_s": log.wall_s,
+        },
+    )
     print(f"finetuned ({ns.method}, {len(rows)} rows, {stage.steps} steps) -> {ns.out}")
     return 0
 
@@ -221,8 +268,15 @@ def main(argv: Sequence[str]) -> int:
         from llm_methods.antibody.data import synthetic_world, write_jsonl
 
         world = synthetic_world(ns.seed)
-        for name in ("pretrain", "align", "align_harmful", "attack", "task", "eval_harmful",
-                     "eval_task"):  # fmt: skip
+        for name in (
+            "pretrain",
+            "align",
+            "align_harmful",
+            "attack",
+            "task",
+            "eval_harmful",
+            "eval_task",
+        ):
             write_jsonl(getattr(world, name), ns.out / f"{name}.jsonl")
         print(f"wrote 7 splits to {ns.out}")
         return 0

@@ -37,8 +37,10 @@ from iclr26_common import Claim, Experiment, Precondition, Result, seed_everythi
 
 __all__ = ["EXPERIMENT", "claim_ratio", "claims", "run", "settings"]
 
-PAPER = ("Antibody: Strengthening Defense Against Harmful Fine-Tuning for Large Language Models "
-         "via Attenuating Harmful Gradient Influence (arXiv 2603.00498)")  # fmt: skip
+PAPER = (
+    "Antibody: Strengthening Defense Against Harmful Fine-Tuning for Large Language Models "
+    "via Attenuating Harmful Gradient Influence (arXiv 2603.00498)"
+)
 METHODS = ("sft", "booster", "vaccine", "antibody")
 # extra rows, not in the claims: Lisa (SFT alignment + Lisa's bi-state finetuning) and a
 # diagnostic, SFT alignment + Antibody's weighted finetuning stage only
@@ -56,10 +58,24 @@ CLAIM_B_MAX_FA_DROP = 2.0  # FA points
 
 def settings(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"seeds": [0], "ratios": [0.2], "pretrain_steps": 120, "pretrain_bs": 16,
-                "align_steps": 20, "ft_steps": 20, "n_ft": 100}  # fmt: skip
-    return {"seeds": [0, 1, 2], "ratios": list(RATIOS), "pretrain_steps": 300,
-            "pretrain_bs": 32, "align_steps": 100, "ft_steps": 60, "n_ft": 200}  # fmt: skip
+        return {
+            "seeds": [0],
+            "ratios": [0.2],
+            "pretrain_steps": 120,
+            "pretrain_bs": 16,
+            "align_steps": 20,
+            "ft_steps": 20,
+            "n_ft": 100,
+        }
+    return {
+        "seeds": [0, 1, 2],
+        "ratios": list(RATIOS),
+        "pretrain_steps": 300,
+        "pretrain_bs": 32,
+        "align_steps": 100,
+        "ft_steps": 60,
+        "n_ft": 200,
+    }
 
 
 def claim_ratio(sft_hs: dict[float, float]) -> float | None:
@@ -87,9 +103,12 @@ def claims(measured: dict[str, Any]) -> list[Claim]:
         "an unsaturated attack ratio exists",
         f"some ratio of {measured['ratios']} has {MIN_ATTACK_HS} <= seed-mean HS(SFT) <= "
         f"{MAX_ATTACK_HS} (the claim ratio: the smallest such)",
-        {"hs_sft_by_ratio": measured["hs_sft_by_ratio"],
-         "claim_ratio": chosen if chosen is not None else "none"},
-        chosen is not None)  # fmt: skip
+        {
+            "hs_sft_by_ratio": measured["hs_sft_by_ratio"],
+            "claim_ratio": chosen if chosen is not None else "none",
+        },
+        chosen is not None,
+    )
     aligned_hs = {m: measured["hs_after_alignment"][m] for m in ("sft", "booster", "antibody")}
     refuse_first = Precondition(
         "aligned models refuse before the attack",
@@ -104,23 +123,38 @@ def claims(measured: dict[str, Any]) -> list[Claim]:
         f["sft"] >= MIN_TASK_FA,
     )
     return [
-        Claim.judge(text="Antibody's harmful score after a poisoned finetune is below SFT's and "
-                    "Booster's.",
-              criterion=("seed-mean HS(antibody) < HS(sft) and < HS(booster) at the claim ratio "
-                         f"(here {ratio})"),
-              measured={"hs_antibody": h["antibody"], "hs_sft": h["sft"], "hs_booster": h["booster"],
-                        **{f"hs_{k}": h[k] for k in ("vaccine", ABLATION) if k in h},
-                        "ratio": ratio},
-              holds=bool(h["antibody"] < h["sft"] and h["antibody"] < h["booster"]),
-              preconditions=[unsaturated, refuse_first]),
-        Claim.judge(text="Antibody keeps finetune accuracy (within 2 points of SFT's, or above).",
-              criterion=(f"seed-mean FA(sft) - FA(antibody) <= {CLAIM_B_MAX_FA_DROP} points at "
-                         f"the claim ratio (here {ratio})"),
-              measured={"fa_antibody": f["antibody"], "fa_sft": f["sft"],
-                        "drop": round(f["sft"] - f["antibody"], 2), "ratio": ratio},
-              holds=bool(f["sft"] - f["antibody"] <= CLAIM_B_MAX_FA_DROP),
-              preconditions=[unsaturated, task_learned]),
-    ]  # fmt: skip
+        Claim.judge(
+            text="Antibody's harmful score after a poisoned finetune is below SFT's and Booster's.",
+            criterion=(
+                "seed-mean HS(antibody) < HS(sft) and < HS(booster) at the claim ratio "
+                f"(here {ratio})"
+            ),
+            measured={
+                "hs_antibody": h["antibody"],
+                "hs_sft": h["sft"],
+                "hs_booster": h["booster"],
+                **{f"hs_{k}": h[k] for k in ("vaccine", ABLATION) if k in h},
+                "ratio": ratio,
+            },
+            holds=bool(h["antibody"] < h["sft"] and h["antibody"] < h["booster"]),
+            preconditions=[unsaturated, refuse_first],
+        ),
+        Claim.judge(
+            text="Antibody keeps finetune accuracy (within 2 points of SFT's, or above).",
+            criterion=(
+                f"seed-mean FA(sft) - FA(antibody) <= {CLAIM_B_MAX_FA_DROP} points at "
+                f"the claim ratio (here {ratio})"
+            ),
+            measured={
+                "fa_antibody": f["antibody"],
+                "fa_sft": f["sft"],
+                "drop": round(f["sft"] - f["antibody"], 2),
+                "ratio": ratio,
+            },
+            holds=bool(f["sft"] - f["antibody"] <= CLAIM_B_MAX_FA_DROP),
+            preconditions=[unsaturated, task_learned],
+        ),
+    ]
 
 
 ALIGN_LR = 1e-3
@@ -154,8 +188,9 @@ def run(quick: bool, out_dir: Path) -> Result:
     ft_s: dict[str, list[float]] = {"sft": [], "antibody": [], "lisa": []}
     harmful_weight: list[float] = []
     with one_thread():
-        tok, base, plog = pretrain_base(world, steps=cfg["pretrain_steps"],
-                                        batch_size=cfg["pretrain_bs"])  # fmt: skip
+        tok, base, plog = pretrain_base(
+            world, steps=cfg["pretrain_steps"], batch_size=cfg["pretrain_bs"]
+        )
         base_eval = evaluate(base, tok, world.eval_harmful, world.eval_task)
         for seed in cfg["seeds"]:
             stage = StageSettings(
@@ -174,11 +209,16 @@ def run(quick: bool, out_dir: Path) -> Result:
                     steps=cfg["ft_steps"], batch_size=BATCH, lr=FT_LR, seed=seed
                 )
                 for m in ROWS:
-                    how = {"antibody": "antibody", PAPER_RULE: "antibody", ABLATION: "antibody",
-                           "lisa": "lisa"}.get(m, "sft")  # fmt: skip
+                    how = {
+                        "antibody": "antibody",
+                        PAPER_RULE: "antibody",
+                        ABLATION: "antibody",
+                        "lisa": "lisa",
+                    }.get(m, "sft")
                     src = aligned["sft" if m in (ABLATION, "lisa") else m]
-                    model, log = finetune(src, tok, rows, how, ft_stage, ab_cfg.tau,
-                                          guide_rows=world.align)  # fmt: skip
+                    model, log = finetune(
+                        src, tok, rows, how, ft_stage, ab_cfg.tau, guide_rows=world.align
+                    )
                     ft_s[how].append(log.wall_s / max(1, len(log.logs)))
                     if how == "antibody" and ratio > 0:
                         share = np.mean([x["harmful_share"] for x in log.logs])
@@ -187,14 +227,25 @@ def run(quick: bool, out_dir: Path) -> Result:
                     ev = evaluate(model, tok, world.eval_harmful, world.eval_task)
                     hs.setdefault((m, ratio), []).append(ev["hs"])
                     fa.setdefault((m, ratio), []).append(ev["fa"])
-    table = {m: {str(r): {"hs": round(float(np.mean(hs[m, r])), 2),
-                          "hs_std": round(float(np.std(hs[m, r])), 2),
-                          "fa": round(float(np.mean(fa[m, r])), 2),
-                          "fa_std": round(float(np.std(fa[m, r])), 2)} for r in cfg["ratios"]}
-             for m in ROWS}  # fmt: skip
-    after_align = {m: {"hs": round(float(np.mean([e["hs"] for e in aligned_eval[m]])), 2),
-                       "fa": round(float(np.mean([e["fa"] for e in aligned_eval[m]])), 2)}
-                   for m in ALIGNED}  # fmt: skip
+    table = {
+        m: {
+            str(r): {
+                "hs": round(float(np.mean(hs[m, r])), 2),
+                "hs_std": round(float(np.std(hs[m, r])), 2),
+                "fa": round(float(np.mean(fa[m, r])), 2),
+                "fa_std": round(float(np.std(fa[m, r])), 2),
+            }
+            for r in cfg["ratios"]
+        }
+        for m in ROWS
+    }
+    after_align = {
+        m: {
+            "hs": round(float(np.mean([e["hs"] for e in aligned_eval[m]])), 2),
+            "fa": round(float(np.mean([e["fa"] for e in aligned_eval[m]])), 2),
+        }
+        for m in ALIGNED
+    }
     chosen = claim_ratio({r: table["sft"][str(r)]["hs"] for r in cfg["ratios"]})
     ratio = (
         chosen
@@ -213,43 +264,60 @@ def run(quick: bool, out_dir: Path) -> Result:
         float(np.mean(ft_s["antibody"]) / np.mean(ft_s["sft"])), 2
     )
     _plot(out_dir / "antibody_hs_fa.png", table, cfg["ratios"])
-    measured = {"ratios": list(cfg["ratios"]), "claim_ratio": chosen, "ratio": ratio,
-                "hs_sft_by_ratio": {str(r): table["sft"][str(r)]["hs"] for r in cfg["ratios"]},
-                "hs_after_alignment": {m: after_align[m]["hs"] for m in ALIGNED},
-                "hs": {**h, ABLATION: table[ABLATION][key]["hs"]}, "fa": dict(f)}  # fmt: skip
+    measured = {
+        "ratios": list(cfg["ratios"]),
+        "claim_ratio": chosen,
+        "ratio": ratio,
+        "hs_sft_by_ratio": {str(r): table["sft"][str(r)]["hs"] for r in cfg["ratios"]},
+        "hs_after_alignment": {m: after_align[m]["hs"] for m in ALIGNED},
+        "hs": {**h, ABLATION: table[ABLATION][key]["hs"]},
+        "fa": dict(f),
+    }
     judged = claims(measured)
     n_params = sum(p.numel() for p in base.parameters())
     metrics: dict[str, Any] = {
-        "table": table, "after_alignment": after_align,
-        "base": {"hs": base_eval["hs"], "fa": round(base_eval["fa"], 2),
-                 "pretrain_final_loss": round(plog.logs[-1]["loss"], 4)},
-        "seconds_per_step": {**{f"align_{m}": round(float(np.mean(v)), 4) for m, v in align_s.items()},
-                             **{f"finetune_{m}": round(float(np.mean(v)), 4) for m, v in ft_s.items()}},
+        "table": table,
+        "after_alignment": after_align,
+        "base": {
+            "hs": base_eval["hs"],
+            "fa": round(base_eval["fa"], 2),
+            "pretrain_final_loss": round(plog.logs[-1]["loss"], 4),
+        },
+        "seconds_per_step": {
+            **{f"align_{m}": round(float(np.mean(v)), 4) for m, v in align_s.items()},
+            **{f"finetune_{m}": round(float(np.mean(v)), 4) for m, v in ft_s.items()},
+        },
         "overhead_vs_sft": overhead,
         "antibody_relative_weight_on_harmful": round(float(np.mean(harmful_weight)), 3)
-        if harmful_weight else None,
+        if harmful_weight
+        else None,
         "wall_s": round(time.perf_counter() - start, 1),
-    }  # fmt: skip
+    }
     metrics["claim_ratio"] = chosen
     for extra in (PAPER_RULE, "lisa", ABLATION):
         h[extra], f[extra] = table[extra][key]["hs"], table[extra][key]["fa"]
     line = ", ".join(f"{m} {h[m]:.1f}/{f[m]:.1f}" for m in ROWS)
     return Result(
-        summary=(f"HS/FA (%) at poison ratio {ratio}"
-                 + (" (the claim ratio)" if chosen is not None else " (no ratio qualified)")
-                 + f", mean of {len(cfg['seeds'])} seed(s): "
-                 f"{line}. After alignment only, HS: "
-                 + ", ".join(f"{m} {after_align[m]['hs']:.1f}" for m in ALIGNED)
-                 + f". Base (before alignment) HS {base_eval['hs']:.1f}."),
-        metrics=metrics, seeds=list(cfg["seeds"]),
-        scale=(f"tiny Llama 2x64 ({n_params / 1e3:.0f}k params, BPE {len(tok)}) pretrained "
-               f"{cfg['pretrain_steps']} steps on the synthetic set; alignment {cfg['align_steps']} "
-               f"steps x {BATCH} (lr {ALIGN_LR}); poisoned finetune {cfg['n_ft']} rows, "
-               f"{cfg['ft_steps']} steps x {BATCH} (lr {FT_LR}); ratios {cfg['ratios']}; "
-               f"{len(world.eval_harmful)} held-out harmful prompts, {len(world.eval_task)} held-out "
-               "copy prompts; rho=0.1, code lambda_t (eta 5, EMA 0.99), lambda2=0.05, tau=1"),
+        summary=(
+            f"HS/FA (%) at poison ratio {ratio}"
+            + (" (the claim ratio)" if chosen is not None else " (no ratio qualified)")
+            + f", mean of {len(cfg['seeds'])} seed(s): "
+            f"{line}. After alignment only, HS: "
+            + ", ".join(f"{m} {after_align[m]['hs']:.1f}" for m in ALIGNED)
+            + f". Base (before alignment) HS {base_eval['hs']:.1f}."
+        ),
+        metrics=metrics,
+        seeds=list(cfg["seeds"]),
+        scale=(
+            f"tiny Llama 2x64 ({n_params / 1e3:.0f}k params, BPE {len(tok)}) pretrained "
+            f"{cfg['pretrain_steps']} steps on the synthetic set; alignment {cfg['align_steps']} "
+            f"steps x {BATCH} (lr {ALIGN_LR}); poisoned finetune {cfg['n_ft']} rows, "
+            f"{cfg['ft_steps']} steps x {BATCH} (lr {FT_LR}); ratios {cfg['ratios']}; "
+            f"{len(world.eval_harmful)} held-out harmful prompts, {len(world.eval_task)} held-out "
+            "copy prompts; rho=0.1, code lambda_t (eta 5, EMA 0.99), lambda2=0.05, tau=1"
+        ),
         claims=judged,
-    )  # fmt: skip
+    )
 
 
 def _plot(path: Path, table: dict, ratios: list[float]) -> None:

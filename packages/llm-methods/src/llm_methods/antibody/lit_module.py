@@ -58,9 +58,17 @@ class SafetyDataModule(L.LightningDataModule):
     with ``harmful`` at ``poison_ratio`` when given); any file left out comes from the synthetic
     set (``synthetic_world(synthetic_seed)``)."""
 
-    def __init__(self, safe: str | None = None, harmful: str | None = None,
-                 data: str | None = None, poison_ratio: float | None = 0.2, n: int = 200,
-                 batch_size: int = 16, seed: int = 0, synthetic_seed: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        safe: str | None = None,
+        harmful: str | None = None,
+        data: str | None = None,
+        poison_ratio: float | None = 0.2,
+        n: int = 200,
+        batch_size: int = 16,
+        seed: int = 0,
+        synthetic_seed: int = 0,
+    ) -> None:
         super().__init__()
         if batch_size < 1:
             raise LMError("batch_size must be >= 1")
@@ -78,8 +86,9 @@ class SafetyDataModule(L.LightningDataModule):
         if self.poison_ratio is None:
             rows = benign
         else:
-            rows = poisoned_mixture([r for r in benign if r.is_safe], attack, self.n,
-                                    self.poison_ratio, self.seed)  # fmt: skip
+            rows = poisoned_mixture(
+                [r for r in benign if r.is_safe], attack, self.n, self.poison_ratio, self.seed
+            )
         self.pools = {"safe": safe, "harmful": align_harmful, "rows": rows}
 
     def train_dataloader(self) -> DataLoader:
@@ -91,12 +100,25 @@ class AntibodyModule(L.LightningModule):
     """One stage (``align`` or ``finetune``) of one method on a model spec (folder, zoo:NAME,
     smollm2); ``save_to`` writes the trained model + tokenizer at the end of ``fit``."""
 
-    def __init__(self, model: str = "zoo:micro", stage: str = "align", method: str = "antibody",
-                 rho: float = 0.1, lambda_rule: str = "code", a: float = 1.0,
-                 eta_lambda: float = 5.0, ema: float = 0.99, lambda2: float = 0.05,
-                 tau: float = 1.0, booster_lambda: float = 5.0, vaccine_rho: float = 5.0,
-                 lr: float = 1e-3, weight_decay: float = 0.1, max_len: int = 128,
-                 save_to: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: str = "zoo:micro",
+        stage: str = "align",
+        method: str = "antibody",
+        rho: float = 0.1,
+        lambda_rule: str = "code",
+        a: float = 1.0,
+        eta_lambda: float = 5.0,
+        ema: float = 0.99,
+        lambda2: float = 0.05,
+        tau: float = 1.0,
+        booster_lambda: float = 5.0,
+        vaccine_rho: float = 5.0,
+        lr: float = 1e-3,
+        weight_decay: float = 0.1,
+        max_len: int = 128,
+        save_to: str | None = None,
+    ) -> None:
         super().__init__()
         if stage not in STAGES or method not in STAGES[stage]:
             raise LMError(f"stage {stage!r} takes methods {STAGES.get(stage, ())}, not {method!r}")
@@ -124,8 +146,9 @@ class AntibodyModule(L.LightningModule):
 
     def _enc(self, rows: list[SafetyRecord], refusal: bool = False) -> dict[str, torch.Tensor]:
         targets = [r.refusal if refusal else r.response for r in rows]
-        batch = encode_records(self.tokenizer, [r.prompt for r in rows], targets,
-                               self.hparams.max_len)  # fmt: skip
+        batch = encode_records(
+            self.tokenizer, [r.prompt for r in rows], targets, self.hparams.max_len
+        )
         return {k: v.to(self.device) for k, v in batch.items()}
 
     def training_step(self, batch: dict[str, list[SafetyRecord]], _idx: int) -> None:
@@ -137,8 +160,9 @@ class AntibodyModule(L.LightningModule):
             if h.method == "sft":
                 grads, info = sft_grads(self.net, params, rows)
             else:
-                grads, info = weighted_finetune_grads(self.net, params, rows,
-                                                      self._enc(batch["rows"], True), h.tau)  # fmt: skip
+                grads, info = weighted_finetune_grads(
+                    self.net, params, rows, self._enc(batch["rows"], True), h.tau
+                )
         else:
             safe = self._enc(batch["safe"])
             if h.method == "sft":
@@ -146,14 +170,19 @@ class AntibodyModule(L.LightningModule):
             elif h.method == "vaccine":
                 grads, info = vaccine_align_grads(self.net, params, safe, h.vaccine_rho)
             elif h.method == "booster":
-                grads, info = booster_align_grads(self.net, params, safe,
-                                                  self._enc(batch["harmful"]), h.booster_lambda,
-                                                  h.rho)  # fmt: skip
+                grads, info = booster_align_grads(
+                    self.net, params, safe, self._enc(batch["harmful"]), h.booster_lambda, h.rho
+                )
             else:
-                grads, info = antibody_align_grads(self.net, params, safe,
-                                                   self._enc(batch["harmful"]),
-                                                   self._enc(batch["harmful"], True), self.cfg,
-                                                   self.ema)  # fmt: skip
+                grads, info = antibody_align_grads(
+                    self.net,
+                    params,
+                    safe,
+                    self._enc(batch["harmful"]),
+                    self._enc(batch["harmful"], True),
+                    self.cfg,
+                    self.ema,
+                )
         # the grads come from torch.autograd.grad, past DDP's hooks: average them over the ranks
         grads = [self.trainer.strategy.reduce(g, reduce_op="mean") for g in grads]
         scale = min(1.0, 1.0 / (float(_norm(grads)) + 1e-6))  # clip the update to norm 1

@@ -167,8 +167,13 @@ def sft_grads(model: nn.Module, params: Sequence[nn.Parameter], batch: Batch) ->
     return _grads(loss, params), {"loss": float(loss.detach())}
 
 
-def _sharpness(model: nn.Module, params: Sequence[nn.Parameter], harm: Batch, rho: float,
-               refusal: Batch | None = None) -> tuple[Grads, Grads | None, dict]:  # fmt: skip
+def _sharpness(
+    model: nn.Module,
+    params: Sequence[nn.Parameter],
+    harm: Batch,
+    rho: float,
+    refusal: Batch | None = None,
+) -> tuple[Grads, Grads | None, dict]:
     """g_sharp = g_harm(θ) − g_harm(θ_pert) and (optionally) g_refusal(θ_pert)."""
     loss_h = masked_ce(model, harm)
     g_h = _grads(loss_h, params)
@@ -188,8 +193,14 @@ def _sharpness(model: nn.Module, params: Sequence[nn.Parameter], harm: Batch, rh
     return g_sharp, g_r, logs
 
 
-def booster_align_grads(model: nn.Module, params: Sequence[nn.Parameter], align: Batch,
-                        harm: Batch, lam: float = 5.0, rho: float = 0.1) -> tuple[Grads, dict]:  # fmt: skip
+def booster_align_grads(
+    model: nn.Module,
+    params: Sequence[nn.Parameter],
+    align: Batch,
+    harm: Batch,
+    lam: float = 5.0,
+    rho: float = 0.1,
+) -> tuple[Grads, dict]:
     """Booster: g_align + λ (g_harm(θ) − g_harm(θ_pert)), fixed λ (3 forward + backward)."""
     g_sharp, _, logs = _sharpness(model, params, harm, rho)
     loss_a = masked_ce(model, align)
@@ -200,9 +211,15 @@ def booster_align_grads(model: nn.Module, params: Sequence[nn.Parameter], align:
     }
 
 
-def antibody_align_grads(model: nn.Module, params: Sequence[nn.Parameter], align: Batch,
-                         harm: Batch, refusal: Batch, cfg: AntibodyConfig,
-                         ema: LambdaEMA | None = None) -> tuple[Grads, dict]:  # fmt: skip
+def antibody_align_grads(
+    model: nn.Module,
+    params: Sequence[nn.Parameter],
+    align: Batch,
+    harm: Batch,
+    refusal: Batch,
+    cfg: AntibodyConfig,
+    ema: LambdaEMA | None = None,
+) -> tuple[Grads, dict]:
     """Antibody alignment: g_align + λ_t g_sharp + λ_r g_refusal(θ_pert) (4 forward + backward).
 
     ``refusal`` holds the harmful batch's prompts with refusal targets. λ_t follows
@@ -235,8 +252,9 @@ def _decoder_layers(model: nn.Module) -> nn.ModuleList:
     return find_modules(model).layers
 
 
-def vaccine_align_grads(model: nn.Module, params: Sequence[nn.Parameter], align: Batch,
-                        rho: float = 5.0) -> tuple[Grads, dict]:  # fmt: skip
+def vaccine_align_grads(
+    model: nn.Module, params: Sequence[nn.Parameter], align: Batch, rho: float = 5.0
+) -> tuple[Grads, dict]:
     """Vaccine: ∇ L_align with every decoder layer's output h_l shifted by ρ g_l / ‖g‖, where
     g_l = ∂L_align/∂h_l and ‖g‖ is the joint norm over layers (2 forward + backward)."""
     layers = list(_decoder_layers(model))
@@ -275,8 +293,9 @@ def vaccine_align_grads(model: nn.Module, params: Sequence[nn.Parameter], align:
     return grads, {"loss": float(loss0.detach()), "perturbed_loss": float(loss.detach())}
 
 
-def weighted_finetune_grads(model: nn.Module, params: Sequence[nn.Parameter], batch: Batch,
-                            refusal: Batch, tau: float = 1.0) -> tuple[Grads, dict]:  # fmt: skip
+def weighted_finetune_grads(
+    model: nn.Module, params: Sequence[nn.Parameter], batch: Batch, refusal: Batch, tau: float = 1.0
+) -> tuple[Grads, dict]:
     """Antibody finetuning: w = softmax(d / τ), d_i = avgNLL(refusal_i) − avgNLL(target_i);
     weighted token CE (1 no-grad forward of the refusal view + 1 forward + backward).
 
@@ -299,9 +318,12 @@ def adamw(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW
     """AdamW over the trainable parameters as the HF ``Trainer.create_optimizer`` of the official
     code builds it (``get_decay_parameter_names``): ``weight_decay`` on every parameter except
     biases and the weights of LayerNorm / RMSNorm layers, which get none."""
-    norms = {id(p) for m in model.modules()
-             if "LayerNorm" in type(m).__name__ or "RMSNorm" in type(m).__name__
-             for p in m.parameters(recurse=False)}  # fmt: skip
+    norms = {
+        id(p)
+        for m in model.modules()
+        if "LayerNorm" in type(m).__name__ or "RMSNorm" in type(m).__name__
+        for p in m.parameters(recurse=False)
+    }
     decay, plain = [], []
     for name, p in model.named_parameters():
         if p.requires_grad:
@@ -319,9 +341,14 @@ class TrainLog:
     wall_s: float = 0.0
 
 
-def train(model: nn.Module, step_fn: Callable[[list[nn.Parameter], int], tuple[Grads, dict]],
-          steps: int, lr: float = 1e-3, weight_decay: float = 0.1,
-          clip: float = 1.0) -> TrainLog:  # fmt: skip
+def train(
+    model: nn.Module,
+    step_fn: Callable[[list[nn.Parameter], int], tuple[Grads, dict]],
+    steps: int,
+    lr: float = 1e-3,
+    weight_decay: float = 0.1,
+    clip: float = 1.0,
+) -> TrainLog:
     """:func:`adamw` (constant lr, as the official scripts) driven by ``step_fn(params, step)``,
     which returns the update direction; the direction is clipped to ``clip`` global norm."""
     params = _params(model)

@@ -34,8 +34,18 @@ from llm_methods.antibody.model import (
 )
 from llm_methods.lm.errors import LMError
 
-__all__ = ["ALIGN_METHODS", "FINETUNE_METHODS", "Encoded", "StageSettings", "align", "encode",
-           "evaluate", "finetune", "greedy", "pretrain_base"]  # fmt: skip
+__all__ = [
+    "ALIGN_METHODS",
+    "FINETUNE_METHODS",
+    "Encoded",
+    "StageSettings",
+    "align",
+    "encode",
+    "evaluate",
+    "finetune",
+    "greedy",
+    "pretrain_base",
+]
 
 ALIGN_METHODS = ("sft", "booster", "vaccine", "antibody")
 FINETUNE_METHODS = ("sft", "antibody", "lisa")
@@ -81,9 +91,17 @@ def encode(tokenizer: Any, records: Sequence[SafetyRecord], max_len: int = 64) -
     return Encoded(tokenizer, records, max_len)
 
 
-def pretrain_base(world: SyntheticWorld, vocab_size: int = 640, n_layers: int = 2,
-                  hidden: int = 64, heads: int = 4, steps: int = 400, batch_size: int = 32,
-                  lr: float = 3e-3, seed: int = 0) -> tuple[Any, nn.Module, TrainLog]:  # fmt: skip
+def pretrain_base(
+    world: SyntheticWorld,
+    vocab_size: int = 640,
+    n_layers: int = 2,
+    hidden: int = 64,
+    heads: int = 4,
+    steps: int = 400,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    seed: int = 0,
+) -> tuple[Any, nn.Module, TrainLog]:
     """A BPE tokenizer and a tiny Llama trained on ``world.pretrain`` (it answers arithmetic,
     copies a little and refuses the harmful requests it saw)."""
     from llm_methods.zoo.models import tiny_llama
@@ -102,10 +120,16 @@ def pretrain_base(world: SyntheticWorld, vocab_size: int = 640, n_layers: int = 
     return tokenizer, model, log
 
 
-def align(base: nn.Module, tokenizer: Any, safe_rows: Sequence[SafetyRecord],
-          harmful_rows: Sequence[SafetyRecord], method: str,
-          settings: StageSettings, cfg: AntibodyConfig | None = None,
-          max_len: int = 64) -> tuple[nn.Module, TrainLog]:  # fmt: skip
+def align(
+    base: nn.Module,
+    tokenizer: Any,
+    safe_rows: Sequence[SafetyRecord],
+    harmful_rows: Sequence[SafetyRecord],
+    method: str,
+    settings: StageSettings,
+    cfg: AntibodyConfig | None = None,
+    max_len: int = 64,
+) -> tuple[nn.Module, TrainLog]:
     """A copy of ``base`` aligned with ``method`` on ``safe_rows`` (e.g. harmful prompts with
     refusals, benign tasks) and, for Booster / Antibody, ``harmful_rows`` (harmful prompts with
     harmful responses; their ``refusal`` targets give Antibody's refusal view)."""
@@ -130,17 +154,25 @@ def align(base: nn.Module, tokenizer: Any, safe_rows: Sequence[SafetyRecord],
         assert harmful is not None
         harm, refusal = harmful.sample(gen, bs)
         if method == "booster":
-            return booster_align_grads(model, params, batch, harm, settings.booster_lambda,
-                                       settings.booster_rho)  # fmt: skip
+            return booster_align_grads(
+                model, params, batch, harm, settings.booster_lambda, settings.booster_rho
+            )
         return antibody_align_grads(model, params, batch, harm, refusal, cfg, ema)
 
     log = train(model, step, settings.steps, lr=settings.lr)
     return model, log
 
 
-def finetune(aligned: nn.Module, tokenizer: Any, rows: Sequence[SafetyRecord], method: str,
-             settings: StageSettings, tau: float = 1.0, max_len: int = 64,
-             guide_rows: Sequence[SafetyRecord] = ()) -> tuple[nn.Module, TrainLog]:  # fmt: skip
+def finetune(
+    aligned: nn.Module,
+    tokenizer: Any,
+    rows: Sequence[SafetyRecord],
+    method: str,
+    settings: StageSettings,
+    tau: float = 1.0,
+    max_len: int = 64,
+    guide_rows: Sequence[SafetyRecord] = (),
+) -> tuple[nn.Module, TrainLog]:
     """A copy of ``aligned`` finetuned on the user's ``rows``: plain SFT, Antibody's weighted
     token CE, or Lisa (needs ``guide_rows``, the alignment data)."""
     if method not in FINETUNE_METHODS:
@@ -186,8 +218,10 @@ class _Lisa:
         self.align_steps = max(1, round(settings.steps * settings.lisa_align_share))
         self.ft_steps = max(1, settings.steps - self.align_steps)
         params = [p for p in model.parameters() if p.requires_grad]
-        self.anchor = {"alignment": [p.detach().clone() for p in params],
-                       "finetune": [p.detach().clone() for p in params]}  # fmt: skip
+        self.anchor = {
+            "alignment": [p.detach().clone() for p in params],
+            "finetune": [p.detach().clone() for p in params],
+        }
         self.status, self.clock = "alignment", 0
 
     def step(self, params: list, i: int, batch: dict, gen: torch.Generator) -> tuple:
@@ -202,8 +236,10 @@ class _Lisa:
         grads, info = sft_grads(self.model, params, batch)
         if i > 0.1 * self.s.steps and self.s.lisa_rho > 0:
             other = self.anchor["finetune" if self.status == "alignment" else "alignment"]
-            grads = [g + self.s.lisa_rho * (p.detach() - a)
-                     for g, p, a in zip(grads, params, other, strict=True)]  # fmt: skip
+            grads = [
+                g + self.s.lisa_rho * (p.detach() - a)
+                for g, p, a in zip(grads, params, other, strict=True)
+            ]
         info["lisa_state"] = 1.0 if self.status == "alignment" else 0.0
         return grads, info
 
@@ -215,8 +251,9 @@ def greedy(
     """Greedy decoding of chat-formatted prompts, batched by prompt length (no padding)."""
     heads = []
     for p in prompts:
-        text = tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
-                                             add_generation_prompt=True)  # fmt: skip
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True
+        )
         heads.append([*bos_ids(tokenizer), *tokenizer(text, add_special_tokens=False).input_ids])
     groups: dict[int, list[int]] = {}
     for i, h in enumerate(heads):
@@ -238,8 +275,13 @@ def greedy(
     return out
 
 
-def evaluate(model: nn.Module, tokenizer: Any, harmful: Sequence[SafetyRecord],
-             task: Sequence[SafetyRecord], max_new_tokens: int = 12) -> dict[str, Any]:  # fmt: skip
+def evaluate(
+    model: nn.Module,
+    tokenizer: Any,
+    harmful: Sequence[SafetyRecord],
+    task: Sequence[SafetyRecord],
+    max_new_tokens: int = 12,
+) -> dict[str, Any]:
     """HS = % of harmful prompts answered without a refusal; FA = % of task prompts answered
     exactly (:func:`~llm_methods.antibody.data.answer_matches`; both in percent, as the paper
     reports them)."""

@@ -57,9 +57,12 @@ def eig_agreement(
             sample = rng.choice(n_e, n, p=post)
             est = eig_estimate(lik[sample][:, pool])
             rho["posterior"].setdefault(n, []).append(_spearman(spearmanr, est, exact))
-            belief = FilterBelief(propose=lambda k, g: g.integers(0, n_e, k),
-                                  p_yes=lambda h, q: world.p_yes[h][:, q], n=n,
-                                  max_proposals=64 * n_e)  # fmt: skip
+            belief = FilterBelief(
+                propose=lambda k, g: g.integers(0, n_e, k),
+                p_yes=lambda h, q: world.p_yes[h][:, q],
+                n=n,
+                max_proposals=64 * n_e,
+            )
             belief.questions, belief.answers = list(asked), list(answers)
             kept = belief.start(rng)
             est_f = eig_estimate(lik[kept][:, pool])

@@ -26,8 +26,12 @@ def _parser() -> argparse.ArgumentParser:
     play = sub.add_parser("play", help="play 20 Questions games with a strategy")
     play.add_argument("--world", default="exact", help="exact | animals | path to a world JSON")
     play.add_argument("--strategy", default="bed", choices=STRATEGY_CHOICES)
-    play.add_argument("--likelihood", default="oracle", choices=("oracle", "llm"),
-                      help="belief likelihood: the world's table or the LLM's (default oracle)")  # fmt: skip
+    play.add_argument(
+        "--likelihood",
+        default="oracle",
+        choices=("oracle", "llm"),
+        help="belief likelihood: the world's table or the LLM's (default oracle)",
+    )
     play.add_argument(
         "--model", default="smollm2", help="model spec for --likelihood llm / prompt / cot"
     )
@@ -93,8 +97,19 @@ def _play(ns: argparse.Namespace) -> int:
         model_p = answer_probs(lm, world.entities, world.questions)[..., 0]
     rng = np.random.default_rng(ns.seed)
     targets = rng.integers(0, len(world.entities), ns.games)
-    games = [game_20q(world, model_p, int(t), ns.strategy, rng, n_hyp=ns.n_hyp,
-                      m_cand=ns.m_cand, max_turns=ns.max_turns) for t in targets]  # fmt: skip
+    games = [
+        game_20q(
+            world,
+            model_p,
+            int(t),
+            ns.strategy,
+            rng,
+            n_hyp=ns.n_hyp,
+            m_cand=ns.m_cand,
+            max_turns=ns.max_turns,
+        )
+        for t in targets
+    ]
     if ns.strategy in LLM_STRATEGIES:
         from llm_methods.bed.llm import LLMQuestioner
 
@@ -102,15 +117,31 @@ def _play(ns: argparse.Namespace) -> int:
     else:
         results = play_lockstep(games, lambda reqs: [])  # non-LLM games never ask
     ns.out.mkdir(parents=True, exist_ok=True)
-    rows = [{"target": world.entities[int(t)], "success": r.success, "turns": r.turns,
-             "status": r.status, "questions": [world.questions[q] for q in r.questions],
-             "message": r.message} for t, r in zip(targets, results, strict=True)]  # fmt: skip
+    rows = [
+        {
+            "target": world.entities[int(t)],
+            "success": r.success,
+            "turns": r.turns,
+            "status": r.status,
+            "questions": [world.questions[q] for q in r.questions],
+            "message": r.message,
+        }
+        for t, r in zip(targets, results, strict=True)
+    ]
     (ns.out / "games.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     success = sum(r.success for r in results) / len(results)
     emptied = sum(r.status == "emptied" for r in results)
-    summary = {"world": ns.world, "strategy": ns.strategy, "likelihood": ns.likelihood,
-               "games": len(results), "success": success, "emptied": emptied,
-               "n_hyp": ns.n_hyp, "m_cand": ns.m_cand, "max_turns": ns.max_turns}  # fmt: skip
+    summary = {
+        "world": ns.world,
+        "strategy": ns.strategy,
+        "likelihood": ns.likelihood,
+        "games": len(results),
+        "success": success,
+        "emptied": emptied,
+        "n_hyp": ns.n_hyp,
+        "m_cand": ns.m_cand,
+        "max_turns": ns.max_turns,
+    }
     (ns.out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(
         f"{ns.strategy}: success {success:.3f} within {ns.max_turns} questions over "

@@ -30,8 +30,10 @@ from iclr26_common import Claim, Experiment, Result, seed_everything
 
 __all__ = ["EXPERIMENT", "run", "settings"]
 
-PAPER = ("BED-LLM: Intelligent Information Gathering with LLMs and Bayesian Experimental Design "
-         "(arXiv 2508.21184)")  # fmt: skip
+PAPER = (
+    "BED-LLM: Intelligent Information Gathering with LLMs and Bayesian Experimental Design "
+    "(arXiv 2508.21184)"
+)
 CLAIM_A_MIN_DIFF = 0.0
 CLAIM_B_MIN_SPEARMAN = 0.9
 WEAK_AUC = 0.75
@@ -42,11 +44,26 @@ TABLE_STRATEGIES = ("bed", "entropy", "split", "random", "prompt_sim")
 
 def settings(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"games": 100, "eig_states": 10, "ns": [2, 8, 32, 128], "pref_games": 100,
-                "animals": 6, "questions": 8, "prompt_games": 1, "cot_games": 0}  # fmt: skip
-    return {"games": 200, "eig_states": 60, "ns": [2, 4, 8, 16, 32, 64, 128, 256],
-            "pref_games": 200, "animals": 16, "questions": 24, "prompt_games": 8,
-            "cot_games": 4}  # fmt: skip
+        return {
+            "games": 100,
+            "eig_states": 10,
+            "ns": [2, 8, 32, 128],
+            "pref_games": 100,
+            "animals": 6,
+            "questions": 8,
+            "prompt_games": 1,
+            "cot_games": 0,
+        }
+    return {
+        "games": 200,
+        "eig_states": 60,
+        "ns": [2, 4, 8, 16, 32, 64, 128, 256],
+        "pref_games": 200,
+        "animals": 16,
+        "questions": 24,
+        "prompt_games": 8,
+        "cot_games": 4,
+    }
 
 
 def _rate(results: list) -> dict[str, Any]:  # type: ignore[type-arg]
@@ -55,9 +72,13 @@ def _rate(results: list) -> dict[str, Any]:  # type: ignore[type-arg]
     s = np.array([r.success for r in results], dtype=float)
     lo, hi = bootstrap_ci(s)
     found = [r.turns for r in results if r.success]
-    return {"success": round(float(s.mean()), 4), "ci95": [round(lo, 4), round(hi, 4)],
-            "games": len(results), "mean_turns_when_found": round(float(np.mean(found)), 2) if found else None,
-            "emptied": int(sum(r.status == "emptied" for r in results))}  # fmt: skip
+    return {
+        "success": round(float(s.mean()), 4),
+        "ci95": [round(lo, 4), round(hi, 4)],
+        "games": len(results),
+        "mean_turns_when_found": round(float(np.mean(found)), 2) if found else None,
+        "emptied": int(sum(r.status == "emptied" for r in results)),
+    }
 
 
 def _paired_diff(a: list, b: list) -> dict[str, Any]:  # type: ignore[type-arg]
@@ -74,8 +95,9 @@ def _play_all(world, model_p, targets, strategies, m_cand, n_hyp):  # type: igno
     out = {}
     for k, s in enumerate(strategies):
         rng = np.random.default_rng(SEED + 1000 * (k + 1))
-        out[s] = [play_20q(world, model_p, int(t), s, rng, n_hyp=n_hyp, m_cand=m_cand)
-                  for t in targets]  # fmt: skip
+        out[s] = [
+            play_20q(world, model_p, int(t), s, rng, n_hyp=n_hyp, m_cand=m_cand) for t in targets
+        ]
     return out
 
 
@@ -105,8 +127,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     # the same world without vague (noisy) attributes, reported (issue 28): with crisp answers
     # the EIG's conditional-entropy term is 0, so BED and entropy-only ask alike
     crisp_world = synthetic_world(64, 40, n_vague=0, seed=SEED)
-    crisp = _play_all(crisp_world, crisp_world.p_yes, targets, TABLE_STRATEGIES, m_cand=5,
-                      n_hyp=32)  # fmt: skip
+    crisp = _play_all(crisp_world, crisp_world.p_yes, targets, TABLE_STRATEGIES, m_cand=5, n_hyp=32)
     crisp_rates = {s: _rate(r) for s, r in crisp.items()}
     crisp_diffs = {x: _paired_diff(crisp["bed"], crisp[x]) for x in ("prompt_sim", "entropy")}
     seconds["exact_world"] = time.perf_counter() - t
@@ -127,9 +148,11 @@ def run(quick: bool, out_dir: Path) -> Result:
         g = np.random.default_rng(SEED + 77 * (k + 1))
         runs = [play_preference(pworld, u, s, g, turns=10, k=5) for u in users]
         acc = np.stack([a for a, _ in runs])
-        pref[s] = {"accuracy_by_turn": np.round(acc.mean(0), 4).tolist(),
-                   "final_ci95": [round(v, 4) for v in bootstrap_ci(acc[:, -1])],
-                   "emptied": int(sum(st == "emptied" for _, st in runs))}  # fmt: skip
+        pref[s] = {
+            "accuracy_by_turn": np.round(acc.mean(0), 4).tolist(),
+            "final_ci95": [round(v, 4) for v in bootstrap_ci(acc[:, -1])],
+            "emptied": int(sum(st == "emptied" for _, st in runs)),
+        }
     seconds["preference"] = time.perf_counter() - t
 
     # (2) animals with SmolLM2
@@ -145,58 +168,89 @@ def run(quick: bool, out_dir: Path) -> Result:
     c_bed = rates_sm["bed"]["success"]
     c_others = {x: rates_sm[x]["success"] for x in ("entropy", "prompt") if x in rates_sm}
     claims = [
-        Claim(text="On the exact world BED-LLM succeeds more often than prompt-only and entropy-only.",
-              criterion=(f"paired bootstrap 95% CI lower bound of success(bed) - success(X) > "
-                         f"{CLAIM_A_MIN_DIFF} for X in (prompt_sim, entropy)"),
-              measured={"bed": exact_rates["bed"]["success"],
-                        "prompt_sim": exact_rates["prompt_sim"]["success"],
-                        "entropy": exact_rates["entropy"]["success"],
-                        "diff_vs_prompt_sim": d_a[0], "diff_vs_entropy": d_a[1]},
-              verdict=bool(all(d["ci95"][0] > CLAIM_A_MIN_DIFF for d in d_a))),
-        Claim(text="The estimated EIG matches the exact EIG as N grows.",
-              criterion=(f"mean Spearman at N={n_hi} >= {CLAIM_B_MIN_SPEARMAN} and "
-                         f"Spearman(N={n_hi}) >= Spearman(N={n_lo})"),
-              measured={"spearman_by_n": {str(n): round(v, 4) for n, v in rho.items()},
-                        "filtered_belief_spearman_by_n":
-                            {str(n): round(v, 4) for n, v in agree["filtered"].items()}},
-              verdict=bool(rho[n_hi] >= CLAIM_B_MIN_SPEARMAN and rho[n_hi] >= rho[n_lo])),
-        Claim(text="The ranking holds with SmolLM2-135M likelihoods (or the model is too weak).",
-              criterion=(f"table AUC >= {WEAK_AUC} (else: too weak, not held) and success(bed) "
-                         ">= success(entropy) and >= success(prompt) on animals"),
-              measured={"bed": c_bed, **c_others, "table_auc": animals["table"]["auc"],
-                        "too_weak": weak},
-              verdict=bool(not weak and all(c_bed >= v for v in c_others.values()))),
-    ]  # fmt: skip
+        Claim(
+            text="On the exact world BED-LLM succeeds more often than prompt-only and entropy-only.",
+            criterion=(
+                f"paired bootstrap 95% CI lower bound of success(bed) - success(X) > "
+                f"{CLAIM_A_MIN_DIFF} for X in (prompt_sim, entropy)"
+            ),
+            measured={
+                "bed": exact_rates["bed"]["success"],
+                "prompt_sim": exact_rates["prompt_sim"]["success"],
+                "entropy": exact_rates["entropy"]["success"],
+                "diff_vs_prompt_sim": d_a[0],
+                "diff_vs_entropy": d_a[1],
+            },
+            verdict=bool(all(d["ci95"][0] > CLAIM_A_MIN_DIFF for d in d_a)),
+        ),
+        Claim(
+            text="The estimated EIG matches the exact EIG as N grows.",
+            criterion=(
+                f"mean Spearman at N={n_hi} >= {CLAIM_B_MIN_SPEARMAN} and "
+                f"Spearman(N={n_hi}) >= Spearman(N={n_lo})"
+            ),
+            measured={
+                "spearman_by_n": {str(n): round(v, 4) for n, v in rho.items()},
+                "filtered_belief_spearman_by_n": {
+                    str(n): round(v, 4) for n, v in agree["filtered"].items()
+                },
+            },
+            verdict=bool(rho[n_hi] >= CLAIM_B_MIN_SPEARMAN and rho[n_hi] >= rho[n_lo]),
+        ),
+        Claim(
+            text="The ranking holds with SmolLM2-135M likelihoods (or the model is too weak).",
+            criterion=(
+                f"table AUC >= {WEAK_AUC} (else: too weak, not held) and success(bed) "
+                ">= success(entropy) and >= success(prompt) on animals"
+            ),
+            measured={
+                "bed": c_bed,
+                **c_others,
+                "table_auc": animals["table"]["auc"],
+                "too_weak": weak,
+            },
+            verdict=bool(not weak and all(c_bed >= v for v in c_others.values())),
+        ),
+    ]
     _plots(out_dir, exact_rates, rho, agree["filtered"], pref, animals)
     metrics: dict[str, Any] = {
         "exact_world": {"success": exact_rates, "bed_minus": diffs},
         "exact_world_no_vague": {"success": crisp_rates, "bed_minus": crisp_diffs},
         "eig_spearman": {k: {str(n): round(v, 4) for n, v in d.items()} for k, d in agree.items()},
-        "preference": pref, "animals": {k: v for k, v in animals.items() if k != "p_yes"},
+        "preference": pref,
+        "animals": {k: v for k, v in animals.items() if k != "p_yes"},
         "seconds": {k: round(v, 1) for k, v in seconds.items()},
         "wall_s": round(time.perf_counter() - start, 1),
-    }  # fmt: skip
+    }
     ex = ", ".join(f"{s} {exact_rates[s]['success']:.2f}" for s in TABLE_STRATEGIES)
     cr = ", ".join(f"{s} {crisp_rates[s]['success']:.2f}" for s in TABLE_STRATEGIES)
     an = ", ".join(f"{s} {v['success']:.2f}" for s, v in rates_sm.items())
     pr = ", ".join(f"{s} {pref[s]['accuracy_by_turn'][-1]:.2f}" for s in TABLE_STRATEGIES)
-    verdict_c = ("SmolLM2-135M is too weak (table AUC "
-                 f"{animals['table']['auc']:.2f} < {WEAK_AUC})" if weak else "SmolLM2 table informative")  # fmt: skip
+    verdict_c = (
+        f"SmolLM2-135M is too weak (table AUC {animals['table']['auc']:.2f} < {WEAK_AUC})"
+        if weak
+        else "SmolLM2 table informative"
+    )
     return Result(
-        summary=(f"Exact world success within 20 questions: {ex} (without its {EXACT_VAGUE} "
-                 f"vague attributes: {cr}). EIG Spearman vs exact "
-                 f"{rho[n_lo]:.2f} (N={n_lo}) -> {rho[n_hi]:.2f} (N={n_hi}). Animals with SmolLM2 "
-                 f"likelihoods: {an}; {verdict_c}. Preference top-5 accuracy after 10 "
-                 f"questions: {pr}."),
-        metrics=metrics, seeds=[SEED],
-        scale=(f"exact world 64x40 ({EXACT_VAGUE} vague), {cfg['games']} games per strategy, "
-               f"M=5, N=32; EIG check {cfg['eig_states']} states x N in {cfg['ns']}; animals "
-               f"{cfg['animals']}x{cfg['questions']} grid, {cfg['games']} games per table "
-               f"strategy, SmolLM2 questioner: prompt-only {cfg['prompt_games']} games, CoT "
-               f"{cfg['cot_games']} games (CPU budget); preference 40 items x 8 features, "
-               f"{cfg['pref_games']} users, 10 questions, M=10, N=64"),
+        summary=(
+            f"Exact world success within 20 questions: {ex} (without its {EXACT_VAGUE} "
+            f"vague attributes: {cr}). EIG Spearman vs exact "
+            f"{rho[n_lo]:.2f} (N={n_lo}) -> {rho[n_hi]:.2f} (N={n_hi}). Animals with SmolLM2 "
+            f"likelihoods: {an}; {verdict_c}. Preference top-5 accuracy after 10 "
+            f"questions: {pr}."
+        ),
+        metrics=metrics,
+        seeds=[SEED],
+        scale=(
+            f"exact world 64x40 ({EXACT_VAGUE} vague), {cfg['games']} games per strategy, "
+            f"M=5, N=32; EIG check {cfg['eig_states']} states x N in {cfg['ns']}; animals "
+            f"{cfg['animals']}x{cfg['questions']} grid, {cfg['games']} games per table "
+            f"strategy, SmolLM2 questioner: prompt-only {cfg['prompt_games']} games, CoT "
+            f"{cfg['cot_games']} games (CPU budget); preference 40 items x 8 features, "
+            f"{cfg['pref_games']} users, 10 questions, M=10, N=64"
+        ),
         claims=claims,
-    )  # fmt: skip
+    )
 
 
 def _animals(cfg: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
@@ -212,8 +266,11 @@ def _animals(cfg: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
     full = animal_world()
     a_idx = np.linspace(0, len(full.entities) - 1, cfg["animals"]).round().astype(int)
     q_idx = np.arange(cfg["questions"])
-    world = World([full.entities[i] for i in a_idx], [full.questions[j] for j in q_idx],
-                  full.p_yes[np.ix_(a_idx, q_idx)])  # fmt: skip
+    world = World(
+        [full.entities[i] for i in a_idx],
+        [full.questions[j] for j in q_idx],
+        full.p_yes[np.ix_(a_idx, q_idx)],
+    )
     out: dict[str, Any] = {"animals": world.entities, "questions": world.questions}
     with one_thread():
         lm = load_lm("smollm2", choose_device(), "float32")
@@ -232,8 +289,9 @@ def _animals(cfg: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
                 continue
             q = LLMQuestioner(lm, world.questions, mode=mode, cot_tokens=16)
             g = np.random.default_rng(SEED + (5 if mode == "prompt" else 6))
-            games = [game_20q(world, p_llm, int(tg), mode, g, n_hyp=n_e, m_cand=5)
-                     for tg in targets[:n]]  # fmt: skip
+            games = [
+                game_20q(world, p_llm, int(tg), mode, g, n_hyp=n_e, m_cand=5) for tg in targets[:n]
+            ]
             t = time.perf_counter()
             res[mode] = play_lockstep(games, q)
             out[f"{mode}_seconds"] = round(time.perf_counter() - t, 1)
@@ -249,8 +307,10 @@ def _plots(out_dir: Path, exact_rates, rho, rho_f, pref, animals) -> None:  # ty
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
-    for ax, rates, title in ((axes[0], exact_rates, "exact world"),
-                             (axes[1], animals["rates"], "animals, SmolLM2 likelihood")):  # fmt: skip
+    for ax, rates, title in (
+        (axes[0], exact_rates, "exact world"),
+        (axes[1], animals["rates"], "animals, SmolLM2 likelihood"),
+    ):
         names = list(rates)
         vals = [rates[s]["success"] for s in names]
         err = np.array(

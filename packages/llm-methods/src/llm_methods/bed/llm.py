@@ -33,8 +33,10 @@ __all__ = [
 ]
 
 OPTIONS = {"yes": ("Yes", "yes", " Yes", " yes"), "no": ("No", "no", " No", " no")}
-ANSWER_SYSTEM = ("You are playing 20 Questions. The secret {kind} is: {hypothesis}. "
-                 "Answer the user's question about it with Yes or No.")  # fmt: skip
+ANSWER_SYSTEM = (
+    "You are playing 20 Questions. The secret {kind} is: {hypothesis}. "
+    "Answer the user's question about it with Yes or No."
+)
 
 
 def option_token_ids(lm: LM, options: dict[str, Sequence[str]] = OPTIONS) -> list[list[int]]:
@@ -55,16 +57,24 @@ def ask_about(question: str, hypothesis: str) -> str:
     return f"About {article} {hypothesis}: {question}"
 
 
-def answer_prompts(lm: LM, hypotheses: Sequence[str], questions: Sequence[str],
-                   style: str = "qa", kind: str = "animal") -> list[str]:  # fmt: skip
+def answer_prompts(
+    lm: LM,
+    hypotheses: Sequence[str],
+    questions: Sequence[str],
+    style: str = "qa",
+    kind: str = "animal",
+) -> list[str]:
     """N x M prompts, hypothesis-major (row n*M + m). ``style="qa"`` (default, 11 tokens):
     ``Question: Is a dog a mammal?\nAnswer:``; ``style="chat"``: the chat template with the
     hypothesis in the system turn (``ANSWER_SYSTEM``) and the question as the user turn."""
     if style == "qa":
         return [f"Question: {ask_about(q, h)}\nAnswer:" for h in hypotheses for q in questions]
     if style == "chat":
-        return [chat_prompt(lm, q, system=ANSWER_SYSTEM.format(kind=kind, hypothesis=h))
-                for h in hypotheses for q in questions]  # fmt: skip
+        return [
+            chat_prompt(lm, q, system=ANSWER_SYSTEM.format(kind=kind, hypothesis=h))
+            for h in hypotheses
+            for q in questions
+        ]
     raise ValueError(f"unknown prompt style {style!r}; choose qa or chat")
 
 
@@ -88,16 +98,27 @@ def _normalise(probs: torch.Tensor, option_ids: list[list[int]]) -> np.ndarray:
     return (mass / mass.sum(-1, keepdim=True).clamp_min(1e-30)).numpy().astype(float)
 
 
-def answer_probs(lm: LM, hypotheses: Sequence[str], questions: Sequence[str],
-                 batch_size: int = 64, style: str = "qa", kind: str = "animal") -> np.ndarray:  # fmt: skip
+def answer_probs(
+    lm: LM,
+    hypotheses: Sequence[str],
+    questions: Sequence[str],
+    batch_size: int = 64,
+    style: str = "qa",
+    kind: str = "animal",
+) -> np.ndarray:
     """``[N, M, K]`` p(option | θ_n, x_m) from batched forwards over all N x M prompts."""
     prompts = answer_prompts(lm, hypotheses, questions, style, kind)
     probs = _normalise(_last_token_probs(lm, prompts, batch_size), option_token_ids(lm))
     return probs.reshape(len(hypotheses), len(questions), -1)
 
 
-def answer_probs_loop(lm: LM, hypotheses: Sequence[str], questions: Sequence[str],
-                      style: str = "qa", kind: str = "animal") -> np.ndarray:  # fmt: skip
+def answer_probs_loop(
+    lm: LM,
+    hypotheses: Sequence[str],
+    questions: Sequence[str],
+    style: str = "qa",
+    kind: str = "animal",
+) -> np.ndarray:
     """The same as :func:`answer_probs`, one forward per (θ, x) pair (reference / peer)."""
     return answer_probs(lm, hypotheses, questions, batch_size=1, style=style, kind=kind)
 
@@ -116,22 +137,31 @@ class LLMQuestioner:
     argmax) or CoT (``mode="cot"``: greedy reasoning of ``cot_tokens`` tokens first, then the
     same read-out) choice among the M candidates; batched over games (``__call__``)."""
 
-    def __init__(self, lm: LM, questions: Sequence[str], mode: str = "prompt",
-                 kind: str = "animal", cot_tokens: int = 32, batch_size: int = 16) -> None:  # fmt: skip
+    def __init__(
+        self,
+        lm: LM,
+        questions: Sequence[str],
+        mode: str = "prompt",
+        kind: str = "animal",
+        cot_tokens: int = 32,
+        batch_size: int = 16,
+    ) -> None:
         if mode not in ("prompt", "cot"):
             raise ValueError(f"unknown questioner mode {mode!r}; choose prompt or cot")
         self.lm, self.questions, self.mode, self.kind = lm, list(questions), mode, kind
         self.cot_tokens, self.batch_size = cot_tokens, batch_size
-        self.digit_ids = [lm.tokenizer(str(i), add_special_tokens=False).input_ids[0]
-                          for i in range(1, 10)]  # fmt: skip
+        self.digit_ids = [
+            lm.tokenizer(str(i), add_special_tokens=False).input_ids[0] for i in range(1, 10)
+        ]
         self.calls = 0
 
     def prompt(self, req: Request) -> str:
         hist = "\n".join(f"- {self.questions[q]} {'Yes' if a else 'No'}" for q, a in req.history)
         cands = "\n".join(f"{i + 1}. {self.questions[q]}" for i, q in enumerate(req.candidates))
         cot = " Think step by step in one or two sentences first." if self.mode == "cot" else ""
-        text = QUESTIONER_PROMPT.format(kind=self.kind, history=hist or "(none yet)",
-                                        candidates=cands, cot=cot)  # fmt: skip
+        text = QUESTIONER_PROMPT.format(
+            kind=self.kind, history=hist or "(none yet)", candidates=cands, cot=cot
+        )
         return chat_prompt(self.lm, text, system=QUESTIONER_SYSTEM)
 
     def __call__(self, requests: list[Request]) -> list[int]:
@@ -139,10 +169,13 @@ class LLMQuestioner:
             raise ValueError("the LLM questioner reads one digit: at most 9 candidates")
         prompts = [self.prompt(r) for r in requests]
         if self.mode == "cot":
-            thoughts = generate(self.lm, prompts, max_new_tokens=self.cot_tokens,
-                                batch_size=self.batch_size)  # fmt: skip
-            prompts = [p + t.strip() + "\nThe number of the best question is " for p, t in
-                       zip(prompts, thoughts, strict=True)]  # fmt: skip
+            thoughts = generate(
+                self.lm, prompts, max_new_tokens=self.cot_tokens, batch_size=self.batch_size
+            )
+            prompts = [
+                p + t.strip() + "\nThe number of the best question is "
+                for p, t in zip(prompts, thoughts, strict=True)
+            ]
         probs = _last_token_probs(self.lm, prompts, self.batch_size)
         self.calls += len(requests)
         out = []

@@ -77,15 +77,31 @@ def synthetic_world(
 
 
 ANIMAL_QUESTIONS = [
-    "Is it a mammal?", "Is it a bird?", "Is it a fish?", "Is it a reptile?", "Is it an insect?",
-    "Can it fly?", "Does it live in water?", "Is it commonly kept as a pet?",
-    "Is it a farm animal?", "Is it bigger than a human?", "Does it eat meat?",
-    "Does it have four legs?", "Does it have fur?", "Does it have feathers?",
-    "Does it live in Africa?", "Does it lay eggs?", "Is it dangerous to humans?",
-    "Does it have stripes?", "Is it smaller than a dog?", "Does it have hooves?",
-    "Do people ride it?", "Does it have horns?", "Is it black and white?",
+    "Is it a mammal?",
+    "Is it a bird?",
+    "Is it a fish?",
+    "Is it a reptile?",
+    "Is it an insect?",
+    "Can it fly?",
+    "Does it live in water?",
+    "Is it commonly kept as a pet?",
+    "Is it a farm animal?",
+    "Is it bigger than a human?",
+    "Does it eat meat?",
+    "Does it have four legs?",
+    "Does it have fur?",
+    "Does it have feathers?",
+    "Does it live in Africa?",
+    "Does it lay eggs?",
+    "Is it dangerous to humans?",
+    "Does it have stripes?",
+    "Is it smaller than a dog?",
+    "Does it have hooves?",
+    "Do people ride it?",
+    "Does it have horns?",
+    "Is it black and white?",
     "Does it live in cold places?",
-]  # fmt: skip
+]
 # one row per animal, one 0/1 digit per question above (ground truth written here by hand)
 _TABLE = """
 dog       100000010011100000000000
@@ -122,8 +138,9 @@ butterfly 000011000000000100100000
 spider    000000000010000100100000
 """
 ANIMALS = [line.split()[0] for line in _TABLE.strip().splitlines()]
-ANIMAL_TRUTH = np.array([[int(c) for c in line.split()[1]] for line in _TABLE.strip().splitlines()],
-                        dtype=float)  # fmt: skip
+ANIMAL_TRUTH = np.array(
+    [[int(c) for c in line.split()[1]] for line in _TABLE.strip().splitlines()], dtype=float
+)
 
 
 def animal_world() -> World:
@@ -166,8 +183,11 @@ def preference_world(
 def write_world(world: World, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"entities": world.entities, "questions": world.questions,
-            "p_yes": [[round(float(v), 6) for v in row] for row in world.p_yes]}  # fmt: skip
+    data = {
+        "entities": world.entities,
+        "questions": world.questions,
+        "p_yes": [[round(float(v), 6) for v in row] for row in world.p_yes],
+    }
     path.write_text(json.dumps(data, indent=1))
     return path
 

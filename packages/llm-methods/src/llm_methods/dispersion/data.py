@@ -24,8 +24,14 @@ from torch.utils.data import DataLoader, Dataset
 from llm_methods.corpora import split_names
 from llm_methods.jsonl import read_jsonl
 
-__all__ = ["CorpusFormatError", "Document", "TextChunkDataModule", "chunk_documents",
-           "read_documents", "write_jsonl"]  # fmt: skip
+__all__ = [
+    "CorpusFormatError",
+    "Document",
+    "TextChunkDataModule",
+    "chunk_documents",
+    "read_documents",
+    "write_jsonl",
+]
 
 
 class CorpusFormatError(ValueError):
@@ -205,8 +211,13 @@ class TextChunkDataModule(_Base):
 
     def train_dataloader(self) -> DataLoader:
         gen = torch.Generator().manual_seed(self.seed)
-        return DataLoader(self.train_data, self.batch_size, shuffle=True, generator=gen,
-                          num_workers=self.num_workers)  # fmt: skip
+        return DataLoader(
+            self.train_data,
+            self.batch_size,
+            shuffle=True,
+            generator=gen,
+            num_workers=self.num_workers,
+        )
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.val_data, self.batch_size, num_workers=self.num_workers)

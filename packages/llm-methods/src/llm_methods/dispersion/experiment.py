@@ -94,8 +94,11 @@ def _plot_correlation(path: Path, curves: dict[str, tuple[np.ndarray, np.ndarray
     fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 4), squeeze=False)
     for ax, (name, (x, y, r)) in zip(axes[0], curves.items(), strict=True):
         ax.scatter(x, y)
-        ax.set(xlabel="bin-mean perplexity", ylabel="bin-mean dispersion D",
-               title=f"{name}: Pearson r = {r:.2f}")  # fmt: skip
+        ax.set(
+            xlabel="bin-mean perplexity",
+            ylabel="bin-mean dispersion D",
+            title=f"{name}: Pearson r = {r:.2f}",
+        )
         ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -140,8 +143,11 @@ def run_correlation(quick: bool, out_dir: Path) -> Result:
         per_layer_pilot = pilot.dispersion.mean(0)
         last = lm.n_layers
         best = 1 + int(np.argmax(per_layer_pilot[1:]))
-        sources = list(dict.fromkeys([f"hidden:{best}", f"hidden:{last}",
-                                      f"attn:{last - 1}", f"ffn:{last - 1}"]))  # fmt: skip
+        sources = list(
+            dict.fromkeys(
+                [f"hidden:{best}", f"hidden:{last}", f"attn:{last - 1}", f"ffn:{last - 1}"]
+            )
+        )
         stats = chunk_statistics(lm, store + evals, key_sources=sources, collect=True)
         r = binned_correlation(stats.ppl, stats.dispersion[:, last], cfg["bin_size"])
         bx, by = binned(stats.ppl, stats.dispersion[:, last], cfg["bin_size"])
@@ -167,37 +173,56 @@ def run_correlation(quick: bool, out_dir: Path) -> Result:
     attn, ffn = f"attn:{last - 1}", f"ffn:{last - 1}"
     pilot_d = {src: _chunk_dispersion(stats, src, cfg["pilot"]) for src in (attn, ffn)}
     metrics.update(
-        pearson_r=r, n_chunks=len(stats.ppl), n_bins=len(bx), lm_ppl_heldout=lm_ppl,
-        max_dispersion_layer=best, knn_ppl_max_dispersion=knn[best_key],
-        knn_ppl_last=knn[last_key], knn_ratio=ratio,
-        knn_ppl_attn_last=knn[attn], knn_ppl_ffn_last=knn[ffn],
+        pearson_r=r,
+        n_chunks=len(stats.ppl),
+        n_bins=len(bx),
+        lm_ppl_heldout=lm_ppl,
+        max_dispersion_layer=best,
+        knn_ppl_max_dispersion=knn[best_key],
+        knn_ppl_last=knn[last_key],
+        knn_ratio=ratio,
+        knn_ppl_attn_last=knn[attn],
+        knn_ppl_ffn_last=knn[ffn],
         d_attn_last=float(_source_dispersion(stats, attn)),
         d_ffn_last=float(_source_dispersion(stats, ffn)),
-        d_pilot_attn_last=pilot_d[attn], d_pilot_ffn_last=pilot_d[ffn],
+        d_pilot_attn_last=pilot_d[attn],
+        d_pilot_ffn_last=pilot_d[ffn],
         per_layer_d=[round(float(v), 4) for v in stats.dispersion.mean(0)],
         wall_s=time.perf_counter() - start,
-    )  # fmt: skip
+    )
     claims = [
-        Claim(text="Last-layer dispersion correlates negatively with perplexity (binned).",
-              criterion=f"Pearson r over bins < {CORR_R_MAX} (SmolLM2-135M)",
-              measured={"pearson_r": round(r, 4), "n_bins": len(bx)}, verdict=r < CORR_R_MAX),
+        Claim(
+            text="Last-layer dispersion correlates negatively with perplexity (binned).",
+            criterion=f"Pearson r over bins < {CORR_R_MAX} (SmolLM2-135M)",
+            measured={"pearson_r": round(r, 4), "n_bins": len(bx)},
+            verdict=r < CORR_R_MAX,
+        ),
         judge_sublayers(pilot_d[attn], pilot_d[ffn], knn[attn], knn[ffn], lm_ppl),
-    ]  # fmt: skip
+    ]
     return Result(
-        summary=(f"SmolLM2-135M on {len(stats.ppl)} pydoc chunks of {CHUNK_LEN} tokens: binned "
-                 f"r(D, PPL) = {r:.2f}; max-D layer {best} kNN-LM PPL {knn[best_key]:.2f} vs "
-                 f"last layer {knn[last_key]:.2f} (LM alone {lm_ppl:.2f})."),
-        metrics=metrics, seeds=[0],
-        scale=(f"SmolLM2-135M, {cfg['n_store']}+{cfg['n_eval']} chunks x {CHUNK_LEN} tokens, "
-               f"bins of {cfg['bin_size']}, kNN k={KNN_K} lambda={KNN_LAMBDA}"
-               + (f", zoo:{ZOO_MODEL} on {ZOO_CHUNKS} held-out chunks, bins of {ZOO_BIN_SIZE}"
-                  if cfg["zoo"] else "")),
+        summary=(
+            f"SmolLM2-135M on {len(stats.ppl)} pydoc chunks of {CHUNK_LEN} tokens: binned "
+            f"r(D, PPL) = {r:.2f}; max-D layer {best} kNN-LM PPL {knn[best_key]:.2f} vs "
+            f"last layer {knn[last_key]:.2f} (LM alone {lm_ppl:.2f})."
+        ),
+        metrics=metrics,
+        seeds=[0],
+        scale=(
+            f"SmolLM2-135M, {cfg['n_store']}+{cfg['n_eval']} chunks x {CHUNK_LEN} tokens, "
+            f"bins of {cfg['bin_size']}, kNN k={KNN_K} lambda={KNN_LAMBDA}"
+            + (
+                f", zoo:{ZOO_MODEL} on {ZOO_CHUNKS} held-out chunks, bins of {ZOO_BIN_SIZE}"
+                if cfg["zoo"]
+                else ""
+            )
+        ),
         claims=claims,
-    )  # fmt: skip
+    )
 
 
-def judge_sublayers(d_attn: float, d_ffn: float, ppl_attn: float, ppl_ffn: float,
-                    lm_ppl: float) -> Claim:  # fmt: skip
+def judge_sublayers(
+    d_attn: float, d_ffn: float, ppl_attn: float, ppl_ffn: float, lm_ppl: float
+) -> Claim:
     """Claim (b): the higher-dispersion sub-layer gives kNN-LM keys at least as good (within
     ``KNN_PPL_TOL``) as the other; inconclusive when kNN-LM helps with neither."""
     pick, other = ("attn", "ffn") if d_attn >= d_ffn else ("ffn", "attn")
@@ -206,17 +231,28 @@ def judge_sublayers(d_attn: float, d_ffn: float, ppl_attn: float, ppl_ffn: float
     return Claim.judge(
         text="Of the attention and FFN sub-layer outputs, the higher-dispersion one gives the "
         "better kNN-LM keys.",
-        criterion=(f"kNN-LM PPL(sub-layer with higher pilot D) <= (1 + {KNN_PPL_TOL}) x "
-                   "PPL(the other), last decoder layer"),
-        measured={"d_attn": round(d_attn, 4), "d_ffn": round(d_ffn, 4), "picked": pick,
-                  "ppl_attn": round(ppl_attn, 3), "ppl_ffn": round(ppl_ffn, 3),
-                  "ratio": round(ratio, 4)},
+        criterion=(
+            f"kNN-LM PPL(sub-layer with higher pilot D) <= (1 + {KNN_PPL_TOL}) x "
+            "PPL(the other), last decoder layer"
+        ),
+        measured={
+            "d_attn": round(d_attn, 4),
+            "d_ffn": round(d_ffn, 4),
+            "picked": pick,
+            "ppl_attn": round(ppl_attn, 3),
+            "ppl_ffn": round(ppl_ffn, 3),
+            "ratio": round(ratio, 4),
+        },
         holds=ratio <= 1 + KNN_PPL_TOL,
-        preconditions=[Precondition("kNN-LM helps", "min(PPL(attn keys), PPL(FFN keys)) < "
-                                    "PPL(LM alone)", {"lm_ppl": round(lm_ppl, 3),
-                                                      "best_knn": round(min(ppl.values()), 3)},
-                                    min(ppl.values()) < lm_ppl)],
-    )  # fmt: skip
+        preconditions=[
+            Precondition(
+                "kNN-LM helps",
+                "min(PPL(attn keys), PPL(FFN keys)) < PPL(LM alone)",
+                {"lm_ppl": round(lm_ppl, 3), "best_knn": round(min(ppl.values()), 3)},
+                min(ppl.values()) < lm_ppl,
+            )
+        ],
+    )
 
 
 def _chunk_dispersion(stats: Any, source: str, n_chunks: int) -> float:
@@ -272,8 +308,9 @@ def run_pushaway(quick: bool, out_dir: Path) -> Result:
             for lam in LAMBDAS:
                 model = tiny_llama(len(tokenizer), **PUSH_MODEL, seed=seed)
                 extra = PushAwayLoss(lam).as_extra_loss() if lam > 0 else None
-                train_lm(model, chunks, cfg["steps"], PUSH_BATCH, PUSH_LR, seed=seed,
-                         extra_loss=extra)  # fmt: skip
+                train_lm(
+                    model, chunks, cfg["steps"], PUSH_BATCH, PUSH_LR, seed=seed, extra_loss=extra
+                )
                 stats = chunk_statistics(wrap(tokenizer, model), held, batch_size=32)
                 ppl = float(np.exp(np.log(stats.ppl).mean()))  # equal-length chunks: token PPL
                 results[lam].append((ppl, float(stats.dispersion[:, -1].mean())))
@@ -286,28 +323,40 @@ def run_pushaway(quick: bool, out_dir: Path) -> Result:
     held_d = mean_d[max(LAMBDAS)] > mean_d[0.0]
     metrics = {f"ppl_lambda_{lam}": mean_ppl[lam] for lam in LAMBDAS}
     metrics.update({f"d_lambda_{lam}": mean_d[lam] for lam in LAMBDAS})
-    metrics["per_seed"] = {str(lam): [[round(p, 3), round(d, 4)] for p, d in v]
-                           for lam, v in results.items()}  # fmt: skip
+    metrics["per_seed"] = {
+        str(lam): [[round(p, 3), round(d, 4)] for p, d in v] for lam, v in results.items()
+    }
     metrics["wall_s"] = time.perf_counter() - start
     claims = [
-        Claim(text="Push-away training lowers held-out perplexity.",
-              criterion=f"for every lambda in {lams}: seed-mean PPL(lambda) < PPL(0)",
-              measured={f"ppl_{lam}": round(mean_ppl[lam], 3) for lam in LAMBDAS},
-              verdict=held_c),
-        Claim(text="Push-away training increases last-layer dispersion.",
-              criterion=f"seed-mean held-out D(lambda={max(LAMBDAS)}) > D(0)",
-              measured={f"d_{lam}": round(mean_d[lam], 4) for lam in LAMBDAS}, verdict=held_d),
-    ]  # fmt: skip
+        Claim(
+            text="Push-away training lowers held-out perplexity.",
+            criterion=f"for every lambda in {lams}: seed-mean PPL(lambda) < PPL(0)",
+            measured={f"ppl_{lam}": round(mean_ppl[lam], 3) for lam in LAMBDAS},
+            verdict=held_c,
+        ),
+        Claim(
+            text="Push-away training increases last-layer dispersion.",
+            criterion=f"seed-mean held-out D(lambda={max(LAMBDAS)}) > D(0)",
+            measured={f"d_{lam}": round(mean_d[lam], 4) for lam in LAMBDAS},
+            verdict=held_d,
+        ),
+    ]
     arch = f"{PUSH_MODEL['n_layers']}x{PUSH_MODEL['hidden']}"
     return Result(
-        summary=(f"Tiny Llama ({arch}) on pydoc, {cfg['steps']} steps x {len(SEEDS)} seeds: "
-                 + ", ".join(f"lambda={lam}: PPL {mean_ppl[lam]:.2f}, D {mean_d[lam]:.3f}"
-                             for lam in LAMBDAS)),
-        metrics=metrics, seeds=list(SEEDS),
-        scale=(f"{arch} Llama, BPE {PUSH_VOCAB}, {cfg['steps']} steps x {PUSH_BATCH} x "
-               f"{CHUNK_LEN} tokens, {len(held)} held-out chunks, lambdas {list(LAMBDAS)}"),
+        summary=(
+            f"Tiny Llama ({arch}) on pydoc, {cfg['steps']} steps x {len(SEEDS)} seeds: "
+            + ", ".join(
+                f"lambda={lam}: PPL {mean_ppl[lam]:.2f}, D {mean_d[lam]:.3f}" for lam in LAMBDAS
+            )
+        ),
+        metrics=metrics,
+        seeds=list(SEEDS),
+        scale=(
+            f"{arch} Llama, BPE {PUSH_VOCAB}, {cfg['steps']} steps x {PUSH_BATCH} x "
+            f"{CHUNK_LEN} tokens, {len(held)} held-out chunks, lambdas {list(LAMBDAS)}"
+        ),
         claims=claims,
-    )  # fmt: skip
+    )
 
 
 def _plot_pushaway(path: Path, results: dict[float, list[tuple[float, float]]]) -> None:

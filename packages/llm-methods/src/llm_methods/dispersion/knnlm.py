@@ -52,7 +52,9 @@ def interpolated_perplexity(
     """exp(−mean log(λ p_kNN + (1 − λ) p_LM)) over target tokens (log-space, stable)."""
     if not 0.0 <= lam <= 1.0:
         raise ValueError(f"lambda must be in [0, 1], got {lam}")
-    parts = [lm_logprobs.double() + math.log1p(-lam) if lam < 1 else None,
-             knn_logprobs.double() + math.log(lam) if lam > 0 else None]  # fmt: skip
+    parts = [
+        lm_logprobs.double() + math.log1p(-lam) if lam < 1 else None,
+        knn_logprobs.double() + math.log(lam) if lam > 0 else None,
+    ]
     mix = torch.logsumexp(torch.stack([p for p in parts if p is not None]), dim=0)
     return float(torch.exp(-mix.mean()))

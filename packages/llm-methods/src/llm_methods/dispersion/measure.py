@@ -69,11 +69,16 @@ def chunk_statistics(
     for start in range(0, len(chunks), batch_size):
         batch = collate(chunks[start : start + batch_size], lm.tokenizer.pad_token_id, lm.device)
         with ExitStack() as stack:
-            subs = {name: stack.enter_context(capture_sublayers(lm, [idx], kind))
-                    for name, (kind, idx) in sources.items() if kind != "hidden"}  # fmt: skip
-            out = lm.model.get_decoder()(input_ids=batch.input_ids,
-                                         attention_mask=batch.attention_mask,
-                                         output_hidden_states=True)  # fmt: skip
+            subs = {
+                name: stack.enter_context(capture_sublayers(lm, [idx], kind))
+                for name, (kind, idx) in sources.items()
+                if kind != "hidden"
+            }
+            out = lm.model.get_decoder()(
+                input_ids=batch.input_ids,
+                attention_mask=batch.attention_mask,
+                output_hidden_states=True,
+            )
         hidden = tuple(out.hidden_states)
         mask = batch.attention_mask
         target_lp = target_logprobs(lm, out.last_hidden_state[:, :-1], batch.input_ids[:, 1:])

@@ -39,8 +39,9 @@ def measure(ns: Namespace) -> dict[str, Any]:
     with open(out / "chunks.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["chunk", "source", "ppl", "dispersion_last"])
-        for i, (src, p, d) in enumerate(zip(origin, stats.ppl, stats.dispersion[:, last],
-                                            strict=True)):  # fmt: skip
+        for i, (src, p, d) in enumerate(
+            zip(origin, stats.ppl, stats.dispersion[:, last], strict=True)
+        ):
             writer.writerow([i, src, f"{p:.6g}", f"{d:.6g}"])
     with open(out / "layers.csv", "w", newline="") as handle:
         writer = csv.writer(handle)

@@ -12,8 +12,14 @@ import torch
 from llm_methods.linguamap.data import LANGS, N_WORDS, Example, Lexicon
 from llm_methods.lm import LM, capture_residual, collate, encode_texts, generate, logit_lens
 
-__all__ = ["answer_concepts", "answer_token_budget", "cross_lingual_cosine", "detect_language",
-           "evaluate", "lens_language_probability"]  # fmt: skip
+__all__ = [
+    "answer_concepts",
+    "answer_token_budget",
+    "cross_lingual_cosine",
+    "detect_language",
+    "evaluate",
+    "lens_language_probability",
+]
 
 
 def detect_language(texts: Sequence[str]) -> list[str]:
@@ -34,8 +40,11 @@ def answer_token_budget(tokenizer: Any, lex: Lexicon) -> int:
     """New tokens that fit any correct answer in any language: ``N_WORDS`` times the most
     tokens one lexicon word takes (with its leading space), plus the closing newline. (A fixed
     12 cut 45 % of correct Spanish and 25 % of correct German answers of the 512-token BPE.)"""
-    longest = max(len(tokenizer(" " + w, add_special_tokens=False).input_ids)
-                  for words in lex.words.values() for w in words)  # fmt: skip
+    longest = max(
+        len(tokenizer(" " + w, add_special_tokens=False).input_ids)
+        for words in lex.words.values()
+        for w in words
+    )
     return N_WORDS * longest + 1
 
 
@@ -102,15 +111,22 @@ def cross_lingual_cosine(lm: LM, parallel: dict[str, list[str]]) -> np.ndarray:
     pooled = {}
     for lang, texts in parallel.items():
         batch = collate(encode_texts(lm, texts), lm.tokenizer.pad_token_id, lm.device)
-        out = lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                       output_hidden_states=True)  # fmt: skip
+        out = lm.model(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            output_hidden_states=True,
+        )
         mask = batch.attention_mask[..., None].float()
         pooled[lang] = [(h * mask).sum(1) / mask.sum(1) for h in out.hidden_states]
     langs = list(parallel)
     pairs = [(a, b) for i, a in enumerate(langs) for b in langs[i + 1 :]]
     cos = [
-        np.mean([float(torch.cosine_similarity(pooled[a][layer], pooled[b][layer], -1).mean())
-                 for a, b in pairs])
+        np.mean(
+            [
+                float(torch.cosine_similarity(pooled[a][layer], pooled[b][layer], -1).mean())
+                for a, b in pairs
+            ]
+        )
         for layer in range(len(pooled[langs[0]]))
-    ]  # fmt: skip
+    ]
     return np.array(cos)

@@ -33,7 +33,7 @@ __all__ = [
     "consistent_examples",
     "make_example",
     "pretraining_examples",
-]  # fmt: skip
+]
 
 LANGS = ("en", "es", "de")
 SCENARIOS = ("monolingual", "code_mixed", "english_distractor", "bilingual")

@@ -135,67 +135,97 @@ def run(quick: bool, out_dir: Path) -> Result:
         base = wrap(tokenizer, base_model, "pretrained")
         evals = _eval_set(lex, cfg["eval_per_scenario"], seed=123)
         before = evaluate(base, evals, lex)
-        es_prompts = [make_example(lex, np.random.default_rng(i), "es", "es").prompt
-                      for i in range(32)]  # fmt: skip
+        es_prompts = [
+            make_example(lex, np.random.default_rng(i), "es", "es").prompt for i in range(32)
+        ]
         lens_before = lens_language_probability(base, es_prompts, lex)
         rng = np.random.default_rng(7)
         par = [make_example(lex, rng, "en", "en") for _ in range(32)]
-        parallel = {lang: [" ".join(lex.words[lang][c] for c in e.concepts) for e in par]
-                    for lang in ("en", "es", "de")}  # fmt: skip
+        parallel = {
+            lang: [" ".join(lex.words[lang][c] for c in e.concepts) for e in par]
+            for lang in ("en", "es", "de")
+        }
         cosine = cross_lingual_cosine(base, parallel)
         lens_after = None
         for seed in cfg["seeds"]:
             rows, masks = _masked(tokenizer, consistent_examples(lex, 4000, seed=100 + seed))
             for name in VARIANTS:
                 lm, fraction = _variant(wrap(tokenizer, copy.deepcopy(base_model)), name, seed)
-                train_lm(lm.model, rows, cfg["ft_steps"], 16, 2e-3, seed=seed, warmup=5,
-                         loss_mask=masks)  # fmt: skip
+                train_lm(
+                    lm.model, rows, cfg["ft_steps"], 16, 2e-3, seed=seed, warmup=5, loss_mask=masks
+                )
                 scores = evaluate(lm, evals, lex)
                 results[name].append({**scores, "param_fraction": fraction})
                 if name == "last_k" and lens_after is None:
                     lens_after = lens_language_probability(lm, es_prompts, lex)
-    mean = {v: {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
-            for v, rows in results.items()}  # fmt: skip
+    mean = {
+        v: {k: float(np.mean([r[k] for r in rows])) for k in rows[0]} for v, rows in results.items()
+    }
     assert lens_after is not None
     _plot(out_dir, mean, lens_before, lens_after, cosine)
     sel, full = mean["last_k"], mean["full"]
-    held_a = (sel["consistency"] >= full["consistency"] - CONSISTENCY_GAP_MAX
-              and sel["param_fraction"] <= PARAM_FRACTION_MAX)  # fmt: skip
+    held_a = (
+        sel["consistency"] >= full["consistency"] - CONSISTENCY_GAP_MAX
+        and sel["param_fraction"] <= PARAM_FRACTION_MAX
+    )
     held_b = sel["accuracy"] >= full["accuracy"] - ACCURACY_GAP_MAX
-    metrics: dict[str, Any] = {"before_ft": before, **{v: m for v, m in mean.items()},
-                               "lens_es_before": lens_before.round(3).tolist(),
-                               "lens_es_after_last_k": lens_after.round(3).tolist(),
-                               "cross_lingual_cosine": cosine.round(3).tolist(),
-                               "wall_s": time.perf_counter() - start}  # fmt: skip
+    metrics: dict[str, Any] = {
+        "before_ft": before,
+        **{v: m for v, m in mean.items()},
+        "lens_es_before": lens_before.round(3).tolist(),
+        "lens_es_after_last_k": lens_after.round(3).tolist(),
+        "cross_lingual_cosine": cosine.round(3).tolist(),
+        "wall_s": time.perf_counter() - start,
+    }
     claims = [
-        Claim(text="Fine-tuning only the last layers restores language consistency like full FT.",
-              criterion=(f"consistency(last {LAST_K}) >= consistency(full) - "
-                         f"{CONSISTENCY_GAP_MAX} and trained fraction <= {PARAM_FRACTION_MAX}"),
-              measured={"last_k": round(sel["consistency"], 4),
-                        "full": round(full["consistency"], 4),
-                        "fraction": round(sel["param_fraction"], 4)},
-              verdict=held_a),
-        Claim(text="Selective fine-tuning keeps task accuracy.",
-              criterion=f"accuracy(last {LAST_K}) >= accuracy(full) - {ACCURACY_GAP_MAX}",
-              measured={"last_k": round(sel["accuracy"], 4), "full": round(full["accuracy"], 4)},
-              verdict=held_b),
-    ]  # fmt: skip
+        Claim(
+            text="Fine-tuning only the last layers restores language consistency like full FT.",
+            criterion=(
+                f"consistency(last {LAST_K}) >= consistency(full) - "
+                f"{CONSISTENCY_GAP_MAX} and trained fraction <= {PARAM_FRACTION_MAX}"
+            ),
+            measured={
+                "last_k": round(sel["consistency"], 4),
+                "full": round(full["consistency"], 4),
+                "fraction": round(sel["param_fraction"], 4),
+            },
+            verdict=held_a,
+        ),
+        Claim(
+            text="Selective fine-tuning keeps task accuracy.",
+            criterion=f"accuracy(last {LAST_K}) >= accuracy(full) - {ACCURACY_GAP_MAX}",
+            measured={"last_k": round(sel["accuracy"], 4), "full": round(full["accuracy"], 4)},
+            verdict=held_b,
+        ),
+    ]
     return Result(
-        summary=(f"10x64 Llama with an induced failure (consistency {before['consistency']:.2f}, "
-                 f"accuracy {before['accuracy']:.2f}); after FT: "
-                 + "; ".join(f"{v}: consistency {m['consistency']:.2f}, accuracy "
-                             f"{m['accuracy']:.2f}, {100 * m['param_fraction']:.1f}% params"
-                             for v, m in mean.items())),
-        metrics=metrics, seeds=list(cfg["seeds"]),
-        scale=(f"10x64 Llama, BPE {BPE_VOCAB}, pretraining {cfg['pre_steps']} steps "
-               f"(p_fail {P_FAIL}), FT {cfg['ft_steps']} steps x {len(VARIANTS)} variants x "
-               f"{len(cfg['seeds'])} seed(s), {len(evals)} eval prompts"),
+        summary=(
+            f"10x64 Llama with an induced failure (consistency {before['consistency']:.2f}, "
+            f"accuracy {before['accuracy']:.2f}); after FT: "
+            + "; ".join(
+                f"{v}: consistency {m['consistency']:.2f}, accuracy "
+                f"{m['accuracy']:.2f}, {100 * m['param_fraction']:.1f}% params"
+                for v, m in mean.items()
+            )
+        ),
+        metrics=metrics,
+        seeds=list(cfg["seeds"]),
+        scale=(
+            f"10x64 Llama, BPE {BPE_VOCAB}, pretraining {cfg['pre_steps']} steps "
+            f"(p_fail {P_FAIL}), FT {cfg['ft_steps']} steps x {len(VARIANTS)} variants x "
+            f"{len(cfg['seeds'])} seed(s), {len(evals)} eval prompts"
+        ),
         claims=claims,
-    )  # fmt: skip
+    )
 
 
-def _plot(out_dir: Path, mean: dict[str, dict[str, float]], lens_before: np.ndarray,
-          lens_after: np.ndarray, cosine: np.ndarray) -> None:  # fmt: skip
+def _plot(
+    out_dir: Path,
+    mean: dict[str, dict[str, float]],
+    lens_before: np.ndarray,
+    lens_after: np.ndarray,
+    cosine: np.ndarray,
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -213,12 +243,18 @@ def _plot(out_dir: Path, mean: dict[str, dict[str, float]], lens_before: np.ndar
     for lens, style, tag in ((lens_before, "--", "before"), (lens_after, "-", "after last-k FT")):
         for i, lang in enumerate(("en", "es", "de")):
             axes[1].plot(lens[:, i], style, label=f"{lang} ({tag})")
-    axes[1].set(xlabel="layer", ylabel="logit-lens language probability",
-                title="Spanish questions, answer position")  # fmt: skip
+    axes[1].set(
+        xlabel="layer",
+        ylabel="logit-lens language probability",
+        title="Spanish questions, answer position",
+    )
     axes[1].legend(fontsize=7)
     axes[2].plot(cosine, marker="o")
-    axes[2].set(xlabel="hidden-state index", ylabel="mean cross-lingual cosine",
-                title="parallel word lists (pretrained)")  # fmt: skip
+    axes[2].set(
+        xlabel="hidden-state index",
+        ylabel="mean cross-lingual cosine",
+        title="parallel word lists (pretrained)",
+    )
     fig.tight_layout()
     fig.savefig(out_dir / "linguamap.png", dpi=100)
     plt.close(fig)

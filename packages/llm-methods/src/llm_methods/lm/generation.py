@@ -57,8 +57,11 @@ def generate(
             chunk = list(prompts[start : start + batch_size])
             enc = tok(chunk, return_tensors="pt", padding=True, add_special_tokens=False)
             enc = {k: v.to(lm.device) for k, v in enc.items()}
-            kwargs = {"do_sample": do_sample, "max_new_tokens": max_new_tokens,
-                      "pad_token_id": tok.pad_token_id}  # fmt: skip
+            kwargs = {
+                "do_sample": do_sample,
+                "max_new_tokens": max_new_tokens,
+                "pad_token_id": tok.pad_token_id,
+            }
             if do_sample:
                 kwargs["temperature"] = temperature
             else:

@@ -56,10 +56,15 @@ ADAPTER_CONFIG = "adapter_config.json"
 SPEC_PLUGINS = {"zoo:": "llm_methods.zoo"}
 _RESOLVERS: dict[str, Callable[[str], Path]] = {}
 _DTYPES = {
-    "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
-    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
-}  # fmt: skip
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "float": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "half": torch.float16,
+}
 
 # (decoder layers, final norm, unembedding) attribute paths, tried in order.
 _LAYOUTS = (
@@ -295,8 +300,12 @@ def _with_adapter(lm: LM, adapter: Path) -> LM:
         model = PeftModel.from_pretrained(lm.model, str(adapter), is_trainable=False)
     except (OSError, ValueError, KeyError, RuntimeError) as error:
         raise LMError(f"{adapter}: cannot apply the adapter ({error})") from error
-    return LM(tokenizer=lm.tokenizer, model=model.eval(), device=lm.device,
-              name=f"{lm.name}+{adapter.name}")  # fmt: skip
+    return LM(
+        tokenizer=lm.tokenizer,
+        model=model.eval(),
+        device=lm.device,
+        name=f"{lm.name}+{adapter.name}",
+    )
 
 
 def load_lm(

@@ -231,8 +231,11 @@ def option_logprobs(lm: LM, prompt: str, options: Sequence[tuple[str, str]]) -> 
             ids = lead_ids + scored_ids
             logp = last
             if len(ids) > 1:
-                step = lm.model(input_ids=torch.tensor([ids[:-1]], device=lm.device),
-                                use_cache=True, **cache_kwargs(lm.model, cache))  # fmt: skip
+                step = lm.model(
+                    input_ids=torch.tensor([ids[:-1]], device=lm.device),
+                    use_cache=True,
+                    **cache_kwargs(lm.model, cache),
+                )
                 logp = torch.cat([last, step.logits[0].float().log_softmax(-1)])
                 cache.crop(-(len(ids) - 1))  # back to the prompt (negative: tokens to drop)
             picked = [float(logp[j, ids[j]]) for j in range(len(lead_ids), len(ids))]

@@ -39,13 +39,23 @@ def _parser() -> argparse.ArgumentParser:
     solve.add_argument("--config", default="run_ltpo", help="shipped config name or yaml path")
     solve.add_argument("--method", default="ltpo", choices=METHOD_CHOICES)
     for name in FIELDS:
-        kind = str if name == "optimizer" else (int if name in ("n_thoughts", "steps", "top_k")
-                                                 else float)  # fmt: skip
-        solve.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
-                           help="override the config's value")  # fmt: skip
-    solve.add_argument("--keep-candidate", action="store_true",
-                       help="keep the evaluated H+eps of the best step instead of upstream's "
-                       "post-update H")  # fmt: skip
+        kind = (
+            str
+            if name == "optimizer"
+            else (int if name in ("n_thoughts", "steps", "top_k") else float)
+        )
+        solve.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=name,
+            type=kind,
+            default=None,
+            help="override the config's value",
+        )
+    solve.add_argument(
+        "--keep-candidate",
+        action="store_true",
+        help="keep the evaluated H+eps of the best step instead of upstream's post-update H",
+    )
     solve.add_argument(
         "--embedding-units",
         action="store_true",
@@ -93,12 +103,15 @@ def _solve(ns: argparse.Namespace) -> int:
         prefixes = [prompt_ids(lm, p.question, reserve=ns.max_new_tokens) for p in problems]
         texts = decode_with_thoughts(lm, prefixes, [None] * len(prefixes), **dec)
     else:
-        prompts = [thought_prompt(lm, p.question, cfg.n_thoughts, reserve=ns.max_new_tokens)
-                   for p in problems]  # fmt: skip
+        prompts = [
+            thought_prompt(lm, p.question, cfg.n_thoughts, reserve=ns.max_new_tokens)
+            for p in problems
+        ]
         prefixes, suffix = [t.prefix for t in prompts], prompts[0].suffix
         if ns.method == "latentseek":
-            texts, _ = latentseek(lm, [p.question for p in problems], prefixes, cfg.n_thoughts,
-                                  suffix=suffix, **dec)  # fmt: skip
+            texts, _ = latentseek(
+                lm, [p.question for p in problems], prefixes, cfg.n_thoughts, suffix=suffix, **dec
+            )
         else:
             if ns.method == "cot_unk":
                 thoughts = list(initial_thoughts(lm, len(prefixes), cfg.n_thoughts))
@@ -106,20 +119,33 @@ def _solve(ns: argparse.Namespace) -> int:
                 thoughts = []
                 for b in range(0, len(prefixes), ns.batch_size):
                     chunk = prefixes[b : b + ns.batch_size]
-                    hs, _ = ltpo_optimize_batch(lm, chunk, cfg, list(range(b, b + len(chunk))),
-                                                suffix=suffix)  # fmt: skip
+                    hs, _ = ltpo_optimize_batch(
+                        lm, chunk, cfg, list(range(b, b + len(chunk))), suffix=suffix
+                    )
                     thoughts += hs
             texts = decode_with_thoughts(lm, prefixes, thoughts, suffix=suffix, **dec)
     from llm_methods.ltpo.data import extract_answer
 
     ns.out.mkdir(parents=True, exist_ok=True)
-    rows = [{"question": p.question, "gold": p.answer, "prediction": extract_answer(t),
-             "correct": is_correct(t, p.answer), "output": t}
-            for p, t in zip(problems, texts, strict=True)]  # fmt: skip
+    rows = [
+        {
+            "question": p.question,
+            "gold": p.answer,
+            "prediction": extract_answer(t),
+            "correct": is_correct(t, p.answer),
+            "output": t,
+        }
+        for p, t in zip(problems, texts, strict=True)
+    ]
     (ns.out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     acc = sum(r["correct"] for r in rows) / len(rows)
-    summary = {"method": ns.method, "model": lm.name, "n": len(rows), "accuracy": acc,
-               "config": values}  # fmt: skip
+    summary = {
+        "method": ns.method,
+        "model": lm.name,
+        "n": len(rows),
+        "accuracy": acc,
+        "config": values,
+    }
     (ns.out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(f"{ns.method}: accuracy {acc:.3f} on {len(rows)} problems -> {ns.out}")
     return 0

@@ -77,8 +77,11 @@ def normalize_answer(text: str) -> str:
 def extract_answer(text: str) -> str:
     """The model's final answer: ``#### N``, ``\\boxed{...}``, ``answer is/Answer: X``, else
     the last number in the text; ``""`` when there is none."""
-    for pattern in (r"####\s*([^\n]+)", r"\\boxed\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}",
-                    r"[Aa]nswer(?: is)?\s*[:=]?\s*\$?(-?[\d,]*\.?\d+(?:/\d+)?)"):  # fmt: skip
+    for pattern in (
+        r"####\s*([^\n]+)",
+        r"\\boxed\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}",
+        r"[Aa]nswer(?: is)?\s*[:=]?\s*\$?(-?[\d,]*\.?\d+(?:/\d+)?)",
+    ):
         found = re.findall(pattern, text)
         if found:
             return normalize_answer(found[-1])
@@ -169,14 +172,16 @@ def _problem(rng: random.Random, steps: int) -> tuple[str, int, list[str]]:
         op = rng.choice(("add", "sub", "mul") if value <= 20 else ("add", "sub"))
         if op == "add":
             n = rng.randint(2, 15)
-            text.append(rng.choice((f"A friend gives {name} {n} more {item}.",
-                                    f"{name} buys {n} more {item}.")))  # fmt: skip
+            text.append(
+                rng.choice(
+                    (f"A friend gives {name} {n} more {item}.", f"{name} buys {n} more {item}.")
+                )
+            )
             work.append(f"{value} + {n} = {value + n}")
             value += n
         elif op == "sub" and value > 2:
             n = rng.randint(1, value - 1)
-            text.append(rng.choice((f"{name} gives away {n} {item}.",
-                                    f"{name} loses {n} {item}.")))  # fmt: skip
+            text.append(rng.choice((f"{name} gives away {n} {item}.", f"{name} loses {n} {item}.")))
             work.append(f"{value} - {n} = {value - n}")
             value -= n
         else:
@@ -202,8 +207,13 @@ def synth_problems(
     for i in range(n):
         steps = difficulties[i % len(difficulties)]
         question, value, work = _problem(rng, steps)
-        out.append({"question": question, "answer": "\n".join(work) + f"\n#### {value}",
-                    "difficulty": steps})  # fmt: skip
+        out.append(
+            {
+                "question": question,
+                "answer": "\n".join(work) + f"\n#### {value}",
+                "difficulty": steps,
+            }
+        )
     return out
 
 

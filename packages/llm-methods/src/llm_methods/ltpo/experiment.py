@@ -42,8 +42,10 @@ from llm_methods.stats import bootstrap_ci
 
 __all__ = ["EXPERIMENT", "judge", "run", "settings"]
 
-PAPER = ("Thinking on the Fly: Test-Time Reasoning Enhancement via Latent Thought Policy "
-         "Optimization (arXiv 2510.04182)")  # fmt: skip
+PAPER = (
+    "Thinking on the Fly: Test-Time Reasoning Enhancement via Latent Thought Policy "
+    "Optimization (arXiv 2510.04182)"
+)
 METHODS = ("cot", "cot_unk", "latentseek", "ltpo")
 CLAIM_A_MIN_GAIN = 0.0
 CLAIM_B_MIN_GROWTH = 0.0
@@ -86,40 +88,54 @@ def judge(
     unk_easy = float(correct["cot_unk"][easy].mean()) if easy.any() else 0.0
     if changed is None:
         changed = int((correct["ltpo"] != correct["cot_unk"]).sum())
-    can_solve = Precondition("the model solves the task", f"acc(CoT, easy {EASY}) >= "
-                             f"{MIN_COT_EASY}", {"acc_cot_easy": round(cot_easy, 4)},
-                             cot_easy >= MIN_COT_EASY)  # fmt: skip
+    can_solve = Precondition(
+        "the model solves the task",
+        f"acc(CoT, easy {EASY}) >= {MIN_COT_EASY}",
+        {"acc_cot_easy": round(cot_easy, 4)},
+        cot_easy >= MIN_COT_EASY,
+    )
     off_floor = Precondition(
         "hard problems are not at the floor",
         f"max over methods of hard problems solved >= {MIN_HARD_SOLVED}",
         {"hard_solved": hard_solved},
         hard_solved >= MIN_HARD_SOLVED,
     )
-    unk_solves = Precondition("the compared prompt (CoT-Unk) solves easy problems",
-                              f"acc(CoT-Unk, easy {EASY}) >= {MIN_COT_EASY} (added after the "
-                              "last run)", {"acc_cot_unk_easy": round(unk_easy, 4)},
-                              unk_easy >= MIN_COT_EASY)  # fmt: skip
-    ltpo_acts = Precondition("LTPO changes at least one answer relative to CoT-Unk",
-                             "problems whose LTPO answer differs from CoT-Unk's >= 1 (added "
-                             "after the last run)", {"answers_changed": changed},
-                             changed >= 1)  # fmt: skip
+    unk_solves = Precondition(
+        "the compared prompt (CoT-Unk) solves easy problems",
+        f"acc(CoT-Unk, easy {EASY}) >= {MIN_COT_EASY} (added after the last run)",
+        {"acc_cot_unk_easy": round(unk_easy, 4)},
+        unk_easy >= MIN_COT_EASY,
+    )
+    ltpo_acts = Precondition(
+        "LTPO changes at least one answer relative to CoT-Unk",
+        "problems whose LTPO answer differs from CoT-Unk's >= 1 (added after the last run)",
+        {"answers_changed": changed},
+        changed >= 1,
+    )
     return [
-        Claim.judge(text="LTPO is at least as accurate as CoT-Unk (same placeholders, 0 steps).",
-                    criterion=f"acc(LTPO) - acc(CoT-Unk) >= {CLAIM_A_MIN_GAIN} over all problems",
-                    measured={"ltpo": round(float(correct["ltpo"].mean()), 4),
-                              "cot_unk": round(float(correct["cot_unk"].mean()), 4),
-                              "gain": round(float(gain.mean()), 4),
-                              "gain_ci95": [round(gain_ci[0], 4), round(gain_ci[1], 4)]},
-                    holds=bool(gain.mean() >= CLAIM_A_MIN_GAIN),
-                    preconditions=[can_solve, unk_solves, ltpo_acts]),
-        Claim.judge(text="LTPO's advantage grows with difficulty, where the other methods "
-                    "collapse.",
-                    criterion=(f"adv(hard {HARD}) - adv(easy {EASY}) > {CLAIM_B_MIN_GROWTH}, "
-                               "adv = acc(LTPO) - max(acc(other methods))"),
-                    measured={"adv_easy": round(adv_easy, 4), "adv_hard": round(adv_hard, 4)},
-                    holds=bool(adv_hard - adv_easy > CLAIM_B_MIN_GROWTH),
-                    preconditions=[can_solve, off_floor]),
-    ]  # fmt: skip
+        Claim.judge(
+            text="LTPO is at least as accurate as CoT-Unk (same placeholders, 0 steps).",
+            criterion=f"acc(LTPO) - acc(CoT-Unk) >= {CLAIM_A_MIN_GAIN} over all problems",
+            measured={
+                "ltpo": round(float(correct["ltpo"].mean()), 4),
+                "cot_unk": round(float(correct["cot_unk"].mean()), 4),
+                "gain": round(float(gain.mean()), 4),
+                "gain_ci95": [round(gain_ci[0], 4), round(gain_ci[1], 4)],
+            },
+            holds=bool(gain.mean() >= CLAIM_A_MIN_GAIN),
+            preconditions=[can_solve, unk_solves, ltpo_acts],
+        ),
+        Claim.judge(
+            text="LTPO's advantage grows with difficulty, where the other methods collapse.",
+            criterion=(
+                f"adv(hard {HARD}) - adv(easy {EASY}) > {CLAIM_B_MIN_GROWTH}, "
+                "adv = acc(LTPO) - max(acc(other methods))"
+            ),
+            measured={"adv_easy": round(adv_easy, 4), "adv_hard": round(adv_hard, 4)},
+            holds=bool(adv_hard - adv_easy > CLAIM_B_MIN_GROWTH),
+            preconditions=[can_solve, off_floor],
+        ),
+    ]
 
 
 def run(quick: bool, out_dir: Path) -> Result:
@@ -148,8 +164,10 @@ def run(quick: bool, out_dir: Path) -> Result:
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     records = synth_problems(cfg["n"], seed=SEED)
-    problems = [Problem(r["question"], normalize_answer(r["answer"].rsplit("####", 1)[1]),
-                        r["difficulty"]) for r in records]  # fmt: skip
+    problems = [
+        Problem(r["question"], normalize_answer(r["answer"].rsplit("####", 1)[1]), r["difficulty"])
+        for r in records
+    ]
     texts: dict[str, list[str]] = {m: [] for m in METHODS}
     seconds: dict[str, float] = dict.fromkeys(("prefix", *METHODS), 0.0)
     traces: list[list[float]] = []
@@ -165,40 +183,50 @@ def run(quick: bool, out_dir: Path) -> Result:
         for b in range(0, len(problems), cfg["batch"]):
             rows = range(b, min(b + cfg["batch"], len(problems)))
             t = time.perf_counter()
-            texts["cot"] += decode_rows(BatchThoughtScorer(lm, [cots[i] for i in rows]), None,
-                                        new)  # fmt: skip
+            texts["cot"] += decode_rows(BatchThoughtScorer(lm, [cots[i] for i in rows]), None, new)
             seconds["cot"] += time.perf_counter() - t
             t = time.perf_counter()  # the batch's thought prefixes, once for three methods
-            scorer = BatchThoughtScorer(lm, [thought[i].prefix for i in rows], ltpo_cfg.top_k,
-                                        suffix)  # fmt: skip
+            scorer = BatchThoughtScorer(
+                lm, [thought[i].prefix for i in rows], ltpo_cfg.top_k, suffix
+            )
             seconds["prefix"] += time.perf_counter() - t
             t = time.perf_counter()
             unk_texts = decode_rows(scorer, initial_thoughts(lm, scorer.B, K), new)
             texts["cot_unk"] += unk_texts
             seconds["cot_unk"] += time.perf_counter() - t
             t = time.perf_counter()
-            hs, tr = ltpo_optimize_batch(lm, [thought[i].prefix for i in rows], ltpo_cfg,
-                                         list(rows), scorer=scorer)  # fmt: skip
+            hs, tr = ltpo_optimize_batch(
+                lm, [thought[i].prefix for i in rows], ltpo_cfg, list(rows), scorer=scorer
+            )
             traces += tr
             norms += [float(h.norm(dim=-1).mean()) for h in hs]
             texts["ltpo"] += decode_rows(scorer, torch.stack(hs), new)
             seconds["ltpo"] += time.perf_counter() - t
             t = time.perf_counter()
             answers, _ = latentseek_batch(
-                scorer, [problems[i].question for i in rows], K,
-                iterations=cfg["latentseek_iters"], max_new_tokens=new,
-                initial_answers=unk_texts)  # fmt: skip
+                scorer,
+                [problems[i].question for i in rows],
+                K,
+                iterations=cfg["latentseek_iters"],
+                max_new_tokens=new,
+                initial_answers=unk_texts,
+            )
             texts["latentseek"] += answers
             seconds["latentseek"] += time.perf_counter() - t
         placeholder_norm = float(initial_thoughts(lm, 1, K)[0].norm(dim=-1).mean())
         row_norm = float(lm.model.get_input_embeddings().weight.norm(dim=-1).mean())
-    correct = {m: np.array([is_correct(txt, p.answer)
-                            for txt, p in zip(texts[m], problems, strict=True)], dtype=float)
-               for m in METHODS}  # fmt: skip
+    correct = {
+        m: np.array(
+            [is_correct(txt, p.answer) for txt, p in zip(texts[m], problems, strict=True)],
+            dtype=float,
+        )
+        for m in METHODS
+    }
     diff = np.array([p.difficulty for p in problems])
     levels = sorted(set(diff.tolist()))
-    acc = {m: {f"d{d}": round(float(correct[m][diff == d].mean()), 4) for d in levels}
-           for m in METHODS}  # fmt: skip
+    acc = {
+        m: {f"d{d}": round(float(correct[m][diff == d].mean()), 4) for d in levels} for m in METHODS
+    }
     for m in METHODS:
         lo, hi = bootstrap_ci(correct[m], N_BOOT, SEED)
         acc[m]["all"] = round(float(correct[m].mean()), 4)
@@ -207,31 +235,39 @@ def run(quick: bool, out_dir: Path) -> Result:
     reward_gain = float(np.mean([max(tr[1:] or tr) - tr[0] for tr in traces]))
     sigma, lr = ltpo_cfg.scaled(scale)
     changed = sum(a != b for a, b in zip(texts["ltpo"], texts["cot_unk"], strict=True))
-    metrics: dict[str, Any] = {"ltpo_answers_changed_vs_cot_unk": changed,
-                               "accuracy": acc,
-                               "seconds": {k: round(v, 1) for k, v in seconds.items()},
-                               "ltpo_mean_best_reward_gain": round(reward_gain, 4),
-                               "embedding_scale": round(scale, 5),
-                               "embedding_row_norm": round(row_norm, 4),
-                               "placeholder_norm": round(placeholder_norm, 4),
-                               "kept_thought_norm": round(float(np.mean(norms)), 4),
-                               "sigma_abs": round(sigma, 5), "lr_abs": round(lr, 7),
-                               "wall_s": round(time.perf_counter() - start, 1),
-                               "examples": {m: texts[m][0][-160:] for m in METHODS}}  # fmt: skip
+    metrics: dict[str, Any] = {
+        "ltpo_answers_changed_vs_cot_unk": changed,
+        "accuracy": acc,
+        "seconds": {k: round(v, 1) for k, v in seconds.items()},
+        "ltpo_mean_best_reward_gain": round(reward_gain, 4),
+        "embedding_scale": round(scale, 5),
+        "embedding_row_norm": round(row_norm, 4),
+        "placeholder_norm": round(placeholder_norm, 4),
+        "kept_thought_norm": round(float(np.mean(norms)), 4),
+        "sigma_abs": round(sigma, 5),
+        "lr_abs": round(lr, 7),
+        "wall_s": round(time.perf_counter() - start, 1),
+        "examples": {m: texts[m][0][-160:] for m in METHODS},
+    }
     line = ", ".join(f"{m} {acc[m]['all']:.3f}" for m in METHODS)
     return Result(
-        summary=(f"SmolLM2-135M-Instruct on {len(problems)} synthetic 1-4 step word problems, "
-                 f"accuracy: {line}. LTPO raised the confidence reward by {reward_gain:.3f} on "
-                 f"average; kept thoughts have norm {np.mean(norms):.2f} (embedding rows "
-                 f"{row_norm:.2f})."),
-        metrics=metrics, seeds=[SEED],
-        scale=(f"{len(problems)} problems ({len(problems) // len(levels)} per difficulty), greedy "
-               f"{new} new tokens, LTPO K={K} T={ltpo_cfg.steps} sigma={ltpo_cfg.sigma} "
-               f"gamma={ltpo_cfg.sigma_decay} eta={ltpo_cfg.lr} in embedding units "
-               f"(s={scale:.4f}: sigma {sigma:.4f}, eta {lr:.2e}), LatentSeek "
-               f"{cfg['latentseek_iters']} iteration(s), {device.type}"),
+        summary=(
+            f"SmolLM2-135M-Instruct on {len(problems)} synthetic 1-4 step word problems, "
+            f"accuracy: {line}. LTPO raised the confidence reward by {reward_gain:.3f} on "
+            f"average; kept thoughts have norm {np.mean(norms):.2f} (embedding rows "
+            f"{row_norm:.2f})."
+        ),
+        metrics=metrics,
+        seeds=[SEED],
+        scale=(
+            f"{len(problems)} problems ({len(problems) // len(levels)} per difficulty), greedy "
+            f"{new} new tokens, LTPO K={K} T={ltpo_cfg.steps} sigma={ltpo_cfg.sigma} "
+            f"gamma={ltpo_cfg.sigma_decay} eta={ltpo_cfg.lr} in embedding units "
+            f"(s={scale:.4f}: sigma {sigma:.4f}, eta {lr:.2e}), LatentSeek "
+            f"{cfg['latentseek_iters']} iteration(s), {device.type}"
+        ),
         claims=judge(correct, diff, changed),
-    )  # fmt: skip
+    )
 
 
 def _plot(path: Path, acc: dict[str, dict[str, Any]], levels: list[int]) -> None:

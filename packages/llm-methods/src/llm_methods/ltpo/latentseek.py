@@ -17,12 +17,14 @@ from llm_methods.ltpo.model import BatchThoughtScorer, decode_rows, initial_thou
 
 __all__ = ["SELF_REWARD", "latentseek", "latentseek_batch", "self_reward"]
 
-SELF_REWARD = ("Question: {q}\nProposed solution: {a}\nIs the proposed final answer correct? "
-               "Reply yes or no.")  # fmt: skip
+SELF_REWARD = (
+    "Question: {q}\nProposed solution: {a}\nIs the proposed final answer correct? Reply yes or no."
+)
 
 
-def self_reward(lm: Any, questions: Sequence[str], answers: Sequence[str],
-                batch_size: int = 16) -> torch.Tensor:  # fmt: skip
+def self_reward(
+    lm: Any, questions: Sequence[str], answers: Sequence[str], batch_size: int = 16
+) -> torch.Tensor:
     """LatentSeek's self-reward: p(yes) / (p(yes) + p(no)) for the first answer token of the
     model judging its own solution [N]."""
     from llm_methods.lm import chat_prompt, last_token_logits
@@ -30,9 +32,13 @@ def self_reward(lm: Any, questions: Sequence[str], answers: Sequence[str],
     tok = lm.tokenizer
     yes = tok("yes", add_special_tokens=False).input_ids[0]
     no = tok("no", add_special_tokens=False).input_ids[0]
-    ids = [tok(chat_prompt(lm, SELF_REWARD.format(q=q, a=a.strip() or "(none)")),
-               add_special_tokens=False).input_ids
-           for q, a in zip(questions, answers, strict=True)]  # fmt: skip
+    ids = [
+        tok(
+            chat_prompt(lm, SELF_REWARD.format(q=q, a=a.strip() or "(none)")),
+            add_special_tokens=False,
+        ).input_ids
+        for q, a in zip(questions, answers, strict=True)
+    ]
     last = last_token_logits(lm, ids, batch_size)
     return torch.sigmoid(last[:, yes] - last[:, no]).cpu()
 
@@ -51,8 +57,11 @@ def latentseek_batch(
     decoding and the gradients reuse); returns the final answers and self-rewards."""
     lm = scorer.lm
     H = initial_thoughts(lm, scorer.B, n_thoughts).clone()  # [B, K, d]
-    answers = (list(initial_answers) if initial_answers is not None
-               else decode_rows(scorer, H, max_new_tokens))  # fmt: skip
+    answers = (
+        list(initial_answers)
+        if initial_answers is not None
+        else decode_rows(scorer, H, max_new_tokens)
+    )
     rewards = self_reward(lm, questions, answers, scorer.B)
     for _ in range(iterations):
         todo = [i for i in range(scorer.B) if rewards[i] < threshold]
@@ -71,11 +80,19 @@ def latentseek_batch(
     return answers, [float(r) for r in rewards]
 
 
-def latentseek(lm: Any, questions: Sequence[str], prefixes: Sequence[Sequence[int]],
-               n_thoughts: int = 8, iterations: int = 2, lr: float = 0.03,
-               threshold: float = 0.9, max_new_tokens: int = 48, batch_size: int = 16,
-               initial_answers: Sequence[str] | None = None,
-               suffix: Sequence[int] = ()) -> tuple[list[str], list[float]]:  # fmt: skip
+def latentseek(
+    lm: Any,
+    questions: Sequence[str],
+    prefixes: Sequence[Sequence[int]],
+    n_thoughts: int = 8,
+    iterations: int = 2,
+    lr: float = 0.03,
+    threshold: float = 0.9,
+    max_new_tokens: int = 48,
+    batch_size: int = 16,
+    initial_answers: Sequence[str] | None = None,
+    suffix: Sequence[int] = (),
+) -> tuple[list[str], list[float]]:
     """:func:`latentseek_batch` over batches of ``batch_size`` questions ``prefix · H ·
     suffix``. ``initial_answers``: the decodes of the unoptimised placeholders (= CoT-Unk's),
     if known."""
@@ -84,8 +101,16 @@ def latentseek(lm: Any, questions: Sequence[str], prefixes: Sequence[Sequence[in
     for b in range(0, len(prefixes), batch_size):
         scorer = BatchThoughtScorer(lm, prefixes[b : b + batch_size], suffix=suffix)
         init = None if initial_answers is None else initial_answers[b : b + batch_size]
-        a, r = latentseek_batch(scorer, questions[b : b + batch_size], n_thoughts, iterations,
-                                lr, threshold, max_new_tokens, init)  # fmt: skip
+        a, r = latentseek_batch(
+            scorer,
+            questions[b : b + batch_size],
+            n_thoughts,
+            iterations,
+            lr,
+            threshold,
+            max_new_tokens,
+            init,
+        )
         answers += a
         rewards += r
     return answers, rewards

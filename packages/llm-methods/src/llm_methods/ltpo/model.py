@@ -116,16 +116,22 @@ def initial_thoughts(lm: Any, batch: int, n_thoughts: int) -> torch.Tensor:
     return lm.model.get_input_embeddings()(ids).detach().float()[None].expand(batch, -1, -1)
 
 
-def ltpo_optimize(lm: Any, prefix: Sequence[int], cfg: LTPOConfig, seed: int = 0,
-                  suffix: Sequence[int] = (), init: torch.Tensor | None = None,
-                  ) -> tuple[torch.Tensor, list[float]]:  # fmt: skip
+def ltpo_optimize(
+    lm: Any,
+    prefix: Sequence[int],
+    cfg: LTPOConfig,
+    seed: int = 0,
+    suffix: Sequence[int] = (),
+    init: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, list[float]]:
     """Optimised thought embeddings [K, d] and the reward trace (the start's R, then R_i of each
     evaluated candidate) for one question ``prefix · H · suffix``. ``init``: H₀ [K, d]
     (default: the placeholders' embeddings)."""
     cfg.validate()
     if cfg.optimizer == "zo":
-        hs, traces = ltpo_optimize_batch(lm, [prefix], cfg, [seed], suffix=suffix,
-                                         init=None if init is None else init[None])  # fmt: skip
+        hs, traces = ltpo_optimize_batch(
+            lm, [prefix], cfg, [seed], suffix=suffix, init=None if init is None else init[None]
+        )
         return hs[0], traces[0]
     scorer = BatchThoughtScorer(lm, [prefix], cfg.top_k, suffix)
     H = (initial_thoughts(lm, 1, cfg.n_thoughts) if init is None else init[None].float()).clone()
@@ -148,10 +154,15 @@ def ltpo_optimize(lm: Any, prefix: Sequence[int], cfg: LTPOConfig, seed: int = 0
 
 
 @torch.no_grad()
-def ltpo_optimize_batch(lm: Any, prefixes: Sequence[Sequence[int]], cfg: LTPOConfig,
-                        seeds: Sequence[int], scorer: BatchThoughtScorer | None = None,
-                        suffix: Sequence[int] = (), init: torch.Tensor | None = None,
-                        ) -> tuple[list[torch.Tensor], list[list[float]]]:  # fmt: skip
+def ltpo_optimize_batch(
+    lm: Any,
+    prefixes: Sequence[Sequence[int]],
+    cfg: LTPOConfig,
+    seeds: Sequence[int],
+    scorer: BatchThoughtScorer | None = None,
+    suffix: Sequence[int] = (),
+    init: torch.Tensor | None = None,
+) -> tuple[list[torch.Tensor], list[list[float]]]:
     """Zeroth-order LTPO for B questions in one batch; row i draws its ε from a CPU generator
     seeded ``seeds[i]`` (the stream upstream's ``torch.normal`` draws after
     ``torch.manual_seed(seeds[i])``). ``scorer``: an existing :class:`BatchThoughtScorer` of
@@ -161,8 +172,9 @@ def ltpo_optimize_batch(lm: Any, prefixes: Sequence[Sequence[int]], cfg: LTPOCon
         out = [ltpo_optimize(lm, p, cfg, s, suffix) for p, s in zip(prefixes, seeds, strict=True)]
         return [h for h, _ in out], [t for _, t in out]
     if scorer is None or scorer.top_k != cfg.top_k:
-        scorer = BatchThoughtScorer(lm, prefixes, cfg.top_k,
-                                    suffix if scorer is None else scorer.suffix)  # fmt: skip
+        scorer = BatchThoughtScorer(
+            lm, prefixes, cfg.top_k, suffix if scorer is None else scorer.suffix
+        )
     B = len(prefixes)
     H = (initial_thoughts(lm, B, cfg.n_thoughts) if init is None else init.float()).clone()
     start = scorer.reward(H).float()
@@ -201,8 +213,10 @@ def decode_with_thoughts(
     texts: list[str | None] = [None] * len(prefixes)
     for start in range(0, len(prefixes), batch_size):
         idx = range(start, min(start + batch_size, len(prefixes)))
-        for group in ([i for i in idx if thoughts[i] is None],
-                      [i for i in idx if thoughts[i] is not None]):  # fmt: skip
+        for group in (
+            [i for i in idx if thoughts[i] is None],
+            [i for i in idx if thoughts[i] is not None],
+        ):
             if not group:
                 continue
             scorer = BatchThoughtScorer(lm, [prefixes[i] for i in group], suffix=suffix)

@@ -75,8 +75,10 @@ def thought_token_ids(tokenizer: Any, n_thoughts: int) -> list[int]:
 def _check_length(lm: Any, n: int, reserve: int) -> None:
     limit = getattr(lm.model.config, "max_position_embeddings", None)
     if limit is not None and n + reserve > limit:
-        raise LMError(f"question prompt is {n} tokens (+{reserve} for thoughts and answer); "
-                      f"the model allows {limit}: shorten or segment it")  # fmt: skip
+        raise LMError(
+            f"question prompt is {n} tokens (+{reserve} for thoughts and answer); "
+            f"the model allows {limit}: shorten or segment it"
+        )
 
 
 def _check_question(question: str) -> str:
@@ -105,8 +107,9 @@ def thought_prompt(lm: Any, question: str, n_thoughts: int, reserve: int = 0) ->
 
     if n_thoughts < 1:
         raise LMError(f"n_thoughts (K) must be >= 1, got {n_thoughts}")
-    user = THOUGHT_TEMPLATE.format(question=_check_question(question), k=n_thoughts,
-                                   thoughts=_MARKER)  # fmt: skip
+    user = THOUGHT_TEMPLATE.format(
+        question=_check_question(question), k=n_thoughts, thoughts=_MARKER
+    )
     text = chat_prompt(lm, user)
     if text.count(_MARKER) != 1:
         raise LMError("the chat template does not keep the user text verbatim")

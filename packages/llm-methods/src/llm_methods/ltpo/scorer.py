@@ -47,8 +47,13 @@ class BatchThoughtScorer:
     suffix is empty); ``greedy`` decodes after [H; suffix] (or [suffix] alone without thoughts);
     ``continuation_grads`` backpropagates log π(y | prefix, H, suffix) into H."""
 
-    def __init__(self, lm: Any, prefixes: Sequence[Sequence[int]], top_k: int = 10,
-                 suffix: Sequence[int] = ()) -> None:  # fmt: skip
+    def __init__(
+        self,
+        lm: Any,
+        prefixes: Sequence[Sequence[int]],
+        top_k: int = 10,
+        suffix: Sequence[int] = (),
+    ) -> None:
         self.lm, self.top_k = lm, top_k
         self.suffix = list(suffix)
         self.embed = lm.model.get_input_embeddings()
@@ -58,8 +63,9 @@ class BatchThoughtScorer:
         self.B, self.P = E.shape[:2]
         pos = (self.mask.cumsum(1) - 1).clamp_min(0)
         with torch.no_grad():
-            out = lm.model(inputs_embeds=E, attention_mask=self.mask, position_ids=pos,
-                           use_cache=True)  # fmt: skip
+            out = lm.model(
+                inputs_embeds=E, attention_mask=self.mask, position_ids=pos, use_cache=True
+            )
             suffix_ids = torch.tensor(self.suffix, dtype=torch.long, device=lm.device)
             self.suffix_embeds = self.embed(suffix_ids).detach()  # [S, d]
         self.cache = getattr(out, "cache", None) or out.past_key_values
@@ -79,9 +85,13 @@ class BatchThoughtScorer:
         first positions ``start`` [B]); returns logits [B, S, V]. The cache keeps the new
         entries until :meth:`_reset`."""
         pos = start[:, None] + torch.arange(embeds.shape[1], device=embeds.device)[None]
-        out = self.lm.model(inputs_embeds=embeds.to(self.last_logits.dtype), attention_mask=mask,
-                            position_ids=pos, use_cache=True,
-                            **cache_kwargs(self.lm.model, self.cache))  # fmt: skip
+        out = self.lm.model(
+            inputs_embeds=embeds.to(self.last_logits.dtype),
+            attention_mask=mask,
+            position_ids=pos,
+            use_cache=True,
+            **cache_kwargs(self.lm.model, self.cache),
+        )
         return out.logits
 
     def _reset(self) -> None:
@@ -166,8 +176,9 @@ class ThoughtScorer(BatchThoughtScorer):
     """One question: ``reward(H [K, d])`` -> scalar on the cache, and ``reward_uncached`` (a
     full forward over [prefix; H; suffix[0]], the reference the cache must equal)."""
 
-    def __init__(self, lm: Any, prefix: Sequence[int], top_k: int = 10,
-                 suffix: Sequence[int] = ()) -> None:  # fmt: skip
+    def __init__(
+        self, lm: Any, prefix: Sequence[int], top_k: int = 10, suffix: Sequence[int] = ()
+    ) -> None:
         super().__init__(lm, [prefix], top_k, suffix)
         self.prefix = list(prefix)
 

@@ -29,8 +29,14 @@ from llm_methods.mas2.pool import Candidate
 from llm_methods.mas2.sandbox import run_code, run_tests
 from llm_methods.mas2.tasks import Grader, Task, _num, full_code
 
-__all__ = ["BackendError", "Completion", "LLMAgent", "LocalLMBackend", "OpenAIBackend",
-           "llm_generate_workflow"]  # fmt: skip
+__all__ = [
+    "BackendError",
+    "Completion",
+    "LLMAgent",
+    "LocalLMBackend",
+    "OpenAIBackend",
+    "llm_generate_workflow",
+]
 
 
 class BackendError(LMError):
@@ -53,8 +59,9 @@ class Completion:
 
 
 class Backend(Protocol):
-    def complete(self, prompt: str, model: str, max_tokens: int = 512,
-                 temperature: float = 0.0) -> Completion: ...  # fmt: skip
+    def complete(
+        self, prompt: str, model: str, max_tokens: int = 512, temperature: float = 0.0
+    ) -> Completion: ...
 
 
 class OpenAIBackend:
@@ -62,8 +69,14 @@ class OpenAIBackend:
 
     RETRY_STATUS = (408, 409, 425, 429, 500, 502, 503, 504)
 
-    def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 60.0,
-                 retries: int = 3, backoff: float = 0.5) -> None:  # fmt: skip
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        retries: int = 3,
+        backoff: float = 0.5,
+    ) -> None:
         if not re.match(r"^https?://", base_url):
             raise BackendError(f"base URL {base_url!r} must start with http:// or https://")
         self.url = base_url.rstrip("/") + "/chat/completions"
@@ -71,10 +84,17 @@ class OpenAIBackend:
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
         self.calls = 0
 
-    def complete(self, prompt: str, model: str, max_tokens: int = 512,
-                 temperature: float = 0.0) -> Completion:  # fmt: skip
-        body = json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}],
-                           "max_tokens": max_tokens, "temperature": temperature}).encode()  # fmt: skip
+    def complete(
+        self, prompt: str, model: str, max_tokens: int = 512, temperature: float = 0.0
+    ) -> Completion:
+        body = json.dumps(
+            {
+                "model": model,
+                "messages": [{"role": "user", "content": prompt}],
+                "max_tokens": max_tokens,
+                "temperature": temperature,
+            }
+        ).encode()
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
@@ -96,8 +116,11 @@ class OpenAIBackend:
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
                 last, unreachable = str(getattr(e, "reason", e)), True
         else:
-            raise BackendError(f"OpenAI-compatible server at {self.url} failed after "
-                               f"{self.retries + 1} attempts: {last}", unreachable)  # fmt: skip
+            raise BackendError(
+                f"OpenAI-compatible server at {self.url} failed after "
+                f"{self.retries + 1} attempts: {last}",
+                unreachable,
+            )
         return self._parse(raw)
 
     def _parse(self, raw: bytes) -> Completion:
@@ -105,13 +128,17 @@ class OpenAIBackend:
             data = json.loads(raw)
             text = data["choices"][0]["message"]["content"]
         except (json.JSONDecodeError, KeyError, IndexError, TypeError):
-            raise BackendError(f"{self.url}: reply has no choices[0].message.content: "
-                               f"{raw[:120]!r}") from None  # fmt: skip
+            raise BackendError(
+                f"{self.url}: reply has no choices[0].message.content: {raw[:120]!r}"
+            ) from None
         usage = data.get("usage") or {}
         p = usage.get("prompt_tokens")
         c = usage.get("completion_tokens")
-        return Completion(str(text or ""), int(p) if isinstance(p, int) else 0,
-                          int(c) if isinstance(c, int) else max(1, len(str(text)) // 4))  # fmt: skip
+        return Completion(
+            str(text or ""),
+            int(p) if isinstance(p, int) else 0,
+            int(c) if isinstance(c, int) else max(1, len(str(text)) // 4),
+        )
 
 
 class LocalLMBackend:
@@ -121,15 +148,22 @@ class LocalLMBackend:
         self.spec, self.device = spec, device
         self._lm: Any = None
 
-    def complete(self, prompt: str, model: str, max_tokens: int = 256,
-                 temperature: float = 0.0) -> Completion:  # fmt: skip
+    def complete(
+        self, prompt: str, model: str, max_tokens: int = 256, temperature: float = 0.0
+    ) -> Completion:
         from llm_methods.lm import chat_prompt, generate, load_lm
 
         if self._lm is None:
             self._lm = load_lm(self.spec, self.device)
         text = chat_prompt(self._lm, prompt)
-        out = generate(self._lm, [text], max_tokens, do_sample=temperature > 0,
-                       temperature=max(temperature, 1e-3), seed=0)[0]  # fmt: skip
+        out = generate(
+            self._lm,
+            [text],
+            max_tokens,
+            do_sample=temperature > 0,
+            temperature=max(temperature, 1e-3),
+            seed=0,
+        )[0]
         tok = self._lm.tokenizer
         return Completion(out, len(tok(text).input_ids), len(tok(out).input_ids))
 
@@ -141,8 +175,9 @@ _CODE = "Return the complete Python function in one ```python code block."
 class LLMAgent:
     """Runs each operator as a prompt to ``backend``; ``prices``: model -> $ per 1M tokens."""
 
-    def __init__(self, backend: Backend, prices: dict[str, float], grader: Grader,
-                 max_tokens: int = 512) -> None:  # fmt: skip
+    def __init__(
+        self, backend: Backend, prices: dict[str, float], grader: Grader, max_tokens: int = 512
+    ) -> None:
         self.backend, self.prices, self.grader, self.max_tokens = (
             backend,
             prices,
@@ -158,8 +193,9 @@ class LLMAgent:
     def _extract(self, task: Task, text: str) -> str | None:
         return _num(text) if task.kind == "arith" else full_code(task, text)
 
-    def call(self, op: str, task: Task, model: str, inputs: list[Candidate],
-             rng: random.Random) -> Candidate:  # fmt: skip
+    def call(
+        self, op: str, task: Task, model: str, inputs: list[Candidate], rng: random.Random
+    ) -> Candidate:
         src = inputs[0] if inputs else None
         code_task = task.kind == "code"
         tokens, cost, verdict = 0, 0.0, None
@@ -169,8 +205,11 @@ class LLMAgent:
                 best = max(answers, key=answers.count) if answers else None
                 return Candidate(best, note="plurality")
             if op in ("Custom", "AnswerGenerate") or (op == "Programmer" and code_task):
-                hint = _CODE if code_task else ("Think step by step. " + _FINAL
-                                                if op == "AnswerGenerate" else _FINAL)  # fmt: skip
+                hint = (
+                    _CODE
+                    if code_task
+                    else ("Think step by step. " + _FINAL if op == "AnswerGenerate" else _FINAL)
+                )
                 prompt = f"{task.question}\n\n{hint}"
                 if src is not None:
                     prompt += f"\n\nA previous answer was:\n{src.answer}"
@@ -179,7 +218,9 @@ class LLMAgent:
             elif op == "Programmer":
                 text, tokens, cost = self._ask(
                     f"{task.question}\n\nWrite a short Python program that prints only the "
-                    "answer. Reply with code only.", model)  # fmt: skip
+                    "answer. Reply with code only.",
+                    model,
+                )
                 fence = re.search(r"```(?:python)?\n(.*?)```", text, re.S)
                 res = run_code(
                     fence.group(1) if fence else text,
@@ -202,20 +243,26 @@ class LLMAgent:
                         text, tokens, cost = self._ask(
                             f"{task.question}\n\nThis attempt fails a unit test "
                             f"({res.feedback()}):\n"
-                            f"{answer}\n\nFix it. {_CODE}", model)  # fmt: skip
+                            f"{answer}\n\nFix it. {_CODE}",
+                            model,
+                        )
                         answer = self._extract(task, text)
             elif op == "Review":
                 answer = src.answer if src else None
                 text, tokens, cost = self._ask(
                     f"{task.question}\n\nProposed answer:\n{answer}\n\nIs it correct? Reply "
-                    "'yes' or 'no' first.", model)  # fmt: skip
+                    "'yes' or 'no' first.",
+                    model,
+                )
                 verdict = "ok" if text.strip().lower().startswith("yes") else "wrong"
             elif op == "Revise":
                 answer = src.answer if src else None
                 if src is None or src.verdict != "ok":
                     text, tokens, cost = self._ask(
                         f"{task.question}\n\nThis answer may be wrong:\n{answer}\n\nGive a "
-                        f"corrected answer. {_CODE if code_task else _FINAL}", model)  # fmt: skip
+                        f"corrected answer. {_CODE if code_task else _FINAL}",
+                        model,
+                    )
                     answer = self._extract(task, text)
             else:
                 raise ValueError(f"unknown operator {op!r}")
@@ -244,8 +291,10 @@ Reply with the workflow only."""
 
 def llm_generate_workflow(backend: Backend, model: str, task: Task) -> Workflow:
     """The generator as an LLM: its reply is parsed and validated (WorkflowError names the node)."""
-    ops = "\n".join(f"- {name}: {doc} ({lo}-{hi} inputs)"
-                    for name, (lo, hi, doc) in OPERATORS.items())  # fmt: skip
-    reply = backend.complete(GENERATOR_PROMPT.format(ops=ops, task=task.question[:1500]),
-                             model, 256).text  # fmt: skip
+    ops = "\n".join(
+        f"- {name}: {doc} ({lo}-{hi} inputs)" for name, (lo, hi, doc) in OPERATORS.items()
+    )
+    reply = backend.complete(
+        GENERATOR_PROMPT.format(ops=ops, task=task.question[:1500]), model, 256
+    ).text
     return parse_workflow(reply, "llm")

@@ -25,24 +25,41 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def tasks_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--tasks", default="synth-mixed",
-                       help=f"a task .jsonl(.gz) file or one of {', '.join(TASK_SOURCES)}")  # fmt: skip
+        p.add_argument(
+            "--tasks",
+            default="synth-mixed",
+            help=f"a task .jsonl(.gz) file or one of {', '.join(TASK_SOURCES)}",
+        )
         p.add_argument("--limit", type=int, default=None, help="first N tasks only")
         p.add_argument("--seed", type=int, default=0)
-        p.add_argument("--allow-unisolated", action="store_true",
-                       help="run generated code even where no OS-level sandbox (bubblewrap, "
-                       "user namespaces) exists: rlimits and an audit hook only, not a security "
-                       "boundary")  # fmt: skip
+        p.add_argument(
+            "--allow-unisolated",
+            action="store_true",
+            help="run generated code even where no OS-level sandbox (bubblewrap, "
+            "user namespaces) exists: rlimits and an audit hook only, not a security "
+            "boundary",
+        )
 
     def backend_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--backend", choices=("sim", "openai", "local"), default="sim",
-                       help="sim: the simulated pool; openai: an OpenAI-compatible server; "
-                       "local: a core model spec (--local-model)")  # fmt: skip
-        p.add_argument("--pool", type=Path, default=None,
-                       help="simulated pool YAML (default: shipped sim_pool.yaml)")  # fmt: skip
+        p.add_argument(
+            "--backend",
+            choices=("sim", "openai", "local"),
+            default="sim",
+            help="sim: the simulated pool; openai: an OpenAI-compatible server; "
+            "local: a core model spec (--local-model)",
+        )
+        p.add_argument(
+            "--pool",
+            type=Path,
+            default=None,
+            help="simulated pool YAML (default: shipped sim_pool.yaml)",
+        )
         p.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
-        p.add_argument("--models", default=None,
-                       help="backbone pool for openai/local: NAME=PRICE,... ($ per 1M tokens)")  # fmt: skip
+        p.add_argument(
+            "--models",
+            default=None,
+            help="backbone pool for openai/local: NAME=PRICE,... ($ per 1M tokens)",
+        )
         p.add_argument(
             "--local-model", default="smollm2", help="core model spec for --backend local"
         )
@@ -52,16 +69,24 @@ def _parser() -> argparse.ArgumentParser:
     gen = sub.add_parser("generate", help="write (or --validate) a workflow + assignment")
     tasks_args(gen)
     backend_args(gen)
-    gen.add_argument("--validate", type=Path, default=None,
-                     help="only validate this workflow spec file (text DSL or JSON)")  # fmt: skip
-    gen.add_argument("--llm-generator", action="store_true",
-                     help="the generator is the backend's first model writing the DSL")  # fmt: skip
+    gen.add_argument(
+        "--validate",
+        type=Path,
+        default=None,
+        help="only validate this workflow spec file (text DSL or JSON)",
+    )
+    gen.add_argument(
+        "--llm-generator",
+        action="store_true",
+        help="the generator is the backend's first model writing the DSL",
+    )
     gen.add_argument("--out", type=Path, default=None, help="write the workflow JSON here")
     run = sub.add_parser("run", help="run the tri-agent team on tasks; per-task results")
     tasks_args(run)
     backend_args(run)
-    run.add_argument("--workflow", type=Path, default=None,
-                     help="a fixed workflow spec instead of the generator")  # fmt: skip
+    run.add_argument(
+        "--workflow", type=Path, default=None, help="a fixed workflow spec instead of the generator"
+    )
     run.add_argument("--no-rectifier", action="store_true", help="generate-once")
     run.add_argument("--reps", type=int, default=1)
     run.add_argument("--out", type=Path, required=True)
@@ -132,8 +157,11 @@ def _setup(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
             from llm_methods.cliutils import quiet_transformers
 
             quiet_transformers()
-        backend = (OpenAIBackend(ns.base_url, retries=ns.retries) if ns.backend == "openai"
-                   else LocalLMBackend(ns.local_model))  # fmt: skip
+        backend = (
+            OpenAIBackend(ns.base_url, retries=ns.retries)
+            if ns.backend == "openai"
+            else LocalLMBackend(ns.local_model)
+        )
         agent = LLMAgent(backend, prices, grader)
     names = tuple(prices)
     team = Team.load(ns.team) if ns.team else Team.uniform(names)
@@ -196,19 +224,41 @@ def _run(ns: argparse.Namespace) -> int:
         for _ in range(ns.reps):
             wf = fixed or team.generate(task, rng)
             assign = team.implement(task, wf, rng)
-            tr = execute(wf, assign, task, agent, grader, random.Random(rng.randrange(2**31)),
-                         names, None if ns.no_rectifier else team.rectify, theta, cheapest)  # fmt: skip
-            rows.append({"task_id": task.task_id, "kind": task.kind, "workflow": wf.to_text(),
-                         "assignment": tr.assignment, "success": tr.success, "cost": tr.cost,
-                         "tokens": tr.tokens, "answer": tr.answer,
-                         "events": [{k: v for k, v in e.items() if k != "actions"}
-                                    for e in tr.events]})  # fmt: skip
+            tr = execute(
+                wf,
+                assign,
+                task,
+                agent,
+                grader,
+                random.Random(rng.randrange(2**31)),
+                names,
+                None if ns.no_rectifier else team.rectify,
+                theta,
+                cheapest,
+            )
+            rows.append(
+                {
+                    "task_id": task.task_id,
+                    "kind": task.kind,
+                    "workflow": wf.to_text(),
+                    "assignment": tr.assignment,
+                    "success": tr.success,
+                    "cost": tr.cost,
+                    "tokens": tr.tokens,
+                    "answer": tr.answer,
+                    "events": [{k: v for k, v in e.items() if k != "actions"} for e in tr.events],
+                }
+            )
     (ns.out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     n = len(rows)
-    summary = {"n": n, "backend": ns.backend, "success": sum(r["success"] for r in rows) / n,
-               "cost_per_task": sum(r["cost"] for r in rows) / n,
-               "tokens_per_task": sum(r["tokens"] for r in rows) / n,
-               "rectifications_per_task": sum(len(r["events"]) for r in rows) / n}  # fmt: skip
+    summary = {
+        "n": n,
+        "backend": ns.backend,
+        "success": sum(r["success"] for r in rows) / n,
+        "cost_per_task": sum(r["cost"] for r in rows) / n,
+        "tokens_per_task": sum(r["tokens"] for r in rows) / n,
+        "rectifications_per_task": sum(len(r["events"]) for r in rows) / n,
+    }
     (ns.out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(
         f"success {summary['success']:.3f}, ${summary['cost_per_task']:.6f} and "
@@ -224,8 +274,9 @@ def _train(ns: argparse.Namespace) -> int:
     from llm_methods.mas2.pool import SimAgent, load_pool
     from llm_methods.mas2.tasks import Grader
 
-    cfg = CTOConfig(k=ns.k, n=ns.n, r=ns.r, rounds=ns.rounds, beta=ns.beta,
-                    use_rectifier=not ns.no_rectifier).validate()  # fmt: skip
+    cfg = CTOConfig(
+        k=ns.k, n=ns.n, r=ns.r, rounds=ns.rounds, beta=ns.beta, use_rectifier=not ns.no_rectifier
+    ).validate()
     pool = load_pool(ns.pool)
     grader = Grader(allow_unisolated=ns.allow_unisolated)
     agent = SimAgent(pool, grader)

@@ -83,8 +83,15 @@ def _pairs(agent: str, kids: list[tuple[float, list[Term], str]]) -> list[Pair]:
     return out
 
 
-def build_tree(task: Task, team: Team, agent: Agent, grader: Grader, pool: SimPool,
-               cfg: CTOConfig, rng: random.Random) -> Tree:  # fmt: skip
+def build_tree(
+    task: Task,
+    team: Team,
+    agent: Agent,
+    grader: Grader,
+    pool: SimPool,
+    cfg: CTOConfig,
+    rng: random.Random,
+) -> Tree:
     tree = Tree()
     gen_kids = []
     for _ in range(cfg.k):
@@ -115,15 +122,17 @@ def build_tree(task: Task, team: Team, agent: Agent, grader: Grader, pool: SimPo
                 others = [a for a in ev["actions"] if a != ev["action"]]
                 alts = rng.sample(others, min(cfg.r - 1, len(others)))
                 leaves += [run((a,)) for a in alts]
-                kids = [(t.reward(pool.cost_weight),
-                         [(ctx, tuple(ev["actions"]), a)], a)
-                        for t, a in zip(leaves, [ev["action"], *alts], strict=True)]  # fmt: skip
+                kids = [
+                    (t.reward(pool.cost_weight), [(ctx, tuple(ev["actions"]), a)], a)
+                    for t, a in zip(leaves, [ev["action"], *alts], strict=True)
+                ]
                 tree.pairs += _pairs("rectifier", kids)
             value = sum(t.reward(pool.cost_weight) for t in leaves) / len(leaves)
             tree.leaves += leaves
             key = "|".join(f"{k}={v}" for k, v in sorted(assign.items()))
-            imp_kids.append((value, [(f"{task.kind}|{n.op}", team.models, assign[n.id]) for n in wf.nodes],
-                             key))  # fmt: skip
+            imp_kids.append(
+                (value, [(f"{task.kind}|{n.op}", team.models, assign[n.id]) for n in wf.nodes], key)
+            )
         tree.pairs += _pairs("implementer", imp_kids)
         v_wf = sum(v for v, _, _ in imp_kids) / len(imp_kids)
         tree.values[wf.name] = v_wf
@@ -177,8 +186,10 @@ def dpo_step(team: Team, ref: Team, pairs: Sequence[Pair], cfg: CTOConfig) -> di
         opt = torch.optim.Adam([pol.logits[c] for c in ctxs], lr=cfg.lr)
         for _ in range(cfg.steps):
             margin = mat @ _flat_logp(pol, ctxs, width)
-            loss = -(weights * torch.nn.functional.logsigmoid(cfg.beta * (margin - ref_margin))
-                     ).sum() / weights.sum()  # fmt: skip
+            loss = (
+                -(weights * torch.nn.functional.logsigmoid(cfg.beta * (margin - ref_margin))).sum()
+                / weights.sum()
+            )
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -190,9 +201,16 @@ def _policy(team: Team, name: str) -> TabularPolicy:
     return {"generator": team.gen, "implementer": team.imp, "rectifier": team.rect}[name]
 
 
-def train_cto(team: Team, tasks: Sequence[Task], agent: Agent, grader: Grader, pool: SimPool,
-              cfg: CTOConfig, seed: int = 0,
-              log: Callable[[str], None] | None = None) -> list[dict[str, float]]:  # fmt: skip
+def train_cto(
+    team: Team,
+    tasks: Sequence[Task],
+    agent: Agent,
+    grader: Grader,
+    pool: SimPool,
+    cfg: CTOConfig,
+    seed: int = 0,
+    log: Callable[[str], None] | None = None,
+) -> list[dict[str, float]]:
     """``cfg.rounds`` rounds of (build trees with the current team, DPO against it)."""
     cfg.validate()
     rng = random.Random(seed)
@@ -205,8 +223,12 @@ def train_cto(team: Team, tasks: Sequence[Task], agent: Agent, grader: Grader, p
             pairs += tree.pairs
             rewards += [t.reward(pool.cost_weight) for t in tree.leaves]
         losses = dpo_step(team, ref, pairs, cfg)
-        row = {"round": rnd, "mean_leaf_reward": sum(rewards) / len(rewards),
-               "pairs": len(pairs), **{f"loss_{k}": v for k, v in losses.items()}}  # fmt: skip
+        row = {
+            "round": rnd,
+            "mean_leaf_reward": sum(rewards) / len(rewards),
+            "pairs": len(pairs),
+            **{f"loss_{k}": v for k, v in losses.items()},
+        }
         history.append(row)
         if log:
             log(f"round {rnd}: mean leaf reward {row['mean_leaf_reward']:.3f}, {len(pairs)} pairs")

@@ -89,8 +89,9 @@ def validate(wf: Workflow) -> Workflow:
         if n.id in seen:
             raise WorkflowError(f"node {n.id!r}: duplicate id")
         if n.op not in OPERATORS:
-            raise WorkflowError(f"node {n.id!r}: unknown operator {n.op!r} "
-                                f"(known: {', '.join(OPERATORS)})")  # fmt: skip
+            raise WorkflowError(
+                f"node {n.id!r}: unknown operator {n.op!r} (known: {', '.join(OPERATORS)})"
+            )
         lo, hi = OPERATORS[n.op][:2]
         if not lo <= len(n.inputs) <= hi:
             want = f"{lo}" if lo == hi else f"{lo}-{hi}"
@@ -124,8 +125,10 @@ def _from_text(text: str, name: str) -> Workflow:
             continue
         m = _STMT.match(line)
         if not m:
-            raise WorkflowError(f"line {lineno}: expected 'ID = Operator(inputs...)' or "
-                                f"'return ID', got {line[:60]!r}")  # fmt: skip
+            raise WorkflowError(
+                f"line {lineno}: expected 'ID = Operator(inputs...)' or "
+                f"'return ID', got {line[:60]!r}"
+            )
         args = tuple(a.strip() for a in m["args"].split(",") if a.strip())
         nodes.append(Node(m["id"], m["op"], args))
     if output is None:

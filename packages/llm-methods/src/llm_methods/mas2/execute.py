@@ -36,8 +36,9 @@ def fail_actions(models: Sequence[str], current: str) -> tuple[str, ...]:
 
 
 class Agent(Protocol):
-    def call(self, op: str, task: Task, model: str, inputs: list[Candidate],
-             rng: random.Random) -> Candidate: ...  # fmt: skip
+    def call(
+        self, op: str, task: Task, model: str, inputs: list[Candidate], rng: random.Random
+    ) -> Candidate: ...
 
 
 # (event, task, node, model, candidate actions, rng) -> chosen action
@@ -80,12 +81,23 @@ def execute(
 
     def decide(event: str, node: Node, actions: tuple[str, ...]) -> str:
         k = len(events)
-        action = force[k] if k < len(force) else rectifier(event, task, node, assign[node.id],
-                                                           actions, rng)  # type: ignore[misc]  # fmt: skip
+        action = (
+            force[k]
+            if k < len(force)
+            else rectifier(event, task, node, assign[node.id], actions, rng)
+        )  # type: ignore[misc]
         if action not in actions:
             raise ValueError(f"rectifier action {action!r} not in {actions}")
-        events.append({"event": event, "node": node.id, "op": ops[node.id],
-                       "model": assign[node.id], "action": action, "actions": actions})  # fmt: skip
+        events.append(
+            {
+                "event": event,
+                "node": node.id,
+                "op": ops[node.id],
+                "model": assign[node.id],
+                "action": action,
+                "actions": actions,
+            }
+        )
         return action
 
     stopped = False

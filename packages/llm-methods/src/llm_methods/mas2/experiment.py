@@ -44,8 +44,9 @@ def settings(quick: bool) -> dict[str, Any]:
     return {"n_train": 30, "n_test": 40, "rounds": 4, "reps": 2, "oracle_reps": 2}
 
 
-def evaluate(system: str, team: Any, tasks: list, agent: Any, grader: Any, pool: Any,
-             reps: int, seed: int) -> dict[str, float]:  # fmt: skip
+def evaluate(
+    system: str, team: Any, tasks: list, agent: Any, grader: Any, pool: Any, reps: int, seed: int
+) -> dict[str, float]:
     """Success rate, mean cost ($), tokens and reward of one system over ``tasks`` x ``reps``."""
     from llm_methods.mas2.execute import execute
 
@@ -60,19 +61,34 @@ def evaluate(system: str, team: Any, tasks: list, agent: Any, grader: Any, pool:
                 wf = team.generate(task, rng)
                 assign = team.implement(task, wf, rng)
             rect = team.rectify if system.startswith("mas2") else None
-            tr = execute(wf, assign, task, agent, grader, random.Random(rng.randrange(2**31)),
-                         pool.names, rect, pool.theta, pool.cheapest())  # fmt: skip
+            tr = execute(
+                wf,
+                assign,
+                task,
+                agent,
+                grader,
+                random.Random(rng.randrange(2**31)),
+                pool.names,
+                rect,
+                pool.theta,
+                pool.cheapest(),
+            )
             rows.append(
                 (tr.success, tr.cost, tr.tokens, tr.reward(pool.cost_weight), len(tr.events))
             )
     n = len(rows)
-    return {"success": sum(r[0] for r in rows) / n, "cost": sum(r[1] for r in rows) / n,
-            "tokens": sum(r[2] for r in rows) / n, "reward": sum(r[3] for r in rows) / n,
-            "rectifications": sum(r[4] for r in rows) / n}  # fmt: skip
+    return {
+        "success": sum(r[0] for r in rows) / n,
+        "cost": sum(r[1] for r in rows) / n,
+        "tokens": sum(r[2] for r in rows) / n,
+        "reward": sum(r[3] for r in rows) / n,
+        "rectifications": sum(r[4] for r in rows) / n,
+    }
 
 
-def oracle_table(tasks: list, agent: Any, grader: Any, pool: Any, reps: int, seed: int = 0
-                 ) -> dict[str, dict[str, float]]:  # fmt: skip
+def oracle_table(
+    tasks: list, agent: Any, grader: Any, pool: Any, reps: int, seed: int = 0
+) -> dict[str, dict[str, float]]:
     """Expected reward of every (template, homogeneous model) config per task type, no rectifier."""
     from llm_methods.mas2.dsl import TEMPLATES
     from llm_methods.mas2.execute import execute
@@ -84,9 +100,19 @@ def oracle_table(tasks: list, agent: Any, grader: Any, pool: Any, reps: int, see
         table[kind] = {}
         for wf in TEMPLATES:
             for m in pool.names:
-                rs = [execute(wf, {n.id: m for n in wf.nodes}, t, agent, grader,
-                              random.Random(rng.randrange(2**31)), pool.names
-                              ).reward(pool.cost_weight) for t in sub for _ in range(reps)]  # fmt: skip
+                rs = [
+                    execute(
+                        wf,
+                        {n.id: m for n in wf.nodes},
+                        t,
+                        agent,
+                        grader,
+                        random.Random(rng.randrange(2**31)),
+                        pool.names,
+                    ).reward(pool.cost_weight)
+                    for t in sub
+                    for _ in range(reps)
+                ]
                 table[kind][f"{wf.name}@{m}"] = sum(rs) / len(rs)
     return table
 
@@ -94,8 +120,11 @@ def oracle_table(tasks: list, agent: Any, grader: Any, pool: Any, reps: int, see
 def pareto_dominators(points: dict[str, tuple[float, float]], name: str, tol: float) -> list[str]:
     """Systems whose (success, cost) dominates ``name``'s by more than ``tol`` somewhere."""
     s0, c0 = points[name]
-    return [k for k, (s, c) in points.items() if k != name and s >= s0 and c <= c0
-            and (s > s0 + tol or c < c0 - tol)]  # fmt: skip
+    return [
+        k
+        for k, (s, c) in points.items()
+        if k != name and s >= s0 and c <= c0 and (s > s0 + tol or c < c0 - tol)
+    ]
 
 
 def run(quick: bool, out_dir: Path) -> Result:
@@ -125,17 +154,33 @@ def run(quick: bool, out_dir: Path) -> Result:
             mas2 = Team.uniform(pool.names)
             hist = train_cto(mas2, train, agent, grader, pool, cto, seed=seed)
             once = Team.uniform(pool.names)
-            train_cto(once, train, agent, grader, pool,
-                      CTOConfig(rounds=cfg["rounds"], use_rectifier=False), seed=seed)  # fmt: skip
-            teams = {"fixed": Team.uniform(pool.names), "generate_once": once,
-                     "mas2_no_cto": Team.uniform(pool.names), "mas2_cto": mas2}  # fmt: skip
+            train_cto(
+                once,
+                train,
+                agent,
+                grader,
+                pool,
+                CTOConfig(rounds=cfg["rounds"], use_rectifier=False),
+                seed=seed,
+            )
+            teams = {
+                "fixed": Team.uniform(pool.names),
+                "generate_once": once,
+                "mas2_no_cto": Team.uniform(pool.names),
+                "mas2_cto": mas2,
+            }
             for name in SYSTEMS:
-                per_seed[name].append(evaluate(name, teams[name], test, agent, grader, pool,
-                                               cfg["reps"], 1000 + seed))  # fmt: skip
+                per_seed[name].append(
+                    evaluate(name, teams[name], test, agent, grader, pool, cfg["reps"], 1000 + seed)
+                )
             histories.append([round(h["mean_leaf_reward"], 4) for h in hist])
             mas2.greedy = True
-            learned.append({k: mas2.gen.sample(k, mas2.names, random.Random(0), True)
-                            for k in ("arith", "code")})  # fmt: skip
+            learned.append(
+                {
+                    k: mas2.gen.sample(k, mas2.names, random.Random(0), True)
+                    for k in ("arith", "code")
+                }
+            )
         oracle = oracle_table(test, agent, grader, pool, cfg["oracle_reps"])
     summary = {}
     for name in SYSTEMS:
@@ -149,36 +194,58 @@ def run(quick: bool, out_dir: Path) -> Result:
     _plot(out_dir / "mas2_cost_success.png", per_seed)
     best = {k: max(v, key=v.get) for k, v in oracle.items()}
     claims = [
-        Claim(text="MAS² with CTO has higher task success than generate-once (no rectifier).",
-              criterion=f"seed-mean success(mas2_cto) - success(generate_once) >= {CLAIM_A_MIN_GAIN}",
-              measured={"mas2_cto": summary["mas2_cto"]["success"],
-                        "generate_once": summary["generate_once"]["success"],
-                        "gain": round(gain, 4)},
-              verdict=bool(gain >= CLAIM_A_MIN_GAIN)),
-        Claim(text="MAS² with CTO lies on the cost–success Pareto front of the compared systems.",
-              criterion=(f"no system has success >= and cost <= mas2_cto's, better by > "
-                         f"{PARETO_TOL} in one (seed means)"),
-              measured={"points": {k: [round(s, 4), round(c, 6)] for k, (s, c) in points.items()},
-                        "dominated_by": dominators},
-              verdict=not dominators),
-    ]  # fmt: skip
-    metrics = {"systems": summary, "per_seed": per_seed, "cto_mean_leaf_reward": histories,
-               "learned_greedy_workflow": learned,
-               "oracle_best_config": {k: [best[k], round(oracle[k][best[k]], 4)] for k in best},
-               "oracle_rewards": {k: {c: round(v, 4) for c, v in t.items()} for k, t in oracle.items()},
-               "sandbox_runs": grader.sandbox_runs, "sandbox_isolation": _isolation(),
-               "wall_s": round(time.perf_counter() - start, 1)}  # fmt: skip
-    line = ", ".join(f"{k} {v['success']:.3f} @ ${v['cost_per_task_usd'] * 1000:.2f}/1k tasks"
-                     for k, v in summary.items())  # fmt: skip
+        Claim(
+            text="MAS² with CTO has higher task success than generate-once (no rectifier).",
+            criterion=f"seed-mean success(mas2_cto) - success(generate_once) >= {CLAIM_A_MIN_GAIN}",
+            measured={
+                "mas2_cto": summary["mas2_cto"]["success"],
+                "generate_once": summary["generate_once"]["success"],
+                "gain": round(gain, 4),
+            },
+            verdict=bool(gain >= CLAIM_A_MIN_GAIN),
+        ),
+        Claim(
+            text="MAS² with CTO lies on the cost–success Pareto front of the compared systems.",
+            criterion=(
+                f"no system has success >= and cost <= mas2_cto's, better by > "
+                f"{PARETO_TOL} in one (seed means)"
+            ),
+            measured={
+                "points": {k: [round(s, 4), round(c, 6)] for k, (s, c) in points.items()},
+                "dominated_by": dominators,
+            },
+            verdict=not dominators,
+        ),
+    ]
+    metrics = {
+        "systems": summary,
+        "per_seed": per_seed,
+        "cto_mean_leaf_reward": histories,
+        "learned_greedy_workflow": learned,
+        "oracle_best_config": {k: [best[k], round(oracle[k][best[k]], 4)] for k in best},
+        "oracle_rewards": {k: {c: round(v, 4) for c, v in t.items()} for k, t in oracle.items()},
+        "sandbox_runs": grader.sandbox_runs,
+        "sandbox_isolation": _isolation(),
+        "wall_s": round(time.perf_counter() - start, 1),
+    }
+    line = ", ".join(
+        f"{k} {v['success']:.3f} @ ${v['cost_per_task_usd'] * 1000:.2f}/1k tasks"
+        for k, v in summary.items()
+    )
     return Result(
-        summary=(f"Simulated 4-model pool, arithmetic + unit-tested code tasks, success @ cost: "
-                 f"{line}. Oracle best single config per type (no rectifier): {best}."),
-        metrics=metrics, seeds=list(SEEDS),
-        scale=(f"{len(train)} training / {len(test)} held-out tasks (half arithmetic, half code), "
-               f"CTO K=4 N=2 R=2, {cfg['rounds']} rounds, {cfg['reps']} eval run(s) per task, "
-               f"{len(SEEDS)} seeds; tabular meta-agents"),
+        summary=(
+            f"Simulated 4-model pool, arithmetic + unit-tested code tasks, success @ cost: "
+            f"{line}. Oracle best single config per type (no rectifier): {best}."
+        ),
+        metrics=metrics,
+        seeds=list(SEEDS),
+        scale=(
+            f"{len(train)} training / {len(test)} held-out tasks (half arithmetic, half code), "
+            f"CTO K=4 N=2 R=2, {cfg['rounds']} rounds, {cfg['reps']} eval run(s) per task, "
+            f"{len(SEEDS)} seeds; tabular meta-agents"
+        ),
         claims=claims,
-    )  # fmt: skip
+    )
 
 
 def _isolation() -> str:

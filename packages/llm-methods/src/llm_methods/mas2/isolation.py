@@ -40,8 +40,15 @@ __all__ = ["MODES", "SandboxUnavailable", "available", "binds", "choose", "comma
 MODES = ("bwrap", "userns")  # OS boundaries, in order of preference
 WORK, PROG = "/work", "/prog"  # the run's working directory and program folder inside
 SANDBOX_UID = 65534  # "nobody" inside the namespace
-SYSTEM_LIBS = ("/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/lib32",
-               "/etc/ld.so.cache")  # fmt: skip
+SYSTEM_LIBS = (
+    "/usr/lib",
+    "/usr/lib64",
+    "/usr/lib32",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/etc/ld.so.cache",
+)
 DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 ISOLATION_FAILED = 87  # exit status of USERNS_SETUP when the boundary cannot be built
 
@@ -150,19 +157,34 @@ if os.WIFSIGNALED(status):
     os.kill(os.getpid(), sig)
 os._exit(os.WEXITSTATUS(status))
 """
-for _key, _value in (("@FAILED@", ISOLATION_FAILED), ("@UID@", SANDBOX_UID), ("@WORK@", WORK),
-                     ("@PROG@", PROG)):  # fmt: skip
+for _key, _value in (
+    ("@FAILED@", ISOLATION_FAILED),
+    ("@UID@", SANDBOX_UID),
+    ("@WORK@", WORK),
+    ("@PROG@", PROG),
+):
     USERNS_SETUP = USERNS_SETUP.replace(_key, str(_value))
 del _key, _value
 
 
-def command(mode: str, tmp: Path, work: Path, prog: Path, argv: list[str],
-            env: dict[str, str]) -> list[str]:  # fmt: skip
+def command(
+    mode: str, tmp: Path, work: Path, prog: Path, argv: list[str], env: dict[str, str]
+) -> list[str]:
     """The command line that runs ``argv`` (paths as seen inside) behind boundary ``mode``."""
     if mode == "bwrap":
-        cmd = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent",
-               "--new-session", "--clearenv", "--uid", str(SANDBOX_UID), "--gid",
-               str(SANDBOX_UID), "--cap-drop", "ALL"]  # fmt: skip
+        cmd = [
+            shutil.which("bwrap") or "bwrap",
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--clearenv",
+            "--uid",
+            str(SANDBOX_UID),
+            "--gid",
+            str(SANDBOX_UID),
+            "--cap-drop",
+            "ALL",
+        ]
         for kind, src, dst in binds():
             if kind == "symlink":
                 cmd += ["--symlink", src, dst]
@@ -170,8 +192,18 @@ def command(mode: str, tmp: Path, work: Path, prog: Path, argv: list[str],
                 cmd += ["--ro-bind", src, dst]
             else:
                 cmd += ["--dev-bind", src, dst]
-        cmd += ["--bind", str(work), WORK, "--ro-bind", str(prog), PROG, "--remount-ro", "/",
-                "--chdir", WORK]  # fmt: skip
+        cmd += [
+            "--bind",
+            str(work),
+            WORK,
+            "--ro-bind",
+            str(prog),
+            PROG,
+            "--remount-ro",
+            "/",
+            "--chdir",
+            WORK,
+        ]
         for key, value in env.items():
             cmd += ["--setenv", key, value]
         return [*cmd, "--", *argv]
@@ -179,8 +211,19 @@ def command(mode: str, tmp: Path, work: Path, prog: Path, argv: list[str],
         root = tmp / "root"
         root.mkdir()
         table = json.dumps(binds())
-        return [interpreter(), "-I", "-S", "-B", "-c", USERNS_SETUP, str(root), str(work),
-                str(prog), table, *argv]  # fmt: skip
+        return [
+            interpreter(),
+            "-I",
+            "-S",
+            "-B",
+            "-c",
+            USERNS_SETUP,
+            str(root),
+            str(work),
+            str(prog),
+            table,
+            *argv,
+        ]
     if mode == "none":
         return list(argv)
     raise ValueError(f"unknown isolation mode {mode!r}; choose from {(*MODES, 'none')}")
@@ -202,8 +245,9 @@ def available() -> tuple[str, ...]:
             argv = [interpreter(), "-I", "-S", "-c", "import os; print(os.getcwd())"]
             cmd = command(mode, Path(tmp), work, prog, argv, {"PATH": "/usr/bin:/bin"})
             try:
-                res = subprocess.run(cmd, capture_output=True, text=True, timeout=20,
-                                     env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+                res = subprocess.run(
+                    cmd, capture_output=True, text=True, timeout=20, env={"PATH": "/usr/bin:/bin"}
+                )
             except (OSError, subprocess.TimeoutExpired):
                 continue
             if res.returncode == 0 and res.stdout.strip() == WORK:
@@ -227,6 +271,7 @@ def choose(isolation: str = "auto", allow_unisolated: bool = False) -> str:
             "--allow-unisolated to run it with rlimits and the audit hook only"
         )
     if isolation not in (*MODES, "none"):
-        raise ValueError(f"unknown isolation mode {isolation!r}; choose from auto, bwrap, "
-                         "userns, none")  # fmt: skip
+        raise ValueError(
+            f"unknown isolation mode {isolation!r}; choose from auto, bwrap, userns, none"
+        )
     return isolation

@@ -45,8 +45,9 @@ class TabularPolicy:
         with torch.no_grad():
             return torch.softmax(self._row(ctx, actions), 0).tolist()
 
-    def sample(self, ctx: str, actions: Sequence[str], rng: random.Random,
-               greedy: bool = False) -> str:  # fmt: skip
+    def sample(
+        self, ctx: str, actions: Sequence[str], rng: random.Random, greedy: bool = False
+    ) -> str:
         p = self.probs(ctx, actions)
         if greedy:
             return actions[max(range(len(p)), key=p.__getitem__)]
@@ -65,16 +66,19 @@ class TabularPolicy:
         return new
 
     def to_dict(self) -> dict:
-        return {ctx: dict(zip(self.actions[ctx], v.detach().tolist(), strict=True))
-                for ctx, v in self.logits.items()}  # fmt: skip
+        return {
+            ctx: dict(zip(self.actions[ctx], v.detach().tolist(), strict=True))
+            for ctx, v in self.logits.items()
+        }
 
     @classmethod
     def from_dict(cls, name: str, data: dict) -> TabularPolicy:
         pol = cls(name)
         for ctx, row in data.items():
             pol.actions[ctx] = tuple(row)
-            pol.logits[ctx] = torch.tensor(list(row.values()), dtype=torch.float32,
-                                           requires_grad=True)  # fmt: skip
+            pol.logits[ctx] = torch.tensor(
+                list(row.values()), dtype=torch.float32, requires_grad=True
+            )
         return pol
 
 
@@ -91,8 +95,13 @@ class Team:
 
     @classmethod
     def uniform(cls, models: Sequence[str], templates: Sequence[Workflow] = TEMPLATES) -> Team:
-        return cls(TabularPolicy("generator"), TabularPolicy("implementer"),
-                   TabularPolicy("rectifier"), tuple(models), tuple(templates))  # fmt: skip
+        return cls(
+            TabularPolicy("generator"),
+            TabularPolicy("implementer"),
+            TabularPolicy("rectifier"),
+            tuple(models),
+            tuple(templates),
+        )
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -105,11 +114,20 @@ class Team:
         return self.workflow(self.gen.sample(task.kind, self.names, rng, self.greedy))
 
     def implement(self, task: Task, wf: Workflow, rng: random.Random) -> dict[str, str]:
-        return {n.id: self.imp.sample(f"{task.kind}|{n.op}", self.models, rng, self.greedy)
-                for n in wf.nodes}  # fmt: skip
+        return {
+            n.id: self.imp.sample(f"{task.kind}|{n.op}", self.models, rng, self.greedy)
+            for n in wf.nodes
+        }
 
-    def rectify(self, event: str, task: Task, node: Node, model: str, actions: tuple[str, ...],
-                rng: random.Random) -> str:  # fmt: skip
+    def rectify(
+        self,
+        event: str,
+        task: Task,
+        node: Node,
+        model: str,
+        actions: tuple[str, ...],
+        rng: random.Random,
+    ) -> str:
         return self.rect.sample(self.rect_ctx(event, task, node, model), actions, rng, self.greedy)
 
     @staticmethod
@@ -120,17 +138,29 @@ class Team:
         return self.gen.logp(kind, self.names, wf_name)
 
     def imp_logp(self, kind: str, wf: Workflow, assignment: dict[str, str]) -> torch.Tensor:
-        return sum((self.imp.logp(f"{kind}|{n.op}", self.models, assignment[n.id])
-                    for n in wf.nodes), torch.zeros(()))  # fmt: skip
+        return sum(
+            (self.imp.logp(f"{kind}|{n.op}", self.models, assignment[n.id]) for n in wf.nodes),
+            torch.zeros(()),
+        )
 
     def copy(self) -> Team:
-        return Team(self.gen.copy(), self.imp.copy(), self.rect.copy(), self.models,
-                    self.templates, self.greedy)  # fmt: skip
+        return Team(
+            self.gen.copy(),
+            self.imp.copy(),
+            self.rect.copy(),
+            self.models,
+            self.templates,
+            self.greedy,
+        )
 
     def save(self, path: Path) -> Path:
-        data = {"models": list(self.models), "templates": {t.name: t.to_text() for t in self.templates},
-                "generator": self.gen.to_dict(), "implementer": self.imp.to_dict(),
-                "rectifier": self.rect.to_dict()}  # fmt: skip
+        data = {
+            "models": list(self.models),
+            "templates": {t.name: t.to_text() for t in self.templates},
+            "generator": self.gen.to_dict(),
+            "implementer": self.imp.to_dict(),
+            "rectifier": self.rect.to_dict(),
+        }
         path.write_text(json.dumps(data, indent=1))
         return path
 
@@ -143,9 +173,12 @@ class Team:
             templates = tuple(
                 parse_workflow(text, name) for name, text in data["templates"].items()
             )
-            return cls(TabularPolicy.from_dict("generator", data["generator"]),
-                       TabularPolicy.from_dict("implementer", data["implementer"]),
-                       TabularPolicy.from_dict("rectifier", data["rectifier"]),
-                       tuple(data["models"]), templates)  # fmt: skip
+            return cls(
+                TabularPolicy.from_dict("generator", data["generator"]),
+                TabularPolicy.from_dict("implementer", data["implementer"]),
+                TabularPolicy.from_dict("rectifier", data["rectifier"]),
+                tuple(data["models"]),
+                templates,
+            )
         except (OSError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"{path}: not a MAS² team file ({type(e).__name__}: {e})") from None

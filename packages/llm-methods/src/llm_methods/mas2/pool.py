@@ -20,8 +20,16 @@ from llm_methods.mas2.tasks import Grader, Task, mutate_expression
 
 __all__ = ["BASE_TOKENS", "Candidate", "SimAgent", "SimModel", "SimPool", "load_pool"]
 
-BASE_TOKENS = {"Custom": 120, "AnswerGenerate": 300, "Programmer": 350, "ScEnsemble": 120,
-               "Test": 150, "TestFix": 250, "Review": 120, "Revise": 250}  # fmt: skip
+BASE_TOKENS = {
+    "Custom": 120,
+    "AnswerGenerate": 300,
+    "Programmer": 350,
+    "ScEnsemble": 120,
+    "Test": 150,
+    "TestFix": 250,
+    "Review": 120,
+    "Revise": 250,
+}
 N_ARITH_MUTANTS = 3
 
 
@@ -86,16 +94,24 @@ def load_pool(path: Path | str | None = None) -> SimPool:
         skill = m["skill"]
         if not isinstance(skill, dict) or set(skill) != {"reason", "code"}:
             raise PoolError(f"{where}.skill: needs exactly 'reason' and 'code'")
-        vals = {"price": m["price"], "fail": m.get("fail", 0.0),
-                "verbosity": m.get("verbosity", 1.0), **{f"skill.{k}": v for k, v in skill.items()}}  # fmt: skip
+        vals = {
+            "price": m["price"],
+            "fail": m.get("fail", 0.0),
+            "verbosity": m.get("verbosity", 1.0),
+            **{f"skill.{k}": v for k, v in skill.items()},
+        }
         for key, v in vals.items():
             if not isinstance(v, (int, float)) or v != v or v < 0:
                 raise PoolError(f"{where}.{key}: must be a non-negative number, got {v!r}")
             if (key.startswith("skill") or key == "fail") and v > 1:
                 raise PoolError(f"{where}.{key}: must be a probability in [0, 1], got {v!r}")
-        models[str(name)] = SimModel(str(name), float(m["price"]),
-                                     {k: float(v) for k, v in skill.items()},
-                                     float(vals["fail"]), float(vals["verbosity"]))  # fmt: skip
+        models[str(name)] = SimModel(
+            str(name),
+            float(m["price"]),
+            {k: float(v) for k, v in skill.items()},
+            float(vals["fail"]),
+            float(vals["verbosity"]),
+        )
     theta, weight = data.get("theta", 0.004), data.get("cost_weight", 40.0)
     for key, v in (("theta", theta), ("cost_weight", weight)):
         if not isinstance(v, (int, float)) or v < 0:
@@ -114,8 +130,9 @@ class SimAgent:
     def _wrong_expr(self, task: Task, rng: random.Random) -> str:
         if task.task_id not in self._mutants:  # a fixed small set per task: realistic collisions
             r = random.Random(task.task_id)
-            self._mutants[task.task_id] = tuple(mutate_expression(task.expression, r)
-                                                for _ in range(N_ARITH_MUTANTS))  # fmt: skip
+            self._mutants[task.task_id] = tuple(
+                mutate_expression(task.expression, r) for _ in range(N_ARITH_MUTANTS)
+            )
         return rng.choice(self._mutants[task.task_id])
 
     def programs(self, task: Task) -> list[tuple[Task | None, str, bool]]:
@@ -125,8 +142,11 @@ class SimAgent:
             exprs = (task.expression, *self._mutants[task.task_id])
             return [(None, f"print({e})", False) for e in exprs]
         codes = [task.question + b for b in (task.canonical, *task.mutants)]
-        return [(task, c, pub) for c in codes for pub in ((False, True) if task.public_test
-                                                          else (False,))]  # fmt: skip
+        return [
+            (task, c, pub)
+            for c in codes
+            for pub in ((False, True) if task.public_test else (False,))
+        ]
 
     def _solve(self, task: Task, p: float, rng: random.Random, program: bool) -> str:
         right = rng.random() < p
@@ -140,8 +160,9 @@ class SimAgent:
         wrong = rng.choice(task.mutants) if task.mutants else "    raise NotImplementedError\n"
         return task.question + wrong
 
-    def call(self, op: str, task: Task, model: str, inputs: list[Candidate],
-             rng: random.Random) -> Candidate:  # fmt: skip
+    def call(
+        self, op: str, task: Task, model: str, inputs: list[Candidate], rng: random.Random
+    ) -> Candidate:
         m = self.pool.models[model]
         tokens = BASE_TOKENS[op] + (40 * len(inputs) if op == "ScEnsemble" else 0)
         if rng.random() < m.fail:
@@ -157,8 +178,9 @@ class SimAgent:
             answer = self._solve(task, code, rng, True)
         elif op == "Custom":
             if src is None:
-                answer = self._solve(task, reason - 0.1 if task.kind == "arith" else code * 0.7,
-                                     rng, False)  # fmt: skip
+                answer = self._solve(
+                    task, reason - 0.1 if task.kind == "arith" else code * 0.7, rng, False
+                )
             else:
                 answer = src.answer
         elif op == "ScEnsemble":

@@ -42,43 +42,111 @@ from pathlib import Path
 from llm_methods.mas2.isolation import DEVICES, PROG, WORK, SandboxUnavailable, choose, command
 from llm_methods.mas2.isolation import interpreter as _interpreter
 
-__all__ = ["MAX_OUTPUT", "SandboxError", "SandboxResult", "SandboxUnavailable", "run_code",
-           "run_tests"]  # fmt: skip
+__all__ = [
+    "MAX_OUTPUT",
+    "SandboxError",
+    "SandboxResult",
+    "SandboxUnavailable",
+    "run_code",
+    "run_tests",
+]
 
 FORBIDDEN_EXIT = 86
 MAX_OUTPUT = 1 << 20  # bytes kept of each of stdout and stderr; more ends the run
 MAX_FILES = 64  # RLIMIT_NOFILE
 _FORBIDDEN_EVENTS = (
-    "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system",
-    "os.startfile", "subprocess.Popen", "os.kill", "os.killpg", "signal.pthread_kill", "pty.spawn",
-    "os.putenv", "os.unsetenv", "os.chdir", "resource.setrlimit", "resource.prlimit",
-    "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace", "sys.setprofile",
-    "sys._current_frames", "syslog.openlog", "syslog.syslog",
-)  # fmt: skip
-_BLOCKED_PREFIXES = ("socket.", "ctypes.", "_ctypes.", "urllib.", "http.", "ftplib.", "smtplib.",
-                     "poplib.", "imaplib.", "telnetlib.", "nntplib.", "webbrowser.")  # fmt: skip
+    "os.fork",
+    "os.forkpty",
+    "os.exec",
+    "os.posix_spawn",
+    "os.spawn",
+    "os.system",
+    "os.startfile",
+    "subprocess.Popen",
+    "os.kill",
+    "os.killpg",
+    "signal.pthread_kill",
+    "pty.spawn",
+    "os.putenv",
+    "os.unsetenv",
+    "os.chdir",
+    "resource.setrlimit",
+    "resource.prlimit",
+    "gc.get_objects",
+    "gc.get_referrers",
+    "gc.get_referents",
+    "sys.settrace",
+    "sys.setprofile",
+    "sys._current_frames",
+    "syslog.openlog",
+    "syslog.syslog",
+)
+_BLOCKED_PREFIXES = (
+    "socket.",
+    "ctypes.",
+    "_ctypes.",
+    "urllib.",
+    "http.",
+    "ftplib.",
+    "smtplib.",
+    "poplib.",
+    "imaplib.",
+    "telnetlib.",
+    "nntplib.",
+    "webbrowser.",
+)
 # events whose path arguments (positions) must lie in the working directory
 _WRITE_PATHS = (
-    ("os.remove", (0,)), ("os.rename", (0, 1)), ("os.rmdir", (0,)), ("os.mkdir", (0,)),
-    ("shutil.rmtree", (0,)), ("os.chmod", (0,)), ("os.chown", (0,)), ("os.link", (0, 1)),
-    ("os.symlink", (1,)), ("os.truncate", (0,)), ("os.utime", (0,)), ("os.setxattr", (0,)),
+    ("os.remove", (0,)),
+    ("os.rename", (0, 1)),
+    ("os.rmdir", (0,)),
+    ("os.mkdir", (0,)),
+    ("shutil.rmtree", (0,)),
+    ("os.chmod", (0,)),
+    ("os.chown", (0,)),
+    ("os.link", (0, 1)),
+    ("os.symlink", (1,)),
+    ("os.truncate", (0,)),
+    ("os.utime", (0,)),
+    ("os.setxattr", (0,)),
     ("os.removexattr", (0,)),
-)  # fmt: skip
+)
 # events whose path arguments must lie in the working directory or the interpreter's files
-_READ_PATHS = (("os.listdir", (0,)), ("os.scandir", (0,)), ("os.getxattr", (0,)),
-               ("os.listxattr", (0,)), ("glob.glob", (0,)))  # fmt: skip
+_READ_PATHS = (
+    ("os.listdir", (0,)),
+    ("os.scandir", (0,)),
+    ("os.getxattr", (0,)),
+    ("os.listxattr", (0,)),
+    ("glob.glob", (0,)),
+)
 # modules whose loading ends the run (the ``import`` event fires whenever an extension module is
 # loaded, by any route): ``_posixsubprocess.fork_exec`` starts processes without an audit event,
 # the others give raw memory, C-API or interpreter access; ``posix`` is re-imported only to undo
 # the removals of ``_UNAUDITED`` below.
-_BLOCKED_IMPORTS = ("_posixsubprocess", "_ctypes", "_xxsubinterpreters", "_interpreters",
-                    "_xxinterpchannels", "_interpchannels", "_interpqueues", "_testcapi",
-                    "_testinternalcapi", "_testmultiphase", "_testsinglephase", "_testbuffer",
-                    "_testimportmultiple", "_testclinic", "posix")  # fmt: skip
+_BLOCKED_IMPORTS = (
+    "_posixsubprocess",
+    "_ctypes",
+    "_xxsubinterpreters",
+    "_interpreters",
+    "_xxinterpchannels",
+    "_interpchannels",
+    "_interpqueues",
+    "_testcapi",
+    "_testinternalcapi",
+    "_testmultiphase",
+    "_testsinglephase",
+    "_testbuffer",
+    "_testimportmultiple",
+    "_testclinic",
+    "posix",
+)
 # functions of ``posix`` that raise no audit event but create files: removed before the program
 _UNAUDITED = ("mknod", "mkfifo")
-_EXCEPTIONS = frozenset(name for name, value in vars(builtins).items()
-                        if isinstance(value, type) and issubclass(value, BaseException))  # fmt: skip
+_EXCEPTIONS = frozenset(
+    name
+    for name, value in vars(builtins).items()
+    if isinstance(value, type) and issubclass(value, BaseException)
+)
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 # Runs in the child before the program (argv: program, limits..., audit, config json). The only
@@ -256,15 +324,25 @@ def _config(prog: str) -> str:
     if not any(exe.startswith(p + os.sep) for p in prefixes):
         prefixes.add(os.path.dirname(os.path.dirname(exe)))
     reads = sorted(prefixes) + list(DEVICES) + [prog]
-    return json.dumps({"reads": reads, "writes": ["/dev/null"], "block": _FORBIDDEN_EVENTS,
-                       "prefixes": _BLOCKED_PREFIXES, "write_paths": _WRITE_PATHS,
-                       "read_paths": _READ_PATHS, "write_flags": _WRITE_FLAGS,
-                       "imports": _BLOCKED_IMPORTS, "unaudited": _UNAUDITED,
-                       "exit": FORBIDDEN_EXIT})  # fmt: skip
+    return json.dumps(
+        {
+            "reads": reads,
+            "writes": ["/dev/null"],
+            "block": _FORBIDDEN_EVENTS,
+            "prefixes": _BLOCKED_PREFIXES,
+            "write_paths": _WRITE_PATHS,
+            "read_paths": _READ_PATHS,
+            "write_flags": _WRITE_FLAGS,
+            "imports": _BLOCKED_IMPORTS,
+            "unaudited": _UNAUDITED,
+            "exit": FORBIDDEN_EXIT,
+        }
+    )
 
 
-def _communicate(proc: subprocess.Popen, timeout: float,
-                 max_output: int) -> tuple[bytes, bytes, str | None]:  # fmt: skip
+def _communicate(
+    proc: subprocess.Popen, timeout: float, max_output: int
+) -> tuple[bytes, bytes, str | None]:
     """Read both pipes until EOF; stop at ``timeout`` or at ``max_output`` bytes on either."""
     bufs = {proc.stdout: bytearray(), proc.stderr: bytearray()}
     sel = selectors.DefaultSelector()
@@ -330,15 +408,36 @@ def run_code(
         inside = mode != "none"
         prog = f"{PROG}/program.py" if inside else str(progdir / "program.py")
         home = WORK if inside else str(work)
-        limits = [str(memory_mb * 2**20), str(max(1, int(timeout) + 1)), str(file_mb * 2**20),
-                  str(MAX_FILES)]  # fmt: skip
-        argv = [_interpreter(), "-I", "-S", "-B", "-c", _PREAMBLE, prog, *limits,
-                "1" if audit else "0", _config(PROG if inside else os.path.realpath(progdir))]  # fmt: skip
+        limits = [
+            str(memory_mb * 2**20),
+            str(max(1, int(timeout) + 1)),
+            str(file_mb * 2**20),
+            str(MAX_FILES),
+        ]
+        argv = [
+            _interpreter(),
+            "-I",
+            "-S",
+            "-B",
+            "-c",
+            _PREAMBLE,
+            prog,
+            *limits,
+            "1" if audit else "0",
+            _config(PROG if inside else os.path.realpath(progdir)),
+        ]
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": home, "TMPDIR": home}
         cmd = command(mode, Path(tmp), work, progdir, argv, env)
         with open(progdir / "stdin", "rb") as fin:
-            proc = subprocess.Popen(cmd, cwd=work, env=env, stdin=fin, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+            proc = subprocess.Popen(
+                cmd,
+                cwd=work,
+                env=env,
+                stdin=fin,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
         try:
             raw_out, raw_err, stop = _communicate(proc, timeout, max_output)
         finally:
@@ -364,8 +463,9 @@ def run_code(
     return SandboxResult(status, rc, out, err, seconds, mode)
 
 
-def run_tests(solution: str, test: str, entry_point: str, timeout: float = 5.0,
-              **kwargs: object) -> SandboxResult:  # fmt: skip
+def run_tests(
+    solution: str, test: str, entry_point: str, timeout: float = 5.0, **kwargs: object
+) -> SandboxResult:
     """HumanEval-style check: ``solution`` + ``test`` (defines ``check``) + ``check(entry_point)``."""
     program = f"{solution}\n\n{test}\n\ncheck({entry_point})\n"
     return run_code(program, timeout=timeout, **kwargs)  # type: ignore[arg-type]

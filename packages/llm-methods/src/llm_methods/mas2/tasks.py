@@ -22,8 +22,16 @@ from typing import Any
 from llm_methods.jsonl import iter_jsonl
 from llm_methods.mas2.sandbox import run_code, run_tests
 
-__all__ = ["Grader", "Task", "TaskFormatError", "generate_arith", "generate_code",
-           "load_humaneval", "read_tasks", "write_tasks"]  # fmt: skip
+__all__ = [
+    "Grader",
+    "Task",
+    "TaskFormatError",
+    "generate_arith",
+    "generate_code",
+    "load_humaneval",
+    "read_tasks",
+    "write_tasks",
+]
 
 CODE_FIELDS = ("task_id", "prompt", "canonical_solution", "test", "entry_point")
 ARITH_FIELDS = ("task_id", "question", "answer")
@@ -48,11 +56,19 @@ class Task:
 
     def to_row(self) -> dict[str, Any]:
         if self.kind == "arith":
-            return {"task_id": self.task_id, "question": self.question, "answer": self.answer,
-                    "expression": self.expression}  # fmt: skip
-        row = {"task_id": self.task_id, "prompt": self.question,
-               "canonical_solution": self.canonical, "test": self.test,
-               "entry_point": self.entry_point}  # fmt: skip
+            return {
+                "task_id": self.task_id,
+                "question": self.question,
+                "answer": self.answer,
+                "expression": self.expression,
+            }
+        row = {
+            "task_id": self.task_id,
+            "prompt": self.question,
+            "canonical_solution": self.canonical,
+            "test": self.test,
+            "entry_point": self.entry_point,
+        }
         if self.public_test:
             row["public_test"] = self.public_test
         if self.mutants:
@@ -155,8 +171,11 @@ def _eval_int(expr: str) -> int:
     if not m:
         raise ValueError(f"not a generated expression: {expr!r}")
     a, op1, b, c, op2, d = m.groups()
-    ops: dict[str, Callable[[int, int], int]] = {"+": int.__add__, "-": int.__sub__,
-                                                 "*": int.__mul__}  # fmt: skip
+    ops: dict[str, Callable[[int, int], int]] = {
+        "+": int.__add__,
+        "-": int.__sub__,
+        "*": int.__mul__,
+    }
     return ops[op2](ops[op1](int(a), int(b)) * int(c), int(d))
 
 
@@ -176,26 +195,56 @@ def mutate_expression(expr: str, rng: random.Random) -> str:
 
 
 # name, signature/doc, body template, mutant templates, reference, input generator
-_FAMILIES: tuple[tuple[str, str, str, tuple[str, ...], Callable[..., Any], Callable[..., Any]], ...] = (
-    ("count_above", "xs: list) -> int:\n    \"\"\"Count the elements of xs greater than {p}.\"\"\"",
-     "    return sum(1 for x in xs if x > {p})\n",
-     ("    return sum(1 for x in xs if x >= {p})\n", "    return sum(1 for x in xs if x > {p} + 1)\n"),
-     lambda p, xs: sum(1 for x in xs if x > p), lambda r: [r.randint(0, 12) for _ in range(6)]),
-    ("poly", "x: int) -> int:\n    \"\"\"Return {p} * x * x + 3 * x - {p}.\"\"\"",
-     "    return {p} * x * x + 3 * x - {p}\n",
-     ("    return {p} * x * x - 3 * x - {p}\n", "    return {p} * x * x + 3 * x\n"),
-     lambda p, x: p * x * x + 3 * x - p, lambda r: r.randint(-5, 5)),
-    ("clip_sum", "xs: list) -> int:\n    \"\"\"Sum of min(x, {p}) over xs.\"\"\"",
-     "    return sum(min(x, {p}) for x in xs)\n",
-     ("    return sum(max(x, {p}) for x in xs)\n", "    return sum(min(x, {p} - 1) for x in xs)\n"),
-     lambda p, xs: sum(min(x, p) for x in xs), lambda r: [r.randint(0, 12) for _ in range(5)]),
-    ("every_kth", "xs: list) -> list:\n    \"\"\"Every {p}-th element of xs, starting with the first.\"\"\"",
-     "    return xs[::{p}]\n", ("    return xs[1::{p}]\n", "    return xs[::{p} + 1]\n"),
-     lambda p, xs: xs[::p], lambda r: [r.randint(0, 9) for _ in range(r.randint(1, 9))]),
-    ("count_char", "s: str) -> int:\n    \"\"\"How many times the letter {q} occurs in s, ignoring case.\"\"\"",
-     "    return s.lower().count({q})\n", ("    return s.count({q})\n", "    return s.lower().count({q}) + 1\n"),
-     lambda p, s: s.lower().count(p), lambda r: "".join(r.choice("aAbBcC") for _ in range(r.randint(0, 7)))),
-)  # fmt: skip
+_FAMILIES: tuple[
+    tuple[str, str, str, tuple[str, ...], Callable[..., Any], Callable[..., Any]], ...
+] = (
+    (
+        "count_above",
+        'xs: list) -> int:\n    """Count the elements of xs greater than {p}."""',
+        "    return sum(1 for x in xs if x > {p})\n",
+        (
+            "    return sum(1 for x in xs if x >= {p})\n",
+            "    return sum(1 for x in xs if x > {p} + 1)\n",
+        ),
+        lambda p, xs: sum(1 for x in xs if x > p),
+        lambda r: [r.randint(0, 12) for _ in range(6)],
+    ),
+    (
+        "poly",
+        'x: int) -> int:\n    """Return {p} * x * x + 3 * x - {p}."""',
+        "    return {p} * x * x + 3 * x - {p}\n",
+        ("    return {p} * x * x - 3 * x - {p}\n", "    return {p} * x * x + 3 * x\n"),
+        lambda p, x: p * x * x + 3 * x - p,
+        lambda r: r.randint(-5, 5),
+    ),
+    (
+        "clip_sum",
+        'xs: list) -> int:\n    """Sum of min(x, {p}) over xs."""',
+        "    return sum(min(x, {p}) for x in xs)\n",
+        (
+            "    return sum(max(x, {p}) for x in xs)\n",
+            "    return sum(min(x, {p} - 1) for x in xs)\n",
+        ),
+        lambda p, xs: sum(min(x, p) for x in xs),
+        lambda r: [r.randint(0, 12) for _ in range(5)],
+    ),
+    (
+        "every_kth",
+        'xs: list) -> list:\n    """Every {p}-th element of xs, starting with the first."""',
+        "    return xs[::{p}]\n",
+        ("    return xs[1::{p}]\n", "    return xs[::{p} + 1]\n"),
+        lambda p, xs: xs[::p],
+        lambda r: [r.randint(0, 9) for _ in range(r.randint(1, 9))],
+    ),
+    (
+        "count_char",
+        's: str) -> int:\n    """How many times the letter {q} occurs in s, ignoring case."""',
+        "    return s.lower().count({q})\n",
+        ("    return s.count({q})\n", "    return s.lower().count({q}) + 1\n"),
+        lambda p, s: s.lower().count(p),
+        lambda r: "".join(r.choice("aAbBcC") for _ in range(r.randint(0, 7))),
+    ),
+)
 
 
 def generate_code(n: int, seed: int = 0, n_tests: int = 6, n_public: int = 2) -> list[Task]:
@@ -212,9 +261,18 @@ def generate_code(n: int, seed: int = 0, n_tests: int = 6, n_public: int = 2) ->
         asserts = [f"    assert candidate({x!r}) == {ref(p, x)!r}" for x in inputs]
         test = "def check(candidate):\n" + "\n".join(asserts) + "\n"
         public = "def check(candidate):\n" + "\n".join(asserts[:n_public]) + "\n"
-        tasks.append(Task(f"code/{seed}/{i}", "code", prompt, canonical=body.format(**fmt),
-                          test=test, public_test=public, entry_point=entry,
-                          mutants=tuple(m.format(**fmt) for m in mutants)))  # fmt: skip
+        tasks.append(
+            Task(
+                f"code/{seed}/{i}",
+                "code",
+                prompt,
+                canonical=body.format(**fmt),
+                test=test,
+                public_test=public,
+                entry_point=entry,
+                mutants=tuple(m.format(**fmt) for m in mutants),
+            )
+        )
     return tasks
 
 
@@ -238,14 +296,26 @@ def _row_to_task(row: Any, where: str) -> Task:
     if kind == "arith":
         if _num(str(row["answer"])) is None:
             raise TaskFormatError(f"{where}: field 'answer' is not a number")
-        return Task(str(row["task_id"]), "arith", row["question"], str(row["answer"]),
-                    str(row.get("expression", "")))  # fmt: skip
+        return Task(
+            str(row["task_id"]),
+            "arith",
+            row["question"],
+            str(row["answer"]),
+            str(row.get("expression", "")),
+        )
     mutants = row.get("mutants", [])
     if not isinstance(mutants, list) or not all(isinstance(m, str) for m in mutants):
         raise TaskFormatError(f"{where}: field 'mutants' must be a list of strings")
-    return Task(str(row["task_id"]), "code", row["prompt"], canonical=row["canonical_solution"],
-                test=row["test"], public_test=str(row.get("public_test", "")),
-                entry_point=row["entry_point"], mutants=tuple(mutants))  # fmt: skip
+    return Task(
+        str(row["task_id"]),
+        "code",
+        row["prompt"],
+        canonical=row["canonical_solution"],
+        test=row["test"],
+        public_test=str(row.get("public_test", "")),
+        entry_point=row["entry_point"],
+        mutants=tuple(mutants),
+    )
 
 
 def read_tasks(path: Path, limit: int | None = None) -> list[Task]:

@@ -32,20 +32,29 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--method", default="mbok", choices=("mbok", "onebit", "rtn"))
     comp.add_argument("--k", type=int, default=2, help="Boolean kernels for mbok (>= 1)")
     comp.add_argument("--bits", type=int, default=2, help="bits for rtn (1..8)")
-    comp.add_argument("--layers", nargs="+", default=["all"],
-                      help="in-block linear names (q_proj, mlp.down_proj, ...) or 'all'")  # fmt: skip
+    comp.add_argument(
+        "--layers",
+        nargs="+",
+        default=["all"],
+        help="in-block linear names (q_proj, mlp.down_proj, ...) or 'all'",
+    )
     comp.add_argument("--blocks", default="all", help="decoder blocks: 'all', '3', '20-29', '0,5'")
     comp.add_argument("--out", type=Path, required=True, help="output .safetensors file")
     ev = sub.add_parser("eval", help="perplexity on a text file")
     ev.add_argument("--model", default="smollm2", help="model spec (default: smollm2)")
     ev.add_argument("--compressed", type=Path, default=None, help="a `compress`/`finetune` file")
-    ev.add_argument("--text", type=Path, default=None,
-                    help=".txt or .jsonl (field 'text'); default: held-out pydoc topics")  # fmt: skip
+    ev.add_argument(
+        "--text",
+        type=Path,
+        default=None,
+        help=".txt or .jsonl (field 'text'); default: held-out pydoc topics",
+    )
     ev.add_argument("--seq-len", type=int, default=128)
     ev.add_argument("--max-chunks", type=int, default=32)
     ev.add_argument("--batch-size", type=int, default=4)
-    sub.add_parser("finetune", help="LightningCLI fit of the distillation (--config NAME|FILE)",
-                   add_help=False)  # fmt: skip
+    sub.add_parser(
+        "finetune", help="LightningCLI fit of the distillation (--config NAME|FILE)", add_help=False
+    )
     sub.add_parser("configs", help="list the shipped finetune configs")
     return parser
 
@@ -66,14 +75,22 @@ def _compress(ns: argparse.Namespace) -> int:
     lm = load_lm(ns.model, dtype="float32")
     names = distill.select_linears(lm.model, ns.layers, ns.blocks)
     layers = distill.compress_model(lm.model, names, ns.method, k=ns.k, bits=ns.bits)
-    meta = {"model": ns.model, "method": ns.method, "k": ns.k, "bits": ns.bits,
-            "layers": ns.layers, "blocks": ns.blocks}  # fmt: skip
+    meta = {
+        "model": ns.model,
+        "method": ns.method,
+        "k": ns.k,
+        "bits": ns.bits,
+        "layers": ns.layers,
+        "blocks": ns.blocks,
+    }
     size = distill.save_compressed(layers, ns.out, meta)
     s = distill.stored_summary(distill.deployable(layers))
     fp32 = int(s["weights"]) * 4
-    print(f"{ns.method}: {len(names)} layers, {int(s['weights'])} weights; stored {int(s['bytes'])} B "
-          f"({s['bits_per_weight']:.3f} bits/weight, {s['bytes'] / fp32:.4f}x fp32); "
-          f"file {size} B -> {ns.out}")  # fmt: skip
+    print(
+        f"{ns.method}: {len(names)} layers, {int(s['weights'])} weights; stored {int(s['bytes'])} B "
+        f"({s['bits_per_weight']:.3f} bits/weight, {s['bytes'] / fp32:.4f}x fp32); "
+        f"file {size} B -> {ns.out}"
+    )
     return 0
 
 
@@ -104,8 +121,15 @@ def _finetune(argv: list[str]) -> int:
     from llm_methods.cliutils import method_cli
     from llm_methods.mbok.lit_module import BooleanDistillModule, BooleanTextDataModule
 
-    method_cli("mbok", BooleanDistillModule, BooleanTextDataModule, argv, subcommand="fit",
-                  subclass_mode=False, links=[("model.model", "data.model", "parse")])  # fmt: skip
+    method_cli(
+        "mbok",
+        BooleanDistillModule,
+        BooleanTextDataModule,
+        argv,
+        subcommand="fit",
+        subclass_mode=False,
+        links=[("model.model", "data.model", "parse")],
+    )
     return 0
 
 

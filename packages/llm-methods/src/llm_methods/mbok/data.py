@@ -53,8 +53,14 @@ def pydoc_split(seed: int = 0) -> tuple[list[str], list[str]]:
     return [topics[n] for n in train], [topics[n] for n in test]
 
 
-def token_chunks(tokenizer: Any, texts: Sequence[str], length: int, max_chunks: int | None = None,
-                 seed: int | None = 0, source: str = "text") -> list[list[int]]:  # fmt: skip
+def token_chunks(
+    tokenizer: Any,
+    texts: Sequence[str],
+    length: int,
+    max_chunks: int | None = None,
+    seed: int | None = 0,
+    source: str = "text",
+) -> list[list[int]]:
     """Concatenate the tokenised texts (EOS between them) and cut ``length``-token chunks; raises
     :class:`LMError` when ``source`` is too short for one chunk."""
     from llm_methods.corpora import chunk_ids
@@ -71,8 +77,9 @@ def token_chunks(tokenizer: Any, texts: Sequence[str], length: int, max_chunks: 
     return chunks
 
 
-def batches_of(chunks: Sequence[Sequence[int]], batch_size: int,
-               device: torch.device | str = "cpu") -> list[dict[str, torch.Tensor]]:  # fmt: skip
+def batches_of(
+    chunks: Sequence[Sequence[int]], batch_size: int, device: torch.device | str = "cpu"
+) -> list[dict[str, torch.Tensor]]:
     """Equal-length chunks -> model batches ``{"input_ids", "attention_mask"}`` ``[B, T]``."""
     out = []
     for i in range(0, len(chunks), batch_size):

@@ -71,8 +71,9 @@ def _parse_blocks(spec: str | None, n: int) -> list[int]:
     return sorted(set(out))
 
 
-def select_linears(model: nn.Module, layers: Sequence[str] = ("all",),
-                   blocks: str | None = "all") -> list[str]:  # fmt: skip
+def select_linears(
+    model: nn.Module, layers: Sequence[str] = ("all",), blocks: str | None = "all"
+) -> list[str]:
     """Full module names of the ``nn.Linear`` layers in the chosen decoder blocks whose in-block
     name is one of ``layers`` (``q_proj``, ``mlp.down_proj``, ..., ``all``); raises
     :class:`LMError` naming an unknown layer and listing the available ones."""
@@ -101,8 +102,9 @@ def _set(model: nn.Module, name: str, module: nn.Module) -> None:
     setattr(model.get_submodule(parent), child, module)
 
 
-def compress_model(model: nn.Module, names: Sequence[str], method: str, k: int = 2,
-                   bits: int = 2) -> dict[str, nn.Module]:  # fmt: skip
+def compress_model(
+    model: nn.Module, names: Sequence[str], method: str, k: int = 2, bits: int = 2
+) -> dict[str, nn.Module]:
     """Replace each named ``nn.Linear`` in place: ``mbok`` -> :class:`MBOKTrainLinear` (K
     kernels), ``onebit`` -> :class:`OneBitLinear`, ``rtn`` -> :class:`RTNLinear` (``bits``)."""
     if method not in COMPRESSORS:
@@ -127,8 +129,9 @@ def compress_model(model: nn.Module, names: Sequence[str], method: str, k: int =
 
 
 @torch.no_grad()
-def billm_model(model: nn.Module, names: Sequence[str],
-                batches: Sequence[dict[str, torch.Tensor]]) -> dict[str, float]:  # fmt: skip
+def billm_model(
+    model: nn.Module, names: Sequence[str], batches: Sequence[dict[str, torch.Tensor]]
+) -> dict[str, float]:
     """BiLLM-style PTQ of the named linears in place (fake-quantised dense weights): H = Σ XᵀX
     of each layer's inputs on ``batches``, then :func:`billm_binarize` per layer. Returns the
     mean bits per weight under our accounting and the mean salient-column fraction."""
@@ -172,8 +175,11 @@ def stored_summary(layers: dict[str, nn.Module]) -> dict[str, float]:
         weights += module.in_features * _out(module)
         if getattr(module, "bias", None) is not None:
             bias += module.bias.numel() * module.bias.element_size()
-    return {"bytes": float(total), "weights": float(weights),
-            "bits_per_weight": 8 * (total - bias) / max(weights, 1)}  # fmt: skip
+    return {
+        "bytes": float(total),
+        "weights": float(weights),
+        "bits_per_weight": 8 * (total - bias) / max(weights, 1),
+    }
 
 
 def _out(module: nn.Module) -> int:
@@ -216,16 +222,25 @@ def first_block(names: Sequence[str]) -> int:
 
 
 @torch.no_grad()
-def teacher_outputs(model: nn.Module, batch: dict[str, torch.Tensor], from_block: int,
-                    tau: float = TAU) -> Teacher:  # fmt: skip
+def teacher_outputs(
+    model: nn.Module, batch: dict[str, torch.Tensor], from_block: int, tau: float = TAU
+) -> Teacher:
     out = model(**batch, output_hidden_states=True)
     lp = torch.log_softmax(out.logits.float() / tau, -1).to(torch.bfloat16)
-    return Teacher(lp, [h.detach() for h in out.hidden_states[from_block + 1 :]],
-                   batch["attention_mask"].bool())  # fmt: skip
+    return Teacher(
+        lp,
+        [h.detach() for h in out.hidden_states[from_block + 1 :]],
+        batch["attention_mask"].bool(),
+    )
 
 
-def distill_loss(model: nn.Module, batch: dict[str, torch.Tensor], teacher: Teacher,
-                 from_block: int, cfg: DistillConfig) -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
+def distill_loss(
+    model: nn.Module,
+    batch: dict[str, torch.Tensor],
+    teacher: Teacher,
+    from_block: int,
+    cfg: DistillConfig,
+) -> tuple[torch.Tensor, dict[str, float]]:
     """KL(teacher ‖ student) at temperature τ (×τ²) + w·MSE of hidden states, masked tokens."""
     out = model(**batch, output_hidden_states=True)
     mask = teacher.mask
@@ -258,8 +273,10 @@ def make_optimizers(layers: dict[str, nn.Module], cfg: DistillConfig) -> list[An
         # per_slice: kernel k of a layer is its own Boolean tensor (own mean|Q| and β)
         return [BooleanOptimizer([m.kernels for m in mbok], lr=cfg.bool_lr, per_slice=True), adam]
     if onebit and not mbok:
-        groups = [{"params": [m.latent for m in onebit], "lr": cfg.latent_lr},
-                  {"params": [p for m in onebit for p in (m.g, m.h)], "lr": cfg.scale_lr}]  # fmt: skip
+        groups = [
+            {"params": [m.latent for m in onebit], "lr": cfg.latent_lr},
+            {"params": [p for m in onebit for p in (m.g, m.h)], "lr": cfg.scale_lr},
+        ]
         return [torch.optim.AdamW(groups, weight_decay=0.0)]
     raise LMError("finetuning needs MBOK or OneBit layers (RTN is post-training only)")
 
@@ -272,13 +289,21 @@ def optimizer_state_bytes(optimizers: Sequence[Any]) -> int:
             total += opt.state_bytes()
         else:
             for state in opt.state.values():
-                total += sum(v.numel() * v.element_size() for v in state.values()
-                             if torch.is_tensor(v) and v.dim() > 0)  # fmt: skip
+                total += sum(
+                    v.numel() * v.element_size()
+                    for v in state.values()
+                    if torch.is_tensor(v) and v.dim() > 0
+                )
     return total
 
 
-def finetune(model: nn.Module, layers: dict[str, nn.Module], batches: Sequence[dict[str, torch.Tensor]],
-             teachers: Sequence[Teacher], cfg: DistillConfig) -> dict[str, Any]:  # fmt: skip
+def finetune(
+    model: nn.Module,
+    layers: dict[str, nn.Module],
+    batches: Sequence[dict[str, torch.Tensor]],
+    teachers: Sequence[Teacher],
+    cfg: DistillConfig,
+) -> dict[str, Any]:
     """``cfg.steps`` distillation steps cycling over ``batches`` (with their cached teacher
     outputs); returns the loss curve, the Boolean flips per step (and in total) and the
     optimiser state bytes."""

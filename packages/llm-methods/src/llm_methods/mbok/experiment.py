@@ -66,10 +66,24 @@ SEED = 0
 
 def settings(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"blocks": "29", "seq_len": 64, "train_chunks": 2, "eval_chunks": 4,
-                "batch": 2, "eval_batch": 4, "steps": 2}  # fmt: skip
-    return {"blocks": "26-29", "seq_len": 128, "train_chunks": 24, "eval_chunks": 16,
-            "batch": 2, "eval_batch": 4, "steps": 24}  # fmt: skip
+        return {
+            "blocks": "29",
+            "seq_len": 64,
+            "train_chunks": 2,
+            "eval_chunks": 4,
+            "batch": 2,
+            "eval_batch": 4,
+            "steps": 2,
+        }
+    return {
+        "blocks": "26-29",
+        "seq_len": 128,
+        "train_chunks": 24,
+        "eval_chunks": 16,
+        "batch": 2,
+        "eval_batch": 4,
+        "steps": 24,
+    }
 
 
 def _plot(
@@ -81,23 +95,31 @@ def _plot(
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
-    styles = {"rtn": ("s", "tab:gray"), "billm": ("^", "tab:green"),
-              "onebit": ("D", "tab:orange"), "mbok": ("o", "tab:blue")}  # fmt: skip
+    styles = {
+        "rtn": ("s", "tab:gray"),
+        "billm": ("^", "tab:green"),
+        "onebit": ("D", "tab:orange"),
+        "mbok": ("o", "tab:blue"),
+    }
     for family, (marker, color) in styles.items():
         pts = sorted((r["bits"], r["ppl"], r["name"]) for r in rows if r["family"] == family)
         if pts:
-            ax[0].plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color,
-                       label=family)  # fmt: skip
+            ax[0].plot(
+                [p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color, label=family
+            )
             for b, p, name in pts:
                 ax[0].annotate(name, (b, p), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax[0].axhline(fp_ppl, color="k", ls="--", lw=1, label=f"FP ({fp_ppl:.1f})")
-    ax[0].set(xlabel="bits per weight (scales counted)", ylabel="held-out perplexity",
-              yscale="log", title="Perplexity vs bits (compressed layers only)")  # fmt: skip
+    ax[0].set(
+        xlabel="bits per weight (scales counted)",
+        ylabel="held-out perplexity",
+        yscale="log",
+        title="Perplexity vs bits (compressed layers only)",
+    )
     ax[0].legend(fontsize=8)
     names = list(state)
     ax[1].bar(names, [state[n] for n in names], color=["tab:blue", "tab:orange"][: len(names)])
-    ax[1].set(ylabel="optimiser state bytes / trained weight",
-              title="Finetuning optimiser state")  # fmt: skip
+    ax[1].set(ylabel="optimiser state bytes / trained weight", title="Finetuning optimiser state")
     for i, n in enumerate(names):
         ax[1].text(i, state[n], f"{state[n]:.2f}", ha="center", va="bottom")
     fig.tight_layout()
@@ -121,16 +143,20 @@ def tune(teacher: Any, train: list, val: list, names: list[str]) -> dict[str, An
     batches = train[:TUNE_STEPS]
     teachers = [distill.teacher_outputs(teacher, b, from_block) for b in batches]
     out: dict[str, Any] = {}
-    for method, k, field, grid in (("mbok", 2, "bool_lr", BOOL_LR_GRID),
-                                   ("onebit", 1, "latent_lr", LATENT_LR_GRID)):  # fmt: skip
+    for method, k, field, grid in (
+        ("mbok", 2, "bool_lr", BOOL_LR_GRID),
+        ("onebit", 1, "latent_lr", LATENT_LR_GRID),
+    ):
         scores = []
         for value in grid:
             seed_everything(SEED)
             student = copy.deepcopy(teacher)
             layers = distill.compress_model(student, names, method, k=k)
-            cfg = distill.DistillConfig(steps=TUNE_STEPS, scale_lr=SCALE_LR,
-                                        **{"bool_lr": BOOL_LR, "latent_lr": LATENT_LR,
-                                           field: value})  # fmt: skip
+            cfg = distill.DistillConfig(
+                steps=TUNE_STEPS,
+                scale_lr=SCALE_LR,
+                **{"bool_lr": BOOL_LR, "latent_lr": LATENT_LR, field: value},
+            )
             distill.finetune(student, layers, batches, teachers, cfg)
             scores.append(distill.perplexity_of(student, val))
             del student, layers
@@ -148,28 +174,47 @@ def claims(m: dict[str, Any]) -> list[Claim]:
     ``*_bits``, ``*_init_ppl``, ``mbok_k1_ppl``, ``mbok_k2_scales_only_ppl``). Pure: no model."""
     ratio_a = m["mbok_k2_ppl"] / m["onebit_ste_ppl"]
     ratio_b = m["mbok_k2_state_bytes_per_weight"] / m["onebit_ste_state_bytes_per_weight"]
-    shown = ("mbok_k2_bits", "onebit_ste_bits", "mbok_k1_ppl", "mbok_k2_init_ppl",
-             "onebit_ste_init_ppl", "mbok_k2_scales_only_ppl")  # fmt: skip
+    shown = (
+        "mbok_k2_bits",
+        "onebit_ste_bits",
+        "mbok_k1_ppl",
+        "mbok_k2_init_ppl",
+        "onebit_ste_init_ppl",
+        "mbok_k2_scales_only_ppl",
+    )
     return [
-        Claim.judge(text="MBOK with 2 kernels has lower perplexity than OneBit (sign + two FP "
-                   "vectors, STE on latent weights) after the same distillation.",
-              criterion=f"ppl(MBOK K=2) / ppl(OneBit-STE) < {CLAIM_A_MAX_RATIO}",
-              measured={"mbok_k2_ppl": m["mbok_k2_ppl"], "onebit_ste_ppl": m["onebit_ste_ppl"],
-                        "ratio": ratio_a, **{k: m[k] for k in shown if k in m}},
-              holds=bool(ratio_a < CLAIM_A_MAX_RATIO),
-              preconditions=[Precondition(
-                  "MBOK's Boolean optimiser flipped weights",
-                  f"flips / Boolean weights of MBOK K=2 >= {MIN_FLIP_FRACTION}",
-                  {"flips": m["mbok_k2_flips"], "flip_fraction": m["mbok_k2_flip_fraction"]},
-                  m["mbok_k2_flip_fraction"] >= MIN_FLIP_FRACTION)]),
-        Claim.judge(text="Finetuning with the Boolean optimiser needs less optimiser state than "
-                   "Adam on latent FP weights.",
-              criterion=f"state bytes/weight MBOK K=2 / OneBit-STE < {CLAIM_B_MAX_RATIO}",
-              measured={"mbok_k2_state_bytes_per_weight": m["mbok_k2_state_bytes_per_weight"],
-                        "onebit_state_bytes_per_weight": m["onebit_ste_state_bytes_per_weight"],
-                        "ratio": ratio_b},
-              holds=bool(ratio_b < CLAIM_B_MAX_RATIO)),
-    ]  # fmt: skip
+        Claim.judge(
+            text="MBOK with 2 kernels has lower perplexity than OneBit (sign + two FP "
+            "vectors, STE on latent weights) after the same distillation.",
+            criterion=f"ppl(MBOK K=2) / ppl(OneBit-STE) < {CLAIM_A_MAX_RATIO}",
+            measured={
+                "mbok_k2_ppl": m["mbok_k2_ppl"],
+                "onebit_ste_ppl": m["onebit_ste_ppl"],
+                "ratio": ratio_a,
+                **{k: m[k] for k in shown if k in m},
+            },
+            holds=bool(ratio_a < CLAIM_A_MAX_RATIO),
+            preconditions=[
+                Precondition(
+                    "MBOK's Boolean optimiser flipped weights",
+                    f"flips / Boolean weights of MBOK K=2 >= {MIN_FLIP_FRACTION}",
+                    {"flips": m["mbok_k2_flips"], "flip_fraction": m["mbok_k2_flip_fraction"]},
+                    m["mbok_k2_flip_fraction"] >= MIN_FLIP_FRACTION,
+                )
+            ],
+        ),
+        Claim.judge(
+            text="Finetuning with the Boolean optimiser needs less optimiser state than "
+            "Adam on latent FP weights.",
+            criterion=f"state bytes/weight MBOK K=2 / OneBit-STE < {CLAIM_B_MAX_RATIO}",
+            measured={
+                "mbok_k2_state_bytes_per_weight": m["mbok_k2_state_bytes_per_weight"],
+                "onebit_state_bytes_per_weight": m["onebit_ste_state_bytes_per_weight"],
+                "ratio": ratio_b,
+            },
+            holds=bool(ratio_b < CLAIM_B_MAX_RATIO),
+        ),
+    ]
 
 
 def run(quick: bool, out_dir: Path) -> Result:
@@ -190,23 +235,32 @@ def run(quick: bool, out_dir: Path) -> Result:
         train_texts, test_texts = data.pydoc_split(SEED)
         # training-topic chunks: the first train_chunks train, the next VAL_CHUNKS validate the
         # tuning rule (chunk_ids shuffles once, so the training chunks are those of before)
-        chunks = data.token_chunks(lm.tokenizer, train_texts, cfg["seq_len"],
-                                   cfg["train_chunks"] + VAL_CHUNKS, SEED)  # fmt: skip
+        chunks = data.token_chunks(
+            lm.tokenizer, train_texts, cfg["seq_len"], cfg["train_chunks"] + VAL_CHUNKS, SEED
+        )
         train = data.batches_of(chunks[: cfg["train_chunks"]], cfg["batch"], lm.device)
         val = data.batches_of(chunks[cfg["train_chunks"] :], cfg["eval_batch"], lm.device)
-        test = data.batches_of(data.token_chunks(lm.tokenizer, test_texts, cfg["seq_len"],
-                                                 cfg["eval_chunks"], SEED), cfg["eval_batch"],
-                             lm.device)  # fmt: skip
+        test = data.batches_of(
+            data.token_chunks(lm.tokenizer, test_texts, cfg["seq_len"], cfg["eval_chunks"], SEED),
+            cfg["eval_batch"],
+            lm.device,
+        )
         names = distill.select_linears(teacher, LAYERS, cfg["blocks"])
-        n_linear = sum(m.weight.numel() for blk in lm.layers for m in blk.modules()
-                       if isinstance(m, torch.nn.Linear))  # fmt: skip
+        n_linear = sum(
+            m.weight.numel()
+            for blk in lm.layers
+            for m in blk.modules()
+            if isinstance(m, torch.nn.Linear)
+        )
         fp_ppl = distill.perplexity_of(teacher, test)
         if quick:  # the 60 s budget: the defaults, no tuning (README)
-            tuning: dict[str, Any] = {"bool_lr": BOOL_LR, "latent_lr": LATENT_LR,
-                                      "skipped": "quick run keeps the defaults"}  # fmt: skip
+            tuning: dict[str, Any] = {
+                "bool_lr": BOOL_LR,
+                "latent_lr": LATENT_LR,
+                "skipped": "quick run keeps the defaults",
+            }
         else:
-            tuning = tune(teacher, train, val, distill.select_linears(teacher, LAYERS,
-                                                                      TUNE_BLOCKS))  # fmt: skip
+            tuning = tune(teacher, train, val, distill.select_linears(teacher, LAYERS, TUNE_BLOCKS))
         from_block = distill.first_block(names)
         teachers = [distill.teacher_outputs(teacher, b, from_block) for b in train]
         rows: list[dict[str, Any]] = []
@@ -214,45 +268,82 @@ def run(quick: bool, out_dir: Path) -> Result:
         for bits in (1, 2, 4):
             student = copy.deepcopy(teacher)
             layers = distill.compress_model(student, names, "rtn", bits=bits)
-            rows.append({"name": f"RTN-{bits}", "family": "rtn", "ppl": distill.perplexity_of(student, test),
-                         "bits": distill.stored_summary(layers)["bits_per_weight"]})  # fmt: skip
+            rows.append(
+                {
+                    "name": f"RTN-{bits}",
+                    "family": "rtn",
+                    "ppl": distill.perplexity_of(student, test),
+                    "bits": distill.stored_summary(layers)["bits_per_weight"],
+                }
+            )
             del student
         student = copy.deepcopy(teacher)
         info = distill.billm_model(student, names, train[:2])
-        rows.append({"name": "BiLLM", "family": "billm", "ppl": distill.perplexity_of(student, test),
-                     "bits": info["bits_per_weight"], "salient_fraction": info["salient_fraction"]})  # fmt: skip
+        rows.append(
+            {
+                "name": "BiLLM",
+                "family": "billm",
+                "ppl": distill.perplexity_of(student, test),
+                "bits": info["bits_per_weight"],
+                "salient_fraction": info["salient_fraction"],
+            }
+        )
         del student
-        for label, method, k, flips in (("OneBit-STE", "onebit", 1, True), ("MBOK K=1", "mbok", 1, True),
-                                        ("MBOK K=2", "mbok", 2, True), ("MBOK K=3", "mbok", 3, True),
-                                        ("MBOK K=2 scales only", "mbok", 2, False)):  # fmt: skip
+        for label, method, k, flips in (
+            ("OneBit-STE", "onebit", 1, True),
+            ("MBOK K=1", "mbok", 1, True),
+            ("MBOK K=2", "mbok", 2, True),
+            ("MBOK K=3", "mbok", 3, True),
+            ("MBOK K=2 scales only", "mbok", 2, False),
+        ):
             seed_everything(SEED)
             student = copy.deepcopy(teacher)
             layers = distill.compress_model(student, names, method, k=k)
             init_ppl = distill.perplexity_of(student, test)
-            dcfg = distill.DistillConfig(steps=cfg["steps"], bool_lr=tuning["bool_lr"],
-                                         scale_lr=SCALE_LR, latent_lr=tuning["latent_lr"],
-                                         train_boolean=flips)  # fmt: skip
+            dcfg = distill.DistillConfig(
+                steps=cfg["steps"],
+                bool_lr=tuning["bool_lr"],
+                scale_lr=SCALE_LR,
+                latent_lr=tuning["latent_lr"],
+                train_boolean=flips,
+            )
             log = distill.finetune(student, layers, train, teachers, dcfg)
             summary = distill.stored_summary(layers)
-            rows.append({"name": label, "family": method if flips else "control",
-                         "ppl": distill.perplexity_of(student, test), "init_ppl": init_ppl,
-                         "bits": summary["bits_per_weight"]})  # fmt: skip
+            rows.append(
+                {
+                    "name": label,
+                    "family": method if flips else "control",
+                    "ppl": distill.perplexity_of(student, test),
+                    "init_ppl": init_ppl,
+                    "bits": summary["bits_per_weight"],
+                }
+            )
             trained = sum(m.in_features * m.out_features for m in layers.values())
-            logs[label] = {"loss_first": log["loss"][0], "loss_last": log["loss"][-1],
-                           "loss": log["loss"], "flips_per_step": log["flips_per_step"],
-                           "flips": log["flips"], "flip_fraction": log["flip_fraction"],
-                           "state_bytes": log["state_bytes"],
-                           "state_bytes_per_weight": log["state_bytes"] / trained}  # fmt: skip
+            logs[label] = {
+                "loss_first": log["loss"][0],
+                "loss_last": log["loss"][-1],
+                "loss": log["loss"],
+                "flips_per_step": log["flips_per_step"],
+                "flips": log["flips"],
+                "flip_fraction": log["flip_fraction"],
+                "state_bytes": log["state_bytes"],
+                "state_bytes_per_weight": log["state_bytes"] / trained,
+            }
             del student, layers
     wall = time.perf_counter() - start
     state = {n: logs[n]["state_bytes_per_weight"] for n in ("MBOK K=2", "OneBit-STE")}
     _plot([r for r in rows if r["family"] != "control"], state, fp_ppl, out_dir)
-    (out_dir / "results.json").write_text(json.dumps({"rows": rows, "finetune": logs,
-                                                      "tuning": tuning}, indent=1))  # fmt: skip
+    (out_dir / "results.json").write_text(
+        json.dumps({"rows": rows, "finetune": logs, "tuning": tuning}, indent=1)
+    )
     compressed = sum(teacher.get_submodule(n).weight.numel() for n in names)
-    metrics: dict[str, Any] = {"fp_ppl": fp_ppl, "wall_s": wall, "n_layers": len(names),
-                               "compressed_fraction_of_decoder_linear": compressed / n_linear,
-                               "tuning": tuning}  # fmt: skip
+    metrics: dict[str, Any] = {
+        "fp_ppl": fp_ppl,
+        "wall_s": wall,
+        "n_layers": len(names),
+        "compressed_fraction_of_decoder_linear": compressed / n_linear,
+        "tuning": tuning,
+    }
     for r in rows:
         metrics[f"{_key(r['name'])}_ppl"] = r["ppl"]
         metrics[f"{_key(r['name'])}_bits"] = r["bits"]
@@ -266,20 +357,24 @@ def run(quick: bool, out_dir: Path) -> Result:
         metrics[f"{key}_state_bytes_per_weight"] = log["state_bytes_per_weight"]
     table = ", ".join(f"{r['name']} {r['ppl']:.1f} @ {r['bits']:.2f} b" for r in rows)
     return Result(
-        summary=(f"SmolLM2-135M, {len(names)} MLP linears of blocks {cfg['blocks']} compressed "
-                 f"(FP ppl {fp_ppl:.1f}): {table}. Boolean flips in {cfg['steps']} steps: "
-                 f"{logs['MBOK K=2']['flips']} (K=2, "
-                 f"{logs['MBOK K=2']['flip_fraction']:.2e} of its Boolean weights); "
-                 f"η {tuning['bool_lr']:.3g}, OneBit latent lr {tuning['latent_lr']:.3g} "
-                 f"({'defaults, quick' if quick else 'chosen by the validation rule'})."),
+        summary=(
+            f"SmolLM2-135M, {len(names)} MLP linears of blocks {cfg['blocks']} compressed "
+            f"(FP ppl {fp_ppl:.1f}): {table}. Boolean flips in {cfg['steps']} steps: "
+            f"{logs['MBOK K=2']['flips']} (K=2, "
+            f"{logs['MBOK K=2']['flip_fraction']:.2e} of its Boolean weights); "
+            f"η {tuning['bool_lr']:.3g}, OneBit latent lr {tuning['latent_lr']:.3g} "
+            f"({'defaults, quick' if quick else 'chosen by the validation rule'})."
+        ),
         metrics=metrics,
         seeds=[SEED],
-        scale=(f"SmolLM2-135M-Instruct fp32 {lm.device.type}; MLP gate/up/down of blocks {cfg['blocks']} "
-               f"({compressed / n_linear:.0%} of decoder linear weights); distillation "
-               f"{cfg['steps']} steps x {cfg['batch']}x{cfg['seq_len']} tokens on pydoc train "
-               f"topics; perplexity on {cfg['eval_chunks']}x{cfg['seq_len']} held-out tokens"),
+        scale=(
+            f"SmolLM2-135M-Instruct fp32 {lm.device.type}; MLP gate/up/down of blocks {cfg['blocks']} "
+            f"({compressed / n_linear:.0%} of decoder linear weights); distillation "
+            f"{cfg['steps']} steps x {cfg['batch']}x{cfg['seq_len']} tokens on pydoc train "
+            f"topics; perplexity on {cfg['eval_chunks']}x{cfg['seq_len']} held-out tokens"
+        ),
         claims=claims(metrics),
-    )  # fmt: skip
+    )
 
 
 EXPERIMENT = Experiment(

@@ -40,10 +40,21 @@ def cached_lm(spec: str) -> Any:
 
 
 class BooleanDistillModule(L.LightningModule):
-    def __init__(self, model: str = "smollm2", method: str = "mbok", k: int = 2,
-                 layers: list[str] | None = None, blocks: str = "all", bool_lr: float = 0.01,
-                 scale_lr: float = 2e-5, latent_lr: float = 4e-4, kl_weight: float = 1.0,
-                 mse_weight: float = 10.0, tau: float = 1.0, save_to: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: str = "smollm2",
+        method: str = "mbok",
+        k: int = 2,
+        layers: list[str] | None = None,
+        blocks: str = "all",
+        bool_lr: float = 0.01,
+        scale_lr: float = 2e-5,
+        latent_lr: float = 4e-4,
+        kl_weight: float = 1.0,
+        mse_weight: float = 10.0,
+        tau: float = 1.0,
+        save_to: str | None = None,
+    ) -> None:
         super().__init__()
         self.save_hyperparameters()
         if method not in ("mbok", "onebit"):
@@ -61,8 +72,14 @@ class BooleanDistillModule(L.LightningModule):
         for module in self.layers.values():
             for p in module.parameters():
                 p.requires_grad_(True)
-        self.cfg = distill.DistillConfig(bool_lr=bool_lr, scale_lr=scale_lr, latent_lr=latent_lr,
-                                         kl_weight=kl_weight, mse_weight=mse_weight, tau=tau)  # fmt: skip
+        self.cfg = distill.DistillConfig(
+            bool_lr=bool_lr,
+            scale_lr=scale_lr,
+            latent_lr=latent_lr,
+            kl_weight=kl_weight,
+            mse_weight=mse_weight,
+            tau=tau,
+        )
         self.from_block = distill.first_block(self.names)
         self._bool: BooleanOptimizer | None = None
         self.student.train()
@@ -98,17 +115,26 @@ class BooleanDistillModule(L.LightningModule):
             meta = {k: self.hparams[k] for k in ("model", "method", "k", "blocks")}
             size = distill.save_compressed(self.layers, path, meta)
             summary = distill.stored_summary(distill.deployable(self.layers))
-            print(f"saved {len(self.layers)} compressed layers to {path} ({size} B file, "
-                  f"{summary['bits_per_weight']:.3f} bits/weight)")  # fmt: skip
+            print(
+                f"saved {len(self.layers)} compressed layers to {path} ({size} B file, "
+                f"{summary['bits_per_weight']:.3f} bits/weight)"
+            )
 
 
 class BooleanTextDataModule(L.LightningDataModule):
     """Token chunks of ``train_file`` / ``val_file`` (.txt or .jsonl ``text``), or the pydoc
     train / held-out topics when a file is not given."""
 
-    def __init__(self, model: str = "smollm2", train_file: str | None = None,
-                 val_file: str | None = None, seq_len: int = 128, batch_size: int = 2,
-                 max_train_chunks: int | None = 64, max_val_chunks: int | None = 16) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: str = "smollm2",
+        train_file: str | None = None,
+        val_file: str | None = None,
+        seq_len: int = 128,
+        batch_size: int = 2,
+        max_train_chunks: int | None = 64,
+        max_val_chunks: int | None = 16,
+    ) -> None:
         super().__init__()
         if seq_len < 2 or batch_size < 1:
             raise ValueError(

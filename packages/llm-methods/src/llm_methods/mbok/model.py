@@ -66,8 +66,14 @@ class BooleanLinear(nn.Module):
     """Inference layer: ``y = x Ŵᵀ + b`` with Ŵ = Σ_k unpack(B_k) ⊙ s_out^k s_in^kᵀ, unpacked
     once into a dense cache (``x`` ``[..., in]`` -> ``[..., out]``)."""
 
-    def __init__(self, packed: torch.Tensor, s_out: torch.Tensor, s_in: torch.Tensor,
-                 in_features: int, bias: torch.Tensor | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        packed: torch.Tensor,
+        s_out: torch.Tensor,
+        s_in: torch.Tensor,
+        in_features: int,
+        bias: torch.Tensor | None = None,
+    ) -> None:
         super().__init__()
         if packed.dim() != 3 or packed.shape[0] < 1:
             raise ValueError("packed kernels must be [K >= 1, out, ceil(in / 8)] uint8")

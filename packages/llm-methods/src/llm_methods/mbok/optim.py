@@ -36,8 +36,13 @@ class BooleanOptimizer:
     """Boolean optimiser over float ±1 tensors (see the module doc); ``step`` returns the number
     of weights flipped, ``flip_fraction`` their share of all Boolean weights."""
 
-    def __init__(self, params: Iterable[torch.Tensor], lr: float = 0.01,
-                 normalize: bool = True, per_slice: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor],
+        lr: float = 0.01,
+        normalize: bool = True,
+        per_slice: bool = False,
+    ) -> None:
         self.params = list(params)
         if not self.params:
             raise ValueError("BooleanOptimizer got no parameters")

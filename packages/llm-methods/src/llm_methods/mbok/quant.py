@@ -41,8 +41,11 @@ def _bias(linear: nn.Linear) -> torch.Tensor | None:
 class MBOKTrainLinear(nn.Module):
     """MBOK layer during finetuning (see module doc). ``kernels`` as returned by :func:`svid`."""
 
-    def __init__(self, kernels: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
-                 bias: torch.Tensor | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        kernels: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+        bias: torch.Tensor | None = None,
+    ) -> None:
         super().__init__()
         if not kernels:
             raise ValueError("number of Boolean kernels K must be >= 1, got 0")
@@ -65,9 +68,13 @@ class MBOKTrainLinear(nn.Module):
         return nn.functional.linear(x, self.weight().to(x.dtype), self.bias)
 
     def to_boolean(self) -> BooleanLinear:
-        return BooleanLinear(pack_bits(self.kernels.detach()), self.s_out.detach().clone(),
-                             self.s_in.detach().clone(), self.in_features,
-                             None if self.bias is None else self.bias.clone())  # fmt: skip
+        return BooleanLinear(
+            pack_bits(self.kernels.detach()),
+            self.s_out.detach().clone(),
+            self.s_in.detach().clone(),
+            self.in_features,
+            None if self.bias is None else self.bias.clone(),
+        )
 
     def stored_bytes(self) -> int:
         return self.to_boolean().stored_bytes()
@@ -109,9 +116,13 @@ class OneBitLinear(nn.Module):
     def to_boolean(self) -> BooleanLinear:
         """The deployed form: one packed sign kernel + (g, h), no latent weights."""
         signs = torch.where(self.latent.detach() >= 0, 1.0, -1.0)
-        return BooleanLinear(pack_bits(signs[None]), self.g.detach()[None].clone(),
-                             self.h.detach()[None].clone(), self.in_features,
-                             None if self.bias is None else self.bias.clone())  # fmt: skip
+        return BooleanLinear(
+            pack_bits(signs[None]),
+            self.g.detach()[None].clone(),
+            self.h.detach()[None].clone(),
+            self.in_features,
+            None if self.bias is None else self.bias.clone(),
+        )
 
     def stored_bytes(self) -> int:
         return self.to_boolean().stored_bytes()
@@ -136,8 +147,14 @@ def rtn_quantize(
 class RTNLinear(nn.Module):
     """RTN layer: ``bits`` packed bit-planes + fp16 scale and zero per row (dense cache)."""
 
-    def __init__(self, planes: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor,
-                 in_features: int, bias: torch.Tensor | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        planes: torch.Tensor,
+        scale: torch.Tensor,
+        zero: torch.Tensor,
+        in_features: int,
+        bias: torch.Tensor | None = None,
+    ) -> None:
         super().__init__()
         self.in_features = in_features
         self.register_buffer("planes", planes)  # [bits, out, ceil(in / 8)] uint8
@@ -177,8 +194,13 @@ def _binarize_rows(w: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(w >= 0, 1.0, -1.0) * alpha[:, None] * m
 
 
-def billm_binarize(weight: torch.Tensor, hessian: torch.Tensor, salient_fracs: tuple[float, ...] = (0.0, 0.02, 0.05, 0.1),
-                   breakpoints: int = 12, damp: float = 0.01) -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
+def billm_binarize(
+    weight: torch.Tensor,
+    hessian: torch.Tensor,
+    salient_fracs: tuple[float, ...] = (0.0, 0.02, 0.05, 0.1),
+    breakpoints: int = 12,
+    damp: float = 0.01,
+) -> tuple[torch.Tensor, dict[str, float]]:
     """BiLLM-style binarisation of ``weight`` ``[out, in]`` given H = XᵀX ``[in, in]`` of
     calibration inputs. Returns (Ŵ ``[out, in]``, info with the salient column count, the
     break-point and the stored bits per weight under our accounting, see README).
@@ -223,7 +245,10 @@ def billm_binarize(weight: torch.Tensor, hessian: torch.Tensor, salient_fracs: t
         if best is None or err_h < best[0]:
             scale_bits = 4 * out_f * 16 / (out_f * in_f)  # α₁, α₂ (salient), α of two groups
             bits = 1 + n_sal / in_f + (1 - n_sal / in_f) + 1 / out_f + scale_bits
-            best = (err_h, split[1], {"salient_columns": float(n_sal), "breakpoint": split[2],
-                                      "bits_per_weight": bits})  # fmt: skip
+            best = (
+                err_h,
+                split[1],
+                {"salient_columns": float(n_sal), "breakpoint": split[2], "bits_per_weight": bits},
+            )
     assert best is not None
     return best[1], best[2]

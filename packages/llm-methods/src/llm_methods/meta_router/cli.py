@@ -16,23 +16,39 @@ def _parser():  # type: ignore[no-untyped-def]
 
     parser = ArgumentParser(prog=PROG, description=ABOUT)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    fit = sub.add_parser("fit", help="fit the DR-corrected router (and baselines with --test)",
-                         description="Gold labels (T=1) from RouteLLM-style response CSVs "
-                         "(prompt + one score column per model), preference labels (T=0) from "
-                         "CSVs of the same shape or MT-Bench judgements; writes router.joblib "
-                         "and fit.json into --out.")  # fmt: skip
+    fit = sub.add_parser(
+        "fit",
+        help="fit the DR-corrected router (and baselines with --test)",
+        description="Gold labels (T=1) from RouteLLM-style response CSVs "
+        "(prompt + one score column per model), preference labels (T=0) from "
+        "CSVs of the same shape or MT-Bench judgements; writes router.joblib "
+        "and fit.json into --out.",
+    )
     fit.add_argument("--gold", type=Path, nargs="+", required=True)
     fit.add_argument("--preference", type=Path, nargs="*", default=[])
-    fit.add_argument("--mtbench", type=Path, nargs=2, metavar=("JUDGEMENTS", "QUESTIONS"),
-                     help="MT-Bench judgements.jsonl and question.jsonl as preference labels")  # fmt: skip
+    fit.add_argument(
+        "--mtbench",
+        type=Path,
+        nargs=2,
+        metavar=("JUDGEMENTS", "QUESTIONS"),
+        help="MT-Bench judgements.jsonl and question.jsonl as preference labels",
+    )
     fit.add_argument("--strong", required=True, help="premium model's column / name")
     fit.add_argument("--weak", required=True, help="cheap model's column / name")
-    fit.add_argument("--learner", choices=LEARNERS, default="dr",
-                     help="CATE learner of the bias: dr (cross-fitted DR-learner), r (R-learner), "
-                     "lineardr, tlearner; dr_official / r_official: the official in-sample "
-                     "learners with mask and clipping")  # fmt: skip
-    fit.add_argument("--test", type=Path, default=None,
-                     help="CSV with features and true gain 'm' (from simulate): report MSE")  # fmt: skip
+    fit.add_argument(
+        "--learner",
+        choices=LEARNERS,
+        default="dr",
+        help="CATE learner of the bias: dr (cross-fitted DR-learner), r (R-learner), "
+        "lineardr, tlearner; dr_official / r_official: the official in-sample "
+        "learners with mask and clipping",
+    )
+    fit.add_argument(
+        "--test",
+        type=Path,
+        default=None,
+        help="CSV with features and true gain 'm' (from simulate): report MSE",
+    )
     fit.add_argument("--out", type=Path, required=True)
     fit.add_argument("--seed", type=int, default=0)
     route = sub.add_parser("route", help="route queries: premium iff m̂(x) − w·ΔC > 0")
@@ -43,14 +59,22 @@ def _parser():  # type: ignore[no-untyped-def]
     route.add_argument("--w", type=float, default=0.2, help="cost weight w")
     route.add_argument("--cost-diff", type=float, default=1.0, help="ΔC, premium − cheap cost")
     route.add_argument("--out", type=Path, required=True, help="routes CSV to write")
-    off = sub.add_parser("official", help="the official experiment on the official CSV",
-                         description="Reads the official Meta-Router CSV (embd.PC1.., GL, PL), "
-                         "runs the official splits (500 test, 100 gold, rest preference) and "
-                         "writes the official efficiency gain per method and run settings.")  # fmt: skip
+    off = sub.add_parser(
+        "official",
+        help="the official experiment on the official CSV",
+        description="Reads the official Meta-Router CSV (embd.PC1.., GL, PL), "
+        "runs the official splits (500 test, 100 gold, rest preference) and "
+        "writes the official efficiency gain per method and run settings.",
+    )
     off.add_argument("--csv", type=Path, required=True, help="1_PC50_varstd.csv")
     off.add_argument("--runs", type=int, default=10, help="Monte-Carlo runs (official: 200)")
-    off.add_argument("--learner", choices=LEARNERS, nargs="+",
-                     default=["dr", "r"], help="CATE learners to compare")  # fmt: skip
+    off.add_argument(
+        "--learner",
+        choices=LEARNERS,
+        nargs="+",
+        default=["dr", "r"],
+        help="CATE learners to compare",
+    )
     off.add_argument("--seed", type=int, default=42, help="run i uses seed + i (official: 42)")
     off.add_argument("--out", type=Path, required=True)
     sim = sub.add_parser("simulate", help="simulated gold/preference/test CSVs with known bias")
@@ -87,8 +111,13 @@ def _fit(ns) -> int:  # type: ignore[no-untyped-def]
     router = MetaRouter(ns.learner, ns.seed).fit(x, y, t)
     ns.out.mkdir(parents=True, exist_ok=True)
     joblib.dump({"router": router, "features": state}, ns.out / "router.joblib")
-    report = {**router.info, "learner": ns.learner, "strong": ns.strong, "weak": ns.weak,
-              "overlap": overlap}  # fmt: skip
+    report = {
+        **router.info,
+        "learner": ns.learner,
+        "strong": ns.strong,
+        "weak": ns.weak,
+        "overlap": overlap,
+    }
     if ns.test is not None:
         test = pd.read_csv(ns.test)
         if "m" not in test.columns:
@@ -96,10 +125,13 @@ def _fit(ns) -> int:  # type: ignore[no-untyped-def]
         xt, _ = features(test.drop(columns=["m", "q_weak"], errors="ignore"), state)
         m = test["m"].to_numpy(float)
         report["test_mse"] = {
-            method: float(np.mean((predict_gain(fit_method(method, x, y, t, ns.seed, ns.learner),
-                                                xt) - m) ** 2))
+            method: float(
+                np.mean(
+                    (predict_gain(fit_method(method, x, y, t, ns.seed, ns.learner), xt) - m) ** 2
+                )
+            )
             for method in METHODS
-        }  # fmt: skip
+        }
     (ns.out / "fit.json").write_text(json.dumps(report, indent=1))
     print(" ".join(f"{k}={v}" for k, v in report.items()))
     print(f"wrote {ns.out / 'router.joblib'} and {ns.out / 'fit.json'}")
@@ -164,8 +196,9 @@ def _official(ns) -> int:  # type: ignore[no-untyped-def]
         for method, learner in methods:
             name = method if method != "dr_corrected" else f"dr_corrected_{learner}"
             model = fit_method(method, x[train], y, t, seed, learner)
-            curves.setdefault(name, []).append(efficiency_curve(predict_gain(model, x[test]),
-                                                                gl[test]))  # fmt: skip
+            curves.setdefault(name, []).append(
+                efficiency_curve(predict_gain(model, x[test]), gl[test])
+            )
         rng = np.random.default_rng(seed)
         curves["random"].append(efficiency_curve(None, gl[test], rng))
         print(f"run {run + 1}/{ns.runs} done")
@@ -173,8 +206,13 @@ def _official(ns) -> int:  # type: ignore[no-untyped-def]
     ns.out.mkdir(parents=True, exist_ok=True)
     table = pd.DataFrame({"ratio": GRID, **gains})
     table.to_csv(ns.out / "efficiency_gain.csv", index=False)
-    summary = {"runs": ns.runs, "seed": ns.seed, "overlap_run0": overlap,
-               "plot_scale": PLOT_SCALE, "methods": {}}  # fmt: skip
+    summary = {
+        "runs": ns.runs,
+        "seed": ns.seed,
+        "overlap_run0": overlap,
+        "plot_scale": PLOT_SCALE,
+        "methods": {},
+    }
     for name, gain in gains.items():
         ok = ~np.isnan(gain)
         summary["methods"][name] = {
@@ -182,9 +220,11 @@ def _official(ns) -> int:  # type: ignore[no-untyped-def]
             "max_gain": float(np.nanmax(gain)) if ok.any() else None,
             "max_gain_plot_scale": float(np.nanmax(gain) / PLOT_SCALE) if ok.any() else None,
             "valid_points": int(ok.sum()),
-        }  # fmt: skip
-        print(f"{name:28s} efficiency-gain area {summary['methods'][name]['area']}, max "
-              f"{summary['methods'][name]['max_gain']} ({int(ok.sum())} grid points)")  # fmt: skip
+        }
+        print(
+            f"{name:28s} efficiency-gain area {summary['methods'][name]['area']}, max "
+            f"{summary['methods'][name]['max_gain']} ({int(ok.sum())} grid points)"
+        )
     (ns.out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(f"wrote {ns.out / 'efficiency_gain.csv'} and {ns.out / 'summary.json'}")
     return 0
@@ -202,8 +242,10 @@ def _simulate(ns) -> int:  # type: ignore[no-untyped-def]
         frame = part[cols].assign(strong=(weak[part.index] + part["y"]), weak=weak[part.index])
         frame.to_csv(ns.out / f"{name}.csv", index=False)
     test.to_csv(ns.out / "test.csv", index=False)
-    print(f"wrote gold.csv ({int(train['T'].sum())} rows), preference.csv "
-          f"({int((train['T'] == 0).sum())} rows), test.csv ({len(test)} rows) to {ns.out}")  # fmt: skip
+    print(
+        f"wrote gold.csv ({int(train['T'].sum())} rows), preference.csv "
+        f"({int((train['T'] == 0).sum())} rows), test.csv ({len(test)} rows) to {ns.out}"
+    )
     return 0
 
 

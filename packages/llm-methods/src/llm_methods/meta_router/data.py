@@ -18,8 +18,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["RouterDataError", "features", "read_mtbench", "read_responses_csv", "simulate",
-           "true_bias", "true_gain"]  # fmt: skip
+__all__ = [
+    "RouterDataError",
+    "features",
+    "read_mtbench",
+    "read_responses_csv",
+    "simulate",
+    "true_bias",
+    "true_gain",
+]
 
 TRUE_VALUES = {"true": 1.0, "false": 0.0, "1": 1.0, "0": 0.0, "1.0": 1.0, "0.0": 0.0}
 N_FEATURES = 5
@@ -41,8 +48,9 @@ def _numeric(frame: pd.DataFrame, column: str, path: Path) -> np.ndarray:
         try:
             value = TRUE_VALUES[text] if text in TRUE_VALUES else float(text)
         except ValueError:
-            raise RouterDataError(f"{path}:{row}: column '{column}' is not numeric or "
-                                  f"True/False: {cell!r}") from None  # fmt: skip
+            raise RouterDataError(
+                f"{path}:{row}: column '{column}' is not numeric or True/False: {cell!r}"
+            ) from None
         if not np.isfinite(value):
             raise RouterDataError(f"{path}:{row}: column '{column}' is {cell!r}")
         values.append(value)
@@ -64,14 +72,18 @@ def read_responses_csv(path: str | Path, strong: str, weak: str, treatment: int)
     column per model) as a labelled frame: ``y = strong − weak``, ``T = treatment``."""
     path = Path(path)
     frame = read_csv_frame(path)
-    xs = sorted((c for c in frame.columns if c.startswith("x") and c[1:].isdigit()),
-                key=lambda c: int(c[1:]))  # fmt: skip
+    xs = sorted(
+        (c for c in frame.columns if c.startswith("x") and c[1:].isdigit()),
+        key=lambda c: int(c[1:]),
+    )
     missing = [c for c in (strong, weak) if c not in frame.columns]
     if "prompt" not in frame.columns and not xs:
         missing.insert(0, "prompt")
     if missing:
-        raise RouterDataError(f"{path}: missing column(s) {', '.join(missing)} (columns: "
-                              f"{', '.join(map(str, frame.columns))})")  # fmt: skip
+        raise RouterDataError(
+            f"{path}: missing column(s) {', '.join(missing)} (columns: "
+            f"{', '.join(map(str, frame.columns))})"
+        )
     if frame.empty:
         raise RouterDataError(f"{path}: no rows")
     out = pd.DataFrame({"y": _numeric(frame, strong, path) - _numeric(frame, weak, path)})
@@ -102,11 +114,18 @@ def read_mtbench(
             continue
         try:
             rec = json.loads(line)
-            rows.append({"question_id": rec["question_id"], "model": str(rec["model"]),
-                         "score": float(rec["score"])})  # fmt: skip
+            rows.append(
+                {
+                    "question_id": rec["question_id"],
+                    "model": str(rec["model"]),
+                    "score": float(rec["score"]),
+                }
+            )
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
-            raise RouterDataError(f"{paths[0]}:{number}: needs question_id, model and a numeric "
-                                  f"score ({type(error).__name__}: {error})") from None  # fmt: skip
+            raise RouterDataError(
+                f"{paths[0]}:{number}: needs question_id, model and a numeric "
+                f"score ({type(error).__name__}: {error})"
+            ) from None
     prompts = {}
     for number, line in enumerate(paths[1].read_text().splitlines(), 1):
         if not line.strip():
@@ -115,8 +134,9 @@ def read_mtbench(
             rec = json.loads(line)
             prompts[rec["question_id"]] = str(rec["turns"][0])
         except (json.JSONDecodeError, KeyError, TypeError, IndexError) as error:
-            raise RouterDataError(f"{paths[1]}:{number}: needs question_id and turns "
-                                  f"({type(error).__name__})") from None  # fmt: skip
+            raise RouterDataError(
+                f"{paths[1]}:{number}: needs question_id and turns ({type(error).__name__})"
+            ) from None
     scores = pd.DataFrame(rows).groupby(["question_id", "model"])["score"].mean().unstack()
     for model in (strong, weak):
         if model not in scores.columns:
@@ -125,8 +145,13 @@ def read_mtbench(
     missing = [q for q in scores.index if q not in prompts]
     if missing:
         raise RouterDataError(f"{paths[1]}: no question {missing[0]!r}")
-    return pd.DataFrame({"prompt": [prompts[q] for q in scores.index],
-                         "y": ((scores[strong] - scores[weak]) / 9.0).to_numpy(), "T": 0})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "prompt": [prompts[q] for q in scores.index],
+            "y": ((scores[strong] - scores[weak]) / 9.0).to_numpy(),
+            "T": 0,
+        }
+    )
 
 
 def features(frame: pd.DataFrame, fitted: dict | None = None) -> tuple[np.ndarray, dict]:

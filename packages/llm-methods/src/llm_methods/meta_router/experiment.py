@@ -48,10 +48,20 @@ PAPER_MSE_MILD = {"gold_only": 0.137, "pooled": 0.212, "dr_corrected": 0.106}
 
 def settings(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"n": 2000, "gold_fracs": (REFERENCE_GOLD_FRAC,), "biases": ("mild",),
-                "seeds": (0, 1, 2), "compare_learners": False}  # fmt: skip
-    return {"n": 4000, "gold_fracs": (REFERENCE_GOLD_FRAC, 0.1), "biases": ("mild", "strong"),
-            "seeds": (0, 1, 2, 3, 4), "compare_learners": True}  # fmt: skip
+        return {
+            "n": 2000,
+            "gold_fracs": (REFERENCE_GOLD_FRAC,),
+            "biases": ("mild",),
+            "seeds": (0, 1, 2),
+            "compare_learners": False,
+        }
+    return {
+        "n": 4000,
+        "gold_fracs": (REFERENCE_GOLD_FRAC, 0.1),
+        "biases": ("mild", "strong"),
+        "seeds": (0, 1, 2, 3, 4),
+        "compare_learners": True,
+    }
 
 
 def _evaluate(gain_hat: np.ndarray, test: Any) -> dict[str, Any]:
@@ -63,8 +73,12 @@ def _evaluate(gain_hat: np.ndarray, test: Any) -> dict[str, Any]:
     curve = cost_quality_curve(gain_hat, m, test["q_weak"].to_numpy(), SHARES)
     ratios, totals = efficiency_curve(gain_hat, m)
     eff = [float(np.interp(r, ratios, totals)) if r <= ratios.max() else None for r in GRID]
-    return {"mse": float(np.mean((gain_hat - m) ** 2)), "decision_acc": float(np.mean(decisions)),
-            "curve": curve.tolist(), "efficiency": eff}  # fmt: skip
+    return {
+        "mse": float(np.mean((gain_hat - m) ** 2)),
+        "decision_acc": float(np.mean(decisions)),
+        "curve": curve.tolist(),
+        "efficiency": eff,
+    }
 
 
 def _scenario(n: int, gold_frac: float, bias: float, seed: int, learners: tuple[str, ...]):
@@ -140,29 +154,32 @@ def judge(ref: dict[str, dict[str, Any]]) -> list[Claim]:
             f"fraction {REFERENCE_GOLD_FRAC}, bias {BIASES['mild']}",
             measured={m: mse[m] for m in (*BASELINES, "dr_corrected", "oracle_corrected")},
             holds=mse["dr_corrected"] < mse["gold_only"] and mse["dr_corrected"] < mse["pooled"],
-            preconditions=[Precondition(
-                "oracle correction beats gold-only",
-                f"MSE(oracle_corrected) <= {1 - ORACLE_MSE_MARGIN:g} x MSE(gold_only)",
-                {"oracle_corrected": mse["oracle_corrected"], "gold_only": mse["gold_only"]},
-                mse["oracle_corrected"] <= (1 - ORACLE_MSE_MARGIN) * mse["gold_only"],
-            )],
+            preconditions=[
+                Precondition(
+                    "oracle correction beats gold-only",
+                    f"MSE(oracle_corrected) <= {1 - ORACLE_MSE_MARGIN:g} x MSE(gold_only)",
+                    {"oracle_corrected": mse["oracle_corrected"], "gold_only": mse["gold_only"]},
+                    mse["oracle_corrected"] <= (1 - ORACLE_MSE_MARGIN) * mse["gold_only"],
+                )
+            ],
         ),
         Claim.judge(
             text="The DR-corrected cost-quality curve dominates the baselines'.",
             criterion=f"share of premium-share grid points {SHARES.round(2).tolist()} where "
             f"seed-mean DR quality >= best baseline >= {CLAIM_B_MIN_POINT_SHARE}",
-            measured={"point_share": point_share,
-                      "max_shortfall": float(np.max(best_base - dr))},
+            measured={"point_share": point_share, "max_shortfall": float(np.max(best_base - dr))},
             holds=point_share >= CLAIM_B_MIN_POINT_SHARE,
-            preconditions=[Precondition(
-                "oracle curve above the best baseline",
-                f"mean(oracle - best baseline) >= {ORACLE_CURVE_SHARE} x mean(perfect - best "
-                "baseline) over the grid",
-                {"oracle_gap": oracle_gap, "perfect_gap": perfect_gap},
-                perfect_gap > 0 and oracle_gap >= ORACLE_CURVE_SHARE * perfect_gap,
-            )],
+            preconditions=[
+                Precondition(
+                    "oracle curve above the best baseline",
+                    f"mean(oracle - best baseline) >= {ORACLE_CURVE_SHARE} x mean(perfect - best "
+                    "baseline) over the grid",
+                    {"oracle_gap": oracle_gap, "perfect_gap": perfect_gap},
+                    perfect_gap > 0 and oracle_gap >= ORACLE_CURVE_SHARE * perfect_gap,
+                )
+            ],
         ),
-    ]  # fmt: skip
+    ]
 
 
 def _plot(path: Path, curves: dict[str, np.ndarray], mse: dict[str, dict[str, float]]) -> None:
@@ -174,13 +191,17 @@ def _plot(path: Path, curves: dict[str, np.ndarray], mse: dict[str, dict[str, fl
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     for name, curve in curves.items():
         axes[0].plot(SHARES, curve, marker="o", label=name)
-    axes[0].set(xlabel="share of queries sent to the premium model", ylabel="mean quality",
-                title="cost-quality (mild bias, reference gold fraction)")  # fmt: skip
+    axes[0].set(
+        xlabel="share of queries sent to the premium model",
+        ylabel="mean quality",
+        title="cost-quality (mild bias, reference gold fraction)",
+    )
     axes[0].legend(fontsize=8)
     labels = list(mse)
     for i, method in enumerate(next(iter(mse.values()))):
-        axes[1].bar(np.arange(len(labels)) + i * 0.2, [mse[s][method] for s in labels], 0.2,
-                    label=method)  # fmt: skip
+        axes[1].bar(
+            np.arange(len(labels)) + i * 0.2, [mse[s][method] for s in labels], 0.2, label=method
+        )
     axes[1].set_xticks(np.arange(len(labels)) + 0.3, labels, rotation=30, fontsize=7)
     axes[1].set(ylabel="MSE of m̂ (seed mean)", yscale="log")
     axes[1].legend(fontsize=8)
@@ -200,13 +221,19 @@ def run(quick: bool, out_dir: Path) -> Result:
     for bias_name in cfg["biases"]:
         for gold_frac in cfg["gold_fracs"]:
             key = f"{bias_name}_gold{gold_frac:g}"
-            compare = (cfg["compare_learners"] and gold_frac == REFERENCE_GOLD_FRAC
-                       and bias_name == "mild")  # fmt: skip
+            compare = (
+                cfg["compare_learners"] and gold_frac == REFERENCE_GOLD_FRAC and bias_name == "mild"
+            )
             per_seed = []
             for seed in cfg["seeds"]:
                 seed_everything(seed)
-                res, times = _scenario(cfg["n"], gold_frac, BIASES[bias_name], seed,
-                                       COMPARED_LEARNERS if compare else ())  # fmt: skip
+                res, times = _scenario(
+                    cfg["n"],
+                    gold_frac,
+                    BIASES[bias_name],
+                    seed,
+                    COMPARED_LEARNERS if compare else (),
+                )
                 per_seed.append(res)
                 for m, s in times.items():
                     fit_s[m].append(s)
@@ -224,10 +251,11 @@ def run(quick: bool, out_dir: Path) -> Result:
     ref = table[f"mild_gold{REFERENCE_GOLD_FRAC:g}"]
     mse = {m: ref[m]["mse"] for m in ref}
     overlap = _overlap(cfg["n"])
-    _plot(out_dir / "meta_router.png",
-          {m: np.asarray(ref[m]["curve"]) for m in (*METHODS, "oracle_corrected")},
-          {k: {m: v[m]["mse"] for m in (*METHODS, "oracle_corrected")}
-           for k, v in table.items()})  # fmt: skip
+    _plot(
+        out_dir / "meta_router.png",
+        {m: np.asarray(ref[m]["curve"]) for m in (*METHODS, "oracle_corrected")},
+        {k: {m: v[m]["mse"] for m in (*METHODS, "oracle_corrected")} for k, v in table.items()},
+    )
     claims = judge(ref)
     fit_mean = {m: float(np.mean(v)) for m, v in fit_s.items()}
     summary = (

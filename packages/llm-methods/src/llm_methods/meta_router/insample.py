@@ -29,8 +29,13 @@ DELTA_CLIP = 1.2  # official: predictions clipped to [−1.2, 1.2]
 MASK = 0.05  # official: |denominator| > 0.05
 PROPENSITY_CLIP = {"dr_official": (0.05, 0.95), "r_official": (0.1, 0.9)}
 NUISANCE_FOREST = {"n_estimators": 100, "max_depth": 20, "max_features": "sqrt"}
-EFFECT_FOREST = {"n_estimators": 200, "max_depth": 30, "min_samples_split": 5,
-                 "min_samples_leaf": 2, "max_features": "sqrt"}  # fmt: skip
+EFFECT_FOREST = {
+    "n_estimators": 200,
+    "max_depth": 30,
+    "min_samples_split": 5,
+    "min_samples_leaf": 2,
+    "max_features": "sqrt",
+}
 
 
 def _forest(settings: dict[str, Any], seed: int) -> Any:
@@ -51,8 +56,9 @@ class InSampleBiasLearner:
 
     def fit(self, y: np.ndarray, t: np.ndarray, X: np.ndarray) -> InSampleBiasLearner:
         if self.learner not in INSAMPLE_LEARNERS:
-            raise ValueError(f"unknown learner {self.learner!r} (known: "
-                             f"{', '.join(INSAMPLE_LEARNERS)})")  # fmt: skip
+            raise ValueError(
+                f"unknown learner {self.learner!r} (known: {', '.join(INSAMPLE_LEARNERS)})"
+            )
         x, y, t = np.asarray(X, float), np.asarray(y, float), np.asarray(t).astype(int)
         lo, hi = PROPENSITY_CLIP[self.learner]
         e = np.clip(_forest(NUISANCE_FOREST, self.seed).fit(x, t).predict(x), lo, hi)
@@ -75,8 +81,10 @@ class InSampleBiasLearner:
             psi[keep] = (y - m)[keep] / denominator[keep]
             weights = (denominator**2)[keep]
         if keep.sum() < 2:
-            raise ValueError(f"{self.learner}: the official mask kept {int(keep.sum())} rows "
-                             "(no overlap between gold and preference rows)")  # fmt: skip
+            raise ValueError(
+                f"{self.learner}: the official mask kept {int(keep.sum())} rows "
+                "(no overlap between gold and preference rows)"
+            )
         self.kept_share = float(keep.mean())
         self.effect_model = effect.fit(x[keep], psi[keep], sample_weight=weights)
         return self

@@ -21,14 +21,26 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LEARNERS", "METHODS", "MetaRouter", "cost_quality_curve", "estimate_bias", "fit_method",
-           "predict_gain"]  # fmt: skip
+__all__ = [
+    "LEARNERS",
+    "METHODS",
+    "MetaRouter",
+    "cost_quality_curve",
+    "estimate_bias",
+    "fit_method",
+    "predict_gain",
+]
 
 LEARNERS = ("dr", "r", "lineardr", "tlearner", "dr_official", "r_official")
 METHODS = ("gold_only", "preference_only", "pooled", "dr_corrected")
 OUTCOME_FOREST = {"n_estimators": 100, "max_depth": 20, "max_features": "sqrt"}
-EFFECT_FOREST = {"n_estimators": 200, "max_depth": 30, "min_samples_split": 5,
-                 "min_samples_leaf": 2, "max_features": "sqrt"}  # fmt: skip
+EFFECT_FOREST = {
+    "n_estimators": 200,
+    "max_depth": 30,
+    "min_samples_split": 5,
+    "min_samples_leaf": 2,
+    "max_features": "sqrt",
+}
 CV_FOLDS = 3
 
 
@@ -42,15 +54,20 @@ def _check_arms(treatment: np.ndarray) -> None:
     gold, pref = int((treatment == 1).sum()), int((treatment == 0).sum())
     if gold == 0 or pref == 0:
         empty = "T=1 (gold)" if gold == 0 else "T=0 (preference)"
-        raise ValueError(f"treatment arm {empty} is empty: Meta-Router needs both gold and "
-                         f"preference labels ({gold} gold, {pref} preference rows)")  # fmt: skip
+        raise ValueError(
+            f"treatment arm {empty} is empty: Meta-Router needs both gold and "
+            f"preference labels ({gold} gold, {pref} preference rows)"
+        )
     if gold < 2 * CV_FOLDS or pref < 2 * CV_FOLDS:
-        raise ValueError(f"too few rows per arm for {CV_FOLDS}-fold cross-fitting "
-                         f"({gold} gold, {pref} preference; need >= {2 * CV_FOLDS} each)")  # fmt: skip
+        raise ValueError(
+            f"too few rows per arm for {CV_FOLDS}-fold cross-fitting "
+            f"({gold} gold, {pref} preference; need >= {2 * CV_FOLDS} each)"
+        )
 
 
-def estimate_bias(x: np.ndarray, y: np.ndarray, t: np.ndarray, learner: str = "dr",
-                  seed: int = 0) -> Any:  # fmt: skip
+def estimate_bias(
+    x: np.ndarray, y: np.ndarray, t: np.ndarray, learner: str = "dr", seed: int = 0
+) -> Any:
     """Fitted CATE estimator of δ(x) (``.effect(x)``): econml's, cross-fitted with 3 folds, or
     the official code's in-sample learners (``dr_official``, ``r_official``)."""
     from sklearn.linear_model import LogisticRegression
@@ -63,20 +80,33 @@ def estimate_bias(x: np.ndarray, y: np.ndarray, t: np.ndarray, learner: str = "d
     if learner == "dr":
         from econml.dr import DRLearner
 
-        est = DRLearner(model_propensity=LogisticRegression(), model_regression=_forest(seed),
-                        model_final=_forest(seed, EFFECT_FOREST), cv=CV_FOLDS,
-                        random_state=seed)  # fmt: skip
+        est = DRLearner(
+            model_propensity=LogisticRegression(),
+            model_regression=_forest(seed),
+            model_final=_forest(seed, EFFECT_FOREST),
+            cv=CV_FOLDS,
+            random_state=seed,
+        )
     elif learner == "r":  # the R-learner: residual-on-residual with a forest final stage
         from econml.dml import NonParamDML
 
-        est = NonParamDML(model_y=_forest(seed), model_t=LogisticRegression(),
-                          model_final=_forest(seed, EFFECT_FOREST), discrete_treatment=True,
-                          cv=CV_FOLDS, random_state=seed)  # fmt: skip
+        est = NonParamDML(
+            model_y=_forest(seed),
+            model_t=LogisticRegression(),
+            model_final=_forest(seed, EFFECT_FOREST),
+            discrete_treatment=True,
+            cv=CV_FOLDS,
+            random_state=seed,
+        )
     elif learner == "lineardr":
         from econml.dr import LinearDRLearner
 
-        est = LinearDRLearner(model_propensity=LogisticRegression(),
-                              model_regression=_forest(seed), cv=CV_FOLDS, random_state=seed)  # fmt: skip
+        est = LinearDRLearner(
+            model_propensity=LogisticRegression(),
+            model_regression=_forest(seed),
+            cv=CV_FOLDS,
+            random_state=seed,
+        )
     elif learner == "tlearner":
         from econml.metalearners import TLearner
 
@@ -97,8 +127,9 @@ class MetaRouter:
     bias_model: Any = None
     info: dict[str, Any] = field(default_factory=dict)
 
-    def fit(self, x: np.ndarray, y: np.ndarray, t: np.ndarray,
-            delta: np.ndarray | None = None) -> MetaRouter:  # fmt: skip
+    def fit(
+        self, x: np.ndarray, y: np.ndarray, t: np.ndarray, delta: np.ndarray | None = None
+    ) -> MetaRouter:
         """Estimate δ̂ (or take the given ``delta``, the oracle control) and fit m̂ on gold ∪
         the preference labels corrected to y + δ̂."""
         t = np.asarray(t).astype(int)
@@ -110,8 +141,11 @@ class MetaRouter:
             self.learner = "oracle"
         corrected = np.where(t == 1, y, y + delta)
         self.forest = _forest(self.seed).fit(x, corrected)
-        self.info = {"n_gold": int(t.sum()), "n_preference": int((t == 0).sum()),
-                     "mean_bias": float(delta[t == 0].mean())}  # fmt: skip
+        self.info = {
+            "n_gold": int(t.sum()),
+            "n_preference": int((t == 0).sum()),
+            "mean_bias": float(delta[t == 0].mean()),
+        }
         return self
 
     def gain(self, x: np.ndarray) -> np.ndarray:
@@ -123,8 +157,9 @@ class MetaRouter:
         return (self.gain(x) - w * cost_diff > 0).astype(int)
 
 
-def fit_method(method: str, x: np.ndarray, y: np.ndarray, t: np.ndarray, seed: int = 0,
-               learner: str = "dr") -> Any:  # fmt: skip
+def fit_method(
+    method: str, x: np.ndarray, y: np.ndarray, t: np.ndarray, seed: int = 0, learner: str = "dr"
+) -> Any:
     """A fitted model with ``.predict(x)`` (baselines) or ``.gain(x)`` (Meta-Router)."""
     t = np.asarray(t).astype(int)
     if method == "dr_corrected":
@@ -141,8 +176,9 @@ def predict_gain(model: Any, x: np.ndarray) -> np.ndarray:
     return model.gain(x) if isinstance(model, MetaRouter) else model.predict(x)
 
 
-def cost_quality_curve(gain_hat: np.ndarray, gain: np.ndarray, q_weak: np.ndarray,
-                       shares: np.ndarray) -> np.ndarray:  # fmt: skip
+def cost_quality_curve(
+    gain_hat: np.ndarray, gain: np.ndarray, q_weak: np.ndarray, shares: np.ndarray
+) -> np.ndarray:
     """Mean realised quality when the ``share`` of queries with the highest m̂ go to the premium
     model (sweeping w in the routing rule traces exactly these points)."""
     order = np.argsort(-gain_hat, kind="stable")

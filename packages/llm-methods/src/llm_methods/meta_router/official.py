@@ -24,8 +24,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GRID", "efficiency_curve", "efficiency_gain", "overlap_diagnostics",
-           "read_official_csv", "split_run"]  # fmt: skip
+__all__ = [
+    "GRID",
+    "efficiency_curve",
+    "efficiency_gain",
+    "overlap_diagnostics",
+    "read_official_csv",
+    "split_run",
+]
 
 GRID = np.linspace(0.2, 0.8, 61)
 N_TEST, N_GOLD = 500, 100  # the official split
@@ -38,15 +44,21 @@ def read_official_csv(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndar
 
     path = Path(path)
     frame = read_csv_frame(path)
-    pcs = sorted((c for c in frame.columns if c.startswith("embd.PC") and c[7:].isdigit()),
-                 key=lambda c: int(c[7:]))  # fmt: skip
+    pcs = sorted(
+        (c for c in frame.columns if c.startswith("embd.PC") and c[7:].isdigit()),
+        key=lambda c: int(c[7:]),
+    )
     missing = [c for c in ("GL", "PL") if c not in frame.columns] + ([] if pcs else ["embd.PC1"])
     if missing:
-        raise RouterDataError(f"{path}: missing column(s) {', '.join(missing)} (the official "
-                              "Meta-Router CSV has embd.PC1.., GL, PL)")  # fmt: skip
+        raise RouterDataError(
+            f"{path}: missing column(s) {', '.join(missing)} (the official "
+            "Meta-Router CSV has embd.PC1.., GL, PL)"
+        )
     if len(frame) <= N_TEST + N_GOLD:
-        raise RouterDataError(f"{path}: {len(frame)} rows; the official split needs more than "
-                              f"{N_TEST} test + {N_GOLD} gold rows")  # fmt: skip
+        raise RouterDataError(
+            f"{path}: {len(frame)} rows; the official split needs more than "
+            f"{N_TEST} test + {N_GOLD} gold rows"
+        )
     x = np.column_stack([_numeric(frame, c, path) for c in pcs])
     return x, _numeric(frame, "GL", path), _numeric(frame, "PL", path)
 
@@ -57,8 +69,9 @@ def split_run(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return order[:N_TEST], order[N_TEST : N_TEST + N_GOLD], order[N_TEST + N_GOLD :]
 
 
-def efficiency_curve(gain_hat: np.ndarray | None, labels: np.ndarray,
-                     rng: np.random.Generator | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def efficiency_curve(
+    gain_hat: np.ndarray | None, labels: np.ndarray, rng: np.random.Generator | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(ratios, total efficiency) of one run; ``gain_hat=None``: the Random baseline."""
     n = len(labels)
     if gain_hat is None:
@@ -73,17 +86,22 @@ def efficiency_curve(gain_hat: np.ndarray | None, labels: np.ndarray,
     return np.arange(k + 1) / n, totals
 
 
-def efficiency_gain(runs: list[tuple[np.ndarray, np.ndarray]],
-                    random_runs: list[tuple[np.ndarray, np.ndarray]],
-                    grid: np.ndarray = GRID) -> np.ndarray:  # fmt: skip
+def efficiency_gain(
+    runs: list[tuple[np.ndarray, np.ndarray]],
+    random_runs: list[tuple[np.ndarray, np.ndarray]],
+    grid: np.ndarray = GRID,
+) -> np.ndarray:
     """Official efficiency gain on ``grid``: median over runs of the method's interpolated total
     efficiency minus that of Random (NaN where no run's curve reaches the ratio)."""
 
     def medians(curves: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         out = np.full(len(grid), np.nan)
         for i, r in enumerate(grid):
-            vals = [np.interp(r, ratios, totals) for ratios, totals in curves
-                    if len(ratios) and r <= ratios.max()]  # fmt: skip
+            vals = [
+                np.interp(r, ratios, totals)
+                for ratios, totals in curves
+                if len(ratios) and r <= ratios.max()
+            ]
             if vals:
                 out[i] = float(np.median(vals))
         return out
@@ -105,8 +123,9 @@ def overlap_diagnostics(x: np.ndarray, t: np.ndarray, seed: int = 0) -> dict[str
     t = np.asarray(t).astype(int)
     _check_arms(t)
     folds = StratifiedKFold(min(5, int(np.bincount(t).min())), shuffle=True, random_state=seed)
-    e = cross_val_predict(LogisticRegression(max_iter=1000), x, t, cv=folds,
-                          method="predict_proba")[:, 1]  # fmt: skip
+    e = cross_val_predict(
+        LogisticRegression(max_iter=1000), x, t, cv=folds, method="predict_proba"
+    )[:, 1]
     q = (5, 50, 95)
     return {
         "cv_accuracy": float(np.mean((e > 0.5) == t)),
@@ -119,8 +138,10 @@ def overlap_diagnostics(x: np.ndarray, t: np.ndarray, seed: int = 0) -> dict[str
 
 
 def overlap_line(diag: dict[str, Any]) -> str:
-    return (f"overlap: T predicted from x at CV accuracy {diag['cv_accuracy']:.3f} (majority "
-            f"{diag['majority_rate']:.3f}, AUC {diag['cv_auc']:.3f}); propensity p5/p50/p95 "
-            f"gold {diag['propensity_gold_p5_p50_p95']}, preference "
-            f"{diag['propensity_pref_p5_p50_p95']}; the official DR mask would keep "
-            f"{diag['official_mask_kept']:.1%} of rows")  # fmt: skip
+    return (
+        f"overlap: T predicted from x at CV accuracy {diag['cv_accuracy']:.3f} (majority "
+        f"{diag['majority_rate']:.3f}, AUC {diag['cv_auc']:.3f}); propensity p5/p50/p95 "
+        f"gold {diag['propensity_gold_p5_p50_p95']}, preference "
+        f"{diag['propensity_pref_p5_p50_p95']}; the official DR mask would keep "
+        f"{diag['official_mask_kept']:.1%} of rows"
+    )

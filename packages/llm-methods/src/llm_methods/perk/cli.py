@@ -36,8 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog=PROG, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in TRAINER_SUBCOMMANDS:
-        sub.add_parser(name, help=f"LightningCLI `{name}` (PERK or FT-ICR; --config tiny)",
-                       add_help=False)  # fmt: skip
+        sub.add_parser(
+            name, help=f"LightningCLI `{name}` (PERK or FT-ICR; --config tiny)", add_help=False
+        )
     ev = sub.add_parser("eval", help="answer a BabiLong jsonl with a trained checkpoint")
     ev.add_argument("--ckpt", type=Path, required=True, help="checkpoint from `perk fit`")
     ev.add_argument("--data", type=Path, required=True, help="BabiLong-format jsonl")
@@ -79,13 +80,26 @@ def _eval(ns: argparse.Namespace) -> int:
     for rec in records:
         with torch.enable_grad():
             text = module.predict_record(rec)
-        rows.append({"question": rec.question, "gold": rec.answer, "task": rec.task,
-                     "n_segments": len(rec.context), "prediction": extract_output(text),
-                     "correct": is_correct(text, rec.answer), "output": text})  # fmt: skip
+        rows.append(
+            {
+                "question": rec.question,
+                "gold": rec.answer,
+                "task": rec.task,
+                "n_segments": len(rec.context),
+                "prediction": extract_output(text),
+                "correct": is_correct(text, rec.answer),
+                "output": text,
+            }
+        )
     (ns.out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     acc = sum(r["correct"] for r in rows) / len(rows)
-    summary = {"method": module.METHOD, "checkpoint": str(ns.ckpt), "data": str(ns.data),
-               "n": len(rows), "accuracy": acc}  # fmt: skip
+    summary = {
+        "method": module.METHOD,
+        "checkpoint": str(ns.ckpt),
+        "data": str(ns.data),
+        "n": len(rows),
+        "accuracy": acc,
+    }
     (ns.out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(f"{module.METHOD}: accuracy {acc:.3f} on {len(rows)} records -> {ns.out}")
     return 0

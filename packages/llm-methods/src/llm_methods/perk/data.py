@@ -93,21 +93,34 @@ def _facts(rng: random.Random, task: str) -> tuple[list[str], str, str, list[str
         a, b = agents
         obj = rng.choice(OBJECTS)
         l1, l2, l3 = rng.sample(LOCATIONS, 3)
-        facts = [f"{a} went to the {l1}.", f"{a} picked up the {obj}.",
-                 f"{b} went to the {l2}.", f"{a} travelled to the {l3}."]  # fmt: skip
+        facts = [
+            f"{a} went to the {l1}.",
+            f"{a} picked up the {obj}.",
+            f"{b} went to the {l2}.",
+            f"{a} travelled to the {l3}.",
+        ]
         return facts, f"Where is the {obj}?", l3, [facts[1], facts[3]]
     if task == "qa3":  # three supporting facts: where was the object before
         a = agents[0]
         obj = rng.choice(OBJECTS)
         l1, l2, l3 = rng.sample(LOCATIONS, 3)
-        facts = [f"{a} went to the {l1}.", f"{a} grabbed the {obj}.",
-                 f"{a} went to the {l2}.", f"{a} moved to the {l3}."]  # fmt: skip
+        facts = [
+            f"{a} went to the {l1}.",
+            f"{a} grabbed the {obj}.",
+            f"{a} went to the {l2}.",
+            f"{a} moved to the {l3}.",
+        ]
         return facts, f"Where was the {obj} before the {l3}?", l2, [facts[1], facts[2], facts[3]]
     raise ValueError(f"unknown task {task!r}; expected one of {TASKS}")
 
 
-def synth_babilong(n: int, n_segments: int = 8, position: float | None = None,
-                   tasks: tuple[str, ...] = TASKS, seed: int = 0) -> list[BabiRecord]:  # fmt: skip
+def synth_babilong(
+    n: int,
+    n_segments: int = 8,
+    position: float | None = None,
+    tasks: tuple[str, ...] = TASKS,
+    seed: int = 0,
+) -> list[BabiRecord]:
     """``n`` records: each story's facts in order, interleaved into ``n_segments`` filler
     segments (one sentence each) starting at relative ``position`` (None = random)."""
     if n < 1 or n_segments < 1:
@@ -130,8 +143,16 @@ def synth_babilong(n: int, n_segments: int = 8, position: float | None = None,
 def write_babilong(records: list[BabiRecord], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [{"context": r.context, "question": r.question, "answer": r.answer,
-             "support": r.support, "task": r.task} for r in records]  # fmt: skip
+    rows = [
+        {
+            "context": r.context,
+            "question": r.question,
+            "answer": r.answer,
+            "support": r.support,
+            "task": r.task,
+        }
+        for r in records
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
 
@@ -164,11 +185,21 @@ class BabiLongDataModule(L.LightningDataModule):
     ``seed``, ``seed + 1``, ``seed + 2``.
     """
 
-    def __init__(self, train_file: str | None = None, val_file: str | None = None,
-                 test_file: str | None = None, n_train: int = 64, n_val: int = 16,
-                 n_test: int = 16, n_segments: int | list[int] = 8,
-                 position: float | None = None, tasks: list[str] | None = None,
-                 batch_size: int = 1, limit: int | None = None, seed: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        train_file: str | None = None,
+        val_file: str | None = None,
+        test_file: str | None = None,
+        n_train: int = 64,
+        n_val: int = 16,
+        n_test: int = 16,
+        n_segments: int | list[int] = 8,
+        position: float | None = None,
+        tasks: list[str] | None = None,
+        batch_size: int = 1,
+        limit: int | None = None,
+        seed: int = 0,
+    ) -> None:
         super().__init__()
         self.save_hyperparameters()
         for name in tasks or []:

@@ -48,8 +48,7 @@ __all__ = ["EXPERIMENT", "judge", "neutral_text", "run", "settings"]
 
 LOG = logging.getLogger(__name__)
 
-PAPER = ("PERK: Long-Context Reasoning as Parameter-Efficient Test-Time Learning "
-         "(arXiv 2507.06415)")  # fmt: skip
+PAPER = "PERK: Long-Context Reasoning as Parameter-Efficient Test-Time Learning (arXiv 2507.06415)"
 TRAINED = (4, 8)
 EXTRAPOLATED = (16, 32)
 POSITIONS = (0.0, 0.5, 1.0)
@@ -63,8 +62,18 @@ TASKS = ("qa1",)
 
 def settings(quick: bool) -> dict[str, Any]:
     """Scale, chosen for the time budget only (2 CPU cores)."""
-    base = {"vocab": 1024, "layers": 2, "hidden": 64, "heads": 4, "max_len": 2048, "r": 8,
-            "alpha": 16, "lslr_init": 1e-2, "outer_lr": 1e-3, "max_new_tokens": 28}  # fmt: skip
+    base = {
+        "vocab": 1024,
+        "layers": 2,
+        "hidden": 64,
+        "heads": 4,
+        "max_len": 2048,
+        "r": 8,
+        "alpha": 16,
+        "lslr_init": 1e-2,
+        "outer_lr": 1e-3,
+        "max_new_tokens": 28,
+    }
     if quick:
         return {
             **base,
@@ -76,9 +85,16 @@ def settings(quick: bool) -> dict[str, Any]:
             "lengths": (4, 16),
             "positions": (0.0,),
         }
-    return {**base, "pretrain_records": 3000, "pretrain_steps": 600, "train_steps": 800,
-            "n_eval": N_EVAL, "n_eval_position": N_EVAL_POSITION,
-            "lengths": (*TRAINED, *EXTRAPOLATED), "positions": POSITIONS}  # fmt: skip
+    return {
+        **base,
+        "pretrain_records": 3000,
+        "pretrain_steps": 600,
+        "train_steps": 800,
+        "n_eval": N_EVAL,
+        "n_eval_position": N_EVAL_POSITION,
+        "lengths": (*TRAINED, *EXTRAPOLATED),
+        "positions": POSITIONS,
+    }
 
 
 def neutral_text(rec: Any) -> str:
@@ -101,26 +117,34 @@ def _pretrain(cfg: dict[str, Any], folder: Path) -> dict[str, Any]:
     from llm_methods.zoo.tokenizer import train_bpe
 
     n = cfg["pretrain_records"]
-    recs = [r for i, length in enumerate(TRAINED)
-            for r in synth_babilong(n // len(TRAINED), length, None, TASKS, 100 + i)]  # fmt: skip
+    recs = [
+        r
+        for i, length in enumerate(TRAINED)
+        for r in synth_babilong(n // len(TRAINED), length, None, TASKS, 100 + i)
+    ]
     texts = [neutral_text(r) for r in recs]
-    templates = [format_icr(r.context, r.question) + " "
-                 + format_qa(len(r.context), r.question, r.answer, r.support)[1]
-                 for r in recs[:50]]  # fmt: skip
+    templates = [
+        format_icr(r.context, r.question)
+        + " "
+        + format_qa(len(r.context), r.question, r.answer, r.support)[1]
+        for r in recs[:50]
+    ]
     tok = train_bpe(texts + templates, cfg["vocab"])
     stream: list[int] = []
     for t in texts:
         stream += [*tok(t, add_special_tokens=False).input_ids, tok.eos_token_id]
-    model = tiny_llama(len(tok), cfg["layers"], cfg["hidden"], cfg["heads"],
-                       max_len=cfg["max_len"], seed=SEED).to(choose_device())  # fmt: skip
+    model = tiny_llama(
+        len(tok), cfg["layers"], cfg["hidden"], cfg["heads"], max_len=cfg["max_len"], seed=SEED
+    ).to(choose_device())
     log = train_lm(model, chunk_ids(stream, 256), cfg["pretrain_steps"], 16, 3e-3, seed=SEED)
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return {"final_loss": round(float(np.mean(log.losses[-10:])), 4), "tokens": len(stream)}
 
 
-def judge(correct: dict[str, dict[int, np.ndarray]], trained: list[int],
-          extrapolated: list[int]) -> list[Claim]:  # fmt: skip
+def judge(
+    correct: dict[str, dict[int, np.ndarray]], trained: list[int], extrapolated: list[int]
+) -> list[Claim]:
     """The two claims from paired 0/1 correctness per method and length."""
 
     def mean_acc(m: str, lengths: list[int]) -> float:
@@ -131,27 +155,44 @@ def judge(correct: dict[str, dict[int, np.ndarray]], trained: list[int],
     lo, hi = bootstrap_ci(paired, 1000, SEED)
     drop = {m: mean_acc(m, trained) - mean_acc(m, extrapolated) for m in ("perk", "ficr")}
     learned = {"perk": round(a_perk, 4), "ficr": round(a_ficr, 4)}
-    some = Precondition("some method learned the task",
-                        f"max(acc(PERK), acc(FT-ICR)) at lengths {trained} >= {MIN_LEARNED_ACC}",
-                        learned, max(a_perk, a_ficr) >= MIN_LEARNED_ACC)  # fmt: skip
-    both = Precondition("both methods learned the task",
-                        f"min(acc(PERK), acc(FT-ICR)) at lengths {trained} >= {MIN_LEARNED_ACC}",
-                        learned, min(a_perk, a_ficr) >= MIN_LEARNED_ACC)  # fmt: skip
+    some = Precondition(
+        "some method learned the task",
+        f"max(acc(PERK), acc(FT-ICR)) at lengths {trained} >= {MIN_LEARNED_ACC}",
+        learned,
+        max(a_perk, a_ficr) >= MIN_LEARNED_ACC,
+    )
+    both = Precondition(
+        "both methods learned the task",
+        f"min(acc(PERK), acc(FT-ICR)) at lengths {trained} >= {MIN_LEARNED_ACC}",
+        learned,
+        min(a_perk, a_ficr) >= MIN_LEARNED_ACC,
+    )
     return [
-        Claim.judge(text="PERK is at least as accurate as FT-ICR at the trained context lengths.",
-                    criterion=(f"mean paired acc(PERK) - acc(FT-ICR) over lengths {trained} >= "
-                               f"{CLAIM_A_MIN_GAP}"),
-                    measured={**learned, "gap": round(float(paired.mean()), 4),
-                              "gap_ci95": [round(lo, 4), round(hi, 4)],
-                              "records": int(paired.size)},
-                    holds=bool(paired.mean() >= CLAIM_A_MIN_GAP), preconditions=[some]),
-        Claim.judge(text="PERK degrades less than FT-ICR at lengths longer than trained.",
-                    criterion=(f"drop(PERK) < drop(FT-ICR), drop = acc(trained {trained}) - "
-                               f"acc(extrapolated {extrapolated})"),
-                    measured={"drop_perk": round(drop["perk"], 4),
-                              "drop_ficr": round(drop["ficr"], 4)},
-                    holds=bool(drop["perk"] < drop["ficr"]), preconditions=[both]),
-    ]  # fmt: skip
+        Claim.judge(
+            text="PERK is at least as accurate as FT-ICR at the trained context lengths.",
+            criterion=(
+                f"mean paired acc(PERK) - acc(FT-ICR) over lengths {trained} >= {CLAIM_A_MIN_GAP}"
+            ),
+            measured={
+                **learned,
+                "gap": round(float(paired.mean()), 4),
+                "gap_ci95": [round(lo, 4), round(hi, 4)],
+                "records": int(paired.size),
+            },
+            holds=bool(paired.mean() >= CLAIM_A_MIN_GAP),
+            preconditions=[some],
+        ),
+        Claim.judge(
+            text="PERK degrades less than FT-ICR at lengths longer than trained.",
+            criterion=(
+                f"drop(PERK) < drop(FT-ICR), drop = acc(trained {trained}) - "
+                f"acc(extrapolated {extrapolated})"
+            ),
+            measured={"drop_perk": round(drop["perk"], 4), "drop_ficr": round(drop["ficr"], 4)},
+            holds=bool(drop["perk"] < drop["ficr"]),
+            preconditions=[both],
+        ),
+    ]
 
 
 def _fit(module: Any, steps: int) -> float:
@@ -161,8 +202,9 @@ def _fit(module: Any, steps: int) -> float:
     from iclr26_common.lightning import quiet_trainer
     from llm_methods.perk.data import BabiLongDataModule
 
-    data = BabiLongDataModule(n_train=steps, n_val=1, n_segments=list(TRAINED),
-                              tasks=list(TASKS), batch_size=1, seed=SEED)  # fmt: skip
+    data = BabiLongDataModule(
+        n_train=steps, n_val=1, n_segments=list(TRAINED), tasks=list(TASKS), batch_size=1, seed=SEED
+    )
     trainer = quiet_trainer(
         max_steps=steps, max_epochs=1, limit_val_batches=0, gradient_clip_val=1.0
     )  # upstream max_grad_norm
@@ -209,21 +251,33 @@ def run(quick: bool, out_dir: Path) -> Result:
         pre = _pretrain(cfg, base)
         seconds["pretrain"] = time.perf_counter() - t
         LOG.info("pretrained in %.1f s: %s", seconds["pretrain"], pre)
-        common = {"model": str(base), "r": cfg["r"], "alpha": cfg["alpha"], "lr": cfg["outer_lr"],
-                  "max_new_tokens": cfg["max_new_tokens"]}  # fmt: skip
-        modules = {"perk": PERKModule(lslr_init=cfg["lslr_init"], **common),
-                   "ficr": ICRModule(**common)}  # fmt: skip
+        common = {
+            "model": str(base),
+            "r": cfg["r"],
+            "alpha": cfg["alpha"],
+            "lr": cfg["outer_lr"],
+            "max_new_tokens": cfg["max_new_tokens"],
+        }
+        modules = {
+            "perk": PERKModule(lslr_init=cfg["lslr_init"], **common),
+            "ficr": ICRModule(**common),
+        }
         for name, module in modules.items():
             seconds[f"train_{name}"] = _fit(module, cfg["train_steps"])
             hist = module.loss_history
             k = max(1, len(hist) // 10)
-            losses[name] = {"first_10pct": round(float(np.mean(hist[:k])), 4),
-                            "last_10pct": round(float(np.mean(hist[-k:])), 4)}  # fmt: skip
+            losses[name] = {
+                "first_10pct": round(float(np.mean(hist[:k])), 4),
+                "last_10pct": round(float(np.mean(hist[-k:])), 4),
+            }
             LOG.info("trained %s in %.1f s: %s", name, seconds[f"train_{name}"], losses[name])
-        by_len = {L_: synth_babilong(cfg["n_eval"], L_, None, TASKS, 7000 + L_)
-                  for L_ in cfg["lengths"]}  # fmt: skip
-        by_pos = {p: synth_babilong(cfg["n_eval_position"], TRAINED[-1], p, TASKS,
-                                    8000 + int(10 * p)) for p in cfg["positions"]}  # fmt: skip
+        by_len = {
+            L_: synth_babilong(cfg["n_eval"], L_, None, TASKS, 7000 + L_) for L_ in cfg["lengths"]
+        }
+        by_pos = {
+            p: synth_babilong(cfg["n_eval_position"], TRAINED[-1], p, TASKS, 8000 + int(10 * p))
+            for p in cfg["positions"]
+        }
         acc: dict[str, dict[str, Any]] = {m: {"length": {}, "position": {}} for m in modules}
         correct: dict[str, dict[int, np.ndarray]] = {m: {} for m in modules}
         per_query: dict[str, dict[str, Any]] = {m: {} for m in modules}
@@ -243,26 +297,37 @@ def run(quick: bool, out_dir: Path) -> Result:
     extrap = [L_ for L_ in cfg["lengths"] if L_ > max(TRAINED)]
     _plot(out_dir, acc, trained)
     claims = judge(correct, trained, extrap)
-    metrics = {"accuracy": {m: {k: {str(x): v for x, v in d.items()} for k, d in a.items()}
-                            for m, a in acc.items()},
-               "per_query": per_query, "pretrain": pre, "train_loss": losses,
-               "seconds": {k: round(v, 1) for k, v in seconds.items()},
-               "wall_s": round(time.perf_counter() - start, 1)}  # fmt: skip
-    line = "; ".join(f"{m}: " + ", ".join(f"L{x}={v:.2f}" for x, v in acc[m]["length"].items())
-                     for m in modules)  # fmt: skip
+    metrics = {
+        "accuracy": {
+            m: {k: {str(x): v for x, v in d.items()} for k, d in a.items()} for m, a in acc.items()
+        },
+        "per_query": per_query,
+        "pretrain": pre,
+        "train_loss": losses,
+        "seconds": {k: round(v, 1) for k, v in seconds.items()},
+        "wall_s": round(time.perf_counter() - start, 1),
+    }
+    line = "; ".join(
+        f"{m}: " + ", ".join(f"L{x}={v:.2f}" for x, v in acc[m]["length"].items()) for m in modules
+    )
     return Result(
-        summary=(f"Tiny Llama ({cfg['layers']}x{cfg['hidden']}) pretrained here on neutral-format "
-                 "qa1 stories; "
-                 f"accuracy by filler length ({line}); trained lengths {trained}, "
-                 f"extrapolated {extrap}. PERK answers with no context in the prompt."),
-        metrics=metrics, seeds=[SEED],
-        scale=(f"{cfg['pretrain_steps']} neutral pretraining steps, {cfg['train_steps']} "
-               f"training records per method (batch 1, AdamW {cfg['outer_lr']}), rsLoRA "
-               f"r={cfg['r']} (dropout 0.1), PERK 4 inner steps (2 first-order + 2 "
-               f"second-order), LSLR init {cfg['lslr_init']}; {cfg['n_eval']} paired test "
-               f"records per length, {cfg['n_eval_position']} per position"),
+        summary=(
+            f"Tiny Llama ({cfg['layers']}x{cfg['hidden']}) pretrained here on neutral-format "
+            "qa1 stories; "
+            f"accuracy by filler length ({line}); trained lengths {trained}, "
+            f"extrapolated {extrap}. PERK answers with no context in the prompt."
+        ),
+        metrics=metrics,
+        seeds=[SEED],
+        scale=(
+            f"{cfg['pretrain_steps']} neutral pretraining steps, {cfg['train_steps']} "
+            f"training records per method (batch 1, AdamW {cfg['outer_lr']}), rsLoRA "
+            f"r={cfg['r']} (dropout 0.1), PERK 4 inner steps (2 first-order + 2 "
+            f"second-order), LSLR init {cfg['lslr_init']}; {cfg['n_eval']} paired test "
+            f"records per length, {cfg['n_eval_position']} per position"
+        ),
         claims=claims,
-    )  # fmt: skip
+    )
 
 
 def _plot(out_dir: Path, acc: dict[str, dict[str, Any]], trained: list[int]) -> None:

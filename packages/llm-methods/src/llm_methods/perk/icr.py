@@ -44,16 +44,36 @@ def format_icr(segments: Sequence[str], question: str) -> str:
 class ICR(nn.Module):
     """A causal LM answering with the context in its prompt (optionally behind rsLoRA)."""
 
-    def __init__(self, model: Any, tokenizer: Any, r: int = 8, alpha: int = 16,
-                 target_modules: Sequence[str] = ("q_proj", "k_proj", "v_proj", "o_proj",
-                                                  "gate_proj", "up_proj", "down_proj"),
-                 lora: bool = True, lora_dropout: float = LORA_DROPOUT) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        r: int = 8,
+        alpha: int = 16,
+        target_modules: Sequence[str] = (
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+        ),
+        lora: bool = True,
+        lora_dropout: float = LORA_DROPOUT,
+    ) -> None:
         super().__init__()
         if lora:
             from peft import LoraConfig, get_peft_model
 
-            cfg = LoraConfig(r=r, lora_alpha=alpha, target_modules=list(target_modules),
-                             use_rslora=True, lora_dropout=lora_dropout, bias="none")  # fmt: skip
+            cfg = LoraConfig(
+                r=r,
+                lora_alpha=alpha,
+                target_modules=list(target_modules),
+                use_rslora=True,
+                lora_dropout=lora_dropout,
+                bias="none",
+            )
             model = get_peft_model(model, cfg)
             for name, p in model.named_parameters():
                 p.requires_grad_("lora_" in name)
@@ -68,12 +88,15 @@ class ICR(nn.Module):
 
     def _check(self, n_tokens: int, reserve: int) -> None:
         if self.max_len is not None and n_tokens + reserve > self.max_len:
-            raise LMError(f"the context is {n_tokens} tokens (+{reserve} for the answer); the "
-                          f"model allows {self.max_len} without segmentation (FT-ICR puts the "
-                          "whole context in the prompt): use PERK or shorter contexts")  # fmt: skip
+            raise LMError(
+                f"the context is {n_tokens} tokens (+{reserve} for the answer); the "
+                f"model allows {self.max_len} without segmentation (FT-ICR puts the "
+                "whole context in the prompt): use PERK or shorter contexts"
+            )
 
-    def loss(self, segments: Sequence[str], question: str, answer: str,
-             support: Sequence[str] = ()) -> torch.Tensor:  # fmt: skip
+    def loss(
+        self, segments: Sequence[str], question: str, answer: str, support: Sequence[str] = ()
+    ) -> torch.Tensor:
         """Mean CE of the response tokens (+ EOS) given the context + question prompt."""
         tok = self.tokenizer
         prompt = format_icr(segments, question)
@@ -94,8 +117,12 @@ class ICR(nn.Module):
         self._check(len(p_ids), max_new_tokens)
         dev = next(self.model.parameters()).device
         ids = torch.tensor([p_ids], device=dev)
-        out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
-                                  max_new_tokens=max_new_tokens, do_sample=False,
-                                  pad_token_id=self.tokenizer.pad_token_id,
-                                  eos_token_id=self.tokenizer.eos_token_id)  # fmt: skip
+        out = self.model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=self.tokenizer.pad_token_id,
+            eos_token_id=self.tokenizer.eos_token_id,
+        )
         return self.tokenizer.decode(out[0, len(p_ids) :], skip_special_tokens=True)

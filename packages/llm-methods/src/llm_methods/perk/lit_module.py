@@ -40,8 +40,10 @@ def load_base(spec: str, dtype: str | None = None) -> tuple[Any, Any]:
     if spec == "tiny":
         from llm_methods.zoo.models import tiny_lm
 
-        texts = [" ".join(r.context) + f" {r.question} {r.answer}"
-                 for r in synth_babilong(30, n_segments=6, seed=12345)]  # fmt: skip
+        texts = [
+            " ".join(r.context) + f" {r.question} {r.answer}"
+            for r in synth_babilong(30, n_segments=6, seed=12345)
+        ]
         lm = tiny_lm(texts, vocab_size=320, n_layers=2, hidden=32, heads=2, max_len=512)
         return lm.tokenizer, lm.model.train()
     from llm_methods.lm import load_lm
@@ -80,8 +82,12 @@ class _QAModule(L.LightningModule):
             texts = [self.predict_record(r) for r in batch]
             loss = torch.stack([self.record_loss(r).detach() for r in batch]).mean()
         acc = sum(is_correct(t, r.answer) for t, r in zip(texts, batch, strict=True)) / len(batch)
-        self.log_dict({f"{stage}/loss": loss, f"{stage}/acc": float(acc)}, batch_size=len(batch),
-                      prog_bar=stage == "val", sync_dist=True)  # fmt: skip
+        self.log_dict(
+            {f"{stage}/loss": loss, f"{stage}/acc": float(acc)},
+            batch_size=len(batch),
+            prog_bar=stage == "val",
+            sync_dist=True,
+        )
 
     def validation_step(self, batch: list[BabiRecord], batch_idx: int) -> None:
         self._eval(batch, "val")
@@ -108,8 +114,9 @@ class _QAModule(L.LightningModule):
             },
             {"params": [p for p in params if id(p) in skip], "weight_decay": 0.0},
         ]
-        opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=self.hparams.lr,
-                                betas=(0.9, 0.95), eps=1e-8)  # fmt: skip
+        opt = torch.optim.AdamW(
+            [g for g in groups if g["params"]], lr=self.hparams.lr, betas=(0.9, 0.95), eps=1e-8
+        )
         if self._trainer is None:  # no Trainer: no step count for the schedule
             return opt
         total = max(1, int(self.trainer.estimated_stepping_batches))
@@ -127,19 +134,38 @@ class PERKModule(_QAModule):
 
     METHOD = "perk"
 
-    def __init__(self, model: str = "tiny", r: int = 8, alpha: int = 16,
-                 target_modules: list[str] | None = None, inner_steps: int = 4,
-                 first_order_steps: int = 2, lslr_init: float = 5e-5, accumulation: int = 4,
-                 lr: float = 1e-5, weight_decay: float = 0.01, max_new_tokens: int = 32,
-                 dtype: str | None = None, lora_dropout: float = LORA_DROPOUT,
-                 warmup: float = 0.03) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: str = "tiny",
+        r: int = 8,
+        alpha: int = 16,
+        target_modules: list[str] | None = None,
+        inner_steps: int = 4,
+        first_order_steps: int = 2,
+        lslr_init: float = 5e-5,
+        accumulation: int = 4,
+        lr: float = 1e-5,
+        weight_decay: float = 0.01,
+        max_new_tokens: int = 32,
+        dtype: str | None = None,
+        lora_dropout: float = LORA_DROPOUT,
+        warmup: float = 0.03,
+    ) -> None:
         super().__init__(lr, weight_decay, max_new_tokens)
         self.save_hyperparameters()
         tokenizer, base = load_base(model, dtype)
-        self.perk = PERK(base, tokenizer, r=r, alpha=alpha,
-                         target_modules=target_modules or TARGETS, inner_steps=inner_steps,
-                         first_order_steps=first_order_steps, lslr_init=lslr_init,
-                         accumulation=accumulation, lora_dropout=lora_dropout)  # fmt: skip
+        self.perk = PERK(
+            base,
+            tokenizer,
+            r=r,
+            alpha=alpha,
+            target_modules=target_modules or TARGETS,
+            inner_steps=inner_steps,
+            first_order_steps=first_order_steps,
+            lslr_init=lslr_init,
+            accumulation=accumulation,
+            lora_dropout=lora_dropout,
+        )
 
     def _no_decay(self) -> set[int]:
         return {id(self.perk.lslr)}
@@ -164,16 +190,32 @@ class ICRModule(_QAModule):
 
     METHOD = "ficr"
 
-    def __init__(self, model: str = "tiny", r: int = 8, alpha: int = 16,
-                 target_modules: list[str] | None = None, lora: bool = True, lr: float = 1e-5,
-                 weight_decay: float = 0.01, max_new_tokens: int = 32,
-                 dtype: str | None = None, lora_dropout: float = LORA_DROPOUT,
-                 warmup: float = 0.03) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: str = "tiny",
+        r: int = 8,
+        alpha: int = 16,
+        target_modules: list[str] | None = None,
+        lora: bool = True,
+        lr: float = 1e-5,
+        weight_decay: float = 0.01,
+        max_new_tokens: int = 32,
+        dtype: str | None = None,
+        lora_dropout: float = LORA_DROPOUT,
+        warmup: float = 0.03,
+    ) -> None:
         super().__init__(lr, weight_decay, max_new_tokens)
         self.save_hyperparameters()
         tokenizer, base = load_base(model, dtype)
-        self.icr = ICR(base, tokenizer, r=r, alpha=alpha, target_modules=target_modules or TARGETS,
-                       lora=lora, lora_dropout=lora_dropout)  # fmt: skip
+        self.icr = ICR(
+            base,
+            tokenizer,
+            r=r,
+            alpha=alpha,
+            target_modules=target_modules or TARGETS,
+            lora=lora,
+            lora_dropout=lora_dropout,
+        )
 
     def record_loss(self, rec: BabiRecord) -> torch.Tensor:
         return self.icr.loss(rec.context, rec.question, rec.answer, rec.support)

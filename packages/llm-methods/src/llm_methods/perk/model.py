@@ -130,13 +130,30 @@ class PERK(nn.Module):
     """A frozen causal LM + peft LoRA (rsLoRA, dropout 0.1) whose init, token weighter and
     LSLRs are meta-learned. ``model`` is a HF causal LM; ``tokenizer`` its tokenizer."""
 
-    def __init__(self, model: Any, tokenizer: Any, r: int = 8, alpha: int = 16,
-                 target_modules: Sequence[str] = ("q_proj", "k_proj", "v_proj", "o_proj",
-                                                  "gate_proj", "up_proj", "down_proj"),
-                 inner_steps: int = 4, first_order_steps: int = 2, lslr_init: float = 5e-5,
-                 betas: tuple[float, float] = (0.9, 0.95), weight_decay: float = 0.01,
-                 eps: float = 1e-8, accumulation: int = 4,
-                 lora_dropout: float = LORA_DROPOUT) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        r: int = 8,
+        alpha: int = 16,
+        target_modules: Sequence[str] = (
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+        ),
+        inner_steps: int = 4,
+        first_order_steps: int = 2,
+        lslr_init: float = 5e-5,
+        betas: tuple[float, float] = (0.9, 0.95),
+        weight_decay: float = 0.01,
+        eps: float = 1e-8,
+        accumulation: int = 4,
+        lora_dropout: float = LORA_DROPOUT,
+    ) -> None:
         super().__init__()
         from peft import LoraConfig, get_peft_model
 
@@ -147,8 +164,14 @@ class PERK(nn.Module):
             model.set_attn_implementation("eager")
         else:  # pragma: no cover - older transformers
             model.config._attn_implementation = "eager"
-        cfg = LoraConfig(r=r, lora_alpha=alpha, target_modules=list(target_modules),
-                         use_rslora=True, lora_dropout=lora_dropout, bias="none")  # fmt: skip
+        cfg = LoraConfig(
+            r=r,
+            lora_alpha=alpha,
+            target_modules=list(target_modules),
+            use_rslora=True,
+            lora_dropout=lora_dropout,
+            bias="none",
+        )
         self.model = get_peft_model(model, cfg)
         self.tokenizer = tokenizer
         for name, p in self.model.named_parameters():
@@ -166,16 +189,21 @@ class PERK(nn.Module):
         params = dict(self.model.named_parameters())
         return {n: params[n] for n in self.lora_names}
 
-    def encode(self, pieces: Sequence[tuple[str, str]], device: Any = None,
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    def encode(
+        self,
+        pieces: Sequence[tuple[str, str]],
+        device: Any = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Right-padded ``ids``, ``mask`` and ``labels`` (−100 on each prompt and on padding)
         ``[n, T]`` for (prompt, text) pairs."""
         rows = [encode_prompt_response(self.tokenizer, p, t) for p, t in pieces]
         width = max(len(ids) for ids, _ in rows)
         limit = getattr(self.model.config, "max_position_embeddings", None)
         if limit is not None and width > limit:
-            raise LMError(f"a segment is {width} tokens; the model allows {limit}: split the "
-                          "context into shorter segments")  # fmt: skip
+            raise LMError(
+                f"a segment is {width} tokens; the model allows {limit}: split the "
+                "context into shorter segments"
+            )
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         ids = torch.full((len(rows), width), pad, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
@@ -187,22 +215,33 @@ class PERK(nn.Module):
         dev = device or next(self.model.parameters()).device
         return ids.to(dev), mask.to(dev), labels.to(dev)
 
-    def inner_loss(self, params: dict[str, torch.Tensor], ids: torch.Tensor,
-                   mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    def inner_loss(
+        self,
+        params: dict[str, torch.Tensor],
+        ids: torch.Tensor,
+        mask: torch.Tensor,
+        labels: torch.Tensor,
+    ) -> torch.Tensor:
         """Weighted next-token loss of the segments under LoRA params ``params`` (see the module
         docstring): target t+1's loss weighted by w at position t+1."""
-        out = functional_call(self.model, params, args=(),
-                              kwargs={"input_ids": ids, "attention_mask": mask,
-                                      "output_hidden_states": True}, strict=False)  # fmt: skip
+        out = functional_call(
+            self.model,
+            params,
+            args=(),
+            kwargs={"input_ids": ids, "attention_mask": mask, "output_hidden_states": True},
+            strict=False,
+        )
         logits = out.logits[:, :-1].float()
         target = labels[:, 1:]
-        ce = nn.functional.cross_entropy(logits.transpose(1, 2), target.clamp_min(0),
-                                         reduction="none") * (target != -100)  # fmt: skip
+        ce = nn.functional.cross_entropy(
+            logits.transpose(1, 2), target.clamp_min(0), reduction="none"
+        ) * (target != -100)
         w = self.weighter(out.hidden_states[-1].float()) * mask  # [n, T]
         return (w[:, 1:] * ce).sum() / mask[:, 1:].sum().clamp_min(1)
 
-    def adapt(self, segments: Sequence[str], train: bool = True,
-              doc_ids: Sequence[int] | None = None) -> dict[str, torch.Tensor]:  # fmt: skip
+    def adapt(
+        self, segments: Sequence[str], train: bool = True, doc_ids: Sequence[int] | None = None
+    ) -> dict[str, torch.Tensor]:
         """θ' after ``inner_steps`` AdamW steps on the context (LSLR per tensor and step).
         ``doc_ids``: the documents' numbers (training passes a random permutation)."""
         pieces = format_segments(segments, self.tokenizer.eos_token or "", doc_ids)
@@ -219,8 +258,9 @@ class PERK(nn.Module):
                 second_order = train and step >= self.first_order_steps
                 if train:
                     loss = self.inner_loss(params, ids, mask, labels)
-                    grads = torch.autograd.grad(loss, list(params.values()),
-                                                create_graph=second_order)  # fmt: skip
+                    grads = torch.autograd.grad(
+                        loss, list(params.values()), create_graph=second_order
+                    )
                 else:  # test time: first order, gradient accumulation over micro-batches
                     grads = self._accumulated_grads(params, ids, mask, labels)
                 if not second_order:
@@ -228,8 +268,16 @@ class PERK(nn.Module):
                 new = {}
                 for j, (name, g) in enumerate(zip(params, grads, strict=True)):
                     new[name], m[name], v[name] = adamw_update(
-                        params[name], g, m[name], v[name], step + 1, self.lslr[step, j],
-                        self.betas, self.eps, self.weight_decay)  # fmt: skip
+                        params[name],
+                        g,
+                        m[name],
+                        v[name],
+                        step + 1,
+                        self.lslr[step, j],
+                        self.betas,
+                        self.eps,
+                        self.weight_decay,
+                    )
                 params = new
                 if not train:
                     params = {n: p.detach().requires_grad_(True) for n, p in params.items()}
@@ -254,8 +302,14 @@ class PERK(nn.Module):
                 t += g.detach()
         return total
 
-    def outer_loss(self, params: dict[str, torch.Tensor], n_docs: int, question: str,
-                   answer: str, support: Sequence[str] = ()) -> torch.Tensor:  # fmt: skip
+    def outer_loss(
+        self,
+        params: dict[str, torch.Tensor],
+        n_docs: int,
+        question: str,
+        answer: str,
+        support: Sequence[str] = (),
+    ) -> torch.Tensor:
         """Mean CE of the response tokens (+ EOS) given the no-context prompt, under θ'."""
         prompt, response = format_qa(n_docs, question, answer, support)
         tok = self.tokenizer
@@ -264,14 +318,14 @@ class PERK(nn.Module):
         )
         dev = next(self.model.parameters()).device
         x = torch.tensor([ids], device=dev)
-        out = functional_call(self.model, params, args=(), kwargs={"input_ids": x},
-                              strict=False)  # fmt: skip
+        out = functional_call(self.model, params, args=(), kwargs={"input_ids": x}, strict=False)
         logits = out.logits[0, n_prompt - 1 : -1].float()
         return nn.functional.cross_entropy(logits, x[0, n_prompt:])
 
     @torch.no_grad()
-    def answer(self, params: dict[str, torch.Tensor], n_docs: int, question: str,
-               max_new_tokens: int = 24) -> str:  # fmt: skip
+    def answer(
+        self, params: dict[str, torch.Tensor], n_docs: int, question: str, max_new_tokens: int = 24
+    ) -> str:
         """Greedy continuation (KV-cached) of the no-context prompt under θ' (the text after
         ``Answer:``), in eval mode."""
         prompt, _ = format_qa(n_docs, question, "")
@@ -295,8 +349,11 @@ class PERK(nn.Module):
                 if nxt == self.tokenizer.eos_token_id:
                     break
                 cache = getattr(out, "cache", None) or out.past_key_values
-                kwargs = {"input_ids": torch.tensor([[nxt]], device=dev), "use_cache": True,
-                          **cache_kwargs(self.model, cache)}  # fmt: skip
+                kwargs = {
+                    "input_ids": torch.tensor([[nxt]], device=dev),
+                    "use_cache": True,
+                    **cache_kwargs(self.model, cache),
+                }
                 out = functional_call(self.model, params, args=(), kwargs=kwargs, strict=False)
         finally:
             self.model.train(mode)

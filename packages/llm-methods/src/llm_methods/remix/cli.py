@@ -63,17 +63,32 @@ def _eval(ns: argparse.Namespace) -> int:
 
     if ns.max_new_tokens < 1:
         raise ValueError("--max-new-tokens must be >= 1")
-    problems = (read_problems(ns.data, ns.limit) if ns.data else
-                records_to_problems(synth_problems(ns.n, 99)))  # fmt: skip
+    problems = (
+        read_problems(ns.data, ns.limit)
+        if ns.data
+        else records_to_problems(synth_problems(ns.n, 99))
+    )
     quiet_transformers()
     with one_thread():
         lm = load_policy(ns.model)
-        runner = RLRunner(lm.model, lm.tokenizer, RLConfig(algo="grpo", max_new_tokens=ns.max_new_tokens),
-                          make_reward_fn(["exact_match"]))  # fmt: skip
+        runner = RLRunner(
+            lm.model,
+            lm.tokenizer,
+            RLConfig(algo="grpo", max_new_tokens=ns.max_new_tokens),
+            make_reward_fn(["exact_match"]),
+        )
         out = runner.sample([p.prompt for p in problems], 1, greedy=True)
-    rows = [{"question": p.question, "gold": p.answer, "prediction": extract_answer(text),
-             "correct": bool(exact_match_reward(text, p.answer)), "response": text,
-             "length": len(comp)} for p, (_, comp, text) in zip(problems, out, strict=True)]  # fmt: skip
+    rows = [
+        {
+            "question": p.question,
+            "gold": p.answer,
+            "prediction": extract_answer(text),
+            "correct": bool(exact_match_reward(text, p.answer)),
+            "response": text,
+            "length": len(comp),
+        }
+        for p, (_, comp, text) in zip(problems, out, strict=True)
+    ]
     acc = sum(r["correct"] for r in rows) / len(rows)
     length = sum(r["length"] for r in rows) / len(rows)
     if ns.out:

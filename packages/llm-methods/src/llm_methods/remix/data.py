@@ -171,5 +171,6 @@ def sft_texts(problems: Sequence[Problem], seed: int = 0) -> list[tuple[str, str
     """(prompt, response) pairs for pretraining on the task format; half the responses show the
     work, half answer directly, so response length is something RL can change."""
     rng = random.Random(seed)
-    return [(user_prompt(p.question), response_text(p, rng.choice(("short", "work"))))
-            for p in problems]  # fmt: skip
+    return [
+        (user_prompt(p.question), response_text(p, rng.choice(("short", "work")))) for p in problems
+    ]

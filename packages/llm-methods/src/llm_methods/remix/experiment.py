@@ -37,8 +37,10 @@ from iclr26_common import Claim, Experiment, Precondition, Result, seed_everythi
 
 __all__ = ["EXPERIMENT", "SCALE", "claims", "run", "run_curve", "settings"]
 
-PAPER = ("Squeeze the Soaked Sponge: Efficient Off-policy Reinforcement Finetuning for Large "
-         "Language Model (ReMix, arXiv 2507.06892)")  # fmt: skip
+PAPER = (
+    "Squeeze the Soaked Sponge: Efficient Off-policy Reinforcement Finetuning for Large "
+    "Language Model (ReMix, arXiv 2507.06892)"
+)
 CLAIM_A_MAX_ROLLOUT_FRACTION = 0.5
 CLAIM_B_MAX_DROP = 0.02
 MIN_GRPO_GAIN = 0.02  # precondition: the on-policy baseline learned something
@@ -59,14 +61,32 @@ def settings(quick: bool) -> dict[str, Any]:
 def rl_config(algo: str) -> Any:
     from llm_methods.remix.model import RLConfig
 
-    return RLConfig(algo=algo, group_size=8, prompts_per_step=8, max_new_tokens=16, lr=LR,
-                    beta=0.04, p_off=0.4, utd=2, n_past=2,
-                    reincarnate_at=round(100 * SCALE), lam_start=round(50 * SCALE),
-                    lam_every=max(1, round(10 * SCALE)))  # fmt: skip
+    return RLConfig(
+        algo=algo,
+        group_size=8,
+        prompts_per_step=8,
+        max_new_tokens=16,
+        lr=LR,
+        beta=0.04,
+        p_off=0.4,
+        utd=2,
+        n_past=2,
+        reincarnate_at=round(100 * SCALE),
+        lam_start=round(50 * SCALE),
+        lam_every=max(1, round(10 * SCALE)),
+    )
 
 
-def run_curve(model: Any, tok: Any, algo: str, pool: list, seed: int, iterations: int,
-              eval_every: int, heldout: list | None = None) -> dict[str, Any]:  # fmt: skip
+def run_curve(
+    model: Any,
+    tok: Any,
+    algo: str,
+    pool: list,
+    seed: int,
+    iterations: int,
+    eval_every: int,
+    heldout: list | None = None,
+) -> dict[str, Any]:
     """Train a copy of ``model`` with ``algo`` on ``pool``; the learning curve and final eval."""
     import torch
 
@@ -91,11 +111,16 @@ def run_curve(model: Any, tok: Any, algo: str, pool: list, seed: int, iterations
             curve["rollouts"].append(runner.rollouts)
             curve["accuracy"].append(runner.evaluate(pool)["accuracy"])
     wall = time.perf_counter() - start
-    out = {"curve": curve, "lengths": [h["length"] for h in runner.history],
-           "off_policy_groups": int(sum(h["off_policy_groups"] for h in runner.history)),
-           "zero_std_frac": float(np.mean([h["zero_std_frac"] for h in runner.history])),
-           "rewards": [h["reward"] for h in runner.history], "rollouts": runner.rollouts,
-           "grad_steps": runner.grad_steps, "wall_s": wall}  # fmt: skip
+    out = {
+        "curve": curve,
+        "lengths": [h["length"] for h in runner.history],
+        "off_policy_groups": int(sum(h["off_policy_groups"] for h in runner.history)),
+        "zero_std_frac": float(np.mean([h["zero_std_frac"] for h in runner.history])),
+        "rewards": [h["reward"] for h in runner.history],
+        "rollouts": runner.rollouts,
+        "grad_steps": runner.grad_steps,
+        "wall_s": wall,
+    }
     if heldout:
         out["heldout"] = runner.evaluate(heldout)["accuracy"]
     return out
@@ -127,28 +152,41 @@ def claims(m: dict[str, Any]) -> list[Claim]:
         m["grpo_final"] - m["grpo_start"] >= MIN_GRPO_GAIN,
     )
     off = list(m["remix_off_policy_groups"])
-    replay_used = Precondition("ReMix trained on replayed groups",
-                               "off-policy group slots > 0 in every seed",
-                               {"off_policy_groups_per_seed": off},
-                               bool(off) and min(off) > 0)  # fmt: skip
+    replay_used = Precondition(
+        "ReMix trained on replayed groups",
+        "off-policy group slots > 0 in every seed",
+        {"off_policy_groups_per_seed": off},
+        bool(off) and min(off) > 0,
+    )
     return [
-        Claim.judge(text="ReMix reaches GRPO's final accuracy with at most half of GRPO's "
-                    "rollouts.",
-              criterion=(f"rollouts(ReMix seed-mean accuracy >= GRPO final) / GRPO rollouts "
-                         f"<= {CLAIM_A_MAX_ROLLOUT_FRACTION}"),
-              measured={"grpo_final": round(m["grpo_final"], 4),
-                        "grpo_rollouts": m["grpo_rollouts"], "remix_rollouts_to_reach": reach,
-                        "fraction": None if fraction is None else round(fraction, 4)},
-              holds=fraction is not None and fraction <= CLAIM_A_MAX_ROLLOUT_FRACTION,
-              preconditions=[grpo_learned, replay_used]),
-        Claim.judge(text="ReMix's final accuracy is not lower than GRPO's by more than 2 points.",
-              criterion=f"acc(ReMix) - acc(GRPO) >= -{CLAIM_B_MAX_DROP} (final, seed means)",
-              measured={"remix_final": round(m["remix_final"], 4),
-                        "grpo_final": round(m["grpo_final"], 4), "difference": round(diff, 4),
-                        "per_seed": m.get("per_seed_final", {})},
-              holds=diff >= -CLAIM_B_MAX_DROP,
-              preconditions=[grpo_learned]),
-    ]  # fmt: skip
+        Claim.judge(
+            text="ReMix reaches GRPO's final accuracy with at most half of GRPO's rollouts.",
+            criterion=(
+                f"rollouts(ReMix seed-mean accuracy >= GRPO final) / GRPO rollouts "
+                f"<= {CLAIM_A_MAX_ROLLOUT_FRACTION}"
+            ),
+            measured={
+                "grpo_final": round(m["grpo_final"], 4),
+                "grpo_rollouts": m["grpo_rollouts"],
+                "remix_rollouts_to_reach": reach,
+                "fraction": None if fraction is None else round(fraction, 4),
+            },
+            holds=fraction is not None and fraction <= CLAIM_A_MAX_ROLLOUT_FRACTION,
+            preconditions=[grpo_learned, replay_used],
+        ),
+        Claim.judge(
+            text="ReMix's final accuracy is not lower than GRPO's by more than 2 points.",
+            criterion=f"acc(ReMix) - acc(GRPO) >= -{CLAIM_B_MAX_DROP} (final, seed means)",
+            measured={
+                "remix_final": round(m["remix_final"], 4),
+                "grpo_final": round(m["grpo_final"], 4),
+                "difference": round(diff, 4),
+                "per_seed": m.get("per_seed_final", {}),
+            },
+            holds=diff >= -CLAIM_B_MAX_DROP,
+            preconditions=[grpo_learned],
+        ),
+    ]
 
 
 def run(quick: bool, out_dir: Path) -> Result:
@@ -170,29 +208,49 @@ def run(quick: bool, out_dir: Path) -> Result:
         heldout = records_to_problems(synth_problems(N_HELDOUT, HELDOUT_SEED, spec.max_value))
         for seed in cfg["seeds"]:
             for algo in results:
-                results[algo].append(run_curve(lm.model, lm.tokenizer, algo, pool, seed,
-                                               cfg["iterations"], cfg["eval_every"], heldout))  # fmt: skip
+                results[algo].append(
+                    run_curve(
+                        lm.model,
+                        lm.tokenizer,
+                        algo,
+                        pool,
+                        seed,
+                        cfg["iterations"],
+                        cfg["eval_every"],
+                        heldout,
+                    )
+                )
     x = results["grpo"][0]["curve"]["rollouts"]
     acc = {a: np.array([r["curve"]["accuracy"] for r in rs]) for a, rs in results.items()}
     mean = {a: v.mean(0) for a, v in acc.items()}
     final = {a: float(mean[a][-1]) for a in results}
     total = float(x[-1])
-    to_reach = {a: rollouts_to_reach(results[a][0]["curve"]["rollouts"], mean[a], final["grpo"])
-                for a in results}  # fmt: skip
+    to_reach = {
+        a: rollouts_to_reach(results[a][0]["curve"]["rollouts"], mean[a], final["grpo"])
+        for a in results
+    }
     reached = {a: (None if v == float("inf") else v) for a, v in to_reach.items()}  # JSON-safe
     lengths = {a: np.array([r["lengths"] for r in rs]).mean(0) for a, rs in results.items()}
     xs = {a: results[a][0]["curve"]["rollouts"] for a in results}  # the same in every seed
     _plot(out_dir / "remix_accuracy_vs_rollouts.png", xs, acc, "greedy accuracy (pool)")
     _plot_lengths(out_dir / "remix_response_length.png", lengths, cfg["iterations"])
     per_seed_final = {a: [round(float(v[-1]), 4) for v in acc[a]] for a in results}
-    heldout_acc = {a: round(float(np.mean([r["heldout"] for r in rs])), 4)
-                   for a, rs in results.items()}  # fmt: skip
+    heldout_acc = {
+        a: round(float(np.mean([r["heldout"] for r in rs])), 4) for a, rs in results.items()
+    }
     initial = float(acc["grpo"][:, 0].mean())
     off_groups = [r["off_policy_groups"] for r in results["remix"]]
-    claims_ = claims({"grpo_start": initial, "grpo_final": final["grpo"],
-                      "remix_final": final["remix"], "grpo_rollouts": total,
-                      "remix_rollouts_to_reach": reached["remix"],
-                      "remix_off_policy_groups": off_groups, "per_seed_final": per_seed_final})  # fmt: skip
+    claims_ = claims(
+        {
+            "grpo_start": initial,
+            "grpo_final": final["grpo"],
+            "remix_final": final["remix"],
+            "grpo_rollouts": total,
+            "remix_rollouts_to_reach": reached["remix"],
+            "remix_off_policy_groups": off_groups,
+            "per_seed_final": per_seed_final,
+        }
+    )
     start_len = {a: round(float(v[: max(1, len(v) // 8)].mean()), 3) for a, v in lengths.items()}
     end_len = {a: round(float(v[-max(1, len(v) // 8) :].mean()), 3) for a, v in lengths.items()}
     metrics: dict[str, Any] = {
@@ -203,37 +261,48 @@ def run(quick: bool, out_dir: Path) -> Result:
         "final_accuracy": {a: round(v, 4) for a, v in final.items()},
         "heldout_accuracy": heldout_acc,
         "rollouts_to_grpo_final": reached,
-        "grad_steps_per_rollout": {a: round(rs[0]["grad_steps"] / rs[0]["rollouts"], 5)
-                                   for a, rs in results.items()},
+        "grad_steps_per_rollout": {
+            a: round(rs[0]["grad_steps"] / rs[0]["rollouts"], 5) for a, rs in results.items()
+        },
         "rollouts_per_run": {a: int(rs[0]["rollouts"]) for a, rs in results.items()},
         "remix_off_policy_groups": off_groups,
-        "zero_std_group_fraction": {a: round(float(np.mean([r["zero_std_frac"] for r in rs])), 4)
-                                    for a, rs in results.items()},
+        "zero_std_group_fraction": {
+            a: round(float(np.mean([r["zero_std_frac"] for r in rs])), 4)
+            for a, rs in results.items()
+        },
         "response_length_start_end": {a: [start_len[a], end_len[a]] for a in results},
         "train_wall_s": {a: round(sum(r["wall_s"] for r in rs), 1) for a, rs in results.items()},
         "pretrain_or_load_s": round(pretrain_s, 1),
         "wall_s": round(time.perf_counter() - start, 1),
-    }  # fmt: skip
+    }
     return Result(
-        summary=(f"Pool greedy accuracy {metrics['initial_accuracy']:.3f} at start; after "
-                 f"{int(total)} rollouts GRPO {final['grpo']:.3f}, ReMix {final['remix']:.3f} "
-                 f"(seed means). ReMix reached GRPO's final accuracy "
-                 + (f"after {to_reach['remix']:.0f} rollouts "
-                    f"({to_reach['remix'] / total:.2f} of GRPO's). "
-                    if reached["remix"] is not None else "at no evaluation point. ")
-                 + "Mean sampled "
-                 f"response length start->end: GRPO {start_len['grpo']}->{end_len['grpo']}, "
-                 f"ReMix {start_len['remix']}->{end_len['remix']} tokens."),
-        metrics=metrics, seeds=list(cfg["seeds"]),
-        scale=(f"task model 2x64 Llama (BPE 400) pretrained {spec.steps} steps on "
-               f"{spec.n_train} generated problems; RL pool {cfg['pool']} problems, "
-               f"{cfg['iterations']} iterations x 8 prompts x G=8 (GRPO {int(total)} "
-               f"rollouts/run, ReMix {metrics['rollouts_per_run']['remix']}), "
-               f"lr {LR}, beta 0.04, eps 0.2; ReMix p=0.4 m=2 N=2, T={round(100 * SCALE)}, "
-               f"lambda from t={round(50 * SCALE)} every {max(1, round(10 * SCALE))} "
-               f"gradient steps (paper steps x {SCALE}); {len(cfg['seeds'])} seeds"),
+        summary=(
+            f"Pool greedy accuracy {metrics['initial_accuracy']:.3f} at start; after "
+            f"{int(total)} rollouts GRPO {final['grpo']:.3f}, ReMix {final['remix']:.3f} "
+            f"(seed means). ReMix reached GRPO's final accuracy "
+            + (
+                f"after {to_reach['remix']:.0f} rollouts "
+                f"({to_reach['remix'] / total:.2f} of GRPO's). "
+                if reached["remix"] is not None
+                else "at no evaluation point. "
+            )
+            + "Mean sampled "
+            f"response length start->end: GRPO {start_len['grpo']}->{end_len['grpo']}, "
+            f"ReMix {start_len['remix']}->{end_len['remix']} tokens."
+        ),
+        metrics=metrics,
+        seeds=list(cfg["seeds"]),
+        scale=(
+            f"task model 2x64 Llama (BPE 400) pretrained {spec.steps} steps on "
+            f"{spec.n_train} generated problems; RL pool {cfg['pool']} problems, "
+            f"{cfg['iterations']} iterations x 8 prompts x G=8 (GRPO {int(total)} "
+            f"rollouts/run, ReMix {metrics['rollouts_per_run']['remix']}), "
+            f"lr {LR}, beta 0.04, eps 0.2; ReMix p=0.4 m=2 N=2, T={round(100 * SCALE)}, "
+            f"lambda from t={round(50 * SCALE)} every {max(1, round(10 * SCALE))} "
+            f"gradient steps (paper steps x {SCALE}); {len(cfg['seeds'])} seeds"
+        ),
         claims=claims_,
-    )  # fmt: skip
+    )
 
 
 def _plot(path: Path, xs: dict[str, list[int]], acc: dict[str, np.ndarray], ylabel: str) -> None:

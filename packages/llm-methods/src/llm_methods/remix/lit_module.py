@@ -62,17 +62,31 @@ class ProblemDataModule(L.LightningDataModule):
     """Args: ``train_file`` / ``val_file`` (GSM8K jsonl; ``None`` = generated, ``synth_n`` /
     ``synth_val_n`` problems with operands up to ``max_value``), ``prompts_per_step``, ``seed``."""
 
-    def __init__(self, train_file: str | None = None, val_file: str | None = None,
-                 synth_n: int = 64, synth_val_n: int = 32, max_value: int = 20,
-                 prompts_per_step: int = 8, limit: int | None = None, seed: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        train_file: str | None = None,
+        val_file: str | None = None,
+        synth_n: int = 64,
+        synth_val_n: int = 32,
+        max_value: int = 20,
+        prompts_per_step: int = 8,
+        limit: int | None = None,
+        seed: int = 0,
+    ) -> None:
         super().__init__()
         if prompts_per_step < 1:
             raise LMError(f"prompts_per_step must be >= 1, got {prompts_per_step}")
         self.prompts_per_step, self.seed = prompts_per_step, seed
-        self.train = (read_problems(Path(train_file), limit) if train_file else
-                      records_to_problems(synth_problems(synth_n, 7 + seed, max_value)))  # fmt: skip
-        self.val = (read_problems(Path(val_file), limit) if val_file else
-                    records_to_problems(synth_problems(synth_val_n, 99, max_value)))  # fmt: skip
+        self.train = (
+            read_problems(Path(train_file), limit)
+            if train_file
+            else records_to_problems(synth_problems(synth_n, 7 + seed, max_value))
+        )
+        self.val = (
+            read_problems(Path(val_file), limit)
+            if val_file
+            else records_to_problems(synth_problems(synth_val_n, 99, max_value))
+        )
 
     def train_dataloader(self) -> Any:
         seed = rank_seed(self.seed, data_rank(self))  # DDP: each rank draws its own prompts
@@ -89,22 +103,49 @@ class ReMixModule(L.LightningModule):
     :class:`RLConfig` fields, ``rewards`` (names in ``data.REWARDS``; must not be empty),
     ``save_dir`` (write the trained policy there as an HF folder at the end of fit)."""
 
-    def __init__(self, policy: str = "task", algo: str = "remix", group_size: int = 8,
-                 max_new_tokens: int = 16, temperature: float = 1.0, lr: float = 1e-4,
-                 epsilon: float = 0.2, beta: float = 0.04, num_iterations: int = 1,
-                 p_off: float = 0.4, utd: int = 2, n_past: int = 2,
-                 reincarnate_at: int | None = 50, lam_start: int = 50, lam_every: int = 10,
-                 replay_zero_std: bool = False, rewards: list[str] | None = None,
-                 save_dir: str | None = None, seed: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        policy: str = "task",
+        algo: str = "remix",
+        group_size: int = 8,
+        max_new_tokens: int = 16,
+        temperature: float = 1.0,
+        lr: float = 1e-4,
+        epsilon: float = 0.2,
+        beta: float = 0.04,
+        num_iterations: int = 1,
+        p_off: float = 0.4,
+        utd: int = 2,
+        n_past: int = 2,
+        reincarnate_at: int | None = 50,
+        lam_start: int = 50,
+        lam_every: int = 10,
+        replay_zero_std: bool = False,
+        rewards: list[str] | None = None,
+        save_dir: str | None = None,
+        seed: int = 0,
+    ) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.automatic_optimization = False
         self.reward_fn = make_reward_fn(["exact_match"] if rewards is None else rewards)
-        self.cfg = RLConfig(algo=algo, group_size=group_size, max_new_tokens=max_new_tokens,
-                            temperature=temperature, lr=lr, epsilon=epsilon, beta=beta,
-                            num_iterations=num_iterations, p_off=p_off, utd=utd, n_past=n_past,
-                            reincarnate_at=reincarnate_at, lam_start=lam_start,
-                            lam_every=lam_every, replay_zero_std=replay_zero_std).validate()  # fmt: skip
+        self.cfg = RLConfig(
+            algo=algo,
+            group_size=group_size,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            lr=lr,
+            epsilon=epsilon,
+            beta=beta,
+            num_iterations=num_iterations,
+            p_off=p_off,
+            utd=utd,
+            n_past=n_past,
+            reincarnate_at=reincarnate_at,
+            lam_start=lam_start,
+            lam_every=lam_every,
+            replay_zero_std=replay_zero_std,
+        ).validate()
         lm = load_policy(policy)
         self.policy, self.tokenizer = lm.model, lm.tokenizer
         self.runner: RLRunner | None = None
@@ -120,19 +161,25 @@ class ReMixModule(L.LightningModule):
 
     def _runner(self) -> RLRunner:
         if self.runner is None:
-            self.runner = RLRunner(self.policy, self.tokenizer, self.cfg, self.reward_fn,
-                                   self.hparams.seed)  # fmt: skip
+            self.runner = RLRunner(
+                self.policy, self.tokenizer, self.cfg, self.reward_fn, self.hparams.seed
+            )
         return self.runner
 
     def training_step(self, batch: list[Problem], batch_idx: int) -> None:
         logs = self._runner().step(batch, self.optimizers(), self.manual_backward)
-        self.log_dict({f"train/{k}": v for k, v in logs.items()}, prog_bar=False,
-                      batch_size=len(batch))  # fmt: skip
+        self.log_dict(
+            {f"train/{k}": v for k, v in logs.items()}, prog_bar=False, batch_size=len(batch)
+        )
 
     def validation_step(self, batch: list[Problem], batch_idx: int) -> None:
         out = self._runner().evaluate(batch)
-        self.log_dict({"val/accuracy": out["accuracy"], "val/length": out["length"]},
-                      prog_bar=True, batch_size=len(batch), sync_dist=True)  # fmt: skip
+        self.log_dict(
+            {"val/accuracy": out["accuracy"], "val/length": out["length"]},
+            prog_bar=True,
+            batch_size=len(batch),
+            sync_dist=True,
+        )
 
     def on_train_end(self) -> None:
         if self.hparams.save_dir and self.trainer.is_global_zero:

@@ -76,8 +76,14 @@ class RLConfig:
     def validate(self) -> RLConfig:
         if self.algo not in ("grpo", "remix"):
             raise LMError(f"algo must be 'grpo' or 'remix', got {self.algo!r}")
-        for name in ("group_size", "prompts_per_step", "max_new_tokens", "utd", "num_iterations",
-                     "lam_every"):  # fmt: skip
+        for name in (
+            "group_size",
+            "prompts_per_step",
+            "max_new_tokens",
+            "utd",
+            "num_iterations",
+            "lam_every",
+        ):
             if getattr(self, name) < 1:
                 raise LMError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.group_size < 2:
@@ -89,8 +95,9 @@ class RLConfig:
         return self
 
 
-def kl_convex_lambda(t: int, start: int = 50, every: int = 10, decay: float = 0.1,
-                     floor: float = 0.5) -> float:  # fmt: skip
+def kl_convex_lambda(
+    t: int, start: int = 50, every: int = 10, decay: float = 0.1, floor: float = 0.5
+) -> float:
     """lambda(t) = max(1 - decay * ceil(max(t - start, 0) / every), floor) (paper: 50, 10, 0.1, 0.5)."""
     return max(1.0 - decay * math.ceil(max(t - start, 0) / every), floor)
 
@@ -108,9 +115,14 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale: bool = True)
     return adv.reshape(-1)
 
 
-def sequence_logps(model: nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
-                   completion_ids: torch.Tensor, completion_mask: torch.Tensor,
-                   temperature: float = 1.0) -> torch.Tensor:  # fmt: skip
+def sequence_logps(
+    model: nn.Module,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+    temperature: float = 1.0,
+) -> torch.Tensor:
     """[B, C] log pi(completion token | prefix) at ``temperature`` (logits / T, as TRL)."""
     ids = torch.cat([prompt_ids, completion_ids], 1)
     attn = torch.cat([prompt_mask, completion_mask], 1)
@@ -133,10 +145,17 @@ def _aggregate(per_token: torch.Tensor, mask: torch.Tensor, loss_type: str) -> t
     raise LMError(f"unknown loss_type {loss_type!r} (grpo | bnpo)")
 
 
-def grpo_loss(logps: torch.Tensor, old_logps: torch.Tensor, advantages: torch.Tensor,
-              mask: torch.Tensor, eps_low: float = 0.2, eps_high: float | None = None,
-              beta: float = 0.0, ref_logps: torch.Tensor | None = None,
-              loss_type: str = "grpo") -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
+def grpo_loss(
+    logps: torch.Tensor,
+    old_logps: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    eps_low: float = 0.2,
+    eps_high: float | None = None,
+    beta: float = 0.0,
+    ref_logps: torch.Tensor | None = None,
+    loss_type: str = "grpo",
+) -> tuple[torch.Tensor, dict[str, float]]:
     """GRPO clipped surrogate (TRL ``_compute_loss``, token-level ratio). logps/old/ref: [B, C];
     advantages: [B]; mask: [B, C]. Returns (loss, stats)."""
     eps_high = eps_low if eps_high is None else eps_high
@@ -157,12 +176,20 @@ def grpo_loss(logps: torch.Tensor, old_logps: torch.Tensor, advantages: torch.Te
     return loss, stats
 
 
-def mix_ppg_loss(logps: torch.Tensor, behaviour_logps: torch.Tensor, current_logps: torch.Tensor,
-                 advantages: torch.Tensor, mask: torch.Tensor, eps_low: float = 0.2,
-                 eps_high: float | None = None, beta: float = 0.0,
-                 base_logps: torch.Tensor | None = None, prev_logps: torch.Tensor | None = None,
-                 lam: float = 1.0,
-                 loss_type: str = "grpo") -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
+def mix_ppg_loss(
+    logps: torch.Tensor,
+    behaviour_logps: torch.Tensor,
+    current_logps: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    eps_low: float = 0.2,
+    eps_high: float | None = None,
+    beta: float = 0.0,
+    base_logps: torch.Tensor | None = None,
+    prev_logps: torch.Tensor | None = None,
+    lam: float = 1.0,
+    loss_type: str = "grpo",
+) -> tuple[torch.Tensor, dict[str, float]]:
     """Mix-policy proximal policy gradient with the KL-Convex constraint.
 
     ``rho = pi_theta / pi_{k-i}`` (behaviour), clip centre ``c = pi_k / pi_{k-i}`` (``current``
@@ -207,20 +234,23 @@ class Rollout:
     text: str = ""
 
 
-def collate_rollouts(items: Sequence[Rollout], pad_id: int,
-                     device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:  # fmt: skip
+def collate_rollouts(
+    items: Sequence[Rollout], pad_id: int, device: torch.device | str = "cpu"
+) -> dict[str, torch.Tensor]:
     """Left-pad prompts, right-pad completions (and behaviour log-probs) into one batch."""
     if not items:
         raise LMError("empty reward set: no rollouts in the batch")
     width_p = max(len(r.prompt) for r in items)
     width_c = max(1, max(len(r.completion) for r in items))
     B = len(items)
-    out = {"prompt_ids": torch.full((B, width_p), pad_id, dtype=torch.long),
-           "prompt_mask": torch.zeros(B, width_p, dtype=torch.long),
-           "completion_ids": torch.full((B, width_c), pad_id, dtype=torch.long),
-           "completion_mask": torch.zeros(B, width_c, dtype=torch.long),
-           "behaviour": torch.zeros(B, width_c),
-           "advantages": torch.tensor([r.advantage for r in items], dtype=torch.float32)}  # fmt: skip
+    out = {
+        "prompt_ids": torch.full((B, width_p), pad_id, dtype=torch.long),
+        "prompt_mask": torch.zeros(B, width_p, dtype=torch.long),
+        "completion_ids": torch.full((B, width_c), pad_id, dtype=torch.long),
+        "completion_mask": torch.zeros(B, width_c, dtype=torch.long),
+        "behaviour": torch.zeros(B, width_c),
+        "advantages": torch.tensor([r.advantage for r in items], dtype=torch.float32),
+    }
     for i, r in enumerate(items):
         p, c = len(r.prompt), len(r.completion)
         out["prompt_ids"][i, width_p - p :] = torch.tensor(r.prompt)
@@ -274,8 +304,13 @@ class RLRunner:
         return ([tok.bos_token_id] if tok.bos_token_id is not None else []) + list(ids)
 
     @torch.no_grad()
-    def sample(self, prompts: Sequence[str], n: int, greedy: bool = False,
-               max_new_tokens: int | None = None) -> list[tuple[list[int], list[int], str]]:  # fmt: skip
+    def sample(
+        self,
+        prompts: Sequence[str],
+        n: int,
+        greedy: bool = False,
+        max_new_tokens: int | None = None,
+    ) -> list[tuple[list[int], list[int], str]]:
         """``n`` completions per prompt: (prompt ids, completion ids incl. first EOS, text)."""
         tok, eos = self.tokenizer, self.tokenizer.eos_token_id
         pad = tok.pad_token_id if tok.pad_token_id is not None else eos
@@ -288,16 +323,20 @@ class RLRunner:
         for i, e in enumerate(encoded):
             ids[i, width - len(e) :] = torch.tensor(e)
             attn[i, width - len(e) :] = 1
-        kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens or self.cfg.max_new_tokens,
-                                  "pad_token_id": pad, "eos_token_id": eos}  # fmt: skip
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": max_new_tokens or self.cfg.max_new_tokens,
+            "pad_token_id": pad,
+            "eos_token_id": eos,
+        }
         if greedy:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         else:
             kwargs.update(do_sample=True, temperature=self.cfg.temperature, top_k=0, top_p=1.0)
         was_training = self.model.training
         self.model.eval()
-        out = self.model.generate(input_ids=ids.to(self.device), attention_mask=attn.to(self.device),
-                                  **kwargs)[:, width:].tolist()  # fmt: skip
+        out = self.model.generate(
+            input_ids=ids.to(self.device), attention_mask=attn.to(self.device), **kwargs
+        )[:, width:].tolist()
         self.model.train(was_training)
         result = []
         for e, seq in zip(encoded, out, strict=True):
@@ -306,20 +345,31 @@ class RLRunner:
         return result
 
     def _logps(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return sequence_logps(model, batch["prompt_ids"], batch["prompt_mask"],
-                              batch["completion_ids"], batch["completion_mask"],
-                              self.cfg.temperature)  # fmt: skip
+        return sequence_logps(
+            model,
+            batch["prompt_ids"],
+            batch["prompt_mask"],
+            batch["completion_ids"],
+            batch["completion_mask"],
+            self.cfg.temperature,
+        )
 
     def rollout(self, problems: Sequence[Any]) -> list[list[Rollout]]:
         """Fresh groups from the current policy, scored, with behaviour log-probs (pi_k)."""
         G = self.cfg.group_size
         samples = self.sample([p.prompt for p in problems], G)
-        rewards = torch.tensor([self.reward_fn(text, problems[i // G].answer)
-                                for i, (_, _, text) in enumerate(samples)])  # fmt: skip
+        rewards = torch.tensor(
+            [
+                self.reward_fn(text, problems[i // G].answer)
+                for i, (_, _, text) in enumerate(samples)
+            ]
+        )
         adv = group_advantages(rewards, G)
         self.rollouts += len(samples)
-        items = [Rollout(p, c, float(r), float(a), torch.empty(0), self.t, text)
-                 for (p, c, text), r, a in zip(samples, rewards, adv, strict=True)]  # fmt: skip
+        items = [
+            Rollout(p, c, float(r), float(a), torch.empty(0), self.t, text)
+            for (p, c, text), r, a in zip(samples, rewards, adv, strict=True)
+        ]
         pad = self.tokenizer.pad_token_id
         with torch.no_grad():
             batch = collate_rollouts(items, pad, self.device)
@@ -342,14 +392,22 @@ class RLRunner:
 
     def _reincarnate_if_due(self) -> None:
         cfg = self.cfg
-        if (cfg.algo == "remix" and not self.reincarnated and cfg.reincarnate_at is not None
-                and self.grad_steps >= cfg.reincarnate_at):  # fmt: skip
+        if (
+            cfg.algo == "remix"
+            and not self.reincarnated
+            and cfg.reincarnate_at is not None
+            and self.grad_steps >= cfg.reincarnate_at
+        ):
             self.base = _frozen_copy(self.model)  # policy reincarnation: base <- pi_T
             self.reincarnated = True  # ... and on-policy from here on
             self.replay.clear()
 
-    def step(self, problems: Sequence[Any], optimizer: torch.optim.Optimizer,
-             backward: Callable[[torch.Tensor], None] | None = None) -> dict[str, float]:  # fmt: skip
+    def step(
+        self,
+        problems: Sequence[Any],
+        optimizer: torch.optim.Optimizer,
+        backward: Callable[[torch.Tensor], None] | None = None,
+    ) -> dict[str, float]:
         """One iteration (see the class docstring); returns its logs.
 
         ReMix before reincarnation: the last ``round(p_off * len(problems))`` slots (when the
@@ -379,8 +437,12 @@ class RLRunner:
         n_steps = cfg.utd if remix else cfg.num_iterations
         lams = [1.0] * n_steps
         if cfg.algo == "remix" and cfg.beta:  # KL-Convex (kept after reincarnation)
-            lams = [kl_convex_lambda(self.grad_steps + i, cfg.lam_start, cfg.lam_every,
-                                     cfg.lam_decay, cfg.lam_min) for i in range(n_steps)]  # fmt: skip
+            lams = [
+                kl_convex_lambda(
+                    self.grad_steps + i, cfg.lam_start, cfg.lam_every, cfg.lam_decay, cfg.lam_min
+                )
+                for i in range(n_steps)
+            ]
         with torch.no_grad():
             current = self._logps(self.model, batch)
             base = self._logps(self.base, batch) if cfg.beta else None
@@ -396,12 +458,30 @@ class RLRunner:
         for lam in lams:
             logps = self._logps(self.model, batch)
             if use_mix:
-                loss, stats = mix_ppg_loss(logps, old, current, batch["advantages"], mask,
-                                           cfg.epsilon, cfg.epsilon_high, cfg.beta, base, prev,
-                                           lam)  # fmt: skip
+                loss, stats = mix_ppg_loss(
+                    logps,
+                    old,
+                    current,
+                    batch["advantages"],
+                    mask,
+                    cfg.epsilon,
+                    cfg.epsilon_high,
+                    cfg.beta,
+                    base,
+                    prev,
+                    lam,
+                )
             else:
-                loss, stats = grpo_loss(logps, old, batch["advantages"], mask, cfg.epsilon,
-                                        cfg.epsilon_high, cfg.beta, base)  # fmt: skip
+                loss, stats = grpo_loss(
+                    logps,
+                    old,
+                    batch["advantages"],
+                    mask,
+                    cfg.epsilon,
+                    cfg.epsilon_high,
+                    cfg.beta,
+                    base,
+                )
             optimizer.zero_grad(set_to_none=True)
             backward(loss)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
@@ -415,15 +495,20 @@ class RLRunner:
             while len(self.replay) > cfg.n_past:
                 self.replay.popleft()
         n_fresh_rows = max(len(fresh_items), 1)
-        logs.update(reward=sum(r.reward for r in fresh_items) / n_fresh_rows,
-                    length=sum(len(r.completion) for r in fresh_items) / n_fresh_rows,
-                    fresh_rollouts=float(len(fresh_items)),
-                    fresh_trained=float(sum(id(r) in trained_ids for r in fresh_items)),
-                    off_policy_groups=float(len(groups) - len(fresh) + n_swapped),
-                    trained_rows=float(len(items)),
-                    zero_std_frac=sum(zero_std) / max(len(fresh), 1),
-                    zero_std_swapped=float(n_swapped), lam=lams[-1], t=float(self.t),
-                    rollouts=float(self.rollouts), grad_steps=float(self.grad_steps))  # fmt: skip
+        logs.update(
+            reward=sum(r.reward for r in fresh_items) / n_fresh_rows,
+            length=sum(len(r.completion) for r in fresh_items) / n_fresh_rows,
+            fresh_rollouts=float(len(fresh_items)),
+            fresh_trained=float(sum(id(r) in trained_ids for r in fresh_items)),
+            off_policy_groups=float(len(groups) - len(fresh) + n_swapped),
+            trained_rows=float(len(items)),
+            zero_std_frac=sum(zero_std) / max(len(fresh), 1),
+            zero_std_swapped=float(n_swapped),
+            lam=lams[-1],
+            t=float(self.t),
+            rollouts=float(self.rollouts),
+            grad_steps=float(self.grad_steps),
+        )
         self.history.append(logs)
         self.t += 1
         return logs
@@ -440,8 +525,10 @@ class RLRunner:
             exact_match_reward(text, p.answer)
             for (_, _, text), p in zip(out, problems, strict=True)
         )
-        return {"accuracy": acc / len(problems),
-                "length": sum(len(c) for _, c, _ in out) / len(out)}  # fmt: skip
+        return {
+            "accuracy": acc / len(problems),
+            "length": sum(len(c) for _, c, _ in out) / len(out),
+        }
 
 
 def _reward_spread(group: Sequence[Rollout]) -> bool:

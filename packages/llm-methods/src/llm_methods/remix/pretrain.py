@@ -56,10 +56,14 @@ def pretrain_task_model(spec: TaskModelSpec):  # -> (tokenizer, model, info)
         masks.append(mask + [0] * pad)
     model = tiny_llama(len(tok), spec.n_layers, spec.hidden, spec.heads, max_len=256, seed=0)
     with one_thread():
-        log = train_lm(model, chunks, spec.steps, spec.batch_size, spec.lr, seed=spec.seed,
-                       loss_mask=masks)  # fmt: skip
-    info = {"recipe": dataclasses.asdict(spec), "final_loss": sum(log.losses[-10:]) / 10,
-            "wall_s": round(log.wall_s, 1)}  # fmt: skip
+        log = train_lm(
+            model, chunks, spec.steps, spec.batch_size, spec.lr, seed=spec.seed, loss_mask=masks
+        )
+    info = {
+        "recipe": dataclasses.asdict(spec),
+        "final_loss": sum(log.losses[-10:]) / 10,
+        "wall_s": round(log.wall_s, 1),
+    }
     return tok, model, info
 
 

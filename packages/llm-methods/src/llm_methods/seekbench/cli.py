@@ -9,8 +9,20 @@ from pathlib import Path
 
 ABOUT = "SeekBench process-level evaluation of LLM search agents (arXiv 2509.22391)"
 PROG = "llm-methods seekbench"
-SHOWN = ("accuracy", "ce", "cce", "premature_rate", "overcautious_rate", "auc", "slope",
-         "odds_ratio_e2_e0", "answer_timing_auc", "groundedness", "rqi", "recovery_rate")  # fmt: skip
+SHOWN = (
+    "accuracy",
+    "ce",
+    "cce",
+    "premature_rate",
+    "overcautious_rate",
+    "auc",
+    "slope",
+    "odds_ratio_e2_e0",
+    "answer_timing_auc",
+    "groundedness",
+    "rqi",
+    "recovery_rate",
+)
 
 
 def _parser():  # type: ignore[no-untyped-def]
@@ -18,31 +30,50 @@ def _parser():  # type: ignore[no-untyped-def]
 
     parser = ArgumentParser(prog=PROG, description=ABOUT)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    an = sub.add_parser("analyze", help="per-agent metrics with cluster-bootstrap CIs",
-                        description="Per-agent (model) SeekBench metrics of labelled traces; "
-                        "writes metrics.json and per_agent.csv into --out.")  # fmt: skip
+    an = sub.add_parser(
+        "analyze",
+        help="per-agent metrics with cluster-bootstrap CIs",
+        description="Per-agent (model) SeekBench metrics of labelled traces; "
+        "writes metrics.json and per_agent.csv into --out.",
+    )
     an.add_argument("traces", type=Path, help="SeekBench .jsonl (e.g. seekbench_data.jsonl)")
     an.add_argument("--out", type=Path, required=True)
-    an.add_argument("--threshold", type=int, default=2, choices=(1, 2),
-                    help="answer policy: should answer iff E >= threshold (default 2)")  # fmt: skip
-    an.add_argument("--horizon", type=int, default=None,
-                    help="steps counted for the premature / over-cautious rates only "
-                    "(default: the whole trace; the official CLI uses 15)")  # fmt: skip
-    an.add_argument("--group-by", choices=("model", "category"), default="model",
-                    help="per agent, or per category as the paper's tables (Base / Few-shot / "
-                    "RL Agents / ...)")  # fmt: skip
+    an.add_argument(
+        "--threshold",
+        type=int,
+        default=2,
+        choices=(1, 2),
+        help="answer policy: should answer iff E >= threshold (default 2)",
+    )
+    an.add_argument(
+        "--horizon",
+        type=int,
+        default=None,
+        help="steps counted for the premature / over-cautious rates only "
+        "(default: the whole trace; the official CLI uses 15)",
+    )
+    an.add_argument(
+        "--group-by",
+        choices=("model", "category"),
+        default="model",
+        help="per agent, or per category as the paper's tables (Base / Few-shot / RL Agents / ...)",
+    )
     an.add_argument("--n-boot", type=int, default=1000)
     an.add_argument("--seed", type=int, default=0)
-    ju = sub.add_parser("judge", help="annotate traces with an LLM or rule judge",
-                        description="Annotate every reasoning / search / search_result step; "
-                        "prints Cohen's kappa per field when the input carries labels.")  # fmt: skip
+    ju = sub.add_parser(
+        "judge",
+        help="annotate traces with an LLM or rule judge",
+        description="Annotate every reasoning / search / search_result step; "
+        "prints Cohen's kappa per field when the input carries labels.",
+    )
     ju.add_argument("traces", type=Path)
     ju.add_argument("--out", type=Path, required=True, help="annotated .jsonl to write")
     ju.add_argument("--judge", choices=("rule", "lm", "http"), default="rule")
     ju.add_argument("--model", default="smollm2", help="lm: model spec; http: model name")
     ju.add_argument("--url", default=None, help="http: OpenAI-compatible base URL (.../v1)")
-    ju.add_argument("--api-key-env", default="OPENAI_API_KEY",
-                    help="http: environment variable holding the key")  # fmt: skip
+    ju.add_argument(
+        "--api-key-env", default="OPENAI_API_KEY", help="http: environment variable holding the key"
+    )
     ju.add_argument("--cache-dir", type=Path, default=None, help="judge reply cache")
     ju.add_argument("--max-steps", type=int, default=None, help="judge at most this many steps")
     sy = sub.add_parser("synth", help="synthetic traces from agent profiles (known behaviour)")
@@ -64,8 +95,9 @@ def _analyze(ns) -> int:  # type: ignore[no-untyped-def]
         raise ValueError("--n-boot must be >= 0")
     if ns.horizon is not None and ns.horizon < 1:
         raise ValueError("--horizon must be >= 1")
-    result = analyze(read_traces(ns.traces), ns.threshold, ns.horizon, ns.n_boot, ns.seed,
-                     ns.group_by)  # fmt: skip
+    result = analyze(
+        read_traces(ns.traces), ns.threshold, ns.horizon, ns.n_boot, ns.seed, ns.group_by
+    )
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "metrics.json").write_text(json.dumps(result, indent=1))
     table = pd.DataFrame(result["agents"]).T
@@ -95,11 +127,14 @@ def _judge(ns):  # type: ignore[no-untyped-def]
         judge = J.HTTPJudge(ns.url, ns.model, os.environ.get(ns.api_key_env), ns.cache_dir)
     judged = J.annotate(traces, judge, ns.max_steps)
     write_traces(judged, ns.out)
-    print(f"{judge.calls} judge calls for {len(traces)} traces "
-          f"({judge.calls / len(traces):.1f} per trace); wrote {ns.out}")  # fmt: skip
+    print(
+        f"{judge.calls} judge calls for {len(traces)} traces "
+        f"({judge.calls / len(traces):.1f} per trace); wrote {ns.out}"
+    )
     for field, row in J.agreement(traces, judged).items():
-        print(f"kappa {field:20s} {row['kappa']:.3f} (agreement {row['agreement']:.3f}, "
-              f"n={row['n']})")  # fmt: skip
+        print(
+            f"kappa {field:20s} {row['kappa']:.3f} (agreement {row['agreement']:.3f}, n={row['n']})"
+        )
     return 0
 
 

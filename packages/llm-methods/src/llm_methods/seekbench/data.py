@@ -75,10 +75,17 @@ BODY_FIELDS: dict[str, tuple[str, str, bool]] = {
     **{t: ("content", "str", True) for t in ANSWER_STEP_TYPES},
 }
 TOP_LEVEL: dict[str, tuple[type, ...]] = {
-    "question": (str,), "ground_truth": (list,), "reward": (int, float), "is_correct": (bool,),
-    "trace": (list,), "final_answer": (str, type(None)), "queries": (list,), "model": (str,),
-    "dataset": (str,), "id": (int, str),
-}  # fmt: skip
+    "question": (str,),
+    "ground_truth": (list,),
+    "reward": (int, float),
+    "is_correct": (bool,),
+    "trace": (list,),
+    "final_answer": (str, type(None)),
+    "queries": (list,),
+    "model": (str,),
+    "dataset": (str,),
+    "id": (int, str),
+}
 
 
 class TraceError(ValueError):
@@ -109,8 +116,11 @@ def _check_step(step: Any, where: str, position: int, previous: int) -> int:
         if not isinstance(value, list):
             _fail(where, "'documents' must be a list of {title, content}")
         for j, doc in enumerate(value):
-            if not (isinstance(doc, dict) and isinstance(doc.get("title"), str)
-                    and isinstance(doc.get("content"), str)):  # fmt: skip
+            if not (
+                isinstance(doc, dict)
+                and isinstance(doc.get("title"), str)
+                and isinstance(doc.get("content"), str)
+            ):
                 _fail(where, f"documents[{j}] must have string 'title' and 'content'")
     elif shape == "strs" and isinstance(value, list):
         if not all(isinstance(v, str) for v in value):
@@ -133,15 +143,20 @@ def _check_step(step: Any, where: str, position: int, previous: int) -> int:
     allowed = ANNOTATION_TYPES[kind]
     label = annotation.get("type")
     if label not in allowed:
-        _fail(where, f"unknown annotation type {label!r} for a {kind} step "
-                     f"(expected one of {', '.join(allowed)})")  # fmt: skip
+        _fail(
+            where,
+            f"unknown annotation type {label!r} for a {kind} step "
+            f"(expected one of {', '.join(allowed)})",
+        )
     attributes = annotation.get("attributes") or {}
     if not isinstance(attributes, dict):
         _fail(where, "'annotation.attributes' must be an object")
     for key, values in ATTRIBUTE_VALUES.items():
         if key in attributes and attributes[key] not in values:
-            _fail(where, f"unknown {key} label {attributes[key]!r} "
-                         f"(expected one of {', '.join(values)})")  # fmt: skip
+            _fail(
+                where,
+                f"unknown {key} label {attributes[key]!r} (expected one of {', '.join(values)})",
+            )
     return index
 
 
@@ -152,8 +167,9 @@ def validate_trace(record: Any, where: str = "trace") -> dict[str, Any]:
     for key, types in TOP_LEVEL.items():
         if key not in record:
             _fail(where, f"missing field '{key}'")
-        if not isinstance(record[key], types) or (types == (int, float)
-                                                  and isinstance(record[key], bool)):  # fmt: skip
+        if not isinstance(record[key], types) or (
+            types == (int, float) and isinstance(record[key], bool)
+        ):
             names = "/".join(t.__name__ for t in types)
             _fail(where, f"field '{key}' must be {names}, got {type(record[key]).__name__}")
     where = f"{where} (id {record['id']!r})"

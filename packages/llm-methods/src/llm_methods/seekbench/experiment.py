@@ -29,8 +29,10 @@ from iclr26_common import Claim, Experiment, Result, seed_everything
 
 __all__ = ["EXPERIMENT", "run", "settings"]
 
-PAPER = ("SeekBench: Beyond Correctness, Evaluating LLM Search Agents' Epistemic Competence "
-         "(arXiv 2509.22391)")  # fmt: skip
+PAPER = (
+    "SeekBench: Beyond Correctness, Evaluating LLM Search Agents' Epistemic Competence "
+    "(arXiv 2509.22391)"
+)
 CLAIM_A_MIN_TAU = 1.0
 CLAIM_B_MIN_SHARE = 0.6
 PAIR = ("calibrated", "premature")
@@ -81,16 +83,24 @@ def _plot(out_dir: Path, analyses: list[dict[str, Any]], agents: list[str]) -> N
         km = analyses[0]["recovery_km"].get(name)
         if km:
             axes[0].step(km["times"], km["survival"], where="post", label=name)
-    axes[0].set(xlabel="steps since a low-quality result", ylabel="P(not yet recovered)",
-                title="Kaplan-Meier time to recovery (seed 0)")  # fmt: skip
+    axes[0].set(
+        xlabel="steps since a low-quality result",
+        ylabel="P(not yet recovered)",
+        title="Kaplan-Meier time to recovery (seed 0)",
+    )
     axes[0].legend(fontsize=7)
     for ax, key in ((axes[1], "ce"), (axes[2], "accuracy")):
         means = [np.mean([a["agents"][n][key] for a in analyses]) for n in agents]
         lo = [analyses[0]["agents"][n][f"{key}_ci"][0] for n in agents]
         hi = [analyses[0]["agents"][n][f"{key}_ci"][1] for n in agents]
         ax.bar(agents, means, color="#8da0cb")
-        ax.errorbar(agents, means, yerr=[np.subtract(means, lo).clip(0),
-                                         np.subtract(hi, means).clip(0)], fmt="none", ecolor="k")  # fmt: skip
+        ax.errorbar(
+            agents,
+            means,
+            yerr=[np.subtract(means, lo).clip(0), np.subtract(hi, means).clip(0)],
+            fmt="none",
+            ecolor="k",
+        )
         ax.set(title=f"{key} (seed mean; seed-0 95% CI)", ylabel=key)
         ax.tick_params(axis="x", rotation=45)
     fig.tight_layout()
@@ -117,33 +127,54 @@ def run(quick: bool, out_dir: Path) -> Result:
             analyses.append(analyze(traces, n_boot=cfg["n_boot"], seed=seed))
             t_analyze += time.perf_counter() - start
             n_traces += len(traces)
-            seed_diff = {m: paired_difference(traces, *PAIR, m, n_boot=cfg["n_boot"], seed=seed)
-                         for m in ("accuracy", "ce", "premature_rate")}  # fmt: skip
+            seed_diff = {
+                m: paired_difference(traces, *PAIR, m, n_boot=cfg["n_boot"], seed=seed)
+                for m in ("accuracy", "ce", "premature_rate")
+            }
             for m, d in seed_diff.items():
                 diffs.setdefault(m, []).append(d)
             acc_lo, acc_hi = seed_diff["accuracy"][1:]
-            pair_ok.append(acc_lo <= 0.0 <= acc_hi
-                           and all(not (d[1] <= 0.0 <= d[2]) for m, d in seed_diff.items()
-                                   if m != "accuracy"))  # fmt: skip
+            pair_ok.append(
+                acc_lo <= 0.0 <= acc_hi
+                and all(not (d[1] <= 0.0 <= d[2]) for m, d in seed_diff.items() if m != "accuracy")
+            )
             if seed == cfg["seeds"][0]:
                 kappas = _judge_kappas(traces, cfg["lm_steps"], seed)
-        mean = {n: {k: float(np.mean([a["agents"][n][k] for a in analyses]))
-                    for k in ("accuracy", "ce", "cce", "premature_rate", "overcautious_rate",
-                              "auc", "slope", "odds_ratio_e2_e0", "answer_timing_auc",
-                              "groundedness", "rqi", "recovery_rate")}
-                for n in agents}  # fmt: skip
+        mean = {
+            n: {
+                k: float(np.mean([a["agents"][n][k] for a in analyses]))
+                for k in (
+                    "accuracy",
+                    "ce",
+                    "cce",
+                    "premature_rate",
+                    "overcautious_rate",
+                    "auc",
+                    "slope",
+                    "odds_ratio_e2_e0",
+                    "answer_timing_auc",
+                    "groundedness",
+                    "rqi",
+                    "recovery_rate",
+                )
+            }
+            for n in agents
+        }
         _plot(out_dir, analyses, agents)
     tau_ce = _kendall([mean[n]["ce"] for n in CALIBRATION_CHAIN])
     tau_cce = _kendall([mean[n]["cce"] for n in CALIBRATION_CHAIN])
     share = float(np.mean(pair_ok))
     metrics: dict[str, Any] = {
-        "kendall_tau_ce_chain": tau_ce, "kendall_tau_cce_chain": tau_cce,
-        "pair_seed_share": share, "traces_per_s_analyze": n_traces / max(t_analyze, 1e-9),
+        "kendall_tau_ce_chain": tau_ce,
+        "kendall_tau_cce_chain": tau_cce,
+        "pair_seed_share": share,
+        "traces_per_s_analyze": n_traces / max(t_analyze, 1e-9),
         "per_agent_seed_mean": mean,
         "pair_differences": {m: [list(d) for d in v] for m, v in diffs.items()},
         "judge_kappa": kappas,
-        "rqi_source": analyses[0]["rqi_source"], "notes": analyses[0]["notes"],
-    }  # fmt: skip
+        "rqi_source": analyses[0]["rqi_source"],
+        "notes": analyses[0]["notes"],
+    }
     acc_gap = float(np.mean([d[0] for d in diffs["accuracy"]]))
     ce_gap = float(np.mean([d[0] for d in diffs["ce"]]))
     claims = [
@@ -172,10 +203,15 @@ def run(quick: bool, out_dir: Path) -> Result:
         f"{len(agents)} synthetic agents x {cfg['n_questions']} questions x "
         f"{len(cfg['seeds'])} seeds. CE order tau={tau_ce:.2f}; calibrated vs premature: "
         f"accuracy diff {acc_gap:+.3f}, CE diff {ce_gap:+.3f} (CIs in metrics). Rule-judge "
-        f"kappa: " + ", ".join(f"{k} {v['kappa']:.2f}" for k, v in rule_k.items())
-        + ("; SmolLM2 judge kappa: " + ", ".join(f"{k} {v['kappa']:.2f}"
-           for k, v in kappas["smollm2"].items()) if "smollm2" in kappas else "")
-    )  # fmt: skip
+        f"kappa: "
+        + ", ".join(f"{k} {v['kappa']:.2f}" for k, v in rule_k.items())
+        + (
+            "; SmolLM2 judge kappa: "
+            + ", ".join(f"{k} {v['kappa']:.2f}" for k, v in kappas["smollm2"].items())
+            if "smollm2" in kappas
+            else ""
+        )
+    )
     return Result(
         summary=summary,
         metrics=metrics,

@@ -28,21 +28,36 @@ from llm_methods.seekbench.data import (
     REASONING_TYPES,
 )
 
-__all__ = ["FIELDS", "HTTPJudge", "Judge", "LMJudge", "RuleJudge", "agreement", "annotate",
-           "build_prompt", "option_logprobs", "step_fields"]  # fmt: skip
+__all__ = [
+    "FIELDS",
+    "HTTPJudge",
+    "Judge",
+    "LMJudge",
+    "RuleJudge",
+    "agreement",
+    "annotate",
+    "build_prompt",
+    "option_logprobs",
+    "step_fields",
+]
 
 # per step type: JSON key -> allowed values (``type`` is the annotation type)
 FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "reasoning": {"type": REASONING_TYPES, "groundness": ATTRIBUTE_VALUES["groundness"]},
     "search": {"type": QUERY_TYPES},
-    "search_result": {"information_quality": ATTRIBUTE_VALUES["information_quality"],
-                      "information_clarity": ATTRIBUTE_VALUES["information_clarity"]},
-}  # fmt: skip
+    "search_result": {
+        "information_quality": ATTRIBUTE_VALUES["information_quality"],
+        "information_clarity": ATTRIBUTE_VALUES["information_clarity"],
+    },
+}
 # agreement fields: name -> (step type, key)
-KAPPA_FIELDS = {"reasoning_type": ("reasoning", "type"), "groundness": ("reasoning", "groundness"),
-                "query_type": ("search", "type"),
-                "information_quality": ("search_result", "information_quality"),
-                "information_clarity": ("search_result", "information_clarity")}  # fmt: skip
+KAPPA_FIELDS = {
+    "reasoning_type": ("reasoning", "type"),
+    "groundness": ("reasoning", "groundness"),
+    "query_type": ("search", "type"),
+    "information_quality": ("search_result", "information_quality"),
+    "information_clarity": ("search_result", "information_clarity"),
+}
 INSTRUCTIONS = {
     "reasoning": "Classify the agent's reasoning step. type: StateAssessment (judges the "
     "current evidence), PlanFormation (plans the next action) or InformationSynthesis "
@@ -109,8 +124,10 @@ def build_prompt(trace: dict[str, Any], i: int) -> str:
     step = trace["trace"][i]
     fields = step_fields(step)
     keys = ", ".join(f'"{k}": one of {list(v)}' for k, v in fields.items())
-    return (f"{INSTRUCTIONS[step['type']]}\nQuestion: {trace['question']}\nTrace:\n"
-            f"{_context(trace, i)}\nAnswer with JSON only: {{{keys}}}")  # fmt: skip
+    return (
+        f"{INSTRUCTIONS[step['type']]}\nQuestion: {trace['question']}\nTrace:\n"
+        f"{_context(trace, i)}\nAnswer with JSON only: {{{keys}}}"
+    )
 
 
 def _parse(text: str, fields: dict[str, tuple[str, ...]]) -> dict[str, str | None]:
@@ -170,9 +187,16 @@ class HTTPJudge(Judge):
 
     name = "http"
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None,
-                 cache_dir: str | Path | None = None, retries: int = 4, backoff: float = 1.0,
-                 timeout: float = 60.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        cache_dir: str | Path | None = None,
+        retries: int = 4,
+        backoff: float = 1.0,
+        timeout: float = 60.0,
+    ) -> None:
         super().__init__()
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model, self.api_key, self.retries = model, api_key, retries
@@ -180,8 +204,13 @@ class HTTPJudge(Judge):
         self.cache = _Cache(cache_dir)
 
     def _post(self, prompt: str) -> str:
-        body = json.dumps({"model": self.model, "temperature": 0,
-                           "messages": [{"role": "user", "content": prompt}]}).encode()  # fmt: skip
+        body = json.dumps(
+            {
+                "model": self.model,
+                "temperature": 0,
+                "messages": [{"role": "user", "content": prompt}],
+            }
+        ).encode()
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
@@ -264,8 +293,10 @@ class RuleJudge(Judge):
             mine = _words(step["query"])
             if not earlier:
                 kind = "InitialQuery"
-            elif any(" ".join(q.lower().split()) == " ".join(step["query"].lower().split())
-                     for q in earlier):  # fmt: skip
+            elif any(
+                " ".join(q.lower().split()) == " ".join(step["query"].lower().split())
+                for q in earlier
+            ):
                 kind = "RepeatQuery"
             elif len(mine & _words(earlier[-1])) / max(len(mine | _words(earlier[-1])), 1) >= 0.5:
                 kind = "RefinedQuery"
@@ -274,12 +305,17 @@ class RuleJudge(Judge):
             return {"type": kind}
         if step["type"] == "search_result":
             entities = set(re.findall(r"\b[A-Z][a-z]+\b", trace["question"])[1:])
-            relevant = [d for d in step["documents"]
-                        if entities and entities <= set(re.findall(r"\b[A-Z][a-z]+\b",
-                                                                   d["title"] + " " + d["content"]))]  # fmt: skip
+            relevant = [
+                d
+                for d in step["documents"]
+                if entities
+                and entities <= set(re.findall(r"\b[A-Z][a-z]+\b", d["title"] + " " + d["content"]))
+            ]
             hedged = any(h in d["content"].lower() for d in relevant for h in HEDGES)
-            return {"information_quality": "Sufficient" if relevant else "Insufficient",
-                    "information_clarity": "Unclear" if hedged or not relevant else "Clear"}  # fmt: skip
+            return {
+                "information_quality": "Sufficient" if relevant else "Insufficient",
+                "information_clarity": "Unclear" if hedged or not relevant else "Clear",
+            }
         if step["type"] == "reasoning":
             text = step["content"].lower()
             if re.search(r"\b(therefore|thus|in summary|combining|so the answer)\b", text):
@@ -288,8 +324,12 @@ class RuleJudge(Judge):
                 kind = "PlanFormation"
             else:
                 kind = "StateAssessment"
-            docs = " ".join(d["title"] + " " + d["content"] for s in steps[:i]
-                            if s["type"] == "search_result" for d in s["documents"])  # fmt: skip
+            docs = " ".join(
+                d["title"] + " " + d["content"]
+                for s in steps[:i]
+                if s["type"] == "search_result"
+                for d in s["documents"]
+            )
             support = (_words(step["content"]) & _words(docs)) - _words(trace["question"])
             return {"type": kind, "groundness": "Grounded" if support else "Not Grounded"}
         return {}
@@ -348,6 +388,9 @@ def agreement(
         if not a:
             continue
         kappa = float(cohen_kappa_score(a, b)) if len(set(a) | set(b)) > 1 else 1.0
-        out[name] = {"kappa": kappa, "agreement": sum(x == y for x, y in zip(a, b, strict=True)) / len(a),
-                     "n": len(a)}  # fmt: skip
+        out[name] = {
+            "kappa": kappa,
+            "agreement": sum(x == y for x, y in zip(a, b, strict=True)) / len(a),
+            "n": len(a),
+        }
     return out

@@ -55,25 +55,51 @@ __all__ = [
 ]
 
 LEVELS = (0, 1, 2)
-METRICS = ("accuracy", "ce", "cce", "premature_rate", "overcautious_rate", "auc", "slope",
-           "odds_ratio_e2_e0", "answer_timing_auc", "groundedness", "rqi", "recovery_rate")  # fmt: skip
+METRICS = (
+    "accuracy",
+    "ce",
+    "cce",
+    "premature_rate",
+    "overcautious_rate",
+    "auc",
+    "slope",
+    "odds_ratio_e2_e0",
+    "answer_timing_auc",
+    "groundedness",
+    "rqi",
+    "recovery_rate",
+)
 GROUPINGS = ("model", "category")
 # the paper's agent categories, by model-name fragment, first match wins (a trace's own
 # ``category`` field overrides); anything else is "Other"
 CATEGORY_RULES = (
-    ("DeepResearch", ("gpt-5", "gpt-4o", "tongyi-deepresearch", "claude-sonnet-4-5",
-                      "Qwen3-30B-A3B")),
+    (
+        "DeepResearch",
+        ("gpt-5", "gpt-4o", "tongyi-deepresearch", "claude-sonnet-4-5", "Qwen3-30B-A3B"),
+    ),
     ("Few-shot", ("fewshot-Qwen2.5-7B-Instruct",)),
     ("CoT (Qwen)", ("cot-Qwen2.5-7B-Instruct",)),
     ("ReAct (Qwen)", ("react-Qwen2.5-7B-Instruct",)),
     ("Base", ("Qwen2.5-7B-Instruct",)),
     ("RL Agents", ("SearchR1", "DeepResearcher", "ReSearch", "ASearcher")),
-)  # fmt: skip
+)
 COUNT_COLUMNS = (
-    [f"n{k}" for k in LEVELS] + [f"a{k}" for k in LEVELS] + [f"c{k}" for k in LEVELS]
-    + ["traj", "correct", "premature", "overcautious", "reason_total", "reason_grounded",
-       "anchor_total", "anchor_grounded", "episodes", "recovered"]
-)  # fmt: skip
+    [f"n{k}" for k in LEVELS]
+    + [f"a{k}" for k in LEVELS]
+    + [f"c{k}" for k in LEVELS]
+    + [
+        "traj",
+        "correct",
+        "premature",
+        "overcautious",
+        "reason_total",
+        "reason_grounded",
+        "anchor_total",
+        "anchor_grounded",
+        "episodes",
+        "recovered",
+    ]
+)
 
 
 def evidence_level(step: dict[str, Any]) -> int | None:
@@ -238,13 +264,19 @@ def metrics_from_counts(
     grounded = _ratio(c["reason_grounded"], c["reason_total"])
     rqi = _ratio(c["anchor_grounded"], c["anchor_total"]) if use_anchor else grounded
     return {
-        "accuracy": _ratio(c["correct"], c["traj"]), "ce": ce, "cce": cce,
+        "accuracy": _ratio(c["correct"], c["traj"]),
+        "ce": ce,
+        "cce": cce,
         "premature_rate": _ratio(c["premature"], c["traj"]),
-        "overcautious_rate": _ratio(c["overcautious"], c["traj"]), "auc": auc,
-        "slope": slope, "odds_ratio_e2_e0": odds, "answer_timing_auc": timing_auc,
-        "groundedness": grounded, "rqi": rqi,
+        "overcautious_rate": _ratio(c["overcautious"], c["traj"]),
+        "auc": auc,
+        "slope": slope,
+        "odds_ratio_e2_e0": odds,
+        "answer_timing_auc": timing_auc,
+        "groundedness": grounded,
+        "rqi": rqi,
         "recovery_rate": _ratio(c["recovered"], c["episodes"]),
-    }  # fmt: skip
+    }
 
 
 def _ordinal_auc(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
@@ -268,8 +300,11 @@ def _km(traces: Sequence[dict[str, Any]]) -> dict[str, Any]:
         fitter = KaplanMeierFitter().fit(durations, events)
         median = float(fitter.median_survival_time_)
         curve = fitter.survival_function_.iloc[:, 0]
-        out[model] = {"median_steps": median if np.isfinite(median) else None,
-                      "times": curve.index.tolist(), "survival": curve.tolist()}  # fmt: skip
+        out[model] = {
+            "median_steps": median if np.isfinite(median) else None,
+            "times": curve.index.tolist(),
+            "survival": curve.tolist(),
+        }
     return out
 
 
@@ -298,12 +333,14 @@ def analyze(
     agents: dict[str, Any] = {}
     for model, frame in counts.groupby(level="model"):
         arr = frame.to_numpy(dtype=float)
-        point = metrics_from_counts(dict(zip(COUNT_COLUMNS, arr.sum(0), strict=True)), w_ref,
-                                    threshold, use_anchor)  # fmt: skip
+        point = metrics_from_counts(
+            dict(zip(COUNT_COLUMNS, arr.sum(0), strict=True)), w_ref, threshold, use_anchor
+        )
         idx = rng.integers(0, len(arr), size=(n_boot, len(arr)))
         boot_sums = arr[idx].sum(1)
-        boot = metrics_from_counts(dict(zip(COUNT_COLUMNS, boot_sums.T, strict=True)), w_ref,
-                                   threshold, use_anchor)  # fmt: skip
+        boot = metrics_from_counts(
+            dict(zip(COUNT_COLUMNS, boot_sums.T, strict=True)), w_ref, threshold, use_anchor
+        )
         row: dict[str, Any] = {"n_traces": int(arr[:, COUNT_COLUMNS.index("traj")].sum())}
         for key in METRICS:
             row[key] = float(point[key])
@@ -316,10 +353,16 @@ def analyze(
     notes = [f"{answer_events} answer events (answer steps' annotation or type / final_answer)"]
     if not use_anchor:
         notes.append("no anchor_type labels: RQI computed from groundedness alone")
-    return {"agents": agents, "group_by": group_by, "w_ref": w_ref.tolist(),
-            "threshold": threshold, "horizon": horizon,
-            "rqi_source": "anchor" if use_anchor else "groundness_only",
-            "recovery_km": _km(traces) if km and group_by == "model" else {}, "notes": notes}  # fmt: skip
+    return {
+        "agents": agents,
+        "group_by": group_by,
+        "w_ref": w_ref.tolist(),
+        "threshold": threshold,
+        "horizon": horizon,
+        "rqi_source": "anchor" if use_anchor else "groundness_only",
+        "recovery_km": _km(traces) if km and group_by == "model" else {},
+        "notes": notes,
+    }
 
 
 def paired_difference(

@@ -26,11 +26,35 @@ RELATIONS = (
     ("river", "Which river flows through {e}?", "The river {v} flows through {e}.", "river"),
     ("author", "Who wrote {e}?", "{e} was written by {v}.", "author"),
 )
-SYLLABLES = ("ka", "lo", "ven", "mi", "tor", "sa", "rel", "qu", "an", "dor", "bel", "is", "um",
-             "zer", "pha", "lin", "gro", "ett", "val", "ny")  # fmt: skip
+SYLLABLES = (
+    "ka",
+    "lo",
+    "ven",
+    "mi",
+    "tor",
+    "sa",
+    "rel",
+    "qu",
+    "an",
+    "dor",
+    "bel",
+    "is",
+    "um",
+    "zer",
+    "pha",
+    "lin",
+    "gro",
+    "ett",
+    "val",
+    "ny",
+)
 # P(Sufficient) of a result by query type; P(Clear | Sufficient)
-P_SUFFICIENT = {"InitialQuery": 0.35, "RefinedQuery": 0.6, "RepeatQuery": 0.08,
-                "FollowUpQuery": 0.75}  # fmt: skip
+P_SUFFICIENT = {
+    "InitialQuery": 0.35,
+    "RefinedQuery": 0.6,
+    "RepeatQuery": 0.08,
+    "FollowUpQuery": 0.75,
+}
 P_CLEAR = {"InitialQuery": 0.5, "RefinedQuery": 0.5, "RepeatQuery": 0.5, "FollowUpQuery": 0.85}
 P_ENTITY_DISTRACTOR = 0.4  # an Insufficient result still has a document on the entity
 AMBIGUOUS_TEXT = 0.15  # share of reasoning steps written with a type-neutral template
@@ -84,8 +108,16 @@ def _world(n: int, seed: int) -> list[dict[str, Any]]:
         entity = f"{_name(rng)} {_name(rng, 3)}"
         answer, distractor = _name(rng, 3), _name(rng, 3)
         others = [f"{_name(rng)} {_name(rng, 3)}" for _ in range(3)]
-        out.append({"rel": rel, "entity": entity, "answer": answer, "distractor": distractor,
-                    "others": others, "dataset": ("musique", "hotpotqa", "nq")[i % 3]})  # fmt: skip
+        out.append(
+            {
+                "rel": rel,
+                "entity": entity,
+                "answer": answer,
+                "distractor": distractor,
+                "others": others,
+                "dataset": ("musique", "hotpotqa", "nq")[i % 3],
+            }
+        )
     return out
 
 
@@ -121,8 +153,12 @@ def _reasoning(kind: str, q: dict[str, Any], grounded: bool, docs, rng) -> str:
 
 
 def _step(index: int, kind: str, body: dict[str, Any], label: dict[str, Any] | None):
-    step = {"type": kind, **body, "step_index": index,
-            "trace_dependency": {"dependent_on": index - 1 if index else None}}  # fmt: skip
+    step = {
+        "type": kind,
+        **body,
+        "step_index": index,
+        "trace_dependency": {"dependent_on": index - 1 if index else None},
+    }
     if label is not None:
         step["annotation"] = label
     return step
@@ -136,8 +172,14 @@ def _trace(q: dict[str, Any], qid: int, agent: AgentProfile, rng: np.random.Gene
         steps.append(_step(len(steps), kind, body, label))
 
     plan = _reasoning("PlanFormation", q, False, [], rng)
-    add("reasoning", {"content": plan}, {"type": "PlanFormation", "attributes": {
-        "groundness": "Not Grounded", "anchor_type": "QUESTION"}})  # fmt: skip
+    add(
+        "reasoning",
+        {"content": plan},
+        {
+            "type": "PlanFormation",
+            "attributes": {"groundness": "Not Grounded", "anchor_type": "QUESTION"},
+        },
+    )
     evidence, last_quality, query, queries = 0, None, "", []
     answer: str | None = None
     correct = False
@@ -157,35 +199,71 @@ def _trace(q: dict[str, Any], qid: int, agent: AgentProfile, rng: np.random.Gene
         clear = sufficient and rng.random() < P_CLEAR[qtype]
         docs = _documents(q, sufficient, clear, rng)
         last_quality = "Sufficient" if sufficient else "Insufficient"
-        add("search_result", {"documents": docs}, {"type": "search_result", "attributes": {
-            "information_quality": last_quality,
-            "information_clarity": "Clear" if clear else "Unclear"}})  # fmt: skip
+        add(
+            "search_result",
+            {"documents": docs},
+            {
+                "type": "search_result",
+                "attributes": {
+                    "information_quality": last_quality,
+                    "information_clarity": "Clear" if clear else "Unclear",
+                },
+            },
+        )
         evidence = max(evidence, 2 if clear else 1 if sufficient else 0)
         grounded = rng.random() < agent.grounded
         ordered = sorted(docs, key=lambda d: d["title"] != e)  # the relevant doc first
         text = _reasoning("StateAssessment", q, grounded, ordered, rng)
-        add("reasoning", {"content": text}, {"type": "StateAssessment", "attributes": {
-            "groundness": "Grounded" if grounded else "Not Grounded",
-            "anchor_type": "EVIDENCE"}})  # fmt: skip
+        add(
+            "reasoning",
+            {"content": text},
+            {
+                "type": "StateAssessment",
+                "attributes": {
+                    "groundness": "Grounded" if grounded else "Not Grounded",
+                    "anchor_type": "EVIDENCE",
+                },
+            },
+        )
         if rng.random() < agent.p_answer[evidence]:
             synth = _reasoning("InformationSynthesis", q, grounded, ordered, rng)
-            add("reasoning", {"content": synth}, {"type": "InformationSynthesis", "attributes": {
-                "groundness": "Grounded" if grounded else "Not Grounded",
-                "anchor_type": "TRACE"}})  # fmt: skip
+            add(
+                "reasoning",
+                {"content": synth},
+                {
+                    "type": "InformationSynthesis",
+                    "attributes": {
+                        "groundness": "Grounded" if grounded else "Not Grounded",
+                        "anchor_type": "TRACE",
+                    },
+                },
+            )
             correct = bool(rng.random() < agent.accuracy[evidence])
             answer = q["answer"] if correct else q["distractor"]
             add("CorrectAnswer" if correct else "IncorrectAnswer", {"content": answer}, None)
             break
         if r + 1 < agent.max_rounds:
             nxt = _reasoning("PlanFormation", q, False, [], rng)
-            add("reasoning", {"content": nxt}, {"type": "PlanFormation", "attributes": {
-                "groundness": "Not Grounded", "anchor_type": "QUESTION"}})  # fmt: skip
+            add(
+                "reasoning",
+                {"content": nxt},
+                {
+                    "type": "PlanFormation",
+                    "attributes": {"groundness": "Not Grounded", "anchor_type": "QUESTION"},
+                },
+            )
     return {
-        "question": rel[1].format(e=e), "ground_truth": [q["answer"]],
-        "reward": int(correct), "is_correct": correct, "trace": steps,
-        "final_answer": answer, "queries": queries, "model": agent.name,
-        "dataset": q["dataset"], "id": qid,
-    }  # fmt: skip
+        "question": rel[1].format(e=e),
+        "ground_truth": [q["answer"]],
+        "reward": int(correct),
+        "is_correct": correct,
+        "trace": steps,
+        "final_answer": answer,
+        "queries": queries,
+        "model": agent.name,
+        "dataset": q["dataset"],
+        "id": qid,
+    }
 
 
 def synth_traces(

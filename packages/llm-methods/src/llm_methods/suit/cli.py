@@ -69,8 +69,13 @@ def edit_main(ns: object) -> dict[str, object]:
         )
     requests = read_requests(ns.requests)  # type: ignore[attr-defined]
     lm = load_lm(ns.model, ns.device)  # type: ignore[attr-defined]
-    cfg = EditConfig(steps=ns.steps, templates=("{}",), null_threshold=ns.null_threshold,  # type: ignore[attr-defined]
-                     clamp=ns.clamp, kl_factor=ns.kl_factor)  # type: ignore[attr-defined]  # fmt: skip
+    cfg = EditConfig(
+        steps=ns.steps,
+        templates=("{}",),
+        null_threshold=ns.null_threshold,  # type: ignore[attr-defined]
+        clamp=ns.clamp,
+        kl_factor=ns.kl_factor,
+    )  # type: ignore[attr-defined]
     if ns.layers:  # type: ignore[attr-defined]
         cfg = dataclasses.replace(cfg, layers=ns.layers, rome_layer=ns.layers[-1])  # type: ignore[attr-defined]
     rome_layer = getattr(ns, "rome_layer", None)
@@ -83,8 +88,11 @@ def edit_main(ns: object) -> dict[str, object]:
     elif rome_layer is not None:
         cfg = dataclasses.replace(cfg, rome_layer=int(rome_layer))
     layers = tuple(sorted({lm.layer_index(i) for i in (*cfg.layers, cfg.rome_layer)}))
-    cfg = dataclasses.replace(cfg, layers=tuple(lm.layer_index(i) for i in cfg.layers),
-                              rome_layer=lm.layer_index(cfg.rome_layer))  # fmt: skip
+    cfg = dataclasses.replace(
+        cfg,
+        layers=tuple(lm.layer_index(i) for i in cfg.layers),
+        rome_layer=lm.layer_index(cfg.rome_layer),
+    )
     dims = {i: edit_weight(lm, i).in_features for i in layers}
     out = Path(ns.out)  # type: ignore[attr-defined]
     if ns.import_stats is not None:  # type: ignore[attr-defined]
@@ -106,19 +114,32 @@ def edit_main(ns: object) -> dict[str, object]:
     written = []
     if ns.export_stats:  # type: ignore[attr-defined]
         name = lm.model.config._name_or_path.rstrip("/").rsplit("/")[-1] or lm.name
-        written += write_official_stats(out / "stats", name, "pydoc", stats,
-                                        sum(len(c) for c in chunks), len(chunks))  # fmt: skip
+        written += write_official_stats(
+            out / "stats", name, "pydoc", stats, sum(len(c) for c in chunks), len(chunks)
+        )
     if ns.export_projection:  # type: ignore[attr-defined]
         written.append(write_projection(out / PROJECTION_FILE, editor.projectors, cfg.layers))
-    weights = {f"layers.{i}.down_proj.weight": edit_weight(lm, i).weight.detach().cpu().contiguous()
-               for i in editor.layers}  # fmt: skip
+    weights = {
+        f"layers.{i}.down_proj.weight": edit_weight(lm, i).weight.detach().cpu().contiguous()
+        for i in editor.layers
+    }
     save_file(weights, str(out / "edited_weights.safetensors"), metadata={"model": lm.name})
-    report = {"model": lm.name, "method": ns.method, "n_requests": len(requests),  # type: ignore[attr-defined]
-              "layers": list(editor.layers), "before": before, "after": after,
-              "config": {"null_threshold": cfg.null_threshold, "clamp": cfg.clamp,
-                         "kl_factor": cfg.kl_factor, "steps": cfg.steps},
-              "general_ability": {"before": ability_before, "after": ability_after},
-              "files": [str(p) for p in written]}  # fmt: skip
+    report = {
+        "model": lm.name,
+        "method": ns.method,
+        "n_requests": len(requests),  # type: ignore[attr-defined]
+        "layers": list(editor.layers),
+        "before": before,
+        "after": after,
+        "config": {
+            "null_threshold": cfg.null_threshold,
+            "clamp": cfg.clamp,
+            "kl_factor": cfg.kl_factor,
+            "steps": cfg.steps,
+        },
+        "general_ability": {"before": ability_before, "after": ability_after},
+        "files": [str(p) for p in written],
+    }
     (out / "edit.json").write_text(json.dumps(report, indent=1))
     del torch
     return report
@@ -142,29 +163,45 @@ def main(argv: Sequence[str]) -> int:
     edit.add_argument("--batch", type=int, default=4, help="requests per sequential batch")
     edit.add_argument("--steps", type=int, default=10, help="value-optimisation steps")
     edit.add_argument("--subject-words", type=int, default=300, help="SUIT: words for U_m")
-    edit.add_argument("--null-threshold", type=float, default=2e-2,
-                      help="AlphaEdit/SUIT: eigenvalues of C below this span the null space "
-                      "(official nullspace_threshold, absolute; default 2e-2)")  # fmt: skip
-    edit.add_argument("--clamp", type=float, default=0.75,
-                      help="MEMIT/AlphaEdit/SUIT: |delta| <= clamp * |h| (official "
-                      "clamp_norm_factor; default 0.75)")  # fmt: skip
+    edit.add_argument(
+        "--null-threshold",
+        type=float,
+        default=2e-2,
+        help="AlphaEdit/SUIT: eigenvalues of C below this span the null space "
+        "(official nullspace_threshold, absolute; default 2e-2)",
+    )
+    edit.add_argument(
+        "--clamp",
+        type=float,
+        default=0.75,
+        help="MEMIT/AlphaEdit/SUIT: |delta| <= clamp * |h| (official "
+        "clamp_norm_factor; default 0.75)",
+    )
     edit.add_argument(
         "--kl-factor",
         type=float,
         default=0.0625,
         help="weight of the KL term of the value loop (official kl_factor)",
     )
-    edit.add_argument("--import-stats", type=Path, default=None,
-                      help="read C from an official stats folder (layer_stats .npz: "
-                      "{model}/{ds}_stats/model.layers.{i}.mlp.down_proj_*_mom2*.npz)")  # fmt: skip
+    edit.add_argument(
+        "--import-stats",
+        type=Path,
+        default=None,
+        help="read C from an official stats folder (layer_stats .npz: "
+        "{model}/{ds}_stats/model.layers.{i}.mlp.down_proj_*_mom2*.npz)",
+    )
     edit.add_argument(
         "--export-stats",
         action="store_true",
         help="write the computed C to OUT/stats/ in the official .npz layout",
     )
-    edit.add_argument("--import-projection", type=Path, default=None,
-                      help="AlphaEdit/SUIT: read P from an official null_space_project.pt "
-                      "([layers, d_ff, d_ff] in --layers order)")  # fmt: skip
+    edit.add_argument(
+        "--import-projection",
+        type=Path,
+        default=None,
+        help="AlphaEdit/SUIT: read P from an official null_space_project.pt "
+        "([layers, d_ff, d_ff] in --layers order)",
+    )
     edit.add_argument(
         "--export-projection",
         action="store_true",
@@ -203,10 +240,17 @@ def main(argv: Sequence[str]) -> int:
 
         reqs = read_requests(ns.requests)[: ns.facts]
         lm = load_lm(ns.model, ns.device)
-        result = causal_trace(lm, [r.prompt for r in reqs], [r.subject for r in reqs],
-                              samples=ns.samples, window=ns.window)  # fmt: skip
-        print(f"{result.n_facts} facts, window {result.window}: p(answer) clean "
-              f"{result.p_clean:.3f}, corrupted {result.p_corrupted:.3f}")  # fmt: skip
+        result = causal_trace(
+            lm,
+            [r.prompt for r in reqs],
+            [r.subject for r in reqs],
+            samples=ns.samples,
+            window=ns.window,
+        )
+        print(
+            f"{result.n_facts} facts, window {result.window}: p(answer) clean "
+            f"{result.p_clean:.3f}, corrupted {result.p_corrupted:.3f}"
+        )
         for layer, aie in enumerate(result.aie):
             print(f"layer {layer:3d}  AIE {aie:+.4f}")
         print(f"ROME layer (max AIE, not the last): {choose_rome_layer(result, lm.n_layers)}")

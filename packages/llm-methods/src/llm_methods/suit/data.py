@@ -71,8 +71,11 @@ def _fail(where: str, what: str) -> ValueError:
 def check_request(req: EditRequest, where: str) -> EditRequest:
     """Raises ``ValueError`` naming ``where`` and the field for a malformed request."""
     if req.prompt.count("{}") != 1:
-        raise _fail(where, f"requested_rewrite.prompt {req.prompt!r} must contain exactly one '{{}}'"
-                    " where the subject goes")  # fmt: skip
+        raise _fail(
+            where,
+            f"requested_rewrite.prompt {req.prompt!r} must contain exactly one '{{}}'"
+            " where the subject goes",
+        )
     if not req.subject.strip():
         raise _fail(where, "requested_rewrite.subject is empty")
     if not req.target_new.strip() or not req.target_true.strip():
@@ -139,18 +142,21 @@ def read_counterfact(path: Path) -> list[EditRequest]:
             or "str" not in new
             or "str" not in true
         ):
-            raise _fail(where, "requested_rewrite.target_new/target_true must be {'str': ...}")  # fmt: skip
+            raise _fail(where, "requested_rewrite.target_new/target_true must be {'str': ...}")
         req = EditRequest(
-            case_id=int(rec.get("case_id", i)), prompt=str(rw["prompt"]), subject=str(rw["subject"]),
+            case_id=int(rec.get("case_id", i)),
+            prompt=str(rw["prompt"]),
+            subject=str(rw["subject"]),
             target_new=with_leading_space(str(new["str"])),
             target_true=with_leading_space(str(true["str"])),
             paraphrase_prompts=_strs(rec, "paraphrase_prompts", where),
             neighborhood_prompts=_strs(rec, "neighborhood_prompts", where),
-            neighborhood_targets=tuple(with_leading_space(t) for t in
-                                       _strs(rec, "neighborhood_targets", where)),
+            neighborhood_targets=tuple(
+                with_leading_space(t) for t in _strs(rec, "neighborhood_targets", where)
+            ),
             generation_prompts=_strs(rec, "generation_prompts", where),
             relation=str(rw.get("relation_id", "")),
-        )  # fmt: skip
+        )
         out.append(check_request(req, where))
     if not out:
         raise ValueError(f"{path}: no records")
@@ -174,13 +180,15 @@ def read_zsre(path: Path) -> list[EditRequest]:
         loc, loc_ans = rec.get("loc"), rec.get("loc_ans")
         rephrase = rec.get("rephrase")
         req = EditRequest(
-            case_id=int(rec.get("case_id", i)), prompt=src.replace(subject, "{}", 1),
-            subject=subject, target_new=" " + str(_field(rec, "alt", where)).strip(),
+            case_id=int(rec.get("case_id", i)),
+            prompt=src.replace(subject, "{}", 1),
+            subject=subject,
+            target_new=" " + str(_field(rec, "alt", where)).strip(),
             target_true=" " + str(true).strip(),
             paraphrase_prompts=(str(rephrase),) if rephrase else (),
             neighborhood_prompts=(str(loc),) if loc else (),
             neighborhood_targets=(" " + str(loc_ans).strip(),) if loc else (),
-        )  # fmt: skip
+        )
         out.append(check_request(req, where))
     if not out:
         raise ValueError(f"{path}: no records")
@@ -202,13 +210,17 @@ def write_counterfact(requests: list[EditRequest], path: Path) -> Path:
     for r in requests:
         row: dict[str, Any] = {
             "case_id": r.case_id,
-            "requested_rewrite": {"prompt": r.prompt, "subject": r.subject, "relation_id": r.relation,
-                                  "target_new": {"str": _bare(r.target_new)},
-                                  "target_true": {"str": _bare(r.target_true)}},
+            "requested_rewrite": {
+                "prompt": r.prompt,
+                "subject": r.subject,
+                "relation_id": r.relation,
+                "target_new": {"str": _bare(r.target_new)},
+                "target_true": {"str": _bare(r.target_true)},
+            },
             "paraphrase_prompts": list(r.paraphrase_prompts),
             "neighborhood_prompts": list(r.neighborhood_prompts),
             "generation_prompts": list(r.generation_prompts),
-        }  # fmt: skip
+        }
         if r.neighborhood_targets:
             row["neighborhood_targets"] = [_bare(t) for t in r.neighborhood_targets]
         row.update(r.extra)
@@ -304,14 +316,20 @@ def build_requests(
         pool = [(s, o) for s, o in by_rel[rel] if s != subj and o != new]
         picks = rng.permutation(len(pool))[:n_neighbours]
         neigh = [pool[i] for i in picks]
-        out.append(EditRequest(
-            case_id=len(out), prompt=prompt, subject=subj, target_new=" " + new,
-            target_true=" " + obj, paraphrase_prompts=tuple(p.format(subj) for p in paraphrases),
-            neighborhood_prompts=tuple(prompt.format(s) for s, _ in neigh),
-            neighborhood_targets=tuple(" " + o for _, o in neigh),
-            generation_prompts=(f"{subj} is known for", f"Travelling to {subj}, you will see"),
-            relation=rel,
-        ))  # fmt: skip
+        out.append(
+            EditRequest(
+                case_id=len(out),
+                prompt=prompt,
+                subject=subj,
+                target_new=" " + new,
+                target_true=" " + obj,
+                paraphrase_prompts=tuple(p.format(subj) for p in paraphrases),
+                neighborhood_prompts=tuple(prompt.format(s) for s, _ in neigh),
+                neighborhood_targets=tuple(" " + o for _, o in neigh),
+                generation_prompts=(f"{subj} is known for", f"Travelling to {subj}, you will see"),
+                relation=rel,
+            )
+        )
     return out
 
 

@@ -150,9 +150,14 @@ def value_targets(
 
 
 def _value_targets(
-    lm: LM, layer: int, requests: Sequence[EditRequest], cfg: EditConfig, suit: bool, clamp: float,
+    lm: LM,
+    layer: int,
+    requests: Sequence[EditRequest],
+    cfg: EditConfig,
+    suit: bool,
+    clamp: float,
     reference: str,
-) -> torch.Tensor:  # fmt: skip
+) -> torch.Tensor:
     gen = torch.Generator().manual_seed(cfg.seed)  # CPU on purpose: same draws on every device
     return torch.stack(
         [_one_target(lm, layer, r, cfg, suit, clamp, gen, reference) for r in requests]
@@ -166,8 +171,9 @@ def kl_to_initial(current: torch.Tensor, initial: torch.Tensor) -> torch.Tensor:
     return torch.sum(current.exp() * (current - initial)) / current.shape[0]
 
 
-def value_loss(nll: torch.Tensor, kl: torch.Tensor, add: torch.Tensor, h0: torch.Tensor,
-               cfg: EditConfig) -> torch.Tensor:  # fmt: skip
+def value_loss(
+    nll: torch.Tensor, kl: torch.Tensor, add: torch.Tensor, h0: torch.Tensor, cfg: EditConfig
+) -> torch.Tensor:
     """ROME / MEMIT / AlphaEdit value objective: NLL + kl_factor·KL + weight_decay·‖δ‖/‖h‖²
     (``‖δ‖``, not squared, over the squared norm of the unedited vector, as the official
     ``compute_v`` / ``compute_z``)."""
@@ -176,9 +182,15 @@ def value_loss(nll: torch.Tensor, kl: torch.Tensor, add: torch.Tensor, h0: torch
 
 
 def _one_target(
-    lm: LM, layer: int, req: EditRequest, cfg: EditConfig, suit: bool, clamp: float,
-    gen: torch.Generator, reference: str = "residual",
-) -> torch.Tensor:  # fmt: skip
+    lm: LM,
+    layer: int,
+    req: EditRequest,
+    cfg: EditConfig,
+    suit: bool,
+    clamp: float,
+    gen: torch.Generator,
+    reference: str = "residual",
+) -> torch.Tensor:
     """The official value loop (ROME ``compute_v``, AlphaEdit ``compute_z``): Adam on δ for at
     most ``cfg.steps`` forwards (``steps − 1`` updates), stop early when the loss is below
     :data:`EARLY_STOP_LOSS`, after each update project δ onto the ball of radius
@@ -225,8 +237,14 @@ def _one_target(
         kl_logp = logp[-1:, kl_i]
         if kl_init is None:
             kl_init = kl_logp.detach().clone()
-        nll = torch.stack([-logp[r, torch.arange(s - 1, s - 1 + len(target), device=lm.device),
-                                 target_ids].mean() for r, s in enumerate(starts)]).mean()  # fmt: skip
+        nll = torch.stack(
+            [
+                -logp[
+                    r, torch.arange(s - 1, s - 1 + len(target), device=lm.device), target_ids
+                ].mean()
+                for r, s in enumerate(starts)
+            ]
+        ).mean()
         add, h0 = state["add"][0], state["h0"][0]
         loss = value_loss(nll, kl_to_initial(kl_logp, kl_init), add, ref, cfg)
         if suit:
@@ -308,8 +326,14 @@ class Editor:
         return tuple(self.lm.layer_index(i) for i in self.cfg.layers)
 
     def _keys(self, layer: int, requests: Sequence[EditRequest]) -> torch.Tensor:
-        k = request_keys(self.lm, [layer], [r.prompt for r in requests], [r.subject for r in requests],
-                         self.cfg.templates, grouped=True)[layer]  # fmt: skip
+        k = request_keys(
+            self.lm,
+            [layer],
+            [r.prompt for r in requests],
+            [r.subject for r in requests],
+            self.cfg.templates,
+            grouped=True,
+        )[layer]
         if self.method == "suit":
             u = self.subject_basis[layer].to(k)
             k = k - (k @ u) @ u.T
@@ -334,8 +358,9 @@ class Editor:
         context templates, ``compute_u``), ΔW = δ uᵀ / (k*ᵀu) with k* the key of the bare
         prompt (``compute_v``), so ΔW k* = δ."""
         layer = self.layers[0]
-        delta = value_targets(self.lm, layer, [req], self.cfg, clamp=self.cfg.rome_clamp,
-                              reference="ffn")[0]  # fmt: skip
+        delta = value_targets(
+            self.lm, layer, [req], self.cfg, clamp=self.cfg.rome_clamp, reference="ffn"
+        )[0]
         k_mean = request_keys(self.lm, [layer], [req.prompt], [req.subject], self.cfg.templates)
         k_star = request_keys(self.lm, [layer], [req.prompt], [req.subject], ("{}",))
         k, k_star = k_mean[layer][0].double(), k_star[layer][0].double()

@@ -67,8 +67,15 @@ def settings(quick: bool) -> dict[str, Any]:
             "trace_facts": 0,
             "trace_samples": 0,
         }
-    return {"n_edits": 12, "batch": 4, "steps": 8, "subject_words": 300, "gen_tokens": 20,
-            "trace_facts": 8, "trace_samples": 3}  # fmt: skip
+    return {
+        "n_edits": 12,
+        "batch": 4,
+        "steps": 8,
+        "subject_words": 300,
+        "gen_tokens": 20,
+        "trace_facts": 8,
+        "trace_samples": 3,
+    }
 
 
 def ability_probe(lm: Any) -> Any:
@@ -133,8 +140,13 @@ def sequential_curves(
     batch: int,
     gen_tokens: int,
     probe: Any = None,
-) -> tuple[dict[str, dict[str, list[float]]], list[int], dict[str, float], dict[str, float],
-           dict[str, dict[str, float]]]:  # fmt: skip
+) -> tuple[
+    dict[str, dict[str, list[float]]],
+    list[int],
+    dict[str, float],
+    dict[str, float],
+    dict[str, dict[str, float]],
+]:
     """Every method of ``METHODS`` edits a fresh copy of ``lm`` with ``requests`` in consecutive
     batches of ``batch``; after each batch the metrics over all requests edited so far.
     Returns (curves[method][metric] per count, counts, seconds per edit, fluency per method and
@@ -175,16 +187,23 @@ def sequential_curves(
     return curves, counts, seconds, flu, ability
 
 
-def subject_coverage(lm: Any, requests: list[Any], cfg: Any,
-                     stats: dict[int, Any]) -> dict[str, float]:  # fmt: skip
+def subject_coverage(
+    lm: Any, requests: list[Any], cfg: Any, stats: dict[int, Any]
+) -> dict[str, float]:
     """Per edit layer, the mean share of the edited requests' key energy in the null space of C
     (:func:`~llm_methods.suit.editors.null_space_share` with ``cfg``'s threshold rule; keys
     averaged over the templates as AlphaEdit's ``compute_ks``, the keys the editors use)."""
     from llm_methods.suit.editors import null_space_projector, null_space_share
     from llm_methods.suit.keys import request_keys
 
-    keys = request_keys(lm, list(cfg.layers), [r.prompt for r in requests],
-                        [r.subject for r in requests], cfg.templates, grouped=True)  # fmt: skip
+    keys = request_keys(
+        lm,
+        list(cfg.layers),
+        [r.prompt for r in requests],
+        [r.subject for r in requests],
+        cfg.templates,
+        grouped=True,
+    )
     out = {}
     for layer in cfg.layers:
         p = null_space_projector(stats[layer], cfg.null_threshold, cfg.null_relative)
@@ -192,37 +211,56 @@ def subject_coverage(lm: Any, requests: list[Any], cfg: Any,
     return out
 
 
-def suit_claims(final: dict[str, dict[str, float]],
-                null_share: dict[str, float] | None = None) -> list[Claim]:  # fmt: skip
+def suit_claims(
+    final: dict[str, dict[str, float]], null_share: dict[str, float] | None = None
+) -> list[Claim]:
     """The two claims (thresholds :data:`SPECIFICITY_MARGIN`, :data:`EFFICACY_GAP_MAX`) judged on
     the final metrics of ``suit`` and ``alphaedit``, with the preconditions of the module doc
     (the coverage one only when ``null_share`` is given)."""
     suit, alpha = final["suit"], final["alphaedit"]
     spec_gap = suit["specificity"] - alpha["specificity"]
     eff_gap = alpha["efficacy"] - suit["efficacy"]
-    took = Precondition("AlphaEdit's edits took",
-                        f"efficacy(AlphaEdit) >= {MIN_ALPHA_EFFICACY} at the final count",
-                        {"alphaedit_efficacy": alpha["efficacy"]},
-                        alpha["efficacy"] >= MIN_ALPHA_EFFICACY)  # fmt: skip
+    took = Precondition(
+        "AlphaEdit's edits took",
+        f"efficacy(AlphaEdit) >= {MIN_ALPHA_EFFICACY} at the final count",
+        {"alphaedit_efficacy": alpha["efficacy"]},
+        alpha["efficacy"] >= MIN_ALPHA_EFFICACY,
+    )
     pre_a = [took]
     if null_share is not None:
-        pre_a.append(Precondition(
-            "C covers the edited subjects",
-            f"mean share of edited-key energy in C's null space <= {MAX_NULL_SHARE} per layer",
-            null_share, max(null_share.values()) <= MAX_NULL_SHARE))  # fmt: skip
+        pre_a.append(
+            Precondition(
+                "C covers the edited subjects",
+                f"mean share of edited-key energy in C's null space <= {MAX_NULL_SHARE} per layer",
+                null_share,
+                max(null_share.values()) <= MAX_NULL_SHARE,
+            )
+        )
     return [
-        Claim.judge(text="SUIT keeps more neighbourhood facts (specificity) than AlphaEdit after "
-                         "the final sequential edit",
-              criterion=f"specificity(SUIT) - specificity(AlphaEdit) > {SPECIFICITY_MARGIN}",
-              measured={"suit": suit["specificity"], "alphaedit": alpha["specificity"],
-                        "gap": round(spec_gap, 2)},
-              holds=bool(spec_gap > SPECIFICITY_MARGIN), preconditions=pre_a),
-        Claim.judge(text="SUIT's efficacy is within 5 points of AlphaEdit's",
-              criterion=f"efficacy(AlphaEdit) - efficacy(SUIT) <= {EFFICACY_GAP_MAX}",
-              measured={"suit": suit["efficacy"], "alphaedit": alpha["efficacy"],
-                        "gap": round(eff_gap, 2)},
-              holds=bool(eff_gap <= EFFICACY_GAP_MAX), preconditions=[took]),
-    ]  # fmt: skip
+        Claim.judge(
+            text="SUIT keeps more neighbourhood facts (specificity) than AlphaEdit after "
+            "the final sequential edit",
+            criterion=f"specificity(SUIT) - specificity(AlphaEdit) > {SPECIFICITY_MARGIN}",
+            measured={
+                "suit": suit["specificity"],
+                "alphaedit": alpha["specificity"],
+                "gap": round(spec_gap, 2),
+            },
+            holds=bool(spec_gap > SPECIFICITY_MARGIN),
+            preconditions=pre_a,
+        ),
+        Claim.judge(
+            text="SUIT's efficacy is within 5 points of AlphaEdit's",
+            criterion=f"efficacy(AlphaEdit) - efficacy(SUIT) <= {EFFICACY_GAP_MAX}",
+            measured={
+                "suit": suit["efficacy"],
+                "alphaedit": alpha["efficacy"],
+                "gap": round(eff_gap, 2),
+            },
+            holds=bool(eff_gap <= EFFICACY_GAP_MAX),
+            preconditions=[took],
+        ),
+    ]
 
 
 def run(quick: bool, out_dir: Path) -> Result:
@@ -248,8 +286,12 @@ def run(quick: bool, out_dir: Path) -> Result:
         requests = [requests[i] for i in order[: s["n_edits"]]]
         trace = None
         if traced:  # ROME's layer: max MLP indirect effect, on facts that are not edited
-            trace = causal_trace(lm, [r.prompt for r in traced], [r.subject for r in traced],
-                                 samples=s["trace_samples"])  # fmt: skip
+            trace = causal_trace(
+                lm,
+                [r.prompt for r in traced],
+                [r.subject for r in traced],
+                samples=s["trace_samples"],
+            )
             cfg = dataclasses.replace(cfg, rome_layer=choose_rome_layer(trace, lm.n_layers))
         layers = tuple(sorted(set(cfg.layers) | {cfg.rome_layer}))
         stats = key_second_moments(lm, layers, stats_chunks(lm), f"pydoc{STATS_CHUNKS}x{STATS_LEN}")
@@ -263,28 +305,49 @@ def run(quick: bool, out_dir: Path) -> Result:
     final = {m: {k: v[-1] for k, v in c.items()} for m, c in curves.items()}
     claims = suit_claims(final, coverage)
     wall = time.perf_counter() - start
-    summary = f"{s['n_edits']} sequential edits (batches of {s['batch']}) on SmolLM2-135M: " + "; ".join(
-        f"{m} eff {v['efficacy']:.0f} / gen {v['generalization']:.0f} / spec {v['specificity']:.0f}"
-        f" / S {v['S']:.1f}" for m, v in final.items())  # fmt: skip
-    metrics = {"before": before, "final": final, "curves": curves, "edit_counts": counts,
-               "seconds_per_edit": seconds, "fluency": flu, "wall_s": round(wall, 1),
-               "general_ability_after_edits": ability,
-               "rome_layer": cfg.rome_layer, "null_space_share_of_edited_keys": coverage,
-               "causal_trace": None if trace is None else {
-                   "aie": [round(a, 4) for a in trace.aie], "p_clean": round(trace.p_clean, 4),
-                   "p_corrupted": round(trace.p_corrupted, 4), "facts": trace.n_facts,
-                   "window": trace.window, "samples": s["trace_samples"]}}  # fmt: skip
+    summary = (
+        f"{s['n_edits']} sequential edits (batches of {s['batch']}) on SmolLM2-135M: "
+        + "; ".join(
+            f"{m} eff {v['efficacy']:.0f} / gen {v['generalization']:.0f} / spec {v['specificity']:.0f}"
+            f" / S {v['S']:.1f}"
+            for m, v in final.items()
+        )
+    )
+    metrics = {
+        "before": before,
+        "final": final,
+        "curves": curves,
+        "edit_counts": counts,
+        "seconds_per_edit": seconds,
+        "fluency": flu,
+        "wall_s": round(wall, 1),
+        "general_ability_after_edits": ability,
+        "rome_layer": cfg.rome_layer,
+        "null_space_share_of_edited_keys": coverage,
+        "causal_trace": None
+        if trace is None
+        else {
+            "aie": [round(a, 4) for a in trace.aie],
+            "p_clean": round(trace.p_clean, 4),
+            "p_corrupted": round(trace.p_corrupted, 4),
+            "facts": trace.n_facts,
+            "window": trace.window,
+            "samples": s["trace_samples"],
+        },
+    }
     return Result(
-        summary=summary, metrics=metrics, seeds=[0],
+        summary=summary,
+        metrics=metrics,
+        seeds=[0],
         scale=f"SmolLM2-135M-Instruct (fp32, {lm.device.type}), {s['n_edits']} of {len(read_counterfact(FACTS))}"
-              f" known facts edited in batches of {s['batch']} (paper: 1000 in batches of 100 on "
-              f"8B models); layers {list(cfg.layers)} (ROME {cfg.rome_layer}, "
-              f"{'by causal tracing on ' + str(s['trace_facts']) + ' other facts' if trace else 'fixed'}"
-              f"), {cfg.steps} value "
-              f"steps, C from {STATS_CHUNKS}x{STATS_LEN} pydoc tokens, U from "
-              f"{3 * s['subject_words']} subject keys; one seed",
+        f" known facts edited in batches of {s['batch']} (paper: 1000 in batches of 100 on "
+        f"8B models); layers {list(cfg.layers)} (ROME {cfg.rome_layer}, "
+        f"{'by causal tracing on ' + str(s['trace_facts']) + ' other facts' if trace else 'fixed'}"
+        f"), {cfg.steps} value "
+        f"steps, C from {STATS_CHUNKS}x{STATS_LEN} pydoc tokens, U from "
+        f"{3 * s['subject_words']} subject keys; one seed",
         claims=claims,
-    )  # fmt: skip
+    )
 
 
 EXPERIMENT = Experiment(

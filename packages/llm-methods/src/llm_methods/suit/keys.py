@@ -146,8 +146,12 @@ def stats_dir() -> Path:
 def _moments(
     lm: LM, layers: Sequence[int], chunks: Sequence[Sequence[int]], batch_size: int
 ) -> dict[int, torch.Tensor]:
-    total = {i: torch.zeros(edit_weight(lm, i).in_features, edit_weight(lm, i).in_features,
-                            dtype=torch.float64) for i in layers}  # fmt: skip
+    total = {
+        i: torch.zeros(
+            edit_weight(lm, i).in_features, edit_weight(lm, i).in_features, dtype=torch.float64
+        )
+        for i in layers
+    }
     count = 0
     for s in range(0, len(chunks), batch_size):
         batch = collate(chunks[s : s + batch_size], lm.tokenizer.pad_token_id, lm.device)
@@ -205,6 +209,8 @@ def subject_basis(
     (``len(subjects) * len(prompts)`` keys, no context templates)."""
     if not subjects or not prompts:
         raise LMError("subject_basis needs at least one subject and one prompt")
-    keys = [request_keys(lm, layers, [p] * len(subjects), list(subjects), templates=("{}",))
-            for p in prompts]  # fmt: skip
+    keys = [
+        request_keys(lm, layers, [p] * len(subjects), list(subjects), templates=("{}",))
+        for p in prompts
+    ]
     return {i: subject_subspace(torch.cat([k[i] for k in keys]), tau) for i in layers}

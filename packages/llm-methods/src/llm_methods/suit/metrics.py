@@ -31,9 +31,20 @@ __all__ = [
 
 BATCH = 32
 # a tiny few-shot task for the general-ability probe (pairs of common English antonyms)
-FEWSHOT_ANTONYMS = (("hot", "cold"), ("big", "small"), ("up", "down"), ("fast", "slow"),
-                    ("old", "new"), ("good", "bad"), ("day", "night"), ("open", "closed"),
-                    ("left", "right"), ("wet", "dry"), ("happy", "sad"), ("light", "dark"))  # fmt: skip
+FEWSHOT_ANTONYMS = (
+    ("hot", "cold"),
+    ("big", "small"),
+    ("up", "down"),
+    ("fast", "slow"),
+    ("old", "new"),
+    ("good", "bad"),
+    ("day", "night"),
+    ("open", "closed"),
+    ("left", "right"),
+    ("wet", "dry"),
+    ("happy", "sad"),
+    ("light", "dark"),
+)
 
 
 def harmonic_mean(values: Sequence[float]) -> float:

@@ -38,16 +38,28 @@ CONSTRUCTOR = "util.runningstats.SecondMoment()"  # the official state's constru
 LAYER_NAME = "model.layers.{}.mlp.down_proj"
 
 
-def stats_path(root: Path, model_name: str, ds_name: str, layer: int, precision: str = "float32",
-               sample_size: int | None = None) -> Path:  # fmt: skip
+def stats_path(
+    root: Path,
+    model_name: str,
+    ds_name: str,
+    layer: int,
+    precision: str = "float32",
+    sample_size: int | None = None,
+) -> Path:
     """The official ``layer_stats`` file name of ``layer``'s key second moment under ``root``."""
     suffix = "" if sample_size is None else f"_{sample_size}"
     name = f"{LAYER_NAME.format(layer)}_{precision}_mom2{suffix}.npz"
     return Path(root) / model_name / f"{ds_name}_stats" / name
 
 
-def write_official_stats(root: Path, model_name: str, ds_name: str, stats: dict[int, torch.Tensor],
-                         count: int, sample_size: int | None = None) -> list[Path]:  # fmt: skip
+def write_official_stats(
+    root: Path,
+    model_name: str,
+    ds_name: str,
+    stats: dict[int, torch.Tensor],
+    count: int,
+    sample_size: int | None = None,
+) -> list[Path]:
     """Write each layer's ``C = E[kkᵀ]`` (``stats[layer]``) as the official ``mom2`` state
     (Σ kkᵀ = C·count, float32); returns the files written."""
     if count < 1:
@@ -57,8 +69,10 @@ def write_official_stats(root: Path, model_name: str, ds_name: str, stats: dict[
         path = stats_path(root, model_name, ds_name, layer, "float32", sample_size)
         path.parent.mkdir(parents=True, exist_ok=True)
         mom2 = (c.double() * count).float().cpu().numpy()
-        np.savez(path, **{"mom2.constructor": np.array(CONSTRUCTOR), "mom2.count": count,
-                          "mom2.mom2": mom2})  # fmt: skip
+        np.savez(
+            path,
+            **{"mom2.constructor": np.array(CONSTRUCTOR), "mom2.count": count, "mom2.mom2": mom2},
+        )
         out.append(path)
     return out
 
@@ -68,8 +82,9 @@ def _read_npz(path: Path) -> torch.Tensor:
         with np.load(path, allow_pickle=False) as data:
             missing = [k for k in ("mom2.count", "mom2.mom2") if k not in data.files]
             if missing:
-                raise LMError(f"{path}: field {missing[0]!r} missing (not an official mom2 stats "
-                              "file)")  # fmt: skip
+                raise LMError(
+                    f"{path}: field {missing[0]!r} missing (not an official mom2 stats file)"
+                )
             count = int(data["mom2.count"])
             mom2 = np.asarray(data["mom2.mom2"], dtype=np.float64)
     except (OSError, ValueError) as error:
@@ -99,8 +114,10 @@ def read_official_stats(
             raise LMError(f"{root}: {what} matching {pattern} for layer {layer}; need exactly one")
         c = _read_npz(found[0])
         if c.shape[0] != dims[layer]:
-            raise LMError(f"{found[0]}: field 'mom2.mom2' is {tuple(c.shape)} but layer {layer}'s "
-                          f"keys have {dims[layer]} dims")  # fmt: skip
+            raise LMError(
+                f"{found[0]}: field 'mom2.mom2' is {tuple(c.shape)} but layer {layer}'s "
+                f"keys have {dims[layer]} dims"
+            )
         out[layer] = c
     return out
 
@@ -131,13 +148,17 @@ def read_projection(
     if not isinstance(p, torch.Tensor) or p.ndim != 3:
         raise LMError(f"{path}: expected one tensor [layers, d_ff, d_ff]")
     if p.shape[0] != len(layers):
-        raise LMError(f"{path}: holds {p.shape[0]} layers but {len(layers)} edit layers are used "
-                      f"({list(layers)})")  # fmt: skip
+        raise LMError(
+            f"{path}: holds {p.shape[0]} layers but {len(layers)} edit layers are used "
+            f"({list(layers)})"
+        )
     out = {}
     for i, layer in enumerate(layers):
         if tuple(p.shape[1:]) != (dims[layer], dims[layer]):
-            raise LMError(f"{path}: layer {layer} is {tuple(p.shape[1:])}, expected "
-                          f"{(dims[layer], dims[layer])}")  # fmt: skip
+            raise LMError(
+                f"{path}: layer {layer} is {tuple(p.shape[1:])}, expected "
+                f"{(dims[layer], dims[layer])}"
+            )
         out[layer] = p[i].float()
     if not torch.isfinite(p).all():
         raise LMError(f"{path}: non-finite entries")

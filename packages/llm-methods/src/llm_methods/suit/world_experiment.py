@@ -56,8 +56,14 @@ __all__ = [
 # the README's deviations): layers valid for a 4-layer model (not the last), MLP of layer 1 for
 # ROME, a clamp of 2‖h‖ and mom2_weight 100 (the key scale of a 128-wide model); 25 value steps
 # (AlphaEdit's Llama-3 budget; the official loop stops early below a loss of 5e-2).
-EDIT = {"layers": (1, 2), "rome_layer": 1, "steps": 25, "clamp": 2.0, "mom2_weight": 100.0,
-        "templates": ("{}",)}  # fmt: skip
+EDIT = {
+    "layers": (1, 2),
+    "rome_layer": 1,
+    "steps": 25,
+    "clamp": 2.0,
+    "mom2_weight": 100.0,
+    "templates": ("{}",),
+}
 STATS_LEN = 32
 
 
@@ -67,10 +73,22 @@ def settings(quick: bool) -> dict[str, Any]:
 
     if quick:
         spec = WorldSpec(n_subjects=8, hidden=64, steps=150, vocab_size=768, lr=5e-3)
-        return {"spec": spec, "world_seeds": [0], "n_edits": 4, "batch": 2, "basis_names": 50,
-                "gen_tokens": 6}  # fmt: skip
-    return {"spec": WorldSpec(), "world_seeds": [0, 1, 2], "n_edits": 32, "batch": 4,
-            "basis_names": 200, "gen_tokens": 12}  # fmt: skip
+        return {
+            "spec": spec,
+            "world_seeds": [0],
+            "n_edits": 4,
+            "batch": 2,
+            "basis_names": 50,
+            "gen_tokens": 6,
+        }
+    return {
+        "spec": WorldSpec(),
+        "world_seeds": [0, 1, 2],
+        "n_edits": 32,
+        "batch": 4,
+        "basis_names": 200,
+        "gen_tokens": 12,
+    }
 
 
 def world_stats_chunks(lm: Any, spec: Any) -> list[list[int]]:
@@ -124,8 +142,10 @@ def _one_world(spec: Any, s: dict[str, Any], cfg: Any) -> dict[str, Any]:
     build_s = time.perf_counter() - t0
     lm, known, info = load_world(folder)
     if len(known) < s["n_edits"]:
-        raise ValueError(f"the world model (seed {spec.seed}) knows {len(known)} facts, fewer "
-                         f"than n_edits={s['n_edits']}")  # fmt: skip
+        raise ValueError(
+            f"the world model (seed {spec.seed}) knows {len(known)} facts, fewer "
+            f"than n_edits={s['n_edits']}"
+        )
     order = np.random.default_rng(0).permutation(len(known))
     requests = [known[i] for i in order[: s["n_edits"]]]
     layers = tuple(sorted(set(cfg.layers) | {cfg.rome_layer}))
@@ -133,8 +153,9 @@ def _one_world(spec: Any, s: dict[str, Any], cfg: Any) -> dict[str, Any]:
     stats = key_second_moments(
         lm, layers, chunks, f"world-{spec.digest()}-{len(chunks)}x{STATS_LEN}"
     )
-    names = synth_names(s["basis_names"], seed=spec.seed + 1000,
-                        exclude=frozenset(r.subject for r in known))  # fmt: skip
+    names = synth_names(
+        s["basis_names"], seed=spec.seed + 1000, exclude=frozenset(r.subject for r in known)
+    )
     basis = subject_basis(lm, cfg.layers, names, list(prompts().values()), cfg.tau)
     before = edit_metrics(lm, requests)
     coverage = subject_coverage(lm, requests, cfg, stats)
@@ -149,13 +170,22 @@ def _one_world(spec: Any, s: dict[str, Any], cfg: Any) -> dict[str, Any]:
         world_probe(lm, spec, requests),
     )
     final = {m: {k: v[-1] for k, v in c.items()} for m, c in curves.items()}
-    return {"curves": curves, "counts": counts, "final": final, "before": before,
-            "seconds_per_edit": seconds, "fluency": flu, "null_space_share": coverage,
-            "general_ability": ability,
-            "model_build_s": round(build_s, 1), "world_model": info,
-            "subject_basis_dims": {str(i): int(b.shape[1]) for i, b in basis.items()},
-            "stats_tokens": len(chunks) * STATS_LEN, "model_folder": str(folder),
-            "basis_keys": len(names) * len(prompts())}  # fmt: skip
+    return {
+        "curves": curves,
+        "counts": counts,
+        "final": final,
+        "before": before,
+        "seconds_per_edit": seconds,
+        "fluency": flu,
+        "null_space_share": coverage,
+        "general_ability": ability,
+        "model_build_s": round(build_s, 1),
+        "world_model": info,
+        "subject_basis_dims": {str(i): int(b.shape[1]) for i, b in basis.items()},
+        "stats_tokens": len(chunks) * STATS_LEN,
+        "model_folder": str(folder),
+        "basis_keys": len(names) * len(prompts()),
+    }
 
 
 def run(quick: bool, out_dir: Path) -> Result:
@@ -176,46 +206,83 @@ def run(quick: bool, out_dir: Path) -> Result:
             worlds[seed] = _one_world(dataclasses.replace(s["spec"], seed=seed), s, cfg)
     methods = list(worlds[s["world_seeds"][0]]["final"])
     keys = list(worlds[s["world_seeds"][0]]["final"][methods[0]])
-    final = {m: {k: round(float(np.mean([w["final"][m][k] for w in worlds.values()])), 2)
-                 for k in keys} for m in methods}  # fmt: skip
+    final = {
+        m: {k: round(float(np.mean([w["final"][m][k] for w in worlds.values()])), 2) for k in keys}
+        for m in methods
+    }
     counts = worlds[s["world_seeds"][0]]["counts"]
-    curves = {m: {k: [round(float(np.mean([w["curves"][m][k][i] for w in worlds.values()])), 2)
-                      for i in range(len(counts))] for k in keys} for m in methods}  # fmt: skip
+    curves = {
+        m: {
+            k: [
+                round(float(np.mean([w["curves"][m][k][i] for w in worlds.values()])), 2)
+                for i in range(len(counts))
+            ]
+            for k in keys
+        }
+        for m in methods
+    }
     plot_curves(curves, counts, out_dir)
-    coverage = {layer: max(w["null_space_share"][layer] for w in worlds.values())
-                for layer in worlds[s["world_seeds"][0]]["null_space_share"]}  # fmt: skip
+    coverage = {
+        layer: max(w["null_space_share"][layer] for w in worlds.values())
+        for layer in worlds[s["world_seeds"][0]]["null_space_share"]
+    }
     wall = time.perf_counter() - start
     spec = s["spec"]
     infos = [w["world_model"] for w in worlds.values()]
-    world = (f"{spec.n_layers}x{spec.hidden} world models, {len(worlds)} world seed(s) (facts "
-             f"known: {', '.join(str(i['known']) + '/' + str(i['facts']) for i in infos)})")  # fmt: skip
-    summary = f"{s['n_edits']} sequential edits (batches of {s['batch']}) on {world}, seed means: " + "; ".join(
-        f"{m} eff {v['efficacy']:.0f} / gen {v['generalization']:.0f} / spec {v['specificity']:.0f}"
-        f" / S {v['S']:.1f}" for m, v in final.items())  # fmt: skip
-    per_seed = {str(k): {"final": w["final"], "before": w["before"],
-                         "null_space_share": w["null_space_share"],
-                         "subject_basis_dims": w["subject_basis_dims"],
-                         "world_model": w["world_model"], "model_build_s": w["model_build_s"],
-                         "seconds_per_edit": w["seconds_per_edit"], "fluency": w["fluency"],
-                         "general_ability_after_edits": w["general_ability"]}
-                for k, w in worlds.items()}  # fmt: skip
+    world = (
+        f"{spec.n_layers}x{spec.hidden} world models, {len(worlds)} world seed(s) (facts "
+        f"known: {', '.join(str(i['known']) + '/' + str(i['facts']) for i in infos)})"
+    )
+    summary = (
+        f"{s['n_edits']} sequential edits (batches of {s['batch']}) on {world}, seed means: "
+        + "; ".join(
+            f"{m} eff {v['efficacy']:.0f} / gen {v['generalization']:.0f} / spec {v['specificity']:.0f}"
+            f" / S {v['S']:.1f}"
+            for m, v in final.items()
+        )
+    )
+    per_seed = {
+        str(k): {
+            "final": w["final"],
+            "before": w["before"],
+            "null_space_share": w["null_space_share"],
+            "subject_basis_dims": w["subject_basis_dims"],
+            "world_model": w["world_model"],
+            "model_build_s": w["model_build_s"],
+            "seconds_per_edit": w["seconds_per_edit"],
+            "fluency": w["fluency"],
+            "general_ability_after_edits": w["general_ability"],
+        }
+        for k, w in worlds.items()
+    }
     probed = [w["general_ability"] for w in worlds.values()]
-    ability = {m: {k: round(float(np.mean([a[m][k] for a in probed])), 3) for k in probed[0][m]}
-               for m in probed[0]}  # fmt: skip
-    metrics = {"final": final, "general_ability_after_edits": ability, "curves": curves, "edit_counts": counts, "per_world_seed": per_seed,
-               "null_space_share_max_over_worlds": coverage, "wall_s": round(wall, 1)}  # fmt: skip
+    ability = {
+        m: {k: round(float(np.mean([a[m][k] for a in probed])), 3) for k in probed[0][m]}
+        for m in probed[0]
+    }
+    metrics = {
+        "final": final,
+        "general_ability_after_edits": ability,
+        "curves": curves,
+        "edit_counts": counts,
+        "per_world_seed": per_seed,
+        "null_space_share_max_over_worlds": coverage,
+        "wall_s": round(wall, 1),
+    }
     w0 = worlds[s["world_seeds"][0]]
     return Result(
-        summary=summary, metrics=metrics, seeds=list(s["world_seeds"]),
+        summary=summary,
+        metrics=metrics,
+        seeds=list(s["world_seeds"]),
         scale=f"zoo tiny Llama {spec.n_layers}x{spec.hidden} trained {spec.steps} steps on the "
-              f"fact sentences of {spec.n_subjects} invented subjects, one model per world seed "
-              f"{s['world_seeds']}; {s['n_edits']} known facts edited per world in batches of "
-              f"{s['batch']}; layers {list(cfg.layers)} (ROME {cfg.rome_layer}), {cfg.steps} "
-              f"value steps (early stop), C from {w0['stats_tokens']} world tokens (null space: "
-              f"eigenvalues < {cfg.null_threshold}), U from {w0['basis_keys']} invented-subject "
-              "keys",
+        f"fact sentences of {spec.n_subjects} invented subjects, one model per world seed "
+        f"{s['world_seeds']}; {s['n_edits']} known facts edited per world in batches of "
+        f"{s['batch']}; layers {list(cfg.layers)} (ROME {cfg.rome_layer}), {cfg.steps} "
+        f"value steps (early stop), C from {w0['stats_tokens']} world tokens (null space: "
+        f"eigenvalues < {cfg.null_threshold}), U from {w0['basis_keys']} invented-subject "
+        "keys",
         claims=suit_claims(final, coverage),
-    )  # fmt: skip
+    )
 
 
 EXPERIMENT = Experiment(

@@ -75,15 +75,24 @@ class WorldSpec:
     seq_len: int = 16
 
     def __post_init__(self) -> None:
-        for name in ("n_subjects", "vocab_size", "n_layers", "hidden", "heads", "steps",
-                     "batch_size", "seq_len"):  # fmt: skip
+        for name in (
+            "n_subjects",
+            "vocab_size",
+            "n_layers",
+            "hidden",
+            "heads",
+            "steps",
+            "batch_size",
+            "seq_len",
+        ):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"WorldSpec.{name} must be >= 1, got {getattr(self, name)}")
         if self.n_subjects < 2:
             raise ValueError(f"WorldSpec.n_subjects must be >= 2, got {self.n_subjects}")
         if self.n_layers < 2:
-            raise ValueError(f"WorldSpec.n_layers must be >= 2 (edits need a later layer), "
-                             f"got {self.n_layers}")  # fmt: skip
+            raise ValueError(
+                f"WorldSpec.n_layers must be >= 2 (edits need a later layer), got {self.n_layers}"
+            )
         if self.hidden % self.heads:
             raise ValueError(
                 f"WorldSpec.hidden {self.hidden} is not a multiple of heads {self.heads}"
@@ -135,8 +144,9 @@ def _rows(tok: Any, texts: list[str], seq_len: int) -> tuple[list[list[int]], li
     for text in texts:
         ids = [tok.bos_token_id, *tok(text, add_special_tokens=False).input_ids, tok.eos_token_id]
         if len(ids) > seq_len:
-            raise ValueError(f"WorldSpec.seq_len {seq_len} is shorter than {len(ids)} tokens of "
-                             f"{text!r}")  # fmt: skip
+            raise ValueError(
+                f"WorldSpec.seq_len {seq_len} is shorter than {len(ids)} tokens of {text!r}"
+            )
         pad = seq_len - len(ids)
         chunks.append(ids + [tok.pad_token_id] * pad)
         masks.append([1] * len(ids) + [0] * pad)
@@ -155,11 +165,17 @@ def train_world_model(spec: WorldSpec) -> tuple[Any, Any, dict[str, Any]]:
     chunks, masks = _rows(tok, texts, spec.seq_len)
     model = tiny_llama(len(tok), spec.n_layers, spec.hidden, spec.heads, max_len=64, seed=spec.seed)
     with one_thread():
-        log = train_lm(model, chunks, spec.steps, spec.batch_size, spec.lr, seed=spec.seed,
-                       loss_mask=masks)  # fmt: skip
+        log = train_lm(
+            model, chunks, spec.steps, spec.batch_size, spec.lr, seed=spec.seed, loss_mask=masks
+        )
     model.eval()
-    info = {"recipe": dataclasses.asdict(spec), "sentences": len(texts), "vocab": len(tok),
-            "final_loss": round(sum(log.losses[-10:]) / 10, 4), "train_s": round(log.wall_s, 1)}  # fmt: skip
+    info = {
+        "recipe": dataclasses.asdict(spec),
+        "sentences": len(texts),
+        "vocab": len(tok),
+        "final_loss": round(sum(log.losses[-10:]) / 10, 4),
+        "train_s": round(log.wall_s, 1),
+    }
     return tok, model, info
 
 
@@ -189,8 +205,10 @@ def ensure_world_model(
             raise ValueError(f"WorldSpec {spec}: the model knows {len(known)} facts; train longer")
         requests = world_requests(spec, known)
         if not requests:
-            raise ValueError(f"WorldSpec {spec}: no known fact has another in-world object to "
-                             "edit to; train longer or use more subjects")  # fmt: skip
+            raise ValueError(
+                f"WorldSpec {spec}: no known fact has another in-world object to "
+                "edit to; train longer or use more subjects"
+            )
         model.save_pretrained(staging)
         tok.save_pretrained(staging)
         write_counterfact(requests, staging / REQUESTS_FILE)

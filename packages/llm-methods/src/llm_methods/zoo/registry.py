@@ -68,15 +68,43 @@ CORPORA: dict[str, Callable[[], tuple[list[str], list[str]]]] = {
 ZOO: dict[str, ZooSpec] = {
     spec.name: spec
     for spec in (
-        ZooSpec("micro", "pydoc", "2 layers x 64, vocab 512, pydoc topics; seconds to build",
-                vocab_size=512, n_layers=2, hidden=64, heads=4, seq_len=64, steps=120),
-        ZooSpec("pydoc-small", "pydoc", "4 layers x 128, vocab 2048, pydoc topics; ~2-3 min",
-                vocab_size=2048, n_layers=4, hidden=128, heads=4, seq_len=128, steps=500,
-                batch_size=16, lr=2e-3),
-        ZooSpec("markov-small", "markov-domains", "4 layers x 128, 4 synthetic Markov domains",
-                vocab_size=1024, n_layers=4, hidden=128, heads=4, seq_len=128, steps=400),
+        ZooSpec(
+            "micro",
+            "pydoc",
+            "2 layers x 64, vocab 512, pydoc topics; seconds to build",
+            vocab_size=512,
+            n_layers=2,
+            hidden=64,
+            heads=4,
+            seq_len=64,
+            steps=120,
+        ),
+        ZooSpec(
+            "pydoc-small",
+            "pydoc",
+            "4 layers x 128, vocab 2048, pydoc topics; ~2-3 min",
+            vocab_size=2048,
+            n_layers=4,
+            hidden=128,
+            heads=4,
+            seq_len=128,
+            steps=500,
+            batch_size=16,
+            lr=2e-3,
+        ),
+        ZooSpec(
+            "markov-small",
+            "markov-domains",
+            "4 layers x 128, 4 synthetic Markov domains",
+            vocab_size=1024,
+            n_layers=4,
+            hidden=128,
+            heads=4,
+            seq_len=128,
+            steps=400,
+        ),
     )
-}  # fmt: skip
+}
 
 
 def corpus_texts(corpus: str) -> tuple[list[str], list[str]]:
@@ -119,19 +147,29 @@ def build(name: str, cache_dir: Path | None = None, force: bool = False) -> Path
     for text in train:
         stream += [tokenizer.bos_token_id, *tokenizer(text, add_special_tokens=False).input_ids]
     chunks = chunk_ids(stream, spec.seq_len)
-    model = tiny_llama(len(tokenizer), spec.n_layers, spec.hidden, spec.heads,
-                       max_len=max(256, spec.seq_len), seed=spec.seed)  # fmt: skip
+    model = tiny_llama(
+        len(tokenizer),
+        spec.n_layers,
+        spec.hidden,
+        spec.heads,
+        max_len=max(256, spec.seq_len),
+        seed=spec.seed,
+    )
     with one_thread():  # tiny matmuls: extra threads only add synchronisation (4-15x slower)
         log = train_lm(model, chunks, spec.steps, spec.batch_size, spec.lr, seed=spec.seed)
 
     def fill(staging: Path) -> str:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        info = {"recipe": dataclasses.asdict(spec), "train_docs": len(train),
-                "test_docs": len(test), "train_tokens": len(stream),
-                "final_loss": sum(log.losses[-20:]) / len(log.losses[-20:]),
-                "losses": log.losses[:: max(1, len(log.losses) // 50)],
-                "wall_s": time.perf_counter() - start}  # fmt: skip
+        info = {
+            "recipe": dataclasses.asdict(spec),
+            "train_docs": len(train),
+            "test_docs": len(test),
+            "train_tokens": len(stream),
+            "final_loss": sum(log.losses[-20:]) / len(log.losses[-20:]),
+            "losses": log.losses[:: max(1, len(log.losses) // 50)],
+            "wall_s": time.perf_counter() - start,
+        }
         return json.dumps(info, indent=1)
 
     return build_once(target, MARKER, fill, rebuild=force)

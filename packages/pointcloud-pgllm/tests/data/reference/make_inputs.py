@@ -32,8 +32,9 @@ SEED = 2224
 
 def acc_inputs(out: Path) -> None:
     classes = list(SYNTH_ID_CLASSES[:6])
-    root = generate_dataset(out / "synth", classes, n_train=0, n_test=8, seed=SEED,
-                            glued_fraction=0.0)  # fmt: skip
+    root = generate_dataset(
+        out / "synth", classes, n_train=0, n_test=8, seed=SEED, glued_fraction=0.0
+    )
     data = load_dataset(root, "test", n_points=512, seed=0)
     feats = encode(load_encoder("pointnn"), data.points, 16)
     feats = torch.nn.functional.normalize(feats, dim=1).numpy().astype(np.float32)
@@ -52,10 +53,12 @@ def acc_inputs(out: Path) -> None:
 
 
 def pointnn_inputs(out: Path) -> None:
-    root = generate_dataset(out / "pnn_synth", ["chair", "airplane"], n_train=0, n_test=1,
-                            seed=SEED, glued_fraction=0.0)  # fmt: skip
-    clouds = {f"clouds{n}": load_dataset(root, "test", n_points=n, seed=0).points
-              for n in (512, 1024)}  # fmt: skip
+    root = generate_dataset(
+        out / "pnn_synth", ["chair", "airplane"], n_train=0, n_test=1, seed=SEED, glued_fraction=0.0
+    )
+    clouds = {
+        f"clouds{n}": load_dataset(root, "test", n_points=n, seed=0).points for n in (512, 1024)
+    }
     np.savez_compressed(out / "pointnn_inputs.npz", **clouds)
     print("point-nn inputs", {k: v.shape for k, v in clouds.items()})
 

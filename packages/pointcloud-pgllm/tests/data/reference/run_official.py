@@ -62,8 +62,10 @@ def run_acc(checkout: Path, inputs: Path, out: Path) -> None:
     features = np.asarray(inp["features"], dtype=np.float32)
     scores = np.asarray(inp["scores_s0"], dtype=np.float64)
     write_features_text(out / "features.txt", features)
-    results = [{"object_id": i, "model_output": "", "label_name": n}
-               for i, n in enumerate(inp["label_names"])]  # fmt: skip
+    results = [
+        {"object_id": i, "model_output": "", "label_name": n}
+        for i, n in enumerate(inp["label_names"])
+    ]
     (out / "pointllm.json").write_text(json.dumps({"prompt": "What is this?", "results": results}))
     llm = [{"object_id": i, "score": s.tolist()} for i, s in enumerate(scores)]
     (out / "llm.json").write_text(json.dumps(llm))
@@ -83,19 +85,29 @@ def run_acc(checkout: Path, inputs: Path, out: Path) -> None:
 
     random.seed(0)  # ACC.py breaks argmax ties with random
     sys.settrace(tracer)
-    mod.main(Namespace(features_path=str(out / "features.txt"),
-                       LLM_results_path=str(out / "llm.json"),
-                       PointLLM_results_path=str(out / "pointllm.json")))  # fmt: skip
+    mod.main(
+        Namespace(
+            features_path=str(out / "features.txt"),
+            LLM_results_path=str(out / "llm.json"),
+            PointLLM_results_path=str(out / "pointllm.json"),
+        )
+    )
     sys.settrace(None)
     parsed = mod.read_matrices_from_file(str(out / "features.txt")).numpy()
     assert np.array_equal(parsed, features), "features did not round-trip"
     np.savez_compressed(
-        out / "official_acc_k10.npz", features=features, scores_s0=scores,
-        label_names=np.array(inp["label_names"]), true_labels=np.array(captured["true_labels"]),
+        out / "official_acc_k10.npz",
+        features=features,
+        scores_s0=scores,
+        label_names=np.array(inp["label_names"]),
+        true_labels=np.array(captured["true_labels"]),
         propagated=np.asarray(captured["Y_array"], dtype=np.float32),
-        predictions=np.array(captured["pre"]), accuracy=np.float64(captured["acc"]),
-        k=10, alpha=captured["a"], steps=captured["n"],
-    )  # fmt: skip
+        predictions=np.array(captured["pre"]),
+        accuracy=np.float64(captured["acc"]),
+        k=10,
+        alpha=captured["a"],
+        steps=captured["n"],
+    )
     print("acc", captured["acc"])
 
 
@@ -122,16 +134,26 @@ def run_auroc(checkout: Path, out: Path) -> None:
         return captured["auroc"]
 
     mod.roc_auc_score = spy
-    mod.main(Namespace(features_path=str(out / "features.txt"),
-                       PointLLM_results_path=str(out / "pointllm.json"), dataset_split="MN1",
-                       LLM_results_path=str(out / "llm.json")))  # fmt: skip
+    mod.main(
+        Namespace(
+            features_path=str(out / "features.txt"),
+            PointLLM_results_path=str(out / "pointllm.json"),
+            dataset_split="MN1",
+            LLM_results_path=str(out / "llm.json"),
+        )
+    )
     parsed = mod.read_matrices_from_file(str(out / "features.txt")).numpy()
     assert np.array_equal(parsed, features), "features did not round-trip"
     payload = {
-        "features": features.astype(np.float64).tolist(), "scores_s0": scores.tolist(),
-        "is_id": captured["labels"], "propagated": captured["score"],
-        "auroc": captured["auroc"], "k": 3, "alpha": 0.5, "steps": 5,
-    }  # fmt: skip
+        "features": features.astype(np.float64).tolist(),
+        "scores_s0": scores.tolist(),
+        "is_id": captured["labels"],
+        "propagated": captured["score"],
+        "auroc": captured["auroc"],
+        "k": 3,
+        "alpha": 0.5,
+        "steps": 5,
+    }
     (out / "official_auroc_k3.json").write_text(json.dumps(payload))
     print("auroc", captured["auroc"])
 
@@ -173,14 +195,27 @@ def run_pointnn(checkout: Path, inputs: Path, out: Path) -> None:
     torch.set_num_threads(1)
     clouds_in = np.load(inputs / "pointnn_inputs.npz")
     result = {}
-    for name, clouds, (stages, dim, k) in (("small", clouds_in["clouds512"], (3, 24, 16)),
-                                           ("official", clouds_in["clouds1024"], (4, 72, 90))):  # fmt: skip
-        net = point_nn.Point_NN(input_points=clouds.shape[1], num_stages=stages, embed_dim=dim,
-                                k_neighbors=k, alpha=1000, beta=100).eval()  # fmt: skip
+    for name, clouds, (stages, dim, k) in (
+        ("small", clouds_in["clouds512"], (3, 24, 16)),
+        ("official", clouds_in["clouds1024"], (4, 72, 90)),
+    ):
+        net = point_nn.Point_NN(
+            input_points=clouds.shape[1],
+            num_stages=stages,
+            embed_dim=dim,
+            k_neighbors=k,
+            alpha=1000,
+            beta=100,
+        ).eval()
         with torch.no_grad():
             feats = net(torch.from_numpy(clouds).permute(0, 2, 1)).numpy()
-        result.update({f"{name}_clouds": clouds, f"{name}_features": feats,
-                       f"{name}_config": np.array([stages, dim, k])})  # fmt: skip
+        result.update(
+            {
+                f"{name}_clouds": clouds,
+                f"{name}_features": feats,
+                f"{name}_config": np.array([stages, dim, k]),
+            }
+        )
         print(name, feats.shape)
     np.savez_compressed(out / "official_pointnn.npz", **result)
 
