@@ -399,3 +399,16 @@ def test_seed_everything_is_lightnings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
     assert seed_everything(77) == 77
     assert calls == [(77, False)] and os.environ["PL_GLOBAL_SEED"] == "77"
+
+
+def test_only_file_finds_exactly_one(tmp_path: Path) -> None:
+    from iclr26_common.testing import only_file
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "config.yaml").write_text("x: 1\n")
+    assert only_file(tmp_path, "config*.yaml") == tmp_path / "a" / "b" / "config.yaml"
+    (tmp_path / "a" / "config-1.yaml").write_text("x: 1\n")  # what a second rank would write
+    with pytest.raises(AssertionError, match="expected one config"):
+        only_file(tmp_path, "config*.yaml")
+    with pytest.raises(AssertionError, match="found \\[\\]"):
+        only_file(tmp_path, "*.ckpt")

@@ -21,8 +21,10 @@ __all__ = [
     "assert_one_line_error",
     "console_script",
     "help_commands",
+    "only_file",
     "lightning_logs_to_current_stderr",
     "run_console_script",
+    "run_ddp",
     "run_main",
     "shipped_configs",
 ]
@@ -103,6 +105,34 @@ def run_console_script(
         timeout=timeout,
         check=False,
     )
+
+
+def run_ddp(
+    name: str,
+    args: Sequence[str],
+    cwd: str | os.PathLike[str],
+    *,
+    timeout: float = 300,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run the console script ``name`` with ``args`` plus :data:`DDP_CPU_ARGS` (two processes,
+    gloo) through :func:`run_console_script`, and assert what every package's DDP test needs:
+    exit status 0, Lightning started two processes, and no "sync_dist" warning (epoch-level
+    metrics logged without reduction over the ranks). Returns the completed process for the
+    package's own checks (steps, files written by rank 0 alone: :func:`only_file`)."""
+    proc = run_console_script(name, [*args, *DDP_CPU_ARGS], cwd, timeout=timeout, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Starting with 2 processes" in proc.stderr, proc.stderr[-3000:]
+    assert "sync_dist" not in proc.stderr, proc.stderr[-3000:]
+    return proc
+
+
+def only_file(root: str | os.PathLike[str], pattern: str) -> Path:
+    """The one file under ``root`` (recursively) whose name matches ``pattern``; fails when there
+    are none or several (e.g. ``config*.yaml`` after DDP: rank 1 must not write a second one)."""
+    found = sorted(p for p in Path(root).rglob(pattern) if p.is_file())
+    assert len(found) == 1, f"expected one {pattern} under {root}, found {found}"
+    return found[0]
 
 
 def assert_cli_help(main: Callable[[list[str]], Any], args: Sequence[str] = ("--help",)) -> str:
