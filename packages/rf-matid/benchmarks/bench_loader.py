@@ -5,8 +5,8 @@ Writes a random dataset in the released on-disk format (``write_sample``; freque
 
 * upstream: ``csv.reader`` row by row + ``np.array(rows[1:], float32)`` per file, as upstream
   ``load_raw_data`` (time domain: plus ``[::3]`` and z-score, as ``TD_dataset``): the peer;
-* first read: ``load_dataset`` with an empty cache (one vectorised pyarrow parse per file,
-  checks, cache write), in 1 thread and in ``--threads`` threads (pyarrow releases the GIL);
+* first read: ``load_dataset`` with an empty cache (the rows of 32 files per pyarrow call,
+  per-file checks, cache write), in 1 thread and in ``--threads`` threads (pyarrow releases the GIL);
 * first read, numpy path: the same with pyarrow hidden (``np.loadtxt`` on the file's lines,
   the fallback when pyarrow is not installed);
 * cached memmap: ``load_dataset`` on a warm cache, then a full pass over ``x`` (so every byte is read).

@@ -421,7 +421,7 @@ def test_cache_hit_is_memmap_and_skips_parsing(
     def fail(*args, **kwargs):
         raise AssertionError("cache hit must not parse CSVs")
 
-    monkeypatch.setattr(loader, "read_frequency_csv", fail)
+    monkeypatch.setattr(loader, "read_csvs", fail)
     second = load_dataset(tmp_path)
     assert isinstance(second.x, np.memmap) and not second.x.flags.writeable
     np.testing.assert_array_equal(second.x, first.x)

@@ -12,7 +12,6 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,12 +22,7 @@ from rf_matid.constants import (
     TIME_POINTS,
 )
 from rf_matid.layout import (
-    FREQ_DOMAIN_DIR,
-    TIME_DOMAIN_DIR,
-    Position,
     RFMatIDFormatError,
-    position_folder_name,
-    sample_file_name,
 )
 
 FREQ_HEADER = "freq_hz,real,imag"
@@ -140,25 +134,34 @@ def _parse_header(
     return order, names, columns
 
 
+def _read_bytes(path: str | os.PathLike[str]) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as error:
+        raise RFMatIDFormatError(path, f"cannot read file: {error.strerror or error}") from None
+
+
 def _parse_table(
     path: str | os.PathLike[str],
     canonical: Sequence[str],
     known: dict[str, _Column],
     expected_rows: int | None,
+    raw: bytes | None = None,
+    rows: np.ndarray | None = None,
 ) -> _Table:
     """Parse ``header + rows`` of ``len(canonical)`` comma-separated finite floats.
 
     Columns are mapped by their header names (``known``) into the ``canonical`` order; values are
     as written (units are the caller's business). The rows are parsed in one vectorised pass
-    (:func:`_fast_rows`, pyarrow's CSV reader); anything that pass does not take as clean
-    ``R x C`` numbers goes through the line-by-line path, which parses it the same way or
+    (:func:`_fast_rows`, pyarrow's CSV reader; ``rows``: that pass's result for this file when a
+    batch of files was parsed at once, :func:`_fast_rows_batch`); anything that pass does not take
+    as clean ``R x C`` numbers goes through the line-by-line path, which parses it the same way or
     raises the error. Line numbers in errors are 1-based file lines (the header is line 1);
-    fields are the file's own column names.
+    fields are the file's own column names. ``raw``: the file's bytes when already read.
     """
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as error:
-        raise RFMatIDFormatError(path, f"cannot read file: {error.strerror or error}") from None
+    if raw is None:
+        raw = _read_bytes(path)
     newline = raw.find(b"\n")
     head = raw if newline < 0 else raw[:newline]
     try:
@@ -168,7 +171,7 @@ def _parse_table(
     table = None
     if header.strip() and not _is_numeric_row(header, len(canonical)):
         order, names, columns = _parse_header(path, header, canonical, known)
-        table = _fast_rows(raw, len(canonical))
+        table = rows if rows is not None else _fast_rows(raw, len(canonical))
     if table is None:
         table, order, names, columns = _slow_rows(path, raw, canonical, known)
     file_names = [""] * len(canonical)
@@ -190,7 +193,9 @@ def _parse_table(
             f"expected {expected_rows} data rows after the header, found {table.shape[0]}",
             line=extra_line,
         )
-    return _Table(table[:, order], names, columns)
+    if order != list(range(len(canonical))):  # columns in another order than canonical
+        table = table[:, order]
+    return _Table(table, names, columns)
 
 
 def _pyarrow_csv() -> Any:
@@ -204,15 +209,11 @@ def _pyarrow_csv() -> Any:
     return pyarrow, pyarrow.csv
 
 
-def _fast_rows(raw: bytes, n_columns: int) -> np.ndarray | None:
-    """float64 [R, C] of every line after the header, or None.
-
-    One call of pyarrow's C++ CSV reader (single-threaded, correctly rounded float parsing)
-    that accepts only clean rows: exactly ``n_columns`` unquoted numbers per line, no empty
-    line, no empty field. None when pyarrow is missing or the rows are anything else (a
-    malformed row, text, a trailing blank line, ...), so that :func:`_slow_rows` reads the file
-    and names the bad line. Values are those numpy's ``loadtxt`` gives for the same text.
-    """
+def _arrow_rows(data: bytes, n_columns: int, skip_rows: int) -> np.ndarray | None:
+    """float64 [R, C] of the lines of ``data`` after ``skip_rows``, or None: one call of
+    pyarrow's C++ CSV reader (single-threaded, correctly rounded float parsing) that accepts only
+    clean rows (exactly ``n_columns`` unquoted numbers per line, no empty line, no empty field).
+    None when pyarrow is missing or any row is anything else."""
     modules = _pyarrow_csv()
     if modules is None:
         return None
@@ -220,8 +221,10 @@ def _fast_rows(raw: bytes, n_columns: int) -> np.ndarray | None:
     names = [f"c{i}" for i in range(n_columns)]
     try:
         table = arrow_csv.read_csv(
-            pa.BufferReader(raw),
-            read_options=arrow_csv.ReadOptions(skip_rows=1, column_names=names, use_threads=False),
+            pa.BufferReader(data),
+            read_options=arrow_csv.ReadOptions(
+                skip_rows=skip_rows, column_names=names, use_threads=False
+            ),
             parse_options=arrow_csv.ParseOptions(quote_char=False, ignore_empty_lines=False),
             convert_options=arrow_csv.ConvertOptions(
                 column_types=dict.fromkeys(names, pa.float64()),
@@ -237,6 +240,46 @@ def _fast_rows(raw: bytes, n_columns: int) -> np.ndarray | None:
     if any(column.null_count for column in columns):
         return None
     return np.column_stack([column.to_numpy() for column in columns])
+
+
+def _fast_rows(raw: bytes, n_columns: int) -> np.ndarray | None:
+    """float64 [R, C] of every line after the header (:func:`_arrow_rows`), or None.
+
+    None when pyarrow is missing or the rows are anything else (a malformed row, text, a
+    trailing blank line, ...), so that :func:`_slow_rows` reads the file and names the bad
+    line. Values are those numpy's ``loadtxt`` gives for the same text.
+    """
+    return _arrow_rows(raw, n_columns, skip_rows=1)
+
+
+def _body(raw: bytes) -> bytes | None:
+    """The bytes after a file's first line when they are whole lines (end with a newline)."""
+    newline = raw.find(b"\n")
+    if newline < 0 or not raw.endswith(b"\n") or newline + 1 == len(raw):
+        return None
+    return raw[newline + 1 :]
+
+
+def _fast_rows_batch(raws: Sequence[bytes], n_columns: int) -> list[np.ndarray | None]:
+    """:func:`_fast_rows` of several files in ONE pyarrow call (the call's fixed cost dominates
+    a 2048-row file): the files' rows after their first line are joined, parsed at once and
+    split back by each file's newline count.
+
+    A file whose rows do not end with a newline gets None; so does every file when the joined
+    parse fails or yields another row count than the newlines (e.g. a lone ``\\r`` line end):
+    the caller then parses each file alone, so results and errors are those of one file at a time.
+    """
+    out: list[np.ndarray | None] = [None] * len(raws)
+    bodies = [(i, body) for i, raw in enumerate(raws) if (body := _body(raw)) is not None]
+    if not bodies:
+        return out
+    counts = [body.count(b"\n") for _, body in bodies]
+    table = _arrow_rows(b"".join(body for _, body in bodies), n_columns, skip_rows=0)
+    if table is None or table.shape[0] != sum(counts):
+        return out
+    for (i, _), part in zip(bodies, np.split(table, np.cumsum(counts)[:-1]), strict=True):
+        out[i] = part
+    return out
 
 
 def _slow_rows(
@@ -415,6 +458,12 @@ def read_frequency_csv(
     Frequencies must increase and lie in ``PLAUSIBLE_FREQ_HZ`` once converted.
     """
     table = _parse_table(path, _FREQ_COLUMNS, _FREQ_HEADER_NAMES, expected_rows)
+    return _frequency_sample(path, table)
+
+
+def _frequency_sample(path: str | os.PathLike[str], table: _Table) -> tuple[np.ndarray, np.ndarray]:
+    """(freq_hz float64 [F], s11 complex64 [F]) of a parsed frequency table (see
+    :func:`read_frequency_csv`)."""
     values = np.ascontiguousarray(table.values[:, 0])
     freq_name = table.names[0]
     declared = table.columns[0].unit
@@ -435,7 +484,9 @@ def read_frequency_csv(
     check_frequency_range(
         path, freq_hz, freq_name, hint=f"the column's values are read as {decided}"
     )
-    s11 = (table.values[:, 1] + 1j * table.values[:, 2]).astype(np.complex64)
+    s11 = np.empty(len(values), dtype=np.complex64)  # each part rounded to float32
+    s11.real = table.values[:, 1]
+    s11.imag = table.values[:, 2]
     return freq_hz, s11
 
 
@@ -448,92 +499,54 @@ def read_time_csv(
     Columns are placed by their header names (``amplitude,time_ps`` is fine).
     """
     table = _parse_table(path, _TIME_COLUMNS, _TIME_HEADER_NAMES, expected_rows)
+    return _time_sample(path, table)
+
+
+def _time_sample(path: str | os.PathLike[str], table: _Table) -> tuple[np.ndarray, np.ndarray]:
+    """(time_ps float64 [T], amplitude float32 [T]) of a parsed time table."""
     time_ps = np.ascontiguousarray(table.values[:, 0])
     _check_increasing(path, time_ps, table.names[0])
     return time_ps, table.values[:, 1].astype(np.float32)
 
 
-# --------------------------------------------------------------------------- CSV writing
+Sample = tuple[np.ndarray, np.ndarray]
+
+_KINDS = {
+    "frequency": (_FREQ_COLUMNS, _FREQ_HEADER_NAMES, FREQ_POINTS, _frequency_sample),
+    "time": (_TIME_COLUMNS, _TIME_HEADER_NAMES, TIME_POINTS, _time_sample),
+}
 
 
-def _as_1d(name: str, values: np.ndarray, length: int | None = None) -> np.ndarray:
-    array = np.asarray(values)
-    if array.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {array.shape}")
-    if length is not None and array.shape[0] != length:
-        raise ValueError(f"{name} has {array.shape[0]} points, expected {length}")
-    if not np.isfinite(array).all():
-        raise ValueError(f"{name} contains NaN or inf")
-    return array
+def read_csvs(
+    paths: Sequence[str | os.PathLike[str]], domain: str
+) -> list[Sample | RFMatIDFormatError]:
+    """:func:`read_frequency_csv` (``domain="frequency"``) or :func:`read_time_csv` (``"time"``)
+    of every path, in order, each result or the file's format error (not raised).
 
-
-def _write_text(path: Path, header: str, row_format: str, columns: Sequence[np.ndarray]) -> None:
-    flat = np.column_stack(columns).ravel().tolist()
-    body = (row_format * len(columns[0])) % tuple(flat)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"{header}\n{body}", encoding="utf-8", newline="\n")
-
-
-def write_frequency_csv(
-    path: str | os.PathLike[str],
-    freq_hz: np.ndarray,
-    s11: np.ndarray,
-    header: str = FREQ_HEADER,
-) -> None:
-    """Write freq_hz [F] and complex s11 [F] as rows ``freq (Hz), real, imag`` after ``header``.
-
-    ``header``: ``FREQ_HEADER`` (``freq_hz,real,imag``) or ``UPSTREAM_FREQ_HEADER``
-    (``freq.GHZ,real,imag``, the released files' header over the same Hz values). Frequencies are
-    written with shortest round-trip precision, S11 parts with 9 significant digits (exact for
-    complex64).
+    The same results and errors as reading the files one at a time, faster: the files' rows go
+    through one pyarrow call (:func:`_fast_rows_batch`), whose fixed cost dominates the parse of
+    a 2048-row file. Pass batches of tens of files (the parsed rows of all of them are held).
     """
-    if header not in (FREQ_HEADER, UPSTREAM_FREQ_HEADER):
-        raise ValueError(f"header must be {FREQ_HEADER!r} or {UPSTREAM_FREQ_HEADER!r}")
-    freq = _as_1d("freq_hz", freq_hz).astype(np.float64)
-    s11_values = _as_1d("s11", s11, len(freq)).astype(np.complex64)
-    _write_text(
-        Path(path),
-        header,
-        "%r,%.9g,%.9g\n",
-        [freq, s11_values.real.astype(np.float64), s11_values.imag.astype(np.float64)],
-    )
-
-
-def write_time_csv(
-    path: str | os.PathLike[str], time_ps: np.ndarray, amplitude: np.ndarray
-) -> None:
-    """Write time_ps [T] and amplitude [T] as ``time_ps,amplitude`` (header + T rows)."""
-    time = _as_1d("time_ps", time_ps).astype(np.float64)
-    values = _as_1d("amplitude", amplitude, len(time)).astype(np.float32).astype(np.float64)
-    _write_text(Path(path), TIME_HEADER, "%r,%.9g\n", [time, values])
-
-
-def write_sample(
-    root: str | os.PathLike[str],
-    position: Position,
-    index: int,
-    freq_hz: np.ndarray,
-    s11: np.ndarray,
-    time_ps: np.ndarray | None = None,
-    amplitude: np.ndarray | None = None,
-    freq_header: str = FREQ_HEADER,
-) -> list[Path]:
-    """Write one sample into a combined root; returns the written paths (frequency first).
-
-    Frequency CSV: ``root/frequency_domain/<position folder>/<index:04d>.csv`` (upstream's
-    ``RFMatID_Dataset`` layout) with header ``freq_header``; time CSV (if given): the same
-    relative path under ``root/time_domain``.
-    """
-    if (time_ps is None) != (amplitude is None):
-        raise ValueError("time_ps and amplitude must be given together")
-    folder = position_folder_name(position.class_name, position.distance_mm, position.angle_deg)
-    name = sample_file_name(index)
-    root = Path(root)
-    freq_path = root / FREQ_DOMAIN_DIR / folder / name
-    write_frequency_csv(freq_path, freq_hz, s11, header=freq_header)
-    written = [freq_path]
-    if time_ps is not None and amplitude is not None:
-        time_path = root / TIME_DOMAIN_DIR / folder / name
-        write_time_csv(time_path, time_ps, amplitude)
-        written.append(time_path)
-    return written
+    canonical, known, expected_rows, finish = _KINDS[domain]
+    raws: list[bytes | RFMatIDFormatError] = []
+    for path in paths:
+        try:
+            raws.append(_read_bytes(path))
+        except RFMatIDFormatError as error:
+            raws.append(error)
+    readable = [i for i, raw in enumerate(raws) if isinstance(raw, bytes)]
+    batch = _fast_rows_batch([raws[i] for i in readable], len(canonical))  # type: ignore[misc]
+    rows: list[np.ndarray | None] = [None] * len(paths)
+    for i, parsed in zip(readable, batch, strict=True):
+        rows[i] = parsed
+    out: list[Sample | RFMatIDFormatError] = []
+    for path, raw, parsed in zip(paths, raws, rows, strict=True):
+        if isinstance(raw, RFMatIDFormatError):
+            out.append(raw)
+            continue
+        try:
+            table = _parse_table(path, canonical, known, expected_rows, raw=raw, rows=parsed)
+            out.append(finish(path, table))
+        except RFMatIDFormatError as error:
+            out.append(error)
+    return out

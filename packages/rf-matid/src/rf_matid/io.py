@@ -16,7 +16,7 @@ a plain upstream domain root (position folders directly below ``root``). The fre
 CSV is decided from its values (the released files say ``freq.GHZ`` over Hz values).
 
 This module is the public face of the readers; the code lives in :mod:`rf_matid.layout` (folder
-names, the format error), :mod:`rf_matid.csvio` (CSV parsing and writing), :mod:`rf_matid.loader`
+names, the format error), :mod:`rf_matid.csvio` (CSV parsing), :mod:`rf_matid.csvwrite` (writing), :mod:`rf_matid.loader`
 (``load_dataset``) and :mod:`rf_matid.cache` (the parsed-array cache).
 """
 
@@ -33,10 +33,8 @@ from rf_matid.csvio import (
     frequency_unit,
     read_frequency_csv,
     read_time_csv,
-    write_frequency_csv,
-    write_sample,
-    write_time_csv,
 )
+from rf_matid.csvwrite import write_frequency_csv, write_sample, write_time_csv
 from rf_matid.layout import (
     FREQ_DOMAIN_DIR,
     FREQ_DOMAIN_DIRS,
