@@ -13,7 +13,7 @@ import pytest
 
 from iclr26_common import __version__, cli, registry, worker
 from iclr26_common.report import write_result
-from iclr26_common.runner import recover, threads_per_worker
+from iclr26_common.runner import default_jobs, recover, threads_per_worker
 from iclr26_common.testing import assert_cli_help, assert_one_line_error, shipped_configs
 
 
@@ -195,7 +195,7 @@ def test_reproduce_all_ok_exit_zero(fake_dist: Path, tmp_path: Path) -> None:
 
 
 def test_sigterm_kills_worker_and_records_error(fake_dist: Path, tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "iclr26_common", "reproduce", "sleepy", "good"]
+    cmd = [sys.executable, "-m", "iclr26_common", "reproduce", "sleepy", "good", "-j", "1"]
     parent = subprocess.Popen([*cmd, "--out", str(tmp_path)], stdout=subprocess.DEVNULL)
     tmp_path = tmp_path / "full"
     log, deadline = tmp_path / "sleepy.log", time.monotonic() + 30
@@ -245,6 +245,26 @@ def test_jobs_run_in_parallel_with_split_threads(
     expected = str(threads_per_worker(2, running=2))
     assert a["metrics"]["omp"] == b["metrics"]["omp"] == expected
     assert a["threads"] is None  # no torch work: no thread count to report
+
+
+@pytest.mark.parametrize(("cores", "expected"), [(1, 1), (2, 2), (16, 2)])
+def test_default_jobs_is_two_where_there_are_two_cores(cores: int, expected: int) -> None:
+    assert default_jobs(cores) == expected
+
+
+def test_reproduce_without_j_runs_two_at_once_on_two_cores(
+    fake_dist: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without ``-j``, two experiments run side by side on 2 cores: they meet (at ``-j 1`` they
+    never do: test_jobs_one_runs_in_sequence)."""
+    import iclr26_common.runner as runner_module
+
+    monkeypatch.setattr(runner_module, "available_cores", lambda: 2)
+    meet = tmp_path / "meet"
+    meet.mkdir()
+    monkeypatch.setenv("FAKE_RENDEZVOUS", str(meet))
+    out = tmp_path / "reports"
+    assert cli.main(["reproduce", "meet-a", "meet-b", "--out", str(out)]) == 0
 
 
 def test_jobs_one_runs_in_sequence(fake_dist: Path, tmp_path: Path, monkeypatch) -> None:

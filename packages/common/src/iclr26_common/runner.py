@@ -71,6 +71,17 @@ def available_cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+#: Experiments at once by default, at most: on 2 CPU cores six full runs took 277 s at ``-j 2``
+#: and 415 s at ``-j 1`` (2026-12-05, one thread per worker vs two; README "How long"). More
+#: workers than that are not measured (memory grows with each worker), so the default stops there.
+DEFAULT_JOBS_CAP = 2
+
+
+def default_jobs(cores: int | None = None) -> int:
+    """``iclr26 reproduce``'s default ``-j``: ``min(DEFAULT_JOBS_CAP, cores)`` (1 on one core)."""
+    return max(1, min(DEFAULT_JOBS_CAP, available_cores() if cores is None else cores))
+
+
 def threads_per_worker(jobs: int, cores: int | None = None, running: int | None = None) -> int:
     """``max(1, cores // min(jobs, running))``: the torch threads of each parallel worker, where
     ``running`` is how many experiments will run (fewer than ``jobs`` leaves cores free)."""
