@@ -141,3 +141,20 @@ def test_time_files_batch_the_same_way(tmp_path: Path) -> None:
         paths.append(path)
     paths.append(_edit(tmp_path / "bad.csv", 0, lambda raw: raw))  # a frequency file
     _assert_same(csvio.read_csvs(paths, "time"), _one_at_a_time(paths, read_time_csv))
+
+
+def test_a_remembered_header_answers_only_for_the_same_header(tmp_path: Path) -> None:
+    good = _good(tmp_path / "good.csv", 0, "freq_hz,real,imag")
+    read_frequency_csv(good)  # remembered
+    swapped = _edit(
+        tmp_path / "swapped.csv", 0, lambda raw: raw.replace(b"real,imag", b"imag,real", 1)
+    )
+    s11 = read_frequency_csv(good)[1]
+    np.testing.assert_array_equal(read_frequency_csv(swapped)[1], 1j * np.conj(s11))
+    repeated = _edit(
+        tmp_path / "rep.csv", 0, lambda raw: raw.replace(b"real,imag", b"real,real", 1)
+    )
+    with pytest.raises(RFMatIDFormatError, match="repeats"):
+        read_frequency_csv(repeated)
+    with pytest.raises(RFMatIDFormatError, match="repeats"):  # errors are never remembered
+        read_frequency_csv(repeated)
