@@ -102,6 +102,8 @@ BAD_EDITS = {
     "non-finite value": lambda raw: raw.replace(b"\n", b"\n4.0e9,nan,1\n", 1),
     "not increasing": lambda raw: raw.replace(b"\n", b"\n3.9e9,1,1\n", 2),
     "no header": lambda raw: raw[raw.index(b"\n") + 1 :],
+    "header line ends CR CR LF": lambda raw: raw.replace(b"\n", b"\r\r\n", 1),
+    "lone CR inside the header line": lambda raw: raw.replace(b",real", b"\r,real", 1),
 }
 
 

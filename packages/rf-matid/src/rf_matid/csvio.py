@@ -267,9 +267,14 @@ def _fast_rows(raw: bytes, n_columns: int) -> np.ndarray | None:
 
 
 def _body(raw: bytes) -> bytes | None:
-    """The bytes after a file's first line when they are whole lines (end with a newline)."""
+    """The bytes after a file's first line when they are whole lines (end with a newline), or
+    None. The first line must hold no carriage return but one right before its newline: pyarrow
+    ends a line at a lone ``\\r`` too, and skipping the header must skip what a one-file parse
+    (``skip_rows=1``) skips."""
     newline = raw.find(b"\n")
     if newline < 0 or not raw.endswith(b"\n") or newline + 1 == len(raw):
+        return None
+    if b"\r" in raw[: newline - 1]:  # a lone CR in the first line: pyarrow would end it there
         return None
     return raw[newline + 1 :]
 
