@@ -267,24 +267,25 @@ def projection_loss_change(
 ) -> float:
     """Mean NLL of ``texts`` under the finetuned model with its layer-``layer`` residual replaced
     by P h^base + (I − P) h^ft (P = projection on ``direction``), minus its plain NLL.
-    Positive on finetuning text = the δ̄ direction carries what the finetune learned."""
+    Positive on finetuning text = the δ̄ direction carries what the finetune learned.
+
+    The two models may sit on different devices or hold different dtypes: h^base and the
+    direction are cast to the finetuned residual's device and dtype inside the patch."""
     _check_pair(base, ft)
     layer = ft.layer_index(layer)
     u = direction.float() / direction.float().norm().clamp_min(1e-12)
     ids = encode_texts(ft, texts)
     plain, patched = [], []
     for row in ids:
-        x = torch.tensor([row], device=ft.device)
         with capture_residual(base, [layer]) as store:
-            base.model(input_ids=x)
+            base.model(input_ids=torch.tensor([row], device=base.device))
         h_base = store[layer]
-        u_dev = u.to(device=ft.device, dtype=h_base.dtype)
 
-        def mix(
-            h_ft: torch.Tensor, h_base: torch.Tensor = h_base, u_dev: torch.Tensor = u_dev
-        ) -> torch.Tensor:
-            coef = (h_base - h_ft) @ u_dev  # P h_base + (I - P) h_ft = h_ft + P (h_base - h_ft)
-            return h_ft + coef[..., None] * u_dev
+        def mix(h_ft: torch.Tensor, h_base: torch.Tensor = h_base) -> torch.Tensor:
+            # P h_base + (I - P) h_ft = h_ft + P (h_base - h_ft), in h_ft's device and dtype
+            u_ft = u.to(device=h_ft.device, dtype=h_ft.dtype)
+            coef = (h_base.to(device=h_ft.device, dtype=h_ft.dtype) - h_ft) @ u_ft
+            return h_ft + coef[..., None] * u_ft
 
         plain.append(-torch.cat(token_logprobs(ft, [row])).mean())
         with replace_residual(ft, layer, mix):

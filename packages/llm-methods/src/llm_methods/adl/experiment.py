@@ -30,11 +30,18 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
+from iclr26_common.device import choose_device
+
+if TYPE_CHECKING:
+    import torch
+
+    from llm_methods.adl.diff import ADLDifference
+    from llm_methods.lm.loading import LM
 
 __all__ = ["EMAIL_MODULES", "EXPERIMENT", "judge", "run"]
 
@@ -106,7 +113,7 @@ def _snippets(texts: list[str], n: int, seed: int) -> list[str]:
     return [pieces[i] for i in sorted(pick)]
 
 
-def _best_relevance(lm: Any, vectors: Any, vocab: set[int]) -> float:
+def _best_relevance(lm: LM, vectors: torch.Tensor, vocab: set[int]) -> float:
     from llm_methods.adl.diff import lens_token_ids, token_relevance
 
     return max(token_relevance(lens_token_ids(lm, v, TOP_K), vocab) for v in vectors)
@@ -163,7 +170,10 @@ def run(quick: bool, out_dir: Path) -> Result:
             base_epochs=round(cfg["base_steps"] * 16 / len(pre_chunks), 3),
         )
         unrelated = _snippets(pre_test, N_UNRELATED, seed=0)
-        base_model = tiny_llama(len(tokenizer), **BASE_MODEL, seed=0)
+        # built (seeded) on the CPU, then moved: the same initial weights on every device;
+        # the finetunes below are deep copies, on the same device
+        device = choose_device()
+        base_model = tiny_llama(len(tokenizer), **BASE_MODEL, seed=0).to(device)
         train_lm(base_model, pre_chunks, cfg["base_steps"], 16, 3e-3, seed=0)
         base = wrap(tokenizer, base_model, "base")
         agent = VocabularyOverlapAgent()
@@ -265,7 +275,7 @@ def judge(pure: dict[str, float], mixed: dict[str, float], mixed_epochs: float) 
     ]
 
 
-def _steering(base: Any, ft: Any, diff: Any, vocab: set[int], j: int) -> dict[str, float]:
+def _steering(base: LM, ft: LM, diff: ADLDifference, vocab: set[int], j: int) -> dict[str, float]:
     """Max coherent α for δ̄_j and the baselines' vectors (rescaled to δ̄_j's norm); the domain
     relevance of the steered generations (base model steered, judged by the base model)."""
     from llm_methods.adl.diff import coherence, max_coherent_alpha

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
+from iclr26_common.device import choose_device
 from llm_methods.lm.threads import one_thread
 
 __all__ = ["CORRELATION", "PUSHAWAY", "judge_sublayers", "run_correlation", "run_pushaway"]
@@ -49,6 +50,7 @@ PUSH_LR = 3e-3
 ZOO_MODEL = "pydoc-small"
 ZOO_CHUNKS = 160  # of the held-out topics (187 available with its tokenizer)
 ZOO_BIN_SIZE = 10
+LM_DTYPE = "float32"  # of the pretrained models (SmolLM2, the zoo model) on every device
 
 
 def correlation_settings(quick: bool) -> dict[str, Any]:
@@ -134,7 +136,10 @@ def run_correlation(quick: bool, out_dir: Path) -> Result:
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with one_thread():
-        lm = load_lm("smollm2")
+        # float32 on every device (load_lm's CUDA default is bfloat16): the thresholds were
+        # fixed on float32 CPU runs
+        device = choose_device()
+        lm = load_lm("smollm2", device, LM_DTYPE)
         topics = pydoc_topics()
         train, test = split_names(list(topics), 0.2, seed=0)
         store = _topic_chunks(lm.tokenizer, [topics[t] for t in train], 0, cfg["n_store"])
@@ -158,7 +163,7 @@ def run_correlation(quick: bool, out_dir: Path) -> Result:
         metrics: dict[str, Any] = {}
         if cfg["zoo"]:
             zoo_start = time.perf_counter()
-            zoo = load_lm(f"zoo:{ZOO_MODEL}")
+            zoo = load_lm(f"zoo:{ZOO_MODEL}", device, LM_DTYPE)
             zoo_chunks = _topic_chunks(zoo.tokenizer, [topics[t] for t in test], 2, ZOO_CHUNKS)
             zstats = chunk_statistics(zoo, zoo_chunks)
             zr = binned_correlation(zstats.ppl, zstats.dispersion[:, -1], ZOO_BIN_SIZE)
@@ -274,7 +279,6 @@ def _source_dispersion(stats: Any, source: str) -> float:
 
 
 def run_pushaway(quick: bool, out_dir: Path) -> Result:
-
     from llm_methods.corpora import chunk_ids
     from llm_methods.dispersion.measure import chunk_statistics
     from llm_methods.dispersion.model import PushAwayLoss
@@ -290,6 +294,7 @@ def run_pushaway(quick: bool, out_dir: Path) -> Result:
     start = time.perf_counter()
     results: dict[float, list[tuple[float, float]]] = {lam: [] for lam in LAMBDAS}
     with one_thread():
+        device = choose_device()
         train, test = corpus_texts("pydoc")
         tokenizer = train_bpe(train, PUSH_VOCAB)
 
@@ -306,7 +311,8 @@ def run_pushaway(quick: bool, out_dir: Path) -> Result:
         held = chunk_ids(stream(test), CHUNK_LEN, max_chunks=cfg["eval_chunks"], seed=0)
         for seed in SEEDS:
             for lam in LAMBDAS:
-                model = tiny_llama(len(tokenizer), **PUSH_MODEL, seed=seed)
+                # built (seeded) on the CPU, then moved: the same initial weights on every device
+                model = tiny_llama(len(tokenizer), **PUSH_MODEL, seed=seed).to(device)
                 extra = PushAwayLoss(lam).as_extra_loss() if lam > 0 else None
                 train_lm(
                     model, chunks, cfg["steps"], PUSH_BATCH, PUSH_LR, seed=seed, extra_loss=extra

@@ -55,7 +55,7 @@ def mean_pairwise_cosine_gram(h: torch.Tensor) -> torch.Tensor:
     (what the official ``step3_compute_dispersion_and_plot.py`` computes)."""
     u = F.normalize(h.float(), dim=-1)
     gram = u @ u.T
-    iu = torch.triu_indices(len(u), len(u), offset=1)
+    iu = torch.triu_indices(len(u), len(u), offset=1, device=u.device)
     return gram[iu[0], iu[1]].mean()
 
 

@@ -87,10 +87,11 @@ def lens_language_probability(
     batch = collate(ids, lm.tokenizer.pad_token_id, lm.device)
     with capture_residual(lm) as store:
         lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
-    last = batch.lengths - 1
+    rows = torch.arange(len(ids), device=batch.input_ids.device)
+    last = (batch.lengths - 1).to(batch.input_ids.device)
     out = np.zeros((lm.n_layers, len(LANGS)))
     for layer in range(lm.n_layers):
-        h = store[layer][torch.arange(len(ids)), last]
+        h = store[layer][rows, last]
         probs = torch.softmax(logit_lens(lm, h).float(), -1)
         top = torch.topk(probs, k)
         for row_p, row_i in zip(top.values, top.indices, strict=True):

@@ -22,11 +22,16 @@ from __future__ import annotations
 import copy
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from iclr26_common import Claim, Experiment, Result, seed_everything
+from iclr26_common.device import choose_device
+
+if TYPE_CHECKING:
+    from llm_methods.linguamap.data import Example, Lexicon
+    from llm_methods.lm.loading import LM
 
 __all__ = ["EXPERIMENT", "run"]
 
@@ -50,14 +55,14 @@ def settings(quick: bool) -> dict[str, Any]:
     return {"pre_steps": 1000, "ft_steps": 150, "eval_per_scenario": 64, "seeds": (0, 1)}
 
 
-def _pack(tokenizer: Any, examples: list[Any]) -> list[list[int]]:
+def _pack(tokenizer: Any, examples: list[Example]) -> list[list[int]]:
     from llm_methods.corpora import chunk_ids
 
     text = "".join(e.prompt + e.answer + "\n" for e in examples)
     return chunk_ids(tokenizer(text, add_special_tokens=False).input_ids, SEQ_LEN)
 
 
-def _masked(tokenizer: Any, examples: list[Any]) -> tuple[list[list[int]], list[list[int]]]:
+def _masked(tokenizer: Any, examples: list[Example]) -> tuple[list[list[int]], list[list[int]]]:
     """One example per row, padded to ``FT_LEN``; loss mask 1 on answer (+ newline) tokens."""
     rows, masks = [], []
     pad = tokenizer.pad_token_id
@@ -71,7 +76,7 @@ def _masked(tokenizer: Any, examples: list[Any]) -> tuple[list[list[int]], list[
     return rows, masks
 
 
-def _eval_set(lex: Any, per_scenario: int, seed: int) -> list[Any]:
+def _eval_set(lex: Lexicon, per_scenario: int, seed: int) -> list[Example]:
     from llm_methods.linguamap.data import LANGS, SCENARIOS, make_example
 
     rng = np.random.default_rng(seed)
@@ -84,7 +89,7 @@ def _eval_set(lex: Any, per_scenario: int, seed: int) -> list[Any]:
     return out
 
 
-def _variant(lm: Any, name: str, seed: int) -> tuple[Any, float]:
+def _variant(lm: LM, name: str, seed: int) -> tuple[LM, float]:
     from llm_methods.lm import add_lora, count_parameters, train_only_layers
 
     if name == "full":
@@ -130,7 +135,10 @@ def run(quick: bool, out_dir: Path) -> Result:
         lex = build_lexicon()
         pre = pretraining_examples(lex, 6000, P_FAIL, seed=0)
         tokenizer = train_bpe([e.prompt + e.answer for e in pre], BPE_VOCAB)
-        base_model = tiny_llama(len(tokenizer), **MODEL, seed=0)
+        # built (seeded) on the CPU, then moved: the same initial weights on every device; the
+        # fine-tuned variants are deep copies (LoRA adapters: peft places them with their layer)
+        device = choose_device()
+        base_model = tiny_llama(len(tokenizer), **MODEL, seed=0).to(device)
         train_lm(base_model, _pack(tokenizer, pre), cfg["pre_steps"], 16, 3e-3, seed=0)
         base = wrap(tokenizer, base_model, "pretrained")
         evals = _eval_set(lex, cfg["eval_per_scenario"], seed=123)
