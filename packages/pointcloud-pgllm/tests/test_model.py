@@ -77,8 +77,31 @@ def test_load_encoder_errors(tmp_path: Path) -> None:
         load_encoder(str(bad))
     ckpt = tmp_path / "x.ckpt"
     torch.save({"weights": torch.zeros(1)}, ckpt)
-    with pytest.raises(PGLLMInputError, match="not a Lightning checkpoint"):
+    with pytest.raises(PGLLMInputError, match=r"x\.ckpt: not a Lightning checkpoint \(no 'state_d"):
         load_encoder(str(ckpt))
+    torch.save({"state_dict": {}}, ckpt)
+    with pytest.raises(PGLLMInputError, match="no 'hyper_parameters'"):
+        load_encoder(str(ckpt))
+
+
+def test_unreadable_checkpoint_is_a_one_line_input_error(
+    small_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A .ckpt that torch cannot unpickle (truncated, or not a checkpoint at all) is bad input,
+    not a crash: one line naming the file (it used to escape as torch's UnpicklingError)."""
+    from iclr26_common.testing import assert_one_line_error
+    from pointcloud_pgllm.cli import main
+
+    ckpt = tmp_path / "broken.ckpt"
+    ckpt.write_bytes(b"not a checkpoint")
+    with pytest.raises(PGLLMInputError, match=r"broken\.ckpt: not a readable encoder checkpoint"):
+        load_encoder(str(ckpt))
+    args = ["embed", "--data", str(small_tree), "--n-points", "64", "--encoder", str(ckpt)]
+    line = assert_one_line_error(
+        main, [*args, "--out", str(tmp_path / "e")], capsys, prog="pointcloud-pgllm"
+    )
+    assert "broken.ckpt: not a readable encoder checkpoint" in line
+    assert not (tmp_path / "e").exists()
 
 
 class _DeviceSpy(torch.nn.Module):

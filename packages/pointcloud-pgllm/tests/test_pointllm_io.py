@@ -184,6 +184,24 @@ def test_classify_runs_on_pointllm_outputs(pointllm: dict[str, Path], tmp_path: 
     assert [r["source"].split("#")[1] for r in rows[:3]] == ["2", "3", "6"]
 
 
+def test_features_may_be_an_array(pointllm: dict[str, Path]) -> None:
+    """From Python, PointLLM's features can be an array ``[N, D]``: the same numbers as its
+    ``.npy`` file; a wrong shape is one line naming the field."""
+    from pointcloud_pgllm.api import PipelineOptions, classify
+
+    options = PipelineOptions(train_data=pointllm["train"])
+    from_file = classify(
+        captions=pointllm["captions"], features=pointllm["features"], options=options
+    )
+    array = np.load(pointllm["features"])
+    from_array = classify(captions=pointllm["captions"], features=array, options=options)
+    for ablation, scores in from_file.scores.items():
+        np.testing.assert_array_equal(from_array.scores[ablation], scores)
+    assert from_array.settings["features"] == "<array 24x32>"
+    with pytest.raises(PGLLMInputError, match=r"^features: need a numeric array \[24, D\]"):
+        classify(captions=pointllm["captions"], features=array[:23], options=options)
+
+
 def test_ood_runs_on_pointllm_outputs(pointllm: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "ood"
     assert (

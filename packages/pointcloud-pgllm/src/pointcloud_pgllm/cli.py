@@ -1,5 +1,9 @@
 """The ``pointcloud-pgllm`` command: LightningCLI for the trainable encoder, plus synth, embed,
-caption, classify and ood (the full PGLLM pipeline on a dataset folder) and configs."""
+caption, classify and ood (the full PGLLM pipeline on a dataset folder) and configs.
+
+``classify`` / ``ood`` only parse their options, call :mod:`pointcloud_pgllm.api` and write its
+result with :func:`pointcloud_pgllm.results.write_results`; bad input raised there as
+``PGLLMInputError`` ends as one line (exit 2)."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iclr26_common.cli_support import (
     CONFIGS_HELP,
@@ -21,6 +25,10 @@ from iclr26_common.cli_support import (
     top_level_parser,
 )
 from pointcloud_pgllm import __version__
+
+if TYPE_CHECKING:  # the API is imported when a command runs (``--help`` stays light)
+    from pointcloud_pgllm.api import PipelineOptions
+    from pointcloud_pgllm.results import PGLLMResult
 
 __all__ = ["main", "run_lightning_cli"]
 
@@ -113,27 +121,14 @@ def synth_main(argv: Sequence[str]) -> int:
 
 
 def _data_args(parser: ArgumentParser, required: bool = True) -> None:
+    from pointcloud_pgllm.constants import DEFAULT_N_POINTS
+
     parser.add_argument(
         "--data", type=Path, required=required, help="OFF tree, PointNet HDF5 folder or .h5 file"
     )
     parser.add_argument("--split", default="test", help="split to read (default: test)")
-    parser.add_argument("--n-points", type=int, default=1024)
+    parser.add_argument("--n-points", type=int, default=DEFAULT_N_POINTS)
     parser.add_argument("--seed", type=int, default=0)
-
-
-def _new_output(path: Path, overwrite: bool) -> Path:
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} exists; pass --overwrite or choose a new --out")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _features(data: Any, encoder_spec: str, batch_size: int = 16) -> Any:
-    from iclr26_common.threads import torch_threads
-    from pointcloud_pgllm.model import encode, load_encoder
-
-    with torch_threads(1):  # the encoders' many small kernels run faster on one thread
-        return encode(load_encoder(encoder_spec), data.points, batch_size).numpy()
 
 
 def embed_main(argv: Sequence[str]) -> int:
@@ -152,14 +147,16 @@ def embed_main(argv: Sequence[str]) -> int:
 
     import numpy as np
 
+    from pointcloud_pgllm.api import encode_clouds
     from pointcloud_pgllm.io import load_dataset
+    from pointcloud_pgllm.results import new_output
 
     data = load_dataset(ns.data, ns.split, n_points=ns.n_points, seed=ns.seed)
-    feats = _features(data, ns.encoder)
+    feats = encode_clouds(data.points, ns.encoder)
     ns.out.mkdir(parents=True, exist_ok=True)
-    np.save(_new_output(ns.out / "features.npy", ns.overwrite), feats.astype(np.float32))
-    np.save(_new_output(ns.out / "labels.npy", ns.overwrite), data.labels)
-    with open(_new_output(ns.out / "index.csv", ns.overwrite), "w", newline="") as handle:
+    np.save(new_output(ns.out / "features.npy", ns.overwrite), feats.astype(np.float32))
+    np.save(new_output(ns.out / "labels.npy", ns.overwrite), data.labels)
+    with open(new_output(ns.out / "index.csv", ns.overwrite), "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["row", "source", "label", "class"])
         for i, (src, lab) in enumerate(zip(data.sources, data.labels, strict=True)):
@@ -181,10 +178,11 @@ def caption_main(argv: Sequence[str]) -> int:
 
     from pointcloud_pgllm.captions import GeometricCaptioner
     from pointcloud_pgllm.io import load_dataset
+    from pointcloud_pgllm.results import new_output
 
     data = load_dataset(ns.data, ns.split, n_points=ns.n_points, seed=ns.seed)
     captions = GeometricCaptioner(ns.seed)(data.points)
-    with open(_new_output(ns.out, ns.overwrite), "w", newline="") as handle:
+    with open(new_output(ns.out, ns.overwrite), "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["source", "class", "caption"])
         for src, lab, cap in zip(data.sources, data.labels, captions, strict=True):
@@ -255,7 +253,7 @@ def _pipeline_parser(name: str, description: str) -> ArgumentParser:
     parser.add_argument(
         "--graph-k",
         type=int,
-        default=PROPAGATION_K,
+        default=None,
         help=f"neighbours per node (default: classify {PROPAGATION_K} as ACC.py, "
         f"ood {OOD_PROPAGATION_K} as AUROC.py)",
     )
@@ -274,173 +272,43 @@ def _pipeline_parser(name: str, description: str) -> ArgumentParser:
     return parser
 
 
-def _make_scorer(
-    ns: Any,
-    parser: ArgumentParser,
-    data_path: Path,
-    class_names: list[str],
-    n_points: int,
-    seed: int,
-    eval_sources: list[str],
-) -> Any:
-    from pointcloud_pgllm.scorers import HTTPChatScorer, LikelihoodScorer, TfidfScorer
+def _options(ns: argparse.Namespace) -> PipelineOptions:
+    """The :class:`~pointcloud_pgllm.api.PipelineOptions` of a parsed classify / ood line."""
+    from pointcloud_pgllm.api import PipelineOptions
 
-    if ns.scorer == "http":
-        if not ns.base_url or not ns.model:
-            parser.error("--scorer http needs --base-url and --model")
-        return HTTPChatScorer(ns.base_url, ns.model)
-    if ns.scorer == "smollm2":
-        return LikelihoodScorer()
-    from pointcloud_pgllm.captions import GeometricCaptioner
-    from pointcloud_pgllm.errors import PGLLMInputError
-    from pointcloud_pgllm.io import load_dataset, shared_source_files
-
-    if ns.captions is not None:
-        from pointcloud_pgllm.pointllm_io import captions_tfidf_scorer
-
-        return captions_tfidf_scorer(ns.captions, ns.train_data, class_names)
-    train_path = Path(ns.train_data) if ns.train_data is not None else Path(data_path)
-    data_path = Path(data_path)
-    if ns.train_data is None and data_path.is_file():
-        raise PGLLMInputError(
-            f"{data_path}: one file holds one split; the tfidf scorer would be fitted on the "
-            "evaluation labels: give its training data with --train-data (or use another scorer)"
-        )
-    same = train_path.exists() and data_path.exists() and train_path.samefile(data_path)
-    if same and (data_path.is_file() or ns.split == "train"):
-        raise PGLLMInputError(
-            f"{train_path}: --train-data is the evaluated data (--data, --split {ns.split}); the "
-            "tfidf scorer must never see the evaluation labels"
-        )
-    train = load_dataset(train_path, "train", n_points=n_points, seed=seed, classes=class_names)
-    shared = shared_source_files(train.sources, eval_sources)
-    if shared:  # e.g. a file given as --data and its folder as --train-data (or the reverse)
-        raise PGLLMInputError(
-            f"{shared[0]}: is read both as --train-data ({train_path}) and as the evaluated data "
-            f"({data_path}); the tfidf scorer must never see the evaluation labels"
-        )
-    return TfidfScorer().fit(
-        GeometricCaptioner(seed)(train.points), train.labels, train.class_names
+    return PipelineOptions(
+        split=ns.split,
+        n_points=ns.n_points,
+        seed=ns.seed,
+        encoder=ns.encoder,
+        scorer=ns.scorer,
+        train_data=ns.train_data,
+        base_url=ns.base_url,
+        model=ns.model,
+        graph=ns.graph,
+        graph_k=ns.graph_k,
+        guidance_k=ns.guidance_k,
+        alpha=ns.alpha,
+        steps=ns.steps,
+        normalize=ns.normalize,
     )
 
 
-def _load_inputs(ns: Any, parser: ArgumentParser, classes: list[str] | None) -> Any:
-    """The evaluated set: clouds of ``--data`` (a PointCloudSet), or PointLLM's captions with
-    their features (a CaptionSet, features in ``ns.loaded_features``); ``classes`` keeps the
-    items of those classes only (unlabelled captions: all items, scored against ``classes``)."""
-    from pointcloud_pgllm.io import load_dataset
+def _write_and_print(result: PGLLMResult, ns: argparse.Namespace) -> None:
+    from pointcloud_pgllm.results import write_results
 
-    ns.loaded_features = None
-    if ns.captions is None and ns.features is None:
-        if ns.data is None:
-            parser.error("give --data, or --captions with --features")
-        return load_dataset(ns.data, ns.split, n_points=ns.n_points, seed=ns.seed, classes=classes)
-    if ns.data is not None:
-        parser.error("--data and --captions/--features exclude each other")
-    if ns.captions is None or ns.features is None:
-        parser.error("--captions and --features go together")
-    from pointcloud_pgllm.pointllm_io import keep_classes, read_features, read_pointllm_captions
-
-    data = read_pointllm_captions(ns.captions, classes)
-    feats = read_features(ns.features, len(data))
-    if classes is not None:
-        data, feats = keep_classes(data, feats, ns.captions)
-    ns.loaded_features = feats
-    return data
-
-
-def _run_pipeline(
-    ns: Any, parser: ArgumentParser, data: Any, labels: Any, class_names: list[str]
-) -> tuple[dict, dict]:
-    from pointcloud_pgllm.captions import GeometricCaptioner
-    from pointcloud_pgllm.pipeline import PGLLMConfig, evaluate, pgllm_scores
-
-    if not 1 <= ns.graph_k < len(data) or not 1 <= ns.guidance_k < len(data):
-        parser.error(
-            f"--graph-k and --guidance-k must be in 1..{len(data) - 1} for {len(data)} clouds"
-        )
-    scorer = _make_scorer(ns, parser, ns.data, class_names, ns.n_points, ns.seed, data.sources)
-    if ns.loaded_features is not None:  # PointLLM's captions and features (--captions)
-        captions, feats = list(data.captions), ns.loaded_features
-    else:
-        captions = GeometricCaptioner(ns.seed)(data.points)
-        feats = _features(data, ns.encoder)
-    if ns.normalize is None:  # the official scripts use PointLLM's raw features (ACC.py:101-104)
-        ns.normalize = ns.features is None
-    config = PGLLMConfig(ns.graph, ns.graph_k, ns.guidance_k, ns.alpha, ns.steps, ns.normalize)
-    scores = pgllm_scores(feats, captions, scorer, class_names, config)
-    metrics = {a: evaluate(s, labels) for a, s in scores.items()} if (labels >= 0).any() else {}
-    info = {
-        "metrics": metrics,
-        "timings_s": config.timings,
-        "captions": captions,
-        "features": feats,
-        "scorer": scorer,
-    }
-    return scores, info
-
-
-def _write_results(
-    ns: Any, data: Any, labels: Any, class_names: list[str], scores: dict, info: dict, mode: str
-) -> None:
-    import csv
-    import json
-
-    from pointcloud_pgllm.metrics import msp
-
-    ns.out.mkdir(parents=True, exist_ok=True)
-    final = scores["both"]
-    csv_path = _new_output(
-        ns.out / ("predictions.csv" if mode == "classify" else "ood_scores.csv"), ns.overwrite
-    )
-    with open(csv_path, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        head = ["source", "label", "predicted", "predicted_none"]
-        head += ["id_score", "is_id"] if mode == "ood" else []
-        writer.writerow(head + [f"score_{c}" for c in class_names])
-        id_score = info["id_scores"]["both"] if "id_scores" in info else msp(final)
-        for i, src in enumerate(data.sources):
-            lab = int(labels[i])
-            row = [
-                src,
-                class_names[lab] if lab >= 0 else ("OOD" if mode == "ood" else ""),
-                class_names[int(final[i].argmax())],
-                class_names[int(scores["none"][i].argmax())],
-            ]
-            row += [f"{id_score[i]:.6f}", int(lab >= 0)] if mode == "ood" else []
-            writer.writerow(row + [f"{v:.6f}" for v in final[i]])
-    payload = {
-        "mode": mode,
-        "data": None if ns.data is None else str(ns.data),
-        "split": ns.split,
-        "captions": None if ns.captions is None else str(ns.captions),
-        "features": None if ns.features is None else str(ns.features),
-        "train_data": None if ns.train_data is None else str(ns.train_data),
-        "classes": class_names,
-        "n_clouds": len(data),
-        "scorer": ns.scorer,
-        "encoder": ns.encoder,
-        "graph": ns.graph,
-        "graph_k": ns.graph_k,
-        "guidance_k": ns.guidance_k,
-        "alpha": ns.alpha,
-        "steps": ns.steps,
-        "normalize": ns.normalize,
-        "ood_score": getattr(ns, "ood_score", None),
-        "metrics": info["metrics"],
-        "timings_s": info["timings_s"],
-    }
-    with open(_new_output(ns.out / "metrics.json", ns.overwrite), "w") as handle:
-        json.dump(payload, handle, indent=2)
-    for a, m in info["metrics"].items():
+    csv_path, json_path = write_results(result, ns.out, ns.overwrite)
+    for a, m in result.metrics.items():
         print(f"{a:12s} " + "  ".join(f"{k} {v:.4f}" for k, v in m.items()))
-    print(f"wrote {csv_path} and {ns.out / 'metrics.json'}")
+    print(f"wrote {csv_path} and {json_path}")
 
 
 def classify_main(argv: Sequence[str]) -> int:
     parser = _pipeline_parser(
         "classify",
-        "PGLLM recognition of every cloud of a split (the unlabelled support set): predictions.csv (final = guidance + propagation) and metrics.json (the none / guidance / propagation / both ladder when labels exist).",
+        "PGLLM recognition of every cloud of a split (the unlabelled support set): "
+        "predictions.csv (final = guidance + propagation) and metrics.json (the none / guidance "
+        "/ propagation / both ladder when labels exist).",
     )
     parser.add_argument(
         "--classes",
@@ -450,25 +318,29 @@ def classify_main(argv: Sequence[str]) -> int:
         "Unlabelled captions (no label_name) need it and keep every item",
     )
     ns = parser.parse_args(list(argv))
-    data = _load_inputs(ns, parser, ns.classes)
-    if not data.class_names:
-        from pointcloud_pgllm.errors import PGLLMInputError
+    from pointcloud_pgllm.api import classify
 
-        raise PGLLMInputError(
-            f"{ns.captions}: no item has a label_name, so the classes are unknown: name them "
-            "with --classes"
-        )
-    scores, info = _run_pipeline(ns, parser, data, data.labels, list(data.class_names))
-    _write_results(ns, data, data.labels, list(data.class_names), scores, info, "classify")
+    result = classify(
+        ns.data,
+        captions=ns.captions,
+        features=ns.features,
+        classes=ns.classes,
+        options=_options(ns),
+    )
+    _write_and_print(result, ns)
     return 0
 
 
 def ood_main(argv: Sequence[str]) -> int:
-    from pointcloud_pgllm.constants import OOD_PROPAGATION_K, OOD_SPLITS
+    from pointcloud_pgllm.api import OOD_SCORES
+    from pointcloud_pgllm.constants import OOD_SPLITS
 
     parser = _pipeline_parser(
         "ood",
-        "PGLLM OOD detection: the ID classes are scored, every other class of the split is OOD. Writes ood_scores.csv (id_score = max-softmax of the refined scores, or the refined single-probability answer) and metrics.json (accuracy on ID, AUROC and FPR95 with ID positive, per ablation).",
+        "PGLLM OOD detection: the ID classes are scored, every other class of the split is OOD. "
+        "Writes ood_scores.csv (id_score = max-softmax of the refined scores, or the refined "
+        "single-probability answer) and metrics.json (accuracy on ID, AUROC and FPR95 with ID "
+        "positive, per ablation).",
     )
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--id-classes", type=comma_list, help="comma-separated ID classes")
@@ -477,58 +349,24 @@ def ood_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument(
         "--ood-score",
-        choices=("msp", "single-probability"),
+        choices=OOD_SCORES,
         default="msp",
         help="msp: max-softmax of the refined class scores; single-probability: "
         "the paper's one-number prompt, refined the same way (needs --scorer http)",
     )
-    parser.set_defaults(graph_k=OOD_PROPAGATION_K)  # AUROC.py's K = 3
     ns = parser.parse_args(list(argv))
-    if ns.ood_score == "single-probability" and ns.scorer != "http":
-        parser.error("--ood-score single-probability needs --scorer http")
-    import numpy as np
+    from pointcloud_pgllm.api import detect_ood
 
-    from pointcloud_pgllm.errors import PGLLMInputError
-
-    data = _load_inputs(ns, parser, None)
-    if (data.labels < 0).any():
-        raise PGLLMInputError(
-            f"{ns.captions}: results[{int(np.argmax(data.labels < 0))}].label_name is missing; "
-            "OOD detection needs every item's class"
-        )
-    id_classes = list(ns.id_classes or OOD_SPLITS[ns.id_split])
-    unknown = [c for c in id_classes if c not in data.class_names]
-    if unknown:
-        option = "--id-classes" if ns.id_classes else f"--id-split {ns.id_split}"
-        raise PGLLMInputError(
-            f"{option}: class {unknown[0]!r} is not in {ns.data or ns.captions} (classes: {', '.join(data.class_names)})"
-        )
-    remap = np.array([id_classes.index(c) if c in id_classes else -1 for c in data.class_names])
-    labels = remap[data.labels]
-    if (labels < 0).sum() == 0:
-        raise PGLLMInputError(
-            f"{ns.data or ns.captions}: every class is ID; OOD detection needs clouds of other classes"
-        )
-    scores, info = _run_pipeline(ns, parser, data, labels, id_classes)
-    if ns.ood_score == "single-probability":
-        from pointcloud_pgllm.pipeline import (
-            IDProbabilityScorer,
-            PGLLMConfig,
-            evaluate,
-            pgllm_scores,
-        )
-
-        config = PGLLMConfig(ns.graph, ns.graph_k, ns.guidance_k, ns.alpha, ns.steps, ns.normalize)
-        probs = pgllm_scores(
-            info["features"],
-            info["captions"],
-            IDProbabilityScorer(info["scorer"]),
-            id_classes,
-            config,
-        )
-        info["id_scores"] = {a: p[:, 0] for a, p in probs.items()}
-        info["metrics"] = {a: evaluate(scores[a], labels, info["id_scores"][a]) for a in scores}
-    _write_results(ns, data, labels, id_classes, scores, info, "ood")
+    result = detect_ood(
+        ns.data,
+        id_classes=ns.id_classes,
+        id_split=ns.id_split,
+        ood_score=ns.ood_score,
+        captions=ns.captions,
+        features=ns.features,
+        options=_options(ns),
+    )
+    _write_and_print(result, ns)
     return 0
 
 

@@ -404,7 +404,8 @@ def load_dataset(
     read too), a folder of the PointNet HDF5 release (``ply_data_<split>*.h5`` and
     ``shape_names.txt``), or one ``.h5`` file (ScanObjectNN; a ``shape_names.txt`` next to it
     names the classes). A single file holds one split and is read whole: ``split`` names nothing
-    there, so the CLI never fits a scorer on it unless it is given separately (``--train-data``).
+    there, so classify / ood (CLI and API) never fit a scorer on it unless it is given separately
+    (``--train-data``).
     ``classes`` fixes the class list (its order defines the labels); clouds of other classes
     are skipped, and a name in it that the data lacks is an error.
     """

@@ -190,7 +190,8 @@ def load_encoder(spec: str) -> nn.Module:
     """An encoder from ``spec``: ``pointnn`` (training-free), a Lightning ``.ckpt`` written by
     ``pointcloud-pgllm fit`` (its encoder only), or a TorchScript file (``torch.jit.save``) of
     any module mapping ``[B, N, 3]`` to ``[B, D]``. Checkpoints are read with
-    ``torch.load(weights_only=True)``; nothing is downloaded."""
+    ``torch.load(weights_only=True)`` (:func:`iclr26_common.checkpoints.load_weights_only`: an
+    unreadable one is a one-line ``PGLLMInputError``); nothing is downloaded."""
     from pointcloud_pgllm.errors import PGLLMInputError
 
     if spec == "pointnn":
@@ -199,10 +200,15 @@ def load_encoder(spec: str) -> nn.Module:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such encoder checkpoint (or use 'pointnn')")
     if path.suffix == ".ckpt":
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        if "state_dict" not in state or "hyper_parameters" not in state:
+        from iclr26_common.checkpoints import load_weights_only
+
+        state = load_weights_only(
+            path, "encoder checkpoint", error=PGLLMInputError, require_state_dict=True
+        )
+        if "hyper_parameters" not in state:
             raise PGLLMInputError(
-                f"{path}: not a Lightning checkpoint of pointcloud-pgllm fit (no 'state_dict'/'hyper_parameters')"
+                f"{path}: not a Lightning checkpoint of pointcloud-pgllm fit (no "
+                "'hyper_parameters')"
             )
         hp = state["hyper_parameters"]
         encoder = PointNet2Encoder(

@@ -49,8 +49,9 @@ class PGLLMConfig:
     Euclidean graph, 3 guidance captions, a = 0.5, T = 5). ``normalize`` L2-normalises the
     features first, for the graph and the guidance neighbours: needed for our encoder's
     features, whose large norms make the official ``exp(-d)`` weights underflow to 0 (W would
-    collapse to its diagonal). The official scripts use PointLLM's features raw, so the CLI
-    passes ``normalize=False`` with ``--features`` (README, Deviations)."""
+    collapse to its diagonal). The official scripts use PointLLM's features raw, so
+    ``api.classify`` / ``detect_ood`` (and the CLI) pass ``normalize=False`` with given features
+    (README, Deviations)."""
 
     graph: str = "official"
     graph_k: int = PROPAGATION_K

@@ -1,0 +1,109 @@
+"""The result of a classify / ood run (:class:`PGLLMResult`) and its files: ``predictions.csv``
+(classify) or ``ood_scores.csv`` (ood), and ``metrics.json`` (:func:`write_results`)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pointcloud_pgllm.metrics import msp
+
+__all__ = ["CSV_NAMES", "PGLLMResult", "new_output", "write_results"]
+
+CSV_NAMES = {"classify": "predictions.csv", "ood": "ood_scores.csv"}
+FINAL = "both"  # the full PGLLM (guidance + propagation): the reported prediction
+
+
+@dataclass
+class PGLLMResult:
+    """One classify / ood run on ``N`` items and ``C`` classes.
+
+    ``labels`` ``[N]``: indices into ``class_names`` (-1: unlabelled, or OOD for ``mode ==
+    "ood"``, whose ``class_names`` are the ID classes); ``scores``: ablation (none / guidance /
+    propagation / both) -> ``[N, C]``; ``id_scores``: ablation -> ``[N]`` refined ID
+    probabilities of the single-probability OOD score (``None``: the max-softmax of
+    ``scores``); ``metrics``: ablation -> accuracy (and auroc / fpr95 for ood), empty without
+    labels; ``captions`` ``[N]`` and ``features`` ``[N, D]``: the pipeline's inputs;
+    ``settings``: the inputs and options, as ``metrics.json`` records them."""
+
+    mode: str
+    sources: list[str]
+    labels: np.ndarray
+    class_names: list[str]
+    scores: dict[str, np.ndarray]
+    metrics: dict[str, dict[str, float]]
+    timings_s: dict[str, float]
+    captions: list[str]
+    features: np.ndarray
+    settings: dict[str, Any] = field(default_factory=dict)
+    id_scores: dict[str, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+    def predicted(self, ablation: str = FINAL) -> list[str]:
+        """The predicted class name of each item ``[N]`` under ``ablation``."""
+        return [self.class_names[int(i)] for i in self.scores[ablation].argmax(axis=1)]
+
+    def id_score(self, ablation: str = FINAL) -> np.ndarray:
+        """ID score ``[N]`` (higher: more in-distribution): the refined single probability when
+        the run asked for it, else the max-softmax of the class scores."""
+        if self.id_scores is not None:
+            return self.id_scores[ablation]
+        return msp(self.scores[ablation])
+
+
+def new_output(path: Path, overwrite: bool) -> Path:
+    """``path``, its folder created; a ``FileExistsError`` when it exists and not ``overwrite``
+    (a user's file is never replaced unasked)."""
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} exists; pass --overwrite or choose a new --out")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _label_text(result: PGLLMResult, label: int) -> str:
+    if label >= 0:
+        return result.class_names[label]
+    return "OOD" if result.mode == "ood" else ""
+
+
+def write_results(
+    result: PGLLMResult, out: str | Path, overwrite: bool = False
+) -> tuple[Path, Path]:
+    """Write ``out/predictions.csv`` (classify) or ``out/ood_scores.csv`` (ood) and
+    ``out/metrics.json``; returns their paths. Both are checked before either is written.
+
+    CSV: one row per item: source, label, predicted (full PGLLM), predicted_none (the scorer
+    alone), for ood id_score and is_id, then ``score_<class>`` of the full PGLLM (6 decimals).
+    JSON: ``result.settings``, then ``metrics`` and ``timings_s``."""
+    out = Path(out)
+    csv_path = new_output(out / CSV_NAMES[result.mode], overwrite)
+    json_path = new_output(out / "metrics.json", overwrite)
+    ood = result.mode == "ood"
+    final, none = result.scores[FINAL], result.scores["none"]
+    id_score = result.id_score(FINAL)
+    with open(csv_path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        head = ["source", "label", "predicted", "predicted_none"]
+        head += ["id_score", "is_id"] if ood else []
+        writer.writerow(head + [f"score_{c}" for c in result.class_names])
+        for i, source in enumerate(result.sources):
+            label = int(result.labels[i])
+            row = [
+                source,
+                _label_text(result, label),
+                result.class_names[int(final[i].argmax())],
+                result.class_names[int(none[i].argmax())],
+            ]
+            row += [f"{id_score[i]:.6f}", int(label >= 0)] if ood else []
+            writer.writerow(row + [f"{v:.6f}" for v in final[i]])
+    payload = {**result.settings, "metrics": result.metrics, "timings_s": result.timings_s}
+    with open(json_path, "w") as handle:
+        json.dump(payload, handle, indent=2)
+    return csv_path, json_path
