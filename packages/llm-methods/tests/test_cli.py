@@ -5,13 +5,11 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 
-from iclr26_common.testing import assert_cli_help, assert_one_line_error, shipped_configs
+from iclr26_common.testing import assert_cli_help, assert_one_line_error
 from llm_methods import __version__
-from llm_methods.cli import dispersion_lightning_cli, main
-
-CONFIGS = shipped_configs("llm_methods.dispersion")
+from llm_methods.cli import _method_clis, main
+from llm_methods.dispersion.cli import run_lightning_cli as dispersion_lightning_cli
 
 
 def listed_commands(help_text: str) -> set[str]:
@@ -19,11 +17,16 @@ def listed_commands(help_text: str) -> set[str]:
     return set(re.findall(r"^ {4}([a-z][\w-]*)(?: {2,}|$)", help_text, re.MULTILINE))
 
 
+TOOLS = ["score", "generate", "zoo", "corpora"]
+
+
 def test_help_lists_every_subcommand() -> None:
-    tools = {"score", "generate", "zoo", "corpora", "dispersion", "adl"}
+    tools = set(TOOLS)
     plugins = {
+        "adl",
         "antibody",
         "bed",
+        "dispersion",
         "linguamap",
         "ltpo",
         "mas2",
@@ -37,24 +40,45 @@ def test_help_lists_every_subcommand() -> None:
     assert listed_commands(assert_cli_help(main)) == tools | plugins  # no boolean/router/...
     out = assert_cli_help(main, ["dispersion", "--help"])
     assert listed_commands(out) == {"fit", "validate", "test", "measure", "configs"}
+    assert "representation dispersion (arXiv 2506.24106)" in out
+    out = assert_cli_help(main, ["adl", "--help"])
+    assert listed_commands(out) == {"diff", "kl"}
+    assert "Activation Difference Lens model diffing (arXiv 2510.13900)" in out
+
+
+def test_every_method_is_discovered_the_same_way() -> None:
+    """One registration mechanism: each method (dispersion and adl included) is a discovered
+    ``<method>/cli.py`` with ``ABOUT`` and ``main``; the top-level file keeps only the tools,
+    listed before the methods (which follow in name order)."""
+    found = _method_clis()
+    assert {"adl", "dispersion"} <= set(found)
+    assert found["dispersion"].ABOUT == "representation dispersion (arXiv 2506.24106)"
+    assert found["adl"].ABOUT == "Activation Difference Lens model diffing (arXiv 2510.13900)"
+    rows = re.findall(r"^ {4}([a-z][\w-]*)", assert_cli_help(main), re.MULTILINE)
+    assert rows == TOOLS + sorted(found)
+
+
+def test_method_usage_errors_keep_their_messages(capsys: pytest.CaptureFixture) -> None:
+    """The moved parsers keep their prog names and checks (exit 2, one line)."""
+    line = _one_line_error(capsys, ["dispersion", "bogus"])
+    assert "llm-methods dispersion: error:" in line and "invalid choice: 'bogus'" in line
+    measure = ["dispersion", "measure", "--out", "o", "--chunk-len", "1"]
+    line = _one_line_error(capsys, measure)
+    assert line.startswith("llm-methods dispersion measure: error: --chunk-len is too small")
+    args = ["--base", "a", "--ft", "b", "--texts", "t", "--out", "o"]
+    line = _one_line_error(capsys, ["adl", "diff", *args, "--positions", "0"])
+    assert "llm-methods adl: error: --positions and --top-k must be >= 1" in line
+    line = _one_line_error(capsys, ["adl", "kl", *args, "--top", "0"])
+    assert "--temperature must be > 0, --top and --max-tokens >= 1" in line
+    with pytest.raises(SystemExit) as exit_info:
+        main(["dispersion"])
+    assert exit_info.value.code == 2 and "usage: llm-methods dispersion" in capsys.readouterr().out
 
 
 def test_version(capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
     assert exit_info.value.code == 0 and __version__ in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
-def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> None:
-    method = config.parent.parent.name
-    with pytest.raises(SystemExit) as exit_info:
-        main([method, "fit", "--config", str(config), "--print_config"])
-    assert exit_info.value.code == 0
-    printed = yaml.safe_load(capsys.readouterr().out)
-    declared = yaml.safe_load(config.read_text())
-    assert printed["model"]["class_path"] == declared["model"]["class_path"]
-    assert printed["model"]["init_args"]["lam"] == declared["model"]["init_args"]["lam"]
 
 
 def test_fit_tiny_in_process(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import torch
 
 from llm_methods.lm import continuation_logprobs
 from llm_methods.lm.threads import one_thread
-from llm_methods.suit import world_model as wm
+from llm_methods.suit import toy_facts_lm as wm
 from llm_methods.suit.data import build_requests
 from llm_methods.suit.editors import EditConfig, Editor, fresh_copy
 from llm_methods.suit.keys import key_second_moments, subject_basis
@@ -22,7 +22,7 @@ SPEC = wm.WorldSpec(
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):  # type: ignore[no-untyped-def]
     root = tmp_path_factory.mktemp("suit-world")
-    folder = wm.ensure_world_model(SPEC, cache_dir=root)
+    folder = wm.ensure_facts_lm(SPEC, cache_dir=root)
     lm, known, info = wm.load_world(folder)
     return root, folder, lm, known, info
 
@@ -48,10 +48,10 @@ def test_cache_reuses_folder(world, monkeypatch) -> None:  # type: ignore[no-unt
     stamp = (folder / wm.MARKER).stat().st_mtime_ns
 
     def boom(spec):  # type: ignore[no-untyped-def]
-        raise AssertionError("rebuilt a cached world model")
+        raise AssertionError("rebuilt a cached facts LM")
 
-    monkeypatch.setattr(wm, "train_world_model", boom)
-    assert wm.ensure_world_model(SPEC, cache_dir=root) == folder
+    monkeypatch.setattr(wm, "train_facts_lm", boom)
+    assert wm.ensure_facts_lm(SPEC, cache_dir=root) == folder
     assert (folder / wm.MARKER).stat().st_mtime_ns == stamp
     other = dataclasses.replace(SPEC, seed=1)
     assert other.digest() != SPEC.digest()
@@ -62,12 +62,12 @@ import hashlib, json, sys
 from pathlib import Path
 import torch
 from llm_methods.lm.threads import one_thread
-from llm_methods.suit import world_model as wm
+from llm_methods.suit import toy_facts_lm as wm
 from llm_methods.suit.editors import EditConfig, Editor, fresh_copy
 from llm_methods.suit.keys import key_second_moments, subject_basis
 from llm_methods.suit.world_experiment import EDIT, world_stats_chunks
 spec = wm.WorldSpec(**json.loads(sys.argv[1]))
-folder = wm.ensure_world_model(spec, cache_dir=Path(sys.argv[2]))
+folder = wm.ensure_facts_lm(spec, cache_dir=Path(sys.argv[2]))
 lm, known, _ = wm.load_world(folder)
 torch.set_num_threads(int(sys.argv[3]))  # the edit too runs with another thread count
 cfg = EditConfig(**EDIT)
@@ -177,8 +177,8 @@ def test_bad_input_raises_naming_the_field(tmp_path) -> None:
     with pytest.raises(ValueError, match="heads"):
         wm.WorldSpec(hidden=30, heads=4)
     with pytest.raises(ValueError, match="seq_len"):
-        wm.train_world_model(dataclasses.replace(SPEC, seq_len=4, steps=1))
-    with pytest.raises(ValueError, match="not a world-model folder"):
+        wm.train_facts_lm(dataclasses.replace(SPEC, seq_len=4, steps=1))
+    with pytest.raises(ValueError, match="not a toy-facts-LM folder"):
         wm.load_world(tmp_path)
     with pytest.raises(ValueError, match="relation 'colour'"):
         build_requests([("colour", "A", "red"), ("colour", "B", "blue")])

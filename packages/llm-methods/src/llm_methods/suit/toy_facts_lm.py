@@ -1,5 +1,6 @@
-"""A zoo-style tiny Llama trained on a synthetic subject-relation-object world: the offline
-editing testbed whose facts, paraphrases and counterfactual targets are all in-world.
+"""The toy facts LM: a zoo-style tiny Llama trained on a synthetic subject-relation-object world
+(a language model of the world's facts, not an RL world model): the offline editing testbed
+whose facts, paraphrases and counterfactual targets are all in-world.
 
 The world is :func:`llm_methods.suit.data.synth_table` (invented place names with a capital,
 language and continent drawn from the real objects of the fact table). Training text: every
@@ -12,7 +13,9 @@ occur in the world*, so the tokenizer has merged them and the model has produced
 
 Cached under ``cache_root() / "suit-world" / "world-<recipe hash>"`` (atomic, built once; a
 recipe change gives a new hash): an HF folder :func:`llm_methods.lm.load_lm` reads, plus
-``world.json`` (the requests, CounterFact format) and ``world_model.json`` (recipe, loss, time).
+``world.json`` (the requests, CounterFact format) and ``world_model.json`` (recipe, loss, time;
+the marker keeps the name it had when this module was ``world_model.py``, so cached builds stay
+valid).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iclr26_common.cachedir import build_once, recipe_digest
 from llm_methods.suit.data import (
@@ -34,15 +37,18 @@ from llm_methods.suit.data import (
     write_counterfact,
 )
 
+if TYPE_CHECKING:
+    from llm_methods.lm.loading import LM
+
 __all__ = [
     "MARKER",
     "REQUESTS_FILE",
     "WORLD_RELATIONS",
     "WorldSpec",
-    "ensure_world_model",
+    "ensure_facts_lm",
     "load_world",
     "prompts",
-    "train_world_model",
+    "train_facts_lm",
     "world_facts",
     "world_requests",
     "world_texts",
@@ -153,7 +159,7 @@ def _rows(tok: Any, texts: list[str], seq_len: int) -> tuple[list[list[int]], li
     return chunks, masks
 
 
-def train_world_model(spec: WorldSpec) -> tuple[Any, Any, dict[str, Any]]:
+def train_facts_lm(spec: WorldSpec) -> tuple[Any, Any, dict[str, Any]]:
     """Train the tokenizer and the tiny Llama from scratch; returns (tokenizer, model, info)."""
     from llm_methods.lm.threads import one_thread
     from llm_methods.lm.train import train_lm
@@ -179,10 +185,10 @@ def train_world_model(spec: WorldSpec) -> tuple[Any, Any, dict[str, Any]]:
     return tok, model, info
 
 
-def ensure_world_model(
+def ensure_facts_lm(
     spec: WorldSpec | None = None, cache_dir: Path | None = None, rebuild: bool = False
 ) -> Path:
-    """The cached folder of the world model (``load_lm(folder)``), built once per recipe; it
+    """The cached folder of the facts LM (``load_lm(folder)``), built once per recipe; it
     also holds ``world.json``, the CounterFact requests of the facts the trained model knows
     (:func:`llm_methods.suit.metrics.known_facts` on the rewrite prompt, among the relation's
     in-world objects); ``world_model.json`` records ``facts`` and ``known``."""
@@ -196,7 +202,7 @@ def ensure_world_model(
         from llm_methods.lm.threads import one_thread
         from llm_methods.suit.metrics import known_facts
 
-        tok, model, info = train_world_model(spec)
+        tok, model, info = train_facts_lm(spec)
         facts = world_facts(spec)
         with one_thread():
             known = known_facts(wrap(tok, model, "suit-world"), facts, prompts())
@@ -217,15 +223,15 @@ def ensure_world_model(
     return build_once(target, MARKER, fill, rebuild=rebuild)
 
 
-def load_world(folder: Path) -> tuple[Any, list[EditRequest], dict[str, Any]]:
+def load_world(folder: Path) -> tuple[LM, list[EditRequest], dict[str, Any]]:
     """(LM in fp32 on :func:`~iclr26_common.device.choose_device`'s device, requests of the
-    known facts, build info) from an :func:`ensure_world_model` folder."""
+    known facts, build info) from an :func:`ensure_facts_lm` folder."""
     from iclr26_common.device import choose_device
     from llm_methods.lm import load_lm
 
     folder = Path(folder)
     if not (folder / MARKER).is_file():
-        raise ValueError(f"{folder}: not a world-model folder (no {MARKER})")
+        raise ValueError(f"{folder}: not a toy-facts-LM folder (no {MARKER})")
     info = json.loads((folder / MARKER).read_text())
     return (
         load_lm(folder, choose_device(), "float32"),
