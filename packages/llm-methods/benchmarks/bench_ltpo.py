@@ -14,7 +14,7 @@ import torch
 
 from llm_methods.lm import load_lm
 from llm_methods.ltpo.data import synth_problems
-from llm_methods.ltpo.model import BatchThoughtScorer, ThoughtScorer, prompt_ids
+from llm_methods.ltpo.optimize import BatchThoughtScorer, ThoughtScorer, prompt_ids
 
 
 def sync(device: torch.device) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -205,8 +206,34 @@ def test_lambda_rules() -> None:
     assert M.lambda_code(_vec(0.0, 1.0), g_s, eta=0.5) == 0.0  # 0.5 - 1 < 0
     ema = M.LambdaEMA(0.99)
     assert ema(2.0) == 2.0 and ema(4.0) == pytest.approx(2.02)
-    with pytest.raises(LMError):
-        M.AntibodyConfig(lambda_rule="nope").validate()
+    with pytest.raises(LMError, match=r"^lambda_rule must be one of"):
+        M.AntibodyConfig(lambda_rule="nope")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        ({"rho": -1.0}, "rho"),
+        ({"tau": 0.0}, "tau"),
+        ({"ema": 1.0}, "ema"),
+        ({"lambda2": -1}, "lambda2"),
+    ],
+)
+def test_config_checks_name_the_field(bad: dict, field: str) -> None:
+    """Issue 29: checked on construction (no validate() call to forget), one field per message."""
+    with pytest.raises(LMError, match=f"^{field} must be"):
+        M.AntibodyConfig(**bad)
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [({"steps": 0}, "steps"), ({"batch_size": 0}, "batch_size"), ({"lr": 0.0}, "lr")],
+)
+def test_stage_settings_check_on_construction(bad: dict, field: str) -> None:
+    from llm_methods.antibody.pipeline import StageSettings
+
+    with pytest.raises(LMError, match=f"^{field} must be"):
+        StageSettings(**bad)
 
 
 def test_perturbed_moves_by_rho_and_restores(setup) -> None:  # type: ignore[no-untyped-def]
@@ -318,3 +345,42 @@ def test_claim_ratio_rule_reads_the_baseline_only() -> None:
     assert claim_ratio({0.3: 60.0, 0.05: 10.0}) == 0.3
     assert claim_ratio({0.05: 100.0, 0.1: 100.0}) is None  # saturated everywhere
     assert claim_ratio({0.05: 0.0, 0.1: 12.0}) is None  # the attack never works
+
+
+def test_experiment_trains_on_the_chosen_device(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 21: the experiment built its models on the CPU whatever choose_device() said; now
+    the base is built on it (align / finetune / evaluate follow the model's device)."""
+    import iclr26_common.device
+    from llm_methods.antibody import data, experiment, pipeline
+
+    chosen = torch.device("meta")
+    seen: list[Any] = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_pretrain(*args: Any, device: Any = None, **kwargs: Any) -> Any:
+        seen.append(device)
+        raise Stop
+
+    monkeypatch.setattr(iclr26_common.device, "choose_device", lambda *a, **k: chosen)
+    monkeypatch.setattr(pipeline, "pretrain_base", fake_pretrain)
+    monkeypatch.setattr(data, "synthetic_world", lambda seed: None)  # not needed before the stop
+    with pytest.raises(Stop):
+        experiment.run(True, tmp_path / "out")
+    assert seen == [chosen]
+
+
+def test_pipeline_puts_the_model_and_its_batches_on_the_device(world) -> None:  # type: ignore[no-untyped-def]
+    """pretrain_base(device=...) moves the seeded CPU initialisation there, and the encoded
+    splits sit on it ("meta": no data, so no GPU is needed to see where tensors go)."""
+    from llm_methods.antibody.pipeline import encode, pretrain_base
+
+    tok, model, log = pretrain_base(world, vocab_size=320, hidden=32, steps=0, device="meta")
+    assert {p.device.type for p in model.parameters()} == {"meta"} and log.logs == []
+    split = encode(tok, world.align[:3], device="meta")
+    assert {v.device.type for v in (*split.response.values(), *split.refusal.values())} == {"meta"}
+    cpu = encode(tok, world.align[:3])
+    assert {v.device.type for v in cpu.response.values()} == {"cpu"}

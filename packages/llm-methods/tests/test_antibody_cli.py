@@ -8,28 +8,21 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iclr26_common.testing import assert_one_line_error
-from llm_methods.antibody.cli import CONFIG_DIR, load_config
+from iclr26_common.testing import assert_one_line_error, shipped_configs
+from llm_methods.antibody.cli import CONFIG_DIR
 from llm_methods.cli import main
 
-STAGE_CONFIGS = sorted(p for p in CONFIG_DIR.glob("*.yaml") if not p.stem.startswith("fit_"))
+CONFIGS = shipped_configs("llm_methods.antibody")
 
 
-@pytest.mark.parametrize("path", STAGE_CONFIGS, ids=lambda p: p.stem)
-def test_shipped_configs_parse(path: Path) -> None:
-    from llm_methods.antibody.model import AntibodyConfig
-
-    values = load_config(path.stem)
-    AntibodyConfig(
-        **{k: v for k, v in values.items() if k in AntibodyConfig.__dataclass_fields__}
-    ).validate()
-    assert yaml.safe_load(path.read_text())
+def _yaml(name: str) -> dict:
+    return yaml.safe_load((CONFIG_DIR / f"{name}.yaml").read_text())
 
 
 def test_default_config_is_the_official_script() -> None:
     """Issue 27: the default λ_t rule is the official code's (η_λ 5, EMA 0.99, the script's
     values); the paper's rule, whose constant a is ours, is the antibody_paper config."""
-    code, paper = load_config("antibody"), load_config("antibody_paper")
+    code, paper = _yaml("antibody")["antibody"], _yaml("antibody_paper")["antibody"]
     assert (code["rho"], code["eta_lambda"], code["tau"], code["lambda2"], code["ema"]) == (
         0.1,
         5.0,
@@ -38,6 +31,20 @@ def test_default_config_is_the_official_script() -> None:
         0.99,
     )
     assert code["lambda_rule"] == "code" and paper["lambda_rule"] == "paper" and paper["a"] == 1.0
+
+
+def test_every_config_sets_the_same_antibody_group() -> None:
+    """Issue 29: one shape, the ``antibody:`` group of AntibodyConfig, in the stage configs and
+    (under ``model.init_args``) in the LightningCLI one; keys outside the dataclass fail."""
+    from dataclasses import fields
+
+    from llm_methods.antibody.model import AntibodyConfig
+
+    names = {f.name for f in fields(AntibodyConfig)}
+    for path in CONFIGS:
+        data = yaml.safe_load(path.read_text())
+        group = data["model"]["init_args"] if "trainer" in data else data
+        assert set(group["antibody"]) <= names, path.name
 
 
 def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
@@ -67,6 +74,8 @@ def test_pipeline_end_to_end(synth: Path, tmp_path: Path) -> None:
                 str(synth / "align_harmful.jsonl"),
                 "--config",
                 "tiny",
+                "--stage.steps",
+                "2",
                 "--out",
                 str(aligned),
             ]
@@ -75,7 +84,8 @@ def test_pipeline_end_to_end(synth: Path, tmp_path: Path) -> None:
     )
     info = json.loads((aligned / "antibody.json").read_text())
     assert info["method"] == "antibody" and info["config"]["lambda_rule"] == "code"
-    assert "lambda_t" in info["log"][-1]
+    assert "lambda_t" in info["log"][-1] and len(info["log"]) == 2
+    assert info["settings"] == {**info["settings"], "steps": 2, "batch_size": 4}  # tiny, 2 steps
     assert (
         main(
             [
@@ -271,3 +281,94 @@ def test_lightning_fit_tiny_config(synth: Path, tmp_path: Path) -> None:
         f"--trainer.default_root_dir={tmp_path / 'run'}",
     ]
     assert main(args) == 0
+
+
+@pytest.fixture(scope="module")
+def base(synth: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("ab-base")
+    assert main(["antibody", "pretrain", "--out", str(folder), "--steps", "1"]) == 0
+    return folder
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_every_shipped_config_runs(path: Path, synth: Path, base: Path, tmp_path: Path) -> None:
+    """Issue 29: each shipped YAML runs through ``main``: the LightningCLI one with
+    ``fast_dev_run``, the stage ones through ``align`` then ``finetune`` (1 step each; every
+    other value the file's)."""
+    data = yaml.safe_load(path.read_text())
+    if "trainer" in data:
+        args = ["antibody", "fit", "--config", path.stem, f"--model.init_args.model={base}"]
+        args += ["--trainer.fast_dev_run=true", f"--trainer.default_root_dir={tmp_path}"]
+        assert main(args) == 0
+        return
+    aligned, tuned = tmp_path / "aligned", tmp_path / "tuned"
+    common = ["--config", path.stem, "--stage.steps", "1"]
+    align = ["antibody", "align", "--model", str(base), "--safe", str(synth / "align.jsonl")]
+    align += ["--harmful", str(synth / "align_harmful.jsonl"), "--out", str(aligned)]
+    assert main([*align, *common]) == 0
+    info = json.loads((aligned / "antibody.json").read_text())
+    assert info["config"] == {**info["config"], **data["antibody"]}
+    assert info["settings"] == {**info["settings"], **data["stage"], "steps": 1}
+    tune = ["antibody", "finetune", "--model", str(aligned), "--data", str(synth / "task.jsonl")]
+    assert main([*tune, *common, "--out", str(tuned)]) == 0
+    assert json.loads((tuned / "antibody.json").read_text())["tau"] == data["antibody"]["tau"]
+
+
+def test_old_flat_settings_fail_in_one_line(synth: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Issue 29: the flat YAML of before (and its flags) is rejected in one line, not ignored."""
+    flat = tmp_path / "flat.yaml"
+    flat.write_text("rho: 0.1\nlambda_rule: code\nsteps: 4\n")
+    args = ["antibody", "align", "--model", "unused", "--safe", str(synth / "align.jsonl")]
+    args += ["--method", "sft", "--out", str(tmp_path / "x")]
+    line = _one_line_error(capsys, [*args, "--config", str(flat)])
+    assert "rho" in line and "not accepted" in line
+    assert "--steps" in _one_line_error(capsys, [*args, "--steps", "4"])
+    line = _one_line_error(capsys, [*args, "--antibody.tau", "0"])
+    assert "tau must be > 0" in line
+    line = _one_line_error(capsys, [*args, "--config", "nope"])
+    assert "unknown config 'nope'" in line
+    fit = ["antibody", "fit", "--config", "fit_tiny", "--model.init_args.lambda_rule=paper"]
+    assert "lambda_rule" in _one_line_error(capsys, fit)
+    assert not (tmp_path / "x").exists()
+
+
+def test_checkpoint_of_the_flat_hparams_fails_in_one_line(tmp_path: Path) -> None:
+    """A Lightning checkpoint written before issue 29 (flat hparams) is refused naming the
+    file; the new hparams hold the antibody group as plain values."""
+    import torch
+
+    from llm_methods.antibody.lit_module import AntibodyModule
+    from llm_methods.lm.errors import LMError
+
+    old = tmp_path / "old.ckpt"
+    torch.save({"state_dict": {}, "hyper_parameters": {"model": "zoo:micro", "rho": 0.1}}, old)
+    with pytest.raises(LMError, match=r"old\.ckpt: an AntibodyModule checkpoint from before"):
+        AntibodyModule.load_from_checkpoint(old)
+
+
+def test_fit_reads_the_antibody_group(base: Path, tmp_path: Path) -> None:
+    """``--model.init_args.antibody.*`` reaches the module's AntibodyConfig, and the hparams
+    hold it as plain values (weights_only-loadable checkpoints)."""
+    from llm_methods.antibody.cli import run_lightning_cli
+
+    cli = run_lightning_cli(
+        [
+            "fit",
+            "--config",
+            "fit_tiny",
+            f"--model.init_args.model={base}",
+            "--model.init_args.antibody.lambda_rule=paper",
+            "--model.init_args.antibody.tau=0.5",
+            "--trainer.fast_dev_run=true",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
+    assert (cli.model.cfg.lambda_rule, cli.model.cfg.tau, cli.model.ema) == ("paper", 0.5, None)
+    assert cli.model.hparams["antibody"] == {**cli.model.hparams["antibody"], "tau": 0.5}
+    assert isinstance(cli.model.hparams["antibody"], dict)
+    from llm_methods.antibody.lit_module import AntibodyModule
+
+    ckpt = tmp_path / "new.ckpt"
+    cli.trainer.save_checkpoint(ckpt)
+    loaded = AntibodyModule.load_from_checkpoint(ckpt)
+    assert (loaded.cfg.lambda_rule, loaded.cfg.tau) == ("paper", 0.5)

@@ -266,7 +266,7 @@ def test_kv_cache_reaches_a_forward_of_the_older_api(tiny) -> None:  # type: ign
 
     from llm_methods.lm import continuation_logprobs, option_logprobs, wrap
     from llm_methods.lm.loading import cache_kwargs
-    from llm_methods.ltpo.model import ThoughtScorer, prompt_ids
+    from llm_methods.ltpo.optimize import ThoughtScorer, prompt_ids
 
     base = type(tiny.model)
     real = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"

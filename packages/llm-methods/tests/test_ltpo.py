@@ -116,7 +116,7 @@ def test_synth_exact_answers_and_difficulty(tmp_path: Path) -> None:
 
 
 def test_confidence_reward_formula() -> None:
-    from llm_methods.ltpo.model import EPS, confidence_reward
+    from llm_methods.ltpo.optimize import EPS, confidence_reward
 
     logits = torch.randn(3, 20)
     p = logits.softmax(-1)
@@ -129,7 +129,7 @@ def test_confidence_reward_formula() -> None:
 
 @pytest.mark.parametrize("tail", [[], [6, 8, 3]])
 def test_cached_equals_uncached_reward(tiny: Any, tail: list[int]) -> None:
-    from llm_methods.ltpo.model import BatchThoughtScorer, ThoughtScorer, prompt_ids
+    from llm_methods.ltpo.optimize import BatchThoughtScorer, ThoughtScorer, prompt_ids
 
     prefixes = [prompt_ids(tiny, "Tom has 3 apples. How many?"), prompt_ids(tiny, "A list?")]
     H = torch.randn(2, 4, tiny.hidden_size) * 0.1
@@ -144,7 +144,7 @@ def test_cached_equals_uncached_reward(tiny: Any, tail: list[int]) -> None:
 
 
 def test_zo_update_and_best_tracking(tiny) -> None:  # type: ignore[no-untyped-def]
-    from llm_methods.ltpo.model import (
+    from llm_methods.ltpo.optimize import (
         LTPOConfig,
         ltpo_optimize,
         ltpo_optimize_batch,
@@ -174,7 +174,7 @@ def test_kept_thoughts_are_the_updated_h(tiny_long: Any, units: bool) -> None:
     """Issue 26: the kept thoughts were the evaluated candidate H+eps (sigma = 4 on SmolLM2:
     random vectors of norm 37-96 around embeddings of norm 3); upstream keeps the updated
     H + eta R eps / sigma^2. One step by hand, in absolute and in embedding units."""
-    from llm_methods.ltpo.model import (
+    from llm_methods.ltpo.optimize import (
         LTPOConfig,
         ThoughtScorer,
         embedding_scale,
@@ -204,7 +204,7 @@ def test_thoughts_sit_in_the_user_turn(tiny_long) -> None:  # type: ignore[no-un
     put them after the assistant header."""
     import copy
 
-    from llm_methods.ltpo.model import thought_prompt
+    from llm_methods.ltpo.optimize import thought_prompt
 
     lm = copy.copy(tiny_long)
     lm.tokenizer = copy.deepcopy(tiny_long.tokenizer)
@@ -223,7 +223,7 @@ def test_every_reward_position_depends_on_the_thoughts(tiny_long: Any) -> None:
     """Issue 26: the reward averaged K + 1 positions of which the first (the last question
     token) did not depend on H. Upstream's K + 1 positions are the K thoughts and the first
     token after them: changing H changes the distribution at every one of them."""
-    from llm_methods.ltpo.model import BatchThoughtScorer, confidence_reward, thought_prompt
+    from llm_methods.ltpo.optimize import BatchThoughtScorer, confidence_reward, thought_prompt
 
     prompt = thought_prompt(tiny_long, "Tom has 3 apples. How many?", 4)
     scorer = BatchThoughtScorer(tiny_long, [prompt.prefix], suffix=prompt.suffix)
@@ -253,7 +253,7 @@ def test_every_reward_position_depends_on_the_thoughts(tiny_long: Any) -> None:
 
 
 def test_adam_path_increases_reward(tiny) -> None:  # type: ignore[no-untyped-def]
-    from llm_methods.ltpo.model import LTPOConfig, ltpo_optimize, prompt_ids
+    from llm_methods.ltpo.optimize import LTPOConfig, ltpo_optimize, prompt_ids
 
     prefix = prompt_ids(tiny, "Tom has 3 apples. How many?")
     _, trace = ltpo_optimize(
@@ -262,14 +262,35 @@ def test_adam_path_increases_reward(tiny) -> None:  # type: ignore[no-untyped-de
     assert max(trace[1:]) > trace[0]
 
 
+def test_adam_through_the_batch_api(tiny) -> None:  # type: ignore[no-untyped-def]
+    """The batch API (the CLI's path) ran the Adam path under its own no_grad and crashed with
+    "does not require grad" (found by the shipped-config test of issue 29)."""
+    from llm_methods.ltpo.optimize import LTPOConfig, ltpo_optimize, ltpo_optimize_batch, prompt_ids
+
+    prefix = prompt_ids(tiny, "Tom has 3 apples. How many?")
+    cfg = LTPOConfig(n_thoughts=4, steps=3, lr=0.05, optimizer="adam")
+    hs, traces = ltpo_optimize_batch(tiny, [prefix], cfg, [0])
+    h, trace = ltpo_optimize(tiny, prefix, cfg)
+    torch.testing.assert_close(hs[0], h)
+    assert traces[0] == pytest.approx(trace) and len(trace) == 4
+
+
 def test_bad_input(tiny) -> None:  # type: ignore[no-untyped-def]
     from llm_methods.lm import LMError
-    from llm_methods.ltpo.model import LTPOConfig, ltpo_optimize, prompt_ids
+    from llm_methods.ltpo.optimize import LTPOConfig, prompt_ids
 
     with pytest.raises(LMError, match="question is empty"):
         prompt_ids(tiny, "  ")
     with pytest.raises(LMError, match=r"n_thoughts \(K\) must be >= 1"):
-        ltpo_optimize(tiny, prompt_ids(tiny, "q?"), LTPOConfig(n_thoughts=0))
+        LTPOConfig(n_thoughts=0)  # checked on construction (issue 29), not by a validate() call
+    for bad, field in (({"steps": -1}, "steps"), ({"top_k": 0}, "top_k")):
+        with pytest.raises(LMError, match=f"^{field} must be"):
+            LTPOConfig(**bad)
+    with pytest.raises(LMError, match=r"^optimizer must be"):
+        LTPOConfig(optimizer="sgd")  # type: ignore[arg-type]
+    with pytest.raises(LMError, match=r"^sigma must be > 0"):
+        LTPOConfig(sigma=0.0)
+    assert LTPOConfig(sigma=0.0, optimizer="adam").sigma == 0.0  # Adam does not use sigma
     with pytest.raises(LMError, match="the model allows"):
         prompt_ids(tiny, "word " * 400)
     with pytest.raises(LMError, match=r"\+300 for thoughts"):
@@ -277,7 +298,7 @@ def test_bad_input(tiny) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_decode_batched_equals_single(tiny) -> None:  # type: ignore[no-untyped-def]
-    from llm_methods.ltpo.model import decode_with_thoughts, prompt_ids
+    from llm_methods.ltpo.optimize import decode_with_thoughts, prompt_ids
 
     prefixes = [prompt_ids(tiny, "Tom has 3 apples."), prompt_ids(tiny, "A list is a tuple?")]
     H = torch.randn(4, tiny.hidden_size) * 0.1
@@ -287,7 +308,7 @@ def test_decode_batched_equals_single(tiny) -> None:  # type: ignore[no-untyped-
 
 
 def test_cached_greedy_equals_hf_generate(tiny) -> None:  # type: ignore[no-untyped-def]
-    from llm_methods.ltpo.model import BatchThoughtScorer, decode_rows, prompt_ids
+    from llm_methods.ltpo.optimize import BatchThoughtScorer, decode_rows, prompt_ids
 
     prefixes = [prompt_ids(tiny, "Tom has 3 apples."), prompt_ids(tiny, "A list is a tuple?")]
     H = torch.randn(2, 4, tiny.hidden_size) * 0.1
@@ -315,7 +336,7 @@ def test_cached_greedy_equals_hf_generate(tiny) -> None:  # type: ignore[no-unty
 
 
 def test_continuation_grads_equal_full_forward(tiny) -> None:  # type: ignore[no-untyped-def]
-    from llm_methods.ltpo.model import BatchThoughtScorer, prompt_ids
+    from llm_methods.ltpo.optimize import BatchThoughtScorer, prompt_ids
 
     prefixes = [prompt_ids(tiny, "Tom has 3 apples."), prompt_ids(tiny, "A list?")]
     ys = [[5, 9, 4], [7]]
@@ -344,7 +365,7 @@ def test_continuation_grads_equal_full_forward(tiny) -> None:  # type: ignore[no
 
 def test_latentseek_runs(tiny) -> None:  # type: ignore[no-untyped-def]
     from llm_methods.ltpo.latentseek import latentseek
-    from llm_methods.ltpo.model import prompt_ids
+    from llm_methods.ltpo.optimize import prompt_ids
 
     qs = ["Tom has 3 apples.", "A list?"]
     answers, rewards = latentseek(

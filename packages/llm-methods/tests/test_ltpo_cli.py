@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from iclr26_common.testing import assert_one_line_error
+from iclr26_common.testing import assert_one_line_error, shipped_configs
 from llm_methods.cli import main
-from llm_methods.ltpo.cli import CONFIG_DIR, load_config
+from llm_methods.ltpo.cli import CONFIG_DIR
 
 
 @pytest.fixture(scope="module")
@@ -36,18 +36,45 @@ def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
     return assert_one_line_error(main, args, capsys)
 
 
-@pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.yaml")), ids=lambda p: p.stem)
-def test_shipped_configs_parse(path: Path) -> None:
-    from llm_methods.ltpo.model import LTPOConfig
-
-    LTPOConfig(**load_config(path.stem)).validate()
-    assert yaml.safe_load(path.read_text())
+def _ltpo_group(name: str) -> dict[str, Any]:
+    return yaml.safe_load((CONFIG_DIR / f"{name}.yaml").read_text())["ltpo"]
 
 
 def test_two_upstream_default_sets_differ() -> None:
-    a, b = load_config("run_ltpo"), load_config("argparse_defaults")
+    a, b = _ltpo_group("run_ltpo"), _ltpo_group("argparse_defaults")
     assert (a["n_thoughts"], a["sigma"], a["sigma_decay"], a["lr"]) == (8, 4.0, 0.9, 0.04)
     assert (b["n_thoughts"], b["sigma"], b["sigma_decay"], b["lr"]) == (10, 0.1, 0.99, 0.03)
+
+
+def test_run_ltpo_is_the_config_default() -> None:
+    """No --config = run_ltpo.sh's values (the LTPOConfig defaults)."""
+    from dataclasses import asdict
+
+    from llm_methods.ltpo.optimize import LTPOConfig
+
+    assert {**asdict(LTPOConfig()), **_ltpo_group("run_ltpo")} == asdict(LTPOConfig())
+
+
+@pytest.fixture(scope="module")
+def problems(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data = tmp_path_factory.mktemp("ltpo-problems") / "p.jsonl"
+    assert main(["ltpo", "synth", "--out", str(data), "--n", "2"]) == 0
+    return data
+
+
+@pytest.mark.parametrize("path", shipped_configs("llm_methods.ltpo"), ids=lambda p: p.stem)
+def test_every_shipped_config_solves(
+    path: Path, model_dir: Path, problems: Path, tmp_path: Path
+) -> None:
+    """Each shipped YAML runs `ltpo solve` on the tiny model (2 problems; steps and K shrunk
+    on the command line, every other value the file's)."""
+    out = tmp_path / "run"
+    args = ["--model", str(model_dir), "--data", str(problems), "--out", str(out)]
+    small = ["--ltpo.steps", "2", "--ltpo.n_thoughts", "2", "--decode.max_new_tokens", "2"]
+    assert main(["ltpo", "solve", "--config", path.stem, *args, *small]) == 0
+    config = json.loads((out / "summary.json").read_text())["config"]
+    expected = {**_ltpo_group(path.stem), "steps": 2, "n_thoughts": 2}
+    assert {k: config[k] for k in expected} == expected
 
 
 def test_synth_and_solve(model_dir: Path, tmp_path: Path, capsys: Any) -> None:
@@ -63,11 +90,11 @@ def test_synth_and_solve(model_dir: Path, tmp_path: Path, capsys: Any) -> None:
         str(data),
         "--out",
         str(out),
-        "--steps",
+        "--ltpo.steps",
         "2",
-        "--n-thoughts",
+        "--ltpo.n_thoughts",
         "3",
-        "--max-new-tokens",
+        "--decode.max_new_tokens",
         "4",
     ]
     assert main(args) == 0
@@ -75,7 +102,7 @@ def test_synth_and_solve(model_dir: Path, tmp_path: Path, capsys: Any) -> None:
     assert len(rows) == 3 and {"gold", "prediction", "correct"} <= set(rows[0])
     summary = json.loads((out / "summary.json").read_text())
     assert summary["config"]["steps"] == 2 and summary["n"] == 3
-    assert main([*args[:-6], "--method", "cot", "--max-new-tokens", "3"]) == 0
+    assert main([*args[:-6], "--method", "cot", "--decode.max_new_tokens", "3"]) == 0
     capsys.readouterr()
     assert main(["ltpo", "configs"]) == 0
     assert "run_ltpo" in capsys.readouterr().out
@@ -89,10 +116,27 @@ def test_bad_input_one_line(model_dir: Path, tmp_path: Path, capsys: Any) -> Non
     assert "p.jsonl:2: missing field 'answer'" in line
     good = tmp_path / "g.jsonl"
     good.write_text('{"question": "q?", "answer": "#### 1"}\n')
-    line = _one_line_error(capsys, [*base, "--data", str(good), "--n-thoughts", "0"])
+    line = _one_line_error(capsys, [*base, "--data", str(good), "--ltpo.n_thoughts", "0"])
     assert "n_thoughts (K) must be >= 1" in line
     empty = tmp_path / "e.jsonl"
     empty.write_text('{"question": "", "answer": "#### 1"}\n')
     assert "field 'question' is empty" in _one_line_error(capsys, [*base, "--data", str(empty)])
     line = _one_line_error(capsys, [*base, "--data", str(good), "--config", "nope"])
     assert "unknown config 'nope'" in line
+
+
+def test_old_flat_config_and_flags_fail_in_one_line(
+    model_dir: Path, problems: Path, tmp_path: Path, capsys: Any
+) -> None:
+    """Issue 29: the settings are the ``ltpo:``/``decode:`` groups; a flat YAML of the old shape
+    and the old flags are rejected by jsonargparse in one line, not silently ignored."""
+    flat = tmp_path / "flat.yaml"
+    flat.write_text("n_thoughts: 8\nsigma: 4.0\n")
+    base = ["ltpo", "solve", "--model", str(model_dir), "--data", str(problems)]
+    base += ["--out", str(tmp_path / "o")]
+    line = _one_line_error(capsys, [*base, "--config", str(flat)])
+    assert "n_thoughts" in line and "not accepted" in line
+    assert "--steps" in _one_line_error(capsys, [*base, "--steps", "2"])
+    line = _one_line_error(capsys, [*base, "--ltpo.optimizer", "sgd"])
+    assert "ltpo.optimizer" in line
+    assert not (tmp_path / "o").exists()

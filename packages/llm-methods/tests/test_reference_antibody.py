@@ -131,7 +131,7 @@ def _setup(ref: dict):  # type: ignore[no-untyped-def]
         eta_lambda=ref["eta_lbd"],
         ema=ref["ema_momentum"],
         lambda2=ref["lambda2"],
-    ).validate()
+    )
     return model, cfg, _batch(arrays, "harmful"), _batch(arrays, "refusal")
 
 

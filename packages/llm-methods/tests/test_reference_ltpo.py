@@ -65,7 +65,7 @@ def _tokenizer():  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("run", ["a", "b"])
 def test_zeroth_order_update_equals_upstream(ref, run: str) -> None:  # type: ignore[no-untyped-def]
-    from llm_methods.ltpo.model import LTPOConfig, ThoughtScorer, ltpo_optimize
+    from llm_methods.ltpo.optimize import LTPOConfig, ThoughtScorer, ltpo_optimize
 
     lm, data = ref
     r = data["runs"][run]
@@ -112,7 +112,7 @@ def test_our_thought_prompt_matches_upstream_placement(ref: Any, run: str) -> No
     (upstream ``get_confidence``). The wording before the thoughts is ours, so only the
     prefix's ends are compared. The placement defect of issue 26 (thoughts after the
     assistant header) gives an empty suffix and fails here."""
-    from llm_methods.ltpo.model import ThoughtScorer, thought_prompt
+    from llm_methods.ltpo.optimize import ThoughtScorer, thought_prompt
     from llm_methods.ltpo.prompts import thought_token_ids
 
     lm, data = ref

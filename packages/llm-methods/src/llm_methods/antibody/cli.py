@@ -5,7 +5,10 @@ jsonl and saves it; ``finetune`` finetunes an aligned model on user data (a json
 harmful files mixed at ``--poison-ratio``) with SFT, Antibody's weighted CE or Lisa; ``eval`` writes
 the harmful score and finetune accuracy; ``synth`` writes the offline synthetic instruction set;
 ``pretrain`` trains the tiny base on it; ``fit`` is LightningCLI over the same recipes
-(``lit_module``); ``configs`` lists the shipped configs. Data: BeaverTails rows ``{"prompt",
+(``lit_module``); ``configs`` lists the shipped configs. ``align`` and ``finetune`` are parsed by
+jsonargparse: the dataclass groups ``--antibody.*`` (``model.AntibodyConfig``, the same group as
+``fit``'s ``--model.init_args.antibody.*``) and ``--stage.*`` (``pipeline.StageSettings``), on
+the command line or nested the same way in a ``--config`` YAML. Data: BeaverTails rows ``{"prompt",
 "response", "is_safe", "category"?, "refusal"?, "answer"?}``, a ``.json`` list as in the official
 repository or ``.jsonl``; rows without ``refusal`` take one from ``--refusals`` (one per line, as
 the official ``refusal_examples.jsonl``) cycled in row order.
@@ -16,15 +19,18 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from llm_methods.lm.loading import LM
 
 ABOUT = "Antibody defence against harmful finetuning (arXiv 2603.00498)"
 PROG = "llm-methods antibody"
 CONFIG_DIR = Path(__file__).parent / "configs"
-CFG_FIELDS = ("rho", "lambda_rule", "a", "eta_lambda", "ema", "lambda2", "tau")
-STAGE_FIELDS = ("steps", "batch_size", "lr", "seed")
 TRAINER_SUBCOMMANDS = ("fit",)
+STAGE_SUBCOMMANDS = ("align", "finetune")
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:
@@ -37,69 +43,65 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     return method_cli("antibody", L.LightningModule, SafetyDataModule, argv)
 
 
-def load_config(name_or_path: str) -> dict[str, Any]:
-    """A shipped config name (``antibody``, ``antibody_paper``, ``tiny``) or a yaml path."""
-    from llm_methods.cliutils import load_settings
+def stage_parser(command: str) -> Any:
+    """The jsonargparse parser of ``align`` or ``finetune``: plain options, ``--config`` (a
+    shipped name or a YAML path) and the groups ``--antibody.*``
+    (:class:`~llm_methods.antibody.model.AntibodyConfig`, as ``fit``'s
+    ``--model.init_args.antibody.*``) and ``--stage.*``
+    (:class:`~llm_methods.antibody.pipeline.StageSettings`); a YAML nests them the same way."""
+    from jsonargparse import ActionConfigFile, ArgumentParser
 
-    return load_settings("antibody", name_or_path, (*CFG_FIELDS, *STAGE_FIELDS))
+    from llm_methods.antibody.model import AntibodyConfig
+    from llm_methods.antibody.pipeline import StageSettings
+
+    align = command == "align"
+    parser = ArgumentParser(
+        prog=f"{PROG} {command}",
+        description="Align a model (SFT / Booster / Vaccine / Antibody) on a safe and a harmful "
+        "jsonl"
+        if align
+        else "Finetune an aligned model on user data (a jsonl, or benign + harmful files mixed "
+        "at --poison-ratio) with SFT, Antibody's weighted CE or Lisa",
+        exit_on_error=False,
+    )
+    parser.add_argument("--config", action=ActionConfigFile, help="shipped config or yaml path")
+    if align:
+        parser.add_argument("--model", type=str, required=True, help="folder, zoo:NAME, smollm2")
+        parser.add_argument("--safe", type=str, required=True, help="safe alignment jsonl")
+        parser.add_argument(
+            "--harmful", type=str | None, default=None, help="harmful jsonl (booster/antibody)"
+        )
+        methods: Any = Literal["sft", "booster", "vaccine", "antibody"]
+    else:
+        parser.add_argument("--model", type=str, required=True, help="aligned model folder")
+        parser.add_argument("--data", type=str, required=True, help="user jsonl (benign rows)")
+        parser.add_argument("--harmful", type=str | None, default=None, help="jsonl to mix in")
+        parser.add_argument(
+            "--poison-ratio", type=float | None, default=None, help="harmful share in [0, 1]"
+        )
+        parser.add_argument("--n", type=int | None, default=None, help="mixture size")
+        parser.add_argument("--guide", type=str | None, default=None, help="lisa: alignment jsonl")
+        methods = Literal["sft", "antibody", "lisa"]
+    parser.add_argument("--method", type=methods, default="antibody")
+    parser.add_argument("--max-len", type=int, default=128, help="max tokens per row")
+    parser.add_argument(
+        "--refusals", type=str | None, default=None, help="refusal pool (one per line)"
+    )
+    parser.add_argument("--device", type=str | None, default=None, help="cpu / cuda")
+    parser.add_argument("--out", type=str, required=True, help="output folder (model + log)")
+    parser.add_argument("--antibody", type=AntibodyConfig, default=AntibodyConfig())
+    parser.add_argument("--stage", type=StageSettings, default=StageSettings())
+    return parser
 
 
 def _parser() -> argparse.ArgumentParser:
-    from llm_methods.cliutils import ArgumentParser
+    from iclr26_common.cli_support import ArgumentParser
 
     parser = ArgumentParser(prog=PROG, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("fit", help="LightningCLI fit of one stage (--config fit_tiny)", add_help=False)
-    al = sub.add_parser("align", help="alignment stage (sft | booster | vaccine | antibody)")
-    al.add_argument("--model", required=True, help="model spec: a folder, zoo:NAME or smollm2")
-    al.add_argument("--safe", type=Path, required=True, help="safe alignment jsonl (refusals)")
-    al.add_argument(
-        "--harmful",
-        type=Path,
-        default=None,
-        help="harmful jsonl for the perturbation (booster / antibody)",
-    )
-    al.add_argument(
-        "--method", default="antibody", choices=("sft", "booster", "vaccine", "antibody")
-    )
-    al.add_argument("--config", default="antibody", help="shipped config name or yaml path")
-    ft = sub.add_parser("finetune", help="finetuning stage on (poisoned) user data")
-    ft.add_argument("--model", required=True, help="aligned model folder")
-    ft.add_argument("--data", type=Path, required=True, help="user jsonl (benign rows)")
-    ft.add_argument("--harmful", type=Path, default=None, help="harmful jsonl to mix in")
-    ft.add_argument(
-        "--poison-ratio",
-        type=float,
-        default=None,
-        help="fraction of harmful rows in the mixture, in [0, 1] (needs --harmful)",
-    )
-    ft.add_argument("--n", type=int, default=None, help="mixture size (default: len(--data))")
-    ft.add_argument("--method", default="antibody", choices=("sft", "antibody", "lisa"))
-    ft.add_argument("--guide", type=Path, default=None, help="alignment jsonl (lisa only)")
-    ft.add_argument("--config", default="antibody", help="shipped config name or yaml path")
-    for p in (al, ft):
-        for name in (*CFG_FIELDS, *STAGE_FIELDS):
-            kind = (
-                str
-                if name == "lambda_rule"
-                else (int if name in ("steps", "batch_size", "seed") else float)
-            )
-            p.add_argument(
-                f"--{name.replace('_', '-')}",
-                dest=name,
-                type=kind,
-                default=None,
-                help="override the config's value",
-            )
-        p.add_argument("--max-len", type=int, default=128, help="max tokens per row")
-        p.add_argument(
-            "--refusals",
-            type=Path,
-            default=None,
-            help="refusal pool for rows without 'refusal' (one per line)",
-        )
-        p.add_argument("--device", default=None)
-        p.add_argument("--out", type=Path, required=True, help="output folder (model + log)")
+    sub.add_parser("align", help="alignment stage (sft | booster | vaccine | antibody)")
+    sub.add_parser("finetune", help="finetuning stage on (poisoned) user data")
     ev = sub.add_parser("eval", help="harmful score and finetune accuracy of a model")
     ev.add_argument("--model", required=True)
     ev.add_argument("--harmful", type=Path, default=None, help="harmful prompts jsonl (HS)")
@@ -118,22 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _settings(ns: argparse.Namespace) -> tuple[Any, Any]:
-    from llm_methods.antibody.model import AntibodyConfig
-    from llm_methods.antibody.pipeline import StageSettings
-
-    values = load_config(ns.config)
-    values.update(
-        {k: getattr(ns, k) for k in (*CFG_FIELDS, *STAGE_FIELDS) if getattr(ns, k) is not None}
-    )
-    cfg = AntibodyConfig(**{k: values[k] for k in CFG_FIELDS if k in values}).validate()
-    stage = StageSettings(**{k: values[k] for k in STAGE_FIELDS if k in values})
-    if stage.steps < 1 or stage.batch_size < 1 or stage.lr <= 0:
-        raise ValueError("need --steps >= 1, --batch-size >= 1 and --lr > 0")
-    return cfg, stage
-
-
-def _load(spec: str, device: str | None) -> Any:
+def _load(spec: str, device: str | None) -> LM:
     from llm_methods.cliutils import quiet_transformers
     from llm_methods.lm import load_lm
 
@@ -144,24 +131,25 @@ def _load(spec: str, device: str | None) -> Any:
     return lm
 
 
-def _save(lm: Any, model: Any, out: Path, info: dict) -> None:
+def _save(lm: LM, model: Any, out: str | Path, info: dict) -> None:
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     lm.tokenizer.save_pretrained(out)
     (out / "antibody.json").write_text(json.dumps(info, indent=1))
 
 
-def _pool(ns: argparse.Namespace) -> list[str] | None:
+def _pool(ns: Any) -> list[str] | None:
     from llm_methods.antibody.data import read_refusal_pool
 
     return read_refusal_pool(ns.refusals) if ns.refusals is not None else None
 
 
-def _align(ns: argparse.Namespace) -> int:
+def _align(ns: Any) -> int:
     from llm_methods.antibody.data import read_beavertails
     from llm_methods.antibody.pipeline import align
 
-    cfg, stage = _settings(ns)
+    cfg, stage = ns.antibody, ns.stage
     if ns.method in ("booster", "antibody") and ns.harmful is None:
         raise ValueError(
             f"--method {ns.method} needs --harmful (harmful rows for the perturbation)"
@@ -178,8 +166,8 @@ def _align(ns: argparse.Namespace) -> int:
         {
             "stage": "align",
             "method": ns.method,
-            "config": vars(cfg),
-            "steps": stage.steps,
+            "config": asdict(cfg),
+            "settings": asdict(stage),
             "log": log.logs[-5:],
             "wall_s": log.wall_s,
         },
@@ -190,11 +178,11 @@ def _align(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _finetune(ns: argparse.Namespace) -> int:
+def _finetune(ns: Any) -> int:
     from llm_methods.antibody.data import check_poison_ratio, poisoned_mixture, read_beavertails
     from llm_methods.antibody.pipeline import finetune
 
-    cfg, stage = _settings(ns)
+    cfg, stage = ns.antibody, ns.stage
     if ns.poison_ratio is not None:
         check_poison_ratio(ns.poison_ratio)
     pool = _pool(ns)
@@ -229,6 +217,7 @@ def _finetune(ns: argparse.Namespace) -> int:
             "rows": len(rows),
             "harmful_rows": sum(not r.is_safe for r in rows),
             "tau": cfg.tau,
+            "settings": asdict(stage),
             "log": log.logs[-5:],
             "wall_s": log.wall_s,
         },
@@ -259,6 +248,11 @@ def main(argv: Sequence[str]) -> int:
     if argv and argv[0] in TRAINER_SUBCOMMANDS:
         run_lightning_cli(list(argv))
         return 0
+    if argv and argv[0] in STAGE_SUBCOMMANDS:
+        from llm_methods.ltpo.cli import parse_settings  # the one jsonargparse entry of both
+
+        ns = parse_settings(stage_parser(argv[0]), argv[1:], "llm_methods.antibody")
+        return (_align if argv[0] == "align" else _finetune)(ns)
     ns = _parser().parse_args(list(argv))
     if ns.command == "configs":
         for path in sorted(CONFIG_DIR.glob("*.yaml")):
@@ -294,4 +288,4 @@ def main(argv: Sequence[str]) -> int:
         tok.save_pretrained(ns.out)
         print(f"base pretrained ({ns.steps} steps, loss {log.logs[-1]['loss']:.3f}) -> {ns.out}")
         return 0
-    return {"align": _align, "finetune": _finetune, "eval": _eval}[ns.command](ns)
+    return _eval(ns)

@@ -35,7 +35,7 @@ import numpy as np
 
 from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
 
-__all__ = ["EXPERIMENT", "claim_ratio", "claims", "run", "settings"]
+__all__ = ["EXPERIMENT", "claim_ratio", "claims", "measure", "report", "run", "settings"]
 
 PAPER = (
     "Antibody: Strengthening Defense Against Harmful Fine-Tuning for Large Language Models "
@@ -162,7 +162,16 @@ FT_LR = 3e-4
 BATCH = 16
 
 
-def run(quick: bool, out_dir: Path) -> Result:
+def measure(cfg: dict[str, Any], device: Any = None) -> dict[str, Any]:
+    """The experiment's numbers for the scale ``cfg`` (:func:`settings`): pretrain the base on
+    ``device`` (default: the CPU; every later model lives there too), align it with each of
+    :data:`ALIGNED`, finetune each row of :data:`ROWS` on each poisoned mixture, evaluate.
+
+    Returns ``table`` (seed-mean / std HS and FA per row and ratio), ``after_alignment``,
+    ``base``, ``seconds_per_step``, ``overhead_vs_sft``,
+    ``antibody_relative_weight_on_harmful``, ``claim_ratio`` (or None), ``ratio`` (where the
+    claims are read), ``measured`` (the input of :func:`claims`), ``n_params``, ``vocab``,
+    ``n_eval_harmful``, ``n_eval_task`` and ``device``."""
     from llm_methods.antibody.data import poisoned_mixture, synthetic_world
     from llm_methods.antibody.model import AntibodyConfig
     from llm_methods.antibody.pipeline import (
@@ -174,9 +183,6 @@ def run(quick: bool, out_dir: Path) -> Result:
     )
     from llm_methods.lm.threads import one_thread
 
-    cfg = settings(quick)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
     seed_everything(0)
     world = synthetic_world(0)
     ab_cfg = AntibodyConfig()
@@ -189,7 +195,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     harmful_weight: list[float] = []
     with one_thread():
         tok, base, plog = pretrain_base(
-            world, steps=cfg["pretrain_steps"], batch_size=cfg["pretrain_bs"]
+            world, steps=cfg["pretrain_steps"], batch_size=cfg["pretrain_bs"], device=device
         )
         base_eval = evaluate(base, tok, world.eval_harmful, world.eval_task)
         for seed in cfg["seeds"]:
@@ -253,8 +259,6 @@ def run(quick: bool, out_dir: Path) -> Result:
         else (FALLBACK_RATIO if FALLBACK_RATIO in cfg["ratios"] else max(cfg["ratios"]))
     )
     key = str(ratio)
-    h = {m: table[m][key]["hs"] for m in METHODS}
-    f = {m: table[m][key]["fa"] for m in METHODS}
     sft_step = float(np.mean(align_s["sft"]))
     overhead = {
         f"align_{m}_vs_sft": round(float(np.mean(align_s[m])) / sft_step, 2) for m in METHODS
@@ -263,19 +267,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     overhead["finetune_weighted_vs_sft"] = round(
         float(np.mean(ft_s["antibody"]) / np.mean(ft_s["sft"])), 2
     )
-    _plot(out_dir / "antibody_hs_fa.png", table, cfg["ratios"])
-    measured = {
-        "ratios": list(cfg["ratios"]),
-        "claim_ratio": chosen,
-        "ratio": ratio,
-        "hs_sft_by_ratio": {str(r): table["sft"][str(r)]["hs"] for r in cfg["ratios"]},
-        "hs_after_alignment": {m: after_align[m]["hs"] for m in ALIGNED},
-        "hs": {**h, ABLATION: table[ABLATION][key]["hs"]},
-        "fa": dict(f),
-    }
-    judged = claims(measured)
-    n_params = sum(p.numel() for p in base.parameters())
-    metrics: dict[str, Any] = {
+    return {
         "table": table,
         "after_alignment": after_align,
         "base": {
@@ -291,11 +283,49 @@ def run(quick: bool, out_dir: Path) -> Result:
         "antibody_relative_weight_on_harmful": round(float(np.mean(harmful_weight)), 3)
         if harmful_weight
         else None,
-        "wall_s": round(time.perf_counter() - start, 1),
+        "claim_ratio": chosen,
+        "ratio": ratio,
+        "measured": {
+            "ratios": list(cfg["ratios"]),
+            "claim_ratio": chosen,
+            "ratio": ratio,
+            "hs_sft_by_ratio": {str(r): table["sft"][str(r)]["hs"] for r in cfg["ratios"]},
+            "hs_after_alignment": {m: after_align[m]["hs"] for m in ALIGNED},
+            "hs": {
+                **{m: table[m][key]["hs"] for m in METHODS},
+                ABLATION: table[ABLATION][key]["hs"],
+            },
+            "fa": {m: table[m][key]["fa"] for m in METHODS},
+        },
+        "n_params": sum(p.numel() for p in base.parameters()),
+        "vocab": len(tok),
+        "n_eval_harmful": len(world.eval_harmful),
+        "n_eval_task": len(world.eval_task),
+        "device": str(next(base.parameters()).device),
     }
+
+
+def report(numbers: dict[str, Any], cfg: dict[str, Any], wall_s: float) -> Result:
+    """The :class:`Result` of :func:`measure`'s ``numbers`` at the scale ``cfg``: metrics,
+    summary and scale text, and the judged claims."""
+    table, after_align, ratio = numbers["table"], numbers["after_alignment"], numbers["ratio"]
+    chosen, key = numbers["claim_ratio"], str(ratio)
+    metrics: dict[str, Any] = {
+        k: numbers[k]
+        for k in (
+            "table",
+            "after_alignment",
+            "base",
+            "seconds_per_step",
+            "overhead_vs_sft",
+            "antibody_relative_weight_on_harmful",
+        )
+    }
+    metrics["wall_s"] = round(wall_s, 1)
     metrics["claim_ratio"] = chosen
-    for extra in (PAPER_RULE, "lisa", ABLATION):
-        h[extra], f[extra] = table[extra][key]["hs"], table[extra][key]["fa"]
+    metrics["device"] = numbers["device"]
+    h = {m: table[m][key]["hs"] for m in ROWS}
+    f = {m: table[m][key]["fa"] for m in ROWS}
     line = ", ".join(f"{m} {h[m]:.1f}/{f[m]:.1f}" for m in ROWS)
     return Result(
         summary=(
@@ -304,20 +334,34 @@ def run(quick: bool, out_dir: Path) -> Result:
             + f", mean of {len(cfg['seeds'])} seed(s): "
             f"{line}. After alignment only, HS: "
             + ", ".join(f"{m} {after_align[m]['hs']:.1f}" for m in ALIGNED)
-            + f". Base (before alignment) HS {base_eval['hs']:.1f}."
+            + f". Base (before alignment) HS {numbers['base']['hs']:.1f}."
         ),
         metrics=metrics,
         seeds=list(cfg["seeds"]),
         scale=(
-            f"tiny Llama 2x64 ({n_params / 1e3:.0f}k params, BPE {len(tok)}) pretrained "
-            f"{cfg['pretrain_steps']} steps on the synthetic set; alignment {cfg['align_steps']} "
-            f"steps x {BATCH} (lr {ALIGN_LR}); poisoned finetune {cfg['n_ft']} rows, "
-            f"{cfg['ft_steps']} steps x {BATCH} (lr {FT_LR}); ratios {cfg['ratios']}; "
-            f"{len(world.eval_harmful)} held-out harmful prompts, {len(world.eval_task)} held-out "
-            "copy prompts; rho=0.1, code lambda_t (eta 5, EMA 0.99), lambda2=0.05, tau=1"
+            f"tiny Llama 2x64 ({numbers['n_params'] / 1e3:.0f}k params, BPE {numbers['vocab']}) "
+            f"pretrained {cfg['pretrain_steps']} steps on the synthetic set; alignment "
+            f"{cfg['align_steps']} steps x {BATCH} (lr {ALIGN_LR}); poisoned finetune "
+            f"{cfg['n_ft']} rows, {cfg['ft_steps']} steps x {BATCH} (lr {FT_LR}); ratios "
+            f"{cfg['ratios']}; {numbers['n_eval_harmful']} held-out harmful prompts, "
+            f"{numbers['n_eval_task']} held-out copy prompts; rho=0.1, code lambda_t (eta 5, EMA "
+            f"0.99), lambda2=0.05, tau=1; {numbers['device']}"
         ),
-        claims=judged,
+        claims=claims(numbers["measured"]),
     )
+
+
+def run(quick: bool, out_dir: Path) -> Result:
+    """:func:`measure` at :func:`settings` ``(quick)`` on ``choose_device()`` (CUDA when
+    PyTorch sees one; ``ICLR26_DEVICE=cpu`` forces the CPU), the plot, then :func:`report`."""
+    from iclr26_common.device import choose_device
+
+    cfg = settings(quick)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    numbers = measure(cfg, choose_device())
+    _plot(out_dir / "antibody_hs_fa.png", numbers["table"], cfg["ratios"])
+    return report(numbers, cfg, time.perf_counter() - start)
 
 
 def _plot(path: Path, table: dict, ratios: list[float]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,8 @@ from llm_methods.lm.errors import LMError
 
 __all__ = ["AntibodyModule", "SafetyDataModule"]
 
+# Antibody's hyper-parameters as they sat flat in the hparams before issue 29
+FLAT_HPARAMS = frozenset(("rho", "lambda_rule", "a", "eta_lambda", "ema", "lambda2", "tau"))
 STAGES = {"align": ("sft", "booster", "vaccine", "antibody"), "finetune": ("sft", "antibody")}
 
 
@@ -98,20 +101,17 @@ class SafetyDataModule(L.LightningDataModule):
 
 class AntibodyModule(L.LightningModule):
     """One stage (``align`` or ``finetune``) of one method on a model spec (folder, zoo:NAME,
-    smollm2); ``save_to`` writes the trained model + tokenizer at the end of ``fit``."""
+    smollm2); ``save_to`` writes the trained model + tokenizer at the end of ``fit``.
+    ``antibody``: Antibody's hyper-parameters (:class:`~llm_methods.antibody.model.
+    AntibodyConfig`, the ``antibody:`` group that the stage configs of ``align``/``finetune``
+    use too; default: its defaults). The checkpoint's hparams hold it as a plain dict."""
 
     def __init__(
         self,
         model: str = "zoo:micro",
         stage: str = "align",
         method: str = "antibody",
-        rho: float = 0.1,
-        lambda_rule: str = "code",
-        a: float = 1.0,
-        eta_lambda: float = 5.0,
-        ema: float = 0.99,
-        lambda2: float = 0.05,
-        tau: float = 1.0,
+        antibody: AntibodyConfig | None = None,
         booster_lambda: float = 5.0,
         vaccine_rho: float = 5.0,
         lr: float = 1e-3,
@@ -122,16 +122,36 @@ class AntibodyModule(L.LightningModule):
         super().__init__()
         if stage not in STAGES or method not in STAGES[stage]:
             raise LMError(f"stage {stage!r} takes methods {STAGES.get(stage, ())}, not {method!r}")
-        self.save_hyperparameters()
+        if isinstance(antibody, dict):  # from a checkpoint's hparams
+            antibody = AntibodyConfig(**antibody)
+        self.cfg = antibody or AntibodyConfig()
+        self.save_hyperparameters(ignore=["antibody"])
+        self.hparams["antibody"] = asdict(self.cfg)  # plain values: weights_only-loadable
         self.automatic_optimization = False
-        self.cfg = AntibodyConfig(rho, lambda_rule, a, eta_lambda, ema, lambda2, tau).validate()
-        self.ema = LambdaEMA(ema) if lambda_rule == "code" else None
+        self.ema = LambdaEMA(self.cfg.ema) if self.cfg.lambda_rule == "code" else None
         from llm_methods.lm import load_lm
 
         lm = load_lm(model, None, "float32")  # choose_device(); the Trainer moves it as it needs
         self.net, self.tokenizer = lm.model, lm.tokenizer
         for p in self.net.parameters():
             p.requires_grad_(True)
+
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        """Lightning's loader, after a one-line ``LMError`` naming the file for a checkpoint
+        written before issue 29 (Antibody's hyper-parameters as flat hparams)."""
+        from iclr26_common.checkpoints import load_weights_only
+
+        ckpt = load_weights_only(
+            checkpoint_path, "Antibody checkpoint", error=LMError, require_state_dict=True
+        )
+        flat = sorted(FLAT_HPARAMS & set(ckpt.get("hyper_parameters", {})))
+        if flat:
+            raise LMError(
+                f"{checkpoint_path}: an AntibodyModule checkpoint from before issue 29 (flat "
+                f"hparams {', '.join(flat)}); retrain, or load its weights into a new module"
+            )
+        return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
 
     def on_fit_start(self) -> None:
         self.net.train()
@@ -161,7 +181,7 @@ class AntibodyModule(L.LightningModule):
                 grads, info = sft_grads(self.net, params, rows)
             else:
                 grads, info = weighted_finetune_grads(
-                    self.net, params, rows, self._enc(batch["rows"], True), h.tau
+                    self.net, params, rows, self._enc(batch["rows"], True), self.cfg.tau
                 )
         else:
             safe = self._enc(batch["safe"])
@@ -171,7 +191,12 @@ class AntibodyModule(L.LightningModule):
                 grads, info = vaccine_align_grads(self.net, params, safe, h.vaccine_rho)
             elif h.method == "booster":
                 grads, info = booster_align_grads(
-                    self.net, params, safe, self._enc(batch["harmful"]), h.booster_lambda, h.rho
+                    self.net,
+                    params,
+                    safe,
+                    self._enc(batch["harmful"]),
+                    h.booster_lambda,
+                    self.cfg.rho,
                 )
             else:
                 grads, info = antibody_align_grads(

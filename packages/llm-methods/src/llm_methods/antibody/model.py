@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -61,22 +61,29 @@ LAMBDA_RULES = ("paper", "code")
 
 @dataclass
 class AntibodyConfig:
-    """Antibody's hyper-parameters (defaults: the issue / official script values)."""
+    """Antibody's hyper-parameters (the ``antibody:`` group of a config; defaults: the issue /
+    official script values). Checked on construction: one-line ``LMError`` (a ``ValueError``)
+    naming the field."""
 
     rho: float = 0.1  # ρ, harmful perturbation radius (official ``alpha``)
-    lambda_rule: str = "code"  # "code" (the official trainer, default) or "paper"
+    lambda_rule: Literal["code", "paper"] = "code"  # "code" (the official trainer) or "paper"
     a: float = 1.0  # paper rule only: target decrease rate of L_sharp (our constant, see README)
     eta_lambda: float = 5.0  # η_λ of the code's λ_t rule
     ema: float = 0.99  # EMA momentum of the code's λ_t (paper rule: no EMA)
     lambda2: float = 0.05  # λ_r, weight of the refusal loss at θ_pert
     tau: float = 1.0  # finetuning softmax temperature
 
-    def validate(self) -> AntibodyConfig:
+    def __post_init__(self) -> None:
         if self.lambda_rule not in LAMBDA_RULES:
             raise LMError(f"lambda_rule must be one of {LAMBDA_RULES}, got {self.lambda_rule!r}")
-        if self.rho < 0 or self.tau <= 0 or not 0 <= self.ema < 1 or self.lambda2 < 0:
-            raise LMError("need rho >= 0, tau > 0, 0 <= ema < 1, lambda2 >= 0")
-        return self
+        if self.rho < 0:
+            raise LMError(f"rho must be >= 0, got {self.rho}")
+        if self.tau <= 0:
+            raise LMError(f"tau must be > 0, got {self.tau}")
+        if not 0 <= self.ema < 1:
+            raise LMError(f"ema must be in [0, 1), got {self.ema}")
+        if self.lambda2 < 0:
+            raise LMError(f"lambda2 must be >= 0, got {self.lambda2}")
 
 
 def _params(model: nn.Module) -> list[nn.Parameter]:

@@ -53,42 +53,80 @@ FINETUNE_METHODS = ("sft", "antibody", "lisa")
 
 @dataclass
 class StageSettings:
-    steps: int = 100
-    batch_size: int = 16
-    lr: float = 1e-3
-    seed: int = 0
+    """One training stage's loop (the ``stage:`` group of a config). Checked on construction:
+    one-line ``LMError`` (a ``ValueError``) naming the field."""
+
+    steps: int = 100  # optimiser steps
+    batch_size: int = 16  # rows per step (per split: alignment, harmful, user data)
+    lr: float = 1e-3  # AdamW learning rate (constant)
+    seed: int = 0  # batch draws (and the poisoned mixture of ``finetune``)
     booster_lambda: float = 5.0  # Booster's fixed λ (official script eta_lbd=5)
-    booster_rho: float = 0.1
-    vaccine_rho: float = 5.0  # the Antibody repo's Vaccine script default
+    booster_rho: float = 0.1  # Booster's perturbation radius
+    vaccine_rho: float = 5.0  # Vaccine's radius (the Antibody repo's Vaccine script default)
     lisa_rho: float = 1.0  # Lisa's proximal weight (official scripts)
-    lisa_align_share: float = 0.1  # alignment_step / (alignment_step + finetune_step) = 100/1000
+    lisa_align_share: float = 0.1  # Lisa: alignment_step / (alignment + finetune) = 100/1000
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise LMError(f"steps must be >= 1, got {self.steps}")
+        if self.batch_size < 1:
+            raise LMError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.lr <= 0:
+            raise LMError(f"lr must be > 0, got {self.lr}")
 
 
 class Encoded:
     """One split tokenised twice: ``response`` view (the row's response) and ``refusal`` view
-    (the same prompts with their refusal targets)."""
+    (the same prompts with their refusal targets), each ``ids`` / ``attn`` / ``loss_mask``
+    [N, T] on ``device`` (default: the CPU)."""
 
-    def __init__(self, tokenizer: Any, records: Sequence[SafetyRecord], max_len: int = 64) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        records: Sequence[SafetyRecord],
+        max_len: int = 64,
+        device: torch.device | str | None = None,
+    ) -> None:
         if not records:
             raise LMError("empty split")
         prompts = [r.prompt for r in records]
-        self.response = encode_records(tokenizer, prompts, [r.response for r in records], max_len)
-        self.refusal = encode_records(tokenizer, prompts, [r.refusal for r in records], max_len)
+        self.response = _on(
+            encode_records(tokenizer, prompts, [r.response for r in records], max_len), device
+        )
+        self.refusal = _on(
+            encode_records(tokenizer, prompts, [r.refusal for r in records], max_len), device
+        )
         self.n = len(records)
 
     def sample(self, gen: torch.Generator, k: int) -> tuple[dict, dict]:
+        """``k`` rows drawn with replacement by the CPU generator ``gen`` (the same draws on
+        every device); both views, on the split's device."""
         idx = torch.randint(0, self.n, (min(k, self.n),), generator=gen)
         return _take(self.response, idx), _take(self.refusal, idx)
 
 
+def _on(batch: dict, device: torch.device | str | None) -> dict:
+    return batch if device is None else {k: v.to(device) for k, v in batch.items()}
+
+
 def _take(batch: dict, idx: torch.Tensor) -> dict:
-    out = {k: v[idx] for k, v in batch.items()}
+    """Rows ``idx`` (a CPU index) of ``batch``, without the all-padding columns."""
+    out = {k: v[idx.to(v.device)] for k, v in batch.items()}
     width = int(out["attn"].sum(1).max())  # drop all-padding columns
     return {k: v[:, :width] for k, v in out.items()}
 
 
-def encode(tokenizer: Any, records: Sequence[SafetyRecord], max_len: int = 64) -> Encoded:
-    return Encoded(tokenizer, records, max_len)
+def _device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def encode(
+    tokenizer: Any,
+    records: Sequence[SafetyRecord],
+    max_len: int = 64,
+    device: torch.device | str | None = None,
+) -> Encoded:
+    return Encoded(tokenizer, records, max_len, device)
 
 
 def pretrain_base(
@@ -101,15 +139,20 @@ def pretrain_base(
     batch_size: int = 32,
     lr: float = 3e-3,
     seed: int = 0,
+    device: torch.device | str | None = None,
 ) -> tuple[Any, nn.Module, TrainLog]:
     """A BPE tokenizer and a tiny Llama trained on ``world.pretrain`` (it answers arithmetic,
-    copies a little and refuses the harmful requests it saw)."""
+    copies a little and refuses the harmful requests it saw). The model is initialised on the
+    CPU (seeded, the same weights everywhere) and trained on ``device`` (default: the CPU);
+    :func:`align`, :func:`finetune` and :func:`evaluate` then work on the model's device."""
     from llm_methods.zoo.models import tiny_llama
     from llm_methods.zoo.tokenizer import train_bpe
 
     tokenizer = train_bpe(world.texts(), vocab_size)
     model = tiny_llama(len(tokenizer), n_layers, hidden, heads, max_len=96, seed=seed)
-    data = encode(tokenizer, world.pretrain)
+    if device is not None:
+        model = model.to(device)
+    data = encode(tokenizer, world.pretrain, device=_device(model))
     gen = torch.Generator().manual_seed(seed)
 
     def step(params: list, _i: int) -> tuple:
@@ -135,11 +178,12 @@ def align(
     harmful responses; their ``refusal`` targets give Antibody's refusal view)."""
     if method not in ALIGN_METHODS:
         raise LMError(f"unknown alignment method {method!r}; known: {', '.join(ALIGN_METHODS)}")
-    cfg = (cfg or AntibodyConfig()).validate()
+    cfg = cfg or AntibodyConfig()
     model = copy.deepcopy(base)
-    safe = encode(tokenizer, safe_rows, max_len)
+    dev = _device(model)
+    safe = encode(tokenizer, safe_rows, max_len, dev)
     harmful = (
-        encode(tokenizer, harmful_rows, max_len) if method in ("booster", "antibody") else None
+        encode(tokenizer, harmful_rows, max_len, dev) if method in ("booster", "antibody") else None
     )
     gen = torch.Generator().manual_seed(settings.seed)
     ema = LambdaEMA(cfg.ema) if cfg.lambda_rule == "code" else None
@@ -180,11 +224,14 @@ def finetune(
     if method == "lisa" and not guide_rows:
         raise LMError("lisa needs alignment (guide) rows")
     model = copy.deepcopy(aligned)
-    data = encode(tokenizer, rows, max_len)
-    gen = torch.Generator().manual_seed(settings.seed + 1000)
-    harmful_flags = torch.tensor([not r.is_safe for r in rows])
+    dev = _device(model)
+    data = encode(tokenizer, rows, max_len, dev)
+    gen = torch.Generator().manual_seed(settings.seed + 1000)  # CPU draws, as in Encoded.sample
+    harmful_flags = torch.tensor([not r.is_safe for r in rows])  # CPU, indexed by the CPU draws
     lisa = (
-        _Lisa(model, encode(tokenizer, guide_rows, max_len), settings) if method == "lisa" else None
+        _Lisa(model, encode(tokenizer, guide_rows, max_len, dev), settings)
+        if method == "lisa"
+        else None
     )
 
     def step(params: list, i: int) -> tuple:
@@ -196,7 +243,7 @@ def finetune(
             return sft_grads(model, params, batch)
         grads, info = weighted_finetune_grads(model, params, batch, refusal, tau)
         flags = harmful_flags[idx]
-        w = torch.tensor(info.pop("weights"))
+        w = torch.tensor(info.pop("weights"))  # CPU, from the list the recipe logs
         info.pop("d")
         info["weight_on_harmful"] = float(w[flags].sum())
         info["harmful_share"] = float(flags.float().mean())
@@ -248,7 +295,8 @@ class _Lisa:
 def greedy(
     model: nn.Module, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int = 16
 ) -> list[str]:
-    """Greedy decoding of chat-formatted prompts, batched by prompt length (no padding)."""
+    """Greedy decoding of chat-formatted prompts, batched by prompt length (no padding), on
+    the model's device."""
     heads = []
     for p in prompts:
         text = tokenizer.apply_chat_template(
@@ -261,7 +309,7 @@ def greedy(
     out: list[str] = [""] * len(prompts)
     model.eval()
     for idx in groups.values():
-        ids = torch.tensor([heads[i] for i in idx])
+        ids = torch.tensor([heads[i] for i in idx], device=_device(model))
         new = []
         for _ in range(max_new_tokens):
             nxt = model(input_ids=ids).logits[:, -1].argmax(-1, keepdim=True)

@@ -2,7 +2,8 @@
 
 ``data`` (GSM8K / MATH-500 / AIME / ASDiv readers, answer extraction, the offline arithmetic
 word-problem generator), ``prompts`` (upstream's thought prompt split around the thoughts, the CoT
-prompt), ``scorer`` (the confidence reward and decoding on a shared prefix KV cache), ``model``
-(zeroth-order and autograd updates, decoding from latent thoughts), ``latentseek`` (baseline),
-``experiment``, ``cli``.
+prompt), ``scorer`` (the confidence reward, greedy decoding and LatentSeek's continuation
+gradient on a shared prefix KV cache), ``optimize`` (``LTPOConfig``, the zeroth-order and autograd
+updates of the thoughts, decoding from them), ``latentseek`` (the LatentSeek baseline on the same
+thoughts), ``experiment``, ``cli`` (``llm-methods ltpo``).
 """

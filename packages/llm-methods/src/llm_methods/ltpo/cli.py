@@ -1,8 +1,11 @@
 """``llm-methods ltpo``: test-time latent thought optimisation on your math problems.
 
 ``solve`` runs LTPO (or a baseline) on a GSM8K / MATH-500 / AIME / ASDiv file and writes
-``predictions.jsonl`` + ``summary.json``; ``synth`` writes offline graded word problems in GSM8K
-jsonl; ``configs`` lists the shipped LTPO configs. No training, so no LightningCLI here.
+``predictions.jsonl`` + ``summary.json``; its settings are two dataclass groups parsed by
+jsonargparse, ``--ltpo.*`` (``optimize.LTPOConfig``) and ``--decode.*`` (:class:`DecodeSettings`),
+given on the command line or nested the same way in a ``--config`` YAML (a shipped name or a
+path); ``synth`` writes offline graded word problems in GSM8K jsonl; ``configs`` lists the
+shipped LTPO configs. No training, so no LightningCLI here.
 """
 
 from __future__ import annotations
@@ -10,61 +13,86 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 ABOUT = "LTPO test-time latent thought optimisation (arXiv 2510.04182)"
+PROG = "llm-methods ltpo"
 CONFIG_DIR = Path(__file__).parent / "configs"
 METHOD_CHOICES = ("ltpo", "cot", "cot_unk", "latentseek")
-FIELDS = ("n_thoughts", "sigma", "sigma_decay", "lr", "steps", "top_k", "optimizer")
 
 
-def load_config(name_or_path: str) -> dict[str, Any]:
-    """A shipped config name (``run_ltpo``, ``argparse_defaults``, ``adam``) or a yaml path."""
-    from llm_methods.cliutils import load_settings
+@dataclass
+class DecodeSettings:
+    """Greedy decoding of the answers (the ``decode:`` group of a config)."""
 
-    return load_settings("ltpo", name_or_path, (*FIELDS, "best_post_update", "embedding_units"))
+    max_new_tokens: int = 256  # new tokens per answer
+    batch_size: int = 16  # questions per batch (one shared prefix KV cache)
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"decode.max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.batch_size < 1:
+            raise ValueError(f"decode.batch_size must be >= 1, got {self.batch_size}")
+
+
+def parse_settings(parser: Any, argv: Sequence[str], package: str) -> Any:
+    """``parser`` (a jsonargparse ``ArgumentParser`` made with ``exit_on_error=False``) on
+    ``argv``, where ``--config NAME`` may name a YAML shipped in ``package``'s ``configs/``;
+    returns the namespace with its dataclass groups built (checked by their ``__post_init__``).
+
+    Raises ``ValueError`` for an unknown config name (listing the shipped ones) and
+    :class:`~iclr26_common.cli_support.UsageError` (one line) for what jsonargparse rejects, e.g.
+    a key the config's groups do not have."""
+    from jsonargparse import ArgumentError
+
+    from iclr26_common.cli_support import UsageError, resolve_config_names, shipped_configs
+
+    shipped = shipped_configs(package)
+    args = resolve_config_names(argv, shipped)
+    for flag, value in zip(args, [*args[1:], None], strict=True):
+        if flag == "--config" and value is not None and not Path(value).is_file():
+            raise ValueError(f"unknown config {value!r}; shipped: {sorted(shipped)}")
+    try:
+        return parser.instantiate(parser.parse_args(args))
+    except ArgumentError as error:
+        raise UsageError(" ".join(str(error).split())) from error
+
+
+def solve_parser() -> Any:
+    """``llm-methods ltpo solve``'s jsonargparse parser: plain options, ``--config`` (a shipped
+    name or a YAML path) and the groups ``--ltpo.*`` (:class:`~llm_methods.ltpo.optimize.
+    LTPOConfig`) and ``--decode.*`` (:class:`DecodeSettings`); a YAML nests them the same way."""
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    from llm_methods.ltpo.optimize import LTPOConfig
+
+    parser = ArgumentParser(
+        prog=f"{PROG} solve",
+        description="Solve the problems of a jsonl file with LTPO (or a baseline); writes "
+        "predictions.jsonl and summary.json into --out.",
+        exit_on_error=False,
+    )
+    parser.add_argument("--config", action=ActionConfigFile, help="shipped config or yaml path")
+    parser.add_argument("--model", type=str, default="smollm2", help="model spec")
+    parser.add_argument("--device", type=str | None, default=None, help="cpu / cuda")
+    parser.add_argument("--data", type=str, required=True, help="jsonl (or ASDiv .xml) file")
+    parser.add_argument("--format", type=str, default="gsm8k", help="gsm8k|math500|aime|asdiv")
+    parser.add_argument("--method", type=Literal[METHOD_CHOICES], default="ltpo")  # type: ignore[valid-type]
+    parser.add_argument("--limit", type=int | None, default=None, help="first N problems only")
+    parser.add_argument("--out", type=str, required=True, help="output folder")
+    parser.add_argument("--ltpo", type=LTPOConfig, default=LTPOConfig())
+    parser.add_argument("--decode", type=DecodeSettings, default=DecodeSettings())
+    return parser
 
 
 def _parser() -> argparse.ArgumentParser:
-    from llm_methods.cliutils import ArgumentParser
+    from iclr26_common.cli_support import ArgumentParser
 
-    parser = ArgumentParser(prog="llm-methods ltpo", description=__doc__)
+    parser = ArgumentParser(prog=PROG, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    solve = sub.add_parser("solve", help="solve problems from a jsonl file")
-    solve.add_argument("--model", default="smollm2", help="model spec (default: smollm2)")
-    solve.add_argument("--device", default=None)
-    solve.add_argument("--data", type=Path, required=True, help="jsonl (or ASDiv .xml) file")
-    solve.add_argument("--format", default="gsm8k", help="gsm8k | math500 | aime | asdiv")
-    solve.add_argument("--config", default="run_ltpo", help="shipped config name or yaml path")
-    solve.add_argument("--method", default="ltpo", choices=METHOD_CHOICES)
-    for name in FIELDS:
-        kind = (
-            str
-            if name == "optimizer"
-            else (int if name in ("n_thoughts", "steps", "top_k") else float)
-        )
-        solve.add_argument(
-            f"--{name.replace('_', '-')}",
-            dest=name,
-            type=kind,
-            default=None,
-            help="override the config's value",
-        )
-    solve.add_argument(
-        "--keep-candidate",
-        action="store_true",
-        help="keep the evaluated H+eps of the best step instead of upstream's post-update H",
-    )
-    solve.add_argument(
-        "--embedding-units",
-        action="store_true",
-        help="read sigma and lr in units of the model's embedding scale",
-    )
-    solve.add_argument("--limit", type=int, default=None, help="first N problems only")
-    solve.add_argument("--max-new-tokens", type=int, default=256)
-    solve.add_argument("--batch-size", type=int, default=16)
-    solve.add_argument("--out", type=Path, required=True, help="output folder")
+    sub.add_parser("solve", help="solve problems from a jsonl file (--help: its options)")
     synth = sub.add_parser("synth", help="write offline graded word problems (GSM8K jsonl)")
     synth.add_argument("--out", type=Path, required=True, help="output .jsonl file")
     synth.add_argument("--n", type=int, default=200)
@@ -73,13 +101,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _solve(ns: argparse.Namespace) -> int:
+def solve(argv: Sequence[str]) -> int:
+    """``llm-methods ltpo solve ARGS``: parse, run the method, write the two files, print."""
     from llm_methods.cliutils import quiet_transformers
     from llm_methods.lm import load_lm
-    from llm_methods.ltpo.data import is_correct, read_problems
+    from llm_methods.ltpo.data import extract_answer, is_correct, read_problems
     from llm_methods.ltpo.latentseek import latentseek
-    from llm_methods.ltpo.model import (
-        LTPOConfig,
+    from llm_methods.ltpo.optimize import (
         decode_with_thoughts,
         initial_thoughts,
         ltpo_optimize_batch,
@@ -87,46 +115,46 @@ def _solve(ns: argparse.Namespace) -> int:
         thought_prompt,
     )
 
-    values = load_config(ns.config)
-    values.update({k: getattr(ns, k) for k in FIELDS if getattr(ns, k) is not None})
-    if ns.keep_candidate:
-        values["best_post_update"] = False
-    if ns.embedding_units:
-        values["embedding_units"] = True
-    cfg = LTPOConfig(**values)
-    cfg.validate()
+    ns = parse_settings(solve_parser(), argv, "llm_methods.ltpo")
+    cfg, dec = ns.ltpo, ns.decode
+    new, batch = dec.max_new_tokens, dec.batch_size
     problems = read_problems(ns.data, ns.format, ns.limit)
     quiet_transformers()
     lm = load_lm(ns.model, ns.device)
-    dec = {"max_new_tokens": ns.max_new_tokens, "batch_size": ns.batch_size}
     if ns.method == "cot":
-        prefixes = [prompt_ids(lm, p.question, reserve=ns.max_new_tokens) for p in problems]
-        texts = decode_with_thoughts(lm, prefixes, [None] * len(prefixes), **dec)
+        prefixes = [prompt_ids(lm, p.question, reserve=new) for p in problems]
+        texts = decode_with_thoughts(
+            lm, prefixes, [None] * len(prefixes), max_new_tokens=new, batch_size=batch
+        )
     else:
-        prompts = [
-            thought_prompt(lm, p.question, cfg.n_thoughts, reserve=ns.max_new_tokens)
-            for p in problems
-        ]
+        prompts = [thought_prompt(lm, p.question, cfg.n_thoughts, reserve=new) for p in problems]
         prefixes, suffix = [t.prefix for t in prompts], prompts[0].suffix
         if ns.method == "latentseek":
             texts, _ = latentseek(
-                lm, [p.question for p in problems], prefixes, cfg.n_thoughts, suffix=suffix, **dec
+                lm,
+                [p.question for p in problems],
+                prefixes,
+                cfg.n_thoughts,
+                suffix=suffix,
+                max_new_tokens=new,
+                batch_size=batch,
             )
         else:
             if ns.method == "cot_unk":
                 thoughts = list(initial_thoughts(lm, len(prefixes), cfg.n_thoughts))
             else:
                 thoughts = []
-                for b in range(0, len(prefixes), ns.batch_size):
-                    chunk = prefixes[b : b + ns.batch_size]
+                for b in range(0, len(prefixes), batch):
+                    chunk = prefixes[b : b + batch]
                     hs, _ = ltpo_optimize_batch(
                         lm, chunk, cfg, list(range(b, b + len(chunk))), suffix=suffix
                     )
                     thoughts += hs
-            texts = decode_with_thoughts(lm, prefixes, thoughts, suffix=suffix, **dec)
-    from llm_methods.ltpo.data import extract_answer
-
-    ns.out.mkdir(parents=True, exist_ok=True)
+            texts = decode_with_thoughts(
+                lm, prefixes, thoughts, max_new_tokens=new, batch_size=batch, suffix=suffix
+            )
+    out = Path(ns.out)
+    out.mkdir(parents=True, exist_ok=True)
     rows = [
         {
             "question": p.question,
@@ -137,30 +165,31 @@ def _solve(ns: argparse.Namespace) -> int:
         }
         for p, t in zip(problems, texts, strict=True)
     ]
-    (ns.out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     acc = sum(r["correct"] for r in rows) / len(rows)
     summary = {
         "method": ns.method,
         "model": lm.name,
         "n": len(rows),
         "accuracy": acc,
-        "config": values,
+        "config": asdict(cfg),
+        "decode": asdict(dec),
     }
-    (ns.out / "summary.json").write_text(json.dumps(summary, indent=1))
-    print(f"{ns.method}: accuracy {acc:.3f} on {len(rows)} problems -> {ns.out}")
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(f"{ns.method}: accuracy {acc:.3f} on {len(rows)} problems -> {out}")
     return 0
 
 
 def main(argv: Sequence[str]) -> int:
+    if argv and argv[0] == "solve":
+        return solve(argv[1:])
     ns = _parser().parse_args(list(argv))
     if ns.command == "configs":
         for path in sorted(CONFIG_DIR.glob("*.yaml")):
             print(f"{path.stem}: {path.read_text().splitlines()[0].lstrip('# ')}")
         return 0
-    if ns.command == "synth":
-        from llm_methods.ltpo.data import synth_problems, write_gsm8k
+    from llm_methods.ltpo.data import synth_problems, write_gsm8k
 
-        path = write_gsm8k(synth_problems(ns.n, ns.seed), ns.out)
-        print(f"wrote {ns.n} problems to {path}")
-        return 0
-    return _solve(ns)
+    path = write_gsm8k(synth_problems(ns.n, ns.seed), ns.out)
+    print(f"wrote {ns.n} problems to {path}")
+    return 0

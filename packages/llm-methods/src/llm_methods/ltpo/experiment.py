@@ -146,7 +146,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     from llm_methods.lm.threads import one_thread
     from llm_methods.ltpo.data import Problem, is_correct, normalize_answer, synth_problems
     from llm_methods.ltpo.latentseek import latentseek_batch
-    from llm_methods.ltpo.model import (
+    from llm_methods.ltpo.optimize import (
         BatchThoughtScorer,
         LTPOConfig,
         decode_rows,

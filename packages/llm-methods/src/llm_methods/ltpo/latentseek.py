@@ -9,11 +9,11 @@ self-reward r = p(yes) / (p(yes) + p(no)), then step H ← H + lr · r · ‖H�
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
-from llm_methods.ltpo.model import BatchThoughtScorer, decode_rows, initial_thoughts
+from llm_methods.lm.loading import LM
+from llm_methods.ltpo.optimize import BatchThoughtScorer, decode_rows, initial_thoughts
 
 __all__ = ["SELF_REWARD", "latentseek", "latentseek_batch", "self_reward"]
 
@@ -23,7 +23,7 @@ SELF_REWARD = (
 
 
 def self_reward(
-    lm: Any, questions: Sequence[str], answers: Sequence[str], batch_size: int = 16
+    lm: LM, questions: Sequence[str], answers: Sequence[str], batch_size: int = 16
 ) -> torch.Tensor:
     """LatentSeek's self-reward: p(yes) / (p(yes) + p(no)) for the first answer token of the
     model judging its own solution [N]."""
@@ -81,7 +81,7 @@ def latentseek_batch(
 
 
 def latentseek(
-    lm: Any,
+    lm: LM,
     questions: Sequence[str],
     prefixes: Sequence[Sequence[int]],
     n_thoughts: int = 8,

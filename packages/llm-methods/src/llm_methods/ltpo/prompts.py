@@ -14,9 +14,12 @@ system message, the question as the user turn, then the assistant header.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm_methods.lm.errors import LMError
+
+if TYPE_CHECKING:
+    from llm_methods.lm.loading import LM
 
 __all__ = [
     "INSTRUCTION",
@@ -72,7 +75,7 @@ def thought_token_ids(tokenizer: Any, n_thoughts: int) -> list[int]:
     return [thought_token_id(tokenizer)] * n_thoughts
 
 
-def _check_length(lm: Any, n: int, reserve: int) -> None:
+def _check_length(lm: LM, n: int, reserve: int) -> None:
     limit = getattr(lm.model.config, "max_position_embeddings", None)
     if limit is not None and n + reserve > limit:
         raise LMError(
@@ -88,7 +91,7 @@ def _check_question(question: str) -> str:
 
 
 def prompt_ids(
-    lm: Any, question: str, instruction: str = INSTRUCTION, reserve: int = 0
+    lm: LM, question: str, instruction: str = INSTRUCTION, reserve: int = 0
 ) -> list[int]:
     """The CoT prompt as token ids (``instruction`` as the system message, the question as the
     user turn, the assistant header); ``reserve`` = answer tokens that must still fit."""
@@ -100,7 +103,7 @@ def prompt_ids(
     return ids
 
 
-def thought_prompt(lm: Any, question: str, n_thoughts: int, reserve: int = 0) -> ThoughtPrompt:
+def thought_prompt(lm: LM, question: str, n_thoughts: int, reserve: int = 0) -> ThoughtPrompt:
     """The thought prompt split around the K thoughts (see the module docstring);
     ``reserve`` = answer tokens that must still fit after it."""
     from llm_methods.lm import chat_prompt

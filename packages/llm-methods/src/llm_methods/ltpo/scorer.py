@@ -10,11 +10,10 @@ once for every method.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
-from llm_methods.lm.loading import cache_kwargs
+from llm_methods.lm.loading import LM, cache_kwargs
 
 __all__ = ["EPS", "BatchThoughtScorer", "ThoughtScorer", "confidence_reward"]
 
@@ -49,7 +48,7 @@ class BatchThoughtScorer:
 
     def __init__(
         self,
-        lm: Any,
+        lm: LM,
         prefixes: Sequence[Sequence[int]],
         top_k: int = 10,
         suffix: Sequence[int] = (),
@@ -177,7 +176,7 @@ class ThoughtScorer(BatchThoughtScorer):
     full forward over [prefix; H; suffix[0]], the reference the cache must equal)."""
 
     def __init__(
-        self, lm: Any, prefix: Sequence[int], top_k: int = 10, suffix: Sequence[int] = ()
+        self, lm: LM, prefix: Sequence[int], top_k: int = 10, suffix: Sequence[int] = ()
     ) -> None:
         super().__init__(lm, [prefix], top_k, suffix)
         self.prefix = list(prefix)

@@ -25,12 +25,13 @@ maximise R) is also given. The prefix's KV cache is computed once; each reward f
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
 from llm_methods.lm.errors import LMError
+from llm_methods.lm.loading import LM
 from llm_methods.ltpo.prompts import (
     INSTRUCTION,
     THOUGHT_TOKEN_CANDIDATES,
@@ -40,11 +41,12 @@ from llm_methods.ltpo.prompts import (
     thought_token_id,
     thought_token_ids,
 )
-from llm_methods.ltpo.scorer import BatchThoughtScorer, ThoughtScorer, confidence_reward
+from llm_methods.ltpo.scorer import EPS, BatchThoughtScorer, ThoughtScorer, confidence_reward
 
 __all__ = [
     "EPS",
     "INSTRUCTION",
+    "OPTIMIZERS",
     "THOUGHT_TOKEN_CANDIDATES",
     "BatchThoughtScorer",
     "LTPOConfig",
@@ -63,37 +65,37 @@ __all__ = [
     "thought_token_ids",
 ]
 
-EPS = 1e-10
+OPTIMIZERS = ("zo", "adam")
 
 
 @dataclass
 class LTPOConfig:
-    """Defaults = upstream ``run_ltpo.sh`` (K=8, σ=4, γ=0.9, η=0.04, T=10, top-k 10) and its
-    best tracking (the post-update H of the best step)."""
+    """LTPO's optimiser settings (the ``ltpo:`` group of a config). Defaults = upstream
+    ``run_ltpo.sh`` (K=8, σ=4, γ=0.9, η=0.04, T=10, top-k 10) and its best tracking (the
+    post-update H of the best step). Checked on construction (one-line ``LMError``, a
+    ``ValueError``, naming the field)."""
 
-    n_thoughts: int = 8
-    sigma: float = 4.0
-    sigma_decay: float = 0.9
-    lr: float = 0.04
-    steps: int = 10
-    top_k: int = 10
-    optimizer: str = "zo"  # "zo" (zeroth order, paper) or "adam" (autograd)
+    n_thoughts: int = 8  # K, latent thought tokens optimised
+    sigma: float = 4.0  # σ, standard deviation of the zeroth-order perturbation ε
+    sigma_decay: float = 0.9  # γ, σ ← γσ after each step
+    lr: float = 0.04  # η, step size (Adam's learning rate for optimizer "adam")
+    steps: int = 10  # T, optimisation steps (0: the placeholders as they are, CoT-Unk)
+    top_k: int = 10  # k of the confidence reward (top-k log-probabilities per position)
+    optimizer: Literal["zo", "adam"] = "zo"  # "zo" (zeroth order, paper) or "adam" (autograd)
     best_post_update: bool = True  # False: keep the evaluated candidate H+ε of the best step
     embedding_units: bool = False  # True: σ·s and η·s², s = embedding_scale(lm)
-    use_cache: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
 
-    def validate(self) -> None:
+    def __post_init__(self) -> None:
         if self.n_thoughts < 1:
             raise LMError(f"n_thoughts (K) must be >= 1, got {self.n_thoughts}")
         if self.steps < 0:
             raise LMError(f"steps must be >= 0, got {self.steps}")
         if self.top_k < 1:
             raise LMError(f"top_k must be >= 1, got {self.top_k}")
+        if self.optimizer not in OPTIMIZERS:
+            raise LMError(f"optimizer must be 'zo' or 'adam', got {self.optimizer!r}")
         if self.sigma <= 0 and self.optimizer == "zo":
             raise LMError(f"sigma must be > 0, got {self.sigma}")
-        if self.optimizer not in ("zo", "adam"):
-            raise LMError(f"optimizer must be 'zo' or 'adam', got {self.optimizer!r}")
 
     def scaled(self, scale: float) -> tuple[float, float]:
         """(σ, η) in absolute units for an embedding scale ``scale``."""
@@ -103,21 +105,21 @@ class LTPOConfig:
 
 
 @torch.no_grad()
-def embedding_scale(lm: Any) -> float:
+def embedding_scale(lm: LM) -> float:
     """s = mean over vocabulary rows of ‖e_v‖ / √d: the per-coordinate scale of the input
     embeddings (SmolLM2-135M: rows of norm ≈ 3.2 at d = 576, s ≈ 0.13)."""
     weight = lm.model.get_input_embeddings().weight
     return float(weight.float().norm(dim=-1).mean() / weight.shape[-1] ** 0.5)
 
 
-def initial_thoughts(lm: Any, batch: int, n_thoughts: int) -> torch.Tensor:
+def initial_thoughts(lm: LM, batch: int, n_thoughts: int) -> torch.Tensor:
     """The placeholders' input embeddings ``[batch, K, d]`` (float32): upstream's H₀."""
     ids = torch.tensor(thought_token_ids(lm.tokenizer, n_thoughts), device=lm.device)
     return lm.model.get_input_embeddings()(ids).detach().float()[None].expand(batch, -1, -1)
 
 
 def ltpo_optimize(
-    lm: Any,
+    lm: LM,
     prefix: Sequence[int],
     cfg: LTPOConfig,
     seed: int = 0,
@@ -127,7 +129,6 @@ def ltpo_optimize(
     """Optimised thought embeddings [K, d] and the reward trace (the start's R, then R_i of each
     evaluated candidate) for one question ``prefix · H · suffix``. ``init``: H₀ [K, d]
     (default: the placeholders' embeddings)."""
-    cfg.validate()
     if cfg.optimizer == "zo":
         hs, traces = ltpo_optimize_batch(
             lm, [prefix], cfg, [seed], suffix=suffix, init=None if init is None else init[None]
@@ -155,7 +156,7 @@ def ltpo_optimize(
 
 @torch.no_grad()
 def ltpo_optimize_batch(
-    lm: Any,
+    lm: LM,
     prefixes: Sequence[Sequence[int]],
     cfg: LTPOConfig,
     seeds: Sequence[int],
@@ -167,9 +168,11 @@ def ltpo_optimize_batch(
     seeded ``seeds[i]`` (the stream upstream's ``torch.normal`` draws after
     ``torch.manual_seed(seeds[i])``). ``scorer``: an existing :class:`BatchThoughtScorer` of
     exactly these prefixes (its cache and suffix are reused)."""
-    cfg.validate()
-    if cfg.optimizer != "zo":
-        out = [ltpo_optimize(lm, p, cfg, s, suffix) for p, s in zip(prefixes, seeds, strict=True)]
+    if cfg.optimizer != "zo":  # autograd, one question at a time (this function is no_grad)
+        with torch.enable_grad():
+            out = [
+                ltpo_optimize(lm, p, cfg, s, suffix) for p, s in zip(prefixes, seeds, strict=True)
+            ]
         return [h for h, _ in out], [t for _, t in out]
     if scorer is None or scorer.top_k != cfg.top_k:
         scorer = BatchThoughtScorer(
@@ -200,7 +203,7 @@ def ltpo_optimize_batch(
 
 
 def decode_with_thoughts(
-    lm: Any,
+    lm: LM,
     prefixes: Sequence[Sequence[int]],
     thoughts: Sequence[torch.Tensor | None],
     max_new_tokens: int = 48,
