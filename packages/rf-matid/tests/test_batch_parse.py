@@ -104,20 +104,55 @@ BAD_EDITS = {
     "no header": lambda raw: raw[raw.index(b"\n") + 1 :],
     "header line ends CR CR LF": lambda raw: raw.replace(b"\n", b"\r\r\n", 1),
     "lone CR inside the header line": lambda raw: raw.replace(b",real", b"\r,real", 1),
+    "BOM at the start of line 2": lambda raw: raw.replace(b"\n", b"\n\xef\xbb\xbf", 1),
+    "trailing blank lines": lambda raw: raw + b"\n\n",
+    "value overflows float32": lambda raw: raw.replace(b"\n", b"\n4.0e9,1e39,1\n", 1),
+    "no newline at all (CR only)": lambda raw: raw.replace(b"\n", b"\r"),
 }
 
 
+@pytest.mark.parametrize("position", [0, 1, 3])
 @pytest.mark.parametrize("bad", sorted(BAD_EDITS))
-def test_a_bad_file_gets_its_single_file_error_and_spoils_no_other(
-    tmp_path: Path, bad: str
+def test_a_bad_file_gets_its_single_file_result_and_spoils_no_other(
+    tmp_path: Path, bad: str, position: int
 ) -> None:
+    """Wherever the odd file sits in the batch (first, inside, last), every file gets what a
+    one-file read gives it."""
     paths = [_good(tmp_path / f"{i}.csv", i) for i in range(3)]
-    paths.insert(1, _edit(tmp_path / "bad.csv", 9, BAD_EDITS[bad]))
+    paths.insert(position, _edit(tmp_path / "bad.csv", 9, BAD_EDITS[bad]))
     paths.append(tmp_path / "missing.csv")
     single = _one_at_a_time(paths, read_frequency_csv)
     assert isinstance(single[-1], RFMatIDFormatError)
     _assert_same(csvio.read_csvs(paths, "frequency"), single)
-    assert not any(isinstance(r, RFMatIDFormatError) for r in single[:1] + single[2:-1])
+    others = [r for i, r in enumerate(single[:-1]) if i != position]
+    assert not any(isinstance(r, RFMatIDFormatError) for r in others)
+    if isinstance(single[position], RFMatIDFormatError):
+        assert "\n" not in str(single[position]) and len(str(single[position])) < 400
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda raw: raw.rstrip(b"\n"),  # no final newline: still joins the batch
+        lambda raw: raw + b"\n\n",  # trailing blank lines: read alone, the others stay joined
+    ],
+)
+def test_common_file_endings_keep_the_batch_joined(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit
+) -> None:
+    paths = [_good(tmp_path / f"{i}.csv", i) for i in range(4)]
+    paths.append(_edit(tmp_path / "odd.csv", 9, edit))
+    single = _one_at_a_time(paths, read_frequency_csv)
+    calls: list[int] = []
+    arrow_rows = csvio._arrow_rows
+
+    def counting(data, n_columns, skip_rows):
+        calls.append(len(data))
+        return arrow_rows(data, n_columns, skip_rows)
+
+    monkeypatch.setattr(csvio, "_arrow_rows", counting)
+    _assert_same(csvio.read_csvs(paths, "frequency"), single)
+    assert len(calls) <= 2  # one joined call (+ one for a file read alone)
 
 
 def test_rows_are_never_shifted_between_files(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""RF-MatID sample CSVs: header-aware parsing with errors naming file, line and field; writing.
+"""RF-MatID sample CSVs: header-aware parsing with errors naming file, line and field (writing:
+:mod:`rf_matid.csvwrite`).
 
 Frequency CSV: header + 2048 rows ``freq_hz, real, imag``; time CSV: header + 10240 rows
 ``time_ps, amplitude``. Columns are placed by header name (see :func:`read_frequency_csv`).
@@ -117,7 +118,7 @@ def _parse_header(
     if len(cells) != len(canonical):
         raise RFMatIDFormatError(
             path,
-            f"header {line.strip()!r} has {len(cells)} fields, expected {len(canonical)} "
+            f"header {_shorten(line.strip())!r} has {len(cells)} fields, expected {len(canonical)} "
             f"({expected})",
             line=1,
         )
@@ -146,6 +147,12 @@ def _parse_header(
     if len(_HEADERS) < 64:
         _HEADERS[key] = (tuple(order), names, columns)
     return order, names, columns
+
+
+def _shorten(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters for a one-line message (a file without newlines
+    would otherwise be quoted whole)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _read_bytes(path: str | os.PathLike[str]) -> bytes:
@@ -267,26 +274,34 @@ def _fast_rows(raw: bytes, n_columns: int) -> np.ndarray | None:
 
 
 def _body(raw: bytes) -> bytes | None:
-    """The bytes after a file's first line when they are whole lines (end with a newline), or
-    None. The first line must hold no carriage return but one right before its newline: pyarrow
-    ends a line at a lone ``\\r`` too, and skipping the header must skip what a one-file parse
-    (``skip_rows=1``) skips."""
+    """The lines after a file's first line, each ended by a newline (one is added after a last
+    line that lacks it: pyarrow reads that line the same either way), or None when the file
+    cannot join a batch: no line after the first; a carriage return in the first line other
+    than right before its newline (pyarrow ends a line at a lone ``\\r`` too, and skipping the
+    header must skip what a one-file parse, ``skip_rows=1``, skips); trailing blank lines (a
+    one-file read strips them on the line-by-line path, a joined parse would fail)."""
     newline = raw.find(b"\n")
-    if newline < 0 or not raw.endswith(b"\n") or newline + 1 == len(raw):
+    if newline < 0 or newline + 1 == len(raw):
         return None
     if b"\r" in raw[: newline - 1]:  # a lone CR in the first line: pyarrow would end it there
         return None
-    return raw[newline + 1 :]
+    body = raw[newline + 1 :]
+    if body.endswith((b"\n\n", b"\n\r\n")):
+        return None
+    return body if body.endswith(b"\n") else body + b"\n"
 
 
 def _fast_rows_batch(raws: Sequence[bytes], n_columns: int) -> list[np.ndarray | None]:
     """:func:`_fast_rows` of several files in ONE pyarrow call (the call's fixed cost dominates
-    a 2048-row file): the files' rows after their first line are joined, parsed at once and
-    split back by each file's newline count.
+    a 2048-row file): the files' lines after their first (:func:`_body`) are joined, parsed at
+    once and split back by each file's newline count.
 
-    A file whose rows do not end with a newline gets None; so does every file when the joined
-    parse fails or yields another row count than the newlines (e.g. a lone ``\\r`` line end):
-    the caller then parses each file alone, so results and errors are those of one file at a time.
+    The joined text starts with a dummy line that is skipped, as a one-file parse skips the
+    header: pyarrow drops a byte-order mark only at the very start of its input, so a BOM at the
+    start of the first file's second line is an error here as it is in a one-file read. A file
+    :func:`_body` refuses gets None; so does every file when the joined parse fails or yields
+    another row count than the newlines (e.g. a lone ``\\r`` line end): the caller then parses
+    each file alone, so values and errors are those of one file at a time.
     """
     out: list[np.ndarray | None] = [None] * len(raws)
     bodies = [(i, body) for i, raw in enumerate(raws) if (body := _body(raw)) is not None]
@@ -294,7 +309,8 @@ def _fast_rows_batch(raws: Sequence[bytes], n_columns: int) -> list[np.ndarray |
         return out
     # newlines per file (numpy's compare-and-count is ~7x bytes.count here)
     counts = [int(np.count_nonzero(np.frombuffer(body, np.uint8) == 10)) for _, body in bodies]
-    table = _arrow_rows(b"".join(body for _, body in bodies), n_columns, skip_rows=0)
+    joined = b"".join([b"skipped\n", *(body for _, body in bodies)])
+    table = _arrow_rows(joined, n_columns, skip_rows=1)
     if table is None or table.shape[0] != sum(counts):
         return out
     for (i, _), part in zip(bodies, np.split(table, np.cumsum(counts)[:-1]), strict=True):
@@ -505,9 +521,27 @@ def _frequency_sample(path: str | os.PathLike[str], table: _Table) -> tuple[np.n
         path, freq_hz, freq_name, hint=f"the column's values are read as {decided}"
     )
     s11 = np.empty(len(values), dtype=np.complex64)  # each part rounded to float32
-    s11.real = table.values[:, 1]
-    s11.imag = table.values[:, 2]
+    with np.errstate(over="ignore"):  # reported below, with the line
+        s11.real = table.values[:, 1]
+        s11.imag = table.values[:, 2]
+    _check_float32(path, s11.real, table.values[:, 1], table.names[1])
+    _check_float32(path, s11.imag, table.values[:, 2], table.names[2])
     return freq_hz, s11
+
+
+def _check_float32(
+    path: str | os.PathLike[str], stored: np.ndarray, parsed: np.ndarray, field: str
+) -> None:
+    """Refuse a value that overflows float32 (the stored dtype; upstream parses as float32)."""
+    bad = ~np.isfinite(stored)
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise RFMatIDFormatError(
+            path,
+            f"value {float(parsed[row])!r} does not fit float32 (|x| < 3.4e38)",
+            line=row + 2,
+            field=field,
+        )
 
 
 def read_time_csv(
@@ -526,7 +560,10 @@ def _time_sample(path: str | os.PathLike[str], table: _Table) -> tuple[np.ndarra
     """(time_ps float64 [T], amplitude float32 [T]) of a parsed time table."""
     time_ps = np.ascontiguousarray(table.values[:, 0])
     _check_increasing(path, time_ps, table.names[0])
-    return time_ps, table.values[:, 1].astype(np.float32)
+    with np.errstate(over="ignore"):  # reported by _check_float32, with the line
+        amplitude = table.values[:, 1].astype(np.float32)
+    _check_float32(path, amplitude, table.values[:, 1], table.names[1])
+    return time_ps, amplitude
 
 
 Sample = tuple[np.ndarray, np.ndarray]
