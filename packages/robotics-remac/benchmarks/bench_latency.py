@@ -3,7 +3,7 @@
     uv run python packages/robotics-remac/benchmarks/bench_latency.py [--batch 1] [--repeats 200]
 
 Latency does not depend on the weights, so the policies are untrained, at the experiment's size
-(``robotics_remac.experiment.POLICY_KWARGS``); REMAC gets non-zero LoRA weights. All samplers are
+(``robotics_remac.experiment.POLICY_SIZES``); REMAC gets non-zero LoRA weights. All samplers are
 timed interleaved in one loop (median of ``--repeats``), so machine load hits them alike.
 """
 
@@ -12,10 +12,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from dataclasses import asdict
 
 import torch
 
-from robotics_remac.experiment import HORIZON, POLICY_KWARGS
+from robotics_remac.experiment import HORIZON, POLICY_SIZES
 from robotics_remac.model import FlowPolicy, LoRALinear, add_lora, merge_lora
 from robotics_remac.sampling import (
     bid_sample,
@@ -34,8 +35,8 @@ def main() -> None:
     parser.add_argument("--exec-horizon", type=int, default=4)
     ns = parser.parse_args()
     torch.manual_seed(0)
-    base = FlowPolicy(**POLICY_KWARGS).eval()
-    remac = add_lora(FlowPolicy(**POLICY_KWARGS)).eval()
+    base = FlowPolicy(**asdict(POLICY_SIZES)).eval()
+    remac = add_lora(FlowPolicy(**asdict(POLICY_SIZES))).eval()
     for layer in remac.modules():
         if isinstance(layer, LoRALinear):
             torch.nn.init.normal_(layer.lora_B, std=0.1)
@@ -63,7 +64,7 @@ def main() -> None:
     ref = statistics.median(times["naive (Euler, 5 steps)"])
     print(
         f"batch {ns.batch}, d={d}, e={e}, torch threads {torch.get_num_threads()}, "
-        f"mixer {POLICY_KWARGS}"
+        f"mixer {asdict(POLICY_SIZES)}"
     )
     print(f"{'sampler':26s} {'median ms':>10s} {'x naive':>8s}")
     for name, ts in times.items():

@@ -22,7 +22,7 @@ def one_torch_thread() -> Iterator[None]:
 def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """6 expert episodes written in the LeRobot v2.1 layout."""
     from robotics_remac.data import collect_demonstrations
-    from robotics_remac.lerobot import write_lerobot_dataset
+    from robotics_remac.dataset_writer import write_lerobot_dataset
 
     root = tmp_path_factory.mktemp("remac-demos") / "demos"
     return write_lerobot_dataset(root, collect_demonstrations(6, seed=3))

@@ -1,5 +1,6 @@
 """Multi-process training through Lightning: the tiny ``fit`` under DDP on two CPU processes
-(gloo), run through the console script in a subprocess since ranks > 0 re-run its command line."""
+(gloo), run through the console script in a subprocess since ranks > 0 re-run its command line
+(:func:`iclr26_common.testing.run_ddp`: exit 0, two processes, epoch metrics reduced)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from iclr26_common.testing import DDP_CPU_ARGS, run_console_script
+from iclr26_common.testing import only_file, run_ddp
 
 
 @pytest.mark.slow
@@ -19,15 +20,11 @@ def test_tiny_fit_under_ddp_on_two_cpu_processes(tmp_path: Path) -> None:
         "tiny",
         "--trainer.enable_checkpointing=true",
         f"--trainer.default_root_dir={tmp_path}",
-        *DDP_CPU_ARGS,
     ]
-    proc = run_console_script("robotics-remac", args, tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Starting with 2 processes" in proc.stderr
-    assert "sync_dist" not in proc.stderr  # epoch-level val metrics are reduced over ranks
+    run_ddp("robotics-remac", args, tmp_path)
     # rank 0 alone writes: one config (no config-1.yaml from rank 1) and one checkpoint
-    assert sorted(p.name for p in tmp_path.rglob("config*.yaml")) == ["config.yaml"]
-    (ckpt,) = tmp_path.rglob("*.ckpt")
+    assert only_file(tmp_path, "config*.yaml").name == "config.yaml"
+    ckpt = only_file(tmp_path, "*.ckpt")
     # tiny: 4 training episodes x 113 chunks = 452 chunks in batches of 64 are 8 steps on one
     # process; Lightning's distributed sampler gives each rank half of them
     state = torch.load(ckpt, map_location="cpu", weights_only=True)

@@ -11,13 +11,9 @@ import pytest
 
 from iclr26_common.testing import assert_one_line_error
 from robotics_remac.cli import main, run_lightning_cli
-from robotics_remac.lerobot import (
-    Episode,
-    RemacFormatError,
-    dataset_dims,
-    read_lerobot_dataset,
-    write_lerobot_dataset,
-)
+from robotics_remac.dataset_format import Episode, RemacFormatError
+from robotics_remac.dataset_reader import dataset_dims, read_lerobot_dataset
+from robotics_remac.dataset_writer import write_lerobot_dataset
 
 OBS, ACT = 5, 3  # another robot's sizes
 
@@ -47,6 +43,7 @@ def test_datamodule_and_model_follow_the_dataset(other_dir: Path, tmp_path: Path
     import torch
 
     from robotics_remac.data import DemoDataModule
+    from robotics_remac.settings import CurriculumSettings, PolicySizes
     from robotics_remac.training import fit_base, fit_finetune
 
     dm = DemoDataModule(str(other_dir), horizon=4, batch_size=32)
@@ -55,10 +52,11 @@ def test_datamodule_and_model_follow_the_dataset(other_dir: Path, tmp_path: Path
     batch = next(iter(dm.train_dataloader()))
     assert batch["obs"].shape[1:] == (OBS,) and batch["actions"].shape[1:] == (4, ACT)
     assert batch["prev_obs"].shape[1:] == (4, OBS)
-    kw = {"channels": 8, "hidden": 8, "token_hidden": 4, "depth": 1}
-    base = fit_base(dm, 1, kw)
+    base = fit_base(dm, 1, PolicySizes(channels=8, hidden=8, token_hidden=4, depth=1))
     assert (base.config["obs_dim"], base.config["action_dim"]) == (OBS, ACT)
-    remac = fit_finetune(base, dm, 1, max_delay=2)  # stale-prefix sampling at these sizes
+    remac = fit_finetune(
+        base, dm, 1, curriculum=CurriculumSettings(max_delay=2)
+    )  # stale-prefix sampling at these sizes
     out = remac(torch.zeros(2, OBS), torch.zeros(2, 4, ACT), torch.zeros(2), torch.ones(2, 4))
     assert out.shape == (2, 4, ACT)
 

@@ -6,18 +6,14 @@ import numpy as np
 import pytest
 
 from iclr26_common import Experiment, derive_verdict
-from robotics_remac.experiment import (
-    EXEC_HORIZON,
-    EXPERIMENT,
-    HORIZON,
+from robotics_remac.experiment import EXEC_HORIZON, EXPERIMENT, HORIZON, run, settings
+from robotics_remac.experiment_claims import (
     LATENCY_BATCHES,
     LATENCY_RATIO_MAX,
     MEASURED_KEYS,
     NAIVE_DROP_MIN,
     claims,
     drop,
-    run,
-    settings,
     verdict_checks,
 )
 
@@ -271,3 +267,47 @@ def test_miniature_ema_keeps_the_finetune() -> None:
     assert 0.0 <= miniature_ema_decay(3) < decay
     with pytest.raises(ValueError, match="positive"):
         miniature_ema_decay(0)
+
+
+def test_report_writes_up_planted_numbers_without_training(tmp_path: Path) -> None:
+    """The report is built from a Measurement alone (no training): planted numbers come out in
+    the summary, the table, the CSV and the judged claims."""
+    import csv
+
+    from robotics_remac.experiment import Measurement, report
+
+    cfg = settings(True)
+    rows = [
+        {
+            "method": m,
+            "delay": d,
+            "assumed_delay": d,
+            "success": 0.5 + 0.01 * d,
+            "ci_low": 0.4,
+            "ci_high": 0.6,
+        }
+        for m in cfg["methods"]
+        for d in cfg["delays"]
+    ]
+    metrics = {
+        **GOOD,
+        "lora_only_d4": 0.52,
+        "planner_d0": 0.97,
+        "planner_d4": 0.95,
+        "planner_drop": 0.02,
+        **{f"{n}_latency_ms_b{b}": 1.0 for n in LATENCY_NAMES for b in LATENCY_BATCHES},
+    }
+    timings = {"data_s": 1.0, "base_fit_s": 2.0}
+    result = report(Measurement(cfg, rows, metrics, timings, 60, 0.97), tmp_path)
+    assert result.summary.startswith("naive 0.900->0.500, REMAC 0.900->0.800")
+    assert "| remac | 0.500 [0.40, 0.60] | 0.530 [0.40, 0.60] | 0.540 [0.40, 0.60] |" in (
+        result.table_markdown
+    )
+    assert [c.verdict for c in result.claims] == ["held"] * 5
+    assert result.metrics["demos_read_back"] == 60 and result.metrics["finetune_ema_decay"] == 0.97
+    assert "not run here: bid" in result.scale
+    written = list(csv.DictReader((tmp_path / "results.csv").open()))
+    assert len(written) == len(rows) and (tmp_path / "success_vs_delay.png").stat().st_size > 0
+
+
+LATENCY_NAMES = ("naive", "remac_merged", "remac_unmerged")

@@ -9,13 +9,8 @@ import pytest
 import torch
 
 from robotics_remac.env import ChaseParams, expert_action
-from robotics_remac.experiment import (
-    EXEC_HORIZON,
-    HORIZON,
-    LATENCY_RATIO_MAX,
-    MEASURED_KEYS,
-    latency_metrics,
-)
+from robotics_remac.experiment import EXEC_HORIZON, HORIZON, latency_metrics
+from robotics_remac.experiment_claims import LATENCY_RATIO_MAX, MEASURED_KEYS
 from robotics_remac.latency import MeasuredDelay, loop_latency
 from robotics_remac.rollout import rollout
 

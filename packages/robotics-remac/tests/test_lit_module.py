@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import lightning as L
@@ -10,9 +11,11 @@ from robotics_remac.checkpoint import load_policy, save_policy
 from robotics_remac.data import ChunkDataset, DemoDataModule, collect_demonstrations
 from robotics_remac.lit_module import FlowPolicyModule, RemacModule, charbonnier, curriculum_low
 from robotics_remac.model import FlowPolicy, LoRALinear, lora_parameters
+from robotics_remac.settings import CurriculumSettings, PolicySizes, TrainingTimeRTCSettings
 from robotics_remac.training import ABLATIONS, fit_finetune, remac_from_policy
 
-TINY = {"channels": 16, "hidden": 32, "token_hidden": 8, "depth": 1}
+SIZES = PolicySizes(channels=16, hidden=32, token_hidden=8, depth=1)
+TINY = asdict(SIZES)  # FlowPolicy's keyword arguments
 
 
 def _batch(n: int = 16) -> dict[str, torch.Tensor]:
@@ -30,7 +33,7 @@ def test_chunks_follow_the_episode() -> None:
 @pytest.mark.parametrize("ttrtc", [False, True])
 def test_base_loss_decreases(ttrtc: bool) -> None:
     torch.manual_seed(0)
-    module = FlowPolicyModule(**TINY, training_time_rtc=ttrtc)
+    module = FlowPolicyModule(sizes=SIZES, training_time_rtc=TrainingTimeRTCSettings(ttrtc))
     batch = _batch(128)
     opt = torch.optim.Adam(module.parameters(), 3e-3)
     first = module.flow_loss(batch).item()
@@ -47,7 +50,8 @@ def test_remac_loss_parts_and_gradients(name: str) -> None:
     module = remac_from_policy(FlowPolicy(**TINY), **ABLATIONS[name])
     parts = module.remac_loss(_batch(), train=False)
     assert torch.isfinite(parts["loss"])
-    assert ("l_delta" in parts) == ABLATIONS[name]["use_delta"]
+    assert ("l_delta" in parts) == module.loss.use_delta
+    assert ("l_keep" in parts) == module.loss.use_keep
     parts["loss"].backward()
     base_grads = [p.grad for n, p in module.policy.named_parameters() if ".base." in n]
     assert all(g is None for g in base_grads)
@@ -64,7 +68,9 @@ def test_charbonnier() -> None:
 
 
 def test_p_schedule_and_delay_curriculum() -> None:
-    module = RemacModule(**TINY, curriculum_epochs=4, p_start=1.0, p_end=0.2)
+    module = RemacModule(
+        sizes=SIZES, curriculum=CurriculumSettings(epochs=4, p_start=1.0, p_end=0.2)
+    )
     assert module.p_gt() == 1.0  # no trainer yet
     assert module._delay_low() == 4
 
@@ -96,7 +102,7 @@ def test_a_three_epoch_finetune_trains_delay_zero(monkeypatch: pytest.MonkeyPatc
 
 def test_ema_uses_upstreams_decay() -> None:
     """One EMA step moves the average 1 - 0.999 of the way to the weights (upstream EMA_DECAY)."""
-    module = RemacModule(**TINY)
+    module = RemacModule(sizes=SIZES)
     params = lora_parameters(module.policy)
     module.on_train_batch_end(None, None, 0)  # first call snapshots the weights
     with torch.no_grad():
@@ -110,7 +116,7 @@ def test_ema_uses_upstreams_decay() -> None:
 
 def test_fit_checkpoint_and_weights_only_reload(tmp_path: Path) -> None:
     dm = DemoDataModule(n_episodes=4, batch_size=64, val_fraction=0.25)
-    base = FlowPolicyModule(**TINY)
+    base = FlowPolicyModule(sizes=SIZES)
     trainer = L.Trainer(
         max_epochs=1,
         logger=False,
@@ -124,7 +130,7 @@ def test_fit_checkpoint_and_weights_only_reload(tmp_path: Path) -> None:
     loaded = load_policy(base_ckpt)
     assert loaded.kind == "base"
     remac = RemacModule(base_ckpt=str(base_ckpt))
-    assert remac.hparams.policy_config["channels"] == 16
+    assert remac.hparams["sizes"]["channels"] == 16
     trainer = L.Trainer(
         max_epochs=1,
         logger=False,
@@ -147,7 +153,7 @@ def test_fit_checkpoint_and_weights_only_reload(tmp_path: Path) -> None:
 
 
 def test_bad_checkpoints(tmp_path: Path) -> None:
-    from robotics_remac.lerobot import RemacFormatError
+    from robotics_remac.dataset_format import RemacFormatError
 
     bad = tmp_path / "bad.ckpt"
     bad.write_bytes(b"not a checkpoint")
@@ -169,7 +175,7 @@ def test_training_losses_run_on_the_batchs_device() -> None:
         "prev_obs": torch.zeros(4, 8, 8, device=meta),
         "frame": torch.zeros(4, dtype=torch.long, device=meta),
     }
-    base = FlowPolicyModule(**TINY, training_time_rtc=True).to(meta)
+    base = FlowPolicyModule(sizes=SIZES, training_time_rtc=TrainingTimeRTCSettings(True)).to(meta)
     assert base.flow_loss(batch).device == meta
-    remac = RemacModule(**TINY, curriculum=True).to(meta)
+    remac = RemacModule(sizes=SIZES, curriculum=CurriculumSettings(enabled=True)).to(meta)
     assert remac.remac_loss(batch, train=True)["loss"].device == meta

@@ -9,7 +9,6 @@ import torch
 
 from robotics_remac.model import FlowPolicy, add_lora
 from robotics_remac.sampling import (
-    bid_sample,
     euler_sample,
     prefix_preserved_sample,
     rtc_guidance_weight,
@@ -177,13 +176,34 @@ def test_every_sampler_computes_on_the_policys_device(sampler: str) -> None:
     assert chunk.device == meta and chunk.shape == (B, H, A)
 
 
-def test_bid_picks_the_candidate_closest_to_the_prefix(policy: FlowPolicy) -> None:
-    obs = torch.randn(2, 8)
-    gen = torch.Generator().manual_seed(0)
-    cand = euler_sample(policy, obs.repeat_interleave(16, 0), generator=gen).view(2, 16, 8, 2)
-    prefix = cand[:, 5].clone()
-    out = bid_sample(policy, obs, prefix, 2, 2, generator=torch.Generator().manual_seed(0))
-    torch.testing.assert_close(out, prefix)
+def test_bid_keeps_each_observations_own_nearest_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted candidates instead of the network's: the candidate sampler fills each returned
+    chunk with its observation's value plus a distinct per-row offset, so every candidate says
+    which observation it was drawn for. BID must return, for each observation, the one of *its
+    own* candidates nearest the prefix (constant chunks: nearest in value, whatever the weights).
+    The expected pick is found from the planted rows, not with BID's ranking formula."""
+    import robotics_remac.sampling as sampling
+
+    drawn: list[torch.Tensor] = []
+
+    def planted(policy, obs, steps=5, generator=None, mask=None):  # type: ignore[no-untyped-def]
+        rows = obs.shape[0]
+        values = obs[:, 0] + 0.01 * torch.arange(rows, dtype=obs.dtype)
+        drawn.append(values)
+        return values[:, None, None].expand(rows, H, A).clone()
+
+    monkeypatch.setattr(sampling, "euler_sample", planted)
+    obs = torch.zeros(2, 8)
+    obs[1, 0] = 100.0
+    prefix = torch.stack([torch.full((H, A), 0.043), torch.full((H, A), 100.021)])
+    out = sampling.bid_sample(None, obs, prefix, 2, 2, samples=4)  # type: ignore[arg-type]
+    (values,) = drawn
+    assert values.shape == (8,)  # 4 candidates per observation
+    for i in range(2):
+        own = values[(values - obs[i, 0]).abs() < 1.0]  # the candidates drawn for observation i
+        assert len(own) == 4
+        best = own[(own - prefix[i, 0, 0]).abs().argmin()]
+        torch.testing.assert_close(out[i], torch.full((H, A), best.item()))
 
 
 def test_bid_ranks_by_plain_not_squared_l2(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,10 +9,11 @@ import torch
 
 import robotics_remac.lit_module as lit
 from robotics_remac.data import ChunkDataset
-from robotics_remac.lerobot import Episode
+from robotics_remac.dataset_format import Episode
 from robotics_remac.lit_module import RemacModule, sample_exec_horizons, stale_prefix
+from robotics_remac.settings import CurriculumSettings, PolicySizes
 
-TINY = {"channels": 16, "hidden": 32, "token_hidden": 8, "depth": 1}
+TINY = PolicySizes(channels=16, hidden=32, token_hidden=8, depth=1)
 H = 8
 
 
@@ -73,7 +74,11 @@ def test_remac_loss_samples_the_prefix_from_an_earlier_observation(
     ds = ChunkDataset([_ramp_episode(40)], H)
     frames = list(range(H, 30))
     batch = ds[frames]
-    module = RemacModule(**TINY, horizon=H, max_delay=4, curriculum=True, p_start=0.0, p_end=0.0)
+    module = RemacModule(
+        sizes=TINY,
+        horizon=H,
+        curriculum=CurriculumSettings(enabled=True, max_delay=4, p_start=0.0, p_end=0.0),
+    )
     module.remac_loss(batch, train=True)
     assert len(calls) == 1
     lag = torch.tensor(frames, dtype=torch.float32) - calls[0]

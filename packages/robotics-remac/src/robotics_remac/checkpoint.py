@@ -1,6 +1,8 @@
 """Loading and saving policies: Lightning checkpoints of the two modules, or plain policy files.
 
-Everything is read with ``torch.load(..., weights_only=True)``.
+Everything is read with ``torch.load(..., weights_only=True)``
+(:func:`iclr26_common.checkpoints.load_weights_only`: a missing or unreadable file is one line
+naming it).
 """
 
 from __future__ import annotations
@@ -11,10 +13,17 @@ from typing import Any
 
 import torch
 
-from robotics_remac.lerobot import RemacFormatError
+from iclr26_common.checkpoints import load_weights_only
+from robotics_remac.dataset_format import RemacFormatError
 from robotics_remac.model import FlowPolicy, add_lora
 
-__all__ = ["LoadedPolicy", "check_lightning_checkpoint", "load_policy", "save_policy"]
+__all__ = [
+    "LoadedPolicy",
+    "check_lightning_checkpoint",
+    "is_flat_0_3",
+    "load_policy",
+    "save_policy",
+]
 
 POLICY_FORMAT = "robotics-remac-policy-1"
 POLICY_KEYS = ("obs_dim", "action_dim", "horizon", "channels", "hidden", "token_hidden", "depth")
@@ -66,29 +75,57 @@ def _build(config: dict[str, Any], lora: dict[str, Any] | None, where: Path) -> 
 
 def check_lightning_checkpoint(path: Path | str) -> None:
     """Raises a one-line error unless ``path`` is a Lightning checkpoint (a dict with a
-    ``state_dict``) readable with ``weights_only=True`` (``--ckpt_path`` of the CLI)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: checkpoint not found")
-    try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # unpickling errors come in many types
-        first = (str(error).splitlines() or [type(error).__name__])[0]
-        raise RemacFormatError(f"{path}: not a readable checkpoint ({first})") from None
-    if not isinstance(blob, dict) or "state_dict" not in blob:
-        raise RemacFormatError(f"{path}: not a Lightning checkpoint (no 'state_dict')")
+    ``state_dict``) readable with ``weights_only=True`` whose hyperparameters LightningCLI can
+    parse back (``--ckpt_path`` of the CLI): those of 0.3.x are flat, which the grouped settings
+    refuse, so such a file is named with what still reads it."""
+    blob = load_weights_only(path, error=RemacFormatError, require_state_dict=True)
+    hparams = blob.get("hyper_parameters")
+    if isinstance(hparams, dict) and is_flat_0_3(hparams):
+        raise RemacFormatError(
+            f"{path}: written by robotics-remac 0.3.x (flat hyperparameters), which --ckpt_path "
+            "cannot resume; `eval` and --model.init_args.base_ckpt still read it"
+        )
+
+
+def is_flat_0_3(hparams: dict[str, Any]) -> bool:
+    """Whether Lightning hyperparameters are the flat ones of robotics-remac 0.3.x (``channels``,
+    ``rank``, ... at the top level) rather than 0.4's groups (:mod:`robotics_remac.settings`)."""
+    return "channels" in hparams and not isinstance(hparams.get("sizes"), dict)
+
+
+def _lightning_spec(
+    hparams: dict[str, Any],
+) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
+    """``(kind, policy config, LoRA config or None)`` from a Lightning checkpoint's
+    hyperparameters: grouped (0.4: ``sizes``, ``lora``, ``training_time_rtc`` dicts) or flat
+    (0.3.x: ``channels``, ``rank``, ``training_time_rtc: bool``, and ``policy_config``)."""
+    if is_flat_0_3(hparams):
+        if "rank" in hparams:  # RemacModule
+            lora = {
+                "rank": hparams["rank"],
+                "alpha": hparams["alpha"],
+                "dropout": hparams["lora_dropout"],
+                "use_mask": hparams["use_mask"],
+            }
+            kind = "remac" if lora["use_mask"] else "lora_only"
+            return kind, hparams.get("policy_config") or hparams, lora
+        kind = "training_time_rtc" if hparams.get("training_time_rtc") else "base"
+        return kind, hparams, None
+    config = {k: hparams[k] for k in ("horizon", "obs_dim", "action_dim") if k in hparams}
+    config.update(hparams.get("sizes") or {})
+    if isinstance(hparams.get("lora"), dict):  # RemacModule
+        lora = dict(hparams["lora"])
+        return ("remac" if lora.get("use_mask", True) else "lora_only"), config, lora
+    ttrtc = bool((hparams.get("training_time_rtc") or {}).get("enabled"))
+    return ("training_time_rtc" if ttrtc else "base"), config, None
 
 
 def load_policy(path: Path | str) -> LoadedPolicy:
     """Reads a Lightning ``.ckpt`` (:class:`~robotics_remac.lit_module.FlowPolicyModule` or
-    :class:`~robotics_remac.lit_module.RemacModule`) or a :func:`save_policy` file."""
+    :class:`~robotics_remac.lit_module.RemacModule`, written by 0.4 or 0.3.x) or a
+    :func:`save_policy` file."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: policy checkpoint not found")
-    try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # unpickling errors come in many types
-        raise RemacFormatError(f"{path}: not a readable checkpoint ({error})") from None
+    blob = load_weights_only(path, "policy checkpoint", error=RemacFormatError)
     if not isinstance(blob, dict):
         raise RemacFormatError(f"{path}: not a checkpoint dict")
     if blob.get("format") == POLICY_FORMAT:
@@ -97,18 +134,7 @@ def load_policy(path: Path | str) -> LoadedPolicy:
         state, hparams = blob["state_dict"], {}
     elif "hyper_parameters" in blob and "state_dict" in blob:
         hparams = dict(blob["hyper_parameters"])
-        if "rank" in hparams:  # RemacModule
-            kind = "remac" if hparams.get("use_mask", True) else "lora_only"
-            lora = {
-                "rank": hparams["rank"],
-                "alpha": hparams["alpha"],
-                "dropout": hparams["lora_dropout"],
-                "use_mask": hparams["use_mask"],
-            }
-            config = hparams.get("policy_config") or hparams
-        else:
-            kind = "training_time_rtc" if hparams.get("training_time_rtc") else "base"
-            lora, config = None, hparams
+        kind, config, lora = _lightning_spec(hparams)
         policy = _build(config, lora, path)
         prefix = "policy."
         state = {k[len(prefix) :]: v for k, v in blob["state_dict"].items() if k.startswith(prefix)}

@@ -124,7 +124,7 @@ def collect_main(argv: Sequence[str]) -> int:
     if ns.episodes < 1:
         parser.error("--episodes must be >= 1")
     from robotics_remac.data import collect_demonstrations
-    from robotics_remac.lerobot import write_lerobot_dataset
+    from robotics_remac.dataset_writer import write_lerobot_dataset
 
     if ns.out.exists() and any(ns.out.iterdir()):
         parser.error(f"--out {ns.out} exists and is not empty")
@@ -309,7 +309,7 @@ def _top_level_parser() -> ArgumentParser:
 
 def _is_user_error(error: BaseException) -> bool:
     """Bad input (our format errors, path errors, our own ValueErrors), not a bug."""
-    from robotics_remac.lerobot import RemacFormatError
+    from robotics_remac.dataset_format import RemacFormatError
 
     return is_user_error(error, "robotics_remac", (RemacFormatError,))
 

@@ -16,6 +16,8 @@ import numpy as np
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
 
+from robotics_remac.dataset_format import TASK_FPS, Episode, RemacFormatError
+from robotics_remac.dataset_reader import dataset_dims, read_lerobot_dataset
 from robotics_remac.env import (
     ACTION_DIM,
     DEFAULT_PARAMS,
@@ -25,13 +27,6 @@ from robotics_remac.env import (
     observe,
     reset_batch,
     step_batch,
-)
-from robotics_remac.lerobot import (
-    TASK_FPS,
-    Episode,
-    RemacFormatError,
-    dataset_dims,
-    read_lerobot_dataset,
 )
 
 __all__ = ["ChunkDataset", "DemoDataModule", "collect_demonstrations"]

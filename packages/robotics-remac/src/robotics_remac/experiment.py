@@ -4,41 +4,38 @@ Expert demonstrations of the chase task (written in the LeRobot v2.1 layout and 
 flow-matching chunk policy; REMAC and the LoRA-only ablation finetune it; every method then runs
 asynchronously under inference delays ``d`` (execution horizon ``e = EXEC_HORIZON``, the one value
 valid for every ``d`` in 0..4 with ``H = 8``, so only ``d`` changes along the curve) on the same
-batch of episodes (common random numbers). Claims and their thresholds are fixed here, before any
-run (module constants):
+batch of episodes (common random numbers). The claims, their thresholds and preconditions are
+fixed before any run in :mod:`robotics_remac.experiment_claims`.
 
-  (a) naive async success drops from d=0 to d=4 by >= ``NAIVE_DROP_MIN`` (10 points);
-  (b) REMAC's drop is at most ``REMAC_DROP_RATIO_MAX`` (1/2) of naive's;
-  (c) LoRA-only is within ``LORA_ONLY_GAP_MAX`` (5 points) of naive at d=4: the 95 % CI of the
-      paired difference (both on the same ``paired_episodes`` episodes) lies inside ±5 points;
-  (d) REMAC's per-chunk latency after merging LoRA is <= ``LATENCY_RATIO_MAX`` (1.05) x naive's,
-      measured inside the asynchronous loop (observation to committed chunk, median over
-      boundaries) at every batch size of ``LATENCY_BATCHES`` (1, 8, 32);
-  (e) under a misestimated delay (true d=3, REMAC told d=2 and d=4) REMAC's mean success is at
-      least naive's at d=3.
-
-Preconditions (positive controls, fixed here before any run; a failed one makes the claim
-"inconclusive"): the base policy learned (naive success at d=0 beats a zero-action controller on
-the same episodes by >= ``POLICY_LEARNED_MARGIN``, 25 points) for (a), (b), (c), (e); for (b) also
-REMAC learned (same rule at d=0) and naive has a drop to halve (>= ``NAIVE_DROP_MIN``); for (c)
-also the paired CI decides (it lies inside the ±5-point band or wholly outside it).
-
-The scale (demonstrations, epochs, episodes per cell, which baselines run) was chosen by timing
-against the budget (full <= 600 s, quick <= 60 s on 2 CPU cores from process start).
+:func:`measure` runs everything and returns the numbers (:class:`Measurement`); :func:`report`
+writes the plot and CSV and turns the numbers into the report (:class:`~iclr26_common.Result`);
+:func:`run` is the two. The scale (demonstrations, epochs, episodes per cell, which baselines run)
+was chosen by timing against the budget (full <= 600 s, quick <= 60 s on 2 CPU cores from process
+start).
 """
 
 from __future__ import annotations
 
 import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
+from iclr26_common import Experiment, Result, seed_everything
 from iclr26_common.device import choose_device
+from robotics_remac.experiment_claims import (
+    LATENCY_BATCHES,
+    LATENCY_DELAY,
+    MISESTIMATE_ASSUMED,
+    MISESTIMATE_TRUE_DELAY,
+    claims,
+    drop,
+)
+from robotics_remac.settings import EMASettings, PolicySizes, TrainingTimeRTCSettings
 
 PAPER = (
     "REMAC: masked action chunking for real-time asynchronous robot inference (arXiv 2601.20130)"
@@ -49,24 +46,14 @@ CLAIM = (
     "flatter, LoRA finetuning alone does not, it tolerates a misestimated delay, and after merging "
     "it costs no extra inference time."
 )
-NAIVE_DROP_MIN = 0.10
-REMAC_DROP_RATIO_MAX = 0.5
-LORA_ONLY_GAP_MAX = 0.05
-LATENCY_RATIO_MAX = 1.05
-POLICY_LEARNED_MARGIN = 0.25  # precondition: success(d=0) - success(zero action) >= 25 points
-FLOAT_TOL = 1e-9  # thresholds are inclusive; 15/300 - 0 must count as exactly 5 points
-MISESTIMATE_TRUE_DELAY = 3
-MISESTIMATE_ASSUMED = (2, 4)
 EXEC_HORIZON = 4
 HORIZON = 8
 DELAYS = (0, 1, 2, 3, 4)
-LATENCY_BATCHES = (1, 8, 32)
 UPSTREAM_EMA_DECAY = 0.999  # upstream train_flow_lora.py EMA_DECAY
 EMA_HORIZON_SHARE = (
     0.1  # miniature EMA time constant: a tenth of the finetune (see miniature_ema_decay)
 )
-LATENCY_DELAY = 2  # the delay REMAC is merged for and the loop runs at for claim (d)
-POLICY_KWARGS = {"channels": 32, "hidden": 64, "token_hidden": 16, "depth": 2}
+POLICY_SIZES = PolicySizes(channels=32, hidden=64, token_hidden=16, depth=2)
 
 
 def settings(quick: bool) -> dict[str, Any]:
@@ -106,118 +93,6 @@ def settings(quick: bool) -> dict[str, Any]:
         "ablations": ["lora_only", "mask", "remac", "mask_curriculum"],
         "latency_chunks": 100,
     }
-
-
-def drop(curve: dict[int, float]) -> float:
-    """Success at d=0 minus success at d=4."""
-    return curve[0] - curve[4]
-
-
-def verdict_checks(m: dict[str, float]) -> dict[str, bool]:
-    """The pre-registered checks on the measured numbers (see the module docstring)."""
-    naive_drop, remac_drop = m["naive_drop"], m["remac_drop"]
-
-    def le(a: float, b: float) -> bool:  # inclusive, robust to float error in count ratios
-        return a <= b + FLOAT_TOL
-
-    return {
-        "naive_drops": le(NAIVE_DROP_MIN, naive_drop),
-        "remac_flatter": naive_drop > 0 and le(remac_drop, REMAC_DROP_RATIO_MAX * naive_drop),
-        "lora_only_like_naive": le(-LORA_ONLY_GAP_MAX, m["paired_ci_low"])
-        and le(m["paired_ci_high"], LORA_ONLY_GAP_MAX),
-        "latency": le(m["latency_ratio"], LATENCY_RATIO_MAX),
-        "misestimate": le(m["naive_d3"], m["remac_misestimated"]),
-    }
-
-
-CLAIM_TEXTS = {
-    "naive_drops": "Naive asynchronous execution loses success as the delay grows (the failure "
-    "REMAC targets exists in this task).",
-    "remac_flatter": "REMAC's success-vs-delay curve is much flatter than naive's.",
-    "lora_only_like_naive": "LoRA finetuning alone (no mask) gives no gain over naive.",
-    "latency": "After merging LoRA, REMAC costs no extra inference time per chunk.",
-    "misestimate": "REMAC stays robust when the delay it is told is off by one step.",
-}
-CRITERIA = {
-    "naive_drops": f"naive success(d=0) - success(d=4) >= {100 * NAIVE_DROP_MIN:.0f} points",
-    "remac_flatter": f"REMAC drop (d=0 -> 4) <= {REMAC_DROP_RATIO_MAX} x naive drop (naive drop > 0)",
-    "lora_only_like_naive": "95 % CI of the paired difference LoRA-only(d=4) - naive(d=4) (same "
-    f"episodes) inside +-{100 * LORA_ONLY_GAP_MAX:.0f} points",
-    "latency": f"merged REMAC per-chunk latency in the async loop <= {LATENCY_RATIO_MAX} x "
-    f"naive's (median over boundaries, d={LATENCY_DELAY}) at every batch of {list(LATENCY_BATCHES)}",
-    "misestimate": f"mean REMAC success at true d={MISESTIMATE_TRUE_DELAY} told d in "
-    f"{list(MISESTIMATE_ASSUMED)} >= naive success at d={MISESTIMATE_TRUE_DELAY}",
-}
-MEASURED_KEYS = {
-    "naive_drops": ("naive_d0", "naive_d4", "naive_drop"),
-    "remac_flatter": ("remac_d0", "remac_d4", "remac_drop", "naive_drop"),
-    "lora_only_like_naive": (
-        "lora_only_d4_paired",
-        "naive_d4_paired",
-        "paired_diff",
-        "paired_ci_low",
-        "paired_ci_high",
-        "paired_episodes",
-    ),
-    "latency": (
-        *(f"latency_ratio_b{b}" for b in LATENCY_BATCHES),
-        "naive_latency_ms_b1",
-        "remac_merged_latency_ms_b1",
-        "latency_ratio",
-    ),
-    "misestimate": ("remac_misestimated", "naive_d3"),
-}
-
-
-def _learned(who: str, key: str, m: dict[str, float]) -> Precondition:
-    margin = m[key] - m["zero_action_d0"]
-    return Precondition(
-        f"{who} learned",
-        f"{who} success(d=0) - zero-action success(d=0) >= {100 * POLICY_LEARNED_MARGIN:.0f} "
-        "points (same episodes)",
-        {key: round(m[key], 4), "zero_action_d0": round(m["zero_action_d0"], 4)},
-        margin >= POLICY_LEARNED_MARGIN - FLOAT_TOL,
-    )
-
-
-def preconditions(m: dict[str, float]) -> dict[str, list[Precondition]]:
-    """The pre-registered controls of each claim (module docstring): whether it *can* be tested."""
-    base = _learned("base policy (naive)", "naive_d0", m)
-    naive_drop = Precondition(
-        "naive has a drop to halve",
-        f"naive success(d=0) - success(d=4) >= {100 * NAIVE_DROP_MIN:.0f} points",
-        {"naive_drop": round(m["naive_drop"], 4)},
-        m["naive_drop"] >= NAIVE_DROP_MIN - FLOAT_TOL,
-    )
-    gap, lo, hi = LORA_ONLY_GAP_MAX, m["paired_ci_low"], m["paired_ci_high"]
-    decides = Precondition(
-        "the paired CI decides",
-        f"95 % CI of the paired difference inside +-{100 * gap:.0f} points or wholly outside "
-        "that band",
-        {"paired_ci_low": round(lo, 4), "paired_ci_high": round(hi, 4)},
-        (-gap - FLOAT_TOL <= lo and hi <= gap + FLOAT_TOL) or lo > gap or hi < -gap,
-    )
-    return {
-        "naive_drops": [base],
-        "remac_flatter": [base, _learned("REMAC", "remac_d0", m), naive_drop],
-        "lora_only_like_naive": [base, decides],
-        "latency": [],
-        "misestimate": [base],
-    }
-
-
-def claims(m: dict[str, float]) -> list[Claim]:
-    checks, controls = verdict_checks(m), preconditions(m)
-    return [
-        Claim.judge(
-            text=CLAIM_TEXTS[k],
-            criterion=CRITERIA[k],
-            measured={x: round(m[x], 4) for x in MEASURED_KEYS[k]},
-            holds=held,
-            preconditions=controls[k],
-        )
-        for k, held in checks.items()
-    ]
 
 
 def zero_action_chunker(obs, prefix, d, e, gen):  # type: ignore[no-untyped-def]
@@ -353,14 +228,34 @@ def paired_comparison(
     }
 
 
+@dataclass
+class Measurement:
+    """What one run measured (numbers only; :func:`report` writes them up).
+
+    ``settings``: :func:`settings` of the run; ``rows``: one per (method, delay, assumed delay)
+    cell (:func:`evaluate`); ``metrics``: the numbers the claims judge and the reference rows
+    (keys of :data:`~robotics_remac.experiment_claims.MEASURED_KEYS`, ``zero_action_d0``,
+    ``lora_only_d4``, ``planner_*``, every latency of :func:`latency_metrics`); ``timings``:
+    seconds per phase; ``demos_read_back``: episodes read back from the LeRobot round trip;
+    ``ema_decay``: the finetunes' EMA decay (:func:`miniature_ema_decay`).
+    """
+
+    settings: dict[str, Any]
+    rows: list[dict[str, Any]]
+    metrics: dict[str, float]
+    timings: dict[str, float]
+    demos_read_back: int
+    ema_decay: float
+
+
 def run(quick: bool, out_dir: Path) -> Result:
-    """Runs the experiment with one torch thread (restored afterwards): the mixer is so small that
-    intra-op threads only add synchronisation, and on a loaded 2-core machine two threads made the
-    quick run 5x slower."""
+    """:func:`measure` then :func:`report`, with one torch thread (restored afterwards): the
+    mixer is so small that intra-op threads only add synchronisation, and on a loaded 2-core
+    machine two threads made the quick run 5x slower."""
     from iclr26_common.threads import torch_threads
 
     with torch_threads(1):
-        return _run(quick, out_dir)
+        return report(measure(quick), out_dir)
 
 
 def _write_rows_csv(rows: list[dict[str, Any]], path: Path) -> Path:
@@ -387,9 +282,13 @@ def miniature_ema_decay(total_steps: int) -> float:
     return min(UPSTREAM_EMA_DECAY, max(0.0, 1.0 - 1.0 / (EMA_HORIZON_SHARE * total_steps)))
 
 
-def _run(quick: bool, out_dir: Path) -> Result:
+def measure(quick: bool) -> Measurement:
+    """Trains the base policy and the finetunes, evaluates every cell, the zero-action control,
+    the paired comparison and the in-loop latency; returns the numbers."""
     from robotics_remac.data import DemoDataModule, collect_demonstrations
-    from robotics_remac.lerobot import read_lerobot_dataset, write_lerobot_dataset
+    from robotics_remac.dataset_reader import read_lerobot_dataset
+    from robotics_remac.dataset_writer import write_lerobot_dataset
+    from robotics_remac.rollout import rollout
     from robotics_remac.training import ABLATIONS, fit_base, fit_finetune
 
     start = time.perf_counter()
@@ -402,7 +301,7 @@ def _run(quick: bool, out_dir: Path) -> Result:
         dm = DemoDataModule(str(Path(tmp) / "demos"), horizon=HORIZON, batch_size=256, seed=0)
         dm.setup()
     timings["data_s"] = time.perf_counter() - start
-    base = fit_base(dm, cfg["base_epochs"], POLICY_KWARGS)
+    base = fit_base(dm, cfg["base_epochs"], POLICY_SIZES)
     timings["base_fit_s"] = time.perf_counter() - start - sum(timings.values())
     print(f"robotics-remac.async: base trained ({timings})", flush=True)
     policies: dict[str, torch.nn.Module] = {"base": base}
@@ -410,19 +309,10 @@ def _run(quick: bool, out_dir: Path) -> Result:
 
     for name in cfg["ablations"]:
         policies[name] = fit_finetune(
-            base, dm, cfg["finetune_epochs"], ema_decay=ema, **ABLATIONS[name]
+            base, dm, cfg["finetune_epochs"], ema=EMASettings(decay=ema), **ABLATIONS[name]
         )
     if "ttrtc" in cfg["methods"]:
-        import copy
-
-        from iclr26_common.lightning import quiet_trainer
-        from robotics_remac.lit_module import FlowPolicyModule
-        from robotics_remac.training import TRAINER_SETTINGS
-
-        module = FlowPolicyModule(horizon=HORIZON, **POLICY_KWARGS, training_time_rtc=True)
-        module.policy.load_state_dict(copy.deepcopy(base.state_dict()))
-        quiet_trainer(max_epochs=cfg["finetune_epochs"], **TRAINER_SETTINGS).fit(module, dm)
-        policies["training_time_rtc"] = module.policy.eval()
+        policies["training_time_rtc"] = _fit_training_time_rtc(base, dm, cfg["finetune_epochs"])
     timings["finetune_s"] = time.perf_counter() - start - sum(timings.values())
     print(f"robotics-remac.async: finetunes done ({timings})", flush=True)
     # Training above ran on choose_device()'s pick (common's quiet_trainer). Rollouts and the
@@ -432,8 +322,6 @@ def _run(quick: bool, out_dir: Path) -> Result:
     policies = {name: policy.to(eval_device) for name, policy in policies.items()}
     misestimated = [("remac", MISESTIMATE_TRUE_DELAY, a) for a in MISESTIMATE_ASSUMED]
     rows = evaluate(policies, cfg["methods"], cfg["delays"], cfg["episodes"], 1, misestimated)
-    from robotics_remac.rollout import rollout
-
     zero = rollout(zero_action_chunker, cfg["episodes"], 0, HORIZON, EXEC_HORIZON, seed=1)
     paired = paired_comparison(policies, cfg["paired_episodes"], seed=1)
     timings["eval_s"] = time.perf_counter() - start - sum(timings.values())
@@ -441,14 +329,10 @@ def _run(quick: bool, out_dir: Path) -> Result:
     timings["latency_s"] = time.perf_counter() - start - sum(timings.values())
 
     def success(method: str, d: int, d_hat: int | None = None) -> float:
-        d_hat = d if d_hat is None else d_hat
-        (row,) = [
-            r for r in rows if (r["method"], r["delay"], r["assumed_delay"]) == (method, d, d_hat)
-        ]
-        return float(row["success"])
+        return float(_cell(rows, method, d, d if d_hat is None else d_hat)["success"])
 
     curve = {m: {d: success(m, d) for d in cfg["delays"]} for m in cfg["methods"]}
-    m = {
+    metrics = {
         "naive_d0": curve["naive"][0],
         "naive_d4": curve["naive"][4],
         "naive_d3": curve["naive"][3],
@@ -467,6 +351,41 @@ def _run(quick: bool, out_dir: Path) -> Result:
         ),
         **lat,
     }
+    return Measurement(cfg, rows, metrics, timings, n_read, ema)
+
+
+def _fit_training_time_rtc(base: torch.nn.Module, dm: Any, epochs: int) -> torch.nn.Module:
+    """Training-time RTC: the base's weights trained on with a clean prefix for ``epochs``."""
+    import copy
+
+    from iclr26_common.lightning import quiet_trainer
+    from robotics_remac.lit_module import FlowPolicyModule
+    from robotics_remac.training import TRAINER_SETTINGS
+
+    module = FlowPolicyModule(
+        horizon=HORIZON,
+        sizes=POLICY_SIZES,
+        training_time_rtc=TrainingTimeRTCSettings(enabled=True),
+    )
+    module.policy.load_state_dict(copy.deepcopy(base.state_dict()))
+    quiet_trainer(max_epochs=epochs, **TRAINER_SETTINGS).fit(module, dm)
+    return module.policy.eval()
+
+
+def _cell(rows: list[dict[str, Any]], method: str, d: int, d_hat: int) -> dict[str, Any]:
+    """The one row of ``rows`` for (method, delay, assumed delay)."""
+    (row,) = [
+        r for r in rows if (r["method"], r["delay"], r["assumed_delay"]) == (method, d, d_hat)
+    ]
+    return row
+
+
+def report(measured: Measurement, out_dir: Path) -> Result:
+    """Writes ``success_vs_delay.png`` and ``results.csv`` into ``out_dir`` and the report text
+    (summary, table, scale, details) around the judged claims."""
+    from robotics_remac.rollout import METHODS
+
+    cfg, rows, m, timings = measured.settings, measured.rows, measured.metrics, measured.timings
     plot_curves(rows, out_dir / "success_vs_delay.png")
     _write_rows_csv(rows, out_dir / "results.csv")
     header = "| method | " + " | ".join(f"d={d}" for d in cfg["delays"]) + " |"
@@ -474,13 +393,9 @@ def _run(quick: bool, out_dir: Path) -> Result:
     for method in cfg["methods"]:
         cells = []
         for d in cfg["delays"]:
-            (r,) = [
-                r for r in rows if (r["method"], r["delay"], r["assumed_delay"]) == (method, d, d)
-            ]
+            r = _cell(rows, method, d, d)
             cells.append(f"{r['success']:.3f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]")
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
-    from robotics_remac.rollout import METHODS
-
     left_out = sorted(set(METHODS) - set(cfg["methods"]))
     summary = (
         f"naive {m['naive_d0']:.3f}->{m['naive_d4']:.3f}, REMAC {m['remac_d0']:.3f}->"
@@ -496,13 +411,13 @@ def _run(quick: bool, out_dir: Path) -> Result:
         metrics={
             **{k: round(v, 4) for k, v in m.items()},
             **{k: round(v, 1) for k, v in timings.items()},
-            "demos_read_back": n_read,
-            "finetune_ema_decay": round(ema, 5),
+            "demos_read_back": measured.demos_read_back,
+            "finetune_ema_decay": round(measured.ema_decay, 5),
         },
         seeds=[0],
         scale=(
             f"{cfg['demos']} expert demos x 120 steps (LeRobot v2.1 round trip), mixer "
-            f"{POLICY_KWARGS}, base {cfg['base_epochs']} epochs, finetunes "
+            f"{asdict(POLICY_SIZES)}, base {cfg['base_epochs']} epochs, finetunes "
             f"{cfg['finetune_epochs']} epochs, {cfg['episodes']} episodes per (method, d) cell "
             f"({cfg['paired_episodes']} paired episodes for claim (c)), "
             f"H={HORIZON}, e={EXEC_HORIZON}; one training seed (0), evaluation episodes "
@@ -522,9 +437,9 @@ def _run(quick: bool, out_dir: Path) -> Result:
             + ". Per-chunk latency in the async loop (ms, median; naive / merged REMAC / "
             "unmerged REMAC): "
             + "; ".join(
-                f"batch {b} {lat[f'naive_latency_ms_b{b}']:.2f} / "
-                f"{lat[f'remac_merged_latency_ms_b{b}']:.2f} / "
-                f"{lat[f'remac_unmerged_latency_ms_b{b}']:.2f}"
+                f"batch {b} {m[f'naive_latency_ms_b{b}']:.2f} / "
+                f"{m[f'remac_merged_latency_ms_b{b}']:.2f} / "
+                f"{m[f'remac_unmerged_latency_ms_b{b}']:.2f}"
                 for b in LATENCY_BATCHES
             )
             + "."

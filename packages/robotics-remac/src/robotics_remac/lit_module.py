@@ -9,6 +9,8 @@ Batches are ``{"obs": [B, O], "actions": [B, H, A], "prev_obs": [B, H, O], "fram
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from dataclasses import asdict
 from typing import Any
 
 import lightning as L
@@ -16,6 +18,16 @@ import torch
 
 from robotics_remac.model import FlowPolicy, add_lora, delay_mask, lora_disabled, lora_parameters
 from robotics_remac.sampling import euler_sample, prefix_preserved_sample
+from robotics_remac.settings import (
+    CurriculumSettings,
+    EMASettings,
+    LoRASettings,
+    LossSettings,
+    OptimSettings,
+    PolicySizes,
+    TrainingTimeRTCSettings,
+    plain_hparams,
+)
 
 __all__ = [
     "FlowPolicyModule",
@@ -26,16 +38,26 @@ __all__ = [
     "stale_prefix",
 ]
 
+# Defaults of the modules' setting groups (frozen dataclasses, so one shared instance is safe).
+DEFAULT_SIZES = PolicySizes()
+BASE_OPTIM = OptimSettings()  # base policy: 100 warm-up steps
+REMAC_OPTIM = OptimSettings(warmup_steps=50)  # REMAC finetune: 50 warm-up steps
+NO_TRAINING_TIME_RTC = TrainingTimeRTCSettings()
+DEFAULT_LORA = LoRASettings()
+DEFAULT_CURRICULUM = CurriculumSettings()
+DEFAULT_LOSS = LossSettings()
+DEFAULT_EMA = EMASettings()
+
 
 def charbonnier(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
     """Elementwise Charbonnier penalty ``sqrt(x² + ε²)``."""
     return torch.sqrt(x * x + eps * eps)
 
 
-def _warmup_adamw(module: L.LightningModule, params, lr, weight_decay, warmup_steps) -> Any:
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+def _warmup_adamw(params: Iterable[torch.nn.Parameter], optim: OptimSettings) -> Any:
+    opt = torch.optim.AdamW(params, lr=optim.lr, weight_decay=optim.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda step: min(1.0, (step + 1) / max(1, warmup_steps))
+        opt, lambda step: min(1.0, (step + 1) / max(1, optim.warmup_steps))
     )
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
@@ -89,9 +111,11 @@ def stale_prefix(
 class FlowPolicyModule(L.LightningModule):
     """Base policy: conditional flow matching, ``x_t = (1-t)·ε + t·A``, ``u = A - ε``, MSE.
 
-    With ``training_time_rtc=True`` (arXiv 2512.05964) a delay ``d ~ U{0..max_delay}`` per sample
-    puts the first ``d`` actions in clean (flow time 1 per token) and the loss covers the rest only.
-    ``test`` logs the flow loss and the MSE of 5-step sampled chunks to the demonstrations.
+    With ``training_time_rtc.enabled`` (arXiv 2512.05964) a delay ``d ~ U{0..max_delay}`` per
+    sample puts the first ``d`` actions in clean (flow time 1 per token) and the loss covers the
+    rest only. ``test`` logs the flow loss and the MSE of 5-step sampled chunks to the
+    demonstrations. Settings: :mod:`robotics_remac.settings` (``sizes``, ``optim``,
+    ``training_time_rtc``).
     """
 
     def __init__(
@@ -99,34 +123,34 @@ class FlowPolicyModule(L.LightningModule):
         horizon: int = 8,
         obs_dim: int = 8,
         action_dim: int = 2,
-        channels: int = 64,
-        hidden: int = 128,
-        token_hidden: int = 32,
-        depth: int = 2,
-        lr: float = 1e-3,
-        weight_decay: float = 1e-2,
-        warmup_steps: int = 100,
-        training_time_rtc: bool = False,
-        max_delay: int = 4,
+        sizes: PolicySizes = DEFAULT_SIZES,
+        optim: OptimSettings = BASE_OPTIM,
+        training_time_rtc: TrainingTimeRTCSettings = NO_TRAINING_TIME_RTC,
         sample_steps: int = 5,
     ) -> None:
+        """``horizon``, ``obs_dim``, ``action_dim``: the data's chunk shape (linked from the data
+        module by the CLI); ``sample_steps``: Euler steps of ``test``/``predict`` sampling."""
         super().__init__()
-        self.save_hyperparameters()
-        if training_time_rtc and not 0 <= max_delay < horizon:
-            raise ValueError(f"max_delay must be in [0, horizon={horizon}), got {max_delay}")
-        self.policy = FlowPolicy(
-            obs_dim, action_dim, horizon, channels, hidden, token_hidden, depth
-        )
+        self.sizes, self.optim, self.training_time_rtc = sizes, optim, training_time_rtc
+        self.sample_steps = sample_steps
+        self.save_hyperparameters()  # under LightningCLI: the parsed config (+ _class_path)
+        self.save_hyperparameters(plain_hparams(self.hparams))
+        if training_time_rtc.enabled and not 0 <= training_time_rtc.max_delay < horizon:
+            raise ValueError(
+                f"training_time_rtc.max_delay must be in [0, horizon={horizon}), "
+                f"got {training_time_rtc.max_delay}"
+            )
+        self.policy = FlowPolicy(obs_dim, action_dim, horizon, **asdict(sizes))
 
     def flow_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         obs, a = batch["obs"], batch["actions"]
         b, h, _ = a.shape
         noise = torch.randn_like(a)
         t = torch.rand(b, device=a.device)
-        if not self.hparams.training_time_rtc:
+        if not self.training_time_rtc.enabled:
             x = (1 - t)[:, None, None] * noise + t[:, None, None] * a
             return ((self.policy(obs, x, t) - (a - noise)) ** 2).mean()
-        m = delay_mask(_sample_delays(b, 0, self.hparams.max_delay), h).to(a.device)
+        m = delay_mask(_sample_delays(b, 0, self.training_time_rtc.max_delay), h).to(a.device)
         tt = m * t[:, None] + (1 - m)
         x = (1 - tt)[..., None] * noise + tt[..., None] * a
         err = ((self.policy(obs, x, tt) - (a - noise)) ** 2).mean(-1)
@@ -143,45 +167,45 @@ class FlowPolicyModule(L.LightningModule):
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         n = len(batch["obs"])
         self.log("test/loss", self.flow_loss(batch), batch_size=n, sync_dist=True)
-        sampled = euler_sample(self.policy, batch["obs"], self.hparams.sample_steps)
+        sampled = euler_sample(self.policy, batch["obs"], self.sample_steps)
         mse = ((sampled - batch["actions"]) ** 2).mean()
         self.log("test/action_mse", mse, batch_size=n, sync_dist=True)
 
     def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         """A sampled chunk ``[B, H, A]`` per observation (``sample_steps`` Euler steps)."""
-        return euler_sample(self.policy, batch["obs"], self.hparams.sample_steps)
+        return euler_sample(self.policy, batch["obs"], self.sample_steps)
 
     def configure_optimizers(self) -> Any:
-        h = self.hparams
-        return _warmup_adamw(self, self.policy.parameters(), h.lr, h.weight_decay, h.warmup_steps)
+        return _warmup_adamw(self.policy.parameters(), self.optim)
 
 
 class RemacModule(L.LightningModule):
     """REMAC finetune (paper Sec. 3.2, upstream ``train_remac``): masked LoRA on a frozen base.
 
-    Per sample a delay ``d`` (uniform on ``{0..max_delay}``, or with ``curriculum`` uniform on
-    ``{low..max_delay}``, ``low`` = :func:`curriculum_low` of the training progress: upstream's
-    ``int(4·(1 - epoch/num_epochs))`` over its 32 epochs, replayed over the fraction of steps done,
-    so d = 0 is trained in the last 7/32 of the steps) gives the mask ``m = 1[τ >= d]``.
-    The network input is ``m ⊙ x_t + (1 - m) ⊙ Â`` with the committed prefix ``Â = γA + (1-γ)Ã``
-    where ``Ã`` is the base policy's own 5-step sample (LoRA off, no gradient) from the *stale*
-    observation ``obs_{t-e}``, ``e ~ U{max(1,d)..H-d}``, shifted by ``e`` (:func:`stale_prefix`:
-    what the asynchronous loop commits; upstream samples from ``obs_t``) and ``γ ~
-    Bernoulli(p)``, ``p`` annealed linearly from ``p_start`` to ``p_end`` (self-conditioning; with
-    ``curriculum=False`` ``γ = 1``). Loss (``w = loss_weight``): ``w·L_m`` (masked Charbonnier of
-    ``û - u``) ``+ w·L_Δ`` (``‖m(u - ũ) - m(û - ũ)‖²``, ``ũ`` = backbone with LoRA off) ``+
-    w·L_keep`` (``‖(û - ũ)(1 - m)‖²``). ``use_mask=False`` with ``max_delay=0`` and the extra
-    terms off is the LoRA-only ablation. An EMA of the LoRA weights (decay 0.999, upstream
-    ``EMA_DECAY``) replaces them at the end of fit.
+    Per sample a delay ``d`` (uniform on ``{0..max_delay}``, or with the curriculum enabled
+    uniform on ``{low..max_delay}``, ``low`` = :func:`curriculum_low` of the training progress:
+    upstream's ``int(4·(1 - epoch/num_epochs))`` over its 32 epochs, replayed over the fraction of
+    steps done, so d = 0 is trained in the last 7/32 of the steps) gives the mask
+    ``m = 1[τ >= d]``. The network input is ``m ⊙ x_t + (1 - m) ⊙ Â`` with the committed prefix
+    ``Â = γA + (1-γ)Ã`` where ``Ã`` is the base policy's own 5-step sample (LoRA off, no gradient)
+    from the *stale* observation ``obs_{t-e}``, ``e ~ U{max(1,d)..H-d}``, shifted by ``e``
+    (:func:`stale_prefix`: what the asynchronous loop commits; upstream samples from ``obs_t``)
+    and ``γ ~ Bernoulli(p)``, ``p`` annealed linearly from ``p_start`` to ``p_end``
+    (self-conditioning; with the curriculum disabled ``γ = 1``). Loss (``w = loss.weight``):
+    ``w·L_m`` (masked Charbonnier of ``û - u``) ``+ w·L_Δ`` (``‖m(u - ũ) - m(û - ũ)‖²``, ``ũ`` =
+    backbone with LoRA off) ``+ w·L_keep`` (``‖(û - ũ)(1 - m)‖²``). ``lora.use_mask=False`` with
+    ``curriculum.max_delay=0`` and the extra terms off is the LoRA-only ablation. An EMA of the
+    LoRA weights (decay 0.999, upstream ``EMA_DECAY``) replaces them at the end of fit.
 
     Args:
         base_ckpt: checkpoint of the base policy (Lightning ``.ckpt`` of :class:`FlowPolicyModule`
             or a policy file); ``None`` starts from a randomly initialised base (tests only).
-        horizon, obs_dim, action_dim, channels, hidden, token_hidden, depth: base sizes (taken from
-            ``base_ckpt`` when given; horizon, obs_dim and action_dim must then equal the data's).
-        curriculum_epochs: upstream's ``num_epochs`` (32): the number of stages of the delay
-            curriculum, spread over however many epochs this fit runs.
-        ema_decay: decay of the LoRA weights' EMA (upstream 0.999).
+        horizon, obs_dim, action_dim: the data's chunk shape (linked from the data module by the
+            CLI; must equal the base checkpoint's).
+        sizes: mixer widths of a random base (ignored with ``base_ckpt``: its widths are used and
+            recorded as the ``sizes`` hyperparameter, so a checkpoint describes its policy).
+        lora, curriculum, loss, optim, ema: the groups of :mod:`robotics_remac.settings`.
+        sample_steps: Euler steps of the self-sampled prefix and of ``predict``.
     """
 
     def __init__(
@@ -190,33 +214,24 @@ class RemacModule(L.LightningModule):
         horizon: int = 8,
         obs_dim: int = 8,
         action_dim: int = 2,
-        channels: int = 64,
-        hidden: int = 128,
-        token_hidden: int = 32,
-        depth: int = 2,
-        rank: int = 4,
-        alpha: float = 8.0,
-        lora_dropout: float = 0.1,
-        use_mask: bool = True,
-        curriculum: bool = True,
-        use_delta: bool = True,
-        use_keep: bool = True,
-        max_delay: int = 4,
-        curriculum_epochs: int = 32,
-        p_start: float = 1.0,
-        p_end: float = 0.2,
-        loss_weight: float = 0.01,
-        charbonnier_eps: float = 1e-3,
-        lr: float = 1e-3,
-        weight_decay: float = 1e-2,
-        warmup_steps: int = 50,
-        ema_decay: float = 0.999,
+        sizes: PolicySizes = DEFAULT_SIZES,
+        lora: LoRASettings = DEFAULT_LORA,
+        curriculum: CurriculumSettings = DEFAULT_CURRICULUM,
+        loss: LossSettings = DEFAULT_LOSS,
+        optim: OptimSettings = REMAC_OPTIM,
+        ema: EMASettings = DEFAULT_EMA,
         sample_steps: int = 5,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
-        if not 0 <= max_delay < horizon:
-            raise ValueError(f"max_delay must be in [0, horizon={horizon}), got {max_delay}")
+        self.lora, self.curriculum, self.loss = lora, curriculum, loss
+        self.optim, self.ema = optim, ema
+        self.horizon, self.sample_steps = horizon, sample_steps
+        self.save_hyperparameters()  # under LightningCLI: the parsed config (+ _class_path)
+        self.save_hyperparameters(plain_hparams(self.hparams))
+        if not 0 <= curriculum.max_delay < horizon:
+            raise ValueError(
+                f"curriculum.max_delay must be in [0, horizon={horizon}), got {curriculum.max_delay}"
+            )
         if base_ckpt is not None:
             from robotics_remac.checkpoint import load_policy
 
@@ -231,9 +246,10 @@ class RemacModule(L.LightningModule):
                         f"{base_ckpt}: base {key} {policy.config[key]} != data {key} {value}"
                     )
         else:
-            policy = FlowPolicy(obs_dim, action_dim, horizon, channels, hidden, token_hidden, depth)
-        self.hparams["policy_config"] = dict(policy.config)
-        self.policy = add_lora(policy, rank, alpha, lora_dropout, use_mask)
+            policy = FlowPolicy(obs_dim, action_dim, horizon, **asdict(sizes))
+        # the policy's actual widths (a base checkpoint's, not ``sizes``): what a reload builds
+        self.hparams["sizes"] = {k: policy.config[k] for k in PolicySizes.__dataclass_fields__}
+        self.policy = add_lora(policy, lora.rank, lora.alpha, lora.dropout, lora.use_mask)
         self._ema: list[torch.Tensor] | None = None
 
     # -- schedules -------------------------------------------------------------------------
@@ -244,29 +260,29 @@ class RemacModule(L.LightningModule):
         return min(1.0, self.global_step / total)
 
     def _delay_low(self) -> int:
-        h = self.hparams
-        if not h.curriculum:
+        c = self.curriculum
+        if not c.enabled:
             return 0
-        return curriculum_low(self._progress(), h.max_delay, h.curriculum_epochs)
+        return curriculum_low(self._progress(), c.max_delay, c.epochs)
 
     def p_gt(self) -> float:
         """Probability of the ground-truth prefix (γ = 1), annealed over training."""
-        h = self.hparams
-        return h.p_start + (h.p_end - h.p_start) * self._progress()
+        c = self.curriculum
+        return c.p_start + (c.p_end - c.p_start) * self._progress()
 
     # -- loss ------------------------------------------------------------------------------
     def remac_loss(self, batch: dict[str, torch.Tensor], train: bool) -> dict[str, torch.Tensor]:
-        h = self.hparams
+        c, w = self.curriculum, self.loss
         obs, a = batch["obs"], batch["actions"]
         b = len(a)
         low = self._delay_low() if train else 0
-        delays = _sample_delays(b, low, h.max_delay)
-        m = delay_mask(delays, h.horizon).to(a.device)
+        delays = _sample_delays(b, low, c.max_delay)
+        m = delay_mask(delays, self.horizon).to(a.device)
         m3 = m[..., None]
-        if h.curriculum:
-            es = sample_exec_horizons(delays, h.horizon)
+        if c.enabled:
+            es = sample_exec_horizons(delays, self.horizon)
             with torch.no_grad(), lora_disabled(self.policy):
-                a_tilde = stale_prefix(self.policy, batch, es, h.sample_steps)
+                a_tilde = stale_prefix(self.policy, batch, es, self.sample_steps)
             gamma = (torch.rand(b, device=a.device) < (self.p_gt() if train else 1.0)).float()
             a_hat = gamma[:, None, None] * a + (1 - gamma[:, None, None]) * a_tilde
         else:
@@ -276,22 +292,22 @@ class RemacModule(L.LightningModule):
         xt = (1 - t)[:, None, None] * noise + t[:, None, None] * a
         x = m3 * xt + (1 - m3) * a_hat
         u = a - noise
-        net_mask = m if h.use_mask else None
+        net_mask = m if self.lora.use_mask else None
         u_hat = self.policy(obs, x, t, net_mask)
         with torch.no_grad(), lora_disabled(self.policy):
             u_base = self.policy(obs, x, t)
         n_gen = m3.sum().clamp_min(1) * a.shape[-1]
-        l_m = (charbonnier(u_hat - u, h.charbonnier_eps) * m3).sum() / n_gen
+        l_m = (charbonnier(u_hat - u, w.charbonnier_eps) * m3).sum() / n_gen
         parts = {"l_m": l_m}
-        loss = h.loss_weight * l_m
-        if h.use_delta:
+        loss = w.weight * l_m
+        if w.use_delta:
             l_d = ((m3 * (u - u_base) - m3 * (u_hat - u_base)) ** 2).sum() / n_gen
             parts["l_delta"] = l_d
-            loss = loss + h.loss_weight * l_d
-        if h.use_keep:
+            loss = loss + w.weight * l_d
+        if w.use_keep:
             l_k = (((u_hat - u_base) * (1 - m3)) ** 2).mean()
             parts["l_keep"] = l_k
-            loss = loss + h.loss_weight * l_k
+            loss = loss + w.weight * l_k
         parts["loss"] = loss
         return parts
 
@@ -313,17 +329,14 @@ class RemacModule(L.LightningModule):
     def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         """A chunk ``[B, H, A]`` per observation, sampled with no committed prefix (d = 0)."""
         obs = batch["obs"]
-        prefix = torch.zeros(len(obs), self.hparams.horizon, self.policy.action_dim)
+        prefix = torch.zeros(len(obs), self.horizon, self.policy.action_dim)
         return prefix_preserved_sample(
-            self.policy, obs, prefix.to(obs), 0, self.hparams.sample_steps, "zeros"
+            self.policy, obs, prefix.to(obs), 0, self.sample_steps, "zeros"
         )
 
     # -- optimisation + EMA ----------------------------------------------------------------
     def configure_optimizers(self) -> Any:
-        h = self.hparams
-        return _warmup_adamw(
-            self, lora_parameters(self.policy), h.lr, h.weight_decay, h.warmup_steps
-        )
+        return _warmup_adamw(lora_parameters(self.policy), self.optim)
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         params = lora_parameters(self.policy)
@@ -332,7 +345,7 @@ class RemacModule(L.LightningModule):
                 self._ema = [p.detach().clone() for p in params]
                 return
             for e, p in zip(self._ema, params, strict=True):
-                e.lerp_(p.detach(), 1 - self.hparams.ema_decay)
+                e.lerp_(p.detach(), 1 - self.ema.decay)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Checkpoints hold the EMA of the LoRA weights (what evaluation uses)."""

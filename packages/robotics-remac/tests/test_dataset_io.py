@@ -9,12 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from robotics_remac.lerobot import (
-    Episode,
-    RemacFormatError,
-    read_lerobot_dataset,
-    write_lerobot_dataset,
-)
+from robotics_remac.dataset_format import Episode, RemacFormatError
+from robotics_remac.dataset_reader import read_lerobot_dataset
+from robotics_remac.dataset_writer import write_lerobot_dataset
 
 
 def test_round_trip_keeps_every_frame(tmp_path: Path) -> None:

@@ -15,12 +15,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from robotics_remac.lerobot import (
-    Episode,
-    RemacFormatError,
-    read_lerobot_dataset,
-    write_lerobot_dataset,
-)
+from robotics_remac.dataset_format import Episode, RemacFormatError
+from robotics_remac.dataset_reader import read_lerobot_dataset
+from robotics_remac.dataset_writer import write_lerobot_dataset
 
 
 def _episodes(lengths=(5, 9, 7), seed=0):  # type: ignore[no-untyped-def]

@@ -1,234 +1,33 @@
-"""Demonstrations in the LeRobot dataset layout (codebase versions v2.1 and v3.0), via pyarrow.
-
-v2.1 layout written and read here (v3.0: see :func:`write_lerobot_dataset`)::
-
-    ROOT/meta/info.json          codebase_version, fps, total_episodes, total_frames, features, ...
-    ROOT/meta/episodes.jsonl     {"episode_index": i, "tasks": [...], "length": n} per line
-    ROOT/meta/tasks.jsonl        {"task_index": 0, "task": "..."} per line
-    ROOT/meta/episodes_stats.jsonl  {"episode_index": i, "stats": {column: {min, max, mean, ...}}}
-    ROOT/data/chunk-000/episode_000000.parquet
-        observation.state  list<float32>[O]     action  list<float32>[A]
-        timestamp float32  frame_index int64  episode_index int64  index int64  task_index int64
-
-The sizes ``O`` and ``A`` are those ``meta/info.json`` declares (``features[name].shape == [n]``;
-the chase task's demonstrations have ``O = 8``, ``A = 2``); :func:`dataset_dims` reads them.
+"""Reading a LeRobot dataset (v2.x or v3.x layout, via pyarrow) into :class:`Episode` records,
+checking everything it reads (layout: :mod:`robotics_remac.dataset_format`).
 
 Every problem with a file (missing, wrong column, wrong length, NaN, frames out of order, an
 ``fps`` other than the task's, timestamps off ``frame_index / fps``, ``features`` shapes that do
 not match the data, an ``episode_index`` column that disagrees with the file, an episode listed
-twice) raises :class:`RemacFormatError` naming the file and the field.
+twice) raises :class:`~robotics_remac.dataset_format.RemacFormatError` naming the file and the
+field.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from robotics_remac.env import DT
+from robotics_remac.dataset_format import (
+    CHUNKS_SIZE,
+    DATA_PATH,
+    DEFAULT_TASK,
+    TASK_FPS,
+    TIMESTAMP_TOL_S,
+    V3_DATA_PATH,
+    Episode,
+    RemacFormatError,
+    check_episode,
+)
 
-__all__ = [
-    "Episode",
-    "RemacFormatError",
-    "dataset_dims",
-    "read_lerobot_dataset",
-    "write_lerobot_dataset",
-]
-
-CODEBASE_VERSION = "v2.1"
-V3_VERSION = "v3.0"
-V3_DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
-CHUNKS_SIZE = 1000
-DATA_PATH = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
-DEFAULT_TASK = "chase the moving target with the point mass"
-TASK_FPS = round(1.0 / DT)  # the point-mass task steps at dt = 0.05 s
-TIMESTAMP_TOL_S = 1e-4  # LeRobot's own default ``tolerance_s``
-
-
-class RemacFormatError(ValueError):
-    """Malformed demonstration data; the message names the file and the field."""
-
-
-@dataclass
-class Episode:
-    """One demonstration: ``states`` float32 ``[T, O]``, ``actions`` float32 ``[T, A]`` (the chase
-    task: ``O = 8``, ``A = 2``)."""
-
-    states: np.ndarray
-    actions: np.ndarray
-    task: str = DEFAULT_TASK
-
-    def __post_init__(self) -> None:
-        self.states = np.asarray(self.states, dtype=np.float32)
-        self.actions = np.asarray(self.actions, dtype=np.float32)
-        check_episode(self.states, self.actions, "episode")
-
-
-def check_episode(
-    states: np.ndarray,
-    actions: np.ndarray,
-    where: str,
-    obs_dim: int | None = None,
-    action_dim: int | None = None,
-) -> None:
-    """Raises :class:`RemacFormatError` for wrong shapes (``[T, O]`` / ``[T, A]``, with ``O`` /
-    ``A`` checked when given) or non-finite values."""
-    for name, arr, width in (
-        ("observation.state", states, obs_dim),
-        ("action", actions, action_dim),
-    ):
-        if arr.ndim != 2 or arr.shape[1] < 1 or (width is not None and arr.shape[1] != width):
-            want = f"[T, {width}]" if width is not None else "[T, n]"
-            raise RemacFormatError(f"{where}: {name} must have shape {want}, got {arr.shape}")
-    if len(states) != len(actions) or len(states) == 0:
-        raise RemacFormatError(
-            f"{where}: observation.state has {len(states)} frames, action {len(actions)}"
-        )
-    for name, arr in (("observation.state", states), ("action", actions)):
-        bad = ~np.isfinite(arr).all(axis=1)
-        if bad.any():
-            raise RemacFormatError(f"{where}: {name} is NaN/inf at frame {int(np.argmax(bad))}")
-
-
-def _features(obs_dim: int, action_dim: int) -> dict:
-    return {
-        "observation.state": {"dtype": "float32", "shape": [obs_dim], "names": None},
-        "action": {"dtype": "float32", "shape": [action_dim], "names": None},
-        "timestamp": {"dtype": "float32", "shape": [1], "names": None},
-        "frame_index": {"dtype": "int64", "shape": [1], "names": None},
-        "episode_index": {"dtype": "int64", "shape": [1], "names": None},
-        "index": {"dtype": "int64", "shape": [1], "names": None},
-        "task_index": {"dtype": "int64", "shape": [1], "names": None},
-    }
-
-
-def _episode_table(ep: Episode, i: int, first_index: int, task_index: int):  # type: ignore[no-untyped-def]
-    """The frame table of episode ``i`` (global ``index`` from ``first_index``)."""
-    import pyarrow as pa
-
-    n = len(ep.states)
-    vec = pa.list_(pa.float32())
-    return pa.table(
-        {
-            "observation.state": pa.array(list(ep.states), type=vec),
-            "action": pa.array(list(ep.actions), type=vec),
-            "timestamp": pa.array(np.arange(n, dtype=np.float32) * np.float32(DT)),
-            "frame_index": pa.array(np.arange(n, dtype=np.int64)),
-            "episode_index": pa.array(np.full(n, i, dtype=np.int64)),
-            "index": pa.array(np.arange(first_index, first_index + n, dtype=np.int64)),
-            "task_index": pa.array(np.full(n, task_index, dtype=np.int64)),
-        }
-    )
-
-
-def episode_stats(table) -> dict[str, dict[str, list]]:  # type: ignore[no-untyped-def]
-    """LeRobot's per-episode statistics of every feature column: ``min``, ``max``, ``mean``,
-    ``std`` (population) per vector component and ``count`` ``[T]`` (one-element lists for
-    scalar columns), as in v2.1 ``meta/episodes_stats.jsonl``."""
-    stats = {}
-    for name in table.column_names:
-        values = np.asarray(table.column(name).to_pylist(), dtype=np.float64)
-        values = values.reshape(len(values), -1)
-        stats[name] = {
-            "min": values.min(0).tolist(),
-            "max": values.max(0).tolist(),
-            "mean": values.mean(0).tolist(),
-            "std": values.std(0).tolist(),
-            "count": [len(values)],
-        }
-    return stats
-
-
-def write_lerobot_dataset(
-    root: Path | str, episodes: Sequence[Episode], version: str = CODEBASE_VERSION
-) -> Path:
-    """Writes ``episodes`` under ``root`` (which must not exist or be empty); returns ``root``.
-
-    ``version="v2.1"``: one parquet file per episode, ``meta/episodes.jsonl``,
-    ``meta/tasks.jsonl`` and ``meta/episodes_stats.jsonl``. ``version="v3.0"``: LeRobot's current
-    layout (documented, not checked against ``lerobot``, which is not installed here): every
-    episode in ``data/chunk-000/file-000.parquet``, one row per episode in
-    ``meta/episodes/chunk-000/file-000.parquet`` (``episode_index``, ``tasks``, ``length``,
-    ``data/chunk_index``, ``data/file_index``, ``dataset_from_index``, ``dataset_to_index``),
-    ``meta/tasks.parquet`` and ``meta/stats.json``.
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    if version not in (CODEBASE_VERSION, V3_VERSION):
-        raise ValueError(f"version must be {CODEBASE_VERSION} or {V3_VERSION}, got {version!r}")
-    root = Path(root)
-    if root.exists() and any(root.iterdir()):
-        raise FileExistsError(f"{root} exists and is not empty; choose a new --out folder")
-    if not episodes:
-        raise ValueError("no episodes to write")
-    obs_dim, action_dim = episodes[0].states.shape[1], episodes[0].actions.shape[1]
-    for i, ep in enumerate(episodes):
-        check_episode(ep.states, ep.actions, f"episode {i}", obs_dim, action_dim)
-    tasks = sorted({ep.task for ep in episodes})
-    task_index = {task: i for i, task in enumerate(tasks)}
-    (root / "meta").mkdir(parents=True, exist_ok=True)
-    index = 0
-    rows, tables, stats = [], [], []
-    for i, ep in enumerate(episodes):
-        table = _episode_table(ep, i, index, task_index[ep.task])
-        rows.append({"episode_index": i, "tasks": [ep.task], "length": len(ep.states)})
-        if version == V3_VERSION:
-            rows[-1].update(
-                {
-                    "data/chunk_index": 0,
-                    "data/file_index": 0,
-                    "dataset_from_index": index,
-                    "dataset_to_index": index + len(ep.states),
-                    "meta/episodes/chunk_index": 0,
-                    "meta/episodes/file_index": 0,
-                }
-            )
-            tables.append(table)
-        else:
-            path = root / DATA_PATH.format(episode_chunk=i // CHUNKS_SIZE, episode_index=i)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(table, path)
-            stats.append({"episode_index": i, "stats": episode_stats(table)})
-        index += len(ep.states)
-    info = {
-        "codebase_version": version,
-        "robot_type": "point_mass_2d",
-        "total_episodes": len(episodes),
-        "total_frames": index,
-        "total_tasks": len(tasks),
-        "chunks_size": CHUNKS_SIZE,
-        "fps": TASK_FPS,
-        "splits": {"train": f"0:{len(episodes)}"},
-        "data_path": V3_DATA_PATH if version == V3_VERSION else DATA_PATH,
-        "video_path": None,
-        "features": _features(obs_dim, action_dim),
-    }
-    meta = root / "meta"
-    if version == V3_VERSION:
-        info.update({"data_files_size_in_mb": 100, "video_files_size_in_mb": 500})
-        data = pa.concat_tables(tables)
-        (root / "data/chunk-000").mkdir(parents=True)
-        pq.write_table(data, root / V3_DATA_PATH.format(chunk_index=0, file_index=0))
-        (meta / "episodes/chunk-000").mkdir(parents=True)
-        pq.write_table(pa.Table.from_pylist(rows), meta / "episodes/chunk-000/file-000.parquet")
-        pq.write_table(
-            pa.table({"task_index": list(range(len(tasks))), "task": tasks}),
-            meta / "tasks.parquet",
-        )
-        (meta / "stats.json").write_text(json.dumps(episode_stats(data), indent=2))
-    else:
-        info.update({"total_videos": 0, "total_chunks": (len(episodes) - 1) // CHUNKS_SIZE + 1})
-        (meta / "episodes.jsonl").write_text("".join(json.dumps(x) + "\n" for x in rows))
-        (meta / "episodes_stats.jsonl").write_text("".join(json.dumps(x) + "\n" for x in stats))
-        (meta / "tasks.jsonl").write_text(
-            "".join(json.dumps({"task_index": i, "task": t}) + "\n" for i, t in enumerate(tasks))
-        )
-    (meta / "info.json").write_text(json.dumps(info, indent=2))
-    return root
+__all__ = ["dataset_dims", "read_lerobot_dataset"]
 
 
 def _read_jsonl(path: Path) -> list[dict]:
