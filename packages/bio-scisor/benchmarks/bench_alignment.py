@@ -21,9 +21,9 @@ import torch
 from bio_scisor.alignment import log_deletion_counts, log_deletion_counts_loop
 from bio_scisor.constants import AMINO_ACIDS
 from bio_scisor.elbo import per_sequence_loss
+from bio_scisor.insertion import insert, pad_batch
 from bio_scisor.io import encode
 from bio_scisor.model import ScisorDenoiser
-from bio_scisor.process import insert, pad_batch
 from bio_scisor.synth import make_family
 
 

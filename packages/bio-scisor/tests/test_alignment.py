@@ -14,8 +14,8 @@ from bio_scisor.alignment import (
     log_deletion_counts,
     log_deletion_counts_loop,
 )
+from bio_scisor.insertion import pad_batch
 from bio_scisor.io import encode
-from bio_scisor.process import pad_batch
 
 letters = st.text(alphabet="ACD", min_size=0, max_size=5)
 

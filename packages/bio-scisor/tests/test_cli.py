@@ -4,16 +4,17 @@ import csv
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from bio_scisor import __version__
 from bio_scisor.cli import main, run_lightning_cli
 from iclr26_common.testing import (
-    DDP_CPU_ARGS,
     assert_cli_help,
     assert_one_line_error,
     help_commands,
-    run_console_script,
+    only_file,
+    run_ddp,
     run_main,
     shipped_configs,
 )
@@ -61,6 +62,52 @@ def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> N
     assert printed["data"]["synthetic"] == declared["data"]["synthetic"]
 
 
+@pytest.fixture(scope="module")
+def tiny_esm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A randomly initialised two-layer ESM2 saved as a local ``EsmModel`` folder: what the
+    esm2_t12_35M config's ``model.esm_path`` points at (the real weights are never
+    downloaded), at a test size."""
+    from transformers import EsmConfig, EsmModel
+
+    config = EsmConfig(
+        vocab_size=33,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        pad_token_id=1,
+        mask_token_id=32,
+        max_position_embeddings=1026,
+        position_embedding_type="rotary",
+        token_dropout=True,
+    )
+    path = tmp_path_factory.mktemp("esm2_tiny")
+    EsmModel(config, add_pooling_layer=False).save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+def test_shipped_config_fits_and_tests(
+    config: Path, tiny_esm_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Every shipped config through ``main``: ``fit`` with ``fast_dev_run``, then ``test``.
+    Overrides are sizes only: 40 synthetic sequences, and for esm2_t12_35M a tiny random ESM2
+    folder as ``model.esm_path`` (the config names the real one, which is not shipped)."""
+    args = [
+        "--config",
+        str(config),
+        "--trainer.fast_dev_run=true",
+        "--data.n_synthetic=40",
+        f"--trainer.default_root_dir={tmp_path}",
+    ]
+    if yaml.safe_load(config.read_text())["model"].get("backbone") == "esm":
+        args.append(f"--model.esm_path={tiny_esm_dir}")
+    for command in ("fit", "test"):
+        run = run_main(main, [command, *args], capsys, cwd=tmp_path)
+        assert run.code == 0, f"{command}: {run.err[-2000:]}"
+    assert "test/loss" in run.out and "test/prior_kl" in run.out
+
+
 def test_fit_tiny_in_process(tmp_path: Path) -> None:
     cli = run_lightning_cli(
         [
@@ -104,14 +151,12 @@ def test_fit_input_errors_are_one_line(
 
 @pytest.mark.slow
 def test_fit_tiny_under_ddp_on_two_cpu_processes(tmp_path: Path) -> None:
-    proc = run_console_script("bio-scisor", ["fit", "--config", "tiny", *DDP_CPU_ARGS], tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Starting with 2 processes" in proc.stderr and "sync_dist" not in proc.stderr
-    configs = sorted((tmp_path / "lightning_logs").rglob("config*.yaml"))
-    assert [p.relative_to(tmp_path).as_posix() for p in configs] == [
-        "lightning_logs/version_0/config.yaml"
-    ]
-    assert len(list((tmp_path / "lightning_logs").rglob("*.ckpt"))) == 1
+    # two processes, no sync_dist warning: val/test epoch means are reduced over the ranks
+    run_ddp("bio-scisor", ["fit", "--config", "tiny"], tmp_path)
+    # rank 0 alone writes one config and one checkpoint
+    config = only_file(tmp_path, "config*.yaml")
+    assert config.relative_to(tmp_path).as_posix() == "lightning_logs/version_0/config.yaml"
+    assert only_file(tmp_path, "*.ckpt").parent.parent == config.parent
 
 
 def test_synth_score_shrink_round_trip(tmp_path: Path, tiny_ckpt: Path, capsys) -> None:
@@ -239,11 +284,16 @@ def test_bad_input_is_one_line_exit_2(tmp_path, tiny_ckpt, capsys, body, message
 
 
 def test_bad_wt_and_missing_checkpoint(tmp_path, tiny_ckpt, capsys) -> None:
+    """An unreadable checkpoint was torch's unpickling traceback; now one line naming it."""
     dms = tmp_path / "a.csv"
     dms.write_text("mutated_sequence,DMS_score\nMKT,1\n")
+    (tmp_path / "junk.ckpt").write_text("not a checkpoint\n")
+    torch.save({"state_dict": {}}, tmp_path / "bare.ckpt")
     for wt, ckpt, message in [
         ("MK1TA", tiny_ckpt, "--wt"),
-        ("MKTA", tmp_path / "no.ckpt", "no.ckpt"),
+        ("MKTA", tmp_path / "no.ckpt", "no.ckpt: no such checkpoint"),
+        ("MKTA", tmp_path / "junk.ckpt", "junk.ckpt: not a readable checkpoint"),
+        ("MKTA", tmp_path / "bare.ckpt", "bare.ckpt: not a bio-scisor Lightning checkpoint"),
     ]:
         with pytest.raises(SystemExit) as info:
             main(
@@ -259,7 +309,8 @@ def test_bad_wt_and_missing_checkpoint(tmp_path, tiny_ckpt, capsys) -> None:
                     str(tmp_path / "o.csv"),
                 ]
             )
-        assert info.value.code == 2 and message in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and message in err and "Traceback" not in err
 
 
 def test_proteingym_reference_scoring(tmp_path: Path, synth_dir: Path, tiny_ckpt, capsys) -> None:

@@ -18,9 +18,9 @@ from bio_scisor.elbo import (
     prior_term,
     score_elbo,
 )
+from bio_scisor.insertion import NoisedBatch, alpha, pad_batch, redraw_probs
 from bio_scisor.io import encode, is_deletion_of
 from bio_scisor.model import ScisorDenoiser
-from bio_scisor.process import NoisedBatch, alpha, pad_batch, redraw_probs
 
 from .conftest import TINY
 
@@ -126,7 +126,7 @@ def test_coupled_draws_follow_the_forward_process(t: float) -> None:
 
 def test_s_zero_is_redrawn_from_the_restricted_negative_binomial() -> None:
     """Issue 25: upstream redraws S = 0 from the NB pmf on 1..20, not uniformly."""
-    from bio_scisor.process import insert
+    from bio_scisor.insertion import insert
 
     x0, lengths = pad_batch([torch.from_numpy(encode("ACDEFGHIKL"))] * 2000)
     t = torch.full((2000,), 0.01, dtype=torch.float64)

@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from bio_scisor.insertion import pad_batch
 from bio_scisor.io import encode
 from bio_scisor.model import EsmDenoiser, ScisorDenoiser, build_denoiser
-from bio_scisor.process import pad_batch
 
 from .conftest import TINY
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from bio_scisor.io import ScisorFormatError
 from bio_scisor.official import is_official_state_dict, load_official_checkpoint, official_keys
 
 DATA = Path(__file__).parent / "data" / "reference"
@@ -50,6 +51,11 @@ def test_p0_maps_upstreams_esm_tokens_to_our_residues(tmp_path: Path) -> None:
     torch.save(torch.ones(5), bad)
     with pytest.raises(ValueError, match=r"bad\.pt: p0 must be a 1-D tensor"):
         load_p0(bad)
+    (tmp_path / "text.pt").write_text("p0\n")
+    with pytest.raises(ScisorFormatError, match=r"text\.pt: not a readable p0 file"):
+        load_p0(tmp_path / "text.pt")
+    with pytest.raises(FileNotFoundError, match=r"none\.pt: no such p0 file"):
+        load_p0(tmp_path / "none.pt")
 
 
 def test_upstream_checkpoint_elbo_uses_upstreams_p0(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -137,8 +143,14 @@ def test_bad_checkpoints_are_named(tmp_path: Path) -> None:
         )
     junk = tmp_path / "junk.ckpt"
     junk.write_bytes(b"not a checkpoint")
-    with pytest.raises(ValueError, match=r"junk\.ckpt: not a loadable checkpoint"):
+    with pytest.raises(ScisorFormatError, match=r"junk\.ckpt: not a readable checkpoint"):
         load_official_checkpoint(junk)
+    with pytest.raises(FileNotFoundError, match=r"none\.ckpt: no such checkpoint"):
+        load_official_checkpoint(tmp_path / "none.ckpt")
+    plain = tmp_path / "plain.ckpt"
+    torch.save({"weights": torch.zeros(1)}, plain)
+    with pytest.raises(ScisorFormatError, match=r"plain\.ckpt: not a Lightning checkpoint"):
+        load_official_checkpoint(plain)
     ours = tmp_path / "ours.ckpt"
     torch.save({"state_dict": {"denoiser.head.weight": torch.zeros(1)}}, ours)
     with pytest.raises(ValueError, match="not an upstream SCISOR checkpoint"):

@@ -17,8 +17,8 @@ import torch
 from bio_scisor.alignment import log_deletion_counts
 from bio_scisor.constants import AMINO_ACIDS, ESM2_TOKEN_IDS
 from bio_scisor.elbo import prior_term
+from bio_scisor.insertion import NoisedBatch, pad_batch
 from bio_scisor.io import encode
-from bio_scisor.process import NoisedBatch, pad_batch
 
 DATA = Path(__file__).parent / "data" / "reference"
 REF = json.loads((DATA / "scisor_reference.json").read_text())

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from bio_scisor.insertion import pad_batch
 from bio_scisor.io import encode
 from bio_scisor.model import ScisorDenoiser
-from bio_scisor.process import pad_batch
 from bio_scisor.scoring import score_path
 from bio_scisor.windows import DEFAULT_WINDOW, average_starts, denoiser_log_q
 
@@ -88,7 +88,7 @@ def test_window_must_be_positive() -> None:
 
 def test_training_loss_reads_random_windows() -> None:
     from bio_scisor.elbo import per_sequence_loss
-    from bio_scisor.process import insert
+    from bio_scisor.insertion import insert
 
     torch.manual_seed(0)
     model = ScisorDenoiser(**TINY, window_size=8)

@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 from bio_scisor.constants import PAD_INDEX, VOCAB_SIZE
+from bio_scisor.insertion import pad_batch
 from bio_scisor.io import encode
 from bio_scisor.model import sinusoidal
-from bio_scisor.process import pad_batch
 
 __all__ = ["CausalLM", "HmmScorer", "random_scores", "train_causal_lm"]
 

@@ -100,15 +100,16 @@ def _load_denoiser(
     """(denoiser, forward-process settings {alpha_power, t_max, background, official}) from our
     checkpoint (π stored in it) or from upstream's layout (:mod:`bio_scisor.official`; π =
     upstream's ``p0`` read from ``p0``, ``None`` when not given)."""
-    import torch
-
+    from bio_scisor.io import ScisorFormatError
     from bio_scisor.official import is_official_state_dict, load_official_checkpoint, load_p0
+    from iclr26_common.checkpoints import load_weights_only
 
     if ckpt.is_file():
         try:
-            state = torch.load(ckpt, map_location="cpu", weights_only=True).get("state_dict", {})
-        except Exception:  # our loader below names the problem
-            state = {}
+            payload = load_weights_only(ckpt, error=ScisorFormatError)
+        except ScisorFormatError:  # load_checkpoint below names the problem
+            payload = None
+        state = payload.get("state_dict", {}) if isinstance(payload, dict) else {}
         if is_official_state_dict(state):
             model, settings = load_official_checkpoint(ckpt, esm_config)
             background = load_p0(p0) if p0 is not None else None

@@ -8,8 +8,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from bio_scisor.insertion import pad_batch
 from bio_scisor.io import ScisorFormatError, encode, read_sequences
-from bio_scisor.process import pad_batch
 
 __all__ = ["ScisorDataModule", "SequenceDataset", "collate"]
 

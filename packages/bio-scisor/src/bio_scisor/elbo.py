@@ -31,8 +31,8 @@ from torch import nn
 
 from bio_scisor.alignment import deletion_posterior, log_alignment_counts
 from bio_scisor.constants import ALPHA_POWER, BACKGROUND, S_REDRAW_MAX, T_MAX
+from bio_scisor.insertion import NoisedBatch, alpha, insert, loss_weight, pad_batch, redraw_probs
 from bio_scisor.io import encode, is_deletion_of
-from bio_scisor.process import NoisedBatch, alpha, insert, loss_weight, pad_batch, redraw_probs
 from bio_scisor.windows import denoiser_log_q
 
 __all__ = [
@@ -60,7 +60,7 @@ def per_sequence_loss(
     """Per-sequence SCISOR loss S * KL(p || q_theta) * w(t, L) and the bare KL, both (B,).
 
     p is the exact deletion posterior (alignment-count DP, float64); w is
-    :func:`bio_scisor.process.loss_weight`; q_theta is windowed for long X_t
+    :func:`bio_scisor.insertion.loss_weight`; q_theta is windowed for long X_t
     (:func:`bio_scisor.windows.denoiser_log_q`, ``mode``/``generator``).
     """
     device = x0.device

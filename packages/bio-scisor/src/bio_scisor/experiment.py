@@ -142,8 +142,8 @@ def _heldout_loss(model, sequences: list[str], t_max: float, seed: int) -> float
     import torch
 
     from bio_scisor.elbo import per_sequence_loss
+    from bio_scisor.insertion import insert, pad_batch
     from bio_scisor.io import encode
-    from bio_scisor.process import insert, pad_batch
 
     x0, x0_len = pad_batch([torch.from_numpy(encode(s)) for s in sequences])
     total = 0.0

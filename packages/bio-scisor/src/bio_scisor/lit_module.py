@@ -9,8 +9,8 @@ import torch
 
 from bio_scisor.constants import ALPHA_POWER, BACKGROUND, T_MAX
 from bio_scisor.elbo import per_sequence_loss, prior_term
+from bio_scisor.insertion import insert
 from bio_scisor.model import build_denoiser
-from bio_scisor.process import insert
 from bio_scisor.windows import DEFAULT_WINDOW
 
 __all__ = ["ScisorLitModule", "load_checkpoint"]
@@ -106,13 +106,22 @@ def _init_args(values: dict) -> dict:
 
 
 def load_checkpoint(path: str | Path, map_location: str = "cpu") -> ScisorLitModule:
-    """Rebuild a :class:`ScisorLitModule` from a Lightning checkpoint (``weights_only=True``)."""
+    """Rebuild a :class:`ScisorLitModule` from a Lightning checkpoint (``weights_only=True``).
+
+    A missing file is a ``FileNotFoundError``; an unreadable one, or one without
+    ``state_dict``/``hyper_parameters``, a :class:`~bio_scisor.io.ScisorFormatError` naming it.
+    """
+    from bio_scisor.io import ScisorFormatError
+    from iclr26_common.checkpoints import load_weights_only
+
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such checkpoint")
-    ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    if "hyper_parameters" not in ckpt or "state_dict" not in ckpt:
-        raise ValueError(f"{path}: not a bio-scisor Lightning checkpoint (no hyper_parameters)")
+    ckpt = load_weights_only(
+        path, error=ScisorFormatError, map_location=map_location, require_state_dict=True
+    )
+    if "hyper_parameters" not in ckpt:
+        raise ScisorFormatError(
+            f"{path}: not a bio-scisor Lightning checkpoint (no hyper_parameters)"
+        )
     hparams = {k: v for k, v in ckpt["hyper_parameters"].items() if not k.startswith("_")}
     module = ScisorLitModule(**hparams)
     module.load_state_dict(ckpt["state_dict"])

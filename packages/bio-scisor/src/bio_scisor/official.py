@@ -39,7 +39,9 @@ from typing import Any
 import torch
 
 from bio_scisor.constants import AMINO_ACIDS, ESM2_TOKEN_IDS
+from bio_scisor.io import ScisorFormatError
 from bio_scisor.model import EsmDenoiser
+from iclr26_common.checkpoints import load_weights_only
 
 __all__ = [
     "ESM2_HEADS",
@@ -128,16 +130,13 @@ def load_official_checkpoint(
     ``esm_config``: a ``config.json`` path or a dict of ``EsmConfig`` fields overriding what
     the weights and the model name give (needed for ESM2 sizes outside :data:`ESM2_HEADS`).
     Returns (denoiser in eval mode, {"t_max", "alpha_power", "window_size", "hf_model_name"}).
+    A missing file is a ``FileNotFoundError``, an unreadable one or one without a
+    ``state_dict`` a :class:`~bio_scisor.io.ScisorFormatError`, both one line naming the file.
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such checkpoint")
-    try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as error:  # any unpickling failure means a bad file here
-        raise ValueError(f"{path}: not a loadable checkpoint ({type(error).__name__})") from None
-    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
-        raise ValueError(f"{path}: no state_dict (not a Lightning checkpoint)")
+    ckpt = load_weights_only(
+        path, error=ScisorFormatError, map_location=map_location, require_state_dict=True
+    )
     state = ckpt["state_dict"]
     if not is_official_state_dict(state):
         raise ValueError(f"{path}: not an upstream SCISOR checkpoint (no x0_model.faesm.* keys)")
@@ -206,12 +205,7 @@ def load_p0(path: Path | str) -> torch.Tensor:
     20 residues) as our π ``[20]`` (float64, order ``AMINO_ACIDS``, renormalised over the 20).
     Raises ``ValueError`` naming the file for anything else."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such p0 file")
-    try:
-        p0 = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # unpickling errors come in many types
-        raise ValueError(f"{path}: not a loadable p0 file ({type(error).__name__})") from None
+    p0 = load_weights_only(path, "p0 file", error=ScisorFormatError)
     if not isinstance(p0, torch.Tensor) or p0.ndim != 1 or len(p0) <= max(ESM2_TOKEN_IDS.values()):
         raise ValueError(f"{path}: p0 must be a 1-D tensor over the ESM2 vocabulary (33 tokens)")
     pi = torch.stack([p0[ESM2_TOKEN_IDS[a]] for a in AMINO_ACIDS]).to(torch.float64)

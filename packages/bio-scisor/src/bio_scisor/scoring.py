@@ -16,8 +16,8 @@ import torch
 from torch import nn
 
 from bio_scisor.constants import ALPHA_POWER, AMINO_ACIDS, BACKGROUND, T_MAX
+from bio_scisor.insertion import alpha, beta, gamma_sample, pad_batch, redraw_zero
 from bio_scisor.io import encode, is_deletion_of
-from bio_scisor.process import alpha, beta, gamma_sample, pad_batch, redraw_zero
 from bio_scisor.windows import denoiser_log_q
 
 __all__ = ["generate", "score_path", "shrink", "shrink_positions", "shrink_step"]

@@ -4,8 +4,8 @@ import numpy as np
 import torch
 
 from bio_scisor.constants import PAD_INDEX, S_REDRAW_MAX
+from bio_scisor.insertion import alpha, beta, gamma_sample, insert, loss_weight, pad_batch
 from bio_scisor.io import encode, is_deletion_of
-from bio_scisor.process import alpha, beta, gamma_sample, insert, loss_weight, pad_batch
 
 AA = "ACDEFGHIKLMNPQRSTVWY"
 

@@ -1,4 +1,4 @@
-"""The SCISOR forward (insertion) process and its loss weight.
+"""The SCISOR forward (insertion) process, its loss weight, and the padding of X0 batches.
 
 A pure birth process on the L+1 gaps of X0 (paper Sec. 3; upstream ``insertion_schedule``):
 alpha(t) = (1 - t)^(1/p), beta(t) = (1/p) / (1 - t) with p = ``ALPHA_POWER``; the number of

@@ -1,0 +1,190 @@
+"""Stored outputs of the SCISOR denoisers and of the insertion process on a seeded batch, in
+``tests/data/stored_outputs/scisor.npz`` (written by the code before the issue-29 refactor), so
+that a refactor that changes numbers fails here:
+
+* ``scratch``: :class:`ScisorDenoiser` at the tests' tiny size, seeded, its zero-initialised FiLM
+  projections redrawn from the same seeded stream (else S would not enter the output);
+  log q(i | X_t, S) (B, n) on a batch of three sequences.
+* ``esm_mlp`` / ``esm_faesm``: :class:`EsmDenoiser` on a randomly initialised two-layer ESM2
+  (``config=``), with our FiLM conditioner (redrawn as above) and with upstream's.
+* ``insert``: one draw of the insertion process with a seeded generator (X_t, lengths, S, t and
+  the originals' mask: exact), the SCISOR loss and KL of ``scratch`` on that draw, and the prior
+  term with a seeded generator.
+
+The batch (tokens, lengths, S) is stored in the same file. Regenerate (only when a change of
+numbers is intended, and say so in the commit) with
+
+    OMP_NUM_THREADS=1 .venv/bin/python packages/bio-scisor/tests/test_stored_outputs.py --regenerate
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+STORED = Path(__file__).parent / "data" / "stored_outputs" / "scisor.npz"
+#: The tests' tiny denoiser (tests/conftest.py ``TINY``), repeated so this file runs as a script.
+TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=32, cond_dim=16)
+SEED = 2024
+LENGTHS = (7, 12, 20)
+S_VALUES = (1, 3, 8)
+T_MAX = 0.5
+#: Float32 networks: tolerances above summation-order noise, far below any change of weights.
+RTOL, ATOL = 1e-5, 1e-5
+
+
+def batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The seeded batch: tokens (3, 20) int64 padded with PAD_INDEX, lengths (3,), S (3,)."""
+    from bio_scisor.insertion import pad_batch
+
+    gen = torch.Generator().manual_seed(SEED)
+    seqs = [torch.randint(0, 20, (n,), generator=gen) for n in LENGTHS]
+    tokens, lengths = pad_batch(seqs)
+    return tokens, lengths, torch.tensor(S_VALUES)
+
+
+def _redraw_film(model: nn.Module) -> None:
+    for film in model.film.films:
+        nn.init.normal_(film.weight, std=0.5)
+        nn.init.normal_(film.bias, std=0.5)
+
+
+def _esm_config():  # type: ignore[no-untyped-def]
+    from transformers import EsmConfig
+
+    return EsmConfig(
+        vocab_size=33,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        pad_token_id=1,
+        mask_token_id=32,
+        max_position_embeddings=1026,
+        position_embedding_type="rotary",
+        token_dropout=True,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+
+
+def denoiser(case: str) -> nn.Module:
+    """The seeded denoiser of ``case`` (``scratch``, ``esm_mlp``, ``esm_faesm``), eval mode."""
+    from bio_scisor.model import EsmDenoiser, ScisorDenoiser
+
+    torch.manual_seed(SEED)
+    if case == "scratch":
+        model: nn.Module = ScisorDenoiser(**TINY)
+    else:
+        conditioner = case.removeprefix("esm_")
+        model = EsmDenoiser(cond_dim=8, config=_esm_config(), conditioner=conditioner)
+    if case != "esm_faesm":
+        _redraw_film(model)
+    return model.eval()
+
+
+DENOISERS = ("scratch", "esm_mlp", "esm_faesm")
+
+
+def denoiser_outputs(case: str) -> np.ndarray:
+    tokens, lengths, s = batch()
+    with torch.no_grad():
+        return denoiser(case)(tokens, lengths, s).numpy()
+
+
+def insertion_outputs() -> dict[str, np.ndarray]:
+    """One seeded insertion draw, the loss of ``scratch`` on it and a seeded prior term."""
+    from bio_scisor.elbo import per_sequence_loss, prior_term
+    from bio_scisor.insertion import insert
+
+    tokens, lengths, _ = batch()
+    gen = torch.Generator().manual_seed(SEED + 1)
+    noised = insert(tokens, lengths, gen, t_max=T_MAX)
+    with torch.no_grad():
+        loss, kl = per_sequence_loss(denoiser("scratch"), tokens, lengths, noised, t_max=T_MAX)
+    prior = prior_term(tokens, lengths, torch.Generator().manual_seed(SEED + 2), t_max=T_MAX)
+    return {
+        "xt": noised.xt.numpy(),
+        "xt_len": noised.xt_len.numpy(),
+        "s": noised.s.numpy(),
+        "t": noised.t.numpy(),
+        "original": noised.original.numpy(),
+        "loss": loss.numpy(),
+        "kl": kl.numpy(),
+        "prior": prior.numpy(),
+    }
+
+
+@pytest.fixture(scope="module")
+def stored() -> np.lib.npyio.NpzFile:
+    return np.load(STORED)
+
+
+def test_the_seeded_batch_is_the_stored_one(stored: np.lib.npyio.NpzFile) -> None:
+    tokens, lengths, s = batch()
+    np.testing.assert_array_equal(tokens.numpy(), stored["tokens"])
+    np.testing.assert_array_equal(lengths.numpy(), stored["lengths"])
+    np.testing.assert_array_equal(s.numpy(), stored["s"])
+
+
+@pytest.mark.parametrize("case", DENOISERS)
+def test_denoiser_matches_stored_outputs(stored: np.lib.npyio.NpzFile, case: str) -> None:
+    got = torch.from_numpy(denoiser_outputs(case))
+    expected = torch.from_numpy(stored[f"{case}/log_q"])
+    assert torch.isfinite(expected).sum() == sum(LENGTHS)  # -inf on padding only
+    torch.testing.assert_close(got, expected, rtol=RTOL, atol=ATOL)
+
+
+def test_insertion_process_and_loss_match_stored_outputs(stored: np.lib.npyio.NpzFile) -> None:
+    got = insertion_outputs()
+    for key in ("xt", "xt_len", "s", "t", "original"):  # sampling: exact
+        np.testing.assert_array_equal(got[key], stored[f"insert/{key}"], err_msg=key)
+    for key in ("loss", "kl", "prior"):
+        torch.testing.assert_close(
+            torch.from_numpy(got[key]),
+            torch.from_numpy(stored[f"insert/{key}"]),
+            rtol=RTOL,
+            atol=ATOL,
+            msg=lambda m, key=key: f"{key}: {m}",
+        )
+
+
+def regenerate() -> None:
+    """Writes :data:`STORED` (and its sidecar JSON) from the code as it is."""
+    from bio_scisor import __version__
+
+    torch.set_num_threads(1)
+    tokens, lengths, s = batch()
+    arrays = {"tokens": tokens.numpy(), "lengths": lengths.numpy(), "s": s.numpy()}
+    for case in DENOISERS:
+        arrays[f"{case}/log_q"] = denoiser_outputs(case)
+    for key, value in insertion_outputs().items():
+        arrays[f"insert/{key}"] = value
+    STORED.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(STORED, **arrays)
+    sidecar = {
+        "what": "SCISOR denoisers' log q and one insertion draw with its loss (see the test)",
+        "bio_scisor_version": __version__,
+        "torch_version": torch.__version__,
+        "seed": SEED,
+        "tiny": TINY,
+        "lengths": LENGTHS,
+        "s": S_VALUES,
+        "t_max": T_MAX,
+        "command": "OMP_NUM_THREADS=1 .venv/bin/python "
+        "packages/bio-scisor/tests/test_stored_outputs.py --regenerate",
+    }
+    STORED.with_suffix(".json").write_text(json.dumps(sidecar, indent=1) + "\n")
+    print(f"wrote {STORED} ({STORED.stat().st_size} bytes)")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--regenerate"]:
+        raise SystemExit(f"usage: {sys.argv[0]} --regenerate")
+    regenerate()
