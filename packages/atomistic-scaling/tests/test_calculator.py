@@ -78,11 +78,21 @@ def test_nve_energy_drift_and_stress_with_conservative_model(
 
 
 def test_bad_checkpoint(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError):
+    from atomistic_scaling.cli import _is_user_error
+    from atomistic_scaling.io import AtomisticFormatError
+
+    with pytest.raises(FileNotFoundError, match=r"none\.ckpt: no such checkpoint"):
         load_force_field(tmp_path / "none.ckpt")
     torch.save({"x": torch.zeros(1)}, tmp_path / "other.ckpt")
-    with pytest.raises(ValueError, match="not a ForceFieldModule checkpoint"):
+    with pytest.raises(AtomisticFormatError, match="not a ForceFieldModule checkpoint"):
         load_force_field(tmp_path / "other.ckpt")
+    # a file that is no checkpoint at all: one line naming it (it was torch's unpickling error)
+    (tmp_path / "text.ckpt").write_text("not a checkpoint\n")
+    with pytest.raises(
+        AtomisticFormatError, match=r"text\.ckpt: not a readable checkpoint"
+    ) as info:
+        load_force_field(tmp_path / "text.ckpt")
+    assert _is_user_error(info.value)
 
 
 def test_unseen_elements_are_refused(structures: list[Atoms], tmp_path: Path) -> None:

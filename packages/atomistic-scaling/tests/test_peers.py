@@ -113,3 +113,20 @@ def test_nequip_trains_in_the_sweep(structures: list[Atoms]) -> None:
     val_set = AtomsGraphDataset(structures[8:], 4.0)
     (record,) = train_runs("nequip", 4, 0, train_set, val_set, None, config)
     assert np.isfinite(record["loss"]) and record["n_params"] > 0
+
+
+def test_ase_calculator_runs_the_peer_in_float32(structures: list[Atoms]) -> None:
+    """The calculator's float64 default failed inside nequip (float weights, double input):
+    a nequip model now runs in float32 by default, and float64 is refused by name."""
+    from atomistic_scaling.calculator import ForceFieldCalculator
+    from atomistic_scaling.data import elements_of
+
+    model = _peer()
+    model.set_atomic_references(model.atomic_energies.clone(), elements_of(structures))
+    atoms = structures[2].copy()
+    atoms.calc = ForceFieldCalculator(model)
+    expected = _predict(model, structures[2])
+    assert atoms.get_potential_energy() == pytest.approx(float(expected["energy"][0]), rel=1e-6)
+    np.testing.assert_allclose(atoms.get_forces(), expected["forces"], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="nequip' computes in float32 only"):
+        ForceFieldCalculator(model, dtype=torch.float64)

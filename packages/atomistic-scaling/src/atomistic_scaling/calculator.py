@@ -18,25 +18,28 @@ from ase.stress import full_3x3_to_voigt_6_stress
 from torch_geometric.data import Batch
 
 from atomistic_scaling.graph import atoms_to_graph
+from atomistic_scaling.io import AtomisticFormatError
 from atomistic_scaling.model import ForceField
+from iclr26_common.checkpoints import load_weights_only
 
 __all__ = ["ForceFieldCalculator", "load_force_field"]
 
 
 def load_force_field(checkpoint: str | Path) -> ForceField:
     """The :class:`ForceField` of a Lightning checkpoint of
-    :class:`~atomistic_scaling.lit_module.ForceFieldModule` (``weights_only=True``)."""
+    :class:`~atomistic_scaling.lit_module.ForceFieldModule` (``weights_only=True``).
+
+    Raises ``FileNotFoundError`` for a missing file and :class:`AtomisticFormatError` (one line
+    naming the file) for one that is not a readable ForceFieldModule checkpoint."""
     path = Path(checkpoint)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such checkpoint")
     # Loaded on the CPU on purpose: ASE drives one small structure at a time from numpy, where a
     # GPU only adds transfers; a caller may still move the returned model (see calculate()).
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    ckpt = load_weights_only(path, error=AtomisticFormatError, map_location="cpu")
     try:
         hp = ckpt["hyper_parameters"]
         state = {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items()}
     except (KeyError, TypeError):
-        raise ValueError(f"{path}: not a ForceFieldModule checkpoint") from None
+        raise AtomisticFormatError(f"{path}: not a ForceFieldModule checkpoint") from None
     model = ForceField(
         hp["arch"],
         hp["width"],
@@ -53,7 +56,7 @@ def load_force_field(checkpoint: str | Path) -> ForceField:
         model.load_state_dict(state)
     except RuntimeError as error:
         first = str(error).strip().splitlines()[0]
-        raise ValueError(f"{path}: weights do not fit the model: {first}") from None
+        raise AtomisticFormatError(f"{path}: weights do not fit the model: {first}") from None
     return model
 
 
@@ -63,7 +66,9 @@ class ForceFieldCalculator(Calculator):
     Args:
         model: the model or a ``.ckpt`` path. A model object is copied (the calculator's copy is
             converted to ``dtype`` and eval mode; the caller's model is left as it was).
-        dtype: ``torch.float64`` (default, for MD energy conservation) or ``torch.float32``.
+        dtype: ``torch.float64`` (for MD energy conservation) or ``torch.float32``; default
+            float64, float32 for ``arch="nequip"`` (nequip's model computes in float32 only, so
+            float64 is refused for it).
 
     A structure with an element that was not in the model's training data is refused with a
     ``ValueError`` naming the elements (the model has no reference energy or embedding learned
@@ -71,12 +76,16 @@ class ForceFieldCalculator(Calculator):
     """
 
     def __init__(
-        self, model: ForceField | str | Path, dtype: torch.dtype = torch.float64, **kwargs
+        self, model: ForceField | str | Path, dtype: torch.dtype | None = None, **kwargs
     ) -> None:
         super().__init__(**kwargs)
         model = (
             load_force_field(model) if not isinstance(model, ForceField) else copy.deepcopy(model)
         )
+        if dtype is None:
+            dtype = torch.float32 if model.arch == "nequip" else torch.float64
+        if model.arch == "nequip" and dtype != torch.float32:
+            raise ValueError(f"arch 'nequip' computes in float32 only, not {dtype}")
         self.model = model.to(dtype).eval()
         self.dtype = dtype
         self.implemented_properties = ["energy", "free_energy", "forces"] + (

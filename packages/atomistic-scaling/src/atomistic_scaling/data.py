@@ -204,13 +204,17 @@ class AtomisticDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         gen = torch.Generator().manual_seed(self.hparams.seed)
-        return DataLoader(self.train_set, self.hparams.batch_size, shuffle=True, generator=gen)
+        return DataLoader(
+            self.train_set, batch_size=self.hparams.batch_size, shuffle=True, generator=gen
+        )
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.val_set, self.hparams.batch_size)
+        return DataLoader(self.val_set, batch_size=self.hparams.batch_size)
 
     def test_dataloader(self) -> DataLoader:
-        return DataLoader(self.test_set, self.hparams.batch_size)
+        return DataLoader(self.test_set, batch_size=self.hparams.batch_size)
 
     def predict_dataloader(self) -> DataLoader:
+        # batch_size by keyword in every loader: Lightning re-creates the predict loader (to set
+        # its sampler) and a positional batch_size made `predict` fail with a TypeError
         return self.test_dataloader()

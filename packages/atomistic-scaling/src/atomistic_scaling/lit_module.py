@@ -163,6 +163,20 @@ class ForceFieldModule(L.LightningModule):
     def forward(self, batch: Batch, compute_stress: bool = False) -> dict[str, Tensor]:
         return self.model(batch, compute_stress=compute_stress)
 
+    def _predict(self, batch: Batch, grad: bool) -> dict[str, Tensor]:
+        """The model's outputs on ``batch``, with autograd on when ``grad`` or when the forces are
+        conservative (``F = -dE/dpos`` needs it even in evaluation). Lightning's ``test``,
+        ``validate`` and ``predict`` run under ``torch.inference_mode``, where no gradient can
+        be taken: a conservative model leaves it, with a copy of the batch (tensors made in
+        inference mode cannot enter autograd)."""
+        if not self.model.conservative:
+            with torch.set_grad_enabled(grad):
+                return self(batch)
+        with torch.inference_mode(False), torch.enable_grad():
+            if batch.pos.is_inference():
+                batch = batch.clone()
+            return self(batch)
+
     def lr_factor(self, step: int) -> float:
         """:func:`wsd_factor` of this run at its optimiser step ``step``."""
         hp = self.hparams
@@ -220,8 +234,7 @@ class ForceFieldModule(L.LightningModule):
             # drawn from the CPU generator (the same rotations on every device), then moved
             rotation = random_rotation(self._rot_gen, batch.pos.dtype).to(batch.pos.device)
             batch = rotate_batch(batch, rotation)
-        with torch.set_grad_enabled(train or self.model.conservative):
-            pred = self(batch)
+        pred = self._predict(batch, grad=train)
         loss, e_term, f_term = force_field_loss(
             pred, batch, self.hparams.lambda_e, self.hparams.lambda_f
         )
@@ -250,8 +263,7 @@ class ForceFieldModule(L.LightningModule):
         self._step(batch, "test")
 
     def predict_step(self, batch: Batch, batch_idx: int) -> dict[str, Tensor]:
-        with torch.set_grad_enabled(self.model.conservative):
-            out = self(batch)
+        out = self._predict(batch, grad=False)
         return {key: value.detach() for key, value in out.items()}
 
     def configure_optimizers(self) -> Any:

@@ -1,0 +1,162 @@
+"""Stored outputs of the model zoo: every ``arch`` of :class:`ForceField` at a fixed seed on a
+fixed batch of three structures must give the energies (B,) and forces (N, 3) stored in
+``tests/data/stored_outputs/model_zoo.npz`` (written by the code before the issue-29 refactor),
+so that a refactor that changes numbers fails here.
+
+The structures (atomic numbers, positions, cells) are stored in the same file, so the test does
+not depend on the EMT generator. Regenerate (only when a change of numbers is intended, and say
+so in the commit) with
+
+    OMP_NUM_THREADS=1 .venv/bin/python packages/atomistic-scaling/tests/test_stored_outputs.py \
+        --regenerate
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from ase import Atoms
+from torch_geometric.data import Batch
+
+from atomistic_scaling.constants import ARCHITECTURES
+from atomistic_scaling.graph import atoms_to_graph
+from atomistic_scaling.model import ForceField
+from atomistic_scaling.peers import nequip_available
+
+STORED = Path(__file__).parent / "data" / "stored_outputs" / "model_zoo.npz"
+#: The model size and seed of every stored case (small: the fixture stays a few kB).
+SIZE = dict(width=8, num_layers=2, cutoff=4.0, num_rbf=6)
+SEED = 1234
+#: Structures of the batch: ``generate_structures(3, seed=STRUCTURE_SEED)`` at regeneration.
+STRUCTURE_SEED = 5
+#: (case name, arch, conservative): every arch with its direct force head (nequip is always
+#: conservative) plus one conservative model per force-head family, with stress.
+CASES = [(arch, arch, False) for arch in ARCHITECTURES] + [
+    ("mpnn_conservative", "mpnn", True),
+    ("invariant_conservative", "invariant", True),
+    ("l2_conservative", "l2", True),
+]
+
+
+def _structures(stored: np.lib.npyio.NpzFile) -> list[Atoms]:
+    counts = stored["n_atoms"]
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    return [
+        Atoms(
+            numbers=stored["numbers"][a:b], positions=stored["positions"][a:b], cell=cell, pbc=True
+        )
+        for a, b, cell in zip(starts[:-1], starts[1:], stored["cells"], strict=True)
+    ]
+
+
+def dtype_of(arch: str) -> torch.dtype:
+    """float64, except for nequip (built with ``model_dtype="float32"``, it cannot run in
+    float64)."""
+    return torch.float32 if arch == "nequip" else torch.float64
+
+
+def outputs(arch: str, conservative: bool, structures: list[Atoms]) -> dict[str, np.ndarray]:
+    """Energies (B,), forces (N, 3) [and stress (B, 3, 3) when conservative] of the seeded
+    model ``arch`` on ``structures``: built in float32 at seed :data:`SEED`, evaluated on the
+    CPU in :func:`dtype_of` ``arch`` (float64 as the ASE calculator does, so that tight
+    tolerances hold across machines; nequip computes in float32 only),
+    with per-element references ``E0[z] = -z / 1000`` for the elements present (small, so that
+    the stored energies are mostly the network's)."""
+    torch.manual_seed(SEED)
+    model = ForceField(arch, conservative=conservative, **SIZE)
+    elements = sorted({int(z) for atoms in structures for z in atoms.numbers})
+    references = torch.zeros(model.atomic_energies.shape)
+    references[elements] = -torch.tensor(elements, dtype=torch.float32) / 1000
+    model.set_atomic_references(references, elements)
+    dtype = dtype_of(arch)
+    model = model.to(dtype).eval()
+    graphs = [atoms_to_graph(a, SIZE["cutoff"], dtype=dtype) for a in structures]
+    batch = Batch.from_data_list(graphs)
+    with torch.set_grad_enabled(model.conservative):
+        out = model(batch, compute_stress=model.conservative)
+    return {key: value.detach().numpy() for key, value in out.items()}
+
+
+@pytest.fixture(scope="module")
+def stored() -> np.lib.npyio.NpzFile:
+    return np.load(STORED)
+
+
+@pytest.mark.parametrize(("case", "arch", "conservative"), CASES, ids=[c[0] for c in CASES])
+def test_model_zoo_matches_stored_outputs(
+    stored: np.lib.npyio.NpzFile, case: str, arch: str, conservative: bool
+) -> None:
+    if arch == "nequip" and not nequip_available():
+        pytest.skip("arch 'nequip' needs the optional extra atomistic-scaling[peers]")
+    got = outputs(arch, conservative, _structures(stored))
+    expected_keys = {"energy", "forces"} | (
+        {"stress"} if arch == "nequip" or conservative else set()
+    )
+    assert set(got) == expected_keys
+    for key, value in got.items():
+        expected = torch.from_numpy(stored[f"{case}/{key}"])
+        assert expected.dtype == dtype_of(arch)
+        # float64: summation-order noise only; float32: relative to the largest stored entry
+        rtol, atol_rel = (1e-9, 1e-12) if expected.dtype == torch.float64 else (1e-4, 1e-5)
+        torch.testing.assert_close(
+            torch.from_numpy(value),
+            expected,
+            rtol=rtol,
+            atol=atol_rel * float(expected.abs().max()),
+            msg=lambda m, key=key: f"{case} {key}: {m}",
+        )
+
+
+def test_stored_batch_is_the_seeded_emt_batch(stored: np.lib.npyio.NpzFile) -> None:
+    """The stored structures are three periodic cells with 8-27 atoms each (what the models
+    saw), with several elements, so the per-element references matter."""
+    assert len(stored["n_atoms"]) == 3 and stored["n_atoms"].sum() == len(stored["numbers"])
+    assert len(set(stored["numbers"].tolist())) >= 2
+
+
+def regenerate() -> None:
+    """Writes :data:`STORED` (and its sidecar JSON) from the code as it is."""
+    from atomistic_scaling import __version__
+    from atomistic_scaling.synth import generate_structures
+
+    torch.set_num_threads(1)
+    structures = generate_structures(3, seed=STRUCTURE_SEED, kinds=("rattle", "strain", "vacancy"))
+    arrays: dict[str, np.ndarray] = {
+        "numbers": np.concatenate([a.numbers for a in structures]).astype(np.int64),
+        "positions": np.concatenate([a.positions for a in structures]).astype(np.float64),
+        "cells": np.stack([np.asarray(a.cell[:]) for a in structures]).astype(np.float64),
+        "n_atoms": np.array([len(a) for a in structures], dtype=np.int64),
+    }
+    reloaded = _structures(arrays)  # type: ignore[arg-type]  # exactly what the test rebuilds
+    for case, arch, conservative in CASES:
+        if arch == "nequip" and not nequip_available():
+            raise SystemExit("regenerating needs nequip (the [peers] extra): every arch is stored")
+        for key, value in outputs(arch, conservative, reloaded).items():
+            arrays[f"{case}/{key}"] = value
+    STORED.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(STORED, **arrays)
+    sidecar = {
+        "what": "ForceField outputs per arch on a fixed 3-structure batch (see the test module)",
+        "atomistic_scaling_version": __version__,
+        "torch_version": torch.__version__,
+        "seed": SEED,
+        "size": SIZE,
+        "structures": f"generate_structures(3, seed={STRUCTURE_SEED}, "
+        "kinds=('rattle', 'strain', 'vacancy'))",
+        "cases": [c[0] for c in CASES],
+        "command": "OMP_NUM_THREADS=1 .venv/bin/python "
+        "packages/atomistic-scaling/tests/test_stored_outputs.py --regenerate",
+    }
+    STORED.with_suffix(".json").write_text(json.dumps(sidecar, indent=1) + "\n")
+    print(f"wrote {STORED} ({STORED.stat().st_size} bytes)")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--regenerate"]:
+        raise SystemExit(f"usage: {sys.argv[0]} --regenerate")
+    regenerate()
