@@ -39,26 +39,26 @@ PAPER_SELECTION = 0.167  # the paper's selection rate
 
 
 def _train_quick(root: Path) -> Path:
-    from medimg_gfscreen import experiment
+    from medimg_gfscreen import measurement
     from medimg_gfscreen.lit_module import GFScreenModule
 
-    config = experiment.settings(quick=False)
+    config = measurement.settings(quick=False)
     data = generate_dataset(
         root / "train",
         n_cases=config["n_train"] + 1,
-        shape=experiment.VOLUME,
+        shape=measurement.VOLUME,
         seed=0,
         val_fraction=1 / (config["n_train"] + 1),
     )
     dm = GFScreenDataModule(
         str(data),
-        roi_size=experiment.ROI,
+        roi_size=measurement.ROI,
         num_samples=4,
         batch_size=4,
         cache_dir=str(root / "cache"),
     )
-    module = GFScreenModule(**experiment.MODEL_KW)
-    experiment._trainer(config["epochs"]).fit(module, datamodule=dm)
+    module = GFScreenModule(**measurement.MODEL_KW)
+    measurement.make_trainer(config["epochs"]).fit(module, datamodule=dm)
     path = root / "weights.pt"
     torch.save(module.export_weights(), path)
     return path

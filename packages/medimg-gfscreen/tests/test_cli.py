@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -10,11 +11,11 @@ import torch
 import yaml
 
 from iclr26_common.testing import (
-    DDP_CPU_ARGS,
     assert_cli_help,
     assert_one_line_error,
     help_commands,
-    run_console_script,
+    only_file,
+    run_ddp,
     run_main,
     shipped_configs,
 )
@@ -300,43 +301,89 @@ def test_logged_fit_keeps_the_users_config_yaml_and_links_hparams(
     assert hparams["roi_size"] == [32, 32, 16] and hparams["num_samples"] == 2
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
-def test_every_shipped_config_fits_a_step_with_a_logger(
-    config: Path, synth_dir: Path, tmp_path: Path
-) -> None:
-    """`fit --config gfscreen ... --trainer.max_epochs 1` with a logger stopped with "Error while
-    merging hparams ... roi_size, spacing ... different values" before; each shipped config runs a
-    step with the logger on (networks shrunk to CPU size, the linked keys untouched)."""
-    datalist = _absolute_datalist(synth_dir, tmp_path)
-    args = [
-        "fit",
-        "--config",
-        config.stem,
-        f"--data.init_args.datalist={datalist}",
-        "--trainer.logger=true",
-        "--trainer.max_epochs=1",
-        "--trainer.limit_train_batches=1",
-        "--trainer.limit_val_batches=0",
-        f"--trainer.default_root_dir={tmp_path}",
-        "--trainer.precision=32",
-        "--trainer.enable_progress_bar=false",
-        "--data.init_args.num_workers=0",
-        "--data.init_args.batch_size=1",
-        "--data.init_args.num_samples=2",
-        "--data.init_args.roi_size=[64,64,32]",
-    ]
+#: CPU-size networks for the configs with the paper's SwinUNETR Focus (sizes only; the linked
+#: ROI is the smallest SwinUNETR input whose bottleneck keeps more than one voxel)
+SWIN_SIZE_OVERRIDES = (
+    "--model.init_args.feature_size=12",
+    "--model.init_args.swin_depths=[1,1,1,1]",
+    "--model.init_args.glance_widths=[8,16,32,64]",
+    "--model.init_args.glance_conv1_stride=2",
+)
+DATA_SIZE_OVERRIDES = (
+    "--data.init_args.num_workers=0",
+    "--data.init_args.batch_size=1",
+    "--data.init_args.num_samples=2",
+    "--data.init_args.roi_size=[64,64,32]",
+)
+
+
+def _size_overrides(config: Path) -> list[str]:
     declared = yaml.safe_load(config.read_text())["model"]["init_args"]
-    if declared.get("focus_arch", "swin_unetr") == "swin_unetr":
-        args += [
-            "--model.init_args.feature_size=12",
-            "--model.init_args.swin_depths=[1,1,1,1]",
-            "--model.init_args.glance_widths=[8,16,32,64]",
-            "--model.init_args.glance_conv1_stride=2",
-        ]
-    cli = run_lightning_cli(args)
-    assert cli.trainer.logger is not None and cli.trainer.global_step >= 1
-    hparams = yaml.safe_load((Path(cli.trainer.log_dir) / "hparams.yaml").read_text())
-    assert hparams["roi_size"] == [64, 64, 32] and hparams["num_samples"] == 2
+    swin = declared.get("focus_arch", "swin_unetr") == "swin_unetr"
+    return [*DATA_SIZE_OVERRIDES, *(SWIN_SIZE_OVERRIDES if swin else ())]
+
+
+def _config_weights(config: Path, path: Path) -> Path:
+    """Exported weights of an untrained module with ``config``'s model arguments and the size
+    overrides, recording the config's HU window (what ``screen`` then applies)."""
+    from medimg_gfscreen.lit_module import GFScreenModule
+
+    declared = yaml.safe_load(config.read_text())
+    kwargs = dict(declared["model"]["init_args"], roi_size=(64, 64, 32), num_samples=2)
+    for option in _size_overrides(config):
+        key, value = option.removeprefix("--").split("=", 1)
+        if key.startswith("model.init_args."):
+            kwargs[key.rsplit(".", 1)[1]] = yaml.safe_load(value)
+    torch.manual_seed(0)
+    module = GFScreenModule(**kwargs)
+    region = declared["data"]["init_args"]["region"]
+    torch.save(module.export_weights({"region": region, "prenormalized": False}), path)
+    return path
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+def test_every_shipped_config_runs_fit_test_predict_and_screen(
+    config: Path, synth_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Each shipped YAML (parsed as shipped; networks shrunk to CPU size by size overrides only)
+    through ``main``: ``fit`` and ``test`` with ``fast_dev_run`` (the logger on: Lightning's
+    hparams merge, which stopped ``fit --config gfscreen`` with "different values" for the
+    linked roi_size/spacing, runs under fast_dev_run too), ``predict`` (one mask) and ``screen``
+    with weights of the config's architecture (its HU window recorded)."""
+    datalist = _absolute_datalist(synth_dir, tmp_path)
+    common = [
+        "--config",
+        str(config),
+        f"--data.init_args.datalist={datalist}",
+        "--trainer.fast_dev_run=true",
+        f"--trainer.default_root_dir={tmp_path}",
+        "--trainer.enable_progress_bar=false",
+        *_size_overrides(config),
+    ]
+    fit = run_main(main, ["fit", *common, "--trainer.logger=true"], capsys)
+    assert fit.code == 0, fit.err
+    tested = run_main(main, ["test", *common], capsys)
+    assert tested.code == 0, tested.err
+    assert "test/sw_dsc" in tested.out and "test/selection_rate" in tested.out
+    images, masks = _four_images(synth_dir, tmp_path / "images"), tmp_path / "masks"
+    predict_args = [
+        f"--data.init_args.predict_dir={images}",
+        f"--data.init_args.output_dir={masks}",
+    ]
+    predicted = run_main(main, ["predict", *common, *predict_args], capsys)
+    assert predicted.code == 0, predicted.err
+    (mask,) = sorted(masks.iterdir())  # fast_dev_run: one batch of one image
+    source = images / mask.name.replace(".nii.gz", "_0000.nii.gz")
+    assert nib.load(mask).shape == nib.load(source).shape
+    weights = _config_weights(config, tmp_path / "weights.pt")
+    out = tmp_path / "screened.nii.gz"
+    screened = run_main(
+        main, ["screen", str(source), "--ckpt", str(weights), "--out", str(out)], capsys
+    )
+    assert screened.code == 0, screened.err
+    region = yaml.safe_load(config.read_text())["data"]["init_args"]["region"]
+    assert f"HU window: {region} (region the checkpoint's)" in screened.out
+    assert nib.load(out).shape == nib.load(source).shape
 
 
 def _four_images(synth_dir: Path, folder: Path) -> Path:
@@ -388,6 +435,8 @@ def test_fit_parse_errors_are_one_line(
 
 @pytest.mark.slow
 def test_fit_tiny_under_ddp_on_two_cpu_processes(synth_dir: Path, tmp_path: Path) -> None:
+    """Two gloo processes: exit 0, no sync_dist warning (``run_ddp``), rank 0 alone writes the
+    config, and the validation metrics reach the CSV logger."""
     datalist = _absolute_datalist(synth_dir, tmp_path)
     args = [
         "fit",
@@ -395,17 +444,32 @@ def test_fit_tiny_under_ddp_on_two_cpu_processes(synth_dir: Path, tmp_path: Path
         "tiny",
         f"--data.init_args.datalist={datalist}",
         "--trainer.logger=true",
-        *DDP_CPU_ARGS,
     ]
-    proc = run_console_script("medimg-gfscreen", args, tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Starting with 2 processes" in proc.stderr and "sync_dist" not in proc.stderr
-    configs = sorted((tmp_path / "lightning_logs").rglob("config*.yaml"))
-    assert [p.relative_to(tmp_path).as_posix() for p in configs] == [
-        "lightning_logs/version_0/config.yaml"
-    ]
+    run_ddp("medimg-gfscreen", args, tmp_path)
+    config = only_file(tmp_path / "lightning_logs", "config*.yaml")
+    assert config.relative_to(tmp_path).as_posix() == "lightning_logs/version_0/config.yaml"
     metrics = (tmp_path / "lightning_logs" / "version_0" / "metrics.csv").read_text()
     assert "val/dsc" in metrics.splitlines()[0]
+
+
+def test_screen_refuses_a_missing_or_unreadable_checkpoint_in_one_line(
+    synth_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Missing, not a torch file, or a pickle that ``weights_only=True`` refuses (a class that
+    is not a tensor, a container or an allowed numpy scalar): one line naming the file, exit 2,
+    nothing written."""
+    image = sorted((synth_dir / "imagesTr").glob("*_0000.nii.gz"))[0]
+    out = tmp_path / "m.nii.gz"
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a checkpoint")
+    pickled = tmp_path / "pickled.pt"
+    torch.save({"state_dict": {}, "trainer": argparse.Namespace(lr=1.0)}, pickled)
+    for ckpt in (tmp_path / "missing.pt", garbage, pickled):
+        args = ["screen", str(image), "--ckpt", str(ckpt), "--out", str(out), "--quiet"]
+        line = _one_line_error(capsys, args)
+        assert str(ckpt) in line, line
+        assert ("no such checkpoint" if ckpt.name == "missing.pt" else "not a readable") in line
+    assert not out.exists()
 
 
 def test_fit_with_workers_refuses_a_non_ct_image_in_one_line(

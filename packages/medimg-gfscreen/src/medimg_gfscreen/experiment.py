@@ -5,6 +5,9 @@ Synthetic CT (``medimg_gfscreen.synth``, written as NIfTI + Decathlon datalist a
 through the real MONAI pipeline) -> train Focus + Glance jointly with the GF-Screen objective
 -> on held-out volumes compare Focus on every tile (MONAI sliding window, the paper's overlap
 0.75, and the cheaper overlap 0.5) with the Glance gate (p > 0.9) on the 0.75 tile grid.
+The measurement (settings, data, training, evaluation -> numbers) is
+:func:`medimg_gfscreen.measurement.measure`; this module judges the claims on those numbers
+(:func:`build_claims`), draws the plot and writes the report's prose (:func:`report_text`).
 Four claims, each judged by a rule fixed here before the run (module constants), each with
 pre-registered positive controls (a failed control makes the claim "inconclusive"):
 
@@ -35,14 +38,25 @@ cores); the network sizes by the paper's Glance / Focus cost ratio (see the READ
 from __future__ import annotations
 
 import math
-import statistics
-import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
-from iclr26_common.device import choose_device
+from iclr26_common import Claim, Experiment, Precondition, Result
+from medimg_gfscreen.measurement import (
+    COARSE_OVERLAP,
+    METHODS,
+    MODEL_KW,
+    OVERLAP,
+    PAPER_EPOCHS,
+    ROI,
+    VOLUME,
+    Measurement,
+    measure,
+    seed_mean,
+    settings,
+)
 from medimg_gfscreen.metrics import FP_MIN_VOXELS
 
 PAPER = (
@@ -59,180 +73,7 @@ TOTAL_FLOP_REDUCTION_MIN = 3.0
 MIN_SLIDING_RECALL = 0.5
 MIN_SLIDING_DSC = 0.1
 MIN_BASELINE_FP_VOXELS = float(FP_MIN_VOXELS)  # one false-positive case's worth
-GATE = 0.9  # the paper's gate, medimg_gfscreen.constants.GATE_THRESHOLD
-
-ROI = (32, 32, 16)
-VOLUME = (96, 96, 32)
-OVERLAP = 0.75  # the paper's inference overlap: glance-focus and the sliding window
-COARSE_OVERLAP = 0.5  # the cheaper plain sliding window (b) must also beat
-PAPER_EPOCHS = 500  # upstream max_epochs: the cosine horizon the miniature trains the start of
-MODEL_KW: dict[str, Any] = {
-    "focus_arch": "unet",
-    "unet_channels": (11, 22, 44, 88),
-    "glance_backbone": "resnet18",
-    "glance_widths": (8, 16, 32, 64),
-    "glance_conv1_stride": 2,
-    "glance_norm": "group",
-    "roi_size": ROI,
-    "num_samples": 4,
-    "overlap": OVERLAP,
-    "threshold": GATE,
-    "lr": 1e-3,
-    "cosine_epochs": PAPER_EPOCHS,
-    "sw_batch_size": 16,  # tiles per inference batch (4: per-call overhead dominated on the CPU)
-}
-ABLATIONS: dict[str, dict[str, Any]] = {
-    "paper objective (detection reward, group = CT)": {},
-    "CE-only glance (no RL)": {"rl_weight": 0.0},
-    "Dice reward": {"reward": "dice"},
-    "group = batch (16 sub-volumes)": {"group_by": "batch"},
-}
-METHODS = ("sliding_window", "glance_focus", "sliding_window_coarse")
 CLAIM_LABELS = ("a", "b1", "b2", "c")
-
-
-def settings(quick: bool) -> dict[str, Any]:
-    if quick:
-        return {
-            "n_train": 8,
-            "n_test": 2,
-            "epochs": 3,
-            "glance_epochs": 1,
-            "seeds": [0],
-            "ablations": False,
-        }
-    return {
-        "n_train": 16,
-        "n_test": 12,
-        "epochs": 80,
-        "glance_epochs": 4,
-        "seeds": [0, 1, 2],
-        "ablations": True,
-    }
-
-
-def _trainer(epochs: int):
-    """One device from iclr26_common.device (CUDA when PyTorch sees it; ICLR26_DEVICE=cpu
-    forces the CPU, where the budget is defined), no logger / checkpoints / validation,
-    deterministic algorithms where torch has them."""
-    from iclr26_common.lightning import quiet_trainer
-
-    return quiet_trainer(max_epochs=epochs, limit_val_batches=0, deterministic="warn")
-
-
-def _evaluate(module, volumes, flops: dict[str, int], sliding: bool = True) -> dict[str, Any]:
-    """Glance-focus (overlap 0.75) and, if ``sliding``, Focus on every tile at 0.75 and 0.5 on
-    the test volumes -> per-method metric summaries with FLOPs per volume."""
-    from medimg_gfscreen.inference import sliding_window_focus, tile_slices
-    from medimg_gfscreen.metrics import case_metrics, summarize
-
-    device = choose_device()
-    module = module.to(device).eval()
-    spacing = module.hparams.spacing
-    voxel_ml = spacing[0] * spacing[1] * spacing[2] / 1000.0
-    cases: dict[str, list] = {m: [] for m in METHODS}
-    tiles = {m: 0 for m in METHODS}
-    selected = 0
-    for name, cpu_image, label in volumes:
-        image = cpu_image.to(device)
-        result = module.screen(image, device="cpu")
-        tiles["glance_focus"] += result.n_tiles
-        selected += result.n_selected
-        cases["glance_focus"].append(
-            case_metrics(name, result.mask, label, spacing, selection_rate=result.selection_rate)
-        )
-        if sliding:
-            for method, overlap in (
-                ("sliding_window", OVERLAP),
-                ("sliding_window_coarse", COARSE_OVERLAP),
-            ):
-                probs = sliding_window_focus(
-                    image, module.focus, ROI, overlap, MODEL_KW["sw_batch_size"], device="cpu"
-                )
-                cases[method].append(case_metrics(name, probs[0].argmax(0), label, spacing))
-                tiles[method] += len(tile_slices(image.shape[2:], ROI, overlap))
-    n = len(volumes)
-    gf = summarize(cases["glance_focus"], voxel_ml)
-    gf["focus_gflops_per_volume"] = selected * flops["focus"] / n / 1e9
-    gf["glance_gflops_per_volume"] = tiles["glance_focus"] * flops["glance"] / n / 1e9
-    gf["total_gflops_per_volume"] = gf["focus_gflops_per_volume"] + gf["glance_gflops_per_volume"]
-    gf["tiles_per_volume"] = tiles["glance_focus"] / n
-    gf["pooled_selection_rate"] = selected / max(tiles["glance_focus"], 1)
-    out = {"glance_focus": gf}
-    if sliding:
-        for method in ("sliding_window", "sliding_window_coarse"):
-            summary = summarize(cases[method], voxel_ml)
-            summary["focus_gflops_per_volume"] = tiles[method] * flops["focus"] / n / 1e9
-            summary["total_gflops_per_volume"] = summary["focus_gflops_per_volume"]
-            summary["tiles_per_volume"] = tiles[method] / n
-            out[method] = summary
-    return out
-
-
-def _volumes(dm) -> list[tuple[str, Any, Any]]:
-    loader = dm.test_dataloader()
-    return [(str(b["name"][0]), b["image"], b["label"][0, 0]) for b in loader]
-
-
-def _one_seed(seed: int, config: dict[str, Any], root: Path, out_dir: Path) -> dict[str, Any]:
-    from medimg_gfscreen.data import GFScreenDataModule
-    from medimg_gfscreen.inference import count_flops
-    from medimg_gfscreen.lit_module import GFScreenModule
-    from medimg_gfscreen.synth import generate_dataset
-
-    seed_everything(seed)
-    data = root / f"seed{seed}"
-    n_cases = config["n_train"] + config["n_test"]
-    datalist = generate_dataset(
-        data, n_cases=n_cases, shape=VOLUME, seed=seed, val_fraction=config["n_test"] / n_cases
-    )  # the datalist's 'validation' list is the held-out test set
-    dm = GFScreenDataModule(
-        str(datalist),
-        roi_size=ROI,
-        num_samples=MODEL_KW["num_samples"],
-        batch_size=4,
-        cache_dir=str(root / "cache"),
-    )
-    t0 = time.perf_counter()
-    module = GFScreenModule(**MODEL_KW)
-    trainer = _trainer(config["epochs"])
-    trainer.fit(module, datamodule=dm)
-    train_s = time.perf_counter() - t0
-    # last epoch's mean detection reward on the training sub-volumes (how well Focus detects there)
-    final_reward = float(trainer.callback_metrics.get("train/reward_epoch", float("nan")))
-    flops = {"focus": count_flops(module.focus, ROI), "glance": count_flops(module.glance, ROI)}
-    volumes = _volumes(dm)
-    t0 = time.perf_counter()
-    main = _evaluate(module, volumes, flops)
-    out: dict[str, Any] = {
-        "seed": seed,
-        "main": main,
-        "train_s": train_s,
-        "ablations": {},
-        "final_train_reward": final_reward,
-    }
-    out["eval_s"] = time.perf_counter() - t0
-    if seed == config["seeds"][0]:
-        import torch
-
-        pre = {"region": dm.region, "prenormalized": dm.prenormalized}
-        torch.save(module.cpu().export_weights(pre), out_dir / f"gfscreen_weights_seed{seed}.pt")
-        if config["ablations"]:
-            for label, overrides in ABLATIONS.items():
-                seed_everything(seed + 1000)
-                variant = GFScreenModule(**{**MODEL_KW, **overrides, "train_focus": False})
-                variant.focus.load_state_dict(module.focus.state_dict())
-                _trainer(config["glance_epochs"]).fit(variant, datamodule=dm)
-                res = _evaluate(variant, volumes, flops, sliding=False)
-                out["ablations"][label] = res["glance_focus"]
-    out["focus_tile_gflops"] = flops["focus"] / 1e9
-    out["glance_tile_gflops"] = flops["glance"] / 1e9
-    return out
-
-
-def _mean(values: list[float]) -> float:
-    values = [v for v in values if v == v]  # drop NaN
-    return statistics.fmean(values) if values else float("nan")
 
 
 def _finite(value: float) -> float | None:
@@ -240,35 +81,15 @@ def _finite(value: float) -> float | None:
     return value if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-def _plot(per_seed: list[dict[str, Any]], path: Path, title: str) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    keys = ["lesion_recall", "dsc_lesion_cases", "selection_rate"]
-    fig, ax = plt.subplots(figsize=(6.8, 3.4))
-    width = 0.27
-    for j, method in enumerate(METHODS):
-        vals = [_mean([s["main"][method].get(k, float("nan")) for s in per_seed]) for k in keys]
-        vals = [0.0 if v != v else v for v in vals]
-        ax.bar([i + (j - 1) * width for i in range(len(keys))], vals, width, label=method)
-    ax.set_xticks(range(len(keys)), ["lesion recall", "DSC (lesion cases)", "selection rate"])
-    ax.set_ylim(0, 1.05)
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path.name
-
-
-def build_claims(per_seed: list[dict[str, Any]]) -> tuple[list[Claim], dict[str, Any]]:
+def build_claims(
+    mains: list[dict[str, dict[str, float]]],
+) -> tuple[list[Claim], dict[str, Any]]:
     """The four pre-registered claims with their controls from the per-seed ``main`` metric
-    summaries (seed means), and the aggregated numbers the report prints."""
+    summaries (``Measurement.mains()``; seed means), and the aggregated numbers the report
+    prints."""
 
     def agg(method: str, key: str) -> float:
-        return _mean([s["main"][method][key] for s in per_seed])
+        return seed_mean([main[method][key] for main in mains])
 
     sw_recall, gf_recall = (
         agg("sliding_window", "lesion_recall"),
@@ -285,7 +106,7 @@ def build_claims(per_seed: list[dict[str, Any]]) -> tuple[list[Claim], dict[str,
         agg("sliding_window", "fp_voxels_healthy"),
         agg("glance_focus", "fp_voxels_healthy"),
     )
-    rates = [s["main"]["glance_focus"]["pooled_selection_rate"] for s in per_seed]
+    rates = [main["glance_focus"]["pooled_selection_rate"] for main in mains]
     values = {
         "sw_recall": sw_recall,
         "gf_recall": gf_recall,
@@ -370,7 +191,54 @@ def build_claims(per_seed: list[dict[str, Any]]) -> tuple[list[Claim], dict[str,
     return claims, values
 
 
-def _tables(per_seed: list[dict[str, Any]], config: dict[str, Any]) -> list[str]:
+@dataclass
+class ReportText:
+    """The prose of the report: a paragraph with the headline numbers, the scale that ran, and
+    the markdown tables, rewards and times under "details"."""
+
+    summary: str
+    scale: str
+    details: str
+
+
+def report_text(
+    m: Measurement, values: dict[str, Any], claims: list[Claim], total_s: float
+) -> ReportText:
+    """The report's prose as a function of the numbers only: ``m`` (:func:`measure`),
+    ``values`` and ``claims`` (:func:`build_claims`) and the run's total seconds."""
+    config, per_seed, v = m.config, m.per_seed, values
+    verdicts = ", ".join(f"({k}) {c.verdict}" for k, c in zip(CLAIM_LABELS, claims, strict=True))
+    summary = (
+        f"Lesion recall {v['gf_recall']:.3f} (glance-focus) vs {v['sw_recall']:.3f} (sliding "
+        f"window, DSC {v['sw_dsc']:.3f}); total compute {v['gf_total']:.2f} vs {v['sw_total']:.2f}"
+        f" GFLOP per volume ({v['reduction']:.2f}x, at most {v['ceiling']:.2f}x; Glance alone "
+        f"{v['glance_only']:.2f}; sliding window at {COARSE_OVERLAP}: "
+        f"{v['coarse_total']:.2f}), selection rate per seed "
+        f"{', '.join(f'{r:.3f}' for r in v['selection_rates'])}; FP voxels per healthy case "
+        f"{v['gf_fp']:.1f} vs {v['sw_fp']:.1f}. Claims: {verdicts}."
+    )
+    ratio = per_seed[0].glance_tile_gflops / per_seed[0].focus_tile_gflops
+    scale = (
+        f"{config['n_train']} train / {config['n_test']} test synthetic CT volumes of {VOLUME} "
+        f"voxels at 1x1x3 mm per seed; ROI {ROI}, overlap {OVERLAP} (and {COARSE_OVERLAP}); "
+        f"Focus = MONAI UNet {MODEL_KW['unet_channels']}, Glance = ResNet-18 widths "
+        f"{MODEL_KW['glance_widths']}, stem stride 2, GroupNorm (Glance / Focus FLOPs per tile "
+        f"{ratio:.2f}, paper pair 0.31); {config['epochs']} epochs x {config['n_train'] // 4} "
+        f"steps of 4x4 sub-volumes (the first epochs of a {PAPER_EPOCHS}-epoch cosine); seeds "
+        f"{config['seeds']}"
+    )
+    rewards = ", ".join(f"{s.final_train_reward:.3f}" for s in per_seed)
+    details = "\n".join(_tables(m)) + (
+        f"\n\nLast-epoch mean detection reward on the training sub-volumes (Focus), per seed: "
+        f"{rewards}.\n\nTime: training {sum(s.train_s for s in per_seed):.0f} s, evaluation "
+        f"{sum(s.eval_s for s in per_seed):.0f} s, total {total_s:.0f} s; torch threads "
+        f"{m.torch_threads}."
+    )
+    return ReportText(summary=summary, scale=scale, details=details)
+
+
+def _tables(m: Measurement) -> list[str]:
+    """Markdown: seed means (per-seed values in brackets) of every method, and the ablations."""
     keys = (
         "lesion_recall",
         "case_recall",
@@ -386,32 +254,31 @@ def _tables(per_seed: list[dict[str, Any]], config: dict[str, Any]) -> list[str]
     )
 
     def cell(method: str, key: str) -> str:
-        values = [s["main"][method].get(key, float("nan")) for s in per_seed]
-        mean = _mean(values)
+        values = [main[method].get(key, float("nan")) for main in m.mains()]
+        mean = seed_mean(values)
         spread = "/".join(f"{v:.3g}" for v in values)
         return f"{mean:.4g} ({spread})" if len(values) > 1 else f"{mean:.4g}"
 
     table = [
-        f"Seed means (per seed {config['seeds']} in brackets):",
+        f"Seed means (per seed {m.config['seeds']} in brackets):",
         "",
         f"| metric | sliding window {OVERLAP} | glance-focus {OVERLAP} | "
         f"sliding window {COARSE_OVERLAP} |",
         "|---|---:|---:|---:|",
     ]
     for key in keys:
-        table.append(f"| {key} | " + " | ".join(cell(m, key) for m in METHODS) + " |")
-    ablations = per_seed[0]["ablations"]
-    if ablations:
+        table.append(f"| {key} | " + " | ".join(cell(method, key) for method in METHODS) + " |")
+    first = m.per_seed[0]
+    if first.ablations:
         table += [
             "",
-            f"Ablations (seed {per_seed[0]['seed']}; Glance retrained against the "
-            "trained, fixed Focus):",
+            f"Ablations (seed {first.seed}; Glance retrained against the trained, fixed Focus):",
             "",
             "| glance objective | lesion recall | DSC (lesion cases) | FP voxels (healthy) "
             "| selection rate |",
             "|---|---:|---:|---:|---:|",
         ]
-        for label, row in ablations.items():
+        for label, row in first.ablations.items():
             table.append(
                 f"| {label} | {row['lesion_recall']:.3f} | {row['dsc_lesion_cases']:.3f} | "
                 f"{row['fp_voxels_healthy']:.1f} | {row['pooled_selection_rate']:.3f} |"
@@ -419,61 +286,57 @@ def _tables(per_seed: list[dict[str, Any]], config: dict[str, Any]) -> list[str]
     return table
 
 
-def run(quick: bool, out_dir: Path) -> Result:
-    import torch
+def _plot(m: Measurement, path: Path, title: str) -> str:
+    """Bar chart of seed-mean lesion recall, DSC on lesion cases and selection rate per method
+    (NaN drawn as 0); returns the file name."""
+    import matplotlib
 
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = ["lesion_recall", "dsc_lesion_cases", "selection_rate"]
+    fig, ax = plt.subplots(figsize=(6.8, 3.4))
+    width = 0.27
+    for j, method in enumerate(METHODS):
+        vals = [seed_mean([main[method].get(k, float("nan")) for main in m.mains()]) for k in keys]
+        vals = [0.0 if v != v else v for v in vals]
+        ax.bar([i + (j - 1) * width for i in range(len(keys))], vals, width, label=method)
+    ax.set_xticks(range(len(keys)), ["lesion recall", "DSC (lesion cases)", "selection rate"])
+    ax.set_ylim(0, 1.05)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
+def run(quick: bool, out_dir: Path) -> Result:
+    """``iclr26 reproduce``: :func:`measure`, then :func:`build_claims`, the plot and
+    :func:`report_text`."""
     started = time.perf_counter()
     config = settings(quick)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="gfscreen-data-") as scratch:
-        per_seed = [_one_seed(seed, config, Path(scratch), out_dir) for seed in config["seeds"]]
-    claims, v = build_claims(per_seed)
+    m = measure(config, out_dir)
+    claims, values = build_claims(m.mains())
     mode = "quick" if quick else "full"
-    plot = _plot(
-        per_seed,
-        out_dir / "recall_dsc_selection.png",
-        f"GF-Screen miniature ({mode}), synthetic CT, seeds {config['seeds']}",
-    )
-    verdicts = ", ".join(f"({k}) {c.verdict}" for k, c in zip(CLAIM_LABELS, claims, strict=True))
-    summary = (
-        f"Lesion recall {v['gf_recall']:.3f} (glance-focus) vs {v['sw_recall']:.3f} (sliding "
-        f"window, DSC {v['sw_dsc']:.3f}); total compute {v['gf_total']:.2f} vs {v['sw_total']:.2f}"
-        f" GFLOP per volume ({v['reduction']:.2f}x, at most {v['ceiling']:.2f}x; Glance alone "
-        f"{v['glance_only']:.2f}; sliding window at {COARSE_OVERLAP}: "
-        f"{v['coarse_total']:.2f}), selection rate per seed "
-        f"{', '.join(f'{r:.3f}' for r in v['selection_rates'])}; FP voxels per healthy case "
-        f"{v['gf_fp']:.1f} vs {v['sw_fp']:.1f}. Claims: {verdicts}."
-    )
-    ratio = per_seed[0]["glance_tile_gflops"] / per_seed[0]["focus_tile_gflops"]
-    scale = (
-        f"{config['n_train']} train / {config['n_test']} test synthetic CT volumes of {VOLUME} "
-        f"voxels at 1x1x3 mm per seed; ROI {ROI}, overlap {OVERLAP} (and {COARSE_OVERLAP}); "
-        f"Focus = MONAI UNet {MODEL_KW['unet_channels']}, Glance = ResNet-18 widths "
-        f"{MODEL_KW['glance_widths']}, stem stride 2, GroupNorm (Glance / Focus FLOPs per tile "
-        f"{ratio:.2f}, paper pair 0.31); {config['epochs']} epochs x {config['n_train'] // 4} "
-        f"steps of 4x4 sub-volumes (the first epochs of a {PAPER_EPOCHS}-epoch cosine); seeds "
-        f"{config['seeds']}"
-    )
-    rewards = ", ".join(f"{s['final_train_reward']:.3f}" for s in per_seed)
-    details = "\n".join(_tables(per_seed, config)) + (
-        f"\n\nLast-epoch mean detection reward on the training sub-volumes (Focus), per seed: "
-        f"{rewards}.\n\nTime: training {sum(s['train_s'] for s in per_seed):.0f} s, evaluation "
-        f"{sum(s['eval_s'] for s in per_seed):.0f} s, total "
-        f"{time.perf_counter() - started:.0f} s; torch threads {torch.get_num_threads()}."
-    )
-    methods = {
-        m: {k: _mean([s["main"][m][k] for s in per_seed]) for k in per_seed[0]["main"][m]}
-        for m in METHODS
-    }
+    title = f"GF-Screen miniature ({mode}), synthetic CT, seeds {config['seeds']}"
+    plot = _plot(m, out_dir / "recall_dsc_selection.png", title)
+    text = report_text(m, values, claims, total_s=time.perf_counter() - started)
+    per_seed = [asdict(s) for s in m.per_seed]
     return Result(
-        summary=summary,
-        metrics={"main": methods, "per_seed": per_seed, "total_flop_reduction": v["reduction"]},
+        summary=text.summary,
+        metrics={
+            "main": m.method_means(),
+            "per_seed": per_seed,
+            "total_flop_reduction": values["reduction"],
+        },
         seeds=list(config["seeds"]),
-        scale=scale,
+        scale=text.scale,
         claims=claims,
         plots=[plot],
-        details=details,
+        details=text.details,
     )
 
 

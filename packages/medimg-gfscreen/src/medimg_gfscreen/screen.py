@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 
+from iclr26_common.checkpoints import load_weights_only
 from medimg_gfscreen.io import GFScreenFormatError, case_name, check_case, read_nifti
 
 __all__ = [
@@ -79,16 +80,8 @@ def load_weights(path: Path) -> dict[str, Any]:
     from medimg_gfscreen.official import from_official_state_dict, is_official_state_dict
 
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist")
-    try:
-        with torch.serialization.safe_globals(numpy_scalar_globals()):
-            payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:
-        raise GFScreenFormatError(
-            f"checkpoint {path} cannot be read with torch.load(weights_only=True): "
-            f"{str(error).splitlines()[0]}"
-        ) from None
+    with torch.serialization.safe_globals(numpy_scalar_globals()):
+        payload = load_weights_only(path, "checkpoint", error=GFScreenFormatError)
     if isinstance(payload, dict) and "focus" in payload and "glance" in payload:
         return {
             "focus": payload["focus"],
