@@ -19,8 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from rf_matid import synth
+from rf_matid import materials, synth
 from rf_matid.classes import SYNTHETIC_CLASSES
+from rf_matid.constants import ANGLES_DEG, DISTANCES_MM, FREQ_GRID_HZ
+from rf_matid.synth_dataset import generate_dataset
 
 
 def best_of(repeats: int, run: Callable[[], object]) -> float:
@@ -39,9 +41,9 @@ def slab_inputs(n: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     names = [list(SYNTHETIC_CLASSES)[i % len(SYNTHETIC_CLASSES)] for i in range(n)]
     inputs = []
     for name in names:
-        layers = synth.MATERIAL_CLASSES[name].layers
+        layers = materials.MATERIAL_CLASSES[name].layers
         eps = np.stack(
-            [synth.MATERIALS[lay.material].permittivity(synth.FREQ_GRID_HZ) for lay in layers]
+            [materials.MATERIALS[lay.material].permittivity(FREQ_GRID_HZ) for lay in layers]
         )
         thickness = np.array([rng.uniform(*lay.thickness_mm) * 1e-3 for lay in layers])
         inputs.append((eps, thickness))
@@ -50,12 +52,12 @@ def slab_inputs(n: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
 
 def vectorised_slabs(inputs: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     """Recursion on stacked inputs, grouped by layer count (as the generator does)."""
-    out = np.empty((len(inputs), synth.FREQ_GRID_HZ.size), dtype=np.complex128)
+    out = np.empty((len(inputs), FREQ_GRID_HZ.size), dtype=np.complex128)
     for n_layers in sorted({eps.shape[0] for eps, _ in inputs}):
         rows = [i for i, (eps, _) in enumerate(inputs) if eps.shape[0] == n_layers]
         eps = np.stack([inputs[i][0] for i in rows])
         thickness = np.stack([inputs[i][1] for i in rows])
-        out[rows] = synth.multilayer_reflection(eps, thickness, synth.FREQ_GRID_HZ)
+        out[rows] = materials.multilayer_reflection(eps, thickness, FREQ_GRID_HZ)
     return out
 
 
@@ -73,11 +75,11 @@ def main() -> None:
     inputs = slab_inputs(args.slab_samples, seed=0)
     t_skrf = best_of(
         args.repeats,
-        lambda: [synth.multilayer_reflection_skrf(e, t, synth.FREQ_GRID_HZ) for e, t in inputs],
+        lambda: [materials.multilayer_reflection_skrf(e, t, FREQ_GRID_HZ) for e, t in inputs],
     )
     t_vec = best_of(args.repeats, lambda: vectorised_slabs(inputs))
     reference = np.stack(
-        [synth.multilayer_reflection_skrf(e, t, synth.FREQ_GRID_HZ) for e, t in inputs]
+        [materials.multilayer_reflection_skrf(e, t, FREQ_GRID_HZ) for e, t in inputs]
     )
     max_err = float(np.max(np.abs(vectorised_slabs(inputs) - reference)))
     n = len(inputs)
@@ -86,8 +88,8 @@ def main() -> None:
 
     names = [list(SYNTHETIC_CLASSES)[i % 16] for i in range(args.sim_samples)]
     rng_dist = np.random.default_rng(1)
-    distances = rng_dist.choice(synth.DISTANCES_MM, args.sim_samples)
-    angles = rng_dist.choice(synth.ANGLES_DEG, args.sim_samples)
+    distances = rng_dist.choice(DISTANCES_MM, args.sim_samples)
+    angles = rng_dist.choice(ANGLES_DEG, args.sim_samples)
     n_single = max(args.sim_samples // 4, 1)
 
     def per_sample() -> None:
@@ -101,20 +103,20 @@ def main() -> None:
         lambda: synth.simulate_batch(names, distances, angles, np.random.default_rng(0)),
     ) / len(names)
     s11 = synth.simulate_batch(names, distances, angles, np.random.default_rng(0))
-    t_time = best_of(args.repeats, lambda: synth.frequency_to_time(synth.FREQ_GRID_HZ, s11))
+    t_time = best_of(args.repeats, lambda: synth.frequency_to_time(FREQ_GRID_HZ, s11))
     rows.append(("S11: simulate_s11 per sample (peer)", n_single, 1 / t_single, "1.0x"))
     rows.append(("S11: simulate_batch", len(names), 1 / t_batch, f"{t_single / t_batch:.1f}x"))
     rows.append(("time domain: frequency_to_time", len(names), len(names) / t_time, "-"))
 
     n_dataset = len(SYNTHETIC_CLASSES) * args.distances * args.angles * args.per_position
-    distance_set = list(synth.DISTANCES_MM[:: max(len(synth.DISTANCES_MM) // args.distances, 1)])
+    distance_set = list(DISTANCES_MM[:: max(len(DISTANCES_MM) // args.distances, 1)])
     distance_set = distance_set[: args.distances]
-    angle_set = list(synth.ANGLES_DEG[::2])[: args.angles]
+    angle_set = list(ANGLES_DEG[::2])[: args.angles]
     wall: dict[bool, float] = {}
     for write_time in (False, True):
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()
-            synth.generate_dataset(
+            generate_dataset(
                 Path(tmp) / "ds",
                 distances_mm=distance_set,
                 angles_deg=angle_set,

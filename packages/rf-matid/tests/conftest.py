@@ -22,7 +22,7 @@ def private_cache_root(tmp_path_factory: pytest.TempPathFactory):  # type: ignor
 @pytest.fixture(scope="session")
 def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """16 classes × 7 distances × 6 angles × 1 sample, frequency CSVs only (672 spectra)."""
-    from rf_matid.synth import generate_dataset
+    from rf_matid.synth_dataset import generate_dataset
 
     root = tmp_path_factory.mktemp("rf-matid-tiny")
     return generate_dataset(
@@ -33,7 +33,7 @@ def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_time_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """3 classes × 7 distances × 6 angles with frequency and time CSVs."""
-    from rf_matid.synth import generate_dataset
+    from rf_matid.synth_dataset import generate_dataset
 
     root = tmp_path_factory.mktemp("rf-matid-tiny-time")
     return generate_dataset(
@@ -52,7 +52,7 @@ def small_dataset(tmp_path: Path) -> Path:
 
     Function-scoped, so a test may add bad files to it.
     """
-    from rf_matid.synth import generate_dataset
+    from rf_matid.synth_dataset import generate_dataset
 
     return generate_dataset(
         tmp_path / "small",

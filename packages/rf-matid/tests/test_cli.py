@@ -2,15 +2,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
 from iclr26_common.testing import (
-    DDP_CPU_ARGS,
     assert_cli_help,
     assert_one_line_error,
     help_commands,
-    run_console_script,
+    only_file,
+    run_ddp,
     shipped_configs,
 )
 from rf_matid import __version__
@@ -52,16 +53,90 @@ def test_every_model_has_a_shipped_config() -> None:
     assert set(MODELS) <= names and "tiny" in names
 
 
+# Size-only overrides for the shipped configs' smoke runs: two spectra a batch, and the models
+# whose cost grows with the input length (attention over every bin, one LSTM step per bin, an
+# MLP with (2 L)^2 weights) on P2's 700 bins instead of P1's 2048. The rest is the shipped file.
+SMOKE_SIZES = ("--data.init_args.batch_size=2",)
+LENGTH_BOUND = {"rf_matid": "P2", "transformer1d": "P2", "bilstm": "P2", "mlp": "P2"}
+
+
+def _read_predictions(path: Path) -> dict[str, list[float]]:
+    """``{file name: class probabilities}`` of a predictions CSV (predict or predict-files)."""
+    import csv
+
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return {
+        Path(row["file"]).name + "@" + Path(row["file"]).parent.name: [
+            float(v) for k, v in row.items() if k.startswith("prob_")
+        ]
+        for row in rows
+    }
+
+
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
-def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["fit", "--config", str(config), "--print_config"])
-    assert exit_info.value.code == 0
-    printed = yaml.safe_load(capsys.readouterr().out)
+def test_shipped_config_fits_tests_and_predicts(
+    config: Path, tiny_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Every shipped YAML, as shipped (plus the size overrides above): `fit` with fast_dev_run,
+    then `test` and `predict` from the fitted checkpoint, then `predict-files` on the files
+    `predict` saw, whose probabilities must be those of `predict` (the data module's pipeline
+    and predict-files' own reading, cropping and whitening agree)."""
+    from rf_matid.predict import load_predictor
+
     declared = yaml.safe_load(config.read_text())
-    assert printed["model"]["init_args"]["arch"] == declared["model"]["init_args"]["arch"]
-    assert printed["model"]["init_args"]["arch"] in MODELS
-    assert printed["trainer"]["max_epochs"] == declared["trainer"]["max_epochs"]
+    model_args, data_args = declared["model"]["init_args"], declared["data"]["init_args"]
+    arch = model_args["arch"]
+    sizes = [*SMOKE_SIZES]
+    if arch in LENGTH_BOUND:
+        sizes.append(f"--data.init_args.protocol={LENGTH_BOUND[arch]}")
+    common = [
+        "--config",
+        str(config),
+        f"--data.init_args.data_dir={tiny_dataset}",
+        *sizes,
+        "--trainer.fast_dev_run=true",
+    ]
+    # run_lightning_cli is what main() dispatches `fit` to; it returns the CLI for the checks
+    cli = run_lightning_cli(["fit", *common, f"--trainer.default_root_dir={tmp_path / 'fit'}"])
+    assert cli.trainer.state.finished and cli.trainer.global_step == 1
+    hparams = cli.model.hparams
+    assert arch in MODELS and isinstance(cli.model.model, MODELS[arch])
+    for key, value in model_args.items():  # the shipped model settings reached the module
+        assert hparams[key] == value, key
+    for key, value in data_args.items():
+        if key not in ("data_dir", "batch_size") and not (
+            key == "protocol" and arch in LENGTH_BOUND
+        ):
+            assert cli.datamodule.hparams[key] == value, key
+    assert hparams.num_classes == 16 and hparams.class_names[0] == "brick01"  # linked sizes
+    assert hparams.seq_len == (700 if arch in LENGTH_BOUND else 2048)
+    checkpoint = tmp_path / "fitted.ckpt"
+    cli.trainer.save_checkpoint(checkpoint, weights_only=True)  # fast_dev_run saves none
+    assert load_predictor(checkpoint).protocol == cli.datamodule.hparams.protocol  # recorded
+
+    runs = {command: tmp_path / command for command in ("test", "predict")}
+    for command, root in runs.items():
+        code = main(
+            [command, *common, f"--ckpt_path={checkpoint}", f"--trainer.default_root_dir={root}"]
+        )
+        assert code in (0, None), command
+    out = capsys.readouterr().out
+    assert "test/acc" in out
+    (predicted,) = runs["predict"].rglob("predictions*.csv")
+    from_predict = _read_predictions(predicted)
+    assert len(from_predict) == 2  # fast_dev_run: one batch of two test spectra
+
+    files = [
+        str(p) for p in tiny_dataset.rglob("*.csv") if f"{p.name}@{p.parent.name}" in from_predict
+    ]
+    out_csv = tmp_path / "predict-files.csv"
+    assert main(["predict-files", "--ckpt", str(checkpoint), "--out", str(out_csv), *files]) == 0
+    from_files = _read_predictions(out_csv)
+    assert sorted(from_files) == sorted(from_predict)
+    for name, probs in from_predict.items():
+        assert sum(probs) == pytest.approx(1.0, abs=1e-4)
+        np.testing.assert_allclose(from_files[name], probs, rtol=1e-4, atol=1e-6, err_msg=name)
 
 
 def _tiny_run(command: str, data_dir: Path, root: Path, *extra: str):
@@ -77,15 +152,6 @@ def _tiny_run(command: str, data_dir: Path, root: Path, *extra: str):
             *extra,
         ]
     )
-
-
-def test_fit_tiny_config_in_process(tiny_dataset: Path, tmp_path: Path) -> None:
-    cli = _tiny_run("fit", tiny_dataset, tmp_path)
-    assert cli.trainer.state.finished
-    assert cli.trainer.global_step == 1
-    # sizes linked from the data module into the model
-    assert cli.model.hparams.num_classes == 16 and cli.model.hparams.seq_len == 2048
-    assert cli.model.hparams.class_names[0] == "brick01"
 
 
 def test_test_subcommand_with_super_classes(tiny_dataset: Path, tmp_path: Path) -> None:
@@ -207,16 +273,11 @@ def test_fit_tiny_under_ddp_on_two_cpu_processes(tiny_dataset: Path, tmp_path: P
         "--trainer.limit_train_batches=2",
         "--trainer.limit_val_batches=1",
         "--trainer.logger=true",
-        *DDP_CPU_ARGS,
     ]
-    proc = run_console_script("rf-matid", args, tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Starting with 2 processes" in proc.stderr and "sync_dist" not in proc.stderr
-    configs = sorted((tmp_path / "lightning_logs").rglob("config*.yaml"))
-    assert [p.relative_to(tmp_path).as_posix() for p in configs] == [
-        "lightning_logs/version_0/config.yaml"
-    ]
-    header = (tmp_path / "lightning_logs/version_0/metrics.csv").read_text().splitlines()[0]
+    run_ddp("rf-matid", args, tmp_path)  # rc 0, two processes, no sync_dist warning
+    config = only_file(tmp_path, "config*.yaml")
+    assert config.relative_to(tmp_path).as_posix() == "lightning_logs/version_0/config.yaml"
+    header = (config.parent / "metrics.csv").read_text().splitlines()[0]
     assert "val/acc" in header and "train/loss_epoch" in header
 
 

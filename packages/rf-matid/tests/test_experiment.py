@@ -12,8 +12,11 @@ from rf_matid.experiment import (
     S1_MIN_LEARNED,
     SPLIT_SEED,
     SPLITS,
+    Measurement,
     claims,
     near_range_control,
+    per_seed_accuracy,
+    report,
     run,
     settings,
     verdict_checks,
@@ -160,3 +163,66 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
     assert "S1" in result.table_markdown and f"{100 * means['S1']:.1f}" in result.summary
     for name in result.plots:
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def _planted_measurement(accuracy: dict[str, tuple[float, float]]) -> Measurement:
+    """A full-scale measurement with two seeds of planted test accuracies per split, and rows
+    of 10 train / 2 val / 4 test spectra, without training anything."""
+    from rf_matid.benchmark import BenchmarkRow
+
+    config = settings(False)
+    rows = [
+        BenchmarkRow(
+            arch="material_id",
+            protocol="P1",
+            split=split,
+            application_mode="all_classes",
+            seed=seed,
+            epochs=config["epochs"],
+            n_train=10,
+            n_val=2,
+            n_test=4,
+            accuracy=accuracy[split][k],
+            macro_f1=0.5,
+            val_accuracy=0.5,
+            train_seconds=1.0,
+        )
+        for split in SPLITS
+        for k, seed in enumerate(config["seeds"])
+    ]
+    return Measurement(
+        quick=False,
+        config=config,
+        rows=rows,
+        per_seed=per_seed_accuracy(rows, config["models"]),
+        near_range=NEAR_RANGE_OK,
+        data_seconds=12.0,
+        train_seconds=345.0,
+        workers=2,
+    )
+
+
+def test_report_is_a_function_of_the_measured_numbers() -> None:
+    """The report text and metrics come from the measurement alone (no training, no files):
+    planted accuracies 0.85 / 0.95 on S1 give the seed mean 90.0 %, std 7.1 points."""
+    measurement = _planted_measurement(
+        {"S1": (0.85, 0.95), "S2-mod2": (0.5, 0.6), "S2-mod3": (0.9, 0.9), "S3-mod1": (0.8, 0.8)}
+    )
+    assert measurement.per_seed["material_id"]["S1"] == [0.85, 0.95]
+    result = report(measurement, ["bars.png"])
+    assert [c.verdict for c in result.claims] == ["held", "held", "not held", "not held"]
+    assert result.metrics["verdicts"] == {
+        "s1_high": "held",
+        "s2_mod2_drop": "held",
+        "s2_mod3_drop": "not held",
+        "s3_mod1_near_s1": "not held",
+    }
+    assert "S1 90.0 %; S2-mod2 55.0 % (drop 35.0 points)" in result.summary
+    assert "S3-mod1 80.0 % (gap 10.0 points)" in result.summary
+    assert "| S1 | 10 / 2 / 4 | 85.0 / 95.0 | 90.0 ± 7.1 |" in result.table_markdown
+    assert "| material_id | P1 | 90.0 ± 7.1 (n=2)" in result.table_markdown
+    assert "Time: data 12 s, training and testing 345 s (2 parallel" in result.details
+    assert "= 2464 spectra" in result.scale  # 16 classes x 7 distances x 11 angles x 2
+    assert result.plots == ["bars.png"] and result.seeds == [0, 1]
+    assert result.metrics["accuracy_std"]["material_id"]["S2-mod3"] == 0.0
+    assert result.metrics["timing_s"] == {"data": 12.0, "train_test": 345.0}

@@ -185,12 +185,16 @@ def test_predict_files_errors_are_one_line(
         ["predict-files", "--ckpt", str(p2_checkpoint), "--out", out, str(tmp_path / "empty")],
     )
     source = str(next(tiny_dataset.glob(f"{FREQ_DOMAIN_DIR}/*/*.csv")))
-    assert "no.ckpt does not exist" in _one_line_error(
+    assert "no.ckpt: no such checkpoint" in _one_line_error(
         capsys, ["predict-files", "--ckpt", str(tmp_path / "no.ckpt"), "--out", out, source]
     )
     (tmp_path / "bad.ckpt").write_bytes(b"not a checkpoint")
-    assert "weights_only" in _one_line_error(
+    assert "bad.ckpt: not a readable checkpoint (" in _one_line_error(
         capsys, ["predict-files", "--ckpt", str(tmp_path / "bad.ckpt"), "--out", out, source]
+    )
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "plain.ckpt")  # readable, not Lightning's
+    assert "plain.ckpt: not a Lightning checkpoint (no 'state_dict')" in _one_line_error(
+        capsys, ["predict-files", "--ckpt", str(tmp_path / "plain.ckpt"), "--out", out, source]
     )
     assert not Path(out).exists()
 

@@ -40,7 +40,7 @@ DROPPED = (
 @pytest.fixture(scope="module")
 def fixture_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The fixture of the sidecar's ``fixture_command``, regenerated with the same arguments."""
-    from rf_matid.synth import generate_dataset
+    from rf_matid.synth_dataset import generate_dataset
 
     spec = META["fixture"]
     root = tmp_path_factory.mktemp("reference") / "RFMatID_Dataset"

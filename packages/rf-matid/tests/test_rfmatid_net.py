@@ -1,6 +1,7 @@
-"""The paper's RF_MatID model: layout, three-channel input, training through `fit --config`.
+"""The paper's RF_MatID model: layout and three-channel input.
 
-Its numbers against the official model are in test_reference_rfmatid.py."""
+Its numbers against the official model are in test_reference_rfmatid.py; its shipped config
+(`fit --config rf_matid`, then test, predict and predict-files) runs in test_cli.py."""
 
 from __future__ import annotations
 
@@ -125,46 +126,3 @@ def test_three_channel_data_module(tiny_dataset: Path) -> None:
     assert 5.7 < float(b[0, 0, 0]) < 5.9 and float(b[0, 0, -1]) <= 42.5
     with pytest.raises(ValueError, match="freq_data_type"):
         RFMatIDDataModule(str(tiny_dataset), freq_data_type="complex")
-
-
-def test_fit_config_rf_matid_trains_and_predicts(
-    tiny_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
-    """`rf-matid fit --config rf_matid` (the paper's model and recipe) trains; its checkpoint
-    predicts new files with the three-channel input. P2 (700 bins) and batch 2 keep it cheap on
-    a CPU: the Transformer branch attends over every bin."""
-    from rf_matid.cli import main, run_lightning_cli
-    from rf_matid.io import FREQ_DOMAIN_DIR
-    from rf_matid.predict import load_predictor
-
-    cli = run_lightning_cli(
-        [
-            "fit",
-            "--config",
-            "rf_matid",
-            f"--data.init_args.data_dir={tiny_dataset}",
-            "--data.init_args.batch_size=2",
-            "--data.init_args.protocol=P2",
-            "--trainer.max_epochs=1",
-            "--trainer.limit_train_batches=2",
-            "--trainer.limit_val_batches=1",
-            "--trainer.num_sanity_val_steps=0",
-            "--trainer.logger=false",
-            f"--trainer.default_root_dir={tmp_path}",
-        ]
-    )
-    assert isinstance(cli.model.model, RFMatIDNet) and cli.model.hparams.in_channels == 3
-    assert cli.model.hparams.arch_kwargs == {"d_model": 128, "drop_rate": 0.2}
-    assert cli.trainer.global_step == 2
-    (checkpoint,) = tmp_path.glob("**/*.ckpt")
-    predictor = load_predictor(checkpoint)
-    source = next(tiny_dataset.glob(f"{FREQ_DOMAIN_DIR}/*/*.csv"))
-    out = tmp_path / "preds.csv"
-    assert main(["predict-files", "--ckpt", str(checkpoint), "--out", str(out), str(source)]) == 0
-    from rf_matid.io import read_frequency_csv
-
-    assert predictor.protocol == "P2" and predictor.seq_len == 700
-    probs = predictor.predict_proba(*read_frequency_csv(source))
-    assert probs.shape == (16,) and abs(float(probs.sum()) - 1.0) < 1e-5
-    row = out.read_text().splitlines()[1].split(",")
-    np.testing.assert_allclose([float(v) for v in row[3:]], probs, rtol=1e-4, atol=1e-6)

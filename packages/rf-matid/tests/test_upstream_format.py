@@ -128,7 +128,7 @@ def test_a_single_stray_row_is_an_error_not_a_unit_change(tmp_path: Path) -> Non
 def upstream_tree(tmp_path: Path) -> Path:
     """``RF-MatID/RFMatID_Dataset/{frequency_domain,time_domain}`` with the released header,
     written by our generator (3 classes x 2 distances x 2 angles x 2 repeats)."""
-    from rf_matid.synth import generate_dataset
+    from rf_matid.synth_dataset import generate_dataset
 
     top = tmp_path / "RF-MatID"
     generate_dataset(

@@ -337,7 +337,7 @@ def synthetic_dataset(out_dir: Path) -> Path:
     reuses the data, anything else in ``out_dir/data`` (a different grid, an interrupted run,
     foreign files) is an error naming the folder, never mixed or overwritten.
     """
-    from rf_matid.synth import generate_dataset
+    from rf_matid.synth_dataset import generate_dataset
 
     data_dir = out_dir / "data"
     marker = data_dir / SYNTH_MARKER

@@ -115,7 +115,7 @@ def synth_main(argv: Sequence[str]) -> int:
         parser.error(f"unknown classes {unknown}; known: {', '.join(SYNTHETIC_CLASSES)}")
 
     from rf_matid.io import FREQ_HEADER, UPSTREAM_FREQ_HEADER
-    from rf_matid.synth import generate_dataset
+    from rf_matid.synth_dataset import generate_dataset
 
     root = generate_dataset(
         ns.out,
@@ -165,13 +165,15 @@ def predict_files_main(argv: Sequence[str]) -> int:
 def _is_user_error(error: BaseException) -> bool:
     """Bad input rather than a bug, so reported in one line instead of a traceback.
 
-    ``RFMatIDFormatError``; file-system errors about a path (missing, existing, wrong kind); a
-    ``ValueError`` raised by rf_matid's own validation (the innermost traceback frame is in an
-    rf_matid module). A ``ValueError`` raised inside torch, Lightning or another library is not.
+    ``RFMatIDFormatError``; an unreadable checkpoint (``CheckpointError``); file-system errors
+    about a path (missing, existing, wrong kind); a ``ValueError`` raised by rf_matid's own
+    validation (the innermost traceback frame is in an rf_matid module). A ``ValueError`` raised
+    inside torch, Lightning or another library is not.
     """
     from rf_matid.io import RFMatIDFormatError
+    from rf_matid.predict import CheckpointError
 
-    return is_user_error(error, "rf_matid", (RFMatIDFormatError,))
+    return is_user_error(error, "rf_matid", (RFMatIDFormatError, CheckpointError))
 
 
 def main(args: Sequence[str] | None = None) -> int | None:

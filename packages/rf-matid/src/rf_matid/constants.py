@@ -1,12 +1,16 @@
 """Constants of the RF-MatID measurement: the MS46131A sweep, the positions and the file format.
 
 The lowest-level module of the package (it imports only numpy), so that ``io``, ``protocols``,
-``splits`` and ``synth`` share one definition of each without import cycles.
+``splits``, ``materials`` and ``synth`` share one definition of each without import cycles.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+# Physical constants (SI).
+SPEED_OF_LIGHT = 299_792_458.0  # m/s
+FREE_SPACE_IMPEDANCE = 376.730313412  # ohm, eta0 = sqrt(mu0 / eps0)
 
 # Upstream position folders are ``{FOLDER_PREFIX}-{class}-{dist}mm-{deg}deg``.
 FOLDER_PREFIX = "ms46131a-4To43.5GHz-2048"

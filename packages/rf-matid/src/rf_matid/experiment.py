@@ -33,10 +33,15 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iclr26_common import Claim, Experiment, Precondition, Result
+
+if TYPE_CHECKING:
+    from rf_matid.benchmark import BenchmarkRow
 
 PAPER = (
     "RF-MatID: Dataset and Benchmark for Radio Frequency Material Identification (arXiv 2601.20377)"
@@ -244,14 +249,71 @@ def _workers(n_tasks: int) -> int:
     return max(1, min(n_tasks, torch.get_num_threads()))
 
 
-def run(quick: bool, out_dir: Path) -> Result:
-    from rf_matid.benchmark import markdown_table, plot_confusion, print_row, run_benchmark
-    from rf_matid.synth import generate_dataset
+@dataclass(frozen=True)
+class Measurement:
+    """What one run of the miniature benchmark measured: numbers only, no files and no prose
+    (:func:`measure` makes it; :func:`write_plots` and :func:`report` read it).
+
+    Attributes:
+        quick: the scale of :func:`settings` it ran at.
+        config: ``settings(quick)``.
+        rows: a :class:`rf_matid.benchmark.BenchmarkRow` per model x split x seed (confusions).
+        per_seed: test accuracy (a fraction) per model and split, one per seed in
+            ``config["seeds"]`` order (:func:`per_seed_accuracy`).
+        near_range: the near-range control of claim (b) on the run's distances.
+        data_seconds, train_seconds: wall time of the synthetic data, of training and testing.
+        workers: parallel training processes.
+    """
+
+    quick: bool
+    config: dict[str, Any]
+    rows: list[BenchmarkRow]
+    per_seed: dict[str, dict[str, list[float]]]
+    near_range: Precondition
+    data_seconds: float
+    train_seconds: float
+    workers: int
+
+    @property
+    def means(self) -> dict[str, dict[str, float]]:
+        """Seed-mean test accuracy ``[model][split]``."""
+        return {a: {s: statistics.fmean(v) for s, v in d.items()} for a, d in self.per_seed.items()}
+
+    @property
+    def stds(self) -> dict[str, dict[str, float]]:
+        """Sample standard deviation over seeds ``[model][split]`` (0 for one seed)."""
+        return {
+            a: {s: statistics.stdev(v) if len(v) > 1 else 0.0 for s, v in d.items()}
+            for a, d in self.per_seed.items()
+        }
+
+    @property
+    def primary(self) -> dict[str, float]:
+        """The claims' numbers: :data:`PRIMARY_MODEL`'s seed-mean accuracy per split."""
+        return self.means[PRIMARY_MODEL]
+
+
+def per_seed_accuracy(
+    rows: Sequence[BenchmarkRow], models: Sequence[str]
+) -> dict[str, dict[str, list[float]]]:
+    """Test accuracies ``[model][split] -> [one per row, in row order]`` for :data:`SPLITS`."""
+    return {
+        arch: {
+            split: [r.accuracy for r in rows if r.arch == arch and r.split == split]
+            for split in SPLITS
+        }
+        for arch in models
+    }
+
+
+def measure(quick: bool) -> Measurement:
+    """Generate the synthetic data (in a temporary folder), train and test every model x split x
+    seed of ``settings(quick)`` and return the numbers (module docstring)."""
+    from rf_matid.benchmark import print_row, run_benchmark
+    from rf_matid.synth_dataset import generate_dataset
 
     started = time.perf_counter()
     config = settings(quick)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     n_tasks = len(config["models"]) * len(SPLITS) * len(config["seeds"])
     workers = _workers(n_tasks)
     with tempfile.TemporaryDirectory(prefix="rf-matid-data-") as scratch:
@@ -276,62 +338,83 @@ def run(quick: bool, out_dir: Path) -> Result:
             split_seed=SPLIT_SEED,
         )
     train_seconds = time.perf_counter() - started - data_seconds
-    per_seed: dict[str, dict[str, list[float]]] = {}
-    for arch in config["models"]:
-        for split in SPLITS:
-            per_seed.setdefault(arch, {})[split] = [
-                r.accuracy for r in rows if r.arch == arch and r.split == split
-            ]
-    means = {a: {s: statistics.fmean(v) for s, v in d.items()} for a, d in per_seed.items()}
-    stds = {
-        a: {s: statistics.stdev(v) if len(v) > 1 else 0.0 for s, v in d.items()}
-        for a, d in per_seed.items()
-    }
-    primary = means[PRIMARY_MODEL]
-    claim_list = claims(primary, near_range_control(config["distances_mm"]))
-    checks = verdict_checks(primary)
+    return Measurement(
+        quick=quick,
+        config=config,
+        rows=list(rows),
+        per_seed=per_seed_accuracy(rows, config["models"]),
+        near_range=near_range_control(config["distances_mm"]),
+        data_seconds=data_seconds,
+        train_seconds=train_seconds,
+        workers=workers,
+    )
 
+
+def write_plots(measurement: Measurement, out_dir: Path) -> list[str]:
+    """The accuracy bars per split and the primary model's confusion matrices (first seed)
+    into ``out_dir``; returns the file names."""
+    from rf_matid.benchmark import plot_confusion
+
+    config = measurement.config
     plots = [
         plot_split_bars(
-            per_seed,
+            measurement.per_seed,
             out_dir / "accuracy_per_split.png",
-            f"RF-MatID miniature ({'quick' if quick else 'full'}), synthetic data, "
+            f"RF-MatID miniature ({'quick' if measurement.quick else 'full'}), synthetic data, "
             f"{config['epochs']} epoch(s), seeds {config['seeds']}",
         ).name
     ]
-    for row in rows:
+    for row in measurement.rows:
         if row.arch == PRIMARY_MODEL and row.seed == config["seeds"][0]:
             name = f"confusion_{row.arch}_{row.split}.png"
             plots.append(plot_confusion(row, out_dir / name).name)
+    return plots
 
-    n_positions = len(config["distances_mm"]) * len(config["angles_deg"])
-    n_spectra = 16 * n_positions * config["samples_per_position"]
-    sizes = {r.split: (r.n_train, r.n_val, r.n_test) for r in rows}
+
+def results_table(measurement: Measurement) -> str:
+    """Markdown: the primary model's sizes and accuracies per split, then every model."""
+    from rf_matid.benchmark import markdown_table
+
+    sizes = {r.split: (r.n_train, r.n_val, r.n_test) for r in measurement.rows}
+    primary, stds = measurement.primary, measurement.stds[PRIMARY_MODEL]
     lines = [
         "| split | train / val / test spectra | test accuracy per seed (%) | mean ± std (%) |",
         "|---|---|---|---:|",
     ]
     for split in SPLITS:
-        values = per_seed[PRIMARY_MODEL][split]
+        values = measurement.per_seed[PRIMARY_MODEL][split]
         lines.append(
             f"| {split} | {' / '.join(map(str, sizes[split]))} | "
             f"{' / '.join(f'{100 * v:.1f}' for v in values)} | "
-            f"{100 * primary[split]:.1f} ± {100 * stds[PRIMARY_MODEL][split]:.1f} |"
+            f"{100 * primary[split]:.1f} ± {100 * stds[split]:.1f} |"
         )
-    table = "\n".join(lines) + "\n\nAll models (mean ± std over seeds):\n\n" + markdown_table(rows)
+    return (
+        "\n".join(lines)
+        + "\n\nAll models (mean ± std over seeds):\n\n"
+        + markdown_table(measurement.rows)
+    )
 
+
+def summary_text(measurement: Measurement, claim_list: Sequence[Claim]) -> str:
+    """One paragraph: the primary model's accuracy per split, the drops and the verdicts."""
+    primary, seeds = measurement.primary, measurement.config["seeds"]
     verdicts = ", ".join(
         f"({letter}) {claim.verdict}" for letter, claim in zip("abcd", claim_list, strict=True)
     )
-    summary = (
-        f"{PRIMARY_MODEL}, {PROTOCOL}, seed-mean test accuracy over seeds {config['seeds']}: "
+    return (
+        f"{PRIMARY_MODEL}, {PROTOCOL}, seed-mean test accuracy over seeds {seeds}: "
         f"S1 {100 * primary['S1']:.1f} %; S2-mod2 {100 * primary['S2-mod2']:.1f} % (drop "
         f"{100 * (primary['S1'] - primary['S2-mod2']):.1f} points); S2-mod3 "
         f"{100 * primary['S2-mod3']:.1f} % (drop {100 * (primary['S1'] - primary['S2-mod3']):.1f} "
         f"points); S3-mod1 {100 * primary['S3-mod1']:.1f} % (gap "
         f"{100 * (primary['S1'] - primary['S3-mod1']):.1f} points). Claims: {verdicts}."
     )
-    details = (
+
+
+def details_text(measurement: Measurement) -> str:
+    """The rules, the preconditions, the data and training scale, and the run's timing."""
+    config = measurement.config
+    return (
         "Each claim has its own rule, fixed in `rf_matid/experiment.py` before running: "
         + "; ".join(f"({k}) {CRITERIA[n]}" for k, n in zip("abcd", CRITERIA, strict=True))
         + ". The experiment holds only if all four do. Before the 2026-12 review the two "
@@ -355,38 +438,62 @@ def run(quick: bool, out_dir: Path) -> Result:
         "(full <= 10 min, quick <= 60 s on 2 CPU cores), not by outcome; at this scale the CNN "
         "is under-trained relative to upstream, so a claim that is not held here is not evidence "
         "against the paper."
-        f"\n\nTime: data {data_seconds:.0f} s, training and testing {train_seconds:.0f} s "
-        f"({workers} parallel training process(es))."
+        f"\n\nTime: data {measurement.data_seconds:.0f} s, training and testing "
+        f"{measurement.train_seconds:.0f} s ({measurement.workers} parallel training "
+        "process(es))."
     )
+
+
+def report(measurement: Measurement, plots: Sequence[str] = ()) -> Result:
+    """The :class:`Result` of ``measurement``: claims judged on its numbers, the summary, the
+    table, the details and the metrics; ``plots`` are the file names :func:`write_plots` wrote."""
+    config, primary = measurement.config, measurement.primary
+    claim_list = claims(primary, measurement.near_range)
+    checks = verdict_checks(primary)
+    n_positions = len(config["distances_mm"]) * len(config["angles_deg"])
+    n_spectra = NUM_CLASSES * n_positions * config["samples_per_position"]
     return Result(
-        summary=summary,
+        summary=summary_text(measurement, claim_list),
         metrics={
-            "accuracy_mean": means,
-            "accuracy_std": stds,
-            "accuracy_per_seed": per_seed,
+            "accuracy_mean": measurement.means,
+            "accuracy_std": measurement.stds,
+            "accuracy_per_seed": measurement.per_seed,
             "checks": checks,  # what each criterion alone says
             "verdicts": {
                 name: claim.verdict for name, claim in zip(checks, claim_list, strict=True)
             },
-            "timing_s": {"data": round(data_seconds, 1), "train_test": round(train_seconds, 1)},
-            "workers": workers,
+            "timing_s": {
+                "data": round(measurement.data_seconds, 1),
+                "train_test": round(measurement.train_seconds, 1),
+            },
+            "workers": measurement.workers,
             "rows": [
                 {k: v for k, v in row.__dict__.items() if k not in ("confusion", "class_names")}
-                for row in rows
+                for row in measurement.rows
             ],
         },
         seeds=list(config["seeds"]),
         scale=(
-            f"16 classes × {len(config['distances_mm'])} distances × {len(config['angles_deg'])} "
-            f"angles × {config['samples_per_position']} repeats = {n_spectra} spectra "
-            f"(2048 bins, {PROTOCOL}); models {config['models']}; {config['epochs']} epoch(s) of "
-            "upstream's per-model recipe (AdamW, OneCycle, batch size)"
+            f"{NUM_CLASSES} classes × {len(config['distances_mm'])} distances × "
+            f"{len(config['angles_deg'])} angles × {config['samples_per_position']} repeats = "
+            f"{n_spectra} spectra (2048 bins, {PROTOCOL}); models {config['models']}; "
+            f"{config['epochs']} epoch(s) of upstream's per-model recipe (AdamW, OneCycle, batch "
+            "size)"
         ),
         claims=claim_list,
-        table_markdown=table,
-        plots=plots,
-        details=details,
+        table_markdown=results_table(measurement),
+        plots=list(plots),
+        details=details_text(measurement),
     )
+
+
+def run(quick: bool, out_dir: Path) -> Result:
+    """``iclr26 reproduce rf-matid.benchmark``: :func:`measure`, :func:`write_plots` into
+    ``out_dir``, :func:`report`."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    measurement = measure(quick)
+    return report(measurement, write_plots(measurement, out_dir))
 
 
 EXPERIMENT = Experiment(name="rf-matid.benchmark", paper=PAPER, claim=CLAIM, run=run)

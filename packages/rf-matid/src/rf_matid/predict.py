@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "CheckpointError",
     "Predictor",
     "SpectrumFile",
     "check_vocabulary",
@@ -43,6 +44,11 @@ INPUT_SUFFIXES = (".csv", ".s1p")
 # The tail of an upstream position folder name: such a folder carries a label (review of issue
 # 22, #10: with another prefix it used to be read as unlabelled without a word).
 _POSITION_TAIL = re.compile(r"-\d+mm-\d+deg$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be read with ``weights_only=True`` or is not a Lightning
+    checkpoint; the message is one line naming the file."""
 
 
 @dataclass(frozen=True)
@@ -155,24 +161,25 @@ def load_predictor(
     """Loads a Lightning checkpoint of :class:`RFMatIDClassifier` (``weights_only=True``).
 
     ``protocol`` overrides the one recorded with the data module's hyperparameters.
+
+    Raises:
+        FileNotFoundError: ``ckpt_path`` is not a file.
+        CheckpointError: it cannot be read with ``weights_only=True`` or holds no
+            ``state_dict`` (one line naming the file).
     """
     import inspect
 
-    import torch
-
+    from iclr26_common.checkpoints import load_weights_only
     from rf_matid.lit_module import RFMatIDClassifier
 
     path = Path(ckpt_path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist")
-    try:
-        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as error:  # unpickling errors come in many types
-        raise ValueError(
-            f"{path}: cannot read the checkpoint with weights_only=True: {error}"
-        ) from None
-    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
-        raise ValueError(f"{path}: not a Lightning checkpoint (no 'state_dict')")
+    checkpoint = load_weights_only(
+        path,
+        "checkpoint",
+        error=CheckpointError,
+        map_location=map_location,
+        require_state_dict=True,
+    )
     hparams = dict(checkpoint.get("hyper_parameters") or {})
     accepted = set(inspect.signature(RFMatIDClassifier).parameters)
     module = RFMatIDClassifier(**{k: v for k, v in hparams.items() if k in accepted})

@@ -5,34 +5,9 @@ The generator mimics the upstream measurement (an Anritsu MS46131A 1-port VNA, 4
 Convention: time dependence :math:`e^{+j\omega t}`, so lossy permittivities have a negative
 imaginary part and a delay :math:`\tau` is :math:`e^{-j 2\pi f \tau}`.
 
-1. Permittivity (ITU-R P.2040, "Effects of building materials and structures on radiowave
-   propagation above about 100 MHz", Table 3 "Material properties"), f in GHz::
-
-       eta'(f)  = a f^b                      (relative permittivity, real part)
-       sigma(f) = c f^d          [S/m]       (conductivity)
-       eta''(f) = 17.98 sigma(f) / f
-       eps_r(f) = eta' - j eta'' = a f^b - j 17.98 c f^d / f
-
-   P.2040 gives (a, b, c, d) for concrete, brick, wood, glass, marble and plywood (used
-   verbatim). Materials that P.2040 does not list (polymers, granite, ceramic tile, aerated
-   concrete, PVB, oak) use representative constant loss-tangent values written in the same form:
-   b = 0, d = 1, c = a tan(delta) / 17.98, so eta''/eta' = tan(delta) at every frequency.
-
-2. Plane-wave reflection of a planar multilayer in free space (transmission-line / Airy
-   recursion; Orfanidis, "Electromagnetic Waves and Antennas", ch. 6-8; Born & Wolf §1.6).
-   Media 0 (air), 1..L (layers of thickness t_i), L+1 (air). With sin(theta_0) the incidence
-   angle in air and Snell's law in every layer::
-
-       k_z,i = k0 sqrt(eps_i - sin^2 theta_0)                    (principal root, Im <= 0)
-       Z_i   = eta0 k0 / k_z,i  (TE)      Z_i = eta0 k_z,i / (k0 eps_i)  (TM)
-       rho_i = (Z_i - Z_{i-1}) / (Z_i + Z_{i-1})                 (interface i-1 | i)
-       Gamma_{L+1} = rho_{L+1};   Gamma_i = (rho_i + Gamma_{i+1} z_i) / (1 + rho_i Gamma_{i+1} z_i),
-       z_i = exp(-2j k_z,i t_i),  Gamma_slab = Gamma_1.
-
-   For one layer at normal incidence this is Gamma = r (1 - e^{-2j beta t}) / (1 - r^2 e^{-2j beta t})
-   with r = (1 - n) / (1 + n), beta = k0 n, n = sqrt(eps). ``multilayer_reflection_skrf`` builds
-   the same structure as a scikit-rf ``DefinedGammaZ0`` line cascade terminated in a free-space
-   match (reference implementation, tested against the recursion and the closed form).
+Steps 1 (ITU-R P.2040 permittivity) and 2 (multilayer slab reflection Gamma) live in
+:mod:`rf_matid.materials`; this module adds the instrument (3) and the time domain (4).
+:mod:`rf_matid.synth_dataset` writes the spectra as a dataset in the upstream format.
 
 3. Monostatic measurement (image theory for a plane reflector; Friis transmission between the
    horn and its mirror image; Balanis, "Antenna Theory", §2.17). The plate crosses boresight at
@@ -72,225 +47,24 @@ imaginary part and a delay :math:`\tau` is :math:`e^{-j 2\pi f \tau}`.
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
 from rf_matid.classes import SYNTHETIC_CLASSES
-from rf_matid.constants import ANGLES_DEG, DISTANCES_MM, FREQ_GRID_HZ, TIME_POINTS
-
-SPEED_OF_LIGHT = 299_792_458.0  # m/s
-FREE_SPACE_IMPEDANCE = 376.730313412  # ohm, eta0 = sqrt(mu0 / eps0)
+from rf_matid.constants import FREQ_GRID_HZ, SPEED_OF_LIGHT, TIME_POINTS
+from rf_matid.materials import (
+    MATERIALS,
+    MAX_LAYERS,
+    itu_permittivity,
+    material_class,
+    multilayer_reflection,
+)
 
 TIME_FFT_LENGTH = 25600
 TIME_WINDOW_BETA = 6.0
 _CHUNK = 64  # samples per vectorised block (keeps temporaries in cache)
-
-Polarization = Literal["TE", "TM"]
-
-
-# --------------------------------------------------------------------------- materials
-
-
-@dataclass(frozen=True)
-class ITUMaterial:
-    """ITU-R P.2040 permittivity coefficients: eps = a f^b - j 17.98 c f^d / f (f in GHz)."""
-
-    a: float
-    b: float
-    c: float
-    d: float
-    source: str
-
-    def permittivity(self, freq_hz: np.ndarray) -> np.ndarray:
-        """Complex relative permittivity [F] on ``freq_hz`` [F]."""
-        return itu_permittivity(self.a, self.b, self.c, self.d, freq_hz)
-
-
-def _loss_tangent_material(eps_real: float, tan_delta: float, source: str) -> ITUMaterial:
-    return ITUMaterial(eps_real, 0.0, eps_real * tan_delta / 17.98, 1.0, source)
-
-
-MATERIALS: dict[str, ITUMaterial] = {
-    "air": ITUMaterial(1.0, 0.0, 0.0, 0.0, "vacuum"),
-    "brick": ITUMaterial(3.91, 0.0, 0.0238, 0.16, "ITU-R P.2040 Table 3 (brick, 1-40 GHz)"),
-    "concrete": ITUMaterial(5.24, 0.0, 0.0462, 0.7822, "ITU-R P.2040 Table 3 (concrete)"),
-    "glass": ITUMaterial(6.31, 0.0, 0.0036, 1.3394, "ITU-R P.2040 Table 3 (glass)"),
-    "marble": ITUMaterial(7.074, 0.0, 0.0055, 0.9262, "ITU-R P.2040 Table 3 (marble, 1-60 GHz)"),
-    "plywood": ITUMaterial(2.71, 0.0, 0.33, 0.0, "ITU-R P.2040 Table 3 (plywood, 1-40 GHz)"),
-    "pine": ITUMaterial(1.99, 0.0, 0.0047, 1.0718, "ITU-R P.2040 Table 3 (wood)"),
-    "oak": ITUMaterial(
-        2.45, 0.0, 0.0067, 1.0718, "P.2040 wood law, denser hardwood (representative)"
-    ),
-    "aerated_concrete": _loss_tangent_material(2.25, 0.03, "representative, tan(delta)=0.03"),
-    "granite": _loss_tangent_material(5.6, 0.02, "representative, tan(delta)=0.02"),
-    "ceramic": _loss_tangent_material(5.0, 0.035, "representative, tan(delta)=0.035"),
-    "pmma": _loss_tangent_material(2.60, 0.008, "representative, tan(delta)=0.008"),
-    "pvc": _loss_tangent_material(2.85, 0.012, "representative, tan(delta)=0.012"),
-    "polycarbonate": _loss_tangent_material(2.75, 0.006, "representative, tan(delta)=0.006"),
-    "pvb": _loss_tangent_material(2.9, 0.06, "representative, tan(delta)=0.06"),
-}
-
-
-@dataclass(frozen=True)
-class LayerSpec:
-    """One layer of a class: material key in ``MATERIALS`` and thickness range in mm."""
-
-    material: str
-    thickness_mm: tuple[float, float]
-
-
-@dataclass(frozen=True)
-class MaterialClass:
-    """A synthetic class: its layers from the illuminated face to the back face."""
-
-    name: str
-    layers: tuple[LayerSpec, ...]
-
-
-def _cls(name: str, *layers: tuple[str, float, float]) -> MaterialClass:
-    return MaterialClass(name, tuple(LayerSpec(m, (lo, hi)) for m, lo, hi in layers))
-
-
-MATERIAL_CLASSES: dict[str, MaterialClass] = {
-    c.name: c
-    for c in (
-        _cls("brick01", ("brick", 85.0, 105.0)),
-        _cls("brick02", ("brick", 10.0, 16.0), ("air", 18.0, 30.0), ("brick", 10.0, 16.0)),
-        _cls("brick03", ("aerated_concrete", 70.0, 100.0)),
-        _cls("glass01", ("glass", 3.5, 6.0)),
-        _cls("glass02", ("glass", 5.5, 10.0)),
-        _cls("glass03", ("glass", 2.8, 4.2), ("pvb", 0.38, 1.52), ("glass", 2.8, 4.2)),
-        _cls("stone01", ("marble", 18.0, 30.0)),
-        _cls("stone02", ("granite", 18.0, 30.0)),
-        _cls("stone03", ("concrete", 40.0, 80.0)),
-        _cls("stone04", ("ceramic", 7.0, 11.0)),
-        _cls("syntheticMaterial01", ("pmma", 7.0, 12.0)),
-        _cls("syntheticMaterial02", ("pvc", 2.5, 5.0)),
-        _cls("syntheticMaterial03", ("polycarbonate", 4.5, 8.0)),
-        _cls("wood01", ("pine", 15.0, 25.0)),
-        _cls("wood02", ("oak", 15.0, 25.0)),
-        _cls("wood03", ("plywood", 9.0, 18.0)),
-    )
-}
-assert tuple(sorted(MATERIAL_CLASSES)) == tuple(SYNTHETIC_CLASSES), "class table out of sync"
-MAX_LAYERS = max(len(c.layers) for c in MATERIAL_CLASSES.values())
-
-
-def itu_permittivity(
-    a: np.ndarray | float,
-    b: np.ndarray | float,
-    c: np.ndarray | float,
-    d: np.ndarray | float,
-    freq_hz: np.ndarray,
-) -> np.ndarray:
-    """ITU-R P.2040 complex permittivity a f^b - j 17.98 c f^d / f (f in GHz).
-
-    Coefficients broadcast against each other with a trailing frequency axis: shapes [...] and
-    ``freq_hz`` [F] give [..., F] (complex128).
-    """
-    f_ghz = np.asarray(freq_hz, dtype=np.float64) / 1e9
-    if np.any(f_ghz <= 0):
-        raise ValueError("freq_hz must be positive")
-    a, b, c, d = (np.asarray(v, dtype=np.float64)[..., None] for v in (a, b, c, d))
-    log_f = np.log(f_ghz)
-    return a * np.exp(b * log_f) - 1j * 17.98 * c * np.exp(d * log_f) / f_ghz
-
-
-# --------------------------------------------------------------------------- slab reflection
-
-
-def _layer_wavenumbers(
-    eps: np.ndarray, k0: np.ndarray, sin2: float, polarization: Polarization
-) -> tuple[np.ndarray, np.ndarray]:
-    """k_z and normalised wave impedance Z / eta0 for permittivities eps [..., F]."""
-    kz_over_k0 = np.sqrt(eps - sin2)
-    if polarization == "TE":
-        z_norm = 1.0 / kz_over_k0
-    elif polarization == "TM":
-        z_norm = kz_over_k0 / eps
-    else:
-        raise ValueError(f"polarization must be 'TE' or 'TM', got {polarization!r}")
-    return kz_over_k0 * k0, z_norm
-
-
-def multilayer_reflection(
-    eps: np.ndarray,
-    thickness_m: np.ndarray,
-    freq_hz: np.ndarray,
-    incidence_deg: float = 0.0,
-    polarization: Polarization = "TE",
-) -> np.ndarray:
-    """Plane-wave reflection Gamma of a multilayer in free space (module docstring eq. 2).
-
-    eps: complex [..., L, F] per-layer permittivity (front layer first); thickness_m: [..., L];
-    freq_hz: [F]. Returns complex128 [..., F]. Zero-thickness layers are transparent.
-    """
-    eps = np.asarray(eps, dtype=np.complex128)
-    thickness = np.asarray(thickness_m, dtype=np.float64)
-    freq = np.asarray(freq_hz, dtype=np.float64)
-    if eps.ndim < 2 or eps.shape[-1] != freq.shape[-1] or thickness.shape != eps.shape[:-1]:
-        raise ValueError(
-            f"eps must be [..., L, F] and thickness_m [..., L]; got eps {eps.shape}, "
-            f"thickness_m {thickness.shape}, freq_hz {freq.shape}"
-        )
-    if np.any(thickness < 0):
-        raise ValueError("layer thicknesses must be non-negative")
-    k0 = 2 * np.pi * freq / SPEED_OF_LIGHT
-    sin2 = math.sin(math.radians(incidence_deg)) ** 2
-    kz, z_layer = _layer_wavenumbers(eps, k0, sin2, polarization)
-    _, z_air = _layer_wavenumbers(np.ones(1, dtype=np.complex128), k0, sin2, polarization)
-    n_layers = eps.shape[-2]
-    gamma = (z_air - z_layer[..., -1, :]) / (z_air + z_layer[..., -1, :])
-    for i in range(n_layers - 1, -1, -1):
-        z_front = z_air if i == 0 else z_layer[..., i - 1, :]
-        rho = (z_layer[..., i, :] - z_front) / (z_layer[..., i, :] + z_front)
-        delay = np.exp(-2j * kz[..., i, :] * thickness[..., i, None])
-        gamma_delayed = gamma * delay
-        gamma = (rho + gamma_delayed) / (1 + rho * gamma_delayed)
-    return gamma
-
-
-def multilayer_reflection_skrf(
-    eps: np.ndarray,
-    thickness_m: np.ndarray,
-    freq_hz: np.ndarray,
-    incidence_deg: float = 0.0,
-    polarization: Polarization = "TE",
-) -> np.ndarray:
-    """Gamma of one multilayer via a scikit-rf ``DefinedGammaZ0`` line cascade (reference).
-
-    eps: complex [L, F]; thickness_m: [L]; returns complex128 [F]. Every line is referenced to
-    the free-space wave impedance and the cascade is terminated in a free-space match.
-    """
-    import skrf
-    from skrf.media import DefinedGammaZ0
-
-    eps = np.asarray(eps, dtype=np.complex128)
-    thickness = np.asarray(thickness_m, dtype=np.float64)
-    freq = np.asarray(freq_hz, dtype=np.float64)
-    if eps.ndim != 2 or thickness.shape != eps.shape[:1] or eps.shape[1] != freq.shape[0]:
-        raise ValueError("eps must be [L, F] and thickness_m [L]")
-    frequency = skrf.Frequency.from_f(freq, unit="Hz")
-    k0 = 2 * np.pi * freq / SPEED_OF_LIGHT
-    sin2 = math.sin(math.radians(incidence_deg)) ** 2
-    kz, z_layer = _layer_wavenumbers(eps, k0, sin2, polarization)
-    air_kz, z_air = _layer_wavenumbers(np.ones((1, freq.size), complex), k0, sin2, polarization)
-    z_port = FREE_SPACE_IMPEDANCE * z_air[0]
-    air = DefinedGammaZ0(frequency, z0_port=z_port, z0=z_port, gamma=1j * air_kz[0])
-    network = None
-    for i in range(eps.shape[0]):
-        medium = DefinedGammaZ0(
-            frequency, z0_port=z_port, z0=FREE_SPACE_IMPEDANCE * z_layer[i], gamma=1j * kz[i]
-        )
-        line = medium.line(float(thickness[i]), unit="m")
-        network = line if network is None else network**line
-    assert network is not None
-    return (network ** air.match()).s[:, 0, 0]
 
 
 # --------------------------------------------------------------------------- instrument
@@ -411,15 +185,6 @@ class _Draws:
     noise: np.ndarray  # [B, 4, F] standard normal: floor re/im, trace re/im
 
 
-def _validate_class(name: str) -> MaterialClass:
-    try:
-        return MATERIAL_CLASSES[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown synthetic class {name!r}; expected one of {', '.join(MATERIAL_CLASSES)}"
-        ) from None
-
-
 def _draw(
     class_names: Sequence[str],
     distances_mm: np.ndarray,
@@ -440,7 +205,7 @@ def _draw(
     noise = np.empty((n, 4, n_freq))
     drift_scale = np.array([setup.cable_phase_jitter_m, setup.cable_gain_jitter])
     for i, (name, rng) in enumerate(zip(class_names, rngs, strict=True)):
-        spec = _validate_class(name)
+        spec = material_class(name)
         n_layers[i] = len(spec.layers)
         distance[i] = distances_mm[i] * 1e-3 + setup.distance_jitter_m * rng.standard_normal()
         angle[i] = angles_deg[i] + setup.angle_jitter_deg * rng.standard_normal()
@@ -472,7 +237,7 @@ def _slab_reflection(draws: _Draws, freq: np.ndarray) -> np.ndarray:
 
 
 def _simulate(draws: _Draws, freq: np.ndarray, setup: MonostaticSetup) -> np.ndarray:
-    """Vectorised S11 [B, F] (complex128) for stacked draws (module docstring eq. 1-3)."""
+    """Vectorised S11 [B, F] (complex128) for stacked draws (:mod:`rf_matid.materials` eq. 1-2, module docstring eq. 3)."""
     gamma = _slab_reflection(draws, freq)
     wavelength = SPEED_OF_LIGHT / freq
     k0 = 2 * np.pi / wavelength
@@ -565,7 +330,7 @@ def echo_to_interference_db(
     """
     freq = _check_grid(freq_hz)
     names = list(SYNTHETIC_CLASSES) if classes is None else list(classes)
-    specs = [_validate_class(name) for name in names]
+    specs = [material_class(name) for name in names]
     n = len(specs)
     coeffs = np.zeros((n, MAX_LAYERS, 4))
     coeffs[:, :, 0] = 1.0
@@ -632,110 +397,3 @@ def frequency_to_time(
         response = np.fft.ifft(weighted, n=n_fft, axis=-1)[:, :n_time] * n_fft
         amplitude[start : start + chunk] = (response * carrier).real / window.sum()
     return time_s * 1e12, amplitude.reshape((*values.shape[:-1], n_time))
-
-
-# --------------------------------------------------------------------------- dataset
-
-
-def sample_rng(
-    seed: int, class_name: str, distance_mm: int, angle_deg: int, index: int
-) -> np.random.Generator:
-    """Generator of one sample, independent of which other samples are generated."""
-    key = (zlib.crc32(class_name.encode()), int(distance_mm), int(angle_deg), int(index))
-    return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=key))
-
-
-def _int_list(name: str, values: Sequence[int] | None, default: Sequence[int]) -> list[int]:
-    items = list(default if values is None else values)
-    if not items:
-        raise ValueError(f"{name} must not be empty")
-    for value in items:
-        if isinstance(value, bool) or int(value) != value or value < 0:
-            raise ValueError(f"{name} must hold non-negative integers, got {value!r}")
-    if len(set(items)) != len(items):
-        raise ValueError(f"{name} has duplicates: {items}")
-    return [int(v) for v in items]
-
-
-def generate_dataset(
-    out_dir: str | Path,
-    classes: Sequence[str] | None = None,
-    distances_mm: Sequence[int] | None = None,
-    angles_deg: Sequence[int] | None = None,
-    samples_per_position: int = 1,
-    seed: int = 0,
-    write_time: bool = True,
-    setup: MonostaticSetup = DEFAULT_SETUP,
-    chunk_size: int = 256,
-    freq_header: str | None = None,
-) -> Path:
-    """Write a synthetic dataset in the upstream format via ``rf_matid.io.write_sample``.
-
-    Defaults: all 16 classes, distances 200-2000 mm step 50, angles 0-10 deg. Sample ``i`` at
-    (class, distance, angle) depends only on (seed, class, distance, angle, i) (``sample_rng``).
-    ``freq_header``: the frequency CSVs' header, ``rf_matid.io.FREQ_HEADER`` (default,
-    ``freq_hz,real,imag``) or ``UPSTREAM_FREQ_HEADER`` (``freq.GHZ,real,imag`` over the same Hz
-    values, as the released files). Refuses an ``out_dir`` that already holds samples, so runs
-    never mix. Returns ``out_dir``.
-    """
-    from rf_matid.constants import FOLDER_PREFIX
-    from rf_matid.io import (
-        FREQ_DOMAIN_DIRS,
-        FREQ_HEADER,
-        TIME_DOMAIN_DIR,
-        Position,
-        write_sample,
-    )
-
-    freq_header = FREQ_HEADER if freq_header is None else freq_header
-
-    names = list(SYNTHETIC_CLASSES) if classes is None else list(classes)
-    if not names or len(set(names)) != len(names):
-        raise ValueError(f"classes must be non-empty without duplicates, got {names}")
-    for name in names:
-        _validate_class(name)
-    distances = _int_list("distances_mm", distances_mm, DISTANCES_MM)
-    angles = _int_list("angles_deg", angles_deg, ANGLES_DEG)
-    if any(d == 0 for d in distances) or any(a >= 90 for a in angles):
-        raise ValueError("distances_mm must be > 0 and angles_deg < 90")
-    if isinstance(samples_per_position, bool) or int(samples_per_position) < 1:
-        raise ValueError(f"samples_per_position must be >= 1, got {samples_per_position!r}")
-    root = Path(out_dir)
-    for sub in (*FREQ_DOMAIN_DIRS, TIME_DOMAIN_DIR):
-        if (root / sub).is_dir() and any((root / sub).iterdir()):
-            raise FileExistsError(f"{root / sub} already holds samples; use an empty out_dir")
-    if root.is_dir() and any(p.name.startswith(FOLDER_PREFIX) for p in root.iterdir()):
-        raise FileExistsError(f"{root} already holds position folders; use an empty out_dir")
-    root.mkdir(parents=True, exist_ok=True)
-
-    jobs = [
-        (Position(name, distance, angle), index)
-        for name in sorted(names)
-        for distance in distances
-        for angle in angles
-        for index in range(int(samples_per_position))
-    ]
-    freq = FREQ_GRID_HZ
-    for start in range(0, len(jobs), chunk_size):
-        chunk = jobs[start : start + chunk_size]
-        rngs = [
-            sample_rng(seed, p.class_name, p.distance_mm, p.angle_deg, index) for p, index in chunk
-        ]
-        s11 = simulate_batch(
-            [p.class_name for p, _ in chunk],
-            [p.distance_mm for p, _ in chunk],
-            [p.angle_deg for p, _ in chunk],
-            rngs,
-            freq,
-            setup,
-        )
-        if write_time:
-            time_ps, amplitude = frequency_to_time(freq, s11)
-        for row, (position, index) in enumerate(chunk):
-            if write_time:
-                write_sample(
-                    root, position, index, freq, s11[row], time_ps, amplitude[row], freq_header
-                )
-            else:
-                write_sample(root, position, index, freq, s11[row], freq_header=freq_header)
-    return root
