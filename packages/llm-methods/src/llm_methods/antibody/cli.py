@@ -38,7 +38,7 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     import lightning as L
 
     from llm_methods.antibody.lit_module import SafetyDataModule
-    from llm_methods.cliutils import method_cli
+    from llm_methods.method_cli import method_cli
 
     return method_cli("antibody", L.LightningModule, SafetyDataModule, argv)
 
@@ -121,8 +121,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _load(spec: str, device: str | None) -> LM:
-    from llm_methods.cliutils import quiet_transformers
     from llm_methods.lm import load_lm
+    from llm_methods.method_cli import quiet_transformers
 
     quiet_transformers()
     lm = load_lm(spec, device, "float32")
@@ -249,7 +249,7 @@ def main(argv: Sequence[str]) -> int:
         run_lightning_cli(list(argv))
         return 0
     if argv and argv[0] in STAGE_SUBCOMMANDS:
-        from llm_methods.ltpo.cli import parse_settings  # the one jsonargparse entry of both
+        from llm_methods.method_cli import parse_settings
 
         ns = parse_settings(stage_parser(argv[0]), argv[1:], "llm_methods.antibody")
         return (_align if argv[0] == "align" else _finetune)(ns)

@@ -19,7 +19,7 @@ STRATEGY_CHOICES = ("bed", "entropy", "split", "random", "prompt_sim", "prompt",
 
 
 def _parser() -> argparse.ArgumentParser:
-    from llm_methods.cliutils import ArgumentParser
+    from llm_methods.method_cli import ArgumentParser
 
     parser = ArgumentParser(prog="llm-methods bed", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -86,8 +86,8 @@ def _play(ns: argparse.Namespace) -> int:
     model_p = world.p_yes
     lm = None
     if ns.likelihood == "llm" or ns.strategy in LLM_STRATEGIES:
-        from llm_methods.cliutils import quiet_transformers
         from llm_methods.lm import load_lm
+        from llm_methods.method_cli import quiet_transformers
 
         quiet_transformers()
         lm = load_lm(ns.model, ns.device)

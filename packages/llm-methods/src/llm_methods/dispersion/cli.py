@@ -23,8 +23,8 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     """LightningCLI over dispersion's LightningModules and ``TextChunkDataModule``."""
     import lightning as L
 
-    from llm_methods.cliutils import method_cli
     from llm_methods.dispersion.data import TextChunkDataModule
+    from llm_methods.method_cli import method_cli
 
     return method_cli(
         "dispersion",
@@ -37,8 +37,7 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
 
 def measure_main(argv: Sequence[str]) -> int:
     """``dispersion measure``: parse, check sizes (exit 2 naming the flag), run, print summary."""
-    from llm_methods.cli import model_args
-    from llm_methods.cliutils import ArgumentParser, quiet_transformers
+    from llm_methods.method_cli import ArgumentParser, model_args, quiet_transformers
 
     parser = ArgumentParser(
         prog=f"{PROG} measure",
@@ -77,7 +76,7 @@ def main(argv: Sequence[str]) -> int:
         return 0
     if argv and argv[0] == "measure":
         return measure_main(argv[1:])
-    from llm_methods.cliutils import ArgumentParser, shipped_configs
+    from llm_methods.method_cli import ArgumentParser, shipped_configs
 
     if argv and argv[0] == "configs":
         for name, path in shipped_configs("dispersion").items():

@@ -37,29 +37,6 @@ class DecodeSettings:
             raise ValueError(f"decode.batch_size must be >= 1, got {self.batch_size}")
 
 
-def parse_settings(parser: Any, argv: Sequence[str], package: str) -> Any:
-    """``parser`` (a jsonargparse ``ArgumentParser`` made with ``exit_on_error=False``) on
-    ``argv``, where ``--config NAME`` may name a YAML shipped in ``package``'s ``configs/``;
-    returns the namespace with its dataclass groups built (checked by their ``__post_init__``).
-
-    Raises ``ValueError`` for an unknown config name (listing the shipped ones) and
-    :class:`~iclr26_common.cli_support.UsageError` (one line) for what jsonargparse rejects, e.g.
-    a key the config's groups do not have."""
-    from jsonargparse import ArgumentError
-
-    from iclr26_common.cli_support import UsageError, resolve_config_names, shipped_configs
-
-    shipped = shipped_configs(package)
-    args = resolve_config_names(argv, shipped)
-    for flag, value in zip(args, [*args[1:], None], strict=True):
-        if flag == "--config" and value is not None and not Path(value).is_file():
-            raise ValueError(f"unknown config {value!r}; shipped: {sorted(shipped)}")
-    try:
-        return parser.instantiate(parser.parse_args(args))
-    except ArgumentError as error:
-        raise UsageError(" ".join(str(error).split())) from error
-
-
 def solve_parser() -> Any:
     """``llm-methods ltpo solve``'s jsonargparse parser: plain options, ``--config`` (a shipped
     name or a YAML path) and the groups ``--ltpo.*`` (:class:`~llm_methods.ltpo.optimize.
@@ -103,7 +80,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def solve(argv: Sequence[str]) -> int:
     """``llm-methods ltpo solve ARGS``: parse, run the method, write the two files, print."""
-    from llm_methods.cliutils import quiet_transformers
     from llm_methods.lm import load_lm
     from llm_methods.ltpo.data import extract_answer, is_correct, read_problems
     from llm_methods.ltpo.latentseek import latentseek
@@ -114,6 +90,7 @@ def solve(argv: Sequence[str]) -> int:
         prompt_ids,
         thought_prompt,
     )
+    from llm_methods.method_cli import parse_settings, quiet_transformers
 
     ns = parse_settings(solve_parser(), argv, "llm_methods.ltpo")
     cfg, dec = ns.ltpo, ns.decode

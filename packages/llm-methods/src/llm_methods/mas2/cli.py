@@ -19,7 +19,7 @@ TASK_SOURCES = ("synth-arith", "synth-code", "synth-mixed", "humaneval")
 
 
 def _parser() -> argparse.ArgumentParser:
-    from llm_methods.cliutils import ArgumentParser
+    from llm_methods.method_cli import ArgumentParser
 
     parser = ArgumentParser(prog=PROG, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -154,7 +154,7 @@ def _setup(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
 
         prices = _prices(ns.models)
         if ns.backend == "local":
-            from llm_methods.cliutils import quiet_transformers
+            from llm_methods.method_cli import quiet_transformers
 
             quiet_transformers()
         backend = (

@@ -21,7 +21,7 @@ PROG = "llm-methods mbok"
 
 
 def _parser() -> argparse.ArgumentParser:
-    from llm_methods.cliutils import ArgumentParser
+    from llm_methods.method_cli import ArgumentParser
 
     parser = ArgumentParser(
         prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -60,10 +60,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _compress(ns: argparse.Namespace) -> int:
-    from llm_methods.cliutils import quiet_transformers
     from llm_methods.lm import load_lm
     from llm_methods.lm.errors import LMError
     from llm_methods.mbok import distill
+    from llm_methods.method_cli import quiet_transformers
 
     if ns.method == "mbok" and ns.k < 1:
         raise LMError(f"--k: number of Boolean kernels K must be >= 1, got {ns.k}")
@@ -95,10 +95,10 @@ def _compress(ns: argparse.Namespace) -> int:
 
 
 def _eval(ns: argparse.Namespace) -> int:
-    from llm_methods.cliutils import quiet_transformers
     from llm_methods.lm import load_lm
     from llm_methods.lm.errors import LMError
     from llm_methods.mbok import data, distill
+    from llm_methods.method_cli import quiet_transformers
 
     if ns.seq_len < 2 or ns.max_chunks < 1 or ns.batch_size < 1:
         raise LMError("--seq-len must be >= 2, --max-chunks and --batch-size >= 1")
@@ -118,8 +118,8 @@ def _eval(ns: argparse.Namespace) -> int:
 
 
 def _finetune(argv: list[str]) -> int:
-    from llm_methods.cliutils import method_cli
     from llm_methods.mbok.lit_module import BooleanDistillModule, BooleanTextDataModule
+    from llm_methods.method_cli import method_cli
 
     method_cli(
         "mbok",
@@ -139,7 +139,7 @@ def main(argv: Sequence[str]) -> int:
         return _finetune(argv[1:])
     ns = _parser().parse_args(argv)
     if ns.command == "configs":
-        from llm_methods.cliutils import shipped_configs
+        from llm_methods.method_cli import shipped_configs
 
         for name, path in shipped_configs("mbok").items():
             print(f"{name:12s} {path.read_text().splitlines()[0].lstrip('# ')}")

@@ -24,14 +24,14 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     """LightningCLI over the PERK / FT-ICR modules and ``BabiLongDataModule``."""
     import lightning as L
 
-    from llm_methods.cliutils import method_cli
+    from llm_methods.method_cli import method_cli
     from llm_methods.perk.data import BabiLongDataModule
 
     return method_cli("perk", L.LightningModule, BabiLongDataModule, argv)
 
 
 def _parser() -> argparse.ArgumentParser:
-    from llm_methods.cliutils import ArgumentParser
+    from llm_methods.method_cli import ArgumentParser
 
     parser = ArgumentParser(prog=PROG, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -65,8 +65,8 @@ def _parser() -> argparse.ArgumentParser:
 def _eval(ns: argparse.Namespace) -> int:
     import torch
 
-    from llm_methods.cliutils import quiet_transformers
     from llm_methods.lm.loading import resolve_device
+    from llm_methods.method_cli import quiet_transformers
     from llm_methods.perk.data import extract_output, is_correct, read_babilong
     from llm_methods.perk.lit_module import load_checkpoint
 
@@ -112,7 +112,7 @@ def main(argv: Sequence[str]) -> int:
         return 0
     ns = _parser().parse_args(argv)
     if ns.command == "configs":
-        from llm_methods.cliutils import shipped_configs
+        from llm_methods.method_cli import shipped_configs
 
         for name, path in shipped_configs("perk").items():
             print(f"{name:16s} {path.read_text().splitlines()[0].lstrip('# ')}")

@@ -230,8 +230,8 @@ def _evaluate(module: Any, records: list[Any]) -> tuple[np.ndarray, float]:
 
 
 def run(quick: bool, out_dir: Path) -> Result:
-    from llm_methods.cliutils import quiet_transformers
     from llm_methods.lm.threads import one_thread
+    from llm_methods.method_cli import quiet_transformers
     from llm_methods.perk.data import synth_babilong
     from llm_methods.perk.lit_module import ICRModule, PERKModule
     from llm_methods.perk.memory import peak_bytes

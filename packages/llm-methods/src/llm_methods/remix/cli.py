@@ -18,7 +18,7 @@ PROG = "llm-methods remix"
 
 
 def _parser() -> argparse.ArgumentParser:
-    from llm_methods.cliutils import ArgumentParser
+    from llm_methods.method_cli import ArgumentParser
 
     parser = ArgumentParser(prog=PROG, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fit(argv: Sequence[str]) -> int:
-    from llm_methods.cliutils import method_cli
+    from llm_methods.method_cli import method_cli
     from llm_methods.remix.lit_module import ProblemDataModule, ReMixModule
 
     method_cli("remix", ReMixModule, ProblemDataModule, argv, subcommand="fit")
@@ -48,8 +48,8 @@ def _fit(argv: Sequence[str]) -> int:
 
 
 def _eval(ns: argparse.Namespace) -> int:
-    from llm_methods.cliutils import quiet_transformers
     from llm_methods.lm.threads import one_thread
+    from llm_methods.method_cli import quiet_transformers
     from llm_methods.remix.data import (
         exact_match_reward,
         extract_answer,
@@ -106,7 +106,7 @@ def main(argv: Sequence[str]) -> int:
         return _fit(argv[1:])
     ns = _parser().parse_args(argv)
     if ns.command == "configs":
-        from llm_methods.cliutils import shipped_configs
+        from llm_methods.method_cli import shipped_configs
 
         for name, path in shipped_configs("remix").items():
             print(f"{name:8s} {path.read_text().splitlines()[0].lstrip('# ')}")

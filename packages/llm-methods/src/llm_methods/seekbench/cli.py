@@ -26,7 +26,7 @@ SHOWN = (
 
 
 def _parser():  # type: ignore[no-untyped-def]
-    from llm_methods.cliutils import ArgumentParser
+    from llm_methods.method_cli import ArgumentParser
 
     parser = ArgumentParser(prog=PROG, description=ABOUT)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

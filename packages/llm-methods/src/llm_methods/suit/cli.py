@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from llm_methods.cliutils import ArgumentParser
+from llm_methods.method_cli import ArgumentParser
 
 __all__ = ["ABOUT", "main"]
 

@@ -1,4 +1,4 @@
-"""Argument helpers shared by the ``llm-methods`` subcommands (no heavy imports).
+"""What every method's command line builds on (``llm_methods/<method>/cli.py``; no heavy imports).
 
 The one-line-error parser and the shipped-config lookup are the workspace's
 (:mod:`iclr26_common.cli_support`); here they are keyed by method: a method's configs live in
@@ -17,6 +17,8 @@ from iclr26_common.cli_support import ArgumentParser
 __all__ = [
     "ArgumentParser",
     "method_cli",
+    "model_args",
+    "parse_settings",
     "quiet_transformers",
     "shipped_configs",
 ]
@@ -25,30 +27,6 @@ __all__ = [
 def shipped_configs(method: str) -> dict[str, Path]:
     """``{stem: path}`` of the YAML configs shipped in ``llm_methods/<method>/configs``."""
     return cli_support.shipped_configs(f"llm_methods.{method}")
-
-
-def load_settings(method: str, name_or_path: str, fields: Sequence[str]) -> dict[str, Any]:
-    """A flat YAML mapping of settings: one of ``method``'s shipped configs by name, or a path.
-
-    Raises ``ValueError`` naming the file for an unknown name (listing the shipped ones), a
-    file that is not a mapping, or a field outside ``fields``.
-    """
-    import yaml
-
-    path = Path(name_or_path)
-    if not path.is_file():
-        shipped = shipped_configs(method)
-        stem = name_or_path.removesuffix(".yaml")
-        if stem not in shipped:
-            raise ValueError(f"unknown config {name_or_path!r}; shipped: {sorted(shipped)}")
-        path = shipped[stem]
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of {method} settings")
-    unknown = set(data) - set(fields)
-    if unknown:
-        raise ValueError(f"{path}: unknown field(s) {sorted(unknown)}")
-    return data
 
 
 def quiet_transformers() -> None:
@@ -89,3 +67,34 @@ def method_cli(
         subcommand=subcommand,
         subclass_mode=subclass_mode,
     )
+
+
+def model_args(parser: ArgumentParser) -> None:
+    """``--model`` (a model spec), ``--device`` and ``--dtype``, as :func:`llm_methods.lm.load_lm`
+    takes them (also used by ``dispersion measure``)."""
+    parser.add_argument("--model", default="smollm2", help="model spec (default: smollm2)")
+    parser.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
+    parser.add_argument("--dtype", default=None, help="float32 / bf16 / fp16 (default: per device)")
+
+
+def parse_settings(parser: Any, argv: Sequence[str], package: str) -> Any:
+    """``parser`` (a jsonargparse ``ArgumentParser`` made with ``exit_on_error=False``) on
+    ``argv``, where ``--config NAME`` may name a YAML shipped in ``package``'s ``configs/``;
+    returns the namespace with its dataclass groups built (checked by their ``__post_init__``).
+
+    Raises ``ValueError`` for an unknown config name (listing the shipped ones) and
+    :class:`~iclr26_common.cli_support.UsageError` (one line) for what jsonargparse rejects, e.g.
+    a key the config's groups do not have."""
+    from jsonargparse import ArgumentError
+
+    from iclr26_common.cli_support import UsageError, resolve_config_names, shipped_configs
+
+    shipped = shipped_configs(package)
+    args = resolve_config_names(argv, shipped)
+    for flag, value in zip(args, [*args[1:], None], strict=True):
+        if flag == "--config" and value is not None and not Path(value).is_file():
+            raise ValueError(f"unknown config {value!r}; shipped: {sorted(shipped)}")
+    try:
+        return parser.instantiate(parser.parse_args(args))
+    except ArgumentError as error:
+        raise UsageError(" ".join(str(error).split())) from error
