@@ -71,6 +71,10 @@ def settings(quick: bool) -> dict[str, Any]:
             "gen_tokens": 8,
             "trace_facts": 0,
             "trace_samples": 0,
+            # the general-ability probe (reported, not judged) on fewer chunks and items: it ran
+            # 5 x 7 s and put the quick run over its 60 s budget
+            "ability_chunks": 4,
+            "ability_items": 3,
         }
     return {
         "n_edits": 12,
@@ -80,21 +84,24 @@ def settings(quick: bool) -> dict[str, Any]:
         "gen_tokens": 20,
         "trace_facts": 8,
         "trace_samples": 3,
+        "ability_chunks": ABILITY_CHUNKS,
+        "ability_items": None,  # all of antonym_items()
     }
 
 
-def ability_probe(lm: LM) -> Any:
+def ability_probe(lm: LM, n_chunks: int = ABILITY_CHUNKS, n_items: int | None = None) -> Any:
     """The general-ability probe of :func:`sequential_curves` for a general LM: perplexity on
-    ``ABILITY_CHUNKS`` x ``STATS_LEN`` tokens of standard-library docstrings of
-    ``ABILITY_MODULES`` (held out: C comes from the pydoc topics) and the few-shot antonym task
-    (:func:`~llm_methods.suit.metrics.antonym_items`)."""
+    ``n_chunks`` x ``STATS_LEN`` tokens of standard-library docstrings of ``ABILITY_MODULES``
+    (held out: C comes from the pydoc topics) and the few-shot antonym task
+    (:func:`~llm_methods.suit.metrics.antonym_items`; its first ``n_items`` items, each still
+    with all 12 choices; None: all)."""
     from llm_methods.corpora import chunk_ids, docstrings
     from llm_methods.suit.metrics import antonym_items, general_ability
 
     text = "\n".join(docstrings(ABILITY_MODULES))
     ids = lm.tokenizer(text, add_special_tokens=False).input_ids
-    chunks = chunk_ids(ids, STATS_LEN, max_chunks=ABILITY_CHUNKS, seed=0)
-    items = antonym_items()
+    chunks = chunk_ids(ids, STATS_LEN, max_chunks=n_chunks, seed=0)
+    items = antonym_items()[:n_items]
     return lambda model: general_ability(model, chunks, items)
 
 
@@ -304,7 +311,14 @@ def run(quick: bool, out_dir: Path) -> Result:
         before = edit_metrics(lm, requests)
         coverage = subject_coverage(lm, requests, cfg, stats)
         curves, counts, seconds, flu, ability = sequential_curves(
-            lm, requests, cfg, stats, basis, s["batch"], s["gen_tokens"], ability_probe(lm)
+            lm,
+            requests,
+            cfg,
+            stats,
+            basis,
+            s["batch"],
+            s["gen_tokens"],
+            ability_probe(lm, s["ability_chunks"], s["ability_items"]),
         )
     plot_curves(curves, counts, out_dir)
     final = {m: {k: v[-1] for k, v in c.items()} for m, c in curves.items()}
