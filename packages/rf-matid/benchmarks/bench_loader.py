@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rf_matid import csvio
+from rf_matid import csvfast
 from rf_matid.constants import FREQ_GRID_HZ, TIME_POINTS
 from rf_matid.io import (
     FREQ_DOMAIN_DIR,
@@ -118,7 +118,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    assert csvio._pyarrow_csv() is not None, "pyarrow is needed for the vectorised parse"
+    assert csvfast._pyarrow_csv() is not None, "pyarrow is needed for the vectorised parse"
     workdir = Path(tempfile.mkdtemp(prefix="rfmatid_bench_"))
     try:
         start = time.perf_counter()
@@ -135,12 +135,12 @@ def main() -> None:
                 load_dataset(workdir, d, cache_dir=cache, threads=threads)
 
             def numpy_first(d=domain) -> None:
-                arrow_csv = csvio._pyarrow_csv
-                csvio._pyarrow_csv = lambda: None  # hide pyarrow: the numpy fallback
+                arrow_csv = csvfast._pyarrow_csv
+                csvfast._pyarrow_csv = lambda: None  # hide pyarrow: the numpy fallback
                 try:
                     first_read(d)
                 finally:
-                    csvio._pyarrow_csv = arrow_csv
+                    csvfast._pyarrow_csv = arrow_csv
 
             def cached(d=domain) -> None:
                 data = load_dataset(workdir, d, cache_dir=workdir / f"cache-{d}")
@@ -148,17 +148,17 @@ def main() -> None:
 
             # the batched parse is what is measured: count its pyarrow calls once
             calls: list[int] = []
-            arrow_rows = csvio._arrow_rows
+            arrow_rows = csvfast._arrow_rows
 
             def counting(*arguments, _rows=arrow_rows, _calls=calls, **options):
                 _calls.append(1)
                 return _rows(*arguments, **options)
 
-            csvio._arrow_rows = counting
+            csvfast._arrow_rows = counting
             try:
                 first_read()
             finally:
-                csvio._arrow_rows = arrow_rows
+                csvfast._arrow_rows = arrow_rows
             print(f"{domain}: {len(files)} files parsed in {len(calls)} pyarrow calls")
             methods = {
                 "upstream csv.reader": lambda f=files, t=time_domain: upstream_load(f, t),

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rf_matid import csvio
+from rf_matid import csvfast, csvio
 from rf_matid.constants import TIME_POINTS
 from rf_matid.io import (
     UPSTREAM_FREQ_HEADER,
@@ -78,13 +78,13 @@ def test_a_clean_batch_is_parsed_in_one_call_with_the_single_file_values(
     paths.append(reordered)
     single = _one_at_a_time(paths, read_frequency_csv)
     calls: list[int] = []
-    arrow_rows = csvio._arrow_rows
+    arrow_rows = csvfast._arrow_rows
 
     def counting(data, n_columns, skip_rows):
         calls.append(len(data))
         return arrow_rows(data, n_columns, skip_rows)
 
-    monkeypatch.setattr(csvio, "_arrow_rows", counting)
+    monkeypatch.setattr(csvfast, "_arrow_rows", counting)
     batched = csvio.read_csvs(paths, "frequency")
     assert len(calls) == 1  # one pyarrow call for six files
     _assert_same(batched, single)
@@ -144,13 +144,13 @@ def test_common_file_endings_keep_the_batch_joined(
     paths.append(_edit(tmp_path / "odd.csv", 9, edit))
     single = _one_at_a_time(paths, read_frequency_csv)
     calls: list[int] = []
-    arrow_rows = csvio._arrow_rows
+    arrow_rows = csvfast._arrow_rows
 
     def counting(data, n_columns, skip_rows):
         calls.append(len(data))
         return arrow_rows(data, n_columns, skip_rows)
 
-    monkeypatch.setattr(csvio, "_arrow_rows", counting)
+    monkeypatch.setattr(csvfast, "_arrow_rows", counting)
     _assert_same(csvio.read_csvs(paths, "frequency"), single)
     assert len(calls) <= 2  # one joined call (+ one for a file read alone)
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from iclr26_common.testing import assert_one_line_error
-from rf_matid import csvio
+from rf_matid import csvfast, csvio
 from rf_matid.cli import main, run_lightning_cli
 from rf_matid.io import (
     FREQ_DOMAIN_DIR,
@@ -260,7 +260,7 @@ def test_the_vectorised_parse_equals_the_line_by_line_parse(
     ]
     newline = "\r\n" if crlf else "\n"
     raw = (newline.join(["freq_hz,real,imag", *rows]) + newline).encode()
-    fast = csvio._fast_rows(raw, 3)
+    fast = csvfast.fast_rows(raw, 3)
     assert fast is not None
     slow, order, _, _ = csvio._slow_rows(
         Path("x.csv"), raw, csvio._FREQ_COLUMNS, csvio._FREQ_HEADER_NAMES
@@ -281,7 +281,7 @@ def test_the_vectorised_parse_equals_the_line_by_line_parse(
     ],
 )
 def test_the_vectorised_parse_hands_anything_unclean_to_the_checked_path(body: str) -> None:
-    assert csvio._fast_rows(("freq_hz,real,imag\n" + body).encode(), 3) is None
+    assert csvfast.fast_rows(("freq_hz,real,imag\n" + body).encode(), 3) is None
 
 
 def test_clean_files_take_the_vectorised_path(
@@ -300,7 +300,7 @@ def test_clean_files_take_the_vectorised_path(
     np.testing.assert_array_equal(read_frequency_csv(path)[1], with_arrow[1])
     monkeypatch.undo()
     monkeypatch.setattr(csvio, "_UNIT_NOTICES", set())
-    monkeypatch.setattr(csvio, "_pyarrow_csv", lambda: None)
+    monkeypatch.setattr(csvfast, "_pyarrow_csv", lambda: None)
     without = read_frequency_csv(path)
     np.testing.assert_array_equal(without[0], with_arrow[0])
     np.testing.assert_array_equal(without[1], with_arrow[1])
