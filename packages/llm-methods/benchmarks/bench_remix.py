@@ -35,7 +35,8 @@ def run_trl(
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from llm_methods.remix.model import RLConfig, RLRunner
+    from llm_methods.remix.model import RLConfig
+    from llm_methods.remix.runner import RLRunner
 
     cfg = rl_config("grpo")
     tok = load_lm(folder, device="cpu").tokenizer  # the tokenizer only

@@ -22,13 +22,12 @@ from llm_methods.remix.data import (
 )
 from llm_methods.remix.model import (
     RLConfig,
-    RLRunner,
-    collate_rollouts,
     group_advantages,
     grpo_loss,
     kl_convex_lambda,
     mix_ppg_loss,
 )
+from llm_methods.remix.runner import RLRunner, collate_rollouts
 
 
 def test_synth_roundtrip_and_exact_answers(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from llm_methods.remix.data import records_to_problems, sft_texts, synth_problems
-from llm_methods.remix.model import Rollout, collate_rollouts, grpo_loss, sequence_logps
+from llm_methods.remix.model import grpo_loss, sequence_logps
+from llm_methods.remix.runner import Rollout, collate_rollouts
 
 
 @pytest.mark.parametrize(("beta", "eps_high"), [(0.0, None), (0.04, 0.28)])

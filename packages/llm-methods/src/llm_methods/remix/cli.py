@@ -59,7 +59,8 @@ def _eval(ns: argparse.Namespace) -> int:
         synth_problems,
     )
     from llm_methods.remix.lit_module import load_policy
-    from llm_methods.remix.model import RLConfig, RLRunner
+    from llm_methods.remix.model import RLConfig
+    from llm_methods.remix.runner import RLRunner
 
     if ns.max_new_tokens < 1:
         raise ValueError("--max-new-tokens must be >= 1")

@@ -91,7 +91,7 @@ def run_curve(
     import torch
 
     from llm_methods.remix.data import make_reward_fn
-    from llm_methods.remix.model import RLRunner
+    from llm_methods.remix.runner import RLRunner
 
     seed_everything(seed)
     policy = copy.deepcopy(model).train()

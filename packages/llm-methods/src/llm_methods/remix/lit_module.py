@@ -1,6 +1,6 @@
 """LightningModule + DataModule for ``llm-methods remix fit`` (LightningCLI).
 
-One training step = one RL iteration of :class:`~llm_methods.remix.model.RLRunner` (sample,
+One training step = one RL iteration of :class:`~llm_methods.remix.runner.RLRunner` (sample,
 score, mix, ``m`` gradient steps), with manual optimisation: ``trainer.max_steps`` counts
 gradient steps (ReMix takes ``utd`` per iteration before reincarnation; ``reincarnate_at`` and
 the lambda(t) schedule count gradient steps too). Validation = greedy
@@ -25,7 +25,8 @@ from llm_methods.remix.data import (
     records_to_problems,
     synth_problems,
 )
-from llm_methods.remix.model import RLConfig, RLRunner
+from llm_methods.remix.model import RLConfig
+from llm_methods.remix.runner import RLRunner
 
 __all__ = ["ProblemDataModule", "ReMixModule", "load_policy"]
 
