@@ -248,15 +248,16 @@ def test_jobs_run_in_parallel_with_split_threads(
 
 
 @pytest.mark.parametrize(("cores", "expected"), [(1, 1), (2, 2), (16, 2)])
-def test_default_jobs_is_two_where_there_are_two_cores(cores: int, expected: int) -> None:
-    assert default_jobs(cores) == expected
+def test_default_quick_jobs_is_two_where_there_are_two_cores(cores: int, expected: int) -> None:
+    assert default_jobs(True, cores) == expected
+    assert default_jobs(False, cores) == 1  # full runs use both cores (rf-matid, atomistic)
 
 
-def test_reproduce_without_j_runs_two_at_once_on_two_cores(
+def test_reproduce_quick_without_j_runs_two_at_once_on_two_cores(
     fake_dist: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without ``-j``, two experiments run side by side on 2 cores: they meet (at ``-j 1`` they
-    never do: test_jobs_one_runs_in_sequence)."""
+    """Without ``-j``, two quick experiments run side by side on 2 cores: they meet (at ``-j 1``
+    they never do: test_jobs_one_runs_in_sequence)."""
     import iclr26_common.runner as runner_module
 
     monkeypatch.setattr(runner_module, "available_cores", lambda: 2)
@@ -264,7 +265,7 @@ def test_reproduce_without_j_runs_two_at_once_on_two_cores(
     meet.mkdir()
     monkeypatch.setenv("FAKE_RENDEZVOUS", str(meet))
     out = tmp_path / "reports"
-    assert cli.main(["reproduce", "meet-a", "meet-b", "--out", str(out)]) == 0
+    assert cli.main(["reproduce", "meet-a", "meet-b", "--quick", "--out", str(out)]) == 0
 
 
 def test_jobs_one_runs_in_sequence(fake_dist: Path, tmp_path: Path, monkeypatch) -> None:

@@ -207,10 +207,14 @@ def test_run_benchmark_chooses_the_device_once_through_iclr26_common(
         asked.append("asked")
         return "gpu"
 
-    seen: list[str | None] = []
+    seen: list[tuple] = []
     monkeypatch.setattr(device, "lightning_accelerator", choose)
-    monkeypatch.setattr(bench, "train_and_test", lambda **task: seen.append(task["accelerator"]))
+    # ICLR26_DEVICE=cuda:1: Lightning's devices=1 would mean cuda:0, so the index must travel too
+    monkeypatch.setattr(device, "lightning_devices", lambda: [1])
+    monkeypatch.setattr(
+        bench, "train_and_test", lambda **task: seen.append((task["accelerator"], task["devices"]))
+    )
     bench.run_benchmark("data", ["mlp"], splits=["S1", "S2-mod2"], seeds=[0])
-    assert asked == ["asked"] and seen == ["gpu", "gpu"]
+    assert asked == ["asked"] and seen == [("gpu", [1]), ("gpu", [1])]
     bench.run_benchmark("data", ["mlp"], accelerator="cpu")
-    assert asked == ["asked"] and seen[-1] == "cpu"
+    assert asked == ["asked"] and seen[-1] == ("cpu", None)

@@ -100,8 +100,8 @@ def _parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=None,
         metavar="N",
-        help="experiments run at once (default: 2, or 1 on a one-core machine: the faster of "
-        "-j 1 and -j 2 measured on 2 cores); each worker gets cores // min(N, experiments to run) "
+        help="experiments run at once (default: 1 for full runs, which use both cores; 2 for "
+        "--quick, 1 on a one-core machine); each worker gets cores // min(N, experiments to run) "
         "torch threads, or your OMP_NUM_THREADS when set",
     )
     rep.add_argument(
@@ -262,7 +262,7 @@ def _reproduce(console: Console, args: argparse.Namespace) -> int:
         )
         return 0
     if args.jobs is None:
-        args.jobs = default_jobs()
+        args.jobs = default_jobs(args.quick)
     out = _reports_folder(args.out, args.quick)
     run_id = new_run_id()
     lock = OutputLock(out, run_id)

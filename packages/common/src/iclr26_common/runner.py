@@ -71,15 +71,21 @@ def available_cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-#: Experiments at once by default, at most: on 2 CPU cores six full runs took 277 s at ``-j 2``
-#: and 415 s at ``-j 1`` (2026-12-05, one thread per worker vs two; README "How long"). More
-#: workers than that are not measured (memory grows with each worker), so the default stops there.
-DEFAULT_JOBS_CAP = 2
+#: Quick runs at once by default, at most (``--quick``; full runs default to 1). On 2 CPU cores
+#: six full runs took 277 s at ``-j 2`` and 415 s at ``-j 1`` (2026-12-05; README "How long"),
+#: but rf-matid and atomistic-scaling train one process per torch thread: with one thread each
+#: (``-j 2``) their full runs would take about twice their 8 and 4 minutes, rf-matid's over the
+#: 10-minute budget. Quick runs (under 40 s each) stay within theirs. More workers than two are
+#: not measured (memory grows with each worker).
+DEFAULT_QUICK_JOBS_CAP = 2
 
 
-def default_jobs(cores: int | None = None) -> int:
-    """``iclr26 reproduce``'s default ``-j``: ``min(DEFAULT_JOBS_CAP, cores)`` (1 on one core)."""
-    return max(1, min(DEFAULT_JOBS_CAP, available_cores() if cores is None else cores))
+def default_jobs(quick: bool, cores: int | None = None) -> int:
+    """``iclr26 reproduce``'s default ``-j``: 1 for full runs; for ``--quick``,
+    ``min(DEFAULT_QUICK_JOBS_CAP, cores)`` (1 on one core)."""
+    if not quick:
+        return 1
+    return max(1, min(DEFAULT_QUICK_JOBS_CAP, available_cores() if cores is None else cores))
 
 
 def threads_per_worker(jobs: int, cores: int | None = None, running: int | None = None) -> int:

@@ -95,6 +95,7 @@ def _train_and_test(
     cache_dir: str | Path | None,
     accelerator: str | None,
     split_seed: int,
+    devices: int | list[int] | None = None,
 ) -> BenchmarkRow:
     from iclr26_common import seed_everything
     from iclr26_common.lightning import quiet_trainer
@@ -125,8 +126,10 @@ def _train_and_test(
         class_names=datamodule.class_names,
         **(recipe | (model_kwargs or {})),
     )
-    devices = {} if accelerator is None else {"accelerator": accelerator}
-    trainer = quiet_trainer(max_epochs=epochs, deterministic="warn", **devices)
+    placement: dict[str, Any] = {} if accelerator is None else {"accelerator": accelerator}
+    if devices is not None:
+        placement["devices"] = devices
+    trainer = quiet_trainer(max_epochs=epochs, deterministic="warn", **placement)
     started = time.perf_counter()
     trainer.fit(module, datamodule=datamodule)
     train_seconds = time.perf_counter() - started
@@ -250,10 +253,12 @@ def run_benchmark(
     (and records) it in this process, and every training uses that choice. Rows come back in the product order; ``on_row`` is called as
     each finishes.
     """
+    devices = None
     if accelerator is None:  # choose (and record) the device here: workers run in subprocesses
-        from iclr26_common.device import lightning_accelerator
+        from iclr26_common.device import lightning_accelerator, lightning_devices
 
         accelerator = lightning_accelerator()
+        devices = lightning_devices()  # [N] for ICLR26_DEVICE=cuda:N (Lightning's 1 = cuda:0)
     tasks = [
         {
             "data_dir": data_dir,
@@ -267,6 +272,7 @@ def run_benchmark(
             "model_kwargs": (model_kwargs or {}).get(arch),
             "accelerator": accelerator,
             "split_seed": split_seed,
+            "devices": devices,
         }
         for arch, protocol, split, seed in itertools.product(archs, protocols, splits, seeds)
     ]
