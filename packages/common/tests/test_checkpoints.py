@@ -63,5 +63,22 @@ def test_require_state_dict(tmp_path: Path) -> None:
     path = tmp_path / "plain.pt"
     torch.save(torch.zeros(2), path)
     assert torch.equal(load_weights_only(path), torch.zeros(2))
-    with pytest.raises(ValueError, match=r"plain\.pt: not a Lightning checkpoint \(no 'state_dict'\)"):
+    with pytest.raises(
+        ValueError, match=r"plain\.pt: not a Lightning checkpoint \(no 'state_dict'\)"
+    ):
         load_weights_only(path, require_state_dict=True)
+
+
+def test_reasons_are_readable(tmp_path: Path) -> None:
+    """torch's refusal is a paragraph with terminal colour codes; the line kept names what was
+    refused, and a text file says which error it raised (a bare ``101`` said nothing)."""
+    refused = tmp_path / "refused.ckpt"
+    torch.save({"x": Payload()}, refused)
+    with pytest.raises(ValueError) as info:
+        load_weights_only(refused)
+    assert "refused by weights_only=True: Unsupported global" in str(info.value)
+    assert "Payload" in str(info.value) and "\x1b" not in str(info.value)
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    with pytest.raises(ValueError, match=r"notes\.txt: not a readable checkpoint \(\w+Error: "):
+        load_weights_only(text)
