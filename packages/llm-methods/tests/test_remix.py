@@ -357,12 +357,16 @@ def test_replay_keeps_last_n_policies(tiny_policy) -> None:  # type: ignore[no-u
 
 
 def test_config_validation() -> None:
-    with pytest.raises(LMError, match="p_off"):
-        RLConfig(p_off=1.5).validate()
-    with pytest.raises(LMError, match="group_size"):
-        RLConfig(group_size=1).validate()
-    with pytest.raises(LMError, match="algo"):
-        RLConfig(algo="ppo").validate()
+    """Checked on construction (issue 29): one line naming the field."""
+    with pytest.raises(LMError, match=r"rl\.p_off must be in \[0, 1\], got 1\.5"):
+        RLConfig(p_off=1.5)
+    with pytest.raises(LMError, match=r"rl\.group_size must be >= 2"):
+        RLConfig(group_size=1)
+    with pytest.raises(LMError, match=r"rl\.algo must be"):
+        RLConfig(algo="ppo")
+    for name, bad in (("n_past", 0), ("lr", 0.0), ("temperature", -1.0), ("beta", -0.1)):
+        with pytest.raises(LMError, match=rf"rl\.{name} must be"):
+            RLConfig(**{name: bad})
 
 
 def test_write_gsm8k_is_readable_json(tmp_path: Path) -> None:

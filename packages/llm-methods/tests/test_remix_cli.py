@@ -1,5 +1,7 @@
 """``llm-methods remix``: configs parse, LightningCLI fit (tiny, in process), eval, synth,
-one-line errors for bad input (empty reward set, bad jsonl)."""
+one-line errors for bad input (empty reward set, bad jsonl, a bad or flat RL setting), the
+checkpoint's hparams (``rl`` as a plain dict, weights_only-loadable; a checkpoint with the flat
+hparams of before issue 29 fails with one line naming the file)."""
 
 from __future__ import annotations
 
@@ -36,16 +38,15 @@ def test_shipped_configs_parse(name: str) -> None:
     from llm_methods.remix.model import RLConfig
 
     cfg = yaml.safe_load(shipped_configs("remix")[name].read_text())
-    args = dict(cfg["model"]["init_args"])
-    for key in ("policy", "rewards", "save_dir", "seed"):
-        args.pop(key, None)
-    RLConfig(**args).validate()
+    args = cfg["model"]["init_args"]
+    assert set(args) <= {"policy", "rl", "rewards", "save_dir", "seed"}  # RL settings grouped
+    assert RLConfig(**args["rl"]).algo == {"tiny": "remix"}.get(name, name)
     assert cfg["model"]["class_path"].endswith("ReMixModule")
 
 
 def test_remix_config_has_paper_defaults() -> None:
-    args = yaml.safe_load(shipped_configs("remix")["remix"].read_text())["model"]["init_args"]
-    assert (args["p_off"], args["utd"], args["n_past"], args["reincarnate_at"]) == (0.4, 2, 2, 50)
+    rl = yaml.safe_load(shipped_configs("remix")["remix"].read_text())["model"]["init_args"]["rl"]
+    assert (rl["p_off"], rl["utd"], rl["n_past"], rl["reincarnate_at"]) == (0.4, 2, 2, 50)
 
 
 def test_fit_tiny_then_eval(policy_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -128,8 +129,59 @@ def test_bad_input_one_line(policy_dir: Path, tmp_path: Path, capsys) -> None:  
             "--config",
             "tiny",
             f"--model.init_args.policy={policy_dir}",
-            "--model.init_args.p_off=2",
+            "--model.init_args.rl.p_off=2",
             "--trainer.fast_dev_run=1",
         ],
     )
-    assert "p_off must be in [0, 1]" in line
+    assert "rl.p_off must be in [0, 1], got 2" in line
+
+
+def test_flat_rl_settings_fail_with_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The flat keys of before issue 29 (``init_args.p_off``) are rejected, not ignored."""
+    line = _one_line_error(
+        capsys,
+        ["remix", "fit", "--config", "tiny", "--model.init_args.p_off=0.5"],
+    )
+    assert "Option 'p_off' is not accepted" in line
+    cfg = yaml.safe_load(shipped_configs("remix")["tiny"].read_text())
+    args = cfg["model"]["init_args"]
+    args.update(args.pop("rl"))  # the old flat shape
+    flat = tmp_path / "flat.yaml"
+    flat.write_text(yaml.safe_dump(cfg))
+    line = _one_line_error(capsys, ["remix", "fit", "--config", str(flat)])
+    assert "Option 'algo' is not accepted" in line
+
+
+def test_checkpoint_hparams_load_weights_only(policy_dir: Path, tmp_path: Path) -> None:
+    import lightning as L
+    import torch
+
+    from llm_methods.lm.errors import LMError
+    from llm_methods.remix.lit_module import ProblemDataModule, ReMixModule
+    from llm_methods.remix.model import RLConfig
+
+    rl = RLConfig(algo="grpo", group_size=2, max_new_tokens=2, lr=3e-4)
+    module = ReMixModule(policy=str(policy_dir), rl=rl)
+    trainer = L.Trainer(
+        max_steps=1,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(module, datamodule=ProblemDataModule(synth_n=4, prompts_per_step=2))
+    path = tmp_path / "remix.ckpt"
+    trainer.save_checkpoint(path)
+    ckpt = torch.load(path, weights_only=True)
+    assert ckpt["hyper_parameters"]["rl"]["lr"] == 3e-4
+    loaded = ReMixModule.load_from_checkpoint(path)
+    assert loaded.cfg == rl
+    old = tmp_path / "old.ckpt"
+    hp = ckpt["hyper_parameters"]
+    hp.update(hp.pop("rl"))  # the flat hparams of before issue 29
+    torch.save(ckpt, old)
+    with pytest.raises(LMError, match=r"old\.ckpt: a ReMixModule checkpoint from before issue 29"):
+        ReMixModule.load_from_checkpoint(old)

@@ -1,7 +1,8 @@
 """``llm-methods remix``: GRPO / ReMix reinforcement finetuning with a verifiable reward.
 
 ``fit`` (LightningCLI: ``--config tiny|remix|grpo`` or a yaml path, any ``--model.init_args.*``
-/ ``--data.init_args.*`` / ``--trainer.*`` override) trains a policy; ``eval`` scores a model's
+(the RL settings as ``--model.init_args.rl.*``, e.g. ``rl.p_off``) / ``--data.init_args.*`` /
+``--trainer.*`` override) trains a policy; ``eval`` scores a model's
 greedy answers on a GSM8K jsonl file by exact match; ``synth`` writes generated problems in
 that format; ``configs`` lists the shipped configs.
 """

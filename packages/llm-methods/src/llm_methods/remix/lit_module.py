@@ -10,6 +10,7 @@ exact-match accuracy and response length on the validation problems.
 from __future__ import annotations
 
 import random
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -100,56 +101,51 @@ class ProblemDataModule(L.LightningDataModule):
 
 
 class ReMixModule(L.LightningModule):
-    """Args: ``policy`` (``task`` or a model spec), ``algo`` (``remix`` | ``grpo``), the
-    :class:`RLConfig` fields, ``rewards`` (names in ``data.REWARDS``; must not be empty),
-    ``save_dir`` (write the trained policy there as an HF folder at the end of fit)."""
+    """GRPO / ReMix reinforcement finetuning of ``policy`` (``task`` or a model spec).
+
+    Args: ``rl`` (:class:`~llm_methods.remix.model.RLConfig`, the ``rl:`` group of the YAML;
+    default: its defaults; ``rl.prompts_per_step`` is the experiment loop's: here the data
+    module's ``prompts_per_step`` sets the batch), ``rewards`` (names in ``data.REWARDS``; must
+    not be empty; default ``exact_match``), ``save_dir`` (write the trained policy there as an HF
+    folder at the end of fit), ``seed`` (the runner's sampling seed). The checkpoint's hparams
+    hold ``rl`` as a plain dict (``torch.load(weights_only=True)`` reads it)."""
 
     def __init__(
         self,
         policy: str = "task",
-        algo: str = "remix",
-        group_size: int = 8,
-        max_new_tokens: int = 16,
-        temperature: float = 1.0,
-        lr: float = 1e-4,
-        epsilon: float = 0.2,
-        beta: float = 0.04,
-        num_iterations: int = 1,
-        p_off: float = 0.4,
-        utd: int = 2,
-        n_past: int = 2,
-        reincarnate_at: int | None = 50,
-        lam_start: int = 50,
-        lam_every: int = 10,
-        replay_zero_std: bool = False,
+        rl: RLConfig | None = None,
         rewards: list[str] | None = None,
         save_dir: str | None = None,
         seed: int = 0,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        if isinstance(rl, dict):  # from a checkpoint's hparams
+            rl = RLConfig(**rl)
+        self.cfg = rl or RLConfig()
+        self.save_hyperparameters(ignore=["rl"])
+        self.hparams["rl"] = asdict(self.cfg)  # plain values: weights_only-loadable
         self.automatic_optimization = False
         self.reward_fn = make_reward_fn(["exact_match"] if rewards is None else rewards)
-        self.cfg = RLConfig(
-            algo=algo,
-            group_size=group_size,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            lr=lr,
-            epsilon=epsilon,
-            beta=beta,
-            num_iterations=num_iterations,
-            p_off=p_off,
-            utd=utd,
-            n_past=n_past,
-            reincarnate_at=reincarnate_at,
-            lam_start=lam_start,
-            lam_every=lam_every,
-            replay_zero_std=replay_zero_std,
-        ).validate()
         lm = load_policy(policy)
         self.policy, self.tokenizer = lm.model, lm.tokenizer
         self.runner: RLRunner | None = None
+
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        """Lightning's loader, after a one-line ``LMError`` naming the file for a checkpoint
+        written before issue 29 (the RL settings as flat hparams)."""
+        from iclr26_common.checkpoints import load_weights_only
+
+        ckpt = load_weights_only(
+            checkpoint_path, "ReMix checkpoint", error=LMError, require_state_dict=True
+        )
+        flat = sorted({f.name for f in fields(RLConfig)} & set(ckpt.get("hyper_parameters", {})))
+        if flat:
+            raise LMError(
+                f"{checkpoint_path}: a ReMixModule checkpoint from before issue 29 (flat hparams "
+                f"{', '.join(flat)}); retrain, or load its weights into a new module"
+            )
+        return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
 
     def on_fit_start(self) -> None:
         self.policy.train()

@@ -43,49 +43,64 @@ __all__ = [
 
 @dataclass
 class RLConfig:
-    """GRPO / ReMix settings. Paper defaults for ReMix: p=0.4, m=2, N=2, T in {50, 100}."""
+    """GRPO / ReMix settings (the ``rl:`` group of ``ReMixModule``), checked on construction.
 
-    algo: str = "remix"  # "grpo" | "remix"
-    group_size: int = 8  # G
-    prompts_per_step: int = 8
-    max_new_tokens: int = 16
-    temperature: float = 1.0
-    lr: float = 1e-3
-    epsilon: float = 0.2
-    epsilon_high: float | None = None
+    Paper defaults for ReMix: p=0.4, m=2, N=2, T in {50, 100}. ``t`` and ``T`` count gradient
+    steps. A bad value raises a one-line :class:`LMError` (a ``ValueError``) naming the field.
+    """
+
+    algo: str = "remix"  # "grpo" (on-policy baseline) | "remix"
+    group_size: int = 8  # G: completions sampled per prompt (>= 2: group-normalised advantages)
+    prompts_per_step: int = 8  # prompts per iteration (experiment loop; Lightning: the data's)
+    max_new_tokens: int = 16  # completion width C (tokens sampled per completion)
+    temperature: float = 1.0  # sampling temperature; logits / T in the log-probs (as TRL)
+    lr: float = 1e-4  # AdamW learning rate (ReMixModule's optimiser; the experiment's LR)
+    epsilon: float = 0.2  # eps_low of the clipped surrogate
+    epsilon_high: float | None = None  # eps_high (None: = epsilon)
     beta: float = 0.04  # KL coefficient (GRPO: to the base; ReMix: the KL-Convex pair)
     num_iterations: int = 1  # GRPO's mu (TRL num_iterations): gradient passes per batch
-    p_off: float = 0.4  # ReMix: probability that a group slot is drawn from the replay
-    utd: int = 2  # ReMix: m, gradient steps per batch
+    p_off: float = 0.4  # ReMix: p, the share of group slots drawn from the replay
+    utd: int = 2  # ReMix: m, gradient steps per batch (update-to-data ratio)
     n_past: int = 2  # ReMix: N, past policies kept in the replay
-    reincarnate_at: int | None = 50  # ReMix: T in gradient steps (None: never)
-    lam_start: int = 50  # lambda(t) schedule, t in gradient steps
-    lam_every: int = 10
-    lam_decay: float = 0.1
-    lam_min: float = 0.5
-    max_grad_norm: float = 1.0
+    reincarnate_at: int | None = 50  # ReMix: T, policy reincarnation (None: never)
+    lam_start: int = 50  # KL-Convex lambda(t): t where the decay starts
+    lam_every: int = 10  # lambda(t): gradient steps per decay
+    lam_decay: float = 0.1  # lambda(t): decrease per decay
+    lam_min: float = 0.5  # lambda(t): floor
+    max_grad_norm: float = 1.0  # gradient clipping norm
     replay_zero_std: bool = False  # ReMix: swap fresh groups with equal rewards for replay groups
 
-    def validate(self) -> RLConfig:
+    def __post_init__(self) -> None:
         if self.algo not in ("grpo", "remix"):
-            raise LMError(f"algo must be 'grpo' or 'remix', got {self.algo!r}")
+            raise LMError(f"rl.algo must be 'grpo' or 'remix', got {self.algo!r}")
+        if self.group_size < 2:
+            raise LMError(
+                f"rl.group_size must be >= 2 (group-normalised advantages), got {self.group_size}"
+            )
         for name in (
-            "group_size",
             "prompts_per_step",
             "max_new_tokens",
-            "utd",
             "num_iterations",
+            "utd",
+            "n_past",
             "lam_every",
         ):
             if getattr(self, name) < 1:
-                raise LMError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.group_size < 2:
-            raise LMError("group_size must be >= 2 (group-normalised advantages)")
+                raise LMError(f"rl.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("temperature", "lr", "epsilon", "max_grad_norm"):
+            if not getattr(self, name) > 0:
+                raise LMError(f"rl.{name} must be > 0, got {getattr(self, name)}")
+        if self.epsilon_high is not None and not self.epsilon_high > 0:
+            raise LMError(f"rl.epsilon_high must be > 0 or None, got {self.epsilon_high}")
+        for name in ("beta", "lam_start", "lam_decay"):
+            if getattr(self, name) < 0:
+                raise LMError(f"rl.{name} must be >= 0, got {getattr(self, name)}")
         if not 0.0 <= self.p_off <= 1.0:
-            raise LMError(f"p_off must be in [0, 1], got {self.p_off}")
-        if self.n_past < 1 or self.temperature <= 0 or self.lr <= 0 or self.epsilon <= 0:
-            raise LMError("n_past >= 1, temperature > 0, lr > 0 and epsilon > 0 are required")
-        return self
+            raise LMError(f"rl.p_off must be in [0, 1], got {self.p_off}")
+        if not 0.0 <= self.lam_min <= 1.0:
+            raise LMError(f"rl.lam_min must be in [0, 1], got {self.lam_min}")
+        if self.reincarnate_at is not None and self.reincarnate_at < 0:
+            raise LMError(f"rl.reincarnate_at must be >= 0 or None, got {self.reincarnate_at}")
 
 
 def kl_convex_lambda(

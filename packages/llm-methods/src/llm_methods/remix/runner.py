@@ -95,7 +95,6 @@ class RLRunner:
     history: list[dict[str, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.cfg.validate()
         self.rng = random.Random(self.seed)
         self.base = _frozen_copy(self.model)
         self.prev = _frozen_copy(self.model) if self.cfg.algo == "remix" else None
