@@ -163,3 +163,44 @@ def test_a_0_3_checkpoint_as_ckpt_path_is_one_line(
         capsys,
     )
     assert "base_0.3.0.ckpt: written by robotics-remac 0.3.x" in line
+
+
+@pytest.mark.parametrize("name", ["FlowPolicyModule", "RemacModule"])
+def test_load_from_checkpoint_rebuilds_the_groups(tmp_path, name) -> None:  # type: ignore[no-untyped-def]
+    """A checkpoint stores the groups as plain dicts (weights_only=True can read them);
+    ``load_from_checkpoint`` hands them back to ``__init__``, which must rebuild the groups
+    (it failed with "'dict' object has no attribute 'enabled'")."""
+    import lightning as L
+    import torch
+
+    from robotics_remac import lit_module
+    from robotics_remac.settings import LoRASettings, OptimSettings, PolicySizes
+
+    cls = getattr(lit_module, name)
+    extra = {"lora": LoRASettings(rank=2)} if name == "RemacModule" else {}
+    module = cls(
+        sizes=PolicySizes(channels=8, hidden=16, token_hidden=4, depth=1),
+        optim=OptimSettings(lr=5e-4),
+        **extra,
+    )
+    trainer = L.Trainer(logger=False, enable_checkpointing=False, max_steps=0)
+    trainer.strategy.connect(module)
+    path = tmp_path / "m.ckpt"
+    trainer.save_checkpoint(path, weights_only=True)
+    assert isinstance(torch.load(path, weights_only=True)["hyper_parameters"]["sizes"], dict)
+    loaded = cls.load_from_checkpoint(path, weights_only=True)
+    assert loaded.optim == OptimSettings(lr=5e-4)
+    if name == "RemacModule":
+        assert loaded.lora == LoRASettings(rank=2)
+    for key, value in module.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value)
+
+
+def test_a_group_from_a_dict_with_a_stray_key_is_one_line() -> None:
+    from robotics_remac.settings import PolicySizes, as_group
+
+    assert as_group(PolicySizes, {"channels": 8}, "sizes") == PolicySizes(channels=8)
+    with pytest.raises(
+        ValueError, match=r"^sizes: unknown field\(s\) \['width'\] for PolicySizes$"
+    ):
+        as_group(PolicySizes, {"width": 8}, "sizes")

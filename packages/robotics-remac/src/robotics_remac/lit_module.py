@@ -26,6 +26,7 @@ from robotics_remac.settings import (
     OptimSettings,
     PolicySizes,
     TrainingTimeRTCSettings,
+    as_group,
     plain_hparams,
 )
 
@@ -131,6 +132,11 @@ class FlowPolicyModule(L.LightningModule):
         """``horizon``, ``obs_dim``, ``action_dim``: the data's chunk shape (linked from the data
         module by the CLI); ``sample_steps``: Euler steps of ``test``/``predict`` sampling."""
         super().__init__()
+        sizes = as_group(PolicySizes, sizes, "sizes")  # a checkpoint stores plain dicts
+        optim = as_group(OptimSettings, optim, "optim")
+        training_time_rtc = as_group(
+            TrainingTimeRTCSettings, training_time_rtc, "training_time_rtc"
+        )
         self.sizes, self.optim, self.training_time_rtc = sizes, optim, training_time_rtc
         self.sample_steps = sample_steps
         self.save_hyperparameters()  # under LightningCLI: the parsed config (+ _class_path)
@@ -223,6 +229,12 @@ class RemacModule(L.LightningModule):
         sample_steps: int = 5,
     ) -> None:
         super().__init__()
+        sizes = as_group(PolicySizes, sizes, "sizes")  # a checkpoint stores plain dicts
+        lora = as_group(LoRASettings, lora, "lora")
+        curriculum = as_group(CurriculumSettings, curriculum, "curriculum")
+        loss = as_group(LossSettings, loss, "loss")
+        optim = as_group(OptimSettings, optim, "optim")
+        ema = as_group(EMASettings, ema, "ema")
         self.lora, self.curriculum, self.loss = lora, curriculum, loss
         self.optim, self.ema = optim, ema
         self.horizon, self.sample_steps = horizon, sample_steps

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, is_dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 __all__ = [
     "CurriculumSettings",
@@ -32,6 +34,7 @@ __all__ = [
     "OptimSettings",
     "PolicySizes",
     "TrainingTimeRTCSettings",
+    "as_group",
     "plain_hparams",
 ]
 
@@ -154,3 +157,18 @@ def plain_hparams(hparams: Mapping[str, Any]) -> dict[str, Any]:
     checkpoint stores them: readable with ``torch.load(..., weights_only=True)``, which refuses
     arbitrary classes."""
     return {k: asdict(v) if is_dataclass(v) else v for k, v in hparams.items()}
+
+
+def as_group(cls: type[T], value: T | Mapping[str, Any], name: str) -> T:
+    """``value`` as the settings group ``cls``: the group itself, or the plain dict a checkpoint
+    stores (:func:`plain_hparams`), e.g. when ``load_from_checkpoint`` rebuilds a module from its
+    saved hyperparameters. Anything else, or a dict with keys the group lacks, is a one-line
+    ``ValueError`` naming ``name``."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, Mapping):
+        unknown = sorted(set(value) - set(cls.__dataclass_fields__))  # type: ignore[attr-defined]
+        if unknown:
+            raise ValueError(f"{name}: unknown field(s) {unknown} for {cls.__name__}")
+        return cls(**value)
+    raise ValueError(f"{name} must be a {cls.__name__} or a mapping, got {type(value).__name__}")
