@@ -196,6 +196,16 @@ def test_predict_files_errors_are_one_line(
     assert "plain.ckpt: not a Lightning checkpoint (no 'state_dict')" in _one_line_error(
         capsys, ["predict-files", "--ckpt", str(tmp_path / "plain.ckpt"), "--out", out, source]
     )
+    # another model's Lightning checkpoint (other arguments, other weights): was a traceback
+    other = {"state_dict": {"net.weight": torch.zeros(2, 2)}, "hyper_parameters": {"arch": "x"}}
+    torch.save(other, tmp_path / "other.ckpt")
+    assert "other.ckpt: not a checkpoint of an rf-matid classifier (" in _one_line_error(
+        capsys, ["predict-files", "--ckpt", str(tmp_path / "other.ckpt"), "--out", out, source]
+    )
+    torch.save({**other, "hyper_parameters": {}}, tmp_path / "weights.ckpt")
+    assert "weights.ckpt: not a checkpoint of an rf-matid classifier (" in _one_line_error(
+        capsys, ["predict-files", "--ckpt", str(tmp_path / "weights.ckpt"), "--out", out, source]
+    )
     assert not Path(out).exists()
 
 

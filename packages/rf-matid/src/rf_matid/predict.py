@@ -164,8 +164,8 @@ def load_predictor(
 
     Raises:
         FileNotFoundError: ``ckpt_path`` is not a file.
-        CheckpointError: it cannot be read with ``weights_only=True`` or holds no
-            ``state_dict`` (one line naming the file).
+        CheckpointError: it cannot be read with ``weights_only=True``, holds no
+            ``state_dict``, or is another model's (one line naming the file).
     """
     import inspect
 
@@ -182,8 +182,14 @@ def load_predictor(
     )
     hparams = dict(checkpoint.get("hyper_parameters") or {})
     accepted = set(inspect.signature(RFMatIDClassifier).parameters)
-    module = RFMatIDClassifier(**{k: v for k, v in hparams.items() if k in accepted})
-    module.load_state_dict(checkpoint["state_dict"])
+    try:  # another model's checkpoint: wrong arguments or weights
+        module = RFMatIDClassifier(**{k: v for k, v in hparams.items() if k in accepted})
+        module.load_state_dict(checkpoint["state_dict"])
+    except (TypeError, ValueError, KeyError, RuntimeError) as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise CheckpointError(
+            f"{path}: not a checkpoint of an rf-matid classifier ({first})"
+        ) from None
     data_hparams = dict(checkpoint.get("datamodule_hyper_parameters") or {})
     if data_hparams.get("domain", "frequency") != "frequency":
         raise ValueError(f"{path}: a time-domain model; predict from S11 needs a frequency model")
