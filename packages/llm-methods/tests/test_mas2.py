@@ -236,3 +236,20 @@ def test_cto_prefers_better_workflow() -> None:
     probs = dict(zip(team.names, team.gen.probs("code", team.names), strict=True))
     assert probs["program"] > 0.6, probs
     assert hist[0]["pairs"] > 0
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("k", 0, "CTO k must be >= 1, got 0"),
+        ("steps", 0, "CTO steps must be >= 1, got 0"),
+        ("beta", 0.0, "CTO beta must be > 0, got 0.0"),
+    ],
+)
+def test_cto_config_is_checked_on_construction(field: str, value: float, message: str) -> None:
+    """Checked where it is built (was a validate() call each user had to remember), one message
+    per field."""
+    from llm_methods.mas2.cto import CTOConfig
+
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        CTOConfig(**{field: value})

@@ -276,7 +276,7 @@ def _train(ns: argparse.Namespace) -> int:
 
     cfg = CTOConfig(
         k=ns.k, n=ns.n, r=ns.r, rounds=ns.rounds, beta=ns.beta, use_rectifier=not ns.no_rectifier
-    ).validate()
+    )
     pool = load_pool(ns.pool)
     grader = Grader(allow_unisolated=ns.allow_unisolated)
     agent = SimAgent(pool, grader)

@@ -31,21 +31,25 @@ __all__ = ["CTOConfig", "Pair", "build_tree", "dpo_step", "train_cto"]
 
 @dataclass(frozen=True)
 class CTOConfig:
+    """Collaborative Tree Optimization settings, checked on construction (one-line ValueError
+    naming the field)."""
+
     k: int = 4  # generator samples per task
     n: int = 2  # implementer samples per workflow
     r: int = 2  # rectifier branches at the first rectification event
-    rounds: int = 3
-    beta: float = 1.0
-    lr: float = 0.1
-    steps: int = 60
-    use_rectifier: bool = True
+    rounds: int = 3  # rounds of (build trees with the current team, DPO against it)
+    beta: float = 1.0  # DPO temperature
+    lr: float = 0.1  # step size of the tabular policies' DPO update
+    steps: int = 60  # DPO steps per round
+    use_rectifier: bool = True  # rectifier branches on (False: the no-rectifier ablation)
 
-    def validate(self) -> CTOConfig:
-        if min(self.k, self.n, self.rounds, self.steps) < 1 or self.r < 1:
-            raise ValueError("CTO k, n, r, rounds and steps must be >= 1")
-        if self.beta <= 0 or self.lr <= 0:
-            raise ValueError("CTO beta and lr must be > 0")
-        return self
+    def __post_init__(self) -> None:
+        for name in ("k", "n", "r", "rounds", "steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"CTO {name} must be >= 1, got {getattr(self, name)}")
+        for name in ("beta", "lr"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"CTO {name} must be > 0, got {getattr(self, name)}")
 
 
 Term = tuple[str, tuple[str, ...], str]  # (context, actions, chosen action)
@@ -212,7 +216,6 @@ def train_cto(
     log: Callable[[str], None] | None = None,
 ) -> list[dict[str, float]]:
     """``cfg.rounds`` rounds of (build trees with the current team, DPO against it)."""
-    cfg.validate()
     rng = random.Random(seed)
     history = []
     for rnd in range(cfg.rounds):
