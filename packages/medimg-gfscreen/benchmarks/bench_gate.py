@@ -115,7 +115,7 @@ def main() -> None:
                 ).tiles
             )
             quantile = scores[int((1 - PAPER_SELECTION) * (len(scores) - 1))]
-            plan.append((overlap, "ckpt gate", float(module.hparams.threshold)))
+            plan.append((overlap, "ckpt gate", float(module.inference.threshold)))
             plan.append((overlap, "16.7 % gate", float(quantile)))
         for overlap, gate_name, threshold in plan:
             sw_t, gf_t, sw_cases, gf_cases = [], [], [], []

@@ -33,21 +33,19 @@ def tiny_weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
 
     from medimg_gfscreen.lit_module import GFScreenModule
+    from medimg_gfscreen.settings import module_kwargs
 
     torch.manual_seed(0)
-    module = GFScreenModule(**TINY_MODEL)
+    module = GFScreenModule(**module_kwargs(TINY_MODEL))
     path = tmp_path_factory.mktemp("weights") / "tiny.pt"
     torch.save(module.export_weights(), path)
     return path
 
 
 TINY_MODEL = {
-    "focus_arch": "unet",
-    "unet_channels": (8, 16, 32, 64),
-    "glance_widths": (8, 16, 32, 64),
-    "glance_conv1_stride": 2,
+    "focus": {"arch": "unet", "unet_channels": (8, 16, 32, 64)},
+    "glance": {"widths": (8, 16, 32, 64), "conv1_stride": 2},
+    "inference": {"overlap": 0.5, "threshold": 0.0},
     "roi_size": (32, 32, 16),
     "num_samples": 2,
-    "overlap": 0.5,
-    "threshold": 0.0,
 }

@@ -59,9 +59,10 @@ def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> N
     assert info.value.code == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     declared = yaml.safe_load(config.read_text())
-    assert (
-        printed["model"]["init_args"]["focus_arch"] == declared["model"]["init_args"]["focus_arch"]
-    )
+    assert printed["model"]["init_args"]["focus"] == {
+        **printed["model"]["init_args"]["focus"],
+        **declared["model"]["init_args"]["focus"],
+    }
     assert printed["data"]["init_args"]["roi_size"] == declared["data"]["init_args"]["roi_size"]
     assert printed["trainer"]["max_epochs"] == declared["trainer"]["max_epochs"]
 
@@ -69,9 +70,9 @@ def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> N
 def test_paper_config_keeps_the_paper_defaults() -> None:
     declared = yaml.safe_load((CONFIGS[0].parent / "gfscreen.yaml").read_text())
     model, data = declared["model"]["init_args"], declared["data"]["init_args"]
-    assert model["focus_arch"] == "swin_unetr" and model["feature_size"] == 48
+    assert model["focus"] == {"arch": "swin_unetr", "feature_size": 48}
     assert data["roi_size"] == [96, 96, 64] and data["num_samples"] * data["batch_size"] == 16
-    assert model["threshold"] == 0.9 and model["overlap"] == 0.75
+    assert model["inference"]["threshold"] == 0.9 and model["inference"]["overlap"] == 0.75
 
 
 def test_fit_tiny_config_in_process(synth_dir: Path, tmp_path: Path) -> None:
@@ -304,10 +305,10 @@ def test_logged_fit_keeps_the_users_config_yaml_and_links_hparams(
 #: CPU-size networks for the configs with the paper's SwinUNETR Focus (sizes only; the linked
 #: ROI is the smallest SwinUNETR input whose bottleneck keeps more than one voxel)
 SWIN_SIZE_OVERRIDES = (
-    "--model.init_args.feature_size=12",
-    "--model.init_args.swin_depths=[1,1,1,1]",
-    "--model.init_args.glance_widths=[8,16,32,64]",
-    "--model.init_args.glance_conv1_stride=2",
+    "--model.init_args.focus.feature_size=12",
+    "--model.init_args.focus.swin_depths=[1,1,1,1]",
+    "--model.init_args.glance.widths=[8,16,32,64]",
+    "--model.init_args.glance.conv1_stride=2",
 )
 DATA_SIZE_OVERRIDES = (
     "--data.init_args.num_workers=0",
@@ -319,7 +320,7 @@ DATA_SIZE_OVERRIDES = (
 
 def _size_overrides(config: Path) -> list[str]:
     declared = yaml.safe_load(config.read_text())["model"]["init_args"]
-    swin = declared.get("focus_arch", "swin_unetr") == "swin_unetr"
+    swin = declared.get("focus", {}).get("arch", "swin_unetr") == "swin_unetr"
     return [*DATA_SIZE_OVERRIDES, *(SWIN_SIZE_OVERRIDES if swin else ())]
 
 
@@ -327,15 +328,17 @@ def _config_weights(config: Path, path: Path) -> Path:
     """Exported weights of an untrained module with ``config``'s model arguments and the size
     overrides, recording the config's HU window (what ``screen`` then applies)."""
     from medimg_gfscreen.lit_module import GFScreenModule
+    from medimg_gfscreen.settings import module_kwargs
 
     declared = yaml.safe_load(config.read_text())
     kwargs = dict(declared["model"]["init_args"], roi_size=(64, 64, 32), num_samples=2)
     for option in _size_overrides(config):
         key, value = option.removeprefix("--").split("=", 1)
         if key.startswith("model.init_args."):
-            kwargs[key.rsplit(".", 1)[1]] = yaml.safe_load(value)
+            group, field = key.removeprefix("model.init_args.").split(".")
+            kwargs[group] = {**kwargs.get(group, {}), field: yaml.safe_load(value)}
     torch.manual_seed(0)
-    module = GFScreenModule(**kwargs)
+    module = GFScreenModule(**module_kwargs(kwargs))
     region = declared["data"]["init_args"]["region"]
     torch.save(module.export_weights({"region": region, "prenormalized": False}), path)
     return path
@@ -406,7 +409,7 @@ def test_predict_writes_a_mask_per_image_without_labels(
         "--data.init_args.datalist=unused.json",
         f"--data.init_args.predict_dir={images}",
         f"--data.init_args.output_dir={out}",
-        "--model.init_args.threshold=-1",
+        "--model.init_args.inference.threshold=-1",
         f"--trainer.default_root_dir={tmp_path}",
     ]
     run = run_main(main, args, capsys)
@@ -424,13 +427,69 @@ def test_predict_writes_a_mask_per_image_without_labels(
     ("args", "expected"),
     [
         (["fit", "--config", "nosuch.yaml"], "shipped: gfscreen, gfscreen_chest, msd_liver, tiny"),
-        (["fit", "-c", "tiny", "--model.init_args.lr", "x"], 'fit: Parser key "model'),
+        (["fit", "-c", "tiny", "--model.init_args.optim.lr", "x"], 'fit: Parser key "model'),
+        # the flat arguments before the grouping are refused, not ignored
+        (["fit", "-c", "tiny", "--model.init_args.lr=0.1"], "Option 'lr' is not accepted"),
+        (
+            ["fit", "-c", "tiny", "--model.init_args.threshold=0.5"],
+            "Option 'threshold' is not accepted",
+        ),
+        # the settings' checks reach the command line as one line naming the field
+        (
+            ["fit", "-c", "tiny", "--model.init_args.objective.reward=nosuch"],
+            "ObjectiveSettings.reward must be one of ['detection', 'dice'], got 'nosuch'",
+        ),
+        (
+            ["fit", "-c", "tiny", "--model.init_args.inference.overlap=1.5"],
+            "InferenceSettings.overlap must be in [0, 1)",
+        ),
     ],
 )
 def test_fit_parse_errors_are_one_line(
     capsys: pytest.CaptureFixture, args: list[str], expected: str
 ) -> None:
     assert expected in _one_line_error(capsys, args)
+
+
+def test_a_config_in_the_flat_shape_before_the_grouping_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The model arguments were flat (``focus_arch``, ``lr``, ...) before the settings were
+    grouped: such a YAML is refused by name, not silently trained with the defaults."""
+    declared = yaml.safe_load((CONFIGS[0].parent / "tiny.yaml").read_text())
+    declared["model"]["init_args"] = {"focus_arch": "unet", "unet_channels": [8, 16, 32, 64]}
+    config = tmp_path / "flat.yaml"
+    config.write_text(yaml.safe_dump(declared))
+    line = _one_line_error(capsys, ["fit", "--config", str(config)])
+    assert "Option 'focus_arch' is not accepted" in line
+
+
+def test_fit_checkpoint_stores_plain_hparams_and_screens(synth_dir: Path, tmp_path: Path) -> None:
+    """The grouped settings are stored as plain dicts: Lightning's ``.ckpt`` of a ``fit`` reads
+    with ``weights_only=True`` (dataclasses in it would be refused) and rebuilds the module."""
+    from medimg_gfscreen.screen import load_screen_module
+
+    cli = run_lightning_cli(
+        [
+            "fit",
+            "--config",
+            "tiny",
+            f"--data.init_args.datalist={_absolute_datalist(synth_dir, tmp_path)}",
+            "--trainer.max_epochs=1",
+            "--trainer.limit_train_batches=1",
+            "--trainer.limit_val_batches=0",
+            "--trainer.enable_checkpointing=true",
+            "--model.init_args.inference.threshold=0.25",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
+    )
+    (ckpt,) = sorted(tmp_path.rglob("*.ckpt"))
+    stored = torch.load(ckpt, weights_only=True)["hyper_parameters"]
+    assert stored["inference"]["threshold"] == 0.25 and stored["focus"]["arch"] == "unet"
+    module = load_screen_module(ckpt)
+    assert module.inference == cli.model.inference and module.glance_settings.conv1_stride == 2
+    for name, value in cli.model.focus.state_dict().items():
+        torch.testing.assert_close(module.focus.state_dict()[name], value.cpu())
 
 
 @pytest.mark.slow
@@ -504,7 +563,7 @@ def test_fit_with_workers_refuses_a_non_ct_image_in_one_line(
 def _chest_weights(tiny_weights: Path, tmp_path: Path) -> Path:
     """The tiny weights recorded as trained on the chest window, gate 0.5."""
     payload = torch.load(tiny_weights, weights_only=True)
-    payload["hparams"]["threshold"] = 0.5
+    payload["hparams"]["inference"]["threshold"] = 0.5
     payload["preprocessing"] = {"region": "chest", "prenormalized": False}
     path = tmp_path / "chest.pt"
     torch.save(payload, path)

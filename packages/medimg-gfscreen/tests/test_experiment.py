@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -167,16 +168,25 @@ def test_evaluate_adds_the_glance_cost_of_every_tile() -> None:
     fine = len(tile_slices(shape, measurement.ROI, measurement.OVERLAP))
     coarse = len(tile_slices(shape, measurement.ROI, measurement.COARSE_OVERLAP))
     assert (fine, coarse) == (27, 8)  # 3 x 3 x 3 tiles at 0.75, 2 x 2 x 2 at 0.5
-    kw = {**measurement.MODEL_KW, "glance_widths": (8, 8, 8, 8), "unet_channels": (4, 4, 4, 4)}
+    mini = measurement.MODEL_KW
+    kw = {
+        **mini,
+        "glance": replace(mini["glance"], widths=(8, 8, 8, 8)),
+        "focus": replace(mini["focus"], unet_channels=(4, 4, 4, 4)),
+    }
+
+    def gate(threshold: float) -> GFScreenModule:
+        return GFScreenModule(
+            **{**kw, "inference": replace(mini["inference"], threshold=threshold)}
+        )
+
     torch.manual_seed(0)
-    out = measurement.evaluate(GFScreenModule(**{**kw, "threshold": 1.0}), volumes, flops)
+    out = measurement.evaluate(gate(1.0), volumes, flops)
     gf = out["glance_focus"]
     assert gf["total_gflops_per_volume"] == pytest.approx(fine * 2.0)
     assert out["sliding_window"]["total_gflops_per_volume"] == pytest.approx(fine * 7.0)
     assert out["sliding_window_coarse"]["total_gflops_per_volume"] == pytest.approx(coarse * 7.0)
-    every = measurement.evaluate(
-        GFScreenModule(**{**kw, "threshold": -1.0}), volumes, flops, sliding=False
-    )
+    every = measurement.evaluate(gate(-1.0), volumes, flops, sliding=False)
     assert every["glance_focus"]["total_gflops_per_volume"] == pytest.approx(fine * 9.0)
 
 

@@ -27,6 +27,7 @@ import torch
 from medimg_gfscreen.lit_module import GFScreenModule
 from medimg_gfscreen.official import to_official_state_dict
 from medimg_gfscreen.screen import load_screen_module, load_weights
+from medimg_gfscreen.settings import FocusSettings
 
 HERE = Path(__file__).parent
 REFERENCE = HERE / "data" / "reference"
@@ -45,7 +46,7 @@ RECIPE = _recipe()
 
 
 def _our_official_layout() -> dict[str, torch.Tensor]:
-    module = GFScreenModule(focus_arch="swin_unetr", feature_size=FEATURE_SIZE)
+    module = GFScreenModule(focus=FocusSettings(arch="swin_unetr", feature_size=FEATURE_SIZE))
     return to_official_state_dict(module.focus.state_dict(), module.glance.state_dict())
 
 
@@ -124,13 +125,13 @@ def test_tiles_and_glance_scores_match_the_official_valid(official_checkpoint: P
 
     volume = torch.from_numpy(RECIPE.reference_volume())[None, None]
     module = load_screen_module(official_checkpoint)
-    tiles = tile_slices(volume.shape[2:], module.roi_size, module.hparams.overlap)
+    tiles = tile_slices(volume.shape[2:], module.roi_size, module.inference.overlap)
     assert [[s.start for s in tile] for tile in tiles] == META["tile_starts"]
     crops = torch.cat([volume[(..., *tile)] for tile in tiles])
     with torch.no_grad():
         p = module.glance(crops).softmax(1)[:, 1]
     assert p.tolist() == pytest.approx(META["tile_p"], abs=1e-4)
-    assert float((p > module.hparams.threshold).float().mean()) == META["compress_ratio"]
+    assert float((p > module.inference.threshold).float().mean()) == META["compress_ratio"]
 
 
 def test_focus_on_one_tile_matches_the_official_valid(official_checkpoint: Path) -> None:

@@ -38,12 +38,14 @@ import torch
 
 from medimg_gfscreen.lit_module import GFScreenModule, gfscreen_losses
 from medimg_gfscreen.measurement import MODEL_KW
+from medimg_gfscreen.settings import module_kwargs, plain_hparams
 
 STORED = Path(__file__).parent / "data" / "stored_outputs" / "gfscreen_models.npz"
 SIDECAR = STORED.with_suffix(".json")
 SEED = 2029  # network initialisation (torch.manual_seed before the module is built)
 INPUT_SEED = 7  # numpy generator of the sub-volumes, box lesions and whole volume
 N_SUBVOLUMES = 4
+
 #: case -> (GFScreenModule arguments, whole-volume shape, stride of the stored subsamples)
 CASES: dict[str, tuple[dict[str, Any], tuple[int, int, int], int]] = {
     "tiny": (
@@ -108,7 +110,7 @@ def outputs(case: str, threshold: float | None = None) -> dict[str, np.ndarray]:
     half-way between the two middle tile scores, as at regeneration)."""
     kwargs, volume, stride = CASES[case]
     torch.manual_seed(SEED)
-    module = GFScreenModule(**kwargs)
+    module = GFScreenModule(**module_kwargs(kwargs))  # flat (as the sidecar records) or grouped
     data = _inputs(module.roi_size, volume)
     image, label = data["image"], data["label"]
     module.eval()
@@ -194,7 +196,7 @@ def _regenerate() -> None:
         "input_seed": INPUT_SEED,
         "cases": {
             case: {
-                "module": {k: list(v) if isinstance(v, tuple) else v for k, v in kw.items()},
+                "module": plain_hparams(kw),
                 "volume": list(volume),
                 "focus_subsample_stride": stride,
             }

@@ -221,8 +221,8 @@ def report_text(
     scale = (
         f"{config['n_train']} train / {config['n_test']} test synthetic CT volumes of {VOLUME} "
         f"voxels at 1x1x3 mm per seed; ROI {ROI}, overlap {OVERLAP} (and {COARSE_OVERLAP}); "
-        f"Focus = MONAI UNet {MODEL_KW['unet_channels']}, Glance = ResNet-18 widths "
-        f"{MODEL_KW['glance_widths']}, stem stride 2, GroupNorm (Glance / Focus FLOPs per tile "
+        f"Focus = MONAI UNet {MODEL_KW['focus'].unet_channels}, Glance = ResNet-18 widths "
+        f"{MODEL_KW['glance'].widths}, stem stride 2, GroupNorm (Glance / Focus FLOPs per tile "
         f"{ratio:.2f}, paper pair 0.31); {config['epochs']} epochs x {config['n_train'] // 4} "
         f"steps of 4x4 sub-volumes (the first epochs of a {PAPER_EPOCHS}-epoch cosine); seeds "
         f"{config['seeds']}"

@@ -6,12 +6,14 @@ num_samples`` sub-volumes ``x [N, 1, X, Y, Z]`` with labels ``y``,
     L = DiceCE(Focus(x), y) + 0.1 * balancedCE(Glance(x), has_lesion(y)) + L_RL,
 
 L_RL = PPO-clip + KL of the Glance policy against a frozen copy (refreshed every
-``update_epochs`` epochs), with group-relative advantages of the Focus reward (detection or
-Dice) computed per CT (``group_by: case``, the paper) or over the whole batch (``batch``,
-upstream). The segmentation optimizer follows a linear-warmup cosine schedule over all training
-steps (upstream: warm-up ``warmup_epochs x len(loader)`` steps, cosine to ``max_epochs x
-len(loader)``), stepped once per batch; upstream also steps it once more per epoch, which we do not. Validation / test run glance-then-focus inference on whole volumes; test also runs the
-Focus-everywhere sliding window for comparison.
+``objective.update_epochs`` epochs), with group-relative advantages of the Focus reward
+(detection or Dice) computed per CT (``objective.group_by: case``, the paper) or over the whole
+batch (``batch``, upstream). The segmentation optimizer follows a linear-warmup cosine schedule
+over all training steps (upstream: warm-up ``warmup_epochs x len(loader)`` steps, cosine to
+``max_epochs x len(loader)``), stepped once per batch; upstream also steps it once more per
+epoch, which we do not.
+Validation / test run glance-then-focus inference on whole volumes; test also runs the
+Focus-everywhere sliding window for comparison. Settings: :mod:`medimg_gfscreen.settings`.
 """
 
 from __future__ import annotations
@@ -23,32 +25,33 @@ from typing import Any
 import lightning as L
 import torch
 
-from medimg_gfscreen.constants import (
-    DEFAULT_OVERLAP,
-    GATE_THRESHOLD,
-    GLANCE_LOSS_WEIGHT,
-    LEARNING_RATE,
-    PAPER_FEATURE_SIZE,
-    PAPER_ROI,
-    SPACING_MM,
-    WEIGHT_DECAY,
-)
+from medimg_gfscreen.constants import GLANCE_LOSS_WEIGHT, PAPER_ROI, SPACING_MM
 from medimg_gfscreen.inference import glance_focus_inference, sliding_window_focus
 from medimg_gfscreen.metrics import case_metrics
 from medimg_gfscreen.model import (
+    REWARDS,
     Glance,
     build_focus,
-    detection_reward,
-    dice_reward,
     glance_ce_loss,
     glance_labels,
     group_advantages,
     rl_loss,
 )
+from medimg_gfscreen.settings import (
+    DEFAULT_FOCUS,
+    DEFAULT_GLANCE,
+    DEFAULT_INFERENCE,
+    DEFAULT_OBJECTIVE,
+    DEFAULT_OPTIM,
+    FocusSettings,
+    GlanceSettings,
+    InferenceSettings,
+    ObjectiveSettings,
+    OptimSettings,
+    plain_hparams,
+)
 
 __all__ = ["GFScreenModule", "gfscreen_losses", "schedule_steps"]
-
-REWARDS = {"detection": detection_reward, "dice": dice_reward}
 
 
 def gfscreen_losses(
@@ -110,72 +113,54 @@ def schedule_steps(
 
 
 class GFScreenModule(L.LightningModule):
-    """Args (defaults = the paper's / upstream's):
-    focus_arch: ``swin_unetr`` (paper) or ``unet`` (CPU scale).
-    feature_size, swin_depths: SwinUNETR width (48) and depths.
-    unet_channels: UNet widths when ``focus_arch: unet``.
-    focus_patch_merging: SwinUNETR downsampling, ``monai`` (current) or ``legacy`` (MONAI <= 1.4's
-        neighbour order, which official GF-Screen checkpoints were trained with).
-    glance_backbone: ``resnet18`` or ``resnet10``; glance_widths: stage widths (64..512);
-        glance_conv1_stride: stem stride (upstream 1); glance_norm: ``batch`` (upstream) or
-        ``group`` (same function in train and eval mode; for small sub-volumes, see README).
-    roi_size, num_samples: linked from the data module.
-    group_by: ``case`` (advantages within the sub-volumes of one CT, the paper) or ``batch``
-        (over all sub-volumes of the step, upstream code).
-    reward: ``detection`` (paper) or ``dice`` (ablation).
-    rl_weight: weight of the RL loss (0 = CE-only Glance ablation); glance_weight: 0.1.
-    train_focus: False keeps Focus fixed (train the Glance against a given Focus).
-    warmup_epochs: epochs of linear warm-up of the segmentation learning rate (upstream 1)
-        before the cosine decay.
-    cosine_epochs: epochs over which the cosine decays to 0 (upstream: ``max_epochs``, 500);
-        None = the trainer's ``max_epochs``. A run shorter than this horizon trains the first
-        epochs of that schedule (the miniature: the first epochs of the paper's 500).
-    update_epochs: refresh the frozen old policy every this many epochs.
-    overlap, threshold, sw_batch_size: inference tiling and the Glance gate (p > threshold).
-    nsd_tolerance_mm: surface-Dice tolerance.
+    """Focus + Glance, trained jointly with the GF-Screen objective (defaults = the paper's /
+    upstream's).
+
+    Args:
+        focus, glance: the networks (:class:`~medimg_gfscreen.settings.FocusSettings`,
+            :class:`~medimg_gfscreen.settings.GlanceSettings`).
+        objective: reward, advantage groups, loss weights, old-policy refresh
+            (:class:`~medimg_gfscreen.settings.ObjectiveSettings`).
+        optim: AdamW and the warm-up + cosine schedule of the segmentation learning rate
+            (:class:`~medimg_gfscreen.settings.OptimSettings`; a run shorter than
+            ``cosine_epochs`` trains the first epochs of that schedule).
+        inference: tiling, the Glance gate and the metrics' surface tolerance
+            (:class:`~medimg_gfscreen.settings.InferenceSettings`).
+        roi_size, num_samples, spacing: sub-volume ``[X, Y, Z]``, sub-volumes per CT and voxel
+            spacing (mm), linked from the data module by the CLI.
+
+    ``hparams`` hold every group as a plain dict (what a checkpoint stores, readable with
+    ``weights_only=True``); the settings themselves are the attributes ``objective``, ``optim``
+    and ``inference`` (and ``focus_settings`` / ``glance_settings``: ``focus`` and ``glance``
+    are the networks).
     """
 
     def __init__(
         self,
-        focus_arch: str = "swin_unetr",
-        feature_size: int = PAPER_FEATURE_SIZE,
-        swin_depths: Sequence[int] = (2, 2, 2, 2),
-        unet_channels: Sequence[int] = (16, 32, 64, 128),
-        focus_patch_merging: str = "monai",
-        glance_backbone: str = "resnet18",
-        glance_widths: Sequence[int] = (64, 128, 256, 512),
-        glance_conv1_stride: int = 1,
-        glance_norm: str = "batch",
+        focus: FocusSettings = DEFAULT_FOCUS,
+        glance: GlanceSettings = DEFAULT_GLANCE,
+        objective: ObjectiveSettings = DEFAULT_OBJECTIVE,
+        optim: OptimSettings = DEFAULT_OPTIM,
+        inference: InferenceSettings = DEFAULT_INFERENCE,
         roi_size: Sequence[int] = PAPER_ROI,
         num_samples: int = 4,
         spacing: Sequence[float] = SPACING_MM,
-        group_by: str = "case",
-        reward: str = "detection",
-        rl_weight: float = 1.0,
-        glance_weight: float = GLANCE_LOSS_WEIGHT,
-        train_focus: bool = True,
-        lr: float = LEARNING_RATE,
-        weight_decay: float = WEIGHT_DECAY,
-        warmup_epochs: int = 1,
-        cosine_epochs: int | None = None,
-        update_epochs: int = 1,
-        overlap: float = DEFAULT_OVERLAP,
-        threshold: float = GATE_THRESHOLD,
-        sw_batch_size: int = 4,
-        nsd_tolerance_mm: float = 2.0,
     ) -> None:
         super().__init__()
-        if group_by not in ("case", "batch"):
-            raise ValueError(f"group_by must be 'case' or 'batch', got {group_by!r}")
-        if reward not in REWARDS:
-            raise ValueError(f"reward must be one of {list(REWARDS)}, got {reward!r}")
-        self.save_hyperparameters()
+        self.focus_settings, self.glance_settings = focus, glance
+        self.objective, self.optim, self.inference = objective, optim, inference
+        self.save_hyperparameters()  # under LightningCLI: the parsed config (+ _class_path)
+        self.save_hyperparameters(plain_hparams(self.hparams))
         self.automatic_optimization = False
         self.focus = build_focus(
-            focus_arch, feature_size, swin_depths, unet_channels, focus_patch_merging
+            focus.arch,
+            focus.feature_size,
+            focus.swin_depths,
+            focus.unet_channels,
+            focus.patch_merging,
         )
         self.glance = Glance(
-            glance_backbone, glance_widths, conv1_stride=glance_conv1_stride, norm=glance_norm
+            glance.backbone, glance.widths, conv1_stride=glance.conv1_stride, norm=glance.norm
         )
         self.old_glance = copy.deepcopy(self.glance).requires_grad_(False).eval()
         from monai.losses import DiceCELoss
@@ -185,12 +170,12 @@ class GFScreenModule(L.LightningModule):
 
     # ----- training -----
     def groups(self, n: int) -> torch.Tensor | None:
-        if self.hparams.group_by == "batch":
+        if self.objective.group_by == "batch":
             return None
         return torch.arange(n, device=self.device) // max(int(self.hparams.num_samples), 1)
 
     def on_train_epoch_start(self) -> None:
-        if self.current_epoch % max(int(self.hparams.update_epochs), 1) == 0:
+        if self.current_epoch % self.objective.update_epochs == 0:
             self.old_glance.load_state_dict(self.glance.state_dict())
         self.old_glance.eval()
 
@@ -204,20 +189,20 @@ class GFScreenModule(L.LightningModule):
             image,
             label,
             self.groups(image.shape[0]),
-            reward=self.hparams.reward,
-            rl_weight=self.hparams.rl_weight,
-            glance_weight=self.hparams.glance_weight,
-            train_focus=self.hparams.train_focus,
+            reward=self.objective.reward,
+            rl_weight=self.objective.rl_weight,
+            glance_weight=self.objective.glance_weight,
+            train_focus=self.objective.train_focus,
             seg_loss_fn=self.seg_loss,
         )
         opt_seg.zero_grad()
         opt_glance.zero_grad()
         self.manual_backward(losses["total"])
-        if self.hparams.train_focus:
+        if self.objective.train_focus:
             opt_seg.step()
         opt_glance.step()
         scheduler = self.lr_schedulers()
-        if scheduler is not None and self.hparams.train_focus:
+        if scheduler is not None and self.objective.train_focus:
             scheduler.step()
         self.log_dict(
             {f"train/{k}": v for k, v in losses.items()},
@@ -232,14 +217,14 @@ class GFScreenModule(L.LightningModule):
     def configure_optimizers(self):  # type: ignore[no-untyped-def]
         from monai.optimizers import WarmupCosineSchedule
 
-        kw = {"lr": self.hparams.lr, "weight_decay": self.hparams.weight_decay}
+        kw = {"lr": self.optim.lr, "weight_decay": self.optim.weight_decay}
         opt_seg = torch.optim.AdamW(self.focus.parameters(), **kw)
         opt_glance = torch.optim.AdamW(self.glance.parameters(), **kw)
         total = max(int(self.trainer.estimated_stepping_batches), 1)
         epochs = max(int(self.trainer.max_epochs or 1), 1)
         per_epoch = max(total // epochs, 1)
         warmup, horizon = schedule_steps(
-            per_epoch, epochs, self.hparams.warmup_epochs, self.hparams.cosine_epochs
+            per_epoch, epochs, self.optim.warmup_epochs, self.optim.cosine_epochs
         )
         schedule = WarmupCosineSchedule(opt_seg, warmup_steps=warmup, t_total=horizon)
         return [opt_seg, opt_glance], [schedule]
@@ -261,9 +246,9 @@ class GFScreenModule(L.LightningModule):
             self.glance.eval(),
             self.focus.eval(),
             self.roi_size,
-            overlap=self.hparams.overlap,
-            threshold=self.hparams.threshold if threshold is None else threshold,
-            sw_batch_size=self.hparams.sw_batch_size,
+            overlap=self.inference.overlap,
+            threshold=self.inference.threshold if threshold is None else threshold,
+            sw_batch_size=self.inference.sw_batch_size,
             progress=progress,
             sw_device=self.device,
             device=device,
@@ -275,7 +260,7 @@ class GFScreenModule(L.LightningModule):
         name = str(batch.get("name", ["case"])[0])
         result = self.screen(image, device="cpu")  # whole-volume buffers on the CPU
         spacing = self.hparams.spacing
-        tol = self.hparams.nsd_tolerance_mm
+        tol = self.inference.nsd_tolerance_mm
         m = case_metrics(name, result.mask, label[0, 0], spacing, tol, result.selection_rate)
         values = {
             f"{prefix}/dsc": m.dsc,
@@ -288,8 +273,8 @@ class GFScreenModule(L.LightningModule):
                 image,
                 self.focus,
                 self.roi_size,
-                self.hparams.overlap,
-                self.hparams.sw_batch_size,
+                self.inference.overlap,
+                self.inference.sw_batch_size,
                 device="cpu",
             )
             s = case_metrics(name, probs[0].argmax(0), label[0, 0], spacing, tol)
@@ -316,13 +301,9 @@ class GFScreenModule(L.LightningModule):
         """Focus + Glance weights, the architecture and the training's preprocessing
         (``{region, prenormalized}`` of the data module, which ``screen`` then applies), loadable
         with ``weights_only=True``."""
-        hp = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.hparams.items()}
-        pre = {
-            k: (list(v) if isinstance(v, tuple) else v) for k, v in (preprocessing or {}).items()
-        }
         return {
             "focus": self.focus.state_dict(),
             "glance": self.glance.state_dict(),
-            "hparams": dict(hp),
-            "preprocessing": pre,
+            "hparams": plain_hparams(self.hparams),
+            "preprocessing": plain_hparams(preprocessing or {}),
         }

@@ -15,12 +15,19 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from iclr26_common import seed_everything
 from iclr26_common.device import choose_device
+from medimg_gfscreen.settings import (
+    FocusSettings,
+    GlanceSettings,
+    InferenceSettings,
+    ObjectiveSettings,
+    OptimSettings,
+)
 
 GATE = 0.9  # the paper's gate, medimg_gfscreen.constants.GATE_THRESHOLD
 ROI = (32, 32, 16)  # Focus / Glance sub-volume (voxels at 1x1x3 mm)
@@ -28,21 +35,20 @@ VOLUME = (96, 96, 32)  # synthetic CT volume
 OVERLAP = 0.75  # the paper's inference overlap: glance-focus and the sliding window
 COARSE_OVERLAP = 0.5  # the cheaper plain sliding window (b) must also beat
 PAPER_EPOCHS = 500  # upstream max_epochs: the cosine horizon the miniature trains the start of
+#: ``GFScreenModule`` arguments of the miniature
 MODEL_KW: dict[str, Any] = {
-    "focus_arch": "unet",
-    "unet_channels": (11, 22, 44, 88),
-    "glance_backbone": "resnet18",
-    "glance_widths": (8, 16, 32, 64),
-    "glance_conv1_stride": 2,
-    "glance_norm": "group",
+    "focus": FocusSettings(arch="unet", unet_channels=(11, 22, 44, 88)),
+    "glance": GlanceSettings(
+        backbone="resnet18", widths=(8, 16, 32, 64), conv1_stride=2, norm="group"
+    ),
+    "objective": ObjectiveSettings(),
+    "optim": OptimSettings(lr=1e-3, cosine_epochs=PAPER_EPOCHS),
+    # sw_batch_size: tiles per inference batch (4: per-call overhead dominated on the CPU)
+    "inference": InferenceSettings(overlap=OVERLAP, threshold=GATE, sw_batch_size=16),
     "roi_size": ROI,
     "num_samples": 4,
-    "overlap": OVERLAP,
-    "threshold": GATE,
-    "lr": 1e-3,
-    "cosine_epochs": PAPER_EPOCHS,
-    "sw_batch_size": 16,  # tiles per inference batch (4: per-call overhead dominated on the CPU)
 }
+#: label -> ``ObjectiveSettings`` fields changed from the paper's objective
 ABLATIONS: dict[str, dict[str, Any]] = {
     "paper objective (detection reward, group = CT)": {},
     "CE-only glance (no RL)": {"rl_weight": 0.0},
@@ -110,7 +116,12 @@ def evaluate(module, volumes, flops: dict[str, int], sliding: bool = True) -> di
                 ("sliding_window_coarse", COARSE_OVERLAP),
             ):
                 probs = sliding_window_focus(
-                    image, module.focus, ROI, overlap, MODEL_KW["sw_batch_size"], device="cpu"
+                    image,
+                    module.focus,
+                    ROI,
+                    overlap,
+                    MODEL_KW["inference"].sw_batch_size,
+                    device="cpu",
                 )
                 cases[method].append(case_metrics(name, probs[0].argmax(0), label, spacing))
                 tiles[method] += len(tile_slices(image.shape[2:], ROI, overlap))
@@ -212,7 +223,8 @@ def _ablations(
     out = {}
     for label, overrides in ABLATIONS.items():
         seed_everything(seed + 1000)
-        variant = GFScreenModule(**{**MODEL_KW, **overrides, "train_focus": False})
+        objective = replace(MODEL_KW["objective"], **overrides, train_focus=False)
+        variant = GFScreenModule(**{**MODEL_KW, "objective": objective})
         variant.focus.load_state_dict(module.focus.state_dict())
         make_trainer(config["glance_epochs"]).fit(variant, datamodule=dm)
         out[label] = evaluate(variant, volumes, flops, sliding=False)["glance_focus"]

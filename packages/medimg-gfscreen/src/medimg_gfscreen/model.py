@@ -34,6 +34,7 @@ __all__ = [
     "GLANCE_BACKBONES",
     "GLANCE_NORMS",
     "PATCH_MERGINGS",
+    "REWARDS",
     "Glance",
     "build_focus",
     "detection_reward",
@@ -221,6 +222,10 @@ def dice_reward(
     pred = _foreground(pred_logits).flatten(1)
     gt = label[:, 0].float().flatten(1)
     return (2 * (pred * gt).sum(1) + smooth) / (pred.sum(1) + gt.sum(1) + smooth)
+
+
+#: the Focus rewards of the RL objective by name (``ObjectiveSettings.reward``)
+REWARDS = {"detection": detection_reward, "dice": dice_reward}
 
 
 def group_advantages(rewards: torch.Tensor, groups: torch.Tensor | None = None) -> torch.Tensor:

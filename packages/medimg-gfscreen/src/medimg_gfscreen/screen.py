@@ -145,16 +145,19 @@ def load_screen_module(
     path: Path, device: str = "cpu", weights: dict | None = None, **overrides: Any
 ):
     """A :class:`GFScreenModule` with the checkpoint's architecture and weights, in eval mode
-    (``weights``: what :func:`load_weights` returned for ``path``, to not read it twice)."""
-    import inspect
-
+    (``weights``: what :func:`load_weights` returned for ``path``, to not read it twice).
+    The stored hparams may be grouped (this code) or flat (checkpoints written before the
+    grouping, official checkpoints): :func:`medimg_gfscreen.settings.module_kwargs` reads both;
+    ``overrides`` are flat setting names (``overlap=0.5``) applied over them."""
     from medimg_gfscreen.lit_module import GFScreenModule
+    from medimg_gfscreen.settings import module_kwargs
 
     weights = load_weights(path) if weights is None else weights
-    allowed = set(inspect.signature(GFScreenModule.__init__).parameters) - {"self"}
-    hparams = {k: v for k, v in weights["hparams"].items() if k in allowed}
-    hparams.update({k: v for k, v in overrides.items() if v is not None})
-    module = GFScreenModule(**hparams)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        module = GFScreenModule(**module_kwargs({**weights["hparams"], **given}))
+    except (TypeError, ValueError) as error:
+        raise GFScreenFormatError(f"checkpoint {path}: bad hparams: {error}") from None
     try:
         module.focus.load_state_dict(weights["focus"])
         module.glance.load_state_dict(weights["glance"])
@@ -275,9 +278,9 @@ def screen_file(
         module.glance,
         module.focus,
         roi,
-        overlap=module.hparams.overlap,
-        threshold=module.hparams.threshold if threshold is None else threshold,
-        sw_batch_size=module.hparams.sw_batch_size,
+        overlap=module.inference.overlap,
+        threshold=module.inference.threshold if threshold is None else threshold,
+        sw_batch_size=module.inference.sw_batch_size,
         progress=progress,
         sw_device=module.device,
         device="cpu",
