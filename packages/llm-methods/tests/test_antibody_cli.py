@@ -321,12 +321,23 @@ def test_old_flat_settings_fail_in_one_line(synth: Path, tmp_path: Path, capsys)
     args = ["antibody", "align", "--model", "unused", "--safe", str(synth / "align.jsonl")]
     args += ["--method", "sft", "--out", str(tmp_path / "x")]
     line = _one_line_error(capsys, [*args, "--config", str(flat)])
-    assert "rho" in line and "not accepted" in line
-    assert "--steps" in _one_line_error(capsys, [*args, "--steps", "4"])
+    assert line == (
+        f"llm-methods antibody align: error: {flat}: unknown field(s) ['rho', 'lambda_rule', "
+        "'steps'] (settings nest under: antibody, stage) (see llm-methods antibody align --help)"
+    )
+    assert _one_line_error(capsys, [*args, "--steps", "4"]) == (
+        "llm-methods antibody align: error: unrecognized arguments: --steps 4 "
+        "(see llm-methods antibody align --help)"
+    )
     line = _one_line_error(capsys, [*args, "--antibody.tau", "0"])
-    assert "tau must be > 0" in line
+    assert line.startswith("llm-methods antibody align: error: ") and "tau must be > 0" in line
     line = _one_line_error(capsys, [*args, "--config", "nope"])
-    assert "unknown config 'nope'" in line
+    assert line.startswith("llm-methods antibody align: error: unknown config 'nope'; shipped: [")
+    assert _one_line_error(capsys, [*args, "--config=nope"]) == line
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("stage:\n  steps: 0\n")
+    line = _one_line_error(capsys, [*args, f"--config={bad}"])
+    assert line.startswith(f"llm-methods antibody align: error: {bad}: steps must be >= 1")
     fit = ["antibody", "fit", "--config", "fit_tiny", "--model.init_args.lambda_rule=paper"]
     assert "lambda_rule" in _one_line_error(capsys, fit)
     assert not (tmp_path / "x").exists()

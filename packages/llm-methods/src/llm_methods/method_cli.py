@@ -79,22 +79,84 @@ def model_args(parser: ArgumentParser) -> None:
 
 def parse_settings(parser: Any, argv: Sequence[str], package: str) -> Any:
     """``parser`` (a jsonargparse ``ArgumentParser`` made with ``exit_on_error=False``) on
-    ``argv``, where ``--config NAME`` may name a YAML shipped in ``package``'s ``configs/``;
-    returns the namespace with its dataclass groups built (checked by their ``__post_init__``).
+    ``argv``, where ``--config NAME`` / ``--config=NAME`` may name a YAML shipped in
+    ``package``'s ``configs/``; returns the namespace with its dataclass groups built (checked by
+    their ``__post_init__``).
 
-    Raises ``ValueError`` for an unknown config name (listing the shipped ones) and
-    :class:`~iclr26_common.cli_support.UsageError` (one line) for what jsonargparse rejects, e.g.
-    a key the config's groups do not have."""
+    Bad input ends, like argparse, with one line ``PROG: error: MESSAGE (see PROG --help)`` on
+    stderr and ``SystemExit(2)`` (``PROG`` is ``parser.prog``, e.g. ``llm-methods ltpo solve``):
+    an unknown config name (listing the shipped ones), what jsonargparse or a group's
+    ``__post_init__`` rejects, and, naming the file first (``PATH: ...``), a ``--config`` YAML
+    with a field the parser does not have (e.g. an old flat config), a bad value or no mapping.
+    Each config file is checked alone before the command line is parsed."""
     from jsonargparse import ArgumentError
 
-    from iclr26_common.cli_support import UsageError, resolve_config_names, shipped_configs
+    from iclr26_common.cli_support import ArgumentParser as OneLine
+    from iclr26_common.cli_support import resolve_config_names, shipped_configs
 
+    usage = OneLine(prog=parser.prog, add_help=False)
     shipped = shipped_configs(package)
     args = resolve_config_names(argv, shipped)
-    for flag, value in zip(args, [*args[1:], None], strict=True):
-        if flag == "--config" and value is not None and not Path(value).is_file():
-            raise ValueError(f"unknown config {value!r}; shipped: {sorted(shipped)}")
+    for value in _config_values(args):
+        if not Path(value).is_file():
+            usage.error(f"unknown config {value!r}; shipped: {sorted(shipped)}")
+        problem = _config_file_problem(parser, Path(value))
+        if problem:
+            usage.error(f"{value}: {problem}")
     try:
         return parser.instantiate(parser.parse_args(args))
-    except ArgumentError as error:
-        raise UsageError(" ".join(str(error).split())) from error
+    except (ArgumentError, ValueError) as error:
+        usage.error(" ".join(str(error).split()))
+
+
+def _config_values(args: Sequence[str]) -> list[str]:
+    """The values of ``--config VALUE`` and ``--config=VALUE`` in ``args``, in order."""
+    values = []
+    for flag, value in zip(args, [*args[1:], None], strict=True):
+        if flag == "--config" and value is not None:
+            values.append(value)
+        elif flag.startswith("--config="):
+            values.append(flag.split("=", 1)[1])
+    return values
+
+
+def _config_file_problem(parser: Any, path: Path) -> str | None:
+    """What is wrong with the config YAML at ``path`` for ``parser`` (one line, without the
+    path), or ``None``: not a mapping, fields the parser does not have (``group.field`` names),
+    a value jsonargparse or a dataclass group's ``__post_init__`` rejects."""
+    import yaml
+    from jsonargparse import ArgumentError
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        return "not valid YAML: " + " ".join(str(error).split())
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        return f"expected a mapping of settings, got {type(data).__name__}"
+    known = {str(key) for key in parser.get_defaults().keys()}
+    unknown = _unknown_fields(data, known, "")
+    if unknown:
+        groups = sorted({key.split(".")[0] for key in known if "." in key})
+        return f"unknown field(s) {unknown} (settings nest under: {', '.join(groups)})"
+    try:  # the file's values over the defaults; required options are the command line's
+        parser.instantiate(parser.parse_path(path, _skip_validation=True))
+    except (ArgumentError, ValueError) as error:
+        return " ".join(str(error).split())
+    return None
+
+
+def _unknown_fields(data: dict, known: set[str], prefix: str) -> list[str]:
+    """Dotted names of the keys of the nested mapping ``data`` that are not in ``known`` (the
+    parser's dotted option names; a mapping under a known group is searched inside it)."""
+    unknown = []
+    for key, value in data.items():
+        name = prefix + str(key).replace("-", "_")
+        if name in known:
+            continue
+        if isinstance(value, dict) and any(k.startswith(name + ".") for k in known):
+            unknown += _unknown_fields(value, known, name + ".")
+        else:
+            unknown.append(name)
+    return unknown

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from llm_methods.lm.loading import LM
 
 __all__ = ["tiny_llama", "tiny_lm"]
 
@@ -41,7 +45,7 @@ def tiny_llama(
     return model.eval()
 
 
-def tiny_lm(texts: Sequence[str], vocab_size: int = 300, seed: int = 0, **kwargs):  # -> LM
+def tiny_lm(texts: Sequence[str], vocab_size: int = 300, seed: int = 0, **kwargs) -> LM:
     """An untrained tiny Llama with a BPE tokenizer trained on ``texts`` (for tests and demos)."""
     from llm_methods.lm.loading import wrap
     from llm_methods.zoo.tokenizer import train_bpe
