@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from atomistic_scaling import __version__
@@ -14,6 +15,7 @@ from iclr26_common.testing import (
     assert_cli_help,
     assert_one_line_error,
     help_commands,
+    only_file,
     run_main,
     shipped_configs,
 )
@@ -84,6 +86,8 @@ def test_shipped_config_fits_tests_and_predicts(
             assert "trivial predictor val_loss" in run.out  # the fit reached on_fit_start
         if command == "test":
             assert "test_loss" in run.out and "test_force_l2" in run.out
+    written = torch.load(only_file(tmp_path, "predictions.pt"), weights_only=True)
+    assert len(written["forces"]) == len(written["energy"]) > 0  # structures of the test split
 
 
 def test_fit_tiny_config_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,6 +111,49 @@ def test_fit_tiny_config_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     dm = cli.datamodule
     expected = trivial_loss(dm.val_set, dm.atomic_energies())["loss"]
     assert float(cli.trainer.callback_metrics["trivial_val_loss"]) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("conservative", [False, True], ids=["direct", "conservative"])
+def test_predict_writes_each_structures_energy_and_forces(
+    conservative: bool, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``predict`` ran but wrote nothing (issue 29 review): now ``predictions.pt`` in the run
+    folder holds, per structure of the predict split, what the plain ``ForceField`` gives on
+    the same structures (forces per structure, stress for a conservative model); a second
+    ``predict`` into the same folder is one line and leaves the file alone."""
+    from torch_geometric.loader import DataLoader
+
+    args = [
+        "predict",
+        "--config",
+        "tiny",
+        f"--model.conservative={str(conservative).lower()}",
+        f"--trainer.default_root_dir={tmp_path}",
+    ]
+    cli = run_lightning_cli(args)
+    path = tmp_path / "predictions.pt"
+    saved = torch.load(path, weights_only=True)
+    test_set = cli.datamodule.test_set
+    assert len(test_set) == 4  # tiny: 40 structures, 10 % test
+    assert saved["index"].tolist() == list(range(len(test_set)))
+    model = cli.model.model.cpu().eval()
+    batch = next(iter(DataLoader(test_set, batch_size=len(test_set))))
+    direct = model(batch, compute_stress=conservative)
+    torch.testing.assert_close(saved["energy"], direct["energy"].detach())
+    forces = direct["forces"].detach()
+    assert saved["n_atoms"].tolist() == [int(g.num_nodes) for g in test_set]
+    assert len(saved["forces"]) == len(test_set)
+    for s, structure_forces in enumerate(saved["forces"]):
+        start, stop = int(batch.ptr[s]), int(batch.ptr[s + 1])
+        torch.testing.assert_close(structure_forces, forces[start:stop])
+    if conservative:
+        assert saved["stress"].shape == (len(test_set), 3, 3)
+        torch.testing.assert_close(saved["stress"], direct["stress"].detach())
+    else:
+        assert "stress" not in saved
+    before = path.read_bytes()
+    line = assert_one_line_error(main, args, capsys, drop_earlier=True)
+    assert f"{path}: exists" in line and path.read_bytes() == before
 
 
 def test_fit_never_overwrites_a_config_in_the_run_folder(

@@ -29,7 +29,8 @@ TRAINER_SUBCOMMANDS = ("fit", "validate", "test", "predict")
 DESCRIPTION = (
     "Scaling Laws and Symmetry (ICLR 2026): neural force fields of rising symmetry order, EMT "
     "data and scaling-law fits. Training subcommands are LightningCLI (`atomistic-scaling fit "
-    "--help`); shipped configs can be named without a path: `atomistic-scaling fit --config tiny`."
+    "--help`); shipped configs can be named without a path: `atomistic-scaling fit --config tiny`. "
+    "`predict` writes the test split's energies and forces to predictions.pt in the run folder."
 )
 
 
@@ -48,10 +49,17 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     """Runs LightningCLI on ``argv`` (a trainer subcommand first) through
     :func:`iclr26_common.lightning.run_cli` and returns the CLI object. The data module's
     ``cutoff`` is linked into the model (the classes are given directly, not by class_path). The
-    data is read before the Trainer starts, so a bad file is one line."""
+    data is read before the Trainer starts, so a bad file is one line. ``predict`` writes
+    ``predictions.pt`` into the run folder (:mod:`atomistic_scaling.predictions`)."""
     from atomistic_scaling.data import AtomisticDataModule
     from atomistic_scaling.lit_module import ForceFieldModule
     from iclr26_common.lightning import run_cli
+
+    defaults: dict[str, Any] = {}
+    if argv and argv[0] == "predict":
+        from atomistic_scaling.predictions import PredictionsWriter
+
+        defaults["callbacks"] = [PredictionsWriter()]
 
     return run_cli(
         ForceFieldModule,
@@ -61,8 +69,26 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         prog=PROG,
         links=[("data.cutoff", "model.cutoff")],
         subclass_mode=False,
-        before_trainer=lambda cli: cli.datamodule.setup("fit"),
+        before_trainer=_before_trainer,
+        trainer_defaults=defaults,
     )
+
+
+def _before_trainer(cli: Any) -> None:
+    """Read the data before the Trainer starts (a bad file is one line); for ``predict`` without
+    a logger (the run folder is ``default_root_dir``, by default the working directory) an
+    existing ``predictions.pt`` there is one line before Lightning's start-up lines. With a
+    logger the run folder is a new version folder; the writer checks it again in any case."""
+    import os
+
+    cli.datamodule.setup("fit")
+    if cli.subcommand == "predict":
+        from atomistic_scaling.predictions import PREDICTIONS_FILE, check_free
+
+        trainer = cli._get(cli.config_init, "trainer", default={})
+        if trainer.get("logger") in (False, []):
+            root = trainer.get("default_root_dir") or os.getcwd()
+            check_free(Path(root) / PREDICTIONS_FILE)
 
 
 def synth_main(argv: Sequence[str]) -> int:

@@ -163,8 +163,9 @@ class ForceFieldModule(L.LightningModule):
     def forward(self, batch: Batch, compute_stress: bool = False) -> dict[str, Tensor]:
         return self.model(batch, compute_stress=compute_stress)
 
-    def _predict(self, batch: Batch, grad: bool) -> dict[str, Tensor]:
-        """The model's outputs on ``batch``, with autograd on when ``grad`` or when the forces are
+    def _predict(self, batch: Batch, grad: bool, compute_stress: bool = False) -> dict[str, Tensor]:
+        """The model's outputs on ``batch`` (with the stress when ``compute_stress`` and the model
+        is conservative), with autograd on when ``grad`` or when the forces are
         conservative (``F = -dE/dpos`` needs it even in evaluation). Lightning's ``test``,
         ``validate`` and ``predict`` run under ``torch.inference_mode``, where no gradient can
         be taken: a conservative model leaves it, with a copy of the batch (tensors made in
@@ -175,7 +176,7 @@ class ForceFieldModule(L.LightningModule):
         with torch.inference_mode(False), torch.enable_grad():
             if batch.pos.is_inference():
                 batch = batch.clone()
-            return self(batch)
+            return self(batch, compute_stress=compute_stress)
 
     def lr_factor(self, step: int) -> float:
         """:func:`wsd_factor` of this run at its optimiser step ``step``."""
@@ -263,7 +264,9 @@ class ForceFieldModule(L.LightningModule):
         self._step(batch, "test")
 
     def predict_step(self, batch: Batch, batch_idx: int) -> dict[str, Tensor]:
-        out = self._predict(batch, grad=False)
+        """``energy`` [B], ``forces`` [n_atoms, 3] and, for a conservative model, ``stress``
+        [B, 3, 3] (written by :class:`~atomistic_scaling.predictions.PredictionsWriter`)."""
+        out = self._predict(batch, grad=False, compute_stress=self.model.conservative)
         return {key: value.detach() for key, value in out.items()}
 
     def configure_optimizers(self) -> Any:
