@@ -289,11 +289,15 @@ def test_bad_wt_and_missing_checkpoint(tmp_path, tiny_ckpt, capsys) -> None:
     dms.write_text("mutated_sequence,DMS_score\nMKT,1\n")
     (tmp_path / "junk.ckpt").write_text("not a checkpoint\n")
     torch.save({"state_dict": {}}, tmp_path / "bare.ckpt")
+    # another model's Lightning checkpoint (issue 29 review: a TypeError traceback)
+    other = {"hyper_parameters": {"horizon": 4}, "state_dict": {"w": torch.zeros(2)}}
+    torch.save(other, tmp_path / "other.ckpt")
     for wt, ckpt, message in [
         ("MK1TA", tiny_ckpt, "--wt"),
         ("MKTA", tmp_path / "no.ckpt", "no.ckpt: no such checkpoint"),
         ("MKTA", tmp_path / "junk.ckpt", "junk.ckpt: not a readable checkpoint"),
         ("MKTA", tmp_path / "bare.ckpt", "bare.ckpt: not a bio-scisor Lightning checkpoint"),
+        ("MKTA", tmp_path / "other.ckpt", "other.ckpt: not a bio-scisor Lightning checkpoint"),
     ]:
         with pytest.raises(SystemExit) as info:
             main(

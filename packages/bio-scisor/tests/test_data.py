@@ -36,6 +36,39 @@ def test_checkpoint_round_trip_keeps_schedule_and_background(tiny_module, tiny_c
         torch.testing.assert_close(a, b)
 
 
+def test_checkpoint_of_another_model_is_one_error_naming_the_file(
+    tmp_path: Path, tiny_module
+) -> None:
+    """Another model's checkpoint raised TypeError (unknown hyperparameter) or RuntimeError
+    (weights of another shape) from inside the module; now a ScisorFormatError naming the file.
+    The other model is a tiny LightningModule with hyperparameters and weights of its own."""
+    import lightning as L
+
+    class Other(L.LightningModule):
+        def __init__(self, horizon: int = 4) -> None:
+            super().__init__()
+            self.save_hyperparameters()
+            self.head = torch.nn.Linear(3, horizon)
+
+    other = Other()
+    foreign = tmp_path / "foreign.ckpt"
+    torch.save({"hyper_parameters": dict(other.hparams), "state_dict": other.state_dict()}, foreign)
+    with pytest.raises(ScisorFormatError, match=r"foreign\.ckpt: not a bio-scisor Lightning"):
+        load_checkpoint(foreign)
+    # our hyperparameters with another model's weights: load_state_dict's RuntimeError
+    mixed = tmp_path / "mixed.ckpt"
+    torch.save(
+        {"hyper_parameters": dict(tiny_module.hparams), "state_dict": other.state_dict()}, mixed
+    )
+    with pytest.raises(ScisorFormatError, match=r"mixed\.ckpt: not a bio-scisor Lightning"):
+        load_checkpoint(mixed)
+    # hyperparameters that are not a mapping
+    odd = tmp_path / "odd.ckpt"
+    torch.save({"hyper_parameters": [1, 2], "state_dict": other.state_dict()}, odd)
+    with pytest.raises(ScisorFormatError, match=r"odd\.ckpt: not a bio-scisor Lightning"):
+        load_checkpoint(odd)
+
+
 def test_module_validates_hyperparameters() -> None:
     with pytest.raises(ValueError, match="t_max"):
         ScisorLitModule(t_max=1.0)

@@ -108,8 +108,10 @@ def _init_args(values: dict) -> dict:
 def load_checkpoint(path: str | Path, map_location: str = "cpu") -> ScisorLitModule:
     """Rebuild a :class:`ScisorLitModule` from a Lightning checkpoint (``weights_only=True``).
 
-    A missing file is a ``FileNotFoundError``; an unreadable one, or one without
-    ``state_dict``/``hyper_parameters``, a :class:`~bio_scisor.io.ScisorFormatError` naming it.
+    A missing file is a ``FileNotFoundError``; an unreadable one, one without
+    ``state_dict``/``hyper_parameters``, or another model's checkpoint (hyperparameters this
+    module does not take, weights of another shape) a :class:`~bio_scisor.io.ScisorFormatError`
+    naming it.
     """
     from bio_scisor.io import ScisorFormatError
     from iclr26_common.checkpoints import load_weights_only
@@ -122,9 +124,21 @@ def load_checkpoint(path: str | Path, map_location: str = "cpu") -> ScisorLitMod
         raise ScisorFormatError(
             f"{path}: not a bio-scisor Lightning checkpoint (no hyper_parameters)"
         )
-    hparams = {k: v for k, v in ckpt["hyper_parameters"].items() if not k.startswith("_")}
-    module = ScisorLitModule(**hparams)
-    module.load_state_dict(ckpt["state_dict"])
+    stored = ckpt["hyper_parameters"]
+    if not isinstance(stored, dict):
+        raise ScisorFormatError(
+            f"{path}: not a bio-scisor Lightning checkpoint (hyper_parameters is a "
+            f"{type(stored).__name__}, not a mapping)"
+        )
+    hparams = {k: v for k, v in stored.items() if not str(k).startswith("_")}
+    try:
+        module = ScisorLitModule(**hparams)
+        module.load_state_dict(ckpt["state_dict"])
+    except (TypeError, RuntimeError) as error:  # another model's hyperparameters or weights
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ScisorFormatError(
+            f"{path}: not a bio-scisor Lightning checkpoint (another model's? {first})"
+        ) from error
     return module.eval()
 
 
