@@ -12,7 +12,7 @@ import pytest
 
 from pointcloud_pgllm.api import PipelineOptions, classify, detect_ood
 from pointcloud_pgllm.cli import main
-from pointcloud_pgllm.errors import PGLLMInputError
+from pointcloud_pgllm.errors import PGLLMInputError, PGLLMUsageError
 from pointcloud_pgllm.results import write_results
 
 OPTIONS = PipelineOptions(n_points=128)
@@ -71,7 +71,6 @@ def test_detect_ood_returns_what_the_cli_writes(small_tree: Path, tmp_path: Path
     [
         (lambda: PipelineOptions(scorer="http"), "--scorer http needs --base-url and --model"),
         (lambda: PipelineOptions(graph="radius"), "--graph: 'radius'"),
-        (lambda: PipelineOptions(alpha=1.5), "--alpha must be in [0, 1]"),
         (lambda: classify(), "give --data, or --captions with --features"),
         (lambda: classify("x", captions="c.json", features="f.npy"), "exclude each other"),
         (lambda: classify(captions="c.json"), "--captions and --features go together"),
@@ -83,16 +82,43 @@ def test_detect_ood_returns_what_the_cli_writes(small_tree: Path, tmp_path: Path
         ),
     ],
 )
-def test_bad_options_raise_one_line_input_errors(make, needle: str) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(PGLLMInputError) as info:
+def test_bad_options_raise_one_line_usage_errors(make, needle: str) -> None:  # type: ignore[no-untyped-def]
+    """Option problems are PGLLMUsageError (the CLI prints them as its subcommand's usage
+    error)."""
+    with pytest.raises(PGLLMUsageError) as info:
         make()
     assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_alpha_keeps_the_propagation_wording() -> None:
+    """``alpha must be ...`` as graph.propagate said it (the CLI's line before api.py)."""
+    with pytest.raises(PGLLMInputError) as info:
+        PipelineOptions(alpha=1.5)
+    assert str(info.value) == "alpha must be in [0, 1], got 1.5"
+    assert not isinstance(info.value, PGLLMUsageError)
+
+
+def test_fewer_than_two_classes_is_refused_before_the_scorer(
+    small_tree: Path, tmp_path: Path
+) -> None:
+    """One class used to reach sklearn's "at least 2 classes" ValueError in the tfidf fit."""
+    with pytest.raises(PGLLMUsageError, match=r"^--id-classes: give at least 2 distinct"):
+        detect_ood(small_tree, id_classes=["chair"], options=OPTIONS)
+    with pytest.raises(PGLLMUsageError, match=r"^--classes: give at least 2 distinct"):
+        classify(small_tree, classes=["chair"], options=OPTIONS)
+    from pointcloud_pgllm.synth import generate_dataset
+
+    one = generate_dataset(tmp_path / "one", ["chair"], n_train=2, n_test=3, seed=0)
+    with pytest.raises(PGLLMInputError) as info:
+        classify(one, options=PipelineOptions(n_points=64, graph_k=1, guidance_k=1))
+    assert str(info.value) == f"{one}: holds 1 class (chair); recognition needs at least 2"
+    assert not isinstance(info.value, PGLLMUsageError)  # a data error: the top-level line
 
 
 def test_bad_data_raises_one_line_input_errors(small_tree: Path) -> None:
     with pytest.raises(PGLLMInputError, match="'sofa' is not in") as info:
         detect_ood(small_tree, id_classes=["chair", "sofa"], options=OPTIONS)
-    assert "--id-classes" in str(info.value)
+    assert "--id-classes" in str(info.value) and not isinstance(info.value, PGLLMUsageError)
     with pytest.raises(PGLLMInputError, match=r"must be in 1\.\.17 for 18 clouds"):
         classify(small_tree, options=PipelineOptions(n_points=128, graph_k=18))
 

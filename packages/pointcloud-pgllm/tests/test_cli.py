@@ -346,6 +346,83 @@ def test_single_probability_needs_http(
     assert "--scorer http" in line
 
 
+CLASSIFY_USAGE = "pointcloud-pgllm classify: error: {} (see pointcloud-pgllm classify --help)"
+OOD_USAGE = "pointcloud-pgllm ood: error: {} (see pointcloud-pgllm ood --help)"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["classify", "--data", "{tree}", "--captions", "c.json"],
+            CLASSIFY_USAGE.format("--data and --captions/--features exclude each other"),
+        ),
+        (["classify"], CLASSIFY_USAGE.format("give --data, or --captions with --features")),
+        (
+            ["classify", "--captions", "c.json"],
+            CLASSIFY_USAGE.format("--captions and --features go together"),
+        ),
+        (
+            ["classify", "--data", "{tree}", "--graph-k", "18"],
+            CLASSIFY_USAGE.format("--graph-k and --guidance-k must be in 1..17 for 18 clouds"),
+        ),
+        (
+            ["classify", "--data", "{tree}", "--guidance-k", "0"],
+            CLASSIFY_USAGE.format("--graph-k and --guidance-k must be in 1..17 for 18 clouds"),
+        ),
+        (
+            ["classify", "--data", "{tree}", "--scorer", "http"],
+            CLASSIFY_USAGE.format("--scorer http needs --base-url and --model"),
+        ),
+        (
+            ["ood", "--data", "{tree}", "--id-split", "MN1", "--ood-score", "single-probability"],
+            OOD_USAGE.format("--ood-score single-probability needs --scorer http"),
+        ),
+        (
+            ["classify", "--data", "{tree}", "--alpha", "2"],
+            "pointcloud-pgllm: error: alpha must be in [0, 1], got 2.0",
+        ),
+    ],
+)
+def test_option_errors_keep_the_lines_of_the_cli_before_the_api(
+    args: list[str], expected: str, small_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The exact lines ``pointcloud-pgllm`` printed at 8d3cb5d (before the pipeline moved into
+    api.py): option problems are the subcommand's usage error, with its --help hint."""
+    argv = [a.replace("{tree}", str(small_tree)) for a in args]
+    line = _one_line_error(capsys, [*argv, "--n-points", "128", "--out", str(tmp_path / "o")])
+    assert line == expected
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["ood", "--id-classes", "chair"],
+            OOD_USAGE.format("--id-classes: give at least 2 distinct classes, got 1 (chair)"),
+        ),
+        (
+            ["classify", "--classes", "chair", "--graph-k", "2", "--guidance-k", "2"],
+            CLASSIFY_USAGE.format("--classes: give at least 2 distinct classes, got 1 (chair)"),
+        ),
+        (
+            ["classify", "--classes", "chair,chair", "--graph-k", "2", "--guidance-k", "2"],
+            CLASSIFY_USAGE.format(
+                "--classes: give at least 2 distinct classes, got 2 (chair, chair)"
+            ),
+        ),
+    ],
+)
+def test_one_class_is_a_one_line_usage_error(
+    args: list[str], expected: str, small_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """One class used to end in sklearn's "needs samples of at least 2 classes" traceback
+    (exit 1) from the tfidf scorer's fit."""
+    argv = [*args, "--data", str(small_tree), "--n-points", "128", "--out", str(tmp_path / "o")]
+    assert _one_line_error(capsys, argv) == expected
+
+
 def test_fit_without_logger_never_overwrites_the_working_directorys_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

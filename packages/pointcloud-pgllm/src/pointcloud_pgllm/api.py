@@ -8,8 +8,10 @@ folder or one ``.h5`` file; its clouds are encoded and captioned here) or PointL
 or an array ``[N, D]``). Both functions return a :class:`~pointcloud_pgllm.results.PGLLMResult`
 (scores ``[N, C]`` per ablation, metrics, captions, features); writing files is separate
 (:func:`~pointcloud_pgllm.results.write_results`). Bad input raises
-:class:`~pointcloud_pgllm.errors.PGLLMInputError` with one line; messages name an option by its
-command-line spelling (field ``graph_k`` is ``--graph-k``).
+:class:`~pointcloud_pgllm.errors.PGLLMInputError` with one line; options that do not fit raise
+its subclass :class:`~pointcloud_pgllm.errors.PGLLMUsageError`, whose messages name an option
+by its command-line spelling (field ``graph_k`` is ``--graph-k``). Both functions need at least
+2 classes (the tfidf scorer's classifier and the softmax of MSP need them).
 
 Example::
 
@@ -37,7 +39,7 @@ from pointcloud_pgllm.constants import (
     PROPAGATION_K,
     PROPAGATION_STEPS,
 )
-from pointcloud_pgllm.errors import PGLLMInputError
+from pointcloud_pgllm.errors import PGLLMInputError, PGLLMUsageError
 from pointcloud_pgllm.graph import GRAPH_VARIANTS
 from pointcloud_pgllm.pipeline import IDProbabilityScorer, PGLLMConfig, evaluate, pgllm_scores
 from pointcloud_pgllm.results import PGLLMResult
@@ -79,19 +81,19 @@ class PipelineOptions:
 
     def __post_init__(self) -> None:
         if self.scorer not in SCORERS:
-            raise PGLLMInputError(f"--scorer: {self.scorer!r} is not one of {', '.join(SCORERS)}")
+            raise PGLLMUsageError(f"--scorer: {self.scorer!r} is not one of {', '.join(SCORERS)}")
         if self.graph not in GRAPH_VARIANTS:
-            raise PGLLMInputError(
+            raise PGLLMUsageError(
                 f"--graph: {self.graph!r} is not one of {', '.join(GRAPH_VARIANTS)}"
             )
         if self.scorer == "http" and (not self.base_url or not self.model):
-            raise PGLLMInputError("--scorer http needs --base-url and --model")
+            raise PGLLMUsageError("--scorer http needs --base-url and --model")
         if self.n_points < 1:
-            raise PGLLMInputError(f"--n-points must be >= 1, got {self.n_points}")
-        if not 0.0 <= self.alpha <= 1.0:
-            raise PGLLMInputError(f"--alpha must be in [0, 1], got {self.alpha}")
+            raise PGLLMUsageError(f"--n-points must be >= 1, got {self.n_points}")
+        if not 0.0 <= self.alpha <= 1.0:  # graph.propagate's wording (the CLI's line before api.py)
+            raise PGLLMInputError(f"alpha must be in [0, 1], got {self.alpha}")
         if self.steps < 0:
-            raise PGLLMInputError(f"--steps must be >= 0, got {self.steps}")
+            raise PGLLMUsageError(f"--steps must be >= 0, got {self.steps}")
 
 
 def encode_clouds(points: np.ndarray, encoder: str, batch_size: int = 16) -> np.ndarray:
@@ -171,6 +173,16 @@ def _read_features(features: PathLike | np.ndarray, n_rows: int) -> np.ndarray:
     return features.astype(np.float32, copy=False)
 
 
+def _check_two_classes(classes: list[str], option: str) -> None:
+    """One-line :class:`PGLLMUsageError` unless ``classes`` names at least 2 distinct classes
+    (the tfidf scorer's classifier cannot be fitted on one, and MSP of one class is always 1)."""
+    if len(set(classes)) < 2:
+        raise PGLLMUsageError(
+            f"{option}: give at least 2 distinct classes, got {len(classes)} "
+            f"({', '.join(classes) or 'none'})"
+        )
+
+
 def _load_inputs(
     data: PathLike | None,
     captions: PathLike | None,
@@ -185,15 +197,15 @@ def _load_inputs(
 
     if captions is None and features is None:
         if data is None:
-            raise PGLLMInputError("give --data, or --captions with --features")
+            raise PGLLMUsageError("give --data, or --captions with --features")
         loaded = load_dataset(
             data, options.split, n_points=options.n_points, seed=options.seed, classes=classes
         )
         return loaded, None
     if data is not None:
-        raise PGLLMInputError("--data and --captions/--features exclude each other")
+        raise PGLLMUsageError("--data and --captions/--features exclude each other")
     if captions is None or features is None:
-        raise PGLLMInputError("--captions and --features go together")
+        raise PGLLMUsageError("--captions and --features go together")
     from pointcloud_pgllm.pointllm_io import keep_classes, read_pointllm_captions
 
     items = read_pointllm_captions(captions, classes)
@@ -231,7 +243,7 @@ def _run_pipeline(
 
     n = len(items)
     if not 1 <= graph_k < n or not 1 <= options.guidance_k < n:
-        raise PGLLMInputError(f"--graph-k and --guidance-k must be in 1..{n - 1} for {n} clouds")
+        raise PGLLMUsageError(f"--graph-k and --guidance-k must be in 1..{n - 1} for {n} clouds")
     if scorer is None:
         scorer = make_scorer(options, class_names, items.sources, data, captions_path)
     if loaded_features is not None:  # PointLLM's captions and features
@@ -305,6 +317,8 @@ def classify(
     none / guidance / propagation / both, and metrics when labels exist."""
     options = options or PipelineOptions()
     class_list = None if classes is None else list(classes)
+    if class_list is not None:
+        _check_two_classes(class_list, "--classes")
     items, feats = _load_inputs(data, captions, features, options, class_list)
     if not items.class_names:
         raise PGLLMInputError(
@@ -312,6 +326,10 @@ def classify(
             "with --classes"
         )
     names = list(items.class_names)
+    if len(set(names)) < 2:
+        raise PGLLMInputError(
+            f"{data or captions}: holds 1 class ({names[0]}); recognition needs at least 2"
+        )
     graph_k = PROPAGATION_K if options.graph_k is None else options.graph_k
     run = _run_pipeline(items, feats, items.labels, names, options, graph_k, scorer, data, captions)
     return PGLLMResult(
@@ -348,13 +366,15 @@ def detect_ood(
     http scorer). Metrics: accuracy on ID, AUROC and FPR95 with ID positive, per ablation."""
     options = options or PipelineOptions()
     if (id_classes is None) == (id_split is None):
-        raise PGLLMInputError("give one of --id-classes and --id-split")
+        raise PGLLMUsageError("give one of --id-classes and --id-split")
     if id_split is not None and id_split not in OOD_SPLITS:
-        raise PGLLMInputError(f"--id-split: {id_split!r} is not one of {', '.join(OOD_SPLITS)}")
+        raise PGLLMUsageError(f"--id-split: {id_split!r} is not one of {', '.join(OOD_SPLITS)}")
     if ood_score not in OOD_SCORES:
-        raise PGLLMInputError(f"--ood-score: {ood_score!r} is not one of {', '.join(OOD_SCORES)}")
+        raise PGLLMUsageError(f"--ood-score: {ood_score!r} is not one of {', '.join(OOD_SCORES)}")
     if ood_score == "single-probability" and scorer is None and options.scorer != "http":
-        raise PGLLMInputError("--ood-score single-probability needs --scorer http")
+        raise PGLLMUsageError("--ood-score single-probability needs --scorer http")
+    if id_classes is not None:
+        _check_two_classes(list(id_classes), "--id-classes")
     items, feats = _load_inputs(data, captions, features, options, None)
     if (items.labels < 0).any():
         raise PGLLMInputError(

@@ -3,13 +3,15 @@ caption, classify and ood (the full PGLLM pipeline on a dataset folder) and conf
 
 ``classify`` / ``ood`` only parse their options, call :mod:`pointcloud_pgllm.api` and write its
 result with :func:`pointcloud_pgllm.results.write_results`; bad input raised there as
-``PGLLMInputError`` ends as one line (exit 2)."""
+``PGLLMInputError`` ends as one line (exit 2): ``pointcloud-pgllm: error: ...``, or, for an
+option problem (``PGLLMUsageError``), the subcommand's usage line ``pointcloud-pgllm classify:
+error: ... (see pointcloud-pgllm classify --help)``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -294,6 +296,19 @@ def _options(ns: argparse.Namespace) -> PipelineOptions:
     )
 
 
+def _usage_errors_as_parser_errors(
+    parser: ArgumentParser, call: Callable[[], PGLLMResult]
+) -> PGLLMResult:
+    """``call()``; a ``PGLLMUsageError`` it raises (an option problem) ends as ``parser``'s
+    one-line usage error (subcommand prog and ``--help`` hint, exit 2); data errors pass."""
+    from pointcloud_pgllm.errors import PGLLMUsageError
+
+    try:
+        return call()
+    except PGLLMUsageError as error:
+        parser.error(str(error))
+
+
 def _write_and_print(result: PGLLMResult, ns: argparse.Namespace) -> None:
     from pointcloud_pgllm.results import write_results
 
@@ -320,12 +335,15 @@ def classify_main(argv: Sequence[str]) -> int:
     ns = parser.parse_args(list(argv))
     from pointcloud_pgllm.api import classify
 
-    result = classify(
-        ns.data,
-        captions=ns.captions,
-        features=ns.features,
-        classes=ns.classes,
-        options=_options(ns),
+    result = _usage_errors_as_parser_errors(
+        parser,
+        lambda: classify(
+            ns.data,
+            captions=ns.captions,
+            features=ns.features,
+            classes=ns.classes,
+            options=_options(ns),
+        ),
     )
     _write_and_print(result, ns)
     return 0
@@ -357,14 +375,17 @@ def ood_main(argv: Sequence[str]) -> int:
     ns = parser.parse_args(list(argv))
     from pointcloud_pgllm.api import detect_ood
 
-    result = detect_ood(
-        ns.data,
-        id_classes=ns.id_classes,
-        id_split=ns.id_split,
-        ood_score=ns.ood_score,
-        captions=ns.captions,
-        features=ns.features,
-        options=_options(ns),
+    result = _usage_errors_as_parser_errors(
+        parser,
+        lambda: detect_ood(
+            ns.data,
+            id_classes=ns.id_classes,
+            id_split=ns.id_split,
+            ood_score=ns.ood_score,
+            captions=ns.captions,
+            features=ns.features,
+            options=_options(ns),
+        ),
     )
     _write_and_print(result, ns)
     return 0

@@ -1,9 +1,16 @@
-"""The one error type for bad input (a file or a field that cannot be read as documented)."""
+"""The error types for bad input: :class:`PGLLMInputError` (a file or a field that cannot be
+read as documented) and its subclass :class:`PGLLMUsageError` (options that do not fit together
+or are out of range), which the CLI reports as its subcommand's usage error
+(``pointcloud-pgllm classify: error: ... (see pointcloud-pgllm classify --help)``)."""
 
 from __future__ import annotations
 
-__all__ = ["PGLLMInputError"]
+__all__ = ["PGLLMInputError", "PGLLMUsageError"]
 
 
 class PGLLMInputError(ValueError):
     """Bad input data: the message names the file (or option) and the field or line."""
+
+
+class PGLLMUsageError(PGLLMInputError):
+    """Bad options: the message names the option by its command-line spelling (``--graph-k``)."""
