@@ -218,3 +218,17 @@ def test_run_benchmark_chooses_the_device_once_through_iclr26_common(
     assert asked == ["asked"] and seen == [("gpu", [1]), ("gpu", [1])]
     bench.run_benchmark("data", ["mlp"], accelerator="cpu")
     assert asked == ["asked"] and seen[-1] == ("cpu", None)
+
+
+def test_every_task_fits_train_and_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_benchmark's task dicts go to train_and_test(**task): every key must be one of its
+    parameters (a 'devices' key it lacked broke the experiment while a mocked test passed)."""
+    import inspect
+
+    import rf_matid.benchmark as bench
+
+    parameters = set(inspect.signature(bench.train_and_test).parameters)
+    tasks: list[dict] = []
+    monkeypatch.setattr(bench, "train_and_test", lambda **task: tasks.append(task))
+    bench.run_benchmark("data", ["mlp"])
+    assert tasks and set(tasks[0]) <= parameters

@@ -52,6 +52,7 @@ def train_and_test(
     cache_dir: str | Path | None = None,
     accelerator: str | None = None,
     split_seed: int = 42,
+    devices: int | list[int] | None = None,
 ) -> BenchmarkRow:
     """Trains ``arch`` on the split's train part for ``epochs`` and evaluates the last epoch on test.
 
@@ -61,7 +62,8 @@ def train_and_test(
     ``seed`` drives initialisation and shuffling; the split is drawn with ``split_seed`` (fixed
     at upstream's 42 by default), so every training seed sees the same split. ``accelerator``:
     ``None`` takes :func:`iclr26_common.device.lightning_accelerator`'s choice (CUDA when
-    PyTorch sees it; ``ICLR26_DEVICE=cpu`` forces the CPU); one device either way.
+    PyTorch sees it; ``ICLR26_DEVICE=cpu`` forces the CPU); one device either way. ``devices``:
+    Lightning's ``devices`` (``[N]`` for ``cuda:N``; None: Lightning's default).
     """
     from iclr26_common.lightning import quiet_lightning
 
@@ -79,6 +81,7 @@ def train_and_test(
             cache_dir,
             accelerator,
             split_seed,
+            devices,
         )
 
 
