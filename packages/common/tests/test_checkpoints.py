@@ -7,9 +7,10 @@ from collections import OrderedDict
 from pathlib import Path
 
 import pytest
-import torch
 
-from iclr26_common.checkpoints import load_weights_only
+torch = pytest.importorskip("torch")  # the [lightning] extra; common alone has no torch
+
+from iclr26_common.checkpoints import load_weights_only  # noqa: E402
 
 
 class FormatError(Exception):
