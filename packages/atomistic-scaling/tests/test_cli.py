@@ -11,6 +11,7 @@ from atomistic_scaling import __version__
 from atomistic_scaling.cli import main, run_lightning_cli
 from atomistic_scaling.constants import ARCHITECTURES
 from atomistic_scaling.io import read_structures
+from atomistic_scaling.peers import nequip_available
 from iclr26_common.testing import (
     assert_cli_help,
     assert_one_line_error,
@@ -79,6 +80,10 @@ def test_shipped_config_fits_tests_and_predicts(
     ]
     if config.stem in SMALL_WIDTH:
         args.append(f"--model.width={SMALL_WIDTH[config.stem]}")
+    if config.stem == "nequip" and not nequip_available():  # the optional [peers] extra
+        run = run_main(main, ["fit", *args], capsys, cwd=tmp_path)
+        assert run.code == 2 and "atomistic-scaling[peers]" in run.err, run.err[-2000:]
+        return
     for command in ("fit", "test", "predict"):
         run = run_main(main, [command, *args], capsys, cwd=tmp_path)
         assert run.code == 0, f"{command}: {run.err[-2000:]}"
