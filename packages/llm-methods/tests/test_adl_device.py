@@ -1,10 +1,9 @@
-"""The ADL experiment runs on the workspace's device choice, and the causal projection test
-works across a base/finetuned pair of different dtypes (the same cast as across devices)."""
+"""ADL's causal projection test works across a base/finetuned pair of different dtypes (the same
+cast as across devices; the experiment's device choice: test_device_choice.py)."""
 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,36 +13,6 @@ from llm_methods.adl.diff import projection_loss_change
 from llm_methods.lm import wrap
 
 TEXTS = ["A list is a mutable sequence of items.", "Functions are defined with def and return."]
-
-
-class _Stop(Exception):
-    """Raised by the fake trainer: the test only needs the run up to the first training call."""
-
-
-def test_run_builds_the_model_on_the_chosen_device(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    import llm_methods.lm.train as train
-    from llm_methods.adl import experiment
-
-    asked: list[Any] = []
-    trained_on: list[torch.device] = []
-
-    def choose_device(prefer: str | None = None) -> torch.device:
-        asked.append(prefer)
-        return torch.device("meta")  # a device the model is not built on: moving it shows
-
-    def fake_train(model: torch.nn.Module, *args: Any, **kwargs: Any) -> None:
-        trained_on.append(next(model.parameters()).device)
-        raise _Stop
-
-    # raising=False: code that never asks for a device fails on the assertions below
-    monkeypatch.setattr(experiment, "choose_device", choose_device, raising=False)
-    monkeypatch.setattr(train, "train_lm", fake_train)
-    with pytest.raises(_Stop):
-        experiment.run(True, tmp_path)
-    assert trained_on == [torch.device("meta")]
-    assert asked == [None]
 
 
 def _perturbed(tiny: Any, dtype: torch.dtype) -> Any:

@@ -1,15 +1,19 @@
-"""Both dispersion experiments run on the workspace's device choice: push-away builds its tiny
-Llamas there, the correlation study loads SmolLM2 there (float32 on every device)."""
+"""The experiments that train or load models run on the workspace's device choice
+(``iclr26_common.device.choose_device``): ADL, LinguaMap and dispersion's push-away build their
+tiny Llamas there, dispersion's correlation study loads SmolLM2 there (float32 on every device).
+
+``choose_device`` is replaced by one that answers ``meta``, a device the models are not built on,
+so a model that reaches training on ``meta`` was moved there; the runs stop at the first training
+or loading call."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-
-from llm_methods.dispersion import experiment
 
 
 class _Stop(Exception):
@@ -24,11 +28,20 @@ def _choose(asked: list[Any]) -> Any:
     return choose_device
 
 
-def test_pushaway_builds_the_models_on_the_chosen_device(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.mark.parametrize(
+    ("module", "function"),
+    [
+        ("llm_methods.adl.experiment", "run"),
+        ("llm_methods.linguamap.experiment", "run"),
+        ("llm_methods.dispersion.experiment", "run_pushaway"),
+    ],
+)
+def test_training_experiments_build_the_model_on_the_chosen_device(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, module: str, function: str
 ) -> None:
     import llm_methods.lm.train as train
 
+    experiment = importlib.import_module(module)
     asked: list[Any] = []
     trained_on: list[torch.device] = []
 
@@ -36,10 +49,11 @@ def test_pushaway_builds_the_models_on_the_chosen_device(
         trained_on.append(next(model.parameters()).device)
         raise _Stop
 
+    # raising=False: code that never asks for a device fails on the assertions below
     monkeypatch.setattr(experiment, "choose_device", _choose(asked), raising=False)
     monkeypatch.setattr(train, "train_lm", fake_train)
     with pytest.raises(_Stop):
-        experiment.run_pushaway(True, tmp_path)
+        getattr(experiment, function)(True, tmp_path)
     assert trained_on == [torch.device("meta")]
     assert asked == [None]
 
@@ -48,6 +62,7 @@ def test_correlation_loads_the_model_on_the_chosen_device(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     import llm_methods.lm as lm
+    from llm_methods.dispersion import experiment
 
     asked: list[Any] = []
     loads: list[tuple[Any, ...]] = []
