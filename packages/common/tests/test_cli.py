@@ -158,7 +158,11 @@ def test_reproduce_end_to_end(fake_dist: Path, tmp_path: Path, capsys) -> None:
     index = (out / "index.md").read_text()
     n = _n_registered()
     headline = f"6 of {n} registered experiments (quick mode): 1 held, 1 not held, "
-    assert headline + f"0 inconclusive, 4 error; {n - 6} not run." in index
+    assert (
+        headline
+        + f"0 inconclusive (control failed), 0 inconclusive (underpowered), 4 error; {n - 6} not run."
+        in index
+    )
     for name in [*names, "old"]:
         assert f"[report.md]({name}/report.md)" in index
     assert "| old | **error** |" in index.split("## Not counted")[1]  # listed, not counted
@@ -214,7 +218,7 @@ def test_sigterm_kills_worker_and_records_error(fake_dist: Path, tmp_path: Path)
     assert (
         f"1 of {_n_registered()} registered experiments (full mode): 0 held, 0 not held, " in index
     )
-    assert "0 inconclusive, 1 error;" in index
+    assert "0 inconclusive (underpowered), 1 error;" in index
 
 
 def test_abort_or_hang_at_import_is_an_error_row(abort_dist: Path, tmp_path: Path) -> None:

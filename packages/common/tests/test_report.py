@@ -130,7 +130,10 @@ def test_write_index_counts_and_corrupt_json(tmp_path: Path) -> None:
     index = write_index(tmp_path)
     assert index == tmp_path / "index.md"
     md = index.read_text()
-    assert "5 experiments: 1 held, 1 not held, 0 inconclusive, 3 error." in md
+    assert (
+        "5 experiments: 1 held, 1 not held, 0 inconclusive (control failed), 0 inconclusive (underpowered), 3 error."
+        in md
+    )
     table = md.split("## Claims")[0]
     rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
     assert len(rows) == 6  # header + 5
@@ -168,7 +171,7 @@ def test_claims_in_result_report_and_index(tmp_path: Path) -> None:
         run_id="r1",
     )
     data = json.loads((tmp_path / "demo" / "result.json").read_text())
-    assert data["schema"] == 3 and data["verdict"] == "not held"
+    assert data["schema"] == 4 and data["verdict"] == "not held"
     assert [c["verdict"] for c in data["claims"]] == ["held", "not held"]
     assert data["claims"][0]["measured"] == {"gap": 0.1, "per": {"s1": 0.9}}
     assert data["wall_s"] == 70 and data["budget_s"] == 60 and data["within_budget"] is False
@@ -179,11 +182,11 @@ def test_claims_in_result_report_and_index(tmp_path: Path) -> None:
     assert "over budget" in md and "1 of 2 claims held" in md
 
     index = write_index(tmp_path, run_id="r1").read_text()
-    assert "Claims: 1 of 2 held, 0 inconclusive." in index
+    assert "Claims (2): 1 held, 1 not held, 0 inconclusive (control failed)" in index
     row = next(line for line in index.splitlines() if line.startswith("| demo"))
     assert "| not held | 1/2 | quick | 1 min 10 s ⚠ over budget | cpu | this run |" in row
-    assert "| 1 | A \\| beats B. | gap >= 0.05 | held |" in index
-    assert "| 2 | C is robust. | drop <= 0.02 | not held |" in index
+    assert "| 1 | A \\| beats B. | — (point estimate: gap >= 0.05) | held |" in index
+    assert "| 2 | C is robust. | — (point estimate: drop <= 0.02) | not held |" in index
     later = write_index(tmp_path, run_id="r2").read_text()
     assert (
         f"earlier run ({data['timestamp'].replace('T', ' ').removesuffix('+00:00')} UTC)" in later
@@ -210,7 +213,10 @@ def test_schema_1_results_stay_readable(tmp_path: Path) -> None:
     assert data["claims"] == [] and data["wall_s"] is None and data["run_id"] is None
     assert data["distribution_version"] == "0.1.0"
     index = write_index(tmp_path, run_id="now").read_text()
-    assert "1 experiment: 1 held, 0 not held, 0 inconclusive, 0 error." in index
+    assert (
+        "1 experiment: 1 held, 0 not held, 0 inconclusive (control failed), 0 inconclusive (underpowered), 0 error."
+        in index
+    )
     assert "— (single verdict)" in index and "earlier run (2026-11-30 10:00:00 UTC)" in index
     assert "Single verdict (no per-claim breakdown): An old single-verdict claim." in index
 

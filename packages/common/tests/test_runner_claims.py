@@ -125,5 +125,8 @@ def test_schema_2_results_stay_readable(tmp_path: Path) -> None:
     assert data["devices"] == ["cuda (NVIDIA H200)"] and data["threads"] == [2]
     assert data["source"] is None and data["nonfinite_metrics"] == []
     index = write_index(tmp_path, registered=["old2"], mode="quick").read_text()
-    assert "1 of 1 registered experiments (quick mode): 0 held, 1 not held, 0 inconclusive" in index
-    assert "| 2 | B. | b | not held |" in index
+    assert (
+        "1 of 1 registered experiments (quick mode): 0 held, 1 not held, 0 inconclusive (control failed)"
+        in index
+    )
+    assert "| 2 | B. | — (point estimate: b) | not held |" in index

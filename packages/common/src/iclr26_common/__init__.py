@@ -2,6 +2,14 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from iclr26_common.effects import (
+    Effect,
+    bootstrap_effect,
+    difference_effect,
+    exact_effect,
+    paired_effect,
+    t_effect,
+)
 from iclr26_common.registry import (
     Claim,
     Experiment,
@@ -20,12 +28,18 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 __all__ = [
     "Claim",
+    "Effect",
     "Experiment",
     "LoadError",
     "Precondition",
     "Result",
     "__version__",
+    "bootstrap_effect",
     "derive_verdict",
+    "difference_effect",
     "discover",
+    "exact_effect",
+    "paired_effect",
     "seed_everything",
+    "t_effect",
 ]

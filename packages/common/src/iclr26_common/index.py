@@ -14,11 +14,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from iclr26_common.effects import format_effect
 from iclr26_common.registry import BUDGET_S
 from iclr26_common.report import (
-    STATUSES,
+    INCONCLUSIVE_KINDS,
     atomic_write_text,
     claim_counts,
+    claim_kind,
+    claim_tally,
     format_duration,
     md_cell,
     read_result,
@@ -79,11 +82,38 @@ def _wall(data: dict[str, Any]) -> str:
     return text + (" ⚠ over budget" if data.get("within_budget") is False else "")
 
 
+def _effect_text(claim: dict[str, Any]) -> str:
+    effect = claim.get("effect")
+    if not isinstance(effect, dict):
+        return "— (point estimate: " + str(claim.get("criterion", "?")) + ")"
+    try:
+        return format_effect(effect)
+    except (TypeError, ValueError, KeyError):
+        return str(effect)
+
+
 def _claims_held(data: dict[str, Any]) -> str:
     if not data["claims"]:
         return "— (single verdict)" if data["status"] != "error" else "—"
     held, n, inconclusive = claim_counts(data["claims"])
     return f"{held}/{n}" + (f" ({inconclusive} inconclusive)" if inconclusive else "")
+
+
+#: What index.md counts experiments by: an inconclusive experiment counts as "control failed"
+#: when any of its inconclusive claims had a failed control, else as "underpowered".
+HEADLINE_KINDS = ("held", "not held", *INCONCLUSIVE_KINDS, "error")
+
+
+def _experiment_kind(data: dict[str, Any]) -> str:
+    status = data["status"]
+    if status != "inconclusive":
+        return status
+    kinds = [claim_kind(c) for c in data["claims"] if isinstance(c, dict)]
+    return (
+        INCONCLUSIVE_KINDS[0]
+        if INCONCLUSIVE_KINDS[0] in kinds or not kinds
+        else (INCONCLUSIVE_KINDS[1])
+    )
 
 
 def _load_attempts(reports_dir: Path) -> dict[str, dict[str, Any]]:
@@ -119,8 +149,8 @@ def write_index(
     leftovers: list[str] = []
     claim_sections: list[str] = []
     counted: set[str] = set()
-    counts = dict.fromkeys(STATUSES, 0)
-    n_claims = n_claims_held = n_inconclusive = 0
+    counts = dict.fromkeys(HEADLINE_KINDS, 0)
+    claims_tally = dict.fromkeys(HEADLINE_KINDS, 0)
     for path in sorted(reports_dir.glob("*/result.json")):
         exp_dir = path.parent.name
         if exp_dir.startswith((".", "_")):
@@ -140,7 +170,7 @@ def write_index(
             leftovers.append("| " + " | ".join(md_cell(c) for c in cells) + f" | {link} |")
             continue
         counted.add(exp_dir)
-        counts[status] += 1
+        counts[_experiment_kind(data)] += 1
         attempt = attempts.get(exp_dir)
         if attempt is not None:
             ran = "this run" if attempt.get("run_id") == run_id else "a later run"
@@ -162,12 +192,14 @@ def write_index(
         verdict = "**error**" if status == "error" else status
         section = [f"### {data.get('name') or exp_dir} — {verdict}", ""]
         if claims:
-            held, n, inconclusive = claim_counts(claims)
-            n_claims, n_claims_held = n_claims + n, n_claims_held + held
-            n_inconclusive += inconclusive
-            section += ["| # | Claim | Criterion | Verdict |", "|---|---|---|---|"]
+            for kind, count in claim_tally(claims).items():
+                claims_tally[kind] += count
+            section += [
+                "| # | Claim | Effect [95 % interval] vs threshold | Verdict |",
+                "|---|---|---|---|",
+            ]
             for i, claim in enumerate(claims, 1):
-                cells = [str(i), claim.get("text", "?"), claim.get("criterion", "?")]
+                cells = [str(i), claim.get("text", "?"), _effect_text(claim)]
                 cells.append(verdict_text(claim))
                 section.append("| " + " | ".join(md_cell(c) for c in cells) + " |")
         elif status == "error":
@@ -176,7 +208,8 @@ def write_index(
             section.append(f"Single verdict (no per-claim breakdown): {_short(data['claim'], 200)}")
         claim_sections += [*section, ""]
     total = sum(counts.values())
-    tally = ", ".join(f"{counts[s]} {s}" for s in STATUSES)
+    tally = ", ".join(f"{counts[s]} {s}" for s in HEADLINE_KINDS)
+    claim_line = ", ".join(f"{claims_tally[s]} {s}" for s in HEADLINE_KINDS)
     if registered is not None:
         missing = sorted(set(registered) - counted)
         scope = f" ({mode} mode)" if mode else ""
@@ -201,12 +234,15 @@ def write_index(
             "# iclr26 reproduction reports" + (f" ({mode} mode)" if mode else ""),
             "",
             f"Generated {datetime.now(UTC).isoformat(timespec='seconds')}. **{headline}.** "
-            f"Claims: {n_claims_held} of {n_claims} held, {n_inconclusive} inconclusive.",
+            f"Claims ({sum(claims_tally.values())}): {claim_line}.",
             "",
             "Each verdict applies only to the miniature scale that was run (see each report). "
             "An experiment is held only if every one of its claims holds, not held if any claim "
-            "is not held, otherwise inconclusive (a claim is inconclusive when one of its "
-            "pre-registered controls failed). Budget per experiment on 2 CPU cores, process "
+            "is not held, otherwise inconclusive. A claim is held or not held only when the whole "
+            "95 % interval of its effect lies on one side of its pre-registered threshold; it is "
+            "inconclusive (underpowered) when the interval straddles the threshold, and "
+            "inconclusive (control failed) when a pre-registered control failed. Budget per "
+            "experiment on 2 CPU cores, process "
             f"start to result: full {full_budget}, quick {quick_budget}.",
             "",
             "| Experiment | Paper | Verdict | Claims held | Mode | Wall time | Device | Run "

@@ -16,11 +16,14 @@ import json
 import re
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, PackageNotFoundError, entry_points, version
 from pathlib import Path
 from typing import Any, Literal
+
+from iclr26_common.effects import Effect
 
 __all__ = [
     "BUDGET_S",
@@ -104,27 +107,41 @@ def _as_precondition(item: Precondition | Sequence[Any]) -> Precondition:
 
 @dataclass
 class Claim:
-    """One claim of a paper, judged by a criterion fixed in code before the run.
+    """One claim of a paper, decided by a pre-registered criterion.
 
-    ``text``: what the paper claims (one sentence). ``criterion``: the pre-registered rule, in
-    words with its thresholds (e.g. "S1 test accuracy >= 0.80 (seed mean)"). ``measured``: the
-    numbers the rule was applied to (JSON-serialisable, finite). ``verdict``: whether the
-    criterion was met, a bool or "held" / "not held". ``preconditions``: pre-registered positive
-    controls (:class:`Precondition` or ``(name, criterion, measured, passed)`` tuples): if any
-    failed, the setup could not test the claim and the verdict becomes **"inconclusive"**, never
-    held or not held; ``criterion_met`` keeps what the criterion alone said. Prefer
-    :meth:`judge`, which reads as one line.
+    **With an effect** (the way to write a claim, :meth:`test`): ``effect`` is an
+    :class:`~iclr26_common.effects.Effect`, the quantity the criterion is about with its 95 %
+    interval and the threshold; the verdict follows from the interval: "held" when it lies
+    wholly on the holding side, "not held" when wholly on the other, "inconclusive" with
+    ``reason="underpowered"`` when it straddles the threshold. ``criterion`` defaults to the
+    effect's rule in words.
+
+    ``preconditions``: pre-registered positive controls (:class:`Precondition` or ``(name,
+    criterion, measured, passed)`` tuples): if any failed, the setup could not test the claim
+    and the verdict is "inconclusive" with ``reason="control failed: NAME"``, whatever the
+    interval or criterion says (kept as ``criterion_met``: True / False, None when
+    underpowered). ``measured``: further numbers behind the claim (JSON, finite).
+
+    **Without an effect** (deprecated; kept while the experiments move to effects):
+    ``Claim(text, criterion, measured, verdict)`` with ``verdict`` a bool or "held" / "not held"
+    decided on a point estimate; ``reason="point estimate"``.
     """
 
     text: str
-    criterion: str
-    measured: dict[str, Any]
-    verdict: Verdict | bool
+    criterion: str | None = None
+    measured: dict[str, Any] = field(default_factory=dict)
+    verdict: Verdict | bool | None = None
     preconditions: Sequence[Precondition | Sequence[Any]] = ()
     criterion_met: bool | None = None
+    effect: Effect | None = None
+    reason: str = field(default="", init=False)
 
     def __post_init__(self) -> None:
         _nonempty("Claim", "text", self.text)
+        if self.effect is not None and not isinstance(self.effect, Effect):
+            raise TypeError(f"Claim.effect must be an Effect, got {type(self.effect).__name__}")
+        if self.criterion is None and self.effect is not None:
+            self.criterion = self.effect.criterion()
         _nonempty("Claim", "criterion", self.criterion)
         if not isinstance(self.measured, dict):
             raise TypeError(f"Claim.measured must be a dict, got {type(self.measured).__name__}")
@@ -132,23 +149,87 @@ class Claim:
             raise TypeError("Claim.preconditions must be a list of Precondition")
         self.preconditions = [_as_precondition(p) for p in self.preconditions]
         failed = self.failed_preconditions
-        verdict = self.verdict
-        if isinstance(verdict, str) and verdict not in VERDICTS:
-            raise ValueError(f"verdict must be one of {VERDICTS!r} or a bool, got {verdict!r}")
-        if verdict == "inconclusive":
-            if not failed:
+        if self.effect is not None:
+            if self.verdict is not None or self.criterion_met is not None:
                 raise ValueError(
-                    "verdict 'inconclusive' needs a failed precondition naming the control; "
-                    "give preconditions=[...] and the criterion's own outcome as the verdict"
+                    "a Claim with an effect takes its verdict from the effect's interval: "
+                    "give no verdict / criterion_met"
                 )
+            decision = self.effect.decide()
+            self.criterion_met = None if decision == "underpowered" else decision == "held"
+            reason = "interval" if decision != "underpowered" else "underpowered"
+            verdict = "inconclusive" if decision == "underpowered" else decision
         else:
-            met = verdict == "held" if isinstance(verdict, str) else bool(verdict)
-            if self.criterion_met is not None and bool(self.criterion_met) != met:
-                raise ValueError(
-                    f"Claim.criterion_met={self.criterion_met!r} contradicts {verdict!r}"
-                )
-            self.criterion_met = met
-        self.verdict = "inconclusive" if failed else ("held" if self.criterion_met else "not held")
+            warnings.warn(
+                "a Claim decided on a point estimate (no effect) is deprecated: give "
+                "Claim.test(text=..., effect=...) with an interval (iclr26_common.effects)",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            verdict = self.verdict
+            if verdict is None:
+                raise ValueError("a Claim without an effect needs a verdict")
+            if isinstance(verdict, str) and verdict not in VERDICTS:
+                raise ValueError(f"verdict must be one of {VERDICTS!r} or a bool, got {verdict!r}")
+            if verdict == "inconclusive":
+                if not failed:
+                    raise ValueError(
+                        "verdict 'inconclusive' needs a failed precondition naming the control; "
+                        "give preconditions=[...] and the criterion's own outcome as the verdict"
+                    )
+            else:
+                met = verdict == "held" if isinstance(verdict, str) else bool(verdict)
+                if self.criterion_met is not None and bool(self.criterion_met) != met:
+                    raise ValueError(
+                        f"Claim.criterion_met={self.criterion_met!r} contradicts {verdict!r}"
+                    )
+                self.criterion_met = met
+            verdict = "held" if self.criterion_met else "not held"
+            reason = "point estimate"
+        if failed:
+            verdict = "inconclusive"
+            reason = "control failed: " + ", ".join(p.name for p in failed)  # type: ignore[union-attr]
+        self.verdict = verdict
+        self.reason = reason
+
+    @classmethod
+    def test(
+        cls,
+        *,
+        text: str,
+        effect: Effect,
+        preconditions: Sequence[Precondition | Sequence[Any]] = (),
+        criterion: str | None = None,
+        measured: dict[str, Any] | None = None,
+    ) -> Claim:
+        """The claim decided by ``effect``'s interval against its threshold, unless a
+        precondition failed.
+
+        Example, the effect and controls fixed in code before the run::
+
+            from iclr26_common.effects import paired_effect
+
+            Claim.test(
+                text="The method beats the baseline by at least 2 points.",
+                effect=paired_effect(
+                    correct_method, correct_baseline,  # (seeds, items) 0/1 scores, same items
+                    name="accuracy gain over the baseline", unit="pts", scale=100,
+                    threshold=MIN_GAIN_PTS, direction=">=", seed=0, paper=4.1,
+                ),
+                preconditions=[
+                    Precondition("baseline learned", "acc(baseline) >= 1.10 x majority",
+                                 {"baseline": acc_b, "majority": acc_m}, acc_b >= 1.1 * acc_m),
+                ],
+            )
+        """
+        return cls(
+            text,
+            criterion,
+            dict(measured or {}),
+            None,
+            preconditions,
+            effect=effect,
+        )
 
     @classmethod
     def judge(
@@ -160,31 +241,8 @@ class Claim:
         holds: bool,
         preconditions: Sequence[Precondition | Sequence[Any]] = (),
     ) -> Claim:
-        """The claim judged by its criterion (``holds``) unless a precondition failed.
-
-        Example, with the controls fixed in code before the run::
-
-            gain = acc_method - acc_baseline
-            Claim.judge(
-                text="The method beats the baseline.",
-                criterion=f"acc(method) - acc(baseline) >= {MIN_GAIN}",
-                measured={"method": acc_method, "baseline": acc_baseline, "gain": gain},
-                holds=gain >= MIN_GAIN,
-                preconditions=[
-                    Precondition(
-                        "baseline learned",
-                        "acc(baseline) >= 1.10 * acc(majority class)",
-                        {"baseline": acc_baseline, "majority": acc_majority},
-                        acc_baseline >= 1.10 * acc_majority,
-                    ),
-                    ("the method changed something", "weights flipped >= 1", n_flipped,
-                     n_flipped >= 1),
-                ],
-            )
-
-        Held / not held follows ``holds`` when every precondition passed; "inconclusive" when
-        any failed (whatever ``holds`` says, which is kept as ``criterion_met``).
-        """
+        """Deprecated: a claim decided on a point estimate (``holds``) unless a precondition
+        failed. Use :meth:`test` with an effect and its interval."""
         return cls(text, criterion, measured, bool(holds), preconditions)
 
     @property
@@ -201,7 +259,9 @@ class Claim:
             "criterion": self.criterion,
             "measured": self.measured,
             "verdict": self.verdict,
+            "reason": self.reason,
             "criterion_met": self.criterion_met,
+            "effect": None if self.effect is None else self.effect.to_dict(),
             "preconditions": [p.to_dict() for p in self.preconditions],  # type: ignore[union-attr]
         }
 

@@ -22,13 +22,17 @@ from importlib.metadata import PackageNotFoundError, distribution, version
 from pathlib import Path
 from typing import Any, Literal
 
+from iclr26_common.effects import format_effect
 from iclr26_common.registry import BUDGET_S, Experiment, Result
 
 __all__ = [
+    "INCONCLUSIVE_KINDS",
     "SCHEMA_VERSION",
     "STATUSES",
     "atomic_write_text",
     "claim_counts",
+    "claim_kind",
+    "claim_tally",
     "format_duration",
     "md_cell",
     "mode_dir",
@@ -40,16 +44,23 @@ __all__ = [
 ]
 
 STATUSES = ("held", "not held", "inconclusive", "error")
+#: The two kinds of inconclusive claim: a pre-registered control failed (the setup could not
+#: test the claim), or the interval straddles the threshold (more units would decide it).
+INCONCLUSIVE_KINDS = ("inconclusive (control failed)", "inconclusive (underpowered)")
 Status = Literal["held", "not held", "inconclusive", "error"]
 # 2: per-claim verdicts, wall time from process start, device, run id, distribution version.
 # 3: "inconclusive" and claim preconditions; devices / threads used by run() (lists); the
 #    source digest (--resume key); strict JSON, non-finite metrics as strings.
-SCHEMA_VERSION = 3
+# 4: per claim an ``effect`` (estimate, 95 % interval, threshold, direction, method, n, units,
+#    n_needed) and the verdict's ``reason`` ("interval", "underpowered", "control failed: NAME",
+#    or "point estimate" for a claim without an effect).
+SCHEMA_VERSION = 4
 
 _VERDICT_LINES = {
     "held": "**Verdict: held at this scale**",
     "not held": "**Verdict: not held at this scale**",
-    "inconclusive": "**Verdict: inconclusive at this scale** (a pre-registered control failed)",
+    "inconclusive": "**Verdict: inconclusive at this scale** (a pre-registered control failed, "
+    "or an interval straddles its threshold)",
     "error": "**Error**",
 }
 _NONFINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
@@ -192,15 +203,45 @@ def _failed(claim: dict[str, Any]) -> list[str]:
     ]
 
 
-def verdict_text(claim: dict[str, Any]) -> str:
+def claim_kind(claim: dict[str, Any]) -> str:
+    """ "held", "not held", "error", or one of :data:`INCONCLUSIVE_KINDS` for a claim dict
+    (results of schema <= 3 have no ``reason``: an inconclusive claim there had a failed
+    control)."""
     verdict = str(claim.get("verdict", "?"))
-    failed = _failed(claim)
-    return f"{verdict} (failed: {', '.join(failed)})" if verdict == "inconclusive" else verdict
+    if verdict != "inconclusive":
+        return verdict
+    if str(claim.get("reason") or "") == "underpowered" and not _failed(claim):
+        return INCONCLUSIVE_KINDS[1]
+    return INCONCLUSIVE_KINDS[0]
+
+
+def verdict_text(claim: dict[str, Any]) -> str:
+    """The verdict with its reason: ``inconclusive (underpowered)``, ``inconclusive (control
+    failed: baseline learned)``, ``held``."""
+    verdict = str(claim.get("verdict", "?"))
+    if verdict != "inconclusive":
+        return verdict
+    if claim_kind(claim) == INCONCLUSIVE_KINDS[1]:
+        return "inconclusive (underpowered)"
+    return f"inconclusive (control failed: {', '.join(_failed(claim)) or '?'})"
+
+
+def _effect_cell(claim: dict[str, Any]) -> str:
+    effect = claim.get("effect")
+    if not isinstance(effect, dict):
+        return "— (point estimate, no interval)"
+    try:
+        return md_cell(format_effect(effect))
+    except (TypeError, ValueError, KeyError):
+        return md_cell(effect)
 
 
 def _render_claims(claims: list[dict[str, Any]]) -> list[str]:
-    lines = ["| # | Claim | Criterion (fixed before the run) | Measured | Verdict |"]
-    lines.append("|---|---|---|---|---|")
+    lines = [
+        "| # | Claim | Criterion (fixed before the run) | Effect [95 % interval] vs threshold "
+        "| Measured | Verdict |"
+    ]
+    lines.append("|---|---|---|---|---|---|")
     controls, notes = [], []
     for i, claim in enumerate(claims, 1):
         verdict = verdict_text(claim).split(" (", 1)
@@ -208,6 +249,7 @@ def _render_claims(claims: list[dict[str, Any]]) -> list[str]:
             str(i),
             md_cell(claim.get("text", "?")),
             md_cell(claim.get("criterion", "?")),
+            _effect_cell(claim),
             _measured(claim.get("measured") or {}),
             f"**{verdict[0]}**" + (f" ({md_cell(verdict[1])}" if len(verdict) > 1 else ""),
         ]
@@ -218,11 +260,30 @@ def _render_claims(claims: list[dict[str, Any]]) -> list[str]:
             passed = "passed" if pre.get("passed") else "**failed**"
             row = [str(i), md_cell(pre.get("name", "?")), md_cell(pre.get("criterion", "?"))]
             controls.append("| " + " | ".join([*row, measured, passed]) + " |")
-        if claim.get("verdict") == "inconclusive":
-            met = {True: "met", False: "not met"}.get(claim.get("criterion_met"), "not recorded")
+        kind = claim_kind(claim)
+        if kind == INCONCLUSIVE_KINDS[0]:
+            met = {True: "met", False: "not met"}.get(claim.get("criterion_met"), "undecided")
             notes.append(
                 f"Claim {i} is **inconclusive**: its control {', '.join(_failed(claim))} failed, "
                 f"so this setup could not test it (its criterion alone was {met})."
+            )
+        elif kind == INCONCLUSIVE_KINDS[1]:
+            effect = claim.get("effect") or {}
+            needed = effect.get("n_needed")
+            more = (
+                f"an interval over about {needed} {effect.get('units') or 'units'} (now "
+                f"{effect.get('n')}) would decide it at the measured spread"
+                if needed is not None
+                else "its estimate sits on the threshold: no number of units would decide it"
+            )
+            notes.append(
+                f"Claim {i} is **inconclusive (underpowered)**: its 95 % interval straddles the "
+                f"threshold; {more}."
+            )
+        elif kind in ("held", "not held") and not isinstance(claim.get("effect"), dict):
+            notes.append(
+                f"Claim {i} is decided on a point estimate without an interval (deprecated): "
+                "its verdict does not say how sure it is."
             )
     lines.append("")
     if controls:
@@ -308,17 +369,29 @@ def _render_report(data: dict[str, Any], out_dir: Path) -> str:
         lines += ["## Details", "", data["details"].strip(), ""]
     lines += ["## Verdict", "", _VERDICT_LINES[data["status"]], ""]
     if data.get("claims") and data["status"] != "error":
-        held, n, inconclusive = claim_counts(data["claims"])
+        tally = claim_tally(data["claims"])
+        parts = [f"{v} {k}" for k, v in tally.items() if v and k != "held"]
         lines += [
-            f"{held} of {n} claims held"
-            + (f" ({inconclusive} inconclusive)" if inconclusive else "")
+            f"{tally['held']} of {sum(tally.values())} claims held"
+            + (f" ({', '.join(parts)})" if parts else "")
             + "; held only if every claim holds, not held if any claim is not held, otherwise "
-            "inconclusive.",
+            "inconclusive. A claim is held or not held only when its whole 95 % interval lies "
+            "on one side of its threshold.",
             "",
         ]
     if data["status"] == "error":
         lines += [_code_block(data["error"] or "(no error message)"), ""]
     return "\n".join(lines)
+
+
+def claim_tally(claims: list[Any]) -> dict[str, int]:
+    """Claims per kind: held, not held, the two :data:`INCONCLUSIVE_KINDS`, error."""
+    tally = dict.fromkeys(("held", "not held", *INCONCLUSIVE_KINDS, "error"), 0)
+    for claim in claims:
+        if isinstance(claim, dict):
+            kind = claim_kind(claim)
+            tally[kind if kind in tally else "error"] += 1
+    return tally
 
 
 def claim_counts(claims: list[Any]) -> tuple[int, int, int]:

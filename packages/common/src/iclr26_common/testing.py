@@ -18,11 +18,14 @@ __all__ = [
     "DDP_CPU_ARGS",
     "MainRun",
     "assert_cli_help",
+    "assert_mutation_detected",
     "assert_one_line_error",
+    "assert_portable_close",
     "console_script",
     "help_commands",
     "lightning_logs_to_current_stderr",
     "only_file",
+    "relative_error",
     "run_console_script",
     "run_ddp",
     "run_main",
@@ -246,3 +249,63 @@ def shipped_configs(package: str) -> list[Path]:
     if not found:
         raise FileNotFoundError(f"package {package!r} ships no configs/**/*.yaml")
     return found
+
+
+# ------------------------------------------------------------------ stored outputs, any CPU
+
+
+def _as_float64(value: Any) -> Any:
+    import numpy as np
+
+    if hasattr(value, "detach"):  # a torch tensor, without importing torch here
+        value = value.detach().cpu().double().numpy()
+    return np.asarray(value, dtype=np.float64)
+
+
+def relative_error(actual: Any, expected: Any) -> float:
+    """``max |actual - expected| / max |expected|``: the largest deviation scaled by the
+    magnitude of the stored values (one scale for the whole array, so entries near zero do not
+    blow up). Arrays (NumPy, torch, nested lists) of the same shape; a stored array of zeros is
+    compared absolutely. Float32 kernels differ between CPUs (ATen's ISA dispatch, MKL/oneDNN
+    paths, reduction order), so stored outputs are compared by this scaled error, never by a
+    fixed ``atol`` on values of any size."""
+    import numpy as np
+
+    a, e = _as_float64(actual), _as_float64(expected)
+    if a.shape != e.shape:
+        raise AssertionError(f"shape {a.shape} differs from the stored {e.shape}")
+    if a.size == 0:
+        return 0.0
+    if not (np.isfinite(a).all() and np.isfinite(e).all()):
+        same = np.array_equal(a, e, equal_nan=True)
+        return 0.0 if same else float("inf")
+    scale = float(np.abs(e).max())
+    return float(np.abs(a - e).max() / (scale if scale > 0 else 1.0))
+
+
+def assert_portable_close(actual: Any, expected: Any, *, tol: float, what: str = "") -> float:
+    """Assert ``relative_error(actual, expected) <= tol`` and return the error.
+
+    ``tol`` is a stated margin above the largest difference measured across CPUs
+    (``ATEN_CPU_CAPABILITY=default|avx2|avx512``, ``MKL_CBWR=COMPATIBLE``); say in the test which
+    spread it covers and pair it with :func:`assert_mutation_detected`."""
+    err = relative_error(actual, expected)
+    label = f"{what}: " if what else ""
+    assert err <= tol, f"{label}relative error {err:.3g} > tolerance {tol:.3g}"
+    return err
+
+
+def assert_mutation_detected(
+    mutated: Any, expected: Any, *, tol: float, factor: float = 10.0, what: str = ""
+) -> float:
+    """Assert the output of a mutated computation (inputs shuffled, a weight zeroed, a formula
+    changed) lies at least ``factor`` times the tolerance away from the stored one: the
+    tolerance of :func:`assert_portable_close` still catches the defect it guards against.
+    Returns the mutation's relative error."""
+    err = relative_error(mutated, expected)
+    label = f"{what}: " if what else ""
+    assert err >= factor * tol, (
+        f"{label}the mutation moves the output by {err:.3g}, less than {factor:g} x the "
+        f"tolerance {tol:.3g}: the tolerance would hide it"
+    )
+    return err

@@ -1,0 +1,785 @@
+"""Effects with 95 % intervals, and the verdict an interval gives against a pre-registered
+threshold.
+
+A claim is decided by an interval, not a point estimate: **held** when the whole 95 % interval
+lies on the holding side of the threshold, **not held** when the whole interval lies on the other
+side, **underpowered** (the claim is "inconclusive (underpowered)") when it straddles the
+threshold. The intervals come from SciPy, never from a hand-written resampler:
+
+- :func:`t_effect`: a t-interval over a few independent units (seeds): ``scipy.stats.ttest_1samp``.
+  Below about 10 units a bootstrap returns about [min, max], so few units always get a t-interval.
+- :func:`bootstrap_effect`: ``scipy.stats.bootstrap`` (BCa) over items, the resampling seed kept.
+- :func:`paired_effect`: method and baseline measured on the same items (and seeds): the
+  difference of their means with a paired interval (``scipy.stats.bootstrap(paired=True)`` over
+  items, each item averaged over the seeds; a t-interval over the paired differences below
+  :data:`MIN_BOOTSTRAP_UNITS` units).
+- :func:`exact_effect`: a deterministic quantity (FLOPs, parameter bytes, a count on fixed data):
+  a zero-width interval, ``method="exact"``.
+
+An interval of zero width (every unit, or every paired difference, equal: a null method in the
+method's place) is exact, not NaN. Every effect also says how many units its interval would need
+to decide the paper's effect size (or, without one, the measured effect) at the measured spread
+(:attr:`Effect.n_needed`), so an underpowered verdict always says what would decide it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = [
+    "CONFIDENCE",
+    "DIRECTIONS",
+    "METHODS",
+    "MIN_BOOTSTRAP_UNITS",
+    "Effect",
+    "Interval",
+    "bootstrap_effect",
+    "difference_effect",
+    "exact_effect",
+    "format_effect",
+    "mean_interval",
+    "paired_effect",
+    "paired_interval",
+    "statistic_interval",
+    "t_effect",
+    "units_needed",
+]
+
+#: The confidence level of every interval a claim is decided by.
+CONFIDENCE = 0.95
+#: ``>=``: the effect must be at least the threshold (a gain, or non-inferiority within a margin
+#: with ``threshold = -margin``); ``<=``: at most the threshold; ``within``: ``|effect| <=
+#: threshold`` (equivalence within a margin).
+DIRECTIONS = (">=", "<=", "within")
+METHODS = ("t", "bootstrap", "paired bootstrap", "paired t", "welch t", "exact")
+#: Fewer independent units than this get a t-interval: a bootstrap over 2-3 seeds returns
+#: about [min, max] and covers far less than 95 %.
+MIN_BOOTSTRAP_UNITS = 10
+#: Resamples of every bootstrap (SciPy's default).
+N_RESAMPLES = 9999
+#: The largest ``n_needed`` reported; beyond it the effect is "not decidable at this spread".
+MAX_UNITS = 10**7
+
+Direction = Literal[">=", "<=", "within"]
+Decision = Literal["held", "not held", "underpowered"]
+
+
+def _finite(owner: str, value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"Effect.{owner} must be a number, got {value!r:.60}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"Effect.{owner} must be finite, got {number}")
+    return number
+
+
+@dataclass(frozen=True)
+class Effect:
+    """The quantity a claim's criterion is about, with its 95 % interval.
+
+    ``name``/``unit``: what is measured ("accuracy gain over GRPO", "pts"). ``estimate``,
+    ``low``, ``high``: the point estimate and its interval (finite; ``low == high == estimate``
+    only for ``method="exact"``). ``threshold``/``direction``: the pre-registered criterion
+    (see :data:`DIRECTIONS`). ``method``: how the interval was computed (:data:`METHODS`);
+    ``n``: the number of independent units it rests on, ``units`` what they are ("seeds",
+    "items (each averaged over 3 seeds)"). ``paper``: the paper's own reported value of the same
+    quantity, when it has one. ``resample_seed``: the bootstrap's seed. ``spread``: the per-unit
+    standard deviation the interval implies, and ``n_needed`` the units an interval would need
+    to decide ``paper`` (else ``estimate``) against the threshold at that spread (``None`` when
+    no number of units can: the effect sits on the threshold).
+    """
+
+    name: str
+    unit: str
+    estimate: float
+    low: float
+    high: float
+    threshold: float
+    direction: Direction
+    method: str
+    n: int
+    units: str = "units"
+    paper: float | None = None
+    resample_seed: int | None = None
+    spread: float | None = None
+    n_needed: int | None = None
+    confidence: float = CONFIDENCE
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ValueError("Effect.name must be a non-empty string")
+        for attr in ("estimate", "low", "high", "threshold", "confidence"):
+            object.__setattr__(self, attr, _finite(attr, getattr(self, attr)))
+        for attr in ("paper", "spread"):
+            if getattr(self, attr) is not None:
+                object.__setattr__(self, attr, _finite(attr, getattr(self, attr)))
+        if self.direction not in DIRECTIONS:
+            raise ValueError(
+                f"Effect.direction must be one of {DIRECTIONS}, got {self.direction!r}"
+            )
+        if self.direction == "within" and self.threshold < 0:
+            raise ValueError("Effect.threshold of a 'within' effect is a margin and must be >= 0")
+        if self.method not in METHODS:
+            raise ValueError(f"Effect.method must be one of {METHODS}, got {self.method!r}")
+        if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 1:
+            raise ValueError(f"Effect.n must be a positive integer, got {self.n!r}")
+        if not self.low <= self.high:
+            raise ValueError(f"Effect interval is reversed: low {self.low} > high {self.high}")
+        slack = 1e-9 * max(1.0, abs(self.estimate))
+        if not self.low - slack <= self.estimate <= self.high + slack:
+            raise ValueError(
+                f"Effect.estimate {self.estimate} lies outside its interval "
+                f"[{self.low}, {self.high}]"
+            )
+        zero_width = self.low == self.high
+        if (self.method == "exact") != zero_width:
+            raise ValueError(
+                "a zero-width interval is method='exact' and an exact effect has zero width "
+                f"(method {self.method!r}, interval [{self.low}, {self.high}])"
+            )
+        if self.n_needed is not None and (not isinstance(self.n_needed, int) or self.n_needed < 1):
+            raise ValueError(f"Effect.n_needed must be a positive integer, got {self.n_needed!r}")
+
+    def decide(self) -> Decision:
+        """held / not held / underpowered, from the interval against the threshold."""
+        low, high, t = self.low, self.high, self.threshold
+        if self.direction == ">=":
+            return "held" if low >= t else ("not held" if high < t else "underpowered")
+        if self.direction == "<=":
+            return "held" if high <= t else ("not held" if low > t else "underpowered")
+        if -t <= low and high <= t:
+            return "held"
+        return "not held" if (high < -t or low > t) else "underpowered"
+
+    def criterion(self) -> str:
+        """The criterion in words, e.g. ``gain >= 2 pts (95 % t-interval over seeds)``."""
+        unit = f" {self.unit}" if self.unit else ""
+        if self.direction == "within":
+            rule = f"|{self.name}| <= {self.threshold:g}{unit}"
+        else:
+            rule = f"{self.name} {self.direction} {self.threshold:g}{unit}"
+        pct = f"{self.confidence * 100:g} %"
+        return f"{rule}: the whole {pct} interval ({self.method}, over {self.units}) on that side"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "unit": self.unit,
+            "estimate": self.estimate,
+            "low": self.low,
+            "high": self.high,
+            "confidence": self.confidence,
+            "threshold": self.threshold,
+            "direction": self.direction,
+            "method": self.method,
+            "n": self.n,
+            "units": self.units,
+            "paper": self.paper,
+            "resample_seed": self.resample_seed,
+            "spread": self.spread,
+            "n_needed": self.n_needed,
+            "decision": self.decide(),
+        }
+
+
+def format_effect(effect: dict[str, Any] | Effect) -> str:
+    """One line for a report: ``+4.6 pts [-1.2, 10.4] vs >= 2 (t, n=3 seeds; needs ~24)``."""
+    data = effect.to_dict() if isinstance(effect, Effect) else effect
+    unit = f" {data.get('unit')}" if data.get("unit") else ""
+    est, low, high = data.get("estimate"), data.get("low"), data.get("high")
+    direction = data.get("direction")
+    threshold = data.get("threshold")
+    rule = f"|x| <= {threshold:.4g}" if direction == "within" else f"{direction} {threshold:.4g}"
+    text = f"{est:.4g}{unit} [{low:.4g}, {high:.4g}] vs {rule}"
+    text += f" ({data.get('method')}, n={data.get('n')} {data.get('units') or 'units'}"
+    needed = data.get("n_needed")
+    if data.get("method") != "exact":
+        target = "the paper's effect" if data.get("paper") is not None else "this effect"
+        text += (
+            f"; deciding {target} needs ~{needed}"
+            if needed is not None
+            else "; no number of units decides it (the effect sits on the threshold)"
+        )
+    if data.get("paper") is not None:
+        text += f"; paper: {data['paper']:.4g}{unit}"
+    return text + ")"
+
+
+# ------------------------------------------------------------------------------ power
+
+
+def _critical(n: int, confidence: float, t_based: bool) -> float:
+    from scipy import stats
+
+    q = 0.5 + confidence / 2
+    return float(stats.t.ppf(q, n - 1)) if t_based else float(stats.norm.ppf(q))
+
+
+def units_needed(
+    spread: float,
+    target: float,
+    threshold: float,
+    direction: Direction,
+    *,
+    t_based: bool = True,
+    confidence: float = CONFIDENCE,
+) -> int | None:
+    """The fewest units whose interval (half-width ``crit * spread / sqrt(n)``) lies wholly on
+    one side of the threshold when the true effect is ``target``. ``None`` when the target sits
+    on the threshold (no number of units decides it) or more than :data:`MAX_UNITS` are needed.
+    For ``within``, the distance is to the nearer margin edge."""
+    if direction == "within":
+        distance = abs(threshold) - abs(target)
+        distance = abs(distance)
+    else:
+        distance = abs(target - threshold)
+    if spread <= 0:
+        return 2 if distance > 0 else None
+    if distance <= 0:
+        return None
+    n = max(2, math.ceil((_critical(10**6, confidence, False) * spread / distance) ** 2))
+    if t_based:  # the t critical value is larger at small n: step up until it decides
+        while n <= MAX_UNITS and _critical(n, confidence, True) * spread / math.sqrt(n) >= distance:
+            n = max(n + 1, math.ceil(n * 1.05))
+    return n if n <= MAX_UNITS else None
+
+
+# ------------------------------------------------------------------------------ intervals
+
+
+def _array(values: Any, what: str) -> Any:
+    import numpy as np
+
+    array = np.asarray(values, dtype=np.float64)
+    if array.size == 0:
+        raise ValueError(f"{what}: no values")
+    if not np.isfinite(array).all():
+        raise ValueError(f"{what}: values must be finite")
+    return array
+
+
+def _effect(
+    *,
+    name: str,
+    unit: str,
+    estimate: float,
+    low: float,
+    high: float,
+    spread: float,
+    threshold: float,
+    direction: Direction,
+    method: str,
+    n: int,
+    units: str,
+    paper: float | None,
+    resample_seed: int | None,
+    t_based: bool,
+    confidence: float,
+) -> Effect:
+    if not (math.isfinite(low) and math.isfinite(high)) or low == high:  # no spread at all
+        low = high = estimate
+        method, spread = "exact", 0.0
+    target = estimate if paper is None else paper
+    needed = (
+        n
+        if method == "exact"
+        else units_needed(
+            spread, target, threshold, direction, t_based=t_based, confidence=confidence
+        )
+    )
+    return Effect(
+        name=name,
+        unit=unit,
+        estimate=estimate,
+        low=min(low, estimate),
+        high=max(high, estimate),
+        threshold=threshold,
+        direction=direction,
+        method=method,
+        n=n,
+        units=units,
+        paper=paper,
+        resample_seed=resample_seed,
+        spread=spread,
+        n_needed=needed,
+        confidence=confidence,
+    )
+
+
+def _mean_and_spread(x: Any) -> tuple[float, float]:
+    """(mean, SD with ddof 1) of a 1-D array; exactly (value, 0.0) when every value is equal
+    (the mean of equal floats can differ from them in the last bit)."""
+    import numpy as np
+
+    if np.all(x == x[0]):
+        return float(x[0]), 0.0
+    return float(np.mean(x)), float(np.std(x, ddof=1))
+
+
+def t_effect(
+    values: Sequence[float] | Any,
+    *,
+    name: str,
+    threshold: float,
+    direction: Direction = ">=",
+    unit: str = "",
+    units: str = "seeds",
+    paper: float | None = None,
+    confidence: float = CONFIDENCE,
+) -> Effect:
+    """The mean of ``values`` (one per independent unit, e.g. per seed) with its t-interval
+    (``scipy.stats.ttest_1samp(...).confidence_interval``). Needs at least 2 units; equal
+    values give an exact, zero-width interval."""
+    from scipy import stats
+
+    x = _array(values, name).ravel()
+    if x.size < 2:
+        raise ValueError(f"{name}: a t-interval needs at least 2 units (got {x.size})")
+    estimate, spread = _mean_and_spread(x)
+    if spread == 0.0:
+        low = high = estimate
+    else:
+        ci = stats.ttest_1samp(x, 0.0).confidence_interval(confidence_level=confidence)
+        low, high = float(ci.low), float(ci.high)
+    return _effect(
+        name=name,
+        unit=unit,
+        estimate=estimate,
+        low=low,
+        high=high,
+        spread=spread,
+        threshold=threshold,
+        direction=direction,
+        method="t",
+        n=int(x.size),
+        units=units,
+        paper=paper,
+        resample_seed=None,
+        t_based=True,
+        confidence=confidence,
+    )
+
+
+def _bootstrap(
+    data: tuple[Any, ...],
+    statistic: Callable[..., Any],
+    *,
+    paired: bool,
+    seed: int,
+    confidence: float,
+) -> tuple[float, float, float]:
+    """(low, high, standard error) of SciPy's BCa bootstrap, falling back to the percentile
+    interval where BCa is undefined (a degenerate resample distribution)."""
+    import warnings
+
+    import numpy as np
+    from scipy import stats
+
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # BCa's degenerate-distribution warning: we fall back
+            res = stats.bootstrap(
+                data,
+                statistic,
+                paired=paired,
+                vectorized=True,
+                n_resamples=N_RESAMPLES,
+                confidence_level=confidence,
+                method=method,
+                random_state=np.random.default_rng(seed),
+            )
+        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if math.isfinite(low) and math.isfinite(high):
+            return low, high, float(res.standard_error)
+    return math.nan, math.nan, 0.0
+
+
+def bootstrap_effect(
+    values: Sequence[float] | Any,
+    *,
+    name: str,
+    threshold: float,
+    seed: int,
+    direction: Direction = ">=",
+    unit: str = "",
+    units: str = "items",
+    paper: float | None = None,
+    confidence: float = CONFIDENCE,
+) -> Effect:
+    """The mean of ``values`` (one per item) with SciPy's BCa bootstrap interval, resampling
+    seed ``seed`` (recorded). Fewer than :data:`MIN_BOOTSTRAP_UNITS` items get a t-interval
+    instead (a bootstrap over a handful of units undercovers)."""
+    import numpy as np
+
+    x = _array(values, name).ravel()
+    if x.size < MIN_BOOTSTRAP_UNITS:
+        return t_effect(
+            x,
+            name=name,
+            threshold=threshold,
+            direction=direction,
+            unit=unit,
+            units=units,
+            paper=paper,
+            confidence=confidence,
+        )
+    estimate, spread = _mean_and_spread(x)
+    low = high = estimate
+    if spread > 0:
+        low, high, _ = _bootstrap(
+            (x,),
+            lambda a, axis: np.mean(a, axis=axis),
+            paired=False,
+            seed=seed,
+            confidence=confidence,
+        )
+    return _effect(
+        name=name,
+        unit=unit,
+        estimate=estimate,
+        low=low,
+        high=high,
+        spread=spread,
+        threshold=threshold,
+        direction=direction,
+        method="bootstrap",
+        n=int(x.size),
+        units=units,
+        paper=paper,
+        resample_seed=int(seed),
+        t_based=False,
+        confidence=confidence,
+    )
+
+
+def paired_effect(
+    method: Sequence[float] | Any,
+    baseline: Sequence[float] | Any,
+    *,
+    name: str,
+    threshold: float,
+    seed: int,
+    direction: Direction = ">=",
+    unit: str = "",
+    scale: float = 1.0,
+    paper: float | None = None,
+    confidence: float = CONFIDENCE,
+) -> Effect:
+    """``scale * (mean(method) - mean(baseline))`` over shared items (and seeds), with a paired
+    interval.
+
+    ``method``/``baseline``: the per-item scores of both, shape ``(items,)`` or ``(seeds,
+    items)`` (the same items and seeds for both: that is what makes the design paired). Each item
+    is one resampling unit: its scores are averaged over the seeds, then
+    ``scipy.stats.bootstrap(paired=True)`` resamples items (BCa, seed ``seed``), or, below
+    :data:`MIN_BOOTSTRAP_UNITS` items, a t-interval over the per-item differences. ``scale``:
+    e.g. 100 for points from 0/1 scores. Every paired difference equal (a null method: the
+    baseline in the method's place) gives an exact, zero-width interval."""
+    import numpy as np
+
+    a = _array(method, f"{name} (method)")
+    b = _array(baseline, f"{name} (baseline)")
+    if a.shape != b.shape:
+        raise ValueError(
+            f"{name}: method and baseline must be measured on the same items and seeds "
+            f"(shapes {a.shape} and {b.shape})"
+        )
+    if a.ndim > 2:
+        raise ValueError(f"{name}: scores must be (items,) or (seeds, items), got {a.shape}")
+    seeds = a.shape[0] if a.ndim == 2 else 1
+    a_items = a.mean(axis=0) if a.ndim == 2 else a
+    b_items = b.mean(axis=0) if b.ndim == 2 else b
+    n_items = int(a_items.size)
+    units = f"items (each averaged over {seeds} seeds)" if seeds > 1 else "items"
+    diffs = scale * (a_items - b_items)
+    if n_items < MIN_BOOTSTRAP_UNITS:
+        effect = t_effect(
+            diffs,
+            name=name,
+            threshold=threshold,
+            direction=direction,
+            unit=unit,
+            units=units,
+            paper=paper,
+            confidence=confidence,
+        )
+        if effect.method == "t":
+            effect = _effect(**{**_effect_kwargs(effect), "method": "paired t"}, t_based=True)
+        return effect
+    estimate, spread = _mean_and_spread(diffs)
+    low = high = estimate
+    if spread > 0:
+        low, high, _ = _bootstrap(
+            (a_items, b_items),
+            lambda x, y, axis: scale * (np.mean(x, axis=axis) - np.mean(y, axis=axis)),
+            paired=True,
+            seed=seed,
+            confidence=confidence,
+        )
+    return _effect(
+        name=name,
+        unit=unit,
+        estimate=estimate,
+        low=low,
+        high=high,
+        spread=spread,
+        threshold=threshold,
+        direction=direction,
+        method="paired bootstrap",
+        n=n_items,
+        units=units,
+        paper=paper,
+        resample_seed=int(seed),
+        t_based=False,
+        confidence=confidence,
+    )
+
+
+def difference_effect(
+    method: Sequence[float] | Any,
+    baseline: Sequence[float] | Any,
+    *,
+    name: str,
+    threshold: float,
+    seed: int,
+    direction: Direction = ">=",
+    unit: str = "",
+    scale: float = 1.0,
+    units: str = "independent units per arm",
+    paper: float | None = None,
+    confidence: float = CONFIDENCE,
+) -> Effect:
+    """``scale * (mean(method) - mean(baseline))`` for **unpaired** samples (different items or
+    seeds per arm): Welch's t-interval (``scipy.stats.ttest_ind(equal_var=False)``) when either
+    arm has fewer than :data:`MIN_BOOTSTRAP_UNITS` units, else SciPy's bootstrap resampling each
+    arm on its own. Use :func:`paired_effect` whenever both arms share items and seeds: pairing
+    removes the item-to-item spread both arms share."""
+    import numpy as np
+    from scipy import stats
+
+    a = _array(method, f"{name} (method)").ravel()
+    b = _array(baseline, f"{name} (baseline)").ravel()
+    if min(a.size, b.size) < 2:
+        raise ValueError(f"{name}: each arm needs at least 2 units (got {a.size}, {b.size})")
+    estimate = scale * float(np.mean(a) - np.mean(b))
+    se = scale * math.sqrt(np.var(a, ddof=1) / a.size + np.var(b, ddof=1) / b.size)
+    n = int(min(a.size, b.size))
+    spread = se * math.sqrt(n)  # per-unit spread of one arm-pair, for the power estimate
+    if se == 0.0:
+        low = high = estimate
+        method_name, seed_used, t_based = "welch t", None, True
+    elif min(a.size, b.size) < MIN_BOOTSTRAP_UNITS:
+        ci = stats.ttest_ind(a, b, equal_var=False).confidence_interval(confidence)
+        low, high = scale * float(ci.low), scale * float(ci.high)
+        method_name, seed_used, t_based = "welch t", None, True
+    else:
+        low, high, _ = _bootstrap(
+            (a, b),
+            lambda x, y, axis: scale * (np.mean(x, axis=axis) - np.mean(y, axis=axis)),
+            paired=False,
+            seed=seed,
+            confidence=confidence,
+        )
+        method_name, seed_used, t_based = "bootstrap", int(seed), False
+    return _effect(
+        name=name,
+        unit=unit,
+        estimate=estimate,
+        low=low,
+        high=high,
+        spread=spread,
+        threshold=threshold,
+        direction=direction,
+        method=method_name,
+        n=n,
+        units=units,
+        paper=paper,
+        resample_seed=seed_used,
+        t_based=t_based,
+        confidence=confidence,
+    )
+
+
+def _effect_kwargs(effect: Effect) -> dict[str, Any]:
+    return {
+        "name": effect.name,
+        "unit": effect.unit,
+        "estimate": effect.estimate,
+        "low": effect.low,
+        "high": effect.high,
+        "spread": effect.spread or 0.0,
+        "threshold": effect.threshold,
+        "direction": effect.direction,
+        "method": effect.method,
+        "n": effect.n,
+        "units": effect.units,
+        "paper": effect.paper,
+        "resample_seed": effect.resample_seed,
+        "confidence": effect.confidence,
+    }
+
+
+def exact_effect(
+    value: float,
+    *,
+    name: str,
+    threshold: float,
+    direction: Direction = ">=",
+    unit: str = "",
+    n: int = 1,
+    units: str = "deterministic count",
+    paper: float | None = None,
+) -> Effect:
+    """A deterministic quantity (FLOPs, parameter bytes, a count on fixed data): its value is
+    its own zero-width interval (``method="exact"``)."""
+    value = _finite("estimate", value)
+    return Effect(
+        name=name,
+        unit=unit,
+        estimate=value,
+        low=value,
+        high=value,
+        threshold=threshold,
+        direction=direction,
+        method="exact",
+        n=n,
+        units=units,
+        paper=paper,
+        spread=0.0,
+        n_needed=n,
+    )
+
+
+# ------------------------------------------------------------------ intervals without a claim
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A 95 % interval for a number computed on a user's own data (no threshold, no verdict):
+    what the commands that compare methods print and write beside each number."""
+
+    estimate: float
+    low: float
+    high: float
+    method: str
+    n: int
+    units: str = "items"
+    resample_seed: int | None = None
+    confidence: float = CONFIDENCE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "estimate": self.estimate,
+            "low": self.low,
+            "high": self.high,
+            "confidence": self.confidence,
+            "method": self.method,
+            "n": self.n,
+            "units": self.units,
+            "resample_seed": self.resample_seed,
+        }
+
+    def __str__(self) -> str:
+        if self.method == "exact":
+            return f"{self.estimate:.4g} (exact, n={self.n})"
+        return f"{self.estimate:.4g} [{self.low:.4g}, {self.high:.4g}] ({self.method}, n={self.n})"
+
+
+def _as_interval(effect: Effect) -> Interval:
+    return Interval(
+        effect.estimate,
+        effect.low,
+        effect.high,
+        effect.method,
+        effect.n,
+        effect.units,
+        effect.resample_seed,
+        effect.confidence,
+    )
+
+
+def mean_interval(
+    values: Sequence[float] | Any, *, seed: int = 0, units: str = "items"
+) -> Interval:
+    """The mean of ``values`` (one per independent unit) with its 95 % interval: a BCa
+    bootstrap from :data:`MIN_BOOTSTRAP_UNITS` units, a t-interval below (see
+    :func:`bootstrap_effect`); a single value has no interval (``ValueError``)."""
+    effect = bootstrap_effect(values, name="mean", threshold=0.0, seed=seed, units=units)
+    return _as_interval(effect)
+
+
+def paired_interval(
+    method: Sequence[float] | Any,
+    baseline: Sequence[float] | Any,
+    *,
+    seed: int = 0,
+    scale: float = 1.0,
+) -> Interval:
+    """``scale * (mean(method) - mean(baseline))`` on shared items (and seeds) with its paired
+    95 % interval (see :func:`paired_effect`)."""
+    effect = paired_effect(
+        method, baseline, name="difference", threshold=0.0, seed=seed, scale=scale
+    )
+    return _as_interval(effect)
+
+
+def statistic_interval(
+    data: Sequence[Any],
+    statistic: Callable[..., float],
+    *,
+    seed: int = 0,
+    paired: bool = True,
+    units: str = "items",
+    n_resamples: int = N_RESAMPLES,
+) -> Interval:
+    """Any statistic of one or more samples (e.g. a Spearman correlation of scores and
+    measurements, paired item by item) with SciPy's BCa bootstrap interval (percentile where
+    BCa is undefined), resampling items with seed ``seed``. ``statistic(*samples)`` takes 1-D
+    arrays. Needs :data:`MIN_BOOTSTRAP_UNITS` items: below that no interval is trustworthy
+    (``ValueError``)."""
+    import numpy as np
+
+    arrays = tuple(_array(d, "statistic_interval").ravel() for d in data)
+    n = int(arrays[0].size)
+    if paired and any(a.size != n for a in arrays):
+        raise ValueError("statistic_interval: paired samples must have the same length")
+    if n < MIN_BOOTSTRAP_UNITS:
+        raise ValueError(
+            f"statistic_interval: a bootstrap needs at least {MIN_BOOTSTRAP_UNITS} items, got {n}"
+        )
+    estimate = float(statistic(*arrays))
+    if not math.isfinite(estimate):
+        raise ValueError("statistic_interval: the statistic is not finite on the data")
+    import warnings
+
+    from scipy import stats
+
+    low = high = math.nan
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = stats.bootstrap(
+                arrays,
+                statistic,
+                paired=paired,
+                vectorized=False,
+                n_resamples=n_resamples,
+                confidence_level=CONFIDENCE,
+                method=method,
+                random_state=np.random.default_rng(seed),
+            )
+        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if math.isfinite(low) and math.isfinite(high):
+            break
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(
+            "statistic_interval: the statistic is undefined on resamples of the data (e.g. a "
+            "correlation of constant values)"
+        )
+    if low == high:
+        return Interval(estimate, estimate, estimate, "exact", n, units, None)
+    return Interval(estimate, min(low, estimate), max(high, estimate), "bootstrap", n, units, seed)
