@@ -174,7 +174,7 @@ def test_reproduce_end_to_end(fake_dist: Path, tmp_path: Path, capsys) -> None:
     left = [p.name for p in out.iterdir() if p.name.startswith(".")]
     assert left == [".iclr26.lock"]  # no partial folders left
     assert good["wall_s"] >= good["duration_s"] and good["device"] == "cpu"
-    assert good["devices"] == ["cpu"] and good["schema"] == 3
+    assert good["devices"] == ["cpu"] and good["schema"] == 4
     assert good["distribution_version"] == "0.1" and good["run_id"]
     runs = {_status(out, n)["run_id"] for n in names}
     assert len(runs) == 1 and "earlier run (" in index.split("| old |")[1].split("\n")[0]
