@@ -13,12 +13,19 @@
   one ``PROG: error: ...`` line and exit code 2; a traceback environment variable shows the
   traceback instead; anything else propagates.
 - :func:`comma_list`, :func:`comma_list_of`, :func:`int_list`: argparse ``type=`` parsers for
-  ``a,b,c`` lists and ``start:stop:step`` ranges.
+  ``a,b,c`` lists and ``start:stop:step`` ranges; :func:`finite_float`, :func:`positive_float`,
+  :func:`nonnegative_float`, :func:`probability`, :func:`positive_int`,
+  :func:`nonnegative_int`: numbers, refusing NaN and infinities.
+- :func:`rename_flags`: a renamed flag keeps working for one minor version, with a one-line
+  deprecation warning naming the new spelling.
+- Ctrl-C in a command run through :func:`run_with_one_line_errors` ends with one line
+  ``PROG: interrupted`` and exit status 130, no traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -36,10 +43,17 @@ __all__ = [
     "comma_list_of",
     "configs_command",
     "dispatch",
+    "finite_float",
     "int_list",
     "is_user_error",
     "lightning_commands",
+    "nonnegative_float",
+    "nonnegative_int",
+    "positive_float",
+    "positive_int",
+    "probability",
     "raised_in",
+    "rename_flags",
     "resolve_config_names",
     "run_with_one_line_errors",
     "shipped_configs",
@@ -148,6 +162,91 @@ def int_list(text: str) -> list[int]:
     if step <= 0 or start > stop:
         raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
     return list(range(start, stop + 1, step))
+
+
+def _number(text: str, kind: type, what: str) -> Any:
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if kind is float and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected {what} (finite), got {text!r}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """An argparse ``type=``: a finite number (``nan``, ``inf`` refused)."""
+    return _number(text, float, "a number")
+
+
+def positive_float(text: str) -> float:
+    """An argparse ``type=``: a finite number > 0."""
+    value = _number(text, float, "a number > 0")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    """An argparse ``type=``: a finite number >= 0."""
+    value = _number(text, float, "a number >= 0")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def probability(text: str) -> float:
+    """An argparse ``type=``: a number in [0, 1]."""
+    value = _number(text, float, "a number in [0, 1]")
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type=``: an integer >= 1."""
+    value = _number(text, int, "an integer >= 1")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """An argparse ``type=``: an integer >= 0."""
+    value = _number(text, int, "an integer >= 0")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def rename_flags(
+    argv: Sequence[str], renames: Mapping[str, str], *, prog: str, removed_in: str
+) -> list[str]:
+    """``argv`` with each renamed flag (``--old`` or ``--old=VALUE``) spelled the new way, and one
+    line on stderr per old spelling used: ``PROG: warning: --old is deprecated, use --new (--old
+    will be removed in VERSION)``. Arguments after ``--`` are left alone."""
+    out: list[str] = []
+    warned: set[str] = set()
+    rest = False
+    for arg in argv:
+        if rest or arg == "--":
+            rest = True
+            out.append(arg)
+            continue
+        flag, eq, value = arg.partition("=")
+        new = renames.get(flag)
+        if new is None:
+            out.append(arg)
+            continue
+        if flag not in warned:
+            warned.add(flag)
+            print(
+                f"{prog}: warning: {flag} is deprecated, use {new} ({flag} will be removed in "
+                f"{removed_in})",
+                file=sys.stderr,
+            )
+        out.append(f"{new}{eq}{value}" if eq else new)
+    return out
 
 
 def top_level_parser(
@@ -280,9 +379,15 @@ def run_with_one_line_errors(
     searched along the explicit ``raise ... from`` chain)
     ends with one line ``PROG: error: MESSAGE`` on stderr and ``SystemExit(2)``. When the
     environment variable ``traceback_env`` is set, or the error is not a user error, the
-    exception propagates with its traceback."""
+    exception propagates with its traceback. Ctrl-C (``KeyboardInterrupt``) ends with one line
+    ``PROG: interrupted`` and ``SystemExit(130)`` (the traceback only with ``traceback_env``)."""
     try:
         return dispatch(list(argv))
+    except KeyboardInterrupt:
+        if os.environ.get(traceback_env):
+            raise
+        print(f"\n{prog}: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
     except Exception as error:
         found = user_error_in_chain(error, lambda e: isinstance(e, UsageError) or is_user(e))
         if os.environ.get(traceback_env) or found is None:

@@ -23,6 +23,7 @@ __all__ = [
     "describe_device",
     "lightning_accelerator",
     "lightning_devices",
+    "parse_device_option",
     "record_device",
     "record_threads",
     "reset_usage",
@@ -57,6 +58,36 @@ def choose_device(prefer: str | None = None) -> torch.device:
     device = torch.device(choice)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"{DEVICE_ENV}={choice!r} but PyTorch sees no CUDA device")
+    record_device(device)
+    return device
+
+
+def parse_device_option(value: str, option: str = "--device") -> torch.device:
+    """The device a user named in ``option``, checked before any work: ``cpu``, ``cuda``,
+    ``cuda:N`` or ``mps``. A name that is not a device, or a CUDA device PyTorch cannot see
+    here, is a :class:`~iclr26_common.cli_support.UsageError` naming the option (one line,
+    exit 2). The choice is recorded like :func:`choose_device`'s."""
+    import torch
+
+    from iclr26_common.cli_support import UsageError
+
+    text = str(value).strip().lower()
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise UsageError(f"{option} {value}: not a device; use cpu, cuda or cuda:N") from None
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise UsageError(f"{option} {value}: not a device; use cpu, cuda or cuda:N")
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise UsageError(f"{option} {value}: PyTorch sees no CUDA device on this machine")
+        if device.index is not None and device.index >= count:
+            raise UsageError(
+                f"{option} {value}: PyTorch sees {count} CUDA device(s) (0..{count - 1})"
+            )
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise UsageError(f"{option} {value}: PyTorch sees no MPS device on this machine")
     record_device(device)
     return device
 

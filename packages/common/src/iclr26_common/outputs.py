@@ -1,0 +1,197 @@
+"""The promises every command keeps about its outputs (stdlib only).
+
+- **Checked before any work**: :func:`check_out_folder` / :func:`check_out_file` refuse a bad
+  output path in one line naming the option and what it must be (``--out results.txt: exists and
+  is a file; give a folder``), before a model is loaded or a minute is spent.
+- **Nothing overwritten**: a folder holding complete earlier results is refused unless
+  ``--overwrite``; a folder an interrupted run marked partial is continued with ``--resume`` and
+  refused without it (or started again with ``--overwrite``); an existing output file is refused
+  unless ``--overwrite``.
+- **Nothing that looks complete when it is not**: :class:`OutputFolder` marks the folder partial
+  (``.iclr26-partial``) while the command works and unmarks it only when the work finished; a run
+  refused or failed before it wrote anything leaves no empty folder behind.
+- **Ordinary permissions**: :func:`write_bytes` / :func:`write_text` write atomically (a temporary
+  file in the same folder, then ``os.replace``) with mode 0644, like any other tool's output.
+
+Errors are :class:`OutputError` (a :class:`~iclr26_common.cli_support.UsageError`): one line, exit
+status 2 through :func:`~iclr26_common.cli_support.run_with_one_line_errors`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from types import TracebackType
+
+from iclr26_common.cli_support import UsageError
+
+__all__ = [
+    "FILE_MODE",
+    "PARTIAL_MARKER",
+    "OutputError",
+    "OutputFolder",
+    "check_out_file",
+    "check_out_folder",
+    "write_bytes",
+    "write_text",
+]
+
+#: The marker file of a folder whose command has not finished (interrupted, failed, running).
+PARTIAL_MARKER = ".iclr26-partial"
+#: The mode of every output file (what ``umask 022`` gives any other tool's output).
+FILE_MODE = 0o644
+
+
+class OutputError(UsageError):
+    """A bad output path: one line naming the option, exit status 2."""
+
+
+def _creatable(path: Path, option: str) -> None:
+    """Fail unless ``path``'s nearest existing ancestor is a writable folder."""
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputError(f"{option} {path}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"{option} {path}: cannot write into {parent} (permission denied)")
+
+
+class OutputFolder:
+    """An output folder checked before the work (:func:`check_out_folder`); use it as a context
+    manager around the work::
+
+        out = check_out_folder(args.out, overwrite=args.overwrite, resume=args.resume)
+        with out:                     # creates the folder and marks it partial
+            ...                       # the work, writing files into out.path
+        # left normally: the folder is complete (marker removed)
+
+    Leaving with an exception (Ctrl-C included) keeps the marker, so the folder never looks
+    complete; a folder this command created and left empty (the work failed before writing
+    anything) is removed. ``resumed``: the folder held an interrupted run's partial results and
+    ``--resume`` was given (finished pieces are in it: skip them).
+    """
+
+    def __init__(self, path: Path, *, created: bool, resumed: bool) -> None:
+        self.path = path
+        self.created = created
+        self.resumed = resumed
+
+    @property
+    def marker(self) -> Path:
+        return self.path / PARTIAL_MARKER
+
+    def __enter__(self) -> OutputFolder:
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.marker.write_text(
+            "This folder holds the partial output of a command that has not finished; rerun it "
+            "with --resume to continue or --overwrite to start again.\n",
+            encoding="utf-8",
+        )
+        os.chmod(self.marker, FILE_MODE)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            with contextlib.suppress(FileNotFoundError):
+                self.marker.unlink()
+            return
+        if self.created and {p.name for p in self.path.iterdir()} <= {PARTIAL_MARKER}:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+def check_out_folder(
+    path: str | os.PathLike[str],
+    *,
+    option: str = "--out",
+    overwrite: bool = False,
+    resume: bool = False,
+) -> OutputFolder:
+    """Check an output folder before any work; nothing is created yet (see
+    :class:`OutputFolder`).
+
+    Refused, in one line naming ``option``: a path that exists and is not a folder; a folder
+    holding earlier complete results (any entry) without ``overwrite``; a folder an interrupted
+    run marked partial without ``resume`` or ``overwrite``; ``resume`` on a folder that holds
+    nothing to resume; a folder that cannot be created or written.
+    """
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise OutputError(f"{option} {folder}: exists and is a file; give a folder")
+    if not folder.exists():
+        if resume:
+            raise OutputError(f"{option} {folder}: does not exist; there is nothing to resume")
+        _creatable(folder, option)
+        return OutputFolder(folder, created=True, resumed=False)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(f"{option} {folder}: cannot write into it (permission denied)")
+    entries = {p.name for p in folder.iterdir()}
+    partial = PARTIAL_MARKER in entries
+    if partial and resume:
+        return OutputFolder(folder, created=False, resumed=True)
+    if overwrite:
+        return OutputFolder(folder, created=False, resumed=False)
+    if partial:
+        raise OutputError(
+            f"{option} {folder}: holds the partial results of an interrupted run; pass --resume "
+            "to continue it or --overwrite to start again"
+        )
+    if resume:
+        raise OutputError(
+            f"{option} {folder}: holds complete results, nothing to resume; pass --overwrite "
+            "to replace them or give a new folder"
+        )
+    if entries:
+        raise OutputError(
+            f"{option} {folder}: holds earlier results; pass --overwrite to replace them or give "
+            "a new folder"
+        )
+    return OutputFolder(folder, created=False, resumed=False)
+
+
+def check_out_file(
+    path: str | os.PathLike[str], *, option: str = "--out", overwrite: bool = False
+) -> Path:
+    """Check an output file before any work: refused when it is a folder, when it exists and
+    ``overwrite`` is not given, or when its folder cannot be created or written."""
+    target = Path(path)
+    if target.is_dir():
+        raise OutputError(f"{option} {target}: is a folder; give a file name")
+    if target.exists() and not overwrite:
+        raise OutputError(f"{option} {target}: exists; pass --overwrite to replace it")
+    _creatable(target, option)
+    return target
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (temporary file in the same folder, then
+    ``os.replace``), mode 0644, creating the folder; readers see the old file or the whole new
+    one."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return target
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """:func:`write_bytes` of ``text`` in UTF-8 with ``\\n`` line ends."""
+    return write_bytes(path, text.encode("utf-8"))

@@ -1,0 +1,100 @@
+"""Progress for any command that can run longer than about 10 s: one helper for the workspace.
+
+:func:`progress` wraps an iterable: on a terminal (stderr) a rich progress bar with done/total,
+elapsed time and an estimate of the time left; otherwise plain lines (``DESCRIPTION: 3/10,
+12 s elapsed, about 28 s left``) at most every ``every_s`` seconds and at the end; nothing with
+``quiet`` (the commands' ``--quiet``). Output goes to stderr so stdout stays the command's result.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import IO, TypeVar
+
+__all__ = ["PLAIN_EVERY_S", "format_eta", "progress"]
+
+T = TypeVar("T")
+
+#: Seconds between two plain progress lines (not a terminal).
+PLAIN_EVERY_S = 5.0
+
+
+def format_eta(seconds: float) -> str:
+    """``"42 s"``, ``"3 min 05 s"``, ``"1 h 02 min"``."""
+    seconds = max(0.0, float(seconds))
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
+
+
+def _plain(
+    items: Iterable[T], total: int | None, description: str, stream: IO[str], every_s: float
+) -> Iterator[T]:
+    start = last = time.monotonic()
+    done = 0
+
+    def line() -> str:
+        elapsed = time.monotonic() - start
+        text = f"{description}: {done}" + (f"/{total}" if total is not None else "")
+        text += f", {format_eta(elapsed)} elapsed"
+        if total and 0 < done < total:
+            text += f", about {format_eta(elapsed / done * (total - done))} left"
+        return text
+
+    for item in items:
+        yield item
+        done += 1
+        now = time.monotonic()
+        if now - last >= every_s and (total is None or done < total):
+            print(line(), file=stream, flush=True)
+            last = now
+    print(line() + (" (done)" if total is None or done >= total else ""), file=stream, flush=True)
+
+
+def progress(
+    items: Iterable[T],
+    *,
+    description: str,
+    total: int | None = None,
+    quiet: bool = False,
+    stream: IO[str] | None = None,
+    every_s: float = PLAIN_EVERY_S,
+) -> Iterator[T]:
+    """Yield ``items`` while showing progress on ``stream`` (stderr by default): a rich bar on
+    a terminal, plain lines otherwise, nothing when ``quiet``. ``total`` defaults to
+    ``len(items)`` when it has one."""
+    if total is None and hasattr(items, "__len__"):
+        total = len(items)  # type: ignore[arg-type]
+    if quiet:
+        yield from items
+        return
+    stream = sys.stderr if stream is None else stream
+    if not stream.isatty():
+        yield from _plain(items, total, description, stream, every_s)
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = [
+        TextColumn(description),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    ]
+    with Progress(*columns, console=Console(file=stream), transient=False) as bar:
+        task = bar.add_task(description, total=total)
+        for item in items:
+            yield item
+            bar.advance(task)

@@ -1,0 +1,227 @@
+"""The promises every command keeps (issue 36), in common: outputs checked before work, nothing
+overwritten, partial folders marked, files 0644, finite numeric options, renamed flags, Ctrl-C as
+one line, progress, a device option named in its error."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from iclr26_common.cli_support import (
+    ArgumentParser,
+    finite_float,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+    probability,
+    rename_flags,
+    run_with_one_line_errors,
+)
+from iclr26_common.outputs import (
+    PARTIAL_MARKER,
+    OutputError,
+    check_out_file,
+    check_out_folder,
+    write_bytes,
+    write_text,
+)
+from iclr26_common.progress import format_eta, progress
+
+# ------------------------------------------------------------------ outputs
+
+
+def test_a_file_given_as_the_output_folder_is_refused_before_work(tmp_path: Path) -> None:
+    target = tmp_path / "outfile.txt"
+    target.write_text("mine")
+    with pytest.raises(OutputError, match=r"^--out .*outfile.txt: exists and is a file; give a"):
+        check_out_folder(target)
+    assert target.read_text() == "mine"
+
+
+def test_a_folder_with_earlier_results_needs_overwrite(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with check_out_folder(out) as folder:
+        (folder.path / "results.csv").write_text("a,b\n")
+    assert not (out / PARTIAL_MARKER).exists()  # complete
+    with pytest.raises(OutputError, match="holds earlier results; pass --overwrite"):
+        check_out_folder(out)
+    with pytest.raises(OutputError, match="nothing to resume"):
+        check_out_folder(out, resume=True)
+    assert check_out_folder(out, overwrite=True).path == out
+    assert (out / "results.csv").read_text() == "a,b\n"  # checking wrote nothing
+
+
+def test_an_interrupted_folder_is_marked_partial_and_resumed_only_on_request(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "sweep"
+    with pytest.raises(KeyboardInterrupt), check_out_folder(out) as folder:
+        (folder.path / "cell-1.json").write_text("{}")
+        raise KeyboardInterrupt
+    assert (out / PARTIAL_MARKER).is_file() and (out / "cell-1.json").is_file()
+    with pytest.raises(OutputError, match="partial results of an interrupted run; pass --resume"):
+        check_out_folder(out)
+    resumed = check_out_folder(out, resume=True)
+    assert resumed.resumed
+    with resumed:
+        (out / "cell-2.json").write_text("{}")
+    assert not (out / PARTIAL_MARKER).exists()
+
+
+def test_a_refused_or_failed_run_leaves_no_empty_folder(tmp_path: Path) -> None:
+    out = tmp_path / "new" / "deeper"
+    with pytest.raises(RuntimeError), check_out_folder(out):
+        raise RuntimeError("could not connect")
+    assert not out.exists()
+    with pytest.raises(OutputError, match="does not exist; there is nothing to resume"):
+        check_out_folder(out, resume=True)
+    assert not out.exists()
+
+
+def test_output_files(tmp_path: Path) -> None:
+    folder = tmp_path / "d"
+    folder.mkdir()
+    with pytest.raises(OutputError, match="is a folder; give a file name"):
+        check_out_file(folder, option="--save-to")
+    existing = tmp_path / "w.safetensors"
+    existing.write_bytes(b"user's")
+    with pytest.raises(OutputError, match=r"^--out .*w.safetensors: exists; pass --overwrite"):
+        check_out_file(existing)
+    assert check_out_file(existing, overwrite=True) == existing
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    with pytest.raises(OutputError, match="is a file, not a folder"):
+        check_out_file(blocker / "sub" / "out.json")
+
+
+def test_written_files_are_0644_and_atomic(tmp_path: Path) -> None:
+    old = os.umask(0o077)  # a restrictive umask must not leak into outputs
+    try:
+        path = write_bytes(tmp_path / "a" / "weights.bin", b"\x00\x01")
+        text = write_text(tmp_path / "edit.json", "{}\n")
+    finally:
+        os.umask(old)
+    for p in (path, text):
+        assert stat.S_IMODE(p.stat().st_mode) == 0o644
+    assert path.read_bytes() == b"\x00\x01"
+    assert [p.name for p in (tmp_path / "a").iterdir()] == ["weights.bin"]  # no temp left
+
+
+# ------------------------------------------------------------------ options
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "NaN", "1e999"])
+def test_non_finite_numbers_are_refused_in_one_line(text: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    parser = ArgumentParser(prog="suit edit")
+    parser.add_argument("--kl-factor", type=finite_float)
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args([f"--kl-factor={text}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1
+    assert "--kl-factor" in err[0] and "finite" in err[0]
+
+
+def test_number_types() -> None:
+    assert finite_float("-2.5") == -2.5 and positive_int("3") == 3 and nonnegative_int("0") == 0
+    assert probability("1") == 1.0
+    for parse, bad in [
+        (positive_float, "0"),
+        (positive_int, "0"),
+        (nonnegative_int, "-1"),
+        (probability, "1.5"),
+        (positive_int, "2.5"),
+    ]:
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse(bad)
+
+
+def test_renamed_flags_keep_working_with_one_warning(capsys) -> None:  # type: ignore[no-untyped-def]
+    argv = ["--base", "a", "--base=b", "--ft", "c", "--", "--base"]
+    out = rename_flags(
+        argv, {"--base": "--model", "--ft": "--model-b"}, prog="adl kl", removed_in="0.8.0"
+    )
+    assert out == ["--model", "a", "--model=b", "--model-b", "c", "--", "--base"]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "adl kl: warning: --base is deprecated, use --model (--base will be removed in 0.8.0)",
+        "adl kl: warning: --ft is deprecated, use --model-b (--ft will be removed in 0.8.0)",
+    ]
+
+
+def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("DEMO_TRACEBACK", raising=False)
+
+    def work(argv: list[str]) -> int:
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as exc:
+        run_with_one_line_errors(
+            "demo", work, [], is_user=lambda e: False, traceback_env="DEMO_TRACEBACK"
+        )
+    assert exc.value.code == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "demo: interrupted" and "Traceback" not in err
+    monkeypatch.setenv("DEMO_TRACEBACK", "1")
+    with pytest.raises(KeyboardInterrupt):
+        run_with_one_line_errors(
+            "demo", work, [], is_user=lambda e: False, traceback_env="DEMO_TRACEBACK"
+        )
+
+
+def test_output_errors_are_one_line_user_errors(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    target = tmp_path / "f.txt"
+    target.write_text("x")
+
+    def work(argv: list[str]) -> int:
+        check_out_folder(target)
+        raise AssertionError("the work ran")
+
+    with pytest.raises(SystemExit) as exc:
+        run_with_one_line_errors("demo", work, [], is_user=lambda e: False, traceback_env="X_TB")
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        f"demo: error: --out {target}: exists and is a file; give a folder"
+    )
+
+
+# ------------------------------------------------------------------ progress and devices
+
+
+class _Stream(io.StringIO):
+    def isatty(self) -> bool:
+        return False
+
+
+def test_plain_progress_lines_when_not_a_terminal() -> None:
+    stream = _Stream()
+    items = list(progress(range(4), description="suit facts", stream=stream, every_s=0.0))
+    assert items == [0, 1, 2, 3]
+    lines = stream.getvalue().strip().splitlines()
+    assert lines[0].startswith("suit facts: 1/4, ") and "left" in lines[0]
+    assert lines[-1].startswith("suit facts: 4/4, ") and lines[-1].endswith("(done)")
+    quiet = _Stream()
+    assert list(progress([1, 2], description="x", stream=quiet, quiet=True)) == [1, 2]
+    assert quiet.getvalue() == ""
+    assert format_eta(5) == "5 s" and format_eta(185) == "3 min 05 s"
+    assert format_eta(3720) == "1 h 02 min"
+
+
+def test_device_option_errors_name_the_option() -> None:
+    torch = pytest.importorskip("torch")
+    from iclr26_common.cli_support import UsageError
+    from iclr26_common.device import parse_device_option
+
+    assert parse_device_option("CPU") == torch.device("cpu")
+    with pytest.raises(UsageError, match=r"^--device gpu: not a device; use cpu, cuda or cuda:N"):
+        parse_device_option("gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(UsageError, match=r"^--device cuda: PyTorch sees no CUDA device"):
+            parse_device_option("cuda")
+    else:
+        with pytest.raises(UsageError, match="CUDA device"):
+            parse_device_option(f"cuda:{torch.cuda.device_count()}")
