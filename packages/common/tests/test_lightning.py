@@ -138,18 +138,87 @@ def test_config_never_overwrites_the_users_config_yaml(
     cli_main, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`fit --config tiny --trainer.logger=false` overwrote ./config.yaml before (overwrite=True
-    in bio-scisor/llm-methods): the user's file must survive, the run's config goes beside it."""
+    in bio-scisor/llm-methods): the user's file must survive, the run's config goes beside it
+    when the run has a folder (``--trainer.default_root_dir``)."""
     sentinel = tmp_path / "config.yaml"
     sentinel.write_text("# the user's own config\nkeep: me\n")
-    run = run_main(cli_main.main, ["fit", "--config", "tiny", "--trainer.logger=false"], capsys)
+    root = ["--trainer.default_root_dir", str(tmp_path)]
+    run = run_main(
+        cli_main.main, ["fit", "--config", "tiny", "--trainer.logger=false", *root], capsys
+    )
     assert run.code == 0, run.err
     assert sentinel.read_text() == "# the user's own config\nkeep: me\n"
-    saved = tmp_path / "config-1.yaml"  # default_root_dir (the cwd) is the run's folder
+    saved = tmp_path / "config-1.yaml"  # default_root_dir is the run's folder
     assert "width: 5" in saved.read_text()
     assert f"saved this run's config as {saved}" in run.err
-    run = run_main(cli_main.main, ["fit", "-c", "tiny", "--trainer.logger=false"], capsys)
+    run = run_main(cli_main.main, ["fit", "-c", "tiny", "--trainer.logger=false", *root], capsys)
     assert run.code == 0 and (tmp_path / "config-2.yaml").is_file()
     assert sentinel.read_text() == "# the user's own config\nkeep: me\n"
+
+
+def test_without_a_logger_or_a_root_dir_no_config_lands_in_the_current_folder(
+    cli_main, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 36: fits whose config turns the logger off wrote config.yaml, config-1.yaml, ...
+    into the current folder (7 files after a few runs; 11b2942)."""
+    for _ in range(2):
+        run = run_main(cli_main.main, ["fit", "--config", "tiny", "--trainer.logger=false"], capsys)
+        assert run.code == 0, run.err
+    assert sorted(p.name for p in tmp_path.glob("config*.yaml")) == []
+
+
+def _checkpoint(path: Path, *, class_path: str | None = None, epoch: int = 0) -> Path:
+    import torch
+
+    hparams = {"_class_path": class_path} if class_path else {}
+    torch.save({"state_dict": {}, "hyper_parameters": hparams, "epoch": epoch}, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make", "args", "message"),
+    [
+        (
+            lambda d: _checkpoint(
+                d / "rf.ckpt", class_path="rf_matid.lit_module.RFMatIDClassifier"
+            ),
+            ["test"],
+            "--ckpt_path {ckpt}: a checkpoint of rf-matid "
+            "(rf_matid.lit_module.RFMatIDClassifier), not of fakelit-pkg",
+        ),
+        (lambda d: d / "missing.ckpt", ["fit"], "--ckpt_path {ckpt}: no such checkpoint"),
+        (
+            lambda d: (d / "t.ckpt").write_bytes(b"PK\x03\x04 truncated") and d / "t.ckpt",
+            ["fit"],
+            "--ckpt_path {ckpt}: not a readable checkpoint (",
+        ),
+        (
+            lambda d: _checkpoint(d / "e3.ckpt", epoch=2),
+            ["fit", "--trainer.max_epochs", "3"],
+            "--trainer.max_epochs 3: {ckpt} already trained 3 epoch(s); give more epochs",
+        ),
+        (
+            lambda d: Path("last"),
+            ["fit", "--trainer.max_epochs", "3"],
+            "--ckpt_path last: no last checkpoint in this run's checkpoint folder",
+        ),
+    ],
+)
+def test_checkpoints_a_run_cannot_use_are_one_line_errors(
+    cli_main, tmp_path: Path, capsys: pytest.CaptureFixture[str], make, args, message
+) -> None:
+    """Issue 36: another package's checkpoint ran that package's model (robotics-remac test
+    --ckpt_path <rf-matid checkpoint>); a truncated checkpoint was an UnpicklingError traceback;
+    --ckpt_path last without a checkpoint trained from scratch (11b2942)."""
+    ckpt = make(tmp_path)
+    argv = [*args[:1], "--config", "tiny", "--trainer.logger=false", *args[1:]]
+    # `last` is known missing only once the Trainer (its checkpoint folder) exists: after
+    # Lightning's start-up lines
+    startup = (lambda line: line.startswith("INFO: ")) if str(ckpt) == "last" else None
+    err = assert_one_line_error(
+        cli_main.main, [*argv, "--ckpt_path", str(ckpt)], capsys, skip=startup
+    )
+    assert message.format(ckpt=ckpt) in err
 
 
 def test_config_goes_into_the_loggers_version_folder(

@@ -20,6 +20,13 @@ It gives every package the same behaviour:
   a console script runs under ``--trainer.strategy ddp --trainer.devices N`` as it is. The
   parser reads ``argv`` (not ``sys.argv``), without LightningCLI's "args parameter" warning.
 - Lightning's "Seed set to N" line is silenced, so an input error stays one line.
+- ``--ckpt_path`` is checked before Lightning reads it: a file that is not a readable checkpoint,
+  a checkpoint of another package's model (``robotics-remac test --ckpt_path <an rf-matid
+  checkpoint>``), ``--ckpt_path last`` with no last checkpoint (Lightning would train from
+  scratch), or resuming a fit with ``--trainer.max_epochs`` at or below the epochs the checkpoint
+  already trained: one line naming the option (exit 2).
+- Without a logger, the config is saved into ``--trainer.default_root_dir`` only when one was
+  given: a run never writes ``config.yaml`` into the current folder on its own.
 
 Importing this module imports torch and Lightning: import it inside the command that needs it.
 """
@@ -46,6 +53,8 @@ from iclr26_common.device import lightning_accelerator, lightning_devices
 __all__ = [
     "CLI",
     "RunDirSaveConfig",
+    "check_checkpoint_file",
+    "check_resume",
     "free_config_path",
     "quiet_lightning",
     "quiet_trainer",
@@ -88,6 +97,11 @@ class RunDirSaveConfig(SaveConfigCallback):
         if log_dir is None:  # pragma: no cover - Lightning always falls back to default_root_dir
             self.already_saved = True
             return
+        if trainer.logger is None and not _root_dir_given(self.config):
+            # no logger and no --trainer.default_root_dir: the run has no folder of its own, and
+            # the current folder is the user's: save the config nowhere
+            self.already_saved = True
+            return
         path = None
         if trainer.is_global_zero:
             path = free_config_path(Path(log_dir), self.config_filename)
@@ -104,6 +118,88 @@ class RunDirSaveConfig(SaveConfigCallback):
         self.already_saved = trainer.strategy.broadcast(self.already_saved)
 
 
+def _root_dir_given(config: Any) -> bool:
+    """Whether the resolved config names a ``trainer.default_root_dir`` (top level or under the
+    subcommand)."""
+
+    def get(node: Any, *keys: str) -> Any:
+        for key in keys:
+            try:
+                node = node[key]
+            except (KeyError, TypeError, IndexError):
+                return None
+        return node
+
+    for prefix in ((), *(((name,),) for name in ("fit", "validate", "test", "predict"))):
+        if get(config, *prefix, "trainer", "default_root_dir"):  # type: ignore[arg-type]
+            return True
+    return False
+
+
+def check_checkpoint_file(ckpt_path: str, *, package: str) -> dict[str, Any] | None:
+    """The content of the checkpoint ``--ckpt_path`` names, checked before LightningCLI reads
+    its hyper-parameters: missing, unreadable (``weights_only=True``) or not a Lightning
+    checkpoint, or a checkpoint of another package's model (its ``_class_path``) is a
+    :class:`UsageError` naming the option. ``None`` for Lightning's own names (``last``,
+    ``best``, ``hpc``, ``registry``)."""
+    from iclr26_common.checkpoints import load_weights_only
+
+    if ckpt_path in ("last", "best", "hpc", "registry") or ckpt_path.startswith("registry:"):
+        return None
+    try:
+        payload = load_weights_only(ckpt_path, error=UsageError, require_state_dict=True)
+    except FileNotFoundError as error:
+        raise UsageError(f"--ckpt_path {error}") from None
+    except UsageError as error:
+        raise UsageError(f"--ckpt_path {error}") from None
+    class_path = str((payload.get("hyper_parameters") or {}).get("_class_path") or "")
+    owner = class_path.split(".")[0]
+    if owner and owner != package:
+        raise UsageError(
+            f"--ckpt_path {ckpt_path}: a checkpoint of {owner.replace('_', '-')} "
+            f"({class_path}), not of {package.replace('_', '-')}"
+        )
+    return payload
+
+
+def check_resume(
+    ckpt_path: str,
+    payload: dict[str, Any] | None,
+    *,
+    subcommand: str,
+    trainer: Trainer | None = None,
+    max_epochs: int | None = None,
+) -> None:
+    """Refuse what Lightning would do silently or with a traceback: ``--ckpt_path last`` when
+    the run's checkpoint folder holds no last checkpoint (it would train from scratch), and a
+    ``fit`` resumed with ``--trainer.max_epochs`` at or below the epochs the checkpoint already
+    trained (nothing to train)."""
+    if ckpt_path == "last":
+        if trainer is None:
+            return  # needs the trainer's checkpoint folder
+        found: set[str] = set()
+        for callback in getattr(trainer, "checkpoint_callbacks", []) or []:
+            finder = getattr(callback, "_find_last_checkpoints", None)
+            if finder is not None:
+                with contextlib.suppress(Exception):
+                    found |= set(finder(trainer))
+        if not found:
+            raise UsageError(
+                "--ckpt_path last: no last checkpoint in this run's checkpoint folder (Lightning "
+                "would start from scratch); give a checkpoint file or leave --ckpt_path out"
+            )
+        return
+    done = (payload or {}).get("epoch")
+    if max_epochs is None:
+        max_epochs = getattr(trainer, "max_epochs", None)
+    if subcommand == "fit" and isinstance(done, int) and max_epochs not in (None, -1):
+        if done + 1 >= max_epochs:  # the saved epoch index is 0-based
+            raise UsageError(
+                f"--trainer.max_epochs {max_epochs}: {ckpt_path} already trained {done + 1} "
+                "epoch(s); give more epochs to resume training"
+            )
+
+
 class CLI(LightningCLI):
     """The LightningCLI subclass :func:`run_cli` builds on (a package may pass a subclass of it
     as ``cli_class``). Class attributes set by :func:`run_cli`: ``links``, ``before_trainer``,
@@ -112,6 +208,26 @@ class CLI(LightningCLI):
     links: Sequence[Link] = ()
     before_trainer: Callable[[Any], None] | None = None
     raw_argv: list[str] | None = None
+    package: str = ""
+    _ckpt: tuple[str, dict[str, Any] | None] | None = None
+
+    def _ckpt_path(self) -> str | None:
+        subcommand = self.config.get("subcommand") if self.config is not None else None
+        node = self.config.get(subcommand) if subcommand else None
+        value = node.get("ckpt_path") if node is not None else None
+        return str(value) if value else None
+
+    def _parse_ckpt_path(self) -> None:
+        # checked before LightningCLI unpickles it and takes its model class from it
+        ckpt_path = self._ckpt_path()
+        if ckpt_path and self.package:
+            self._ckpt = (ckpt_path, check_checkpoint_file(ckpt_path, package=self.package))
+        super()._parse_ckpt_path()
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        if self._ckpt is not None:
+            check_resume(*self._ckpt, subcommand=subcommand, trainer=self.trainer)
+        super()._run_subcommand(subcommand)
 
     def add_arguments_to_parser(self, parser: Any) -> None:
         for link in self.links:
@@ -133,6 +249,9 @@ class CLI(LightningCLI):
         if hook is not None:
             hook(self)
         config = self._get(self.config_init, "trainer", default={})
+        if self._ckpt is not None:  # before the Trainer's start-up lines
+            subcommand = str(self.config.get("subcommand") or "")
+            check_resume(*self._ckpt, subcommand=subcommand, max_epochs=config.get("max_epochs"))
         if "accelerator" not in kwargs and config.get("accelerator", "auto") == "auto":
             try:
                 kwargs["accelerator"] = lightning_accelerator()
@@ -241,6 +360,7 @@ def run_cli(
             "links": tuple(links),
             "before_trainer": staticmethod(before_trainer) if before_trainer else None,
             "raw_argv": raw,
+            "package": package,
         },
     )
     kwargs: dict[str, Any] = {"prog": prog, "exit_on_error": False, **(parser_kwargs or {})}
