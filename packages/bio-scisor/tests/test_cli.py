@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -125,10 +126,17 @@ def test_fit_tiny_in_process(tmp_path: Path) -> None:
 def test_fit_without_logger_keeps_the_users_config_yaml(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    """`fit --config tiny --trainer.logger=false` overwrote ./config.yaml (overwrite=True)."""
+    """`fit --config tiny --trainer.logger=false` overwrote ./config.yaml (overwrite=True); without
+    a logger or a --trainer.default_root_dir the config now lands nowhere (common 0.8), with one
+    beside the user's file."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "config.yaml").write_text("mine: 1\n")
     run = run_main(main, ["fit", "--config", "tiny", "--trainer.logger=false"], capsys)
+    assert run.code == 0, run.err
+    assert (tmp_path / "config.yaml").read_text() == "mine: 1\n"
+    assert sorted(p.name for p in tmp_path.glob("config*.yaml")) == ["config.yaml"]
+    root = ["--trainer.default_root_dir", str(tmp_path)]
+    run = run_main(main, ["fit", "--config", "tiny", "--trainer.logger=false", *root], capsys)
     assert run.code == 0, run.err
     assert (tmp_path / "config.yaml").read_text() == "mine: 1\n"
     assert yaml.safe_load((tmp_path / "config-1.yaml").read_text())["model"]["d_model"] == 16
@@ -186,7 +194,14 @@ def test_synth_score_shrink_round_trip(tmp_path: Path, tiny_ckpt: Path, capsys) 
         "scisor_elbo",
     }
     assert all(float(r["scisor_path"]) <= 0 for r in rows)  # log-probabilities
-    assert "Spearman" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "Spearman" in printed
+    # a 95 % interval over the variants beside each method, and their paired difference
+    lines = {line.split(":")[0]: line for line in printed.splitlines() if "Spearman" in line}
+    n = len(rows)
+    for name in ("scisor_path", "scisor_elbo", "scisor_elbo - scisor_path"):
+        assert "95 %" in lines[name] and f"n={n} variants" in lines[name], lines[name]
+        assert "± 0" not in lines[name]
     with pytest.raises(SystemExit) as info:  # no silent overwrite
         main(args)
     assert info.value.code == 2
@@ -329,13 +344,28 @@ def test_proteingym_reference_scoring(tmp_path: Path, synth_dir: Path, tiny_ckpt
         str(tiny_ckpt),
         "--out",
         str(out),
+        "--n-resamples",
+        "499",
     ]
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "single" in printed and "multi" in printed and "1 assays" in printed
+    # one protein: the split averages are printed without an interval, saying n
+    assert printed.count("(n=1 proteins, too few for an interval)") == 3
+    assert "± 0.000" not in printed  # ProteinGym's SE of one protein is 0: not printed
     (row,) = list(csv.DictReader((out / "summary.csv").open()))
     assert row["DMS_id"] == "SYNTH_deletions" and -1 <= float(row["spearman"]) <= 1
     assert (out / "SYNTH_deletions.csv").is_file()
+    # the assay's Spearman with its interval over the variants (existing columns unchanged)
+    head = ["DMS_id", "UniProt_ID", "coarse_selection_type", "n", "skipped", "spearman"]
+    assert list(row)[:6] == head
+    assert row["spearman_ci_method"] == "bootstrap" and row["spearman_n"] == row["n"]
+    assert row["spearman_resample_seed"] == "0"
+    assert float(row["spearman_low"]) <= float(row["spearman"]) <= float(row["spearman_high"])
+    splits = json.loads((out / "summary.json").read_text())
+    assert set(splits) == {"all", "single", "multi"}
+    assert splits["all"]["spearman_interval"] is None and splits["all"]["spearman_interval_n"] == 1
+    assert splits["all"]["spearman"] == pytest.approx(float(row["spearman"]), abs=1e-9)
     with pytest.raises(SystemExit) as info:  # existing output folder
         main(args)
     assert info.value.code == 2

@@ -9,6 +9,7 @@ ProteinGym's clinical files use (its clinical baselines read the first and write
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import numpy as np
@@ -179,6 +180,12 @@ def test_clinical_set_through_the_cli_with_planted_labels(
         assert [r["DMS_id"] for r in summary] == ["NP_1.1", "NP_2.1"]
         assert all(float(r["auc"]) == expected and r["skipped"] == "1" for r in summary)
         assert all(int(r["n_pathogenic"]) == len(low) for r in summary)
+        # planted: both proteins at the same AUC, so the average's interval has zero width and
+        # is exact; 8 variants per protein are too few for a per-protein interval
+        assert "95 % (exact, n=2 proteins)" in printed
+        assert all(r["auc_ci_method"] == "none" and r["auc_n"] == "8" for r in summary)
+        average = json.loads((out / "summary.json").read_text())["all"]["auc_interval"]
+        assert average["method"] == "exact" and average["low"] == average["high"] == expected
         per = list(csv.DictReader((out / "NP_1.1.csv").open()))
         assert [r["mutated_sequence"] for r in per] == mutants
 

@@ -58,7 +58,7 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def test_pipeline_end_to_end(synth: Path, tmp_path: Path) -> None:
+def test_pipeline_end_to_end(synth: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     base, aligned, tuned, ev = (tmp_path / n for n in ("base", "aligned", "tuned", "eval"))
     assert main(["antibody", "pretrain", "--out", str(base), "--steps", "2"]) == 0
     assert (
@@ -155,6 +155,34 @@ def test_pipeline_end_to_end(synth: Path, tmp_path: Path) -> None:
     )
     summary = json.loads((ev / "summary.json").read_text())
     assert 0 <= summary["hs"] <= 100 and 0 <= summary["fa"] <= 100 and summary["n_harmful"] > 10
+    # each score with its 95 % interval over the prompts, the resampling seed recorded
+    for key, n in (("hs", summary["n_harmful"]), ("fa", summary["n_task"])):
+        interval = summary[f"{key}_interval"]
+        assert interval["n"] == n and interval["units"] == "prompts"
+        assert interval["estimate"] == pytest.approx(summary[key])
+        assert interval["low"] <= summary[key] <= interval["high"]
+        if interval["method"] == "bootstrap":
+            assert interval["resample_seed"] == 0
+        else:  # every prompt went the same way
+            assert interval["method"] == "exact" and interval["low"] == interval["high"]
+    assert "n=" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_eval_intervals_over_prompts_planted() -> None:
+    """A model refusing every harmful prompt: HS exactly 0, zero width, not NaN; half the task
+    prompts right: FA's interval holds 50 and excludes 0 and 100; one prompt: no interval."""
+    from llm_methods.antibody.cli import score_intervals
+
+    out = score_intervals({"hs": [0] * 40, "fa": [1, 0] * 20})
+    hs, hs_text = out["hs"]
+    assert hs["method"] == "exact" and hs["low"] == hs["high"] == 0.0 and hs["n"] == 40
+    assert hs_text == "(exact, n=40 prompts)"
+    fa, fa_text = out["fa"]
+    assert fa["method"] == "bootstrap" and fa["resample_seed"] == 0 and fa["n"] == 40
+    assert 0 < fa["low"] < 50 < fa["high"] < 100 and "(bootstrap, n=40 prompts)" in fa_text
+    (single, text) = score_intervals({"hs": [1]})["hs"]
+    assert single["method"] == "none" and single["low"] is None and single["n"] == 1
+    assert text == "(n=1 prompts, too few for an interval)"
 
 
 def test_bad_poison_ratio_is_one_line(synth: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

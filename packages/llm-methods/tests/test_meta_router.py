@@ -179,6 +179,27 @@ def test_cli_simulate_fit_route(tmp_path: Path, capsys: pytest.CaptureFixture) -
     )
     report = json.loads((fit / "fit.json").read_text())
     assert set(report["test_mse"]) == {"gold_only", "preference_only", "pooled", "dr_corrected"}
+    # each MSE with its 95 % interval over the test queries, and dr_corrected's paired
+    # difference to each baseline on the same queries (seed --seed, recorded)
+    n_test = len((sim / "test.csv").read_text().splitlines()) - 1
+    for method, mse in report["test_mse"].items():
+        interval = report["test_mse_interval"][method]
+        assert interval["estimate"] == pytest.approx(mse) and interval["n"] == n_test
+        assert interval["low"] <= mse <= interval["high"] and interval["resample_seed"] == 0
+        assert interval["units"] == "test queries"
+    assert set(report["test_mse_diff"]) == {
+        "dr_corrected - gold_only",
+        "dr_corrected - preference_only",
+        "dr_corrected - pooled",
+    }
+    diff = report["test_mse_diff"]["dr_corrected - pooled"]
+    assert diff["estimate"] == pytest.approx(
+        report["test_mse"]["dr_corrected"] - report["test_mse"]["pooled"]
+    )
+    assert diff["method"] in ("paired bootstrap", "exact") and diff["n"] == n_test
+    printed = capsys.readouterr().out
+    assert f"n={n_test} test queries" in printed and "dr_corrected - pooled" in printed
+    assert "test_mse_interval=" not in printed  # the one-line summary keeps its keys
     routes = tmp_path / "routes.csv"
     assert (
         main(
@@ -259,3 +280,28 @@ def test_official_learner_refuses_when_its_mask_keeps_nothing() -> None:
     t = np.r_[np.ones(30), np.zeros(30)].astype(int)
     with pytest.raises(ValueError, match="official mask kept 0 rows"):
         estimate_bias(x, rng.normal(size=60), t, "dr_official", seed=0)
+
+
+def test_mse_intervals_planted() -> None:
+    """A baseline with the router's own errors: paired difference exactly 0, zero width; a
+    clearly worse baseline: the difference's interval excludes 0; one query: no interval."""
+    from llm_methods.meta_router.cli import mse_intervals
+
+    rng = np.random.default_rng(0)
+    router = rng.exponential(0.01, size=200)
+    worse_errors = router + rng.exponential(0.05, size=200)
+    errors = {"same": router.copy(), "worse": worse_errors, "dr_corrected": router}
+    out = mse_intervals(errors, seed=3)
+    same, same_text = out["test_mse_diff"]["dr_corrected - same"]
+    assert same["method"] == "exact" and same["low"] == same["high"] == 0.0
+    assert same_text == "(exact, n=200 test queries)"
+    worse, _ = out["test_mse_diff"]["dr_corrected - worse"]
+    assert worse["method"] == "paired bootstrap" and worse["low"] < worse["high"] < 0
+    assert worse["estimate"] == pytest.approx(router.mean() - worse_errors.mean())
+    mse, text = out["test_mse_interval"]["dr_corrected"]
+    assert mse["method"] == "bootstrap" and mse["resample_seed"] == 3 and mse["n"] == 200
+    assert mse["low"] < router.mean() < mse["high"] and "(bootstrap, n=200 test queries)" in text
+    single = mse_intervals({"dr_corrected": np.array([0.1]), "pooled": np.array([0.2])})
+    interval, text = single["test_mse_interval"]["pooled"]
+    assert interval["method"] == "none" and interval["n"] == 1
+    assert text == "(n=1 test queries, too few for an interval)"

@@ -287,9 +287,77 @@ def test_cli_synth_analyze_judge(tmp_path: Path, capsys: pytest.CaptureFixture) 
     )
     out = capsys.readouterr().out
     assert "reckless" in out and (tmp_path / "a" / "per_agent.csv").is_file()
+    # each metric with its 95 % interval over the questions, beside the existing columns
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "a" / "per_agent.csv", index_col=0)
+    assert list(table.columns[:3]) == ["n_traces", "accuracy", "accuracy_ci"]
+    for column in ("accuracy_low", "accuracy_high", "accuracy_ci_method", "accuracy_n"):
+        assert column in table.columns
+    assert (table["accuracy_n"] == 10).all() and (table["resample_seed"] == 0).all()
+    saved = json.loads((tmp_path / "a" / "metrics.json").read_text())["intervals"]
+    assert saved["resample_seed"] == 0 and saved["units"] == "questions"
+    accuracy = saved["groups"]["calibrated"]["metrics"]["accuracy"]
+    assert accuracy["n"] == 10 and accuracy["method"] in ("bootstrap", "exact")
+    assert "95 % intervals over the questions" in out and "n=10 questions" in out
     assert main(["seekbench", "judge", str(traces), "--out", str(tmp_path / "j.jsonl")]) == 0
     assert "kappa query_type" in capsys.readouterr().out
     assert len(read_traces(tmp_path / "j.jsonl")) == 60
+
+
+def _twin(traces: list[dict], name: str) -> list[dict]:
+    """The same traces under another agent name: an agent identical to the original."""
+    return [{**t, "model": name} for t in traces]
+
+
+def test_intervals_over_questions_planted() -> None:
+    """Identical agents: every paired difference exactly 0 with zero width (not NaN); designed
+    calibrated vs reckless agents: the premature-rate difference excludes 0 and the per-agent
+    interval holds the point value; under 10 questions: no interval."""
+    from llm_methods.seekbench.metrics import metric_intervals
+
+    base = synth_traces(30, ["calibrated"], seed=1)
+    reckless = synth_traces(30, ["reckless"], seed=1)
+    traces = base + _twin(base, "twin") + reckless
+    rows = metric_intervals(traces, n_resamples=99, reference="calibrated")
+    point = analyze(traces, n_boot=0)["agents"]
+    twin = rows["twin"]
+    assert twin["n"] == twin["n_shared"] == 30 and twin["reference"] == "calibrated"
+    for metric in ("accuracy", "ce", "premature_rate", "groundedness"):
+        diff = twin["differences"][metric]
+        assert diff is not None and diff.method == "exact", metric
+        assert diff.estimate == diff.low == diff.high == 0.0
+        interval = rows["calibrated"]["intervals"][metric]
+        assert interval.estimate == pytest.approx(point["calibrated"][metric])
+        assert interval.low <= interval.estimate <= interval.high
+    gap = rows["reckless"]["differences"]["premature_rate"]
+    assert gap.method == "bootstrap" and gap.low > 0 and gap.n == 30 and gap.resample_seed == 0
+    assert rows["calibrated"]["differences"] == {}  # the reference itself
+    few = metric_intervals(synth_traces(6, ["calibrated"], seed=1), n_resamples=99)
+    assert all(i is None for i in few["calibrated"]["intervals"].values())
+
+
+def test_cli_reference_gives_paired_differences(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    base = synth_traces(12, ["calibrated"], seed=2)
+    traces = tmp_path / "t.jsonl"
+    write_traces(base + _twin(base, "twin"), traces)
+    args = ["seekbench", "analyze", str(traces), "--n-boot", "50", "--reference", "calibrated"]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    out = capsys.readouterr().out
+    assert "twin (12 questions, 12 shared with calibrated)" in out
+    assert "vs calibrated +0.000 (exact, n=12 questions)" in out
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "a" / "per_agent.csv", index_col=0)
+    assert table.loc["twin", "accuracy_diff"] == 0.0
+    assert table.loc["twin", "accuracy_diff_ci_method"] == "exact"
+    assert table.loc["twin", "accuracy_diff_n"] == 12
+    with pytest.raises(SystemExit) as info:
+        main([*args[:5], "--reference", "nobody", "--out", str(tmp_path / "b")])
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2 and "--reference 'nobody' is not a model" in err
 
 
 def test_cli_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

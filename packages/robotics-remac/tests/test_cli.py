@@ -144,6 +144,65 @@ def test_collect_then_eval(tmp_path: Path, capsys: pytest.CaptureFixture) -> Non
     lines = (out / "results.csv").read_text().splitlines()
     assert len(lines) == 1 + 6 and lines[0].startswith("method,delay,assumed_delay")
     assert (out / "success_vs_delay.png").stat().st_size > 0
+    # the existing columns come first, unchanged; the intervals follow
+    import csv
+
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    existing = ["method", "delay", "assumed_delay", "exec_horizon", "success", "ci_low"]
+    assert list(rows[0])[:6] == existing
+    for row in rows:
+        assert row["success_n"] == "4" and row["baseline"] == "naive"
+        assert row["success_ci_method"] in ("t", "exact")  # 4 episodes: a t-interval
+        if row["method"] == "naive":
+            assert row["success_diff"] == "" and row["success_diff_ci_method"] == ""
+        else:
+            assert row["success_diff_ci_method"] in ("paired t", "exact")
+    printed = capsys.readouterr().out
+    assert "n=4 episodes" in printed and "vs naive" in printed
+
+
+def test_eval_intervals_over_episodes_planted(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """naive and sync act alike at d = 0 (both execute the new chunk at once): their paired
+    difference on the same episodes is exactly 0, zero width; the planner (the ceiling) against
+    an untrained policy: its interval excludes 0. One episode: no interval, n said."""
+    import csv
+
+    import torch
+
+    from robotics_remac.checkpoint import save_policy
+    from robotics_remac.model import FlowPolicy
+
+    torch.manual_seed(0)
+    base = save_policy(tmp_path / "b.pt", FlowPolicy(channels=8, hidden=8, token_hidden=4), "base")
+    out = tmp_path / "ev"
+    args = ["eval", "--policy", str(base), "--delays", "0", "--exec-horizon", "4"]
+    assert (
+        main([*args, "--method", "naive,sync,planner", "--episodes", "30", "--out", str(out)]) == 0
+    )
+    rows = {r["method"]: r for r in csv.DictReader((out / "results.csv").open())}
+    sync, planner = rows["sync"], rows["planner"]
+    assert sync["success"] == rows["naive"]["success"]
+    assert float(sync["success_diff"]) == 0.0 and sync["success_diff_ci_method"] == "exact"
+    assert float(sync["success_diff_low"]) == float(sync["success_diff_high"]) == 0.0
+    assert planner["success_diff_ci_method"] == "paired bootstrap"
+    assert planner["success_diff_n"] == "30" and planner["success_diff_resample_seed"] == "0"
+    assert float(planner["success_diff_low"]) > 0
+    assert (
+        float(planner["success_low"]) <= float(planner["success"]) <= float(planner["success_high"])
+    )
+    printed = capsys.readouterr().out
+    assert "vs naive +0.000 (exact, n=30 episodes)" in printed
+    one = tmp_path / "one"
+    assert main([*args, "--method", "planner", "--episodes", "1", "--out", str(one)]) == 0
+    (row,) = list(csv.DictReader((one / "results.csv").open()))
+    assert (
+        row["success_ci_method"] == "none" and row["success_low"] == "" and row["success_n"] == "1"
+    )
+    assert "baseline" not in row  # one method: nothing to compare with
+    printed = capsys.readouterr().out
+    assert "(n=1 episodes, too few for an interval)" in printed and "± 0" not in printed
 
 
 def test_eval_planner_alone_needs_no_trained_policy(tmp_path: Path) -> None:

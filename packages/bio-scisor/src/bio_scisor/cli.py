@@ -133,12 +133,17 @@ def _load_denoiser(
     }
 
 
+NO_SPEARMAN_INTERVAL = "no interval: under 10 variants, or constant scores"
+
+
 def score_main(argv: Sequence[str]) -> int:
     parser = ArgumentParser(
         prog="bio-scisor score",
         description="Score every deletion variant of a ProteinGym indel CSV with a trained "
         "checkpoint and write mutated_sequence, DMS_score, n_deleted, scisor_path[, scisor_elbo]. "
-        "Prints the Spearman correlation with DMS_score.",
+        "Prints the Spearman correlation with DMS_score and its 95 % interval (BCa bootstrap "
+        "over the variants, resampling seed 0), and with --elbo-samples the paired difference "
+        "of the two scores' Spearman.",
     )
     parser.add_argument("--dms", type=Path, required=True, help="ProteinGym indel CSV")
     parser.add_argument("--wt", required=True, help="wild-type sequence or FASTA file")
@@ -157,8 +162,13 @@ def score_main(argv: Sequence[str]) -> int:
 
     from bio_scisor.elbo import score_elbo
     from bio_scisor.io import read_dms_indels
-    from bio_scisor.metrics import spearman
+    from bio_scisor.metrics import (
+        spearman,
+        spearman_difference_interval,
+        spearman_interval,
+    )
     from bio_scisor.scoring import score_path
+    from iclr26_common.effects import interval_text
 
     wt = _read_wt(ns.wt)
     assay = read_dms_indels(
@@ -189,7 +199,24 @@ def score_main(argv: Sequence[str]) -> int:
             values = [f"{columns[c][i]:.6f}" for c in columns]
             writer.writerow([seq, assay.scores[i], int(assay.n_deleted[i]), *values])
     for name, values in columns.items():
-        print(f"{name}: Spearman {spearman(values, assay.scores):+.3f} on {len(values)} variants")
+        interval = spearman_interval(values, assay.scores)
+        print(
+            f"{name}: Spearman {spearman(values, assay.scores):+.3f} on {len(values)} variants, 95 % "
+            + interval_text(interval, len(values), "variants", "+.3f", missing=NO_SPEARMAN_INTERVAL)
+        )
+    if "scisor_elbo" in columns:
+        diff = spearman_difference_interval(
+            columns["scisor_elbo"], columns["scisor_path"], assay.scores
+        )
+        gap = spearman(columns["scisor_elbo"], assay.scores) - spearman(
+            columns["scisor_path"], assay.scores
+        )
+        print(
+            f"scisor_elbo - scisor_path: Spearman {gap:+.3f}, 95 % "
+            + interval_text(
+                diff, len(assay.scores), "variants, paired", "+.3f", missing=NO_SPEARMAN_INTERVAL
+            )
+        )
     if assay.skipped:
         print(f"skipped {assay.skipped} rows that are not deletions of the wild type")
     print(f"wrote {ns.out}")
@@ -202,11 +229,14 @@ def proteingym_main(argv: Sequence[str]) -> int:
         description="Score every assay listed in a ProteinGym DMS_indels.csv reference file "
         "(assay CSVs in --dms-dir) and print ProteinGym's indel summary: Spearman per assay, "
         "averaged per (UniProt_ID, coarse_selection_type), per type, then across types, with "
-        "ProteinGym's bootstrap SE, for all, single and multi deletions. Writes per-assay score "
-        "CSVs and summary.csv into --out. With --benchmark clinical: ProteinGym's clinical indel "
+        "ProteinGym's bootstrap SE, for all, single and multi deletions, each with a 95 % "
+        "interval over the proteins (t under 10, BCa bootstrap from 10; resampling seed 0). "
+        "Writes per-assay score CSVs, summary.csv (per assay: Spearman with a 95 % interval over "
+        "its variants, columns spearman_low/_high/_ci_method/_n/_resample_seed) and summary.json "
+        "(per split) into --out. With --benchmark clinical: ProteinGym's clinical indel "
         "set (clinical_indels.csv, per-protein files with mutated_sequence and DMS_bin_score "
         "Pathogenic/Benign), scored the same way; per-protein AUC of benign vs pathogenic and "
-        "their average.",
+        "their average, with 95 % intervals the same way (auc_low, ...).",
     )
     parser.add_argument(
         "--reference", type=Path, required=True, help="DMS_indels.csv or clinical_indels.csv"
@@ -218,9 +248,18 @@ def proteingym_main(argv: Sequence[str]) -> int:
     _add_ckpt_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, help="output folder (new)")
     parser.add_argument("--skip-non-deletions", action="store_true", help="skip insertions")
+    parser.add_argument(
+        "--n-resamples",
+        type=int,
+        default=9999,
+        help="bootstrap resamples of each assay's Spearman (or protein's AUC) interval",
+    )
     ns = parser.parse_args(list(argv))
+    if ns.n_resamples < 100:
+        parser.error("--n-resamples must be >= 100")
 
     from bio_scisor.proteingym import score_clinical_reference, score_reference
+    from iclr26_common.effects import interval_text
 
     model, _ = _load_denoiser(ns.ckpt, ns.esm_config, ns.p0)
     if ns.benchmark == "clinical":
@@ -230,11 +269,13 @@ def proteingym_main(argv: Sequence[str]) -> int:
             ns.dms_dir,
             ns.out,
             on_non_deletion="skip" if ns.skip_non_deletions else "error",
+            n_resamples=ns.n_resamples,
         )
         print(
-            f"clinical AUC {clinical['auc']:.3f} ± {clinical['se']:.3f} "
+            f"clinical AUC {clinical['auc']:.3f}{_se_text(clinical['se'])} "
             f"({clinical['n_proteins']} proteins with both labels, "
-            f"{clinical['n_variants']} deletions)"
+            f"{clinical['n_variants']} deletions), 95 % "
+            + interval_text(clinical["interval"], clinical["interval_n"], "proteins", "+.3f")
         )
         print(f"wrote {ns.out}")
         return 0
@@ -244,14 +285,22 @@ def proteingym_main(argv: Sequence[str]) -> int:
         ns.dms_dir,
         ns.out,
         on_non_deletion="skip" if ns.skip_non_deletions else "error",
+        n_resamples=ns.n_resamples,
     )
     for split, values in summary.items():
         print(
-            f"{split:6s} Spearman {values['spearman']:+.3f} ± {values['se']:.3f} "
-            f"({values['n_assays']} assays, {values['n_proteins']} proteins)"
+            f"{split:6s} Spearman {values['spearman']:+.3f}{_se_text(values['se'])} "
+            f"({values['n_assays']} assays, {values['n_proteins']} proteins), 95 % "
+            + interval_text(values["interval"], values["interval_n"], "proteins", "+.3f")
         )
     print(f"wrote {ns.out}")
     return 0
+
+
+def _se_text(se: float) -> str:
+    """`` ± SE`` (ProteinGym's bootstrap SE); nothing where it is 0 or undefined (one protein
+    per selection type: resampling within types changes nothing), never a ``± 0.000``."""
+    return f" ± {se:.3f}" if se > 1e-9 else ""  # 0 up to the bootstrap's rounding
 
 
 def shrink_main(argv: Sequence[str]) -> int:

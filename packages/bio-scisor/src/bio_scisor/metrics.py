@@ -12,6 +12,13 @@ within each selection type, resample its (UniProt_ID, type) rows with replacemen
 mean; average over the types; the standard deviation (ddof 1) over ``n_boot`` resamples
 (10,000 in ProteinGym). ProteinGym bootstraps the *difference* to a reference model
 (TranceptEVE_M for indels); pass ``reference`` (per-assay Spearman of that model) to do the same.
+
+95 % intervals beside these numbers (``bio-scisor score`` / ``proteingym``) come from
+:mod:`iclr26_common.effects` (SciPy's BCa bootstrap, a t-interval below 10 units), never from a
+hand-written resampler: :func:`spearman_interval` over an assay's variants (paired: score and
+measurement of a variant stay together), :func:`auc_interval` over a protein's variants,
+:func:`summary_interval` over the (UniProt_ID, coarse_selection_type) rows of the summary. The
+ProteinGym SE above is kept as ProteinGym computes it, for comparison with the leaderboard.
 """
 
 from __future__ import annotations
@@ -19,19 +26,33 @@ from __future__ import annotations
 import warnings
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from scipy.stats import rankdata, spearmanr
 
+if TYPE_CHECKING:
+    from iclr26_common.effects import Interval
+
 __all__ = [
+    "INTERVAL_SEED",
     "AssayScores",
     "assay_spearman",
+    "auc_interval",
     "clinical_auc",
     "clinical_summary",
     "proteingym_summary",
     "spearman",
+    "spearman_difference_interval",
+    "spearman_interval",
+    "summary_interval",
 ]
+
+#: The resampling seed of every interval of ``bio-scisor score`` / ``proteingym`` (recorded
+#: beside each interval; the commands have no ``--seed``).
+INTERVAL_SEED = 0
+#: Bootstrap resamples of the Spearman / AUC intervals (SciPy's default).
+N_RESAMPLES = 9999
 
 
 def spearman(scores: np.ndarray, truth: np.ndarray) -> float:
@@ -148,3 +169,142 @@ def clinical_summary(aucs: Sequence[float], n_boot: int = 10_000, seed: int = 0)
     boots = values[rng.integers(0, len(values), size=(n_boot, len(values)))].mean(axis=1)
     se = float(np.std(boots, ddof=1)) if n_boot > 1 else 0.0
     return {"auc": float(values.mean()), "se": se, "n_proteins": len(values)}
+
+
+# ------------------------------------------------------------------------------ intervals
+
+
+def _rank_spearman(scores: np.ndarray, truth: np.ndarray) -> float:
+    """Spearman's rho as the Pearson correlation of average ranks (ties as ``spearmanr``);
+    NaN for a constant input (a resample can be one)."""
+    a, b = rankdata(scores), rankdata(truth)
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return float("nan")
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def spearman_interval(
+    scores: np.ndarray,
+    truth: np.ndarray,
+    seed: int = INTERVAL_SEED,
+    n_resamples: int = N_RESAMPLES,
+) -> Interval | None:
+    """Spearman(score, DMS score) of one assay with a 95 % BCa bootstrap interval over its
+    variants (:func:`iclr26_common.effects.statistic_interval`, paired, seed ``seed``); ``None``
+    when there is none: under 10 variants, or the correlation is undefined (constant values)."""
+    from iclr26_common.effects import statistic_interval
+
+    try:
+        return statistic_interval(
+            (np.asarray(scores, float), np.asarray(truth, float)),
+            _rank_spearman,
+            seed=seed,
+            units="variants",
+            n_resamples=n_resamples,
+        )
+    except ValueError:
+        return None
+
+
+def spearman_difference_interval(
+    scores: np.ndarray,
+    baseline: np.ndarray,
+    truth: np.ndarray,
+    seed: int = INTERVAL_SEED,
+    n_resamples: int = N_RESAMPLES,
+) -> Interval | None:
+    """Spearman(scores, truth) - Spearman(baseline, truth) on the same variants, with a paired
+    95 % BCa bootstrap interval (the variants resampled together); ``None`` as
+    :func:`spearman_interval`. Identical scores give an exact 0."""
+    from iclr26_common.effects import statistic_interval
+
+    try:
+        return statistic_interval(
+            (np.asarray(scores, float), np.asarray(baseline, float), np.asarray(truth, float)),
+            lambda a, b, y: _rank_spearman(a, y) - _rank_spearman(b, y),
+            seed=seed,
+            units="variants",
+            n_resamples=n_resamples,
+        )
+    except ValueError:
+        return None
+
+
+def _auc(scores: np.ndarray, pathogenic: np.ndarray) -> float:
+    """:func:`clinical_auc` unrounded, on float labels (1 = pathogenic), for resampling."""
+    bad = pathogenic > 0.5
+    n_path, n_benign = int(bad.sum()), int((~bad).sum())
+    if n_path == 0 or n_benign == 0:
+        return float("nan")
+    ranks = rankdata(scores)
+    return float((ranks[~bad].sum() - n_benign * (n_benign + 1) / 2) / (n_benign * n_path))
+
+
+def auc_interval(
+    scores: np.ndarray,
+    pathogenic: np.ndarray,
+    seed: int = INTERVAL_SEED,
+    n_resamples: int = N_RESAMPLES,
+) -> Interval | None:
+    """The benign-vs-pathogenic AUC of one protein with a 95 % BCa bootstrap interval over its
+    variants; ``None`` under 10 variants or when a resample can miss a class."""
+    from iclr26_common.effects import statistic_interval
+
+    try:
+        return statistic_interval(
+            (np.asarray(scores, float), np.asarray(pathogenic, float)),
+            _auc,
+            seed=seed,
+            units="variants",
+            n_resamples=n_resamples,
+        )
+    except ValueError:
+        return None
+
+
+def _type_balanced_mean(values: np.ndarray, kinds: np.ndarray) -> float:
+    """ProteinGym's average: the mean over selection types of the mean over their rows."""
+    return float(np.mean([values[kinds == k].mean() for k in np.unique(kinds)]))
+
+
+def summary_interval(
+    assays: Sequence[AssayScores | tuple[np.ndarray, np.ndarray, str, str]],
+    seed: int = INTERVAL_SEED,
+    n_resamples: int = N_RESAMPLES,
+) -> tuple[Interval | None, int]:
+    """A 95 % interval of :func:`proteingym_summary`'s ``spearman`` over its independent units,
+    the (UniProt_ID, coarse_selection_type) rows (called proteins), and the number of such rows
+    with a defined Spearman.
+
+    One selection type: the average is the mean over the proteins, with
+    :func:`~iclr26_common.effects.mean_interval` (a t-interval under 10 proteins, BCa from 10).
+    Several types: the type-balanced mean re-computed on each resample of the proteins (BCa,
+    :func:`~iclr26_common.effects.statistic_interval`; ProteinGym's own SE resamples within each
+    type instead), from 10 proteins; under that ``None``: too few to resample across types."""
+    from iclr26_common.effects import mean_interval, statistic_interval
+
+    items = [AssayScores(*a) for a in assays]
+    groups: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for a in items:
+        groups[(a.uniprot_id, a.selection_type)].append(assay_spearman(a.scores, a.dms_scores))
+    rows = [(kind, _nanmean(v)) for (_, kind), v in groups.items()]
+    rows = [(kind, value) for kind, value in rows if not np.isnan(value)]
+    n = len(rows)
+    values = np.array([value for _, value in rows], dtype=float)
+    kinds = sorted({kind for kind, _ in rows})
+    try:
+        if len(kinds) == 1:
+            return mean_interval(values, seed=seed, units="proteins"), n
+        codes = np.array([kinds.index(kind) for kind, _ in rows], dtype=float)
+        return (
+            statistic_interval(
+                (values, codes),
+                _type_balanced_mean,
+                seed=seed,
+                units="proteins",
+                n_resamples=n_resamples,
+            ),
+            n,
+        )
+    except ValueError:  # one protein, or under 10 across several types
+        return None, n

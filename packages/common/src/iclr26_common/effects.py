@@ -24,6 +24,7 @@ to decide the paper's effect size (or, without one, the measured effect) at the 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,10 @@ __all__ = [
     "difference_effect",
     "exact_effect",
     "format_effect",
+    "interval_columns",
+    "interval_dict",
+    "interval_or_none",
+    "interval_text",
     "mean_interval",
     "paired_effect",
     "paired_interval",
@@ -718,12 +723,16 @@ def paired_interval(
     *,
     seed: int = 0,
     scale: float = 1.0,
+    units: str | None = None,
 ) -> Interval:
     """``scale * (mean(method) - mean(baseline))`` on shared items (and seeds) with its paired
-    95 % interval (see :func:`paired_effect`)."""
+    95 % interval (see :func:`paired_effect`); ``units`` names the items (e.g. "episodes")."""
     effect = paired_effect(
         method, baseline, name="difference", threshold=0.0, seed=seed, scale=scale
     )
+    if units is not None:
+        seeds = effect.units.partition(" (")[2]
+        effect = dataclasses.replace(effect, units=f"{units} ({seeds}" if seeds else units)
     return _as_interval(effect)
 
 
@@ -783,3 +792,80 @@ def statistic_interval(
     if low == high:
         return Interval(estimate, estimate, estimate, "exact", n, units, None)
     return Interval(estimate, min(low, estimate), max(high, estimate), "bootstrap", n, units, seed)
+
+
+# ------------------------------------------------------------------ printing and writing them
+
+
+def interval_or_none(compute: Callable[[], Interval]) -> Interval | None:
+    """``compute()``, or ``None`` where there is no interval to give (``ValueError``: a single
+    unit, under 10 items for a statistic, a statistic undefined on the data)."""
+    try:
+        return compute()
+    except ValueError:
+        return None
+
+
+def interval_text(
+    interval: Interval | None,
+    n: int,
+    units: str,
+    fmt: str = ".3f",
+    missing: str = "too few for an interval",
+) -> str:
+    """``[0.812, 0.950] (bootstrap, n=200 episodes)``, ``(exact, n=200 episodes)`` or, without
+    an interval, ``(n=1 episodes, too few for an interval)`` (``missing`` says why): never a
+    zero-width ``± 0``. ``fmt``: the bounds' format (``"+.3f"`` for signed correlations)."""
+    if interval is None:
+        return f"(n={n} {units}, {missing})"
+    if interval.method == "exact":
+        return f"(exact, n={interval.n} {units})"
+    return (
+        f"[{interval.low:{fmt}}, {interval.high:{fmt}}] ({interval.method}, n={interval.n} {units})"
+    )
+
+
+def interval_columns(
+    metric: str, interval: Interval | None, n: int, fmt: str | None = None
+) -> dict[str, Any]:
+    """CSV columns ``<metric>_low``, ``_high``, ``_ci_method``, ``_n``, ``_resample_seed``: low
+    and high empty and method ``none`` without an interval (never a fake zero width).
+    ``fmt``: format the bounds as text (``".3f"``); numbers otherwise."""
+
+    def bound(value: float) -> Any:
+        return value if fmt is None else format(value, fmt)
+
+    if interval is None:
+        return {
+            f"{metric}_low": "",
+            f"{metric}_high": "",
+            f"{metric}_ci_method": "none",
+            f"{metric}_n": n,
+            f"{metric}_resample_seed": "",
+        }
+    return {
+        f"{metric}_low": bound(interval.low),
+        f"{metric}_high": bound(interval.high),
+        f"{metric}_ci_method": interval.method,
+        f"{metric}_n": interval.n,
+        f"{metric}_resample_seed": "" if interval.resample_seed is None else interval.resample_seed,
+    }
+
+
+def interval_dict(
+    interval: Interval | None, n: int, units: str, estimate: float | None = None
+) -> dict[str, Any]:
+    """:meth:`Interval.to_dict`, or without an interval the same keys with ``method: "none"``
+    and ``low``/``high`` null (JSON outputs)."""
+    if interval is not None:
+        return interval.to_dict()
+    return {
+        "estimate": estimate,
+        "low": None,
+        "high": None,
+        "confidence": CONFIDENCE,
+        "method": "none",
+        "n": n,
+        "units": units,
+        "resample_seed": None,
+    }

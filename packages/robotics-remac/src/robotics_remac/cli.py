@@ -140,8 +140,11 @@ def eval_main(argv: Sequence[str]) -> int:
     parser = ArgumentParser(
         prog=f"{PROG} eval",
         description="Run policies asynchronously on the chase task under inference delays; write "
-        "results.csv (success, 95 %% Wilson CI, prefix deviation from the expert, boundary jerk) "
-        "and success_vs_delay.png into --out. Methods: " + ", ".join(METHODS) + ".",
+        "results.csv (success, 95 % Wilson CI, prefix deviation from the expert, boundary jerk; "
+        "success_low/_high/_ci_method/_n/_resample_seed: the 95 % bootstrap interval over the "
+        "episodes, resampling seed --seed; with several methods, success_diff and its paired "
+        "interval against the first --method on the same episodes) and success_vs_delay.png "
+        "into --out. Methods: " + ", ".join(METHODS) + ".",
     )
     parser.add_argument("--policy", type=Path, required=True, help="base policy checkpoint")
     parser.add_argument("--remac", type=Path, help="REMAC finetune checkpoint")
@@ -249,6 +252,7 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
         cells += [(m, d, e, d_hat) for m in methods]
     ns.out.mkdir(parents=True, exist_ok=True)
     rows = []
+    successes = []
     with Progress(transient=False) as progress:
         task = progress.add_task("episodes", total=len(cells) * ns.episodes)
         for method, d, e, d_hat in cells:
@@ -266,6 +270,7 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
                 seed=ns.seed,
             )
             progress.advance(task, ns.episodes)
+            successes.append(stats.success)
             rows.append(
                 {
                     "method": method,
@@ -276,6 +281,7 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
                     **stats.extra,
                 }
             )
+    texts = _add_intervals(rows, successes, methods, ns.seed)
     with open(ns.out / "results.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -285,15 +291,48 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
             row["assumed_delay"] = row["delay"]
     if ns.measured_delay is None:
         plot_curves(rows, ns.out / "success_vs_delay.png")
-    for row in rows:
+    for row, text in zip(rows, texts, strict=True):
         print(
-            f"{row['method']:12s} d={row['delay']} success {row['success']:.3f} "
-            f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+            f"{row['method']:12s} d={row['delay']} success {row['success']:.3f}, 95 % {text}"
             + (f" mean d {row['mean_delay']:.2f}" if "mean_delay" in row else "")
         )
     plot = "" if ns.measured_delay is not None else f" and {ns.out / 'success_vs_delay.png'}"
     print(f"wrote {ns.out / 'results.csv'}{plot}")
     return 0
+
+
+def _add_intervals(
+    rows: list[dict[str, Any]], successes: list[Any], methods: list[str], seed: int
+) -> list[str]:
+    """Adds each cell's success interval over its episodes and, with several methods, its paired
+    difference to the first method's cell at the same delay (the same episodes) to ``rows``
+    (after the existing columns); returns the printed interval text of each row."""
+    from iclr26_common.effects import interval_text
+    from robotics_remac.intervals import UNITS, difference_columns, success_columns
+
+    baseline = methods[0] if len(methods) > 1 else None
+    reference = {}
+    for row, success in zip(rows, successes, strict=True):
+        if row["method"] == baseline:
+            reference.setdefault((row["delay"], row["assumed_delay"]), success)
+    texts = []
+    for row, success in zip(rows, successes, strict=True):
+        columns, interval = success_columns(success, seed)
+        row.update(columns)
+        text = interval_text(interval, len(success), UNITS)
+        if baseline is not None:
+            base = reference.get((row["delay"], row["assumed_delay"]))
+            own = row["method"] == baseline
+            diff_columns, diff = difference_columns(
+                None if own else success, None if own else base, baseline, seed
+            )
+            row.update(diff_columns)
+            if not own and base is not None:
+                text += f"; vs {baseline} {row['success_diff']:+.3f} " + interval_text(
+                    diff, len(success), UNITS
+                )
+        texts.append(text)
+    return texts
 
 
 COMMANDS = {

@@ -102,7 +102,14 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("fit", help="LightningCLI fit of one stage (--config fit_tiny)", add_help=False)
     sub.add_parser("align", help="alignment stage (sft | booster | vaccine | antibody)")
     sub.add_parser("finetune", help="finetuning stage on (poisoned) user data")
-    ev = sub.add_parser("eval", help="harmful score and finetune accuracy of a model")
+    ev = sub.add_parser(
+        "eval",
+        help="harmful score and finetune accuracy of a model",
+        description="Harmful score (HS, % of --harmful prompts answered without a refusal) and "
+        "finetune accuracy (FA, % of --task prompts answered exactly), each with a 95 % "
+        "interval over the prompts (BCa bootstrap from 10 prompts, t below; resampling seed 0); "
+        "writes summary.json (hs, fa, hs_interval, fa_interval) into --out.",
+    )
     ev.add_argument("--model", required=True)
     ev.add_argument("--harmful", type=Path, default=None, help="harmful prompts jsonl (HS)")
     ev.add_argument("--task", type=Path, default=None, help="task jsonl with 'answer' (FA)")
@@ -235,13 +242,43 @@ def _eval(ns: argparse.Namespace) -> int:
     harmful = read_beavertails(ns.harmful) if ns.harmful is not None else []
     task = read_beavertails(ns.task) if ns.task is not None else []
     lm = _load(ns.model, ns.device)
-    result = evaluate(lm.model, lm.tokenizer, harmful, task, ns.max_new_tokens)
+    result = evaluate(lm.model, lm.tokenizer, harmful, task, ns.max_new_tokens, per_prompt=True)
+    outcomes = {
+        k: result.pop(f"{k}_per_prompt") for k in ("hs", "fa") if f"{k}_per_prompt" in result
+    }
+    intervals = score_intervals(outcomes)
     ns.out.mkdir(parents=True, exist_ok=True)
     summary = {"model": ns.model, "n_harmful": len(harmful), "n_task": len(task), **result}
+    summary.update({f"{k}_interval": v for k, (v, _) in intervals.items()})
     (ns.out / "summary.json").write_text(json.dumps(summary, indent=1))
-    parts = [f"{k.upper()} {result[k]:.2f}%" for k in ("hs", "fa") if k in result]
+    parts = [f"{k.upper()} {result[k]:.2f}% {intervals[k][1]}" for k in ("hs", "fa") if k in result]
     print(f"{', '.join(parts)} -> {ns.out / 'summary.json'}")
     return 0
+
+
+#: Resampling seed of ``eval``'s intervals (the command has no ``--seed``; recorded).
+INTERVAL_SEED = 0
+
+
+def score_intervals(
+    outcomes: dict[str, Sequence[int]], seed: int = INTERVAL_SEED
+) -> dict[str, tuple[dict[str, Any], str]]:
+    """HS / FA (in %) from per-prompt 0/1 ``outcomes`` ({"hs" | "fa": [...]}) with their 95 %
+    interval over the prompts (:func:`iclr26_common.effects.mean_interval`: BCa bootstrap from
+    10 prompts, a t-interval below, exact when every prompt went the same way, none for one
+    prompt): {key: (the interval's dict for summary.json, the printed text)}."""
+    from iclr26_common.effects import interval_dict, interval_or_none, interval_text, mean_interval
+
+    out = {}
+    for key, values in outcomes.items():
+        percent = [100.0 * v for v in values]
+        interval = interval_or_none(lambda p=percent: mean_interval(p, seed=seed, units="prompts"))
+        estimate = sum(percent) / len(percent) if percent else None
+        out[key] = (
+            interval_dict(interval, len(percent), "prompts", estimate),
+            interval_text(interval, len(percent), "prompts", ".2f"),
+        )
+    return out
 
 
 def main(argv: Sequence[str]) -> int:

@@ -47,7 +47,9 @@ def _parser():  # type: ignore[no-untyped-def]
         "--test",
         type=Path,
         default=None,
-        help="CSV with features and true gain 'm' (from simulate): report MSE",
+        help="CSV with features and true gain 'm' (from simulate): report each method's MSE "
+        "with a 95 %% interval over the test queries and dr_corrected's paired MSE difference "
+        "to each baseline (resampling seed --seed)",
     )
     fit.add_argument("--out", type=Path, required=True)
     fit.add_argument("--seed", type=int, default=0)
@@ -124,18 +126,79 @@ def _fit(ns) -> int:  # type: ignore[no-untyped-def]
             raise ValueError(f"{ns.test}: missing column 'm' (the true gain)")
         xt, _ = features(test.drop(columns=["m", "q_weak"], errors="ignore"), state)
         m = test["m"].to_numpy(float)
-        report["test_mse"] = {
-            method: float(
-                np.mean(
-                    (predict_gain(fit_method(method, x, y, t, ns.seed, ns.learner), xt) - m) ** 2
-                )
-            )
+        errors = {
+            method: (predict_gain(fit_method(method, x, y, t, ns.seed, ns.learner), xt) - m) ** 2
             for method in METHODS
         }
+        report["test_mse"] = {method: float(np.mean(e)) for method, e in errors.items()}
+        intervals = mse_intervals(errors, ns.seed)
+        report.update(
+            {key: {k: v for k, (v, _) in part.items()} for key, part in intervals.items()}
+        )
     (ns.out / "fit.json").write_text(json.dumps(report, indent=1))
-    print(" ".join(f"{k}={v}" for k, v in report.items()))
+    print(" ".join(f"{k}={v}" for k, v in report.items() if k not in INTERVAL_KEYS))
+    if ns.test is not None:
+        n = len(m)
+        print(f"test MSE, 95 % intervals over the {n} test queries (resampling seed {ns.seed}):")
+        for method, (_, text) in intervals["test_mse_interval"].items():
+            print(f"  {method:16s} {report['test_mse'][method]:.4g} {text}")
+        for key, (value, text) in intervals["test_mse_diff"].items():
+            print(f"  {key:34s} {value['estimate']:+.4g} {text}")
     print(f"wrote {ns.out / 'router.joblib'} and {ns.out / 'fit.json'}")
     return 0
+
+
+#: fit.json's interval keys (not in the one-line summary, printed below it instead).
+INTERVAL_KEYS = ("test_mse_interval", "test_mse_diff")
+REFERENCE = "dr_corrected"
+
+
+def mse_intervals(errors: dict, seed: int = 0) -> dict[str, dict[str, tuple[dict, str]]]:
+    """95 % intervals of ``fit --test``'s MSEs from ``errors`` ({method: squared error per test
+    query}, the same queries for every method), :mod:`iclr26_common.effects`:
+
+    - ``test_mse_interval``: {method: each MSE over the queries (``mean_interval``: BCa bootstrap
+      from 10 queries, t below)};
+    - ``test_mse_diff``: {"dr_corrected - BASELINE": MSE(dr_corrected) - MSE(baseline) with a
+      paired interval over the same queries (``paired_interval``); identical errors give an
+      exact 0}.
+
+    Each value is (``Interval.to_dict()``, or ``method: "none"`` for a single query; the printed
+    text). Resampling seed ``seed``."""
+    import dataclasses
+
+    import numpy as np
+
+    from iclr26_common.effects import (
+        interval_dict,
+        interval_or_none,
+        interval_text,
+        mean_interval,
+        paired_interval,
+    )
+
+    units = "test queries"
+    out: dict[str, dict[str, tuple[dict, str]]] = {"test_mse_interval": {}, "test_mse_diff": {}}
+    for method, e in errors.items():
+        n = len(e)
+        interval = interval_or_none(lambda e=e: mean_interval(e, seed=seed, units=units))
+        out["test_mse_interval"][method] = (
+            interval_dict(interval, n, units, float(np.mean(e))),
+            interval_text(interval, n, units, ".4g"),
+        )
+    if REFERENCE in errors:
+        for method, e in errors.items():
+            if method == REFERENCE:
+                continue
+            diff = interval_or_none(lambda e=e: paired_interval(errors[REFERENCE], e, seed=seed))
+            if diff is not None:  # paired_interval names its units "items"
+                diff = dataclasses.replace(diff, units=units)
+            estimate = float(np.mean(errors[REFERENCE]) - np.mean(e))
+            out["test_mse_diff"][f"{REFERENCE} - {method}"] = (
+                interval_dict(diff, len(e), units, estimate),
+                interval_text(diff, len(e), units, ".4g"),
+            )
+    return out
 
 
 def _route(ns) -> int:  # type: ignore[no-untyped-def]

@@ -33,8 +33,10 @@ def _parser():  # type: ignore[no-untyped-def]
     an = sub.add_parser(
         "analyze",
         help="per-agent metrics with cluster-bootstrap CIs",
-        description="Per-agent (model) SeekBench metrics of labelled traces; "
-        "writes metrics.json and per_agent.csv into --out.",
+        description="Per-agent (model) SeekBench metrics of labelled traces, each with a 95 % "
+        "interval over the questions (BCa bootstrap of the clusters, --n-boot resamples, seed "
+        "--seed); writes metrics.json (intervals: Interval.to_dict() per agent and metric) and "
+        "per_agent.csv (<metric>_low/_high/_ci_method/_n) into --out.",
     )
     an.add_argument("traces", type=Path, help="SeekBench .jsonl (e.g. seekbench_data.jsonl)")
     an.add_argument("--out", type=Path, required=True)
@@ -58,8 +60,20 @@ def _parser():  # type: ignore[no-untyped-def]
         default="model",
         help="per agent, or per category as the paper's tables (Base / Few-shot / RL Agents / ...)",
     )
-    an.add_argument("--n-boot", type=int, default=1000)
-    an.add_argument("--seed", type=int, default=0)
+    an.add_argument(
+        "--n-boot",
+        type=int,
+        default=1000,
+        help="bootstrap resamples of the CIs and the 95 %% intervals (0: neither)",
+    )
+    an.add_argument("--seed", type=int, default=0, help="resampling seed (recorded)")
+    an.add_argument(
+        "--reference",
+        default=None,
+        metavar="AGENT",
+        help="also give each agent's (or category's) paired difference to this one, metric by "
+        "metric, with a 95 %% interval over the questions both answered",
+    )
     ju = sub.add_parser(
         "judge",
         help="annotate traces with an LLM or rule judge",
@@ -89,25 +103,113 @@ def _analyze(ns) -> int:  # type: ignore[no-untyped-def]
     import pandas as pd
 
     from llm_methods.seekbench.data import read_traces
-    from llm_methods.seekbench.metrics import analyze
+    from llm_methods.seekbench.metrics import analyze, metric_intervals
 
     if ns.n_boot < 0:
         raise ValueError("--n-boot must be >= 0")
     if ns.horizon is not None and ns.horizon < 1:
         raise ValueError("--horizon must be >= 1")
-    result = analyze(
-        read_traces(ns.traces), ns.threshold, ns.horizon, ns.n_boot, ns.seed, ns.group_by
+    if ns.reference is not None and ns.n_boot == 0:
+        raise ValueError("--reference needs resamples (--n-boot > 0)")
+    traces = read_traces(ns.traces)
+    result = analyze(traces, ns.threshold, ns.horizon, ns.n_boot, ns.seed, ns.group_by)
+    intervals = (
+        metric_intervals(
+            traces,
+            ns.threshold,
+            ns.horizon,
+            ns.group_by,
+            ns.seed,
+            ns.n_boot,
+            ns.reference,
+        )
+        if ns.n_boot
+        else {}
+    )
+    result["intervals"] = (
+        _intervals_json(result["agents"], intervals, ns.seed) if intervals else None
     )
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "metrics.json").write_text(json.dumps(result, indent=1))
     table = pd.DataFrame(result["agents"]).T
     table.index.name = ns.group_by
+    if intervals:
+        extra = pd.DataFrame({g: _interval_row(row, ns.seed) for g, row in intervals.items()}).T
+        table = table.join(extra)
     table.to_csv(ns.out / "per_agent.csv")
     print(table[["n_traces", *SHOWN]].to_string(float_format=lambda x: f"{x:.3f}"))
+    if intervals:
+        _print_intervals(result["agents"], intervals, ns.seed)
     for note in result["notes"]:
         print(f"note: {note}")
     print(f"wrote {ns.out / 'metrics.json'} and {ns.out / 'per_agent.csv'}")
     return 0
+
+
+UNITS = "questions"
+MISSING = "no interval: under 10 questions, or undefined on a resample"
+
+
+def _intervals_json(agents: dict, intervals: dict, seed: int) -> dict:
+    """metrics.json's ``intervals``: {group: {n, metrics: {metric: Interval.to_dict()},
+    reference, n_shared, differences: {metric: ...}}} and the resampling seed."""
+    from iclr26_common.effects import interval_dict
+
+    groups = {}
+    for group, row in intervals.items():
+        groups[group] = {
+            "n": row["n"],
+            "metrics": {
+                m: interval_dict(i, row["n"], UNITS, agents[group][m])
+                for m, i in row["intervals"].items()
+            },
+            "reference": row["reference"],
+            "n_shared": row["n_shared"],
+            "differences": {
+                m: interval_dict(i, row["n_shared"] or 0, UNITS)
+                for m, i in row["differences"].items()
+            },
+        }
+    return {"confidence": 0.95, "units": UNITS, "resample_seed": seed, "groups": groups}
+
+
+def _interval_row(row: dict, seed: int) -> dict:
+    """per_agent.csv's interval columns of one group (after the existing ones)."""
+    from iclr26_common.effects import interval_columns
+
+    out: dict = {}
+    for metric, interval in row["intervals"].items():
+        out.update(interval_columns(metric, interval, row["n"]))
+    if row["reference"] is not None:
+        out["reference"] = row["reference"]
+        for metric, interval in row["differences"].items():
+            out[f"{metric}_diff"] = "" if interval is None else interval.estimate
+            out.update(interval_columns(f"{metric}_diff", interval, row["n_shared"] or 0))
+    out["resample_seed"] = seed
+    return out
+
+
+def _print_intervals(agents: dict, intervals: dict, seed: int) -> None:
+    from iclr26_common.effects import interval_text
+
+    print(f"95 % intervals over the questions (BCa bootstrap, resampling seed {seed}):")
+    width = max(len(m) for m in SHOWN)
+    for group, row in intervals.items():
+        reference = row["reference"]
+        shared = f", {row['n_shared']} shared with {reference}" if row["n_shared"] else ""
+        print(f"{group} ({row['n']} {UNITS}{shared})")
+        for metric in SHOWN:
+            interval = row["intervals"][metric]
+            line = f"  {metric:{width}s} {agents[group][metric]:.3f} " + interval_text(
+                interval, row["n"], UNITS, missing=MISSING
+            )
+            if metric in row["differences"]:
+                diff = row["differences"][metric]
+                value = "" if diff is None else f"{diff.estimate:+.3f} "
+                line += f"; vs {reference} {value}" + interval_text(
+                    diff, row["n_shared"] or 0, UNITS, missing=MISSING
+                )
+            print(line)
 
 
 def _judge(ns):  # type: ignore[no-untyped-def]

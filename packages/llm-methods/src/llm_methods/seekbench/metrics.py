@@ -23,7 +23,12 @@ Quantities follow the official ``analysis/calibration.py`` (SHAO-Jiaqi757/SeekBe
   traces carries no ``anchor_type`` (``rqi_source = "groundness_only"``).
 - Recovery: an episode starts at an Insufficient result and ends at the next Sufficient one
   (time-to-recovery in steps; censored at the answer / end of the trace); Kaplan-Meier survival.
-- CIs: percentile bootstrap over clusters (dataset, question).
+- CIs: percentile bootstrap over clusters (dataset, question) (``<metric>_ci`` of
+  :func:`analyze`); ``analyze`` (the command) also prints and writes each metric's 95 % interval
+  from :mod:`iclr26_common.effects` (:func:`metric_intervals`: SciPy's BCa bootstrap over the
+  questions, the metric recomputed from the resampled clusters' summed counts, resampling seed
+  ``--seed``) and, with ``--reference``, each agent's paired difference to that agent on the
+  questions both answered.
 
 Answer events: a step whose annotation type or step type is ``CorrectAnswer`` /
 ``IncorrectAnswer``, or an ``answer`` step (correct = its annotation, else ``is_correct``), or,
@@ -48,11 +53,14 @@ __all__ = [
     "analyze",
     "cluster_counts",
     "evidence_level",
+    "metric_intervals",
     "metrics_from_counts",
     "model_category",
     "paired_difference",
     "recovery_episodes",
 ]
+
+INTERVAL_UNITS = "questions"
 
 LEVELS = (0, 1, 2)
 METRICS = (
@@ -394,3 +402,112 @@ def paired_difference(
     diffs = value(arr_a[idx].sum(1)) - value(arr_b[idx].sum(1))
     lo, hi = np.nanpercentile(diffs, [2.5, 97.5])
     return point, float(lo), float(hi)
+
+
+def _metric_statistics(
+    metrics: Sequence[str],
+    w_ref: np.ndarray,
+    threshold: int,
+    use_anchor: bool,
+    counts: np.ndarray,
+    baseline: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """{metric: statistic(cluster indices) -> the metric of the indexed clusters' summed
+    ``counts`` ([clusters, COUNT_COLUMNS])}; with ``baseline`` (the other group's counts on the
+    same clusters), the metric minus the baseline's on the same indices (paired). Resampling the
+    indices resamples whole clusters. Every metric comes from one :func:`metrics_from_counts`
+    call, kept per index set: the metrics' bootstraps (same seed) draw the same resamples, so
+    each resample is summed once, not once per metric."""
+    cache: dict[bytes, dict[str, float]] = {}
+
+    def value(rows: np.ndarray) -> dict[str, np.ndarray]:
+        sums = dict(zip(COUNT_COLUMNS, rows.sum(0), strict=True))
+        return metrics_from_counts(sums, w_ref, threshold, use_anchor)
+
+    def all_metrics(index: np.ndarray) -> dict[str, float]:
+        key = index.tobytes()
+        if key not in cache:
+            picked = index.astype(np.intp)
+            mine = value(counts[picked])
+            theirs = value(baseline[picked]) if baseline is not None else None
+            cache[key] = {
+                m: float(mine[m]) - (float(theirs[m]) if theirs is not None else 0.0)
+                for m in metrics
+            }
+        return cache[key]
+
+    def statistic_of(metric: str) -> Any:
+        return lambda index: all_metrics(index)[metric]
+
+    return {m: statistic_of(m) for m in metrics}
+
+
+def metric_intervals(
+    traces: Sequence[dict[str, Any]],
+    threshold: int = 2,
+    horizon: int | None = None,
+    group_by: str = "model",
+    seed: int = 0,
+    n_resamples: int = 1000,
+    reference: str | None = None,
+    metrics: Sequence[str] = METRICS,
+) -> dict[str, dict[str, Any]]:
+    """Each group's metrics (as :func:`analyze`) with 95 % intervals from
+    :func:`iclr26_common.effects.statistic_interval`: BCa bootstrap over the group's clusters
+    (questions; the metric recomputed from the resampled clusters' summed counts, ``w_ref``
+    fixed as in :func:`analyze`), ``n_resamples`` resamples, seed ``seed``.
+
+    Returns {group: {"n": clusters, "intervals": {metric: Interval | None}, "reference": name
+    or None, "n_shared": clusters shared with the reference, "differences": {metric: Interval |
+    None}}}; an interval is ``None`` under 10 clusters or where the metric is undefined on the
+    data or on a resample (e.g. CE with no turn at some evidence level). With ``reference`` (a
+    group name), each other group's difference ``metric(group) - metric(reference)`` on the
+    clusters both have, resampled together (paired). Identical groups give an exact 0."""
+    from iclr26_common.effects import interval_or_none, statistic_interval
+
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown:
+        raise ValueError(f"unknown metrics {unknown}; known: {', '.join(METRICS)}")
+    counts = cluster_counts(traces, threshold, horizon, group_by)
+    totals = counts[[f"n{k}" for k in LEVELS]].to_numpy().sum(0).astype(float)
+    w_ref = totals / max(totals.sum(), 1.0)
+    use_anchor = bool(counts["anchor_total"].sum() > 0)
+    groups = sorted({str(g) for g in counts.index.get_level_values("model")})
+    if reference is not None and reference not in groups:
+        raise ValueError(
+            f"--reference {reference!r} is not a {group_by} of the traces "
+            f"(known: {', '.join(groups)})"
+        )
+
+    def intervals(arr: np.ndarray, baseline: np.ndarray | None = None) -> dict[str, Any]:
+        statistics = _metric_statistics(metrics, w_ref, threshold, use_anchor, arr, baseline)
+        index = (np.arange(len(arr), dtype=float),)
+        return {
+            m: interval_or_none(
+                lambda m=m: statistic_interval(
+                    index, statistics[m], seed=seed, units=INTERVAL_UNITS, n_resamples=n_resamples
+                )
+            )
+            for m in metrics
+        }
+
+    ref = counts.loc[reference] if reference is not None else None
+    out: dict[str, dict[str, Any]] = {}
+    for model, frame in counts.groupby(level="model"):
+        arr = frame.to_numpy(dtype=float)
+        row: dict[str, Any] = {
+            "n": len(arr),
+            "intervals": intervals(arr),
+            "reference": reference,
+            "n_shared": None,
+            "differences": {},
+        }
+        if ref is not None and str(model) != reference:
+            own = frame.droplevel("model")
+            shared = own.index.intersection(ref.index)
+            mine = own.loc[shared].to_numpy(dtype=float)
+            theirs = ref.loc[shared].to_numpy(dtype=float)
+            row["n_shared"] = len(shared)
+            row["differences"] = intervals(mine, theirs) if len(shared) else dict.fromkeys(metrics)
+        out[str(model)] = row
+    return out
