@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 
+from iclr26_common.testing import assert_mutation_detected, assert_portable_close
 from rf_matid.data import frequency_channel, three_channel
 from rf_matid.io import UPSTREAM_FREQ_HEADER, load_dataset
 from rf_matid.model import complex_whiten
@@ -35,6 +36,8 @@ DROPPED = (
     "spatial_feature_extractor.convnext.layernorm.weight",
     "spatial_feature_extractor.convnext.layernorm.bias",
 )
+# The mutation of the logits check: this parameter left at our initialisation (not mapped).
+UNMAPPED = "spatial_feature_extractor.convnext.encoder.stages.2.layers.8.layer_scale_parameter"
 
 
 @pytest.fixture(scope="module")
@@ -72,15 +75,56 @@ def ours(fixture_root: Path) -> dict[str, dict[str, np.ndarray]]:
     return out
 
 
-def assert_matches(actual: np.ndarray, summary: dict, atol: float) -> None:
-    """actual [N, C] against the official summary (rows, sums, sums of squares, extrema)."""
+# Tolerances: relative errors (iclr26_common.testing), measured on an AMD EPYC (avx2 + avx512),
+# 2026-12-06, over ATEN_CPU_CAPABILITY=default (+ MKL_CBWR=COMPATIBLE), avx2, avx512, nothing set,
+# one and two threads, and default with ONEDNN_MAX_CPU_ISA=SSE41, OPENBLAS_CORETYPE=Prescott and
+# NPY_DISABLE_CPU_FEATURES=X86_V3,X86_V4,AVX512_ICL (NumPy's baseline kernels):
+# - the tensors and z-scores (NumPy float64, rounded to float32): identical bits under every
+#   setting; what remains is ours against upstream's float32 whitening, per column at most
+#   2.9e-7 (rows), 2.8e-7 (extrema), 5.8e-7 (sums of squares), 1.0e-7 (sums, scaled as below);
+# - the RF_MatID logits: 3.7e-7 against the official ones (2.8e-7 between the settings).
+# Tolerances ~10x the largest. The mutations below (a formula or a parameter of the defect each
+# check exists for) move the numbers by >= 10x the tolerance (measured: whitening with the
+# biased covariance 2.4e-4, z-scores with ddof 0 1.5e-4, the unmapped layer scale 8.5e-3).
+TENSOR_TOL = 6e-6
+LOGIT_TOL = 4e-6
+
+
+def assert_matches(actual: np.ndarray, summary: dict, what: str) -> None:
+    """actual [N, C] against the official summary (rows, sums, sums of squares, extrema), each
+    column relative to its own magnitude; a column sum relative to sqrt(N · sum of squares), the
+    largest sum N values of that size can have (z-scored columns sum to ~0)."""
     assert list(actual.shape) == summary["shape"]
-    np.testing.assert_allclose(actual[summary["rows"]], summary["values"], rtol=1e-5, atol=atol)
     a64 = actual.astype(np.float64)
-    np.testing.assert_allclose(a64.sum(0), summary["sum"], rtol=1e-5, atol=2e-3)
-    np.testing.assert_allclose((a64**2).sum(0), summary["sumsq"], rtol=1e-5)
-    np.testing.assert_allclose(a64.min(0), summary["min"], rtol=1e-5, atol=atol)
-    np.testing.assert_allclose(a64.max(0), summary["max"], rtol=1e-5, atol=atol)
+    rows = actual[summary["rows"]]
+    scale = np.sqrt(a64.shape[0] * np.asarray(summary["sumsq"]))
+    for c in range(a64.shape[1]):
+        col = f"{what} column {c}"
+        values = np.asarray(summary["values"])[:, c]
+        assert_portable_close(rows[:, c], values, tol=TENSOR_TOL, what=f"{col} rows")
+        sumsq = (a64[:, c] ** 2).sum()
+        assert_portable_close(sumsq, summary["sumsq"][c], tol=TENSOR_TOL, what=f"{col} sumsq")
+        extrema = [a64[:, c].min(), a64[:, c].max()]
+        expected = [summary["min"][c], summary["max"][c]]
+        assert_portable_close(extrema, expected, tol=TENSOR_TOL, what=f"{col} min, max")
+        sum_error = abs(a64[:, c].sum() - summary["sum"][c]) / scale[c]
+        assert sum_error <= TENSOR_TOL, f"{col} sum: scaled error {sum_error:.3g}"
+
+
+def assert_mutation_moves_rows(mutated: np.ndarray, summary: dict, what: str) -> None:
+    """The mutated tensor's sampled rows (every column) lie >= 10x TENSOR_TOL from upstream's."""
+    expected = np.asarray(summary["values"])
+    for c in range(mutated.shape[1]):
+        assert_mutation_detected(
+            mutated[summary["rows"], c], expected[:, c], tol=TENSOR_TOL, what=f"{what} column {c}"
+        )
+
+
+def biased(z: np.ndarray) -> np.ndarray:
+    """What the population (co)variance (/N) instead of the unbiased one (/(N-1)) gives: z-scores
+    and whitened values ``sqrt(N / (N - 1))`` times larger (N = 938 to 3414: 1.5e-4 to 5.3e-4)."""
+    n = z.shape[0]
+    return z * np.sqrt(n / (n - 1))
 
 
 def test_the_sidecar_names_the_official_commit() -> None:
@@ -95,7 +139,11 @@ def test_three_channel_tensors_equal_the_official_loader(ours: dict) -> None:
     for rel, official in OFFICIAL["frequency"].items():
         for protocol in ("P1", "P4"):
             summary = official[protocol]
-            assert_matches(ours[rel][protocol], summary, atol=5e-6)
+            assert_matches(ours[rel][protocol], summary, f"{rel} {protocol}")
+            # the whitening with the biased covariance: the whitened columns move by >= 1.5e-4
+            whitened = ours[rel][protocol][:, 1:]
+            whitened_summary = {**summary, "values": np.asarray(summary["values"])[:, 1:]}
+            assert_mutation_moves_rows(biased(whitened), whitened_summary, f"{rel} whitened")
             # the frequency channel is upstream's float32 arithmetic exactly (float64 Hz / 1e9
             # rounded to float32 would differ by up to 4e-6 GHz)
             frequencies = np.asarray(summary["values"], dtype=np.float32)[:, 0]
@@ -116,7 +164,10 @@ def test_time_domain_zscores_equal_the_official_loader(fixture_root: Path) -> No
     data = load_dataset(fixture_root, "time", use_cache=False)
     assert sorted(data.files) == sorted(OFFICIAL["time"])
     for row, rel in enumerate(data.files):
-        assert_matches(np.asarray(data.x[row])[:, None], OFFICIAL["time"][rel], atol=2e-5)
+        z = np.asarray(data.x[row])[:, None]
+        assert_matches(z, OFFICIAL["time"][rel], rel)
+        # z-scored with the population std (ddof 0) instead of upstream's ddof 1
+        assert_mutation_moves_rows(biased(z), OFFICIAL["time"][rel], rel)
 
 
 def test_splits_equal_the_official_split_generator() -> None:
@@ -150,22 +201,33 @@ def test_rf_matid_layout_equals_the_official_model() -> None:
     assert sum(p.numel() for p in model.parameters()) == OFFICIAL["model"]["num_parameters"] - 768
 
 
-def test_rf_matid_logits_equal_the_official_model(ours: dict) -> None:
-    """Both models get the same parameters (the sidecar's fill rule, by official position) and
-    our pipeline's tensors; the official logits came from the official pipeline's tensors."""
+def _official_logits(ours: dict, unmapped: str | None = None) -> np.ndarray:
+    """Our RF_MatID's logits with every parameter set by the sidecar's fill rule at its official
+    position (``unmapped``: one parameter left at our initialisation, the mutation check)."""
     fill = _fill_rule()
-    model = RFMatIDNet(in_channels=3, num_classes=16, seq_len=2048, d_model=128, drop_rate=0.2)
+    with torch.random.fork_rng():  # the unmapped parameter's initialisation: seeded, no trace
+        torch.manual_seed(0)
+        model = RFMatIDNet(in_channels=3, num_classes=16, seq_len=2048, d_model=128, drop_rate=0.2)
     mine = dict(model.named_parameters())
     with torch.no_grad():
         for k, entry in enumerate(OFFICIAL["model"]["parameters"]):
-            if entry["name"] in DROPPED:
+            if entry["name"] in DROPPED or entry["name"] == unmapped:
                 continue
             param = mine[entry["name"]]
             values = fill(k, param.numel(), entry["kind"]).reshape(param.shape)
             param.copy_(torch.from_numpy(values).to(param.dtype))
         files = OFFICIAL["model"]["files"]
         x = torch.from_numpy(np.stack([ours[f]["P1"].T for f in files]))  # [B, 3, 2048]
-        logits = model.eval()(x).double().numpy()
+        return model.eval()(x).double().numpy()
+
+
+def test_rf_matid_logits_equal_the_official_model(ours: dict) -> None:
+    """Both models get the same parameters (the sidecar's fill rule, by official position) and
+    our pipeline's tensors; the official logits came from the official pipeline's tensors."""
     expected = np.asarray(OFFICIAL["model"]["logits"])
     assert np.abs(expected).max() > 1e-3  # the fill gives informative (non-zero) logits
-    np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=2e-6)
+    assert_portable_close(_official_logits(ours), expected, tol=LOGIT_TOL, what="logits")
+    # the defect this guards against: a parameter that does not reach its official counterpart
+    # (here the last stage's last layer scale left at our initialisation)
+    unmapped = _official_logits(ours, unmapped=UNMAPPED)
+    assert_mutation_detected(unmapped, expected, tol=LOGIT_TOL, what=f"{UNMAPPED} unmapped")

@@ -1,5 +1,6 @@
-"""Stored outputs: seeded numbers computed by the code as it was before the issue-29 refactor,
-compared here so a refactor that changes any number fails.
+"""Stored outputs: seeded numbers computed by the code as it was before the issue-29 refactor
+(re-recorded on 2026-12-06 with CPU-independent inputs, see the sidecar's ``history``), compared
+here so a refactor that changes any number fails.
 
 Fixture: ``data/stored_outputs/remac_stored_outputs.npz`` (inputs and outputs, float32) with
 ``remac_stored_outputs.json`` beside it (seeds, sizes, the commit it was made at, the command).
@@ -8,8 +9,10 @@ Regenerate (only when a change of numbers is intended, and say so in the commit)
     REMAC_REGENERATE_STORED_OUTPUTS=1 .venv/bin/python -m pytest -q \\
         packages/robotics-remac/tests/test_stored_outputs.py
 
-What is stored (every parameter of the networks is overwritten with seeded Gaussian values, so the
-AdaLN gates and LoRA ``B`` are not at their zero initialisation and every layer matters):
+What is stored (every parameter of the networks is overwritten with seeded uniform values of
+standard deviation ``PARAM_STD``, so the AdaLN gates and LoRA ``B`` are not at their zero
+initialisation and every layer matters; inputs and parameters come from integer draws
+(:func:`_uniform`), the same bits on every CPU):
 
 - ``FlowPolicy`` velocities for one flow time per chunk ``[B]`` and one per action ``[B, H]``;
   with masked LoRA (mask of per-sample delays), without mask (LoRA-only) and merged for ``d = 2``.
@@ -30,6 +33,7 @@ import numpy as np
 import pytest
 import torch
 
+from iclr26_common.testing import assert_mutation_detected, assert_portable_close
 from robotics_remac.lit_module import FlowPolicyModule, RemacModule
 from robotics_remac.model import FlowPolicy, add_lora, delay_mask, merge_lora
 from robotics_remac.sampling import (
@@ -53,43 +57,70 @@ DELAYS = (0, 1, 3, 5)  # one per batch row of the LoRA mask
 SAMPLER_DELAY, SAMPLER_EXEC = 3, 3
 PARAM_SEED, INPUT_SEED, LOSS_SEED, NOISE_SEED = 11, 12, 13, 14
 PARAM_STD = 0.2
-# float32 on the CPU with one thread: the same operations give the same bits; the tolerance only
-# absorbs a different BLAS summation order on another machine.
-RTOL, ATOL = 1e-5, 1e-6
+#: The mutation check zeroes this parameter (the observation encoder's first layer) in every
+#: network, as an observation that never reaches the policy would.
+MUTATED = "obs_mlp.0.weight"
+# Tolerance: relative error (iclr26_common.testing.relative_error: max |diff| / max |stored|).
+# The inputs and parameters are the same bits on every CPU; the rest is float32 kernels and the
+# Gaussian noise drawn inside the samplers and losses (torch.randn, whose vectorised kernel rounds
+# differently under ATEN_CPU_CAPABILITY=default). Measured on an AMD EPYC (avx2 + avx512),
+# 2026-12-06, over ATEN_CPU_CAPABILITY=default (with MKL_CBWR=COMPATIBLE), avx2, avx512, nothing
+# set, two threads, and default with ONEDNN_MAX_CPU_ISA=SSE41 / OPENBLAS_CORETYPE=Prescott /
+# NumPy's baseline kernels: at most 5.8e-7 (predict_remac_*; bid 5.6e-7, lora_masked_v 5.3e-7).
+# Tolerance 6e-6, ~10x. The mutation (MUTATED zeroed in every network) moves every output by
+# >= 1.06e-2 (remac l_m; the velocities and samples >= 0.2), > 1000x the tolerance.
+TOL = 6e-6
 
 
-def _randomise(module: torch.nn.Module, seed: int) -> None:
-    """Every parameter (in ``named_parameters`` order) := N(0, PARAM_STD²), seeded."""
-    g = torch.Generator().manual_seed(seed)
+def _uniform(rng: np.random.Generator, shape: tuple[int, ...], std: float) -> torch.Tensor:
+    """float32 values uniform on [-std·√3, std·√3) (standard deviation ``std``) from integer
+    draws of ``rng``: integers -> float64 (exact) -> one multiplication -> float32, each step
+    rounded by IEEE 754 alone, so the same bits on every CPU (``torch.randn``'s and
+    ``torch.rand``'s vectorised kernels round differently per CPU)."""
+    ints = rng.integers(-(2**23), 2**23, size=tuple(shape))
+    return torch.from_numpy((ints * (std * np.sqrt(3.0) / 2**23)).astype(np.float32))
+
+
+def _unit(rng: np.random.Generator, shape: tuple[int, ...]) -> torch.Tensor:
+    """float32 values uniform on [0, 1) on the grid of 2^-24 (exact on every CPU)."""
+    return torch.from_numpy((rng.integers(0, 2**24, size=shape) / 2**24).astype(np.float32))
+
+
+def _randomise(module: torch.nn.Module, seed: int, zero: str | None = None) -> None:
+    """Every parameter (in ``named_parameters`` order) := :func:`_uniform` with ``PARAM_STD``,
+    seeded; a parameter whose name ends with ``zero`` is then zeroed (the mutation check)."""
+    rng = np.random.default_rng(seed)
     with torch.no_grad():
-        for _, p in module.named_parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * PARAM_STD)
+        for name, p in module.named_parameters():
+            p.copy_(_uniform(rng, tuple(p.shape), PARAM_STD))
+            if zero is not None and name.endswith(zero):
+                p.zero_()
 
 
 def _inputs() -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(INPUT_SEED)
+    rng = np.random.default_rng(INPUT_SEED)
     return {
-        "obs": torch.randn(B, OBS, generator=g),
-        "x": torch.randn(B, H, ACT, generator=g),
-        "t": torch.rand(B, generator=g),
-        "t_tokens": torch.rand(B, H, generator=g),
-        "prefix": torch.randn(B, H, ACT, generator=g),
-        "batch_obs": torch.randn(16, OBS, generator=g),
-        "batch_actions": torch.randn(16, H, ACT, generator=g),
-        "batch_prev_obs": torch.randn(16, H, OBS, generator=g),
-        "batch_frame": torch.randint(0, 12, (16,), generator=g),
+        "obs": _uniform(rng, (B, OBS), 1.0),
+        "x": _uniform(rng, (B, H, ACT), 1.0),
+        "t": _unit(rng, (B,)),
+        "t_tokens": _unit(rng, (B, H)),
+        "prefix": _uniform(rng, (B, H, ACT), 1.0),
+        "batch_obs": _uniform(rng, (16, OBS), 1.0),
+        "batch_actions": _uniform(rng, (16, H, ACT), 1.0),
+        "batch_prev_obs": _uniform(rng, (16, H, OBS), 1.0),
+        "batch_frame": torch.from_numpy(rng.integers(0, 12, size=16)),
     }
 
 
-def _policy() -> FlowPolicy:
+def _policy(zero: str | None = None) -> FlowPolicy:
     policy = FlowPolicy(obs_dim=OBS, action_dim=ACT, horizon=H, **SIZES)
-    _randomise(policy, PARAM_SEED)
+    _randomise(policy, PARAM_SEED, zero)
     return policy.eval()
 
 
-def _lora_policy(use_mask: bool) -> FlowPolicy:
-    policy = add_lora(_policy(), rank=4, alpha=8.0, dropout=0.1, use_mask=use_mask)
-    _randomise(policy, PARAM_SEED + 1)
+def _lora_policy(use_mask: bool, zero: str | None = None) -> FlowPolicy:
+    policy = add_lora(_policy(zero), rank=4, alpha=8.0, dropout=0.1, use_mask=use_mask)
+    _randomise(policy, PARAM_SEED + 1, zero)
     return policy.eval()
 
 
@@ -109,22 +140,23 @@ def _remac_module(ablation: str) -> RemacModule:
     )
 
 
-def compute() -> dict[str, np.ndarray]:
-    """Every stored number, computed by the code as it is now."""
+def compute(zero: str | None = None) -> dict[str, np.ndarray]:
+    """Every stored number, computed by the code as it is now (``zero``: the name of a parameter
+    zeroed in every network, the mutation check)."""
     torch.set_num_threads(1)
     inp = _inputs()
     obs, x, t, prefix = inp["obs"], inp["x"], inp["t"], inp["prefix"]
     mask = delay_mask(torch.tensor(DELAYS), H)
     out: dict[str, torch.Tensor] = {}
     with torch.no_grad():
-        base = _policy()
+        base = _policy(zero)
         out["policy_v"] = base(obs, x, t)
         out["policy_v_token_times"] = base(obs, x, inp["t_tokens"])
-        remac = _lora_policy(True)
+        remac = _lora_policy(True, zero)
         out["lora_masked_v"] = remac(obs, x, t, mask)
         out["lora_masked_no_mask_arg_v"] = remac(obs, x, t)
         out["lora_merged_d2_v"] = merge_lora(remac, 2)(obs, x, t)
-        out["lora_only_v"] = _lora_policy(False)(obs, x, t)
+        out["lora_only_v"] = _lora_policy(False, zero)(obs, x, t)
 
     def gen() -> torch.Generator:
         return torch.Generator().manual_seed(NOISE_SEED)
@@ -140,13 +172,13 @@ def compute() -> dict[str, np.ndarray]:
     batch = {k[len("batch_") :]: v for k, v in inp.items() if k.startswith("batch_")}
     for name, ttrtc in (("base", False), ("ttrtc", True)):
         module = _base_module(ttrtc)
-        _randomise(module, PARAM_SEED + 2)
+        _randomise(module, PARAM_SEED + 2, zero)
         torch.manual_seed(LOSS_SEED)
         out[f"loss_{name}"] = module.flow_loss(batch).detach()
         out[f"predict_{name}"] = module.predict_step(batch, 0)
     for ablation in ABLATIONS:
         module = _remac_module(ablation)
-        _randomise(module, PARAM_SEED + 3)
+        _randomise(module, PARAM_SEED + 3, zero)
         for train in (True, False):
             torch.manual_seed(LOSS_SEED)
             parts = module.remac_loss(batch, train=train)
@@ -182,6 +214,16 @@ def _regenerate() -> None:
             "loss (torch.manual_seed)": LOSS_SEED,
             "sampler noise": NOISE_SEED,
         },
+        "inputs_and_parameters": "integer draws of numpy.random.default_rng(seed) scaled to "
+        "uniform float32 values (_uniform, _unit in the test module): the same bits on every CPU",
+        "history": [
+            "2026-12-06: re-recorded because the inputs and parameters moved from torch.randn / "
+            "torch.rand (whose vectorised kernels round differently per CPU: the stored inputs "
+            "differed under ATEN_CPU_CAPABILITY=default) to portable integer draws; the package "
+            "code was unchanged, and it reproduced the previous file (made at commit "
+            "b123aa4b8001f3aab1d72bc8b77d323c92bb0f15 by the code before the issue-29 refactor) "
+            "under the native kernels within that file's tolerance (rtol 1e-5, atol 1e-6)"
+        ],
         "lora_mask_delays": list(DELAYS),
         "sampler_delay": SAMPLER_DELAY,
         "sampler_exec_horizon": SAMPLER_EXEC,
@@ -203,7 +245,13 @@ def current() -> dict[str, np.ndarray]:
     return compute()
 
 
+@pytest.fixture(scope="module")
+def mutated() -> dict[str, np.ndarray]:
+    return compute(zero=MUTATED)
+
+
 def test_inputs_are_the_stored_ones(stored: dict, current: dict) -> None:
+    # integer draws and IEEE-rounded scaling: exact on every CPU
     for key in (k for k in stored if k.startswith("in_")):
         np.testing.assert_array_equal(current[key], stored[key], err_msg=key)
 
@@ -215,24 +263,26 @@ def test_every_stored_output_is_still_computed(stored: dict, current: dict) -> N
     )  # parts of lora_only, mask, mask_curriculum, remac
 
 
+def _assert_group_matches(group: str, stored: dict, current: dict, mutated: dict) -> None:
+    keys = [k for k in stored if k.startswith(group)]
+    assert keys
+    for key in keys:
+        assert_portable_close(current[key], stored[key], tol=TOL, what=key)
+        assert_mutation_detected(mutated[key], stored[key], tol=TOL, what=f"{key}, {MUTATED} = 0")
+
+
 @pytest.mark.parametrize(
     "group",
     ["out_policy", "out_lora", "out_euler", "out_prefix", "out_rtc", "out_bid", "out_ttrtc"],
 )
-def test_networks_and_samplers_match(group: str, stored: dict, current: dict) -> None:
-    keys = [k for k in stored if k.startswith(group)]
-    assert keys
-    for key in keys:
-        torch.testing.assert_close(
-            torch.from_numpy(current[key]), torch.from_numpy(stored[key]), rtol=RTOL, atol=ATOL
-        )
+def test_networks_and_samplers_match(
+    group: str, stored: dict, current: dict, mutated: dict
+) -> None:
+    _assert_group_matches(group, stored, current, mutated)
 
 
 @pytest.mark.parametrize("group", ["out_loss", "out_predict", "out_remac"])
-def test_training_losses_and_predictions_match(group: str, stored: dict, current: dict) -> None:
-    keys = [k for k in stored if k.startswith(group)]
-    assert keys
-    for key in keys:
-        torch.testing.assert_close(
-            torch.from_numpy(current[key]), torch.from_numpy(stored[key]), rtol=RTOL, atol=ATOL
-        )
+def test_training_losses_and_predictions_match(
+    group: str, stored: dict, current: dict, mutated: dict
+) -> None:
+    _assert_group_matches(group, stored, current, mutated)

@@ -123,11 +123,14 @@ def propagation_inputs():  # -> tuple[torch.Tensor, torch.Tensor]
     return torch.from_numpy(feats.astype(np.float32)), torch.from_numpy(scores.astype(np.float32))
 
 
-def propagation_outputs() -> dict[str, np.ndarray]:
-    """``{"<variant>_k<K>_adjacency": W [N, N], "<variant>_k<K>_propagated": S_T [N, C]}``."""
+def propagation_outputs(roll_features: int = 0) -> dict[str, np.ndarray]:
+    """``{"<variant>_k<K>_adjacency": W [N, N], "<variant>_k<K>_propagated": S_T [N, C]}``
+    (``roll_features``: the feature rows rolled by that many nodes first, the test's mutation
+    check; 0 for the stored outputs)."""
     from pointcloud_pgllm.graph import build_graph, dense_adjacency, propagate
 
     feats, scores = propagation_inputs()
+    feats = feats.roll(roll_features, dims=0)
     out = {}
     for variant in VARIANTS:
         for k in GRAPH_KS:
@@ -157,14 +160,15 @@ def read_run(out: Path, mode: str) -> dict:
     return {"rows": rows, "metrics": metrics}
 
 
-def pipeline_outputs(tree: Path, work: Path) -> dict[str, dict]:
-    """``{mode: read_run(...)}`` of the :data:`PIPELINE_RUNS` on ``tree`` through the CLI."""
+def pipeline_outputs(tree: Path, work: Path, args: list[str] = PIPELINE_ARGS) -> dict[str, dict]:
+    """``{mode: read_run(...)}`` of the :data:`PIPELINE_RUNS` on ``tree`` through the CLI, with
+    the common ``args`` (the stored ones by default; the test's mutation check passes others)."""
     from pointcloud_pgllm.cli import main
 
     out = {}
-    for mode, args in PIPELINE_RUNS.items():
+    for mode, run_args in PIPELINE_RUNS.items():
         folder = work / mode
-        code = main([*args, "--data", str(tree), *PIPELINE_ARGS, "--out", str(folder)])
+        code = main([*run_args, "--data", str(tree), *args, "--out", str(folder)])
         if code != 0:
             raise RuntimeError(f"pointcloud-pgllm {mode} exited with {code}")
         out[mode] = read_run(folder, mode)

@@ -76,8 +76,11 @@ def model_input(name: str):  # -> torch.Tensor
     return x
 
 
-def model_logits() -> dict[str, np.ndarray]:
-    """``{"<name>/eval": logits, "<name>/train": logits}`` for every model of the zoo."""
+def model_logits(transform=None) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+    """``{"<name>/eval": logits, "<name>/train": logits}`` for every model of the zoo.
+
+    ``transform``: applied to every model's input before the forward passes (the test's mutation
+    check feeds a defective input pipeline through it); ``None`` for the stored logits."""
     import torch
 
     from rf_matid.model import MODELS, build_model
@@ -87,6 +90,8 @@ def model_logits() -> dict[str, np.ndarray]:
         torch.manual_seed(MODEL_SEED)
         model = build_model(name, num_classes=NUM_CLASSES, seq_len=SEQ_LEN)
         x = model_input(name)
+        if transform is not None:
+            x = transform(x)
         with torch.no_grad():
             out[f"{name}/eval"] = model.eval()(x).numpy()
             torch.manual_seed(DROPOUT_SEED)
@@ -94,21 +99,26 @@ def model_logits() -> dict[str, np.ndarray]:
     return out
 
 
-def synth_outputs() -> dict[str, np.ndarray]:
-    """S11 of ``SYNTH_KEYS``, their decimated impulse responses and the echo ratio."""
+def synth_outputs(
+    keys: tuple[tuple[str, int, int, int], ...] = SYNTH_KEYS,
+    ratio_distances_mm: tuple[int, ...] = RATIO_DISTANCES_MM,
+) -> dict[str, np.ndarray]:
+    """S11 of ``keys``, their decimated impulse responses and the echo ratio at
+    ``ratio_distances_mm`` (the defaults are the stored ones; the test's mutation check passes
+    others)."""
     from rf_matid import synth
     from rf_matid.constants import FREQ_GRID_HZ
     from rf_matid.synth_dataset import sample_rng
 
-    names, distances, angles, _ = zip(*SYNTH_KEYS, strict=True)
-    rngs = [sample_rng(SYNTH_SEED, *key) for key in SYNTH_KEYS]
+    names, distances, angles, _ = zip(*keys, strict=True)
+    rngs = [sample_rng(SYNTH_SEED, *key) for key in keys]
     s11 = synth.simulate_batch(names, distances, angles, rngs)
     time_ps, amplitude = synth.frequency_to_time(FREQ_GRID_HZ, s11)
     return {
         "s11": s11,
         "time_ps": time_ps[::TIME_STRIDE],
         "amplitude": amplitude[:, ::TIME_STRIDE],
-        "echo_to_interference_db": synth.echo_to_interference_db(list(RATIO_DISTANCES_MM)),
+        "echo_to_interference_db": synth.echo_to_interference_db(list(ratio_distances_mm)),
     }
 
 
