@@ -244,13 +244,22 @@ def test_inconclusive_end_to_end(fake_dist: Path, tmp_path: Path, capsys) -> Non
     assert "| 2 | baseline learned | acc(baseline) - acc(trivial) >= 0.1 |" in md
     assert "baseline = 0.5; trivial = 0.5 | **failed** |" in md
     assert "Claim 2 is **inconclusive**: its control baseline learned failed" in md
-    assert "its criterion alone was met" in md and "1 of 2 claims held (1 inconclusive)" in md
+    assert (
+        "its criterion alone was met" in md
+        and "1 of 2 claims held (1 inconclusive (control failed))" in md
+    )
     index = (folder / "index.md").read_text()
-    assert "0 held, 0 not held, 1 inconclusive, 0 error" in index
-    assert "Claims: 1 of 2 held, 1 inconclusive." in index
+    assert (
+        "0 held, 0 not held, 1 inconclusive (control failed), 0 inconclusive (underpowered), 0 error"
+        in index
+    )
+    assert (
+        "Claims (2): 1 held, 0 not held, 1 inconclusive (control failed), 0 inconclusive" in index
+    )
     assert "| inconclusive | 1/2 (1 inconclusive) |" in index
-    assert "| 2 | Ours beats the baseline. | acc - baseline >= 0.05 | inconclusive (failed: " in (
-        index
+    assert (
+        "| 2 | Ours beats the baseline. | — (point estimate: acc - baseline >= 0.05) | "
+        "inconclusive (control failed: " in index
     )
     printed = capsys.readouterr().out
     assert "0 held, 0 not held, 1 inconclusive, 0 error" in printed

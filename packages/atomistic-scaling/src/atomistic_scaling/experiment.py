@@ -343,4 +343,6 @@ def _run(quick: bool, out_dir: Path) -> Result:
     )
 
 
-EXPERIMENT = Experiment(name="atomistic-scaling.scaling", paper=PAPER, claim=CLAIM, run=run)
+EXPERIMENT = Experiment(
+    name="atomistic-scaling.scaling", paper=PAPER, claim=CLAIM, run=run, threads="all"
+)

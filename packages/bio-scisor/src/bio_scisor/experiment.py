@@ -421,4 +421,4 @@ def run(quick: bool, out_dir: Path) -> Result:
     )
 
 
-EXPERIMENT = Experiment(name="bio-scisor.deletions", paper=PAPER, claim=CLAIM, run=run)
+EXPERIMENT = Experiment(name="bio-scisor.deletions", paper=PAPER, claim=CLAIM, run=run, timing=True)

@@ -1,7 +1,10 @@
 """The ``iclr26`` command: list registered experiments and reproduce them in subprocesses.
 
 Neither subcommand imports an experiment's package in this process: ``list`` asks a worker
-subprocess (``--describe``) and ``reproduce`` runs each experiment in its own worker. Bad input
+subprocess (``--describe``) and ``reproduce`` runs each experiment in its own worker, packed onto
+the cores by what each declares (:mod:`iclr26_common.schedule`), with a progress bar (plain lines
+when stdout is not a terminal) that shows done/total, the running names, the elapsed time and an
+ETA from expected walls. Bad input
 (unknown name, ``--out`` a file, a folder another run holds) is one stderr line, exit status 2.
 Names are printed in full, whatever the terminal width.
 """
@@ -9,35 +12,47 @@ Names are printed in full, whatever the terminal width.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import difflib
-import json
 import math
 import os
-import signal
-import subprocess
 import sys
-import threading
-from collections.abc import Iterator
+import time
 from pathlib import Path
 from typing import NoReturn
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.text import Text
 
 from iclr26_common import __version__, registry
 from iclr26_common.cli_support import ArgumentParser
 from iclr26_common.index import write_index
 from iclr26_common.outlock import OutputLock, OutputLocked
+from iclr26_common.progress import format_eta as format_duration
 from iclr26_common.registry import BUDGET_S
 from iclr26_common.report import mode_dir, read_result
-from iclr26_common.runner import Outcome, Runner, available_cores, default_jobs, new_run_id
+from iclr26_common.runner import (
+    DESCRIBE_TIMEOUT_S,
+    Outcome,
+    Runner,
+    Snapshot,
+    StopFlag,
+    describe_isolated,
+    new_run_id,
+)
+from iclr26_common.schedule import Plan
 
-__all__ = ["main"]
+__all__ = ["DESCRIBE_TIMEOUT_S", "describe_isolated", "main"]
 
 _STYLES = {"held": "green", "not held": "yellow", "inconclusive": "magenta", "error": "bold red"}
-DESCRIBE_TIMEOUT_S = 300.0  # for one `list` subprocess importing the packages
 
 
 def _user_error(prog: str, message: str) -> NoReturn:
@@ -83,8 +98,11 @@ def _parser() -> argparse.ArgumentParser:
         help="run experiments, each in its own subprocess, and write reports",
         description="Run experiments (default: all), each isolated in a worker subprocess; write "
         "OUT/MODE/NAME/report.md + result.json + log.txt and OUT/MODE/index.md, MODE being full "
-        "or quick. One run at a time per OUT/MODE (a lock). Budget per experiment on 2 CPU "
-        f"cores, imports included: full {BUDGET_S['full']:g} s, --quick {BUDGET_S['quick']:g} s.",
+        "or quick. One run at a time per OUT/MODE (a lock). Experiments are packed onto the "
+        "cores by the threads each declares, and a progress line shows done/total, the running "
+        "names, the elapsed time and an ETA from the walls of earlier results. Budget per "
+        f"experiment on 2 CPU cores, imports included: full {BUDGET_S['full']:g} s, --quick "
+        f"{BUDGET_S['quick']:g} s.",
     )
     rep.add_argument("names", nargs="*", metavar="NAME", help="experiments to run (default: all)")
     rep.add_argument("--quick", action="store_true", help="smaller, faster runs")
@@ -100,9 +118,12 @@ def _parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=None,
         metavar="N",
-        help="experiments run at once (default: 1 for full runs, which use both cores; 2 for "
-        "--quick, 1 on a one-core machine); each worker gets cores // min(N, experiments to run) "
-        "torch threads, or your OMP_NUM_THREADS when set",
+        help="run N experiments at once, each with cores // min(N, experiments to run) torch "
+        "threads, not pinned (default: packed by what each experiment declares: one-thread "
+        "ones side by side, each pinned to a core of its own; one that uses every core or "
+        "times something alone; longest expected first, from the walls of earlier results). "
+        "An experiment that times something runs alone either way; your OMP_NUM_THREADS, "
+        "when set, is every worker's thread count",
     )
     rep.add_argument(
         "--resume",
@@ -138,37 +159,11 @@ def main(argv: list[str] | None = None) -> int:
 # ---------------------------------------------------------------------------- list
 
 
-def describe_isolated(names: list[str], timeout: float = DESCRIBE_TIMEOUT_S) -> dict[str, dict]:
-    """name -> {"paper", "claim"} or {"error"}, loaded in worker subprocesses.
-
-    One subprocess describes the names in turn; if it dies (a package that aborts at import),
-    the name it was on gets an error and a fresh subprocess continues with the rest.
-    """
-    found: dict[str, dict] = {}
-    remaining = list(names)
-    while remaining:
-        cmd = [sys.executable, "-m", "iclr26_common.worker", "--describe", *remaining]
-        try:
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-            )
-            stdout, code = proc.stdout, proc.returncode
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout or ""
-            stdout = out.decode(errors="replace") if isinstance(out, bytes) else out
-            code = f"timeout after {timeout:g} s"
-        for line in stdout.splitlines():
-            with contextlib.suppress(ValueError, KeyError, TypeError):
-                record = json.loads(line)
-                found[record["name"]] = record
-        remaining = [n for n in remaining if n not in found]
-        if remaining:  # the process died while loading remaining[0]
-            why = code if isinstance(code, str) else f"exit status {code}"
-            if isinstance(code, int) and code < 0:
-                why = f"killed by {signal.Signals(-code).name}"
-            found[remaining[0]] = {"name": remaining[0], "error": f"import crashed ({why})"}
-            remaining = remaining[1:]
-    return found
+def _declared_text(record: dict) -> str:
+    """``threads`` / ``timing`` of a ``--describe`` record in words."""
+    threads = record.get("threads", 1)
+    text = "every core it is given" if threads == "all" else f"{threads} thread(s)"
+    return text + (", alone (times something)" if record.get("timing") else "")
 
 
 def _list(console: Console, names_only: bool = False) -> int:
@@ -197,33 +192,13 @@ def _list(console: Console, names_only: bool = False) -> int:
         else:
             console.print(Text(f"    paper: {record['paper']}"), soft_wrap=True)
             console.print(Text(f"    claim: {record['claim']}"), soft_wrap=True)
+            console.print(Text(f"    runs: {_declared_text(record)}"), soft_wrap=True)
     if errors:
         console.print(Text(f"{errors} experiment(s) failed to load.", style="bold red"))
     return 1 if errors else 0
 
 
 # ---------------------------------------------------------------------------- reproduce
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"received {signal.Signals(signum).name}")
-
-
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """Treat SIGTERM/SIGHUP like Ctrl-C, so workers (own sessions) are not left orphaned."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    names = [n for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
-    old = {
-        sig: signal.signal(sig, _raise_interrupt) for sig in map(signal.Signals.__getitem__, names)
-    }
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
 
 
 def _check_names(names: list[str], found: dict) -> list[str]:
@@ -261,8 +236,6 @@ def _reproduce(console: Console, args: argparse.Namespace) -> int:
             f"No experiments registered (entry point group {registry.ENTRY_POINT_GROUP})."
         )
         return 0
-    if args.jobs is None:
-        args.jobs = default_jobs(args.quick)
     out = _reports_folder(args.out, args.quick)
     run_id = new_run_id()
     lock = OutputLock(out, run_id)
@@ -284,6 +257,51 @@ def _reproduce(console: Console, args: argparse.Namespace) -> int:
         lock.release()
 
 
+class _EtaColumn(ProgressColumn):
+    """``ETA 12 min 05 s``: the runner's estimate at its last event, counted down since."""
+
+    def render(self, task: Task) -> Text:
+        eta, at = task.fields.get("eta_s"), task.fields.get("eta_at")
+        if eta is None or at is None:
+            return Text("ETA ?")
+        return Text(f"ETA {format_duration(max(0.0, eta - (time.monotonic() - at)))}")
+
+
+def _progress_line(snapshot: Snapshot) -> str:
+    """The plain progress line (stdout not a terminal), after each start and finish."""
+    running = ", ".join(snapshot.running) or "none"
+    return (
+        f"  progress: {snapshot.done}/{snapshot.total} done; running: {running}; "
+        f"{format_duration(snapshot.elapsed_s)} elapsed, about "
+        f"{format_duration(snapshot.eta_s)} left"
+    )
+
+
+def _plan_line(runner: Runner, plan: Plan, total: int, resumed: int, mode: str, out: Path) -> str:
+    to_run = len(plan.jobs)
+    alone = [job for job in plan.jobs if job.exclusive]
+    if plan.packed:
+        how = f"packed by declared threads on {plan.cores} cores"
+        if to_run:
+            how += f" ({len(alone)} alone, {to_run - len(alone)} side by side)"
+    else:
+        threads = plan.jobs[0].threads if plan.jobs else 1
+        how = f"{plan.capacity} at a time, {threads} thread(s) each ({plan.cores} cores)"
+        if alone:
+            how += f", {len(alone)} alone (timing)"
+    if runner.user_env:
+        how += f", OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} from your environment"
+    sources = {}
+    for job in plan.jobs:
+        sources[job.expected_from] = sources.get(job.expected_from, 0) + 1
+    walls = ", ".join(f"{n} {where}" for where, n in sorted(sources.items()))
+    expected = f"about {format_duration(runner.expected_s)} expected (walls: {walls})"
+    return (
+        f"{total} experiment(s) ({to_run} to run, {resumed} resumed), {how}; {mode} mode; "
+        f"{expected if to_run else 'nothing to run'}; reports in {out}"
+    )
+
+
 def _run_locked(
     console: Console,
     args: argparse.Namespace,
@@ -292,53 +310,75 @@ def _run_locked(
     out: Path,
     run_id: str,
 ) -> int:
+    mode = "quick" if args.quick else "full"
+    # Until the index is written, SIGINT / SIGTERM / SIGHUP only set this flag: the runner
+    # stops its workers, and the index and summary are still written (exit status 130).
+    with StopFlag().catching() as stop:
+        outcomes, runner = _run_with_progress(console, args, selected, out, run_id, stop)
+        index = write_index(out, run_id=run_id, registered=registered, mode=mode)
+        _print_summary(console, outcomes, out, index, args.quick)
+    if runner.interrupted or stop:
+        return 130
+    return 1 if any(o.status == "error" for o in outcomes) else 0
+
+
+def _run_with_progress(
+    console: Console,
+    args: argparse.Namespace,
+    selected: list[str],
+    out: Path,
+    run_id: str,
+    stop: StopFlag,
+) -> tuple[list[Outcome], Runner]:
+    """Run ``selected`` under a progress bar (or plain progress lines when not a terminal)."""
     order = {name: i for i, name in enumerate(selected, 1)}
     total = len(selected)
     live = console.is_terminal
-    lock = threading.Lock()
     mode = "quick" if args.quick else "full"
-
     with (
-        _terminate_as_interrupt(),
         Progress(
             TextColumn("reproduce"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
+            _EtaColumn(),
+            TextColumn("{task.fields[running]}"),
             console=console,
             disable=not live,
         ) as progress,
     ):
-        task = progress.add_task("", total=total)
+        task = progress.add_task("", total=total, running="", eta_s=None, eta_at=None)
 
-        def say(text: Text) -> None:
-            progress.console.print(text, soft_wrap=True)
+        def say(text: Text | str) -> None:
+            progress.console.print(Text(text) if isinstance(text, str) else text, soft_wrap=True)
 
         def on_start(name: str) -> None:
-            with lock:
-                say(Text(f"[{order[name]}/{total}] {name}: running (log: {out / name}.log)"))
+            say(f"[{order[name]}/{total}] {name}: running (log: {out / name}.log)")
 
         def on_done(outcome: Outcome) -> None:
-            with lock:
-                line = Text(f"[{order[outcome.name]}/{total}] {outcome.name}: ")
-                line.append(outcome.status, style=_STYLES[outcome.status])
-                line.append(f" ({outcome.seconds:.1f} s)")
-                if outcome.note:
-                    line.append(f" — {outcome.note}")
-                say(line)
+            line = Text(f"[{order[outcome.name]}/{total}] {outcome.name}: ")
+            line.append(outcome.status, style=_STYLES[outcome.status])
+            line.append(f" ({outcome.seconds:.1f} s)")
+            if outcome.note:
+                line.append(f" — {outcome.note}")
+            say(line)
+            if outcome.resumed:
                 progress.advance(task)
 
-        def on_plan(to_run: int, resumed: int) -> None:
-            threads = f"{runner.threads} thread(s) each"
-            if runner.user_env:
-                threads = f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} from your environment"
-            say(
-                Text(
-                    f"{total} experiment(s) ({to_run} to run, {resumed} resumed), {args.jobs} "
-                    f"at a time, {threads} ({available_cores()} cores); {mode} mode; "
-                    f"reports in {out}"
-                )
+        def on_progress(snapshot: Snapshot) -> None:
+            progress.update(
+                task,
+                completed=snapshot.done,
+                running=", ".join(snapshot.running),
+                eta_s=snapshot.eta_s,
+                eta_at=time.monotonic(),
             )
+            if not live:
+                say(_progress_line(snapshot))
+
+        def on_plan(plan: Plan, resumed: int) -> None:
+            say(_plan_line(runner, plan, total, resumed, mode, out))
+            progress.update(task, eta_s=runner.expected_s, eta_at=time.monotonic())
 
         runner = Runner(
             out,
@@ -349,16 +389,13 @@ def _run_locked(
             on_start=on_start,
             on_done=on_done,
             on_plan=on_plan,
+            on_progress=on_progress,
+            stop=stop,
         )
         outcomes = runner.run(selected, resume=args.resume)
         if runner.interrupted:
             say(Text("Interrupted: remaining experiments skipped.", "red"))
-
-    index = write_index(out, run_id=run_id, registered=registered, mode=mode)
-    _print_summary(console, outcomes, out, index, args.quick)
-    if runner.interrupted:
-        return 130
-    return 1 if any(o.status == "error" for o in outcomes) else 0
+    return outcomes, runner
 
 
 def _error_line(data: dict) -> str:

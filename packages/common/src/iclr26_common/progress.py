@@ -23,12 +23,14 @@ PLAIN_EVERY_S = 5.0
 
 def format_eta(seconds: float) -> str:
     """``"42 s"``, ``"3 min 05 s"``, ``"1 h 02 min"``."""
-    seconds = max(0.0, float(seconds))
+    seconds = max(0, round(float(seconds)))
     if seconds < 60:
-        return f"{seconds:.0f} s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
-    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
+        return f"{seconds} s"
+    minutes, secs = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
 
 
 def _plain(

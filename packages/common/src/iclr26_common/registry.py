@@ -318,6 +318,14 @@ class Experiment:
     ``run(quick, out_dir)`` performs the experiment (a smaller, faster version when ``quick``),
     writes its PNG plots into the existing directory ``out_dir`` and returns a :class:`Result`.
     ``distribution`` is filled in by :func:`discover` (the distribution that registered it).
+
+    What ``iclr26 reproduce`` needs to pack experiments onto the cores (keyword-only):
+    ``threads`` is how many torch threads ``run()`` can use: an int (1, the default, for most:
+    tiny models gain nothing from intra-op threads), or ``"all"`` for every core it is given
+    (one training process per thread, say). The runner gives it exactly that many
+    (``OMP_NUM_THREADS``, ``torch.set_num_threads``) on as many cores of its own (CPU
+    affinity), so ``run()`` must not raise the count itself. ``timing=True``: ``run()`` times
+    something (a scan's speed, a latency), so it runs alone, nothing beside it.
     """
 
     name: str
@@ -325,6 +333,8 @@ class Experiment:
     claim: str
     run: Callable[[bool, Path], Result]
     distribution: str | None = field(default=None, compare=False)
+    threads: int | Literal["all"] = field(default=1, kw_only=True)
+    timing: bool = field(default=False, kw_only=True)
 
     def __post_init__(self) -> None:
         if not is_valid_name(self.name):
@@ -337,6 +347,11 @@ class Experiment:
                 raise ValueError(f"Experiment.{attr} must be a non-empty string")
         if not callable(self.run):
             raise TypeError("Experiment.run must be callable as run(quick, out_dir) -> Result")
+        threads = self.threads
+        if threads != "all" and (type(threads) is not int or threads < 1):
+            raise ValueError(f"Experiment.threads must be an int >= 1 or 'all', got {threads!r}")
+        if type(self.timing) is not bool:
+            raise ValueError(f"Experiment.timing must be True or False, got {self.timing!r}")
 
 
 @dataclass(frozen=True)

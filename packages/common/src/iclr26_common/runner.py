@@ -1,15 +1,24 @@
 """Schedule experiments into worker subprocesses and swap their results into the reports folder.
 
 The parent process never imports an experiment's package: names and versions come from entry-point
-metadata, and only the worker (``python -m iclr26_common.worker``) imports. ``OUT`` here is one
-mode's folder (``reports/full`` or ``reports/quick``, see :func:`report.mode_dir`). One run at a
-time writes into it: :class:`outlock.OutputLock` holds ``OUT/.iclr26.lock`` (``flock``; the
-workers inherit it, so orphaned workers of a killed run still hold it). Each run writes into a
-temporary sibling folder ``OUT/.NAME.partial-RUN`` that replaces ``OUT/NAME`` only once the worker
-has written a result (held, not held, inconclusive, or the error of a failing ``run()``). A worker
-that dies without a result (crash, signal, timeout, interruption) leaves the earlier result in
-place and is recorded under ``OUT/_attempts/`` (:func:`index.write_attempt`); with no earlier
-result, an error result is written.
+metadata, and only worker subprocesses (``python -m iclr26_common.worker``) import; the parent
+learns what each experiment declares (``Experiment.threads`` / ``.timing``) from one
+``--describe`` subprocess (:func:`describe_isolated`). ``OUT`` here is one mode's folder
+(``reports/full`` or ``reports/quick``, see :func:`report.mode_dir`). One run at a time writes
+into it: :class:`outlock.OutputLock` holds ``OUT/.iclr26.lock`` (``flock``; the workers inherit
+it, so orphaned workers of a killed run still hold it). Each run writes into a temporary sibling
+folder ``OUT/.NAME.partial-RUN`` that replaces ``OUT/NAME`` only once the worker has written a
+result (held, not held, inconclusive, or the error of a failing ``run()``). A worker that dies
+without a result (crash, signal, timeout, interruption) leaves the earlier result in place and is
+recorded under ``OUT/_attempts/`` (:func:`index.write_attempt`); with no earlier result, an error
+result is written.
+
+Which experiments run side by side, with how many threads, on which cores: :mod:`schedule`
+(packing by declared threads by default, ``-j N`` slots on request). Signals never raise inside
+the runner: SIGINT / SIGTERM / SIGHUP only set a :class:`StopFlag`, which the scheduling loop
+reads (a signal that lands before a worker starts, or while one is being started, stops the run
+just the same); a signal the process inherited as ignored (a background job's SIGINT, ``nohup``'s
+SIGHUP) stays ignored.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
@@ -24,22 +34,38 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 
 from iclr26_common.index import clear_attempt, write_attempt
 from iclr26_common.outlock import OutputLock, held_lock, lock_is_free
 from iclr26_common.registry import VERDICTS, EntryPointInfo, entry_point_info, source_digest
 from iclr26_common.report import STATUSES, read_result, write_result
+from iclr26_common.schedule import (
+    Declared,
+    Job,
+    Plan,
+    expected_walls,
+    make_plan,
+    makespan,
+    next_job,
+    simulate,
+)
+from iclr26_common.schedule import threads_per_worker as _threads_per_worker
 from iclr26_common.worker import META_FILE, THREAD_ENV_VARS, fresh_dir, placeholder
 
 __all__ = [
+    "DESCRIBE_TIMEOUT_S",
     "Outcome",
     "Runner",
+    "Snapshot",
+    "StopFlag",
     "available_cores",
+    "available_cpus",
+    "describe_isolated",
     "is_resumable",
     "new_run_id",
     "recover",
@@ -50,6 +76,9 @@ __all__ = [
 TAIL_LINES = 40  # lines of a crashed worker's output kept in its error result
 KILL_GRACE_S = 5.0  # SIGTERM -> SIGKILL delay for a timed-out worker
 POLL_S = 0.1
+#: Seconds one experiment's import may take in a ``--describe`` subprocess (the clock restarts
+#: at each name it describes; a package that hangs at import costs this much, once).
+DESCRIBE_TIMEOUT_S = 300.0
 
 
 @dataclass
@@ -64,35 +93,39 @@ class Outcome:
     kept_earlier: bool = False  # the run died without a result; the earlier one was kept
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """Where a run stands, for a progress display (``Runner(on_progress=...)``).
+
+    ``done`` of ``total`` (resumed ones count as done), the names running (in start order),
+    seconds since the run began, and the expected seconds left: the rest of the plan replayed
+    on expected walls (:func:`schedule.simulate`), the running ones at their expected wall
+    minus the time they have run (0 once over).
+    """
+
+    done: int
+    total: int
+    running: tuple[str, ...]
+    elapsed_s: float
+    eta_s: float
+
+
+def available_cpus() -> list[int]:
+    """The CPU ids this process may run on (sorted; ``[]`` where the OS does not say)."""
+    with contextlib.suppress(AttributeError, OSError):
+        return sorted(os.sched_getaffinity(0))
+    return []
+
+
 def available_cores() -> int:
     """CPU cores this process may use."""
-    with contextlib.suppress(AttributeError, OSError):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
-
-
-#: Quick runs at once by default, at most (``--quick``; full runs default to 1). On 2 CPU cores
-#: six full runs took 277 s at ``-j 2`` and 415 s at ``-j 1`` (2026-12-05; README "How long"),
-#: but rf-matid and atomistic-scaling train one process per torch thread: with one thread each
-#: (``-j 2``) their full runs would take about twice their 8 and 4 minutes, rf-matid's over the
-#: 10-minute budget. Quick runs (under 40 s each) stay within theirs. More workers than two are
-#: not measured (memory grows with each worker).
-DEFAULT_QUICK_JOBS_CAP = 2
-
-
-def default_jobs(quick: bool, cores: int | None = None) -> int:
-    """``iclr26 reproduce``'s default ``-j``: 1 for full runs; for ``--quick``,
-    ``min(DEFAULT_QUICK_JOBS_CAP, cores)`` (1 on one core)."""
-    if not quick:
-        return 1
-    return max(1, min(DEFAULT_QUICK_JOBS_CAP, available_cores() if cores is None else cores))
+    return len(available_cpus()) or max(1, os.cpu_count() or 1)
 
 
 def threads_per_worker(jobs: int, cores: int | None = None, running: int | None = None) -> int:
-    """``max(1, cores // min(jobs, running))``: the torch threads of each parallel worker, where
-    ``running`` is how many experiments will run (fewer than ``jobs`` leaves cores free)."""
-    workers = max(1, min(jobs, running) if running is not None else jobs)
-    return max(1, (available_cores() if cores is None else cores) // workers)
+    """``max(1, cores // min(jobs, running))``: the torch threads of each ``-j`` worker, where
+    ``running`` is how many experiments will run (``cores``: :func:`available_cores`)."""
+    return _threads_per_worker(jobs, available_cores() if cores is None else cores, running)
 
 
 def user_threads(environ: dict[str, str] | None = None) -> int | None:
@@ -105,6 +138,128 @@ def user_threads(environ: dict[str, str] | None = None) -> int | None:
 def new_run_id() -> str:
     """An id for one ``iclr26 reproduce`` invocation (sortable by time)."""
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+class StopFlag:
+    """Set by SIGINT / SIGTERM / SIGHUP while :meth:`catching` is active.
+
+    The handler only records the signal (``signum``): nothing is raised into whatever the main
+    thread was doing (starting a worker, inside a lock), and the code that owns the flag decides
+    when to stop. A signal this process inherited as ignored stays ignored.
+    """
+
+    SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def __bool__(self) -> bool:
+        return self.signum is not None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.signum = signum
+
+    @contextlib.contextmanager
+    def catching(self) -> Iterator[StopFlag]:
+        """Install the handlers (main thread only; elsewhere a no-op) and restore the previous
+        ones afterwards."""
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = {}
+        for name in self.SIGNALS:
+            number = getattr(signal, name, None)
+            if number is None or signal.getsignal(number) == signal.SIG_IGN:
+                continue
+            previous[number] = signal.signal(number, self._handle)
+        try:
+            yield self
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+
+# ---------------------------------------------------------------------------- describe
+
+
+def _describe_once(
+    names: list[str], timeout: float, stop: Callable[[], bool]
+) -> tuple[dict[str, dict], str | None]:
+    """One ``--describe`` subprocess over ``names``: the records it printed, and why it ended
+    early (``None``: it described them all)."""
+    cmd = [sys.executable, "-m", "iclr26_common.worker", "--describe", *names]
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,  # a terminal's Ctrl-C reaches the parent, which ends this one
+    )
+    lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    found: dict[str, dict] = {}
+    deadline = time.monotonic() + timeout
+    why: str | None = None
+    while True:
+        try:
+            line = lines.get(timeout=POLL_S)
+        except queue.Empty:
+            if stop():
+                why = "interrupted"
+            elif time.monotonic() > deadline:
+                why = f"timeout after {timeout:g} s"
+            else:
+                continue
+            _kill(proc)
+            break
+        if line is None:  # the process closed its output: it ended
+            code = proc.wait()
+            if code < 0:
+                why = f"killed by {_signal_name(-code)}"
+            elif len(found) < len(names):
+                why = f"exit status {code}"
+            break
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            record = json.loads(line)
+            found[record["name"]] = record
+            deadline = time.monotonic() + timeout  # the next name gets its own time
+    reader.join(timeout=KILL_GRACE_S)
+    if not reader.is_alive() and proc.stdout is not None:
+        proc.stdout.close()
+    return found, why
+
+
+def describe_isolated(
+    names: Sequence[str],
+    timeout: float = DESCRIBE_TIMEOUT_S,
+    stop: Callable[[], bool] = lambda: False,
+) -> dict[str, dict]:
+    """name -> {"paper", "claim", "threads", "timing"} or {"error"}, loaded in subprocesses.
+
+    One subprocess describes the names in turn (``python -m iclr26_common.worker --describe``);
+    if it dies or one name takes longer than ``timeout`` seconds (a package that aborts or hangs
+    at import), that name gets an error and a fresh subprocess continues with the rest. ``stop()``
+    true ends it early (the names not described are absent).
+    """
+    found: dict[str, dict] = {}
+    remaining = list(dict.fromkeys(names))
+    while remaining and not stop():
+        records, why = _describe_once(remaining, timeout, stop)
+        found.update(records)
+        remaining = [n for n in remaining if n not in found]
+        if remaining and why != "interrupted":  # the process died while loading remaining[0]
+            found[remaining[0]] = {"name": remaining[0], "error": f"import crashed ({why})"}
+            remaining = remaining[1:]
+    return found
 
 
 def _signal_name(number: int) -> str:
@@ -204,11 +359,16 @@ def _swap_in(tmp: Path, target: Path, run_id: str) -> None:
 
 
 class Runner:
-    """Runs experiments in parallel worker subprocesses (``jobs`` at a time) into the reports
-    folder ``out`` (one mode's folder), holding its :class:`OutputLock` while it runs.
+    """Runs experiments in worker subprocesses into the reports folder ``out`` (one mode's
+    folder), holding its :class:`OutputLock` while it runs.
 
-    ``on_plan(to_run, resumed)`` is called once the threads are chosen (``self.threads``);
-    ``on_start(name)`` and ``on_done(outcome)`` are called from worker threads.
+    ``jobs=None`` packs the experiments by their declared threads (:mod:`schedule`); ``jobs=N``
+    runs N at a time. Callbacks, all from the thread that called :meth:`run`:
+    ``on_plan(plan, resumed)`` once the plan is made (``self.plan``, ``self.expected_s``);
+    ``on_start(name)``; ``on_done(outcome)`` (resumed ones first); ``on_progress(snapshot)``
+    after each start and each finish. ``stop``: a :class:`StopFlag` the caller installs around
+    more than the run (the CLI: until the index is written); by default the run installs its own.
+    ``describe``: names -> ``--describe`` records (default :func:`describe_isolated`).
     """
 
     def __init__(
@@ -216,44 +376,80 @@ class Runner:
         out: Path,
         *,
         quick: bool,
-        jobs: int = 1,
+        jobs: int | None = None,
         timeout: float | None = None,
         run_id: str | None = None,
         on_start: Callable[[str], None] | None = None,
         on_done: Callable[[Outcome], None] | None = None,
-        on_plan: Callable[[int, int], None] | None = None,
+        on_plan: Callable[[Plan, int], None] | None = None,
+        on_progress: Callable[[Snapshot], None] | None = None,
+        stop: StopFlag | None = None,
+        describe: Callable[[list[str]], dict[str, dict]] | None = None,
     ) -> None:
         self.out = Path(out)
         self.quick = quick
-        self.jobs = max(1, jobs)
+        self.jobs = None if jobs is None else max(1, jobs)
         self.timeout = timeout
         self.run_id = run_id or new_run_id()
-        # The user's OMP_NUM_THREADS wins (passed through unchanged); else cores // workers.
+        # The user's OMP_NUM_THREADS wins (passed through unchanged).
         self.user_threads = user_threads()
         self.user_env = "OMP_NUM_THREADS" in os.environ
-        self.threads = self.user_threads or threads_per_worker(self.jobs)
         self.on_start = on_start or (lambda name: None)
         self.on_done = on_done or (lambda outcome: None)
-        self.on_plan = on_plan or (lambda to_run, resumed: None)
+        self.on_plan = on_plan or (lambda plan, resumed: None)
+        self.on_progress = on_progress or (lambda snapshot: None)
+        self.stop_flag = stop
+        self.describe = describe
+        self.plan: Plan | None = None
+        self.expected_s = 0.0  # the plan's makespan on expected walls
+        self.declared: dict[str, Declared] = {}
         self._stop = threading.Event()
         self.interrupted = False
+        self._t0 = time.monotonic()
+        self._done = 0
+        self._total = 0
+        self._pending: list[Job] = []
+        self._running: dict[str, tuple[Job, tuple[int, ...], float]] = {}
 
     # ------------------------------------------------------------------ scheduling
 
     def run(self, names: list[str], resume: bool = False) -> list[Outcome]:
-        """Run ``names`` (in order, ``jobs`` at a time); returns the outcomes in ``names`` order.
+        """Run ``names``; returns the outcomes in ``names`` order.
 
-        Ctrl-C / SIGTERM in the main thread stops everything: running workers are killed, the
-        ones not started are skipped (absent from the outcomes) and ``interrupted`` is set.
-        Takes the folder's lock unless this process holds it (:class:`outlock.OutputLocked` if
-        another run does).
+        Ctrl-C / SIGTERM / SIGHUP (in the main thread) stops everything: running workers are
+        killed, the ones not started are skipped (absent from the outcomes) and ``interrupted``
+        is set. Takes the folder's lock unless this process holds it
+        (:class:`outlock.OutputLocked` if another run does).
         """
-        if held_lock(self.out) is not None:
+        self._t0 = time.monotonic()
+        with contextlib.ExitStack() as stack:
+            if self.stop_flag is None:
+                self.stop_flag = stack.enter_context(StopFlag().catching())
+            if held_lock(self.out) is None:
+                stack.enter_context(OutputLock(self.out, self.run_id).held())
             return self._run(names, resume)
-        with OutputLock(self.out, self.run_id).held():
-            return self._run(names, resume)
+
+    def _stopping(self) -> bool:
+        """True once a signal arrived (the flag) or the run was stopped; sets ``interrupted``."""
+        if self.stop_flag and not self._stop.is_set():
+            self.interrupted = True
+            self._stop.set()
+        return self._stop.is_set()
+
+    def _declarations(self, todo: list[str]) -> dict[str, Declared]:
+        """What each experiment declares; not asked where it cannot matter (``-j 1``, or one
+        experiment with ``-j``). A name that failed to load counts as 1 thread, no timing."""
+        if not todo or (self.jobs is not None and (self.jobs == 1 or len(todo) == 1)):
+            return {}
+        if self.describe is not None:
+            records = self.describe(todo)
+        else:
+            per_name = DESCRIBE_TIMEOUT_S if self.timeout is None else self.timeout
+            records = describe_isolated(todo, min(DESCRIBE_TIMEOUT_S, per_name), self._stopping)
+        return {name: Declared.from_record(records.get(name, {})) for name in todo}
 
     def _run(self, names: list[str], resume: bool) -> list[Outcome]:
+        names = list(dict.fromkeys(names))
         infos = entry_point_info()
         outcomes: dict[str, Outcome] = {}
         todo: list[str] = []
@@ -272,47 +468,117 @@ class Runner:
                 outcomes[name] = outcome
             else:
                 todo.append(name)
-        if self.user_threads is None and not self.user_env:
-            self.threads = threads_per_worker(self.jobs, running=len(todo))
-        self.on_plan(len(todo), len(outcomes))
+        self.declared = self._declarations(todo)
+        self.plan = make_plan(
+            todo,
+            self.declared,
+            expected_walls(self.out, todo, self.quick),
+            cores=available_cores(),
+            jobs=self.jobs,
+            user_threads=self.user_threads,
+            user_env=self.user_env,
+        )
+        self.expected_s = makespan(simulate(self.plan))
+        self._total, self._done = len(names), len(outcomes)
+        self.on_plan(self.plan, len(outcomes))
         for outcome in outcomes.values():
             self.on_done(outcome)
-        with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="iclr26") as pool:
-            futures: dict[Future[Outcome], str] = {
-                pool.submit(self._guarded, name, infos.get(name)): name for name in todo
-            }
-            pending = set(futures)
-            try:
-                while pending:
-                    done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        if not future.cancelled():
-                            outcomes[futures[future]] = future.result()
-            except KeyboardInterrupt:
-                self.interrupted = True
-                self._stop.set()
-                for future in pending:
-                    future.cancel()
-                for future in pending:
-                    if not future.cancelled():
-                        with contextlib.suppress(Exception):
-                            outcomes[futures[future]] = future.result()
+        outcomes.update(self._schedule(infos))
         return [outcomes[name] for name in names if name in outcomes]
 
-    def _guarded(self, name: str, info: EntryPointInfo | None) -> Outcome:
-        if self._stop.is_set():
-            raise RuntimeError("stopped before start")
-        self.on_start(name)
-        outcome = self._run_one(name, info)
-        self.on_done(outcome)
-        return outcome
+    def _cpu_ids(self) -> list[int] | None:
+        """CPU id of each core index of a packed plan, or ``None``: not pinned (``-j``, or the
+        OS does not tell which CPUs this process may use)."""
+        assert self.plan is not None
+        cpus = available_cpus()
+        if not self.plan.packed or len(cpus) < self.plan.capacity:
+            return None
+        return cpus[: self.plan.capacity]
+
+    def snapshot(self) -> Snapshot:
+        """Where the run stands now (see :class:`Snapshot`)."""
+        now = time.monotonic()
+        eta = 0.0
+        if self.plan is not None:
+            running = [
+                (name, job.expected_s - (now - started), units)
+                for name, (job, units, started) in self._running.items()
+            ]
+            eta = makespan(simulate(self.plan, self._pending, running))
+        return Snapshot(self._done, self._total, tuple(self._running), now - self._t0, eta)
+
+    def _schedule(self, infos: dict[str, EntryPointInfo]) -> dict[str, Outcome]:
+        """Start jobs as :func:`schedule.next_job` allows, collect them as they finish."""
+        assert self.plan is not None
+        plan = self.plan
+        cpu_ids = self._cpu_ids()
+        self._pending = list(plan.jobs)
+        free = list(range(plan.capacity))
+        finished: queue.SimpleQueue[tuple[str, Outcome | BaseException]] = queue.SimpleQueue()
+        threads: dict[str, threading.Thread] = {}
+        outcomes: dict[str, Outcome] = {}
+        failure: BaseException | None = None
+
+        def work(job: Job, cpus: list[int] | None) -> None:
+            try:
+                result: Outcome | BaseException = self._run_one(
+                    job.name, infos.get(job.name), job, cpus
+                )
+            except BaseException as exc:  # handed to the main thread, raised there
+                result = exc
+            finished.put((job.name, result))
+
+        while self._pending or self._running:
+            try:
+                if not self._stopping():
+                    while not self._stopping() and (
+                        (index := next_job(self._pending, len(free), len(threads), plan))
+                        is not None
+                    ):
+                        job = self._pending.pop(index)
+                        units = tuple(free[: job.width])
+                        del free[: job.width]
+                        cpus = None if cpu_ids is None else [cpu_ids[u] for u in units]
+                        self._running[job.name] = (job, units, time.monotonic())
+                        threads[job.name] = threading.Thread(
+                            target=work, args=(job, cpus), name=f"iclr26-{job.name}"
+                        )
+                        threads[job.name].start()
+                        self.on_start(job.name)
+                        self.on_progress(self.snapshot())
+                elif not self._running:
+                    break  # stopped: the ones not started are skipped
+                try:
+                    name, result = finished.get(timeout=POLL_S)
+                except queue.Empty:
+                    continue
+                threads.pop(name).join()
+                _, units, _ = self._running.pop(name)
+                free = sorted([*free, *units])
+                if isinstance(result, BaseException):
+                    failure = failure or result
+                    self._stop.set()
+                    continue
+                outcomes[name] = result
+                self._done += 1
+                self.on_done(result)
+                self.on_progress(self.snapshot())
+            except KeyboardInterrupt:  # a handler other than the StopFlag's raised it
+                self.interrupted = True
+                self._stop.set()
+        if failure is not None:
+            raise failure
+        return outcomes
 
     # ------------------------------------------------------------------ one experiment
 
     def log_path(self, name: str) -> Path:
         return self.out / f"{name}.log"
 
-    def _run_one(self, name: str, info: EntryPointInfo | None) -> Outcome:
+    def _run_one(
+        self, name: str, info: EntryPointInfo | None, job: Job, cpus: list[int] | None
+    ) -> Outcome:
+        """Run one worker: ``job.threads`` threads, pinned to ``cpus`` (``None``: not pinned)."""
         tmp = fresh_dir(self.out / f".{name}.partial-{self.run_id}")
         target = self.out / name
         log_path = self.log_path(name)
@@ -320,10 +586,12 @@ class Runner:
         cmd += ["--run-id", self.run_id]
         cmd += ["--quick"] if self.quick else []
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        if not self.user_env or self.user_threads is not None:
-            cmd += ["--threads", str(self.threads)]
+        if job.set_threads:
+            cmd += ["--threads", str(job.threads)]
+        if cpus:
+            cmd += ["--cpus", ",".join(map(str, cpus))]
         for var in THREAD_ENV_VARS:  # never replace what the user set
-            env.setdefault(var, str(self.threads))
+            env.setdefault(var, str(job.threads))
         lock = held_lock(self.out)
         problem = None
         start = time.monotonic()

@@ -4,13 +4,16 @@ Usage::
 
     python -m iclr26_common.worker NAME --out REPORTS [--quick]   # writes REPORTS/NAME/
     python -m iclr26_common.worker NAME --dir DIR [--quick] [--run-id ID] [--started-at EPOCH]
-                                        [--threads K]
+                                        [--threads K] [--cpus 0,1]
     python -m iclr26_common.worker --describe NAME [NAME ...]     # JSON line per experiment
 
 The experiment's files go to its directory (emptied first). Exit status 0 when a held / not held
 / inconclusive result was written, 1 when an error result was written. ``iclr26 reproduce`` runs each
 experiment through this module in its own subprocess, so only the worker ever imports an
-experiment's package; ``--describe`` is how ``iclr26 list`` reads paper and claim the same way.
+experiment's package; ``--describe`` is how ``iclr26 list`` reads paper and claim, and how
+``iclr26 reproduce`` learns each experiment's declared ``threads`` and ``timing``, the same way.
+``--cpus`` pins this process (and every thread and process it starts) to those CPUs before the
+experiment is imported (Linux; ignored where the OS cannot).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ __all__ = [
     "describe",
     "fresh_dir",
     "main",
+    "pin",
     "placeholder",
     "run_experiment",
     "used_devices_and_threads",
@@ -236,8 +240,31 @@ def run_experiment(
     return 1
 
 
+def pin(cpus: list[int] | None) -> bool:
+    """Run this process on ``cpus`` only (threads and processes started later inherit it);
+    False where the OS does not support it or refuses (then nothing changes)."""
+    if not cpus:
+        return False
+    try:
+        os.sched_setaffinity(0, cpus)
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
+
+
+def _cpu_list(text: str) -> list[int]:
+    try:
+        cpus = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be CPU ids like 0,1, got {text!r}") from None
+    if not cpus or min(cpus) < 0:
+        raise argparse.ArgumentTypeError(f"must be CPU ids like 0,1, got {text!r}")
+    return cpus
+
+
 def describe(names: list[str]) -> int:
-    """Print one JSON line per experiment (name, paper, claim or error), flushing after each.
+    """Print one JSON line per experiment (name, paper, claim, threads, timing; or error),
+    flushing after each.
 
     A load that kills the process leaves the lines printed so far; the caller retries the rest.
     """
@@ -246,7 +273,13 @@ def describe(names: list[str]) -> int:
         if isinstance(loaded, LoadError):
             record = {"name": name, "error": loaded.message}
         else:
-            record = {"name": name, "paper": loaded.paper, "claim": loaded.claim}
+            record = {
+                "name": name,
+                "paper": loaded.paper,
+                "claim": loaded.claim,
+                "threads": loaded.threads,
+                "timing": loaded.timing,
+            }
         print(json.dumps(record), flush=True)
     return 0
 
@@ -267,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
         "--started-at", type=float, default=None, help="process launch time (epoch seconds)"
     )
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    parser.add_argument(
+        "--cpus", type=_cpu_list, default=None, help="run on these CPU ids only (e.g. 0,1)"
+    )
     args = parser.parse_args(argv)
     for name in args.names:
         if not is_valid_name(name):
@@ -280,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be >= 1, got {args.threads}")
     (name,) = args.names
+    pin(args.cpus)  # before the experiment's import starts any thread pool
     # Headless plotting unless the user chose a backend.
     os.environ.setdefault("MPLBACKEND", "Agg")
     info = entry_point_info().get(name)

@@ -496,4 +496,4 @@ def run(quick: bool, out_dir: Path) -> Result:
     return report(measurement, write_plots(measurement, out_dir))
 
 
-EXPERIMENT = Experiment(name="rf-matid.benchmark", paper=PAPER, claim=CLAIM, run=run)
+EXPERIMENT = Experiment(name="rf-matid.benchmark", paper=PAPER, claim=CLAIM, run=run, threads="all")

@@ -447,4 +447,4 @@ def report(measured: Measurement, out_dir: Path) -> Result:
     )
 
 
-EXPERIMENT = Experiment(name="robotics-remac.async", paper=PAPER, claim=CLAIM, run=run)
+EXPERIMENT = Experiment(name="robotics-remac.async", paper=PAPER, claim=CLAIM, run=run, timing=True)
