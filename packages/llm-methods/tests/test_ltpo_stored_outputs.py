@@ -12,20 +12,35 @@ packages/llm-methods/tests/test_ltpo_stored_outputs.py``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
 import torch
+
+from iclr26_common.testing import assert_mutation_detected, assert_portable_close
 
 FIXTURE = Path(__file__).parent / "data" / "stored_outputs" / "ltpo_tiny.npz"
 TEXTS = ["Tom has 3 apples and buys 4 more. " * 4, "How many now? 7. " * 8] * 3
 QUESTIONS = ("Tom has 3 apples and buys 4 more. How many now?", "How many now?")
 K, STEPS, NEW_TOKENS = 3, 4, 6
 WEIGHT_GAIN = 8.0
+#: Relative tolerance (``max |ours - stored| / max |stored|`` per array, iclr26_common.testing) of
+#: the float arrays (thoughts, reward traces), at ~10x the largest difference measured on AMD EPYC
+#: (2026-12-06) over ATEN_CPU_CAPABILITY=default (MKL_CBWR=COMPATIBLE; also with
+#: ONEDNN_MAX_CPU_ISA=SSE41, oneDNN's oldest kernels), avx2, avx512 and unset: 4.5e-7 for the
+#: zeroth-order thoughts and every reward trace (default; 1.2e-7 with avx2/avx512), 1.8e-6 for the
+#: Adam thoughts (default; 6.6e-7 with avx2/avx512: Adam's normalised steps lr g / (|g| + eps)
+#: magnify float32 rounding where g is small). The seeded weights and the eps draws (torch.randn)
+#: differ in the last bits between the default and the AVX2/AVX-512 kernels; that is in these
+#: numbers. The mutation (top k - 1) moves the arrays by >= 8.2e-4 (zo_units_thoughts).
+TOL = 4.5e-6
+TOLS = {"adam_thoughts": 1.8e-5}
 
 
 def _lm() -> Any:
@@ -43,8 +58,23 @@ def _padded(rows: list[list[int]]) -> np.ndarray:
     return np.array([r + [-1] * (NEW_TOKENS - len(r)) for r in rows])
 
 
-def compute() -> dict[str, np.ndarray]:
-    """Every stored array, computed by the current code (float64 copies of float32 results)."""
+def compute(mutate: bool = False) -> dict[str, np.ndarray]:
+    """Every stored array, computed by the current code (float64 copies of float32 results).
+    ``mutate``: the test's mutation, the confidence reward over the top k - 1 tokens instead of
+    the top k (an off-by-one in the reward's formula)."""
+    from llm_methods.ltpo import scorer as ltpo_scorer
+
+    reward = ltpo_scorer.confidence_reward
+
+    def off_by_one(logits: torch.Tensor, top_k: int = 10) -> torch.Tensor:
+        return reward(logits, top_k - 1)
+
+    patch = mock.patch.object(ltpo_scorer, "confidence_reward", off_by_one)
+    with patch if mutate else contextlib.nullcontext():
+        return _compute()
+
+
+def _compute() -> dict[str, np.ndarray]:
     from llm_methods.ltpo.optimize import (
         BatchThoughtScorer,
         LTPOConfig,
@@ -99,17 +129,17 @@ def test_ltpo_matches_the_stored_outputs() -> None:
     assert set(got) == set(stored.files) - {"meta"}
     for key in ("prefix0", "prefix1", "suffix"):  # the prompt first: a tokenizer change shows here
         np.testing.assert_array_equal(got[key], stored[key], err_msg=key)
+    floats = sorted(k for k, v in got.items() if v.dtype.kind == "f")
     for key, value in got.items():
-        if value.dtype.kind in "iu":
-            np.testing.assert_array_equal(value, stored[key], err_msg=key)
+        if key in floats:
+            assert_portable_close(value, stored[key], tol=TOLS.get(key, TOL), what=key)
         else:
-            torch.testing.assert_close(
-                torch.from_numpy(value),
-                torch.from_numpy(stored[key]),
-                rtol=1e-5,
-                atol=1e-6,
-                msg=key,
-            )
+            np.testing.assert_array_equal(value, stored[key], err_msg=key)
+    # the reward's top-k off by one moves every float array >= 10x the tolerance
+    mutated = compute(mutate=True)
+    for key in floats:
+        tol = TOLS.get(key, TOL)
+        assert_mutation_detected(mutated[key], stored[key], tol=tol, what=f"{key}, top k - 1")
 
 
 @pytest.mark.parametrize("key", ["zo_traces", "zo_units_traces", "adam_trace"])

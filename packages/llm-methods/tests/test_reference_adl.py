@@ -5,12 +5,10 @@ toolkit's ``get_layer_indices``, ``extract_first_n_tokens_activations`` and ``lo
 tiny 5-layer base/finetuned Llama pair (repository, commit and command in the ``.source.json``
 sidecar). Five layers is the case our old ``round(0.5 L) - 1`` got wrong (1 instead of 2).
 
-Tolerances (measured 2026-12-04, torch 2.13.0+cpu, float32): max |δ̄ − toolkit| 6.0e-7 (entries
-up to 3.0); the mean base and finetuned activations agree exactly (entries up to 5.3); the
-logit-lens top-10 ids agree and their probabilities (0.010 and above) differ by at most
-6.0e-8, i.e. a relative 7.6e-7. Bounds at ~10×: atol 6e-6 (rtol 0) for δ̄ and both means (the
-means share δ̄'s bound: same reduction, exact here), rel 8e-6 for the probabilities. float32
-reduction order is the only expected source of difference."""
+Tolerances: see :data:`TOLS` (relative errors ``max |ours − toolkit| / max |toolkit|``,
+iclr26_common.testing). The logit-lens top-10 ids must agree exactly. float32 reduction order is
+the only expected source of difference. The mutation of the test is the defect it was written
+for: δ̄ taken at layer 1 (our old ``round(0.5 L) − 1``) instead of 2."""
 
 from __future__ import annotations
 
@@ -23,7 +21,16 @@ import numpy as np
 import pytest
 import torch
 
+from iclr26_common.testing import assert_mutation_detected, assert_portable_close
+
 REF = Path(__file__).parent / "data" / "reference"
+#: Relative tolerances at ~10x the largest difference measured on AMD EPYC (2026-12-06) over
+#: ATEN_CPU_CAPABILITY=default (MKL_CBWR=COMPATIBLE; also with ONEDNN_MAX_CPU_ISA=SSE41, oneDNN's
+#: oldest kernels), avx2, avx512 and unset: δ̄ 7.9e-7 (avx2; entries up to 3.0), the mean
+#: activations 4.0e-7 (default; up to 5.3), the top-10 lens probabilities of each of the 8 positions
+#: (0.010 and above) 2.9e-6 (avx512; 2.2e-6 default). δ̄ at layer 1 moves them by >= 0.55 (means)
+#: and >= 0.29 (lens probabilities).
+TOLS = {"mean_diff": 8e-6, "base_mean": 4e-6, "ft_mean": 4e-6, "probs": 3e-5}
 
 
 @pytest.fixture(scope="module")
@@ -56,18 +63,26 @@ def test_mean_difference_and_logit_lens_equal_the_toolkit(pair: Any) -> None:
     base, ft, data = pair
     assert relative_layer(ft, 0.5) == data["layer"] == 2
     diff = activation_difference_ids(base, ft, data["seqs"])
-    assert diff.layer == data["layer"]
-    for got, key in (
-        (diff.delta, "mean_diff"),
-        (diff.mean_base, "base_mean"),
-        (diff.mean_ft, "ft_mean"),
+    wrong = activation_difference_ids(base, ft, data["seqs"], layer=1)  # the mutation
+    assert diff.layer == data["layer"] and wrong.layer == 1
+    for key, got, mutated in (
+        ("mean_diff", diff.delta, wrong.delta),
+        ("base_mean", diff.mean_base, wrong.mean_base),
+        ("ft_mean", diff.mean_ft, wrong.mean_ft),
     ):
-        torch.testing.assert_close(got, torch.tensor(data[key]), rtol=0, atol=6e-6)
+        want = torch.tensor(data[key])
+        assert_portable_close(got, want, tol=TOLS[key], what=key)
+        assert_mutation_detected(mutated, want, tol=TOLS[key], what=f"{key} at layer 1")
     for j, want in enumerate(data["lens"]):
         probs, inv = lens_probabilities(ft, diff.delta[j])
         top, inv_top = torch.topk(probs, 10), torch.topk(inv, 10)
         assert top.indices.tolist() == want["ids"] and inv_top.indices.tolist() == want["inv_ids"]
-        assert top.values.tolist() == pytest.approx(want["probs"], rel=8e-6, abs=0)
-        assert inv_top.values.tolist() == pytest.approx(want["inv_probs"], rel=8e-6, abs=0)
+        expected = torch.tensor([want["probs"], want["inv_probs"]])  # 0.010 and above
+        got = torch.stack([top.values, inv_top.values])
+        assert_portable_close(got, expected, tol=TOLS["probs"], what=f"lens {j}")
+        # the lens of the layer-1 difference, read at the toolkit's top-10 ids
+        m_probs, m_inv = lens_probabilities(ft, wrong.delta[j])
+        mutated = torch.stack([m_probs[want["ids"]], m_inv[want["inv_ids"]]])
+        assert_mutation_detected(mutated, expected, tol=TOLS["probs"], what=f"lens {j}, layer 1")
     side = json.loads((REF / "adl_toolkit.source.json").read_text())
     assert side["official_repo"] == "science-of-finetuning/diffing-toolkit"

@@ -18,9 +18,17 @@ import numpy as np
 import pytest
 import torch
 
+from iclr26_common.testing import assert_mutation_detected, assert_portable_close
 from llm_methods.mbok.optim import BooleanOptimizer
 
 REF = Path(__file__).parent / "data" / "reference"
+#: Relative tolerance of the accumulators (all steps and tensors together, ``max |ours − ref| / max
+#: |ref|``, iclr26_common.testing), at ~10x the largest difference measured on AMD EPYC (2026-12-06)
+#: over ATEN_CPU_CAPABILITY=default (MKL_CBWR=COMPATIBLE; also with ONEDNN_MAX_CPU_ISA=SSE41,
+#: oneDNN's oldest kernels), avx2, avx512 and unset: 0 with the default kernels, 1.1e-7 with
+#: avx2/avx512 (β m + η q rounded once there, fused). The flips and weights agree exactly under all
+#: five. Normalising Q moves them by 0.43.
+ACCUM_TOL = 1.1e-6
 
 
 @pytest.fixture(scope="module")
@@ -28,28 +36,40 @@ def ref() -> dict[str, np.ndarray]:
     return dict(np.load(REF / "mbok_bold_reference.npz"))
 
 
-def test_flips_and_accumulators_equal_the_reference(ref: dict[str, np.ndarray]) -> None:
+def _run(ref: dict[str, np.ndarray], normalize: bool) -> tuple[list[int], list, list]:
+    """The reference's six steps through our optimiser: flips, weights and accumulators after
+    each step (the weights in the reference's {0, 1} encoding)."""
     n = len([k for k in ref if k.startswith("w0/")])
     steps = len([k for k in ref if k.startswith("flips/")])
     params = [torch.from_numpy(2 * ref[f"w0/{i}"] - 1).clone() for i in range(n)]
-    opt = BooleanOptimizer(params, lr=float(ref["lr"]), normalize=False)
-    total = 0
+    opt = BooleanOptimizer(params, lr=float(ref["lr"]), normalize=normalize)
+    flips, weights, accums = [], [], []
     for t in range(steps):
         for i, p in enumerate(params):
             p.grad = torch.from_numpy(ref[f"grad{t}/{i}"])
-        flipped = opt.step()
+        flips.append(opt.step())
+        weights.append([(p.numpy() + 1) / 2 for p in params])
+        accums.append([m.numpy().copy() for m in opt.accum])
+    return flips, weights, accums
+
+
+def _stacked(arrays: list[list[np.ndarray]]) -> np.ndarray:
+    return np.concatenate([a.ravel() for step in arrays for a in step])
+
+
+def test_flips_and_accumulators_equal_the_reference(ref: dict[str, np.ndarray]) -> None:
+    flips, weights, accums = _run(ref, normalize=False)
+    for t, (flipped, ws) in enumerate(zip(flips, weights, strict=True)):
         assert flipped == int(ref[f"flips/{t}"]), f"step {t}"
-        total += flipped
-        for i, p in enumerate(params):
-            np.testing.assert_array_equal(p.numpy(), 2 * ref[f"w{t + 1}/{i}"] - 1, f"step {t}")
-            np.testing.assert_allclose(
-                opt.accum[i].numpy(),
-                ref[f"accum{t + 1}/{i}"],
-                rtol=0,
-                atol=1e-6,
-                err_msg=f"step {t}",
-            )
-    assert total > 50  # the reference run flips a good share of the 208 weights
+        for i, w in enumerate(ws):
+            np.testing.assert_array_equal(w, ref[f"w{t + 1}/{i}"], f"step {t}")
+    want = [[ref[f"accum{t + 1}/{i}"] for i in range(len(a))] for t, a in enumerate(accums)]
+    assert_portable_close(_stacked(accums), _stacked(want), tol=ACCUM_TOL, what="accumulators")
+    assert sum(flips) > 50  # the reference run flips a good share of the 208 weights
+    # Q normalised by mean |Q| (our issue-27 choice, not the reference's) moves the
+    # accumulators >= 10x the tolerance
+    _, _, mutated = _run(ref, normalize=True)
+    assert_mutation_detected(_stacked(mutated), _stacked(want), tol=ACCUM_TOL, what="normalised")
 
 
 def test_normalised_variation_hand_derived() -> None:

@@ -18,8 +18,10 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from iclr26_common.testing import assert_mutation_detected
 from llm_methods.seekbench.data import read_traces
 from llm_methods.seekbench.metrics import analyze, model_category
 
@@ -30,12 +32,30 @@ CASES = [
 ]
 TRAJECTORY = ("ce", "cce", "premature_rate", "overcautious_rate")
 ANSWER_EVENTS = ("auc", "slope", "odds_ratio_e2_e0")
+#: Relative tolerance of every metric (each against its own official value; 1e-12 absolute where
+#: that is 0). Pure Python / NumPy float64, no ATen: measured 0 difference on AMD EPYC (2026-12-06)
+#: under ATEN_CPU_CAPABILITY=default (MKL_CBWR=COMPATIBLE; also with ONEDNN_MAX_CPU_ISA=SSE41,
+#: oneDNN's oldest kernels), avx2, avx512 and unset; 1e-9 is a float64 floor for other NumPy builds'
+#: summation order. The other threshold (the mutation of the test) moves the metrics by >= 10x this.
+REL_TOL = 1e-9
 
 
 def _close(ours: float, official: float | None) -> bool:
     if official is None:
         return math.isnan(ours)
-    return math.isclose(ours, official, rel_tol=1e-9, abs_tol=1e-12)
+    return math.isclose(ours, official, rel_tol=REL_TOL, abs_tol=1e-12)
+
+
+def _values(rows: dict, over: dict, official: dict, key: str, names: dict) -> list[tuple]:
+    """(ours, official) of every metric the official analysis gives a number for."""
+    pairs = []
+    for group, row in rows.items():
+        want = official[names.get(group, group)]
+        for metric in TRAJECTORY:
+            value = over[group][metric] if metric == "overcautious_rate" else row[metric]
+            pairs.append((value, want[key][metric]))
+        pairs += [(row[metric], want[metric]) for metric in ANSWER_EVENTS]
+    return [(a, b) for a, b in pairs if b is not None]
 
 
 def _load(path: Path | str, name: str) -> tuple[list[dict], dict]:
@@ -81,6 +101,10 @@ def test_calibration_matches_official(
             assert _close(value, want[key][metric]), (group, key, metric)
         for metric in ANSWER_EVENTS:
             assert _close(row[metric], want[metric]), (group, metric)
+    # the other evidence threshold (2 <-> 1) moves the metrics >= 10x the tolerance
+    other = _analyze(path, 3 - threshold, horizon, group_by)["agents"]
+    mutated, expected = np.array(_values(other, other, official, key, names)).T
+    assert_mutation_detected(mutated, expected, tol=REL_TOL, what="other threshold")
 
 
 @pytest.mark.parametrize(("path", "name"), CASES)

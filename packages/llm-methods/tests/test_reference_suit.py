@@ -22,14 +22,20 @@ import numpy as np
 import pytest
 import torch
 
+from iclr26_common.testing import assert_mutation_detected, assert_portable_close
 from llm_methods.suit.data import EditRequest
 from llm_methods.suit.editors import EditConfig, Editor
 
 REF = Path(__file__).parent / "data" / "reference"
 TOKENS = ("<|endoftext|>", "<|pad|>")
-# ΔW entries are O(1e-1..1e1); the official code runs its value loop in float32 (AlphaEdit also
-# its solve), ours solves in float64: agreement to ~1e-4 is the issue's bar.
-ATOL = 1e-4
+#: Relative tolerance of each edited layer's ΔW (``max |ours − official| / max |official|``,
+#: iclr26_common.testing; entries O(1e-1..1e1)): the official code runs its value loop in float32
+#: (AlphaEdit also its solve), ours solves in float64. At ~10x the largest difference measured on
+#: AMD EPYC (2026-12-06) over ATEN_CPU_CAPABILITY=default (MKL_CBWR=COMPATIBLE; also with
+#: ONEDNN_MAX_CPU_ISA=SSE41, oneDNN's oldest kernels), avx2, avx512 and unset: 4.3e-6 (AlphaEdit
+#: layer 2, avx512; ROME 4.0e-6, MEMIT 2.2e-6). The mutation (C = I, the key statistics not used)
+#: moves ΔW by >= 0.66 (ROME).
+TOL = 4.3e-5
 
 
 def _tokenizer(path: Path):  # -> PreTrainedTokenizerFast
@@ -175,8 +181,9 @@ def inputs() -> dict:
     return info
 
 
-def _deltas(inputs: dict, method: str) -> dict[int, np.ndarray]:
-    """Our ΔW of each edited layer for the run the official driver did (``inputs["runs"]``)."""
+def _deltas(inputs: dict, method: str, identity_c: bool = False) -> dict[int, np.ndarray]:
+    """Our ΔW of each edited layer for the run the official driver did (``inputs["runs"]``);
+    ``identity_c``: the mutation, C = I (the key statistics not used)."""
     from llm_methods.lm import wrap
 
     h = inputs["hparams"]
@@ -197,7 +204,10 @@ def _deltas(inputs: dict, method: str) -> dict[int, np.ndarray]:
     )
     tok = _tokenizer(REF / "suit_tiny_tokenizer.json")
     lm = wrap(tok, _model(inputs["model"], inputs["state"]), "tiny")
-    editor = Editor(lm, method, cfg, dict(inputs["cov"]))
+    cov = {
+        i: torch.eye(len(c), dtype=c.dtype) if identity_c else c for i, c in inputs["cov"].items()
+    }
+    editor = Editor(lm, method, cfg, cov)
     before = {i: editor_weight(lm, i).clone() for i in editor.layers}
     reqs = _requests(inputs)
     batches = [reqs[:2], reqs[2:4]] if method == "alphaedit" else [reqs[:2]]
@@ -219,10 +229,11 @@ def test_weight_update_equals_official(inputs: dict, method: str) -> None:
         int(k.split("/")[1]): v for k, v in inputs["official"].items() if k.startswith(method + "/")
     }
     assert sorted(ours) == sorted(want)
+    mutated = _deltas(inputs, method, identity_c=True)
     for layer, w in want.items():
         assert np.abs(w).max() > 0.1  # the official edit is not trivial
-        diff = float(np.abs(ours[layer] - w).max())
-        assert diff < ATOL, f"{method} layer {layer}: max |ΔW ours − official| = {diff:.3g}"
+        assert_portable_close(ours[layer], w, tol=TOL, what=f"{method} layer {layer}")
+        assert_mutation_detected(mutated[layer], w, tol=TOL, what=f"{method} {layer}, C = I")
 
 
 def test_sidecar_names_the_official_runs() -> None:
