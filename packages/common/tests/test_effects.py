@@ -56,6 +56,35 @@ def test_zero_spread_is_exact_not_nan() -> None:
     assert all(math.isfinite(v) for v in (null.low, null.high, null.spread or 0.0))
 
 
+def test_rates_of_outcomes_get_wilson_intervals_never_exact() -> None:
+    # 20/20 successes is not certain: Wilson gives [0.839, 1] (by hand: z = 1.96,
+    # centre (20 + 1.92) / 23.84 = 0.919, half-width 1.96 * sqrt(0 + 0.96) / 23.84 = 0.081)
+    full = t_effect([1] * 20, name="success", threshold=0.8, units="episodes")
+    assert full.method == "wilson" and full.estimate == 1.0
+    assert full.low == pytest.approx(0.839, abs=1e-3) and full.high == pytest.approx(1.0)
+    assert full.decide() == "held"
+    # 4 of 5: inside [0, 1] (a t-interval gives [0.24, 1.36])
+    four = bootstrap_effect([1, 1, 0, 1, 1], name="hs", threshold=0.5, seed=0)
+    assert four.method == "wilson" and 0 <= four.low < 0.8 < four.high <= 1
+    assert four.decide() == "underpowered"
+
+
+def test_seed_spread_is_not_resampled_away() -> None:
+    # no true gain, but each retrained seed shifts the method by a few points: 3 seeds x 200
+    # items; resampling items alone (each averaged over the seeds) would be far too narrow
+    rng = np.random.default_rng(5)
+    items = rng.uniform(40, 80, size=200)
+    offsets = np.array([5.0, -4.0, 1.5])
+    base = items + rng.normal(0, 1, size=(3, 200))
+    method = items + offsets[:, None] + rng.normal(0, 1, size=(3, 200))
+    effect = paired_effect(method, base, name="gain", unit="pts", threshold=2.0, seed=0)
+    assert effect.method == "paired t over seeds" and effect.n == 3
+    assert effect.low < 0 < effect.high and effect.decide() == "underpowered"
+    # with the same seed offsets on both arms (the design's own noise only) items decide
+    same = paired_effect(base + 3.0, base, name="gain", threshold=2.0, seed=0)
+    assert same.decide() == "held"
+
+
 def test_few_units_never_get_a_bootstrap() -> None:
     # a bootstrap over 3 seeds would return about [min, max]; a t-interval is far wider
     effect = bootstrap_effect([0.56, 0.73, 0.61], name="acc", threshold=0.5, seed=0)
@@ -83,6 +112,13 @@ def test_units_needed_by_hand() -> None:
     # normal critical value: (1.96 / 0.5)^2 = 15.4 -> 16
     assert units_needed(1.0, 0.5, 0.0, ">=", t_based=False) == 16
     assert units_needed(1.0, 0.0, 0.0, ">=") is None  # on the threshold: nothing decides it
+    # the fewest, not within 5 %: n = 1539 is not enough at distance 0.05, n = 1540 is
+    assert units_needed(1.0, 0.05, 0.0, ">=", t_based=False) == 1537
+    needed = units_needed(1.0, 0.05, 0.0, ">=")
+    from scipy import stats
+
+    assert stats.t.ppf(0.975, needed - 1) / math.sqrt(needed) < 0.05
+    assert stats.t.ppf(0.975, needed - 2) / math.sqrt(needed - 1) >= 0.05
 
 
 # ------------------------------------------------------------------ planted effects -> verdicts
@@ -189,7 +225,7 @@ def test_effects_must_be_finite_and_consistent() -> None:
     with pytest.raises(ValueError, match="direction"):
         Effect(**{**good, "direction": ">"}, method="t")
     with pytest.raises(ValueError, match="at least 2 units"):
-        t_effect([1.0], name="x", threshold=0)
+        t_effect([1.5], name="x", threshold=0)
     with pytest.raises(ValueError, match="finite"):
         t_effect([1.0, math.nan], name="x", threshold=0)
 

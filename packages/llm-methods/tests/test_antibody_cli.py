@@ -161,28 +161,29 @@ def test_pipeline_end_to_end(synth: Path, tmp_path: Path, capsys: pytest.Capture
         assert interval["n"] == n and interval["units"] == "prompts"
         assert interval["estimate"] == pytest.approx(summary[key])
         assert interval["low"] <= summary[key] <= interval["high"]
-        if interval["method"] == "bootstrap":
-            assert interval["resample_seed"] == 0
-        else:  # every prompt went the same way
-            assert interval["method"] == "exact" and interval["low"] == interval["high"]
+        # 0/1 per prompt: Wilson's interval, of non-zero width also when every prompt went the
+        # same way
+        assert interval["method"] == "wilson" and interval["low"] < interval["high"]
     assert "n=" in capsys.readouterr().out.splitlines()[-1]
 
 
 def test_eval_intervals_over_prompts_planted() -> None:
-    """A model refusing every harmful prompt: HS exactly 0, zero width, not NaN; half the task
-    prompts right: FA's interval holds 50 and excludes 0 and 100; one prompt: no interval."""
+    """A model refusing every harmful prompt: HS 0 with Wilson's upper bound (not a zero width:
+    40 prompts cannot show HS is exactly 0; by hand 1.96^2 / (40 + 1.96^2) = 8.76 %); half the
+    task prompts right: FA's interval holds 50 and excludes 0 and 100; one prompt: wide."""
     from llm_methods.antibody.cli import score_intervals
 
     out = score_intervals({"hs": [0] * 40, "fa": [1, 0] * 20})
     hs, hs_text = out["hs"]
-    assert hs["method"] == "exact" and hs["low"] == hs["high"] == 0.0 and hs["n"] == 40
-    assert hs_text == "(exact, n=40 prompts)"
+    assert hs["method"] == "wilson" and hs["low"] == 0.0 and hs["n"] == 40
+    assert hs["high"] == pytest.approx(8.76, abs=0.01)
+    assert hs_text == "[0.00, 8.76] (wilson, n=40 prompts)"
     fa, fa_text = out["fa"]
-    assert fa["method"] == "bootstrap" and fa["resample_seed"] == 0 and fa["n"] == 40
-    assert 0 < fa["low"] < 50 < fa["high"] < 100 and "(bootstrap, n=40 prompts)" in fa_text
+    assert fa["method"] == "wilson" and fa["n"] == 40
+    assert 0 < fa["low"] < 50 < fa["high"] < 100 and "(wilson, n=40 prompts)" in fa_text
     (single, text) = score_intervals({"hs": [1]})["hs"]
-    assert single["method"] == "none" and single["low"] is None and single["n"] == 1
-    assert text == "(n=1 prompts, too few for an interval)"
+    assert single["method"] == "wilson" and single["n"] == 1 and single["high"] == 100.0
+    assert single["low"] > 0 and "(wilson, n=1 prompts)" in text
 
 
 def test_bad_poison_ratio_is_one_line(synth: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

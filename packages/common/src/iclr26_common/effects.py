@@ -48,6 +48,7 @@ __all__ = [
     "mean_interval",
     "paired_effect",
     "paired_interval",
+    "proportion_effect",
     "statistic_interval",
     "t_effect",
     "units_needed",
@@ -59,12 +60,23 @@ CONFIDENCE = 0.95
 #: with ``threshold = -margin``); ``<=``: at most the threshold; ``within``: ``|effect| <=
 #: threshold`` (equivalence within a margin).
 DIRECTIONS = (">=", "<=", "within")
-METHODS = ("t", "bootstrap", "paired bootstrap", "paired t", "welch t", "exact")
+METHODS = (
+    "t",
+    "bootstrap",
+    "paired bootstrap",
+    "paired t",
+    "paired t over seeds",
+    "welch t",
+    "wilson",
+    "exact",
+)
 #: Fewer independent units than this get a t-interval: a bootstrap over 2-3 seeds returns
 #: about [min, max] and covers far less than 95 %.
 MIN_BOOTSTRAP_UNITS = 10
 #: Resamples of every bootstrap (SciPy's default).
 N_RESAMPLES = 9999
+#: :func:`statistic_interval` uses BCa up to this many items, the percentile interval above.
+BCA_MAX_ITEMS = 500
 #: The largest ``n_needed`` reported; beyond it the effect is "not decidable at this spread".
 MAX_UNITS = 10**7
 
@@ -246,11 +258,23 @@ def units_needed(
         return 2 if distance > 0 else None
     if distance <= 0:
         return None
-    n = max(2, math.ceil((_critical(10**6, confidence, False) * spread / distance) ** 2))
-    if t_based:  # the t critical value is larger at small n: step up until it decides
-        while n <= MAX_UNITS and _critical(n, confidence, True) * spread / math.sqrt(n) >= distance:
-            n = max(n + 1, math.ceil(n * 1.05))
-    return n if n <= MAX_UNITS else None
+
+    def decides(n: int) -> bool:
+        return _critical(n, confidence, t_based) * spread / math.sqrt(n) < distance
+
+    # the normal critical value gives a lower bound; the t one needs more at small n
+    low = max(2, math.ceil((_critical(10**6, confidence, False) * spread / distance) ** 2) - 1)
+    if decides(low):
+        return low
+    high = low
+    while not decides(high):
+        if high > MAX_UNITS:
+            return None
+        low, high = high, high * 2
+    while high - low > 1:  # decides(high), not decides(low): bisect to the fewest
+        mid = (low + high) // 2
+        low, high = (low, mid) if decides(mid) else (mid, high)
+    return high if high <= MAX_UNITS else None
 
 
 # ------------------------------------------------------------------------------ intervals
@@ -285,7 +309,9 @@ def _effect(
     t_based: bool,
     confidence: float,
 ) -> Effect:
-    if not (math.isfinite(low) and math.isfinite(high)) or low == high:  # no spread at all
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(f"{name}: the {method} interval is undefined on these values")
+    if low == high:  # no spread at all: every unit (or paired difference) equal
         low = high = estimate
         method, spread = "exact", 0.0
     target = estimate if paper is None else paper
@@ -335,13 +361,29 @@ def t_effect(
     units: str = "seeds",
     paper: float | None = None,
     confidence: float = CONFIDENCE,
+    binary: bool | None = None,
 ) -> Effect:
     """The mean of ``values`` (one per independent unit, e.g. per seed) with its t-interval
     (``scipy.stats.ttest_1samp(...).confidence_interval``). Needs at least 2 units; equal
-    values give an exact, zero-width interval."""
+    values give an exact, zero-width interval. 0/1 outcomes get Wilson's score interval instead
+    (:func:`proportion_effect`): a t-interval there can leave [0, 1], and a rate of 20/20 is
+    not exact. ``binary``: whether ``values`` are 0/1 outcomes (default: when every value is 0
+    or 1; differences are never outcomes: the paired helpers pass False)."""
     from scipy import stats
 
     x = _array(values, name).ravel()
+    if binary if binary is not None else _is_binary(x):
+        return proportion_effect(
+            int(x.sum()),
+            int(x.size),
+            name=name,
+            threshold=threshold,
+            direction=direction,
+            unit=unit,
+            units=units,
+            paper=paper,
+            confidence=confidence,
+        )
     if x.size < 2:
         raise ValueError(f"{name}: a t-interval needs at least 2 units (got {x.size})")
     estimate, spread = _mean_and_spread(x)
@@ -365,6 +407,58 @@ def t_effect(
         paper=paper,
         resample_seed=None,
         t_based=True,
+        confidence=confidence,
+    )
+
+
+def _is_binary(x: Any) -> bool:
+    import numpy as np
+
+    return bool(np.all((x == 0) | (x == 1)))
+
+
+def proportion_effect(
+    successes: int,
+    n: int,
+    *,
+    name: str,
+    threshold: float,
+    direction: Direction = ">=",
+    unit: str = "",
+    units: str = "items",
+    scale: float = 1.0,
+    paper: float | None = None,
+    confidence: float = CONFIDENCE,
+) -> Effect:
+    """``scale * successes / n`` (a rate of independent 0/1 outcomes) with Wilson's score
+    interval (``scipy.stats.binomtest(...).proportion_ci(method="wilson")``): inside [0, 1]
+    and of non-zero width also at 0/n and n/n. ``scale``: 100 for percent."""
+    from scipy import stats
+
+    if not 0 <= successes <= n or n < 1:
+        raise ValueError(f"{name}: need 0 <= successes <= n and n >= 1 (got {successes}/{n})")
+    ci = stats.binomtest(int(successes), int(n)).proportion_ci(
+        confidence_level=confidence, method="wilson"
+    )
+    p = successes / n
+    low, high = scale * float(ci.low), scale * float(ci.high)
+    # the per-unit spread the interval implies (for units_needed), never 0 for a 0/n rate
+    spread = (high - low) / 2 * math.sqrt(n) / _critical(10**6, confidence, False)
+    return _effect(
+        name=name,
+        unit=unit,
+        estimate=scale * p,
+        low=low,
+        high=high,
+        spread=spread,
+        threshold=threshold,
+        direction=direction,
+        method="wilson",
+        n=int(n),
+        units=units,
+        paper=paper,
+        resample_seed=None,
+        t_based=False,
         confidence=confidence,
     )
 
@@ -417,11 +511,12 @@ def bootstrap_effect(
 ) -> Effect:
     """The mean of ``values`` (one per item) with SciPy's BCa bootstrap interval, resampling
     seed ``seed`` (recorded). Fewer than :data:`MIN_BOOTSTRAP_UNITS` items get a t-interval
-    instead (a bootstrap over a handful of units undercovers)."""
+    instead (a bootstrap over a handful of units undercovers), 0/1 outcomes Wilson's interval
+    (:func:`proportion_effect`), and a bootstrap SciPy cannot compute a t-interval."""
     import numpy as np
 
     x = _array(values, name).ravel()
-    if x.size < MIN_BOOTSTRAP_UNITS:
+    if x.size < MIN_BOOTSTRAP_UNITS or _is_binary(x):
         return t_effect(
             x,
             name=name,
@@ -442,6 +537,17 @@ def bootstrap_effect(
             seed=seed,
             confidence=confidence,
         )
+        if not (math.isfinite(low) and math.isfinite(high)):
+            return t_effect(
+                x,
+                name=name,
+                threshold=threshold,
+                direction=direction,
+                unit=unit,
+                units=units,
+                paper=paper,
+                confidence=confidence,
+            )
     return _effect(
         name=name,
         unit=unit,
@@ -478,13 +584,16 @@ def paired_effect(
     interval.
 
     ``method``/``baseline``: the per-item scores of both, shape ``(items,)`` or ``(seeds,
-    items)`` (the same items and seeds for both: that is what makes the design paired). Each item
-    is one resampling unit: its scores are averaged over the seeds, then
-    ``scipy.stats.bootstrap(paired=True)`` resamples items (BCa, seed ``seed``), or, below
-    :data:`MIN_BOOTSTRAP_UNITS` items, a t-interval over the per-item differences. ``scale``:
-    e.g. 100 for points from 0/1 scores. Every paired difference equal (a null method: the
-    baseline in the method's place) gives an exact, zero-width interval."""
-    import numpy as np
+    items)`` (the same items and seeds for both: that is what makes the design paired).
+
+    Over items: each item is one resampling unit, its scores averaged over the seeds, and
+    ``scipy.stats.bootstrap(paired=True)`` resamples items (BCa, seed ``seed``; below
+    :data:`MIN_BOOTSTRAP_UNITS` items, or where SciPy cannot compute it, a paired t-interval
+    over the per-item differences). Over seeds (2 or more): a t-interval over the per-seed mean
+    differences, which carries the spread between retrained models that the item resampling
+    leaves out. The effect gets the **wider** of the two (its ``method``/``units`` say which).
+    ``scale``: e.g. 100 for points from 0/1 scores. Every paired difference equal (a null
+    method: the baseline in the method's place) gives an exact, zero-width interval."""
 
     a = _array(method, f"{name} (method)")
     b = _array(baseline, f"{name} (baseline)")
@@ -498,26 +607,64 @@ def paired_effect(
     seeds = a.shape[0] if a.ndim == 2 else 1
     a_items = a.mean(axis=0) if a.ndim == 2 else a
     b_items = b.mean(axis=0) if b.ndim == 2 else b
-    n_items = int(a_items.size)
+    common = dict(
+        name=name,
+        threshold=threshold,
+        direction=direction,
+        unit=unit,
+        paper=paper,
+        confidence=confidence,
+    )
     units = f"items (each averaged over {seeds} seeds)" if seeds > 1 else "items"
+    by_items = _paired_over_items(a_items, b_items, seed=seed, scale=scale, units=units, **common)
+    if seeds < 2:
+        return by_items
+    # Seeds retrain the model: their spread is part of the uncertainty, and resampling items
+    # alone (each averaged over the seeds) leaves it out. A t-interval over the per-seed mean
+    # differences carries it; the claim gets the wider of the two intervals.
+    per_seed = scale * (a.mean(axis=1) - b.mean(axis=1))
+    by_seeds = t_effect(
+        per_seed, units=f"seeds (each averaged over {a.shape[1]} items)", binary=False, **common
+    )
+    if by_seeds.method == "t":
+        by_seeds = dataclasses.replace(by_seeds, method="paired t over seeds")
+    wider = (
+        by_seeds if (by_seeds.high - by_seeds.low) > (by_items.high - by_items.low) else by_items
+    )
+    return wider
+
+
+def _paired_over_items(
+    a_items: Any,
+    b_items: Any,
+    *,
+    name: str,
+    threshold: float,
+    seed: int,
+    direction: Direction,
+    unit: str,
+    scale: float,
+    units: str,
+    paper: float | None,
+    confidence: float,
+) -> Effect:
+    """The paired interval over items (see :func:`paired_effect`)."""
+    import numpy as np
+
+    n_items = int(a_items.size)
     diffs = scale * (a_items - b_items)
-    if n_items < MIN_BOOTSTRAP_UNITS:
-        effect = t_effect(
-            diffs,
-            name=name,
-            threshold=threshold,
-            direction=direction,
-            unit=unit,
-            units=units,
-            paper=paper,
-            confidence=confidence,
-        )
-        if effect.method == "t":
-            effect = _effect(**{**_effect_kwargs(effect), "method": "paired t"}, t_based=True)
-        return effect
+    common = dict(
+        name=name,
+        threshold=threshold,
+        direction=direction,
+        unit=unit,
+        units=units,
+        paper=paper,
+        confidence=confidence,
+    )
     estimate, spread = _mean_and_spread(diffs)
     low = high = estimate
-    if spread > 0:
+    if spread > 0 and n_items >= MIN_BOOTSTRAP_UNITS:
         low, high, _ = _bootstrap(
             (a_items, b_items),
             lambda x, y, axis: scale * (np.mean(x, axis=axis) - np.mean(y, axis=axis)),
@@ -525,22 +672,22 @@ def paired_effect(
             seed=seed,
             confidence=confidence,
         )
+    if spread > 0 and not (
+        n_items >= MIN_BOOTSTRAP_UNITS and math.isfinite(low) and math.isfinite(high)
+    ):
+        # under 10 items, or a bootstrap SciPy cannot compute: a paired t-interval
+        effect = t_effect(diffs, binary=False, **common)
+        return dataclasses.replace(effect, method="paired t") if effect.method == "t" else effect
     return _effect(
-        name=name,
-        unit=unit,
         estimate=estimate,
         low=low,
         high=high,
         spread=spread,
-        threshold=threshold,
-        direction=direction,
         method="paired bootstrap",
         n=n_items,
-        units=units,
-        paper=paper,
         resample_seed=int(seed),
         t_based=False,
-        confidence=confidence,
+        **common,
     )
 
 
@@ -708,13 +855,22 @@ def _as_interval(effect: Effect) -> Interval:
 
 
 def mean_interval(
-    values: Sequence[float] | Any, *, seed: int = 0, units: str = "items"
+    values: Sequence[float] | Any, *, seed: int = 0, units: str = "items", scale: float = 1.0
 ) -> Interval:
     """The mean of ``values`` (one per independent unit) with its 95 % interval: a BCa
     bootstrap from :data:`MIN_BOOTSTRAP_UNITS` units, a t-interval below (see
-    :func:`bootstrap_effect`); a single value has no interval (``ValueError``)."""
+    :func:`bootstrap_effect`); 0/1 outcomes a Wilson interval; a single value has no interval
+    (``ValueError``). ``scale``: 100 for a rate in percent from 0/1 ``values``."""
     effect = bootstrap_effect(values, name="mean", threshold=0.0, seed=seed, units=units)
-    return _as_interval(effect)
+    interval = _as_interval(effect)
+    if scale != 1.0:
+        interval = dataclasses.replace(
+            interval,
+            estimate=scale * interval.estimate,
+            low=scale * interval.low,
+            high=scale * interval.high,
+        )
+    return interval
 
 
 def paired_interval(
@@ -746,8 +902,9 @@ def statistic_interval(
     n_resamples: int = N_RESAMPLES,
 ) -> Interval:
     """Any statistic of one or more samples (e.g. a Spearman correlation of scores and
-    measurements, paired item by item) with SciPy's BCa bootstrap interval (percentile where
-    BCa is undefined), resampling items with seed ``seed``. ``statistic(*samples)`` takes 1-D
+    measurements, paired item by item) with SciPy's bootstrap interval: BCa up to
+    :data:`BCA_MAX_ITEMS` items, percentile above (and where BCa is undefined), resampling
+    items with seed ``seed``. ``statistic(*samples)`` takes 1-D
     arrays. Needs :data:`MIN_BOOTSTRAP_UNITS` items: below that no interval is trustworthy
     (``ValueError``)."""
     import numpy as np
@@ -768,7 +925,10 @@ def statistic_interval(
     from scipy import stats
 
     low = high = math.nan
-    for method in ("BCa", "percentile"):
+    # BCa's jackknife recomputes the statistic n times (quadratic in n for a correlation):
+    # from BCA_MAX_ITEMS items on, the percentile interval (one pass of resamples)
+    methods = ("BCa", "percentile") if n <= BCA_MAX_ITEMS else ("percentile",)
+    for method in methods:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res = stats.bootstrap(

@@ -94,6 +94,17 @@ class Precondition:
         }
 
 
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning raised in :class:`Claim` at the code that built
+    the claim (past ``__post_init__``, the dataclass ``__init__`` and :meth:`Claim.judge`)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and (
+        frame.f_globals.get("__name__") == __name__ or frame.f_code.co_filename == "<string>"
+    ):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _as_precondition(item: Precondition | Sequence[Any]) -> Precondition:
     if isinstance(item, Precondition):
         return item
@@ -164,7 +175,7 @@ class Claim:
                 "a Claim decided on a point estimate (no effect) is deprecated: give "
                 "Claim.test(text=..., effect=...) with an interval (iclr26_common.effects)",
                 DeprecationWarning,
-                stacklevel=3,
+                stacklevel=_caller_stacklevel(),
             )
             verdict = self.verdict
             if verdict is None:

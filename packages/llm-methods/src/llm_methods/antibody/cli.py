@@ -264,15 +264,16 @@ def score_intervals(
     outcomes: dict[str, Sequence[int]], seed: int = INTERVAL_SEED
 ) -> dict[str, tuple[dict[str, Any], str]]:
     """HS / FA (in %) from per-prompt 0/1 ``outcomes`` ({"hs" | "fa": [...]}) with their 95 %
-    interval over the prompts (:func:`iclr26_common.effects.mean_interval`: BCa bootstrap from
-    10 prompts, a t-interval below, exact when every prompt went the same way, none for one
-    prompt): {key: (the interval's dict for summary.json, the printed text)}."""
+    interval over the prompts (:func:`iclr26_common.effects.mean_interval` on 0/1 outcomes:
+    Wilson's score interval, also when every prompt went the same way): {key: (the interval's dict for summary.json, the printed text)}."""
     from iclr26_common.effects import interval_dict, interval_or_none, interval_text, mean_interval
 
     out = {}
     for key, values in outcomes.items():
         percent = [100.0 * v for v in values]
-        interval = interval_or_none(lambda p=percent: mean_interval(p, seed=seed, units="prompts"))
+        interval = interval_or_none(  # 0/1 per prompt: Wilson's interval, scaled to percent
+            lambda v=list(values): mean_interval(v, seed=seed, units="prompts", scale=100.0)
+        )
         estimate = sum(percent) / len(percent) if percent else None
         out[key] = (
             interval_dict(interval, len(percent), "prompts", estimate),
