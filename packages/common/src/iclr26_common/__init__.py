@@ -8,6 +8,7 @@ from iclr26_common.effects import (
     difference_effect,
     exact_effect,
     paired_effect,
+    proportion_effect,
     t_effect,
 )
 from iclr26_common.registry import (
@@ -40,6 +41,7 @@ __all__ = [
     "discover",
     "exact_effect",
     "paired_effect",
+    "proportion_effect",
     "seed_everything",
     "t_effect",
 ]
