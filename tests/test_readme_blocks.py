@@ -27,7 +27,6 @@ TIMEOUT_S = 600
 #: training). Remove an entry when its block runs.
 NOT_YET: dict[str, str] = {
     "packages/atomistic-scaling/README.md:1": "does not run as written yet (issue 36)",
-    "packages/bio-scisor/README.md:1": "does not run as written yet (issue 36)",
     "packages/llm-methods/src/llm_methods/adl/README.md:1": "does not run as written yet (issue 36)",
     "packages/llm-methods/src/llm_methods/antibody/README.md:1": "does not run as written yet (issue 36)",
     "packages/llm-methods/src/llm_methods/dispersion/README.md:1": "does not run as written yet (issue 36)",
@@ -43,13 +42,10 @@ NOT_YET: dict[str, str] = {
     "packages/llm-methods/src/llm_methods/remix/README.md:1": "does not run as written yet (issue 36)",
     "packages/llm-methods/src/llm_methods/seekbench/README.md:1": "does not run as written yet (issue 36)",
     "packages/llm-methods/src/llm_methods/suit/README.md:2": "does not run as written yet (issue 36)",
-    "packages/medimg-gfscreen/README.md:1": "does not run as written yet (issue 36)",
     "packages/pointcloud-pgllm/README.md:1": "does not run as written yet (issue 36)",
     "packages/pointcloud-pgllm/README.md:2": "does not run as written yet (issue 36)",
     "packages/rf-matid/README.md:1": "does not run as written yet (issue 36)",
     "packages/rf-matid/README.md:2": "does not run as written yet (issue 36)",
-    "packages/robotics-remac/README.md:1": "does not run as written yet (issue 36)",
-    "packages/robotics-remac/README.md:2": "does not run as written yet (issue 36)",
 }
 
 

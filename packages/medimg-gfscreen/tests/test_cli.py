@@ -420,7 +420,7 @@ def test_predict_writes_a_mask_per_image_without_labels(
         assert mask.shape == src.shape and np.allclose(mask.affine, src.affine)
         assert mask.get_data_dtype() == np.uint8
     line = _one_line_error(capsys, args)  # the masks exist now: refused, nothing replaced
-    assert "exist" in line and "output_dir" in line
+    assert "holds earlier results; pass --overwrite" in line and "output_dir" in line
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import nibabel as nib
 import numpy as np
 import pytest
 
+from iclr26_common.outputs import OutputError
 from medimg_gfscreen.io import (
     GFScreenFormatError,
     case_name,
@@ -143,7 +144,7 @@ def test_write_datalist_folds_partition_the_cases(tmp_path: Path) -> None:
         assert all(e["fold"] == fold for e in payload["validation"])
         seen |= names
     assert len(seen) == 10
-    with pytest.raises(FileExistsError):
+    with pytest.raises(OutputError, match=r"f0\.json: exists; pass --overwrite"):
         write_datalist(cases, tmp_path / "f0.json")
 
 

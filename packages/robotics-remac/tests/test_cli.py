@@ -152,7 +152,7 @@ def test_collect_then_eval(tmp_path: Path, capsys: pytest.CaptureFixture) -> Non
     assert list(rows[0])[:6] == existing
     for row in rows:
         assert row["success_n"] == "4" and row["baseline"] == "naive"
-        assert row["success_ci_method"] in ("t", "exact")  # 4 episodes: a t-interval
+        assert row["success_ci_method"] == "wilson"  # 0/1 per episode: Wilson's interval
         if row["method"] == "naive":
             assert row["success_diff"] == "" and row["success_diff_ci_method"] == ""
         else:
@@ -166,7 +166,8 @@ def test_eval_intervals_over_episodes_planted(
 ) -> None:
     """naive and sync act alike at d = 0 (both execute the new chunk at once): their paired
     difference on the same episodes is exactly 0, zero width; the planner (the ceiling) against
-    an untrained policy: its interval excludes 0. One episode: no interval, n said."""
+    an untrained policy: its interval excludes 0. One episode: Wilson's interval, wide but
+    inside [0, 1] and never a zero width."""
     import csv
 
     import torch
@@ -197,12 +198,11 @@ def test_eval_intervals_over_episodes_planted(
     one = tmp_path / "one"
     assert main([*args, "--method", "planner", "--episodes", "1", "--out", str(one)]) == 0
     (row,) = list(csv.DictReader((one / "results.csv").open()))
-    assert (
-        row["success_ci_method"] == "none" and row["success_low"] == "" and row["success_n"] == "1"
-    )
+    assert row["success_ci_method"] == "wilson" and row["success_n"] == "1"
+    assert 0.0 <= float(row["success_low"]) < float(row["success_high"]) <= 1.0
     assert "baseline" not in row  # one method: nothing to compare with
     printed = capsys.readouterr().out
-    assert "(n=1 episodes, too few for an interval)" in printed and "± 0" not in printed
+    assert "(wilson, n=1 episodes)" in printed and "± 0" not in printed
 
 
 def test_eval_planner_alone_needs_no_trained_policy(tmp_path: Path) -> None:
@@ -273,6 +273,8 @@ def test_eval_measured_delay(tmp_path: Path, capsys: pytest.CaptureFixture) -> N
     assert row["delay"] == "measured" and float(row["mean_delay"]) == 1.0
     assert float(row["underestimated"]) == 0.0 and float(row["capped"]) == 0.0
     assert not (out / "success_vs_delay.png").exists()
+    capsys.readouterr()  # the run's progress lines
+    out = tmp_path / "ev2"  # a new folder: the errors below are not about --out
     line = _one_line_error(
         capsys,
         [
@@ -305,6 +307,7 @@ def test_eval_measured_delay(tmp_path: Path, capsys: pytest.CaptureFixture) -> N
         ],
     )
     assert "must satisfy" in line
+    assert not out.exists()  # a refused run leaves no folder
 
 
 def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
@@ -374,7 +377,7 @@ def test_collect_into_non_empty_folder_is_one_line(tmp_path: Path, capsys) -> No
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "keep.txt").write_text("x")
     line = _one_line_error(capsys, ["collect", "--out", str(tmp_path / "d")])
-    assert "not empty" in line
+    assert f"--out {tmp_path / 'd'}: holds earlier results; pass --overwrite" in line
 
 
 def test_parse_delays() -> None:

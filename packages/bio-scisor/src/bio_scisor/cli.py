@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,9 +17,14 @@ from iclr26_common.cli_support import (
     dispatch,
     is_user_error,
     lightning_commands,
+    nonnegative_float,
+    nonnegative_int,
+    positive_float,
+    positive_int,
     run_with_one_line_errors,
     top_level_parser,
 )
+from iclr26_common.outputs import check_out_file, check_out_folder
 
 __all__ = ["main", "run_lightning_cli"]
 
@@ -61,12 +67,25 @@ def _top_level_parser() -> ArgumentParser:
     return top_level_parser(PROG, DESCRIPTION, __version__, COMMANDS, lightning=TRAINER_SUBCOMMANDS)
 
 
+#: Suffixes that make a ``--wt`` value a file name rather than a residue string.
+WT_FILE_SUFFIXES = (".fasta", ".fa", ".faa", ".fas", ".fna", ".txt")
+
+
 def _read_wt(text: str) -> str:
-    """``--wt``: a residue string or a FASTA file whose first record is the wild type."""
+    """``--wt``: a residue string or a FASTA file whose first record is the wild type. A value
+    that looks like a path (a path separator, or a FASTA suffix such as ``.fasta``/``.fa``) but
+    names no file is an error naming the option, never read as a sequence."""
     from bio_scisor.io import check_sequence, read_sequences
 
-    if Path(text).is_file():
+    path = Path(text)
+    if path.is_file():
         return read_sequences(text, "fasta")[0][1]
+    separators = {"/", os.sep, *([os.altsep] if os.altsep else [])}
+    if any(sep in text for sep in separators) or path.suffix.lower() in WT_FILE_SUFFIXES:
+        what = "is a folder" if path.is_dir() else "no such file"
+        raise UsageError(
+            f"--wt {text}: {what} (give a FASTA file or the wild-type residues, e.g. MKTAYIAK)"
+        )
     return check_sequence(text.strip().upper(), "--wt")
 
 
@@ -133,6 +152,23 @@ def _load_denoiser(
     }
 
 
+def _add_output_arguments(parser: ArgumentParser, *, resume: bool, progress: str) -> None:
+    """``--overwrite``, ``--resume`` (where finished pieces can be kept) and ``--quiet``."""
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace the earlier results in --out"
+    )
+    if resume:
+        parser.add_argument(
+            "--resume",
+            action="store_true",
+            help="continue the interrupted run whose partial results --out holds (its finished "
+            "pieces are kept, not redone)",
+        )
+    parser.add_argument(
+        "--quiet", action="store_true", help=f"no progress over {progress} on stderr"
+    )
+
+
 NO_SPEARMAN_INTERVAL = "no interval: under 10 variants, or constant scores"
 
 
@@ -149,16 +185,13 @@ def score_main(argv: Sequence[str]) -> int:
     parser.add_argument("--wt", required=True, help="wild-type sequence or FASTA file")
     _add_ckpt_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, help="CSV to write (new file)")
-    parser.add_argument("--elbo-samples", type=int, default=0, help="also score by MC ELBO")
+    parser.add_argument(
+        "--elbo-samples", type=nonnegative_int, default=0, help="also score by MC ELBO"
+    )
     parser.add_argument("--skip-non-deletions", action="store_true", help="skip insertions")
-    parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     ns = parser.parse_args(list(argv))
-    if ns.out.exists() and not ns.overwrite:
-        raise FileExistsError(f"{ns.out} exists (pass --overwrite to replace it)")
-    if ns.elbo_samples < 0:
-        parser.error("--elbo-samples must be >= 0")
-
-    import csv
+    out = check_out_file(ns.out, option="--out", overwrite=ns.overwrite)  # before any work
 
     from bio_scisor.elbo import score_elbo
     from bio_scisor.io import read_dms_indels
@@ -167,8 +200,10 @@ def score_main(argv: Sequence[str]) -> int:
         spearman_difference_interval,
         spearman_interval,
     )
+    from bio_scisor.proteingym import csv_text
     from bio_scisor.scoring import score_path
     from iclr26_common.effects import interval_text
+    from iclr26_common.outputs import write_text
 
     wt = _read_wt(ns.wt)
     assay = read_dms_indels(
@@ -192,12 +227,11 @@ def score_main(argv: Sequence[str]) -> int:
             t_max=process["t_max"],
             background=process["background"],
         )
-    with ns.out.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["mutated_sequence", "DMS_score", "n_deleted", *columns])
-        for i, seq in enumerate(assay.mutants):
-            values = [f"{columns[c][i]:.6f}" for c in columns]
-            writer.writerow([seq, assay.scores[i], int(assay.n_deleted[i]), *values])
+    rows = [
+        [seq, assay.scores[i], int(assay.n_deleted[i]), *(f"{columns[c][i]:.6f}" for c in columns)]
+        for i, seq in enumerate(assay.mutants)
+    ]
+    write_text(out, csv_text(["mutated_sequence", "DMS_score", "n_deleted", *columns], rows))
     for name, values in columns.items():
         interval = spearman_interval(values, assay.scores)
         print(
@@ -246,15 +280,19 @@ def proteingym_main(argv: Sequence[str]) -> int:
         "--benchmark", choices=("dms", "clinical"), default="dms", help="which ProteinGym set"
     )
     _add_ckpt_arguments(parser)
-    parser.add_argument("--out", type=Path, required=True, help="output folder (new)")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="output folder (new or empty; see --overwrite)"
+    )
     parser.add_argument("--skip-non-deletions", action="store_true", help="skip insertions")
     parser.add_argument(
         "--n-resamples",
-        type=int,
+        type=positive_int,
         default=9999,
         help="bootstrap resamples of each assay's Spearman (or protein's AUC) interval",
     )
+    _add_output_arguments(parser, resume=True, progress="the assays")
     ns = parser.parse_args(list(argv))
+    out = check_out_folder(ns.out, overwrite=ns.overwrite, resume=ns.resume)  # before any work
     if ns.n_resamples < 100:
         parser.error("--n-resamples must be >= 100")
 
@@ -267,9 +305,10 @@ def proteingym_main(argv: Sequence[str]) -> int:
             model,
             ns.reference,
             ns.dms_dir,
-            ns.out,
+            out,
             on_non_deletion="skip" if ns.skip_non_deletions else "error",
             n_resamples=ns.n_resamples,
+            quiet=ns.quiet,
         )
         print(
             f"clinical AUC {clinical['auc']:.3f}{_se_text(clinical['se'])} "
@@ -283,9 +322,10 @@ def proteingym_main(argv: Sequence[str]) -> int:
         model,
         ns.reference,
         ns.dms_dir,
-        ns.out,
+        out,
         on_non_deletion="skip" if ns.skip_non_deletions else "error",
         n_resamples=ns.n_resamples,
+        quiet=ns.quiet,
     )
     for split, values in summary.items():
         print(
@@ -311,35 +351,38 @@ def shrink_main(argv: Sequence[str]) -> int:
         "'HEADER|deletions A3,G10|percentage PCT' (deleted residues with 0-based positions).",
     )
     parser.add_argument("--fasta", type=Path, required=True, help="input FASTA/A2M/Stockholm")
-    parser.add_argument("--pct", type=float, required=True, help="percentage to remove (0, 100)")
+    parser.add_argument(
+        "--pct", type=positive_float, required=True, help="percentage to remove (0, 100)"
+    )
     _add_ckpt_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, help="FASTA to write (new file)")
-    parser.add_argument("--temperature", type=float, default=1.0, help="0 = top-1 deletions")
+    parser.add_argument(
+        "--temperature", type=nonnegative_float, default=1.0, help="0 = top-1 deletions"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--overwrite", action="store_true")
+    _add_output_arguments(parser, resume=False, progress="the sequences")
     ns = parser.parse_args(list(argv))
+    out = check_out_file(ns.out, option="--out", overwrite=ns.overwrite)  # before any work
     if not 0 < ns.pct < 100:
         parser.error("--pct must be in (0, 100)")
-    if ns.temperature < 0:
-        parser.error("--temperature must be >= 0")
-    if ns.out.exists() and not ns.overwrite:
-        raise FileExistsError(f"{ns.out} exists (pass --overwrite to replace it)")
 
     import torch
 
     from bio_scisor.io import read_sequences, write_fasta
     from bio_scisor.scoring import shrink_positions
+    from iclr26_common.progress import progress
 
     records = read_sequences(ns.fasta, header=True)
     model, _ = _load_denoiser(ns.ckpt, ns.esm_config, ns.p0)
     gen = torch.Generator().manual_seed(ns.seed)
     shrunk = []
-    for header, seq in records:  # upstream's header: HEADER|deletions A3,G10|percentage 10
-        out, deleted = shrink_positions(model, seq, ns.pct, ns.temperature, gen)
+    # upstream's header: HEADER|deletions A3,G10|percentage 10
+    for header, seq in progress(records, description="sequences", quiet=ns.quiet):
+        short, deleted = shrink_positions(model, seq, ns.pct, ns.temperature, gen)
         listed = ",".join(f"{seq[i]}{i}" for i in deleted)
-        shrunk.append((f"{header}|deletions {listed}|percentage {ns.pct:g}", out))
-    write_fasta(ns.out, shrunk)
-    print(f"wrote {ns.out} ({len(shrunk)} sequences)")
+        shrunk.append((f"{header}|deletions {listed}|percentage {ns.pct:g}", short))
+    write_fasta(out, shrunk)
+    print(f"wrote {out} ({len(shrunk)} sequences)")
     return 0
 
 
@@ -351,22 +394,23 @@ def synth_main(argv: Sequence[str]) -> int:
         "and motifs.json into --out.",
     )
     parser.add_argument("--out", type=Path, required=True, help="folder to write (new or empty)")
-    parser.add_argument("--n", type=int, default=400, help="family members")
-    parser.add_argument("--n-match", type=int, default=80, help="match states")
+    parser.add_argument("--n", type=positive_int, default=400, help="family members")
+    parser.add_argument("--n-match", type=positive_int, default=80, help="match states")
     parser.add_argument("--n-motifs", type=int, default=3, choices=(2, 3))
-    parser.add_argument("--n-multi", type=int, default=120, help="2-3-residue deletion variants")
+    parser.add_argument(
+        "--n-multi", type=nonnegative_int, default=120, help="2-3-residue deletion variants"
+    )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--overwrite", action="store_true", help="write into a non-empty --out")
     ns = parser.parse_args(list(argv))
-    if ns.n < 1 or ns.n_multi < 0:
-        parser.error("--n must be >= 1 and --n-multi >= 0")
-    if ns.out.exists() and any(ns.out.iterdir()):
-        raise FileExistsError(f"{ns.out} exists and is not empty")
+    out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before any work
 
     from bio_scisor.synth import make_assay, make_family, write_family
 
     family = make_family(ns.n, ns.n_match, ns.n_motifs, seed=ns.seed)
     make_assay(family, ns.n_multi, seed=ns.seed)
-    write_family(family, ns.out)
+    with out:
+        write_family(family, out.path)
     print(f"wrote {ns.out} ({ns.n} sequences, {len(family.variants)} deletion variants)")
     return 0
 

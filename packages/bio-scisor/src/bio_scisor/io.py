@@ -121,13 +121,15 @@ def read_sequences(
 
 
 def write_fasta(path: str | Path, records: Iterable[tuple[str, str]], width: int = 60) -> Path:
-    path = Path(path)
-    with path.open("w") as handle:
-        for name, seq in records:
-            handle.write(f">{name}\n")
-            for i in range(0, len(seq), width):
-                handle.write(seq[i : i + width] + "\n")
-    return path
+    """Write ``(name, sequence)`` records as FASTA (``width`` residues a line), atomically with
+    mode 0644 (:func:`iclr26_common.outputs.write_text`)."""
+    from iclr26_common.outputs import write_text
+
+    lines = []
+    for name, seq in records:
+        lines.append(f">{name}\n")
+        lines.extend(seq[i : i + width] + "\n" for i in range(0, len(seq), width))
+    return write_text(path, "".join(lines))
 
 
 def is_deletion_of(mutant: str, wt: str) -> bool:
@@ -244,14 +246,14 @@ def read_dms_indels(
 def write_dms_indels(
     path: str | Path, mutants: Sequence[str], scores: Sequence[float], bin_threshold: float
 ) -> Path:
-    """Write a ProteinGym-format indel CSV (no ``mutant`` column, as upstream for indels)."""
-    path = Path(path)
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["mutated_sequence", "DMS_score", "DMS_score_bin"])
-        for seq, score in zip(mutants, scores, strict=True):
-            writer.writerow([seq, f"{score:.6f}", int(score >= bin_threshold)])
-    return path
+    """Write a ProteinGym-format indel CSV (no ``mutant`` column, as upstream for indels),
+    atomically with mode 0644."""
+    from iclr26_common.outputs import write_text
+
+    lines = ["mutated_sequence,DMS_score,DMS_score_bin\n"]
+    for seq, score in zip(mutants, scores, strict=True):
+        lines.append(f"{seq},{score:.6f},{int(score >= bin_threshold)}\n")
+    return write_text(path, "".join(lines))
 
 
 def read_reference(path: str | Path) -> list[dict[str, str]]:

@@ -294,7 +294,7 @@ def summary_interval(
     kinds = sorted({kind for kind, _ in rows})
     try:
         if len(kinds) == 1:
-            return mean_interval(values, seed=seed, units="proteins"), n
+            return mean_interval(values, seed=seed, units="proteins", binary=False), n
         codes = np.array([kinds.index(kind) for kind, _ in rows], dtype=float)
         return (
             statistic_interval(

@@ -22,6 +22,7 @@ import numpy as np
 
 from bio_scisor.constants import AMINO_ACIDS, BACKGROUND
 from bio_scisor.io import write_dms_indels, write_fasta
+from iclr26_common.outputs import write_text
 
 __all__ = [
     "SPACING_TOLERANCE",
@@ -185,13 +186,15 @@ def write_family(family: SynthFamily, out: str | Path, assay_id: str = "SYNTH_de
     write_fasta(out / "wt.fasta", [("wild_type", family.wt)])
     if family.variants:
         write_dms_indels(out / f"{assay_id}.csv", family.variants, family.fitness, -0.5)
-        (out / "DMS_indels.csv").write_text(
+        write_text(
+            out / "DMS_indels.csv",
             "DMS_id,DMS_filename,UniProt_ID,target_seq,seq_len,coarse_selection_type,"
             "DMS_number_indels\n"
             f"{assay_id},{assay_id}.csv,SYNTH_PROTEIN,{family.wt},{len(family.wt)},Activity,"
-            f"{len(family.variants)}\n"
+            f"{len(family.variants)}\n",
         )
-    (out / "motifs.json").write_text(
-        json.dumps({"wt_motifs": family.wt_motifs, "motif_strings": family.wt_motif_strings})
+    write_text(
+        out / "motifs.json",
+        json.dumps({"wt_motifs": family.wt_motifs, "motif_strings": family.wt_motif_strings}),
     )
     return out

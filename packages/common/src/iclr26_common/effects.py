@@ -508,15 +508,18 @@ def bootstrap_effect(
     units: str = "items",
     paper: float | None = None,
     confidence: float = CONFIDENCE,
+    binary: bool | None = None,
 ) -> Effect:
     """The mean of ``values`` (one per item) with SciPy's BCa bootstrap interval, resampling
     seed ``seed`` (recorded). Fewer than :data:`MIN_BOOTSTRAP_UNITS` items get a t-interval
     instead (a bootstrap over a handful of units undercovers), 0/1 outcomes Wilson's interval
-    (:func:`proportion_effect`), and a bootstrap SciPy cannot compute a t-interval."""
+    (:func:`proportion_effect`; ``binary``: as in :func:`t_effect`), and a bootstrap SciPy
+    cannot compute a t-interval."""
     import numpy as np
 
     x = _array(values, name).ravel()
-    if x.size < MIN_BOOTSTRAP_UNITS or _is_binary(x):
+    outcomes = binary if binary is not None else _is_binary(x)
+    if x.size < MIN_BOOTSTRAP_UNITS or outcomes:
         return t_effect(
             x,
             name=name,
@@ -526,6 +529,7 @@ def bootstrap_effect(
             units=units,
             paper=paper,
             confidence=confidence,
+            binary=outcomes,
         )
     estimate, spread = _mean_and_spread(x)
     low = high = estimate
@@ -855,13 +859,22 @@ def _as_interval(effect: Effect) -> Interval:
 
 
 def mean_interval(
-    values: Sequence[float] | Any, *, seed: int = 0, units: str = "items", scale: float = 1.0
+    values: Sequence[float] | Any,
+    *,
+    seed: int = 0,
+    units: str = "items",
+    scale: float = 1.0,
+    binary: bool | None = None,
 ) -> Interval:
     """The mean of ``values`` (one per independent unit) with its 95 % interval: a BCa
     bootstrap from :data:`MIN_BOOTSTRAP_UNITS` units, a t-interval below (see
     :func:`bootstrap_effect`); 0/1 outcomes a Wilson interval; a single value has no interval
-    (``ValueError``). ``scale``: 100 for a rate in percent from 0/1 ``values``."""
-    effect = bootstrap_effect(values, name="mean", threshold=0.0, seed=seed, units=units)
+    (``ValueError``). ``scale``: 100 for a rate in percent from 0/1 ``values``. ``binary``:
+    whether the values are 0/1 outcomes (default: when all are 0 or 1; pass False for
+    quantities that merely can be 0 or 1, such as AUCs or correlations)."""
+    effect = bootstrap_effect(
+        values, name="mean", threshold=0.0, seed=seed, units=units, binary=binary
+    )
     interval = _as_interval(effect)
     if scale != 1.0:
         interval = dataclasses.replace(

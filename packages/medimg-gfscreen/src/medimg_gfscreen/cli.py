@@ -4,6 +4,7 @@ screen, export and configs."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,11 +16,17 @@ from iclr26_common.cli_support import (
     comma_list,
     configs_command,
     dispatch,
+    finite_float,
     is_user_error,
     lightning_commands,
+    nonnegative_float,
+    nonnegative_int,
+    positive_int,
+    probability,
     run_with_one_line_errors,
     top_level_parser,
 )
+from iclr26_common.outputs import check_out_file, check_out_folder
 from medimg_gfscreen import __version__
 
 __all__ = ["main", "run_lightning_cli"]
@@ -63,6 +70,35 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     from medimg_gfscreen.lit_module import GFScreenModule
 
     class GFScreenCLI(CLI):
+        out: Any = None  # predict's output folder, checked once parsed
+
+        def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any) -> Any:
+            parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
+            if subcommand == "predict":
+                parser.add_argument(
+                    "--overwrite",
+                    action="store_true",
+                    help="predict into an output_dir holding earlier masks, replacing them",
+                )
+                parser.add_argument(
+                    "--resume",
+                    action="store_true",
+                    help="continue an interrupted predict: the masks its output_dir holds are "
+                    "kept and their images not screened again",
+                )
+            return parser
+
+        def parse_arguments(self, parser: Any, args: Any) -> None:
+            super().parse_arguments(parser, args)
+            if self.config.get("subcommand") == "predict":  # before a model or data is loaded
+                node = self.config["predict"]
+                self.out = check_out_folder(
+                    _predict_output_dir(node),
+                    option="--data.init_args.output_dir",
+                    overwrite=bool(node.get("overwrite")),
+                    resume=bool(node.get("resume")),
+                )
+
         def instantiate_trainer(self, **kwargs: Any) -> Any:
             from medimg_gfscreen.screen import MaskWriter
 
@@ -71,9 +107,34 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
                 trainer.callbacks.append(MaskWriter())
             return trainer
 
+        def _run_subcommand(self, subcommand: str) -> None:
+            if subcommand != "predict" or self.out is None:
+                super()._run_subcommand(subcommand)
+                return
+            import signal
+
+            handler = signal.getsignal(signal.SIGINT)
+            with self.out:  # partial while the masks are written
+                try:
+                    super()._run_subcommand(subcommand)
+                except SystemExit:
+                    # Lightning turns Ctrl-C into "Detected KeyboardInterrupt ..." and exit 1:
+                    # give it back as Ctrl-C (one line `PROG: interrupted`, exit 130)
+                    if getattr(self.trainer, "interrupted", False):
+                        raise KeyboardInterrupt from None
+                    raise
+                finally:
+                    with contextlib.suppress(ValueError, TypeError):  # not the main thread
+                        signal.signal(signal.SIGINT, handler)  # Lightning ignores SIGINT after
+
     def check_data(cli: Any) -> None:
         if isinstance(cli.datamodule, GFScreenDataModule):
             subcommand = cli.config.get("subcommand", "fit")
+            if subcommand == "predict" and cli.out is not None:
+                node = cli.config["predict"]
+                cli.datamodule.existing_masks = (
+                    "skip" if cli.out.resumed else "replace" if node.get("overwrite") else "refuse"
+                )
             cli.datamodule.setup(subcommand)
 
     # linked on parse: model and data module get the same config values, so a logger's hparams
@@ -93,6 +154,21 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         before_trainer=check_data,
         cli_class=GFScreenCLI,
     )
+
+
+def _predict_output_dir(node: Any) -> str:
+    """``predict``'s ``data.init_args.output_dir`` (the data module's default, ``predictions``,
+    when the config names none)."""
+    import inspect
+
+    from medimg_gfscreen.data import GFScreenDataModule
+
+    data = node.get("data") or {}
+    init = data.get("init_args") if hasattr(data, "get") and "init_args" in data else data
+    value = init.get("output_dir") if hasattr(init, "get") else None
+    if value is None:
+        value = inspect.signature(GFScreenDataModule).parameters["output_dir"].default
+    return str(value)
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
@@ -116,16 +192,23 @@ def synth_main(argv: Sequence[str]) -> int:
     parser.add_argument("--out", type=Path, required=True, help="new (or empty) folder")
     parser.add_argument("--n", type=int, default=12, help="number of cases")
     parser.add_argument("--shape", type=parse_shape, default=(96, 96, 32), help="X,Y,Z voxels")
-    parser.add_argument("--val-fraction", type=float, default=0.25)
+    parser.add_argument("--val-fraction", type=probability, default=0.25)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--overwrite", action="store_true", help="write into a --out holding earlier results"
+    )
     ns = parser.parse_args(list(argv))
     if ns.n < 2:
         parser.error("--n must be >= 2 (a training and a validation case)")
     if not 0 < ns.val_fraction < 1:
         parser.error("--val-fraction must be in (0, 1)")
+    out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before any work
     from medimg_gfscreen.synth import generate_dataset
 
-    path = generate_dataset(ns.out, ns.n, ns.shape, ns.seed, ns.val_fraction)
+    with out:
+        path = generate_dataset(
+            out.path, ns.n, ns.shape, ns.seed, ns.val_fraction, overwrite=ns.overwrite
+        )
     print(f"wrote {ns.n} cases and {path}")
     return 0
 
@@ -139,16 +222,18 @@ def datalist_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("root", type=Path, help="data folder")
     parser.add_argument("--out", type=Path, default=None, help="default ROOT/datalist.json")
-    parser.add_argument("--folds", type=int, default=1, help="k-fold split (e.g. 5)")
-    parser.add_argument("--fold", type=int, default=0, help="validation fold")
-    parser.add_argument("--val-fraction", type=float, default=0.2, help="hold-out if --folds 1")
+    parser.add_argument("--folds", type=positive_int, default=1, help="k-fold split (e.g. 5)")
+    parser.add_argument("--fold", type=nonnegative_int, default=0, help="validation fold")
+    parser.add_argument(
+        "--val-fraction", type=probability, default=0.2, help="hold-out if --folds 1"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     ns = parser.parse_args(list(argv))
+    out = check_out_file(ns.out or ns.root / "datalist.json", overwrite=ns.overwrite)
     from medimg_gfscreen.io import discover_cases, write_datalist
 
     cases = discover_cases(ns.root)
-    out = ns.out or ns.root / "datalist.json"
     path = write_datalist(
         cases, out, ns.folds, ns.fold, ns.val_fraction, ns.seed, overwrite=ns.overwrite
     )
@@ -179,8 +264,12 @@ def screen_main(argv: Sequence[str]) -> int:
         help="HU window (default: the training's, as the checkpoint records it; abdomen when it "
         "records none, e.g. official checkpoints)",
     )
-    parser.add_argument("--threshold", type=float, default=None, help="gate (default: ckpt's)")
-    parser.add_argument("--overlap", type=float, default=None, help="tile overlap (ckpt's)")
+    parser.add_argument(
+        "--threshold", type=finite_float, default=None, help="gate (default: ckpt's)"
+    )
+    parser.add_argument(
+        "--overlap", type=nonnegative_float, default=None, help="tile overlap (ckpt's)"
+    )
     parser.add_argument(
         "--prenormalized",
         action=argparse.BooleanOptionalAction,
@@ -200,21 +289,23 @@ def screen_main(argv: Sequence[str]) -> int:
         help="use --region / --prenormalized even where they differ from the training's",
     )
     parser.add_argument("--quiet", action="store_true", help="no per-tile lines, no progress")
-    parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     ns = parser.parse_args(list(argv))
     if ns.overlap is not None and not 0 <= ns.overlap < 1:
         parser.error("--overlap must be in [0, 1)")
-    import torch
-
-    if ns.device is not None and ns.device.startswith("cuda") and not torch.cuda.is_available():
-        parser.error(f"--device {ns.device}: CUDA is not available")
-    from iclr26_common.device import choose_device
+    check_out_file(ns.out, overwrite=ns.overwrite)  # before any work
+    if not ns.out.name.endswith((".nii.gz", ".nii")):
+        parser.error(f"--out {ns.out}: must end with .nii.gz or .nii")
+    from iclr26_common.device import choose_device, parse_device_option
     from medimg_gfscreen.screen import screen_file
 
-    try:
-        device = str(choose_device(ns.device))
-    except RuntimeError as error:  # ICLR26_DEVICE names a device torch cannot see
-        parser.error(str(error))
+    if ns.device is not None:
+        device = str(parse_device_option(ns.device))
+    else:
+        try:
+            device = str(choose_device())
+        except RuntimeError as error:  # ICLR26_DEVICE names a device torch cannot see
+            parser.error(str(error))
     info = screen_file(
         ns.image,
         ns.ckpt,
@@ -258,17 +349,21 @@ def export_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--ckpt", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     ns = parser.parse_args(list(argv))
-    if ns.out.exists() and not ns.overwrite:
-        raise FileExistsError(f"{ns.out} exists; not overwriting it (use --overwrite)")
+    out = check_out_file(ns.out, overwrite=ns.overwrite)  # before any work
+    import io
+
     import torch
 
+    from iclr26_common.outputs import write_bytes
     from medimg_gfscreen.screen import load_screen_module, load_weights
 
     weights = load_weights(ns.ckpt)
     module = load_screen_module(ns.ckpt, weights=weights)
-    torch.save(module.export_weights(weights["preprocessing"]), ns.out)
+    buffer = io.BytesIO()
+    torch.save(module.export_weights(weights["preprocessing"]), buffer)
+    write_bytes(out, buffer.getvalue())
     print(f"wrote {ns.out}")
     return 0
 

@@ -85,7 +85,7 @@ class GFScreenDataModule(L.LightningDataModule):
     predict_dir: folder of ``.nii`` / ``.nii.gz`` images for ``predict`` (no labels needed);
         default: the test list's images.
     output_dir: where ``predict`` writes one uint8 mask per image (``<case>.nii.gz``, on the
-        input's grid); existing files are never replaced.
+        input's grid); existing masks are refused (see :attr:`existing_masks`).
     cache_dir: on-disk cache of the preprocessed volumes (None: the workspace cache).
     check_cases: check every entry's NIfTI headers (shapes, affines, label present) first.
     """
@@ -136,6 +136,11 @@ class GFScreenDataModule(L.LightningDataModule):
         self.test_key = test_key or val_key
         self.items: dict[str, list[dict[str, Any]]] = {}
         self._infer: Any = None
+        #: What ``predict`` does with a mask that exists in ``output_dir``: ``"refuse"`` (one
+        #: line before anything runs), ``"replace"`` (``predict --overwrite``) or ``"skip"``
+        #: (``predict --resume``: the image is not screened again). Not a constructor argument:
+        #: the CLI sets it from its flags.
+        self.existing_masks = "refuse"
 
     # ----- items -----
     def _items(self, key: str) -> list[dict[str, Any]]:
@@ -164,9 +169,13 @@ class GFScreenDataModule(L.LightningDataModule):
             self.items["predict"] = items
         return self.items["predict"]
 
+    def mask_path(self, item: Mapping[str, Any]) -> Path:
+        """Where ``predict`` writes the mask of ``item``: ``output_dir/<case>.nii.gz``."""
+        return self.output_dir / f"{item['name']}.nii.gz"
+
     def mask_paths(self) -> list[Path]:
         """Where ``predict`` writes each image's mask: ``output_dir/<case>.nii.gz``."""
-        return [self.output_dir / f"{item['name']}.nii.gz" for item in self.predict_items()]
+        return [self.mask_path(item) for item in self.predict_items()]
 
     def setup(self, stage: str | None = None) -> None:
         """Checks the stage's datalist entries (headers) and, in this process, their voxel values
@@ -181,11 +190,19 @@ class GFScreenDataModule(L.LightningDataModule):
         for key in dict.fromkeys(keys):
             self.check_values(key)
         if stage == "predict":
+            if self.existing_masks not in ("refuse", "replace", "skip"):
+                raise ValueError(
+                    f"existing_masks must be refuse/replace/skip, not {self.existing_masks!r}"
+                )
+            if self.existing_masks == "skip":  # resumed: the masks written before stay
+                self.items["predict"] = [
+                    item for item in self.predict_items() if not self.mask_path(item).exists()
+                ]
             taken = [str(p) for p in self.mask_paths() if p.exists()]
-            if taken:
+            if taken and self.existing_masks == "refuse":
                 raise FileExistsError(
                     f"{len(taken)} mask(s) exist, not replacing them: {', '.join(taken[:3])} "
-                    "(field 'output_dir')"
+                    "(field 'output_dir'; predict --overwrite replaces them, --resume keeps them)"
                 )
             if self.num_workers > 0 and "predict" not in self._checked:
                 check = value_check_transforms(self.prenormalized, self.check_hu, label=False)

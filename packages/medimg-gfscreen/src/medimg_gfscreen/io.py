@@ -267,9 +267,9 @@ def write_datalist(
     """
     from monai.data import check_missing_files, partition_dataset
 
-    out = Path(out)
-    if out.exists() and not overwrite:
-        raise FileExistsError(f"{out} exists; not overwriting it")
+    from iclr26_common.outputs import check_out_file, write_text
+
+    out = check_out_file(out, option="--out", overwrite=overwrite)
     n = len(cases)
     if folds < 1 or not 0 <= fold < folds:
         raise GFScreenFormatError(f"fold {fold} of {folds}: need folds >= 1 and 0 <= fold < folds")
@@ -324,6 +324,5 @@ def write_datalist(
     }
     if not payload["training"] or not payload["validation"]:  # pragma: no cover - guarded above
         raise GFScreenFormatError(f"{out}: the split left an empty training or validation list")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(payload, indent=2) + "\n")
+    write_text(out, json.dumps(payload, indent=2) + "\n")
     return out

@@ -210,24 +210,36 @@ def invert_mask(mask: torch.Tensor, image: Any, transform: Any) -> Any:
 
 def save_mask(mask: Any, path: Path) -> Path:
     """Writes a ``[1, X, Y, Z]`` MetaTensor mask as uint8 NIfTI at ``path`` with MONAI
-    ``SaveImage`` (its affine; no resampling)."""
+    ``SaveImage`` (its affine; no resampling), atomically (a temporary file in the same folder,
+    then ``os.replace``) with mode 0644: a mask is there whole or not at all."""
+    import os
+
     from monai.data import FolderLayoutBase
     from monai.transforms import SaveImage
 
+    from iclr26_common.outputs import FILE_MODE
+
     path = Path(path)
+    suffix = ".nii.gz" if path.name.endswith(".nii.gz") else path.suffix
+    partial = path.with_name(f".{path.name[: -len(suffix)]}.partial{suffix}")
 
     class _Exact(FolderLayoutBase):
         def filename(self, **kwargs: Any) -> Path:
-            return path
+            return partial
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    SaveImage(
-        output_dtype=np.uint8,
-        resample=False,
-        separate_folder=False,
-        print_log=False,
-        folder_layout=_Exact(),
-    )(mask.round().to(torch.uint8))
+    try:
+        SaveImage(
+            output_dtype=np.uint8,
+            resample=False,
+            separate_folder=False,
+            print_log=False,
+            folder_layout=_Exact(),
+        )(mask.round().to(torch.uint8))
+        os.chmod(partial, FILE_MODE)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
     return path
 
 
@@ -253,14 +265,14 @@ def screen_file(
     (:func:`resolve_preprocessing`; a different value given is refused unless
     ``allow_mismatch``); ``check_hu=False`` skips the HU plausibility check and keeps the window.
     """
+    from iclr26_common.outputs import check_out_file
     from medimg_gfscreen.inference import glance_focus_inference
     from medimg_gfscreen.transforms import infer_transforms
 
     image_path, out = Path(image_path), Path(out)
-    if out.exists() and not overwrite:
-        raise FileExistsError(f"{out} exists; not overwriting it (use --overwrite)")
+    check_out_file(out, option="--out", overwrite=overwrite)
     if not out.name.endswith((".nii.gz", ".nii")):
-        raise GFScreenFormatError(f"output {out} must end with .nii.gz or .nii")
+        raise GFScreenFormatError(f"--out {out}: must end with .nii.gz or .nii")
     name = case_name(image_path)
     check_case({"image": str(image_path), "name": name}, require_label=False)
     source = read_nifti(image_path, "image", name)
@@ -309,7 +321,10 @@ def screen_file(
 
 class MaskWriter(BasePredictionWriter):
     """Writes each ``predict`` mask to ``<data module output_dir>/<case>.nii.gz`` on the input's
-    grid (``Invertd`` + ``SaveImage``); the data module refuses to start when one exists."""
+    grid (``Invertd`` + ``SaveImage``) as soon as its image is screened, so an interrupted
+    ``predict`` keeps the masks it finished (``--resume`` skips them); the data module refuses
+    to start when one exists, unless told to replace or skip them
+    (:attr:`~medimg_gfscreen.data.GFScreenDataModule.existing_masks`)."""
 
     def __init__(self) -> None:
         super().__init__(write_interval="batch")
@@ -325,7 +340,7 @@ class MaskWriter(BasePredictionWriter):
         paths = []
         for item, mask in zip(decollate_batch(batch), prediction["masks"], strict=True):
             path = Path(datamodule.output_dir) / f"{item['name']}.nii.gz"
-            if path.exists():
+            if path.exists() and getattr(datamodule, "existing_masks", "refuse") != "replace":
                 raise FileExistsError(f"{path} exists; not replacing it (field 'output_dir')")
             paths.append(save_mask(invert_mask(mask, item["image"], transform), path))
         self.written += paths

@@ -122,13 +122,20 @@ def generate_dataset(
     seed: int = 0,
     val_fraction: float = 0.25,
     prefix: str = "synth",
+    overwrite: bool = False,
 ) -> Path:
-    """Writes ``n_cases`` synthetic cases under ``out`` (new or empty folder); returns the path
-    of ``out/datalist.json``."""
+    """Writes ``n_cases`` synthetic cases under ``out`` (new or empty folder, or any folder with
+    ``overwrite``: same-named files are replaced); returns the path of ``out/datalist.json``.
+    Files are written with mode 0644."""
+    import os
+
     import nibabel as nib
 
+    from iclr26_common.outputs import FILE_MODE, PARTIAL_MARKER, write_text
+
     out = Path(out)
-    if out.exists() and any(out.iterdir()):
+    # a folder the CLI marked partial while it works counts as empty
+    if out.exists() and not overwrite and any(p.name != PARTIAL_MARKER for p in out.iterdir()):
         raise FileExistsError(f"{out} exists and is not empty; not writing into it")
     if n_cases < 2:
         raise ValueError(f"n_cases must be >= 2 (training and validation), got {n_cases}")
@@ -147,6 +154,8 @@ def generate_dataset(
         lab = nib.Nifti1Image(case.label, case.affine)
         lab.header.set_xyzt_units("mm")
         nib.save(lab, str(label_path))
+        for path in (image_path, label_path):
+            os.chmod(path, FILE_MODE)
         cases.append(
             {"image": str(image_path), "label": str(label_path), "name": name, "n": case.n_lesions}
         )
@@ -163,5 +172,7 @@ def generate_dataset(
         ],
         "lesions_per_case": {c["name"]: c["n"] for c in cases},
     }
-    (out / "dataset.json").write_text(json.dumps(meta, indent=2) + "\n")
-    return write_datalist(cases, out / "datalist.json", val_fraction=val_fraction, seed=seed)
+    write_text(out / "dataset.json", json.dumps(meta, indent=2) + "\n")
+    return write_datalist(
+        cases, out / "datalist.json", val_fraction=val_fraction, seed=seed, overwrite=overwrite
+    )

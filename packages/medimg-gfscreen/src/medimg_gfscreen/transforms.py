@@ -1,6 +1,7 @@
 """MONAI preprocessing and augmentation (upstream ``utils/data_utils.py`` order).
 
-LoadImaged -> EnsureChannelFirstd -> CheckValuesd (NaN, integer labels, CT in HU) ->
+LoadImaged (:class:`ReadImaged`: a file that cannot be read is one line naming it) ->
+EnsureChannelFirstd -> CheckValuesd (NaN, integer labels, CT in HU) ->
 Orientationd(RAS) -> Spacingd(1, 1, 3 mm) -> label map -> ScaleIntensityRanged(HU window ->
 [0, 1], clipped) -> CropForegroundd(allow_smaller) -> SpatialPadd(roi); training adds
 RandCropByPosNegLabeld(pos=1, neg=1, num_samples), flips (p=0.2 per axis), RandRotate90 (p=0.2)
@@ -22,6 +23,7 @@ from medimg_gfscreen.io import GFScreenFormatError
 __all__ = [
     "CheckValuesd",
     "LabelMapd",
+    "ReadImaged",
     "hu_window",
     "infer_transforms",
     "train_transforms",
@@ -47,6 +49,36 @@ def hu_window(region: str | Sequence[float]) -> tuple[float, float]:
 def _case(data: Mapping[Hashable, Any], key: str) -> str:
     meta = getattr(data.get(key), "meta", {}) or {}
     return str(data.get("name") or meta.get("filename_or_obj", "?"))
+
+
+class ReadImaged(Transform):
+    """MONAI ``LoadImaged(keys, image_only=True)``, key by key, whose read errors become one
+    :class:`GFScreenFormatError` naming the case, the field and the file: a truncated or corrupt
+    ``.nii.gz`` (``EOFError: Compressed file ended before the end-of-stream marker was
+    reached``, a zlib error) was a ~100-line traceback through MONAI, the DataLoader and
+    Lightning. Only the voxel data are read here: the headers were checked before
+    (:func:`medimg_gfscreen.io.check_case`)."""
+
+    def __init__(self, keys: Sequence[str]) -> None:
+        from monai.transforms import LoadImaged
+
+        self.keys = list(keys)
+        self.loaders = {key: LoadImaged(keys=[key], image_only=True) for key in self.keys}
+
+    def __call__(self, data: Mapping[Hashable, Any]) -> dict[Hashable, Any]:
+        d = dict(data)
+        for key in self.keys:
+            try:
+                d = dict(self.loaders[key](d))
+            except Exception as error:  # nibabel / gzip / zlib raise several types
+                reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+                reason = f"{type(error).__name__}: {reason}" if reason else type(error).__name__
+                case = data.get("name") or "?"
+                raise GFScreenFormatError(
+                    f"case {case!r}: {key} {data.get(key)} cannot be read ({reason}); a "
+                    f"truncated or corrupt file? (field '{key}')"
+                ) from None
+        return d
 
 
 class CheckValuesd(Transform):
@@ -162,7 +194,7 @@ def _base(
     a_min, a_max = hu_window(region)
     modes = ["bilinear", "nearest"][: len(keys)]
     steps: list = [
-        T.LoadImaged(keys=keys, image_only=True),
+        ReadImaged(keys),
         T.EnsureChannelFirstd(keys=keys),
         CheckValuesd("image", "label" if "label" in keys else None, prenormalized, check_hu),
         T.Orientationd(keys=keys, axcodes="RAS", labels=(("L", "R"), ("P", "A"), ("I", "S"))),
@@ -260,7 +292,7 @@ def value_check_transforms(prenormalized: bool = False, check_hu: bool = True, l
     keys = ["image", "label"] if label else ["image"]
     return T.Compose(
         [
-            T.LoadImaged(keys=keys, image_only=True),
+            ReadImaged(keys),
             T.EnsureChannelFirstd(keys=keys),
             CheckValuesd("image", "label" if label else None, prenormalized, check_hu),
         ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -17,9 +18,13 @@ from iclr26_common.cli_support import (
     dispatch,
     is_user_error,
     lightning_commands,
+    nonnegative_int,
+    positive_float,
+    positive_int,
     run_with_one_line_errors,
     top_level_parser,
 )
+from iclr26_common.outputs import OutputFolder, check_out_file, check_out_folder
 from robotics_remac import __version__
 
 __all__ = ["main", "parse_delays", "run_lightning_cli"]
@@ -63,20 +68,35 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     from robotics_remac.writer import PredictionsWriter, predictions_path
 
     class RemacCLI(CLI):
+        def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any) -> Any:
+            parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
+            if subcommand == "predict":
+                parser.add_argument(
+                    "--overwrite",
+                    action="store_true",
+                    help="replace an existing predictions.pt in --trainer.default_root_dir",
+                )
+            return parser
+
         def parse_arguments(self, parser: Any, args: Any) -> None:
             super().parse_arguments(parser, args)
-            if self.config.get("subcommand"):
-                _check_ckpt_path(self.config[self.config.subcommand].get("ckpt_path"))
+            subcommand = self.config.get("subcommand")
+            if subcommand:
+                _check_ckpt_path(self.config[subcommand].get("ckpt_path"))
+            if subcommand == "predict":  # the output, before a model or the data is loaded
+                node = self.config["predict"]
+                root = (node.get("trainer") or {}).get("default_root_dir") or os.getcwd()
+                check_out_file(
+                    predictions_path(root),
+                    option="--trainer.default_root_dir",
+                    overwrite=bool(node.get("overwrite")),
+                )
 
         def instantiate_trainer(self, **kwargs: Any) -> Any:
-            if self.subcommand == "predict":  # an existing file: one line, before the Trainer
-                root = self._get(self.config_init, "trainer", default={}).get("default_root_dir")
-                path = predictions_path(root or os.getcwd())
-                if path.exists():
-                    raise FileExistsError(f"{path}: exists; predict never overwrites a file")
             trainer = super().instantiate_trainer(**kwargs)
             if self.subcommand == "predict":
-                trainer.callbacks.append(PredictionsWriter())
+                overwrite = bool(self.config["predict"].get("overwrite"))
+                trainer.callbacks.append(PredictionsWriter(overwrite=overwrite))
             return trainer
 
     return run_cli(
@@ -115,21 +135,26 @@ def collect_main(argv: Sequence[str]) -> int:
         "(v2.1 layout, or v3.0 with --codebase-version v3.0).",
     )
     parser.add_argument("--out", type=Path, required=True, help="dataset folder (new or empty)")
-    parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--episodes", type=positive_int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--codebase-version", choices=["v2.1", "v3.0"], default="v2.1", help="LeRobot layout"
     )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the dataset an earlier run wrote into --out (its data/ and meta/)",
+    )
     ns = parser.parse_args(list(argv))
-    if ns.episodes < 1:
-        parser.error("--episodes must be >= 1")
+    out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before any work
     from robotics_remac.data import collect_demonstrations
     from robotics_remac.dataset_writer import write_lerobot_dataset
 
-    if ns.out.exists() and any(ns.out.iterdir()):
-        parser.error(f"--out {ns.out} exists and is not empty")
     episodes = collect_demonstrations(ns.episodes, ns.seed)
-    root = write_lerobot_dataset(ns.out, episodes, version=ns.codebase_version)
+    with out:
+        root = write_lerobot_dataset(
+            out.path, episodes, version=ns.codebase_version, overwrite=ns.overwrite
+        )
     print(f"wrote {root} ({ns.episodes} episodes)")
     return 0
 
@@ -154,13 +179,18 @@ def eval_main(argv: Sequence[str]) -> int:
         "--method", type=comma_list, default=["naive", "remac"], help="comma-separated methods"
     )
     parser.add_argument("--delays", type=parse_delays, default=[0, 1, 2, 3, 4], help="e.g. 0-4")
-    parser.add_argument("--exec-horizon", type=int, default=None, help="e (default max(1, d))")
     parser.add_argument(
-        "--assumed-delay", type=int, default=None, help="delay the policy is told (misestimation)"
+        "--exec-horizon", type=positive_int, default=None, help="e (default max(1, d))"
+    )
+    parser.add_argument(
+        "--assumed-delay",
+        type=nonnegative_int,
+        default=None,
+        help="delay the policy is told (misestimation)",
     )
     parser.add_argument(
         "--measured-delay",
-        type=int,
+        type=nonnegative_int,
         default=None,
         metavar="CAP",
         help="measure each chunk's latency online and run with d = min(CAP, ceil(latency / "
@@ -169,25 +199,32 @@ def eval_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument(
         "--control-period",
-        type=float,
+        type=positive_float,
         default=None,
         help="seconds per control step (default: the task's dt, 0.05); used with --measured-delay",
     )
-    parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--episodes", type=positive_int, default=200)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--out", type=Path, required=True, help="output folder (new or empty)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace the earlier results in --out"
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the interrupted run whose partial results --out holds (its finished "
+        "cells, kept in cells.jsonl, are not run again)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     ns = parser.parse_args(list(argv))
     methods = ns.method
     if ns.measured_delay is not None and ns.assumed_delay is not None:
         parser.error("--assumed-delay cannot be combined with --measured-delay (it is measured)")
-    if ns.control_period is not None and not ns.control_period > 0:
-        parser.error("--control-period must be > 0 seconds")
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         parser.error(f"unknown --method {unknown}; known: {', '.join(METHODS)}")
-    if ns.episodes < 1:
-        parser.error("--episodes must be >= 1")
-    return _run_eval(ns, methods)
+    out = check_out_folder(ns.out, overwrite=ns.overwrite, resume=ns.resume)  # before any work
+    return _run_eval(ns, methods, out)
 
 
 def _task_policy(path: Path, policy: Any) -> Any:
@@ -203,11 +240,38 @@ def _task_policy(path: Path, policy: Any) -> Any:
     return policy
 
 
-def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
-    import csv
+#: The finished cells of an ``eval`` run, one JSON record a line (rewritten atomically after each
+#: cell): what ``--resume`` reads back.
+CELLS_FILE = "cells.jsonl"
 
-    from rich.progress import Progress
 
+def _cell_key(settings: dict[str, Any], method: str, d: Any, e: int, d_hat: Any) -> str:
+    """What makes a finished cell reusable by ``--resume``: the cell and every setting that
+    changes its episodes (checkpoints, episodes, seed, delays)."""
+    cell = {"method": method, "delay": d, "exec_horizon": e, "assumed_delay": d_hat}
+    return json.dumps({**settings, **cell}, sort_keys=True)
+
+
+def _finished_cells(out: OutputFolder) -> dict[str, dict[str, Any]]:
+    """``{key: record}`` of the cells an interrupted run finished (empty unless resumed)."""
+    path = out.path / CELLS_FILE
+    if not out.resumed or not path.is_file():
+        return {}
+    done = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+            done[record["key"]] = record
+        except (ValueError, KeyError, TypeError):
+            continue  # not a record this version wrote: that cell runs again
+    return done
+
+
+def _run_eval(ns: argparse.Namespace, methods: list[str], out: OutputFolder) -> int:
+    import numpy as np
+
+    from iclr26_common.outputs import FILE_MODE, write_text
+    from iclr26_common.progress import progress
     from robotics_remac.checkpoint import load_policy
     from robotics_remac.env import DT
     from robotics_remac.experiment import plot_curves
@@ -237,11 +301,11 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
         policies["base"] = _task_policy(ns.policy, load_policy(ns.policy).policy)
     horizon = policies["base" if "base" in policies else next(iter(policies))].horizon
     cells: list[tuple[str, Any, int, Any]] = []
+    period = DT if ns.control_period is None else ns.control_period
     if ns.measured_delay is not None:
         cap = ns.measured_delay
         e = default_exec_horizon(cap) if ns.exec_horizon is None else ns.exec_horizon
         check_delay(cap, e, horizon)
-        period = DT if ns.control_period is None else ns.control_period
         cells = [(m, "measured", e, "measured") for m in methods]
     for d in ns.delays if ns.measured_delay is None else ():
         e = default_exec_horizon(d) if ns.exec_horizon is None else ns.exec_horizon
@@ -250,29 +314,33 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
         if not 0 <= d_hat < horizon:
             raise ValueError(f"--assumed-delay {d_hat} must satisfy 0 <= d < H={horizon}")
         cells += [(m, d, e, d_hat) for m in methods]
-    ns.out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    successes = []
-    with Progress(transient=False) as progress:
-        task = progress.add_task("episodes", total=len(cells) * ns.episodes)
-        for method, d, e, d_hat in cells:
-            spec = METHODS[method]
-            progress.update(task, description=f"{method} d={d}")
-            online = d == "measured"
-            stats = run_rollout(
-                make_chunker(spec.sampler, policies.get(spec.policy)),
-                ns.episodes,
-                MeasuredDelay(period, cap) if online else d,
-                horizon,
-                e,
-                spec.execution,
-                assumed_delay=None if online else d_hat,
-                seed=ns.seed,
-            )
-            progress.advance(task, ns.episodes)
-            successes.append(stats.success)
-            rows.append(
-                {
+    settings = {
+        "checkpoints": {k: str(Path(v).resolve()) for k, v in paths.items() if v is not None},
+        "episodes": ns.episodes,
+        "seed": ns.seed,
+        "measured_delay": ns.measured_delay,
+        "control_period": period if ns.measured_delay is not None else None,
+    }
+    done = _finished_cells(out)
+    records: list[dict[str, Any]] = []
+    with out:
+        for method, d, e, d_hat in progress(cells, description="eval cells", quiet=ns.quiet):
+            key = _cell_key(settings, method, d, e, d_hat)
+            record = done.get(key)
+            if record is None:
+                spec = METHODS[method]
+                online = d == "measured"
+                stats = run_rollout(
+                    make_chunker(spec.sampler, policies.get(spec.policy)),
+                    ns.episodes,
+                    MeasuredDelay(period, ns.measured_delay) if online else d,
+                    horizon,
+                    e,
+                    spec.execution,
+                    assumed_delay=None if online else d_hat,
+                    seed=ns.seed,
+                )
+                row = {
                     "method": method,
                     "delay": d,
                     "assumed_delay": d_hat,
@@ -280,25 +348,39 @@ def _run_eval(ns: argparse.Namespace, methods: list[str]) -> int:
                     **stats.row(),
                     **stats.extra,
                 }
-            )
-    texts = _add_intervals(rows, successes, methods, ns.seed)
-    with open(ns.out / "results.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    if ns.assumed_delay is not None:
-        for row in rows:  # plot the curve even under a misestimated delay
-            row["assumed_delay"] = row["delay"]
-    if ns.measured_delay is None:
-        plot_curves(rows, ns.out / "success_vs_delay.png")
+                record = {"key": key, "row": row, "success": stats.success.tolist()}
+            records.append(record)
+            lines = "".join(json.dumps(r) + "\n" for r in records)
+            write_text(out.path / CELLS_FILE, lines)  # the finished cells survive an interrupt
+        rows = [dict(r["row"]) for r in records]
+        successes = [np.asarray(r["success"]) for r in records]
+        texts = _add_intervals(rows, successes, methods, ns.seed)
+        write_text(out.path / "results.csv", _csv_text(rows))
+        if ns.assumed_delay is not None:
+            for row in rows:  # plot the curve even under a misestimated delay
+                row["assumed_delay"] = row["delay"]
+        if ns.measured_delay is None:
+            os.chmod(plot_curves(rows, out.path / "success_vs_delay.png"), FILE_MODE)
     for row, text in zip(rows, texts, strict=True):
         print(
             f"{row['method']:12s} d={row['delay']} success {row['success']:.3f}, 95 % {text}"
             + (f" mean d {row['mean_delay']:.2f}" if "mean_delay" in row else "")
         )
-    plot = "" if ns.measured_delay is not None else f" and {ns.out / 'success_vs_delay.png'}"
-    print(f"wrote {ns.out / 'results.csv'}{plot}")
+    plot = "" if ns.measured_delay is not None else f" and {out.path / 'success_vs_delay.png'}"
+    print(f"wrote {out.path / 'results.csv'}{plot}")
     return 0
+
+
+def _csv_text(rows: list[dict[str, Any]]) -> str:
+    """``rows`` as CSV text (header from the first row), ``\\n`` line ends."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
 
 
 def _add_intervals(

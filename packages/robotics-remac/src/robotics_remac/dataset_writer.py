@@ -4,11 +4,13 @@ described in :mod:`robotics_remac.dataset_format`."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from iclr26_common.outputs import PARTIAL_MARKER, write_bytes, write_text
 from robotics_remac.dataset_format import (
     CHUNKS_SIZE,
     CODEBASE_VERSION,
@@ -73,10 +75,25 @@ def episode_stats(table) -> dict[str, dict[str, list]]:  # type: ignore[no-untyp
     return stats
 
 
+def _write_table(table, path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A parquet file written atomically with mode 0644."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    write_bytes(path, sink.getvalue().to_pybytes())
+
+
 def write_lerobot_dataset(
-    root: Path | str, episodes: Sequence[Episode], version: str = CODEBASE_VERSION
+    root: Path | str,
+    episodes: Sequence[Episode],
+    version: str = CODEBASE_VERSION,
+    overwrite: bool = False,
 ) -> Path:
-    """Writes ``episodes`` under ``root`` (which must not exist or be empty); returns ``root``.
+    """Writes ``episodes`` under ``root`` (which must not exist or be empty, unless ``overwrite``:
+    then an earlier dataset's ``data/`` and ``meta/`` are removed first); returns ``root``. Files
+    are written atomically with mode 0644.
 
     ``version="v2.1"``: one parquet file per episode, ``meta/episodes.jsonl``,
     ``meta/tasks.jsonl`` and ``meta/episodes_stats.jsonl``. ``version="v3.0"``: LeRobot's current
@@ -87,15 +104,19 @@ def write_lerobot_dataset(
     ``meta/tasks.parquet`` and ``meta/stats.json``.
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     if version not in (CODEBASE_VERSION, V3_VERSION):
         raise ValueError(f"version must be {CODEBASE_VERSION} or {V3_VERSION}, got {version!r}")
     root = Path(root)
-    if root.exists() and any(root.iterdir()):
-        raise FileExistsError(f"{root} exists and is not empty; choose a new --out folder")
     if not episodes:
         raise ValueError("no episodes to write")
+    if overwrite:
+        for part in ("data", "meta"):
+            if (root / part).is_dir():
+                shutil.rmtree(root / part)
+    # an output folder the CLI marked partial while it works counts as empty
+    if root.exists() and not overwrite and any(p.name != PARTIAL_MARKER for p in root.iterdir()):
+        raise FileExistsError(f"{root} exists and is not empty; choose a new --out folder")
     obs_dim, action_dim = episodes[0].states.shape[1], episodes[0].actions.shape[1]
     for i, ep in enumerate(episodes):
         check_episode(ep.states, ep.actions, f"episode {i}", obs_dim, action_dim)
@@ -121,8 +142,7 @@ def write_lerobot_dataset(
             tables.append(table)
         else:
             path = root / DATA_PATH.format(episode_chunk=i // CHUNKS_SIZE, episode_index=i)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(table, path)
+            _write_table(table, path)
             stats.append({"episode_index": i, "stats": episode_stats(table)})
         index += len(ep.states)
     info = {
@@ -142,21 +162,20 @@ def write_lerobot_dataset(
     if version == V3_VERSION:
         info.update({"data_files_size_in_mb": 100, "video_files_size_in_mb": 500})
         data = pa.concat_tables(tables)
-        (root / "data/chunk-000").mkdir(parents=True)
-        pq.write_table(data, root / V3_DATA_PATH.format(chunk_index=0, file_index=0))
-        (meta / "episodes/chunk-000").mkdir(parents=True)
-        pq.write_table(pa.Table.from_pylist(rows), meta / "episodes/chunk-000/file-000.parquet")
-        pq.write_table(
+        _write_table(data, root / V3_DATA_PATH.format(chunk_index=0, file_index=0))
+        _write_table(pa.Table.from_pylist(rows), meta / "episodes/chunk-000/file-000.parquet")
+        _write_table(
             pa.table({"task_index": list(range(len(tasks))), "task": tasks}),
             meta / "tasks.parquet",
         )
-        (meta / "stats.json").write_text(json.dumps(episode_stats(data), indent=2))
+        write_text(meta / "stats.json", json.dumps(episode_stats(data), indent=2))
     else:
         info.update({"total_videos": 0, "total_chunks": (len(episodes) - 1) // CHUNKS_SIZE + 1})
-        (meta / "episodes.jsonl").write_text("".join(json.dumps(x) + "\n" for x in rows))
-        (meta / "episodes_stats.jsonl").write_text("".join(json.dumps(x) + "\n" for x in stats))
-        (meta / "tasks.jsonl").write_text(
-            "".join(json.dumps({"task_index": i, "task": t}) + "\n" for i, t in enumerate(tasks))
+        write_text(meta / "episodes.jsonl", "".join(json.dumps(x) + "\n" for x in rows))
+        write_text(meta / "episodes_stats.jsonl", "".join(json.dumps(x) + "\n" for x in stats))
+        write_text(
+            meta / "tasks.jsonl",
+            "".join(json.dumps({"task_index": i, "task": t}) + "\n" for i, t in enumerate(tasks)),
         )
-    (meta / "info.json").write_text(json.dumps(info, indent=2))
+    write_text(meta / "info.json", json.dumps(info, indent=2))
     return root

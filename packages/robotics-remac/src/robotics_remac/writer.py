@@ -3,6 +3,7 @@ chunks to ``predictions.pt`` in the run's output folder (``--trainer.default_roo
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -23,27 +24,33 @@ def predictions_path(root_dir: str | Path, world_size: int = 1, rank: int = 0) -
 
 class PredictionsWriter(BasePredictionWriter):
     """Saves ``{"chunks": [N, H, A]}`` (one sampled chunk per held-out observation, in the
-    predict dataloader's order) with ``torch.save`` at the end of ``predict``. Never overwrites:
-    an existing file is a ``FileExistsError`` before anything runs, and the file is opened
-    exclusively (``"xb"``)."""
+    predict dataloader's order) with ``torch.save`` at the end of ``predict``, atomically with
+    mode 0644 (:func:`iclr26_common.outputs.write_bytes`). An existing file is refused before
+    anything runs (:func:`iclr26_common.outputs.check_out_file`, one line) unless
+    ``overwrite`` (``predict --overwrite``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, overwrite: bool = False) -> None:
         super().__init__(write_interval="epoch")
+        self.overwrite = overwrite
 
     @staticmethod
     def target(trainer: Any) -> Path:
         return predictions_path(trainer.default_root_dir, trainer.world_size, trainer.global_rank)
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        path = self.target(trainer)
-        if stage == "predict" and path.exists():
-            raise FileExistsError(f"{path}: exists; predict never overwrites a file")
+        from iclr26_common.outputs import check_out_file
+
+        if stage == "predict":
+            check_out_file(
+                self.target(trainer), option="--trainer.default_root_dir", overwrite=self.overwrite
+            )
 
     def write_on_epoch_end(
         self, trainer: Any, pl_module: Any, predictions: Any, batch_indices: Any
     ) -> None:
+        from iclr26_common.outputs import write_bytes
+
         chunks = torch.cat([p.detach().cpu() for p in predictions])
-        path = self.target(trainer)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "xb") as handle:
-            torch.save({"chunks": chunks}, handle)
+        buffer = io.BytesIO()
+        torch.save({"chunks": chunks}, buffer)
+        write_bytes(self.target(trainer), buffer.getvalue())
