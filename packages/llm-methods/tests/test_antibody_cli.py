@@ -83,6 +83,8 @@ def test_pipeline_end_to_end(synth: Path, tmp_path: Path, capsys: pytest.Capture
         == 0
     )
     info = json.loads((aligned / "antibody.json").read_text())
+    # issue 37: progress over the steps on stderr (--quiet: none); 11b2942 was silent
+    assert "antibody align steps: 2/2" in capsys.readouterr().err
     assert info["method"] == "antibody" and info["config"]["lambda_rule"] == "code"
     assert "lambda_t" in info["log"][-1] and len(info["log"]) == 2
     assert info["settings"] == {**info["settings"], "steps": 2, "batch_size": 4}  # tiny, 2 steps

@@ -305,10 +305,11 @@ def test_adl_diff_on_a_pair(model_dir: Path, tmp_path: Path, capsys) -> None:  #
             "--texts",
             str(texts),
             "--out",
-            str(out),
+            str(tmp_path / "adl-nope"),
         ],
     )
     assert "unknown zoo model" in line
+    assert not (tmp_path / "adl-nope").exists()  # issue 37: no empty folder after a refusal
     toolkit = tmp_path / "toolkit"
     assert (
         main(
@@ -323,6 +324,7 @@ def test_adl_diff_on_a_pair(model_dir: Path, tmp_path: Path, capsys) -> None:  #
                 str(texts),
                 "--out",
                 str(out),
+                "--overwrite",  # issue 37: the earlier adl.json is kept without it
                 "--toolkit-dir",
                 str(toolkit),
                 "--dataset-id",
@@ -352,6 +354,7 @@ def test_adl_diff_on_a_pair(model_dir: Path, tmp_path: Path, capsys) -> None:  #
         == 0
     )
     kl = json.loads((tmp_path / "kl" / "kl.json").read_text())
+    assert "adl kl batches: 1/1" in capsys.readouterr().err  # issue 37: progress (--quiet: none)
     assert kl["stats"]["mean"] > 0 and len(kl["top_tokens"]) == 3 and len(kl["per_text_mean"]) == 6
     line = _one_line_error(
         capsys,

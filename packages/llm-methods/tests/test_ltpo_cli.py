@@ -102,7 +102,9 @@ def test_synth_and_solve(model_dir: Path, tmp_path: Path, capsys: Any) -> None:
     assert len(rows) == 3 and {"gold", "prediction", "correct"} <= set(rows[0])
     summary = json.loads((out / "summary.json").read_text())
     assert summary["config"]["steps"] == 2 and summary["n"] == 3
-    assert main([*args[:-6], "--method", "cot", "--decode.max_new_tokens", "3"]) == 0
+    rerun = [*args[:-6], "--method", "cot", "--decode.max_new_tokens", "3"]
+    assert_one_line_error(main, rerun, capsys, drop_earlier=True)  # earlier results kept (#37)
+    assert main([*rerun, "--overwrite"]) == 0
     capsys.readouterr()
     assert main(["ltpo", "configs"]) == 0
     assert "run_ltpo" in capsys.readouterr().out

@@ -87,7 +87,8 @@ def test_bad_input_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-
     assert "node 'b'" in line
     bad = tmp_path / "t.jsonl"
     bad.write_text('{"task_id": "1", "question": "q"}\n')
-    line = _one_line_error(capsys, ["mas2", "run", "--tasks", str(bad), "--out", str(tmp_path)])
+    out = str(tmp_path / "o")  # not tmp_path: it holds the inputs, refused as earlier results
+    line = _one_line_error(capsys, ["mas2", "run", "--tasks", str(bad), "--out", out])
     assert "t.jsonl:1: missing field 'answer'" in line
     line = _one_line_error(
         capsys,
@@ -109,7 +110,8 @@ def test_bad_input_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-
         ],
     )
     assert "failed after 1 attempts" in line
-    line = _one_line_error(capsys, ["mas2", "run", "--backend", "openai", "--out", str(tmp_path)])
+    assert not (tmp_path / "o").exists()  # issue 37: a refused run leaves no empty folder
+    line = _one_line_error(capsys, ["mas2", "run", "--backend", "openai", "--out", out])
     assert "--models" in line
 
 
@@ -133,6 +135,11 @@ def test_generated_code_needs_an_os_sandbox_or_consent(tmp_path: Path, capsys, m
     ]
     line = _one_line_error(capsys, args)
     assert "no OS-level isolation" in line and "--allow-unisolated" in line
+    assert not (tmp_path / "t").exists()
+    run = ["mas2", "run", "--tasks", "synth-arith", "--limit", "1", "--out", str(tmp_path / "r")]
+    line = _one_line_error(capsys, run)
+    assert "no OS-level isolation" in line
+    assert not (tmp_path / "r").exists()  # issue 37: 11b2942 left an empty folder behind
     assert main([*args, "--allow-unisolated"]) == 0
 
 

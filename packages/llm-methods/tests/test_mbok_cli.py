@@ -95,6 +95,12 @@ def test_compress_then_eval(model_dir: Path, tmp_path: Path, capsys) -> None:  #
     assert main(args) == 0
     line = capsys.readouterr().out
     assert "mbok: 4 layers" in line and "bits/weight" in line and out.is_file()
+    # issue 37: mode 0644 like any tool's output (11b2942: safetensors' 0600); an existing
+    # file is refused before the model is loaded unless --overwrite
+    assert out.stat().st_mode & 0o777 == 0o644
+    again = [*args[:2], "--model", "no-such-model", *args[4:]]
+    line = assert_one_line_error(main, again, capsys)
+    assert f"--out {out}: exists; pass --overwrite" in line, line
     assert (
         main(["mbok", "eval", "--model", str(model_dir), "--text", str(text), "--seq-len", "16"])
         == 0

@@ -81,7 +81,7 @@ def test_fit_then_eval(perk_ckpt: Path, tmp_path: Path) -> None:
             [
                 "perk",
                 "eval",
-                "--ckpt",
+                "--model",
                 str(perk_ckpt),
                 "--data",
                 str(data),
@@ -118,7 +118,7 @@ def test_bad_input_one_line(perk_ckpt: Path, tmp_path: Path, capsys: Any) -> Non
         [
             "perk",
             "eval",
-            "--ckpt",
+            "--model",
             str(perk_ckpt),
             "--data",
             str(bad),
@@ -136,7 +136,7 @@ def test_bad_input_one_line(perk_ckpt: Path, tmp_path: Path, capsys: Any) -> Non
         [
             "perk",
             "eval",
-            "--ckpt",
+            "--model",
             str(perk_ckpt),
             "--data",
             str(long),
@@ -150,7 +150,7 @@ def test_bad_input_one_line(perk_ckpt: Path, tmp_path: Path, capsys: Any) -> Non
         [
             "perk",
             "eval",
-            "--ckpt",
+            "--model",
             str(tmp_path / "none.ckpt"),
             "--data",
             str(long),
@@ -181,6 +181,6 @@ def test_icr_context_too_long_one_line(tmp_path: Path, capsys: Any) -> None:
     )
     line = _one_line_error(
         capsys,
-        ["perk", "eval", "--ckpt", str(ckpt), "--data", str(data), "--out", str(tmp_path / "o")],
+        ["perk", "eval", "--model", str(ckpt), "--data", str(data), "--out", str(tmp_path / "o")],
     )
     assert "without segmentation" in line

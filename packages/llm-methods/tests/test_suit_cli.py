@@ -119,6 +119,13 @@ def test_suit_edit_on_smollm2_end_to_end(tmp_path) -> None:  # type: ignore[no-u
     assert set(load_file(str(tmp_path / "o" / "edited_weights.safetensors"))) == {
         f"layers.{i}.down_proj.weight" for i in report["layers"]
     }
+    # issue 37: ordinary 0644 files (11b2942: safetensors' 0600) and no partial marker left
+    for name in ("edit.json", "edited_weights.safetensors"):
+        assert (tmp_path / "o" / name).stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
+        "edit.json",
+        "edited_weights.safetensors",
+    ]
 
 
 @pytest.mark.slow

@@ -1,7 +1,9 @@
 """JSON-lines input shared by the methods' dataset readers (GSM8K, BabiLong, BeaverTails, traces...).
 
 Every error names the place: ``FILE: no such file``, ``FILE:LINE: not valid JSON (...)``,
-``FILE:LINE: expected a JSON object``, ``FILE:LINE: missing field 'x'``, ``FILE: no records``.
+``FILE:LINE: expected a JSON object``, ``FILE:LINE: missing field 'x'``, ``FILE: no records``,
+``FILE: not UTF-8 text (byte 0xff at offset 0)`` (every text reader of the package goes through
+:func:`read_text`).
 Blank lines are skipped; nothing else is. A ``.gz`` file is read through gzip (HumanEval ships
 ``HumanEval.jsonl.gz``). The error type is the caller's (a ``ValueError``
 subclass such as :class:`~llm_methods.lm.errors.LMError`), so the CLI prints one line, exit 2.
@@ -15,7 +17,26 @@ from typing import Any
 
 from llm_methods.lm.errors import LMError
 
-__all__ = ["iter_jsonl", "read_jsonl"]
+__all__ = ["iter_jsonl", "read_jsonl", "read_text"]
+
+
+def read_text(path: str | Path, error: type[ValueError] = LMError) -> str:
+    """The UTF-8 text of ``path`` (``.gz``: decompressed); a missing file raises
+    ``FileNotFoundError("FILE: no such file")``, bytes that are not UTF-8 raise
+    ``error("FILE: not UTF-8 text (byte 0x.. at offset N); ...")`` (one line naming the file)."""
+    import gzip
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        byte = raw[err.start : err.start + 1].hex()
+        raise error(
+            f"{path}: not UTF-8 text (byte 0x{byte} at offset {err.start}); save it as UTF-8"
+        ) from None
 
 
 def iter_jsonl(
@@ -26,28 +47,23 @@ def iter_jsonl(
     """Yield ``(where, record)`` for each non-blank line, ``where = "FILE:LINE"``; each record is
     a JSON object holding every ``required`` field. Raises ``FileNotFoundError`` for a missing
     file and ``error`` for anything malformed."""
-    import gzip
     import json
 
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise error(f"{where}: not valid JSON ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise error(f"{where}: expected a JSON object")
-            for name in required:
-                if name not in record:
-                    raise error(f"{where}: missing field {name!r}")
-            yield where, record
+    for number, line in enumerate(read_text(path, error).split("\n"), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise error(f"{where}: not valid JSON ({err.msg})") from None
+        if not isinstance(record, dict):
+            raise error(f"{where}: expected a JSON object")
+        for name in required:
+            if name not in record:
+                raise error(f"{where}: missing field {name!r}")
+        yield where, record
 
 
 def read_jsonl(

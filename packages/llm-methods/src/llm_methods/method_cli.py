@@ -16,10 +16,14 @@ from iclr26_common.cli_support import ArgumentParser
 
 __all__ = [
     "ArgumentParser",
+    "check_lightning_out",
     "method_cli",
     "model_args",
     "parse_settings",
     "quiet_transformers",
+    "refuse_non_finite",
+    "removed_in",
+    "renamed_flags",
     "shipped_configs",
 ]
 
@@ -56,6 +60,7 @@ def method_cli(
     the console script (ranks > 0 re-run its command line)."""
     from iclr26_common.lightning import run_cli
 
+    refuse_non_finite(argv)
     quiet_transformers()
     return run_cli(
         model_class,
@@ -67,6 +72,69 @@ def method_cli(
         subcommand=subcommand,
         subclass_mode=subclass_mode,
     )
+
+
+def removed_in() -> str:
+    """The llm-methods version in which a flag renamed now stops working: the next minor
+    version (renamed flags keep working, with a warning, for one minor version)."""
+    from llm_methods import __version__
+
+    parts = __version__.split(".")
+    if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+        return f"llm-methods {parts[0]}.{int(parts[1]) + 1}.0"
+    return "the next minor version of llm-methods"
+
+
+def renamed_flags(argv: Sequence[str], renames: dict[str, str], prog: str) -> list[str]:
+    """``argv`` with the old spellings of renamed flags (``{"--ckpt": "--model"}``) replaced,
+    one warning line each (:func:`iclr26_common.cli_support.rename_flags`); they are removed in
+    :func:`removed_in`. The package's renames, for the changelog: ``perk eval --ckpt`` ->
+    ``--model``; ``mas2 generate|run --local-model`` -> ``--model``."""
+    return cli_support.rename_flags(argv, renames, prog=prog, removed_in=removed_in())
+
+
+_NON_FINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
+
+
+def refuse_non_finite(argv: Sequence[str]) -> None:
+    """Every number on a LightningCLI command line must be finite: ``--model.init_args.lr nan``
+    (or ``=nan``, ``inf``) is one line naming the option, not jsonargparse's long "Does not
+    validate against any of the Union subtypes" message (or a run that trains on NaN)."""
+    from iclr26_common.cli_support import UsageError
+
+    args = list(argv)
+    for flag, value in zip(args, [*args[1:], None], strict=True):
+        if flag.startswith("--") and "=" in flag:
+            flag, value = flag.split("=", 1)
+        elif not flag.startswith("--") or value is None:
+            continue
+        if value.strip().lower() in _NON_FINITE:
+            raise UsageError(f"{flag} {value}: not a finite number")
+
+
+def check_lightning_out(argv: Sequence[str], option: str, *, file: bool = False) -> list[str]:
+    """Check a LightningCLI command's save folder before LightningCLI builds the model: the value
+    of ``option`` on the command line (``--model.init_args.save_dir X`` or ``...=X``) is checked
+    by :func:`iclr26_common.outputs.check_out_folder` (a file, a folder of earlier results
+    without ``--overwrite``, an unwritable place: one line naming ``option``). Returns ``argv``
+    without ``--overwrite`` (LightningCLI does not know it). A value set only in a ``--config``
+    YAML is not seen here. ``file``: the option names an output file
+    (:func:`iclr26_common.outputs.check_out_file`)."""
+    from iclr26_common.outputs import check_out_file, check_out_folder
+
+    args = list(argv)
+    overwrite = "--overwrite" in args
+    args = [a for a in args if a != "--overwrite"]
+    value = None
+    for flag, following in zip(args, [*args[1:], None], strict=True):
+        if flag == option and following is not None:
+            value = following
+        elif flag.startswith(option + "="):
+            value = flag.split("=", 1)[1]
+    if value not in (None, "", "null", "None"):
+        check = check_out_file if file else check_out_folder
+        check(value, option=option, overwrite=overwrite)
+    return args
 
 
 def model_args(parser: ArgumentParser) -> None:

@@ -26,6 +26,7 @@ def adl_diff(ns: Namespace) -> dict[str, Any]:
     ``--domain-texts`` is given) into ``ns.out``; returns the summary."""
     import torch
 
+    from iclr26_common.outputs import write_text
     from llm_methods.adl.diff import (
         activation_difference,
         enriched_tokens,
@@ -66,13 +67,13 @@ def adl_diff(ns: Namespace) -> dict[str, Any]:
         from llm_methods.adl.toolkit import write_toolkit_results
 
         out["toolkit_dir"] = str(write_toolkit_results(ns.toolkit_dir, ns.dataset_id, diff, ft))
-    ns.out.mkdir(parents=True, exist_ok=True)
-    (ns.out / "adl.json").write_text(json.dumps(out, indent=1, ensure_ascii=False))
+    write_text(ns.out / "adl.json", json.dumps(out, indent=1, ensure_ascii=False))
     return out
 
 
 def adl_kl(ns: Namespace) -> dict[str, Any]:
     """Writes ``kl.json`` (statistics, per-text means, top texts and tokens) into ``ns.out``."""
+    from iclr26_common.outputs import write_text
     from llm_methods.adl.kl import kl_summary
     from llm_methods.dispersion.data import read_documents
     from llm_methods.lm import load_lm
@@ -80,7 +81,15 @@ def adl_kl(ns: Namespace) -> dict[str, Any]:
     docs = read_documents(ns.texts)
     base = load_lm(ns.base, ns.device, ns.dtype)
     ft = load_lm(ns.ft, ns.device, ns.dtype)
-    res = kl_summary(base, ft, [d.text for d in docs], ns.temperature, ns.top, ns.max_tokens)
+    res = kl_summary(
+        base,
+        ft,
+        [d.text for d in docs],
+        ns.temperature,
+        ns.top,
+        ns.max_tokens,
+        quiet=getattr(ns, "quiet", True),
+    )
     decode = ft.tokenizer.decode
     out: dict[str, Any] = {
         "base": ns.base,
@@ -100,12 +109,12 @@ def adl_kl(ns: Namespace) -> dict[str, Any]:
             for i, t, tok, k in res.top_tokens
         ],
     }
-    ns.out.mkdir(parents=True, exist_ok=True)
-    (ns.out / "kl.json").write_text(json.dumps(out, indent=1, ensure_ascii=False))
+    write_text(ns.out / "kl.json", json.dumps(out, indent=1, ensure_ascii=False))
     return out
 
 
 def _parser() -> argparse.ArgumentParser:
+    from iclr26_common.cli_support import finite_float
     from llm_methods.method_cli import ArgumentParser
 
     parser = ArgumentParser(prog=PROG, description=ABOUT)
@@ -127,12 +136,13 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="finetuning-domain texts to grade token relevance (optional)",
     )
-    diff.add_argument("--out", type=Path, required=True)
+    diff.add_argument("--out", type=Path, required=True, help="output folder")
+    diff.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
     diff.add_argument("--layer", type=int, default=None, help="default: relative depth 0.5")
     diff.add_argument("--positions", type=int, default=5)
     diff.add_argument("--top-k", type=int, default=20)
     diff.add_argument("--vocab-size", type=int, default=100, help="domain vocabulary size")
-    diff.add_argument("--scales", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
+    diff.add_argument("--scales", type=finite_float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
     diff.add_argument("--device", default=None)
     diff.add_argument("--dtype", default=None)
     diff.add_argument(
@@ -154,8 +164,10 @@ def _parser() -> argparse.ArgumentParser:
     kl.add_argument("--base", required=True, help="base model spec")
     kl.add_argument("--ft", required=True, help="finetuned model spec (same tokenizer)")
     kl.add_argument("--texts", nargs="+", required=True, help=".txt/.jsonl files or folders")
-    kl.add_argument("--out", type=Path, required=True)
-    kl.add_argument("--temperature", type=float, default=1.0)
+    kl.add_argument("--out", type=Path, required=True, help="output folder")
+    kl.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    kl.add_argument("--quiet", action="store_true", help="no progress lines")
+    kl.add_argument("--temperature", type=finite_float, default=1.0)
     kl.add_argument("--top", type=int, default=20, help="texts / tokens to list")
     kl.add_argument("--max-tokens", type=int, default=1024, help="tokens per text")
     kl.add_argument("--device", default=None)
@@ -164,15 +176,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str]) -> int:
+    from iclr26_common.outputs import check_out_folder
     from llm_methods.method_cli import quiet_transformers
 
     parser = _parser()
     ns = parser.parse_args(list(argv))
     quiet_transformers()
     if ns.command == "kl":
-        if ns.temperature <= 0 or ns.top < 1 or ns.max_tokens < 1:
+        if not ns.temperature > 0 or ns.top < 1 or ns.max_tokens < 1:
             parser.error("--temperature must be > 0, --top and --max-tokens >= 1")
-        result = adl_kl(ns)
+        with check_out_folder(ns.out, overwrite=ns.overwrite):  # before loading the models
+            result = adl_kl(ns)
         print(
             f"mean per-token KL {result['stats']['mean']:.4g} nats over "
             f"{result['stats']['tokens']} tokens; wrote {ns.out / 'kl.json'}"
@@ -180,7 +194,11 @@ def main(argv: Sequence[str]) -> int:
         return 0
     if ns.positions < 1 or ns.top_k < 1:
         parser.error("--positions and --top-k must be >= 1")
-    out = adl_diff(ns)
+    folder = check_out_folder(ns.out, overwrite=ns.overwrite)  # before loading the models
+    if ns.toolkit_dir is not None:  # a layout that collects runs: a folder it can write into
+        check_out_folder(ns.toolkit_dir, option="--toolkit-dir", overwrite=True)
+    with folder:
+        out = adl_diff(ns)
     for j, tokens in enumerate(out["lens"]):
         print(f"position {j}: {' | '.join(t.strip() or repr(t) for t in tokens[:10])}")
     print(f"wrote {ns.out / 'adl.json'}")

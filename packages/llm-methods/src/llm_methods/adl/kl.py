@@ -33,16 +33,21 @@ def per_token_kl(
     ids: Sequence[Sequence[int]],
     temperature: float = 1.0,
     batch_size: int = 8,
+    quiet: bool = True,
 ) -> list[torch.Tensor]:
     """KL(p_ft ‖ p_base) at every position of each id sequence: ``[len(row)]`` float32 each
-    (position t: the next-token distributions after ``row[: t + 1]``)."""
+    (position t: the next-token distributions after ``row[: t + 1]``). ``quiet=False``: a
+    progress line per batch on stderr (:func:`iclr26_common.progress.progress`)."""
+    from iclr26_common.progress import progress
+
     _check_pair(base, ft)
     if temperature <= 0:
         raise LMError(f"temperature must be > 0, got {temperature}")
     if not ids or any(len(row) == 0 for row in ids):
         raise LMError("per_token_kl needs non-empty token sequences")
     out: list[torch.Tensor] = []
-    for start in range(0, len(ids), batch_size):
+    starts = range(0, len(ids), batch_size)
+    for start in progress(starts, description="adl kl batches", quiet=quiet):
         batch = collate(ids[start : start + batch_size], base.tokenizer.pad_token_id, base.device)
         hb = final_hidden(base, batch)
         hf = final_hidden(ft, batch)
@@ -78,11 +83,12 @@ def kl_summary(
     top: int = 20,
     max_tokens: int = 1024,
     batch_size: int = 8,
+    quiet: bool = True,
 ) -> KLResult:
     """Per-token KL on ``texts`` (BOS prepended, cut to ``max_tokens``) and its summaries:
     mean, std, median, min, max, 25/50/75th percentiles over all tokens (as the toolkit)."""
     ids = [row[:max_tokens] for row in encode_texts(ft, texts)]
-    kls = per_token_kl(base, ft, ids, temperature, batch_size)
+    kls = per_token_kl(base, ft, ids, temperature, batch_size, quiet=quiet)
     flat = torch.cat(kls).double().numpy()
     stats = {
         "mean": float(flat.mean()),

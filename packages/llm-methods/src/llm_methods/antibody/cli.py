@@ -89,6 +89,10 @@ def stage_parser(command: str) -> Any:
     )
     parser.add_argument("--device", type=str | None, default=None, help="cpu / cuda")
     parser.add_argument("--out", type=str, required=True, help="output folder (model + log)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace the earlier results in --out"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.add_argument("--antibody", type=AntibodyConfig, default=AntibodyConfig())
     parser.add_argument("--stage", type=StageSettings, default=StageSettings())
     return parser
@@ -139,11 +143,13 @@ def _load(spec: str, device: str | None) -> LM:
 
 
 def _save(lm: LM, model: Any, out: str | Path, info: dict) -> None:
+    from iclr26_common.outputs import write_text
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     lm.tokenizer.save_pretrained(out)
-    (out / "antibody.json").write_text(json.dumps(info, indent=1))
+    write_text(out / "antibody.json", json.dumps(info, indent=1))
 
 
 def _pool(ns: Any) -> list[str] | None:
@@ -165,7 +171,9 @@ def _align(ns: Any) -> int:
     safe = read_beavertails(ns.safe, refusal_pool=pool)
     harmful = read_beavertails(ns.harmful, refusal_pool=pool) if ns.harmful is not None else []
     lm = _load(ns.model, ns.device)
-    model, log = align(lm.model, lm.tokenizer, safe, harmful, ns.method, stage, cfg, ns.max_len)
+    model, log = align(
+        lm.model, lm.tokenizer, safe, harmful, ns.method, stage, cfg, ns.max_len, quiet=ns.quiet
+    )
     _save(
         lm,
         model,
@@ -212,7 +220,7 @@ def _finetune(ns: Any) -> int:
     guide = read_beavertails(ns.guide, refusal_pool=pool) if ns.guide is not None else []
     lm = _load(ns.model, ns.device)
     model, log = finetune(
-        lm.model, lm.tokenizer, rows, ns.method, stage, cfg.tau, ns.max_len, guide
+        lm.model, lm.tokenizer, rows, ns.method, stage, cfg.tau, ns.max_len, guide, quiet=ns.quiet
     )
     _save(
         lm,
@@ -287,10 +295,13 @@ def main(argv: Sequence[str]) -> int:
         run_lightning_cli(list(argv))
         return 0
     if argv and argv[0] in STAGE_SUBCOMMANDS:
+        from iclr26_common.outputs import check_out_folder
         from llm_methods.method_cli import parse_settings
 
         ns = parse_settings(stage_parser(argv[0]), argv[1:], "llm_methods.antibody")
-        return (_align if argv[0] == "align" else _finetune)(ns)
+        # checked before the data are read, the model loaded or trained
+        with check_out_folder(ns.out, overwrite=ns.overwrite):
+            return (_align if argv[0] == "align" else _finetune)(ns)
     ns = _parser().parse_args(list(argv))
     if ns.command == "configs":
         for path in sorted(CONFIG_DIR.glob("*.yaml")):

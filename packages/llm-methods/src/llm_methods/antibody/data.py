@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from llm_methods.jsonl import iter_jsonl
+from llm_methods.jsonl import iter_jsonl, read_text
 from llm_methods.lm.errors import LMError
 
 __all__ = [
@@ -125,7 +125,7 @@ def _rows_of(path: Path) -> list[tuple[str, Any]]:
     """(where, row) of a ``.json`` list (``FILE:record I``) or a ``.jsonl`` file (``FILE:LINE``)."""
     if path.suffix == ".json":
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_text(path))
         except json.JSONDecodeError as error:
             raise LMError(f"{path}: not valid JSON ({error.msg}, line {error.lineno})") from None
         if not isinstance(data, list):
@@ -158,7 +158,7 @@ def read_refusal_pool(path: str | Path) -> list[str]:
     if not path.is_file():
         raise LMError(f"{path}: no such file")
     out = []
-    for number, raw in enumerate(path.read_text(encoding="utf-8").rstrip().splitlines(), 1):
+    for number, raw in enumerate(read_text(path).rstrip().splitlines(), 1):
         line = raw.strip()
         try:
             value = json.loads(line) if line else ""

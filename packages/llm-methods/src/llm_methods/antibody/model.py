@@ -355,15 +355,19 @@ def train(
     lr: float = 1e-3,
     weight_decay: float = 0.1,
     clip: float = 1.0,
+    progress_as: str | None = None,
 ) -> TrainLog:
     """:func:`adamw` (constant lr, as the official scripts) driven by ``step_fn(params, step)``,
-    which returns the update direction; the direction is clipped to ``clip`` global norm."""
+    which returns the update direction; the direction is clipped to ``clip`` global norm.
+    ``progress_as``: show progress over the steps on stderr under that description."""
+    from iclr26_common.progress import progress
+
     params = _params(model)
     opt = adamw(model, lr, weight_decay)
     log = TrainLog()
     start = time.perf_counter()
     model.train()
-    for step in range(steps):
+    for step in progress(range(steps), description=progress_as or "", quiet=progress_as is None):
         grads, info = step_fn(params, step)
         norm = float(_norm(grads))
         if not math.isfinite(norm):

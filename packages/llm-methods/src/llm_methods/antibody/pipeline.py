@@ -172,6 +172,7 @@ def align(
     settings: StageSettings,
     cfg: AntibodyConfig | None = None,
     max_len: int = 64,
+    quiet: bool = True,
 ) -> tuple[nn.Module, TrainLog]:
     """A copy of ``base`` aligned with ``method`` on ``safe_rows`` (e.g. harmful prompts with
     refusals, benign tasks) and, for Booster / Antibody, ``harmful_rows`` (harmful prompts with
@@ -203,7 +204,13 @@ def align(
             )
         return antibody_align_grads(model, params, batch, harm, refusal, cfg, ema)
 
-    log = train(model, step, settings.steps, lr=settings.lr)
+    log = train(
+        model,
+        step,
+        settings.steps,
+        lr=settings.lr,
+        progress_as=None if quiet else "antibody align steps",
+    )
     return model, log
 
 
@@ -216,6 +223,7 @@ def finetune(
     tau: float = 1.0,
     max_len: int = 64,
     guide_rows: Sequence[SafetyRecord] = (),
+    quiet: bool = True,
 ) -> tuple[nn.Module, TrainLog]:
     """A copy of ``aligned`` finetuned on the user's ``rows``: plain SFT, Antibody's weighted
     token CE, or Lisa (needs ``guide_rows``, the alignment data)."""
@@ -249,7 +257,13 @@ def finetune(
         info["harmful_share"] = float(flags.float().mean())
         return grads, info
 
-    log = train(model, step, settings.steps, lr=settings.lr)
+    log = train(
+        model,
+        step,
+        settings.steps,
+        lr=settings.lr,
+        progress_as=None if quiet else "antibody finetune steps",
+    )
     return model, log
 
 

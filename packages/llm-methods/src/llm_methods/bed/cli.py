@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     play.add_argument("--max-turns", type=int, default=20)
     play.add_argument("--seed", type=int, default=0)
     play.add_argument("--out", type=Path, required=True, help="output folder")
+    play.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    play.add_argument("--quiet", action="store_true", help="no progress lines")
     eig = sub.add_parser("eig", help="estimated vs exact EIG (Spearman) as N grows")
     eig.add_argument("--world", default="exact", help="exact | animals | path to a world JSON")
     eig.add_argument("--ns", default="2,8,32,128", help="comma-separated N values")
@@ -77,11 +79,13 @@ def _positive(ns: argparse.Namespace, *names: str) -> None:
 def _play(ns: argparse.Namespace) -> int:
     import numpy as np
 
+    from iclr26_common.outputs import check_out_folder, write_text
     from llm_methods.bed.game import LLM_STRATEGIES, game_20q, play_lockstep
 
     _positive(ns, "games", "n_hyp", "m_cand", "max_turns")
     if ns.strategy in LLM_STRATEGIES and ns.m_cand > 9:
         raise ValueError("--m-cand must be <= 9 for the prompt / cot questioners")
+    out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before the model is loaded
     world = _world(ns.world)
     model_p = world.p_yes
     lm = None
@@ -92,9 +96,16 @@ def _play(ns: argparse.Namespace) -> int:
         quiet_transformers()
         lm = load_lm(ns.model, ns.device)
     if ns.likelihood == "llm":
+        from iclr26_common.progress import progress
         from llm_methods.bed.llm import answer_probs
 
-        model_p = answer_probs(lm, world.entities, world.questions)[..., 0]
+        chunks = [world.entities[i : i + 8] for i in range(0, len(world.entities), 8)]
+        model_p = np.concatenate(
+            [
+                answer_probs(lm, chunk, world.questions)[..., 0]
+                for chunk in progress(chunks, description="bed likelihood", quiet=ns.quiet)
+            ]
+        )
     rng = np.random.default_rng(ns.seed)
     targets = rng.integers(0, len(world.entities), ns.games)
     games = [
@@ -116,7 +127,6 @@ def _play(ns: argparse.Namespace) -> int:
         results = play_lockstep(games, LLMQuestioner(lm, world.questions, mode=ns.strategy))
     else:
         results = play_lockstep(games, lambda reqs: [])  # non-LLM games never ask
-    ns.out.mkdir(parents=True, exist_ok=True)
     rows = [
         {
             "target": world.entities[int(t)],
@@ -128,7 +138,6 @@ def _play(ns: argparse.Namespace) -> int:
         }
         for t, r in zip(targets, results, strict=True)
     ]
-    (ns.out / "games.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     success = sum(r.success for r in results) / len(results)
     emptied = sum(r.status == "emptied" for r in results)
     summary = {
@@ -142,7 +151,9 @@ def _play(ns: argparse.Namespace) -> int:
         "m_cand": ns.m_cand,
         "max_turns": ns.max_turns,
     }
-    (ns.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    with out:
+        write_text(out.path / "games.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+        write_text(out.path / "summary.json", json.dumps(summary, indent=1))
     print(
         f"{ns.strategy}: success {success:.3f} within {ns.max_turns} questions over "
         f"{len(results)} games ({emptied} emptied the hypothesis set) -> {ns.out}"

@@ -51,7 +51,8 @@ def measure_main(argv: Sequence[str]) -> int:
         default=[],
         help=".txt/.jsonl files or folders (default: pydoc topics)",
     )
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
     parser.add_argument("--chunk-len", type=int, default=64)
     parser.add_argument("--max-chunks", type=int, default=200)
     parser.add_argument("--bin-size", type=int, default=10)
@@ -61,10 +62,13 @@ def measure_main(argv: Sequence[str]) -> int:
     for flag in ("chunk_len", "max_chunks", "bin_size", "batch_size"):
         if getattr(ns, flag) < (2 if flag == "chunk_len" else 1):
             parser.error(f"--{flag.replace('_', '-')} is too small")
+    from iclr26_common.outputs import check_out_folder
     from llm_methods.dispersion.measure_cli import measure
 
+    folder = check_out_folder(ns.out, overwrite=ns.overwrite)  # before the model is loaded
     quiet_transformers()
-    summary = measure(ns)
+    with folder:
+        summary = measure(ns)
     print(" ".join(f"{k}={v}" for k, v in summary.items() if not isinstance(v, list)))
     return 0
 

@@ -20,11 +20,12 @@ PROG = "llm-methods linguamap"
 
 
 def _read_answers(path: Path, field: str) -> list[str]:
+    from llm_methods.jsonl import read_text
     from llm_methods.lm.errors import LMError
 
     if not path.is_file():
         raise LMError(f"{path}: no such file")
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = read_text(path).splitlines()
     if path.suffix != ".jsonl":
         texts = [line for line in lines if line.strip()]
     else:
@@ -45,12 +46,13 @@ def _read_answers(path: Path, field: str) -> list[str]:
 
 
 def _read_parallel(path: Path) -> dict[str, list[str]]:
+    from llm_methods.jsonl import read_text
     from llm_methods.lm.errors import LMError
 
     if not path.is_file():
         raise LMError(f"{path}: no such file")
     parallel: dict[str, list[str]] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:

@@ -79,9 +79,14 @@ _SUBLAYERS = {"attn": ("self_attn", "attn", "attention"), "ffn": ("mlp", "feed_f
 
 def resolve_device(device: str | torch.device | None = None) -> torch.device:
     """``None`` -> the workspace's choice (:func:`iclr26_common.device.choose_device`: CUDA when
-    PyTorch sees a GPU, ``ICLR26_DEVICE`` forces one); the device used is recorded either way."""
-    from iclr26_common.device import choose_device
+    PyTorch sees a GPU, ``ICLR26_DEVICE`` forces one); a name (every command's ``--device``) is
+    checked by :func:`iclr26_common.device.parse_device_option`: ``gpu``, or ``cuda`` where
+    PyTorch sees none, is one line naming ``--device`` (exit 2), not a traceback. The device used
+    is recorded either way."""
+    from iclr26_common.device import choose_device, parse_device_option
 
+    if isinstance(device, str):
+        return parse_device_option(device)
     return choose_device(None if device is None else str(device))
 
 
@@ -328,6 +333,7 @@ def load_lm(
 
     if device_map is not None and device is not None:
         raise LMError("give device or device_map, not both")
+    dev = resolve_device(device if device_map is None else None)  # a bad --device before the model
     folder, name = _folder_for(spec)
     if not (folder / "config.json").is_file():  # an adapter folder: its base, then the adapter
         inner = load_lm(base or _adapter_base(folder), device, dtype, device_map)
@@ -335,7 +341,6 @@ def load_lm(
         return lm if adapter is None else _with_adapter(lm, Path(adapter).expanduser())
     if base is not None:
         raise LMError(f"base= is for adapter folders; {spec} is a full model")
-    dev = resolve_device(device if device_map is None else None)
     torch_dtype = resolve_dtype(dtype, dev)
     extra = {} if device_map is None else {"device_map": device_map}
     try:

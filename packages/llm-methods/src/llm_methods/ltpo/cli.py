@@ -59,6 +59,10 @@ def solve_parser() -> Any:
     parser.add_argument("--method", type=Literal[METHOD_CHOICES], default="ltpo")  # type: ignore[valid-type]
     parser.add_argument("--limit", type=int | None, default=None, help="first N problems only")
     parser.add_argument("--out", type=str, required=True, help="output folder")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace the earlier results in --out"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress line")
     parser.add_argument("--ltpo", type=LTPOConfig, default=LTPOConfig())
     parser.add_argument("--decode", type=DecodeSettings, default=DecodeSettings())
     return parser
@@ -80,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def solve(argv: Sequence[str]) -> int:
     """``llm-methods ltpo solve ARGS``: parse, run the method, write the two files, print."""
+    from iclr26_common.outputs import check_out_folder, write_text
+    from iclr26_common.progress import progress
     from llm_methods.lm import load_lm
     from llm_methods.ltpo.data import extract_answer, is_correct, read_problems
     from llm_methods.ltpo.latentseek import latentseek
@@ -93,6 +99,7 @@ def solve(argv: Sequence[str]) -> int:
     from llm_methods.method_cli import parse_settings, quiet_transformers
 
     ns = parse_settings(solve_parser(), argv, "llm_methods.ltpo")
+    out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before any problem is solved
     cfg, dec = ns.ltpo, ns.decode
     new, batch = dec.max_new_tokens, dec.batch_size
     problems = read_problems(ns.data, ns.format, ns.limit)
@@ -121,7 +128,8 @@ def solve(argv: Sequence[str]) -> int:
                 thoughts = list(initial_thoughts(lm, len(prefixes), cfg.n_thoughts))
             else:
                 thoughts = []
-                for b in range(0, len(prefixes), batch):
+                starts = range(0, len(prefixes), batch)
+                for b in progress(starts, description="ltpo batches", quiet=ns.quiet):
                     chunk = prefixes[b : b + batch]
                     hs, _ = ltpo_optimize_batch(
                         lm, chunk, cfg, list(range(b, b + len(chunk))), suffix=suffix
@@ -130,8 +138,6 @@ def solve(argv: Sequence[str]) -> int:
             texts = decode_with_thoughts(
                 lm, prefixes, thoughts, max_new_tokens=new, batch_size=batch, suffix=suffix
             )
-    out = Path(ns.out)
-    out.mkdir(parents=True, exist_ok=True)
     rows = [
         {
             "question": p.question,
@@ -142,7 +148,6 @@ def solve(argv: Sequence[str]) -> int:
         }
         for p, t in zip(problems, texts, strict=True)
     ]
-    (out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     acc = sum(r["correct"] for r in rows) / len(rows)
     summary = {
         "method": ns.method,
@@ -152,8 +157,10 @@ def solve(argv: Sequence[str]) -> int:
         "config": asdict(cfg),
         "decode": asdict(dec),
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    print(f"{ns.method}: accuracy {acc:.3f} on {len(rows)} problems -> {out}")
+    with out:
+        write_text(out.path / "predictions.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+        write_text(out.path / "summary.json", json.dumps(summary, indent=1))
+    print(f"{ns.method}: accuracy {acc:.3f} on {len(rows)} problems -> {out.path}")
     return 0
 
 

@@ -19,6 +19,7 @@ TASK_SOURCES = ("synth-arith", "synth-code", "synth-mixed", "humaneval")
 
 
 def _parser() -> argparse.ArgumentParser:
+    from iclr26_common.cli_support import finite_float
     from llm_methods.method_cli import ArgumentParser
 
     parser = ArgumentParser(prog=PROG, description=__doc__)
@@ -46,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
             choices=("sim", "openai", "local"),
             default="sim",
             help="sim: the simulated pool; openai: an OpenAI-compatible server; "
-            "local: a core model spec (--local-model)",
+            "local: a core model spec (--model)",
         )
         p.add_argument(
             "--pool",
@@ -61,7 +62,10 @@ def _parser() -> argparse.ArgumentParser:
             help="backbone pool for openai/local: NAME=PRICE,... ($ per 1M tokens)",
         )
         p.add_argument(
-            "--local-model", default="smollm2", help="core model spec for --backend local"
+            "--model",
+            default="smollm2",
+            help="core model spec for --backend local (was --local-model, which still works "
+            "until the next minor version)",
         )
         p.add_argument("--retries", type=int, default=3)
         p.add_argument("--team", type=Path, default=None, help="team.json from 'train'")
@@ -81,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the generator is the backend's first model writing the DSL",
     )
     gen.add_argument("--out", type=Path, default=None, help="write the workflow JSON here")
+    gen.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     run = sub.add_parser("run", help="run the tri-agent team on tasks; per-task results")
     tasks_args(run)
     backend_args(run)
@@ -89,7 +94,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-rectifier", action="store_true", help="generate-once")
     run.add_argument("--reps", type=int, default=1)
-    run.add_argument("--out", type=Path, required=True)
+    run.add_argument("--out", type=Path, required=True, help="output folder")
+    run.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
     train = sub.add_parser("train", help="CTO (K=4 x N=2 + rectifier branches) on the sim pool")
     tasks_args(train)
     train.add_argument("--pool", type=Path, default=None)
@@ -97,9 +103,10 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--k", type=int, default=4)
     train.add_argument("--n", type=int, default=2)
     train.add_argument("--r", type=int, default=2)
-    train.add_argument("--beta", type=float, default=1.0)
+    train.add_argument("--beta", type=finite_float, default=1.0)
     train.add_argument("--no-rectifier", action="store_true", help="train generate-once")
-    train.add_argument("--out", type=Path, required=True)
+    train.add_argument("--out", type=Path, required=True, help="output folder")
+    train.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
     synth = sub.add_parser("synth", help="write offline tasks (arithmetic jsonl / HumanEval jsonl)")
     synth.add_argument("--kind", choices=("arith", "code"), default="arith")
     synth.add_argument("--n", type=int, default=20)
@@ -160,7 +167,7 @@ def _setup(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
         backend = (
             OpenAIBackend(ns.base_url, retries=ns.retries)
             if ns.backend == "openai"
-            else LocalLMBackend(ns.local_model)
+            else LocalLMBackend(ns.model)
         )
         agent = LLMAgent(backend, prices, grader)
     names = tuple(prices)
@@ -174,6 +181,7 @@ def _setup(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
 def _generate(ns: argparse.Namespace) -> int:
     import random
 
+    from iclr26_common.outputs import check_out_file, write_text
     from llm_methods.mas2.dsl import parse_workflow
 
     if ns.validate is not None:
@@ -182,6 +190,8 @@ def _generate(ns: argparse.Namespace) -> int:
         wf = parse_workflow(ns.validate.read_text(), ns.validate.stem)
         print(f"{ns.validate}: valid workflow, {len(wf.nodes)} nodes, output {wf.output!r}")
         return 0
+    if ns.out:
+        check_out_file(ns.out, overwrite=ns.overwrite)  # before the backend is reached
     _, _, names, _, _, team, backend, _ = _setup(ns)
     rng = random.Random(ns.seed)
     task = _tasks(ns)[0]
@@ -197,19 +207,20 @@ def _generate(ns: argparse.Namespace) -> int:
     print(f"# task {task.task_id} ({task.kind})\n{wf.to_text()}")
     print("# assignment: " + ", ".join(f"{k}={v}" for k, v in assign.items()))
     if ns.out:
-        ns.out.parent.mkdir(parents=True, exist_ok=True)
-        ns.out.write_text(json.dumps({**wf.to_dict(), "assignment": assign}, indent=1))
+        write_text(ns.out, json.dumps({**wf.to_dict(), "assignment": assign}, indent=1))
     return 0
 
 
 def _run(ns: argparse.Namespace) -> int:
     import random
 
+    from iclr26_common.outputs import check_out_folder, write_text
     from llm_methods.mas2.dsl import parse_workflow
     from llm_methods.mas2.execute import execute
 
     if ns.reps < 1:
         raise ValueError("--reps must be >= 1")
+    out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before any task runs
     agent, grader, names, theta, cheapest, team, _, _ = _setup(ns)
     fixed = None
     if ns.workflow is not None:
@@ -218,7 +229,6 @@ def _run(ns: argparse.Namespace) -> int:
         fixed = parse_workflow(ns.workflow.read_text(), ns.workflow.stem)
     tasks = _tasks(ns)
     rng = random.Random(ns.seed)
-    ns.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for task in tasks:
         for _ in range(ns.reps):
@@ -249,7 +259,6 @@ def _run(ns: argparse.Namespace) -> int:
                     "events": [{k: v for k, v in e.items() if k != "actions"} for e in tr.events],
                 }
             )
-    (ns.out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     n = len(rows)
     summary = {
         "n": n,
@@ -259,7 +268,9 @@ def _run(ns: argparse.Namespace) -> int:
         "tokens_per_task": sum(r["tokens"] for r in rows) / n,
         "rectifications_per_task": sum(len(r["events"]) for r in rows) / n,
     }
-    (ns.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    with out:
+        write_text(out.path / "results.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+        write_text(out.path / "summary.json", json.dumps(summary, indent=1))
     print(
         f"success {summary['success']:.3f}, ${summary['cost_per_task']:.6f} and "
         f"{summary['tokens_per_task']:.0f} tokens per task over {n} runs -> {ns.out}"
@@ -268,6 +279,7 @@ def _run(ns: argparse.Namespace) -> int:
 
 
 def _train(ns: argparse.Namespace) -> int:
+    from iclr26_common.outputs import check_out_folder, write_text
     from llm_methods.lm.threads import one_thread
     from llm_methods.mas2.cto import CTOConfig, train_cto
     from llm_methods.mas2.policy import Team
@@ -277,6 +289,7 @@ def _train(ns: argparse.Namespace) -> int:
     cfg = CTOConfig(
         k=ns.k, n=ns.n, r=ns.r, rounds=ns.rounds, beta=ns.beta, use_rectifier=not ns.no_rectifier
     )
+    out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before CTO
     pool = load_pool(ns.pool)
     grader = Grader(allow_unisolated=ns.allow_unisolated)
     agent = SimAgent(pool, grader)
@@ -285,14 +298,17 @@ def _train(ns: argparse.Namespace) -> int:
     team = Team.uniform(pool.names)
     with one_thread():
         history = train_cto(team, tasks, agent, grader, pool, cfg, ns.seed, log=print)
-    ns.out.mkdir(parents=True, exist_ok=True)
-    team.save(ns.out / "team.json")
-    (ns.out / "history.json").write_text(json.dumps(history, indent=1))
-    print(f"wrote {ns.out / 'team.json'}")
+    with out:
+        team.save(out.path / "team.json")
+        write_text(out.path / "history.json", json.dumps(history, indent=1))
+    print(f"wrote {out.path / 'team.json'}")
     return 0
 
 
 def main(argv: Sequence[str]) -> int:
+    from llm_methods.method_cli import renamed_flags
+
+    argv = renamed_flags(argv, {"--local-model": "--model"}, PROG)
     ns = _parser().parse_args(list(argv))
     if getattr(ns, "limit", None) is not None and ns.limit < 1:
         raise ValueError("--limit must be >= 1")

@@ -76,10 +76,18 @@ def load_pool(path: Path | str | None = None) -> SimPool:
     """A pool YAML (default: the shipped ``configs/sim_pool.yaml``); errors name file and field."""
     import yaml
 
+    from llm_methods.jsonl import read_text
+
     path = Path(path) if path else Path(__file__).parent / "configs" / "sim_pool.yaml"
     if not path.is_file():
         raise PoolError(f"{path}: no such pool file")
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(read_text(path, PoolError)) or {}
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(error, "problem", None) or type(error).__name__
+        raise PoolError(f"{where}: not valid YAML ({problem})") from None
     raw = data.get("models") if isinstance(data, dict) else None
     if not isinstance(raw, dict) or not raw:
         raise PoolError(f"{path}: needs a non-empty 'models' mapping")

@@ -40,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     comp.add_argument("--blocks", default="all", help="decoder blocks: 'all', '3', '20-29', '0,5'")
     comp.add_argument("--out", type=Path, required=True, help="output .safetensors file")
+    comp.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     ev = sub.add_parser("eval", help="perplexity on a text file")
     ev.add_argument("--model", default="smollm2", help="model spec (default: smollm2)")
     ev.add_argument("--compressed", type=Path, default=None, help="a `compress`/`finetune` file")
@@ -60,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _compress(ns: argparse.Namespace) -> int:
+    from iclr26_common.outputs import check_out_file
     from llm_methods.lm import load_lm
     from llm_methods.lm.errors import LMError
     from llm_methods.mbok import distill
@@ -71,6 +73,7 @@ def _compress(ns: argparse.Namespace) -> int:
         raise LMError(f"--bits must be in 1..8, got {ns.bits}")
     if ns.out.suffix != ".safetensors":
         raise LMError(f"--out {ns.out}: expected a .safetensors file name")
+    check_out_file(ns.out, overwrite=ns.overwrite)  # before the model is loaded and compressed
     quiet_transformers()
     lm = load_lm(ns.model, dtype="float32")
     names = distill.select_linears(lm.model, ns.layers, ns.blocks)
@@ -118,8 +121,11 @@ def _eval(ns: argparse.Namespace) -> int:
 
 
 def _finetune(argv: list[str]) -> int:
+    from llm_methods.method_cli import check_lightning_out, method_cli
+
+    # the compressed layers' file is checked before the model is loaded or trained
+    argv = check_lightning_out(argv, "--model.save_to", file=True)
     from llm_methods.mbok.lit_module import BooleanDistillModule, BooleanTextDataModule
-    from llm_methods.method_cli import method_cli
 
     method_cli(
         "mbok",

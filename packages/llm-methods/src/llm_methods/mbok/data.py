@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from llm_methods.jsonl import read_text
 from llm_methods.lm.errors import LMError
 
 __all__ = ["batches_of", "pydoc_split", "read_texts", "token_chunks"]
@@ -24,7 +25,7 @@ def read_texts(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise LMError(f"{path}: text file not found")
-    raw = path.read_text(encoding="utf-8", errors="strict")
+    raw = read_text(path)
     if path.suffix == ".jsonl":
         texts = []
         for i, line in enumerate(raw.splitlines(), 1):

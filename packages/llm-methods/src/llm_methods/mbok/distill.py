@@ -364,7 +364,9 @@ def deployable(layers: dict[str, nn.Module]) -> dict[str, nn.Module]:
 def save_compressed(layers: dict[str, nn.Module], path: Path, meta: dict[str, Any]) -> int:
     """Write the deployable layers to one safetensors file (``name.field`` keys; metadata:
     ``meta`` + each layer's kind and in_features). Returns the file size in bytes."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save
+
+    from iclr26_common.outputs import write_bytes
 
     tensors: dict[str, torch.Tensor] = {}
     kinds: dict[str, list[Any]] = {}
@@ -373,9 +375,9 @@ def save_compressed(layers: dict[str, nn.Module], path: Path, meta: dict[str, An
         for key, value in module.state_dict().items():
             if value is not None:
                 tensors[f"{name}.{key}"] = value.detach().contiguous().cpu()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(path), metadata={"meta": json.dumps(meta), "layers": json.dumps(kinds)})
-    return path.stat().st_size
+    metadata = {"meta": json.dumps(meta), "layers": json.dumps(kinds)}
+    write_bytes(path, save(tensors, metadata=metadata))  # atomic, mode 0644 (save_file: 0600)
+    return Path(path).stat().st_size
 
 
 def load_compressed(model: nn.Module, path: Path) -> tuple[dict[str, nn.Module], dict[str, Any]]:

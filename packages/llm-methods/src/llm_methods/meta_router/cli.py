@@ -11,6 +11,7 @@ PROG = "llm-methods meta_router"
 
 
 def _parser():  # type: ignore[no-untyped-def]
+    from iclr26_common.cli_support import finite_float
     from llm_methods.meta_router.model import LEARNERS
     from llm_methods.method_cli import ArgumentParser
 
@@ -51,16 +52,20 @@ def _parser():  # type: ignore[no-untyped-def]
         "with a 95 %% interval over the test queries and dr_corrected's paired MSE difference "
         "to each baseline (resampling seed --seed)",
     )
-    fit.add_argument("--out", type=Path, required=True)
+    fit.add_argument("--out", type=Path, required=True, help="output folder")
+    fit.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
     fit.add_argument("--seed", type=int, default=0)
     route = sub.add_parser("route", help="route queries: premium iff m̂(x) − w·ΔC > 0")
     route.add_argument("--router", type=Path, required=True, help="router.joblib from fit")
     route.add_argument(
         "--queries", type=Path, required=True, help="CSV with prompt or x0.. columns"
     )
-    route.add_argument("--w", type=float, default=0.2, help="cost weight w")
-    route.add_argument("--cost-diff", type=float, default=1.0, help="ΔC, premium − cheap cost")
+    route.add_argument("--w", type=finite_float, default=0.2, help="cost weight w")
+    route.add_argument(
+        "--cost-diff", type=finite_float, default=1.0, help="ΔC, premium − cheap cost"
+    )
     route.add_argument("--out", type=Path, required=True, help="routes CSV to write")
+    route.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     off = sub.add_parser(
         "official",
         help="the official experiment on the official CSV",
@@ -82,20 +87,24 @@ def _parser():  # type: ignore[no-untyped-def]
     sim = sub.add_parser("simulate", help="simulated gold/preference/test CSVs with known bias")
     sim.add_argument("--out", type=Path, required=True)
     sim.add_argument("--n", type=int, default=4000)
-    sim.add_argument("--gold-frac", type=float, default=0.1)
-    sim.add_argument("--bias", type=float, default=0.5)
+    sim.add_argument("--gold-frac", type=finite_float, default=0.1)
+    sim.add_argument("--bias", type=finite_float, default=0.5)
     sim.add_argument("--seed", type=int, default=0)
     return parser
 
 
 def _fit(ns) -> int:  # type: ignore[no-untyped-def]
+    import io
+
     import joblib
     import numpy as np
     import pandas as pd
 
+    from iclr26_common.outputs import check_out_folder, write_bytes, write_text
     from llm_methods.meta_router.data import features, read_mtbench, read_responses_csv
     from llm_methods.meta_router.model import METHODS, MetaRouter, fit_method, predict_gain
 
+    out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before any fitting
     frames = [read_responses_csv(p, ns.strong, ns.weak, 1) for p in ns.gold]
     frames += [read_responses_csv(p, ns.strong, ns.weak, 0) for p in ns.preference]
     if ns.mtbench:
@@ -111,8 +120,8 @@ def _fit(ns) -> int:  # type: ignore[no-untyped-def]
     overlap = overlap_diagnostics(x, t, ns.seed)
     print(overlap_line(overlap))
     router = MetaRouter(ns.learner, ns.seed).fit(x, y, t)
-    ns.out.mkdir(parents=True, exist_ok=True)
-    joblib.dump({"router": router, "features": state}, ns.out / "router.joblib")
+    saved = io.BytesIO()
+    joblib.dump({"router": router, "features": state}, saved)
     report = {
         **router.info,
         "learner": ns.learner,
@@ -135,7 +144,9 @@ def _fit(ns) -> int:  # type: ignore[no-untyped-def]
         report.update(
             {key: {k: v for k, (v, _) in part.items()} for key, part in intervals.items()}
         )
-    (ns.out / "fit.json").write_text(json.dumps(report, indent=1))
+    with out:
+        write_bytes(out.path / "router.joblib", saved.getvalue())
+        write_text(out.path / "fit.json", json.dumps(report, indent=1))
     print(" ".join(f"{k}={v}" for k, v in report.items() if k not in INTERVAL_KEYS))
     if ns.test is not None:
         n = len(m)
@@ -181,7 +192,9 @@ def mse_intervals(errors: dict, seed: int = 0) -> dict[str, dict[str, tuple[dict
     out: dict[str, dict[str, tuple[dict, str]]] = {"test_mse_interval": {}, "test_mse_diff": {}}
     for method, e in errors.items():
         n = len(e)
-        interval = interval_or_none(lambda e=e: mean_interval(e, seed=seed, units=units))
+        interval = interval_or_none(
+            lambda e=e: mean_interval(e, seed=seed, units=units, binary=False)
+        )
         out["test_mse_interval"][method] = (
             interval_dict(interval, n, units, float(np.mean(e))),
             interval_text(interval, n, units, ".4g"),
@@ -205,21 +218,29 @@ def _route(ns) -> int:  # type: ignore[no-untyped-def]
     import joblib
     import pandas as pd
 
-    from llm_methods.meta_router.data import features
+    from iclr26_common.outputs import check_out_file, write_text
+    from llm_methods.meta_router.data import RouterDataError, features
 
+    check_out_file(ns.out, overwrite=ns.overwrite)
     if not ns.router.is_file():
         raise FileNotFoundError(f"{ns.router}: no such router file")
     if not ns.queries.is_file():
         raise FileNotFoundError(f"{ns.queries}: no such file")
-    saved = joblib.load(ns.router)  # a pickle: only load routers you trust
+    try:
+        saved = joblib.load(ns.router)  # a pickle: only load routers you trust
+    except Exception as error:  # truncated, not a pickle, or a foreign object
+        raise RouterDataError(
+            f"{ns.router}: not a router saved by `meta_router fit` ({type(error).__name__})"
+        ) from None
+    if not (isinstance(saved, dict) and {"router", "features"} <= set(saved)):
+        raise RouterDataError(f"{ns.router}: not a router saved by `meta_router fit`")
     queries = pd.read_csv(ns.queries)
     x, _ = features(queries, saved["features"])
     gain = saved["router"].gain(x)
     out = queries.copy()
     out["gain_hat"] = gain
     out["premium"] = (gain - ns.w * ns.cost_diff > 0).astype(int)
-    ns.out.parent.mkdir(parents=True, exist_ok=True)
-    out.to_csv(ns.out, index=False)
+    write_text(ns.out, out.to_csv(index=False))
     print(f"{int(out['premium'].sum())}/{len(out)} queries to the premium model; wrote {ns.out}")
     return 0
 

@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from llm_methods.jsonl import read_text
+
 __all__ = [
     "RouterDataError",
     "features",
@@ -109,7 +111,7 @@ def read_mtbench(
         if not p.is_file():
             raise FileNotFoundError(f"{p}: no such file")
     rows = []
-    for number, line in enumerate(paths[0].read_text().splitlines(), 1):
+    for number, line in enumerate(read_text(paths[0], RouterDataError).splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -127,7 +129,7 @@ def read_mtbench(
                 f"score ({type(error).__name__}: {error})"
             ) from None
     prompts = {}
-    for number, line in enumerate(paths[1].read_text().splitlines(), 1):
+    for number, line in enumerate(read_text(paths[1], RouterDataError).splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -157,11 +159,26 @@ def read_mtbench(
 def features(frame: pd.DataFrame, fitted: dict | None = None) -> tuple[np.ndarray, dict]:
     """Query features: the ``x0..`` columns, or for prompts a hashed bag of words reduced by
     TruncatedSVD plus log length and digit share. Returns (X, the state to reuse at routing)."""
-    xs = [c for c in frame.columns if c.startswith("x") and c[1:].isdigit()]
-    if "prompt" not in frame.columns:
+    xs = sorted(
+        (c for c in frame.columns if c.startswith("x") and c[1:].isdigit()),
+        key=lambda c: int(c[1:]),
+    )
+    kind = "text" if "prompt" in frame.columns else "columns"
+    if fitted is not None and fitted.get("kind") != kind:
+        what = {"text": "a 'prompt' column", "columns": "x0.. feature columns"}
+        raise RouterDataError(
+            f"the queries have {what[kind]} but the router was fitted on "
+            f"{what.get(str(fitted.get('kind')), repr(fitted.get('kind')))}"
+        )
+    if kind == "columns":
         if not xs:
             raise RouterDataError("no 'prompt' or 'x0..' feature columns")
-        return frame[sorted(xs, key=lambda c: int(c[1:]))].to_numpy(float), {"kind": "columns"}
+        expected = fitted.get("columns") if fitted is not None else None
+        if expected is not None and xs != list(expected):
+            raise RouterDataError(
+                f"the queries' feature columns {xs} differ from the router's {list(expected)}"
+            )
+        return frame[xs].to_numpy(float), {"kind": "columns", "columns": xs}
     from sklearn.decomposition import TruncatedSVD
     from sklearn.feature_extraction.text import HashingVectorizer
 

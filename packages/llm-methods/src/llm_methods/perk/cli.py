@@ -31,6 +31,7 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from iclr26_common.cli_support import finite_float
     from llm_methods.method_cli import ArgumentParser
 
     parser = ArgumentParser(prog=PROG, description=__doc__)
@@ -40,9 +41,17 @@ def _parser() -> argparse.ArgumentParser:
             name, help=f"LightningCLI `{name}` (PERK or FT-ICR; --config tiny)", add_help=False
         )
     ev = sub.add_parser("eval", help="answer a BabiLong jsonl with a trained checkpoint")
-    ev.add_argument("--ckpt", type=Path, required=True, help="checkpoint from `perk fit`")
+    ev.add_argument(
+        "--model",
+        type=Path,
+        required=True,
+        help="checkpoint from `perk fit` (was --ckpt, which still works until the next minor "
+        "version)",
+    )
     ev.add_argument("--data", type=Path, required=True, help="BabiLong-format jsonl")
     ev.add_argument("--out", type=Path, required=True, help="output folder")
+    ev.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    ev.add_argument("--quiet", action="store_true", help="no progress line")
     ev.add_argument("--limit", type=int, default=None, help="first N records only")
     ev.add_argument("--max-new-tokens", type=int, default=None)
     ev.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
@@ -52,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     synth.add_argument("--n-segments", type=int, default=8, help="filler segments per context")
     synth.add_argument(
         "--position",
-        type=float,
+        type=finite_float,
         default=None,
         help="relative position of the facts in [0, 1] (default: random)",
     )
@@ -65,19 +74,22 @@ def _parser() -> argparse.ArgumentParser:
 def _eval(ns: argparse.Namespace) -> int:
     import torch
 
+    from iclr26_common.outputs import check_out_folder, write_text
+    from iclr26_common.progress import progress
     from llm_methods.lm.loading import resolve_device
     from llm_methods.method_cli import quiet_transformers
     from llm_methods.perk.data import extract_output, is_correct, read_babilong
     from llm_methods.perk.lit_module import load_checkpoint
 
+    out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before any record is answered
+    device = resolve_device(ns.device)
     records = read_babilong(ns.data, ns.limit)
     quiet_transformers()
-    module = load_checkpoint(ns.ckpt).to(resolve_device(ns.device))
+    module = load_checkpoint(ns.model).to(device)
     if ns.max_new_tokens is not None:
         module.hparams.max_new_tokens = ns.max_new_tokens
-    ns.out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for rec in records:
+    for rec in progress(records, description="perk eval", quiet=ns.quiet):
         with torch.enable_grad():
             text = module.predict_record(rec)
         rows.append(
@@ -91,16 +103,17 @@ def _eval(ns: argparse.Namespace) -> int:
                 "output": text,
             }
         )
-    (ns.out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     acc = sum(r["correct"] for r in rows) / len(rows)
     summary = {
         "method": module.METHOD,
-        "checkpoint": str(ns.ckpt),
+        "checkpoint": str(ns.model),
         "data": str(ns.data),
         "n": len(rows),
         "accuracy": acc,
     }
-    (ns.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    with out:
+        write_text(out.path / "predictions.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+        write_text(out.path / "summary.json", json.dumps(summary, indent=1))
     print(f"{module.METHOD}: accuracy {acc:.3f} on {len(rows)} records -> {ns.out}")
     return 0
 
@@ -110,6 +123,10 @@ def main(argv: Sequence[str]) -> int:
     if argv and argv[0] in TRAINER_SUBCOMMANDS:
         run_lightning_cli(argv)
         return 0
+    if argv and argv[0] == "eval":
+        from llm_methods.method_cli import renamed_flags
+
+        argv = ["eval", *renamed_flags(argv[1:], {"--ckpt": "--model"}, f"{PROG} eval")]
     ns = _parser().parse_args(argv)
     if ns.command == "configs":
         from llm_methods.method_cli import shipped_configs

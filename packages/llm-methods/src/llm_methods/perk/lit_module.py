@@ -229,7 +229,13 @@ def load_checkpoint(path: str | Path) -> _QAModule:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such checkpoint")
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # truncated, not a checkpoint, or a pickle of foreign objects
+        reason = " ".join(str(error).split())[:160] or type(error).__name__
+        raise LMError(
+            f"{path}: not a readable PERK / FT-ICR checkpoint (truncated or not one: {reason})"
+        ) from None
     classes = {"perk": PERKModule, "ficr": ICRModule}
     method = ckpt.get("perk_method") if isinstance(ckpt, dict) else None
     if method not in classes:

@@ -31,6 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--n", type=int, default=64, help="generated problems when no --data")
     ev.add_argument("--max-new-tokens", type=int, default=16)
     ev.add_argument("--out", type=Path, default=None, help="write predictions.jsonl + summary.json")
+    ev.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
     synth = sub.add_parser("synth", help="write generated problems (GSM8K jsonl)")
     synth.add_argument("--out", type=Path, required=True, help="output .jsonl file")
     synth.add_argument("--n", type=int, default=200)
@@ -41,7 +42,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fit(argv: Sequence[str]) -> int:
-    from llm_methods.method_cli import method_cli
+    from llm_methods.method_cli import check_lightning_out, method_cli
+
+    # the trained policy's folder is checked before the policy is loaded or trained
+    argv = check_lightning_out(argv, "--model.init_args.save_dir")
     from llm_methods.remix.lit_module import ProblemDataModule, ReMixModule
 
     method_cli("remix", ReMixModule, ProblemDataModule, argv, subcommand="fit")
@@ -49,6 +53,7 @@ def _fit(argv: Sequence[str]) -> int:
 
 
 def _eval(ns: argparse.Namespace) -> int:
+    from iclr26_common.outputs import check_out_folder, write_text
     from llm_methods.lm.threads import one_thread
     from llm_methods.method_cli import quiet_transformers
     from llm_methods.remix.data import (
@@ -65,6 +70,7 @@ def _eval(ns: argparse.Namespace) -> int:
 
     if ns.max_new_tokens < 1:
         raise ValueError("--max-new-tokens must be >= 1")
+    folder = None if ns.out is None else check_out_folder(ns.out, overwrite=ns.overwrite)
     problems = (
         read_problems(ns.data, ns.limit)
         if ns.data
@@ -93,11 +99,12 @@ def _eval(ns: argparse.Namespace) -> int:
     ]
     acc = sum(r["correct"] for r in rows) / len(rows)
     length = sum(r["length"] for r in rows) / len(rows)
-    if ns.out:
-        ns.out.mkdir(parents=True, exist_ok=True)
-        (ns.out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if folder is not None:
         summary = {"model": ns.model, "n": len(rows), "accuracy": acc, "mean_length": length}
-        (ns.out / "summary.json").write_text(json.dumps(summary, indent=1))
+        with folder:
+            predictions = "".join(json.dumps(r) + "\n" for r in rows)
+            write_text(folder.path / "predictions.jsonl", predictions)
+            write_text(folder.path / "summary.json", json.dumps(summary, indent=1))
     print(f"accuracy {acc:.3f} on {len(rows)} problems, mean response length {length:.2f} tokens")
     return 0
 

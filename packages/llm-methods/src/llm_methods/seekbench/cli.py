@@ -82,6 +82,8 @@ def _parser():  # type: ignore[no-untyped-def]
     )
     ju.add_argument("traces", type=Path)
     ju.add_argument("--out", type=Path, required=True, help="annotated .jsonl to write")
+    ju.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    ju.add_argument("--quiet", action="store_true", help="no progress lines (lm / http judges)")
     ju.add_argument("--judge", choices=("rule", "lm", "http"), default="rule")
     ju.add_argument("--model", default="smollm2", help="lm: model spec; http: model name")
     ju.add_argument("--url", default=None, help="http: OpenAI-compatible base URL (.../v1)")
@@ -213,9 +215,11 @@ def _print_intervals(agents: dict, intervals: dict, seed: int) -> None:
 
 
 def _judge(ns):  # type: ignore[no-untyped-def]
+    from iclr26_common.outputs import check_out_file
     from llm_methods.seekbench import judge as J
     from llm_methods.seekbench.data import read_traces, write_traces
 
+    check_out_file(ns.out, overwrite=ns.overwrite)  # before the traces are judged
     traces = read_traces(ns.traces)
     if ns.judge == "rule":
         judge: J.Judge = J.RuleJudge()
@@ -227,7 +231,7 @@ def _judge(ns):  # type: ignore[no-untyped-def]
         if not ns.url:
             raise ValueError("--judge http needs --url (an OpenAI-compatible base URL)")
         judge = J.HTTPJudge(ns.url, ns.model, os.environ.get(ns.api_key_env), ns.cache_dir)
-    judged = J.annotate(traces, judge, ns.max_steps)
+    judged = J.annotate(traces, judge, ns.max_steps, quiet=ns.quiet or ns.judge == "rule")
     write_traces(judged, ns.out)
     print(
         f"{judge.calls} judge calls for {len(traces)} traces "

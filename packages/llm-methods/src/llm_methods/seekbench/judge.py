@@ -339,12 +339,18 @@ class RuleJudge(Judge):
 
 
 def annotate(
-    traces: Sequence[dict[str, Any]], judge: Judge, max_steps: int | None = None
+    traces: Sequence[dict[str, Any]],
+    judge: Judge,
+    max_steps: int | None = None,
+    quiet: bool = True,
 ) -> list[dict[str, Any]]:
     """Copies of ``traces`` with every judgeable step's ``annotation`` replaced by the judge's
-    labels (unparsable values left out); ``max_steps`` caps the steps judged in all."""
+    labels (unparsable values left out); ``max_steps`` caps the steps judged in all.
+    ``quiet=False``: progress over the traces on stderr."""
+    from iclr26_common.progress import progress
+
     out, done = [], 0
-    for trace in traces:
+    for trace in progress(traces, description="seekbench judge traces", quiet=quiet):
         new = copy.deepcopy(trace)
         for i, step in enumerate(new["trace"]):
             if not step_fields(step) or (max_steps is not None and done >= max_steps):

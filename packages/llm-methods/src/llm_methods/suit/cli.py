@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from iclr26_common.cli_support import finite_float
 from llm_methods.method_cli import ArgumentParser
 
 __all__ = ["ABOUT", "main"]
@@ -39,8 +40,10 @@ def edit_main(ns: object) -> dict[str, object]:
     import dataclasses
 
     import torch
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
+    from iclr26_common.outputs import check_out_folder, write_bytes, write_text
+    from iclr26_common.progress import progress
     from llm_methods.lm import load_lm
     from llm_methods.suit.data import read_requests
     from llm_methods.suit.editors import EditConfig, Editor
@@ -67,6 +70,7 @@ def edit_main(ns: object) -> dict[str, object]:
         raise ValueError(
             "--import-projection / --export-projection need --method alphaedit or suit"
         )
+    out_folder = check_out_folder(ns.out, overwrite=ns.overwrite)  # type: ignore[attr-defined]
     requests = read_requests(ns.requests)  # type: ignore[attr-defined]
     lm = load_lm(ns.model, ns.device)  # type: ignore[attr-defined]
     cfg = EditConfig(
@@ -94,7 +98,7 @@ def edit_main(ns: object) -> dict[str, object]:
         rome_layer=lm.layer_index(cfg.rome_layer),
     )
     dims = {i: edit_weight(lm, i).in_features for i in layers}
-    out = Path(ns.out)  # type: ignore[attr-defined]
+    out = out_folder.path
     if ns.import_stats is not None:  # type: ignore[attr-defined]
         stats = read_official_stats(ns.import_stats, layers, dims)  # type: ignore[attr-defined]
     else:
@@ -107,40 +111,41 @@ def edit_main(ns: object) -> dict[str, object]:
     probe = ability_probe(lm)
     before, ability_before = edit_metrics(lm, requests), probe(lm)
     editor = Editor(lm, ns.method, cfg, stats, basis, projectors=projectors)  # type: ignore[attr-defined]
-    for s in range(0, len(requests), ns.batch):  # type: ignore[attr-defined]
+    starts = range(0, len(requests), ns.batch)  # type: ignore[attr-defined]
+    for s in progress(starts, description="suit edit batches", quiet=ns.quiet):  # type: ignore[attr-defined]
         editor.edit(requests[s : s + ns.batch])  # type: ignore[attr-defined]
     after, ability_after = edit_metrics(lm, requests), probe(lm)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    if ns.export_stats:  # type: ignore[attr-defined]
-        name = lm.model.config._name_or_path.rstrip("/").rsplit("/")[-1] or lm.name
-        written += write_official_stats(
-            out / "stats", name, "pydoc", stats, sum(len(c) for c in chunks), len(chunks)
-        )
-    if ns.export_projection:  # type: ignore[attr-defined]
-        written.append(write_projection(out / PROJECTION_FILE, editor.projectors, cfg.layers))
-    weights = {
-        f"layers.{i}.down_proj.weight": edit_weight(lm, i).weight.detach().cpu().contiguous()
-        for i in editor.layers
-    }
-    save_file(weights, str(out / "edited_weights.safetensors"), metadata={"model": lm.name})
-    report = {
-        "model": lm.name,
-        "method": ns.method,
-        "n_requests": len(requests),  # type: ignore[attr-defined]
-        "layers": list(editor.layers),
-        "before": before,
-        "after": after,
-        "config": {
-            "null_threshold": cfg.null_threshold,
-            "clamp": cfg.clamp,
-            "kl_factor": cfg.kl_factor,
-            "steps": cfg.steps,
-        },
-        "general_ability": {"before": ability_before, "after": ability_after},
-        "files": [str(p) for p in written],
-    }
-    (out / "edit.json").write_text(json.dumps(report, indent=1))
+    with out_folder:  # marked partial until edit.json is written
+        written = []
+        if ns.export_stats:  # type: ignore[attr-defined]
+            name = lm.model.config._name_or_path.rstrip("/").rsplit("/")[-1] or lm.name
+            written += write_official_stats(
+                out / "stats", name, "pydoc", stats, sum(len(c) for c in chunks), len(chunks)
+            )
+        if ns.export_projection:  # type: ignore[attr-defined]
+            written.append(write_projection(out / PROJECTION_FILE, editor.projectors, cfg.layers))
+        weights = {
+            f"layers.{i}.down_proj.weight": edit_weight(lm, i).weight.detach().cpu().contiguous()
+            for i in editor.layers
+        }
+        write_bytes(out / "edited_weights.safetensors", save(weights, metadata={"model": lm.name}))
+        report = {
+            "model": lm.name,
+            "method": ns.method,
+            "n_requests": len(requests),  # type: ignore[attr-defined]
+            "layers": list(editor.layers),
+            "before": before,
+            "after": after,
+            "config": {
+                "null_threshold": cfg.null_threshold,
+                "clamp": cfg.clamp,
+                "kl_factor": cfg.kl_factor,
+                "steps": cfg.steps,
+            },
+            "general_ability": {"before": ability_before, "after": ability_after},
+            "files": [str(p) for p in written],
+        }
+        write_text(out / "edit.json", json.dumps(report, indent=1))
     del torch
     return report
 
@@ -165,21 +170,21 @@ def main(argv: Sequence[str]) -> int:
     edit.add_argument("--subject-words", type=int, default=300, help="SUIT: words for U_m")
     edit.add_argument(
         "--null-threshold",
-        type=float,
+        type=finite_float,
         default=2e-2,
         help="AlphaEdit/SUIT: eigenvalues of C below this span the null space "
         "(official nullspace_threshold, absolute; default 2e-2)",
     )
     edit.add_argument(
         "--clamp",
-        type=float,
+        type=finite_float,
         default=0.75,
         help="MEMIT/AlphaEdit/SUIT: |delta| <= clamp * |h| (official "
         "clamp_norm_factor; default 0.75)",
     )
     edit.add_argument(
         "--kl-factor",
-        type=float,
+        type=finite_float,
         default=0.0625,
         help="weight of the KL term of the value loop (official kl_factor)",
     )
@@ -209,10 +214,14 @@ def main(argv: Sequence[str]) -> int:
     )
     edit.add_argument("--device", default=None)
     edit.add_argument("--out", type=Path, required=True, help="output folder")
+    edit.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    edit.add_argument("--quiet", action="store_true", help="no progress lines")
     facts = sub.add_parser("facts", help="write the table facts a model knows as CounterFact")
     facts.add_argument("--model", default="smollm2")
     facts.add_argument("--device", default=None)
     facts.add_argument("--out", type=Path, required=True, help="output .json file")
+    facts.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    facts.add_argument("--quiet", action="store_true", help="no progress line")
     trace = sub.add_parser("trace", help="causal tracing: MLP indirect effect per layer (ROME)")
     trace.add_argument("--model", default="smollm2")
     trace.add_argument(
@@ -260,6 +269,8 @@ def main(argv: Sequence[str]) -> int:
         reqs = synth_world(ns.subjects, ns.seed)
         print(f"wrote {len(reqs)} requests to {write_counterfact(reqs, ns.out)}")
     elif ns.command == "facts":
+        from iclr26_common.outputs import check_out_file
+        from iclr26_common.progress import progress
         from llm_methods.lm import load_lm
         from llm_methods.suit.data import (
             RELATIONS,
@@ -269,8 +280,16 @@ def main(argv: Sequence[str]) -> int:
         )
         from llm_methods.suit.metrics import known_facts
 
+        check_out_file(ns.out, overwrite=ns.overwrite)  # before the 220 s probe
         lm = load_lm(ns.model, ns.device)
-        known = known_facts(lm, fact_candidates(), {r: v[1] for r, v in RELATIONS.items()})
+        templates = {r: v[1] for r, v in RELATIONS.items()}
+        candidates = fact_candidates()
+        chunks = [candidates[i : i + 16] for i in range(0, len(candidates), 16)]
+        known = [
+            fact
+            for chunk in progress(chunks, description="suit facts", quiet=ns.quiet)
+            for fact in known_facts(lm, chunk, templates)
+        ]
         reqs = build_requests(known)
         print(
             f"{len(known)} known facts; wrote {len(reqs)} requests to {write_counterfact(reqs, ns.out)}"

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from llm_methods.jsonl import read_text
+
 __all__ = [
     "COUNTRIES",
     "RELATIONS",
@@ -104,7 +106,7 @@ def _load_json_records(path: Path) -> list[Any]:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, ValueError)
     try:
         if path.suffix == ".jsonl":
             return [json.loads(line) for line in text.splitlines() if line.strip()]
