@@ -26,7 +26,6 @@ TIMEOUT_S = 600
 #: undefined names such as `lm`, `model`, `chunks`, files that do not exist, or minutes of
 #: training). Remove an entry when its block runs.
 NOT_YET: dict[str, str] = {
-    "packages/atomistic-scaling/README.md:1": "does not run as written yet (issue 36)",
     "packages/llm-methods/src/llm_methods/adl/README.md:1": "does not run as written yet (issue 36)",
     "packages/llm-methods/src/llm_methods/antibody/README.md:1": "does not run as written yet (issue 36)",
     "packages/llm-methods/src/llm_methods/dispersion/README.md:1": "does not run as written yet (issue 36)",
@@ -42,10 +41,6 @@ NOT_YET: dict[str, str] = {
     "packages/llm-methods/src/llm_methods/remix/README.md:1": "does not run as written yet (issue 36)",
     "packages/llm-methods/src/llm_methods/seekbench/README.md:1": "does not run as written yet (issue 36)",
     "packages/llm-methods/src/llm_methods/suit/README.md:2": "does not run as written yet (issue 36)",
-    "packages/pointcloud-pgllm/README.md:1": "does not run as written yet (issue 36)",
-    "packages/pointcloud-pgllm/README.md:2": "does not run as written yet (issue 36)",
-    "packages/rf-matid/README.md:1": "does not run as written yet (issue 36)",
-    "packages/rf-matid/README.md:2": "does not run as written yet (issue 36)",
 }
 
 

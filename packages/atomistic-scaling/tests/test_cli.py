@@ -134,6 +134,7 @@ def test_predict_writes_each_structures_energy_and_forces(
         "tiny",
         f"--model.conservative={str(conservative).lower()}",
         f"--trainer.default_root_dir={tmp_path}",
+        "--trainer.logger=false",  # the run folder is default_root_dir (tiny keeps a logger)
     ]
     cli = run_lightning_cli(args)
     path = tmp_path / "predictions.pt"
@@ -164,12 +165,22 @@ def test_predict_writes_each_structures_energy_and_forces(
 def test_fit_never_overwrites_a_config_in_the_run_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without a logger the run folder is the working directory: a user's config.yaml there is
-    kept and this run's config goes next to it."""
+    """Without a logger the run folder is --trainer.default_root_dir, here the working
+    directory: a user's config.yaml there is kept and this run's config goes next to it. (tiny
+    keeps its logger and checkpoint since issue 36, so the test turns them off.)"""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "config.yaml").write_text("mine: 1\n")
     run_lightning_cli(
-        ["fit", "-c", "tiny", "--trainer.max_steps=1", "--trainer.limit_val_batches=1"]
+        [
+            "fit",
+            "-c",
+            "tiny",
+            "--trainer.max_steps=1",
+            "--trainer.limit_val_batches=1",
+            "--trainer.logger=false",
+            "--trainer.enable_checkpointing=false",
+            f"--trainer.default_root_dir={tmp_path}",
+        ]
     )
     assert (tmp_path / "config.yaml").read_text() == "mine: 1\n"
     saved = yaml.safe_load((tmp_path / "config-1.yaml").read_text())

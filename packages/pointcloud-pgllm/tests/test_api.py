@@ -141,10 +141,14 @@ def test_a_scorer_object_replaces_the_named_one(small_tree: Path) -> None:
 
 def test_writer_checks_every_output_before_writing_any(small_tree: Path, tmp_path: Path) -> None:
     """A metrics.json already in the folder stops the run before predictions.csv is written
-    (the CLI used to write the CSV first and fail on the JSON)."""
+    (the CLI used to write the CSV first and fail on the JSON); since issue 36 the folder is
+    checked as a whole (:func:`iclr26_common.outputs.check_out_folder`): earlier results need
+    ``overwrite``."""
+    from iclr26_common.outputs import OutputError
+
     result = classify(small_tree, options=OPTIONS, scorer=FirstClassScorer())
     (tmp_path / "metrics.json").write_text("mine")
-    with pytest.raises(FileExistsError, match=r"metrics\.json exists"):
+    with pytest.raises(OutputError, match=r"holds earlier results; pass --overwrite"):
         write_results(result, tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json"]
     assert (tmp_path / "metrics.json").read_text() == "mine"

@@ -16,7 +16,7 @@ from pointcloud_pgllm.errors import PGLLMInputError
 from pointcloud_pgllm.io import load_dataset, read_h5
 from pointcloud_pgllm.scorers import TfidfScorer
 
-ARGS = ["--n-points", "256", "--graph-k", "4"]
+ARGS = ["--n-points", "256", "--graph-k", "4", "--quiet"]  # --quiet: no progress lines
 
 
 def _write_h5(path: Path, points: np.ndarray, labels: np.ndarray) -> Path:

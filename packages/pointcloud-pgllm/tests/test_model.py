@@ -96,7 +96,16 @@ def test_unreadable_checkpoint_is_a_one_line_input_error(
     ckpt.write_bytes(b"not a checkpoint")
     with pytest.raises(PGLLMInputError, match=r"broken\.ckpt: not a readable encoder checkpoint"):
         load_encoder(str(ckpt))
-    args = ["embed", "--data", str(small_tree), "--n-points", "64", "--encoder", str(ckpt)]
+    args = [
+        "embed",
+        "--data",
+        str(small_tree),
+        "--n-points",
+        "64",
+        "--encoder",
+        str(ckpt),
+        "--quiet",
+    ]
     line = assert_one_line_error(
         main, [*args, "--out", str(tmp_path / "e")], capsys, prog="pointcloud-pgllm"
     )

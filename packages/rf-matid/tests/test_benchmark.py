@@ -168,7 +168,8 @@ def test_benchmark_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.Captur
     (tmp_path / "out" / "data").mkdir(parents=True)
     (tmp_path / "out" / "data" / "notes.txt").write_text("mine")
     for args, expected in (
-        (["--synth", "--out", str(tmp_path / "out")], "not completed"),
+        (["--synth", "--out", str(tmp_path / "out")], "holds earlier results"),
+        (["--synth", "--out", str(tmp_path / "out"), "--overwrite"], "not completed"),
         (["--data", str(tmp_path / "missing")], "not a directory"),
         (["--data", str(tmp_path), "--seeds", "3:1:1"], "--seeds"),
     ):

@@ -238,8 +238,10 @@ def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
 def test_fit_without_logger_keeps_the_users_config_yaml(
     tiny_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`fit --config tiny` (logger off: the run's folder is default_root_dir, the cwd) saves
-    its config beside ./config.yaml, never over it."""
+    """`fit --config tiny` with the logger off and --trainer.default_root_dir the cwd (the
+    run's folder) saves its config beside ./config.yaml, never over it. (tiny keeps its logger
+    and checkpoint since issue 36; without a logger and without default_root_dir common saves
+    no config into the current folder.)"""
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     (cwd / "config.yaml").write_text("my: own config\n")
@@ -253,6 +255,9 @@ def test_fit_without_logger_keeps_the_users_config_yaml(
             "--trainer.max_epochs=1",
             "--trainer.limit_train_batches=1",
             "--trainer.limit_val_batches=1",
+            "--trainer.logger=false",
+            "--trainer.enable_checkpointing=false",
+            f"--trainer.default_root_dir={cwd}",
         ]
     )
     assert (cwd / "config.yaml").read_text() == "my: own config\n"
@@ -374,7 +379,7 @@ def test_synth_into_a_non_empty_out_is_one_line(
     assert main(args) == 0
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     line = _one_line_error(capsys, args)
-    assert "already holds samples" in line
+    assert "holds earlier results; pass --overwrite" in line
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 

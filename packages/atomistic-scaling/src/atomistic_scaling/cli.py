@@ -3,7 +3,9 @@ predict) plus ``synth`` (EMT data as extxyz), ``sweep`` (scaling grid + fits) an
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,9 +20,11 @@ from iclr26_common.cli_support import (
     dispatch,
     is_user_error,
     lightning_commands,
+    positive_int,
     run_with_one_line_errors,
     top_level_parser,
 )
+from iclr26_common.outputs import check_out_file, check_out_folder
 
 __all__ = ["main", "run_lightning_cli"]
 
@@ -102,7 +106,8 @@ def synth_main(argv: Sequence[str]) -> int:
         "REF_energy / REF_forces.",
     )
     parser.add_argument("--out", type=Path, required=True, help="extxyz file to write (new)")
-    parser.add_argument("--n", type=int, default=100, help="number of structures")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    parser.add_argument("--n", type=positive_int, default=100, help="number of structures")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--elements", type=comma_list, default=list(EMT_ELEMENTS), help="comma-separated"
@@ -118,14 +123,26 @@ def synth_main(argv: Sequence[str]) -> int:
         "ASE's fcc cell axes",
     )
     ns = parser.parse_args(list(argv))
-    if ns.n < 1:
-        parser.error("--n must be >= 1")
     bad = sorted(set(ns.elements) - set(EMT_ELEMENTS))
     if bad:
         parser.error(f"unsupported elements {bad}; EMT has {', '.join(EMT_ELEMENTS)}")
-    path = write_synthetic(ns.out, ns.n, ns.seed, ns.elements, ns.kinds, ns.orientation == "random")
+    check_out_file(ns.out, option="--out", overwrite=ns.overwrite)
+    path = write_synthetic(
+        ns.out,
+        ns.n,
+        ns.seed,
+        ns.elements,
+        ns.kinds,
+        ns.orientation == "random",
+        overwrite=ns.overwrite,
+    )
     print(f"wrote {path} ({ns.n} structures)")
     return 0
+
+
+#: Options of ``sweep`` that say where and how to write, not what to compute (a resumed sweep
+#: may change them).
+_SWEEP_RUN_OPTIONS = ("config", "out", "overwrite", "resume", "quiet", "workers")
 
 
 def sweep_parser():  # type: ignore[no-untyped-def]
@@ -148,10 +165,27 @@ def sweep_parser():  # type: ignore[no-untyped-def]
         description="Train archs x widths x seeds, one warmup-stable-decay run per D in d_values "
         "(cooldowns branched from one trunk); fit L(N, D) and the compute / train-time "
         "frontiers on seed means with CIs from a bootstrap over seeds; write records.json, "
-        "fits.json, fits.md and plots into --out. Generated EMT data is randomly oriented.",
+        "fits.json, fits.md and plots into --out, and each finished (arch, width, seed) into "
+        "OUT/jobs/ as it finishes (an interrupted sweep continues with --resume). Generated "
+        "EMT data is randomly oriented.",
+        exit_on_error=False,
     )
     parser.add_argument("--config", action=ActionConfigFile)
-    parser.add_argument("--out", type=Path, required=True, help="output folder (new or empty)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output folder: new or empty, or with --overwrite / --resume",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace the results of an earlier sweep in --out"
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted sweep in --out: its finished jobs are not trained again",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument("--train_files", type=list[str] | None, default=None)
     parser.add_argument("--val_files", type=list[str] | None, default=None)
     parser.add_argument("--energy_key", type=str, default=DEFAULT_ENERGY_KEY)
@@ -178,55 +212,84 @@ def sweep_parser():  # type: ignore[no-untyped-def]
     return parser
 
 
+def _parse_sweep(argv: Sequence[str]) -> Any:
+    """The parsed ``sweep`` options; a parse error is one line naming the option (jsonargparse's
+    multi-line usage text is left out)."""
+    import math
+
+    from iclr26_common.cli_support import UsageError
+
+    try:
+        ns = sweep_parser().parse_args(list(argv))
+    except argparse.ArgumentError as error:
+        # 'Parser key "lr": Expected a <class 'float'>. Got value: nan' -> '--lr: Expected ...'
+        message = re.sub(r'Parser key "([\w.]+)":?', r"--\1:", " ".join(str(error).split()))
+        raise UsageError(f"sweep: {message} (see {PROG} sweep --help)") from None
+    if not math.isfinite(ns.min_distance) or ns.min_distance < 0:
+        raise UsageError(
+            f"sweep: --min_distance must be a finite number >= 0, got {ns.min_distance}"
+        )
+    if ns.synthetic_val < 1:
+        raise UsageError(f"sweep: --synthetic_val must be >= 1, got {ns.synthetic_val}")
+    if ns.overwrite and ns.resume:
+        raise UsageError("sweep: --overwrite and --resume exclude each other")
+    return ns
+
+
 def sweep_main(argv: Sequence[str]) -> int:
     import dataclasses
 
     from atomistic_scaling.constants import SYNTHETIC_VAL_SEED
     from atomistic_scaling.data import AtomsGraphDataset, fit_atomic_energies
     from atomistic_scaling.io import read_many
-    from atomistic_scaling.sweep import (
-        SweepConfig,
-        fit_sweep,
-        run_sweep,
-        trivial_loss,
-    )
+    from atomistic_scaling.sweep import SweepConfig, fit_sweep, run_sweep, trivial_loss
+    from atomistic_scaling.sweep_progress import SweepFolder
     from atomistic_scaling.sweep_report import plot_sweep, public_fits, summary_table
     from atomistic_scaling.symmetry import randomly_orient
 
-    ns = sweep_parser().parse_args(list(argv))
-    out = Path(ns.out)
-    if out.exists() and any(out.iterdir()):
-        raise FileExistsError(f"{out} exists and is not empty; give a new --out")
+    ns = _parse_sweep(argv)
     config = SweepConfig(**{f.name: ns[f.name] for f in dataclasses.fields(SweepConfig)})
-    need = config.steps_of(max(config.d_values)) * config.batch_size
-    if ns.train_files:
-        if not ns.val_files:
-            raise ValueError("sweep: --val_files is required with --train_files")
-        train = read_many(ns.train_files, ns.energy_key, ns.forces_key, ns.min_distance)
-        val = read_many(ns.val_files, ns.energy_key, ns.forces_key, ns.min_distance)
-        if ns.random_orientation:
-            train, val = randomly_orient(train, 0), randomly_orient(val, 1)
-    else:
-        from atomistic_scaling.synth import generate_structures
+    if ns.train_files and not ns.val_files:
+        raise ValueError("sweep: --val_files is required with --train_files")
+    out = check_out_folder(ns.out, overwrite=ns.overwrite, resume=ns.resume)
+    settings = {k: v for k, v in ns.as_dict().items() if k not in _SWEEP_RUN_OPTIONS}
+    folder = SweepFolder(out.path, settings)
+    done = folder.resume() if out.resumed else {}
+    with out:
+        if ns.overwrite:
+            folder.remove_earlier()
+        folder.start(resumed=out.resumed)
+        need = config.steps_of(max(config.d_values)) * config.batch_size
+        if ns.train_files:
+            train = read_many(ns.train_files, ns.energy_key, ns.forces_key, ns.min_distance)
+            val = read_many(ns.val_files, ns.energy_key, ns.forces_key, ns.min_distance)
+            if ns.random_orientation:
+                train, val = randomly_orient(train, 0), randomly_orient(val, 1)
+        else:
+            from atomistic_scaling.synth import generate_structures
 
-        train = generate_structures(need, seed=0)
-        val = generate_structures(ns.synthetic_val, seed=SYNTHETIC_VAL_SEED)
-    energies = fit_atomic_energies(train)
-    train_set = AtomsGraphDataset(train, config.cutoff)
-    val_set = AtomsGraphDataset(val, config.cutoff)
-    trivial = trivial_loss(val_set, energies)
-    records = run_sweep(train_set, val_set, None, config)  # references per seed, own data
-    fits = fit_sweep(records, config.n_boot)
-    out.mkdir(parents=True, exist_ok=True)
-    plot_sweep(records, fits, out, trivial=trivial["loss"])
-    (out / "records.json").write_text(json.dumps(records, indent=1))
-    (out / "fits.json").write_text(
-        json.dumps({"trivial_predictor": trivial, "fits": public_fits(fits)}, indent=1)
-    )
-    table = summary_table(fits, trivial=trivial["loss"])
-    (out / "fits.md").write_text(table + "\n")
+            train = generate_structures(need, seed=0)
+            val = generate_structures(ns.synthetic_val, seed=SYNTHETIC_VAL_SEED)
+        energies = fit_atomic_energies(train)
+        train_set = AtomsGraphDataset(train, config.cutoff)
+        val_set = AtomsGraphDataset(val, config.cutoff)
+        trivial = trivial_loss(val_set, energies)
+        if done:
+            print(f"resuming: {len(done)} finished job(s) in {folder.jobs_dir}", flush=True)
+        records = run_sweep(  # references per seed, own data
+            train_set, val_set, None, config, done=done, on_job=folder.save_job, quiet=ns.quiet
+        )
+        fits = fit_sweep(records, config.n_boot)
+        plot_sweep(records, fits, out.path, trivial=trivial["loss"])
+        folder.write_text("records.json", json.dumps(records, indent=1))
+        folder.write_text(
+            "fits.json",
+            json.dumps({"trivial_predictor": trivial, "fits": public_fits(fits)}, indent=1),
+        )
+        table = summary_table(fits, trivial=trivial["loss"])
+        folder.write_text("fits.md", table + "\n")
     print(table)
-    print(f"wrote {out}")
+    print(f"wrote {out.path}")
     return 0
 
 

@@ -275,14 +275,21 @@ def write_extxyz(
     structures: Sequence[Atoms],
     energy_key: str = DEFAULT_ENERGY_KEY,
     forces_key: str = DEFAULT_FORCES_KEY,
+    overwrite: bool = False,
 ) -> Path:
     """Writes labelled structures (``info["energy"]``, ``arrays["forces"]``) as extxyz with the
-    labels under ``energy_key``/``forces_key``. Refuses to overwrite an existing file."""
+    labels under ``energy_key``/``forces_key``. Refuses to overwrite an existing file unless
+    ``overwrite``; the file appears in one step (written beside it, then renamed), mode 0644."""
+    import os
+    import tempfile
+
     import ase.io
 
+    from iclr26_common.outputs import FILE_MODE
+
     path = Path(path)
-    if path.exists():
-        raise FileExistsError(f"{path} exists; not overwriting it")
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} exists; not overwriting it (pass --overwrite)")
     frames = []
     for atoms in structures:
         copy = Atoms(
@@ -292,5 +299,13 @@ def write_extxyz(
         copy.arrays[forces_key] = np.asarray(atoms.arrays["forces"], dtype=np.float64)
         frames.append(copy)
     path.parent.mkdir(parents=True, exist_ok=True)
-    ase.io.write(str(path), frames, format="extxyz")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        ase.io.write(tmp, frames, format="extxyz")
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path

@@ -19,6 +19,7 @@ Under DDP every rank predicts its share, rank 0 gathers them and writes the one 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ from typing import Any
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 from torch import Tensor
+
+from iclr26_common.outputs import FILE_MODE
 
 __all__ = [
     "PREDICTIONS_FILE",
@@ -133,4 +136,5 @@ def write_predictions(path: Path, records: list[dict[str, Any]]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "xb") as handle:
         torch.save(payload, handle)
+    os.chmod(path, FILE_MODE)  # an ordinary output file whatever the umask
     return path

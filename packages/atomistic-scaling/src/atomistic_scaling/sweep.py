@@ -7,9 +7,10 @@ from a bootstrap over seeds, and the trivial predictor's loss (plots and tables:
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ from atomistic_scaling.lit_module import (
 )
 from atomistic_scaling.scaling import compute_optimal, frontier_fit, seed_bootstrap_fit
 from iclr26_common.lightning import quiet_lightning, quiet_trainer
+from iclr26_common.progress import progress
 
 __all__ = [
     "MAX_EXPONENT",
@@ -40,6 +42,7 @@ __all__ = [
     "fit_sweep",
     "learned_cells",
     "run_sweep",
+    "sweep_jobs",
     "train_runs",
     "trivial_loss",
 ]
@@ -84,6 +87,12 @@ class SweepConfig:
             raise ValueError("sweep: seeds must be a non-empty list")
         if self.batch_size < 1 or self.workers < 1:
             raise ValueError("sweep: batch_size and workers must be >= 1")
+        for name in ("lr", "cooldown_fraction", "cutoff", "equivariance_weight"):
+            value = getattr(self, name)
+            if not math.isfinite(value):
+                raise ValueError(f"sweep: --{name} must be a finite number, got {value}")
+        if self.lr <= 0 or self.cutoff <= 0 or self.equivariance_weight < 0:
+            raise ValueError("sweep: --lr and --cutoff must be > 0, --equivariance_weight >= 0")
         self.d_values = sorted(set(self.d_values))
         for d in self.d_values:
             steps = self.steps_of(d)
@@ -271,14 +280,41 @@ _WORKER_DATA: tuple | None = None
 
 
 def _init_worker(data: tuple, threads: int) -> None:
+    import signal
+
     global _WORKER_DATA
+    # Ctrl-C reaches the whole process group: the parent stops the workers (one line, exit
+    # 130); a worker's own KeyboardInterrupt would print a traceback of its queue wait.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(threads)
     _WORKER_DATA = data
+
+
+def _stop_workers(pool: Any) -> None:
+    """Terminate a ProcessPoolExecutor's workers at once (on Ctrl-C or an error):
+    ``shutdown(wait=False)`` alone would let a running job finish before the interpreter
+    exits."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
 
 
 def _worker_job(arch: str, width: int, seed: int, config: SweepConfig):  # type: ignore[no-untyped-def]
     assert _WORKER_DATA is not None
     return _job(arch, width, seed, _WORKER_DATA, config)
+
+
+Job = tuple[str, int, int]
+
+
+def sweep_jobs(config: SweepConfig) -> list[Job]:
+    """The (arch, width, seed) jobs of ``config``, in the order their records are returned."""
+    return [
+        (arch, width, seed)
+        for arch in config.archs
+        for width in config.widths_of(arch)
+        for seed in config.seeds
+    ]
 
 
 def run_sweep(
@@ -287,6 +323,9 @@ def run_sweep(
     references: tuple[torch.Tensor, list[int]] | None,
     config: SweepConfig,
     log: Callable[[str], None] = print,
+    done: Mapping[Job, list[dict[str, Any]]] | None = None,
+    on_job: Callable[[Job, list[dict[str, Any]]], Any] | None = None,
+    quiet: bool = True,
 ) -> list[dict[str, Any]]:
     """Trains every (arch, width, seed) with :func:`train_runs`; one record per (arch, width,
     seed, D) with ``n_params``, ``D``, ``loss`` (validation) and its energy / force terms,
@@ -296,44 +335,57 @@ def run_sweep(
 
     With ``config.workers > 1`` the jobs run in that many spawned processes (one torch thread
     each; the largest models first); every job seeds itself, so the records do not depend on
-    which process ran it."""
+    which process ran it. ``done``: the records of jobs already finished (a resumed sweep's),
+    by (arch, width, seed): not trained again. ``on_job(job, records)`` is called as each job
+    finishes (``atomistic-scaling sweep`` saves it there). ``quiet=False`` shows progress over
+    the jobs on stderr. Ctrl-C stops the worker processes too."""
     need = config.steps_of(max(config.d_values)) * config.batch_size
     if len(train_set) < need:
         raise ValueError(
             f"sweep: {len(train_set)} training structures < the {need} of the largest D"
         )
-    jobs = [
-        (arch, width, seed)
-        for arch in config.archs
-        for width in config.widths_of(arch)
-        for seed in config.seeds
-    ]
+    jobs = sweep_jobs(config)
     data = (train_set, val_set, references)
-    results: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+    results: dict[Job, list[dict[str, Any]]] = {j: list(done[j]) for j in jobs if j in (done or {})}
+    todo = [job for job in jobs if job not in results]
+    description = "sweep jobs" + (f" ({len(results)} done before)" if results else "")
 
-    def report(job: tuple[str, int, int], runs: list[dict[str, Any]], seconds: float) -> None:
+    def report(job: Job, runs: list[dict[str, Any]], seconds: float) -> None:
         results[job] = runs
+        if on_job is not None:
+            on_job(job, runs)
         losses = " ".join(f"{r['loss']:.3f}" for r in runs)
         log(
             f"  {job[0]:9s} width {job[1]:3d} seed {job[2]}  N={runs[0]['n_params']:6d}  "
             f"val loss by D {losses}  ({seconds:.1f} s)"
         )
 
-    if config.workers == 1:
-        for job in jobs:
+    if config.workers == 1 or len(todo) <= 1:
+        for job in progress(todo, description=description, quiet=quiet):
             report(job, *_job(*job, data, config))
     else:
         import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        order = sorted(jobs, key=lambda j: (-ARCHITECTURES.index(j[0]), -j[1]))  # slow first
+        order = sorted(todo, key=lambda j: (-ARCHITECTURES.index(j[0]), -j[1]))  # slow first
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(
-            config.workers, mp_context=context, initializer=_init_worker, initargs=(data, 1)
-        ) as pool:
+        pool = ProcessPoolExecutor(
+            min(config.workers, len(todo)),
+            mp_context=context,
+            initializer=_init_worker,
+            initargs=(data, 1),
+        )
+        try:
             futures = {pool.submit(_worker_job, *job, config): job for job in order}
-            for future, job in futures.items():
-                report(job, *future.result())
+            finished = as_completed(futures)
+            for future in progress(
+                finished, description=description, total=len(futures), quiet=quiet
+            ):
+                report(futures[future], *future.result())
+        except BaseException:
+            _stop_workers(pool)
+            raise
+        pool.shutdown()
     return [record for job in jobs for record in results[job]]
 
 

@@ -3,10 +3,13 @@ the markdown table of fitted exponents, and the JSON-ready fits."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from iclr26_common.outputs import write_bytes
 
 __all__ = ["plot_sweep", "public_fits", "summary_table"]
 
@@ -16,6 +19,13 @@ def _mean_curve(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list
     ds = sorted({r["D"] for r in rows})
     xs = [float(np.mean([r[key] for r in rows if r["D"] == d])) for d in ds]
     return xs, [float(np.mean([r["loss"] for r in rows if r["D"] == d])) for d in ds]
+
+
+def _save_png(fig: Any, path: Path) -> Path:
+    """``fig`` as a PNG at ``path``, written atomically with mode 0644."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=110, format="png")
+    return write_bytes(path, buffer.getvalue())
 
 
 def plot_sweep(
@@ -63,7 +73,7 @@ def plot_sweep(
             ax.set_ylabel("validation loss (seed mean)")
         ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(out_dir / "loss_vs_compute.png", dpi=110)
+    _save_png(fig, out_dir / "loss_vs_compute.png")
 
     fig = Figure(figsize=(5, 3.6))
     FigureCanvasAgg(fig)
@@ -84,7 +94,7 @@ def plot_sweep(
     ax.set_ylabel("validation loss (seed mean)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out_dir / "loss_vs_data.png", dpi=110)
+    _save_png(fig, out_dir / "loss_vs_data.png")
     return ["loss_vs_compute.png", "loss_vs_data.png"]
 
 

@@ -131,9 +131,13 @@ def write_synthetic(
     elements: Sequence[str] = EMT_ELEMENTS,
     kinds: Sequence[str] = KINDS,
     random_orientation: bool = True,
+    overwrite: bool = False,
 ) -> Path:
-    """Generates ``n`` structures and writes them to ``path`` as extxyz (REF_energy/REF_forces)."""
-    path = Path(path)
-    if path.exists():
-        raise FileExistsError(f"{path} exists; not overwriting it")
-    return write_extxyz(path, generate_structures(n, seed, elements, kinds, random_orientation))
+    """Generates ``n`` structures and writes them to ``path`` as extxyz (REF_energy/REF_forces).
+    ``path`` is checked before anything is generated: an existing file is refused unless
+    ``overwrite`` (then replaced in one step)."""
+    from iclr26_common.outputs import check_out_file
+
+    path = check_out_file(path, option="--out", overwrite=overwrite)
+    structures = generate_structures(n, seed, elements, kinds, random_orientation)
+    return write_extxyz(path, structures, overwrite=overwrite)

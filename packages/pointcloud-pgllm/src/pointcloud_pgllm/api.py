@@ -96,14 +96,17 @@ class PipelineOptions:
             raise PGLLMUsageError(f"--steps must be >= 0, got {self.steps}")
 
 
-def encode_clouds(points: np.ndarray, encoder: str, batch_size: int = 16) -> np.ndarray:
+def encode_clouds(
+    points: np.ndarray, encoder: str, batch_size: int = 16, quiet: bool = True
+) -> np.ndarray:
     """Features ``[N, D]`` of clouds ``points`` ``[N, P, 3]`` by the encoder ``encoder``
-    (:func:`~pointcloud_pgllm.model.load_encoder`'s spec), on one torch thread."""
+    (:func:`~pointcloud_pgllm.model.load_encoder`'s spec), on one torch thread;
+    ``quiet=False`` shows progress on stderr."""
     from iclr26_common.threads import torch_threads
     from pointcloud_pgllm.model import encode, load_encoder
 
     with torch_threads(1):  # the encoders' many small kernels run faster on one thread
-        return encode(load_encoder(encoder), points, batch_size).numpy()
+        return encode(load_encoder(encoder), points, batch_size, quiet=quiet).numpy()
 
 
 def make_scorer(
@@ -112,6 +115,7 @@ def make_scorer(
     eval_sources: list[str],
     data: PathLike | None = None,
     captions: PathLike | None = None,
+    quiet: bool = True,
 ) -> Scorer:
     """The scorer ``options.scorer`` names. The tfidf scorer is fitted on labelled training data
     that never holds the evaluated items: ``options.train_data``, else the 'train' split of
@@ -144,7 +148,12 @@ def make_scorer(
             "the tfidf scorer must never see the evaluation labels"
         )
     train = load_dataset(
-        train_path, "train", n_points=options.n_points, seed=options.seed, classes=class_names
+        train_path,
+        "train",
+        n_points=options.n_points,
+        seed=options.seed,
+        classes=class_names,
+        quiet=quiet,
     )
     shared = shared_source_files(train.sources, eval_sources)
     if shared:  # e.g. a file given as --data and its folder as --train-data (or the reverse)
@@ -153,7 +162,9 @@ def make_scorer(
             f"({data_path}); the tfidf scorer must never see the evaluation labels"
         )
     return TfidfScorer().fit(
-        GeometricCaptioner(options.seed)(train.points), train.labels, train.class_names
+        GeometricCaptioner(options.seed)(train.points, quiet=quiet),
+        train.labels,
+        train.class_names,
     )
 
 
@@ -189,6 +200,7 @@ def _load_inputs(
     features: PathLike | np.ndarray | None,
     options: PipelineOptions,
     classes: list[str] | None,
+    quiet: bool = True,
 ) -> tuple[Any, np.ndarray | None]:
     """The evaluated set: clouds of ``data`` (a PointCloudSet, features ``None``), or PointLLM's
     captions (a CaptionSet) with their features ``[N, D]``; ``classes`` keeps the items of those
@@ -199,7 +211,12 @@ def _load_inputs(
         if data is None:
             raise PGLLMUsageError("give --data, or --captions with --features")
         loaded = load_dataset(
-            data, options.split, n_points=options.n_points, seed=options.seed, classes=classes
+            data,
+            options.split,
+            n_points=options.n_points,
+            seed=options.seed,
+            classes=classes,
+            quiet=quiet,
         )
         return loaded, None
     if data is not None:
@@ -238,6 +255,7 @@ def _run_pipeline(
     scorer: Scorer | None,
     data: PathLike | None,
     captions_path: PathLike | None,
+    quiet: bool = True,
 ) -> _Run:
     from pointcloud_pgllm.captions import GeometricCaptioner
 
@@ -245,18 +263,18 @@ def _run_pipeline(
     if not 1 <= graph_k < n or not 1 <= options.guidance_k < n:
         raise PGLLMUsageError(f"--graph-k and --guidance-k must be in 1..{n - 1} for {n} clouds")
     if scorer is None:
-        scorer = make_scorer(options, class_names, items.sources, data, captions_path)
+        scorer = make_scorer(options, class_names, items.sources, data, captions_path, quiet)
     if loaded_features is not None:  # PointLLM's captions and features
         captions, feats = list(items.captions), loaded_features
     else:
-        captions = GeometricCaptioner(options.seed)(items.points)
-        feats = encode_clouds(items.points, options.encoder)
+        captions = GeometricCaptioner(options.seed)(items.points, quiet=quiet)
+        feats = encode_clouds(items.points, options.encoder, quiet=quiet)
     # the official scripts use PointLLM's raw features (ACC.py:101-104)
     normalize = options.normalize if options.normalize is not None else loaded_features is None
     config = PGLLMConfig(
         options.graph, graph_k, options.guidance_k, options.alpha, options.steps, normalize
     )
-    scores = pgllm_scores(feats, captions, scorer, class_names, config)
+    scores = pgllm_scores(feats, captions, scorer, class_names, config, quiet=quiet)
     metrics = {a: evaluate(s, labels) for a, s in scores.items()} if (labels >= 0).any() else {}
     return _Run(scores, metrics, config.timings, captions, feats, scorer, config)
 
@@ -307,6 +325,7 @@ def classify(
     classes: Sequence[str] | None = None,
     options: PipelineOptions | None = None,
     scorer: Scorer | None = None,
+    quiet: bool = True,
 ) -> PGLLMResult:
     """PGLLM recognition of every item of ``data`` (or of PointLLM's ``captions`` with their
     ``features``): the unlabelled evaluated set is the support set of the graph.
@@ -314,12 +333,13 @@ def classify(
     ``classes`` fixes the class list (items of other classes are left out; unlabelled captions
     need it and keep every item). ``scorer`` (any object with ``score(queries, class_names) ->
     [N, C]``) replaces the one ``options.scorer`` names. Returns scores ``[N, C]`` of the ladder
-    none / guidance / propagation / both, and metrics when labels exist."""
+    none / guidance / propagation / both, and metrics when labels exist. ``quiet=False`` shows
+    progress of the long stages (reading, captioning, encoding, scoring) on stderr."""
     options = options or PipelineOptions()
     class_list = None if classes is None else list(classes)
     if class_list is not None:
         _check_two_classes(class_list, "--classes")
-    items, feats = _load_inputs(data, captions, features, options, class_list)
+    items, feats = _load_inputs(data, captions, features, options, class_list, quiet)
     if not items.class_names:
         raise PGLLMInputError(
             f"{captions}: no item has a label_name, so the classes are unknown: name them "
@@ -331,7 +351,9 @@ def classify(
             f"{data or captions}: holds 1 class ({names[0]}); recognition needs at least 2"
         )
     graph_k = PROPAGATION_K if options.graph_k is None else options.graph_k
-    run = _run_pipeline(items, feats, items.labels, names, options, graph_k, scorer, data, captions)
+    run = _run_pipeline(
+        items, feats, items.labels, names, options, graph_k, scorer, data, captions, quiet
+    )
     return PGLLMResult(
         mode="classify",
         sources=list(items.sources),
@@ -358,12 +380,14 @@ def detect_ood(
     features: PathLike | np.ndarray | None = None,
     options: PipelineOptions | None = None,
     scorer: Scorer | None = None,
+    quiet: bool = True,
 ) -> PGLLMResult:
     """PGLLM OOD detection: the ID classes (``id_classes``, or the paper's ModelNet40 split
     ``id_split`` of ``constants.OOD_SPLITS``) are scored, every other class of the evaluated
     set is OOD (label -1). ``ood_score``: ``"msp"`` (max-softmax of the refined class scores)
     or ``"single-probability"`` (the paper's one-number prompt, refined the same way; needs the
-    http scorer). Metrics: accuracy on ID, AUROC and FPR95 with ID positive, per ablation."""
+    http scorer). Metrics: accuracy on ID, AUROC and FPR95 with ID positive, per ablation.
+    ``quiet=False`` shows progress of the long stages on stderr."""
     options = options or PipelineOptions()
     if (id_classes is None) == (id_split is None):
         raise PGLLMUsageError("give one of --id-classes and --id-split")
@@ -375,7 +399,7 @@ def detect_ood(
         raise PGLLMUsageError("--ood-score single-probability needs --scorer http")
     if id_classes is not None:
         _check_two_classes(list(id_classes), "--id-classes")
-    items, feats = _load_inputs(data, captions, features, options, None)
+    items, feats = _load_inputs(data, captions, features, options, None, quiet)
     if (items.labels < 0).any():
         raise PGLLMInputError(
             f"{captions}: results[{int(np.argmax(items.labels < 0))}].label_name is missing; "
@@ -396,7 +420,9 @@ def detect_ood(
             f"{data or captions}: every class is ID; OOD detection needs clouds of other classes"
         )
     graph_k = OOD_PROPAGATION_K if options.graph_k is None else options.graph_k  # AUROC.py's K
-    run = _run_pipeline(items, feats, labels, id_list, options, graph_k, scorer, data, captions)
+    run = _run_pipeline(
+        items, feats, labels, id_list, options, graph_k, scorer, data, captions, quiet
+    )
     id_scores = None
     if ood_score == "single-probability":
         probs = pgllm_scores(
@@ -405,6 +431,7 @@ def detect_ood(
             IDProbabilityScorer(run.scorer),
             id_list,
             replace(run.config, timings={}),  # the same settings; the timings are the first's
+            quiet=quiet,
         )
         id_scores = {a: p[:, 0] for a, p in probs.items()}
         run.metrics = {a: evaluate(run.scores[a], labels, id_scores[a]) for a in run.scores}

@@ -222,6 +222,9 @@ class GeometricCaptioner:
     def caption(self, points: np.ndarray) -> str:
         return describe(measure(points, self.seed))
 
-    def __call__(self, clouds) -> list[str]:
-        """Captions of clouds ``[N, P, 3]``."""
-        return [self.caption(np.asarray(c)) for c in clouds]
+    def __call__(self, clouds, quiet: bool = True) -> list[str]:
+        """Captions of clouds ``[N, P, 3]``; ``quiet=False`` shows progress on stderr."""
+        from iclr26_common.progress import progress
+
+        items = progress(clouds, description="captioning", total=len(clouds), quiet=quiet)
+        return [self.caption(np.asarray(c)) for c in items]

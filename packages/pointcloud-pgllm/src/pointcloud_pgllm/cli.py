@@ -1,8 +1,9 @@
 """The ``pointcloud-pgllm`` command: LightningCLI for the trainable encoder, plus synth, embed,
 caption, classify and ood (the full PGLLM pipeline on a dataset folder) and configs.
 
-``classify`` / ``ood`` only parse their options, call :mod:`pointcloud_pgllm.api` and write its
-result with :func:`pointcloud_pgllm.results.write_results`; bad input raised there as
+``classify`` / ``ood`` only parse their options, check ``--out`` (before any work), call
+:mod:`pointcloud_pgllm.api` and write its result with
+:func:`pointcloud_pgllm.results.write_result_files`; bad input raised there as
 ``PGLLMInputError`` ends as one line (exit 2): ``pointcloud-pgllm: error: ...``, or, for an
 option problem (``PGLLMUsageError``), the subcommand's usage line ``pointcloud-pgllm classify:
 error: ... (see pointcloud-pgllm classify --help)``."""
@@ -10,8 +11,9 @@ error: ... (see pointcloud-pgllm classify --help)``."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,10 +23,21 @@ from iclr26_common.cli_support import (
     comma_list,
     configs_command,
     dispatch,
+    finite_float,
     is_user_error,
     lightning_commands,
+    nonnegative_int,
+    positive_int,
+    probability,
     run_with_one_line_errors,
     top_level_parser,
+)
+from iclr26_common.outputs import (
+    PARTIAL_MARKER,
+    OutputError,
+    OutputFolder,
+    check_out_file,
+    check_out_folder,
 )
 from pointcloud_pgllm import __version__
 
@@ -81,6 +94,22 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     )
 
 
+@contextlib.contextmanager
+def _working_in(out: OutputFolder) -> Iterator[OutputFolder]:
+    """``with out:`` for a command that writes its files at the end and cannot ``--resume``:
+    when it fails or is interrupted before writing anything into a folder that existed (empty)
+    before, the partial marker goes too, so a rerun is not refused for an empty folder. (A
+    folder the command created is removed by :class:`~iclr26_common.outputs.OutputFolder`
+    itself.)"""
+    try:
+        with out:
+            yield out
+    except BaseException:
+        if out.path.is_dir() and {p.name for p in out.path.iterdir()} == {PARTIAL_MARKER}:
+            out.marker.unlink()
+        raise
+
+
 def synth_main(argv: Sequence[str]) -> int:
     from pointcloud_pgllm.synth import SYNTH_CLASSES, SYNTH_ID_CLASSES, SYNTH_OOD_CLASSES
 
@@ -91,33 +120,54 @@ def synth_main(argv: Sequence[str]) -> int:
         f"OOD classes: {', '.join(SYNTH_OOD_CLASSES)}.",
     )
     parser.add_argument(
-        "--out", type=Path, required=True, help="dataset root to write (new or empty)"
+        "--out",
+        type=Path,
+        required=True,
+        help="dataset root to write: new or empty, or with --overwrite",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the dataset an earlier synth wrote into --out (its class folders; a "
+        "folder holding anything else is refused)",
     )
     parser.add_argument(
         "--classes", type=comma_list, default=None, help="comma-separated (default: all)"
     )
-    parser.add_argument("--n-train", type=int, default=20, help="training meshes per class")
-    parser.add_argument("--n-test", type=int, default=10, help="test meshes per class")
+    parser.add_argument(
+        "--n-train", type=nonnegative_int, default=20, help="training meshes per class"
+    )
+    parser.add_argument("--n-test", type=nonnegative_int, default=10, help="test meshes per class")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--glued-fraction", type=float, default=0.01, help="share of malformed headers"
+        "--glued-fraction", type=probability, default=0.01, help="share of malformed headers"
     )
     ns = parser.parse_args(list(argv))
-    if ns.n_train < 0 or ns.n_test < 0 or ns.n_train + ns.n_test == 0:
-        parser.error("--n-train and --n-test must be >= 0 and not both 0")
+    if ns.n_train + ns.n_test == 0:
+        parser.error("--n-train and --n-test must not both be 0")
     unknown = sorted(set(ns.classes or []) - set(SYNTH_CLASSES))
     if unknown:
         parser.error(f"unknown classes {unknown}; known: {', '.join(SYNTH_CLASSES)}")
-    from pointcloud_pgllm.synth import generate_dataset
+    from pointcloud_pgllm.synth import foreign_entries, generate_dataset, remove_generated
 
-    root = generate_dataset(
-        ns.out,
-        ns.classes,
-        n_train=ns.n_train,
-        n_test=ns.n_test,
-        seed=ns.seed,
-        glued_fraction=ns.glued_fraction,
-    )
+    out = check_out_folder(ns.out, overwrite=ns.overwrite)
+    foreign = foreign_entries(out.path) if ns.overwrite and out.path.is_dir() else []
+    if foreign:
+        raise OutputError(
+            f"--out {out.path}: holds {foreign[0]}, which synth did not write; --overwrite "
+            "replaces only an earlier synthetic dataset: give a new folder"
+        )
+    with _working_in(out):
+        if ns.overwrite:
+            remove_generated(out.path)
+        root = generate_dataset(
+            out.path,
+            ns.classes,
+            n_train=ns.n_train,
+            n_test=ns.n_test,
+            seed=ns.seed,
+            glued_fraction=ns.glued_fraction,
+        )
     print(f"wrote {root}")
     return 0
 
@@ -129,8 +179,9 @@ def _data_args(parser: ArgumentParser, required: bool = True) -> None:
         "--data", type=Path, required=required, help="OFF tree, PointNet HDF5 folder or .h5 file"
     )
     parser.add_argument("--split", default="test", help="split to read (default: test)")
-    parser.add_argument("--n-points", type=int, default=DEFAULT_N_POINTS)
+    parser.add_argument("--n-points", type=positive_int, default=DEFAULT_N_POINTS)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
 def embed_main(argv: Sequence[str]) -> int:
@@ -142,28 +193,38 @@ def embed_main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--encoder", default="pointnn", help="'pointnn', a fit .ckpt or a TorchScript file"
     )
-    parser.add_argument("--out", type=Path, required=True, help="output folder")
-    parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="output folder: new or empty, or --overwrite"
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
     ns = parser.parse_args(list(argv))
+    out = check_out_folder(ns.out, overwrite=ns.overwrite)
     import csv
+    import io
 
     import numpy as np
 
+    from iclr26_common.outputs import write_bytes, write_text
     from pointcloud_pgllm.api import encode_clouds
     from pointcloud_pgllm.io import load_dataset
-    from pointcloud_pgllm.results import new_output
 
-    data = load_dataset(ns.data, ns.split, n_points=ns.n_points, seed=ns.seed)
-    feats = encode_clouds(data.points, ns.encoder)
-    ns.out.mkdir(parents=True, exist_ok=True)
-    np.save(new_output(ns.out / "features.npy", ns.overwrite), feats.astype(np.float32))
-    np.save(new_output(ns.out / "labels.npy", ns.overwrite), data.labels)
-    with open(new_output(ns.out / "index.csv", ns.overwrite), "w", newline="") as handle:
-        writer = csv.writer(handle)
+    def npy(array: np.ndarray) -> bytes:
+        buffer = io.BytesIO()
+        np.save(buffer, array)
+        return buffer.getvalue()
+
+    with _working_in(out):
+        data = load_dataset(ns.data, ns.split, n_points=ns.n_points, seed=ns.seed, quiet=ns.quiet)
+        feats = encode_clouds(data.points, ns.encoder, quiet=ns.quiet)
+        table = io.StringIO(newline="")
+        writer = csv.writer(table, lineterminator="\r\n")
         writer.writerow(["row", "source", "label", "class"])
         for i, (src, lab) in enumerate(zip(data.sources, data.labels, strict=True)):
             writer.writerow([i, src, int(lab), data.class_names[lab] if lab >= 0 else ""])
-    print(f"wrote {ns.out / 'features.npy'} {feats.shape}")
+        write_bytes(out.path / "features.npy", npy(feats.astype(np.float32)))
+        write_bytes(out.path / "labels.npy", npy(data.labels))
+        write_text(out.path / "index.csv", table.getvalue())
+    print(f"wrote {out.path / 'features.npy'} {feats.shape}")
     return 0
 
 
@@ -174,21 +235,24 @@ def caption_main(argv: Sequence[str]) -> int:
     )
     _data_args(parser)
     parser.add_argument("--out", type=Path, required=True, help="CSV file to write")
-    parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     ns = parser.parse_args(list(argv))
+    target = check_out_file(ns.out, option="--out", overwrite=ns.overwrite)
     import csv
+    import io
 
+    from iclr26_common.outputs import write_text
     from pointcloud_pgllm.captions import GeometricCaptioner
     from pointcloud_pgllm.io import load_dataset
-    from pointcloud_pgllm.results import new_output
 
-    data = load_dataset(ns.data, ns.split, n_points=ns.n_points, seed=ns.seed)
-    captions = GeometricCaptioner(ns.seed)(data.points)
-    with open(new_output(ns.out, ns.overwrite), "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["source", "class", "caption"])
-        for src, lab, cap in zip(data.sources, data.labels, captions, strict=True):
-            writer.writerow([src, data.class_names[lab] if lab >= 0 else "", cap])
+    data = load_dataset(ns.data, ns.split, n_points=ns.n_points, seed=ns.seed, quiet=ns.quiet)
+    captions = GeometricCaptioner(ns.seed)(data.points, quiet=ns.quiet)
+    table = io.StringIO(newline="")
+    writer = csv.writer(table, lineterminator="\r\n")
+    writer.writerow(["source", "class", "caption"])
+    for src, lab, cap in zip(data.sources, data.labels, captions, strict=True):
+        writer.writerow([src, data.class_names[lab] if lab >= 0 else "", cap])
+    write_text(target, table.getvalue())
     print(f"wrote {ns.out} ({len(captions)} captions)")
     return 0
 
@@ -221,7 +285,10 @@ def _pipeline_parser(name: str, description: str) -> ArgumentParser:
         "row i = object_id i",
     )
     parser.add_argument(
-        "--out", type=Path, required=True, help="output folder (CSV + metrics.json)"
+        "--out",
+        type=Path,
+        required=True,
+        help="output folder (CSV + metrics.json): new or empty, or with --overwrite",
     )
     parser.add_argument(
         "--encoder", default="pointnn", help="'pointnn', a fit .ckpt or a TorchScript file"
@@ -254,14 +321,14 @@ def _pipeline_parser(name: str, description: str) -> ArgumentParser:
     )
     parser.add_argument(
         "--graph-k",
-        type=int,
+        type=positive_int,
         default=None,
         help=f"neighbours per node (default: classify {PROPAGATION_K} as ACC.py, "
         f"ood {OOD_PROPAGATION_K} as AUROC.py)",
     )
     parser.add_argument("--guidance-k", type=int, default=GUIDANCE_NEIGHBOURS)
-    parser.add_argument("--alpha", type=float, default=PROPAGATION_ALPHA)
-    parser.add_argument("--steps", type=int, default=PROPAGATION_STEPS)
+    parser.add_argument("--alpha", type=finite_float, default=PROPAGATION_ALPHA, help="in [0, 1]")
+    parser.add_argument("--steps", type=nonnegative_int, default=PROPAGATION_STEPS)
     parser.add_argument(
         "--normalize",
         action=argparse.BooleanOptionalAction,
@@ -270,7 +337,7 @@ def _pipeline_parser(name: str, description: str) -> ArgumentParser:
         "neighbours (default: on for our encoder's features; off with --features, "
         "as the official scripts use PointLLM's raw features)",
     )
-    parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
     return parser
 
 
@@ -309,10 +376,18 @@ def _usage_errors_as_parser_errors(
         parser.error(str(error))
 
 
-def _write_and_print(result: PGLLMResult, ns: argparse.Namespace) -> None:
-    from pointcloud_pgllm.results import write_results
+def _run_and_write(
+    parser: ArgumentParser, ns: argparse.Namespace, call: Callable[[], PGLLMResult]
+) -> None:
+    """Check ``--out`` before any work, run ``call`` (its option problems are ``parser``'s
+    usage errors) with ``--out`` marked partial, write the result files and print the
+    metrics. A failed or interrupted run leaves no folder it created."""
+    from pointcloud_pgllm.results import write_result_files
 
-    csv_path, json_path = write_results(result, ns.out, ns.overwrite)
+    out = check_out_folder(ns.out, overwrite=ns.overwrite)
+    with _working_in(out):
+        result = _usage_errors_as_parser_errors(parser, call)
+        csv_path, json_path = write_result_files(result, out.path)
     for a, m in result.metrics.items():
         print(f"{a:12s} " + "  ".join(f"{k} {v:.4f}" for k, v in m.items()))
     print(f"wrote {csv_path} and {json_path}")
@@ -335,17 +410,18 @@ def classify_main(argv: Sequence[str]) -> int:
     ns = parser.parse_args(list(argv))
     from pointcloud_pgllm.api import classify
 
-    result = _usage_errors_as_parser_errors(
+    _run_and_write(
         parser,
+        ns,
         lambda: classify(
             ns.data,
             captions=ns.captions,
             features=ns.features,
             classes=ns.classes,
             options=_options(ns),
+            quiet=ns.quiet,
         ),
     )
-    _write_and_print(result, ns)
     return 0
 
 
@@ -375,8 +451,9 @@ def ood_main(argv: Sequence[str]) -> int:
     ns = parser.parse_args(list(argv))
     from pointcloud_pgllm.api import detect_ood
 
-    result = _usage_errors_as_parser_errors(
+    _run_and_write(
         parser,
+        ns,
         lambda: detect_ood(
             ns.data,
             id_classes=ns.id_classes,
@@ -385,9 +462,9 @@ def ood_main(argv: Sequence[str]) -> int:
             captions=ns.captions,
             features=ns.features,
             options=_options(ns),
+            quiet=ns.quiet,
         ),
     )
-    _write_and_print(result, ns)
     return 0
 
 

@@ -397,6 +397,7 @@ def load_dataset(
     n_points: int = DEFAULT_N_POINTS,
     seed: int = 0,
     classes: list[str] | None = None,
+    quiet: bool = True,
 ) -> PointCloudSet:
     """One split of a dataset, as normalised clouds of ``n_points`` points.
 
@@ -407,7 +408,8 @@ def load_dataset(
     there, so classify / ood (CLI and API) never fit a scorer on it unless it is given separately
     (``--train-data``).
     ``classes`` fixes the class list (its order defines the labels); clouds of other classes
-    are skipped, and a name in it that the data lacks is an error.
+    are skipped, and a name in it that the data lacks is an error. ``quiet=False`` shows
+    progress over the files of an OFF tree on stderr.
     """
     path = Path(path)
     if not path.exists():
@@ -428,24 +430,31 @@ def load_dataset(
         raise PGLLMInputError(
             f"{path}: class {missing[0]!r} has no '{missing[0]}/{split}/' folder (found: {', '.join(found)})"
         )
+    from iclr26_common.progress import progress
+
     clouds: list[np.ndarray] = []
     labels: list[int] = []
     sources: list[str] = []
-    for label, name in enumerate(names):
-        files = sorted(
-            f
-            for f in (path / name / split).iterdir()
-            if f.suffix.lower() in (".off", *CLOUD_SUFFIXES)
+    todo = [
+        (label, k, file)
+        for label, name in enumerate(names)
+        for k, file in enumerate(
+            sorted(
+                f
+                for f in (path / name / split).iterdir()
+                if f.suffix.lower() in (".off", *CLOUD_SUFFIXES)
+            )
         )
-        for k, file in enumerate(files):
-            if file.suffix.lower() == ".off":
-                vertices, triangles = read_off(file)
-                cloud = sample_mesh(vertices, triangles, n_points, seed * 100003 + k, str(file))
-            else:
-                cloud = read_cloud_file(file)
-            clouds.append(cloud)
-            labels.append(label)
-            sources.append(str(file))
+    ]
+    for label, k, file in progress(todo, description=f"reading {split} clouds", quiet=quiet):
+        if file.suffix.lower() == ".off":
+            vertices, triangles = read_off(file)
+            cloud = sample_mesh(vertices, triangles, n_points, seed * 100003 + k, str(file))
+        else:
+            cloud = read_cloud_file(file)
+        clouds.append(cloud)
+        labels.append(label)
+        sources.append(str(file))
     if not clouds:
         raise PGLLMInputError(f"{path}: no .off/.ply/.pcd/.xyz files under '<class>/{split}/'")
     return _finish(clouds, labels, names, sources, n_points, seed)

@@ -168,20 +168,27 @@ class PointNet2Encoder(nn.Module):
 
 @torch.no_grad()
 def encode(
-    encoder: nn.Module, points, batch_size: int = 16, device: str | None = None
+    encoder: nn.Module,
+    points,
+    batch_size: int = 16,
+    device: str | None = None,
+    quiet: bool = True,
 ) -> torch.Tensor:
     """Features ``[N, D]`` (float32, CPU) of clouds ``points`` ``[N, P, 3]`` in batches.
 
     The encoder runs on ``device`` (default :func:`iclr26_common.device.choose_device`'s pick:
-    CUDA when PyTorch sees it, ``ICLR26_DEVICE`` forces); it is moved there."""
+    CUDA when PyTorch sees it, ``ICLR26_DEVICE`` forces); it is moved there. ``quiet=False``
+    shows progress over the batches on stderr."""
     from iclr26_common.device import choose_device
+    from iclr26_common.progress import progress
 
     target = choose_device(device)
     points = torch.as_tensor(points, dtype=torch.float32)
     encoder.to(target).eval()
+    starts = range(0, len(points), batch_size)
     chunks = [
         encoder(points[i : i + batch_size].to(target)).float().cpu()
-        for i in range(0, len(points), batch_size)
+        for i in progress(starts, description="encoding", quiet=quiet)
     ]
     return torch.cat(chunks) if chunks else torch.zeros(0, getattr(encoder, "out_dim", 0))
 

@@ -72,6 +72,31 @@ def make_queries(captions: Sequence[str], neighbours: np.ndarray | None = None) 
     ]
 
 
+#: Queries per ``scorer.score`` call while progress is shown.
+SCORE_CHUNK = 16
+
+
+def _score(
+    scorer: Scorer,
+    queries: list[Query],
+    class_names: Sequence[str],
+    description: str,
+    quiet: bool,
+) -> np.ndarray:
+    """``scorer.score(queries, class_names)`` as float64 ``[N, C]``; with progress (not
+    ``quiet``) in chunks of :data:`SCORE_CHUNK` queries."""
+    if quiet or len(queries) <= SCORE_CHUNK:
+        return np.asarray(scorer.score(queries, class_names), dtype=np.float64)
+    from iclr26_common.progress import progress
+
+    starts = range(0, len(queries), SCORE_CHUNK)
+    parts = [
+        np.asarray(scorer.score(queries[i : i + SCORE_CHUNK], class_names), dtype=np.float64)
+        for i in progress(starts, description=f"{description} ({len(queries)} queries)")
+    ]
+    return np.concatenate(parts)
+
+
 def pgllm_scores(
     features: torch.Tensor | np.ndarray,
     captions: Sequence[str],
@@ -79,8 +104,12 @@ def pgllm_scores(
     class_names: Sequence[str],
     config: PGLLMConfig | None = None,
     ablations: Sequence[str] = ABLATIONS,
+    quiet: bool = True,
 ) -> dict[str, np.ndarray]:
-    """Scores ``[N, C]`` per requested ablation; ``config.timings`` gets seconds per stage."""
+    """Scores ``[N, C]`` per requested ablation; ``config.timings`` gets seconds per stage.
+    ``quiet=False`` shows progress of the scorer on stderr: the queries then go to
+    ``scorer.score`` in chunks of :data:`SCORE_CHUNK` (every scorer here scores each query on
+    its own, so the scores are the same)."""
     config = config or PGLLMConfig()
     unknown = [a for a in ablations if a not in ABLATIONS]
     if unknown:
@@ -99,15 +128,15 @@ def pgllm_scores(
         timings["graph_s"] = time.perf_counter() - t
     if {"none", "propagation"} & set(ablations):
         t = time.perf_counter()
-        plain = np.asarray(scorer.score(make_queries(captions), class_names), dtype=np.float64)
+        plain = _score(scorer, make_queries(captions), class_names, "scoring", quiet)
         timings["score_plain_s"] = time.perf_counter() - t
         out["none"] = plain
     if {"guidance", "both"} & set(ablations):
         t = time.perf_counter()
         metric = "cosine" if config.graph == "paper" else "euclidean"
         index, _ = nearest_neighbours(feats, config.guidance_k, metric)
-        guided = np.asarray(
-            scorer.score(make_queries(captions, index.numpy()), class_names), dtype=np.float64
+        guided = _score(
+            scorer, make_queries(captions, index.numpy()), class_names, "scoring guided", quiet
         )
         timings["score_guided_s"] = time.perf_counter() - t
         out["guidance"] = guided

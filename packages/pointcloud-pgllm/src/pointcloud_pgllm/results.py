@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +14,7 @@ import numpy as np
 
 from pointcloud_pgllm.metrics import msp
 
-__all__ = ["CSV_NAMES", "PGLLMResult", "new_output", "write_results"]
+__all__ = ["CSV_NAMES", "PGLLMResult", "write_result_files", "write_results"]
 
 CSV_NAMES = {"classify": "predictions.csv", "ood": "ood_scores.csv"}
 FINAL = "both"  # the full PGLLM (guidance + propagation): the reported prediction
@@ -58,15 +59,6 @@ class PGLLMResult:
         return msp(self.scores[ablation])
 
 
-def new_output(path: Path, overwrite: bool) -> Path:
-    """``path``, its folder created; a ``FileExistsError`` when it exists and not ``overwrite``
-    (a user's file is never replaced unasked)."""
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} exists; pass --overwrite or choose a new --out")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def _label_text(result: PGLLMResult, label: int) -> str:
     if label >= 0:
         return result.class_names[label]
@@ -77,33 +69,49 @@ def write_results(
     result: PGLLMResult, out: str | Path, overwrite: bool = False
 ) -> tuple[Path, Path]:
     """Write ``out/predictions.csv`` (classify) or ``out/ood_scores.csv`` (ood) and
-    ``out/metrics.json``; returns their paths. Both are checked before either is written.
+    ``out/metrics.json``; returns their paths.
 
-    CSV: one row per item: source, label, predicted (full PGLLM), predicted_none (the scorer
-    alone), for ood id_score and is_id, then ``score_<class>`` of the full PGLLM (6 decimals).
-    JSON: ``result.settings``, then ``metrics`` and ``timings_s``."""
-    out = Path(out)
-    csv_path = new_output(out / CSV_NAMES[result.mode], overwrite)
-    json_path = new_output(out / "metrics.json", overwrite)
+    ``out`` is checked first (:func:`iclr26_common.outputs.check_out_folder`): a folder holding
+    earlier results is refused unless ``overwrite``, a file is refused; the folder is marked
+    partial until both files are written. CSV: one row per item: source, label, predicted (full
+    PGLLM), predicted_none (the scorer alone), for ood id_score and is_id, then
+    ``score_<class>`` of the full PGLLM (6 decimals). JSON: ``result.settings``, then
+    ``metrics`` and ``timings_s``."""
+    from iclr26_common.outputs import check_out_folder
+
+    with check_out_folder(out, overwrite=overwrite) as folder:
+        return write_result_files(result, folder.path)
+
+
+def write_result_files(result: PGLLMResult, folder: Path) -> tuple[Path, Path]:
+    """:func:`write_results` into a folder already checked (the CLI checks ``--out`` before
+    the work): the CSV of ``result.mode`` and ``metrics.json``, each written atomically with
+    mode 0644; the other mode's CSV an earlier run left there is removed (``--overwrite``)."""
+    from iclr26_common.outputs import write_text
+
+    folder = Path(folder)
+    for mode, name in CSV_NAMES.items():
+        if mode != result.mode:
+            (folder / name).unlink(missing_ok=True)
     ood = result.mode == "ood"
     final, none = result.scores[FINAL], result.scores["none"]
     id_score = result.id_score(FINAL)
-    with open(csv_path, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        head = ["source", "label", "predicted", "predicted_none"]
-        head += ["id_score", "is_id"] if ood else []
-        writer.writerow(head + [f"score_{c}" for c in result.class_names])
-        for i, source in enumerate(result.sources):
-            label = int(result.labels[i])
-            row = [
-                source,
-                _label_text(result, label),
-                result.class_names[int(final[i].argmax())],
-                result.class_names[int(none[i].argmax())],
-            ]
-            row += [f"{id_score[i]:.6f}", int(label >= 0)] if ood else []
-            writer.writerow(row + [f"{v:.6f}" for v in final[i]])
+    handle = io.StringIO(newline="")
+    writer = csv.writer(handle, lineterminator="\r\n")
+    head = ["source", "label", "predicted", "predicted_none"]
+    head += ["id_score", "is_id"] if ood else []
+    writer.writerow(head + [f"score_{c}" for c in result.class_names])
+    for i, source in enumerate(result.sources):
+        label = int(result.labels[i])
+        row = [
+            source,
+            _label_text(result, label),
+            result.class_names[int(final[i].argmax())],
+            result.class_names[int(none[i].argmax())],
+        ]
+        row += [f"{id_score[i]:.6f}", int(label >= 0)] if ood else []
+        writer.writerow(row + [f"{v:.6f}" for v in final[i]])
     payload = {**result.settings, "metrics": result.metrics, "timings_s": result.timings_s}
-    with open(json_path, "w") as handle:
-        json.dump(payload, handle, indent=2)
+    csv_path = write_text(folder / CSV_NAMES[result.mode], handle.getvalue())
+    json_path = write_text(folder / "metrics.json", json.dumps(payload, indent=2))
     return csv_path, json_path

@@ -12,6 +12,7 @@ protocol. z is up.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,8 +24,10 @@ __all__ = [
     "SYNTH_CLASSES",
     "SYNTH_ID_CLASSES",
     "SYNTH_OOD_CLASSES",
+    "foreign_entries",
     "generate_dataset",
     "make_mesh",
+    "remove_generated",
     "synthetic_clouds",
 ]
 
@@ -376,9 +379,12 @@ def generate_dataset(
     glued_fraction: float = 0.01,
 ) -> Path:
     """Writes ``out/<class>/{train,test}/<class>_XXXX.off`` (numbered 0001.. across both splits,
-    as ModelNet40 does) and returns ``out``. ``out`` must not hold files already."""
+    as ModelNet40 does; each file mode 0644) and returns ``out``. ``out`` must not hold files
+    already (the partial marker of :func:`iclr26_common.outputs.check_out_folder` aside)."""
+    from iclr26_common.outputs import FILE_MODE, PARTIAL_MARKER
+
     out = Path(out)
-    if out.exists() and any(out.iterdir()):
+    if out.exists() and any(p.name != PARTIAL_MARKER for p in out.iterdir()):
         raise FileExistsError(f"{out}: exists and is not empty; choose a new folder")
     names = list(classes) if classes is not None else list(SYNTH_CLASSES)
     for name in names:
@@ -394,8 +400,33 @@ def generate_dataset(
                 index += 1
                 vertices, triangles = make_mesh(name, rng)
                 glued = bool(rng.random() < glued_fraction)
-                write_off(folder / f"{name}_{index:04d}.off", vertices, triangles, glued=glued)
+                path = folder / f"{name}_{index:04d}.off"
+                write_off(path, vertices, triangles, glued=glued)
+                os.chmod(path, FILE_MODE)  # an ordinary output file whatever the umask
     return out
+
+
+def foreign_entries(out: str | Path) -> list[str]:
+    """The entries of ``out`` that :func:`generate_dataset` does not write (anything but
+    folders named after a synthetic class and the partial marker), sorted: ``synth
+    --overwrite`` refuses such a folder rather than mix a new dataset with other data."""
+    from iclr26_common.outputs import PARTIAL_MARKER
+
+    return sorted(
+        p.name
+        for p in Path(out).iterdir()
+        if p.name != PARTIAL_MARKER and not (p.is_dir() and p.name in SYNTH_CLASSES)
+    )
+
+
+def remove_generated(out: str | Path) -> None:
+    """Remove the class folders an earlier :func:`generate_dataset` wrote into ``out``
+    (``synth --overwrite``)."""
+    import shutil
+
+    for name in SYNTH_CLASSES:
+        if (Path(out) / name).is_dir():
+            shutil.rmtree(Path(out) / name)
 
 
 def synthetic_clouds(

@@ -1,19 +1,36 @@
-"""The RF-MatID benchmark table: model × protocol × split, trained and tested with Lightning."""
+"""The RF-MatID benchmark table: model × protocol × split, trained and tested with Lightning.
+
+``rf-matid benchmark`` (:func:`benchmark_main`) checks ``--out`` before any work
+(:func:`iclr26_common.outputs.check_out_folder`), writes each finished cell (one arch ×
+protocol × split × seed) as ``cells/<arch>_<protocol>_<split>_seed<k>.json`` the moment it
+finishes, and, rerun with ``--resume`` after an interruption (Ctrl-C, a crash), skips the cells
+already there; the tables and plots are written at the end.
+"""
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
+import shutil
 import statistics
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from iclr26_common.cli_support import ArgumentParser, comma_list, int_list
+from iclr26_common.cli_support import (
+    ArgumentParser,
+    UsageError,
+    comma_list,
+    int_list,
+    positive_int,
+)
+from iclr26_common.outputs import check_out_folder, write_bytes, write_text
+from iclr26_common.progress import progress
 
 SPLIT_NAMES = ("S1", "S2-mod1", "S2-mod2", "S2-mod3", "S3-mod1", "S3-mod2", "S3-mod3")
 
@@ -220,15 +237,33 @@ def plot_confusion(row: BenchmarkRow, path: Path) -> Path:
     )
     fig.colorbar(image, ax=ax, fraction=0.046)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    return path
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=110, format="png")
+    return write_bytes(path, buffer.getvalue())  # atomic, mode 0644
 
 
 def _init_worker(threads: int) -> None:
+    import signal
+
     import torch
 
+    # Ctrl-C reaches the whole process group: the parent stops the workers (one line, exit 130)
+    # and a worker's own KeyboardInterrupt would print a traceback of its queue wait.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(threads)
+
+
+def _stop_workers(pool: Any) -> None:
+    """Terminate a ProcessPoolExecutor's workers at once (on Ctrl-C): ``shutdown(wait=False)``
+    alone would leave a running training to finish before the interpreter exits."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
+
+
+def cell_key(row: Any) -> tuple[str, str, str, int]:
+    """(arch, protocol, split, seed): what identifies a benchmark cell."""
+    return (row.arch, row.protocol, row.split, int(row.seed))
 
 
 def run_benchmark(
@@ -245,6 +280,8 @@ def run_benchmark(
     workers: int = 1,
     accelerator: str | None = None,
     split_seed: int = 42,
+    done: Mapping[tuple[str, str, str, int], BenchmarkRow] | None = None,
+    quiet: bool = True,
 ) -> list[BenchmarkRow]:
     """Every arch × protocol × split × seed; ``model_kwargs[arch]`` goes to the LightningModule.
 
@@ -253,8 +290,12 @@ def run_benchmark(
     torch threads (on 2 CPU cores two single-threaded trainings of the small CNN run about twice
     as fast as one two-threaded one); a script calling this must then guard its entry point with
     ``if __name__ == "__main__":``. ``accelerator=None``: :mod:`iclr26_common.device` chooses
-    (and records) it in this process, and every training uses that choice. Rows come back in the product order; ``on_row`` is called as
-    each finishes.
+    (and records) it in this process, and every training uses that choice. Rows come back in
+    the product order; ``on_row`` is called as each finishes (``rf-matid benchmark`` saves the
+    cell there). ``done``: rows already finished, by :func:`cell_key` (a resumed run's cells):
+    they are not trained again and come back as given. ``quiet=False`` shows progress over the
+    cells on stderr (:func:`iclr26_common.progress.progress`). Ctrl-C stops the worker
+    processes too.
     """
     devices = None
     if accelerator is None:  # choose (and record) the device here: workers run in subprocesses
@@ -262,8 +303,11 @@ def run_benchmark(
 
         accelerator = lightning_accelerator()
         devices = lightning_devices()  # [N] for ICLR26_DEVICE=cuda:N (Lightning's 1 = cuda:0)
-    tasks = [
-        {
+    keys = list(itertools.product(archs, protocols, splits, (int(s) for s in seeds)))
+    done = dict(done or {})
+    results: dict[int, BenchmarkRow] = {i: done[key] for i, key in enumerate(keys) if key in done}
+    tasks = {
+        i: {
             "data_dir": data_dir,
             "arch": arch,
             "protocol": protocol,
@@ -277,16 +321,17 @@ def run_benchmark(
             "split_seed": split_seed,
             "devices": devices,
         }
-        for arch, protocol, split, seed in itertools.product(archs, protocols, splits, seeds)
-    ]
+        for i, (arch, protocol, split, seed) in enumerate(keys)
+        if i not in results
+    }
+    description = "benchmark cells" + (f" ({len(results)} done before)" if results else "")
     workers = max(1, min(int(workers), len(tasks)))
     if workers == 1:
-        rows = []
-        for task in tasks:
-            rows.append(train_and_test(**task))
+        for i, task in progress(list(tasks.items()), description=description, quiet=quiet):
+            results[i] = train_and_test(**task)
             if on_row is not None:
-                on_row(rows[-1])
-        return rows
+                on_row(results[i])
+        return [results[i] for i in range(len(keys))]
 
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -297,34 +342,40 @@ def run_benchmark(
 
     load_dataset(data_dir)  # parse once here and fill the cache the workers read
     threads = max(1, torch.get_num_threads() // workers)
-    results: dict[int, BenchmarkRow] = {}
-    with ProcessPoolExecutor(
+    pool = ProcessPoolExecutor(
         workers,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_init_worker,
         initargs=(threads,),
-    ) as pool:
-        futures = {pool.submit(train_and_test, **task): i for i, task in enumerate(tasks)}
-        for future in as_completed(futures):
+    )
+    try:
+        futures = {pool.submit(train_and_test, **task): i for i, task in tasks.items()}
+        finished = as_completed(futures)
+        for future in progress(finished, description=description, total=len(futures), quiet=quiet):
             results[futures[future]] = future.result()
             if on_row is not None:
                 on_row(results[futures[future]])
-    return [results[i] for i in range(len(tasks))]
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    pool.shutdown()
+    return [results[i] for i in range(len(keys))]
 
 
 def write_outputs(rows: Sequence[BenchmarkRow], out_dir: Path) -> dict[str, Path]:
-    """benchmark.md (accuracy and macro-F1 tables), benchmark.json, one confusion PNG per cell."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    markdown = out_dir / "benchmark.md"
-    markdown.write_text(
+    """benchmark.md (accuracy and macro-F1 tables), benchmark.json, one confusion PNG per cell
+    (atomic writes, mode 0644)."""
+    markdown = write_text(
+        out_dir / "benchmark.md",
         "# RF-MatID benchmark\n\n## Test accuracy (%)\n\n"
         + markdown_table(rows, "accuracy")
         + "\n\n## Test macro-F1 (%)\n\n"
         + markdown_table(rows, "macro_f1")
-        + "\n"
+        + "\n",
     )
-    results = out_dir / "benchmark.json"
-    results.write_text(json.dumps([asdict(row) for row in rows], indent=1))
+    results = write_text(
+        out_dir / "benchmark.json", json.dumps([asdict(r) for r in rows], indent=1)
+    )
     written = {"markdown": markdown, "json": results}
     seen = set()
     for row in rows:
@@ -336,40 +387,134 @@ def write_outputs(rows: Sequence[BenchmarkRow], out_dir: Path) -> dict[str, Path
     return written
 
 
+#: Where ``rf-matid benchmark`` saves each finished cell, and the settings a resume must match.
+CELLS_DIR = "cells"
+SETTINGS_FILE = "benchmark-settings.json"
+
+
+def cell_path(out_dir: Path, key: tuple[str, str, str, int]) -> Path:
+    """``out_dir/cells/<arch>_<protocol>_<split>_seed<k>.json``."""
+    arch, protocol, split, seed = key
+    return out_dir / CELLS_DIR / f"{arch}_{protocol}_{split}_seed{seed}.json"
+
+
+def save_cell(out_dir: Path, row: BenchmarkRow) -> Path:
+    """Write one finished cell (atomically: a cell file is whole or absent)."""
+    return write_text(cell_path(out_dir, cell_key(row)), json.dumps(asdict(row), indent=1))
+
+
+def load_cells(out_dir: Path) -> dict[tuple[str, str, str, int], BenchmarkRow]:
+    """The finished cells an interrupted run saved in ``out_dir/cells``, by :func:`cell_key`.
+    A file that is not one is a one-line error naming it."""
+    names = {f.name for f in fields(BenchmarkRow)}
+    found: dict[tuple[str, str, str, int], BenchmarkRow] = {}
+    for path in sorted((out_dir / CELLS_DIR).glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            row = BenchmarkRow(**{k: v for k, v in data.items() if k in names})
+        except (ValueError, TypeError) as error:
+            raise UsageError(
+                f"--resume: {path} is not a finished benchmark cell ({error}); delete it or pass "
+                "--overwrite"
+            ) from None
+        found[cell_key(row)] = row
+    return found
+
+
+def _check_resume_settings(out_dir: Path, settings: dict[str, Any]) -> None:
+    """A resumed run must continue the same benchmark: one line naming what differs."""
+    path = out_dir / SETTINGS_FILE
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise UsageError(
+            f"--resume: {out_dir} holds no readable {SETTINGS_FILE} (not a benchmark run); pass "
+            "--overwrite to start again or give a new --out"
+        ) from None
+    differ = [
+        k for k in sorted(set(settings) | set(recorded)) if settings.get(k) != recorded.get(k)
+    ]
+    if differ:
+        key = differ[0]
+        raise UsageError(
+            f"--resume: the interrupted run in {out_dir} used {key} {recorded.get(key)!r}, this "
+            f"one {settings.get(key)!r}; rerun with its settings, or pass --overwrite"
+        )
+
+
+def _remove_earlier_outputs(out_dir: Path) -> None:
+    """``--overwrite``: remove what an earlier benchmark wrote (cells, tables, plots, settings);
+    the synthetic data folder and files of others stay."""
+    shutil.rmtree(out_dir / CELLS_DIR, ignore_errors=True)
+    for name in ("benchmark.md", "benchmark.json", SETTINGS_FILE):
+        (out_dir / name).unlink(missing_ok=True)
+    for png in out_dir.glob("confusion_*.png"):
+        png.unlink()
+
+
 SYNTH_MARKER = ".rf-matid-benchmark-synth.json"
 
 
-def synthetic_dataset(out_dir: Path) -> Path:
-    """``out_dir/data``: the miniature synthetic set, generated once and reused on reruns.
-
-    A marker written after a complete generation records the grid; a rerun with the same grid
-    reuses the data, anything else in ``out_dir/data`` (a different grid, an interrupted run,
-    foreign files) is an error naming the folder, never mixed or overwritten.
-    """
-    from rf_matid.synth_dataset import generate_dataset
-
-    data_dir = out_dir / "data"
+def _synthetic_state(data_dir: Path) -> str:
+    """``"same"`` (a complete set of the current grid), ``"other"`` (a complete set of another
+    grid or version), ``"unfinished"`` (anything else that is not empty) or ``"absent"``."""
     marker = data_dir / SYNTH_MARKER
-    spec = {"grid": MINIATURE_GRID, "seed": 0, "write_time": False}
     if marker.is_file():
         try:
             recorded = json.loads(marker.read_text())
         except ValueError:
             recorded = None
-        if recorded == spec:
-            print(f"reusing the synthetic dataset in {data_dir}", flush=True)
-            return data_dir
-        raise FileExistsError(
-            f"{data_dir} holds a synthetic dataset of another grid or version; delete it or "
-            "choose another --out"
-        )
+        return "same" if recorded == _synthetic_spec() else "other"
     if data_dir.exists() and any(data_dir.iterdir()):
+        return "unfinished"
+    return "absent"
+
+
+def _synthetic_spec() -> dict[str, Any]:
+    return {"grid": MINIATURE_GRID, "seed": 0, "write_time": False}
+
+
+def check_synthetic_dataset(
+    out_dir: Path, replace: bool = False, unfinished_ok: bool = False
+) -> str:
+    """What :func:`synthetic_dataset` will do with ``out_dir/data`` (its state), checked before
+    any work: a set of another grid without ``replace``, or unfinished or foreign files without
+    ``unfinished_ok``, is a ``FileExistsError`` naming the folder."""
+    data_dir = out_dir / "data"
+    state = _synthetic_state(data_dir)
+    if state == "other" and not replace:
+        raise FileExistsError(
+            f"{data_dir} holds a synthetic dataset of another grid or version; pass "
+            "--overwrite to regenerate it or choose another --out"
+        )
+    if state == "unfinished" and not unfinished_ok:
         raise FileExistsError(
             f"{data_dir} is not empty and was not completed by `rf-matid benchmark --synth` "
             "(an interrupted run or other files); delete it or choose another --out"
         )
+    return state
+
+
+def synthetic_dataset(out_dir: Path, replace: bool = False, unfinished_ok: bool = False) -> Path:
+    """``out_dir/data``: the miniature synthetic set, generated once and reused on reruns.
+
+    A marker written after a complete generation records the grid; a rerun with the same grid
+    reuses the data. A synthetic set of another grid is regenerated with ``replace``
+    (``--overwrite``), an error naming the folder without it; a generation an interrupted run
+    left unfinished (no marker) is regenerated with ``unfinished_ok`` (``--resume`` of a folder
+    this command marked partial), an error without it (:func:`check_synthetic_dataset`).
+    """
+    from rf_matid.synth_dataset import generate_dataset
+
+    data_dir = out_dir / "data"
+    state = check_synthetic_dataset(out_dir, replace, unfinished_ok)
+    if state == "same":
+        print(f"reusing the synthetic dataset in {data_dir}", flush=True)
+        return data_dir
+    if state in ("other", "unfinished"):
+        shutil.rmtree(data_dir)
     generate_dataset(data_dir, **MINIATURE_GRID, seed=0, write_time=False)
-    marker.write_text(json.dumps(spec))
+    write_text(data_dir / SYNTH_MARKER, json.dumps(_synthetic_spec()))
     return data_dir
 
 
@@ -379,8 +524,9 @@ def benchmark_main(argv: Sequence[str]) -> int:
 
     parser = ArgumentParser(
         prog="rf-matid benchmark",
-        description="Train and test every model × protocol × split; write benchmark.md, "
-        "benchmark.json and confusion-matrix PNGs into --out (replacing those of an earlier run).",
+        description="Train and test every model × protocol × split × seed; write benchmark.md, "
+        "benchmark.json and confusion-matrix PNGs into --out, and each finished cell into "
+        "OUT/cells/ as it finishes (an interrupted run continues with --resume).",
     )
     parser.add_argument("--data", type=Path, help="dataset root (upstream format)")
     parser.add_argument(
@@ -389,7 +535,24 @@ def benchmark_main(argv: Sequence[str]) -> int:
         help="use a miniature synthetic dataset in OUT/data (generated on the first run, reused "
         "by reruns into the same --out; ignores --data)",
     )
-    parser.add_argument("--out", type=Path, default=Path("rf-matid-benchmark"))
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("rf-matid-benchmark"),
+        help="output folder: new or empty, or with --overwrite / --resume",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the results of an earlier run in --out (a --synth dataset of the same "
+        "grid is reused)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted run in --out: its finished cells are not trained again",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument(
         "--models", type=comma_list, default="material_id,mlp", help=f"of {','.join(MODELS)}"
     )
@@ -403,13 +566,13 @@ def benchmark_main(argv: Sequence[str]) -> int:
         help=f"of {','.join(SPLIT_NAMES)}",
     )
     parser.add_argument("--mode", default="all_classes", choices=("all_classes", "super_classes"))
-    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--epochs", type=positive_int, default=10)
     parser.add_argument(
-        "--batch-size", type=int, default=None, help="default: upstream's per model"
+        "--batch-size", type=positive_int, default=None, help="default: upstream's per model"
     )
     parser.add_argument("--seeds", type=int_list, default=[0])
     parser.add_argument(
-        "--workers", type=int, default=1, help="trainings run in parallel processes"
+        "--workers", type=positive_int, default=1, help="trainings run in parallel processes"
     )
     ns = parser.parse_args(list(argv))
     archs, protocols, splits = ns.models, ns.protocols, ns.splits
@@ -421,30 +584,61 @@ def benchmark_main(argv: Sequence[str]) -> int:
         unknown = [v for v in values if v not in known]
         if unknown:
             parser.error(f"unknown {what} {unknown}; choose from {', '.join(known)}")
-    if ns.epochs < 1 or ns.workers < 1:
-        parser.error("--epochs and --workers must be >= 1")
+    if ns.overwrite and ns.resume:
+        parser.error("--overwrite and --resume exclude each other")
+    if not ns.synth:
+        if ns.data is None:
+            parser.error("give --data DIR or --synth")
+        if not Path(ns.data).is_dir():
+            raise FileNotFoundError(f"--data {ns.data} is not a directory")
+    out = check_out_folder(ns.out, overwrite=ns.overwrite, resume=ns.resume)
+    settings = {
+        "data": "synthetic" if ns.synth else str(Path(ns.data).resolve()),
+        "models": archs,
+        "protocols": protocols,
+        "splits": splits,
+        "seeds": ns.seeds,
+        "mode": ns.mode,
+        "epochs": ns.epochs,
+        "batch_size": ns.batch_size,
+    }
+    done: dict[tuple[str, str, str, int], BenchmarkRow] = {}
+    if out.resumed:
+        _check_resume_settings(out.path, settings)
+        done = load_cells(out.path)
     if ns.synth:
-        data_dir = synthetic_dataset(ns.out)
-    elif ns.data is None:
-        parser.error("give --data DIR or --synth")
-    else:
-        data_dir = ns.data
-        if not Path(data_dir).is_dir():
-            raise FileNotFoundError(f"--data {data_dir} is not a directory")
+        check_synthetic_dataset(out.path, replace=ns.overwrite, unfinished_ok=out.resumed)
+    with out:
+        if ns.overwrite:
+            _remove_earlier_outputs(out.path)
+        if not out.resumed:
+            write_text(out.path / SETTINGS_FILE, json.dumps(settings, indent=1))
+        if ns.synth:
+            data_dir = synthetic_dataset(out.path, replace=ns.overwrite, unfinished_ok=out.resumed)
+        else:
+            data_dir = Path(ns.data)
+        if done:
+            print(f"resuming: {len(done)} finished cell(s) in {out.path / CELLS_DIR}", flush=True)
 
-    rows = run_benchmark(
-        data_dir,
-        archs,
-        protocols,
-        splits,
-        ns.seeds,
-        ns.mode,
-        ns.epochs,
-        ns.batch_size,
-        on_row=print_row,
-        workers=ns.workers,
-    )
-    written = write_outputs(rows, ns.out)
+        def finished(row: BenchmarkRow) -> None:
+            save_cell(out.path, row)
+            print_row(row)
+
+        rows = run_benchmark(
+            data_dir,
+            archs,
+            protocols,
+            splits,
+            ns.seeds,
+            ns.mode,
+            ns.epochs,
+            ns.batch_size,
+            on_row=finished,
+            workers=ns.workers,
+            done=done,
+            quiet=ns.quiet,
+        )
+        written = write_outputs(rows, out.path)
     print(markdown_table(rows))
     print(f"wrote {written['markdown']}")
     return 0

@@ -17,9 +17,11 @@ from iclr26_common.cli_support import (
     int_list,
     is_user_error,
     lightning_commands,
+    positive_int,
     run_with_one_line_errors,
     top_level_parser,
 )
+from iclr26_common.outputs import check_out_file, check_out_folder
 from rf_matid import __version__
 
 __all__ = ["main", "run_lightning_cli"]
@@ -92,8 +94,21 @@ def synth_main(argv: Sequence[str]) -> int:
         prog="rf-matid synth",
         description="Write a physics-based synthetic RF-MatID dataset in the upstream format.",
     )
-    parser.add_argument("--out", type=Path, required=True, help="dataset root to write (new)")
-    parser.add_argument("--n", type=int, default=1, help="samples per (class, distance, angle)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="dataset root to write: new or empty, or with --overwrite",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the dataset an earlier synth wrote into --out (its frequency_domain/ and "
+        "time_domain/ trees; other files stay)",
+    )
+    parser.add_argument(
+        "--n", type=positive_int, default=1, help="samples per (class, distance, angle)"
+    )
     parser.add_argument(
         "--classes", type=comma_list, default=None, help="comma-separated class names"
     )
@@ -108,25 +123,27 @@ def synth_main(argv: Sequence[str]) -> int:
         "as the real data) instead of 'freq_hz,real,imag'",
     )
     ns = parser.parse_args(list(argv))
-    if ns.n < 1:
-        parser.error("--n must be >= 1")
     unknown = sorted(set(ns.classes or []) - set(SYNTHETIC_CLASSES))
     if unknown:
         parser.error(f"unknown classes {unknown}; known: {', '.join(SYNTHETIC_CLASSES)}")
 
     from rf_matid.io import FREQ_HEADER, UPSTREAM_FREQ_HEADER
-    from rf_matid.synth_dataset import generate_dataset
+    from rf_matid.synth_dataset import generate_dataset, remove_generated
 
-    root = generate_dataset(
-        ns.out,
-        classes=ns.classes,
-        distances_mm=ns.distances,
-        angles_deg=ns.angles,
-        samples_per_position=ns.n,
-        seed=ns.seed,
-        write_time=not ns.no_time,
-        freq_header=UPSTREAM_FREQ_HEADER if ns.upstream_header else FREQ_HEADER,
-    )
+    out = check_out_folder(ns.out, overwrite=ns.overwrite)
+    with out:
+        if ns.overwrite:
+            remove_generated(out.path)
+        root = generate_dataset(
+            out.path,
+            classes=ns.classes,
+            distances_mm=ns.distances,
+            angles_deg=ns.angles,
+            samples_per_position=ns.n,
+            seed=ns.seed,
+            write_time=not ns.no_time,
+            freq_header=UPSTREAM_FREQ_HEADER if ns.upstream_header else FREQ_HEADER,
+        )
     print(f"wrote {root}")
     return 0
 
@@ -147,17 +164,19 @@ def predict_files_main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--protocol", default=None, help="P1..P5 (default: the one recorded in the checkpoint)"
     )
-    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--batch-size", type=positive_int, default=256)
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     ns = parser.parse_args(list(argv))
-    if ns.batch_size < 1:
-        parser.error("--batch-size must be >= 1")
+    check_out_file(ns.out, option="--out", overwrite=ns.overwrite)
 
     from rf_matid.predict import collect_inputs, load_predictor, predict_files
 
     inputs = collect_inputs(ns.inputs)
     predictor = load_predictor(ns.ckpt, protocol=ns.protocol)
-    out = predict_files(predictor, inputs, ns.out, ns.batch_size, overwrite=ns.overwrite)
+    out = predict_files(
+        predictor, inputs, ns.out, ns.batch_size, overwrite=ns.overwrite, quiet=ns.quiet
+    )
     print(f"wrote {out} ({len(inputs)} spectra, {len(predictor.class_names)} classes)")
     return 0
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from iclr26_common.outputs import FILE_MODE
 from rf_matid.csvio import FREQ_HEADER, TIME_HEADER, UPSTREAM_FREQ_HEADER
 from rf_matid.layout import (
     FREQ_DOMAIN_DIR,
@@ -38,6 +39,7 @@ def _write_text(path: Path, header: str, row_format: str, columns: Sequence[np.n
     body = (row_format * len(columns[0])) % tuple(flat)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"{header}\n{body}", encoding="utf-8", newline="\n")
+    os.chmod(path, FILE_MODE)  # an ordinary output file whatever the umask
 
 
 def write_frequency_csv(

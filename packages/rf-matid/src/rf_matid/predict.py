@@ -20,6 +20,7 @@ Checkpoints are read with ``torch.load(..., weights_only=True)`` only.
 from __future__ import annotations
 
 import csv
+import io
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -287,40 +288,36 @@ def predict_files(
     out: str | os.PathLike[str],
     batch_size: int = 256,
     overwrite: bool = False,
+    quiet: bool = True,
 ) -> Path:
     """Writes ``out``: CSV ``file, predicted[, label], prob_<class>...``, one row per input.
 
-    Only ``out`` is written (a partial file is removed on error); an existing ``out`` is an
-    error unless ``overwrite``.
+    ``out`` is checked before any spectrum is read
+    (:func:`iclr26_common.outputs.check_out_file`: an existing file is an error unless
+    ``overwrite``, a folder is an error) and written at the end in one atomic step, mode 0644:
+    an error or Ctrl-C leaves no partial file. ``quiet=False`` shows progress over the batches
+    on stderr.
     """
-    target = Path(out)
-    if target.is_dir():
-        raise IsADirectoryError(
-            f"--out {target} is a directory; give a file name such as preds.csv"
-        )
-    if target.exists() and not overwrite:
-        raise FileExistsError(f"{target} exists; pass --overwrite to replace it")
-    if not target.parent.is_dir():
-        raise FileNotFoundError(f"the folder of {target} does not exist")
+    from iclr26_common.outputs import check_out_file, write_text
+    from iclr26_common.progress import progress
+
+    target = check_out_file(out, option="--out", overwrite=overwrite)
     check_vocabulary(predictor, inputs)
     labelled = any(f.class_name is not None for f in inputs)
     header = ["file", "predicted", *(["label"] if labelled else [])]
     header += [f"prob_{name}" for name in predictor.class_names]
-    try:
-        with target.open("w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(header)
-            for start in range(0, len(inputs), batch_size):
-                chunk = inputs[start : start + batch_size]
-                for item, probs in zip(chunk, _chunk_probabilities(predictor, chunk), strict=True):
-                    row = [str(item.path), predictor.class_names[int(np.argmax(probs))]]
-                    if labelled:
-                        row.append(item.class_name or "")
-                    writer.writerow(row + [f"{p:.6g}" for p in probs])
-    except BaseException:
-        target.unlink(missing_ok=True)
-        raise
-    return target
+    handle = io.StringIO(newline="")
+    writer = csv.writer(handle, lineterminator="\r\n")
+    writer.writerow(header)
+    starts = range(0, len(inputs), batch_size)
+    for start in progress(starts, description="predict-files batches", quiet=quiet):
+        chunk = inputs[start : start + batch_size]
+        for item, probs in zip(chunk, _chunk_probabilities(predictor, chunk), strict=True):
+            row = [str(item.path), predictor.class_names[int(np.argmax(probs))]]
+            if labelled:
+                row.append(item.class_name or "")
+            writer.writerow(row + [f"{p:.6g}" for p in probs])
+    return write_text(target, handle.getvalue())
 
 
 def _chunk_probabilities(predictor: Predictor, chunk: Sequence[SpectrumFile]) -> np.ndarray:

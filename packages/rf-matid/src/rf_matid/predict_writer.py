@@ -13,12 +13,15 @@ samples to ``predictions-rank<R>.csv``. Columns: ``file`` (relative to the data 
 from __future__ import annotations
 
 import csv
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from lightning.pytorch.callbacks import BasePredictionWriter
+
+from iclr26_common.outputs import FILE_MODE
 
 __all__ = ["PredictionCSVWriter"]
 
@@ -79,5 +82,6 @@ class PredictionCSVWriter(BasePredictionWriter):
                 file, label = records[index]
                 predicted = names[int(np.argmax(row))]
                 writer.writerow([file, predicted, label, *(f"{p:.6g}" for p in row)])
+        os.chmod(path, FILE_MODE)  # an ordinary output file whatever the umask
         self.path = path
         print(f"wrote {path} ({len(probs)} spectra, {len(names)} classes)", flush=True)

@@ -7,6 +7,7 @@ Every sample has its own random generator, keyed by (seed, class, distance, angl
 
 from __future__ import annotations
 
+import shutil
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +19,7 @@ from rf_matid.constants import ANGLES_DEG, DISTANCES_MM, FREQ_GRID_HZ
 from rf_matid.materials import material_class
 from rf_matid.synth import DEFAULT_SETUP, MonostaticSetup, frequency_to_time, simulate_batch
 
-__all__ = ["generate_dataset", "sample_rng"]
+__all__ = ["generate_dataset", "remove_generated", "sample_rng"]
 
 
 def sample_rng(
@@ -27,6 +28,17 @@ def sample_rng(
     """Generator of one sample, independent of which other samples are generated."""
     key = (zlib.crc32(class_name.encode()), int(distance_mm), int(angle_deg), int(index))
     return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=key))
+
+
+def remove_generated(out_dir: str | Path) -> None:
+    """Remove the domain trees a generation writes (``frequency_domain/`` (or the older
+    ``freq_domain/``) and ``time_domain/``) from ``out_dir``: ``rf-matid synth --overwrite``
+    replaces an earlier synthetic dataset this way; other files stay."""
+    from rf_matid.io import FREQ_DOMAIN_DIRS, TIME_DOMAIN_DIR
+
+    for sub in (*FREQ_DOMAIN_DIRS, TIME_DOMAIN_DIR):
+        if (Path(out_dir) / sub).is_dir():
+            shutil.rmtree(Path(out_dir) / sub)
 
 
 def _int_list(name: str, values: Sequence[int] | None, default: Sequence[int]) -> list[int]:

@@ -1,0 +1,289 @@
+"""The promises every atomistic-scaling command keeps (issue 36): outputs checked before any
+work, one line for a refused output or a non-finite number, Ctrl-C as one line and exit 130
+with the finished sweep jobs kept and skipped by ``--resume`` (an interrupted sweep's folder is
+marked partial, never complete-looking), progress with ``--quiet``, a checkpoint from ``fit
+--config tiny`` that ``test``/``predict --ckpt_path`` follow, files written with mode 0644, and
+the package's main names importable from ``atomistic_scaling``.
+
+All of them fail on 11b2942 (before issue 36 moved the commands onto ``iclr26_common.outputs``
+/ ``progress``), as each docstring says.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from atomistic_scaling.cli import main
+from iclr26_common.outputs import PARTIAL_MARKER
+from iclr26_common.testing import assert_one_line_error, run_main
+
+PROG = "atomistic-scaling: error: "
+# 2 archs x 1 width x 2 seeds = 4 jobs on 24 generated structures
+SWEEP = [
+    "sweep",
+    "--archs=[mpnn,l1]",
+    "--widths=[4]",
+    "--d_values=[12,16,24]",
+    "--seeds=[0,1]",
+    "--batch_size=2",
+    "--warmup_steps=2",
+    "--synthetic_val=4",
+    "--n_boot=2",
+]
+
+
+def _fake_runs(arch: str, width: int, seed: int, config) -> list[dict]:  # type: ignore[no-untyped-def]
+    """Records of one job as train_runs + _job give them, without training."""
+    return [
+        {
+            "arch": arch,
+            "width": width,
+            "seed": seed,
+            "n_params": 100 * width,
+            "D": d,
+            "steps": config.steps_of(d),
+            "loss": 1.0 / d + 0.01 * seed,
+            "energy_term": 0.5 / d,
+            "force_term": 0.5 / d,
+            "train_seconds": 0.01 * d,
+            "flops_per_structure": 1e5,
+            "compute": 1e5 * d,
+            "kappa": 3.0,
+        }
+        for d in config.d_values
+    ]
+
+
+@pytest.fixture
+def jobs(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """``sweep._job`` replaced by a fake (no training) that records the jobs it ran."""
+    import atomistic_scaling.sweep as sweep
+
+    ran: list[tuple] = []
+
+    def fake(arch, width, seed, data, config):  # type: ignore[no-untyped-def]
+        ran.append((arch, width, seed))
+        return _fake_runs(arch, width, seed, config), 0.0
+
+    monkeypatch.setattr(sweep, "_job", fake)
+    return ran
+
+
+def test_sweep_checks_its_out_before_generating_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """A file as --out, or a folder with an earlier sweep, is refused before any structure is
+    generated (11b2942 refused a non-empty folder only with a FileExistsError and trained
+    into a file's path until the first write failed)."""
+    import atomistic_scaling.synth as synth
+
+    def no_data(*_: object, **__: object) -> None:
+        raise AssertionError("data generated before --out was checked")
+
+    monkeypatch.setattr(synth, "generate_structures", no_data)
+    target = tmp_path / "outfile.txt"
+    target.write_text("mine\n")
+    line = assert_one_line_error(main, [*SWEEP, "--out", str(target)], capsys, prog=PROG)
+    assert f"--out {target}: exists and is a file; give a folder" in line
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / "fits.json").write_text("{}")
+    line = assert_one_line_error(main, [*SWEEP, "--out", str(earlier)], capsys, prog=PROG)
+    assert "holds earlier results; pass --overwrite" in line
+    fresh = tmp_path / "fresh"
+    line = assert_one_line_error(main, [*SWEEP, "--out", str(fresh), "--resume"], capsys)
+    assert "nothing to resume" in line and not fresh.exists()
+
+
+def test_sweep_ctrl_c_keeps_finished_jobs_and_resume_skips_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Ctrl-C in the third job: one line ``atomistic-scaling: interrupted``, exit 130, no
+    traceback; two finished jobs are on disk, the folder is marked partial (11b2942 left
+    nothing, or a folder that looked complete); a rerun is refused without --resume, refused
+    with other settings, and with --resume trains only the two missing jobs."""
+    import atomistic_scaling.sweep as sweep
+
+    out = tmp_path / "sweep"
+    args = [*SWEEP, "--out", str(out), "--quiet"]
+    ran: list[tuple] = []
+
+    def interrupted(arch, width, seed, data, config):  # type: ignore[no-untyped-def]
+        ran.append((arch, width, seed))
+        if len(ran) == 3:
+            raise KeyboardInterrupt
+        return _fake_runs(arch, width, seed, config), 0.0
+
+    monkeypatch.setattr(sweep, "_job", interrupted)
+    run = run_main(main, args, capsys)
+    assert run.code == 130
+    assert [x for x in run.err.splitlines() if x.strip()] == ["atomistic-scaling: interrupted"]
+    assert "Traceback" not in run.err
+    assert (out / PARTIAL_MARKER).is_file() and not (out / "fits.json").exists()
+    saved = sorted(p.name for p in (out / "jobs").iterdir())
+    assert saved == ["mpnn_w4_seed0.json", "mpnn_w4_seed1.json"]
+
+    assert "pass --resume" in assert_one_line_error(main, args, capsys, prog=PROG)
+    other = [a if a != "--seeds=[0,1]" else "--seeds=[0,2]" for a in args]
+    assert "--seeds" in assert_one_line_error(main, [*other, "--resume"], capsys, prog=PROG)
+
+    resumed: list[tuple] = []
+
+    def fake(arch, width, seed, data, config):  # type: ignore[no-untyped-def]
+        resumed.append((arch, width, seed))
+        return _fake_runs(arch, width, seed, config), 0.0
+
+    monkeypatch.setattr(sweep, "_job", fake)
+    run = run_main(main, [*args, "--resume"], capsys)
+    assert run.code == 0, run.err
+    assert resumed == [("l1", 4, 0), ("l1", 4, 1)]
+    assert not (out / PARTIAL_MARKER).exists()
+    records = json.loads((out / "records.json").read_text())
+    assert [(r["arch"], r["seed"]) for r in records[::3]] == [
+        ("mpnn", 0),
+        ("mpnn", 1),
+        ("l1", 0),
+        ("l1", 1),
+    ]
+
+
+def test_sweep_overwrite_replaces_an_earlier_sweep(
+    tmp_path: Path, jobs: list, capsys: pytest.CaptureFixture
+) -> None:
+    """--overwrite replaces the earlier sweep's files and trains every job again (11b2942 had
+    no --overwrite: a folder had to be emptied by hand)."""
+    out = tmp_path / "sweep"
+    args = [*SWEEP, "--out", str(out), "--quiet"]
+    assert run_main(main, args, capsys).code == 0 and len(jobs) == 4
+    (out / "notes.txt").write_text("mine\n")
+    assert run_main(main, [*args, "--overwrite"], capsys).code == 0 and len(jobs) == 8
+    assert (out / "notes.txt").read_text() == "mine\n" and (out / "fits.md").is_file()
+
+
+def test_sweep_shows_progress_unless_quiet(
+    tmp_path: Path, jobs: list, capsys: pytest.CaptureFixture
+) -> None:
+    """Progress over the jobs on stderr; --quiet turns it off (11b2942: no progress, no
+    --quiet)."""
+    loud = run_main(main, [*SWEEP, "--out", str(tmp_path / "a")], capsys)
+    assert loud.code == 0 and "sweep jobs: 4/4" in loud.err
+    quiet = run_main(main, [*SWEEP, "--out", str(tmp_path / "b"), "--quiet"], capsys)
+    assert quiet.code == 0 and "sweep jobs" not in quiet.err
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--lr", "nan"), ("--lr", ".inf"), ("--cutoff", ".nan"), ("--min_distance", ".inf")],
+)
+def test_sweep_numbers_must_be_finite(
+    option: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """nan/inf are one line naming the option (11b2942: jsonargparse's multi-line usage for
+    ``nan``, and ``.inf`` reached the optimiser)."""
+    args = [*SWEEP, "--out", str(tmp_path / "s"), f"{option}={value}"]
+    line = assert_one_line_error(main, args, capsys, prog=PROG)
+    assert option in line and not (tmp_path / "s").exists()
+
+
+def test_synth_checks_its_out_first_and_overwrites_only_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """An existing --out is refused before structures are generated; --overwrite replaces it
+    (11b2942 generated first and had no --overwrite)."""
+    import atomistic_scaling.synth as synth
+
+    out = tmp_path / "emt.xyz"
+    out.write_text("mine\n")
+    real = synth.generate_structures
+    monkeypatch.setattr(synth, "generate_structures", lambda *a, **k: pytest.fail("generated"))
+    line = assert_one_line_error(main, ["synth", "--out", str(out), "--n", "2"], capsys, prog=PROG)
+    assert f"--out {out}: exists; pass --overwrite" in line and out.read_text() == "mine\n"
+    folder = assert_one_line_error(main, ["synth", "--out", str(tmp_path), "--n", "2"], capsys)
+    assert "is a folder; give a file name" in folder
+    monkeypatch.setattr(synth, "generate_structures", real)
+    assert run_main(main, ["synth", "--out", str(out), "--n", "2", "--overwrite"], capsys).code == 0
+    from atomistic_scaling.io import read_structures
+
+    assert len(read_structures(out)) == 2
+
+
+def test_outputs_are_written_with_mode_0644(
+    tmp_path: Path, jobs: list, capsys: pytest.CaptureFixture
+) -> None:
+    """Under umask 077 the sweep's files and synth's extxyz are 0644 (11b2942: 0600)."""
+    previous = os.umask(0o077)
+    try:
+        assert run_main(main, [*SWEEP, "--out", str(tmp_path / "s"), "--quiet"], capsys).code == 0
+        synth = ["synth", "--out", str(tmp_path / "emt.xyz"), "--n", "2"]
+        assert run_main(main, synth, capsys).code == 0
+    finally:
+        os.umask(previous)
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".png" for p in files) and any(p.parent.name == "jobs" for p in files)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in files}
+    assert set(modes.values()) == {0o644}, modes
+
+
+def test_tiny_fit_saves_a_checkpoint_that_test_and_predict_follow(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The README's path: ``fit --config tiny`` saves a logger folder and
+    ``checkpoints/epoch=0-step=4.ckpt``; ``test`` and ``predict --ckpt_path`` run from it
+    (11b2942's tiny.yaml turned the logger and checkpointing off)."""
+    fit = run_main(
+        main, ["fit", "--config", "tiny", f"--trainer.default_root_dir={tmp_path / 'fit'}"], capsys
+    )
+    assert fit.code == 0, fit.err
+    version = tmp_path / "fit" / "lightning_logs" / "version_0"
+    checkpoint = version / "checkpoints" / "epoch=0-step=4.ckpt"
+    assert checkpoint.is_file(), sorted(p.name for p in (tmp_path / "fit").rglob("*"))
+    assert (version / "config.yaml").is_file() and (version / "metrics.csv").is_file()
+    test = run_main(
+        main,
+        [
+            "test",
+            "--config",
+            "tiny",
+            f"--ckpt_path={checkpoint}",
+            f"--trainer.default_root_dir={tmp_path / 'test'}",
+        ],
+        capsys,
+    )
+    assert test.code == 0 and "test_loss" in test.out, test.err
+    predict = run_main(
+        main,
+        [
+            "predict",
+            "--config",
+            "tiny",
+            f"--ckpt_path={checkpoint}",
+            f"--trainer.default_root_dir={tmp_path / 'predict'}",
+        ],
+        capsys,
+    )
+    assert predict.code == 0, predict.err
+    (written,) = (tmp_path / "predict").rglob("predictions.pt")
+    assert stat.S_IMODE(written.stat().st_mode) == 0o644
+
+
+def test_import_is_light_and_exports_the_main_names() -> None:
+    """``import atomistic_scaling`` does not import torch, and the main names come from it
+    (11b2942 exported only ``__version__``)."""
+    code = (
+        "import sys, atomistic_scaling as a\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+        "names = ['ForceFieldModule', 'AtomisticDataModule', 'ForceFieldCalculator',"
+        " 'generate_structures', 'read_structures', 'write_extxyz', 'run_sweep', 'SweepConfig']\n"
+        "assert set(names) <= set(a.__all__)\n"
+        "from atomistic_scaling import ForceFieldModule\n"
+        "assert ForceFieldModule.__module__ == 'atomistic_scaling.lit_module'\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
