@@ -411,6 +411,17 @@ def t_effect(
     )
 
 
+def _mean_difference(scale: float) -> Callable[..., Any]:
+    """``scale * (mean(x) - mean(y))`` along ``axis``: the vectorised statistic of the paired and
+    unpaired bootstraps of a difference of means."""
+    import numpy as np
+
+    def statistic(x: Any, y: Any, axis: int = -1) -> Any:
+        return scale * (np.mean(x, axis=axis) - np.mean(y, axis=axis))
+
+    return statistic
+
+
 def _is_binary(x: Any) -> bool:
     import numpy as np
 
@@ -653,7 +664,6 @@ def _paired_over_items(
     confidence: float,
 ) -> Effect:
     """The paired interval over items (see :func:`paired_effect`)."""
-    import numpy as np
 
     n_items = int(a_items.size)
     diffs = scale * (a_items - b_items)
@@ -671,7 +681,7 @@ def _paired_over_items(
     if spread > 0 and n_items >= MIN_BOOTSTRAP_UNITS:
         low, high, _ = _bootstrap(
             (a_items, b_items),
-            lambda x, y, axis: scale * (np.mean(x, axis=axis) - np.mean(y, axis=axis)),
+            _mean_difference(scale),
             paired=True,
             seed=seed,
             confidence=confidence,
@@ -735,7 +745,7 @@ def difference_effect(
     else:
         low, high, _ = _bootstrap(
             (a, b),
-            lambda x, y, axis: scale * (np.mean(x, axis=axis) - np.mean(y, axis=axis)),
+            _mean_difference(scale),
             paired=False,
             seed=seed,
             confidence=confidence,
@@ -758,25 +768,6 @@ def difference_effect(
         t_based=t_based,
         confidence=confidence,
     )
-
-
-def _effect_kwargs(effect: Effect) -> dict[str, Any]:
-    return {
-        "name": effect.name,
-        "unit": effect.unit,
-        "estimate": effect.estimate,
-        "low": effect.low,
-        "high": effect.high,
-        "spread": effect.spread or 0.0,
-        "threshold": effect.threshold,
-        "direction": effect.direction,
-        "method": effect.method,
-        "n": effect.n,
-        "units": effect.units,
-        "paper": effect.paper,
-        "resample_seed": effect.resample_seed,
-        "confidence": effect.confidence,
-    }
 
 
 def exact_effect(
