@@ -1,0 +1,45 @@
+"""Lazy public exports for a package's ``__init__`` (PEP 562 module ``__getattr__``/``__dir__``).
+
+Every package exports its main classes from its top-level module but imports the submodule that
+defines a name only when the name is first used, so ``import rf_matid`` stays cheap (torch and
+Lightning load when a model is touched)::
+
+    # rf_matid/__init__.py
+    from iclr26_common.exports import lazy_exports
+
+    _EXPORTS = {"load_dataset": "rf_matid.io", "RFMatIDClassifier": "rf_matid.lit_module"}
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+    __all__ = ["__version__", *_EXPORTS]
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from importlib import import_module
+from typing import Any
+
+
+def lazy_exports(
+    module_name: str, exports: Mapping[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """Return ``(__getattr__, __dir__)`` for module ``module_name``.
+
+    ``exports`` maps each public name to the dotted submodule that defines it. The first access
+    imports that submodule and caches the value in the module's globals, so later look-ups do not
+    come back here; an unknown name raises ``AttributeError`` like a normal module.
+    """
+    table = dict(exports)
+
+    def __getattr__(name: str) -> Any:
+        source = table.get(name)
+        if source is None:
+            raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
+        value = getattr(import_module(source), name)
+        setattr(sys.modules[module_name], name, value)  # later look-ups skip this function
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(sys.modules[module_name])) | set(table))
+
+    return __getattr__, __dir__

@@ -1,0 +1,38 @@
+"""``iclr26_common.exports.lazy_exports``: names resolve on first use, unknown names fail."""
+
+import sys
+import types
+
+import pytest
+
+from iclr26_common.exports import lazy_exports
+
+
+def _module(name: str, exports: dict[str, str]) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__getattr__, module.__dir__ = lazy_exports(name, exports)  # type: ignore[method-assign]
+    sys.modules[name] = module
+    return module
+
+
+def test_a_name_is_imported_on_first_use_and_cached():
+    module = _module("lazy_probe_pkg", {"dumps": "json", "sqrt": "math"})
+    try:
+        assert "dumps" not in vars(module)
+        import json
+
+        assert module.dumps is json.dumps
+        assert vars(module)["dumps"] is json.dumps  # cached: the next look-up is a plain global
+        assert {"dumps", "sqrt"} <= set(dir(module))
+    finally:
+        del sys.modules["lazy_probe_pkg"]
+
+
+def test_an_unknown_name_raises_attribute_error_naming_the_module():
+    module = _module("lazy_probe_pkg2", {"dumps": "json"})
+    try:
+        with pytest.raises(AttributeError, match=r"lazy_probe_pkg2.*nope"):
+            module.nope  # noqa: B018
+        assert not hasattr(module, "loads")
+    finally:
+        del sys.modules["lazy_probe_pkg2"]
