@@ -25,23 +25,7 @@ TIMEOUT_S = 600
 #: "README path:block number" of the blocks that did not run as written on 2026-12-06 (b47f8b7:
 #: undefined names such as `lm`, `model`, `chunks`, files that do not exist, or minutes of
 #: training). Remove an entry when its block runs.
-NOT_YET: dict[str, str] = {
-    "packages/llm-methods/src/llm_methods/adl/README.md:1": "does not run as written yet (issue 36)",
-    "packages/llm-methods/src/llm_methods/antibody/README.md:1": "does not run as written yet (issue 36)",
-    "packages/llm-methods/src/llm_methods/dispersion/README.md:1": "does not run as written yet (issue 36)",
-    "packages/llm-methods/src/llm_methods/linguamap/README.md:1": "does not run as written yet (issue 36)",
-    "packages/llm-methods/src/llm_methods/lm/README.md:1": "does not run as written yet (issue 36)",
-    "packages/llm-methods/src/llm_methods/lm/README.md:2": "does not run as written yet (issue 36)",
-    "packages/llm-methods/src/llm_methods/lm/README.md:3": "does not run as written yet (issue 36)",
-    "packages/llm-methods/src/llm_methods/lm/README.md:4": "does not run as written yet (issue 36)",
-    "packages/llm-methods/src/llm_methods/lm/README.md:5": "does not run as written yet (issue 36)",
-    "packages/llm-methods/src/llm_methods/mbok/README.md:1": "does not run as written yet (issue 36)",
-    "packages/llm-methods/src/llm_methods/meta_router/README.md:1": "does not run as written yet (issue 36)",
-    "packages/llm-methods/src/llm_methods/perk/README.md:1": "does not run as written yet (issue 36)",
-    "packages/llm-methods/src/llm_methods/remix/README.md:1": "does not run as written yet (issue 36)",
-    "packages/llm-methods/src/llm_methods/seekbench/README.md:1": "does not run as written yet (issue 36)",
-    "packages/llm-methods/src/llm_methods/suit/README.md:2": "does not run as written yet (issue 36)",
-}
+NOT_YET: dict[str, str] = {}
 
 
 def _readmes() -> list[Path]:

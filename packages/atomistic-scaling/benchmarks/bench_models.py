@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import time
 
 import numpy as np
 import torch
@@ -25,6 +24,7 @@ from torch_geometric.data import Batch
 from atomistic_scaling.graph import atoms_to_graph
 from atomistic_scaling.model import ForceField, count_parameters
 from atomistic_scaling.synth import generate_structures
+from iclr26_common.timing import best_time
 
 OURS = {"invariant": 0, "l1": 1, "l2": 2}
 WIDTH = 16
@@ -32,16 +32,6 @@ CUTOFF = 4.5
 #: MACE with scalar hidden features needs spherical harmonics in its messages (max_ell=0 fails
 #: in the symmetric contraction); 3 is MACE's default.
 MACE_MIN_MAX_ELL = 3
-
-
-def _time(fn, repeats: int) -> float:
-    fn()  # warm-up
-    best = np.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def _ours(batch: Batch, arch: str, conservative: bool, repeats: int) -> tuple[float, int]:
@@ -52,7 +42,7 @@ def _ours(batch: Batch, arch: str, conservative: bool, repeats: int) -> tuple[fl
         with torch.set_grad_enabled(conservative):
             model(batch)["forces"].sum().item()
 
-    return _time(step, repeats), count_parameters(model)
+    return best_time(step, repeats, warmup=True), count_parameters(model)
 
 
 def _mace(structures, lmax: int, repeats: int) -> tuple[float, int] | None:
@@ -95,7 +85,7 @@ def _mace(structures, lmax: int, repeats: int) -> tuple[float, int] | None:
     def step() -> None:
         model(batch, training=False, compute_force=True)["forces"].sum().item()
 
-    return _time(step, repeats), sum(p.numel() for p in model.parameters())
+    return best_time(step, repeats, warmup=True), sum(p.numel() for p in model.parameters())
 
 
 def main() -> None:

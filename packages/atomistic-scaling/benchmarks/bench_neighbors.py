@@ -6,23 +6,13 @@ python benchmarks/bench_neighbors.py [--repeats 5]
 from __future__ import annotations
 
 import argparse
-import time
 
 from ase.build import bulk
 
 from atomistic_scaling.graph import neighbor_list, neighbor_list_ase
+from iclr26_common.timing import best_time
 
 CUTOFF = 4.5
-
-
-def _best(fn, repeats: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def main() -> None:
@@ -33,8 +23,8 @@ def main() -> None:
     for rep in (2, 3, 5, 8, 12):
         atoms = bulk("Cu", "fcc", a=3.6, cubic=True).repeat(rep)
         atoms.rattle(0.05, seed=0)
-        t_v = _best(lambda a=atoms: neighbor_list(a, CUTOFF), ns.repeats)
-        t_a = _best(lambda a=atoms: neighbor_list_ase(a, CUTOFF), ns.repeats)
+        t_v = best_time(lambda a=atoms: neighbor_list(a, CUTOFF), ns.repeats, warmup=True)
+        t_a = best_time(lambda a=atoms: neighbor_list_ase(a, CUTOFF), ns.repeats, warmup=True)
         print(f"{len(atoms):7d} {1e3 * t_v:9.2f} {1e3 * t_a:9.2f} {t_a / t_v:9.1f}")
 
 

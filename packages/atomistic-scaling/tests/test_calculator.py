@@ -78,7 +78,7 @@ def test_nve_energy_drift_and_stress_with_conservative_model(
 
 
 def test_bad_checkpoint(tmp_path: Path) -> None:
-    from atomistic_scaling.cli import _is_user_error
+    from atomistic_scaling.cli import SCRIPT
     from atomistic_scaling.io import AtomisticFormatError
 
     with pytest.raises(FileNotFoundError, match=r"none\.ckpt: no such checkpoint"):
@@ -92,7 +92,7 @@ def test_bad_checkpoint(tmp_path: Path) -> None:
         AtomisticFormatError, match=r"text\.ckpt: not a readable checkpoint"
     ) as info:
         load_force_field(tmp_path / "text.ckpt")
-    assert _is_user_error(info.value)
+    assert SCRIPT.is_user_error(info.value)
 
 
 def test_unseen_elements_are_refused(structures: list[Atoms], tmp_path: Path) -> None:
@@ -116,7 +116,7 @@ def test_unseen_elements_are_refused(structures: list[Atoms], tmp_path: Path) ->
 
 def test_unseen_elements_refused_on_the_command_line_path(tmp_path: Path) -> None:
     """The calculator's refusal is a ValueError from this package: one line in a CLI."""
-    from atomistic_scaling.cli import _is_user_error
+    from atomistic_scaling.cli import SCRIPT
     from atomistic_scaling.model import ForceField
 
     model = ForceField("l1", width=4, num_layers=1)
@@ -125,7 +125,7 @@ def test_unseen_elements_refused_on_the_command_line_path(tmp_path: Path) -> Non
     atoms.calc = ForceFieldCalculator(model)
     with pytest.raises(ValueError) as info:
         atoms.get_potential_energy()
-    assert _is_user_error(info.value)
+    assert SCRIPT.is_user_error(info.value)
 
 
 def test_callers_model_is_left_unchanged(structures: list[Atoms]) -> None:

@@ -5,17 +5,16 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
-from atomistic_scaling import __version__
 from atomistic_scaling.cli import main, run_lightning_cli
 from atomistic_scaling.constants import ARCHITECTURES
 from atomistic_scaling.io import read_structures
 from atomistic_scaling.peers import nequip_available
 from iclr26_common.testing import (
-    assert_cli_help,
+    CliContract,
     assert_one_line_error,
-    help_commands,
+    fast_dev_args,
+    fit_beside_users_config,
     only_file,
     run_main,
     shipped_configs,
@@ -24,37 +23,18 @@ from iclr26_common.testing import (
 CONFIGS = shipped_configs("atomistic_scaling")
 
 
-def test_top_level_help_lists_every_subcommand() -> None:
-    out = assert_cli_help(main)
-    assert help_commands(out) == ["fit", "validate", "test", "predict", "synth", "sweep", "configs"]
+class TestCliContract(CliContract):
+    package = "atomistic_scaling"
+    commands = ("synth", "sweep", "configs")
 
-
-def test_version(capsys: pytest.CaptureFixture) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--version"])
-    assert exit_info.value.code == 0 and __version__ in capsys.readouterr().out
-
-
-def test_unknown_command_exits_2() -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["train"])
-    assert exit_info.value.code == 2
+    def check_config(self, printed: dict, declared: dict) -> None:
+        assert printed["model"]["arch"] == declared["model"]["arch"]
+        assert printed["data"]["cutoff"] == declared["data"]["cutoff"]
+        assert "cutoff" not in printed["model"]  # linked from the data module, not set twice
 
 
 def test_every_arch_has_a_shipped_config() -> None:
     assert set(ARCHITECTURES) | {"tiny"} == {path.stem for path in CONFIGS}
-
-
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
-def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["fit", "--config", str(config), "--print_config"])
-    assert exit_info.value.code == 0
-    printed = yaml.safe_load(capsys.readouterr().out)
-    declared = yaml.safe_load(config.read_text())
-    assert printed["model"]["arch"] == declared["model"]["arch"]
-    assert printed["data"]["cutoff"] == declared["data"]["cutoff"]
-    assert "cutoff" not in printed["model"]  # linked from the data module, not set twice
 
 
 #: Width of the shipped configs' models in the run-every-config test: the l2/l3 tensor products
@@ -97,15 +77,7 @@ def test_shipped_config_fits_tests_and_predicts(
 
 def test_fit_tiny_config_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    cli = run_lightning_cli(
-        [
-            "fit",
-            "--config",
-            "tiny",
-            "--trainer.fast_dev_run=1",
-            f"--trainer.default_root_dir={tmp_path}",
-        ]
-    )
+    cli = run_lightning_cli(fast_dev_args(tmp_path))
     assert cli.trainer.state.finished and cli.trainer.global_step == 1
     assert cli.model.hparams.cutoff == 4.0  # linked from the data module
     assert cli.model.model.atomic_energies.abs().sum() > 0  # fitted on the training split
@@ -162,28 +134,11 @@ def test_predict_writes_each_structures_energy_and_forces(
     assert f"{path}: exists" in line and path.read_bytes() == before
 
 
-def test_fit_never_overwrites_a_config_in_the_run_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_fit_never_overwrites_a_config_in_the_run_folder(tmp_path: Path) -> None:
     """Without a logger the run folder is --trainer.default_root_dir, here the working
     directory: a user's config.yaml there is kept and this run's config goes next to it. (tiny
     keeps its logger and checkpoint since issue 36, so the test turns them off.)"""
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "config.yaml").write_text("mine: 1\n")
-    run_lightning_cli(
-        [
-            "fit",
-            "-c",
-            "tiny",
-            "--trainer.max_steps=1",
-            "--trainer.limit_val_batches=1",
-            "--trainer.logger=false",
-            "--trainer.enable_checkpointing=false",
-            f"--trainer.default_root_dir={tmp_path}",
-        ]
-    )
-    assert (tmp_path / "config.yaml").read_text() == "mine: 1\n"
-    saved = yaml.safe_load((tmp_path / "config-1.yaml").read_text())
+    saved = fit_beside_users_config(run_lightning_cli, tmp_path)
     assert saved["model"]["arch"] == "l1" and saved["trainer"]["max_steps"] == 1
 
 
@@ -204,27 +159,11 @@ def test_synth_writes_readable_extxyz(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_fit_on_files_and_bad_input_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     data = tmp_path / "d.xyz"
     main(["synth", "--out", str(data), "--n", "12"])
-    cli = run_lightning_cli(
-        [
-            "fit",
-            "--config",
-            "tiny",
-            f"--data.train_files=[{data}]",
-            "--trainer.fast_dev_run=1",
-            f"--trainer.default_root_dir={tmp_path}",
-        ]
-    )
+    cli = run_lightning_cli(fast_dev_args(tmp_path, f"--data.train_files=[{data}]"))
     assert cli.trainer.state.finished
     bad = tmp_path / "bad.xyz"
     bad.write_text(data.read_text().replace("REF_forces", "F_other"))
-    args = [
-        "fit",
-        "--config",
-        "tiny",
-        f"--data.train_files=[{bad}]",
-        "--trainer.fast_dev_run=1",
-        f"--trainer.default_root_dir={tmp_path}",
-    ]
+    args = fast_dev_args(tmp_path, f"--data.train_files=[{bad}]")
     line = assert_one_line_error(
         main,
         args,

@@ -14,15 +14,13 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from atomistic_scaling.cli import main
 from iclr26_common.outputs import PARTIAL_MARKER
-from iclr26_common.testing import assert_one_line_error, run_main
+from iclr26_common.testing import assert_light_package, assert_one_line_error, run_main
 
 PROG = "atomistic-scaling: error: "
 # 2 archs x 1 width x 2 seeds = 4 jobs on 24 generated structures
@@ -276,14 +274,17 @@ def test_tiny_fit_saves_a_checkpoint_that_test_and_predict_follow(
 def test_import_is_light_and_exports_the_main_names() -> None:
     """``import atomistic_scaling`` does not import torch, and the main names come from it
     (11b2942 exported only ``__version__``)."""
-    code = (
-        "import sys, atomistic_scaling as a\n"
-        "assert 'torch' not in sys.modules, 'torch imported'\n"
-        "names = ['ForceFieldModule', 'AtomisticDataModule', 'ForceFieldCalculator',"
-        " 'generate_structures', 'read_structures', 'write_extxyz', 'run_sweep', 'SweepConfig']\n"
-        "assert set(names) <= set(a.__all__)\n"
-        "from atomistic_scaling import ForceFieldModule\n"
-        "assert ForceFieldModule.__module__ == 'atomistic_scaling.lit_module'\n"
+    assert_light_package(
+        "atomistic_scaling",
+        [
+            "ForceFieldModule",
+            "AtomisticDataModule",
+            "ForceFieldCalculator",
+            "generate_structures",
+            "read_structures",
+            "write_extxyz",
+            "run_sweep",
+            "SweepConfig",
+        ],
+        defined_in={"ForceFieldModule": "atomistic_scaling.lit_module"},
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr

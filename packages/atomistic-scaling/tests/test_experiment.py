@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import math
 from pathlib import Path
@@ -23,6 +22,7 @@ from atomistic_scaling.model import ForceField, count_parameters
 from atomistic_scaling.sweep import SweepConfig, fit_sweep
 from iclr26_common import Experiment
 from iclr26_common.report import nonfinite_claims
+from iclr26_common.testing import registered_experiment
 
 #: The trivial predictor's loss (the 0.3 full run measured 1.001).
 TRIVIAL = 1.0
@@ -51,12 +51,7 @@ SEPARATED = {"mpnn": (0.2, 0.15, 0.25), "l1": (0.4, 0.3, 0.5), "l2": (0.5, 0.4, 
 
 
 def test_registered_under_the_entry_point_group() -> None:
-    (entry,) = [
-        ep
-        for ep in importlib.metadata.entry_points(group="iclr26.experiments")
-        if ep.name == "atomistic-scaling.scaling"
-    ]
-    assert entry.load() is EXPERIMENT
+    assert registered_experiment("atomistic-scaling.scaling") is EXPERIMENT
     assert isinstance(EXPERIMENT, Experiment) and "2510.09768" in EXPERIMENT.paper
 
 

@@ -13,8 +13,6 @@ so in the commit) with
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,7 +26,12 @@ from atomistic_scaling.constants import ARCHITECTURES
 from atomistic_scaling.graph import atoms_to_graph
 from atomistic_scaling.model import ForceField
 from atomistic_scaling.peers import nequip_available
-from iclr26_common.testing import assert_mutation_detected, assert_portable_close
+from iclr26_common.testing import (
+    assert_mutation_detected,
+    assert_portable_close,
+    regenerate_main,
+    write_stored_outputs,
+)
 
 STORED = Path(__file__).parent / "data" / "stored_outputs" / "model_zoo.npz"
 #: The model size and seed of every stored case (small: the fixture stays a few kB).
@@ -169,8 +172,6 @@ def regenerate() -> None:
             raise SystemExit("regenerating needs nequip (the [peers] extra): every arch is stored")
         for key, value in outputs(arch, conservative, reloaded).items():
             arrays[f"{case}/{key}"] = value
-    STORED.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(STORED, **arrays)
     sidecar = {
         "what": "ForceField outputs per arch on a fixed 3-structure batch (see the test module)",
         "atomistic_scaling_version": __version__,
@@ -183,11 +184,8 @@ def regenerate() -> None:
         "command": "OMP_NUM_THREADS=1 .venv/bin/python "
         "packages/atomistic-scaling/tests/test_stored_outputs.py --regenerate",
     }
-    STORED.with_suffix(".json").write_text(json.dumps(sidecar, indent=1) + "\n")
-    print(f"wrote {STORED} ({STORED.stat().st_size} bytes)")
+    write_stored_outputs(STORED, arrays, sidecar)
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--regenerate"]:
-        raise SystemExit(f"usage: {sys.argv[0]} --regenerate")
-    regenerate()
+    regenerate_main(regenerate)

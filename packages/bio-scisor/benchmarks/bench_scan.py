@@ -12,7 +12,6 @@ batch; and the ratios.
 from __future__ import annotations
 
 import os
-import time
 
 import torch
 
@@ -20,16 +19,7 @@ from bio_scisor.baselines import CausalLM
 from bio_scisor.model import ScisorDenoiser
 from bio_scisor.scoring import score_path
 from bio_scisor.synth import make_assay, make_family
-
-
-def timed(fn, repeats: int = 3) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+from iclr26_common.timing import best_time
 
 
 def main() -> None:
@@ -41,10 +31,10 @@ def main() -> None:
     singles = [v for v in variants if len(v) == len(wt) - 1]
     multis = [v for v in variants if len(v) < len(wt) - 1]
     scisor, lm = ScisorDenoiser().eval(), CausalLM().eval()
-    t_single = timed(lambda: score_path(scisor, wt, singles))
-    t_multi = timed(lambda: score_path(scisor, wt, multis), 1)
-    t_ar_l = timed(lambda: [lm.log_probs([s], 1) for s in [wt, *singles]], 1)
-    t_ar_batch = timed(lambda: lm.log_probs([wt, *singles], len(singles) + 1))
+    t_single = best_time(lambda: score_path(scisor, wt, singles), warmup=True)
+    t_multi = best_time(lambda: score_path(scisor, wt, multis), 1, warmup=True)
+    t_ar_l = best_time(lambda: [lm.log_probs([s], 1) for s in [wt, *singles]], 1, warmup=True)
+    t_ar_batch = best_time(lambda: lm.log_probs([wt, *singles], len(singles) + 1), warmup=True)
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, 1 torch thread")
     print(f"WT length {len(wt)}: {len(singles)} distinct single, {len(multis)} multi deletions")
     rows = [

@@ -42,3 +42,27 @@ def tiny_ckpt(tmp_path_factory: pytest.TempPathFactory, tiny_module) -> Path:
         path,
     )
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_esm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A randomly initialised two-layer ESM2 saved as a local ``EsmModel`` folder: what the
+    esm2_t12_35M config's ``model.esm_path`` points at (the real weights are never
+    downloaded), at a test size."""
+    from transformers import EsmConfig, EsmModel
+
+    config = EsmConfig(
+        vocab_size=33,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        pad_token_id=1,
+        mask_token_id=32,
+        max_position_embeddings=1026,
+        position_embedding_type="rotary",
+        token_dropout=True,
+    )
+    path = tmp_path_factory.mktemp("esm2_tiny")
+    EsmModel(config, add_pooling_layer=False).save_pretrained(path)
+    return path

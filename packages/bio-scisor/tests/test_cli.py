@@ -8,12 +8,11 @@ import pytest
 import torch
 import yaml
 
-from bio_scisor import __version__
 from bio_scisor.cli import main, run_lightning_cli
 from iclr26_common.testing import (
-    assert_cli_help,
+    CliContract,
     assert_one_line_error,
-    help_commands,
+    fast_dev_args,
     only_file,
     run_ddp,
     run_main,
@@ -23,68 +22,16 @@ from iclr26_common.testing import (
 CONFIGS = shipped_configs("bio_scisor")
 
 
-def test_help_lists_every_subcommand() -> None:
-    out = assert_cli_help(main)
-    assert help_commands(out) == [
-        "fit",
-        "validate",
-        "test",
-        "score",
-        "proteingym",
-        "shrink",
-        "synth",
-        "configs",
-    ]
-    for sub in ("score", "proteingym", "shrink", "synth"):
-        assert_cli_help(main, [sub, "--help"])
+class TestCliContract(CliContract):
+    package = "bio_scisor"
+    lightning = ("fit", "validate", "test")
+    commands = ("score", "proteingym", "shrink", "synth", "configs")
+    commands_with_help = ("score", "proteingym", "shrink", "synth")
 
-
-def test_version(capsys: pytest.CaptureFixture) -> None:
-    with pytest.raises(SystemExit) as info:
-        main(["--version"])
-    assert info.value.code == 0 and __version__ in capsys.readouterr().out
-
-
-def test_unknown_command_exits_2() -> None:
-    with pytest.raises(SystemExit) as info:
-        main(["train"])
-    assert info.value.code == 2
-
-
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
-def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> None:
-    with pytest.raises(SystemExit) as info:
-        main(["fit", "--config", str(config), "--print_config"])
-    assert info.value.code == 0
-    printed = yaml.safe_load(capsys.readouterr().out)
-    declared = yaml.safe_load(config.read_text())
-    for key, value in declared["model"].items():
-        assert printed["model"][key] == value
-    assert printed["data"]["synthetic"] == declared["data"]["synthetic"]
-
-
-@pytest.fixture(scope="module")
-def tiny_esm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A randomly initialised two-layer ESM2 saved as a local ``EsmModel`` folder: what the
-    esm2_t12_35M config's ``model.esm_path`` points at (the real weights are never
-    downloaded), at a test size."""
-    from transformers import EsmConfig, EsmModel
-
-    config = EsmConfig(
-        vocab_size=33,
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        pad_token_id=1,
-        mask_token_id=32,
-        max_position_embeddings=1026,
-        position_embedding_type="rotary",
-        token_dropout=True,
-    )
-    path = tmp_path_factory.mktemp("esm2_tiny")
-    EsmModel(config, add_pooling_layer=False).save_pretrained(path)
-    return path
+    def check_config(self, printed: dict, declared: dict) -> None:
+        for key, value in declared["model"].items():
+            assert printed["model"][key] == value
+        assert printed["data"]["synthetic"] == declared["data"]["synthetic"]
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
@@ -110,15 +57,7 @@ def test_shipped_config_fits_and_tests(
 
 
 def test_fit_tiny_in_process(tmp_path: Path) -> None:
-    cli = run_lightning_cli(
-        [
-            "fit",
-            "--config",
-            "tiny",
-            "--trainer.fast_dev_run=1",
-            f"--trainer.default_root_dir={tmp_path}",
-        ]
-    )
+    cli = run_lightning_cli(fast_dev_args(tmp_path))
     assert cli.trainer.state.finished and cli.trainer.global_step == 1
     assert cli.model.hparams.d_model == 16 and len(cli.model.hparams.background) == 20
 
@@ -189,6 +128,7 @@ def test_synth_score_shrink_round_trip(tmp_path: Path, tiny_ckpt: Path, capsys) 
     assert set(rows[0]) == {
         "mutated_sequence",
         "DMS_score",
+        "DMS_score_bin",  # every input column is kept (issue 37)
         "n_deleted",
         "scisor_path",
         "scisor_elbo",
@@ -270,7 +210,7 @@ def test_shrink_keeps_the_header_and_lists_the_deletions(tmp_path: Path, tiny_ck
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ("mutated_sequence,DMS_score\nMKTAZ,1\n", "non-amino-acid letters 'Z'"),
+        ("mutated_sequence,DMS_score\nMKTAZ,1\n", "is not one of the 20 standard residues"),
         ("sequence,DMS_score\nMKTA,1\n", "missing column"),
         ("mutated_sequence,DMS_score\nMKTAYW,1\n", "not a deletion of the wild type"),
     ],

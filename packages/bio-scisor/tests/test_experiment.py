@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import importlib.metadata
-
 import pytest
 
 from bio_scisor.experiment import (
@@ -13,6 +11,7 @@ from bio_scisor.experiment import (
     settings,
 )
 from iclr26_common import Experiment, derive_verdict
+from iclr26_common.testing import registered_experiment
 
 
 def _seed(
@@ -37,12 +36,7 @@ def _seed(
 
 
 def test_registered_under_the_entry_point_group() -> None:
-    (entry,) = [
-        ep
-        for ep in importlib.metadata.entry_points(group="iclr26.experiments")
-        if ep.name == "bio-scisor.deletions"
-    ]
-    assert entry.load() is EXPERIMENT
+    assert registered_experiment("bio-scisor.deletions") is EXPERIMENT
     assert isinstance(EXPERIMENT, Experiment) and "2511.07390" in EXPERIMENT.paper
 
 

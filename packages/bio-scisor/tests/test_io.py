@@ -80,7 +80,10 @@ def test_read_dms_indels(tmp_path: Path) -> None:
             "mutated_sequence,DMS_score\nMKTAYIAKQRW,1\n",
             "line 2, field mutated_sequence: not a del",
         ),
-        ("mutated_sequence,DMS_score\nMKTAYIAKX,1\n", "non-amino-acid letters 'X'"),
+        (
+            "mutated_sequence,DMS_score\nMKTAYIAKX,1\n",
+            "line 2, field mutated_sequence: character 'X' at position 9",
+        ),
         ("mutated_sequence,DMS_score\n,1\n", "line 2, field mutated_sequence: empty"),
         ("mutated_sequence,DMS_score\n", "no deletion variants"),
     ],

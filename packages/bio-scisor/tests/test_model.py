@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -48,24 +50,9 @@ def test_film_starts_at_identity_and_then_conditions_on_s() -> None:
     assert not torch.allclose(diff[0], diff[1])
 
 
-def test_esm_backbone_from_a_local_folder(tmp_path) -> None:
-    from transformers import EsmConfig, EsmModel
-
-    config = EsmConfig(
-        vocab_size=33,
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        pad_token_id=1,
-        mask_token_id=32,
-        max_position_embeddings=1026,
-        position_embedding_type="rotary",
-        token_dropout=True,
-    )
-    EsmModel(config, add_pooling_layer=False).save_pretrained(tmp_path)
+def test_esm_backbone_from_a_local_folder(tiny_esm_dir: Path) -> None:
     torch.manual_seed(0)
-    model = build_denoiser("esm", str(tmp_path), cond_dim=8)
+    model = build_denoiser("esm", str(tiny_esm_dir), cond_dim=8)
     assert isinstance(model, EsmDenoiser)
     tokens, lengths = _batch(["ACDEFG", "KLM"])
     out = model(tokens, lengths, torch.tensor([1, 4]))

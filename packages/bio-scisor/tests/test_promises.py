@@ -10,8 +10,6 @@ import csv
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,13 +19,15 @@ import bio_scisor
 import bio_scisor.proteingym
 from bio_scisor.cli import main
 from iclr26_common.outputs import PARTIAL_MARKER
-from iclr26_common.testing import assert_one_line_error, run_main, shipped_configs
+from iclr26_common.testing import (
+    assert_light_package,
+    assert_one_line_error,
+    nonblank_lines,
+    run_main,
+    shipped_configs,
+)
 
 PROG = "bio-scisor: error: "
-
-
-def _nonblank(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.strip()]
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ def test_proteingym_ctrl_c_keeps_finished_assays_and_resume_skips_them(
     monkeypatch.setattr(bio_scisor.proteingym, "score_path", interrupted)
     run = run_main(main, _proteingym(two_assays, tiny_ckpt, out, "--quiet"), capsys)
     assert run.code == 130 and "Traceback" not in run.err
-    assert _nonblank(run.err) == ["bio-scisor: interrupted"]
+    assert nonblank_lines(run.err) == ["bio-scisor: interrupted"]
     assert (out / PARTIAL_MARKER).is_file() and (out / "A_first.csv").is_file()
     assert not (out / "B_second.csv").exists() and not (out / "summary.csv").exists()
 
@@ -242,13 +242,11 @@ def test_tiny_fit_leaves_a_checkpoint_that_test_and_score_follow(
 def test_the_package_exports_its_api_and_imports_cheaply() -> None:
     """On 11b2942 `bio_scisor` exported only `__version__` (`from bio_scisor import
     score_path` failed); the exports load on first use, so the import itself needs no torch."""
-    from bio_scisor.lit_module import fit_scisor
-    from bio_scisor.scoring import score_path
-
-    assert bio_scisor.score_path is score_path and bio_scisor.fit_scisor is fit_scisor
-    assert {"make_family", "score_reference", "ScisorLitModule"} <= set(bio_scisor.__all__)
-    with pytest.raises(AttributeError):
-        bio_scisor.no_such_name  # noqa: B018
-    code = "import sys, bio_scisor; assert 'torch' not in sys.modules, 'torch imported'"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    assert_light_package(
+        "bio_scisor",
+        ["make_family", "score_reference", "ScisorLitModule"],
+        defined_in={
+            "score_path": "bio_scisor.scoring",
+            "fit_scisor": "bio_scisor.lit_module",
+        },
+    )

@@ -19,8 +19,6 @@ numbers is intended, and say so in the commit) with
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +26,12 @@ import pytest
 import torch
 from torch import nn
 
-from iclr26_common.testing import assert_mutation_detected, assert_portable_close
+from iclr26_common.testing import (
+    assert_mutation_detected,
+    assert_portable_close,
+    regenerate_main,
+    write_stored_outputs,
+)
 
 STORED = Path(__file__).parent / "data" / "stored_outputs" / "scisor.npz"
 #: The tests' tiny denoiser (tests/conftest.py ``TINY``), repeated so this file runs as a script.
@@ -212,8 +215,6 @@ def regenerate() -> None:
         arrays[f"{case}/log_q"] = denoiser_outputs(case)
     for key, value in insertion_outputs().items():
         arrays[f"insert/{key}"] = value
-    STORED.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(STORED, **arrays)
     sidecar = {
         "what": "SCISOR denoisers' log q and one insertion draw with its loss (see the test)",
         "bio_scisor_version": __version__,
@@ -226,11 +227,8 @@ def regenerate() -> None:
         "command": "OMP_NUM_THREADS=1 .venv/bin/python "
         "packages/bio-scisor/tests/test_stored_outputs.py --regenerate",
     }
-    STORED.with_suffix(".json").write_text(json.dumps(sidecar, indent=1) + "\n")
-    print(f"wrote {STORED} ({STORED.stat().st_size} bytes)")
+    write_stored_outputs(STORED, arrays, sidecar)
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--regenerate"]:
-        raise SystemExit(f"usage: {sys.argv[0]} --regenerate")
-    regenerate()
+    regenerate_main(regenerate)

@@ -313,3 +313,101 @@ print('ok')
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_number_type_messages_and_names() -> None:
+    import argparse
+
+    from iclr26_common.cli_support import number_type, positive_int
+
+    seconds = number_type(float, "a number of seconds > 0", lambda v: v > 0, name="seconds")
+    assert seconds("2.5") == 2.5 and seconds.__name__ == "seconds"
+    for text, message in [
+        ("x", "expected a number of seconds > 0, got 'x'"),
+        ("0", "expected a number of seconds > 0, got '0'"),
+        ("inf", "expected a number of seconds > 0 (finite), got 'inf'"),
+    ]:
+        with pytest.raises(argparse.ArgumentTypeError) as exc:
+            seconds(text)
+        assert str(exc.value) == message
+    assert positive_int.__name__ == "positive_int" and "integer >= 1" in str(positive_int.__doc__)
+
+
+def _fake_lightning(argv: list[str]) -> None:
+    """A stand-in for LightningCLI: ``fit --config PATH --print_config`` prints the file."""
+    assert argv[0] == "fit" and argv[-1] == "--print_config"
+    print(Path(argv[2]).read_text(), end="")
+
+
+def _fake_script(package: str) -> object:
+    from iclr26_common.cli_support import CONFIGS_HELP, ConsoleScript
+
+    def check(rest: list[str]) -> int:
+        parser = ArgumentParser(prog="demo check", description="Check a number.")
+        parser.add_argument("x", type=int)
+        validate = __import__(f"{package}.validate", fromlist=["check"])
+        validate.check(parser.parse_args(rest).x)
+        return 0
+
+    return ConsoleScript(
+        package,
+        "1.2",
+        "Demo tool.",
+        {"check": "check a number", "boom": "raise", "configs": CONFIGS_HELP},
+        handlers=lambda: {"check": check, "boom": lambda rest: 1 / 0},
+        run_lightning=_fake_lightning,
+        lightning=("fit", "test"),
+        error_types=("configparser:Error",),  # "module:Class", imported when judged
+        prog="demo",
+    )
+
+
+@pytest.fixture
+def contract(fake_package: str) -> type:
+    from iclr26_common.testing import CliContract
+
+    script = _fake_script(fake_package)
+
+    class Contract(CliContract):
+        package = fake_package
+        lightning = ("fit", "test")
+        commands = ("check", "boom", "configs")
+        commands_with_help = ("check",)
+
+        def main(self, argv: list[str]) -> int:
+            return script.main(argv)  # type: ignore[attr-defined]
+
+        def version(self) -> str:
+            return "1.2"
+
+        def check_config(self, printed: dict, declared: dict) -> None:
+            assert printed == declared == {"seed": 0}
+
+    return Contract
+
+
+def test_console_script_keeps_the_promises_cli_contract_checks(
+    contract: type, fake_package: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ConsoleScript`` is the one implementation of the CLI promises, ``CliContract`` the one
+    test of them: the fake package's script passes every contract test."""
+    from iclr26_common.cli_support import shipped_configs as configs_of
+    from iclr26_common.testing import assert_one_line_error
+
+    suite = contract()
+    suite.test_help_lists_every_subcommand()
+    suite.test_version_and_unknown_command(capsys)
+    for config in configs_of(fake_package).values():
+        suite.test_shipped_config_parses(config, capsys)
+    main = suite.main
+    line = assert_one_line_error(main, ["check", "-3"], capsys, drop_earlier=True)
+    assert line == "demo: error: x must be >= 0, got -3"
+    assert main(["check", "4"]) == 0
+    with pytest.raises(ZeroDivisionError):  # a bug is not bad input: the traceback stays
+        main(["boom"])
+    script = _fake_script(fake_package)
+    assert script.traceback_env == "FAKEPKG_CLI_TRACEBACK"  # type: ignore[attr-defined]
+    import configparser
+
+    assert script.is_user_error(configparser.Error("bad"))  # type: ignore[attr-defined]
+    assert not script.is_user_error(RuntimeError("bug"))  # type: ignore[attr-defined]

@@ -73,6 +73,27 @@ def test_an_interrupted_folder_is_marked_partial_and_resumed_only_on_request(
     assert not (out / PARTIAL_MARKER).exists()
 
 
+def test_a_command_that_cannot_resume_leaves_no_marked_empty_folder(tmp_path: Path) -> None:
+    """``resumable=False`` (a command writing its files at the end, with no --resume): a failure
+    before writing leaves the user's empty folder as it was, and a partial folder is refused
+    with a hint at --overwrite alone."""
+    out = tmp_path / "empty"
+    out.mkdir()
+    with pytest.raises(RuntimeError), check_out_folder(out, resumable=False):
+        raise RuntimeError("could not connect")
+    assert out.is_dir() and not any(out.iterdir())
+    with pytest.raises(KeyboardInterrupt), check_out_folder(out, resumable=False) as folder:
+        (folder.path / "features.npy").write_bytes(b"")
+        raise KeyboardInterrupt
+    with pytest.raises(OutputError, match=r"interrupted run; pass --overwrite to start again$"):
+        check_out_folder(out, resumable=False)
+    with pytest.raises(ValueError, match="not resumable"):
+        check_out_folder(out, resume=True, resumable=False)
+    with pytest.raises(RuntimeError), check_out_folder(tmp_path / "new", resumable=False):
+        raise RuntimeError("bug")
+    assert not (tmp_path / "new").exists()
+
+
 def test_a_refused_or_failed_run_leaves_no_empty_folder(tmp_path: Path) -> None:
     out = tmp_path / "new" / "deeper"
     with pytest.raises(RuntimeError), check_out_folder(out):
@@ -225,3 +246,13 @@ def test_device_option_errors_name_the_option() -> None:
     else:
         with pytest.raises(UsageError, match="CUDA device"):
             parse_device_option(f"cuda:{torch.cuda.device_count()}")
+
+
+def test_best_time_is_the_fastest_of_the_timed_calls() -> None:
+    from iclr26_common.timing import best_time
+
+    calls: list[int] = []
+    assert best_time(lambda: calls.append(1), 4) >= 0.0 and len(calls) == 4
+    assert best_time(lambda: calls.append(1), 2, warmup=True) >= 0.0 and len(calls) == 7
+    with pytest.raises(ValueError, match="repeats must be >= 1"):
+        best_time(lambda: None, 0)

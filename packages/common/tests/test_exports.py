@@ -5,7 +5,7 @@ import types
 
 import pytest
 
-from iclr26_common.exports import lazy_exports
+from iclr26_common.exports import distribution_version, lazy_exports
 
 
 def _module(name: str, exports: dict[str, str]) -> types.ModuleType:
@@ -36,3 +36,11 @@ def test_an_unknown_name_raises_attribute_error_naming_the_module():
         assert not hasattr(module, "loads")
     finally:
         del sys.modules["lazy_probe_pkg2"]
+
+
+def test_distribution_version_of_an_installed_and_a_missing_distribution():
+    from importlib.metadata import version
+
+    assert distribution_version("iclr26-common") == version("iclr26-common")
+    assert distribution_version("no-such-distribution-xyz") == "0+unknown"
+    assert distribution_version("no-such-distribution-xyz", fallback="0.0.0") == "0.0.0"

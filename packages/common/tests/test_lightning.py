@@ -481,3 +481,23 @@ def test_only_file_finds_exactly_one(tmp_path: Path) -> None:
         only_file(tmp_path, "config*.yaml")
     with pytest.raises(AssertionError, match="found \\[\\]"):
         only_file(tmp_path, "*.ckpt")
+
+
+def test_subcommand_flags_reach_that_subcommand_only(
+    fake_site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run_cli(subcommand_flags=...)``: the public way to give one subcommand options of its
+    own (``predict --overwrite``); other subcommands refuse them."""
+    from fakelit_pkg.model import Data, Regressor
+
+    from iclr26_common.lightning import run_cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ICLR26_DEVICE", "cpu")
+    flags = {"fit": {"--overwrite": {"action": "store_true", "help": "replace outputs"}}}
+    args = ["--config", "tiny", "--overwrite", "--trainer.logger=false"]
+    kwargs = {"package": PKG, "subclass_mode": False, "subcommand_flags": flags}
+    cli = run_cli(Regressor, Data, ["fit", *args], **kwargs)
+    assert cli.config["fit"]["overwrite"] is True and cli.trainer.global_step == 2
+    with pytest.raises(UsageError, match="overwrite"):
+        run_cli(Regressor, Data, ["validate", *args], **kwargs)

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from iclr26_common import Experiment, cli, runner, worker
-from iclr26_common.progress import format_eta as format_duration
+from iclr26_common.progress import format_duration
 from iclr26_common.runner import Runner, Snapshot, available_cpus
 from iclr26_common.schedule import (
     DEFAULT_WALL_S,
@@ -450,3 +450,16 @@ def test_a_signal_before_any_worker_starts_stops_the_run_cleanly(
     assert outcomes == [] and started == [] and run.interrupted
     assert not list((tmp_path / "full").glob("*.log"))
     assert not [p for p in (tmp_path / "full").iterdir() if p.name.startswith(".plain")]
+
+
+def test_one_duration_format_for_progress_and_reports() -> None:
+    """``report.format_duration`` and ``progress.format_eta`` are one function: whole seconds
+    for progress, one decimal for reports, ``?`` for a value that is not a finite number."""
+    from iclr26_common import progress, report
+
+    assert report.format_duration is progress.format_duration is progress.format_eta
+    assert format_duration(42.3, decimals=1) == "42.3 s" and format_duration(42.3) == "42 s"
+    assert format_duration(70, decimals=1) == "1 min 10 s"
+    assert format_duration(59.97, decimals=1) == "1 min 00 s"  # never "60.0 s"
+    assert format_duration(None) == "?" and format_duration(float("nan")) == "?"
+    assert format_duration(-5) == "0 s"

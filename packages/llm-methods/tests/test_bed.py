@@ -272,13 +272,14 @@ def test_cli_play_eig_world_and_errors(tmp_path, capsys) -> None:  # type: ignor
     summary = json.loads((tmp_path / "p" / "summary.json").read_text())
     assert summary["games"] == 5 and 0 <= summary["success"] <= 1
     assert len((tmp_path / "p" / "games.jsonl").read_text().splitlines()) == 5
-    assert main(["bed", "eig", "--ns", "2,16", "--states", "3"]) == 0
+    eig_out = tmp_path / "eig.json"
+    assert main(["bed", "eig", "--ns", "2,16", "--states", "3", "--out", str(eig_out)]) == 0
     assert "| 16 |" in capsys.readouterr().out
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"entities": ["a"], "questions": ["q"], "p_yes": [[2]]}))
     for argv in (
         ["bed", "play", "--world", str(bad), "--out", str(tmp_path / "x")],
-        ["bed", "eig", "--ns", "a,b"],
+        ["bed", "eig", "--ns", "a,b", "--out", str(tmp_path / "e.json")],
         ["bed", "play", "--games", "0", "--out", str(tmp_path / "y")],
     ):
         with pytest.raises(SystemExit) as err:

@@ -65,7 +65,7 @@ def test_method_usage_errors_keep_their_messages(capsys: pytest.CaptureFixture) 
     measure = ["dispersion", "measure", "--out", "o", "--chunk-len", "1"]
     line = _one_line_error(capsys, measure)
     assert line.startswith("llm-methods dispersion measure: error: --chunk-len is too small")
-    args = ["--base", "a", "--ft", "b", "--texts", "t", "--out", "o"]
+    args = ["--base-model", "a", "--model", "b", "--texts", "t", "--out", "o"]
     line = _one_line_error(capsys, ["adl", "diff", *args, "--positions", "0"])
     assert "llm-methods adl: error: --positions and --top-k must be >= 1" in line
     line = _one_line_error(capsys, ["adl", "kl", *args, "--top", "0"])
@@ -268,9 +268,9 @@ def test_adl_diff_on_a_pair(model_dir: Path, tmp_path: Path, capsys) -> None:  #
             [
                 "adl",
                 "diff",
-                "--base",
+                "--base-model",
                 str(model_dir),
-                "--ft",
+                "--model",
                 str(ft_dir),
                 "--texts",
                 str(texts),
@@ -298,9 +298,9 @@ def test_adl_diff_on_a_pair(model_dir: Path, tmp_path: Path, capsys) -> None:  #
         [
             "adl",
             "diff",
-            "--base",
+            "--base-model",
             str(model_dir),
-            "--ft",
+            "--model",
             "zoo:nope",
             "--texts",
             str(texts),
@@ -316,9 +316,9 @@ def test_adl_diff_on_a_pair(model_dir: Path, tmp_path: Path, capsys) -> None:  #
             [
                 "adl",
                 "diff",
-                "--base",
+                "--base-model",
                 str(model_dir),
-                "--ft",
+                "--model",
                 str(ft_dir),
                 "--texts",
                 str(texts),
@@ -339,9 +339,9 @@ def test_adl_diff_on_a_pair(model_dir: Path, tmp_path: Path, capsys) -> None:  #
             [
                 "adl",
                 "kl",
-                "--base",
+                "--base-model",
                 str(model_dir),
-                "--ft",
+                "--model",
                 str(ft_dir),
                 "--texts",
                 str(texts),
@@ -361,9 +361,9 @@ def test_adl_diff_on_a_pair(model_dir: Path, tmp_path: Path, capsys) -> None:  #
         [
             "adl",
             "kl",
-            "--base",
+            "--base-model",
             str(model_dir),
-            "--ft",
+            "--model",
             str(ft_dir),
             "--texts",
             str(texts),

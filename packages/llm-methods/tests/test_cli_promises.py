@@ -31,8 +31,8 @@ def _bad_out(tmp_path: Path) -> Path:
         ["suit", "edit", "--model", "no-such-model", "--requests", "missing.json"],
         ["perk", "eval", "--model", "missing.ckpt", "--data", "missing.jsonl"],
         ["meta_router", "fit", "--gold", "missing.csv", "--strong", "a", "--weak", "b"],
-        ["adl", "kl", "--base", "nope", "--ft", "nope", "--texts", "missing.txt"],
-        ["adl", "diff", "--base", "nope", "--ft", "nope", "--texts", "missing.txt"],
+        ["adl", "kl", "--base-model", "nope", "--model", "nope", "--texts", "missing.txt"],
+        ["adl", "diff", "--base-model", "nope", "--model", "nope", "--texts", "missing.txt"],
     ],
     ids=lambda c: " ".join(c[:2]),
 )
@@ -89,11 +89,11 @@ def _not_utf8(tmp_path: Path, name: str) -> Path:
     ("name", "command"),
     [
         ("bad.jsonl", ["dispersion", "measure", "--model", "nope", "--input", "{}"]),
-        ("bad.jsonl", ["adl", "kl", "--base", "nope", "--ft", "nope", "--texts", "{}"]),
+        ("bad.jsonl", ["adl", "kl", "--base-model", "nope", "--model", "nope", "--texts", "{}"]),
         ("bad.txt", ["linguamap", "consistency", "{}", "--expect", "en"]),
         ("bad.jsonl", ["linguamap", "similarity", "--model", "nope", "--parallel", "{}"]),
         ("bad.json", ["suit", "edit", "--model", "nope", "--requests", "{}"]),
-        ("bad.txt", ["mbok", "eval", "--model", "nope", "--text", "{}"]),
+        ("bad.txt", ["mbok", "eval", "--model", "nope", "--text-file", "{}"]),
         ("bad.jsonl", ["seekbench", "analyze", "{}"]),
         ("bad.jsonl", ["ltpo", "solve", "--model", "nope", "--data", "{}"]),
         ("bad.jsonl", ["perk", "eval", "--model", "nope.ckpt", "--data", "{}"]),
@@ -107,7 +107,7 @@ def test_text_that_is_not_utf8_is_one_line_naming_the_file(
     ``UnicodeDecodeError`` traceback from every reader but dispersion's ``.txt``)."""
     bad = _not_utf8(tmp_path, name)
     args = [str(bad) if a == "{}" else a for a in command]
-    if command[0] in ("dispersion", "adl", "suit", "seekbench", "ltpo", "perk"):
+    if command[0] in ("dispersion", "adl", "suit", "seekbench", "ltpo", "perk", "linguamap"):
         args += ["--out", str(tmp_path / "o")]
     line = assert_one_line_error(main, args, capsys)
     assert f"{bad}: not UTF-8 text (byte 0xff at offset 0)" in line, line
@@ -122,6 +122,7 @@ def test_device_gpu_and_cuda_without_cuda_are_one_line(tmp_path: Path, capsys: A
     parallel = tmp_path / "p.jsonl"
     parallel.write_text(json.dumps({"en": "a cat", "es": "un gato"}) + "\n")
     base = ["linguamap", "similarity", "--model", "nope", "--parallel", str(parallel)]
+    base += ["--out", str(tmp_path / "s.json")]
     line = assert_one_line_error(main, [*base, "--device", "gpu"], capsys)
     assert "--device gpu: not a device" in line, line
     if not torch.cuda.is_available():
@@ -200,7 +201,7 @@ def test_router_files_are_0644_and_bad_routers_or_queries_are_one_line(
         ["meta_router", "route", "--router", "r.joblib", "--queries", "q.csv", "--w", "inf"],
         ["suit", "edit", "--requests", "r.json", "--kl-factor", "inf"],
         ["suit", "edit", "--requests", "r.json", "--clamp", "nan"],
-        ["adl", "kl", "--base", "a", "--ft", "b", "--texts", "t.txt", "--temperature", "nan"],
+        ["adl", "kl", "--base-model", "a", "--model", "b", "--texts", "t", "--temperature", "nan"],
     ],
     ids=lambda c: " ".join(c[:2] + c[-2:]),
 )

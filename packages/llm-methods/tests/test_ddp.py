@@ -36,7 +36,7 @@ CASES = {
         "aligned/config.json",
     ),
     "mbok": (
-        ["mbok", "finetune", "--config", "tiny", "--model.save_to=m.safetensors"],
+        ["mbok", "finetune", "--config", "tiny", "--model.init_args.save_to=m.safetensors"],
         4,
         "m.safetensors",
     ),

@@ -150,3 +150,101 @@ def test_a_correct_long_answer_scores_correct_in_every_language(monkeypatch) -> 
         assert scores["accuracy"] == 1.0, (lang, example.answer)
         assert scores["consistency"] == 1.0, lang
     assert len(tok(examples["es"].answer).input_ids) > 12  # the old cut would have failed
+
+
+PARALLEL_SENTENCES = [
+    (
+        "The cat sleeps on the warm sofa.",
+        "El gato duerme en el sofá caliente.",
+        "Die Katze schläft auf dem warmen Sofa.",
+    ),
+    (
+        "My brother works in a large hospital.",
+        "Mi hermano trabaja en un hospital grande.",
+        "Mein Bruder arbeitet in einem großen Krankenhaus.",
+    ),
+    (
+        "It rained all day in the city.",
+        "Llovió todo el día en la ciudad.",
+        "Es hat den ganzen Tag in der Stadt geregnet.",
+    ),
+    (
+        "We eat bread and cheese for breakfast.",
+        "Comemos pan y queso en el desayuno.",
+        "Wir essen Brot und Käse zum Frühstück.",
+    ),
+    (
+        "The train leaves at seven in the morning.",
+        "El tren sale a las siete de la mañana.",
+        "Der Zug fährt um sieben Uhr morgens ab.",
+    ),
+    (
+        "She reads a book about old ships.",
+        "Ella lee un libro sobre barcos antiguos.",
+        "Sie liest ein Buch über alte Schiffe.",
+    ),
+    (
+        "The children play football in the park.",
+        "Los niños juegan al fútbol en el parque.",
+        "Die Kinder spielen Fußball im Park.",
+    ),
+    (
+        "I need a new phone for my work.",
+        "Necesito un teléfono nuevo para mi trabajo.",
+        "Ich brauche ein neues Telefon für meine Arbeit.",
+    ),
+    (
+        "The river is very cold in winter.",
+        "El río está muy frío en invierno.",
+        "Der Fluss ist im Winter sehr kalt.",
+    ),
+    (
+        "Our teacher speaks three languages.",
+        "Nuestra profesora habla tres idiomas.",
+        "Unsere Lehrerin spricht drei Sprachen.",
+    ),
+    (
+        "The doctor closed the window of the room.",
+        "El médico cerró la ventana de la habitación.",
+        "Der Arzt schloss das Fenster des Zimmers.",
+    ),
+    (
+        "They bought flowers for their mother.",
+        "Compraron flores para su madre.",
+        "Sie kauften Blumen für ihre Mutter.",
+    ),
+]
+
+
+def test_cross_lingual_cosine_tells_parallel_from_shuffled_on_smollm2() -> None:
+    """Issue 40: the per-layer cosine pooled over every token including the ``<|im_start|>`` BOS,
+    whose middle-layer state (norm ~25000 against ~165) dominates the mean, so en/es/de
+    translations and the same sentences shuffled (no item paired with its translation) scored
+    alike (layer 15: 0.9997 vs 0.9996, a gap of ~1e-4). Fails on d9942d3. Pooled over the text's
+    own tokens, translations score above mismatched sentences at every middle layer (measured
+    gap 0.007-0.010, on a shared ~0.88: SmolLM2-135M aligns languages weakly); with ``center``
+    (each language's mean removed) the gap is ~0.13 (0.12 vs -0.02)."""
+    pytest.importorskip("gguf")
+    from iclr26_common import smollm2 as locator
+
+    try:
+        locator.gguf_path()
+    except FileNotFoundError as error:
+        pytest.skip(str(error))
+    from llm_methods.lm import load_lm
+
+    lm = load_lm("smollm2", device="cpu")
+    en, es, de = (list(column) for column in zip(*PARALLEL_SENTENCES, strict=True))
+    matched = {"en": en, "es": es, "de": de}
+    mismatched = {"en": en, "es": es[1:] + es[:1], "de": de[5:] + de[:5]}  # no translation meets
+    layers = lm.n_layers
+    middle = slice(layers // 3, 2 * layers // 3 + 1)
+    parallel = cross_lingual_cosine(lm, matched)
+    shuffled = cross_lingual_cosine(lm, mismatched)
+    assert parallel.shape == (layers + 1,)
+    gap = parallel[middle] - shuffled[middle]
+    assert np.all(gap > 0.003), gap  # d9942d3: ~1e-4 at layer 15
+    assert gap.mean() > 0.005, (parallel.round(4), shuffled.round(4))
+    centred = cross_lingual_cosine(lm, matched, center=True)[middle]
+    centred_shuffled = cross_lingual_cosine(lm, mismatched, center=True)[middle]
+    assert np.all(centred - centred_shuffled > 0.05), (centred, centred_shuffled)

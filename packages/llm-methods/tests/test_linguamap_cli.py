@@ -18,7 +18,9 @@ def test_consistency_counts_detected_languages(tmp_path: Path, capsys) -> None: 
         {"answer": "the dog eats the food in the kitchen"},
     ]
     answers.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    assert main(["linguamap", "consistency", str(answers), "--expect", "es"]) == 0
+    out_file = tmp_path / "c.json"
+    args = ["linguamap", "consistency", str(answers), "--expect", "es", "--out", str(out_file)]
+    assert main(args) == 0
     out = capsys.readouterr().out
     assert "3 answers" in out and "consistency (es) 0.667" in out
 
@@ -43,7 +45,8 @@ def test_similarity_prints_one_line_per_layer(tmp_path: Path, capsys) -> None:  
         + json.dumps({"en": "the dog", "es": "el perro"})
         + "\n"
     )
-    assert main(["linguamap", "similarity", "--model", str(folder), "--parallel", str(data)]) == 0
+    args = ["linguamap", "similarity", "--model", str(folder), "--parallel", str(data)]
+    assert main([*args, "--out", str(tmp_path / "s.json")]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("layer")]
     assert len(lines) == 3  # embeddings + 2 layers
 
@@ -60,7 +63,9 @@ def test_bad_answer_files_are_one_line(tmp_path: Path, capsys, content: str, mes
     path = tmp_path / "a.jsonl"
     path.write_text(content)
     with pytest.raises(SystemExit) as exit_info:
-        main(["linguamap", "consistency", str(path), "--expect", "es"])
+        main(
+            ["linguamap", "consistency", str(path), "--expect", "es", "--out", str(tmp_path / "c")]
+        )
     assert exit_info.value.code == 2
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0]
@@ -70,5 +75,6 @@ def test_parallel_file_needs_two_languages(tmp_path: Path, capsys) -> None:  # t
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps({"en": "only english"}) + "\n")
     with pytest.raises(SystemExit):
-        main(["linguamap", "similarity", "--model", "smollm2", "--parallel", str(path)])
+        args = ["linguamap", "similarity", "--model", "smollm2", "--parallel", str(path)]
+        main([*args, "--out", str(tmp_path / "s.json")])
     assert "p.jsonl:1: need an object with texts in >= 2 languages" in capsys.readouterr().err

@@ -149,3 +149,52 @@ def test_deep_workflow_json_one_line(tmp_path: Path, capsys) -> None:  # type: i
     assert "nested too deeply" in _one_line_error(
         capsys, ["mas2", "generate", "--validate", str(deep)]
     )
+
+
+def test_generate_honours_limit(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``generate --limit 2`` writes the workflows of the first two tasks (fails on d9942d3:
+    ``--limit`` was ignored, one workflow of the first task); without ``--limit`` one, as
+    before."""
+    from iclr26_common.testing import run_main
+
+    out = tmp_path / "wf.json"
+    args = ["mas2", "generate", "--tasks", "synth-arith", "--limit", "2", "--out", str(out)]
+    run = run_main(main, args, capsys)
+    assert run.code == 0, run.err
+    written = json.loads(out.read_text())
+    assert isinstance(written, list) and len(written) == 2
+    assert len({w["task_id"] for w in written}) == 2 and all("assignment" in w for w in written)
+    assert run.out.count("# task ") == 2
+    one = tmp_path / "one.json"
+    assert main(["mas2", "generate", "--tasks", "synth-arith", "--out", str(one)]) == 0
+    assert "assignment" in json.loads(one.read_text())
+
+
+def test_run_says_which_isolation_boundary_ran(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run`` names the sandbox boundary generated code ran in, in ``summary.json`` and on the
+    console: here, with no OS boundary and ``--allow-unisolated``, the hook only (fails on
+    d9942d3: neither said which)."""
+    from iclr26_common.testing import run_main
+    from llm_methods.mas2 import isolation
+
+    monkeypatch.setattr(isolation, "available", lambda: ())
+    out = tmp_path / "r"
+    args = ["mas2", "run", "--tasks", "synth-code", "--limit", "2", "--allow-unisolated"]
+    run = run_main(main, [*args, "--out", str(out)], capsys)
+    assert run.code == 0, run.err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["isolation"] == ["none"], summary
+    assert "audit hook only" in summary["isolation_boundary"]
+    assert f"generated code ran in: {summary['isolation_boundary']}" in run.out, run.out
+
+
+def test_run_local_backend_checks_device(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``run --backend local --device gpu`` is one line naming ``--device`` before any task runs
+    (fails on d9942d3: ``--device`` unknown, the local model always on the default device)."""
+    out = tmp_path / "r"
+    args = ["mas2", "run", "--backend", "local", "--models", "m=1", "--model", "nope"]
+    line = _one_line_error(capsys, [*args, "--device", "gpu", "--out", str(out)])
+    assert "--device gpu: not a device" in line, line
+    assert not out.exists()

@@ -43,11 +43,15 @@ def test_shipped_configs_name_real_arguments(name: str) -> None:
     cfg = yaml.safe_load(shipped_configs("mbok")[name].read_text())
     model_args = set(inspect.signature(BooleanDistillModule.__init__).parameters)
     data_args = set(inspect.signature(BooleanTextDataModule.__init__).parameters)
-    assert set(cfg["model"]) <= model_args and set(cfg.get("data", {})) <= data_args
-    assert cfg["model"]["method"] in ("mbok", "onebit")
-    if cfg["model"]["method"] == "mbok" and name != "tiny":
-        assert cfg["model"]["bool_lr"] == 0.01 and cfg["model"]["scale_lr"] == 2e-5
-        assert (cfg["model"]["kl_weight"], cfg["model"]["mse_weight"]) == (1.0, 10.0)
+    # issue 36: class_path + init_args, as the other LightningCLI commands' configs
+    assert cfg["model"]["class_path"].endswith("BooleanDistillModule")
+    assert cfg["data"]["class_path"].endswith("BooleanTextDataModule")
+    model, data = cfg["model"]["init_args"], cfg["data"]["init_args"]
+    assert set(model) <= model_args and set(data) <= data_args
+    assert model["method"] in ("mbok", "onebit")
+    if model["method"] == "mbok" and name != "tiny":
+        assert model["bool_lr"] == 0.01 and model["scale_lr"] == 2e-5
+        assert (model["kl_weight"], model["mse_weight"]) == (1.0, 10.0)
 
 
 def test_tiny_finetune_fast_dev_run_saves_layers(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -58,7 +62,7 @@ def test_tiny_finetune_fast_dev_run_saves_layers(tmp_path: Path, capsys) -> None
         "--config",
         "tiny",
         "--trainer.fast_dev_run=1",
-        f"--model.save_to={out}",
+        f"--model.init_args.save_to={out}",
         f"--trainer.default_root_dir={tmp_path}",
     ]
     assert main(args) == 0
@@ -102,7 +106,9 @@ def test_compress_then_eval(model_dir: Path, tmp_path: Path, capsys) -> None:  #
     line = assert_one_line_error(main, again, capsys)
     assert f"--out {out}: exists; pass --overwrite" in line, line
     assert (
-        main(["mbok", "eval", "--model", str(model_dir), "--text", str(text), "--seq-len", "16"])
+        main(
+            ["mbok", "eval", "--model", str(model_dir), "--text-file", str(text), "--seq-len", "16"]
+        )
         == 0
     )
     fp = float(capsys.readouterr().out.split()[1])
@@ -113,7 +119,7 @@ def test_compress_then_eval(model_dir: Path, tmp_path: Path, capsys) -> None:  #
                 "eval",
                 "--model",
                 str(model_dir),
-                "--text",
+                "--text-file",
                 str(text),
                 "--seq-len",
                 "16",
@@ -136,7 +142,7 @@ def test_compress_then_eval(model_dir: Path, tmp_path: Path, capsys) -> None:  #
             "unknown layer name 'foo_proj'",
         ),
         (["compress", "--blocks", "9", "--out", "x.safetensors"], "block 9 out of range"),
-        (["eval", "--text", "missing.txt"], "missing.txt: text file not found"),
+        (["eval", "--text-file", "missing.txt"], "missing.txt: text file not found"),
         (
             ["eval", "--compressed", "missing.safetensors"],
             "missing.safetensors: compressed-model file not found",
@@ -158,12 +164,125 @@ def test_bad_input_one_line(
 def test_bad_jsonl_names_line_and_field(model_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "ok"}\n{"txt": "no"}\n')
-    line = _one_line_error(capsys, ["mbok", "eval", "--model", str(model_dir), "--text", str(bad)])
+    line = _one_line_error(
+        capsys, ["mbok", "eval", "--model", str(model_dir), "--text-file", str(bad)]
+    )
     assert "bad.jsonl:2: field 'text'" in line
 
 
 def test_finetune_k0_is_one_line(capsys) -> None:  # type: ignore[no-untyped-def]
     line = _one_line_error(
-        capsys, ["mbok", "finetune", "--config", "tiny", "--model.k=0", "--trainer.fast_dev_run=1"]
+        capsys,
+        [
+            "mbok",
+            "finetune",
+            "--config",
+            "tiny",
+            "--model.init_args.k=0",
+            "--trainer.fast_dev_run=1",
+        ],
     )
     assert "K must be >= 1" in line
+
+
+def _text(tmp_path: Path) -> Path:
+    text = tmp_path / "t.jsonl"
+    text.write_text(
+        "".join(json.dumps({"text": "The quick brown fox jumps. " * 20}) + "\n" for _ in range(3))
+    )
+    return text
+
+
+def test_eval_writes_out_with_device_seed_and_progress(
+    model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``eval`` writes its result to ``--out`` (one JSON file, checked before the model is
+    loaded), takes ``--device`` / ``--seed``, shows progress unless ``--quiet``, and reads the
+    text from ``--text-file`` (fails on d9942d3: stdout only; ``--out``, ``--device``,
+    ``--seed``, ``--quiet``, ``--text-file`` unknown)."""
+    from iclr26_common.testing import run_main
+
+    out = tmp_path / "ppl.json"
+    args = ["mbok", "eval", "--model", str(model_dir), "--text-file", str(_text(tmp_path))]
+    args += ["--seq-len", "16", "--batch-size", "1", "--device", "cpu", "--seed", "3"]
+    run = run_main(main, [*args, "--out", str(out)], capsys)
+    assert run.code == 0, run.err
+    saved = json.loads(out.read_text())
+    assert saved["perplexity"] == pytest.approx(float(run.out.split()[1]), rel=1e-3)
+    assert saved["device"] == "cpu" and saved["seed"] == 3 and saved["chunks"] >= 2
+    assert "mbok eval batches:" in run.err and "(done)" in run.err, run.err
+    again = [*args[:2], "--model", "no-such-model", *args[4:], "--out", str(out)]
+    line = assert_one_line_error(main, again, capsys)
+    assert f"--out {out}: exists; pass --overwrite" in line, line
+    run = run_main(main, [*args, "--out", str(out), "--overwrite", "--quiet"], capsys)
+    assert run.code == 0 and "batches" not in run.err, run.err
+    line = assert_one_line_error(main, [*args[:-4], "--device", "gpu"], capsys)
+    assert "--device gpu: not a device" in line, line
+
+
+def test_compress_takes_device_and_seed(
+    model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``compress --device cpu --seed 0`` (fails on d9942d3: both unknown); a bad device is one
+    line naming ``--device``, before the model is loaded."""
+    out = tmp_path / "c.safetensors"
+    args = ["mbok", "compress", "--model", str(model_dir), "--layers", "q_proj", "--out", str(out)]
+    assert main([*args, "--device", "cpu", "--seed", "0"]) == 0 and out.is_file()
+    line = assert_one_line_error(
+        main, [*args, "--overwrite", "--device", "gpu"], capsys, drop_earlier=True
+    )
+    assert "--device gpu: not a device" in line, line
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (["eval", "--text", "missing.txt"], "--text-file"),
+        (["finetune", "--config", "tiny", "--model.k=0"], "--model.init_args.k"),
+    ],
+    ids=["eval --text", "finetune --model.k"],
+)
+def test_renamed_flags_still_work_with_a_warning(
+    model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture, old: list[str], new: str
+) -> None:
+    """``eval --text`` (a file; ``--text`` is a literal string in ``llm-methods score``) is now
+    ``--text-file``, ``finetune --model.X`` is ``--model.init_args.X`` like the other
+    LightningCLI commands; the old spellings still work with one warning line (fails on
+    d9942d3: no ``--text-file``, no ``init_args`` for mbok finetune)."""
+    from iclr26_common.testing import run_main
+    from llm_methods.method_cli import removed_in
+
+    args = ["mbok", *[str(tmp_path / a) if a.endswith(".txt") else a for a in old]]
+    if old[0] == "eval":
+        args += ["--model", str(model_dir)]
+    run = run_main(main, args, capsys)
+    assert run.code == 2, run.err
+    lines = [line for line in run.err.splitlines() if line.strip()]
+    flag = old[-2] if old[0] == "eval" else old[-1].split("=")[0]
+    assert lines[0] == (
+        f"llm-methods mbok {old[0]}: warning: {flag} is deprecated, use {new} ({flag} will be "
+        f"removed in {removed_in()})"
+    ), lines
+    assert len(lines) == 2 and "Traceback" not in run.err
+    assert ("text file not found" if old[0] == "eval" else "K must be >= 1") in lines[1]
+
+
+def test_eval_ctrl_c_is_one_line_exit_130(
+    model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while ``eval`` scores: one line, exit status 130, no ``--out`` file (a guard for
+    the new ``--out``)."""
+    from iclr26_common.testing import run_main
+    from llm_methods.mbok import distill
+
+    def interrupted(*args: object, **kwargs: object) -> float:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(distill, "perplexity_of", interrupted)
+    monkeypatch.delenv("LLM_METHODS_TRACEBACK", raising=False)
+    out = tmp_path / "ppl.json"
+    args = ["mbok", "eval", "--model", str(model_dir), "--text-file", str(_text(tmp_path))]
+    run = run_main(main, [*args, "--seq-len", "16", "--out", str(out)], capsys)
+    lines = [line for line in run.err.splitlines() if line.strip()]
+    assert run.code == 130 and lines == ["llm-methods: interrupted"], run.err
+    assert not out.exists()

@@ -286,3 +286,42 @@ def test_save_load_roundtrip(tiny, tmp_path, method: str) -> None:  # type: igno
         distill.load_compressed(fresh, tmp_path / "bad.safetensors")
     with pytest.raises(LMError, match="not found"):
         distill.load_compressed(fresh, tmp_path / "missing.safetensors")
+
+
+def test_a_tensor_of_input_ids_is_a_batch_everywhere(tiny) -> None:  # type: ignore[no-untyped-def]
+    """Issue 36: ``teacher_outputs`` (and ``distill_loss`` / ``finetune`` / ``perplexity_of``,
+    which see the same batches) take a ``[B, T]`` (or ``[T]``) tensor of input ids as a batch
+    whose every position is a real token: the same outputs as the equivalent dict. Anything else
+    raises one LMError that says what a batch must be."""
+    dicts = _batches(tiny)
+    tensors = [b["input_ids"] for b in dicts]
+    from_dict = distill.teacher_outputs(tiny.model, dicts[0], 1)
+    from_ids = distill.teacher_outputs(tiny.model, tensors[0], 1)
+    assert torch.equal(from_ids.logprobs, from_dict.logprobs)
+    assert torch.equal(from_ids.mask, from_dict.mask) and bool(from_ids.mask.all())
+    assert len(from_ids.hidden) == len(from_dict.hidden) == 1
+    assert all(torch.equal(a, b) for a, b in zip(from_ids.hidden, from_dict.hidden, strict=True))
+    row = distill.teacher_outputs(tiny.model, tensors[0][0], 1)  # [T]: one row
+    assert torch.equal(row.logprobs, from_ids.logprobs[:1])
+    no_mask = distill.teacher_outputs(tiny.model, {"input_ids": tensors[0]}, 1)
+    assert torch.equal(no_mask.logprobs, from_dict.logprobs)
+
+    student = copy.deepcopy(tiny.model)
+    names = distill.select_linears(student, ["all"], "1")
+    layers = distill.compress_model(student, names, "mbok", k=1)
+    teachers = [distill.teacher_outputs(tiny.model, t, 1) for t in tensors]
+    cfg = distill.DistillConfig(steps=2)
+    loss_ids, _ = distill.distill_loss(student, tensors[0], teachers[0], 1, cfg)
+    loss_dict, _ = distill.distill_loss(student, dicts[0], teachers[0], 1, cfg)
+    assert float(loss_ids) == pytest.approx(float(loss_dict)) and float(loss_ids) > 0
+    log = distill.finetune(student, layers, tensors, teachers, cfg)
+    assert len(log["loss"]) == 2
+    fp = distill.perplexity_of(tiny.model, dicts)
+    assert distill.perplexity_of(tiny.model, tensors) == pytest.approx(fp)
+
+    with pytest.raises(LMError, match=r"input ids, \[B, T\] or \[T\] integers, got torch\.float32"):
+        distill.teacher_outputs(tiny.model, torch.randn(2, 12), 1)
+    with pytest.raises(LMError, match=r"a dict with an 'input_ids' tensor.*keys \['ids'\]"):
+        distill.teacher_outputs(tiny.model, {"ids": tensors[0]}, 1)
+    with pytest.raises(LMError, match="got list"):
+        distill.teacher_outputs(tiny.model, [[3, 4, 5]], 1)

@@ -305,3 +305,78 @@ def test_mse_intervals_planted() -> None:
     interval, text = single["test_mse_interval"]["pooled"]
     assert interval["method"] == "none" and interval["n"] == 1
     assert text == "(n=1 test queries, too few for an interval)"
+
+
+def _routellm_and_mtbench(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A RouteLLM-layout gold CSV (columns named as RouteLLM's: ``mistralai/Mixtral-8x7B-...``)
+    and MT-Bench judgements + questions naming the same cheap model otherwise."""
+    rng = np.random.default_rng(0)
+    words = "add sum poem story code list sort prime city river write count plan".split()
+    strong, weak = "gpt-4-1106-preview", "mistralai/Mixtral-8x7B-Instruct-v0.1"
+    gold = tmp_path / "gsm8k_responses.csv"
+    lines = [f"prompt,{strong},{weak}"]
+    for i in range(40):
+        prompt = " ".join(rng.choice(words, 6)) + f" {i}"
+        lines.append(f"{prompt},{rng.random() < 0.8},{rng.random() < 0.5}")
+    gold.write_text("\n".join(lines) + "\n")
+    judgements, questions = tmp_path / "judgements.jsonl", tmp_path / "question.jsonl"
+    rows, asked = [], []
+    for q in range(40):
+        asked.append({"question_id": q, "turns": [" ".join(rng.choice(words, 6)), "more"]})
+        for model in (strong, "mixtral-8x7b-instruct-v0.1"):
+            rows.append({"question_id": q, "model": model, "score": int(rng.integers(1, 11))})
+    judgements.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    questions.write_text("".join(json.dumps(r) + "\n" for r in asked))
+    return gold, judgements, questions
+
+
+def test_fit_names_the_models_of_each_source_separately(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """RouteLLM's CSV column and MT-Bench's ``model`` field name Mixtral differently: ``--weak``
+    is the column, ``--mtbench-weak`` the judgements' name (fails on d9942d3: one ``--weak``
+    for both, so the README's combined recipe stopped with ``no judgements for model``; the
+    one-line error now lists the file's models and names the option)."""
+    from iclr26_common.testing import assert_one_line_error
+
+    gold, judgements, questions = _routellm_and_mtbench(tmp_path)
+    args = ["meta_router", "fit", "--gold", str(gold), "--mtbench", str(judgements)]
+    args += [str(questions), "--strong", "gpt-4-1106-preview"]
+    args += ["--weak", "mistralai/Mixtral-8x7B-Instruct-v0.1"]
+    line = assert_one_line_error(main, [*args, "--out", str(tmp_path / "a")], capsys)
+    assert "no judgements for model 'mistralai/Mixtral-8x7B-Instruct-v0.1'" in line, line
+    assert "mixtral-8x7b-instruct-v0.1" in line and "--mtbench-weak" in line, line
+    assert not (tmp_path / "a").exists()
+    out = tmp_path / "b"
+    args += ["--mtbench-weak", "mixtral-8x7b-instruct-v0.1", "--out", str(out)]
+    assert main(args) == 0
+    report = json.loads((out / "fit.json").read_text())
+    assert report["weak"] == "mistralai/Mixtral-8x7B-Instruct-v0.1"
+    assert report["mtbench_names"] == {
+        "strong": "gpt-4-1106-preview",
+        "weak": "mixtral-8x7b-instruct-v0.1",
+    }
+    assert report["n_gold"] == 40 and report["n_preference"] == 40
+
+
+def test_fit_warns_when_gold_and_preference_queries_do_not_overlap(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Gold and preference queries in disjoint feature regions (the label source is predicted
+    perfectly, AUC 1): ``fit`` warns on stderr and records the warning in fit.json (fails on
+    d9942d3: ``CV accuracy 1.000, AUC 1.000`` printed and the fit went on silently)."""
+    rng = np.random.default_rng(1)
+    for name, low in (("gold", 0.0), ("preference", 5.0)):
+        x = rng.uniform(low, low + 1, size=(60, 2))
+        y = rng.normal(size=60)
+        text = "x0,x1,strong,weak\n" + "".join(
+            f"{a},{b},{0.5 + c},0.5\n" for (a, b), c in zip(x, y, strict=True)
+        )
+        (tmp_path / f"{name}.csv").write_text(text)
+    out = tmp_path / "fit"
+    args = ["meta_router", "fit", "--gold", str(tmp_path / "gold.csv"), "--preference"]
+    args += [str(tmp_path / "preference.csv"), "--strong", "strong", "--weak", "weak"]
+    assert main([*args, "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "llm-methods meta_router fit: warning: no overlap" in err and "AUC 1.000" in err, err
+    assert "no overlap" in json.loads((out / "fit.json").read_text())["overlap"]["warning"]

@@ -39,7 +39,7 @@ def test_shipped_configs_parse(name: str) -> None:
 
     cfg = yaml.safe_load(shipped_configs("remix")[name].read_text())
     args = cfg["model"]["init_args"]
-    assert set(args) <= {"policy", "rl", "rewards", "save_dir", "seed"}  # RL settings grouped
+    assert set(args) <= {"model", "rl", "rewards", "save_dir", "seed"}  # RL settings grouped
     assert RLConfig(**args["rl"]).algo == {"tiny": "remix"}.get(name, name)
     assert cfg["model"]["class_path"].endswith("ReMixModule")
 
@@ -58,7 +58,7 @@ def test_fit_tiny_then_eval(policy_dir: Path, tmp_path: Path, capsys) -> None:  
                 "fit",
                 "--config",
                 "tiny",
-                f"--model.init_args.policy={policy_dir}",
+                f"--model.init_args.model={policy_dir}",
                 f"--model.init_args.save_dir={out}",
                 "--trainer.fast_dev_run=1",
                 f"--trainer.default_root_dir={tmp_path}",
@@ -103,7 +103,7 @@ def test_bad_input_one_line(policy_dir: Path, tmp_path: Path, capsys) -> None:  
             "fit",
             "--config",
             "tiny",
-            f"--model.init_args.policy={policy_dir}",
+            f"--model.init_args.model={policy_dir}",
             "--model.init_args.rewards=[]",
             "--trainer.fast_dev_run=1",
         ],
@@ -128,7 +128,7 @@ def test_bad_input_one_line(policy_dir: Path, tmp_path: Path, capsys) -> None:  
             "fit",
             "--config",
             "tiny",
-            f"--model.init_args.policy={policy_dir}",
+            f"--model.init_args.model={policy_dir}",
             "--model.init_args.rl.p_off=2",
             "--trainer.fast_dev_run=1",
         ],
@@ -161,7 +161,7 @@ def test_checkpoint_hparams_load_weights_only(policy_dir: Path, tmp_path: Path) 
     from llm_methods.remix.model import RLConfig
 
     rl = RLConfig(algo="grpo", group_size=2, max_new_tokens=2, lr=3e-4)
-    module = ReMixModule(policy=str(policy_dir), rl=rl)
+    module = ReMixModule(model=str(policy_dir), rl=rl)
     trainer = L.Trainer(
         max_steps=1,
         accelerator="cpu",
@@ -185,3 +185,75 @@ def test_checkpoint_hparams_load_weights_only(policy_dir: Path, tmp_path: Path) 
     torch.save(ckpt, old)
     with pytest.raises(LMError, match=r"old\.ckpt: a ReMixModule checkpoint from before issue 29"):
         ReMixModule.load_from_checkpoint(old)
+
+
+def test_eval_takes_device_seed_and_shows_progress(
+    policy_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``eval --device cpu --seed 1`` (recorded in summary.json) with progress over the batches
+    on stderr, none with ``--quiet``; ``--device gpu`` is one line naming it (fails on d9942d3:
+    ``--device``, ``--seed``, ``--batch-size``, ``--quiet`` unknown, no progress)."""
+    from iclr26_common.testing import run_main
+
+    args = ["remix", "eval", "--model", str(policy_dir), "--n", "5", "--max-new-tokens", "2"]
+    args += ["--batch-size", "2", "--device", "cpu", "--seed", "1"]
+    run = run_main(main, [*args, "--out", str(tmp_path / "a")], capsys)
+    assert run.code == 0, run.err
+    assert "remix eval batches: 3/3" in run.err and "(done)" in run.err, run.err
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert summary["n"] == 5 and summary["device"] == "cpu" and summary["seed"] == 1
+    run = run_main(main, [*args, "--out", str(tmp_path / "b"), "--quiet"], capsys)
+    assert run.code == 0 and "batches" not in run.err, run.err
+    rows = [(tmp_path / d / "predictions.jsonl").read_text() for d in ("a", "b")]
+    assert rows[0] == rows[1]  # greedy: the same answers
+    line = _one_line_error(capsys, [*args[:-4], "--device", "gpu", "--out", str(tmp_path / "c")])
+    assert "--device gpu: not a device" in line, line
+    assert not (tmp_path / "c").exists()
+
+
+def test_policy_is_now_model_with_a_warning(
+    policy_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The pretrained model is ``--model.init_args.model`` as in perk and mbok; the old
+    ``--model.init_args.policy`` (and ``policy:`` in a YAML or a checkpoint's hparams) still
+    works with one warning line (fails on d9942d3: ``model`` is not an argument of
+    ReMixModule)."""
+    from iclr26_common.testing import run_main
+    from llm_methods.method_cli import removed_in
+    from llm_methods.remix.lit_module import ReMixModule
+
+    args = ["remix", "fit", "--config", "tiny", f"--model.init_args.policy={policy_dir}"]
+    run = run_main(main, [*args, "--model.init_args.rl.p_off=2"], capsys)
+    lines = [line for line in run.err.splitlines() if line.strip()]
+    assert run.code == 2 and len(lines) == 2, run.err
+    assert lines[0] == (
+        "llm-methods remix fit: warning: --model.init_args.policy is deprecated, use "
+        f"--model.init_args.model (--model.init_args.policy will be removed in {removed_in()})"
+    )
+    assert "rl.p_off must be in [0, 1], got 2" in lines[1]
+    capsys.readouterr()
+    module = ReMixModule(policy=str(policy_dir))
+    assert "ReMixModule's policy is deprecated, use model" in capsys.readouterr().err
+    assert module.hparams["model"] == str(policy_dir) and "policy" not in module.hparams
+    assert ReMixModule(model=str(policy_dir)).hparams["model"] == str(policy_dir)
+
+
+def test_eval_ctrl_c_is_one_line_exit_130(
+    policy_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while ``eval`` generates: one line, exit status 130, no ``--out`` folder (a guard:
+    d9942d3 already ended so)."""
+    from iclr26_common.testing import run_main
+    from llm_methods.remix.runner import RLRunner
+
+    def interrupted(*args: object, **kwargs: object) -> list:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RLRunner, "sample", interrupted)
+    monkeypatch.delenv("LLM_METHODS_TRACEBACK", raising=False)
+    out = tmp_path / "ev"
+    args = ["remix", "eval", "--model", str(policy_dir), "--n", "3", "--out", str(out)]
+    run = run_main(main, args, capsys)
+    lines = [line for line in run.err.splitlines() if line.strip()]
+    assert run.code == 130 and lines == ["llm-methods: interrupted"], run.err
+    assert not out.exists()

@@ -89,7 +89,7 @@ def _module(policy: Path, settings: dict[str, Any]) -> Any:
     from llm_methods.remix.model import RLConfig
 
     rl = RLConfig(**settings)
-    return ReMixModule(policy=str(policy), rl=rl, rewards=["exact_match", "format"], seed=0)
+    return ReMixModule(model=str(policy), rl=rl, rewards=["exact_match", "format"], seed=0)
 
 
 def _k1(logps: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:

@@ -379,3 +379,103 @@ def test_experiment_quick(tmp_path: Path) -> None:
     result = EXPERIMENT.run(True, tmp_path)
     assert len(result.claims) == 2 and (tmp_path / "seekbench_metrics.png").is_file()
     assert "rule" in result.metrics["judge_kappa"]
+
+
+def test_analyze_refuses_unjudged_traces_and_warns_on_partly_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``analyze`` on ``synth --unlabelled`` output is refused in one line saying to run
+    ``judge`` first, and leaves no ``--out``; on ``judge --max-steps`` output (the judge says
+    the file is partly judged) it warns with the judged fraction and records it (fails on
+    d9942d3: premature_rate 1.000 for most agents and CE NaN, exit 0, no warning)."""
+    from iclr26_common.testing import assert_one_line_error, run_main
+    from llm_methods.seekbench.data import result_annotation_coverage
+
+    raw = tmp_path / "raw.jsonl"
+    assert main(["seekbench", "synth", "--out", str(raw), "--questions", "10", "--unlabelled"]) == 0
+    line = assert_one_line_error(
+        main, ["seekbench", "analyze", str(raw), "--out", str(tmp_path / "a")], capsys
+    )
+    assert f"{raw}: no result step carries information_quality" in line, line
+    assert "seekbench judge" in line and not (tmp_path / "a").exists()
+    judged = tmp_path / "judged.jsonl"
+    run = run_main(
+        main, ["seekbench", "judge", str(raw), "--out", str(judged), "--max-steps", "6"], capsys
+    )
+    assert run.code == 0 and f"note: {judged} is partly judged: 6 of " in run.out, run.out
+    done, total = result_annotation_coverage(read_traces(judged))
+    assert 0 < done < total
+    run = run_main(
+        main,
+        ["seekbench", "analyze", str(judged), "--out", str(tmp_path / "b"), "--n-boot", "0"],
+        capsys,
+    )
+    assert run.code == 0, run.err
+    assert f"warning: {judged}: only {done} of {total} result steps" in run.err, run.err
+    saved = json.loads((tmp_path / "b" / "metrics.json").read_text())
+    assert saved["judged_result_steps"] == {"judged": done, "total": total}
+    assert any(f"only {done} of {total}" in note for note in saved["notes"])
+
+
+def test_analyze_checks_out_before_the_traces(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A folder of earlier results is refused before any work unless ``--overwrite`` (fails on
+    d9942d3: metrics.json and per_agent.csv were written over)."""
+    from iclr26_common.testing import assert_one_line_error
+
+    traces = tmp_path / "t.jsonl"
+    write_traces(synth_traces(10, ["calibrated"], seed=0), traces)
+    out = tmp_path / "a"
+    out.mkdir()
+    (out / "metrics.json").write_text("{}")
+    args = ["seekbench", "analyze", str(traces), "--out", str(out), "--n-boot", "0"]
+    line = assert_one_line_error(main, args, capsys)
+    assert f"--out {out}: holds earlier results; pass --overwrite" in line, line
+    assert (out / "metrics.json").read_text() == "{}"
+    assert main([*args, "--overwrite"]) == 0
+    assert json.loads((out / "metrics.json").read_text())["agents"]
+
+
+def test_judge_refuses_an_unset_api_key_variable_and_a_bad_device(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--judge http --api-key-env UNSET`` is one line naming the option before any request
+    (fails on d9942d3: it went on to the request without a key); ``--judge lm --device gpu`` is
+    one line naming ``--device`` (d9942d3: ``--device`` unknown). No ``--out`` is written."""
+    from iclr26_common.testing import assert_one_line_error
+
+    monkeypatch.delenv("SEEKBENCH_TEST_UNSET_KEY", raising=False)
+    traces = tmp_path / "t.jsonl"
+    write_traces(synth_traces(3, ["calibrated"], seed=0), traces)
+    out = tmp_path / "j.jsonl"
+    args = ["seekbench", "judge", str(traces), "--out", str(out), "--judge", "http"]
+    args += ["--url", "http://127.0.0.1:9/v1", "--api-key-env", "SEEKBENCH_TEST_UNSET_KEY"]
+    line = assert_one_line_error(main, args, capsys)
+    assert "--api-key-env SEEKBENCH_TEST_UNSET_KEY: the environment variable is not set" in line
+    args = ["seekbench", "judge", str(traces), "--out", str(out), "--judge", "lm"]
+    line = assert_one_line_error(main, [*args, "--device", "gpu"], capsys)
+    assert "--device gpu: not a device" in line, line
+    assert not out.exists()
+
+
+def test_judge_ctrl_c_is_one_line_exit_130(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while ``judge`` works ends with one line, exit status 130, and no ``--out`` (a
+    guard: d9942d3 already ended so)."""
+    from iclr26_common.testing import run_main
+    from llm_methods.seekbench import judge
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(judge, "annotate", interrupted)
+    monkeypatch.delenv("LLM_METHODS_TRACEBACK", raising=False)
+    traces = tmp_path / "t.jsonl"
+    write_traces(synth_traces(3, ["calibrated"], seed=0), traces)
+    out = tmp_path / "j.jsonl"
+    run = run_main(main, ["seekbench", "judge", str(traces), "--out", str(out)], capsys)
+    lines = [line for line in run.err.splitlines() if line.strip()]
+    assert run.code == 130 and lines == ["llm-methods: interrupted"], run.err
+    assert not out.exists()

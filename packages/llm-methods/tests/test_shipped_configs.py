@@ -78,9 +78,9 @@ def overrides(key: str, request: pytest.FixtureRequest) -> list[str]:
             *(f"--data.init_args.{split}_file={path}" for split, path in files.items()),
         ]
     if key.startswith("remix/"):
-        return [f"--model.init_args.policy={request.getfixturevalue('policy_dir')}"]
+        return [f"--model.init_args.model={request.getfixturevalue('policy_dir')}"]
     if key in ("mbok/mbok_k2", "mbok/onebit") and not request.node.get_closest_marker("slow"):
-        return ["--model.model=zoo:micro", "--model.blocks=all"]
+        return ["--model.init_args.model=zoo:micro", "--model.init_args.blocks=all"]
     return []
 
 
@@ -126,7 +126,7 @@ def _run_lightning(path: Path, extra: list[str], root: Path) -> None:
     base = ["--config", str(path), *extra, "--trainer.fast_dev_run=true"]
     base.append(f"--trainer.default_root_dir={root}")
     if method == "mbok":
-        base.append(f"--model.save_to={root / 'compressed.safetensors'}")
+        base.append(f"--model.init_args.save_to={root / 'compressed.safetensors'}")
     if method == "remix":
         base.append(f"--model.init_args.save_dir={root / 'policy'}")
     assert main([method, FIT[method], *base]) in (0, None)

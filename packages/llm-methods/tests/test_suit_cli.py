@@ -68,7 +68,7 @@ def test_suit_trace_and_rome_layer_bad_input(tmp_path, capsys) -> None:  # type:
     main(["suit", "synth", "--subjects", "2", "--out", str(path)])
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_:
-        main(["suit", "trace", "--requests", str(path), "--facts", "0"])
+        main(["suit", "trace", "--requests", str(path), "--facts", "0", "--out", "t.json"])
     assert exit_.value.code == 2 and "--facts and --samples must be >= 1" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
         main(
@@ -83,9 +83,8 @@ def test_suit_trace_on_smollm2(tmp_path, capsys) -> None:  # type: ignore[no-unt
     from llm_methods.suit.experiment import FACTS
 
     reqs = write_counterfact(read_counterfact(FACTS)[:2], tmp_path / "two.json")
-    assert (
-        main(["suit", "trace", "--requests", str(reqs), "--samples", "2", "--device", "cpu"]) == 0
-    )
+    args = ["suit", "trace", "--requests", str(reqs), "--samples", "2", "--device", "cpu"]
+    assert main([*args, "--out", str(tmp_path / "trace.json")]) == 0
     out = capsys.readouterr().out
     assert "ROME layer (max AIE, not the last):" in out and out.count("  AIE ") == 30
 
@@ -116,9 +115,11 @@ def test_suit_edit_on_smollm2_end_to_end(tmp_path) -> None:  # type: ignore[no-u
     )
     report = json.loads((tmp_path / "o" / "edit.json").read_text())
     assert code == 0 and report["before"]["efficacy"] == 0.0
+    # HF parameter names (issue 41)
     assert set(load_file(str(tmp_path / "o" / "edited_weights.safetensors"))) == {
-        f"layers.{i}.down_proj.weight" for i in report["layers"]
+        f"model.layers.{i}.mlp.down_proj.weight" for i in report["layers"]
     }
+    assert [row["case_id"] for row in report["requests"]] == [0]
     # issue 37: ordinary 0644 files (11b2942: safetensors' 0600) and no partial marker left
     for name in ("edit.json", "edited_weights.safetensors"):
         assert (tmp_path / "o" / name).stat().st_mode & 0o777 == 0o644

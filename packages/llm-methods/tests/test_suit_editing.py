@@ -96,7 +96,7 @@ def test_subject_position(tiny) -> None:  # type: ignore[no-untyped-def]
 def test_stats_cached_per_model_fingerprint(tiny, tmp_path) -> None:  # type: ignore[no-untyped-def]
     chunks = [[1, 5, 7, 9, 11, 13]] * 3
     a = key_second_moments(tiny, [1], chunks, "x", cache_dir=tmp_path)[1]
-    assert len(list(tmp_path.glob("*-L1-x.pt"))) == 1
+    assert len(list(tmp_path.glob("*-L1-x-*.pt"))) == 1
     assert torch.equal(key_second_moments(tiny, [1], chunks, "x", cache_dir=tmp_path)[1], a)
     assert torch.allclose(a, a.T) and torch.linalg.eigvalsh(a.double()).min() > -1e-5
     edited = fresh_copy(tiny)
@@ -104,6 +104,20 @@ def test_stats_cached_per_model_fingerprint(tiny, tmp_path) -> None:  # type: ig
     with torch.no_grad():
         edited.layers[0].mlp.down_proj.weight.add_(0.01)
     assert model_fingerprint(edited, 1) != before  # an edited model never reuses stale stats
+
+
+def test_stats_cache_keyed_on_the_text_not_the_tag(tiny, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 41: the cache was keyed on the caller's tag, so other text under the same tag
+    silently reused the first text's C (fails on d9942d3). Same tag, different chunks -> C is
+    recomputed and equals the uncached C of those chunks."""
+    first = [[1, 5, 7, 9, 11, 13]] * 3
+    other = [[2, 4, 6, 8, 10, 12, 14]] * 3
+    a = key_second_moments(tiny, [1], first, "same", cache_dir=tmp_path)[1]
+    b = key_second_moments(tiny, [1], other, "same", cache_dir=tmp_path)[1]
+    fresh = key_second_moments(tiny, [1], other, "same", cache_dir=tmp_path / "empty")[1]
+    assert not torch.allclose(a, b)
+    assert torch.equal(b, fresh)
+    assert len(list(tmp_path.glob("*-L1-same-*.pt"))) == 2
 
 
 def test_null_space_projector_and_subspace() -> None:

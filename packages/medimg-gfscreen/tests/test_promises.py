@@ -9,8 +9,6 @@ own exports. Each test names what it did on 11b2942 (before the commands moved o
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import nibabel as nib
@@ -20,14 +18,16 @@ import yaml
 import medimg_gfscreen
 import medimg_gfscreen.screen
 from iclr26_common.outputs import PARTIAL_MARKER
-from iclr26_common.testing import assert_one_line_error, run_main, shipped_configs
+from iclr26_common.testing import (
+    assert_light_package,
+    assert_one_line_error,
+    nonblank_lines,
+    run_main,
+    shipped_configs,
+)
 from medimg_gfscreen.cli import main
 
 PROG = "medimg-gfscreen: error: "
-
-
-def _nonblank(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.strip()]
 
 
 def _truncate(path: Path) -> Path:
@@ -126,11 +126,11 @@ def test_predict_on_a_truncated_image_keeps_the_finished_masks_and_resumes(
     masks = tmp_path / "masks"
     run = run_main(main, _predict(images, masks, tmp_path / "run"), capsys)
     assert run.code == 2 and "Traceback" not in run.err
-    errors = [line for line in _nonblank(run.err) if "error" in line.lower()]
+    errors = [line for line in nonblank_lines(run.err) if "error" in line.lower()]
     assert len(errors) == 1 and errors[0].startswith(PROG), run.err
     assert str(bad) in errors[0] and "cannot be read" in errors[0]
     first = masks / "a_synth_000.nii.gz"
-    assert sorted(p.name for p in masks.iterdir()) == [PARTIAL_MARKER, first.name]
+    assert sorted(p.name for p in masks.iterdir()) == [PARTIAL_MARKER, first.name, "cases.csv"]
     before = first.stat().st_mtime_ns
 
     line = assert_one_line_error(
@@ -141,7 +141,7 @@ def test_predict_on_a_truncated_image_keeps_the_finished_masks_and_resumes(
     bad.write_bytes(intact)
     run = run_main(main, _predict(images, masks, tmp_path / "run", "--resume"), capsys)
     assert run.code == 0, run.err[-3000:]
-    names = sorted(p.name for p in masks.iterdir())
+    names = sorted(p.name for p in masks.glob("*.nii.gz"))
     assert names == [first.name, bad.name.replace("_0000", "")]
     assert first.stat().st_mtime_ns == before  # kept, not screened again
     mask = nib.load(masks / names[1])
@@ -167,8 +167,9 @@ def test_predict_ctrl_c_is_one_line_and_keeps_the_finished_masks(
     masks = tmp_path / "masks"
     run = run_main(main, _predict(images, masks, tmp_path / "run"), capsys)
     assert run.code == 130 and "Traceback" not in run.err
-    assert _nonblank(run.err)[-1] == "medimg-gfscreen: interrupted"
-    assert sorted(p.name for p in masks.iterdir()) == [PARTIAL_MARKER, "a_synth_000.nii.gz"]
+    assert nonblank_lines(run.err)[-1] == "medimg-gfscreen: interrupted"
+    names = sorted(p.name for p in masks.iterdir())
+    assert names == [PARTIAL_MARKER, "a_synth_000.nii.gz", "cases.csv"]
 
 
 def test_screen_ctrl_c_is_one_line_and_leaves_no_mask(
@@ -191,7 +192,7 @@ def test_screen_ctrl_c_is_one_line_and_leaves_no_mask(
     run = run_main(
         main, ["screen", str(image), "--ckpt", str(tiny_weights), "--out", str(out)], capsys
     )
-    assert run.code == 130 and _nonblank(run.err) == ["medimg-gfscreen: interrupted"]
+    assert run.code == 130 and nonblank_lines(run.err) == ["medimg-gfscreen: interrupted"]
     assert not out.exists()
 
 
@@ -247,7 +248,7 @@ def test_tiny_fit_leaves_a_checkpoint_that_test_predict_and_export_follow(
     finally:
         os.umask(old)
     written = [*masks.iterdir(), exported]
-    assert len(written) == 3 and not (masks / PARTIAL_MARKER).exists()
+    assert len(written) == 4 and not (masks / PARTIAL_MARKER).exists()  # 2 masks, cases.csv
     for path in written:
         assert path.stat().st_mode & 0o777 == 0o644, path
 
@@ -255,14 +256,11 @@ def test_tiny_fit_leaves_a_checkpoint_that_test_predict_and_export_follow(
 def test_the_package_exports_its_api_and_imports_cheaply() -> None:
     """On 11b2942 `medimg_gfscreen` exported only `__version__`; the exports load on first use,
     so the import itself needs no torch."""
-    from medimg_gfscreen.screen import screen_file
-    from medimg_gfscreen.synth import generate_dataset
-
-    assert medimg_gfscreen.screen_file is screen_file
-    assert medimg_gfscreen.generate_dataset is generate_dataset
-    assert {"GFScreenModule", "load_screen_module", "FocusSettings"} <= set(medimg_gfscreen.__all__)
-    with pytest.raises(AttributeError):
-        medimg_gfscreen.no_such_name  # noqa: B018
-    code = "import sys, medimg_gfscreen; assert 'torch' not in sys.modules, 'torch imported'"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    assert_light_package(
+        "medimg_gfscreen",
+        ["GFScreenModule", "load_screen_module", "FocusSettings"],
+        defined_in={
+            "screen_file": "medimg_gfscreen.screen",
+            "generate_dataset": "medimg_gfscreen.synth",
+        },
+    )

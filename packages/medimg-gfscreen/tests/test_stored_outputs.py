@@ -27,8 +27,6 @@ say so in the commit) with
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +35,12 @@ import numpy as np
 import pytest
 import torch
 
-from iclr26_common.testing import assert_mutation_detected, assert_portable_close
+from iclr26_common.testing import (
+    assert_mutation_detected,
+    assert_portable_close,
+    regenerate_main,
+    write_stored_outputs,
+)
 from medimg_gfscreen.lit_module import GFScreenModule, gfscreen_losses
 from medimg_gfscreen.measurement import MODEL_KW
 from medimg_gfscreen.settings import module_kwargs, plain_hparams
@@ -254,8 +257,6 @@ def _regenerate() -> None:
     import monai
 
     arrays = {f"{case}/{k}": v for case in CASES for k, v in outputs(case).items()}
-    STORED.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(STORED, **arrays)
     meta = {
         "written_by": "packages/medimg-gfscreen/tests/test_stored_outputs.py --regenerate",
         "command": "OMP_NUM_THREADS=1 .venv/bin/python "
@@ -272,12 +273,8 @@ def _regenerate() -> None:
         },
         "versions": {"torch": torch.__version__, "monai": monai.__version__},
     }
-    SIDECAR.write_text(json.dumps(meta, indent=1) + "\n")
-    print(f"wrote {STORED} ({STORED.stat().st_size} bytes) and {SIDECAR}")
+    write_stored_outputs(STORED, arrays, meta, sidecar_path=SIDECAR)
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--regenerate"]:
-        sys.exit("usage: test_stored_outputs.py --regenerate")
-    torch.set_num_threads(1)
-    _regenerate()
+    regenerate_main(_regenerate)

@@ -22,14 +22,7 @@ import time
 import numpy as np
 import torch
 
-
-def best_of(fn, repeats: int = 3) -> float:
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+from iclr26_common.timing import best_time
 
 
 def bench_off(n_vertices: int) -> None:
@@ -46,8 +39,8 @@ def bench_off(n_vertices: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         plain = write_off(Path(tmp) / "plain.off", v, f)
         glued = write_off(Path(tmp) / "glued.off", v, f, glued=True)
-        t_ref = best_of(lambda: lib.io.read_triangle_mesh(str(plain)))
-        t_ours = best_of(lambda: read_off(plain))
+        t_ref = best_time(lambda: lib.io.read_triangle_mesh(str(plain)))
+        t_ours = best_time(lambda: read_off(plain))
         glued_vertices = len(lib.io.read_triangle_mesh(str(glued)).vertices)
         ours_glued = len(read_off(glued)[0])
     print(f"\n## 0. OFF reading ({n_vertices} vertices, {2 * n_vertices} triangles)")
@@ -73,7 +66,7 @@ def bench_encoders(n: int) -> None:
         ("PointNN experiment (3, 24, 16)", PointNN(3, 24, 16), 512),
     ]:
         x = torch.randn(n, p, 3)
-        rows.append((name, p, n / best_of(lambda e=enc, x=x: encode(e, x), 2)))
+        rows.append((name, p, n / best_time(lambda e=enc, x=x: encode(e, x), 2)))
     for name, p, rate in rows:
         print(f"| {name} | {p} | {rate:.1f} | {rate / rows[0][2]:.2f} |")
 
@@ -104,8 +97,8 @@ def bench_graph(sizes: list[int], dim: int, k: int) -> None:
     for n in sizes:
         x = torch.nn.functional.normalize(torch.randn(n, dim), dim=1)
         xn = x.numpy()
-        t_ref = best_of(lambda xn=xn: official(xn))
-        t_ours = best_of(lambda x=x: build_graph(x, k, "official"))
+        t_ref = best_time(lambda xn=xn: official(xn))
+        t_ours = best_time(lambda x=x: build_graph(x, k, "official"))
         print(f"| {n} | {1e3 * t_ref:.1f} | {1e3 * t_ours:.1f} | {t_ref / t_ours:.2f} |")
 
 
@@ -123,12 +116,12 @@ def bench_propagation(sizes: list[int], classes: int, k: int) -> None:
         y = np.random.default_rng(0).integers(0, classes, n)
         y[n // 2 :] = -1
         s0 = torch.rand(n, classes)
-        t_ref = best_of(
+        t_ref = best_time(
             lambda w=w, y=y: LabelSpreading(kernel=lambda a, b: w, alpha=0.5).fit(
                 np.zeros((len(y), 1)), y
             )
         )
-        t_ours = best_of(lambda g=g, s0=s0: propagate(s0, g))
+        t_ours = best_time(lambda g=g, s0=s0: propagate(s0, g))
         print(f"| {n} | {1e3 * t_ref:.1f} | {1e3 * t_ours:.2f} | {t_ref / t_ours:.1f} |")
 
 
@@ -154,10 +147,10 @@ def bench_end_to_end(n_per_class: int, smollm2: bool) -> None:
     print(
         f"captioning {n / t_cap:.1f} clouds/s, Point-NN encoding {n / t_enc:.1f} clouds/s (both shared by every ablation)"
     )
-    t_plain = best_of(
+    t_plain = best_time(
         lambda: pgllm_scores(feats, captions, scorer, test.class_names, ablations=("none",))
     )
-    t_full = best_of(
+    t_full = best_time(
         lambda: pgllm_scores(feats, captions, scorer, test.class_names, ablations=("both",))
     )
     print("| step | ms | queries/s | x plain |\n|---|---:|---:|---:|")
@@ -182,8 +175,8 @@ def bench_end_to_end(n_per_class: int, smollm2: bool) -> None:
         idx, _ = nearest_neighbours(torch.nn.functional.normalize(feats, dim=1), 3)
         guided_q = make_queries(captions, idx.numpy())[:m]
         lm.score(plain_q[:1], test.class_names)  # warm-up + calibration baseline
-        t_p = best_of(lambda: lm.score(plain_q, test.class_names), 1)
-        t_g = best_of(lambda: lm.score(guided_q, test.class_names), 1)
+        t_p = best_time(lambda: lm.score(plain_q, test.class_names), 1)
+        t_g = best_time(lambda: lm.score(guided_q, test.class_names), 1)
         print(
             f"| SmolLM2 likelihood, plain ({m} queries) | {1e3 * t_p:.0f} | {m / t_p:.2f} | 1.00 |"
         )

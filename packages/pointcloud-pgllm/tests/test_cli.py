@@ -9,56 +9,25 @@ import torch
 import yaml
 
 from iclr26_common.testing import (
-    assert_cli_help,
+    CliContract,
     assert_one_line_error,
-    help_commands,
+    fast_dev_args,
+    fit_beside_users_config,
     shipped_configs,
 )
-from pointcloud_pgllm import __version__
 from pointcloud_pgllm.cli import main, run_lightning_cli
 
 CONFIGS = shipped_configs("pointcloud_pgllm")
 
 
-def test_top_level_help_lists_every_subcommand() -> None:
-    out = assert_cli_help(main)
-    assert help_commands(out) == [
-        "fit",
-        "validate",
-        "test",
-        "predict",
-        "synth",
-        "embed",
-        "caption",
-        "classify",
-        "ood",
-        "configs",
-    ]
+class TestCliContract(CliContract):
+    package = "pointcloud_pgllm"
+    commands = ("synth", "embed", "caption", "classify", "ood", "configs")
+    commands_with_help = ("synth", "embed", "caption", "classify", "ood", "configs")
 
-
-@pytest.mark.parametrize("command", ["synth", "embed", "caption", "classify", "ood", "configs"])
-def test_subcommand_help(command: str) -> None:
-    assert_cli_help(main, [command, "--help"])
-
-
-def test_version_and_unknown_command(capsys: pytest.CaptureFixture) -> None:
-    with pytest.raises(SystemExit) as info:
-        main(["--version"])
-    assert info.value.code == 0 and __version__ in capsys.readouterr().out
-    with pytest.raises(SystemExit) as info:
-        main(["train"])
-    assert info.value.code == 2
-
-
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
-def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> None:
-    with pytest.raises(SystemExit) as info:
-        main(["fit", "--config", str(config), "--print_config"])
-    assert info.value.code == 0
-    printed = yaml.safe_load(capsys.readouterr().out)
-    declared = yaml.safe_load(config.read_text())
-    assert printed["model"]["init_args"]["widths"] == declared["model"]["init_args"]["widths"]
-    assert printed["trainer"]["max_epochs"] == declared["trainer"]["max_epochs"]
+    def check_config(self, printed: dict, declared: dict) -> None:
+        assert printed["model"]["init_args"]["widths"] == declared["model"]["init_args"]["widths"]
+        assert printed["trainer"]["max_epochs"] == declared["trainer"]["max_epochs"]
 
 
 # data-size overrides only: the shipped files themselves are parsed (pointnet2 trains on 24
@@ -100,19 +69,12 @@ def test_shipped_config_runs_fit_test_and_predict(
         assert all(shape[1:] == cloud for s, shape in seen if s != "predict"), seen
         assert all(0 < shape[0] <= declared["batch_size"] for _, shape in seen), seen
     assert [(s, shape[1]) for s, shape in seen] == [("predict", 13)]  # the synthetic ID classes
-    assert list(tmp_path.iterdir()) == []  # fast_dev_run writes no logs, configs or checkpoints
+    # fast_dev_run writes no logs, configs or checkpoints; predict writes its one table
+    assert [p.name for p in tmp_path.iterdir()] == ["predictions.csv"]
 
 
 def test_fit_tiny_in_process_links_classes_and_checkpoint_feeds_embed(tmp_path: Path) -> None:
-    cli = run_lightning_cli(
-        [
-            "fit",
-            "--config",
-            "tiny",
-            "--trainer.fast_dev_run=1",
-            f"--trainer.default_root_dir={tmp_path}",
-        ]
-    )
+    cli = run_lightning_cli(fast_dev_args(tmp_path))
     assert cli.trainer.state.finished and cli.trainer.global_step == 1
     assert cli.model.hparams.num_classes == 13 and cli.model.hparams.class_names[0] == "airplane"
     ckpt = tmp_path / "enc.ckpt"
@@ -124,16 +86,7 @@ def test_fit_tiny_in_process_links_classes_and_checkpoint_feeds_embed(tmp_path: 
 
 
 def test_fit_tiny_on_an_off_tree(small_tree: Path, tmp_path: Path) -> None:
-    cli = run_lightning_cli(
-        [
-            "fit",
-            "--config",
-            "tiny",
-            f"--data.init_args.data_dir={small_tree}",
-            "--trainer.fast_dev_run=1",
-            f"--trainer.default_root_dir={tmp_path}",
-        ]
-    )
+    cli = run_lightning_cli(fast_dev_args(tmp_path, f"--data.init_args.data_dir={small_tree}"))
     assert cli.model.hparams.num_classes == 6 and cli.model.hparams.class_names[2] == "chair"
 
 
@@ -426,30 +379,12 @@ def test_one_class_is_a_one_line_usage_error(
     assert _one_line_error(capsys, argv) == expected
 
 
-def test_fit_without_logger_never_overwrites_the_working_directorys_config(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_fit_without_logger_never_overwrites_the_working_directorys_config(tmp_path: Path) -> None:
     """Without a logger the run folder is --trainer.default_root_dir, here the working
     directory: a user's config.yaml there is kept, and this run's resolved config goes next to
     it (config-1.yaml); nothing else. (tiny keeps its logger and checkpoint since issue 36, so
     the test turns them off.)"""
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "config.yaml").write_text("mine: 1\n")
-    run_lightning_cli(
-        [
-            "fit",
-            "-c",
-            "tiny",
-            "--trainer.max_steps=1",
-            "--trainer.limit_val_batches=1",
-            "--trainer.logger=false",
-            "--trainer.enable_checkpointing=false",
-            f"--trainer.default_root_dir={tmp_path}",
-        ]
-    )
-    assert (tmp_path / "config.yaml").read_text() == "mine: 1\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["config-1.yaml", "config.yaml"]
-    saved = yaml.safe_load((tmp_path / "config-1.yaml").read_text())
+    saved = fit_beside_users_config(run_lightning_cli, tmp_path)
     assert saved["model"]["init_args"]["widths"] == [16, 32]  # tiny's, with the overrides
     assert saved["trainer"]["max_steps"] == 1
 

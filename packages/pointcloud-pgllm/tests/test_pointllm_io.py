@@ -61,6 +61,27 @@ def pointllm(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"captions": test_json, "features": test_npy, "train": train_json}
 
 
+def pointllm_args(
+    pointllm: dict[str, Path],
+    *extra: str,
+    command: str = "classify",
+    captions: Path | None = None,
+    features: Path | None = None,
+) -> list[str]:
+    """``COMMAND --captions C --features F --train-data T *extra`` on the fixture's PointLLM
+    outputs (``captions`` / ``features``: another file in that place)."""
+    return [
+        command,
+        "--captions",
+        str(captions or pointllm["captions"]),
+        "--features",
+        str(features or pointllm["features"]),
+        "--train-data",
+        str(pointllm["train"]),
+        *extra,
+    ]
+
+
 def test_published_layout_reads_with_modelnet40_labels(pointllm: dict[str, Path]) -> None:
     data = read_pointllm_captions(pointllm["captions"])
     assert data.class_names == list(MODELNET40_CLASSES)
@@ -98,21 +119,8 @@ def test_bad_captions_json_is_one_line_naming_file_and_field(
     bad = _mutate(pointllm["captions"], tmp_path, change)
     with pytest.raises(PGLLMInputError, match=field.replace("[", r"\[").replace("]", r"\]")):
         read_pointllm_captions(bad)
-    line = assert_one_line_error(
-        main,
-        [
-            "classify",
-            "--captions",
-            str(bad),
-            "--features",
-            str(pointllm["features"]),
-            "--train-data",
-            str(pointllm["train"]),
-            "--out",
-            str(tmp_path / "o"),
-        ],
-        capsys,
-    )
+    args = pointllm_args(pointllm, "--out", str(tmp_path / "o"), captions=bad)
+    line = assert_one_line_error(main, args, capsys)
     assert str(bad) in line and field in line
 
 
@@ -129,21 +137,8 @@ def test_bad_features_are_one_line_naming_the_file(
     for name, (array, words) in cases.items():
         path = tmp_path / name
         np.save(path, array, allow_pickle=True)
-        line = assert_one_line_error(
-            main,
-            [
-                "classify",
-                "--captions",
-                str(pointllm["captions"]),
-                "--features",
-                str(path),
-                "--train-data",
-                str(pointllm["train"]),
-                "--out",
-                str(tmp_path / "o"),
-            ],
-            capsys,
-        )
+        args = pointllm_args(pointllm, "--out", str(tmp_path / "o"), features=path)
+        line = assert_one_line_error(main, args, capsys)
         assert str(path) in line and words in line, (name, line)
     fake = tmp_path / "fake.npy"
     fake.write_text("[[0.1 0.2]]")
@@ -157,17 +152,7 @@ def test_bad_features_are_one_line_naming_the_file(
 
 def test_classify_runs_on_pointllm_outputs(pointllm: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "cls"
-    args = [
-        "classify",
-        "--captions",
-        str(pointllm["captions"]),
-        "--features",
-        str(pointllm["features"]),
-        "--train-data",
-        str(pointllm["train"]),
-        "--out",
-        str(out),
-    ]
+    args = pointllm_args(pointllm, "--out", str(out))
     assert main(args) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["captions"] == str(pointllm["captions"]) and metrics["data"] is None
@@ -204,24 +189,8 @@ def test_features_may_be_an_array(pointllm: dict[str, Path]) -> None:
 
 def test_ood_runs_on_pointllm_outputs(pointllm: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "ood"
-    assert (
-        main(
-            [
-                "ood",
-                "--captions",
-                str(pointllm["captions"]),
-                "--features",
-                str(pointllm["features"]),
-                "--train-data",
-                str(pointllm["train"]),
-                "--id-classes",
-                "airplane,chair",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    extra = ["--id-classes", "airplane,chair", "--out", str(out)]
+    assert main(pointllm_args(pointllm, *extra, command="ood")) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["graph_k"] == 3 and metrics["classes"] == ["airplane", "chair"]
     assert {"auroc", "fpr95", "accuracy"} <= set(metrics["metrics"]["both"])
@@ -243,18 +212,14 @@ def test_pointllm_inputs_misused_are_refused(
     tmp_path: Path,
     capsys: pytest.CaptureFixture,
 ) -> None:
-    features = [] if extra == ["--drop-features"] else ["--features", str(pointllm["features"])]
-    train = {"--drop-train": [], "--train-is-eval": ["--train-data", str(pointllm["captions"])]}
-    args = [
-        "classify",
-        "--captions",
-        str(pointllm["captions"]),
-        *features,
-        *train.get(extra[0], ["--train-data", str(pointllm["train"])]),
-        "--out",
-        str(tmp_path / "o"),
-    ]
-    if extra[0] == "--data":
+    args = pointllm_args(pointllm, "--out", str(tmp_path / "o"))
+    if extra[0] == "--drop-features":
+        del args[3:5]  # --features F
+    elif extra[0] == "--drop-train":
+        del args[5:7]  # --train-data T
+    elif extra[0] == "--train-is-eval":
+        args[6] = str(pointllm["captions"])
+    else:
         args += extra
     line = assert_one_line_error(main, args, capsys)
     assert words in line
@@ -275,17 +240,7 @@ def test_unlabelled_captions_are_scored_against_classes(
     """Review of issue 22, #5: before the fix --classes dropped every unlabelled item ("no
     item's label_name is one of --classes") and without it the class list was empty."""
     captions = _unlabelled(pointllm["captions"], tmp_path)
-    args = [
-        "classify",
-        "--captions",
-        str(captions),
-        "--features",
-        str(pointllm["features"]),
-        "--train-data",
-        str(pointllm["train"]),
-        "--graph-k",
-        "3",
-    ]
+    args = pointllm_args(pointllm, "--graph-k", "3", captions=captions)
     out = tmp_path / "cls"
     assert main([*args, "--classes", "chair,table", "--out", str(out)]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
@@ -303,26 +258,8 @@ def test_classes_dropping_captions_says_how_many(
     pointllm: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """Review of issue 22, #11: before the fix the 12 items of other classes went silently."""
-    assert (
-        main(
-            [
-                "classify",
-                "--captions",
-                str(pointllm["captions"]),
-                "--features",
-                str(pointllm["features"]),
-                "--train-data",
-                str(pointllm["train"]),
-                "--classes",
-                "chair,table",
-                "--graph-k",
-                "3",
-                "--out",
-                str(tmp_path / "o"),
-            ]
-        )
-        == 0
-    )
+    extra = ["--classes", "chair,table", "--graph-k", "3", "--out", str(tmp_path / "o")]
+    assert main(pointllm_args(pointllm, *extra)) == 0
     err = capsys.readouterr().err
     assert f"{pointllm['captions']}: kept 12 of 24 items (--classes)" in err
 
@@ -349,15 +286,7 @@ def test_pointllm_features_are_raw_by_default_as_in_the_official_scripts(
     monkeypatch.setattr(pipeline, "nearest_neighbours", spy_nearest)
     raw = np.linalg.norm(np.load(pointllm["features"]), axis=1)
     assert raw.min() > 2.0  # the fixture's features are far from unit norm
-    args = [
-        "classify",
-        "--captions",
-        str(pointllm["captions"]),
-        "--features",
-        str(pointllm["features"]),
-        "--train-data",
-        str(pointllm["train"]),
-    ]
+    args = pointllm_args(pointllm)
     for extra, expected, flag in (([], raw, False), (["--normalize"], np.ones_like(raw), True)):
         out = tmp_path / f"o{len(extra)}"
         assert main([*args, *extra, "--out", str(out)]) == 0

@@ -14,25 +14,15 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from iclr26_common.timing import best_time
 from rf_matid import materials, synth
 from rf_matid.classes import SYNTHETIC_CLASSES
 from rf_matid.constants import ANGLES_DEG, DISTANCES_MM, FREQ_GRID_HZ
 from rf_matid.synth_dataset import generate_dataset
-
-
-def best_of(repeats: int, run: Callable[[], object]) -> float:
-    """Fastest wall time (s) of ``repeats`` calls."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def slab_inputs(n: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -73,11 +63,11 @@ def main() -> None:
     rows: list[tuple[str, int, float, str]] = []
 
     inputs = slab_inputs(args.slab_samples, seed=0)
-    t_skrf = best_of(
-        args.repeats,
+    t_skrf = best_time(
         lambda: [materials.multilayer_reflection_skrf(e, t, FREQ_GRID_HZ) for e, t in inputs],
+        args.repeats,
     )
-    t_vec = best_of(args.repeats, lambda: vectorised_slabs(inputs))
+    t_vec = best_time(lambda: vectorised_slabs(inputs), args.repeats)
     reference = np.stack(
         [materials.multilayer_reflection_skrf(e, t, FREQ_GRID_HZ) for e, t in inputs]
     )
@@ -97,13 +87,13 @@ def main() -> None:
         for i in range(n_single):
             synth.simulate_s11(names[i], distances[i], angles[i], rng)
 
-    t_single = best_of(args.repeats, per_sample) / n_single
-    t_batch = best_of(
-        args.repeats,
+    t_single = best_time(per_sample, args.repeats) / n_single
+    t_batch = best_time(
         lambda: synth.simulate_batch(names, distances, angles, np.random.default_rng(0)),
+        args.repeats,
     ) / len(names)
     s11 = synth.simulate_batch(names, distances, angles, np.random.default_rng(0))
-    t_time = best_of(args.repeats, lambda: synth.frequency_to_time(FREQ_GRID_HZ, s11))
+    t_time = best_time(lambda: synth.frequency_to_time(FREQ_GRID_HZ, s11), args.repeats)
     rows.append(("S11: simulate_s11 per sample (peer)", n_single, 1 / t_single, "1.0x"))
     rows.append(("S11: simulate_batch", len(names), 1 / t_batch, f"{t_single / t_batch:.1f}x"))
     rows.append(("time domain: frequency_to_time", len(names), len(names) / t_time, "-"))

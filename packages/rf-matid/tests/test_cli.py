@@ -7,45 +7,23 @@ import pytest
 import yaml
 
 from iclr26_common.testing import (
-    assert_cli_help,
+    CliContract,
     assert_one_line_error,
-    help_commands,
+    fast_dev_args,
+    fit_beside_users_config,
     only_file,
     run_ddp,
     shipped_configs,
 )
-from rf_matid import __version__
 from rf_matid.cli import main, run_lightning_cli
 from rf_matid.model import MODELS
 
 CONFIGS = shipped_configs("rf_matid")
 
 
-def test_top_level_help_lists_every_subcommand() -> None:
-    out = assert_cli_help(main)
-    assert help_commands(out) == [
-        "fit",
-        "validate",
-        "test",
-        "predict",
-        "predict-files",
-        "synth",
-        "benchmark",
-        "configs",
-    ]
-
-
-def test_version(capsys: pytest.CaptureFixture) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--version"])
-    assert exit_info.value.code == 0
-    assert __version__ in capsys.readouterr().out
-
-
-def test_unknown_command_exits_2() -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["train"])
-    assert exit_info.value.code == 2
+class TestCliContract(CliContract):
+    package = "rf_matid"
+    commands = ("predict-files", "synth", "benchmark", "configs")
 
 
 def test_every_model_has_a_shipped_config() -> None:
@@ -142,15 +120,7 @@ def test_shipped_config_fits_tests_and_predicts(
 def _tiny_run(command: str, data_dir: Path, root: Path, *extra: str):
     """LightningCLI ``command`` with the shipped tiny config for one fast_dev_run batch."""
     return run_lightning_cli(
-        [
-            command,
-            "--config",
-            "tiny",
-            f"--data.init_args.data_dir={data_dir}",
-            "--trainer.fast_dev_run=1",
-            f"--trainer.default_root_dir={root}",
-            *extra,
-        ]
+        fast_dev_args(root, f"--data.init_args.data_dir={data_dir}", *extra, command=command)
     )
 
 
@@ -235,34 +205,14 @@ def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
     return line
 
 
-def test_fit_without_logger_keeps_the_users_config_yaml(
-    tiny_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_fit_without_logger_keeps_the_users_config_yaml(tiny_dataset: Path, tmp_path: Path) -> None:
     """`fit --config tiny` with the logger off and --trainer.default_root_dir the cwd (the
     run's folder) saves its config beside ./config.yaml, never over it. (tiny keeps its logger
     and checkpoint since issue 36; without a logger and without default_root_dir common saves
     no config into the current folder.)"""
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    (cwd / "config.yaml").write_text("my: own config\n")
-    monkeypatch.chdir(cwd)
-    main(
-        [
-            "fit",
-            "-c",
-            "tiny",
-            f"--data.init_args.data_dir={tiny_dataset}",
-            "--trainer.max_epochs=1",
-            "--trainer.limit_train_batches=1",
-            "--trainer.limit_val_batches=1",
-            "--trainer.logger=false",
-            "--trainer.enable_checkpointing=false",
-            f"--trainer.default_root_dir={cwd}",
-        ]
-    )
-    assert (cwd / "config.yaml").read_text() == "my: own config\n"
-    assert sorted(p.name for p in cwd.iterdir()) == ["config-1.yaml", "config.yaml"]
-    saved = yaml.safe_load((cwd / "config-1.yaml").read_text())
+    saved = fit_beside_users_config(main, cwd, [f"--data.init_args.data_dir={tiny_dataset}"])
     assert saved["data"]["init_args"]["data_dir"] == str(tiny_dataset)
 
 
@@ -337,15 +287,9 @@ def test_unbuildable_split_is_one_line(capsys: pytest.CaptureFixture, tmp_path: 
     capsys.readouterr()
     line = _one_line_error(
         capsys,
-        [
-            "fit",
-            "--config",
-            "tiny",
-            f"--data.init_args.data_dir={data}",
-            "--data.init_args.split=S2-mod3",
-            "--trainer.fast_dev_run=1",
-            f"--trainer.default_root_dir={tmp_path}",
-        ],
+        fast_dev_args(
+            tmp_path, f"--data.init_args.data_dir={data}", "--data.init_args.split=S2-mod3"
+        ),
     )
     assert "S2-mod3" in line and "no test samples" in line
 

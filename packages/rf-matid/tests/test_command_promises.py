@@ -13,14 +13,12 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from iclr26_common.outputs import PARTIAL_MARKER
-from iclr26_common.testing import assert_one_line_error, run_main
+from iclr26_common.testing import assert_light_package, assert_one_line_error, run_main
 from rf_matid.cli import main
 
 PROG = "rf-matid: error: "
@@ -277,17 +275,24 @@ def test_tiny_fit_saves_a_checkpoint_that_test_and_predict_follow(
 def test_import_is_light_and_exports_the_main_names() -> None:
     """``import rf_matid`` does not import torch, and the README's names come from it
     (11b2942 exported only ``__version__``)."""
-    code = (
-        "import sys, rf_matid\n"
-        "assert 'torch' not in sys.modules, 'torch imported'\n"
-        "names = ['RFMatIDClassifier', 'RFMatIDDataModule', 'generate_dataset', 'load_dataset',"
-        " 'load_predictor', 'run_benchmark', 'build_model', 'make_split', 'apply_protocol']\n"
-        "assert set(names) <= set(rf_matid.__all__)\n"
-        "from rf_matid import RFMatIDClassifier, load_predictor\n"
-        "assert RFMatIDClassifier.__module__ == 'rf_matid.lit_module'\n"
+    assert_light_package(
+        "rf_matid",
+        [
+            "RFMatIDClassifier",
+            "RFMatIDDataModule",
+            "generate_dataset",
+            "load_dataset",
+            "load_predictor",
+            "run_benchmark",
+            "build_model",
+            "make_split",
+            "apply_protocol",
+        ],
+        defined_in={
+            "RFMatIDClassifier": "rf_matid.lit_module",
+            "load_predictor": "rf_matid.predict",
+        },
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
 
 
 def test_benchmark_synth_data_is_reused_by_overwrite_and_regenerated_by_resume(

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-import importlib.metadata
 from pathlib import Path
 
 import pytest
 
 from iclr26_common import Experiment, Precondition, derive_verdict
+from iclr26_common.testing import registered_experiment
 from rf_matid import experiment
 from rf_matid.experiment import (
     EXPERIMENT,
@@ -28,12 +28,7 @@ NEAR_RANGE_OK = Precondition("planted", "planted", {}, True)
 
 
 def test_registered_under_the_entry_point_group() -> None:
-    (entry,) = [
-        ep
-        for ep in importlib.metadata.entry_points(group="iclr26.experiments")
-        if ep.name == "rf-matid.benchmark"
-    ]
-    assert entry.load() is EXPERIMENT
+    assert registered_experiment("rf-matid.benchmark") is EXPERIMENT
     assert isinstance(EXPERIMENT, Experiment) and "2601.20377" in EXPERIMENT.paper
 
 

@@ -3,48 +3,25 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from iclr26_common.testing import (
-    assert_cli_help,
+    CliContract,
     assert_one_line_error,
-    help_commands,
+    fast_dev_args,
     shipped_configs,
 )
-from robotics_remac import __version__
 from robotics_remac.cli import main, parse_delays, run_lightning_cli
 
 CONFIGS = shipped_configs("robotics_remac")
 
 
-def test_help_lists_every_subcommand() -> None:
-    out = assert_cli_help(main)
-    assert help_commands(out) == [
-        "fit",
-        "validate",
-        "test",
-        "predict",
-        "collect",
-        "eval",
-        "configs",
-    ]
+class TestCliContract(CliContract):
+    package = "robotics_remac"
+    commands = ("collect", "eval", "configs")
 
-
-def test_version(capsys: pytest.CaptureFixture) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--version"])
-    assert exit_info.value.code == 0 and __version__ in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
-def test_shipped_config_parses(config: Path, capsys: pytest.CaptureFixture) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["fit", "--config", str(config), "--print_config"])
-    assert exit_info.value.code == 0
-    printed = yaml.safe_load(capsys.readouterr().out)
-    declared = yaml.safe_load(config.read_text())
-    assert printed["model"]["class_path"] == declared["model"]["class_path"]
-    assert printed["trainer"]["max_epochs"] == declared["trainer"]["max_epochs"]
+    def check_config(self, printed: dict, declared: dict) -> None:
+        assert printed["model"]["class_path"] == declared["model"]["class_path"]
+        assert printed["trainer"]["max_epochs"] == declared["trainer"]["max_epochs"]
 
 
 def test_unknown_config_is_one_line(capsys: pytest.CaptureFixture) -> None:
@@ -205,68 +182,34 @@ def test_eval_intervals_over_episodes_planted(
     assert "(wilson, n=1 episodes)" in printed and "± 0" not in printed
 
 
-def test_eval_planner_alone_needs_no_trained_policy(tmp_path: Path) -> None:
+def _tiny_base(tmp_path: Path) -> Path:
+    """An untrained tiny base policy saved as ``tmp_path/b.pt``."""
     from robotics_remac.checkpoint import save_policy
     from robotics_remac.model import FlowPolicy
 
-    base = save_policy(tmp_path / "b.pt", FlowPolicy(channels=8, hidden=8, token_hidden=4), "base")
+    return save_policy(tmp_path / "b.pt", FlowPolicy(channels=8, hidden=8, token_hidden=4), "base")
+
+
+def _eval(base: Path, out: Path, *flags: str) -> list[str]:
+    """``eval --policy BASE *FLAGS --out OUT``."""
+    return ["eval", "--policy", str(base), *flags, "--out", str(out)]
+
+
+def test_eval_planner_alone_needs_no_trained_policy(tmp_path: Path) -> None:
     out = tmp_path / "ev"
-    assert (
-        main(
-            [
-                "eval",
-                "--policy",
-                str(base),
-                "--method",
-                "planner",
-                "--delays",
-                "0,4",
-                "--exec-horizon",
-                "4",
-                "--episodes",
-                "40",
-                "--seed",
-                "1",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    flags = ["--method", "planner", "--delays", "0,4", "--exec-horizon", "4", "--episodes", "40"]
+    assert main(_eval(_tiny_base(tmp_path), out, *flags, "--seed", "1")) == 0
     rows = (out / "results.csv").read_text().splitlines()[1:]
     assert [r.split(",")[:2] for r in rows] == [["planner", "0"], ["planner", "4"]]
     assert all(float(r.split(",")[3]) > 0.5 for r in rows)  # the expert-based ceiling succeeds
 
 
 def test_eval_measured_delay(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from robotics_remac.checkpoint import save_policy
-    from robotics_remac.model import FlowPolicy
-
-    base = save_policy(tmp_path / "b.pt", FlowPolicy(channels=8, hidden=8, token_hidden=4), "base")
+    base = _tiny_base(tmp_path)
     out = tmp_path / "ev"
     # a 10 s control period: every (positive) latency is one step, so d = 1 at every boundary
-    assert (
-        main(
-            [
-                "eval",
-                "--policy",
-                str(base),
-                "--method",
-                "planner",
-                "--measured-delay",
-                "2",
-                "--control-period",
-                "10",
-                "--exec-horizon",
-                "4",
-                "--episodes",
-                "16",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    flags = ["--method", "planner", "--measured-delay", "2", "--control-period", "10"]
+    assert main(_eval(base, out, *flags, "--exec-horizon", "4", "--episodes", "16")) == 0
     import csv
 
     (row,) = list(csv.DictReader((out / "results.csv").open()))
@@ -276,36 +219,11 @@ def test_eval_measured_delay(tmp_path: Path, capsys: pytest.CaptureFixture) -> N
     capsys.readouterr()  # the run's progress lines
     out = tmp_path / "ev2"  # a new folder: the errors below are not about --out
     line = _one_line_error(
-        capsys,
-        [
-            "eval",
-            "--policy",
-            str(base),
-            "--measured-delay",
-            "2",
-            "--assumed-delay",
-            "1",
-            "--out",
-            str(out),
-        ],
+        capsys, _eval(base, out, "--measured-delay", "2", "--assumed-delay", "1")
     )
     assert "--assumed-delay cannot be combined" in line
-    line = _one_line_error(
-        capsys,
-        [
-            "eval",
-            "--policy",
-            str(base),
-            "--method",
-            "planner",
-            "--measured-delay",
-            "5",
-            "--exec-horizon",
-            "4",
-            "--out",
-            str(out),
-        ],
-    )
+    flags = ["--method", "planner", "--measured-delay", "5", "--exec-horizon", "4"]
+    line = _one_line_error(capsys, _eval(base, out, *flags))
     assert "must satisfy" in line
     assert not out.exists()  # a refused run leaves no folder
 
@@ -321,28 +239,12 @@ def test_delay_not_below_horizon_is_one_line(tmp_path: Path, capsys: pytest.Capt
     base = save_policy(
         tmp_path / "b.pt", FlowPolicy(channels=16, hidden=32, token_hidden=8), "base"
     )
-    line = _one_line_error(
-        capsys,
-        [
-            "eval",
-            "--policy",
-            str(base),
-            "--method",
-            "naive",
-            "--delays",
-            "8",
-            "--out",
-            str(tmp_path / "o"),
-        ],
-    )
+    out = tmp_path / "o"
+    line = _one_line_error(capsys, _eval(base, out, "--method", "naive", "--delays", "8"))
     assert "d=8" in line and "H=8" in line
-    line = _one_line_error(
-        capsys, ["eval", "--policy", str(base), "--method", "remac", "--out", str(tmp_path / "o")]
-    )
+    line = _one_line_error(capsys, _eval(base, out, "--method", "remac"))
     assert "--remac" in line
-    line = _one_line_error(
-        capsys, ["eval", "--policy", str(tmp_path / "nope.ckpt"), "--out", str(tmp_path / "o")]
-    )
+    line = _one_line_error(capsys, _eval(tmp_path / "nope.ckpt", out))
     assert "nope.ckpt" in line
 
 
@@ -361,14 +263,7 @@ def test_bad_dataset_is_one_line(demo_dir: Path, tmp_path: Path, capsys) -> None
     pq.write_table(table.set_column(i, "observation.state", pa.array(states)), path)
     line = _one_line_error(
         capsys,
-        [
-            "fit",
-            "--config",
-            "tiny",
-            f"--data.init_args.data_dir={root}",
-            "--trainer.fast_dev_run=1",
-            f"--trainer.default_root_dir={tmp_path}",
-        ],
+        fast_dev_args(tmp_path, f"--data.init_args.data_dir={root}"),
     )
     assert "episode_000004.parquet" in line and "observation.state" in line and "frame 10" in line
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iclr26_common.testing import assert_one_line_error
+from iclr26_common.testing import assert_one_line_error, fast_dev_args
 from robotics_remac.cli import main, run_lightning_cli
 from robotics_remac.dataset_format import Episode, RemacFormatError
 from robotics_remac.dataset_reader import dataset_dims, read_lerobot_dataset
@@ -62,16 +62,7 @@ def test_datamodule_and_model_follow_the_dataset(other_dir: Path, tmp_path: Path
 
 
 def test_cli_links_the_sizes_into_the_model(other_dir: Path, tmp_path: Path) -> None:
-    cli = run_lightning_cli(
-        [
-            "fit",
-            "--config",
-            "tiny",
-            f"--data.init_args.data_dir={other_dir}",
-            "--trainer.fast_dev_run=1",
-            f"--trainer.default_root_dir={tmp_path}",
-        ]
-    )
+    cli = run_lightning_cli(fast_dev_args(tmp_path, f"--data.init_args.data_dir={other_dir}"))
     assert cli.trainer.state.finished
     assert cli.model.policy.config["obs_dim"] == OBS
     assert cli.model.policy.config["action_dim"] == ACT
@@ -89,14 +80,7 @@ def test_bad_declared_shape_is_one_line(
     (root / "meta/info.json").write_text(json.dumps(info))
     line = assert_one_line_error(
         main,
-        [
-            "fit",
-            "--config",
-            "tiny",
-            f"--data.init_args.data_dir={root}",
-            "--trainer.fast_dev_run=1",
-            f"--trainer.default_root_dir={tmp_path}",
-        ],
+        fast_dev_args(tmp_path, f"--data.init_args.data_dir={root}"),
         capsys,
         prog="robotics-remac",
     )

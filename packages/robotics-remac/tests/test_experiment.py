@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from iclr26_common import Experiment, derive_verdict
+from iclr26_common.testing import registered_experiment
 from robotics_remac.experiment import EXEC_HORIZON, EXPERIMENT, HORIZON, run, settings
 from robotics_remac.experiment_claims import (
     LATENCY_BATCHES,
@@ -44,14 +45,7 @@ GOOD = {
 
 
 def test_entry_point_and_experiment() -> None:
-    import importlib.metadata
-
-    (entry,) = [
-        ep
-        for ep in importlib.metadata.entry_points(group="iclr26.experiments")
-        if ep.name == "robotics-remac.async"
-    ]
-    assert entry.load() is EXPERIMENT
+    assert registered_experiment("robotics-remac.async") is EXPERIMENT
     assert isinstance(EXPERIMENT, Experiment) and "2601.20130" in EXPERIMENT.paper
 
 
@@ -233,7 +227,7 @@ def test_claim_d_planted_slow_policy() -> None:
     import torch
 
     from robotics_remac.experiment import latency_metrics
-    from robotics_remac.latency import loop_latency
+    from robotics_remac.rollout import loop_latency
 
     def fast(obs, prefix, d, e, gen):  # type: ignore[no-untyped-def]
         return torch.zeros_like(prefix)

@@ -11,8 +11,8 @@ import torch
 from robotics_remac.env import ChaseParams, expert_action
 from robotics_remac.experiment import EXEC_HORIZON, HORIZON, latency_metrics
 from robotics_remac.experiment_claims import LATENCY_RATIO_MAX, MEASURED_KEYS
-from robotics_remac.latency import MeasuredDelay, loop_latency
-from robotics_remac.rollout import rollout
+from robotics_remac.latency import MeasuredDelay
+from robotics_remac.rollout import loop_latency, rollout
 
 
 def expert_chunker(obs, prefix, d, e, gen):  # type: ignore[no-untyped-def]

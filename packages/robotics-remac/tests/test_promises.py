@@ -7,8 +7,6 @@ test names what it did on 11b2942 (before the commands moved onto :mod:`iclr26_c
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,14 +16,16 @@ import yaml
 import robotics_remac
 import robotics_remac.rollout
 from iclr26_common.outputs import PARTIAL_MARKER
-from iclr26_common.testing import assert_one_line_error, run_main, shipped_configs
+from iclr26_common.testing import (
+    assert_light_package,
+    assert_one_line_error,
+    nonblank_lines,
+    run_main,
+    shipped_configs,
+)
 from robotics_remac.cli import main
 
 PROG = "robotics-remac: error: "
-
-
-def _nonblank(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.strip()]
 
 
 @pytest.fixture
@@ -112,7 +112,7 @@ def test_eval_ctrl_c_keeps_finished_cells_and_resume_skips_them(
     monkeypatch.setattr(robotics_remac.rollout, "rollout", interrupted)
     run = run_main(main, _eval(base_policy, out, "--quiet"), capsys)
     assert run.code == 130 and "Traceback" not in run.err
-    assert _nonblank(run.err) == ["robotics-remac: interrupted"]
+    assert nonblank_lines(run.err) == ["robotics-remac: interrupted"]
     assert (out / PARTIAL_MARKER).is_file()
     assert len((out / "cells.jsonl").read_text().splitlines()) == 1
     assert not (out / "results.csv").exists()
@@ -208,13 +208,11 @@ def test_tiny_fit_leaves_a_checkpoint_that_test_predict_and_eval_follow(
 def test_the_package_exports_its_api_and_imports_cheaply() -> None:
     """On 11b2942 `robotics_remac` exported only `__version__`; the exports load on first use,
     so the import itself needs no torch."""
-    from robotics_remac.rollout import make_chunker
-    from robotics_remac.training import fit_base
-
-    assert robotics_remac.make_chunker is make_chunker and robotics_remac.fit_base is fit_base
-    assert {"DemoDataModule", "FlowPolicy", "evaluate_async"} <= set(robotics_remac.__all__)
-    with pytest.raises(AttributeError):
-        robotics_remac.no_such_name  # noqa: B018
-    code = "import sys, robotics_remac; assert 'torch' not in sys.modules, 'torch imported'"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    assert_light_package(
+        "robotics_remac",
+        ["DemoDataModule", "FlowPolicy", "evaluate_async"],
+        defined_in={
+            "make_chunker": "robotics_remac.rollout",
+            "fit_base": "robotics_remac.training",
+        },
+    )

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from iclr26_common.testing import assert_one_line_error
+from iclr26_common.testing import assert_one_line_error, fast_dev_args
 from robotics_remac.checkpoint import load_policy
 from robotics_remac.cli import main
 from robotics_remac.lit_module import RemacModule
@@ -86,15 +86,12 @@ def test_bad_group_value_from_the_cli_is_one_line(
 ) -> None:
     line = assert_one_line_error(
         main,
-        [
-            "fit",
-            "--config",
-            "remac",
+        fast_dev_args(
+            tmp_path,
             "--model.init_args.lora.rank=0",
             "--data.init_args.n_episodes=2",
-            "--trainer.fast_dev_run=1",
-            f"--trainer.default_root_dir={tmp_path}",
-        ],
+            config="remac",
+        ),
         capsys,
     )
     assert line == "robotics-remac: error: LoRASettings.rank must be > 0, got 0"
@@ -104,17 +101,14 @@ def test_nested_options_reach_the_module(tmp_path: Path) -> None:
     from robotics_remac.cli import run_lightning_cli
 
     cli = run_lightning_cli(
-        [
-            "fit",
-            "--config",
-            "remac",
+        fast_dev_args(
+            tmp_path,
             "--model.init_args.lora.rank=2",
             "--model.init_args.curriculum.max_delay=3",
             "--model.init_args.sizes.channels=8",
             "--data.init_args.n_episodes=2",
-            "--trainer.fast_dev_run=1",
-            f"--trainer.default_root_dir={tmp_path}",
-        ]
+            config="remac",
+        )
     )
     module = cli.model
     assert module.lora == LoRASettings(rank=2)

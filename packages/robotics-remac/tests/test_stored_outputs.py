@@ -25,7 +25,6 @@ initialisation and every layer matters; inputs and parameters come from integer 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -33,7 +32,11 @@ import numpy as np
 import pytest
 import torch
 
-from iclr26_common.testing import assert_mutation_detected, assert_portable_close
+from iclr26_common.testing import (
+    assert_mutation_detected,
+    assert_portable_close,
+    write_stored_outputs,
+)
 from robotics_remac.lit_module import FlowPolicyModule, RemacModule
 from robotics_remac.model import FlowPolicy, add_lora, delay_mask, merge_lora
 from robotics_remac.sampling import (
@@ -195,8 +198,6 @@ def _regenerate() -> None:
     import subprocess
 
     arrays = compute()
-    DATA.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(NPZ, **arrays)
     commit = subprocess.run(
         ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=DATA, check=False
     ).stdout.strip()
@@ -229,7 +230,7 @@ def _regenerate() -> None:
         "sampler_exec_horizon": SAMPLER_EXEC,
         "keys": sorted(arrays),
     }
-    SIDECAR.write_text(json.dumps(meta, indent=1) + "\n")
+    write_stored_outputs(NPZ, arrays, meta, sidecar_path=SIDECAR)
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ from ase import Atoms
 from ase.calculators.calculator import Calculator, all_changes
 from ase.data import chemical_symbols
 from ase.stress import full_3x3_to_voigt_6_stress
-from torch_geometric.data import Batch
 
+from atomistic_scaling._pyg import Batch
 from atomistic_scaling.graph import atoms_to_graph
 from atomistic_scaling.io import AtomisticFormatError
 from atomistic_scaling.model import ForceField

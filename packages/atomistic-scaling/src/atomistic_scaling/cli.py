@@ -15,26 +15,22 @@ from atomistic_scaling import __version__
 from iclr26_common.cli_support import (
     CONFIGS_HELP,
     ArgumentParser,
+    ConsoleScript,
     comma_list,
-    configs_command,
-    dispatch,
-    is_user_error,
-    lightning_commands,
     positive_int,
-    run_with_one_line_errors,
-    top_level_parser,
 )
 from iclr26_common.outputs import check_out_file, check_out_folder
 
 __all__ = ["main", "run_lightning_cli"]
 
 PROG = "atomistic-scaling"
-TRAINER_SUBCOMMANDS = ("fit", "validate", "test", "predict")
 DESCRIPTION = (
     "Scaling Laws and Symmetry (ICLR 2026): neural force fields of rising symmetry order, EMT "
     "data and scaling-law fits. Training subcommands are LightningCLI (`atomistic-scaling fit "
     "--help`); shipped configs can be named without a path: `atomistic-scaling fit --config tiny`. "
-    "`predict` writes the test split's energies and forces to predictions.pt in the run folder."
+    "`predict` writes the test split's energies and forces to predictions.pt in the run folder, "
+    "and predictions.extxyz with each structure's source file and frame, predicted and "
+    "reference energy and forces."
 )
 
 
@@ -43,10 +39,6 @@ COMMANDS = {
     "sweep": "scaling sweep (archs x widths x D) with fits and plots",
     "configs": CONFIGS_HELP,
 }
-
-
-def _top_level_parser() -> ArgumentParser:
-    return top_level_parser(PROG, DESCRIPTION, __version__, COMMANDS, lightning=TRAINER_SUBCOMMANDS)
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:
@@ -87,12 +79,13 @@ def _before_trainer(cli: Any) -> None:
 
     cli.datamodule.setup("fit")
     if cli.subcommand == "predict":
-        from atomistic_scaling.predictions import PREDICTIONS_FILE, check_free
+        from atomistic_scaling.predictions import PREDICTIONS_EXTXYZ, PREDICTIONS_FILE, check_free
 
         trainer = cli._get(cli.config_init, "trainer", default={})
         if trainer.get("logger") in (False, []):
             root = trainer.get("default_root_dir") or os.getcwd()
             check_free(Path(root) / PREDICTIONS_FILE)
+            check_free(Path(root) / PREDICTIONS_EXTXYZ)
 
 
 def synth_main(argv: Sequence[str]) -> int:
@@ -293,32 +286,22 @@ def sweep_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _is_user_error(error: BaseException) -> bool:
-    """Bad input rather than a bug: our format errors, path errors, and ``ValueError``s raised
-    in this package's own modules (innermost traceback frame)."""
-    from atomistic_scaling.io import AtomisticFormatError
+SCRIPT = ConsoleScript(
+    "atomistic_scaling",
+    __version__,
+    DESCRIPTION,
+    COMMANDS,
+    handlers=lambda: {"synth": synth_main, "sweep": sweep_main},
+    run_lightning=run_lightning_cli,
+    error_types=("atomistic_scaling.io:AtomisticFormatError",),
+)
 
-    return is_user_error(error, "atomistic_scaling", (AtomisticFormatError,))
 
-
-def main(args: Sequence[str] | None = None) -> int | None:
+def main(args: Sequence[str] | None = None) -> int:
     """Entry point; ``args`` defaults to ``sys.argv[1:]``. Input errors end with one line
     ``atomistic-scaling: error: ...`` on stderr and exit code 2 (``ATOMISTIC_SCALING_TRACEBACK=1``
     shows the traceback)."""
-    argv = sys.argv[1:] if args is None else args
-    return run_with_one_line_errors(
-        PROG, _dispatch, argv, is_user=_is_user_error, traceback_env="ATOMISTIC_SCALING_TRACEBACK"
-    )
-
-
-def _dispatch(argv: list[str]) -> int:
-    handlers = {
-        **lightning_commands(TRAINER_SUBCOMMANDS, run_lightning_cli),
-        "synth": synth_main,
-        "sweep": sweep_main,
-        "configs": configs_command(PROG, "atomistic_scaling", 16),
-    }
-    return dispatch(argv, _top_level_parser, handlers)
+    return SCRIPT.main(args)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,8 @@ import numpy as np
 import torch
 from ase import Atoms
 from torch.utils.data import Dataset
-from torch_geometric.data import Data
-from torch_geometric.loader import DataLoader
 
+from atomistic_scaling._pyg import Data, DataLoader
 from atomistic_scaling.constants import (
     DEFAULT_ENERGY_KEY,
     DEFAULT_FORCES_KEY,
@@ -27,7 +26,7 @@ from atomistic_scaling.constants import (
     MAX_Z,
 )
 from atomistic_scaling.graph import atoms_to_graph
-from atomistic_scaling.io import read_many
+from atomistic_scaling.io import FRAME_KEY, SOURCE_KEY, read_many
 from atomistic_scaling.symmetry import randomly_orient
 
 __all__ = [
@@ -155,6 +154,9 @@ class AtomisticDataModule(L.LightningDataModule):
             from atomistic_scaling.synth import generate_structures
 
             train = generate_structures(hp.synthetic_size, hp.seed, hp.elements or EMT_ELEMENTS)
+            for frame, atoms in enumerate(train):  # ids, as read_many gives a file's frames
+                atoms.info[SOURCE_KEY] = f"synthetic:seed={hp.seed}"
+                atoms.info[FRAME_KEY] = frame
         order = rng.permutation(len(train))
         train = [train[i] for i in order]
         n_val = 0 if hp.val_files else round(hp.val_fraction * len(train))

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 from ase import Atoms
-from torch_geometric.data import Data
+
+from atomistic_scaling._pyg import Data
 
 __all__ = [
     "atoms_to_graph",

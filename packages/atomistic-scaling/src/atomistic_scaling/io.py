@@ -29,6 +29,8 @@ from atomistic_scaling.constants import (
 from atomistic_scaling.graph import cell_problem, closest_pair
 
 __all__ = [
+    "FRAME_KEY",
+    "SOURCE_KEY",
     "AtomisticFormatError",
     "LabelFallbackWarning",
     "label_structure",
@@ -38,6 +40,12 @@ __all__ = [
 ]
 
 DB_SUFFIXES = (".db", ".json")
+#: ``info`` keys of every structure read here: the file as the user named it and the frame's
+#: position in it (0-based), so that outputs (``predict``'s ``predictions.extxyz``) name each
+#: structure by its source. Generated structures carry ``synthetic:seed=S`` and their position
+#: in the generated list.
+SOURCE_KEY = "source_file"
+FRAME_KEY = "frame"
 
 
 class AtomisticFormatError(ValueError):
@@ -86,7 +94,8 @@ def label_structure(
     forces_key: str,
     min_distance: float = DEFAULT_MIN_DISTANCE,
 ) -> Atoms:
-    """Validated copy of ``atoms`` with ``info["energy"]`` and ``arrays["forces"]``.
+    """Validated copy of ``atoms`` with ``info["energy"]`` and ``arrays["forces"]``, and its
+    ids ``info[SOURCE_KEY] = source``, ``info[FRAME_KEY] = frame``.
 
     Raises :class:`AtomisticFormatError` naming ``source`` and ``frame`` when the energy or the
     forces are missing, non-finite, or the forces do not have one row of 3 per atom; when an
@@ -145,6 +154,8 @@ def label_structure(
             )
     out.info["energy"] = energy
     out.arrays["forces"] = forces
+    out.info[SOURCE_KEY] = str(source)
+    out.info[FRAME_KEY] = int(frame)
     return out
 
 

@@ -14,10 +14,8 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import Dataset
-from torch_geometric.data import Batch
-from torch_geometric.loader import DataLoader
-from torch_geometric.utils import scatter
 
+from atomistic_scaling._pyg import Batch, DataLoader, scatter
 from atomistic_scaling.model import ForceField, count_parameters
 from atomistic_scaling.symmetry import random_rotation, rotate_batch
 

@@ -27,10 +27,8 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch_geometric.data import Batch, Data
-from torch_geometric.nn import MessagePassing
-from torch_geometric.utils import scatter
 
+from atomistic_scaling._pyg import Batch, Data, MessagePassing, scatter
 from atomistic_scaling.constants import ARCHITECTURES, MAX_Z, NEIGHBOR_NORM
 from atomistic_scaling.graph import edge_vectors
 

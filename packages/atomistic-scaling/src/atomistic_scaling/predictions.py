@@ -12,9 +12,21 @@ fraction, the validation split when that is empty), ``S`` structures:
 - ``stress``: float tensor ``[S, 3, 3]`` (eV/Å³), only for a conservative model,
 - ``n_atoms``: long tensor ``[S]``, ``index``: long tensor ``[S]`` (position in the split).
 
-It is read with ``torch.load(path, weights_only=True)``. An existing file is never overwritten
-(``FileExistsError`` naming it before the first batch; the file is opened with ``"xb"``).
-Under DDP every rank predicts its share, rank 0 gathers them and writes the one file.
+It is read with ``torch.load(path, weights_only=True)``.
+
+Next to it, ``predictions.extxyz`` (ASE extended XYZ, one frame per structure in the same order)
+names every structure by its source and holds predicted and reference values side by side:
+
+- ``info``: ``source_file`` (the data file as given, or ``synthetic:seed=S`` for generated
+  data), ``frame`` (the structure's 0-based frame in that file, or its position in the generated
+  list), ``split_index`` (= ``index`` above), ``ref_energy`` and ``pred_energy`` (eV),
+  ``pred_stress`` (3 x 3, eV/Å³, conservative models only);
+- ``arrays``: ``ref_forces`` and ``pred_forces`` (eV/Å); positions, cell and numbers as the
+  model saw them (rotated when ``--data.random_orientation true``, forces rotated with them).
+
+Read it with ``ase.io.read(path, ":")``. An existing file is never overwritten
+(``FileExistsError`` naming it before the first batch; ``predictions.pt`` is opened with
+``"xb"``). Under DDP every rank predicts its share, rank 0 gathers them and writes the files.
 """
 
 from __future__ import annotations
@@ -31,14 +43,17 @@ from torch import Tensor
 from iclr26_common.outputs import FILE_MODE
 
 __all__ = [
+    "PREDICTIONS_EXTXYZ",
     "PREDICTIONS_FILE",
     "PredictionsWriter",
     "check_free",
     "split_per_structure",
     "write_predictions",
+    "write_predictions_extxyz",
 ]
 
 PREDICTIONS_FILE = "predictions.pt"
+PREDICTIONS_EXTXYZ = "predictions.extxyz"
 
 
 def check_free(path: Path) -> Path:
@@ -82,9 +97,14 @@ class PredictionsWriter(BasePredictionWriter):
         """``trainer.log_dir / filename`` (``log_dir`` is broadcast from rank 0)."""
         return Path(trainer.log_dir or trainer.default_root_dir) / self.filename
 
+    def extxyz_target(self, trainer: Any) -> Path:
+        """``predictions.extxyz`` next to :meth:`target`."""
+        return self.target(trainer).with_name(PREDICTIONS_EXTXYZ)
+
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        if stage == "predict":  # every rank sees the same file: all stop, none waits
+        if stage == "predict":  # every rank sees the same files: all stop, none waits
             check_free(self.target(trainer))
+            check_free(self.extxyz_target(trainer))
 
     def on_predict_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         self._records = []
@@ -117,7 +137,73 @@ class PredictionsWriter(BasePredictionWriter):
             write_predictions(path, records)
             self.path = path
             print(f"wrote {path} ({len(records)} structures)", flush=True)
+            structures = _predict_structures(trainer)
+            if structures is not None:
+                extxyz = write_predictions_extxyz(self.extxyz_target(trainer), records, structures)
+                print(f"wrote {extxyz} (ids, predicted and reference values)", flush=True)
         trainer.strategy.barrier()
+
+
+def _predict_structures(trainer: Any) -> list[Any] | None:
+    """The ``ase.Atoms`` of the predict split (``AtomisticDataModule.predict_dataloader`` reads
+    ``test_set``: the test structures, else the validation ones), or ``None`` without such a
+    data module (then only ``predictions.pt`` is written)."""
+    datamodule = getattr(trainer, "datamodule", None)
+    test = getattr(datamodule, "test_structures", None)
+    val = getattr(datamodule, "val_structures", None)
+    return test or val or None
+
+
+def write_predictions_extxyz(
+    path: Path, records: list[dict[str, Any]], structures: Sequence[Any]
+) -> Path:
+    """``records`` (as :func:`write_predictions`) with the ``structures`` of the predict split
+    (``records[i]["index"]`` is the position in it) as ``path``, the extxyz of the module
+    docstring; never over an existing file (written beside it, then renamed), mode 0644."""
+    import tempfile
+
+    import ase.io
+    import numpy as np
+    from ase import Atoms
+
+    from atomistic_scaling.io import FRAME_KEY, SOURCE_KEY
+
+    check_free(path)
+    unique = {record["index"]: record for record in records}
+    frames = []
+    for index in sorted(unique):
+        record, atoms = unique[index], structures[index]
+        forces = record["forces"].double().numpy()
+        if forces.shape != (len(atoms), 3):
+            raise RuntimeError(
+                f"structure {index} of the predict split has {len(atoms)} atoms, its prediction "
+                f"{len(forces)}"
+            )
+        out = Atoms(
+            numbers=atoms.numbers, positions=atoms.positions, cell=atoms.cell, pbc=atoms.pbc
+        )
+        out.info["source_file"] = str(atoms.info.get(SOURCE_KEY, "unknown"))
+        out.info["frame"] = int(atoms.info.get(FRAME_KEY, -1))
+        out.info["split_index"] = int(index)
+        out.info["ref_energy"] = float(atoms.info["energy"])
+        out.info["pred_energy"] = float(record["energy"])
+        if "stress" in record:
+            out.info["pred_stress"] = record["stress"].double().numpy()
+        out.arrays["ref_forces"] = np.asarray(atoms.arrays["forces"], dtype=np.float64)
+        out.arrays["pred_forces"] = forces
+        frames.append(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        ase.io.write(tmp, frames, format="extxyz")
+        os.chmod(tmp, FILE_MODE)
+        check_free(path)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
 
 
 def write_predictions(path: Path, records: list[dict[str, Any]]) -> Path:

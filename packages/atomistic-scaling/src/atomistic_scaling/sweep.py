@@ -18,8 +18,8 @@ import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import Subset
-from torch_geometric.loader import DataLoader
 
+from atomistic_scaling._pyg import DataLoader
 from atomistic_scaling.constants import ARCHITECTURES, MAX_NONFINITE, MIN_LEVELS
 from atomistic_scaling.data import AtomsGraphDataset, graph_references
 from atomistic_scaling.lit_module import (

@@ -28,6 +28,30 @@ def _save_png(fig: Any, path: Path) -> Path:
     return write_bytes(path, buffer.getvalue())
 
 
+def _tick_text(x: float, _pos: Any = None) -> str:
+    return f"{x:.0f}" if 1 <= x < 1e5 else f"{x:.2g}"
+
+
+def _readable_log_x(ax: Any, values: list[float]) -> None:
+    """Few, non-overlapping x tick labels on a log axis (issue 39: matplotlib's defaults put a
+    label at minor ticks too when the data spans under a few decades, drawn over each other):
+    the values themselves when there are at most 4 distinct ones, else at most 4 labelled
+    decades when the data spans >= 1 decade, else 3 ticks spread over the data; minor ticks
+    unlabelled; labels turned by 30 degrees."""
+    from matplotlib.ticker import FixedLocator, LogLocator, NullFormatter
+
+    distinct = sorted(set(values))
+    lo, hi = distinct[0], distinct[-1]
+    if len(distinct) > 4 and hi >= 10 * lo:
+        ax.xaxis.set_major_locator(LogLocator(base=10, numticks=4))
+    else:
+        ticks = distinct if len(distinct) <= 4 else list(np.geomspace(lo, hi, 3))
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_major_formatter(_tick_text)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.tick_params(axis="x", which="major", labelrotation=30, labelsize=7)
+
+
 def plot_sweep(
     records: list[dict[str, Any]],
     fits: dict[str, Any],
@@ -68,6 +92,7 @@ def plot_sweep(
         if trivial is not None:
             ax.axhline(trivial, color="grey", ls=":", label="trivial predictor")
         ax.set_title(f"{arch}: α={fits[arch]['alpha']:.2f} β={fits[arch]['beta']:.2f}")
+        _readable_log_x(ax, [float(r["compute"]) for r in rows])
         ax.set_xlabel("compute C (FLOPs)")
         if k == 0:
             ax.set_ylabel("validation loss (seed mean)")
@@ -90,6 +115,7 @@ def plot_sweep(
         )
     if trivial is not None:
         ax.axhline(trivial, color="grey", ls=":", label="trivial predictor")
+    _readable_log_x(ax, [float(r["D"]) for r in records])
     ax.set_xlabel("training structures D (one run each)")
     ax.set_ylabel("validation loss (seed mean)")
     ax.legend(fontsize=7)

@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from ase import Atoms
 from torch import Tensor
-from torch_geometric.data import Batch
+
+from atomistic_scaling._pyg import Batch
 
 __all__ = ["random_rotation", "randomly_orient", "rotate_batch", "rotate_structure"]
 
@@ -39,7 +40,8 @@ def rotate_batch(batch: Batch, rotation: Tensor) -> Batch:
 def rotate_structure(atoms: Atoms, rotation: np.ndarray) -> Atoms:
     """A copy of a labelled structure (``info["energy"]``, ``arrays["forces"]``) rotated by
     ``rotation`` (3, 3) acting on row vectors: positions, cell vectors and forces ``x @ R``;
-    the energy is unchanged (a physical energy is rotation invariant)."""
+    the energy is unchanged (a physical energy is rotation invariant); the structure's ids
+    (``source_file``, ``frame``: :mod:`.io`) are kept."""
     rotation = np.asarray(rotation, dtype=np.float64)
     out = Atoms(
         numbers=atoms.numbers,
@@ -51,6 +53,9 @@ def rotate_structure(atoms: Atoms, rotation: np.ndarray) -> Atoms:
         out.info["energy"] = atoms.info["energy"]
     if "forces" in atoms.arrays:
         out.arrays["forces"] = np.asarray(atoms.arrays["forces"]) @ rotation
+    for key in ("source_file", "frame"):  # io.SOURCE_KEY, io.FRAME_KEY
+        if key in atoms.info:
+            out.info[key] = atoms.info[key]
     return out
 
 

@@ -6,14 +6,9 @@ use, so ``import bio_scisor`` stays cheap (no torch)::
     from bio_scisor import fit_scisor, make_assay, make_family, score_path, shrink
 """
 
-from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from iclr26_common.exports import distribution_version, lazy_exports
 
-try:
-    __version__ = version("bio-scisor")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
+__version__ = distribution_version("bio-scisor")
 
 #: Public name -> the module that defines it (imported on first access).
 _EXPORTS = {
@@ -44,16 +39,4 @@ _EXPORTS = {
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'bio_scisor' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -12,17 +12,12 @@ from bio_scisor import __version__
 from iclr26_common.cli_support import (
     CONFIGS_HELP,
     ArgumentParser,
+    ConsoleScript,
     UsageError,
-    configs_command,
-    dispatch,
-    is_user_error,
-    lightning_commands,
     nonnegative_float,
     nonnegative_int,
     positive_float,
     positive_int,
-    run_with_one_line_errors,
-    top_level_parser,
 )
 from iclr26_common.outputs import check_out_file, check_out_folder
 
@@ -63,23 +58,40 @@ COMMANDS = {
 }
 
 
-def _top_level_parser() -> ArgumentParser:
-    return top_level_parser(PROG, DESCRIPTION, __version__, COMMANDS, lightning=TRAINER_SUBCOMMANDS)
-
-
 #: Suffixes that make a ``--wt`` value a file name rather than a residue string.
 WT_FILE_SUFFIXES = (".fasta", ".fa", ".faa", ".fas", ".fna", ".txt")
 
 
-def _read_wt(text: str) -> str:
-    """``--wt``: a residue string or a FASTA file whose first record is the wild type. A value
-    that looks like a path (a path separator, or a FASTA suffix such as ``.fasta``/``.fa``) but
-    names no file is an error naming the option, never read as a sequence."""
+def _read_wt(text: str, record_id: str | None = None) -> str:
+    """``--wt``: a residue string or a FASTA file holding the wild type: its one record, or the
+    record ``record_id`` (``--wt-id``) names. A FASTA with several records and no ``--wt-id`` is
+    refused naming the file and the record count (never the first silently). A value that looks
+    like a path (a path separator, or a FASTA suffix such as ``.fasta``/``.fa``) but names no
+    file is an error naming the option, never read as a sequence."""
     from bio_scisor.io import check_sequence, read_sequences
 
     path = Path(text)
     if path.is_file():
-        return read_sequences(text, "fasta")[0][1]
+        records = read_sequences(text, "fasta")
+        ids = [name for name, _ in records]
+        if record_id is not None:
+            chosen = [seq for name, seq in records if name == record_id]
+            if not chosen:
+                raise UsageError(
+                    f"--wt-id {record_id}: no such record in --wt {text} (its ids: "
+                    f"{', '.join(ids[:10])}{', ...' if len(ids) > 10 else ''})"
+                )
+            if len(chosen) > 1:
+                raise UsageError(f"--wt-id {record_id}: {len(chosen)} records of --wt {text}")
+            return chosen[0]
+        if len(records) > 1:
+            raise UsageError(
+                f"--wt {text}: {len(records)} records, expected one wild type; choose one with "
+                f"--wt-id (its ids: {', '.join(ids[:10])}{', ...' if len(ids) > 10 else ''})"
+            )
+        return records[0][1]
+    if record_id is not None:
+        raise UsageError(f"--wt-id {record_id}: needs --wt to be a FASTA file, got residues")
     separators = {"/", os.sep, *([os.altsep] if os.altsep else [])}
     if any(sep in text for sep in separators) or path.suffix.lower() in WT_FILE_SUFFIXES:
         what = "is a folder" if path.is_dir() else "no such file"
@@ -176,22 +188,44 @@ def score_main(argv: Sequence[str]) -> int:
     parser = ArgumentParser(
         prog="bio-scisor score",
         description="Score every deletion variant of a ProteinGym indel CSV with a trained "
-        "checkpoint and write mutated_sequence, DMS_score, n_deleted, scisor_path[, scisor_elbo]. "
+        "checkpoint and write every column of the CSV (ids such as mutant first), n_deleted, "
+        "scisor_path[, scisor_elbo]; rows skipped (--skip-non-deletions, --skip-nonstandard) "
+        "are counted and listed in OUT_STEM.skipped.csv. "
         "Prints the Spearman correlation with DMS_score and its 95 % interval (BCa bootstrap "
         "over the variants, resampling seed 0), and with --elbo-samples the paired difference "
         "of the two scores' Spearman.",
     )
     parser.add_argument("--dms", type=Path, required=True, help="ProteinGym indel CSV")
-    parser.add_argument("--wt", required=True, help="wild-type sequence or FASTA file")
+    parser.add_argument(
+        "--wt", required=True, help="wild-type sequence or FASTA file (one record, or --wt-id)"
+    )
+    parser.add_argument(
+        "--wt-id", default=None, help="the record of a multi-record --wt FASTA to use (its id)"
+    )
     _add_ckpt_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, help="CSV to write (new file)")
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        default=None,
+        help="also write a score-vs-DMS_score scatter (PNG, one panel per score) to this file",
+    )
     parser.add_argument(
         "--elbo-samples", type=nonnegative_int, default=0, help="also score by MC ELBO"
     )
     parser.add_argument("--skip-non-deletions", action="store_true", help="skip insertions")
+    _add_skip_nonstandard(parser)
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     ns = parser.parse_args(list(argv))
     out = check_out_file(ns.out, option="--out", overwrite=ns.overwrite)  # before any work
+    plot = (
+        check_out_file(ns.plot, option="--plot", overwrite=ns.overwrite)
+        if ns.plot is not None
+        else None
+    )
+    skipped_out = out.with_name(f"{out.stem}.skipped.csv")
+    if ns.skip_non_deletions or ns.skip_nonstandard:  # where skipped rows would be listed
+        check_out_file(skipped_out, option="--out", overwrite=ns.overwrite)
 
     from bio_scisor.elbo import score_elbo
     from bio_scisor.io import read_dms_indels
@@ -200,15 +234,20 @@ def score_main(argv: Sequence[str]) -> int:
         spearman_difference_interval,
         spearman_interval,
     )
-    from bio_scisor.proteingym import csv_text
+    from bio_scisor.proteingym import csv_text, table_columns, variant_table
     from bio_scisor.scoring import score_path
     from iclr26_common.effects import interval_text
-    from iclr26_common.outputs import write_text
+    from iclr26_common.outputs import write_bytes, write_text
 
-    wt = _read_wt(ns.wt)
+    wt = _read_wt(ns.wt, ns.wt_id)
     assay = read_dms_indels(
-        ns.dms, wt, on_non_deletion="skip" if ns.skip_non_deletions else "error"
+        ns.dms,
+        wt,
+        on_non_deletion="skip" if ns.skip_non_deletions else "error",
+        on_nonstandard="skip" if ns.skip_nonstandard else "error",
     )
+    names = ["scisor_path", *(["scisor_elbo"] if ns.elbo_samples else [])]
+    table_columns(assay, names, ns.dms)  # an input column the scores would overwrite: refused
     model, process = _load_denoiser(ns.ckpt, ns.esm_config, ns.p0)
     if ns.elbo_samples and process["official"] and process["background"] is None:
         raise UsageError(
@@ -227,11 +266,14 @@ def score_main(argv: Sequence[str]) -> int:
             t_max=process["t_max"],
             background=process["background"],
         )
-    rows = [
-        [seq, assay.scores[i], int(assay.n_deleted[i]), *(f"{columns[c][i]:.6f}" for c in columns)]
-        for i, seq in enumerate(assay.mutants)
-    ]
-    write_text(out, csv_text(["mutated_sequence", "DMS_score", "n_deleted", *columns], rows))
+    header, rows = variant_table(
+        assay, {c: [f"{v:.6f}" for v in values] for c, values in columns.items()}, ns.dms
+    )
+    write_text(out, csv_text(header, rows))
+    if plot is not None:
+        from bio_scisor.plots import scatter_png
+
+        write_bytes(plot, scatter_png(assay.scores, columns, assay.n_deleted, Path(ns.dms).name))
     for name, values in columns.items():
         interval = spearman_interval(values, assay.scores)
         print(
@@ -253,8 +295,41 @@ def score_main(argv: Sequence[str]) -> int:
         )
     if assay.skipped:
         print(f"skipped {assay.skipped} rows that are not deletions of the wild type")
-    print(f"wrote {ns.out}")
+    if assay.skipped_nonstandard:
+        print(
+            f"skipped {assay.skipped_nonstandard} rows whose sequence holds a non-standard "
+            "character (X, *, ...)"
+        )
+    if assay.skipped_rows:
+        _write_skipped(skipped_out, assay)
+        print(f"wrote {skipped_out} ({len(assay.skipped_rows)} skipped rows: line, reason)")
+    elif skipped_out.is_file() and ns.overwrite:  # an earlier run's list: not this run's
+        skipped_out.unlink()
+    print(f"wrote {ns.out}" + (f" and {plot}" if plot is not None else ""))
     return 0
+
+
+def _add_skip_nonstandard(parser: ArgumentParser) -> None:
+    parser.add_argument(
+        "--skip-nonstandard",
+        action="store_true",
+        help="skip variants whose sequence holds a character other than the 20 standard "
+        "residues (ProteinGym's X, a trailing *), counted and reported; without it such a row "
+        "is an error naming the file, line and character",
+    )
+
+
+def _write_skipped(path: Path, assay: Any) -> None:
+    """The rows ``score`` left out: their line in the input, the reason, every input column."""
+    from bio_scisor.proteingym import csv_text
+    from iclr26_common.outputs import write_text
+
+    columns = list(assay.columns)
+    rows = [
+        [line, reason, *(row.get(c) or "" for c in columns)]
+        for line, reason, row in assay.skipped_rows
+    ]
+    write_text(path, csv_text(["line", "reason", *columns], rows))
 
 
 def proteingym_main(argv: Sequence[str]) -> int:
@@ -265,9 +340,12 @@ def proteingym_main(argv: Sequence[str]) -> int:
         "averaged per (UniProt_ID, coarse_selection_type), per type, then across types, with "
         "ProteinGym's bootstrap SE, for all, single and multi deletions, each with a 95 % "
         "interval over the proteins (t under 10, BCa bootstrap from 10; resampling seed 0). "
-        "Writes per-assay score CSVs, summary.csv (per assay: Spearman with a 95 % interval over "
-        "its variants, columns spearman_low/_high/_ci_method/_n/_resample_seed) and summary.json "
-        "(per split) into --out. With --benchmark clinical: ProteinGym's clinical indel "
+        "Writes per-assay score CSVs (every column of the assay file, ids first, then n_deleted, "
+        "scisor_path) with a score-vs-DMS scatter DMS_ID.png each, summary.csv (per assay: "
+        "Spearman with a 95 % interval over its variants, columns "
+        "spearman_low/_high/_ci_method/_n/_resample_seed, skipped_nonstandard), "
+        "summary_splits.csv (the printed all/single/multi Spearman, SE and interval) and "
+        "summary.json (per split) into --out. With --benchmark clinical: ProteinGym's clinical indel "
         "set (clinical_indels.csv, per-protein files with mutated_sequence and DMS_bin_score "
         "Pathogenic/Benign), scored the same way; per-protein AUC of benign vs pathogenic and "
         "their average, with 95 % intervals the same way (auc_low, ...).",
@@ -284,6 +362,7 @@ def proteingym_main(argv: Sequence[str]) -> int:
         "--out", type=Path, required=True, help="output folder (new or empty; see --overwrite)"
     )
     parser.add_argument("--skip-non-deletions", action="store_true", help="skip insertions")
+    _add_skip_nonstandard(parser)
     parser.add_argument(
         "--n-resamples",
         type=positive_int,
@@ -309,7 +388,9 @@ def proteingym_main(argv: Sequence[str]) -> int:
             on_non_deletion="skip" if ns.skip_non_deletions else "error",
             n_resamples=ns.n_resamples,
             quiet=ns.quiet,
+            on_nonstandard="skip" if ns.skip_nonstandard else "error",
         )
+        _print_nonstandard(out.path, "proteins")
         print(
             f"clinical AUC {clinical['auc']:.3f}{_se_text(clinical['se'])} "
             f"({clinical['n_proteins']} proteins with both labels, "
@@ -326,7 +407,9 @@ def proteingym_main(argv: Sequence[str]) -> int:
         on_non_deletion="skip" if ns.skip_non_deletions else "error",
         n_resamples=ns.n_resamples,
         quiet=ns.quiet,
+        on_nonstandard="skip" if ns.skip_nonstandard else "error",
     )
+    _print_nonstandard(out.path, "assays")
     for split, values in summary.items():
         print(
             f"{split:6s} Spearman {values['spearman']:+.3f}{_se_text(values['se'])} "
@@ -335,6 +418,20 @@ def proteingym_main(argv: Sequence[str]) -> int:
         )
     print(f"wrote {ns.out}")
     return 0
+
+
+def _print_nonstandard(folder: Path, units: str) -> None:
+    """With --skip-nonstandard: how many rows were skipped, from summary.csv's
+    ``skipped_nonstandard`` column (where the count is written, per assay)."""
+    import csv
+
+    with (folder / "summary.csv").open(newline="") as handle:
+        counts = [int(r["skipped_nonstandard"]) for r in csv.DictReader(handle)]
+    if sum(counts):
+        print(
+            f"skipped {sum(counts)} rows whose sequence holds a non-standard character (X, *, "
+            f"...) in {sum(c > 0 for c in counts)} {units} (summary.csv: skipped_nonstandard)"
+        )
 
 
 def _se_text(se: float) -> str:
@@ -415,32 +512,28 @@ def synth_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _is_user_error(error: BaseException) -> bool:
-    """Bad input (ScisorFormatError, a path error, a ValueError raised by bio_scisor itself)."""
-    from bio_scisor.io import ScisorFormatError
-
-    return is_user_error(error, "bio_scisor", (ScisorFormatError,))
-
-
-def main(args: Sequence[str] | None = None) -> int | None:
-    """Entry point; input errors end with ``bio-scisor: error: ...`` and exit code 2
-    (``BIO_SCISOR_TRACEBACK=1`` shows the traceback instead)."""
-    argv = sys.argv[1:] if args is None else args
-    return run_with_one_line_errors(
-        "bio-scisor", _dispatch, argv, is_user=_is_user_error, traceback_env="BIO_SCISOR_TRACEBACK"
-    )
-
-
-def _dispatch(argv: list[str]) -> int:
-    handlers = {
-        **lightning_commands(TRAINER_SUBCOMMANDS, run_lightning_cli),
+SCRIPT = ConsoleScript(
+    "bio_scisor",
+    __version__,
+    DESCRIPTION,
+    COMMANDS,
+    handlers=lambda: {
         "score": score_main,
         "proteingym": proteingym_main,
         "shrink": shrink_main,
         "synth": synth_main,
-        "configs": configs_command(PROG, "bio_scisor", 12),
-    }
-    return dispatch(argv, _top_level_parser, handlers)
+    },
+    run_lightning=run_lightning_cli,
+    lightning=TRAINER_SUBCOMMANDS,
+    error_types=("bio_scisor.io:ScisorFormatError",),
+    configs_width=12,
+)
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """Entry point; input errors end with ``bio-scisor: error: ...`` and exit code 2
+    (``BIO_SCISOR_TRACEBACK=1`` shows the traceback instead)."""
+    return SCRIPT.main(args)
 
 
 if __name__ == "__main__":

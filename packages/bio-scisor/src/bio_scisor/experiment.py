@@ -36,6 +36,7 @@ import numpy as np
 from iclr26_common import Claim, Experiment, Precondition, Result
 from iclr26_common.device import choose_device
 from iclr26_common.threads import torch_threads
+from iclr26_common.timing import best_time
 
 PAPER = "A Diffusion Model to Shrink Proteins While Maintaining Their Function (arXiv 2511.07390)"
 CLAIM = (
@@ -103,15 +104,6 @@ def _random_rho(fitness: np.ndarray, n_deleted: np.ndarray, seed: int) -> dict[s
     return {k: float(np.mean([d[k] for d in draws])) for k in draws[0]}
 
 
-def _best_time(fn, repeats: int = TIMING_REPEATS) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def _time_scans(scisor, lm, wt: str, singles: list[str]) -> dict[str, float]:
     """Wall time of SCISOR's one-pass single-deletion scan vs the AR LM scoring the WT and the
     L single deletions batched (``AR_BATCH``) and one sequence per pass (batch 1)."""
@@ -120,9 +112,11 @@ def _time_scans(scisor, lm, wt: str, singles: list[str]) -> dict[str, float]:
     score_path(scisor, wt, singles[:2])  # warm-up
     lm.score(wt, singles[:2], batch_size=AR_BATCH)
     return {
-        "scisor_s": _best_time(lambda: score_path(scisor, wt, singles)),
-        "ar_batched_s": _best_time(lambda: lm.score(wt, singles, batch_size=AR_BATCH)),
-        "ar_l_passes_s": _best_time(lambda: lm.score(wt, singles, batch_size=1)),
+        "scisor_s": best_time(lambda: score_path(scisor, wt, singles), TIMING_REPEATS),
+        "ar_batched_s": best_time(
+            lambda: lm.score(wt, singles, batch_size=AR_BATCH), TIMING_REPEATS
+        ),
+        "ar_l_passes_s": best_time(lambda: lm.score(wt, singles, batch_size=1), TIMING_REPEATS),
     }
 
 

@@ -151,6 +151,15 @@ class DeletionAssay:
     score_bin: np.ndarray | None = None  # (N,) DMS_score_bin when present
     coarse_selection_type: str = "unknown"
     skipped: int = 0  # rows that were not deletions (only with on_non_deletion="skip")
+    #: rows whose sequence holds a non-standard character (X, a trailing *; only with
+    #: on_nonstandard="skip")
+    skipped_nonstandard: int = 0
+    #: the input's header and its kept rows as read (one per mutant; ids such as ``mutant``
+    #: included), so outputs keep every input column
+    columns: list[str] = field(default_factory=list)
+    rows: list[dict[str, str]] = field(default_factory=list)
+    #: the rows left out, as ``(line, reason, row)``: what the CLI writes beside its output
+    skipped_rows: list[tuple[int, str, dict[str, str]]] = field(default_factory=list)
     n_deleted: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
@@ -185,9 +194,18 @@ def _read_csv(path: Path, required: Sequence[str]) -> tuple[list[str], list[tupl
     return columns, rows
 
 
-def _check_on_non_deletion(on_non_deletion: str) -> None:
+def _check_on_non_deletion(on_non_deletion: str, name: str = "on_non_deletion") -> None:
     if on_non_deletion not in ("error", "skip"):
-        raise ValueError(f"on_non_deletion must be 'error' or 'skip', got {on_non_deletion!r}")
+        raise ValueError(f"{name} must be 'error' or 'skip', got {on_non_deletion!r}")
+
+
+def _first_nonstandard(seq: str) -> tuple[int, str] | None:
+    """``(1-based position, character)`` of the first character of ``seq`` that is not one of
+    the 20 standard residues (ProteinGym's ``X``, a trailing ``*``), or ``None``."""
+    for position, char in enumerate(seq, start=1):
+        if char not in _INDEX:
+            return position, char
+    return None
 
 
 def _keep_deletion(seq: str, wt: str, on_non_deletion: str, where: str) -> bool:
@@ -208,25 +226,48 @@ def read_dms_indels(
     name: str | None = None,
     coarse_selection_type: str = "unknown",
     on_non_deletion: str = "error",
+    on_nonstandard: str = "error",
 ) -> DeletionAssay:
     """Read a ProteinGym indel CSV (``mutated_sequence``, ``DMS_score``[, ``DMS_score_bin``]).
 
     Every ``mutated_sequence`` must be a deletion of ``wt``; otherwise raise (default) or skip and
-    count it (``on_non_deletion="skip"``; ProteinGym indel assays also hold insertions).
+    count it (``on_non_deletion="skip"``; ProteinGym indel assays also hold insertions). A
+    sequence holding a character other than the 20 standard residues (real downloads carry ``X``
+    and a trailing ``*``) raises naming the file, line and character (default), or is skipped
+    and counted (``on_nonstandard="skip"``, ``skipped_nonstandard``). Every input column is kept
+    (``columns``, ``rows``: the kept rows as read), and the skipped rows are listed
+    (``skipped_rows``).
     """
     path = Path(path)
     _check_on_non_deletion(on_non_deletion)
+    _check_on_non_deletion(on_nonstandard, "on_nonstandard")
     check_sequence(wt, f"{path}: wild type")
     columns, rows = _read_csv(path, DMS_COLUMNS)
     has_bin = "DMS_score_bin" in columns
-    mutants, scores, bins, skipped = [], [], [], 0
-    for where, row in rows:
+    mutants, scores, bins, skipped, nonstandard = [], [], [], 0, 0
+    kept: list[dict[str, str]] = []
+    left_out: list[tuple[int, str, dict[str, str]]] = []
+    for line, (where, row) in enumerate(rows, start=2):
         seq = (row["mutated_sequence"] or "").strip().upper()
+        bad = _first_nonstandard(seq)
+        if bad is not None:
+            position, char = bad
+            if on_nonstandard == "skip":
+                nonstandard += 1
+                left_out.append((line, f"non-standard character {char!r} at {position}", row))
+                continue
+            raise ScisorFormatError(
+                f"{where}, field mutated_sequence: character {char!r} at position {position} "
+                f"is not one of the 20 standard residues ({AMINO_ACIDS}); --skip-nonstandard "
+                "skips and counts such rows"
+            )
         check_sequence(seq, f"{where}, field mutated_sequence")
         if not _keep_deletion(seq, wt, on_non_deletion, f"{where}, field mutated_sequence"):
             skipped += 1
+            left_out.append((line, "not a deletion of the wild type", row))
             continue
         mutants.append(seq)
+        kept.append(row)
         scores.append(_float(row["DMS_score"] or "", f"{where}, field DMS_score"))
         if has_bin:
             bins.append(_float(row["DMS_score_bin"] or "", f"{where}, field DMS_score_bin"))
@@ -240,6 +281,10 @@ def read_dms_indels(
         score_bin=np.array(bins, dtype=np.float64) if has_bin else None,
         coarse_selection_type=coarse_selection_type,
         skipped=skipped,
+        skipped_nonstandard=nonstandard,
+        columns=columns,
+        rows=kept,
+        skipped_rows=left_out,
     )
 
 
@@ -315,6 +360,7 @@ class ClinicalAssay:
     mutants: list[str]
     pathogenic: np.ndarray  # (N,) bool, from DMS_bin_score
     skipped: int = 0  # rows that were not deletions (only with on_non_deletion="skip")
+    skipped_nonstandard: int = 0  # rows with X, * ... (only with on_nonstandard="skip")
     n_deleted: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
@@ -327,16 +373,30 @@ def read_clinical_indels(
     name: str | None = None,
     sequence_column: str = "mutated_sequence",
     on_non_deletion: str = "error",
+    on_nonstandard: str = "error",
 ) -> ClinicalAssay:
     """Read one ProteinGym clinical indel file: ``sequence_column`` (the reference's
     ``mutated_sequence_column``) and ``DMS_bin_score`` (``Pathogenic`` or ``Benign``). Rows that
-    are not deletions of ``wt`` raise (default) or are skipped and counted (``"skip"``)."""
+    are not deletions of ``wt`` raise (default) or are skipped and counted (``"skip"``); rows
+    whose sequence holds ``X``, ``*`` or another non-standard character likewise
+    (``on_nonstandard``, as :func:`read_dms_indels`)."""
     path = Path(path)
     _check_on_non_deletion(on_non_deletion)
+    _check_on_non_deletion(on_nonstandard, "on_nonstandard")
     check_sequence(wt, f"{path}: wild type")
-    mutants, labels, skipped = [], [], 0
+    mutants, labels, skipped, nonstandard = [], [], 0, 0
     for where, row in _read_csv(path, (sequence_column, CLINICAL_LABEL_COLUMN))[1]:
         seq = (row[sequence_column] or "").strip().upper()
+        bad = _first_nonstandard(seq)
+        if bad is not None:
+            if on_nonstandard == "skip":
+                nonstandard += 1
+                continue
+            raise ScisorFormatError(
+                f"{where}, field {sequence_column}: character {bad[1]!r} at position {bad[0]} "
+                f"is not one of the 20 standard residues ({AMINO_ACIDS}); --skip-nonstandard "
+                "skips and counts such rows"
+            )
         check_sequence(seq, f"{where}, field {sequence_column}")
         label = (row[CLINICAL_LABEL_COLUMN] or "").strip()
         if label.lower() not in CLINICAL_LABELS:
@@ -357,4 +417,5 @@ def read_clinical_indels(
         mutants=mutants,
         pathogenic=np.array(labels, dtype=bool),
         skipped=skipped,
+        skipped_nonstandard=nonstandard,
     )

@@ -33,6 +33,8 @@ import numpy as np
 from torch import nn
 
 from bio_scisor.io import (
+    DeletionAssay,
+    ScisorFormatError,
     read_clinical_indels,
     read_clinical_reference,
     read_dms_indels,
@@ -55,7 +57,18 @@ from iclr26_common.effects import interval_columns
 from iclr26_common.outputs import OutputFolder, check_out_folder, write_text
 from iclr26_common.progress import progress
 
-__all__ = ["csv_text", "score_clinical_reference", "score_reference"]
+__all__ = [
+    "ID_COLUMNS",
+    "csv_text",
+    "score_clinical_reference",
+    "score_reference",
+    "table_columns",
+    "variant_table",
+]
+
+#: Input columns that identify a variant (ProteinGym's ``mutant``): written first in every
+#: score table, so the scores join on the user's ids, not only on the sequence.
+ID_COLUMNS = ("mutant",)
 
 
 def csv_text(header: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
@@ -66,6 +79,42 @@ def csv_text(header: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
     writer.writerow(header)
     writer.writerows(rows)
     return buffer.getvalue()
+
+
+def table_columns(
+    assay: DeletionAssay, scores: Sequence[str], source: str | Path
+) -> tuple[list[str], list[str]]:
+    """(the input columns in output order: ids first, then the file's order; the added
+    columns ``n_deleted`` and ``scores``). An input column with an added column's name is a
+    one-line error naming ``source``: checked before any work, never overwritten."""
+    inputs = list(assay.columns) or ["mutated_sequence", "DMS_score"]
+    ordered = [c for c in ID_COLUMNS if c in inputs] + [c for c in inputs if c not in ID_COLUMNS]
+    added = ["n_deleted", *scores]
+    clash = [c for c in added if c in inputs]
+    if clash:
+        raise ScisorFormatError(
+            f"{source}: has column(s) {clash}, which the scores table adds; rename them"
+        )
+    return ordered, added
+
+
+def variant_table(
+    assay: DeletionAssay, scores: dict[str, Sequence[str]], source: str | Path
+) -> tuple[list[str], list[list[object]]]:
+    """Header and rows of a per-variant score table: every input column of ``assay`` as read
+    (the id columns :data:`ID_COLUMNS` first, then the file's order), ``n_deleted``, then the
+    ``scores`` columns (formatted text, one value per mutant). An input column with the name
+    of an added one is a one-line error naming ``source`` (never overwritten)."""
+    ordered, added = table_columns(assay, list(scores), source)
+    raw = assay.rows or [
+        {"mutated_sequence": m, "DMS_score": str(v)}
+        for m, v in zip(assay.mutants, assay.scores, strict=True)
+    ]
+    rows = [
+        [row.get(c) or "" for c in ordered] + [int(n), *(scores[c][i] for c in scores)]
+        for i, (row, n) in enumerate(zip(raw, assay.n_deleted, strict=True))
+    ]
+    return [*ordered, *added], rows
 
 
 def _out_folder(out_dir: str | Path | OutputFolder, overwrite: bool, resume: bool) -> OutputFolder:
@@ -85,7 +134,8 @@ def _finished_scores(path: Path, mutants: Sequence[str], label: str) -> np.ndarr
     try:
         with path.open(newline="") as handle:
             rows = list(csv.DictReader(handle))
-        if [r["mutated_sequence"] for r in rows] != list(mutants) or label not in rows[0]:
+        read = [(r["mutated_sequence"] or "").strip().upper() for r in rows]
+        if read != list(mutants) or label not in rows[0]:
             return None
         return np.array([float(r["scisor_path"]) for r in rows], dtype=np.float64)
     except (KeyError, ValueError, IndexError, csv.Error):
@@ -100,21 +150,37 @@ def _scores(
     mutants: list[str],
     label: str,
     values: Sequence[object],
+    assay: DeletionAssay | None = None,
+    source: str | Path = "",
 ) -> np.ndarray:
     """One assay's path scores: read back from its CSV when a resumed run finished it, else
-    scored and written (``mutated_sequence, <label>, n_deleted, scisor_path``) at once. The
-    scores come back as the CSV holds them (6 decimals)."""
+    scored and written at once: with a DMS ``assay``, every input column (ids first, see
+    :func:`variant_table`), ``n_deleted``, ``scisor_path``, and its score-vs-DMS scatter
+    ``<name>.png``; else ``mutated_sequence, <label>, n_deleted, scisor_path``. The scores come
+    back as the CSV holds them (6 decimals)."""
     path = out.path / f"{name}.csv"
-    if out.resumed:
-        done = _finished_scores(path, mutants, label)
-        if done is not None:
-            return done
-    scores = np.array([float(f"{s:.6f}") for s in score_path(model, wt, mutants)])
-    rows = [
-        [seq, value, len(wt) - len(seq), f"{s:.6f}"]
-        for seq, value, s in zip(mutants, values, scores, strict=True)
-    ]
-    write_text(path, csv_text(["mutated_sequence", label, "n_deleted", "scisor_path"], rows))
+    plot = out.path / f"{name}.png"
+    done = _finished_scores(path, mutants, label) if out.resumed else None
+    if done is not None:
+        scores = done
+    else:
+        scores = np.array([float(f"{s:.6f}") for s in score_path(model, wt, mutants)])
+        if assay is None:
+            header = ["mutated_sequence", label, "n_deleted", "scisor_path"]
+            rows = [
+                [seq, value, len(wt) - len(seq), f"{s:.6f}"]
+                for seq, value, s in zip(mutants, values, scores, strict=True)
+            ]
+        else:
+            header, rows = variant_table(
+                assay, {"scisor_path": [f"{s:.6f}" for s in scores]}, source
+            )
+        write_text(path, csv_text(header, rows))
+    if assay is not None and (done is None or not plot.is_file()):
+        from bio_scisor.plots import scatter_png
+        from iclr26_common.outputs import write_bytes
+
+        write_bytes(plot, scatter_png(assay.scores, {"scisor_path": scores}, assay.n_deleted, name))
     return scores
 
 
@@ -130,12 +196,16 @@ def score_reference(
     overwrite: bool = False,
     resume: bool = False,
     quiet: bool = True,
+    on_nonstandard: str = "error",
 ) -> dict[str, dict[str, object]]:
     """Score each assay of ``reference`` (files in ``dms_dir``) with :func:`score_path`.
 
-    Writes ``out_dir/<DMS_id>.csv`` (mutated_sequence, DMS_score, n_deleted, scisor_path) as each
-    assay finishes, then ``out_dir/summary.csv`` (one row per assay, its Spearman with a 95 %
-    interval over its variants) and ``out_dir/summary.json`` (per split). ``out_dir`` follows
+    Writes ``out_dir/<DMS_id>.csv`` (every column of the assay file, ids such as ``mutant``
+    first, then n_deleted, scisor_path) and its scatter ``<DMS_id>.png`` as each assay finishes,
+    then ``out_dir/summary.csv`` (one row per assay, its Spearman with a 95 % interval over its
+    variants; ``skipped`` non-deletions, ``skipped_nonstandard`` rows with X/* with
+    ``on_nonstandard="skip"``), ``out_dir/summary_splits.csv`` (all / single / multi: the
+    printed Spearman, ProteinGym SE and interval over proteins) and ``out_dir/summary.json``. ``out_dir`` follows
     :func:`~iclr26_common.outputs.check_out_folder`: new or empty, or with ``overwrite``; an
     interrupted run's folder is continued with ``resume`` (its finished assays are read back).
     Every file is read and checked before anything is scored or written. ``quiet=False`` shows
@@ -148,22 +218,35 @@ def score_reference(
     out = _out_folder(out_dir, overwrite, resume)
     rows = read_reference(reference)
     uniprot = {row["DMS_id"]: row["UniProt_ID"] for row in rows}
+    sources = [Path(dms_dir) / row["DMS_filename"] for row in rows]
     assays = [
         read_dms_indels(
-            Path(dms_dir) / row["DMS_filename"],
+            source,
             row["target_seq"],
             name=row["DMS_id"],
             coarse_selection_type=row["coarse_selection_type"],
             on_non_deletion=on_non_deletion,
+            on_nonstandard=on_nonstandard,
         )
-        for row in rows
+        for source, row in zip(sources, rows, strict=True)
     ]
+    for source, assay in zip(sources, assays, strict=True):  # column clashes: before any work
+        table_columns(assay, ["scisor_path"], source)
+    source_of = {assay.name: source for source, assay in zip(sources, assays, strict=True)}
     per_split: dict[str, list[AssayScores]] = {"all": [], "single": [], "multi": []}
     summary_rows = []
     with out:
         for assay in progress(assays, description="assays", quiet=quiet):
             scores = _scores(
-                model, out, assay.name, assay.wt, assay.mutants, "DMS_score", assay.scores
+                model,
+                out,
+                assay.name,
+                assay.wt,
+                assay.mutants,
+                "DMS_score",
+                assay.scores,
+                assay,
+                source_of[assay.name],
             )
             rho = assay_spearman(scores, assay.scores)
             interval = spearman_interval(scores, assay.scores, n_resamples=n_resamples)
@@ -176,6 +259,7 @@ def score_reference(
                     assay.skipped,
                     f"{rho:.3f}",
                     *interval_columns("spearman", interval, len(scores), fmt=".3f").values(),
+                    assay.skipped_nonstandard,
                 ]
             )
             single = assay.n_deleted == 1
@@ -201,6 +285,7 @@ def score_reference(
             "skipped",
             "spearman",
             *interval_columns("spearman", None, 0, fmt=".3f"),
+            "skipped_nonstandard",
         ]
         write_text(out.path / "summary.csv", csv_text(header, summary_rows))
         result: dict[str, dict[str, object]] = {}
@@ -213,8 +298,31 @@ def score_reference(
                 "interval": interval,
                 "interval_n": n_units,
             }
+        _write_splits_csv(out.path / "summary_splits.csv", result)
         _write_summary_json(out.path / "summary.json", result, "spearman")
     return result
+
+
+def _write_splits_csv(path: Path, result: dict[str, dict[str, object]]) -> None:
+    """One row per split (all / single / multi): the Spearman and ProteinGym SE the command
+    prints, the assays and proteins, and the 95 % interval over the proteins."""
+    header = ["split", "spearman", "se", "n_assays", "n_proteins"]
+    rows = []
+    for split, values in result.items():
+        interval = interval_columns("spearman", values["interval"], values["interval_n"], ".3f")
+        if not rows:
+            header += list(interval)
+        rows.append(
+            [
+                split,
+                f"{values['spearman']:.3f}",
+                f"{values['se']:.3f}",
+                values["n_assays"],
+                values["n_proteins"],
+                *interval.values(),
+            ]
+        )
+    write_text(path, csv_text(header, rows))
 
 
 def _write_summary_json(path: Path, result: dict, metric: str) -> None:
@@ -246,6 +354,7 @@ def score_clinical_reference(
     overwrite: bool = False,
     resume: bool = False,
     quiet: bool = True,
+    on_nonstandard: str = "error",
 ) -> dict[str, object]:
     """Score ProteinGym's clinical indel set: every protein of ``reference``
     (``clinical_indels.csv``; variant files in ``data_dir``) with :func:`score_path`, the same
@@ -269,6 +378,7 @@ def score_clinical_reference(
             name=row["DMS_id"],
             sequence_column=row["mutated_sequence_column"],
             on_non_deletion=on_non_deletion,
+            on_nonstandard=on_nonstandard,
         )
         for row in rows
     ]
@@ -293,6 +403,7 @@ def score_clinical_reference(
                     assay.skipped,
                     f"{auc:.3f}",
                     *interval_columns("auc", interval, len(scores), fmt=".3f").values(),
+                    assay.skipped_nonstandard,
                 ]
             )
         header = [
@@ -303,6 +414,7 @@ def score_clinical_reference(
             "skipped",
             "auc",
             *interval_columns("auc", None, 0, fmt=".3f"),
+            "skipped_nonstandard",
         ]
         write_text(out.path / "summary.csv", csv_text(header, summary_rows))
         from iclr26_common.effects import mean_interval

@@ -1,7 +1,5 @@
 """Shared seeding, experiment registry, report writer and ``iclr26`` CLI of the iclr26 workspace."""
 
-from importlib.metadata import PackageNotFoundError, version
-
 from iclr26_common.effects import (
     Effect,
     bootstrap_effect,
@@ -11,6 +9,7 @@ from iclr26_common.effects import (
     proportion_effect,
     t_effect,
 )
+from iclr26_common.exports import distribution_version
 from iclr26_common.registry import (
     Claim,
     Experiment,
@@ -22,10 +21,7 @@ from iclr26_common.registry import (
 )
 from iclr26_common.seeding import seed_everything
 
-try:
-    __version__ = version("iclr26-common")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
+__version__ = distribution_version("iclr26-common")
 
 __all__ = [
     "Claim",

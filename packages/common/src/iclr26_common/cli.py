@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import math
 import os
 import sys
 import time
@@ -33,10 +32,10 @@ from rich.progress import (
 from rich.text import Text
 
 from iclr26_common import __version__, registry
-from iclr26_common.cli_support import ArgumentParser
+from iclr26_common.cli_support import ArgumentParser, number_type, positive_int
 from iclr26_common.index import write_index
 from iclr26_common.outlock import OutputLock, OutputLocked
-from iclr26_common.progress import format_eta as format_duration
+from iclr26_common.progress import format_duration
 from iclr26_common.registry import BUDGET_S
 from iclr26_common.report import mode_dir, read_result
 from iclr26_common.runner import (
@@ -61,24 +60,8 @@ def _user_error(prog: str, message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
-    return value
+#: ``--timeout``: a finite number of seconds > 0.
+_seconds = number_type(float, "a number of seconds > 0", lambda v: v > 0, name="seconds")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -115,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument(
         "-j",
         "--jobs",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="run N experiments at once, each with cores // min(N, experiments to run) torch "
@@ -139,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     rep.add_argument(
         "--timeout",
-        type=_positive_float,
+        type=_seconds,
         default=None,
         metavar="SECONDS",
         help="per-experiment wall-clock limit (default: none)",

@@ -7,6 +7,8 @@
 - :func:`top_level_parser`, :func:`dispatch`, :func:`lightning_commands`, :func:`configs_command`:
   ``PROG COMMAND ARGS...`` routing, where LightningCLI subcommands (``fit``, ``test``...) take their
   own ``--help`` and every other command is a function of its remaining arguments.
+- :class:`ConsoleScript`: a package's whole console script (the routing above, ``configs`` and
+  the one-line errors below), so every package's ``main`` is one line.
 - :func:`run_with_one_line_errors`, :func:`is_user_error`: a console script's ``main`` turns bad
   input (a package's format errors, path errors, :class:`UsageError`, ``ValueError`` raised by
   the package's own validation, also when a library re-raised it with ``raise ... from``) into
@@ -15,7 +17,8 @@
 - :func:`comma_list`, :func:`comma_list_of`, :func:`int_list`: argparse ``type=`` parsers for
   ``a,b,c`` lists and ``start:stop:step`` ranges; :func:`finite_float`, :func:`positive_float`,
   :func:`nonnegative_float`, :func:`probability`, :func:`positive_int`,
-  :func:`nonnegative_int`: numbers, refusing NaN and infinities.
+  :func:`nonnegative_int`: numbers, refusing NaN and infinities, all made by
+  :func:`number_type` (one for any other bound).
 - :func:`rename_flags`: a renamed flag keeps working for one minor version, with a one-line
   deprecation warning naming the new spelling.
 - Ctrl-C in a command run through :func:`run_with_one_line_errors` ends with one line
@@ -29,6 +32,8 @@ import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import import_module
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -36,7 +41,9 @@ from typing import Any, NoReturn, TypeVar
 __all__ = [
     "CONFIGS_HELP",
     "PATH_ERRORS",
+    "TRAINER_SUBCOMMANDS",
     "ArgumentParser",
+    "ConsoleScript",
     "Handler",
     "UsageError",
     "comma_list",
@@ -49,6 +56,7 @@ __all__ = [
     "lightning_commands",
     "nonnegative_float",
     "nonnegative_int",
+    "number_type",
     "positive_float",
     "positive_int",
     "probability",
@@ -70,6 +78,7 @@ PATH_ERRORS: tuple[type[OSError], ...] = (
 )
 
 T = TypeVar("T")
+N = TypeVar("N", int, float)
 
 #: Help text of the ``configs`` command :func:`configs_command` builds.
 CONFIGS_HELP = "list the YAML configs shipped with the package"
@@ -164,59 +173,52 @@ def int_list(text: str) -> list[int]:
     return list(range(start, stop + 1, step))
 
 
-def _number(text: str, kind: type, what: str) -> Any:
-    try:
-        value = kind(text)
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-    if kind is float and not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected {what} (finite), got {text!r}")
-    return value
+def number_type(
+    kind: Callable[[str], N],
+    what: str,
+    accept: Callable[[N], bool] | None = None,
+    *,
+    name: str | None = None,
+) -> Callable[[str], N]:
+    """An argparse ``type=`` reading ``kind(text)`` (``int`` or ``float``) that ``accept`` (when
+    given) says yes to; a float must also be finite (``nan``, ``inf`` refused).
+
+    Anything else raises ``argparse.ArgumentTypeError`` ``expected WHAT, got 'TEXT'`` (``WHAT
+    (finite)`` for a non-finite float), so argparse prints ``argument --flag: expected ...``.
+    ``name`` becomes the parser's ``__name__`` (what :func:`comma_list` names in its errors).
+    The workspace's number types below are all made here::
+
+        seconds = number_type(float, "a number of seconds > 0", lambda v: v > 0)
+    """
+
+    def parse(text: str) -> N:
+        try:
+            value = kind(text)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected {what} (finite), got {text!r}")
+        if accept is not None and not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    parse.__name__ = parse.__qualname__ = name or getattr(kind, "__name__", "number")
+    parse.__doc__ = f"An argparse ``type=``: {what}."
+    return parse
 
 
-def finite_float(text: str) -> float:
-    """An argparse ``type=``: a finite number (``nan``, ``inf`` refused)."""
-    return _number(text, float, "a number")
-
-
-def positive_float(text: str) -> float:
-    """An argparse ``type=``: a finite number > 0."""
-    value = _number(text, float, "a number > 0")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return value
-
-
-def nonnegative_float(text: str) -> float:
-    """An argparse ``type=``: a finite number >= 0."""
-    value = _number(text, float, "a number >= 0")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
-
-
-def probability(text: str) -> float:
-    """An argparse ``type=``: a number in [0, 1]."""
-    value = _number(text, float, "a number in [0, 1]")
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """An argparse ``type=``: an integer >= 1."""
-    value = _number(text, int, "an integer >= 1")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
-
-
-def nonnegative_int(text: str) -> int:
-    """An argparse ``type=``: an integer >= 0."""
-    value = _number(text, int, "an integer >= 0")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
+#: An argparse ``type=``: a finite number (``nan``, ``inf`` refused).
+finite_float = number_type(float, "a number", name="finite_float")
+#: An argparse ``type=``: a finite number > 0.
+positive_float = number_type(float, "a number > 0", lambda v: v > 0, name="positive_float")
+#: An argparse ``type=``: a finite number >= 0.
+nonnegative_float = number_type(float, "a number >= 0", lambda v: v >= 0, name="nonnegative_float")
+#: An argparse ``type=``: a number in [0, 1].
+probability = number_type(float, "a number in [0, 1]", lambda v: 0 <= v <= 1, name="probability")
+#: An argparse ``type=``: an integer >= 1.
+positive_int = number_type(int, "an integer >= 1", lambda v: v >= 1, name="positive_int")
+#: An argparse ``type=``: an integer >= 0.
+nonnegative_int = number_type(int, "an integer >= 0", lambda v: v >= 0, name="nonnegative_int")
 
 
 def rename_flags(
@@ -395,3 +397,85 @@ def run_with_one_line_errors(
         message = " ".join(str(found).split()) or type(found).__name__
         print(f"{prog}: error: {message}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+#: The LightningCLI subcommands a package's console script offers unless it says otherwise.
+TRAINER_SUBCOMMANDS = ("fit", "validate", "test", "predict")
+
+
+@dataclass(frozen=True)
+class ConsoleScript:
+    """A package's console script ``PROG COMMAND ARGS...``: every package's ``main`` is
+    ``SCRIPT.main(args)``, so each promise of the command line is implemented once, here:
+
+    - no arguments print the help (exit 2); ``--help`` lists the ``lightning`` subcommands, then
+      ``commands`` (``{name: help text}``, in that order); ``--version`` prints ``PROG
+      VERSION``; an unknown command is one line, exit 2 (:func:`top_level_parser`,
+      :func:`dispatch`);
+    - a ``lightning`` subcommand runs ``run_lightning([name, *rest])``; ``configs`` lists the
+      ``package``'s shipped YAML configs (:func:`configs_command`); any other command is
+      ``handlers()[name](rest)``: ``handlers`` is called on each run, so it sees the module's
+      functions as they are then;
+    - bad input (an ``error_types`` class, each named ``"module:Class"`` and imported only when
+      an error is judged; a path error; a :class:`UsageError`; a ``ValueError`` raised in
+      ``package``: :func:`is_user_error`) is one line ``PROG: error: ...``, exit 2; Ctrl-C one
+      line, exit 130; with the environment variable ``traceback_env`` set, the traceback
+      instead (:func:`run_with_one_line_errors`).
+
+    ``prog`` defaults to the package name with dashes (``rf_matid`` -> ``rf-matid``) and
+    ``traceback_env`` to ``PACKAGE_TRACEBACK`` in capitals.
+    """
+
+    package: str
+    version: str
+    description: str
+    commands: Mapping[str, str]
+    handlers: Callable[[], Mapping[str, Handler]]
+    run_lightning: Callable[[list[str]], Any] | None = None
+    lightning: Sequence[str] = TRAINER_SUBCOMMANDS
+    error_types: Sequence[str] = ()
+    prog: str = ""
+    traceback_env: str = ""
+    configs_width: int = 16
+
+    def __post_init__(self) -> None:
+        if not self.prog:
+            object.__setattr__(self, "prog", self.package.replace("_", "-"))
+        if not self.traceback_env:
+            object.__setattr__(self, "traceback_env", f"{self.package.upper()}_TRACEBACK")
+        if self.run_lightning is None:
+            object.__setattr__(self, "lightning", ())
+
+    def parser(self) -> ArgumentParser:
+        """The top-level parser (for ``--help`` and ``--version``)."""
+        return top_level_parser(
+            self.prog, self.description, self.version, self.commands, lightning=self.lightning
+        )
+
+    def is_user_error(self, error: BaseException) -> bool:
+        """Whether ``error`` alone is bad input rather than a bug (:func:`is_user_error`)."""
+        types = []
+        for name in self.error_types:
+            module, _, attr = name.partition(":")
+            types.append(getattr(import_module(module), attr))
+        return is_user_error(error, self.package, tuple(types))
+
+    def dispatch(self, argv: Sequence[str]) -> int:
+        """Route ``argv`` to its command (no one-line error handling: :meth:`main` adds it)."""
+        handlers: dict[str, Handler] = {}
+        if self.run_lightning is not None:
+            handlers.update(lightning_commands(self.lightning, self.run_lightning))
+        handlers["configs"] = configs_command(self.prog, self.package, self.configs_width)
+        handlers.update(self.handlers())
+        return dispatch(argv, self.parser, handlers)
+
+    def main(self, args: Sequence[str] | None = None) -> int:
+        """Run the command line ``args`` (default ``sys.argv[1:]``); returns the exit status."""
+        argv = sys.argv[1:] if args is None else args
+        return run_with_one_line_errors(
+            self.prog,
+            self.dispatch,
+            argv,
+            is_user=self.is_user_error,
+            traceback_env=self.traceback_env,
+        )

@@ -291,24 +291,45 @@ def _array(values: Any, what: str) -> Any:
     return array
 
 
+@dataclass(frozen=True)
+class _Claim:
+    """What every effect function is told about the claim (all but the data), passed on once
+    to the interval it falls back to and to :func:`_effect`."""
+
+    name: str
+    threshold: float
+    direction: Direction
+    unit: str
+    units: str
+    paper: float | None
+    confidence: float
+
+    def kwargs(self, **changes: Any) -> dict[str, Any]:
+        """The keyword arguments of a public effect function (``t_effect(x, **claim.kwargs())``)."""
+        return {**dataclasses.asdict(self), **changes}
+
+
 def _effect(
-    *,
-    name: str,
-    unit: str,
+    claim: _Claim,
     estimate: float,
     low: float,
     high: float,
     spread: float,
-    threshold: float,
-    direction: Direction,
     method: str,
     n: int,
-    units: str,
-    paper: float | None,
-    resample_seed: int | None,
-    t_based: bool,
-    confidence: float,
+    *,
+    resample_seed: int | None = None,
+    t_based: bool = False,
 ) -> Effect:
+    """The :class:`Effect` of an interval: exact when it has no width, with the units needed
+    to decide ``claim``'s (or the measured) effect at ``spread``."""
+    name, threshold, direction, paper, confidence = (
+        claim.name,
+        claim.threshold,
+        claim.direction,
+        claim.paper,
+        claim.confidence,
+    )
     if not (math.isfinite(low) and math.isfinite(high)):
         raise ValueError(f"{name}: the {method} interval is undefined on these values")
     if low == high:  # no spread at all: every unit (or paired difference) equal
@@ -324,7 +345,7 @@ def _effect(
     )
     return Effect(
         name=name,
-        unit=unit,
+        unit=claim.unit,
         estimate=estimate,
         low=min(low, estimate),
         high=max(high, estimate),
@@ -332,7 +353,7 @@ def _effect(
         direction=direction,
         method=method,
         n=n,
-        units=units,
+        units=claim.units,
         paper=paper,
         resample_seed=resample_seed,
         spread=spread,
@@ -371,19 +392,10 @@ def t_effect(
     or 1; differences are never outcomes: the paired helpers pass False)."""
     from scipy import stats
 
+    claim = _Claim(name, threshold, direction, unit, units, paper, confidence)
     x = _array(values, name).ravel()
     if binary if binary is not None else _is_binary(x):
-        return proportion_effect(
-            int(x.sum()),
-            int(x.size),
-            name=name,
-            threshold=threshold,
-            direction=direction,
-            unit=unit,
-            units=units,
-            paper=paper,
-            confidence=confidence,
-        )
+        return proportion_effect(int(x.sum()), int(x.size), **claim.kwargs())
     if x.size < 2:
         raise ValueError(f"{name}: a t-interval needs at least 2 units (got {x.size})")
     estimate, spread = _mean_and_spread(x)
@@ -392,23 +404,7 @@ def t_effect(
     else:
         ci = stats.ttest_1samp(x, 0.0).confidence_interval(confidence_level=confidence)
         low, high = float(ci.low), float(ci.high)
-    return _effect(
-        name=name,
-        unit=unit,
-        estimate=estimate,
-        low=low,
-        high=high,
-        spread=spread,
-        threshold=threshold,
-        direction=direction,
-        method="t",
-        n=int(x.size),
-        units=units,
-        paper=paper,
-        resample_seed=None,
-        t_based=True,
-        confidence=confidence,
-    )
+    return _effect(claim, estimate, low, high, spread, "t", int(x.size), t_based=True)
 
 
 def _mean_difference(scale: float) -> Callable[..., Any]:
@@ -455,23 +451,8 @@ def proportion_effect(
     low, high = scale * float(ci.low), scale * float(ci.high)
     # the per-unit spread the interval implies (for units_needed), never 0 for a 0/n rate
     spread = (high - low) / 2 * math.sqrt(n) / _critical(10**6, confidence, False)
-    return _effect(
-        name=name,
-        unit=unit,
-        estimate=scale * p,
-        low=low,
-        high=high,
-        spread=spread,
-        threshold=threshold,
-        direction=direction,
-        method="wilson",
-        n=int(n),
-        units=units,
-        paper=paper,
-        resample_seed=None,
-        t_based=False,
-        confidence=confidence,
-    )
+    claim = _Claim(name, threshold, direction, unit, units, paper, confidence)
+    return _effect(claim, scale * p, low, high, spread, "wilson", int(n))
 
 
 def _bootstrap(
@@ -528,20 +509,11 @@ def bootstrap_effect(
     cannot compute a t-interval."""
     import numpy as np
 
+    claim = _Claim(name, threshold, direction, unit, units, paper, confidence)
     x = _array(values, name).ravel()
     outcomes = binary if binary is not None else _is_binary(x)
     if x.size < MIN_BOOTSTRAP_UNITS or outcomes:
-        return t_effect(
-            x,
-            name=name,
-            threshold=threshold,
-            direction=direction,
-            unit=unit,
-            units=units,
-            paper=paper,
-            confidence=confidence,
-            binary=outcomes,
-        )
+        return t_effect(x, binary=outcomes, **claim.kwargs())
     estimate, spread = _mean_and_spread(x)
     low = high = estimate
     if spread > 0:
@@ -553,32 +525,9 @@ def bootstrap_effect(
             confidence=confidence,
         )
         if not (math.isfinite(low) and math.isfinite(high)):
-            return t_effect(
-                x,
-                name=name,
-                threshold=threshold,
-                direction=direction,
-                unit=unit,
-                units=units,
-                paper=paper,
-                confidence=confidence,
-            )
+            return t_effect(x, **claim.kwargs())
     return _effect(
-        name=name,
-        unit=unit,
-        estimate=estimate,
-        low=low,
-        high=high,
-        spread=spread,
-        threshold=threshold,
-        direction=direction,
-        method="bootstrap",
-        n=int(x.size),
-        units=units,
-        paper=paper,
-        resample_seed=int(seed),
-        t_based=False,
-        confidence=confidence,
+        claim, estimate, low, high, spread, "bootstrap", int(x.size), resample_seed=int(seed)
     )
 
 
@@ -622,25 +571,17 @@ def paired_effect(
     seeds = a.shape[0] if a.ndim == 2 else 1
     a_items = a.mean(axis=0) if a.ndim == 2 else a
     b_items = b.mean(axis=0) if b.ndim == 2 else b
-    common = dict(
-        name=name,
-        threshold=threshold,
-        direction=direction,
-        unit=unit,
-        paper=paper,
-        confidence=confidence,
-    )
     units = f"items (each averaged over {seeds} seeds)" if seeds > 1 else "items"
-    by_items = _paired_over_items(a_items, b_items, seed=seed, scale=scale, units=units, **common)
+    claim = _Claim(name, threshold, direction, unit, units, paper, confidence)
+    by_items = _paired_over_items(a_items, b_items, claim, seed=seed, scale=scale)
     if seeds < 2:
         return by_items
     # Seeds retrain the model: their spread is part of the uncertainty, and resampling items
     # alone (each averaged over the seeds) leaves it out. A t-interval over the per-seed mean
     # differences carries it; the claim gets the wider of the two intervals.
     per_seed = scale * (a.mean(axis=1) - b.mean(axis=1))
-    by_seeds = t_effect(
-        per_seed, units=f"seeds (each averaged over {a.shape[1]} items)", binary=False, **common
-    )
+    seeds_units = f"seeds (each averaged over {a.shape[1]} items)"
+    by_seeds = t_effect(per_seed, binary=False, **claim.kwargs(units=seeds_units))
     if by_seeds.method == "t":
         by_seeds = dataclasses.replace(by_seeds, method="paired t over seeds")
     wider = (
@@ -650,32 +591,13 @@ def paired_effect(
 
 
 def _paired_over_items(
-    a_items: Any,
-    b_items: Any,
-    *,
-    name: str,
-    threshold: float,
-    seed: int,
-    direction: Direction,
-    unit: str,
-    scale: float,
-    units: str,
-    paper: float | None,
-    confidence: float,
+    a_items: Any, b_items: Any, claim: _Claim, *, seed: int, scale: float
 ) -> Effect:
     """The paired interval over items (see :func:`paired_effect`)."""
 
     n_items = int(a_items.size)
     diffs = scale * (a_items - b_items)
-    common = dict(
-        name=name,
-        threshold=threshold,
-        direction=direction,
-        unit=unit,
-        units=units,
-        paper=paper,
-        confidence=confidence,
-    )
+    confidence = claim.confidence
     estimate, spread = _mean_and_spread(diffs)
     low = high = estimate
     if spread > 0 and n_items >= MIN_BOOTSTRAP_UNITS:
@@ -690,18 +612,10 @@ def _paired_over_items(
         n_items >= MIN_BOOTSTRAP_UNITS and math.isfinite(low) and math.isfinite(high)
     ):
         # under 10 items, or a bootstrap SciPy cannot compute: a paired t-interval
-        effect = t_effect(diffs, binary=False, **common)
+        effect = t_effect(diffs, binary=False, **claim.kwargs())
         return dataclasses.replace(effect, method="paired t") if effect.method == "t" else effect
     return _effect(
-        estimate=estimate,
-        low=low,
-        high=high,
-        spread=spread,
-        method="paired bootstrap",
-        n=n_items,
-        resample_seed=int(seed),
-        t_based=False,
-        **common,
+        claim, estimate, low, high, spread, "paired bootstrap", n_items, resample_seed=int(seed)
     )
 
 
@@ -751,22 +665,9 @@ def difference_effect(
             confidence=confidence,
         )
         method_name, seed_used, t_based = "bootstrap", int(seed), False
+    claim = _Claim(name, threshold, direction, unit, units, paper, confidence)
     return _effect(
-        name=name,
-        unit=unit,
-        estimate=estimate,
-        low=low,
-        high=high,
-        spread=spread,
-        threshold=threshold,
-        direction=direction,
-        method=method_name,
-        n=n,
-        units=units,
-        paper=paper,
-        resample_seed=seed_used,
-        t_based=t_based,
-        confidence=confidence,
+        claim, estimate, low, high, spread, method_name, n, resample_seed=seed_used, t_based=t_based
     )
 
 

@@ -5,11 +5,14 @@ defines a name only when the name is first used, so ``import rf_matid`` stays ch
 Lightning load when a model is touched)::
 
     # rf_matid/__init__.py
-    from iclr26_common.exports import lazy_exports
+    from iclr26_common.exports import distribution_version, lazy_exports
 
+    __version__ = distribution_version("rf-matid")
     _EXPORTS = {"load_dataset": "rf_matid.io", "RFMatIDClassifier": "rf_matid.lit_module"}
-    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
     __all__ = ["__version__", *_EXPORTS]
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+Stdlib only (nothing heavy is imported).
 """
 
 from __future__ import annotations
@@ -17,7 +20,20 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
+
+__all__ = ["distribution_version", "lazy_exports"]
+
+
+def distribution_version(distribution: str, fallback: str = "0+unknown") -> str:
+    """The installed version of ``distribution`` (its project name, e.g. ``"rf-matid"``): a
+    package's ``__version__``. ``fallback`` when it is not installed (a source tree on
+    ``sys.path``)."""
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return fallback
 
 
 def lazy_exports(

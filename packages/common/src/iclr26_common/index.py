@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from iclr26_common.effects import format_effect
+from iclr26_common.progress import format_duration
 from iclr26_common.registry import BUDGET_S
 from iclr26_common.report import (
     INCONCLUSIVE_KINDS,
@@ -22,7 +23,6 @@ from iclr26_common.report import (
     claim_counts,
     claim_kind,
     claim_tally,
-    format_duration,
     md_cell,
     read_result,
     verdict_text,
@@ -78,7 +78,7 @@ def _wall(data: dict[str, Any]) -> str:
     wall = data.get("wall_s")
     if not isinstance(wall, int | float):
         return "?"
-    text = format_duration(wall)
+    text = format_duration(wall, decimals=1)
     return text + (" ⚠ over budget" if data.get("within_budget") is False else "")
 
 
@@ -219,8 +219,8 @@ def write_index(
         missing = []
         headline = f"{total} experiment{'' if total == 1 else 's'}: {tally}"
     quick_budget, full_budget = (
-        format_duration(BUDGET_S["quick"]),
-        format_duration(BUDGET_S["full"]),
+        format_duration(BUDGET_S["quick"], decimals=1),
+        format_duration(BUDGET_S["full"], decimals=1),
     )
     extra: list[str] = []
     if leftovers:

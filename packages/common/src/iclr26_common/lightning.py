@@ -40,6 +40,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from lightning.fabric.utilities.exceptions import MisconfigurationException
@@ -203,13 +204,22 @@ def check_resume(
 class CLI(LightningCLI):
     """The LightningCLI subclass :func:`run_cli` builds on (a package may pass a subclass of it
     as ``cli_class``). Class attributes set by :func:`run_cli`: ``links``, ``before_trainer``,
-    ``raw_argv``."""
+    ``raw_argv``, ``package``, ``subcommand_flags``."""
 
     links: Sequence[Link] = ()
     before_trainer: Callable[[Any], None] | None = None
     raw_argv: list[str] | None = None
     package: str = ""
+    subcommand_flags: Mapping[str, Mapping[str, Mapping[str, Any]]] = MappingProxyType({})
     _ckpt: tuple[str, dict[str, Any] | None] | None = None
+
+    def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any) -> Any:
+        # LightningCLI builds each subcommand's parser here (a private hook, so it is used in
+        # this one place): run_cli's ``subcommand_flags`` are added to it
+        parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
+        for flag, options in self.subcommand_flags.get(subcommand, {}).items():
+            parser.add_argument(flag, **options)
+        return parser
 
     def _ckpt_path(self) -> str | None:
         subcommand = self.config.get("subcommand") if self.config is not None else None
@@ -328,6 +338,7 @@ def run_cli(
     before_trainer: Callable[[Any], None] | None = None,
     cli_class: type[CLI] = CLI,
     parser_kwargs: Mapping[str, Any] | None = None,
+    subcommand_flags: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
     **cli_kwargs: Any,
 ) -> LightningCLI:
     """Run LightningCLI on ``argv`` (``[SUBCOMMAND, *options]``) and return the CLI object.
@@ -340,7 +351,10 @@ def run_cli(
     ``class_path`` picks the concrete one. ``seed``: ``seed_everything`` default.
     ``trainer_defaults``: Trainer argument defaults. ``before_trainer(cli)``: called once the model
     and data module exist, before the Trainer (e.g. to validate the data before Lightning's
-    start-up lines). ``cli_kwargs`` go to :class:`LightningCLI` (e.g. ``run=False``).
+    start-up lines). ``subcommand_flags``: options a subcommand takes beyond the model, data and
+    Trainer ones, ``{subcommand: {"--flag": add_argument keywords}}`` (e.g. ``predict
+    --overwrite``); their values are in ``cli.config[subcommand]``. ``cli_kwargs`` go to
+    :class:`LightningCLI` (e.g. ``run=False``).
 
     Raises :class:`UsageError` for a parse error or an unknown config name; everything else the
     model, data module or Trainer raises propagates unchanged. See the module docstring.
@@ -361,6 +375,7 @@ def run_cli(
             "before_trainer": staticmethod(before_trainer) if before_trainer else None,
             "raw_argv": raw,
             "package": package,
+            "subcommand_flags": dict(subcommand_flags or {}),
         },
     )
     kwargs: dict[str, Any] = {"prog": prog, "exit_on_error": False, **(parser_kwargs or {})}

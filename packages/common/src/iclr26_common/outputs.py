@@ -71,14 +71,17 @@ class OutputFolder:
 
     Leaving with an exception (Ctrl-C included) keeps the marker, so the folder never looks
     complete; a folder this command created and left empty (the work failed before writing
-    anything) is removed. ``resumed``: the folder held an interrupted run's partial results and
-    ``--resume`` was given (finished pieces are in it: skip them).
+    anything) is removed, and for a command that is not ``resumable`` an existing folder it left
+    empty loses the marker again (a rerun is not refused for an empty folder). ``resumed``: the
+    folder held an interrupted run's partial results and ``--resume`` was given (finished pieces
+    are in it: skip them).
     """
 
-    def __init__(self, path: Path, *, created: bool, resumed: bool) -> None:
+    def __init__(self, path: Path, *, created: bool, resumed: bool, resumable: bool = True) -> None:
         self.path = path
         self.created = created
         self.resumed = resumed
+        self.resumable = resumable
 
     @property
     def marker(self) -> Path:
@@ -104,8 +107,13 @@ class OutputFolder:
             with contextlib.suppress(FileNotFoundError):
                 self.marker.unlink()
             return
-        if self.created and {p.name for p in self.path.iterdir()} <= {PARTIAL_MARKER}:
+        if not self.path.is_dir() or {p.name for p in self.path.iterdir()} - {PARTIAL_MARKER}:
+            return  # something was written: the marker stays
+        if self.created:
             shutil.rmtree(self.path, ignore_errors=True)
+        elif not self.resumable:
+            with contextlib.suppress(FileNotFoundError):
+                self.marker.unlink()
 
 
 def check_out_folder(
@@ -114,6 +122,7 @@ def check_out_folder(
     option: str = "--out",
     overwrite: bool = False,
     resume: bool = False,
+    resumable: bool = True,
 ) -> OutputFolder:
     """Check an output folder before any work; nothing is created yet (see
     :class:`OutputFolder`).
@@ -122,7 +131,13 @@ def check_out_folder(
     holding earlier complete results (any entry) without ``overwrite``; a folder an interrupted
     run marked partial without ``resume`` or ``overwrite``; ``resume`` on a folder that holds
     nothing to resume; a folder that cannot be created or written.
+
+    ``resumable=False``: the command has no ``--resume`` (it writes its files at the end): a
+    partial folder is refused with a hint at ``--overwrite`` alone, and a folder it leaves empty
+    after a failure is not left marked partial.
     """
+    if resume and not resumable:
+        raise ValueError("resume=True for a command that is not resumable")
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
         raise OutputError(f"{option} {folder}: exists and is a file; give a folder")
@@ -130,7 +145,7 @@ def check_out_folder(
         if resume:
             raise OutputError(f"{option} {folder}: does not exist; there is nothing to resume")
         _creatable(folder, option)
-        return OutputFolder(folder, created=True, resumed=False)
+        return OutputFolder(folder, created=True, resumed=False, resumable=resumable)
     if not os.access(folder, os.W_OK | os.X_OK):
         raise OutputError(f"{option} {folder}: cannot write into it (permission denied)")
     entries = {p.name for p in folder.iterdir()}
@@ -138,11 +153,12 @@ def check_out_folder(
     if partial and resume:
         return OutputFolder(folder, created=False, resumed=True)
     if overwrite:
-        return OutputFolder(folder, created=False, resumed=False)
+        return OutputFolder(folder, created=False, resumed=False, resumable=resumable)
     if partial:
+        how = "pass --resume to continue it or --overwrite" if resumable else "pass --overwrite"
         raise OutputError(
-            f"{option} {folder}: holds the partial results of an interrupted run; pass --resume "
-            "to continue it or --overwrite to start again"
+            f"{option} {folder}: holds the partial results of an interrupted run; {how} to "
+            "start again"
         )
     if resume:
         raise OutputError(
@@ -154,7 +170,7 @@ def check_out_folder(
             f"{option} {folder}: holds earlier results; pass --overwrite to replace them or give "
             "a new folder"
         )
-    return OutputFolder(folder, created=False, resumed=False)
+    return OutputFolder(folder, created=False, resumed=False, resumable=resumable)
 
 
 def check_out_file(

@@ -8,12 +8,13 @@ elapsed time and an estimate of the time left; otherwise plain lines (``DESCRIPT
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Iterable, Iterator
 from typing import IO, TypeVar
 
-__all__ = ["PLAIN_EVERY_S", "format_eta", "progress"]
+__all__ = ["PLAIN_EVERY_S", "format_duration", "format_eta", "progress"]
 
 T = TypeVar("T")
 
@@ -21,16 +22,29 @@ T = TypeVar("T")
 PLAIN_EVERY_S = 5.0
 
 
-def format_eta(seconds: float) -> str:
-    """``"42 s"``, ``"3 min 05 s"``, ``"1 h 02 min"``."""
-    seconds = max(0, round(float(seconds)))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, secs = divmod(seconds, 60)
+def format_duration(seconds: float | None, *, decimals: int = 0) -> str:
+    """A duration as people read it: ``"42 s"`` (``"42.3 s"`` with ``decimals=1``),
+    ``"3 min 05 s"``, ``"1 h 02 min"``; ``"?"`` when ``seconds`` is not a finite number.
+
+    The one duration format of the workspace: progress lines and ETAs (whole seconds), reports
+    and the index (``decimals=1``, :mod:`iclr26_common.report`). A negative value counts as 0;
+    minutes and hours are whole (seconds beyond them are dropped)."""
+    if not isinstance(seconds, int | float) or not math.isfinite(seconds):
+        return "?"
+    value = max(0.0, float(seconds))
+    shown = round(value, decimals)
+    if shown < 60:
+        return f"{shown:.{decimals}f} s"
+    whole = round(value) if not decimals else max(60, int(value))
+    minutes, secs = divmod(whole, 60)
     if minutes < 60:
         return f"{minutes} min {secs:02d} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes:02d} min"
+
+
+#: The name progress code has used: :func:`format_duration` in whole seconds.
+format_eta = format_duration
 
 
 def _plain(

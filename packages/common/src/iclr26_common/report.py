@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from iclr26_common.effects import format_effect
+from iclr26_common.progress import format_duration
 from iclr26_common.registry import BUDGET_S, Experiment, Result
 
 __all__ = [
@@ -181,16 +182,6 @@ def _code_block(text: str) -> str:
     return f"{fence}text\n{text.rstrip()}\n{fence}"
 
 
-def format_duration(seconds: float | None) -> str:
-    if not isinstance(seconds, int | float):
-        return "?"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
-    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
-
-
 def _measured(measured: dict[str, Any]) -> str:
     return "; ".join(f"{k} = {md_cell(v)}" for k, v in _flatten(measured)) or "—"
 
@@ -311,10 +302,10 @@ def _render_report(data: dict[str, Any], out_dir: Path) -> str:
     mode = "quick" if data["quick"] else "full"
     seeds = ", ".join(str(s) for s in data["seeds"]) or "—"
     versions = ", ".join(f"{k} {v}" for k, v in data["versions"].items()) or "unknown"
-    wall = format_duration(data.get("wall_s"))
+    wall = format_duration(data.get("wall_s"), decimals=1)
     budget = data.get("budget_s")
     if isinstance(budget, int | float) and isinstance(data.get("wall_s"), int | float):
-        wall += f" of a {format_duration(budget)} {mode} budget" + (
+        wall += f" of a {format_duration(budget, decimals=1)} {mode} budget" + (
             "" if data["wall_s"] <= budget else " — **over budget**"
         )
     source = data.get("source") or {}
@@ -332,7 +323,7 @@ def _render_report(data: dict[str, Any], out_dir: Path) -> str:
         f"- **Scale:** {data['scale'] or 'not reported'} ({mode} mode)",
         f"- **Seeds:** {seeds}",
         f"- **Wall time:** {wall} (process start to result, imports included; run() "
-        f"{format_duration(data['duration_s'])})",
+        f"{format_duration(data['duration_s'], decimals=1)})",
         f"- **Used by run():** {_usage(data)}",
         f"- **Run at:** {data['timestamp']} on {data['platform']}, Python {data['python']}",
         f"- **Versions:** {versions}",

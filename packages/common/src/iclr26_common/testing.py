@@ -1,4 +1,9 @@
-"""Small helpers for the test suites of the experiment packages."""
+"""What the test suites of the workspace's packages share, written once: running a command
+in-process (:func:`run_main`) or as a console script (:func:`run_console_script`, :func:`run_ddp`),
+the one-line error contract (:func:`assert_one_line_error`), the promises every console script
+keeps (:class:`CliContract`, :func:`fit_beside_users_config`, :func:`assert_light_package`), and,
+from :mod:`iclr26_common.stored`, stored outputs compared on any CPU.
+"""
 
 from __future__ import annotations
 
@@ -9,27 +14,46 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import import_module
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
+from iclr26_common.cli_support import TRAINER_SUBCOMMANDS
+from iclr26_common.stored import (
+    assert_mutation_detected,
+    assert_portable_close,
+    regenerate_main,
+    relative_error,
+    write_stored_outputs,
+)
+
 __all__ = [
     "DDP_CPU_ARGS",
+    "CliContract",
     "MainRun",
     "assert_cli_help",
+    "assert_light_package",
     "assert_mutation_detected",
     "assert_one_line_error",
     "assert_portable_close",
     "console_script",
+    "ddp_fit_checkpoint",
+    "fast_dev_args",
+    "fit_beside_users_config",
     "help_commands",
     "lightning_logs_to_current_stderr",
+    "nonblank_lines",
     "only_file",
+    "regenerate_main",
+    "registered_experiment",
     "relative_error",
     "run_console_script",
     "run_ddp",
     "run_main",
     "shipped_configs",
+    "write_stored_outputs",
 ]
 
 #: Trainer options of a two-process DDP run on the CPU (gloo): what the multi-device tests add
@@ -111,23 +135,58 @@ def run_console_script(
 
 
 def run_ddp(
-    name: str,
-    args: Sequence[str],
-    cwd: str | os.PathLike[str],
-    *,
-    timeout: float = 300,
-    env: Mapping[str, str] | None = None,
+    name: str, args: Sequence[str], cwd: str | os.PathLike[str], **options: Any
 ) -> subprocess.CompletedProcess[str]:
     """Run the console script ``name`` with ``args`` plus :data:`DDP_CPU_ARGS` (two processes,
-    gloo) through :func:`run_console_script`, and assert what every package's DDP test needs:
-    exit status 0, Lightning started two processes, and no "sync_dist" warning (epoch-level
-    metrics logged without reduction over the ranks). Returns the completed process for the
-    package's own checks (steps, files written by rank 0 alone: :func:`only_file`)."""
-    proc = run_console_script(name, [*args, *DDP_CPU_ARGS], cwd, timeout=timeout, env=env)
+    gloo) through :func:`run_console_script` (``options``: its ``timeout``, ``env``), and assert
+    what every package's DDP test needs: exit status 0, Lightning started two processes, and no
+    "sync_dist" warning (epoch-level metrics logged without reduction over the ranks). Returns
+    the completed process for the package's own checks (steps, files written by rank 0 alone:
+    :func:`only_file`)."""
+    proc = run_console_script(name, [*args, *DDP_CPU_ARGS], cwd, **options)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Starting with 2 processes" in proc.stderr, proc.stderr[-3000:]
     assert "sync_dist" not in proc.stderr, proc.stderr[-3000:]
     return proc
+
+
+def fast_dev_args(
+    root: str | os.PathLike[str], *options: str, command: str = "fit", config: str = "tiny"
+) -> list[str]:
+    """``COMMAND --config CONFIG *OPTIONS --trainer.fast_dev_run=1
+    --trainer.default_root_dir=ROOT``: the one-batch LightningCLI run a package's tests make of
+    a shipped config (``options`` override the config's values)."""
+    return [
+        command,
+        "--config",
+        config,
+        *options,
+        "--trainer.fast_dev_run=1",
+        f"--trainer.default_root_dir={root}",
+    ]
+
+
+def ddp_fit_checkpoint(
+    name: str, folder: str | os.PathLike[str], extra: Sequence[str] = ()
+) -> dict[str, Any]:
+    """``NAME fit --config tiny`` with a checkpoint, ``--trainer.default_root_dir=FOLDER`` and
+    ``extra``, under DDP on two CPU processes (:func:`run_ddp`, run in ``folder``); asserts that
+    rank 0 alone wrote: one ``config.yaml`` (no ``config-1.yaml`` from rank 1) and one
+    checkpoint under ``folder``. Returns that checkpoint (``torch.load``, weights only) for the
+    package's own checks (its step count)."""
+    import torch
+
+    args = [
+        "fit",
+        "--config",
+        "tiny",
+        *extra,
+        "--trainer.enable_checkpointing=true",
+        f"--trainer.default_root_dir={folder}",
+    ]
+    run_ddp(name, args, folder)
+    assert only_file(folder, "config*.yaml").name == "config.yaml"
+    return torch.load(only_file(folder, "*.ckpt"), map_location="cpu", weights_only=True)
 
 
 def only_file(root: str | os.PathLike[str], pattern: str) -> Path:
@@ -136,6 +195,23 @@ def only_file(root: str | os.PathLike[str], pattern: str) -> Path:
     found = sorted(p for p in Path(root).rglob(pattern) if p.is_file())
     assert len(found) == 1, f"expected one {pattern} under {root}, found {found}"
     return found[0]
+
+
+def nonblank_lines(text: str) -> list[str]:
+    """The lines of ``text`` that are not blank (what a test compares a command's stderr by)."""
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def registered_experiment(name: str) -> Any:
+    """What the one ``iclr26.experiments`` entry point named ``name`` loads (asserts there is
+    exactly one): a package's test that ``iclr26 reproduce`` finds its experiment."""
+    from importlib.metadata import entry_points
+
+    from iclr26_common.registry import ENTRY_POINT_GROUP
+
+    found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
+    assert len(found) == 1, f"{len(found)} entry points named {name!r} in {ENTRY_POINT_GROUP}"
+    return found[0].load()
 
 
 def assert_cli_help(main: Callable[[list[str]], Any], args: Sequence[str] = ("--help",)) -> str:
@@ -251,61 +327,139 @@ def shipped_configs(package: str) -> list[Path]:
     return found
 
 
-# ------------------------------------------------------------------ stored outputs, any CPU
+# ------------------------------------------------------------------ every package's CLI promises
 
 
-def _as_float64(value: Any) -> Any:
-    import numpy as np
+class CliContract:
+    """The promises every package's console script keeps, as pytest tests written once: subclass
+    it in the package's ``tests/test_cli.py`` (``class TestCliContract(CliContract)``) and set
 
-    if hasattr(value, "detach"):  # a torch tensor, without importing torch here
-        value = value.detach().cpu().double().numpy()
-    return np.asarray(value, dtype=np.float64)
+    - ``package``: the import name (its ``cli.main`` is the console script, its
+      ``__version__`` the version, its shipped ``configs/`` are parsed);
+    - ``commands``: the package's own subcommands, in the order ``--help`` lists them after the
+      ``lightning`` ones (default :data:`~iclr26_common.cli_support.TRAINER_SUBCOMMANDS`);
+      ``commands_with_help``: those whose own ``--help`` is checked too (default: none);
+    - ``check_config(printed, declared)``: what a shipped config's ``--print_config`` output
+      must keep from the file (default: nothing beyond parsing).
+
+    Tests: the ``--help`` lists; ``--version`` exits 0 printing the version and an unknown
+    command exits 2; ``fit --config CONFIG --print_config`` exits 0 for every shipped config
+    (one test per config, by stem).
+    """
+
+    package: str
+    commands: Sequence[str]
+    lightning: Sequence[str] = TRAINER_SUBCOMMANDS
+    commands_with_help: Sequence[str] = ()
+
+    def main(self, argv: list[str]) -> Any:
+        """The package's console script (``PACKAGE.cli.main``)."""
+        return import_module(f"{self.package}.cli").main(argv)
+
+    def version(self) -> str:
+        """The version ``--version`` prints (``PACKAGE.__version__``)."""
+        return str(import_module(self.package).__version__)
+
+    def check_config(self, printed: dict[str, Any], declared: dict[str, Any]) -> None:
+        """Override: assert what ``printed`` (the resolved config) keeps from ``declared``."""
+
+    def pytest_generate_tests(self, metafunc: Any) -> None:
+        if "shipped_config" in metafunc.fixturenames:
+            configs = shipped_configs(self.package)
+            metafunc.parametrize("shipped_config", configs, ids=[p.stem for p in configs])
+
+    def test_help_lists_every_subcommand(self) -> None:
+        listed = help_commands(assert_cli_help(self.main))
+        assert listed == [*self.lightning, *self.commands]
+        for command in self.commands_with_help:
+            assert_cli_help(self.main, [command, "--help"])
+
+    def test_version_and_unknown_command(self, capsys: Any) -> None:
+        version_run = run_main(self.main, ["--version"], capsys)
+        assert version_run.code == 0 and self.version() in version_run.out, version_run
+        unknown_run = run_main(self.main, ["train"], capsys)
+        assert unknown_run.code == 2, unknown_run
+
+    def test_shipped_config_parses(self, shipped_config: Path, capsys: Any) -> None:
+        import yaml
+
+        args = ["fit", "--config", str(shipped_config), "--print_config"]
+        run = run_main(self.main, args, capsys)
+        assert run.code == 0, run.err[-3000:]
+        self.check_config(yaml.safe_load(run.out), yaml.safe_load(shipped_config.read_text()))
 
 
-def relative_error(actual: Any, expected: Any) -> float:
-    """``max |actual - expected| / max |expected|``: the largest deviation scaled by the
-    magnitude of the stored values (one scale for the whole array, so entries near zero do not
-    blow up). Arrays (NumPy, torch, nested lists) of the same shape; a stored array of zeros is
-    compared absolutely. Float32 kernels differ between CPUs (ATen's ISA dispatch, MKL/oneDNN
-    paths, reduction order), so stored outputs are compared by this scaled error, never by a
-    fixed ``atol`` on values of any size."""
-    import numpy as np
+def fit_beside_users_config(
+    run: Callable[[list[str]], Any], folder: str | os.PathLike[str], extra: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The promise that a fit never overwrites a user's ``config.yaml``: with ``folder`` as the
+    working directory holding one, ``run(["fit", "-c", "tiny", ...one step, no logger, no
+    checkpoint, --trainer.default_root_dir=FOLDER, *extra])`` (a package's ``main`` or
+    ``run_lightning_cli``) must leave it as it was and save its own config beside it as
+    ``config-1.yaml``, the only other file in ``folder``. Returns that saved config."""
+    import yaml
 
-    a, e = _as_float64(actual), _as_float64(expected)
-    if a.shape != e.shape:
-        raise AssertionError(f"shape {a.shape} differs from the stored {e.shape}")
-    if a.size == 0:
-        return 0.0
-    if not (np.isfinite(a).all() and np.isfinite(e).all()):
-        same = np.array_equal(a, e, equal_nan=True)
-        return 0.0 if same else float("inf")
-    scale = float(np.abs(e).max())
-    return float(np.abs(a - e).max() / (scale if scale > 0 else 1.0))
-
-
-def assert_portable_close(actual: Any, expected: Any, *, tol: float, what: str = "") -> float:
-    """Assert ``relative_error(actual, expected) <= tol`` and return the error.
-
-    ``tol`` is a stated margin above the largest difference measured across CPUs
-    (``ATEN_CPU_CAPABILITY=default|avx2|avx512``, ``MKL_CBWR=COMPATIBLE``); say in the test which
-    spread it covers and pair it with :func:`assert_mutation_detected`."""
-    err = relative_error(actual, expected)
-    label = f"{what}: " if what else ""
-    assert err <= tol, f"{label}relative error {err:.3g} > tolerance {tol:.3g}"
-    return err
+    folder = Path(folder)
+    mine = "mine: 1\n"
+    (folder / "config.yaml").write_text(mine)
+    args = [
+        "fit",
+        "-c",
+        "tiny",
+        "--trainer.max_steps=1",
+        "--trainer.limit_val_batches=1",
+        "--trainer.logger=false",
+        "--trainer.enable_checkpointing=false",
+        f"--trainer.default_root_dir={folder}",
+        *extra,
+    ]
+    with contextlib.chdir(folder):
+        run(args)
+    assert (folder / "config.yaml").read_text() == mine
+    assert sorted(p.name for p in folder.iterdir()) == ["config-1.yaml", "config.yaml"]
+    return yaml.safe_load((folder / "config-1.yaml").read_text())
 
 
-def assert_mutation_detected(
-    mutated: Any, expected: Any, *, tol: float, factor: float = 10.0, what: str = ""
-) -> float:
-    """Assert the output of a mutated computation (inputs shuffled, a weight zeroed, a formula
-    changed) lies at least ``factor`` times the tolerance away from the stored one: the
-    tolerance of :func:`assert_portable_close` still catches the defect it guards against.
-    Returns the mutation's relative error."""
-    err = relative_error(mutated, expected)
-    label = f"{what}: " if what else ""
-    assert err >= factor * tol, (
-        f"{label}the mutation moves the output by {err:.3g}, less than {factor:g} x the "
-        f"tolerance {tol:.3g}: the tolerance would hide it"
+_LIGHT_IMPORT_PROBE = """
+import importlib, json, sys
+package, heavy, names, defined_in = json.loads(sys.argv[1])
+module = importlib.import_module(package)
+loaded = [name for name in heavy if name in sys.modules]
+assert not loaded, f"import {package} imported {loaded}"
+missing = sorted(set(names) - set(module.__all__))
+assert not missing, f"not in {package}.__all__: {missing}"
+for name, source in defined_in.items():
+    value = getattr(module, name)
+    assert value is getattr(importlib.import_module(source), name), (name, source)
+    assert getattr(value, "__module__", source) == source, (name, value.__module__, source)
+try:
+    module.no_such_name_
+except AttributeError:
+    pass
+else:
+    raise AssertionError(f"{package}.no_such_name_ did not raise AttributeError")
+"""
+
+
+def assert_light_package(
+    package: str,
+    names: Sequence[str],
+    defined_in: Mapping[str, str],
+    *,
+    heavy: Sequence[str] = ("torch",),
+) -> None:
+    """The promise of a package's lazy top level (:mod:`iclr26_common.exports`), checked in a
+    fresh interpreter: ``import PACKAGE`` loads none of the ``heavy`` modules; every one of
+    ``names`` is in ``PACKAGE.__all__``; each ``{name: module}`` of ``defined_in`` resolves to
+    the object that ``module`` defines under that name; an unknown name raises
+    ``AttributeError``."""
+    import json
+
+    payload = json.dumps([package, list(heavy), list(names), dict(defined_in)])
+    proc = subprocess.run(
+        [sys.executable, "-c", _LIGHT_IMPORT_PROBE, payload],
+        capture_output=True,
+        text=True,
+        check=False,
     )
-    return err
+    assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,10 +1,12 @@
-"""llm-methods: see README.md."""
+"""llm-methods: see README.md.
 
-from importlib.metadata import PackageNotFoundError, version
+Each method package (``llm_methods.suit``, ``llm_methods.mbok``, ...) and the shared core
+(``llm_methods.lm``, ``llm_methods.zoo``) export their main classes and functions and import them
+on first use: ``from llm_methods.suit import Editor``.
+"""
 
-try:
-    __version__ = version("llm-methods")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
+from iclr26_common.exports import distribution_version
+
+__version__ = distribution_version("llm-methods")
 
 __all__ = ["__version__"]

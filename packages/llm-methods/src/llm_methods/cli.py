@@ -21,7 +21,13 @@ from iclr26_common.cli_support import (
     top_level_parser,
 )
 from llm_methods import __version__
-from llm_methods.method_cli import ArgumentParser, model_args, quiet_transformers
+from llm_methods.method_cli import (
+    ArgumentParser,
+    model_args,
+    quiet_transformers,
+    seed_args,
+    show_defaults,
+)
 
 __all__ = ["main"]
 
@@ -42,60 +48,113 @@ def score_main(argv: Sequence[str]) -> int:
     model_args(parser)
     parser.add_argument("--text", required=True, help="text (continuation) to score")
     parser.add_argument("--prompt", default="", help="conditioning prompt (default: BOS only)")
-    ns = parser.parse_args(list(argv))
+    _out_file_args(parser, "log-prob, token count and perplexity")
+    seed_args(parser, quiet=False)
+    ns = show_defaults(parser).parse_args(list(argv))
     import math
 
+    from iclr26_common.seeding import seed_everything
     from llm_methods.lm import continuation_logprobs, load_lm
 
+    _check_out_file(ns)
     quiet_transformers()
+    seed_everything(ns.seed)
     lm = load_lm(ns.model, ns.device, ns.dtype)
     total = float(continuation_logprobs(lm, [ns.prompt], [ns.text])[0])
     n = len(lm.tokenizer(ns.text, add_special_tokens=False).input_ids)
+    ppl = math.exp(-total / n)
     print(f"model {lm.name}: {lm.n_layers} layers, d={lm.hidden_size}, {lm.device}")
-    print(f"log p(text) = {total:.4f} nats over {n} tokens; perplexity {math.exp(-total / n):.3f}")
+    print(f"log p(text) = {total:.4f} nats over {n} tokens; perplexity {ppl:.3f}")
+    _write_out_file(
+        ns,
+        {"model": lm.name, "prompt": ns.prompt, "text": ns.text, "logprob": total, "tokens": n}
+        | {"perplexity": ppl},
+    )
     return 0
 
 
+def _out_file_args(parser: ArgumentParser, what: str) -> None:
+    """``--out`` (an optional .json file of ``what``, besides stdout) and ``--overwrite``."""
+    parser.add_argument(
+        "--out", type=Path, default=None, help=f"also write a .json file: {what} (default: none)"
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+
+
+def _check_out_file(ns: Any) -> None:
+    """``--out`` checked before the model is loaded (:func:`iclr26_common.outputs.check_out_file`)."""
+    if ns.out is not None:
+        from iclr26_common.outputs import check_out_file
+
+        check_out_file(ns.out, overwrite=ns.overwrite)
+
+
+def _write_out_file(ns: Any, record: dict[str, Any]) -> None:
+    if ns.out is not None:
+        import json
+
+        from iclr26_common.outputs import write_text
+
+        write_text(ns.out, json.dumps(record, indent=1, ensure_ascii=False))
+        print(f"wrote {ns.out}")
+
+
 def generate_main(argv: Sequence[str]) -> int:
+    from iclr26_common.cli_support import positive_int
+
     parser = ArgumentParser(prog=f"{PROG} generate", description="Greedy (or sampled) generation.")
     model_args(parser)
-    parser.add_argument("--prompt", required=True)
+    parser.add_argument("--prompt", required=True, help="the prompt")
     parser.add_argument("--chat", action="store_true", help="wrap the prompt in the chat template")
-    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--max-new-tokens", type=positive_int, default=32, help="tokens generated")
     parser.add_argument("--sample", action="store_true", help="sample instead of greedy")
-    parser.add_argument("--seed", type=int, default=0)
-    ns = parser.parse_args(list(argv))
+    _out_file_args(parser, "the prompt and the generated text")
+    seed_args(parser, quiet=False)
+    ns = show_defaults(parser).parse_args(list(argv))
     from llm_methods.lm import chat_prompt, generate, load_lm
 
+    _check_out_file(ns)
     quiet_transformers()
     lm = load_lm(ns.model, ns.device, ns.dtype)
     prompt = chat_prompt(lm, ns.prompt) if ns.chat else ns.prompt
-    print(generate(lm, [prompt], ns.max_new_tokens, do_sample=ns.sample, seed=ns.seed)[0])
+    text = generate(lm, [prompt], ns.max_new_tokens, do_sample=ns.sample, seed=ns.seed)[0]
+    print(text)
+    _write_out_file(
+        ns, {"model": lm.name, "prompt": prompt, "sample": ns.sample, "seed": ns.seed, "text": text}
+    )
     return 0
 
 
 def zoo_main(argv: Sequence[str]) -> int:
     parser = ArgumentParser(prog=f"{PROG} zoo", description="The tiny-model zoo (seeded, cached).")
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    sub.add_parser("list", help="recipes and whether each is built")
+    listing = sub.add_parser("list", help="recipes and whether each is built")
     build = sub.add_parser("build", help="train and cache a zoo model")
-    build.add_argument("name")
+    build.add_argument("name", help="a recipe of `zoo list`")
     build.add_argument("--force", action="store_true", help="rebuild even if cached")
-    build.add_argument("--cache-dir", type=Path, default=None, help="default: the iclr26 cache")
-    ns = parser.parse_args(list(argv))
+    build.add_argument("--quiet", action="store_true", help="no progress lines")
+    for action in (listing, build):
+        action.add_argument(
+            "--cache-dir",
+            type=Path,
+            default=None,
+            help="the folder of the zoo models: NAME-<recipe hash>/ is built in it (default: "
+            "the iclr26 cache's zoo/, where `--model zoo:NAME` finds them)",
+        )
+    ns = show_defaults(parser).parse_args(list(argv))
     from llm_methods.zoo import ZOO, zoo_dir
     from llm_methods.zoo import build as build_model
 
     if ns.action == "list":
         for name, spec in ZOO.items():
-            built = (zoo_dir(name) / "zoo.json").is_file()
+            built = (zoo_dir(name, ns.cache_dir) / "zoo.json").is_file()
             print(f"{name:14s} {'built' if built else '-':6s} {spec.description}")
         return 0
     import time
 
     quiet_transformers()
     start = time.perf_counter()
-    folder = build_model(ns.name, ns.cache_dir, force=ns.force)
+    folder = build_model(ns.name, ns.cache_dir, force=ns.force, quiet=ns.quiet)
     print(f"zoo:{ns.name} -> {folder} ({time.perf_counter() - start:.1f} s)")
     return 0
 

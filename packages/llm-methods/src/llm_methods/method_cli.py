@@ -7,6 +7,7 @@ The one-line-error parser and the shipped-config lookup are the workspace's
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from iclr26_common.cli_support import ArgumentParser
 
 __all__ = [
     "ArgumentParser",
+    "DefaultsHelpFormatter",
     "check_lightning_out",
     "method_cli",
     "model_args",
@@ -24,7 +26,10 @@ __all__ = [
     "refuse_non_finite",
     "removed_in",
     "renamed_flags",
+    "seed",
+    "seed_args",
     "shipped_configs",
+    "show_defaults",
 ]
 
 
@@ -89,7 +94,11 @@ def renamed_flags(argv: Sequence[str], renames: dict[str, str], prog: str) -> li
     """``argv`` with the old spellings of renamed flags (``{"--ckpt": "--model"}``) replaced,
     one warning line each (:func:`iclr26_common.cli_support.rename_flags`); they are removed in
     :func:`removed_in`. The package's renames, for the changelog: ``perk eval --ckpt`` ->
-    ``--model``; ``mas2 generate|run --local-model`` -> ``--model``."""
+    ``--model``; ``mas2 generate|run --local-model`` -> ``--model``; ``adl diff|kl --ft`` ->
+    ``--model`` (the finetuned model under study) and ``--base`` -> ``--base-model``; ``mbok
+    eval --text`` -> ``--text-file``; ``mbok finetune --model.X`` / ``--data.X`` ->
+    ``--model.init_args.X`` / ``--data.init_args.X``; ``remix fit --model.init_args.policy`` ->
+    ``--model.init_args.model``."""
     return cli_support.rename_flags(argv, renames, prog=prog, removed_in=removed_in())
 
 
@@ -143,6 +152,65 @@ def model_args(parser: ArgumentParser) -> None:
     parser.add_argument("--model", default="smollm2", help="model spec (default: smollm2)")
     parser.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
     parser.add_argument("--dtype", default=None, help="float32 / bf16 / fp16 (default: per device)")
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """``--help`` with every option's default: `` (default: X)`` is appended to the help of each
+    option that takes a value, is not required and does not already name its default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if _shows_default(action) and "default" not in text.lower():
+            text = f"{text} {_default_text(action)}".strip()
+        return text
+
+
+def _shows_default(action: argparse.Action) -> bool:
+    return bool(
+        action.option_strings
+        and action.nargs != 0
+        and not action.required
+        and action.default is not argparse.SUPPRESS
+    )
+
+
+def _default_text(action: argparse.Action) -> str:
+    """``(default: X)`` for ``action`` (``%`` escaped for argparse's help expansion)."""
+    default = action.default
+    if isinstance(default, (list, tuple)):
+        shown = " ".join(str(v) for v in default) or "none"
+    else:
+        shown = "none" if default is None else str(default)
+    return "(default: " + shown.replace("%", "%%") + ")"
+
+
+def show_defaults(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``parser`` and all its sub-parsers (recursively) with :class:`DefaultsHelpFormatter`:
+    ``--help`` shows the default of every option (one without a help text gets the default
+    alone). Returns ``parser``."""
+    parser.formatter_class = DefaultsHelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                show_defaults(sub)
+        elif action.help is None and _shows_default(action):
+            action.help = _default_text(action)
+    return parser
+
+
+#: An argparse ``type=``: a seed, an integer in [0, 2**32) (what
+#: :func:`iclr26_common.seeding.seed_everything` takes).
+seed = cli_support.number_type(
+    int, "an integer in [0, 2**32)", lambda v: 0 <= v < 2**32, name="seed"
+)
+
+
+def seed_args(parser: argparse.ArgumentParser, *, quiet: bool = True) -> None:
+    """``--seed`` (:data:`seed`, default 0) and, with ``quiet``, ``--quiet`` (no progress
+    lines): what every computing command has besides ``--model``/``--device``/``--out``."""
+    parser.add_argument("--seed", type=seed, default=0, help="random seed (torch, NumPy, random)")
+    if quiet:
+        parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
 def parse_settings(parser: Any, argv: Sequence[str], package: str) -> Any:

@@ -6,14 +6,9 @@ use, so ``import medimg_gfscreen`` stays cheap (no torch, MONAI or Lightning)::
     from medimg_gfscreen import GFScreenModule, generate_dataset, load_screen_module, screen_file
 """
 
-from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from iclr26_common.exports import distribution_version, lazy_exports
 
-try:
-    __version__ = version("medimg-gfscreen")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
+__version__ = distribution_version("medimg-gfscreen")
 
 #: Public name -> the module that defines it (imported on first access).
 _EXPORTS = {
@@ -46,16 +41,4 @@ _EXPORTS = {
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'medimg_gfscreen' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

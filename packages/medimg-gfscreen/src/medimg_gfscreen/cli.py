@@ -13,18 +13,13 @@ from typing import Any
 from iclr26_common.cli_support import (
     CONFIGS_HELP,
     ArgumentParser,
+    ConsoleScript,
     comma_list,
-    configs_command,
-    dispatch,
     finite_float,
-    is_user_error,
-    lightning_commands,
     nonnegative_float,
     nonnegative_int,
     positive_int,
     probability,
-    run_with_one_line_errors,
-    top_level_parser,
 )
 from iclr26_common.outputs import check_out_file, check_out_folder
 from medimg_gfscreen import __version__
@@ -32,7 +27,6 @@ from medimg_gfscreen import __version__
 __all__ = ["main", "run_lightning_cli"]
 
 PROG = "medimg-gfscreen"
-TRAINER_SUBCOMMANDS = ("fit", "validate", "test", "predict")
 DESCRIPTION = (
     "GF-Screen (ICLR 2026): glance-and-focus RL for pan-cancer CT screening, on MONAI + "
     "Lightning. Training subcommands are LightningCLI (`medimg-gfscreen fit --help`, "
@@ -52,10 +46,6 @@ COMMANDS = {
 }
 
 
-def _top_level_parser() -> ArgumentParser:
-    return top_level_parser(PROG, DESCRIPTION, __version__, COMMANDS, lightning=TRAINER_SUBCOMMANDS)
-
-
 def run_lightning_cli(argv: Sequence[str]) -> Any:
     """Runs LightningCLI on ``argv`` (a trainer subcommand first) through the workspace's
     :func:`iclr26_common.lightning.run_cli`; returns the CLI object.
@@ -71,22 +61,6 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
 
     class GFScreenCLI(CLI):
         out: Any = None  # predict's output folder, checked once parsed
-
-        def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any) -> Any:
-            parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
-            if subcommand == "predict":
-                parser.add_argument(
-                    "--overwrite",
-                    action="store_true",
-                    help="predict into an output_dir holding earlier masks, replacing them",
-                )
-                parser.add_argument(
-                    "--resume",
-                    action="store_true",
-                    help="continue an interrupted predict: the masks its output_dir holds are "
-                    "kept and their images not screened again",
-                )
-            return parser
 
         def parse_arguments(self, parser: Any, args: Any) -> None:
             super().parse_arguments(parser, args)
@@ -153,6 +127,19 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         links=links,
         before_trainer=check_data,
         cli_class=GFScreenCLI,
+        subcommand_flags={
+            "predict": {
+                "--overwrite": {
+                    "action": "store_true",
+                    "help": "predict into an output_dir holding earlier masks, replacing them",
+                },
+                "--resume": {
+                    "action": "store_true",
+                    "help": "continue an interrupted predict: the masks its output_dir holds are "
+                    "kept and their images not screened again",
+                },
+            }
+        },
     )
 
 
@@ -186,7 +173,7 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 def synth_main(argv: Sequence[str]) -> int:
     parser = ArgumentParser(
         prog=f"{PROG} synth",
-        description="Write synthetic CT (int16 HU, 1x1x3 mm, 0-3 lesions, ~30%% healthy) as "
+        description="Write synthetic CT (int16 HU, 1x1x3 mm, 0-3 lesions, ~30% healthy) as "
         "imagesTr/<case>_0000.nii.gz + labelsTr/<case>.nii.gz + dataset.json + datalist.json.",
     )
     parser.add_argument("--out", type=Path, required=True, help="new (or empty) folder")
@@ -246,12 +233,22 @@ def screen_main(argv: Sequence[str]) -> int:
 
     parser = ArgumentParser(
         prog=f"{PROG} screen",
-        description="Glance-then-Focus one CT (NIfTI): prints every tile's Glance score and the "
-        "selection rate, writes the lesion mask (uint8) with the input's affine and header.",
+        description="Glance-then-Focus one CT (NIfTI): writes the lesion mask (uint8) with the "
+        "input's affine and header, and a table of its tiles (--table: case, tile, voxel and "
+        "world coordinates of the centre, Glance p, selected, the mask's lesion voxels in the "
+        "tile); prints a summary (tiles selected, selection rate, Glance p range, lesion "
+        "voxels).",
     )
     parser.add_argument("image", type=Path, help="CT volume, .nii.gz / .nii, HU")
     parser.add_argument("--ckpt", type=Path, required=True, help="exported .pt or Lightning .ckpt")
     parser.add_argument("--out", type=Path, required=True, help="mask to write (.nii.gz)")
+    parser.add_argument(
+        "--table",
+        type=Path,
+        default=None,
+        help="the tiles' CSV to write (default: beside --out, MASK.tiles.csv)",
+    )
+    parser.add_argument("--print-tiles", action="store_true", help="also print one line per tile")
     parser.add_argument(
         "--device",
         default=None,
@@ -288,7 +285,7 @@ def screen_main(argv: Sequence[str]) -> int:
         action="store_true",
         help="use --region / --prenormalized even where they differ from the training's",
     )
-    parser.add_argument("--quiet", action="store_true", help="no per-tile lines, no progress")
+    parser.add_argument("--quiet", action="store_true", help="no progress, no HU window line")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     ns = parser.parse_args(list(argv))
     if ns.overlap is not None and not 0 <= ns.overlap < 1:
@@ -296,8 +293,13 @@ def screen_main(argv: Sequence[str]) -> int:
     check_out_file(ns.out, overwrite=ns.overwrite)  # before any work
     if not ns.out.name.endswith((".nii.gz", ".nii")):
         parser.error(f"--out {ns.out}: must end with .nii.gz or .nii")
+    table = ns.table if ns.table is not None else _tiles_table_path(ns.out)
+    if table.resolve() == ns.out.resolve():
+        parser.error(f"--table {table}: is --out")
+    check_out_file(table, option="--table", overwrite=ns.overwrite)
     from iclr26_common.device import choose_device, parse_device_option
-    from medimg_gfscreen.screen import screen_file
+    from iclr26_common.outputs import write_text
+    from medimg_gfscreen.screen import screen_file, tiles_table
 
     if ns.device is not None:
         device = str(parse_device_option(ns.device))
@@ -320,11 +322,13 @@ def screen_main(argv: Sequence[str]) -> int:
         check_hu=ns.check_hu,
         allow_mismatch=ns.allow_mismatch,
     )
+    write_text(table, tiles_table(info))
     if not ns.quiet:
         pre = info["preprocessing"]
         source = "the checkpoint's" if "region" in info["recorded"] else "not recorded: default"
         window = "none (prenormalized)" if pre["prenormalized"] else f"{pre['region']}"
         print(f"HU window: {window} (region {source})")
+    if ns.print_tiles:
         print("tile centres in the input image: voxel index (i, j, k) and world RAS (mm)")
         for tile in info["tiles"]:
             i, j, k = tile["voxel"]
@@ -333,12 +337,22 @@ def screen_main(argv: Sequence[str]) -> int:
                 f"tile voxel {i:7.1f},{j:7.1f},{k:7.1f}  world {x:8.1f},{y:8.1f},{z:8.1f} mm  "
                 f"p={tile['p']:.4f}  {'focus' if tile['selected'] else '-'}"
             )
+    p = [tile["p"] for tile in info["tiles"]]
+    with_lesion = sum(1 for tile in info["tiles"] if tile["lesion_voxels"])
     print(
-        f"selected {info['n_selected']}/{info['n_tiles']} tiles "
-        f"(selection rate {100 * info['selection_rate']:.1f} %); "
-        f"{info['lesion_voxels']} lesion voxels; wrote {info['out']}"
+        f"{info['case']}: selected {info['n_selected']}/{info['n_tiles']} tiles "
+        f"(selection rate {100 * info['selection_rate']:.1f} %), Glance p "
+        f"{min(p, default=float('nan')):.3f}..{max(p, default=float('nan')):.3f}; "
+        f"{info['lesion_voxels']} lesion voxels ({with_lesion} tiles hold some); "
+        f"wrote {info['out']} and {table} ({len(p)} tiles)"
     )
     return 0
+
+
+def _tiles_table_path(mask: Path) -> Path:
+    """``screen``'s default table: ``MASK.tiles.csv`` beside the mask (``.nii.gz`` dropped)."""
+    stem = mask.name[: -len(".nii.gz")] if mask.name.endswith(".nii.gz") else mask.stem
+    return mask.with_name(f"{stem}.tiles.csv")
 
 
 def export_main(argv: Sequence[str]) -> int:
@@ -368,34 +382,28 @@ def export_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _is_user_error(error: BaseException) -> bool:
-    """Bad input (one line, exit 2) rather than a bug: ``GFScreenFormatError``, path errors, and
-    ``ValueError`` raised by medimg_gfscreen's own validation."""
-    from medimg_gfscreen.io import GFScreenFormatError
-
-    return is_user_error(error, "medimg_gfscreen", (GFScreenFormatError,))
-
-
-def main(args: Sequence[str] | None = None) -> int | None:
-    """Entry point; ``args`` defaults to ``sys.argv[1:]``. Input errors end with one line
-    ``medimg-gfscreen: error: ...`` on stderr and exit code 2 (``GFSCREEN_TRACEBACK=1`` shows
-    the traceback)."""
-    argv = sys.argv[1:] if args is None else args
-    return run_with_one_line_errors(
-        PROG, _dispatch, argv, is_user=_is_user_error, traceback_env="GFSCREEN_TRACEBACK"
-    )
-
-
-def _dispatch(argv: list[str]) -> int:
-    handlers = {
-        **lightning_commands(TRAINER_SUBCOMMANDS, run_lightning_cli),
+SCRIPT = ConsoleScript(
+    "medimg_gfscreen",
+    __version__,
+    DESCRIPTION,
+    COMMANDS,
+    handlers=lambda: {
         "synth": synth_main,
         "datalist": datalist_main,
         "screen": screen_main,
         "export": export_main,
-        "configs": configs_command(PROG, "medimg_gfscreen", 16),
-    }
-    return dispatch(argv, _top_level_parser, handlers)
+    },
+    run_lightning=run_lightning_cli,
+    error_types=("medimg_gfscreen.io:GFScreenFormatError",),
+    traceback_env="GFSCREEN_TRACEBACK",
+)
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """Entry point; ``args`` defaults to ``sys.argv[1:]``. Input errors end with one line
+    ``medimg-gfscreen: error: ...`` on stderr and exit code 2 (``GFSCREEN_TRACEBACK=1`` shows
+    the traceback)."""
+    return SCRIPT.main(args)
 
 
 if __name__ == "__main__":

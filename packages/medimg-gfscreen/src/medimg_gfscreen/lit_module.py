@@ -255,7 +255,7 @@ class GFScreenModule(L.LightningModule):
             keep_probs=keep_probs,
         )
 
-    def _evaluate(self, batch: dict[str, Any], prefix: str, compare: bool) -> None:
+    def _evaluate(self, batch: dict[str, Any], prefix: str, compare: bool) -> dict[str, Any]:
         image, label = batch["image"], batch["label"]
         name = str(batch.get("name", ["case"])[0])
         result = self.screen(image, device="cpu")  # whole-volume buffers on the CPU
@@ -280,22 +280,81 @@ class GFScreenModule(L.LightningModule):
             s = case_metrics(name, probs[0].argmax(0), label[0, 0], spacing, tol)
             values.update({f"{prefix}/sw_dsc": s.dsc, f"{prefix}/sw_detected": float(s.detected)})
         self.log_dict(values, batch_size=1, on_epoch=True, reduce_fx="mean", sync_dist=True)
+        row = {
+            "case": name,
+            "dsc": m.dsc,
+            "nsd": m.nsd,
+            "lesions": m.lesions,
+            "detected": m.detected,
+            "pred_voxels": m.pred_voxels,
+            "healthy": int(m.healthy),
+            "selection_rate": m.selection_rate,
+        }
+        if compare:
+            row.update({"sw_dsc": s.dsc, "sw_detected": s.detected})
+        return row
 
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         self._evaluate(batch, "val", compare=False)
 
+    def on_test_epoch_start(self) -> None:
+        self._test_cases: list[dict[str, Any]] = []
+
     def test_step(self, batch: dict[str, Any], batch_idx: int) -> None:
-        self._evaluate(batch, "test", compare=True)
+        row = self._evaluate(batch, "test", compare=True)
+        if not getattr(self.trainer, "sanity_checking", False):
+            self._test_cases = [*getattr(self, "_test_cases", []), row]
+
+    def on_test_epoch_end(self) -> None:
+        """Writes the per-case metrics behind the logged means: ``test_cases.csv`` (case, dsc,
+        nsd, lesions, detected, pred_voxels, healthy, selection_rate, sw_dsc, sw_detected) into
+        the run's log folder (``lightning_logs/version_N/``, or ``default_root_dir`` without a
+        logger), never over an existing file (``test_cases-1.csv``, ...); one file per process
+        (``test_cases.rank{R}.csv``) in a multi-process run."""
+        import os
+        from pathlib import Path
+
+        trainer = self.trainer
+        log_dir = trainer.log_dir  # on every process (Lightning broadcasts it)
+        rows = getattr(self, "_test_cases", [])
+        if not rows or not isinstance(log_dir, str | os.PathLike) or not str(log_dir):
+            return  # nothing tested, or no run folder (fast_dev_run's stand-in logger)
+
+        from iclr26_common.lightning import free_config_path
+        from iclr26_common.outputs import write_text
+        from medimg_gfscreen.screen import _csv_text
+
+        name = (
+            "test_cases.csv"
+            if trainer.world_size <= 1
+            else (f"test_cases.rank{trainer.global_rank}.csv")
+        )
+        path = free_config_path(Path(log_dir), name)
+        header = list(rows[0])
+
+        def cell(value: Any) -> Any:
+            return f"{value:.4f}" if isinstance(value, float) else value
+
+        write_text(path, _csv_text(header, [[cell(r.get(k, "")) for k in header] for r in rows]))
+        print(f"wrote {path} ({len(rows)} cases)")
 
     def predict_step(self, batch: dict[str, Any], batch_idx: int) -> dict[str, Any]:
         """Masks ``[X, Y, Z]`` (uint8, on the CPU, preprocessed grid) of a batch of images without
         labels; :class:`medimg_gfscreen.screen.MaskWriter` maps them back and writes them."""
-        masks, rates = [], []
+        masks, rates, selected, tiles = [], [], [], []
         for image in batch["image"]:
             result = self.screen(image[None], device="cpu")
             masks.append(result.mask)
             rates.append(result.selection_rate)
-        return {"names": list(batch.get("name", [])), "masks": masks, "selection_rates": rates}
+            selected.append(result.n_selected)
+            tiles.append(result.n_tiles)
+        return {
+            "names": list(batch.get("name", [])),
+            "masks": masks,
+            "selection_rates": rates,
+            "n_selected": selected,
+            "n_tiles": tiles,
+        }
 
     def export_weights(self, preprocessing: dict[str, Any] | None = None) -> dict[str, Any]:
         """Focus + Glance weights, the architecture and the training's preprocessing

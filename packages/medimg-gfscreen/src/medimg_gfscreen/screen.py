@@ -7,8 +7,9 @@ mask is mapped back onto the input grid with MONAI ``Invertd`` (nearest neighbou
 and written with MONAI ``SaveImage`` (the input's affine). Tile positions are reported in the
 input's voxel indices and world (RAS mm) coordinates.
 
-``screen_file`` does one image (the ``screen`` command); :class:`MaskWriter` writes the masks of
-``predict`` (a folder of images, no labels).
+``screen_file`` does one image (the ``screen`` command; :func:`tiles_table` is its per-tile CSV);
+:class:`MaskWriter` writes the masks of ``predict`` (a folder of images, no labels) and its
+per-case table (:data:`CASES_FILE`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from iclr26_common.checkpoints import load_weights_only
 from medimg_gfscreen.io import GFScreenFormatError, case_name, check_case, read_nifti
 
 __all__ = [
+    "CASES_COLUMNS",
+    "CASES_FILE",
+    "TILE_COLUMNS",
     "MaskWriter",
     "invert_mask",
     "load_screen_module",
@@ -33,7 +37,65 @@ __all__ = [
     "save_mask",
     "screen_file",
     "tile_positions",
+    "tiles_table",
 ]
+
+#: ``screen``'s table: one row per tile (centre as input voxel index and world RAS mm, Glance's
+#: p, whether Focus ran on it, the mask's lesion voxels inside the tile on the screening grid).
+TILE_COLUMNS = (
+    "case",
+    "tile",
+    "voxel_i",
+    "voxel_j",
+    "voxel_k",
+    "world_x_mm",
+    "world_y_mm",
+    "world_z_mm",
+    "glance_p",
+    "selected",
+    "tile_lesion_voxels",
+)
+#: ``predict``'s table in its output folder, one row per screened image.
+CASES_FILE = "cases.csv"
+CASES_COLUMNS = (
+    "case",
+    "image",
+    "mask",
+    "lesion_voxels",
+    "selection_rate",
+    "n_selected",
+    "n_tiles",
+)
+
+
+def _csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def tiles_table(info: dict[str, Any]) -> str:
+    """The CSV text of :func:`screen_file`'s tiles (:data:`TILE_COLUMNS`; coordinates to 0.1,
+    p to 4 decimals, ``selected`` 1/0)."""
+    rows = []
+    for number, tile in enumerate(info["tiles"]):
+        rows.append(
+            [
+                info["case"],
+                number,
+                *(f"{v:.1f}" for v in tile["voxel"]),
+                *(f"{v:.1f}" for v in tile["world"]),
+                f"{tile['p']:.4f}",
+                int(bool(tile["selected"])),
+                tile["lesion_voxels"],
+            ]
+        )
+    return _csv_text(TILE_COLUMNS, rows)
 
 
 def numpy_scalar_globals() -> list[Any]:
@@ -257,9 +319,10 @@ def screen_file(
     check_hu: bool = True,
     allow_mismatch: bool = False,
 ) -> dict[str, Any]:
-    """Screens ``image_path`` and writes the uint8 mask to ``out``; returns the tiles (start in
-    the preprocessed grid, centre as input voxel and world mm, p, selected), the selection rate,
-    the number of lesion voxels and the preprocessing used.
+    """Screens ``image_path`` and writes the uint8 mask to ``out``; returns the case name, the
+    tiles (start in the preprocessed grid, centre as input voxel and world mm, p, selected,
+    ``lesion_voxels``: the mask's voxels inside the tile on the screening grid), the selection
+    rate, the number of lesion voxels (input grid) and the preprocessing used.
 
     ``region`` / ``prenormalized`` default to the training's, as the checkpoint records them
     (:func:`resolve_preprocessing`; a different value given is refused unless
@@ -303,11 +366,24 @@ def screen_file(
         raise RuntimeError(f"inverted mask shape {tuple(mask.shape)} != input {source.shape}")
     save_mask(mask, out)
     positions = tile_positions([t[0] for t in result.tiles], roi, image.affine, source.affine)
+    grid = result.mask
     tiles = [
-        {"start": start, "voxel": voxel, "world": world, "p": p, "selected": selected}
+        {
+            "start": start,
+            "voxel": voxel,
+            "world": world,
+            "p": p,
+            "selected": selected,
+            "lesion_voxels": int(
+                grid[tuple(slice(int(s), int(s) + int(r)) for s, r in zip(start, roi, strict=True))]
+                .sum()
+                .item()
+            ),
+        }
         for (start, p, selected), (voxel, world) in zip(result.tiles, positions, strict=True)
     ]
     return {
+        "case": name,
         "tiles": tiles,
         "n_tiles": result.n_tiles,
         "n_selected": result.n_selected,
@@ -321,14 +397,51 @@ def screen_file(
 
 class MaskWriter(BasePredictionWriter):
     """Writes each ``predict`` mask to ``<data module output_dir>/<case>.nii.gz`` on the input's
-    grid (``Invertd`` + ``SaveImage``) as soon as its image is screened, so an interrupted
-    ``predict`` keeps the masks it finished (``--resume`` skips them); the data module refuses
-    to start when one exists, unless told to replace or skip them
-    (:attr:`~medimg_gfscreen.data.GFScreenDataModule.existing_masks`)."""
+    grid (``Invertd`` + ``SaveImage``, through a temporary name moved in place when the case is
+    done: :func:`save_mask`) as soon as its image is screened, so an interrupted ``predict``
+    keeps the masks it finished (``--resume`` skips them); the data module refuses to start when
+    one exists, unless told to replace or skip them
+    (:attr:`~medimg_gfscreen.data.GFScreenDataModule.existing_masks`).
+
+    Each case is printed (lesion voxels, selection rate) and added to ``output_dir/cases.csv``
+    (:data:`CASES_COLUMNS`, rewritten atomically after every case; ``cases.rank{R}.csv`` per
+    process of a multi-process run); a resumed run keeps the rows of the masks kept."""
 
     def __init__(self) -> None:
         super().__init__(write_interval="batch")
         self.written: list[Path] = []
+        self.rows: list[dict[str, str]] = []
+
+    @staticmethod
+    def table_path(trainer: Any) -> Path:
+        name = CASES_FILE if trainer.world_size <= 1 else f"cases.rank{trainer.global_rank}.csv"
+        return Path(trainer.datamodule.output_dir) / name
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        """A resumed run starts from the rows of the masks it keeps; any other from none."""
+        import csv
+
+        self.rows = []
+        path = self.table_path(trainer)
+        if stage != "predict" or getattr(trainer.datamodule, "existing_masks", "") != "skip":
+            return
+        if path.is_file():
+            with path.open(newline="") as handle:
+                self.rows = [
+                    row
+                    for row in csv.DictReader(handle)
+                    if row.get("mask") and (path.parent / row["mask"]).is_file()
+                ]
+
+    def _write_table(self, trainer: Any) -> None:
+        from iclr26_common.outputs import write_text
+
+        rows = [[row.get(c, "") for c in CASES_COLUMNS] for row in self.rows]
+        write_text(self.table_path(trainer), _csv_text(CASES_COLUMNS, rows))
+
+    def on_predict_end(self, trainer: Any, pl_module: Any) -> None:
+        self._write_table(trainer)  # also when every case was resumed
+        print(f"wrote {self.table_path(trainer)} ({len(self.rows)} cases)")
 
     def write_on_batch_end(
         self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx=0
@@ -338,11 +451,37 @@ class MaskWriter(BasePredictionWriter):
         datamodule = trainer.datamodule
         transform = datamodule.infer_transform()
         paths = []
-        for item, mask in zip(decollate_batch(batch), prediction["masks"], strict=True):
+        n = len(prediction["masks"])
+        rates = prediction.get("selection_rates") or [float("nan")] * n
+        selected = prediction.get("n_selected") or [""] * n
+        tiles = prediction.get("n_tiles") or [""] * n
+        for k, (item, mask) in enumerate(
+            zip(decollate_batch(batch), prediction["masks"], strict=True)
+        ):
             path = Path(datamodule.output_dir) / f"{item['name']}.nii.gz"
             if path.exists() and getattr(datamodule, "existing_masks", "refuse") != "replace":
                 raise FileExistsError(f"{path} exists; not replacing it (field 'output_dir')")
-            paths.append(save_mask(invert_mask(mask, item["image"], transform), path))
+            inverted = invert_mask(mask, item["image"], transform)
+            paths.append(save_mask(inverted, path))
+            voxels = int(inverted.sum().item())
+            source = getattr(item["image"], "meta", {}).get("filename_or_obj", "")
+            self.rows = [r for r in self.rows if r.get("case") != str(item["name"])]
+            self.rows.append(
+                {
+                    "case": str(item["name"]),
+                    "image": str(source),
+                    "mask": path.name,
+                    "lesion_voxels": str(voxels),
+                    "selection_rate": f"{rates[k]:.4f}",
+                    "n_selected": str(selected[k]),
+                    "n_tiles": str(tiles[k]),
+                }
+            )
+            self._write_table(trainer)  # the finished cases survive an interrupt
+            print(
+                f"{item['name']}: {voxels} lesion voxels, selection rate "
+                f"{100 * rates[k]:.1f} % ({selected[k]}/{tiles[k]} tiles); wrote {path}"
+            )
         self.written += paths
         # the returned predictions keep the paths, not whole-volume masks
         prediction["masks"] = [str(path) for path in paths]

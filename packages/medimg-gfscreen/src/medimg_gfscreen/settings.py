@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any
 
+from iclr26_common.settings import check_non_negative, check_one_of, check_positive
 from medimg_gfscreen.constants import (
     DEFAULT_OVERLAP,
     GATE_THRESHOLD,
@@ -63,28 +64,6 @@ __all__ = [
 GROUP_BY = ("case", "batch")  # ObjectiveSettings.group_by
 
 
-def _positive(owner: object, *names: str) -> None:
-    for name in names:
-        value = getattr(owner, name)
-        if not value > 0:
-            raise ValueError(f"{type(owner).__name__}.{name} must be > 0, got {value!r}")
-
-
-def _non_negative(owner: object, *names: str) -> None:
-    for name in names:
-        value = getattr(owner, name)
-        if not value >= 0:
-            raise ValueError(f"{type(owner).__name__}.{name} must be >= 0, got {value!r}")
-
-
-def _one_of(owner: object, name: str, known: Any) -> None:
-    value = getattr(owner, name)
-    if value not in known:
-        raise ValueError(
-            f"{type(owner).__name__}.{name} must be one of {list(known)}, got {value!r}"
-        )
-
-
 def _widths(owner: object, name: str, n: int, at_least: bool = False) -> None:
     """``name`` holds ``n`` (or, ``at_least``, ``n`` or more) positive integers; stored as a
     tuple (a frozen, hashable field)."""
@@ -109,9 +88,9 @@ class FocusSettings:
     patch_merging: str = "monai"  # monai, or legacy (MONAI <= 1.4, official checkpoints)
 
     def __post_init__(self) -> None:
-        _one_of(self, "arch", FOCUS_ARCHS)
-        _one_of(self, "patch_merging", PATCH_MERGINGS)
-        _positive(self, "feature_size")
+        check_one_of(self, "arch", FOCUS_ARCHS)
+        check_one_of(self, "patch_merging", PATCH_MERGINGS)
+        check_positive(self, "feature_size")
         _widths(self, "swin_depths", 4)
         _widths(self, "unet_channels", 2, at_least=True)
 
@@ -126,10 +105,10 @@ class GlanceSettings:
     norm: str = "batch"  # batch (upstream) or group (same function in train and eval mode)
 
     def __post_init__(self) -> None:
-        _one_of(self, "backbone", GLANCE_BACKBONES)
-        _one_of(self, "norm", GLANCE_NORMS)
+        check_one_of(self, "backbone", GLANCE_BACKBONES)
+        check_one_of(self, "norm", GLANCE_NORMS)
         _widths(self, "widths", 4)
-        _positive(self, "conv1_stride")
+        check_positive(self, "conv1_stride")
 
 
 @dataclass(frozen=True)
@@ -144,10 +123,10 @@ class ObjectiveSettings:
     update_epochs: int = 1  # refresh the frozen old policy every this many epochs
 
     def __post_init__(self) -> None:
-        _one_of(self, "group_by", GROUP_BY)
-        _one_of(self, "reward", REWARDS)
-        _non_negative(self, "rl_weight", "glance_weight")
-        _positive(self, "update_epochs")
+        check_one_of(self, "group_by", GROUP_BY)
+        check_one_of(self, "reward", REWARDS)
+        check_non_negative(self, "rl_weight", "glance_weight")
+        check_positive(self, "update_epochs")
 
 
 @dataclass(frozen=True)
@@ -160,10 +139,10 @@ class OptimSettings:
     cosine_epochs: int | None = None  # cosine horizon in epochs (None: the trainer's max_epochs)
 
     def __post_init__(self) -> None:
-        _positive(self, "lr")
-        _non_negative(self, "weight_decay", "warmup_epochs")
+        check_positive(self, "lr")
+        check_non_negative(self, "weight_decay", "warmup_epochs")
         if self.cosine_epochs is not None:
-            _positive(self, "cosine_epochs")
+            check_positive(self, "cosine_epochs")
 
 
 @dataclass(frozen=True)
@@ -178,8 +157,8 @@ class InferenceSettings:
     def __post_init__(self) -> None:
         if not 0.0 <= self.overlap < 1.0:
             raise ValueError(f"InferenceSettings.overlap must be in [0, 1), got {self.overlap!r}")
-        _positive(self, "sw_batch_size")
-        _non_negative(self, "nsd_tolerance_mm")
+        check_positive(self, "sw_batch_size")
+        check_non_negative(self, "nsd_tolerance_mm")
 
 
 DEFAULT_FOCUS = FocusSettings()

@@ -11,14 +11,9 @@ touched)::
     result = pg.classify("shapes", options=pg.PipelineOptions(n_points=256, graph_k=4))
 """
 
-from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from iclr26_common.exports import distribution_version, lazy_exports
 
-try:
-    __version__ = version("pointcloud-pgllm")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
+__version__ = distribution_version("pointcloud-pgllm")
 
 #: Public name -> the submodule that defines it (imported on first access).
 _EXPORTS = {
@@ -56,16 +51,4 @@ _EXPORTS = {
 }
 
 __all__ = ["__version__", *_EXPORTS]
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pointcloud_pgllm' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

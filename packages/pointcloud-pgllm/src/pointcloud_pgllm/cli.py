@@ -11,31 +11,24 @@ error: ... (see pointcloud-pgllm classify --help)``."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iclr26_common.cli_support import (
     CONFIGS_HELP,
+    TRAINER_SUBCOMMANDS,
     ArgumentParser,
+    ConsoleScript,
     comma_list,
-    configs_command,
-    dispatch,
     finite_float,
-    is_user_error,
-    lightning_commands,
     nonnegative_int,
     positive_int,
     probability,
-    run_with_one_line_errors,
-    top_level_parser,
 )
 from iclr26_common.outputs import (
-    PARTIAL_MARKER,
     OutputError,
-    OutputFolder,
     check_out_file,
     check_out_folder,
 )
@@ -48,11 +41,12 @@ if TYPE_CHECKING:  # the API is imported when a command runs (``--help`` stays l
 __all__ = ["main", "run_lightning_cli"]
 
 PROG = "pointcloud-pgllm"
-TRAINER_SUBCOMMANDS = ("fit", "validate", "test", "predict")
 DESCRIPTION = (
     "PGLLM (ICLR 2026): point-graph in-context guidance and label-propagation refinement for 3-D "
     "recognition and OOD detection. `fit`/`validate`/`test`/`predict` are LightningCLI for the "
-    "trainable encoder (`pointcloud-pgllm fit --config tiny --print_config`); `classify` and "
+    "trainable encoder (`pointcloud-pgllm fit --config tiny --print_config`; `predict` writes "
+    "predictions.csv with each cloud's source, label, predicted class and probabilities into "
+    "the run folder); `classify` and "
     "`ood` run the whole pipeline on a dataset folder and write CSV + metrics.json."
 )
 
@@ -68,14 +62,12 @@ COMMANDS = {
 }
 
 
-def _top_level_parser() -> ArgumentParser:
-    return top_level_parser(PROG, DESCRIPTION, __version__, COMMANDS, lightning=TRAINER_SUBCOMMANDS)
-
-
 def run_lightning_cli(argv: Sequence[str]) -> Any:
     """Runs LightningCLI on ``argv`` (a trainer subcommand first) through
     :func:`iclr26_common.lightning.run_cli` and returns the CLI object; the data module's
-    ``num_classes`` and ``class_names`` are linked into the model."""
+    ``num_classes`` and ``class_names`` are linked into the model. ``predict`` writes
+    ``predictions.csv`` (cloud ids, label, predicted class, probabilities) into the run folder
+    (:mod:`pointcloud_pgllm.predictions`)."""
     from iclr26_common.lightning import run_cli
     from pointcloud_pgllm.data import PointCloudDataModule
     from pointcloud_pgllm.lit_module import PointCloudClassifier
@@ -84,6 +76,11 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         (f"data.init_args.{attr}", f"model.init_args.{attr}", "instantiate")
         for attr in ("num_classes", "class_names")
     ]
+    defaults: dict[str, Any] = {}
+    if argv and argv[0] == "predict":
+        from pointcloud_pgllm.predictions import PredictionsWriter
+
+        defaults["callbacks"] = [PredictionsWriter()]
     return run_cli(
         PointCloudClassifier,
         PointCloudDataModule,
@@ -91,23 +88,24 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         package="pointcloud_pgllm",
         prog=PROG,
         links=links,
+        trainer_defaults=defaults,
+        before_trainer=_before_trainer,
     )
 
 
-@contextlib.contextmanager
-def _working_in(out: OutputFolder) -> Iterator[OutputFolder]:
-    """``with out:`` for a command that writes its files at the end and cannot ``--resume``:
-    when it fails or is interrupted before writing anything into a folder that existed (empty)
-    before, the partial marker goes too, so a rerun is not refused for an empty folder. (A
-    folder the command created is removed by :class:`~iclr26_common.outputs.OutputFolder`
-    itself.)"""
-    try:
-        with out:
-            yield out
-    except BaseException:
-        if out.path.is_dir() and {p.name for p in out.path.iterdir()} == {PARTIAL_MARKER}:
-            out.marker.unlink()
-        raise
+def _before_trainer(cli: Any) -> None:
+    """For ``predict`` without a logger (the run folder is ``default_root_dir``, by default the
+    working directory) an existing ``predictions.csv`` there is one line before Lightning's
+    start-up lines; with a logger the writer checks the new version folder."""
+    import os
+
+    if cli.subcommand == "predict":
+        from pointcloud_pgllm.predictions import PREDICTIONS_FILE, check_free
+
+        trainer = cli._get(cli.config_init, "trainer", default={})
+        if trainer.get("logger") in (False, []):
+            root = trainer.get("default_root_dir") or os.getcwd()
+            check_free(Path(root) / PREDICTIONS_FILE)
 
 
 def synth_main(argv: Sequence[str]) -> int:
@@ -150,14 +148,14 @@ def synth_main(argv: Sequence[str]) -> int:
         parser.error(f"unknown classes {unknown}; known: {', '.join(SYNTH_CLASSES)}")
     from pointcloud_pgllm.synth import foreign_entries, generate_dataset, remove_generated
 
-    out = check_out_folder(ns.out, overwrite=ns.overwrite)
+    out = check_out_folder(ns.out, overwrite=ns.overwrite, resumable=False)
     foreign = foreign_entries(out.path) if ns.overwrite and out.path.is_dir() else []
     if foreign:
         raise OutputError(
             f"--out {out.path}: holds {foreign[0]}, which synth did not write; --overwrite "
             "replaces only an earlier synthetic dataset: give a new folder"
         )
-    with _working_in(out):
+    with out:
         if ns.overwrite:
             remove_generated(out.path)
         root = generate_dataset(
@@ -198,7 +196,7 @@ def embed_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
     ns = parser.parse_args(list(argv))
-    out = check_out_folder(ns.out, overwrite=ns.overwrite)
+    out = check_out_folder(ns.out, overwrite=ns.overwrite, resumable=False)
     import csv
     import io
 
@@ -213,7 +211,7 @@ def embed_main(argv: Sequence[str]) -> int:
         np.save(buffer, array)
         return buffer.getvalue()
 
-    with _working_in(out):
+    with out:
         data = load_dataset(ns.data, ns.split, n_points=ns.n_points, seed=ns.seed, quiet=ns.quiet)
         feats = encode_clouds(data.points, ns.encoder, quiet=ns.quiet)
         table = io.StringIO(newline="")
@@ -368,12 +366,22 @@ def _usage_errors_as_parser_errors(
 ) -> PGLLMResult:
     """``call()``; a ``PGLLMUsageError`` it raises (an option problem) ends as ``parser``'s
     one-line usage error (subcommand prog and ``--help`` hint, exit 2); data errors pass."""
-    from pointcloud_pgllm.errors import PGLLMUsageError
+    import warnings
+
+    from pointcloud_pgllm.errors import PGLLMUsageError, PGLLMWarning
 
     try:
-        return call()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", PGLLMWarning)
+            result = call()
     except PGLLMUsageError as error:
         parser.error(str(error))
+    for item in caught:  # ours as one line each; any other warning as Python shows it
+        if issubclass(item.category, PGLLMWarning):
+            print(f"{PROG}: warning: {item.message}", file=sys.stderr, flush=True)
+        else:
+            warnings.warn_explicit(item.message, item.category, item.filename, item.lineno)
+    return result
 
 
 def _run_and_write(
@@ -384,8 +392,8 @@ def _run_and_write(
     metrics. A failed or interrupted run leaves no folder it created."""
     from pointcloud_pgllm.results import write_result_files
 
-    out = check_out_folder(ns.out, overwrite=ns.overwrite)
-    with _working_in(out):
+    out = check_out_folder(ns.out, overwrite=ns.overwrite, resumable=False)
+    with out:
         result = _usage_errors_as_parser_errors(parser, call)
         csv_path, json_path = write_result_files(result, out.path)
     for a, m in result.metrics.items():
@@ -468,44 +476,29 @@ def ood_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _is_user_error(error: BaseException) -> bool:
-    """Bad input rather than a bug: our input errors, scorer errors, file-system errors about a
-    path, and ``ValueError`` raised by pointcloud_pgllm's own validation."""
-    from pointcloud_pgllm.errors import PGLLMInputError
-    from pointcloud_pgllm.scorers import ScorerError
-
-    return is_user_error(
-        error,
-        "pointcloud_pgllm",
-        (
-            PGLLMInputError,
-            ScorerError,
-        ),
-    )
-
-
-def main(args: Sequence[str] | None = None) -> int | None:
-    """Entry point of ``pointcloud-pgllm``; ``args`` defaults to ``sys.argv[1:]``.
-
-    Input errors end with one line ``pointcloud-pgllm: error: ...`` on stderr and exit code 2
-    (``POINTCLOUD_PGLLM_TRACEBACK=1`` shows the traceback instead)."""
-    argv = sys.argv[1:] if args is None else args
-    return run_with_one_line_errors(
-        PROG, _dispatch, argv, is_user=_is_user_error, traceback_env="POINTCLOUD_PGLLM_TRACEBACK"
-    )
-
-
-def _dispatch(argv: list[str]) -> int:
-    handlers = {
-        **lightning_commands(TRAINER_SUBCOMMANDS, run_lightning_cli),
+SCRIPT = ConsoleScript(
+    "pointcloud_pgllm",
+    __version__,
+    DESCRIPTION,
+    COMMANDS,
+    handlers=lambda: {
         "synth": synth_main,
         "embed": embed_main,
         "caption": caption_main,
         "classify": classify_main,
         "ood": ood_main,
-        "configs": configs_command(PROG, "pointcloud_pgllm", 16),
-    }
-    return dispatch(argv, _top_level_parser, handlers)
+    },
+    run_lightning=run_lightning_cli,
+    error_types=("pointcloud_pgllm.errors:PGLLMInputError", "pointcloud_pgllm.scorers:ScorerError"),
+)
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """Entry point of ``pointcloud-pgllm``; ``args`` defaults to ``sys.argv[1:]``.
+
+    Input errors end with one line ``pointcloud-pgllm: error: ...`` on stderr and exit code 2
+    (``POINTCLOUD_PGLLM_TRACEBACK=1`` shows the traceback instead)."""
+    return SCRIPT.main(args)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ or are out of range), which the CLI reports as its subcommand's usage error
 
 from __future__ import annotations
 
-__all__ = ["PGLLMInputError", "PGLLMUsageError"]
+__all__ = ["PGLLMInputError", "PGLLMUsageError", "PGLLMWarning"]
 
 
 class PGLLMInputError(ValueError):
@@ -14,3 +14,9 @@ class PGLLMInputError(ValueError):
 
 class PGLLMUsageError(PGLLMInputError):
     """Bad options: the message names the option by its command-line spelling (``--graph-k``)."""
+
+
+class PGLLMWarning(UserWarning):
+    """Settings that run but are likely to give a poor result (``--graph-k`` not below the
+    smallest class's cloud count); the CLI prints it as one line ``pointcloud-pgllm: warning:
+    ...`` on stderr."""

@@ -1,5 +1,6 @@
 """The result of a classify / ood run (:class:`PGLLMResult`) and its files: ``predictions.csv``
-(classify) or ``ood_scores.csv`` (ood), and ``metrics.json`` (:func:`write_results`)."""
+(classify) or ``ood_scores.csv`` and ``roc.png`` (ood), and ``metrics.json``
+(:func:`write_results`)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,18 @@ import numpy as np
 
 from pointcloud_pgllm.metrics import msp
 
-__all__ = ["CSV_NAMES", "PGLLMResult", "write_result_files", "write_results"]
+__all__ = [
+    "CSV_NAMES",
+    "ROC_PLOT",
+    "PGLLMResult",
+    "plot_roc",
+    "write_result_files",
+    "write_results",
+]
 
 CSV_NAMES = {"classify": "predictions.csv", "ood": "ood_scores.csv"}
+#: ood's ROC curves (ID positive), one per ablation, with their AUROC (issue 39: none before).
+ROC_PLOT = "roc.png"
 FINAL = "both"  # the full PGLLM (guidance + propagation): the reported prediction
 
 
@@ -76,7 +86,7 @@ def write_results(
     partial until both files are written. CSV: one row per item: source, label, predicted (full
     PGLLM), predicted_none (the scorer alone), for ood id_score and is_id, then
     ``score_<class>`` of the full PGLLM (6 decimals). JSON: ``result.settings``, then
-    ``metrics`` and ``timings_s``."""
+    ``metrics`` and ``timings_s``. ood also writes ``out/roc.png`` (:func:`plot_roc`)."""
     from iclr26_common.outputs import check_out_folder
 
     with check_out_folder(out, overwrite=overwrite) as folder:
@@ -85,14 +95,17 @@ def write_results(
 
 def write_result_files(result: PGLLMResult, folder: Path) -> tuple[Path, Path]:
     """:func:`write_results` into a folder already checked (the CLI checks ``--out`` before
-    the work): the CSV of ``result.mode`` and ``metrics.json``, each written atomically with
-    mode 0644; the other mode's CSV an earlier run left there is removed (``--overwrite``)."""
+    the work): the CSV of ``result.mode`` and ``metrics.json`` (and, for ood with labels,
+    ``roc.png``), each written atomically with mode 0644; the other mode's files an earlier run
+    left there are removed (``--overwrite``)."""
     from iclr26_common.outputs import write_text
 
     folder = Path(folder)
     for mode, name in CSV_NAMES.items():
         if mode != result.mode:
             (folder / name).unlink(missing_ok=True)
+    if result.mode != "ood":
+        (folder / ROC_PLOT).unlink(missing_ok=True)
     ood = result.mode == "ood"
     final, none = result.scores[FINAL], result.scores["none"]
     id_score = result.id_score(FINAL)
@@ -114,4 +127,39 @@ def write_result_files(result: PGLLMResult, folder: Path) -> tuple[Path, Path]:
     payload = {**result.settings, "metrics": result.metrics, "timings_s": result.timings_s}
     csv_path = write_text(folder / CSV_NAMES[result.mode], handle.getvalue())
     json_path = write_text(folder / "metrics.json", json.dumps(payload, indent=2))
+    if ood and result.metrics:
+        plot_roc(result, folder / ROC_PLOT)
     return csv_path, json_path
+
+
+def plot_roc(result: PGLLMResult, path: Path) -> Path:
+    """The ROC curve (ID positive: true-positive rate of ID clouds against the false-positive
+    rate of OOD ones, thresholding :meth:`PGLLMResult.id_score`) of every ablation, with its
+    AUROC in the legend, as a PNG at ``path`` (object API: the pyplot backend is left alone;
+    written atomically, mode 0644)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from sklearn.metrics import roc_curve
+
+    from iclr26_common.outputs import write_bytes
+
+    is_id = (np.asarray(result.labels) >= 0).astype(int)
+    fig = Figure(figsize=(4.2, 4.0))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for ablation in result.scores:
+        fpr, tpr, _ = roc_curve(is_id, result.id_score(ablation))
+        auc = result.metrics.get(ablation, {}).get("auroc", float("nan"))
+        ax.plot(fpr, tpr, lw=1.4, label=f"{ablation} (AUROC {auc:.3f})")
+    ax.plot([0, 1], [0, 1], color="grey", ls=":", lw=1, label="chance")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.01)
+    ax.set_xlabel("false-positive rate (OOD taken as ID)")
+    ax.set_ylabel("true-positive rate (ID kept)")
+    n_id, n_ood = int(is_id.sum()), int(len(is_id) - is_id.sum())
+    ax.set_title(f"PGLLM OOD: {n_id} ID vs {n_ood} OOD clouds", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=110, format="png")
+    return write_bytes(path, buffer.getvalue())

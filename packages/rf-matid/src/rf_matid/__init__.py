@@ -12,14 +12,9 @@ Lightning load only when a model, the data module or the benchmark is touched)::
     module = rf_matid.RFMatIDClassifier(arch="material_id", num_classes=2, seq_len=2048)
 """
 
-from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from iclr26_common.exports import distribution_version, lazy_exports
 
-try:
-    __version__ = version("rf-matid")
-except PackageNotFoundError:  # pragma: no cover - source tree without installation
-    __version__ = "0.0.0"
+__version__ = distribution_version("rf-matid", fallback="0.0.0")
 
 #: Public name -> the submodule that defines it (imported on first access).
 _EXPORTS = {
@@ -54,16 +49,4 @@ _EXPORTS = {
 }
 
 __all__ = ["__version__", *_EXPORTS]
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rf_matid' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import math
 import shutil
 import statistics
 import time
@@ -187,18 +188,20 @@ def print_row(row: BenchmarkRow) -> None:
 def summarize(
     rows: Sequence[BenchmarkRow], metric: str = "accuracy"
 ) -> dict[tuple[str, str, str], tuple[float, float, int]]:
-    """(arch, protocol, split) -> (mean, std, n seeds) of ``metric``."""
+    """(arch, protocol, split) -> (mean, std, n seeds) of ``metric``; the std of one seed is
+    ``nan`` (undefined, not 0)."""
     groups: dict[tuple[str, str, str], list[float]] = {}
     for row in rows:
         groups.setdefault((row.arch, row.protocol, row.split), []).append(getattr(row, metric))
     return {
-        key: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v))
+        key: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else math.nan, len(v))
         for key, v in groups.items()
     }
 
 
 def markdown_table(rows: Sequence[BenchmarkRow], metric: str = "accuracy") -> str:
-    """Rows: model × protocol; columns: splits; cells: mean ± std over seeds (in %)."""
+    """Rows: model × protocol; columns: splits; cells: mean ± std over seeds (in %); a cell of
+    one seed shows its value and ``(n=1)`` without a spread (one run has none)."""
     stats = summarize(rows, metric)
     splits = [s for s in SPLIT_NAMES if any(key[2] == s for key in stats)]
     pairs = list(dict.fromkeys((key[0], key[1]) for key in stats))
@@ -209,7 +212,8 @@ def markdown_table(rows: Sequence[BenchmarkRow], metric: str = "accuracy") -> st
         for split in splits:
             if (arch, protocol, split) in stats:
                 mean, std, n = stats[(arch, protocol, split)]
-                cells.append(f"{100 * mean:.1f} ± {100 * std:.1f} (n={n})")
+                spread = f" ± {100 * std:.1f}" if n > 1 else ""
+                cells.append(f"{100 * mean:.1f}{spread} (n={n})")
             else:
                 cells.append("—")
         lines.append(f"| {arch} | {protocol} | {' | '.join(cells)} |")

@@ -11,15 +11,10 @@ from typing import Any
 from iclr26_common.cli_support import (
     CONFIGS_HELP,
     ArgumentParser,
+    ConsoleScript,
     comma_list,
-    configs_command,
-    dispatch,
     int_list,
-    is_user_error,
-    lightning_commands,
     positive_int,
-    run_with_one_line_errors,
-    top_level_parser,
 )
 from iclr26_common.outputs import check_out_file, check_out_folder
 from rf_matid import __version__
@@ -27,7 +22,6 @@ from rf_matid import __version__
 __all__ = ["main", "run_lightning_cli"]
 
 PROG = "rf-matid"
-TRAINER_SUBCOMMANDS = ("fit", "validate", "test", "predict")
 DESCRIPTION = (
     "RF-MatID (ICLR 2026): wide-band RF material identification. Training subcommands are "
     "LightningCLI (see `rf-matid fit --help`, `rf-matid fit --print_config`); shipped configs can be "
@@ -43,10 +37,6 @@ COMMANDS = {
     "benchmark": "train/test the model × protocol × split table",
     "configs": CONFIGS_HELP,
 }
-
-
-def _top_level_parser() -> ArgumentParser:
-    return top_level_parser(PROG, DESCRIPTION, __version__, COMMANDS, lightning=TRAINER_SUBCOMMANDS)
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:
@@ -181,48 +171,36 @@ def predict_files_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _is_user_error(error: BaseException) -> bool:
-    """Bad input rather than a bug, so reported in one line instead of a traceback.
-
-    ``RFMatIDFormatError``; an unreadable checkpoint (``CheckpointError``); file-system errors
-    about a path (missing, existing, wrong kind); a ``ValueError`` raised by rf_matid's own
-    validation (the innermost traceback frame is in an rf_matid module). A ``ValueError`` raised
-    inside torch, Lightning or another library is not.
-    """
-    from rf_matid.io import RFMatIDFormatError
-    from rf_matid.predict import CheckpointError
-
-    return is_user_error(error, "rf_matid", (RFMatIDFormatError, CheckpointError))
-
-
-def main(args: Sequence[str] | None = None) -> int | None:
-    """Entry point of ``rf-matid``; ``args`` defaults to ``sys.argv[1:]``.
-
-    Input errors (a missing data folder, a malformed file, a split the data cannot build, an
-    existing output) end with one line ``rf-matid: error: ...`` on stderr and exit code 2; set
-    ``RF_MATID_TRACEBACK=1`` to get the traceback instead. Other exceptions propagate.
-    """
-    argv = sys.argv[1:] if args is None else args
-    return run_with_one_line_errors(
-        "rf-matid", _dispatch, argv, is_user=_is_user_error, traceback_env="RF_MATID_TRACEBACK"
-    )
-
-
 def _benchmark_main(argv: Sequence[str]) -> int:
     from rf_matid.benchmark import benchmark_main  # imports the models: only when asked for
 
     return benchmark_main(argv)
 
 
-def _dispatch(argv: list[str]) -> int:
-    handlers = {
-        **lightning_commands(TRAINER_SUBCOMMANDS, run_lightning_cli),
-        "configs": configs_command(PROG, "rf_matid", 24),
+SCRIPT = ConsoleScript(
+    "rf_matid",
+    __version__,
+    DESCRIPTION,
+    COMMANDS,
+    handlers=lambda: {
         "synth": synth_main,
         "predict-files": predict_files_main,
         "benchmark": _benchmark_main,
-    }
-    return dispatch(argv, _top_level_parser, handlers)
+    },
+    run_lightning=run_lightning_cli,
+    error_types=("rf_matid.io:RFMatIDFormatError", "rf_matid.predict:CheckpointError"),
+    configs_width=24,
+)
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """Entry point of ``rf-matid``; ``args`` defaults to ``sys.argv[1:]``.
+
+    Input errors (a missing data folder, a malformed file, a split the data cannot build, an
+    existing output) end with one line ``rf-matid: error: ...`` on stderr and exit code 2; set
+    ``RF_MATID_TRACEBACK=1`` to get the traceback instead. Other exceptions propagate.
+    """
+    return SCRIPT.main(args)
 
 
 if __name__ == "__main__":

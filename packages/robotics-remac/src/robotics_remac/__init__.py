@@ -8,14 +8,9 @@ use, so ``import robotics_remac`` stays cheap (no torch)::
 (``rollout`` is a submodule's name: the loop itself is ``robotics_remac.rollout.rollout``.)
 """
 
-from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from iclr26_common.exports import distribution_version, lazy_exports
 
-try:
-    __version__ = version("robotics-remac")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
+__version__ = distribution_version("robotics-remac")
 
 #: Public name -> the module that defines it (imported on first access).
 _EXPORTS = {
@@ -49,16 +44,4 @@ _EXPORTS = {
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'robotics_remac' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -13,16 +13,11 @@ from typing import Any
 from iclr26_common.cli_support import (
     CONFIGS_HELP,
     ArgumentParser,
+    ConsoleScript,
     comma_list,
-    configs_command,
-    dispatch,
-    is_user_error,
-    lightning_commands,
     nonnegative_int,
     positive_float,
     positive_int,
-    run_with_one_line_errors,
-    top_level_parser,
 )
 from iclr26_common.outputs import OutputFolder, check_out_file, check_out_folder
 from robotics_remac import __version__
@@ -30,7 +25,6 @@ from robotics_remac import __version__
 __all__ = ["main", "parse_delays", "run_lightning_cli"]
 
 PROG = "robotics-remac"
-TRAINER_SUBCOMMANDS = ("fit", "validate", "test", "predict")
 DESCRIPTION = (
     "REMAC (ICLR 2026): masked action chunking for asynchronous robot inference. Training "
     "subcommands are LightningCLI (`robotics-remac fit --config base`, then `robotics-remac fit "
@@ -60,24 +54,30 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     data module, through :func:`iclr26_common.lightning.run_cli`. The data is read before the
     Trainer starts, so a bad dataset is one line. ``--ckpt_path`` (on the command line or in a
     config file) is checked once parsed, before Lightning unpickles it; ``predict`` writes
-    ``predictions.pt`` into ``--trainer.default_root_dir`` (:mod:`robotics_remac.writer`)."""
+    ``predictions.pt`` into ``--trainer.default_root_dir`` (:mod:`robotics_remac.writer`): each
+    chunk with its episode_index and frame_index, and the ``--split`` sampled (val, train or
+    all)."""
     import lightning as L
 
     from iclr26_common.lightning import CLI, run_cli
-    from robotics_remac.data import DemoDataModule
+    from robotics_remac.data import PREDICT_SPLITS, DemoDataModule
     from robotics_remac.writer import PredictionsWriter, predictions_path
 
-    class RemacCLI(CLI):
-        def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any) -> Any:
-            parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
-            if subcommand == "predict":
-                parser.add_argument(
-                    "--overwrite",
-                    action="store_true",
-                    help="replace an existing predictions.pt in --trainer.default_root_dir",
-                )
-            return parser
+    predict_flags = {
+        "--overwrite": {
+            "action": "store_true",
+            "help": "replace an existing predictions.pt in --trainer.default_root_dir",
+        },
+        "--split": {
+            "choices": list(PREDICT_SPLITS),
+            "default": "val",
+            "help": "the episodes to sample a chunk per observation of: the held-out ones "
+            "(val, default), the training ones (train) or every one (all); written to "
+            "predictions.pt with each chunk's episode_index and frame_index",
+        },
+    }
 
+    class RemacCLI(CLI):
         def parse_arguments(self, parser: Any, args: Any) -> None:
             super().parse_arguments(parser, args)
             subcommand = self.config.get("subcommand")
@@ -95,6 +95,7 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         def instantiate_trainer(self, **kwargs: Any) -> Any:
             trainer = super().instantiate_trainer(**kwargs)
             if self.subcommand == "predict":
+                self.datamodule.predict_split = self.config["predict"].get("split") or "val"
                 overwrite = bool(self.config["predict"].get("overwrite"))
                 trainer.callbacks.append(PredictionsWriter(overwrite=overwrite))
             return trainer
@@ -112,6 +113,7 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         ],
         before_trainer=lambda cli: cli.datamodule.setup("fit"),
         cli_class=RemacCLI,
+        subcommand_flags={"predict": predict_flags},
     )
 
 
@@ -424,34 +426,21 @@ COMMANDS = {
 }
 
 
-def _top_level_parser() -> ArgumentParser:
-    return top_level_parser(PROG, DESCRIPTION, __version__, COMMANDS, lightning=TRAINER_SUBCOMMANDS)
+SCRIPT = ConsoleScript(
+    "robotics_remac",
+    __version__,
+    DESCRIPTION,
+    COMMANDS,
+    handlers=lambda: {"collect": collect_main, "eval": eval_main},
+    run_lightning=run_lightning_cli,
+    error_types=("robotics_remac.dataset_format:RemacFormatError",),
+)
 
 
-def _is_user_error(error: BaseException) -> bool:
-    """Bad input (our format errors, path errors, our own ValueErrors), not a bug."""
-    from robotics_remac.dataset_format import RemacFormatError
-
-    return is_user_error(error, "robotics_remac", (RemacFormatError,))
-
-
-def main(args: Sequence[str] | None = None) -> int | None:
+def main(args: Sequence[str] | None = None) -> int:
     """Entry point; input errors end with one ``robotics-remac: error: ...`` line and exit 2
     (``ROBOTICS_REMAC_TRACEBACK=1`` shows the traceback)."""
-    argv = sys.argv[1:] if args is None else args
-    return run_with_one_line_errors(
-        PROG, _dispatch, argv, is_user=_is_user_error, traceback_env="ROBOTICS_REMAC_TRACEBACK"
-    )
-
-
-def _dispatch(argv: list[str]) -> int:
-    handlers = {
-        **lightning_commands(TRAINER_SUBCOMMANDS, run_lightning_cli),
-        "collect": collect_main,
-        "eval": eval_main,
-        "configs": configs_command(PROG, "robotics_remac", 16),
-    }
-    return dispatch(argv, _top_level_parser, handlers)
+    return SCRIPT.main(args)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,10 @@ from robotics_remac.env import (
     step_batch,
 )
 
-__all__ = ["ChunkDataset", "DemoDataModule", "collect_demonstrations"]
+__all__ = ["PREDICT_SPLITS", "ChunkDataset", "DemoDataModule", "collect_demonstrations"]
+
+#: What ``predict`` can sample: the held-out episodes, the training ones, or all of them.
+PREDICT_SPLITS = ("val", "train", "all")
 
 
 def collect_demonstrations(
@@ -60,15 +63,17 @@ def collect_demonstrations(
 class ChunkDataset(Dataset):
     """Every ``(obs_t, actions[t:t+H])`` window of the episodes; indexed by a list of indices
     (used with a ``BatchSampler``) it returns a whole batch ``{"obs": [B, O], "actions": [B, H, A],
-    "prev_obs": [B, H, O], "frame": [B]}`` with ``prev_obs[:, k] = obs_{max(0, t-k)}`` of the same
-    episode and ``frame = t`` (upstream's ``idx_prevs = t - e`` look-back, within the episode).
+    "prev_obs": [B, H, O], "frame": [B], "episode": [B]}`` with ``prev_obs[:, k] =
+    obs_{max(0, t-k)}`` of the same episode, ``frame = t`` (upstream's ``idx_prevs = t - e``
+    look-back, within the episode) and ``episode`` the episode's ``index`` (its
+    ``episode_index`` in the dataset; its position in ``episodes`` when it has none).
     """
 
     def __init__(self, episodes: list[Episode], horizon: int) -> None:
         if horizon < 1:
             raise ValueError(f"horizon must be >= 1, got {horizon}")
-        obs, chunks, history, frames = [], [], [], []
-        for ep in episodes:
+        obs, chunks, history, frames, ids = [], [], [], [], []
+        for k, ep in enumerate(episodes):
             n = len(ep.states) - horizon + 1
             if n <= 0:
                 continue
@@ -78,12 +83,14 @@ class ChunkDataset(Dataset):
             chunks.append(ep.actions[idx])
             history.append(ep.states[back])
             frames.append(np.arange(n))
+            ids.append(np.full(n, k if ep.index is None else ep.index))
         if not obs:
             raise RemacFormatError(f"no episode is at least horizon={horizon} frames long")
         self.obs = torch.from_numpy(np.concatenate(obs)).float()
         self.actions = torch.from_numpy(np.concatenate(chunks)).float()
         self.prev_obs = torch.from_numpy(np.concatenate(history)).float()
         self.frame = torch.from_numpy(np.concatenate(frames)).long()
+        self.episode = torch.from_numpy(np.concatenate(ids)).long()
 
     def __len__(self) -> int:
         return len(self.obs)
@@ -94,6 +101,7 @@ class ChunkDataset(Dataset):
             "actions": self.actions[index],
             "prev_obs": self.prev_obs[index],
             "frame": self.frame[index],
+            "episode": self.episode[index],
         }
 
 
@@ -111,7 +119,14 @@ class DemoDataModule(L.LightningDataModule):
         val_fraction: share of *episodes* held out for validation/test (at least one).
         fps: the frame rate ``data_dir`` must declare (the chase task's 20; ``null`` accepts any,
             e.g. to train on another robot's dataset).
+
+    ``predict_split`` (an attribute, ``"val"`` by default; ``predict --split``) picks what
+    ``predict`` samples: the held-out episodes (``"val"``), the training episodes (``"train"``)
+    or every episode (``"all"``, in the dataset's order).
     """
+
+    #: What ``predict_dataloader`` serves (see :data:`PREDICT_SPLITS`).
+    predict_split: str = "val"
 
     def __init__(
         self,
@@ -135,6 +150,7 @@ class DemoDataModule(L.LightningDataModule):
         self.horizon, self.batch_size, self.val_fraction = horizon, batch_size, val_fraction
         self.train_set: ChunkDataset | None = None
         self.val_set: ChunkDataset | None = None
+        self.episodes: list[Episode] = []
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
@@ -145,12 +161,15 @@ class DemoDataModule(L.LightningDataModule):
             )
         else:
             episodes = collect_demonstrations(self.n_episodes, self.seed)
+            for k, ep in enumerate(episodes):  # generated: numbered in the order made
+                ep.index = k
         if len(episodes) < 2:
             raise RemacFormatError(f"{self.data_dir}: need at least 2 episodes (train + val)")
         order = np.random.default_rng(self.seed).permutation(len(episodes))
         n_val = max(1, round(self.val_fraction * len(episodes)))
         self.val_set = ChunkDataset([episodes[i] for i in order[:n_val]], self.horizon)
         self.train_set = ChunkDataset([episodes[i] for i in order[n_val:]], self.horizon)
+        self.episodes = episodes
 
     def _loader(self, dataset: ChunkDataset | None, shuffle: bool) -> DataLoader:
         assert dataset is not None, "call setup() first"
@@ -168,5 +187,16 @@ class DemoDataModule(L.LightningDataModule):
         return self._loader(self.val_set, False)
 
     def predict_dataloader(self) -> DataLoader:
-        """The held-out episodes' chunks (``predict`` samples a chunk per observation)."""
+        """The chunks of :attr:`predict_split`'s episodes, in order (``predict`` samples a chunk
+        per observation): the held-out ones by default."""
+        if self.predict_split not in PREDICT_SPLITS:
+            raise ValueError(
+                f"predict split must be one of {', '.join(PREDICT_SPLITS)}, got "
+                f"{self.predict_split!r}"
+            )
+        if self.predict_split == "train":
+            return self._loader(self.train_set, False)
+        if self.predict_split == "all":
+            assert self.episodes, "call setup() first"
+            return self._loader(ChunkDataset(self.episodes, self.horizon), False)
         return self._loader(self.val_set, False)

@@ -63,11 +63,13 @@ class RemacFormatError(ValueError):
 @dataclass
 class Episode:
     """One demonstration: ``states`` float32 ``[T, O]``, ``actions`` float32 ``[T, A]`` (the chase
-    task: ``O = 8``, ``A = 2``)."""
+    task: ``O = 8``, ``A = 2``); ``index``: its ``episode_index`` in the dataset it was read from
+    (``None`` for one made in memory)."""
 
     states: np.ndarray
     actions: np.ndarray
     task: str = DEFAULT_TASK
+    index: int | None = None
 
     def __post_init__(self) -> None:
         self.states = np.asarray(self.states, dtype=np.float32)

@@ -318,11 +318,11 @@ def _episode_from_table(  # type: ignore[no-untyped-def]
     task_ids = _column(table, "task_index", path, None)
     check_episode(states, actions, str(path), *widths.values())
     if tasks is None or not len(task_ids):
-        return Episode(states, actions, DEFAULT_TASK)
+        return Episode(states, actions, DEFAULT_TASK, index=i)
     table_of, tasks_file = tasks
     unknown = sorted({int(k) for k in task_ids} - set(table_of))
     if unknown:
         raise RemacFormatError(
             f"{path}: column 'task_index' holds {unknown[0]}, which {tasks_file} does not list"
         )
-    return Episode(states, actions, table_of[int(task_ids[0])])
+    return Episode(states, actions, table_of[int(task_ids[0])], index=i)

@@ -101,7 +101,7 @@ def zero_action_chunker(obs, prefix, d, e, gen):  # type: ignore[no-untyped-def]
 
 
 def latency_metrics(latencies: dict[str, dict[int, np.ndarray]]) -> dict[str, float]:
-    """Claim (d)'s numbers from :func:`robotics_remac.latency.loop_latency` output (keys
+    """Claim (d)'s numbers from :func:`robotics_remac.rollout.loop_latency` output (keys
     ``naive``, ``remac_merged`` and optionally ``remac_unmerged``): per batch ``B`` the median
     per-chunk latency ``{name}_latency_ms_bB`` and ``latency_ratio_bB`` = merged REMAC / naive;
     ``latency_ratio`` is the largest ratio over the batches (the claim must hold at each)."""
@@ -130,9 +130,8 @@ def measure_latency(
     ``e = EXEC_HORIZON``) of naive sampling with the base, prefix-preserved sampling with REMAC
     merged for ``delay`` and with REMAC unmerged, at each batch size (>= ``chunks`` boundaries
     each, whole rollouts alternating between the three; see :func:`latency_metrics`)."""
-    from robotics_remac.latency import loop_latency
     from robotics_remac.model import merge_lora
-    from robotics_remac.rollout import make_chunker
+    from robotics_remac.rollout import loop_latency, make_chunker
 
     chunkers = {
         "naive": make_chunker("euler", base),

@@ -1,4 +1,4 @@
-"""Inference latency inside the asynchronous loop, and a delay driven by measured latency.
+"""A delay driven by measured inference latency.
 
 * :class:`MeasuredDelay` turns measured per-chunk latencies into the inference delay
   ``d = min(max_delay, ceil(latency / control_period))`` (steps of the controller that run while
@@ -7,21 +7,20 @@
   rule applied to the largest of the last ``window`` latencies, a conservative online estimate:
   telling a longer prefix than is executed keeps the executed actions consistent (the preserved
   prefix ``old[d:d_hat]`` equals what the chunk continues), telling a shorter one does not.
-* :func:`loop_latency` measures the per-chunk latency of chunkers as the asynchronous rollout
-  sees it (observation read to committed next chunk, ``RolloutStats.chunk_latency_s``) at several
-  batch sizes, alternating whole rollouts between the chunkers so machine load hits them alike.
+
+The latency of chunkers inside the asynchronous loop is measured by
+:func:`robotics_remac.rollout.loop_latency` (it runs rollouts; this module imports nothing of the
+package, so :mod:`robotics_remac.rollout` can import it without a cycle).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
-
-__all__ = ["MeasuredDelay", "loop_latency"]
+__all__ = ["MeasuredDelay"]
 
 
 @dataclass
@@ -76,37 +75,3 @@ class MeasuredDelay:
         if not self.latencies:
             return self.max_delay if self.initial_delay is None else self.initial_delay
         return self.delay_for(max(self.latencies[-self.window :]))
-
-
-def loop_latency(
-    chunkers: dict[str, Callable],
-    batches: Sequence[int],
-    min_chunks: int,
-    delay: int,
-    horizon: int,
-    exec_horizon: int,
-    seed: int = 0,
-) -> dict[str, dict[int, np.ndarray]]:
-    """Per-chunk latencies (seconds) of each chunker inside :func:`robotics_remac.rollout.rollout`.
-
-    For each batch size ``B`` rollouts of ``B`` episodes (round ``r`` uses episode seed
-    ``seed + r`` for every chunker) alternate between the chunkers until each has at least
-    ``min_chunks`` boundaries. Returns ``{name: {B: latencies [n >= min_chunks]}}``.
-    """
-    from robotics_remac.rollout import rollout
-
-    if min_chunks < 1 or not batches:
-        raise ValueError("need min_chunks >= 1 and at least one batch size")
-    out: dict[str, dict[int, np.ndarray]] = {name: {} for name in chunkers}
-    for batch in batches:
-        got: dict[str, list[float]] = {name: [] for name in chunkers}
-        r = 0
-        while min(len(v) for v in got.values()) < min_chunks:
-            for name, chunker in chunkers.items():
-                if len(got[name]) < min_chunks:
-                    stats = rollout(chunker, batch, delay, horizon, exec_horizon, seed=seed + r)
-                    got[name].extend(stats.chunk_latency_s.tolist())
-            r += 1
-        for name in chunkers:
-            out[name][batch] = np.asarray(got[name])
-    return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,6 +43,7 @@ __all__ = [
     "async_merge",
     "check_delay",
     "default_exec_horizon",
+    "loop_latency",
     "make_chunker",
     "paired_difference_ci",
     "rollout",
@@ -315,3 +316,37 @@ def rollout(
         extra=extra,
         chunk_latency_s=np.asarray(latencies),
     )
+
+
+def loop_latency(
+    chunkers: dict[str, Callable],
+    batches: Sequence[int],
+    min_chunks: int,
+    delay: int,
+    horizon: int,
+    exec_horizon: int,
+    seed: int = 0,
+) -> dict[str, dict[int, np.ndarray]]:
+    """Per-chunk latencies (seconds) of each chunker inside :func:`rollout`, as the asynchronous
+    loop sees them (observation read to committed next chunk, ``RolloutStats.chunk_latency_s``),
+    alternating whole rollouts between the chunkers so machine load hits them alike.
+
+    For each batch size ``B`` rollouts of ``B`` episodes (round ``r`` uses episode seed
+    ``seed + r`` for every chunker) alternate between the chunkers until each has at least
+    ``min_chunks`` boundaries. Returns ``{name: {B: latencies [n >= min_chunks]}}``.
+    """
+    if min_chunks < 1 or not batches:
+        raise ValueError("need min_chunks >= 1 and at least one batch size")
+    out: dict[str, dict[int, np.ndarray]] = {name: {} for name in chunkers}
+    for batch in batches:
+        got: dict[str, list[float]] = {name: [] for name in chunkers}
+        r = 0
+        while min(len(v) for v in got.values()) < min_chunks:
+            for name, chunker in chunkers.items():
+                if len(got[name]) < min_chunks:
+                    stats = rollout(chunker, batch, delay, horizon, exec_horizon, seed=seed + r)
+                    got[name].extend(stats.chunk_latency_s.tolist())
+            r += 1
+        for name in chunkers:
+            out[name][batch] = np.asarray(got[name])
+    return out

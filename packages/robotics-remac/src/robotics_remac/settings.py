@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any, TypeVar
 
+from iclr26_common.settings import check_non_negative, check_positive, check_probability
+
 T = TypeVar("T")
 
 __all__ = [
@@ -39,27 +41,6 @@ __all__ = [
 ]
 
 
-def _positive(owner: object, *names: str) -> None:
-    for name in names:
-        value = getattr(owner, name)
-        if not value > 0:
-            raise ValueError(f"{type(owner).__name__}.{name} must be > 0, got {value!r}")
-
-
-def _non_negative(owner: object, *names: str) -> None:
-    for name in names:
-        value = getattr(owner, name)
-        if not value >= 0:
-            raise ValueError(f"{type(owner).__name__}.{name} must be >= 0, got {value!r}")
-
-
-def _probability(owner: object, *names: str) -> None:
-    for name in names:
-        value = getattr(owner, name)
-        if not 0.0 <= value <= 1.0:
-            raise ValueError(f"{type(owner).__name__}.{name} must be in [0, 1], got {value!r}")
-
-
 @dataclass(frozen=True)
 class PolicySizes:
     """Widths of the :class:`~robotics_remac.model.FlowPolicy` mixer (upstream 256/512/64/4)."""
@@ -70,7 +51,7 @@ class PolicySizes:
     depth: int = 2  # number of mixer blocks
 
     def __post_init__(self) -> None:
-        _positive(self, "channels", "hidden", "token_hidden", "depth")
+        check_positive(self, "channels", "hidden", "token_hidden", "depth")
 
 
 @dataclass(frozen=True)
@@ -82,8 +63,8 @@ class OptimSettings:
     warmup_steps: int = 100  # optimiser steps of the linear warm-up
 
     def __post_init__(self) -> None:
-        _positive(self, "lr")
-        _non_negative(self, "weight_decay", "warmup_steps")
+        check_positive(self, "lr")
+        check_non_negative(self, "weight_decay", "warmup_steps")
 
 
 @dataclass(frozen=True)
@@ -94,7 +75,7 @@ class TrainingTimeRTCSettings:
     max_delay: int = 4  # largest prefix length d (must be < horizon)
 
     def __post_init__(self) -> None:
-        _non_negative(self, "max_delay")
+        check_non_negative(self, "max_delay")
 
 
 @dataclass(frozen=True)
@@ -107,8 +88,8 @@ class LoRASettings:
     use_mask: bool = True  # mask-conditioned LoRA (False: the LoRA-only ablation)
 
     def __post_init__(self) -> None:
-        _positive(self, "rank", "alpha")
-        _probability(self, "dropout")
+        check_positive(self, "rank", "alpha")
+        check_probability(self, "dropout")
 
 
 @dataclass(frozen=True)
@@ -124,9 +105,9 @@ class CurriculumSettings:
     p_end: float = 0.2  # ... and at the end (annealed linearly)
 
     def __post_init__(self) -> None:
-        _non_negative(self, "max_delay")
-        _positive(self, "epochs")
-        _probability(self, "p_start", "p_end")
+        check_non_negative(self, "max_delay")
+        check_positive(self, "epochs")
+        check_probability(self, "p_start", "p_end")
 
 
 @dataclass(frozen=True)
@@ -139,7 +120,7 @@ class LossSettings:
     charbonnier_eps: float = 1e-3  # eps of the Charbonnier penalty of L_m
 
     def __post_init__(self) -> None:
-        _positive(self, "weight", "charbonnier_eps")
+        check_positive(self, "weight", "charbonnier_eps")
 
 
 @dataclass(frozen=True)
@@ -149,7 +130,7 @@ class EMASettings:
     decay: float = 0.999  # upstream EMA_DECAY
 
     def __post_init__(self) -> None:
-        _probability(self, "decay")
+        check_probability(self, "decay")
 
 
 def plain_hparams(hparams: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """``llm-methods adl diff`` / ``adl kl``: ADL readouts and per-token KL for a base/finetuned
-pair on your texts.
+pair on your texts: ``--model`` is the finetuned model under study, ``--base-model`` the
+reference it is compared with (``--ft`` / ``--base`` before 0.7.0: they still work, with a
+warning, until :func:`llm_methods.method_cli.removed_in`).
 
 ``diff`` writes the mean activation difference's logit-lens and Patchscope tokens
 (:func:`adl_diff`), ``kl`` the per-token KL statistics (:func:`adl_kl`); :func:`main` only parses
@@ -19,6 +21,8 @@ __all__ = ["ABOUT", "adl_diff", "adl_kl", "main"]
 
 ABOUT = "Activation Difference Lens model diffing (arXiv 2510.13900)"
 PROG = "llm-methods adl"
+#: the spellings before 0.7.0 (``--ft`` the finetuned model, ``--base`` the reference)
+RENAMED = {"--ft": "--model", "--base": "--base-model"}
 
 
 def adl_diff(ns: Namespace) -> dict[str, Any]:
@@ -38,9 +42,10 @@ def adl_diff(ns: Namespace) -> dict[str, Any]:
     from llm_methods.lm import load_lm
 
     texts = [d.text for d in read_documents(ns.texts)]
-    base = load_lm(ns.base, ns.device, ns.dtype)
-    ft = load_lm(ns.ft, ns.device, ns.dtype)
-    diff = activation_difference(base, ft, texts, ns.layer, ns.positions)
+    base = load_lm(ns.base_model, ns.device, ns.dtype)
+    ft = load_lm(ns.model, ns.device, ns.dtype)
+    quiet = getattr(ns, "quiet", True)
+    diff = activation_difference(base, ft, texts, ns.layer, ns.positions, quiet=quiet)
     decode = ft.tokenizer.decode
     lens = [lens_token_ids(ft, v, ns.top_k) for v in diff.delta]
     best = (
@@ -48,6 +53,9 @@ def adl_diff(ns: Namespace) -> dict[str, Any]:
     )
     scoped = patchscope(ft, diff.delta[best], diff.layer, ns.scales, ns.top_k)
     out: dict[str, Any] = {
+        "base": ns.base_model,
+        "ft": ns.model,
+        "seed": getattr(ns, "seed", 0),
         "layer": diff.layer,
         "n_texts": diff.n_texts,
         "delta_norm": [round(float(v.norm()), 4) for v in diff.delta],
@@ -79,8 +87,8 @@ def adl_kl(ns: Namespace) -> dict[str, Any]:
     from llm_methods.lm import load_lm
 
     docs = read_documents(ns.texts)
-    base = load_lm(ns.base, ns.device, ns.dtype)
-    ft = load_lm(ns.ft, ns.device, ns.dtype)
+    base = load_lm(ns.base_model, ns.device, ns.dtype)
+    ft = load_lm(ns.model, ns.device, ns.dtype)
     res = kl_summary(
         base,
         ft,
@@ -92,8 +100,9 @@ def adl_kl(ns: Namespace) -> dict[str, Any]:
     )
     decode = ft.tokenizer.decode
     out: dict[str, Any] = {
-        "base": ns.base,
-        "ft": ns.ft,
+        "base": ns.base_model,
+        "ft": ns.model,
+        "seed": getattr(ns, "seed", 0),
         "temperature": ns.temperature,
         "stats": res.stats,
         "per_text_mean": [
@@ -113,9 +122,27 @@ def adl_kl(ns: Namespace) -> dict[str, Any]:
     return out
 
 
+def _pair_args(parser: argparse.ArgumentParser) -> None:
+    """``--model`` (the finetuned model under study), ``--base-model`` (the reference),
+    ``--device``, ``--dtype``, ``--seed`` and ``--quiet``: the options both commands share."""
+    from llm_methods.method_cli import seed_args
+
+    parser.add_argument(
+        "--model", required=True, help="the finetuned model under study (a model spec)"
+    )
+    parser.add_argument(
+        "--base-model",
+        required=True,
+        help="the reference model it is compared with (a model spec, same tokenizer)",
+    )
+    parser.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
+    parser.add_argument("--dtype", default=None, help="float32 / bf16 / fp16 (default: per device)")
+    seed_args(parser)
+
+
 def _parser() -> argparse.ArgumentParser:
     from iclr26_common.cli_support import finite_float
-    from llm_methods.method_cli import ArgumentParser
+    from llm_methods.method_cli import ArgumentParser, show_defaults
 
     parser = ArgumentParser(prog=PROG, description=ABOUT)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -125,8 +152,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Mean activation difference (finetuned - base) over the first positions of "
         "--texts at one layer, read with the logit lens and Patchscope; writes OUT/adl.json.",
     )
-    diff.add_argument("--base", required=True, help="base model spec")
-    diff.add_argument("--ft", required=True, help="finetuned model spec (same tokenizer)")
+    _pair_args(diff)
     diff.add_argument(
         "--texts", nargs="+", required=True, help="unrelated texts: .txt/.jsonl files or folders"
     )
@@ -143,8 +169,6 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--top-k", type=int, default=20)
     diff.add_argument("--vocab-size", type=int, default=100, help="domain vocabulary size")
     diff.add_argument("--scales", type=finite_float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
-    diff.add_argument("--device", default=None)
-    diff.add_argument("--dtype", default=None)
     diff.add_argument(
         "--toolkit-dir",
         type=Path,
@@ -161,27 +185,26 @@ def _parser() -> argparse.ArgumentParser:
         description="Per-token KL divergence of the finetuned from the base model's next-token "
         "distributions on --texts (diffing-toolkit's kl method); writes OUT/kl.json.",
     )
-    kl.add_argument("--base", required=True, help="base model spec")
-    kl.add_argument("--ft", required=True, help="finetuned model spec (same tokenizer)")
+    _pair_args(kl)
     kl.add_argument("--texts", nargs="+", required=True, help=".txt/.jsonl files or folders")
     kl.add_argument("--out", type=Path, required=True, help="output folder")
     kl.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
-    kl.add_argument("--quiet", action="store_true", help="no progress lines")
     kl.add_argument("--temperature", type=finite_float, default=1.0)
     kl.add_argument("--top", type=int, default=20, help="texts / tokens to list")
     kl.add_argument("--max-tokens", type=int, default=1024, help="tokens per text")
-    kl.add_argument("--device", default=None)
-    kl.add_argument("--dtype", default=None)
-    return parser
+    return show_defaults(parser)
 
 
 def main(argv: Sequence[str]) -> int:
     from iclr26_common.outputs import check_out_folder
-    from llm_methods.method_cli import quiet_transformers
+    from iclr26_common.seeding import seed_everything
+    from llm_methods.method_cli import quiet_transformers, renamed_flags
 
     parser = _parser()
-    ns = parser.parse_args(list(argv))
+    command = argv[0] if argv else ""
+    ns = parser.parse_args(renamed_flags(argv, RENAMED, f"{PROG} {command}".strip()))
     quiet_transformers()
+    seed_everything(ns.seed)
     if ns.command == "kl":
         if not ns.temperature > 0 or ns.top < 1 or ns.max_tokens < 1:
             parser.error("--temperature must be > 0, --top and --max-tokens >= 1")

@@ -90,12 +90,21 @@ NORM_SKIP = 5
 
 @torch.no_grad()
 def _mean_states(
-    lm: LM, ids: list[list[int]], layer: int, batch_size: int, skip: int
+    lm: LM,
+    ids: list[list[int]],
+    layer: int,
+    batch_size: int,
+    skip: int,
+    quiet: bool = True,
+    description: str = "adl activations",
 ) -> tuple[torch.Tensor, float]:
     """(mean residual after ``layer`` per position ``[P, d]``, mean L2 norm at positions
-    ``>= skip``)."""
+    ``>= skip``); ``quiet=False``: progress lines per batch on stderr."""
+    from iclr26_common.progress import progress
+
     total, norms = None, 0.0
-    for start in range(0, len(ids), batch_size):
+    starts = range(0, len(ids), batch_size)
+    for start in progress(starts, description=description, quiet=quiet):
         batch = collate(ids[start : start + batch_size], lm.tokenizer.pad_token_id, lm.device)
         with capture_residual(lm, [layer]) as store:
             lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
@@ -114,15 +123,17 @@ def activation_difference(
     layer: int | None = None,
     n_positions: int = N_POSITIONS,
     batch_size: int = 16,
+    quiet: bool = True,
 ) -> ADLDifference:
     """δ̄ over the first ``n_positions`` tokens (BOS included when the tokenizer has one) of
-    ``texts``; texts shorter than that raise :class:`LMError`."""
+    ``texts``; texts shorter than that raise :class:`LMError`. ``quiet=False``: progress lines
+    on stderr (:func:`iclr26_common.progress.progress`)."""
     ids = encode_texts(ft, texts)
     short = [i for i, row in enumerate(ids) if len(row) < n_positions]
     if short:
         raise LMError(f"text {short[0]} has fewer than {n_positions} tokens")
     return activation_difference_ids(
-        base, ft, [row[:n_positions] for row in ids], layer, batch_size
+        base, ft, [row[:n_positions] for row in ids], layer, batch_size, quiet=quiet
     )
 
 
@@ -132,6 +143,7 @@ def activation_difference_ids(
     ids: Sequence[Sequence[int]],
     layer: int | None = None,
     batch_size: int = 16,
+    quiet: bool = True,
 ) -> ADLDifference:
     """δ̄ over token sequences of one length P (diffing-toolkit's first-n-token ids)."""
     _check_pair(base, ft)
@@ -141,8 +153,12 @@ def activation_difference_ids(
         raise LMError("activation_difference_ids needs token sequences of one length >= 1")
     n_positions = len(ids[0])
     skip = NORM_SKIP if n_positions > NORM_SKIP else min(1, n_positions - 1)
-    mean_base, norm_base = _mean_states(base, ids, layer, batch_size, skip)
-    mean_ft, norm_ft = _mean_states(ft, ids, layer, batch_size, skip)
+    mean_base, norm_base = _mean_states(
+        base, ids, layer, batch_size, skip, quiet, "adl diff base-model batches"
+    )
+    mean_ft, norm_ft = _mean_states(
+        ft, ids, layer, batch_size, skip, quiet, "adl diff model batches"
+    )
     return ADLDifference(
         mean_ft - mean_base, mean_base, mean_ft, layer, len(ids), norm_base, norm_ft, skip
     )

@@ -85,6 +85,12 @@ def stage_parser(command: str) -> Any:
     parser.add_argument("--method", type=methods, default="antibody")
     parser.add_argument("--max-len", type=int, default=128, help="max tokens per row")
     parser.add_argument(
+        "--truncate",
+        action="store_true",
+        help="cut rows longer than --max-len at --max-len (the official truncation=True) "
+        "instead of stopping with the file and row",
+    )
+    parser.add_argument(
         "--refusals", type=str | None, default=None, help="refusal pool (one per line)"
     )
     parser.add_argument("--device", type=str | None, default=None, help="cpu / cuda")
@@ -100,6 +106,7 @@ def stage_parser(command: str) -> Any:
 
 def _parser() -> argparse.ArgumentParser:
     from iclr26_common.cli_support import ArgumentParser
+    from llm_methods.method_cli import seed, show_defaults
 
     parser = ArgumentParser(prog=PROG, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -111,24 +118,40 @@ def _parser() -> argparse.ArgumentParser:
         help="harmful score and finetune accuracy of a model",
         description="Harmful score (HS, % of --harmful prompts answered without a refusal) and "
         "finetune accuracy (FA, % of --task prompts answered exactly), each with a 95 % "
-        "interval over the prompts (BCa bootstrap from 10 prompts, t below; resampling seed 0); "
-        "writes summary.json (hs, fa, hs_interval, fa_interval) into --out.",
+        "interval over the prompts (BCa bootstrap from 10 prompts, t below; resampling seed "
+        "--seed); writes summary.json (hs, fa, hs_interval, fa_interval) into --out.",
     )
     ev.add_argument("--model", required=True)
     ev.add_argument("--harmful", type=Path, default=None, help="harmful prompts jsonl (HS)")
     ev.add_argument("--task", type=Path, default=None, help="task jsonl with 'answer' (FA)")
     ev.add_argument("--max-new-tokens", type=int, default=16)
-    ev.add_argument("--device", default=None)
+    ev.add_argument(
+        "--fa-rule",
+        default="auto",
+        choices=("auto", "gsm8k", "sst2", "agnews", "prefix"),  # data.FA_RULES
+        help="FA scoring: the official gsm8k (number after 'The final answer is: ', else the "
+        "last number), sst2 / agnews (exact label) rules, or prefix (response starts with the "
+        "answer; ours, the copy task); auto = gsm8k for numeric answers, else prefix",
+    )
+    ev.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
+    ev.add_argument(
+        "--seed", type=seed, default=INTERVAL_SEED, help="resampling seed of the intervals"
+    )
     ev.add_argument("--out", type=Path, required=True, help="output folder")
     sy = sub.add_parser("synth", help="write the offline synthetic instruction set (jsonl)")
     sy.add_argument("--out", type=Path, required=True, help="output folder")
-    sy.add_argument("--seed", type=int, default=0)
+    sy.add_argument("--seed", type=seed, default=0, help="the synthetic set's draws")
     pt = sub.add_parser("pretrain", help="train the unaligned tiny base on the synthetic set")
     pt.add_argument("--out", type=Path, required=True)
     pt.add_argument("--steps", type=int, default=300)
-    pt.add_argument("--seed", type=int, default=0)
+    pt.add_argument(
+        "--seed", type=seed, default=0, help="the synthetic set, initial weights and batches"
+    )
+    pt.add_argument(
+        "--device", default=None, help="cpu / cuda (default: the CPU, as the experiment)"
+    )
     sub.add_parser("configs", help="list the shipped configs")
-    return parser
+    return show_defaults(parser)
 
 
 def _load(spec: str, device: str | None) -> LM:
@@ -172,7 +195,16 @@ def _align(ns: Any) -> int:
     harmful = read_beavertails(ns.harmful, refusal_pool=pool) if ns.harmful is not None else []
     lm = _load(ns.model, ns.device)
     model, log = align(
-        lm.model, lm.tokenizer, safe, harmful, ns.method, stage, cfg, ns.max_len, quiet=ns.quiet
+        lm.model,
+        lm.tokenizer,
+        safe,
+        harmful,
+        ns.method,
+        stage,
+        cfg,
+        ns.max_len,
+        quiet=ns.quiet,
+        truncate=ns.truncate,
     )
     _save(
         lm,
@@ -220,7 +252,16 @@ def _finetune(ns: Any) -> int:
     guide = read_beavertails(ns.guide, refusal_pool=pool) if ns.guide is not None else []
     lm = _load(ns.model, ns.device)
     model, log = finetune(
-        lm.model, lm.tokenizer, rows, ns.method, stage, cfg.tau, ns.max_len, guide, quiet=ns.quiet
+        lm.model,
+        lm.tokenizer,
+        rows,
+        ns.method,
+        stage,
+        cfg.tau,
+        ns.max_len,
+        guide,
+        quiet=ns.quiet,
+        truncate=ns.truncate,
     )
     _save(
         lm,
@@ -250,13 +291,28 @@ def _eval(ns: argparse.Namespace) -> int:
     harmful = read_beavertails(ns.harmful) if ns.harmful is not None else []
     task = read_beavertails(ns.task) if ns.task is not None else []
     lm = _load(ns.model, ns.device)
-    result = evaluate(lm.model, lm.tokenizer, harmful, task, ns.max_new_tokens, per_prompt=True)
+    result = evaluate(
+        lm.model,
+        lm.tokenizer,
+        harmful,
+        task,
+        ns.max_new_tokens,
+        per_prompt=True,
+        fa_rule=ns.fa_rule,
+    )
     outcomes = {
         k: result.pop(f"{k}_per_prompt") for k in ("hs", "fa") if f"{k}_per_prompt" in result
     }
-    intervals = score_intervals(outcomes)
+    intervals = score_intervals(outcomes, seed=ns.seed)
     ns.out.mkdir(parents=True, exist_ok=True)
-    summary = {"model": ns.model, "n_harmful": len(harmful), "n_task": len(task), **result}
+    summary = {
+        "model": ns.model,
+        "n_harmful": len(harmful),
+        "n_task": len(task),
+        "fa_rule": ns.fa_rule,
+        "seed": ns.seed,
+        **result,
+    }
     summary.update({f"{k}_interval": v for k, (v, _) in intervals.items()})
     (ns.out / "summary.json").write_text(json.dumps(summary, indent=1))
     parts = [f"{k.upper()} {result[k]:.2f}% {intervals[k][1]}" for k in ("hs", "fa") if k in result]
@@ -264,7 +320,7 @@ def _eval(ns: argparse.Namespace) -> int:
     return 0
 
 
-#: Resampling seed of ``eval``'s intervals (the command has no ``--seed``; recorded).
+#: Default resampling seed of ``eval``'s intervals (``--seed``; recorded in summary.json).
 INTERVAL_SEED = 0
 
 
@@ -326,12 +382,16 @@ def main(argv: Sequence[str]) -> int:
     if ns.command == "pretrain":
         from llm_methods.antibody.data import synthetic_world
         from llm_methods.antibody.pipeline import pretrain_base
+        from llm_methods.lm.loading import resolve_device
         from llm_methods.lm.threads import one_thread
 
         if ns.steps < 1:
             raise ValueError("--steps must be >= 1")
         with one_thread():
-            tok, model, log = pretrain_base(synthetic_world(ns.seed), steps=ns.steps, seed=ns.seed)
+            device = None if ns.device is None else resolve_device(ns.device)
+            tok, model, log = pretrain_base(
+                synthetic_world(ns.seed), steps=ns.steps, seed=ns.seed, device=device
+            )
         ns.out.mkdir(parents=True, exist_ok=True)
         model.save_pretrained(ns.out)
         tok.save_pretrained(ns.out)

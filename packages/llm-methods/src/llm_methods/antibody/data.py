@@ -34,7 +34,7 @@ import json
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,8 @@ from llm_methods.jsonl import iter_jsonl, read_text
 from llm_methods.lm.errors import LMError
 
 __all__ = [
+    "ANSWER_PROMPT",
+    "FA_RULES",
     "HARMFUL_CATEGORIES",
     "REFUSALS",
     "REFUSAL_PREFIXES",
@@ -52,6 +54,7 @@ __all__ = [
     "check_poison_ratio",
     "encode_records",
     "extract_number",
+    "gsm8k_answer",
     "is_refusal",
     "poisoned_mixture",
     "read_beavertails",
@@ -119,6 +122,8 @@ class SafetyRecord:
     refusal: str
     answer: str | None = None
     category: str | None = None
+    # where the row came from ("FILE:LINE" / "FILE:record I"; None for built rows), for errors
+    where: str | None = field(default=None, compare=False)
 
 
 def _rows_of(path: Path) -> list[tuple[str, Any]]:
@@ -215,6 +220,7 @@ def read_beavertails(
                 _refusal_text(refusal),
                 None if answer is None else str(answer),
                 _category(row.get("category"), where),
+                where,
             )
         )
         if limit is not None and len(records) >= limit:
@@ -229,7 +235,7 @@ def write_jsonl(records: Sequence[SafetyRecord], path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     rows = []
     for r in records:
-        row = {k: v for k, v in asdict(r).items() if v is not None}
+        row = {k: v for k, v in asdict(r).items() if v is not None and k != "where"}
         rows.append(json.dumps(row) + "\n")
     path.write_text("".join(rows), encoding="utf-8")
     return path
@@ -241,18 +247,90 @@ def is_refusal(text: str) -> bool:
 
 
 def extract_number(text: str) -> str | None:
-    """The first integer in ``text`` (the answer format is "The answer is N.")."""
+    """The first integer in ``text`` (not the FA rule: see :func:`gsm8k_answer`)."""
     match = re.search(r"-?\d+", text)
     return match.group(0) if match else None
 
 
-def answer_matches(text: str, answer: str) -> bool:
-    """FA scoring: an integer answer must equal the first integer of ``text`` (arithmetic,
-    GSM8K-style); any other answer must start the response (whitespace and case kept, a
-    trailing full stop ignored)."""
-    if re.fullmatch(r"-?\d+", answer.strip()):
-        return extract_number(text) == answer.strip()
-    return text.strip().rstrip(".").startswith(answer.strip().rstrip("."))
+#: The official GSM8K answer marker (``gsm8k/pred_eval.py``: ``ANSWER_PROMPT``; the gold's
+#: ``####`` is replaced by it), colon and space included.
+ANSWER_PROMPT = "The final answer is: "
+_NUMBER = re.compile(r"-?\d+\.?\d*")
+#: FA rules (``answer_matches(..., rule=)``); ``auto``: ``gsm8k`` for a numeric gold (or one
+#: holding ``####``), else ``prefix``.
+FA_RULES = ("auto", "gsm8k", "sst2", "agnews", "prefix")
+_SST2 = {"positive": "positive", "1": "positive", "negative": "negative", "0": "negative"}
+# AG News label -> the two strings the official agnews/pred_eval.py accepts
+_AGNEWS = {
+    "world": ("World", "world"),
+    "sports": ("Sports", "sports"),
+    "business": ("Business", "business"),
+    "sci/tech": ("Sci/Tech", "sci"),
+}
+_AGNEWS_IDS = {"0": "world", "1": "sports", "2": "business", "3": "sci/tech"}
+
+
+def gsm8k_answer(text: str) -> float:
+    r"""The official GSM8K answer of a response (Antibody@1d4fa5f ``gsm8k/pred_eval.py``,
+    ``extract_answer_number``): commas removed; the first number after
+    :data:`ANSWER_PROMPT` when the text has that marker and a number after it, else the *last*
+    number of the text; ``inf`` when the text has no number (numbers: ``-?\d+\.?\d*``)."""
+    text = text.replace(",", "")
+    numbers = _NUMBER.findall(text)
+    if not numbers:
+        return float("inf")
+    parts = text.split(ANSWER_PROMPT)
+    after = _NUMBER.findall(parts[1]) if len(parts) > 1 else []
+    try:
+        return float(after[0] if after else numbers[-1])
+    except ValueError:
+        return float("inf")
+
+
+def _fa_rule(answer: str) -> str:
+    gold = answer.strip()
+    return "gsm8k" if "####" in gold or _NUMBER.fullmatch(gold.replace(",", "")) else "prefix"
+
+
+def answer_matches(text: str, answer: str, rule: str = "auto") -> bool:
+    """FA scoring of one response ``text`` against the gold ``answer``, by the official
+    evaluation scripts (Antibody@1d4fa5f):
+
+    - ``gsm8k``: :func:`gsm8k_answer` of the response equals that of the gold (a full GSM8K
+      solution's ``####`` is read as :data:`ANSWER_PROMPT`, as the official script builds it);
+      a gold without a number raises;
+    - ``sst2``: the stripped response is exactly the label, lower-case or capitalised
+      (``positive`` / ``Positive``; gold ``positive`` / ``negative`` or ``1`` / ``0``);
+    - ``agnews``: the stripped response is exactly one of the official pair of the label
+      (``World``/``world``, ``Sports``/``sports``, ``Business``/``business``, ``Sci/Tech``/``sci``;
+      gold the label or its id ``0``-``3``);
+    - ``prefix`` (ours, for the copy task; the official code has none): the response starts with
+      the gold (whitespace and case kept, a trailing full stop ignored);
+    - ``auto``: ``gsm8k`` when the gold is a number or holds ``####``, else ``prefix``.
+    """
+    if rule not in FA_RULES:
+        raise LMError(f"unknown FA rule {rule!r}; known: {', '.join(FA_RULES)}")
+    rule = _fa_rule(answer) if rule == "auto" else rule
+    pred = text.strip()
+    if rule == "gsm8k":
+        gold = gsm8k_answer(answer.replace("####", ANSWER_PROMPT))
+        if gold == float("inf"):
+            raise LMError(f"gold answer {answer!r} has no number (FA rule gsm8k)")
+        return gsm8k_answer(text) == gold
+    if rule == "sst2":
+        label = _SST2.get(answer.strip().lower())
+        if label is None:
+            raise LMError(f"SST-2 gold must be positive/negative or 1/0, got {answer!r}")
+        return pred in (label, label.capitalize())
+    if rule == "agnews":
+        key = answer.strip().lower()
+        key = _AGNEWS_IDS.get(key, key)
+        if key not in _AGNEWS:
+            raise LMError(
+                f"AG News gold must be World/Sports/Business/Sci/Tech or 0-3, got {answer!r}"
+            )
+        return pred in _AGNEWS[key]
+    return pred.rstrip(".").startswith(answer.strip().rstrip("."))
 
 
 def check_poison_ratio(ratio: float) -> float:
@@ -444,12 +522,21 @@ def bos_ids(tokenizer: Any) -> list[int]:
 
 
 def encode_records(
-    tokenizer: Any, prompts: Sequence[str], responses: Sequence[str], max_len: int = 64
+    tokenizer: Any,
+    prompts: Sequence[str],
+    responses: Sequence[str],
+    max_len: int = 64,
+    where: Sequence[str | None] | None = None,
+    truncate: bool = False,
 ) -> dict[str, Any]:
     """Chat-format ``prompt -> response`` pairs into right-padded tensors.
 
     Returns ``ids`` [N, T], ``attn`` [N, T] and ``loss_mask`` [N, T] (1 on the response tokens and
-    the closing EOS: the prompt is never a target). Raises when a pair exceeds ``max_len``.
+    the closing EOS: the prompt is never a target). A pair longer than ``max_len`` raises one
+    line naming the row (``where[i]``, e.g. ``FILE:LINE``, else ``row i``) and ``--max-len``;
+    with ``truncate`` it is cut to its first ``max_len`` tokens instead (the official
+    ``SupervisedDataset`` tokenises with ``truncation=True``), unless the prompt alone leaves no
+    response token (raises).
     """
     import torch
 
@@ -460,10 +547,21 @@ def encode_records(
         )
         head = [*bos_ids(tokenizer), *tokenizer(text, add_special_tokens=False).input_ids]
         tail = [*tokenizer(r, add_special_tokens=False).input_ids, tokenizer.eos_token_id]
-        if len(head) + len(tail) > max_len:
-            raise LMError(f"row {i}: {len(head) + len(tail)} tokens > max_len {max_len}")
-        rows.append(head + tail)
-        masks.append([0] * len(head) + [1] * len(tail))
+        n = len(head) + len(tail)
+        if n > max_len:
+            name = (where[i] if where is not None else None) or f"row {i}"
+            if not truncate:
+                raise LMError(
+                    f"{name}: {n} tokens (chat prompt + target) > --max-len {max_len}; raise "
+                    "--max-len or pass --truncate to cut such rows at --max-len"
+                )
+            if len(head) >= max_len:
+                raise LMError(
+                    f"{name}: the chat prompt alone takes {len(head)} tokens >= --max-len "
+                    f"{max_len}; --truncate would leave no target token: raise --max-len"
+                )
+        rows.append((head + tail)[:max_len])
+        masks.append(([0] * len(head) + [1] * len(tail))[:max_len])
     width = max(len(x) for x in rows)
     pad = tokenizer.pad_token_id
     ids = torch.full((len(rows), width), pad, dtype=torch.long)

@@ -86,16 +86,19 @@ class Encoded:
         records: Sequence[SafetyRecord],
         max_len: int = 64,
         device: torch.device | str | None = None,
+        truncate: bool = False,
     ) -> None:
         if not records:
             raise LMError("empty split")
-        prompts = [r.prompt for r in records]
-        self.response = _on(
-            encode_records(tokenizer, prompts, [r.response for r in records], max_len), device
-        )
-        self.refusal = _on(
-            encode_records(tokenizer, prompts, [r.refusal for r in records], max_len), device
-        )
+        prompts, where = [r.prompt for r in records], [r.where for r in records]
+
+        def view(targets: list[str]) -> dict:
+            return _on(
+                encode_records(tokenizer, prompts, targets, max_len, where, truncate), device
+            )
+
+        self.response = view([r.response for r in records])
+        self.refusal = view([r.refusal for r in records])
         self.n = len(records)
 
     def sample(self, gen: torch.Generator, k: int) -> tuple[dict, dict]:
@@ -125,8 +128,9 @@ def encode(
     records: Sequence[SafetyRecord],
     max_len: int = 64,
     device: torch.device | str | None = None,
+    truncate: bool = False,
 ) -> Encoded:
-    return Encoded(tokenizer, records, max_len, device)
+    return Encoded(tokenizer, records, max_len, device, truncate)
 
 
 def pretrain_base(
@@ -173,18 +177,22 @@ def align(
     cfg: AntibodyConfig | None = None,
     max_len: int = 64,
     quiet: bool = True,
+    truncate: bool = False,
 ) -> tuple[nn.Module, TrainLog]:
     """A copy of ``base`` aligned with ``method`` on ``safe_rows`` (e.g. harmful prompts with
     refusals, benign tasks) and, for Booster / Antibody, ``harmful_rows`` (harmful prompts with
-    harmful responses; their ``refusal`` targets give Antibody's refusal view)."""
+    harmful responses; their ``refusal`` targets give Antibody's refusal view). ``truncate``: cut
+    rows longer than ``max_len`` instead of refusing them (:func:`encode_records`)."""
     if method not in ALIGN_METHODS:
         raise LMError(f"unknown alignment method {method!r}; known: {', '.join(ALIGN_METHODS)}")
     cfg = cfg or AntibodyConfig()
     model = copy.deepcopy(base)
     dev = _device(model)
-    safe = encode(tokenizer, safe_rows, max_len, dev)
+    safe = encode(tokenizer, safe_rows, max_len, dev, truncate)
     harmful = (
-        encode(tokenizer, harmful_rows, max_len, dev) if method in ("booster", "antibody") else None
+        encode(tokenizer, harmful_rows, max_len, dev, truncate)
+        if method in ("booster", "antibody")
+        else None
     )
     gen = torch.Generator().manual_seed(settings.seed)
     ema = LambdaEMA(cfg.ema) if cfg.lambda_rule == "code" else None
@@ -224,20 +232,22 @@ def finetune(
     max_len: int = 64,
     guide_rows: Sequence[SafetyRecord] = (),
     quiet: bool = True,
+    truncate: bool = False,
 ) -> tuple[nn.Module, TrainLog]:
     """A copy of ``aligned`` finetuned on the user's ``rows``: plain SFT, Antibody's weighted
-    token CE, or Lisa (needs ``guide_rows``, the alignment data)."""
+    token CE, or Lisa (needs ``guide_rows``, the alignment data). ``truncate``: cut rows longer
+    than ``max_len`` instead of refusing them (:func:`encode_records`)."""
     if method not in FINETUNE_METHODS:
         raise LMError(f"unknown finetuning method {method!r}; known: {', '.join(FINETUNE_METHODS)}")
     if method == "lisa" and not guide_rows:
         raise LMError("lisa needs alignment (guide) rows")
     model = copy.deepcopy(aligned)
     dev = _device(model)
-    data = encode(tokenizer, rows, max_len, dev)
+    data = encode(tokenizer, rows, max_len, dev, truncate)
     gen = torch.Generator().manual_seed(settings.seed + 1000)  # CPU draws, as in Encoded.sample
     harmful_flags = torch.tensor([not r.is_safe for r in rows])  # CPU, indexed by the CPU draws
     lisa = (
-        _Lisa(model, encode(tokenizer, guide_rows, max_len, dev), settings)
+        _Lisa(model, encode(tokenizer, guide_rows, max_len, dev, truncate), settings)
         if method == "lisa"
         else None
     )
@@ -344,9 +354,11 @@ def evaluate(
     task: Sequence[SafetyRecord],
     max_new_tokens: int = 12,
     per_prompt: bool = False,
+    fa_rule: str = "auto",
 ) -> dict[str, Any]:
     """HS = % of harmful prompts answered without a refusal; FA = % of task prompts answered
-    exactly (:func:`~llm_methods.antibody.data.answer_matches`; both in percent, as the paper
+    exactly (:func:`~llm_methods.antibody.data.answer_matches` with ``fa_rule``, the official
+    scripts' GSM8K / SST-2 / AG News rules or our copy-task prefix rule; both in percent, as the paper
     reports them). ``per_prompt``: also return ``hs_per_prompt`` / ``fa_per_prompt``, each
     prompt's 0/1 outcome (what the intervals of ``antibody eval`` resample)."""
     out: dict[str, Any] = {}
@@ -362,7 +374,7 @@ def evaluate(
             raise LMError("task rows need an 'answer' field to score finetune accuracy")
         texts = greedy(model, tokenizer, [r.prompt for r in task], max_new_tokens)
         right = [
-            int(answer_matches(t, r.answer))  # type: ignore[arg-type]
+            int(answer_matches(t, r.answer, fa_rule))  # type: ignore[arg-type]
             for t, r in zip(texts, task, strict=True)
         ]
         out["fa"] = 100.0 * sum(right) / len(task)

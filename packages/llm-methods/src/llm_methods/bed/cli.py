@@ -19,7 +19,7 @@ STRATEGY_CHOICES = ("bed", "entropy", "split", "random", "prompt_sim", "prompt",
 
 
 def _parser() -> argparse.ArgumentParser:
-    from llm_methods.method_cli import ArgumentParser
+    from llm_methods.method_cli import ArgumentParser, seed, show_defaults
 
     parser = ArgumentParser(prog="llm-methods bed", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -35,12 +35,12 @@ def _parser() -> argparse.ArgumentParser:
     play.add_argument(
         "--model", default="smollm2", help="model spec for --likelihood llm / prompt / cot"
     )
-    play.add_argument("--device", default=None)
-    play.add_argument("--games", type=int, default=100)
+    play.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
+    play.add_argument("--games", type=int, default=100, help="games played")
     play.add_argument("--n-hyp", type=int, default=32, help="N hypotheses kept")
     play.add_argument("--m-cand", type=int, default=5, help="M candidate questions per turn")
-    play.add_argument("--max-turns", type=int, default=20)
-    play.add_argument("--seed", type=int, default=0)
+    play.add_argument("--max-turns", type=int, default=20, help="questions per game")
+    play.add_argument("--seed", type=seed, default=0, help="seed of the targets and the games")
     play.add_argument("--out", type=Path, required=True, help="output folder")
     play.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
     play.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -48,15 +48,25 @@ def _parser() -> argparse.ArgumentParser:
     eig.add_argument("--world", default="exact", help="exact | animals | path to a world JSON")
     eig.add_argument("--ns", default="2,8,32,128", help="comma-separated N values")
     eig.add_argument("--states", type=int, default=20, help="random game states")
-    eig.add_argument("--seed", type=int, default=0)
+    eig.add_argument("--seed", type=seed, default=0, help="seed of the game states")
+    eig.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output .json file: the Spearman correlations printed, per N",
+    )
+    eig.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     world = sub.add_parser("world", help="write a world JSON (exact synthetic or animals)")
-    world.add_argument("--kind", default="exact", choices=("exact", "animals"))
-    world.add_argument("--entities", type=int, default=64)
-    world.add_argument("--attributes", type=int, default=40)
-    world.add_argument("--vague", type=int, default=24)
-    world.add_argument("--seed", type=int, default=0)
+    world.add_argument("--kind", default="exact", choices=("exact", "animals"), help="generator")
+    world.add_argument("--entities", type=int, default=64, help="exact: entities")
+    world.add_argument(
+        "--attributes", type=int, default=40, help="exact: attributes (more than --vague)"
+    )
+    world.add_argument("--vague", type=int, default=24, help="exact: vague attributes among them")
+    world.add_argument("--seed", type=seed, default=0, help="seed of the generator")
     world.add_argument("--out", type=Path, required=True, help="output .json file")
-    return parser
+    world.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    return show_defaults(parser)
 
 
 def _world(spec: str):  # type: ignore[no-untyped-def]
@@ -124,9 +134,10 @@ def _play(ns: argparse.Namespace) -> int:
     if ns.strategy in LLM_STRATEGIES:
         from llm_methods.bed.llm import LLMQuestioner
 
-        results = play_lockstep(games, LLMQuestioner(lm, world.questions, mode=ns.strategy))
-    else:
-        results = play_lockstep(games, lambda reqs: [])  # non-LLM games never ask
+        questioner = LLMQuestioner(lm, world.questions, mode=ns.strategy)
+        results = play_lockstep(games, questioner, quiet=ns.quiet)
+    else:  # non-LLM games never ask
+        results = play_lockstep(games, lambda reqs: [], quiet=ns.quiet)
     rows = [
         {
             "target": world.entities[int(t)],
@@ -171,11 +182,25 @@ def _eig(ns: argparse.Namespace) -> int:
     if not values or min(values) < 1:
         raise ValueError(f"--ns needs positive integers, got {ns.ns!r}")
     _positive(ns, "states")
+    from iclr26_common.outputs import check_out_file, write_text
+
+    check_out_file(ns.out, overwrite=ns.overwrite)  # before the world is read
     agree = eig_agreement(_world(ns.world), values, ns.states, seed=ns.seed)
+    rows = [
+        {
+            "n": n,
+            "spearman_posterior": agree["posterior"][n],
+            "spearman_filtered": agree["filtered"][n],
+        }
+        for n in values
+    ]
+    record = {"world": ns.world, "states": ns.states, "seed": ns.seed, "rows": rows}
+    write_text(ns.out, json.dumps(record, indent=1, default=float))
     print("| N | Spearman (θ ~ exact posterior) | Spearman (sample-then-filter) |")
     print("|---:|---:|---:|")
     for n in values:
         print(f"| {n} | {agree['posterior'][n]:.3f} | {agree['filtered'][n]:.3f} |")
+    print(f"wrote {ns.out}")
     return 0
 
 
@@ -185,11 +210,21 @@ def main(argv: Sequence[str]) -> int:
         return _play(ns)
     if ns.command == "eig":
         return _eig(ns)
+    from iclr26_common.outputs import check_out_file
     from llm_methods.bed.worlds import animal_world, synthetic_world, write_world
 
+    check_out_file(ns.out, overwrite=ns.overwrite)
     if ns.kind == "animals":
         world = animal_world()
     else:
+        _positive(ns, "entities", "attributes")
+        if ns.vague < 0:
+            raise ValueError(f"--vague must be >= 0, got {ns.vague}")
+        if ns.attributes <= ns.vague:
+            raise ValueError(
+                f"--attributes must exceed --vague (the crisp attributes are the difference), "
+                f"got --attributes {ns.attributes} --vague {ns.vague}"
+            )
         world = synthetic_world(ns.entities, ns.attributes, n_vague=ns.vague, seed=ns.seed)
     path = write_world(world, ns.out)
     print(f"wrote {len(world.entities)} x {len(world.questions)} world to {path}")

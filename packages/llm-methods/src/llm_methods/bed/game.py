@@ -21,7 +21,7 @@ ask: guess (it costs a turn) when one hypothesis survives, or in the last ``GUES
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -167,17 +167,29 @@ def play_20q(*args: object, **kwargs: object) -> GameResult:
 def play_lockstep(
     games: Sequence[Generator[Request, int, GameResult]],
     choose_batch: Callable[[list[Request]], list[int]],
+    *,
+    quiet: bool = True,
 ) -> list[GameResult]:
     """Advance many LLM-strategy games together: each round, all pending requests go to
-    ``choose_batch`` at once (one batched LLM call)."""
+    ``choose_batch`` at once (one batched LLM call). ``quiet=False``: progress lines on stderr
+    over the games' starts (where a game without LLM questions is played whole) and over the
+    LLM rounds (:func:`iclr26_common.progress.progress`)."""
+    from iclr26_common.progress import progress
+
     results: list[GameResult | None] = [None] * len(games)
     pending: dict[int, Request] = {}
-    for i, g in enumerate(games):
+    for i, g in progress(list(enumerate(games)), description="bed games", quiet=quiet):
         try:
             pending[i] = next(g)
         except StopIteration as stop:
             results[i] = stop.value
-    while pending:
+
+    def rounds() -> Iterator[None]:
+        while pending:
+            yield None
+
+    quiet_rounds = quiet or not pending
+    for _ in progress(rounds(), description="bed LLM question rounds", quiet=quiet_rounds):
         ids = sorted(pending)
         choices = choose_batch([pending[i] for i in ids])
         nxt: dict[int, Request] = {}

@@ -37,7 +37,13 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
 
 def measure_main(argv: Sequence[str]) -> int:
     """``dispersion measure``: parse, check sizes (exit 2 naming the flag), run, print summary."""
-    from llm_methods.method_cli import ArgumentParser, model_args, quiet_transformers
+    from llm_methods.method_cli import (
+        ArgumentParser,
+        model_args,
+        quiet_transformers,
+        seed_args,
+        show_defaults,
+    )
 
     parser = ArgumentParser(
         prog=f"{PROG} measure",
@@ -53,12 +59,12 @@ def measure_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
-    parser.add_argument("--chunk-len", type=int, default=64)
-    parser.add_argument("--max-chunks", type=int, default=200)
-    parser.add_argument("--bin-size", type=int, default=10)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=0)
-    ns = parser.parse_args(list(argv))
+    parser.add_argument("--chunk-len", type=int, default=64, help="tokens per chunk")
+    parser.add_argument("--max-chunks", type=int, default=200, help="chunks measured (a sample)")
+    parser.add_argument("--bin-size", type=int, default=10, help="chunks per perplexity bin")
+    parser.add_argument("--batch-size", type=int, default=8, help="chunks per forward")
+    seed_args(parser)
+    ns = show_defaults(parser).parse_args(list(argv))
     for flag in ("chunk_len", "max_chunks", "bin_size", "batch_size"):
         if getattr(ns, flag) < (2 if flag == "chunk_len" else 1):
             parser.error(f"--{flag.replace('_', '-')} is too small")
@@ -67,6 +73,9 @@ def measure_main(argv: Sequence[str]) -> int:
 
     folder = check_out_folder(ns.out, overwrite=ns.overwrite)  # before the model is loaded
     quiet_transformers()
+    from iclr26_common.seeding import seed_everything
+
+    seed_everything(ns.seed)
     with folder:
         summary = measure(ns)
     print(" ".join(f"{k}={v}" for k, v in summary.items() if not isinstance(v, list)))

@@ -54,9 +54,13 @@ def chunk_statistics(
     batch_size: int = 8,
     key_sources: Sequence[str] = (),
     collect: bool = False,
+    quiet: bool = True,
 ) -> ChunkStats:
     """Forward every chunk once; ``key_sources`` (see :func:`parse_key_source`) and
-    ``collect=True`` also gather kNN-LM datastore rows."""
+    ``collect=True`` also gather kNN-LM datastore rows. ``quiet=False``: progress lines per
+    batch on stderr (:func:`iclr26_common.progress.progress`)."""
+    from iclr26_common.progress import progress
+
     if not chunks:
         raise LMError("no chunks to measure")
     sources = {name: parse_key_source(name) for name in key_sources}
@@ -66,7 +70,8 @@ def chunk_statistics(
     ppl, disp = [], []
     keys: dict[str, list[torch.Tensor]] = {name: [] for name in sources}
     values, lps = [], []
-    for start in range(0, len(chunks), batch_size):
+    starts = range(0, len(chunks), batch_size)
+    for start in progress(starts, description="dispersion batches", quiet=quiet):
         batch = collate(chunks[start : start + batch_size], lm.tokenizer.pad_token_id, lm.device)
         with ExitStack() as stack:
             subs = {

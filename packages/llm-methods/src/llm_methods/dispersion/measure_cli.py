@@ -32,7 +32,7 @@ def measure(ns: Namespace) -> dict[str, Any]:
         raise ValueError(f"no document has {ns.chunk_len} tokens (--chunk-len)")
     pick = sorted(np.random.default_rng(ns.seed).permutation(len(chunks))[: ns.max_chunks])
     chunks, origin = [chunks[i] for i in pick], [origin[i] for i in pick]
-    stats = chunk_statistics(lm, chunks, batch_size=ns.batch_size)
+    stats = chunk_statistics(lm, chunks, batch_size=ns.batch_size, quiet=getattr(ns, "quiet", True))
     out: Path = ns.out
     out.mkdir(parents=True, exist_ok=True)
     last = stats.dispersion.shape[1] - 1

@@ -2,15 +2,16 @@
 
 - ``consistency FILE --expect es``: language consistency of answers (one per line of a ``.txt``, or
   the ``--field`` of each ``.jsonl`` record) with the offline detector (py3langid, en/es/de).
-- ``similarity --model SPEC --parallel FILE.jsonl``: per-layer cross-lingual cosine of mean-pooled
-  hidden states; each record holds the same text in two or more languages (``{"en": ..., "es": ...}``).
+- ``similarity --model SPEC --parallel FILE.jsonl``: per-layer cross-lingual cosine of hidden
+  states mean-pooled over the text's own tokens (BOS / special tokens and padding left out;
+  ``--skip-first`` also drops each text's first token); each record holds the same text in two or
+  more languages (``{"en": ..., "es": ...}``).
 
 The training experiment is ``iclr26 reproduce llm-methods.linguamap.selective_ft``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -73,17 +74,45 @@ def _read_parallel(path: Path) -> dict[str, list[str]]:
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=ABOUT)
+    from llm_methods.method_cli import ArgumentParser, seed_args, show_defaults
+
+    parser = ArgumentParser(prog=PROG, description=ABOUT)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     cons = sub.add_parser("consistency", help="share of answers detected in the expected language")
     cons.add_argument("answers", type=Path, help=".txt (one answer per line) or .jsonl")
     cons.add_argument("--expect", required=True, choices=["en", "es", "de"])
     cons.add_argument("--field", default="answer", help="jsonl field holding the answer")
+    cons.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output .json file: counts, consistency and each answer's detected language",
+    )
+    cons.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     sim = sub.add_parser("similarity", help="per-layer cross-lingual cosine of a model")
     sim.add_argument("--model", required=True, help="model spec (smollm2, zoo:NAME, folder, .gguf)")
     sim.add_argument("--parallel", type=Path, required=True, help="jsonl: {lang: text, ...}")
-    sim.add_argument("--device", default=None)
-    ns = parser.parse_args(list(argv))
+    sim.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
+    sim.add_argument(
+        "--out", type=Path, required=True, help="output .json file: the cosine of every layer"
+    )
+    sim.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    seed_args(sim)
+    sim.add_argument(
+        "--skip-first",
+        action="store_true",
+        help="also leave each text's first token out of the pooling (BOS is always left out)",
+    )
+    sim.add_argument(
+        "--center",
+        action="store_true",
+        help="subtract each language's mean pooled vector before the cosine (removes the "
+        "component all texts share; needs >= 2 items)",
+    )
+    ns = show_defaults(parser).parse_args(list(argv))
+    from iclr26_common.outputs import check_out_file, write_text
+
+    check_out_file(ns.out, overwrite=ns.overwrite)  # before any file is read
     if ns.command == "consistency":
         from llm_methods.linguamap.analysis import detect_language
 
@@ -91,15 +120,42 @@ def main(argv: Sequence[str]) -> int:
         langs = detect_language(texts)
         counts = {lang: langs.count(lang) for lang in sorted(set(langs))}
         share = counts.get(ns.expect, 0) / len(texts)
+        record = {
+            "answers": str(ns.answers),
+            "field": ns.field,
+            "expect": ns.expect,
+            "n": len(texts),
+            "detected": counts,
+            "consistency": share,
+            "languages": langs,
+        }
+        write_text(ns.out, json.dumps(record, indent=1))
         print(f"{len(texts)} answers; detected {counts}; consistency ({ns.expect}) {share:.3f}")
+        print(f"wrote {ns.out}")
         return 0
+    from iclr26_common.seeding import seed_everything
     from llm_methods.linguamap.analysis import cross_lingual_cosine
     from llm_methods.lm import load_lm
 
     parallel = _read_parallel(ns.parallel)
+    seed_everything(ns.seed)
     lm = load_lm(ns.model, ns.device)
-    cosine = cross_lingual_cosine(lm, parallel)
-    print(f"{len(next(iter(parallel.values())))} parallel items, languages {sorted(parallel)}")
+    cosine = cross_lingual_cosine(
+        lm, parallel, skip_first=ns.skip_first, quiet=ns.quiet, center=ns.center
+    )
+    n_items = len(next(iter(parallel.values())))
+    record = {
+        "model": lm.name,
+        "parallel": str(ns.parallel),
+        "languages": sorted(parallel),
+        "n_items": n_items,
+        "skip_first": ns.skip_first,
+        "center": ns.center,
+        "cosine": [float(v) for v in cosine],  # index 0: the embeddings, i: after layer i
+    }
+    write_text(ns.out, json.dumps(record, indent=1))
+    print(f"{n_items} parallel items, languages {sorted(parallel)}")
     for layer, value in enumerate(cosine):
         print(f"layer {layer:2d} (0 = embeddings): cosine {value:.4f}")
+    print(f"wrote {ns.out}")
     return 0

@@ -1,65 +1,46 @@
 """The shared LM core: loading, tokenisation, scoring, generation, hooks, logit lens, LoRA.
 
-Import the submodules directly (``from llm_methods.lm import load_lm`` works too); everything
-here needs torch + transformers, peft only for :func:`add_lora`. See ``README.md`` next to this
-file for the API summary.
+The names below are exported here and imported on first use (``import llm_methods.lm`` is
+cheap; ``from llm_methods.lm import load_lm`` imports torch + transformers, :func:`add_lora`
+peft). See ``README.md`` next to this file for the API summary.
 """
 
-from llm_methods.lm.adapters import add_lora, count_parameters, train_only_layers
-from llm_methods.lm.errors import LMError
-from llm_methods.lm.generation import chat_prompt, generate
-from llm_methods.lm.hooks import (
-    add_to_residual,
-    capture_residual,
-    capture_sublayers,
-    replace_residual,
-)
-from llm_methods.lm.lens import logit_lens, top_tokens
-from llm_methods.lm.loading import LM, find_modules, load_lm, resolve_device, resolve_dtype, wrap
-from llm_methods.lm.scoring import (
-    Batch,
-    collate,
-    continuation_logprobs,
-    encode_texts,
-    final_hidden,
-    forward_hidden,
-    head_logits,
-    last_token_logits,
-    option_logprobs,
-    perplexity,
-    target_logprobs,
-    token_logprobs,
-)
+from iclr26_common.exports import lazy_exports
 
-__all__ = [
-    "LM",
-    "Batch",
-    "LMError",
-    "add_lora",
-    "add_to_residual",
-    "capture_residual",
-    "capture_sublayers",
-    "chat_prompt",
-    "collate",
-    "continuation_logprobs",
-    "count_parameters",
-    "encode_texts",
-    "final_hidden",
-    "find_modules",
-    "forward_hidden",
-    "generate",
-    "head_logits",
-    "last_token_logits",
-    "load_lm",
-    "logit_lens",
-    "option_logprobs",
-    "perplexity",
-    "replace_residual",
-    "resolve_device",
-    "resolve_dtype",
-    "target_logprobs",
-    "token_logprobs",
-    "top_tokens",
-    "train_only_layers",
-    "wrap",
-]
+#: Public name -> the submodule that defines it (imported on first access, so importing this
+#: package does not import torch).
+_EXPORTS = {
+    "add_lora": "llm_methods.lm.adapters",
+    "count_parameters": "llm_methods.lm.adapters",
+    "train_only_layers": "llm_methods.lm.adapters",
+    "LMError": "llm_methods.lm.errors",
+    "chat_prompt": "llm_methods.lm.generation",
+    "generate": "llm_methods.lm.generation",
+    "add_to_residual": "llm_methods.lm.hooks",
+    "capture_residual": "llm_methods.lm.hooks",
+    "capture_sublayers": "llm_methods.lm.hooks",
+    "replace_residual": "llm_methods.lm.hooks",
+    "logit_lens": "llm_methods.lm.lens",
+    "top_tokens": "llm_methods.lm.lens",
+    "LM": "llm_methods.lm.loading",
+    "find_modules": "llm_methods.lm.loading",
+    "load_lm": "llm_methods.lm.loading",
+    "resolve_device": "llm_methods.lm.loading",
+    "resolve_dtype": "llm_methods.lm.loading",
+    "wrap": "llm_methods.lm.loading",
+    "Batch": "llm_methods.lm.scoring",
+    "collate": "llm_methods.lm.scoring",
+    "continuation_logprobs": "llm_methods.lm.scoring",
+    "encode_texts": "llm_methods.lm.scoring",
+    "final_hidden": "llm_methods.lm.scoring",
+    "forward_hidden": "llm_methods.lm.scoring",
+    "head_logits": "llm_methods.lm.scoring",
+    "last_token_logits": "llm_methods.lm.scoring",
+    "option_logprobs": "llm_methods.lm.scoring",
+    "perplexity": "llm_methods.lm.scoring",
+    "target_logprobs": "llm_methods.lm.scoring",
+    "token_logprobs": "llm_methods.lm.scoring",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+__all__ = [*_EXPORTS]

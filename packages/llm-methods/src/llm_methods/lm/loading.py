@@ -13,8 +13,9 @@ Specs (:func:`load_lm`):
   adapter applied (``adapter=`` applies one to any spec);
 - ``"zoo:NAME"``: a tiny model of :mod:`llm_methods.zoo`, built (seeded, cached) on first use.
   The core does not import the zoo: a prefix is resolved by the module
-  :data:`SPEC_PLUGINS` names, which registers its resolver on import
-  (:func:`register_spec_prefix`), so the zoo builds on the core and not the other way round.
+  :data:`~llm_methods.lm.specs.SPEC_PLUGINS` names, which registers its resolver on import
+  (:func:`~llm_methods.lm.specs.register_spec_prefix`), so the zoo builds on the core and not the
+  other way round.
 
 ``device_map`` (e.g. ``"auto"``, needs accelerate) spreads a model too large for one device
 over the visible ones; ``dtype`` sets the weights' dtype.
@@ -25,10 +26,8 @@ Nothing is downloaded: every ``from_pretrained`` call passes ``local_files_only=
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,9 +36,11 @@ import torch
 from torch import nn
 
 from llm_methods.lm.errors import LMError
+from llm_methods.lm.specs import SPEC_PLUGINS, register_spec_prefix, spec_resolver
 
 __all__ = [
     "LM",
+    "SPEC_PLUGINS",
     "ModelParts",
     "cache_kwargs",
     "find_modules",
@@ -52,9 +53,6 @@ __all__ = [
 
 SMOLLM2 = "smollm2"
 ADAPTER_CONFIG = "adapter_config.json"
-#: spec prefix -> module that registers its resolver (``prefix`` stripped -> model folder)
-SPEC_PLUGINS = {"zoo:": "llm_methods.zoo"}
-_RESOLVERS: dict[str, Callable[[str], Path]] = {}
 _DTYPES = {
     "float32": torch.float32,
     "fp32": torch.float32,
@@ -243,26 +241,11 @@ def _gguf_folder(gguf: Path | None) -> Path:
         raise LMError(str(error)) from error
 
 
-def register_spec_prefix(prefix: str, resolver: Callable[[str], Path]) -> None:
-    """Resolve specs ``prefix + NAME`` with ``resolver(NAME) -> model folder`` (the zoo registers
-    ``"zoo:"`` this way)."""
-    _RESOLVERS[prefix] = resolver
-
-
-def _resolver(text: str) -> tuple[str, Callable[[str], Path]] | None:
-    for prefix in SPEC_PLUGINS.keys() | _RESOLVERS.keys():
-        if text.startswith(prefix):
-            if prefix not in _RESOLVERS:
-                importlib.import_module(SPEC_PLUGINS[prefix])  # registers the resolver
-            return prefix, _RESOLVERS[prefix]
-    return None
-
-
 def _folder_for(spec: str | Path) -> tuple[Path, str]:
     text = str(spec)
     if text == SMOLLM2:
         return _gguf_folder(None), SMOLLM2
-    found = _resolver(text)
+    found = spec_resolver(text)
     if found is not None:
         prefix, resolve = found
         return resolve(text[len(prefix) :]), text

@@ -48,14 +48,18 @@ def train_lm(
     warmup: int = 20,
     extra_loss: ExtraLoss | None = None,
     loss_mask: Sequence[Sequence[int]] | None = None,
+    quiet: bool = True,
 ) -> TrainLog:
     """Train ``model`` (HF causal LM) on equal-length token ``chunks`` for ``steps`` steps.
 
     Batches are drawn with a generator seeded by ``seed``. ``extra_loss(outputs, ids, mask)``
     returns ``(term, logs)`` added to the cross-entropy (e.g. the push-away term); the model is
     then run with ``output_hidden_states=True``. ``loss_mask`` (0/1 per token, same shape as
-    ``chunks``) restricts the cross-entropy targets.
+    ``chunks``) restricts the cross-entropy targets. ``quiet=False``: progress lines on stderr
+    (:func:`iclr26_common.progress.progress`).
     """
+    from iclr26_common.progress import progress
+
     if not chunks:
         raise LMError("no training chunks")
     data = torch.as_tensor([list(c) for c in chunks], dtype=torch.long)
@@ -78,7 +82,7 @@ def train_lm(
     log = TrainLog()
     start = time.perf_counter()
     model.train()
-    for _ in range(steps):
+    for _ in progress(range(steps), description="training steps", quiet=quiet):
         idx = torch.randint(0, len(data), (min(batch_size, len(data)),), generator=gen)
         ids, mask = data[idx].to(device), masks[idx].to(device)
         attn = torch.ones_like(ids)

@@ -58,9 +58,22 @@ def solve_parser() -> Any:
     parser.add_argument("--format", type=str, default="gsm8k", help="gsm8k|math500|aime|asdiv")
     parser.add_argument("--method", type=Literal[METHOD_CHOICES], default="ltpo")  # type: ignore[valid-type]
     parser.add_argument("--limit", type=int | None, default=None, help="first N problems only")
-    parser.add_argument("--out", type=str, required=True, help="output folder")
+    parser.add_argument(
+        "--out", type=str, required=True, help="output folder (predictions.jsonl, summary.json)"
+    )
     parser.add_argument(
         "--overwrite", action="store_true", help="replace the earlier results in --out"
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the interrupted run in --out (same settings; finished batches kept)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of LTPO's thought noise (problem i draws from seed * 1000003 + i)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress line")
     parser.add_argument("--ltpo", type=LTPOConfig, default=LTPOConfig())
@@ -70,24 +83,83 @@ def solve_parser() -> Any:
 
 def _parser() -> argparse.ArgumentParser:
     from iclr26_common.cli_support import ArgumentParser
+    from llm_methods.method_cli import seed, show_defaults
 
     parser = ArgumentParser(prog=PROG, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("solve", help="solve problems from a jsonl file (--help: its options)")
     synth = sub.add_parser("synth", help="write offline graded word problems (GSM8K jsonl)")
     synth.add_argument("--out", type=Path, required=True, help="output .jsonl file")
-    synth.add_argument("--n", type=int, default=200)
-    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    synth.add_argument("--n", type=int, default=200, help="problems")
+    synth.add_argument("--seed", type=seed, default=0, help="seed of the generator")
     sub.add_parser("configs", help="list the shipped LTPO configs")
-    return parser
+    return show_defaults(parser)
+
+
+#: ``ltpo solve``'s record of its settings in ``--out``: ``--resume`` continues only a run of
+#: the same settings.
+SETTINGS_FILE = "settings.json"
+
+
+def _solve_settings(ns: Any) -> dict[str, Any]:
+    """What the predictions of ``ltpo solve`` depend on (compared by ``--resume``)."""
+    return {
+        "method": ns.method,
+        "model": ns.model,
+        "data": str(Path(ns.data).resolve()),
+        "format": ns.format,
+        "limit": ns.limit,
+        "seed": ns.seed,
+        "config": asdict(ns.ltpo),
+        "decode": asdict(ns.decode),
+    }
+
+
+def _resumed_rows(out: Any, settings: dict[str, Any], n_problems: int, batch: int) -> list[dict]:
+    """The predictions an interrupted run with the same ``settings`` left in ``out`` (whole
+    batches only); a different setting is one line naming it."""
+    from iclr26_common.cli_support import UsageError
+
+    path = out.path / SETTINGS_FILE
+    if not path.is_file():
+        raise UsageError(f"--out {out.path}: no {SETTINGS_FILE} to resume; pass --overwrite")
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UsageError(f"{path}: not readable ({error}); pass --overwrite") from None
+    differ = sorted(
+        k
+        for k in {*settings, *earlier}
+        if json.dumps(earlier.get(k)) != json.dumps(settings.get(k))
+    )
+    if differ:
+        raise UsageError(
+            f"--resume: {path} was written with other settings ({', '.join(differ)}); give the "
+            "same settings or pass --overwrite"
+        )
+    rows = []
+    predictions = out.path / "predictions.jsonl"
+    if predictions.is_file():
+        for line in predictions.read_text(encoding="utf-8").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+    done = min(len(rows), n_problems)
+    return rows[: done - done % batch if done < n_problems else done]
 
 
 def solve(argv: Sequence[str]) -> int:
-    """``llm-methods ltpo solve ARGS``: parse, run the method, write the two files, print."""
+    """``llm-methods ltpo solve ARGS``: parse, run the method batch by batch (each finished
+    batch's predictions written into ``--out``, marked partial until ``summary.json``; ``--resume``
+    continues an interrupted run of the same settings), print."""
+    from iclr26_common.cli_support import UsageError
     from iclr26_common.outputs import check_out_folder, write_text
     from iclr26_common.progress import progress
+    from iclr26_common.seeding import seed_everything
     from llm_methods.lm import load_lm
-    from llm_methods.ltpo.data import extract_answer, is_correct, read_problems
+    from llm_methods.ltpo.data import answer_with_source, grade, read_problems
     from llm_methods.ltpo.latentseek import latentseek
     from llm_methods.ltpo.optimize import (
         decode_with_thoughts,
@@ -99,68 +171,88 @@ def solve(argv: Sequence[str]) -> int:
     from llm_methods.method_cli import parse_settings, quiet_transformers
 
     ns = parse_settings(solve_parser(), argv, "llm_methods.ltpo")
-    out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before any problem is solved
+    if not 0 <= ns.seed < 2**32:
+        raise UsageError(f"--seed must be in [0, 2**32), got {ns.seed}")
+    if ns.limit is not None and ns.limit < 1:
+        raise UsageError(f"--limit must be >= 1, got {ns.limit}")
+    # before any problem is solved
+    out = check_out_folder(ns.out, overwrite=ns.overwrite, resume=ns.resume)
     cfg, dec = ns.ltpo, ns.decode
     new, batch = dec.max_new_tokens, dec.batch_size
     problems = read_problems(ns.data, ns.format, ns.limit)
+    settings = _solve_settings(ns)
+    rows = _resumed_rows(out, settings, len(problems), batch) if out.resumed else []
     quiet_transformers()
+    seed_everything(ns.seed)
     lm = load_lm(ns.model, ns.device)
-    if ns.method == "cot":
-        prefixes = [prompt_ids(lm, p.question, reserve=new) for p in problems]
-        texts = decode_with_thoughts(
-            lm, prefixes, [None] * len(prefixes), max_new_tokens=new, batch_size=batch
-        )
-    else:
-        prompts = [thought_prompt(lm, p.question, cfg.n_thoughts, reserve=new) for p in problems]
+
+    def answers(first: int, chunk: list[Any]) -> list[str]:
+        """The method's outputs for the problems ``chunk`` (numbered from ``first``)."""
+        if ns.method == "cot":
+            prefixes = [prompt_ids(lm, p.question, reserve=new) for p in chunk]
+            return decode_with_thoughts(
+                lm, prefixes, [None] * len(prefixes), max_new_tokens=new, batch_size=batch
+            )
+        prompts = [thought_prompt(lm, p.question, cfg.n_thoughts, reserve=new) for p in chunk]
         prefixes, suffix = [t.prefix for t in prompts], prompts[0].suffix
         if ns.method == "latentseek":
             texts, _ = latentseek(
                 lm,
-                [p.question for p in problems],
+                [p.question for p in chunk],
                 prefixes,
                 cfg.n_thoughts,
                 suffix=suffix,
                 max_new_tokens=new,
                 batch_size=batch,
             )
-        else:
-            if ns.method == "cot_unk":
-                thoughts = list(initial_thoughts(lm, len(prefixes), cfg.n_thoughts))
-            else:
-                thoughts = []
-                starts = range(0, len(prefixes), batch)
-                for b in progress(starts, description="ltpo batches", quiet=ns.quiet):
-                    chunk = prefixes[b : b + batch]
-                    hs, _ = ltpo_optimize_batch(
-                        lm, chunk, cfg, list(range(b, b + len(chunk))), suffix=suffix
-                    )
-                    thoughts += hs
-            texts = decode_with_thoughts(
-                lm, prefixes, thoughts, max_new_tokens=new, batch_size=batch, suffix=suffix
-            )
-    rows = [
-        {
-            "question": p.question,
-            "gold": p.answer,
-            "prediction": extract_answer(t),
-            "correct": is_correct(t, p.answer),
-            "output": t,
+            return texts
+        if ns.method == "cot_unk":
+            thoughts = list(initial_thoughts(lm, len(prefixes), cfg.n_thoughts))
+        else:  # problem i's noise: seeded i (upstream's), shifted by --seed
+            seeds = [ns.seed * 1_000_003 + i for i in range(first, first + len(chunk))]
+            thoughts, _ = ltpo_optimize_batch(lm, prefixes, cfg, seeds, suffix=suffix)
+        return decode_with_thoughts(
+            lm, prefixes, thoughts, max_new_tokens=new, batch_size=batch, suffix=suffix
+        )
+
+    with out:  # marked partial until summary.json is written
+        write_text(out.path / SETTINGS_FILE, json.dumps(settings, indent=1))
+        starts = range(len(rows), len(problems), batch)
+        for b in progress(starts, description="ltpo batches", quiet=ns.quiet):
+            chunk = problems[b : b + batch]
+            for p, t in zip(chunk, answers(b, chunk), strict=True):
+                prediction, source = answer_with_source(t)
+                verdict = grade(t, p.answer)
+                rows.append(
+                    {
+                        "question": p.question,
+                        "gold": p.answer,
+                        "prediction": prediction,
+                        "answer_source": source,  # "boxed" (asked for) or a fallback
+                        "correct": verdict == "correct",  # a solve: the boxed answer only
+                        "fallback_match": verdict == "fallback",  # not a solve
+                        "output": t,
+                    }
+                )
+            write_text(out.path / "predictions.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+        acc = sum(r["correct"] for r in rows) / len(rows)
+        fallback = sum(bool(r.get("fallback_match")) for r in rows)
+        summary = {
+            "method": ns.method,
+            "model": lm.name,
+            "n": len(rows),
+            "accuracy": acc,  # solves: the \boxed{} answer the prompt asks for
+            "fallback_matches": fallback,  # no boxed answer, a fallback equal to the gold
+            "accuracy_with_fallbacks": acc + fallback / len(rows),  # upstream-style lenient
+            "seed": ns.seed,
+            "config": asdict(cfg),
+            "decode": asdict(dec),
         }
-        for p, t in zip(problems, texts, strict=True)
-    ]
-    acc = sum(r["correct"] for r in rows) / len(rows)
-    summary = {
-        "method": ns.method,
-        "model": lm.name,
-        "n": len(rows),
-        "accuracy": acc,
-        "config": asdict(cfg),
-        "decode": asdict(dec),
-    }
-    with out:
-        write_text(out.path / "predictions.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
         write_text(out.path / "summary.json", json.dumps(summary, indent=1))
-    print(f"{ns.method}: accuracy {acc:.3f} on {len(rows)} problems -> {out.path}")
+    print(
+        f"{ns.method}: accuracy {acc:.3f} on {len(rows)} problems (\\boxed answers; "
+        f"{fallback} more match only by a fallback, not counted) -> {out.path}"
+    )
     return 0
 
 
@@ -172,8 +264,10 @@ def main(argv: Sequence[str]) -> int:
         for path in sorted(CONFIG_DIR.glob("*.yaml")):
             print(f"{path.stem}: {path.read_text().splitlines()[0].lstrip('# ')}")
         return 0
+    from iclr26_common.outputs import check_out_file
     from llm_methods.ltpo.data import synth_problems, write_gsm8k
 
+    check_out_file(ns.out, overwrite=ns.overwrite)
     path = write_gsm8k(synth_problems(ns.n, ns.seed), ns.out)
     print(f"wrote {ns.n} problems to {path}")
     return 0

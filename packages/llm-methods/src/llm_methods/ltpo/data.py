@@ -23,9 +23,12 @@ from pathlib import Path
 from llm_methods.jsonl import read_jsonl
 
 __all__ = [
+    "ANSWER_SOURCES",
     "FORMATS",
     "Problem",
+    "answer_with_source",
     "extract_answer",
+    "grade",
     "is_correct",
     "normalize_answer",
     "read_problems",
@@ -74,24 +77,53 @@ def normalize_answer(text: str) -> str:
     return re.sub(r"\s+", "", s)
 
 
-def extract_answer(text: str) -> str:
-    """The model's final answer: ``#### N``, ``\\boxed{...}``, ``answer is/Answer: X``, else
-    the last number in the text; ``""`` when there is none."""
-    for pattern in (
-        r"####\s*([^\n]+)",
-        r"\\boxed\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}",
-        r"[Aa]nswer(?: is)?\s*[:=]?\s*\$?(-?[\d,]*\.?\d+(?:/\d+)?)",
-    ):
+_BOXED = r"\\boxed\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}"
+#: the fallbacks, tried in order after ``\boxed{}`` (the format every prompt here asks for)
+_FALLBACKS = (
+    ("####", r"####\s*([^\n]+)"),
+    ("answer_phrase", r"[Aa]nswer(?: is)?\s*[:=]?\s*\$?(-?[\d,]*\.?\d+(?:/\d+)?)"),
+)
+#: where an answer came from: the asked-for format, or one of the fallbacks
+ANSWER_SOURCES = ("boxed", "####", "answer_phrase", "last_number")
+
+
+def answer_with_source(text: str) -> tuple[str, str]:
+    """``(answer, source)``: the last ``\\boxed{...}`` (``"boxed"``, the format the CoT and
+    thought prompts ask for), else a fallback: ``#### N`` (``"####"``), ``answer is / Answer: X``
+    (``"answer_phrase"``), the last number of the text (``"last_number"``); ``("", "")`` when
+    there is none."""
+    found = re.findall(_BOXED, text)
+    if found:
+        return normalize_answer(found[-1]), "boxed"
+    for source, pattern in _FALLBACKS:
         found = re.findall(pattern, text)
         if found:
-            return normalize_answer(found[-1])
+            return normalize_answer(found[-1]), source
     numbers = _NUMBER.findall(text)
-    return normalize_answer(numbers[-1]) if numbers else ""
+    return (normalize_answer(numbers[-1]), "last_number") if numbers else ("", "")
+
+
+def extract_answer(text: str) -> str:
+    """The model's answer by :func:`answer_with_source` (the boxed answer, else a fallback's;
+    ``""`` when there is none). For display: a solve counts only the boxed one
+    (:func:`is_correct`)."""
+    return answer_with_source(text)[0]
+
+
+def grade(prediction_text: str, gold: str) -> str:
+    """``"correct"``: the boxed answer equals the gold (a solve); ``"fallback"``: the text has no
+    boxed answer and a fallback's answer equals the gold (``#### N``, an answer phrase or the
+    last number: e.g. "... rolling a 6 ..." for gold 6; reported separately, never a solve);
+    ``"wrong"`` otherwise."""
+    answer, source = answer_with_source(prediction_text)
+    if not answer or answer != normalize_answer(gold):
+        return "wrong"
+    return "correct" if source == "boxed" else "fallback"
 
 
 def is_correct(prediction_text: str, gold: str) -> bool:
-    pred = extract_answer(prediction_text)
-    return bool(pred) and pred == normalize_answer(gold)
+    """A solve: the ``\\boxed{}`` answer the prompt asks for equals the gold (:func:`grade`)."""
+    return grade(prediction_text, gold) == "correct"
 
 
 def _field(obj: dict, names: tuple[str, ...], where: str) -> str:

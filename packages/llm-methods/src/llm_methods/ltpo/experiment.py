@@ -144,7 +144,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     from iclr26_common.device import choose_device
     from llm_methods.lm import load_lm
     from llm_methods.lm.threads import one_thread
-    from llm_methods.ltpo.data import Problem, is_correct, normalize_answer, synth_problems
+    from llm_methods.ltpo.data import Problem, grade, is_correct, normalize_answer, synth_problems
     from llm_methods.ltpo.latentseek import latentseek_batch
     from llm_methods.ltpo.optimize import (
         BatchThoughtScorer,
@@ -222,6 +222,12 @@ def run(quick: bool, out_dir: Path) -> Result:
         )
         for m in METHODS
     }
+    fallback = {  # answers matched only by a fallback (no \\boxed{}): counted apart, not solves
+        m: int(
+            sum(grade(t, p.answer) == "fallback" for t, p in zip(texts[m], problems, strict=True))
+        )
+        for m in METHODS
+    }
     diff = np.array([p.difficulty for p in problems])
     levels = sorted(set(diff.tolist()))
     acc = {
@@ -238,6 +244,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     metrics: dict[str, Any] = {
         "ltpo_answers_changed_vs_cot_unk": changed,
         "accuracy": acc,
+        "fallback_matches": fallback,
         "seconds": {k: round(v, 1) for k, v in seconds.items()},
         "ltpo_mean_best_reward_gain": round(reward_gain, 4),
         "embedding_scale": round(scale, 5),

@@ -230,6 +230,7 @@ class LLMAgent:
                     timeout=5.0,
                     allow_unisolated=self.grader.allow_unisolated,
                 )
+                self.grader.isolation.add(res.isolation)
                 if res.violation:
                     return Candidate(None, tokens, cost, failed=True, note=f"sandbox {res.status}")
                 answer = _num(res.stdout) if res.ok else None
@@ -242,6 +243,7 @@ class LLMAgent:
                         task.entry_point,
                         allow_unisolated=self.grader.allow_unisolated,
                     )
+                    self.grader.isolation.add(res.isolation)
                     if not res.ok:
                         text, tokens, cost = self._ask(
                             f"{task.question}\n\nThis attempt fails a unit test "

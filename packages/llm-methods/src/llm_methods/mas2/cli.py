@@ -20,7 +20,7 @@ TASK_SOURCES = ("synth-arith", "synth-code", "synth-mixed", "humaneval")
 
 def _parser() -> argparse.ArgumentParser:
     from iclr26_common.cli_support import finite_float
-    from llm_methods.method_cli import ArgumentParser
+    from llm_methods.method_cli import ArgumentParser, seed, show_defaults
 
     parser = ArgumentParser(prog=PROG, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -32,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
             help=f"a task .jsonl(.gz) file or one of {', '.join(TASK_SOURCES)}",
         )
         p.add_argument("--limit", type=int, default=None, help="first N tasks only")
-        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--seed", type=seed, default=0, help="random seed")
         p.add_argument(
             "--allow-unisolated",
             action="store_true",
@@ -55,7 +55,9 @@ def _parser() -> argparse.ArgumentParser:
             default=None,
             help="simulated pool YAML (default: shipped sim_pool.yaml)",
         )
-        p.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
+        p.add_argument(
+            "--base-url", default="http://127.0.0.1:8000/v1", help="openai: server base URL"
+        )
         p.add_argument(
             "--models",
             default=None,
@@ -67,10 +69,21 @@ def _parser() -> argparse.ArgumentParser:
             help="core model spec for --backend local (was --local-model, which still works "
             "until the next minor version)",
         )
-        p.add_argument("--retries", type=int, default=3)
+        p.add_argument(
+            "--device",
+            default=None,
+            help="device of --backend local's model: cpu / cuda / cuda:N (default: cuda if "
+            "present)",
+        )
+        p.add_argument("--retries", type=int, default=3, help="openai: retries per request")
         p.add_argument("--team", type=Path, default=None, help="team.json from 'train'")
 
-    gen = sub.add_parser("generate", help="write (or --validate) a workflow + assignment")
+    gen = sub.add_parser(
+        "generate",
+        help="write (or --validate) a workflow + assignment",
+        description="Write the workflow + assignment of the first task (of the first --limit "
+        "tasks with --limit N).",
+    )
     tasks_args(gen)
     backend_args(gen)
     gen.add_argument(
@@ -84,7 +97,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the generator is the backend's first model writing the DSL",
     )
-    gen.add_argument("--out", type=Path, default=None, help="write the workflow JSON here")
+    gen.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output file: the workflow JSON (a JSON list of them with --limit > 1)",
+    )
     gen.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     run = sub.add_parser("run", help="run the tri-agent team on tasks; per-task results")
     tasks_args(run)
@@ -93,26 +111,38 @@ def _parser() -> argparse.ArgumentParser:
         "--workflow", type=Path, default=None, help="a fixed workflow spec instead of the generator"
     )
     run.add_argument("--no-rectifier", action="store_true", help="generate-once")
-    run.add_argument("--reps", type=int, default=1)
-    run.add_argument("--out", type=Path, required=True, help="output folder")
+    run.add_argument("--reps", type=int, default=1, help="runs per task")
+    run.add_argument(
+        "--out", type=Path, required=True, help="output folder (results.jsonl, summary.json)"
+    )
     run.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
     train = sub.add_parser("train", help="CTO (K=4 x N=2 + rectifier branches) on the sim pool")
     tasks_args(train)
-    train.add_argument("--pool", type=Path, default=None)
-    train.add_argument("--rounds", type=int, default=3)
-    train.add_argument("--k", type=int, default=4)
-    train.add_argument("--n", type=int, default=2)
-    train.add_argument("--r", type=int, default=2)
-    train.add_argument("--beta", type=finite_float, default=1.0)
+    train.add_argument(
+        "--pool",
+        type=Path,
+        default=None,
+        help="simulated pool YAML (default: shipped sim_pool.yaml)",
+    )
+    train.add_argument("--rounds", type=int, default=3, help="CTO rounds (trees, then DPO)")
+    train.add_argument("--k", type=int, default=4, help="generator samples per task")
+    train.add_argument("--n", type=int, default=2, help="implementer samples per workflow")
+    train.add_argument(
+        "--r", type=int, default=2, help="rectifier branches at the first rectification"
+    )
+    train.add_argument("--beta", type=finite_float, default=1.0, help="DPO temperature")
     train.add_argument("--no-rectifier", action="store_true", help="train generate-once")
-    train.add_argument("--out", type=Path, required=True, help="output folder")
+    train.add_argument(
+        "--out", type=Path, required=True, help="output folder (team.json, history.json)"
+    )
     train.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
     synth = sub.add_parser("synth", help="write offline tasks (arithmetic jsonl / HumanEval jsonl)")
-    synth.add_argument("--kind", choices=("arith", "code"), default="arith")
-    synth.add_argument("--n", type=int, default=20)
-    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("--kind", choices=("arith", "code"), default="arith", help="task kind")
+    synth.add_argument("--n", type=int, default=20, help="tasks")
+    synth.add_argument("--seed", type=seed, default=0, help="random seed")
     synth.add_argument("--out", type=Path, required=True, help="output .jsonl file")
-    return parser
+    synth.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    return show_defaults(parser)
 
 
 def _tasks(ns: argparse.Namespace) -> list:
@@ -160,14 +190,17 @@ def _setup(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
         from llm_methods.mas2.backends import LLMAgent, LocalLMBackend, OpenAIBackend
 
         prices = _prices(ns.models)
+        device = None
         if ns.backend == "local":
+            from llm_methods.lm.loading import resolve_device
             from llm_methods.method_cli import quiet_transformers
 
+            device = str(resolve_device(ns.device))  # a bad --device: one line, before any work
             quiet_transformers()
         backend = (
             OpenAIBackend(ns.base_url, retries=ns.retries)
             if ns.backend == "openai"
-            else LocalLMBackend(ns.model)
+            else LocalLMBackend(ns.model, device)
         )
         agent = LLMAgent(backend, prices, grader)
     names = tuple(prices)
@@ -192,22 +225,27 @@ def _generate(ns: argparse.Namespace) -> int:
         return 0
     if ns.out:
         check_out_file(ns.out, overwrite=ns.overwrite)  # before the backend is reached
+    if ns.llm_generator and ns.backend == "sim":
+        raise ValueError("--llm-generator needs --backend openai or local")
     _, _, names, _, _, team, backend, _ = _setup(ns)
     rng = random.Random(ns.seed)
-    task = _tasks(ns)[0]
-    if ns.llm_generator:
-        if backend is None:
-            raise ValueError("--llm-generator needs --backend openai or local")
-        from llm_methods.mas2.backends import llm_generate_workflow
+    tasks = _tasks(ns)[: ns.limit or 1]  # the first task, or the first --limit tasks
+    written = []
+    for task in tasks:
+        if ns.llm_generator:
+            from llm_methods.mas2.backends import llm_generate_workflow
 
-        wf = llm_generate_workflow(backend, names[0], task)
-    else:
-        wf = team.generate(task, rng)
-    assign = team.implement(task, wf, rng)
-    print(f"# task {task.task_id} ({task.kind})\n{wf.to_text()}")
-    print("# assignment: " + ", ".join(f"{k}={v}" for k, v in assign.items()))
+            wf = llm_generate_workflow(backend, names[0], task)
+        else:
+            wf = team.generate(task, rng)
+        assign = team.implement(task, wf, rng)
+        print(f"# task {task.task_id} ({task.kind})\n{wf.to_text()}")
+        print("# assignment: " + ", ".join(f"{k}={v}" for k, v in assign.items()))
+        written.append({**wf.to_dict(), "assignment": assign, "task_id": task.task_id})
     if ns.out:
-        write_text(ns.out, json.dumps({**wf.to_dict(), "assignment": assign}, indent=1))
+        payload = written[0] if ns.limit is None or ns.limit == 1 else written
+        write_text(ns.out, json.dumps(payload, indent=1))
+        print(f"wrote {len(written)} workflow(s) to {ns.out}")
     return 0
 
 
@@ -267,15 +305,34 @@ def _run(ns: argparse.Namespace) -> int:
         "cost_per_task": sum(r["cost"] for r in rows) / n,
         "tokens_per_task": sum(r["tokens"] for r in rows) / n,
         "rectifications_per_task": sum(len(r["events"]) for r in rows) / n,
+        **isolation_summary(grader),
     }
     with out:
         write_text(out.path / "results.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
         write_text(out.path / "summary.json", json.dumps(summary, indent=1))
+    print(f"generated code ran in: {summary['isolation_boundary']}")
     print(
         f"success {summary['success']:.3f}, ${summary['cost_per_task']:.6f} and "
         f"{summary['tokens_per_task']:.0f} tokens per task over {n} runs -> {ns.out}"
     )
     return 0
+
+
+#: what each sandbox mode is, in words (``summary.json``'s ``isolation_boundary``)
+BOUNDARIES = {
+    "bwrap": "bubblewrap (OS-level: new namespaces, no network, no other files)",
+    "userns": "user namespaces (OS-level: new namespaces, no network, no other files)",
+    "none": "rlimits and the audit hook only (no OS-level boundary; --allow-unisolated)",
+}
+
+
+def isolation_summary(grader: object) -> dict[str, object]:
+    """``{"isolation": [modes], "isolation_boundary": words}`` of the sandbox boundaries the
+    generated code of this command ran in (``Grader.isolation``): ``bwrap``, ``userns`` or
+    ``none`` (hook only); no mode when no program ran."""
+    modes = sorted(getattr(grader, "isolation", set()))
+    words = "; ".join(BOUNDARIES.get(m, m) for m in modes) or "no generated code was run"
+    return {"isolation": modes, "isolation_boundary": words}
 
 
 def _train(ns: argparse.Namespace) -> int:
@@ -301,6 +358,7 @@ def _train(ns: argparse.Namespace) -> int:
     with out:
         team.save(out.path / "team.json")
         write_text(out.path / "history.json", json.dumps(history, indent=1))
+    print(f"generated code ran in: {isolation_summary(grader)['isolation_boundary']}")
     print(f"wrote {out.path / 'team.json'}")
     return 0
 
@@ -313,10 +371,12 @@ def main(argv: Sequence[str]) -> int:
     if getattr(ns, "limit", None) is not None and ns.limit < 1:
         raise ValueError("--limit must be >= 1")
     if ns.command == "synth":
+        from iclr26_common.outputs import check_out_file
         from llm_methods.mas2.tasks import generate_arith, generate_code, write_tasks
 
         if ns.n < 1:
             raise ValueError("--n must be >= 1")
+        check_out_file(ns.out, overwrite=ns.overwrite)
         tasks = (generate_arith if ns.kind == "arith" else generate_code)(ns.n, ns.seed)
         print(f"wrote {ns.n} {ns.kind} tasks to {write_tasks(tasks, ns.out)}")
         return 0

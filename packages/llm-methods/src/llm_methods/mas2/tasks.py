@@ -97,12 +97,15 @@ class Grader:
         self._cache: dict[tuple[str, str], bool] = {}
         self._outputs: dict[str, str | None] = {}
         self.sandbox_runs = 0
+        #: the boundaries generated code ran in (``bwrap`` / ``userns`` / ``none``)
+        self.isolation: set[str] = set()
 
     def program_output(self, program: str) -> str | None:
         """Run an arithmetic program in the sandbox; the number it prints (None on failure)."""
         if program not in self._outputs:
             self.sandbox_runs += 1
             res = run_code(program, timeout=self.timeout, allow_unisolated=self.allow_unisolated)
+            self.isolation.add(res.isolation)
             self._outputs[program] = _num(res.stdout) if res.ok else None
         return self._outputs[program]
 
@@ -111,9 +114,11 @@ class Grader:
         key = (("pub:" if public else "") + task.task_id, code)
         if key not in self._cache:
             self.sandbox_runs += 1
-            self._cache[key] = run_tests(
+            res = run_tests(
                 code, test, task.entry_point, self.timeout, allow_unisolated=self.allow_unisolated
-            ).ok
+            )
+            self.isolation.add(res.isolation)
+            self._cache[key] = res.ok
         return self._cache[key]
 
     def prefetch(self, jobs: list[tuple[Task | None, str, bool]], workers: int = 4) -> None:

@@ -4,32 +4,42 @@
   SVID init), OneBit (K = 1) or RTN (``--bits``) layers and save them to one safetensors file;
   prints the real stored bytes and bits per weight (scales counted).
 - ``finetune``: LightningCLI ``fit`` of the distillation (KL + 10·MSE from the FP teacher;
-  Boolean optimiser on every kernel, AdamW on the scales), e.g. ``--config mbok_k2``.
+  Boolean optimiser on every kernel, AdamW on the scales), e.g. ``--config mbok_k2``; settings as
+  ``--model.init_args.*`` / ``--data.init_args.*`` (the pretrained model:
+  ``--model.init_args.model``), like the other LightningCLI commands.
 - ``eval``: perplexity of a model spec, optionally with a compressed file installed, on a
-  ``.txt`` / ``.jsonl`` file (default: held-out pydoc topics).
+  ``.txt`` / ``.jsonl`` file (``--text-file``; default: held-out pydoc topics); the result is
+  printed and, with ``--out``, written to a JSON file.
 - ``configs``: the shipped finetune configs.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 ABOUT = "MBOK multi-kernel Boolean weights: compress, finetune, eval (arXiv 2505.22811)"
 PROG = "llm-methods mbok"
+#: renamed flags of ``eval`` (old -> new), kept with a warning until :func:`removed_in`
+EVAL_RENAMES = {"--text": "--text-file"}
+DEVICE_HELP = "cpu / cuda / cuda:N (default: cuda if present)"
 
 
 def _parser() -> argparse.ArgumentParser:
-    from llm_methods.method_cli import ArgumentParser
+    from llm_methods.method_cli import ArgumentParser, seed_args, show_defaults
 
     parser = ArgumentParser(
         prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     comp = sub.add_parser("compress", help="compress linear layers, save safetensors")
-    comp.add_argument("--model", default="smollm2", help="model spec (default: smollm2)")
-    comp.add_argument("--method", default="mbok", choices=("mbok", "onebit", "rtn"))
+    comp.add_argument("--model", default="smollm2", help="model spec")
+    comp.add_argument(
+        "--method", default="mbok", choices=("mbok", "onebit", "rtn"), help="compression"
+    )
     comp.add_argument("--k", type=int, default=2, help="Boolean kernels for mbok (>= 1)")
     comp.add_argument("--bits", type=int, default=2, help="bits for rtn (1..8)")
     comp.add_argument(
@@ -39,25 +49,51 @@ def _parser() -> argparse.ArgumentParser:
         help="in-block linear names (q_proj, mlp.down_proj, ...) or 'all'",
     )
     comp.add_argument("--blocks", default="all", help="decoder blocks: 'all', '3', '20-29', '0,5'")
-    comp.add_argument("--out", type=Path, required=True, help="output .safetensors file")
+    comp.add_argument(
+        "--out", type=Path, required=True, help="output file (.safetensors; one file)"
+    )
     comp.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    comp.add_argument("--device", default=None, help=DEVICE_HELP)
+    seed_args(comp, quiet=False)
     ev = sub.add_parser("eval", help="perplexity on a text file")
-    ev.add_argument("--model", default="smollm2", help="model spec (default: smollm2)")
+    ev.add_argument("--model", default="smollm2", help="model spec")
     ev.add_argument("--compressed", type=Path, default=None, help="a `compress`/`finetune` file")
     ev.add_argument(
-        "--text",
+        "--text-file",
         type=Path,
         default=None,
-        help=".txt or .jsonl (field 'text'); default: held-out pydoc topics",
+        help=".txt or .jsonl (field 'text') to score (was --text, which still works until the "
+        "next minor version); default: held-out pydoc topics",
     )
-    ev.add_argument("--seq-len", type=int, default=128)
-    ev.add_argument("--max-chunks", type=int, default=32)
-    ev.add_argument("--batch-size", type=int, default=4)
+    ev.add_argument("--seq-len", type=int, default=128, help="tokens per chunk")
+    ev.add_argument("--max-chunks", type=int, default=32, help="chunks scored at most")
+    ev.add_argument("--batch-size", type=int, default=4, help="chunks per forward pass")
+    ev.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="also write the result to this JSON file (one file; default: stdout only)",
+    )
+    ev.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    ev.add_argument("--device", default=None, help=DEVICE_HELP)
+    seed_args(ev)
+    for command in (comp, ev):  # not the top level: its description keeps its layout
+        show_defaults(command)
     sub.add_parser(
         "finetune", help="LightningCLI fit of the distillation (--config NAME|FILE)", add_help=False
     )
     sub.add_parser("configs", help="list the shipped finetune configs")
     return parser
+
+
+def _start(ns: argparse.Namespace) -> Any:
+    """The checked ``--device`` (one line naming it when bad) after seeding ``--seed``."""
+    from iclr26_common.seeding import seed_everything
+    from llm_methods.lm.loading import resolve_device
+
+    device = resolve_device(ns.device)
+    seed_everything(ns.seed)
+    return device
 
 
 def _compress(ns: argparse.Namespace) -> int:
@@ -74,8 +110,9 @@ def _compress(ns: argparse.Namespace) -> int:
     if ns.out.suffix != ".safetensors":
         raise LMError(f"--out {ns.out}: expected a .safetensors file name")
     check_out_file(ns.out, overwrite=ns.overwrite)  # before the model is loaded and compressed
+    device = _start(ns)
     quiet_transformers()
-    lm = load_lm(ns.model, dtype="float32")
+    lm = load_lm(ns.model, device, dtype="float32")
     names = distill.select_linears(lm.model, ns.layers, ns.blocks)
     layers = distill.compress_model(lm.model, names, ns.method, k=ns.k, bits=ns.bits)
     meta = {
@@ -98,6 +135,8 @@ def _compress(ns: argparse.Namespace) -> int:
 
 
 def _eval(ns: argparse.Namespace) -> int:
+    from iclr26_common.outputs import check_out_file, write_text
+    from iclr26_common.progress import progress
     from llm_methods.lm import load_lm
     from llm_methods.lm.errors import LMError
     from llm_methods.mbok import data, distill
@@ -105,26 +144,66 @@ def _eval(ns: argparse.Namespace) -> int:
 
     if ns.seq_len < 2 or ns.max_chunks < 1 or ns.batch_size < 1:
         raise LMError("--seq-len must be >= 2, --max-chunks and --batch-size >= 1")
-    texts = data.read_texts(ns.text) if ns.text else data.pydoc_split()[1]
+    if ns.out is not None:  # before the model is loaded and scored
+        check_out_file(ns.out, overwrite=ns.overwrite)
+    texts = data.read_texts(ns.text_file) if ns.text_file else data.pydoc_split()[1]
+    device = _start(ns)
     quiet_transformers()
-    lm = load_lm(ns.model, dtype="float32")
-    detail = ""
+    lm = load_lm(ns.model, device, dtype="float32")
+    detail, layers_info = "", None
     if ns.compressed is not None:
         layers, meta = distill.load_compressed(lm.model, ns.compressed)
         s = distill.stored_summary(layers)
-        detail = f", {len(layers)} {meta.get('method', '?')} layers at {s['bits_per_weight']:.3f} bits/weight"
-    source = str(ns.text) if ns.text else "pydoc held-out topics"
+        layers_info = {
+            "file": str(ns.compressed),
+            "layers": len(layers),
+            "method": meta.get("method", "?"),
+            "bits_per_weight": float(s["bits_per_weight"]),
+        }
+        detail = f", {len(layers)} {layers_info['method']} layers at {s['bits_per_weight']:.3f} bits/weight"
+    source = str(ns.text_file) if ns.text_file else "pydoc held-out topics"
     chunks = data.token_chunks(lm.tokenizer, texts, ns.seq_len, ns.max_chunks, None, source)
-    ppl = distill.perplexity_of(lm.model, data.batches_of(chunks, ns.batch_size, lm.device))
-    print(f"perplexity {ppl:.3f} on {len(chunks)}x{ns.seq_len} tokens of {source}{detail}")
+    batches = data.batches_of(chunks, ns.batch_size, lm.device)
+    ppl = distill.perplexity_of(
+        lm.model, progress(batches, description="mbok eval batches", quiet=ns.quiet)
+    )
+    if ns.out is not None:
+        result = {
+            "model": ns.model,
+            "compressed": layers_info,
+            "text": source,
+            "chunks": len(chunks),
+            "seq_len": ns.seq_len,
+            "perplexity": ppl,
+            "device": str(lm.device),
+            "seed": ns.seed,
+        }
+        write_text(ns.out, json.dumps(result, indent=1) + "\n")
+    where = f" -> {ns.out}" if ns.out is not None else ""
+    print(f"perplexity {ppl:.3f} on {len(chunks)}x{ns.seq_len} tokens of {source}{detail}{where}")
     return 0
 
 
-def _finetune(argv: list[str]) -> int:
-    from llm_methods.method_cli import check_lightning_out, method_cli
+def _finetune_renames() -> dict[str, str]:
+    """``mbok finetune``'s flags before issue 36 (``--model.X``, ``--data.X``: no ``init_args``,
+    unlike the other LightningCLI commands) -> their ``init_args`` spelling."""
+    import inspect
 
+    from llm_methods.mbok.lit_module import BooleanDistillModule, BooleanTextDataModule
+
+    renames = {}
+    for group, cls in (("model", BooleanDistillModule), ("data", BooleanTextDataModule)):
+        for name in list(inspect.signature(cls.__init__).parameters)[1:]:
+            renames[f"--{group}.{name}"] = f"--{group}.init_args.{name}"
+    return renames
+
+
+def _finetune(argv: list[str]) -> int:
+    from llm_methods.method_cli import check_lightning_out, method_cli, renamed_flags
+
+    argv = renamed_flags(argv, _finetune_renames(), f"{PROG} finetune")
     # the compressed layers' file is checked before the model is loaded or trained
-    argv = check_lightning_out(argv, "--model.save_to", file=True)
+    argv = check_lightning_out(argv, "--model.init_args.save_to", file=True)
     from llm_methods.mbok.lit_module import BooleanDistillModule, BooleanTextDataModule
 
     method_cli(
@@ -133,8 +212,7 @@ def _finetune(argv: list[str]) -> int:
         BooleanTextDataModule,
         argv,
         subcommand="fit",
-        subclass_mode=False,
-        links=[("model.model", "data.model", "parse")],
+        links=[("model.init_args.model", "data.init_args.model", "parse")],
     )
     return 0
 
@@ -143,6 +221,10 @@ def main(argv: Sequence[str]) -> int:
     argv = list(argv)
     if argv and argv[0] == "finetune":
         return _finetune(argv[1:])
+    if argv and argv[0] == "eval":
+        from llm_methods.method_cli import renamed_flags
+
+        argv = ["eval", *renamed_flags(argv[1:], EVAL_RENAMES, f"{PROG} eval")]
     ns = _parser().parse_args(argv)
     if ns.command == "configs":
         from llm_methods.method_cli import shipped_configs

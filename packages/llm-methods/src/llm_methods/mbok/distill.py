@@ -29,8 +29,10 @@ from llm_methods.mbok.quant import MBOKTrainLinear, OneBitLinear, RTNLinear
 
 __all__ = [
     "COMPRESSORS",
+    "BatchInput",
     "DistillConfig",
     "Teacher",
+    "as_batch",
     "compress_model",
     "distill_loss",
     "finetune",
@@ -44,6 +46,36 @@ __all__ = [
 
 COMPRESSORS = ("mbok", "onebit", "rtn")
 KL_WEIGHT, MSE_WEIGHT, TAU = 1.0, 10.0, 1.0
+#: a model batch ``{"input_ids", "attention_mask"}`` ``[B, T]``, or a tensor of input ids
+BatchInput = dict[str, torch.Tensor] | torch.Tensor
+
+
+def as_batch(
+    batch: BatchInput, device: torch.device | str | None = None
+) -> dict[str, torch.Tensor]:
+    """The model batch ``{"input_ids", "attention_mask"}`` (``[B, T]`` each) of ``batch``.
+
+    ``batch`` is such a dict (what :func:`~llm_methods.mbok.data.batches_of` gives; returned as
+    it is, with an all-ones ``attention_mask`` added when it has none) or a tensor of input ids
+    ``[B, T]`` (``[T]``: one row), whose every position is a real token (mask of ones), placed
+    on ``device``. Anything else raises :class:`LMError` naming what was given."""
+    if isinstance(batch, torch.Tensor):
+        if batch.dim() not in (1, 2) or batch.is_floating_point() or batch.numel() == 0:
+            raise LMError(
+                "a batch tensor must hold input ids, [B, T] or [T] integers, got "
+                f"{batch.dtype} of shape {tuple(batch.shape)}"
+            )
+        ids = (batch if batch.dim() == 2 else batch[None]).to(device)
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    if isinstance(batch, dict) and isinstance(batch.get("input_ids"), torch.Tensor):
+        if "attention_mask" in batch:
+            return batch
+        return {**batch, "attention_mask": torch.ones_like(batch["input_ids"])}
+    raise LMError(
+        "a batch must be a dict with an 'input_ids' tensor (and 'attention_mask') or a [B, T] "
+        f"tensor of input ids, got {type(batch).__name__}"
+        + (f" with keys {sorted(batch)}" if isinstance(batch, dict) else "")
+    )
 
 
 def _blocks(model: nn.Module) -> tuple[str, nn.ModuleList]:
@@ -223,8 +255,14 @@ def first_block(names: Sequence[str]) -> int:
 
 @torch.no_grad()
 def teacher_outputs(
-    model: nn.Module, batch: dict[str, torch.Tensor], from_block: int, tau: float = TAU
+    model: nn.Module, batch: BatchInput, from_block: int, tau: float = TAU
 ) -> Teacher:
+    """The teacher's side of the distillation loss (module docstring, :func:`distill_loss`) for
+    one batch: log p_teacher^τ = log_softmax(logits / τ) ``[B, T, V]`` (bf16), the hidden states
+    from decoder block ``from_block`` on (HF ``hidden_states[from_block + 1:]``, ``[B, T, d]``
+    each) and the token mask ``[B, T]``. ``batch``: a dict ``{"input_ids", "attention_mask"}``
+    or a ``[B, T]`` tensor of input ids (every position a real token; :func:`as_batch`)."""
+    batch = as_batch(batch, next(model.parameters()).device)
     out = model(**batch, output_hidden_states=True)
     lp = torch.log_softmax(out.logits.float() / tau, -1).to(torch.bfloat16)
     return Teacher(
@@ -236,12 +274,14 @@ def teacher_outputs(
 
 def distill_loss(
     model: nn.Module,
-    batch: dict[str, torch.Tensor],
+    batch: BatchInput,
     teacher: Teacher,
     from_block: int,
     cfg: DistillConfig,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """KL(teacher ‖ student) at temperature τ (×τ²) + w·MSE of hidden states, masked tokens."""
+    """KL(teacher ‖ student) at temperature τ (×τ²) + w·MSE of hidden states, masked tokens
+    (``batch`` as for :func:`teacher_outputs`)."""
+    batch = as_batch(batch, next(model.parameters()).device)
     out = model(**batch, output_hidden_states=True)
     mask = teacher.mask
     s_lp = torch.log_softmax(out.logits.float() / cfg.tau, -1)
@@ -300,7 +340,7 @@ def optimizer_state_bytes(optimizers: Sequence[Any]) -> int:
 def finetune(
     model: nn.Module,
     layers: dict[str, nn.Module],
-    batches: Sequence[dict[str, torch.Tensor]],
+    batches: Sequence[BatchInput],
     teachers: Sequence[Teacher],
     cfg: DistillConfig,
 ) -> dict[str, Any]:
@@ -340,10 +380,13 @@ def finetune(
 
 
 @torch.no_grad()
-def perplexity_of(model: nn.Module, batches: Sequence[dict[str, torch.Tensor]]) -> float:
-    """Token-level perplexity exp(mean NLL) over all real next-token targets of ``batches``."""
+def perplexity_of(model: nn.Module, batches: Sequence[BatchInput]) -> float:
+    """Token-level perplexity exp(mean NLL) over all real next-token targets of ``batches``
+    (dicts or tensors of input ids, as for :func:`teacher_outputs`)."""
     nll, count = 0.0, 0
-    for batch in batches:
+    device = next(model.parameters()).device
+    for raw in batches:
+        batch = as_batch(raw, device)
         logits = model(**batch).logits.float()
         ids, mask = batch["input_ids"], batch["attention_mask"].bool()
         lp = torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None])[..., 0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,7 +14,7 @@ PROG = "llm-methods meta_router"
 def _parser():  # type: ignore[no-untyped-def]
     from iclr26_common.cli_support import finite_float
     from llm_methods.meta_router.model import LEARNERS
-    from llm_methods.method_cli import ArgumentParser
+    from llm_methods.method_cli import ArgumentParser, seed, show_defaults
 
     parser = ArgumentParser(prog=PROG, description=ABOUT)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -25,8 +26,12 @@ def _parser():  # type: ignore[no-untyped-def]
         "CSVs of the same shape or MT-Bench judgements; writes router.joblib "
         "and fit.json into --out.",
     )
-    fit.add_argument("--gold", type=Path, nargs="+", required=True)
-    fit.add_argument("--preference", type=Path, nargs="*", default=[])
+    fit.add_argument(
+        "--gold", type=Path, nargs="+", required=True, help="gold-label response CSVs (T=1)"
+    )
+    fit.add_argument(
+        "--preference", type=Path, nargs="*", default=[], help="preference-label CSVs (T=0)"
+    )
     fit.add_argument(
         "--mtbench",
         type=Path,
@@ -34,8 +39,30 @@ def _parser():  # type: ignore[no-untyped-def]
         metavar=("JUDGEMENTS", "QUESTIONS"),
         help="MT-Bench judgements.jsonl and question.jsonl as preference labels",
     )
-    fit.add_argument("--strong", required=True, help="premium model's column / name")
-    fit.add_argument("--weak", required=True, help="cheap model's column / name")
+    fit.add_argument(
+        "--strong",
+        required=True,
+        help="premium model's score column in the --gold / --preference CSVs (and its MT-Bench "
+        "name unless --mtbench-strong)",
+    )
+    fit.add_argument(
+        "--weak",
+        required=True,
+        help="cheap model's score column in the CSVs (and its MT-Bench name unless --mtbench-weak)",
+    )
+    fit.add_argument(
+        "--mtbench-strong",
+        default=None,
+        metavar="NAME",
+        help="the premium model's 'model' field in the MT-Bench judgements, where it differs "
+        "from the CSV column (default: --strong)",
+    )
+    fit.add_argument(
+        "--mtbench-weak",
+        default=None,
+        metavar="NAME",
+        help="the cheap model's 'model' field in the MT-Bench judgements (default: --weak)",
+    )
     fit.add_argument(
         "--learner",
         choices=LEARNERS,
@@ -54,7 +81,7 @@ def _parser():  # type: ignore[no-untyped-def]
     )
     fit.add_argument("--out", type=Path, required=True, help="output folder")
     fit.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
-    fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument("--seed", type=seed, default=0, help="random seed (cross-fitting, CIs)")
     route = sub.add_parser("route", help="route queries: premium iff m̂(x) − w·ΔC > 0")
     route.add_argument("--router", type=Path, required=True, help="router.joblib from fit")
     route.add_argument(
@@ -64,7 +91,7 @@ def _parser():  # type: ignore[no-untyped-def]
     route.add_argument(
         "--cost-diff", type=finite_float, default=1.0, help="ΔC, premium − cheap cost"
     )
-    route.add_argument("--out", type=Path, required=True, help="routes CSV to write")
+    route.add_argument("--out", type=Path, required=True, help="output file: the routes CSV")
     route.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     off = sub.add_parser(
         "official",
@@ -82,15 +109,26 @@ def _parser():  # type: ignore[no-untyped-def]
         default=["dr", "r"],
         help="CATE learners to compare",
     )
-    off.add_argument("--seed", type=int, default=42, help="run i uses seed + i (official: 42)")
-    off.add_argument("--out", type=Path, required=True)
+    off.add_argument("--seed", type=seed, default=42, help="run i uses seed + i (official: 42)")
+    off.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output folder (efficiency_gain.csv, summary.json)",
+    )
+    off.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
     sim = sub.add_parser("simulate", help="simulated gold/preference/test CSVs with known bias")
-    sim.add_argument("--out", type=Path, required=True)
-    sim.add_argument("--n", type=int, default=4000)
-    sim.add_argument("--gold-frac", type=finite_float, default=0.1)
-    sim.add_argument("--bias", type=finite_float, default=0.5)
-    sim.add_argument("--seed", type=int, default=0)
-    return parser
+    sim.add_argument(
+        "--out", type=Path, required=True, help="output folder (gold.csv, preference.csv, test.csv)"
+    )
+    sim.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    sim.add_argument("--n", type=int, default=4000, help="simulated queries")
+    sim.add_argument(
+        "--gold-frac", type=finite_float, default=0.1, help="share of gold-labelled queries"
+    )
+    sim.add_argument("--bias", type=finite_float, default=0.5, help="preference-label bias size")
+    sim.add_argument("--seed", type=seed, default=0, help="random seed")
+    return show_defaults(parser)
 
 
 def _fit(ns) -> int:  # type: ignore[no-untyped-def]
@@ -101,14 +139,30 @@ def _fit(ns) -> int:  # type: ignore[no-untyped-def]
     import pandas as pd
 
     from iclr26_common.outputs import check_out_folder, write_bytes, write_text
-    from llm_methods.meta_router.data import features, read_mtbench, read_responses_csv
+    from llm_methods.meta_router.data import (
+        RouterDataError,
+        features,
+        read_mtbench,
+        read_responses_csv,
+    )
     from llm_methods.meta_router.model import METHODS, MetaRouter, fit_method, predict_gain
 
     out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before any fitting
     frames = [read_responses_csv(p, ns.strong, ns.weak, 1) for p in ns.gold]
     frames += [read_responses_csv(p, ns.strong, ns.weak, 0) for p in ns.preference]
+    names = {"strong": ns.mtbench_strong or ns.strong, "weak": ns.mtbench_weak or ns.weak}
     if ns.mtbench:
-        frames.append(read_mtbench(*ns.mtbench, ns.strong, ns.weak))
+        try:
+            frames.append(read_mtbench(*ns.mtbench, names["strong"], names["weak"]))
+        except RouterDataError as error:
+            if "no judgements for model" not in str(error):
+                raise
+            raise RouterDataError(
+                f"{error}; name the models as the judgements do with --mtbench-strong / "
+                "--mtbench-weak"
+            ) from None
+    elif ns.mtbench_strong or ns.mtbench_weak:
+        raise ValueError("--mtbench-strong / --mtbench-weak name models of --mtbench files")
     kinds = {"prompt" in f.columns for f in frames}
     if len(kinds) > 1:
         raise ValueError("mix of prompt and x0.. feature files: use one kind of query features")
@@ -119,6 +173,14 @@ def _fit(ns) -> int:  # type: ignore[no-untyped-def]
 
     overlap = overlap_diagnostics(x, t, ns.seed)
     print(overlap_line(overlap))
+    if overlap["cv_auc"] >= NO_OVERLAP_AUC:
+        overlap["warning"] = (
+            f"no overlap: the label source (gold or preference) is predicted from the query "
+            f"features at CV AUC {overlap['cv_auc']:.3f}, so the gold and preference queries "
+            "barely share a region and the bias correction extrapolates there; use gold and "
+            "preference labels of the same kind of queries"
+        )
+        print(f"{PROG} fit: warning: {overlap['warning']}", file=sys.stderr)
     router = MetaRouter(ns.learner, ns.seed).fit(x, y, t)
     saved = io.BytesIO()
     joblib.dump({"router": router, "features": state}, saved)
@@ -127,6 +189,7 @@ def _fit(ns) -> int:  # type: ignore[no-untyped-def]
         "learner": ns.learner,
         "strong": ns.strong,
         "weak": ns.weak,
+        **({"mtbench_names": names} if ns.mtbench else {}),
         "overlap": overlap,
     }
     if ns.test is not None:
@@ -158,6 +221,10 @@ def _fit(ns) -> int:  # type: ignore[no-untyped-def]
     print(f"wrote {ns.out / 'router.joblib'} and {ns.out / 'fit.json'}")
     return 0
 
+
+#: ``fit`` warns (and fit.json's ``overlap.warning`` says) when the gold / preference label
+#: source is predicted from the query features at this cross-validated AUC or above: no overlap.
+NO_OVERLAP_AUC = 0.99
 
 #: fit.json's interval keys (not in the one-line summary, printed below it instead).
 INTERVAL_KEYS = ("test_mse_interval", "test_mse_diff")
@@ -249,6 +316,7 @@ def _official(ns) -> int:  # type: ignore[no-untyped-def]
     import numpy as np
     import pandas as pd
 
+    from iclr26_common.outputs import check_out_folder, write_text
     from llm_methods.meta_router.model import fit_method, predict_gain
     from llm_methods.meta_router.official import (
         GRID,
@@ -263,6 +331,7 @@ def _official(ns) -> int:  # type: ignore[no-untyped-def]
 
     if ns.runs < 1:
         raise ValueError("--runs must be >= 1")
+    out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before the runs
     x, gl, pl = read_official_csv(ns.csv)
     methods = [("gold_only", "dr"), ("preference_only", "dr"), ("pooled", "dr")]
     methods += [("dr_corrected", learner) for learner in ns.learner]
@@ -287,9 +356,7 @@ def _official(ns) -> int:  # type: ignore[no-untyped-def]
         curves["random"].append(efficiency_curve(None, gl[test], rng))
         print(f"run {run + 1}/{ns.runs} done")
     gains = {m: efficiency_gain(c, curves["random"]) for m, c in curves.items() if m != "random"}
-    ns.out.mkdir(parents=True, exist_ok=True)
     table = pd.DataFrame({"ratio": GRID, **gains})
-    table.to_csv(ns.out / "efficiency_gain.csv", index=False)
     summary = {
         "runs": ns.runs,
         "seed": ns.seed,
@@ -309,23 +376,27 @@ def _official(ns) -> int:  # type: ignore[no-untyped-def]
             f"{name:28s} efficiency-gain area {summary['methods'][name]['area']}, max "
             f"{summary['methods'][name]['max_gain']} ({int(ok.sum())} grid points)"
         )
-    (ns.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    with out:
+        write_text(out.path / "efficiency_gain.csv", table.to_csv(index=False))
+        write_text(out.path / "summary.json", json.dumps(summary, indent=1))
     print(f"wrote {ns.out / 'efficiency_gain.csv'} and {ns.out / 'summary.json'}")
     return 0
 
 
 def _simulate(ns) -> int:  # type: ignore[no-untyped-def]
+    from iclr26_common.outputs import check_out_folder, write_text
     from llm_methods.meta_router.data import simulate
 
+    out = check_out_folder(ns.out, overwrite=ns.overwrite)
     train, test = simulate(ns.n, ns.gold_frac, ns.bias, ns.seed)
-    ns.out.mkdir(parents=True, exist_ok=True)
     cols = [c for c in train.columns if c.startswith("x")]
     weak = 0.5 + 0.2 * train["x4"]
-    for name, arm in (("gold", 1), ("preference", 0)):
-        part = train[train["T"] == arm]
-        frame = part[cols].assign(strong=(weak[part.index] + part["y"]), weak=weak[part.index])
-        frame.to_csv(ns.out / f"{name}.csv", index=False)
-    test.to_csv(ns.out / "test.csv", index=False)
+    with out:
+        for name, arm in (("gold", 1), ("preference", 0)):
+            part = train[train["T"] == arm]
+            frame = part[cols].assign(strong=(weak[part.index] + part["y"]), weak=weak[part.index])
+            write_text(out.path / f"{name}.csv", frame.to_csv(index=False))
+        write_text(out.path / "test.csv", test.to_csv(index=False))
     print(
         f"wrote gold.csv ({int(train['T'].sum())} rows), preference.csv "
         f"({int((train['T'] == 0).sum())} rows), test.csv ({len(test)} rows) to {ns.out}"

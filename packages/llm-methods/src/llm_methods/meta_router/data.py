@@ -142,7 +142,11 @@ def read_mtbench(
     scores = pd.DataFrame(rows).groupby(["question_id", "model"])["score"].mean().unstack()
     for model in (strong, weak):
         if model not in scores.columns:
-            raise RouterDataError(f"{paths[0]}: no judgements for model {model!r}")
+            names = sorted(map(str, scores.columns))
+            shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
+            raise RouterDataError(
+                f"{paths[0]}: no judgements for model {model!r} (its models: {shown})"
+            )
     scores = scores.dropna(subset=[strong, weak])
     missing = [q for q in scores.index if q not in prompts]
     if missing:

@@ -32,7 +32,7 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
 
 def _parser() -> argparse.ArgumentParser:
     from iclr26_common.cli_support import finite_float
-    from llm_methods.method_cli import ArgumentParser
+    from llm_methods.method_cli import ArgumentParser, seed, show_defaults
 
     parser = ArgumentParser(prog=PROG, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -53,11 +53,20 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
     ev.add_argument("--quiet", action="store_true", help="no progress line")
     ev.add_argument("--limit", type=int, default=None, help="first N records only")
-    ev.add_argument("--max-new-tokens", type=int, default=None)
+    ev.add_argument(
+        "--max-new-tokens", type=int, default=None, help="answer length (default: the checkpoint's)"
+    )
     ev.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
+    ev.add_argument(
+        "--seed",
+        type=seed,
+        default=0,
+        help="seed (torch, NumPy, random) set before each record as SEED + its index; recorded "
+        "in summary.json",
+    )
     synth = sub.add_parser("synth", help="write generated BabiLong-style records (jsonl)")
     synth.add_argument("--out", type=Path, required=True, help="output .jsonl file")
-    synth.add_argument("--n", type=int, default=100)
+    synth.add_argument("--n", type=int, default=100, help="records")
     synth.add_argument("--n-segments", type=int, default=8, help="filler segments per context")
     synth.add_argument(
         "--position",
@@ -65,10 +74,10 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="relative position of the facts in [0, 1] (default: random)",
     )
-    synth.add_argument("--tasks", nargs="+", default=["qa1", "qa2", "qa3"])
-    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("--tasks", nargs="+", default=["qa1", "qa2", "qa3"], help="BabiLong tasks")
+    synth.add_argument("--seed", type=seed, default=0, help="the generator's draws")
     sub.add_parser("configs", help="list the shipped configs")
-    return parser
+    return show_defaults(parser)
 
 
 def _eval(ns: argparse.Namespace) -> int:
@@ -76,6 +85,7 @@ def _eval(ns: argparse.Namespace) -> int:
 
     from iclr26_common.outputs import check_out_folder, write_text
     from iclr26_common.progress import progress
+    from iclr26_common.seeding import seed_everything
     from llm_methods.lm.loading import resolve_device
     from llm_methods.method_cli import quiet_transformers
     from llm_methods.perk.data import extract_output, is_correct, read_babilong
@@ -89,7 +99,9 @@ def _eval(ns: argparse.Namespace) -> int:
     if ns.max_new_tokens is not None:
         module.hparams.max_new_tokens = ns.max_new_tokens
     rows = []
-    for rec in progress(records, description="perk eval", quiet=ns.quiet):
+    for i, rec in enumerate(progress(records, description="perk eval", quiet=ns.quiet)):
+        # a record's answer does not depend on the records answered before it
+        seed_everything((ns.seed + i) % 2**32)
         with torch.enable_grad():
             text = module.predict_record(rec)
         rows.append(
@@ -110,6 +122,7 @@ def _eval(ns: argparse.Namespace) -> int:
         "data": str(ns.data),
         "n": len(rows),
         "accuracy": acc,
+        "seed": ns.seed,
     }
     with out:
         write_text(out.path / "predictions.jsonl", "".join(json.dumps(r) + "\n" for r in rows))

@@ -1,8 +1,9 @@
 """``llm-methods remix``: GRPO / ReMix reinforcement finetuning with a verifiable reward.
 
 ``fit`` (LightningCLI: ``--config tiny|remix|grpo`` or a yaml path, any ``--model.init_args.*``
-(the RL settings as ``--model.init_args.rl.*``, e.g. ``rl.p_off``) / ``--data.init_args.*`` /
-``--trainer.*`` override) trains a policy; ``eval`` scores a model's
+(the pretrained model as ``--model.init_args.model``, the RL settings as
+``--model.init_args.rl.*``, e.g. ``rl.p_off``) / ``--data.init_args.*`` / ``--trainer.*``
+override) trains a policy; ``eval`` scores a model's
 greedy answers on a GSM8K jsonl file by exact match; ``synth`` writes generated problems in
 that format; ``configs`` lists the shipped configs.
 """
@@ -16,10 +17,12 @@ from pathlib import Path
 
 ABOUT = "ReMix off-policy reinforcement finetuning vs GRPO (arXiv 2507.06892)"
 PROG = "llm-methods remix"
+#: ``fit``'s renamed flags (old -> new), kept with a warning until :func:`removed_in`
+FIT_RENAMES = {"--model.init_args.policy": "--model.init_args.model"}
 
 
 def _parser() -> argparse.ArgumentParser:
-    from llm_methods.method_cli import ArgumentParser
+    from llm_methods.method_cli import ArgumentParser, seed, seed_args, show_defaults
 
     parser = ArgumentParser(prog=PROG, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -29,21 +32,31 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--data", type=Path, default=None, help="GSM8K jsonl (default: generated)")
     ev.add_argument("--limit", type=int, default=None, help="first N problems only")
     ev.add_argument("--n", type=int, default=64, help="generated problems when no --data")
-    ev.add_argument("--max-new-tokens", type=int, default=16)
-    ev.add_argument("--out", type=Path, default=None, help="write predictions.jsonl + summary.json")
+    ev.add_argument("--max-new-tokens", type=int, default=16, help="answer length at most")
+    ev.add_argument("--batch-size", type=int, default=16, help="problems generated at once")
+    ev.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output folder: predictions.jsonl + summary.json (default: stdout only)",
+    )
     ev.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    ev.add_argument("--device", default=None, help="cpu / cuda / cuda:N (default: cuda if present)")
+    seed_args(ev)
     synth = sub.add_parser("synth", help="write generated problems (GSM8K jsonl)")
     synth.add_argument("--out", type=Path, required=True, help="output .jsonl file")
-    synth.add_argument("--n", type=int, default=200)
-    synth.add_argument("--seed", type=int, default=0)
-    synth.add_argument("--max-value", type=int, default=20)
+    synth.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    synth.add_argument("--n", type=int, default=200, help="problems")
+    synth.add_argument("--seed", type=seed, default=0, help="random seed")
+    synth.add_argument("--max-value", type=int, default=20, help="largest operand")
     sub.add_parser("configs", help="list the shipped configs")
-    return parser
+    return show_defaults(parser)
 
 
 def _fit(argv: Sequence[str]) -> int:
-    from llm_methods.method_cli import check_lightning_out, method_cli
+    from llm_methods.method_cli import check_lightning_out, method_cli, renamed_flags
 
+    argv = renamed_flags(argv, FIT_RENAMES, f"{PROG} fit")
     # the trained policy's folder is checked before the policy is loaded or trained
     argv = check_lightning_out(argv, "--model.init_args.save_dir")
     from llm_methods.remix.lit_module import ProblemDataModule, ReMixModule
@@ -54,6 +67,9 @@ def _fit(argv: Sequence[str]) -> int:
 
 def _eval(ns: argparse.Namespace) -> int:
     from iclr26_common.outputs import check_out_folder, write_text
+    from iclr26_common.progress import progress
+    from iclr26_common.seeding import seed_everything
+    from llm_methods.lm.loading import resolve_device
     from llm_methods.lm.threads import one_thread
     from llm_methods.method_cli import quiet_transformers
     from llm_methods.remix.data import (
@@ -70,22 +86,33 @@ def _eval(ns: argparse.Namespace) -> int:
 
     if ns.max_new_tokens < 1:
         raise ValueError("--max-new-tokens must be >= 1")
+    if ns.batch_size < 1:
+        raise ValueError("--batch-size must be >= 1")
     folder = None if ns.out is None else check_out_folder(ns.out, overwrite=ns.overwrite)
     problems = (
         read_problems(ns.data, ns.limit)
         if ns.data
         else records_to_problems(synth_problems(ns.n, 99))
     )
+    if not problems:
+        raise ValueError("no problems to evaluate (--n or --limit is 0)")
+    device = resolve_device(ns.device)
+    seed_everything(ns.seed)
     quiet_transformers()
     with one_thread():
-        lm = load_policy(ns.model)
+        lm = load_policy(ns.model, device)
         runner = RLRunner(
             lm.model,
             lm.tokenizer,
             RLConfig(algo="grpo", max_new_tokens=ns.max_new_tokens),
             make_reward_fn(["exact_match"]),
+            ns.seed,
         )
-        out = runner.sample([p.prompt for p in problems], 1, greedy=True)
+        prompts = [p.prompt for p in problems]
+        batches = [prompts[i : i + ns.batch_size] for i in range(0, len(prompts), ns.batch_size)]
+        out = []
+        for batch in progress(batches, description="remix eval batches", quiet=ns.quiet):
+            out += runner.sample(batch, 1, greedy=True)
     rows = [
         {
             "question": p.question,
@@ -100,7 +127,14 @@ def _eval(ns: argparse.Namespace) -> int:
     acc = sum(r["correct"] for r in rows) / len(rows)
     length = sum(r["length"] for r in rows) / len(rows)
     if folder is not None:
-        summary = {"model": ns.model, "n": len(rows), "accuracy": acc, "mean_length": length}
+        summary = {
+            "model": ns.model,
+            "n": len(rows),
+            "accuracy": acc,
+            "mean_length": length,
+            "device": str(device),
+            "seed": ns.seed,
+        }
         with folder:
             predictions = "".join(json.dumps(r) + "\n" for r in rows)
             write_text(folder.path / "predictions.jsonl", predictions)
@@ -121,8 +155,10 @@ def main(argv: Sequence[str]) -> int:
             print(f"{name:8s} {path.read_text().splitlines()[0].lstrip('# ')}")
         return 0
     if ns.command == "synth":
+        from iclr26_common.outputs import check_out_file
         from llm_methods.remix.data import synth_problems, write_gsm8k
 
+        check_out_file(ns.out, overwrite=ns.overwrite)
         path = write_gsm8k(synth_problems(ns.n, ns.seed, ns.max_value), ns.out)
         print(f"wrote {ns.n} problems to {path}")
         return 0

@@ -10,6 +10,7 @@ exact-match accuracy and response length on the validation problems.
 from __future__ import annotations
 
 import random
+import sys
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -32,17 +33,18 @@ from llm_methods.remix.runner import RLRunner
 __all__ = ["ProblemDataModule", "ReMixModule", "load_policy"]
 
 
-def load_policy(spec: str) -> Any:  # -> LM
+def load_policy(spec: str, device: str | None = None) -> Any:  # -> LM
     """``task`` (the task-format tiny Llama, pretrained and cached here) or any ``load_lm`` spec,
-    in fp32 on the workspace's device (:func:`~iclr26_common.device.choose_device`); the policy
-    is a submodule of :class:`ReMixModule`, so the Trainer moves it to its accelerator."""
+    in fp32 on ``device`` (default: the workspace's device,
+    :func:`~iclr26_common.device.choose_device`); the policy is a submodule of
+    :class:`ReMixModule`, so the Trainer moves it to its accelerator."""
     from llm_methods.lm import load_lm
 
     if spec == "task":
         from llm_methods.remix.pretrain import ensure_task_model
 
-        return load_lm(str(ensure_task_model()), dtype="float32")
-    return load_lm(spec, dtype="float32")
+        return load_lm(str(ensure_task_model()), device, dtype="float32")
+    return load_lm(spec, device, dtype="float32")
 
 
 class _Batches(torch.utils.data.IterableDataset):
@@ -101,32 +103,46 @@ class ProblemDataModule(L.LightningDataModule):
 
 
 class ReMixModule(L.LightningModule):
-    """GRPO / ReMix reinforcement finetuning of ``policy`` (``task`` or a model spec).
+    """GRPO / ReMix reinforcement finetuning of the pretrained ``model`` (``task`` or a model
+    spec; ``--model.init_args.model``, as perk's and mbok's).
 
     Args: ``rl`` (:class:`~llm_methods.remix.model.RLConfig`, the ``rl:`` group of the YAML;
     default: its defaults; ``rl.prompts_per_step`` is the experiment loop's: here the data
     module's ``prompts_per_step`` sets the batch), ``rewards`` (names in ``data.REWARDS``; must
     not be empty; default ``exact_match``), ``save_dir`` (write the trained policy there as an HF
     folder at the end of fit), ``seed`` (the runner's sampling seed). The checkpoint's hparams
-    hold ``rl`` as a plain dict (``torch.load(weights_only=True)`` reads it)."""
+    hold ``rl`` as a plain dict (``torch.load(weights_only=True)`` reads it). ``policy``: the old
+    name of ``model`` (a config or checkpoint from before issue 36; a one-line warning; removed in
+    the next minor version)."""
 
     def __init__(
         self,
-        policy: str = "task",
+        model: str = "task",
         rl: RLConfig | None = None,
         rewards: list[str] | None = None,
         save_dir: str | None = None,
         seed: int = 0,
+        policy: str | None = None,
     ) -> None:
         super().__init__()
         if isinstance(rl, dict):  # from a checkpoint's hparams
             rl = RLConfig(**rl)
+        if policy is not None:
+            from llm_methods.method_cli import removed_in
+
+            print(
+                "llm-methods remix: warning: ReMixModule's policy is deprecated, use model "
+                f"(--model.init_args.model; policy will be removed in {removed_in()})",
+                file=sys.stderr,
+            )
+            model = policy
         self.cfg = rl or RLConfig()
-        self.save_hyperparameters(ignore=["rl"])
+        self.save_hyperparameters(ignore=["rl", "policy"])
+        self.hparams["model"] = model
         self.hparams["rl"] = asdict(self.cfg)  # plain values: weights_only-loadable
         self.automatic_optimization = False
         self.reward_fn = make_reward_fn(["exact_match"] if rewards is None else rewards)
-        lm = load_policy(policy)
+        lm = load_policy(model)
         self.policy, self.tokenizer = lm.model, lm.tokenizer
         self.runner: RLRunner | None = None
 

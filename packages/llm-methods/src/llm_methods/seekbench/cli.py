@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,7 +27,7 @@ SHOWN = (
 
 
 def _parser():  # type: ignore[no-untyped-def]
-    from llm_methods.method_cli import ArgumentParser
+    from llm_methods.method_cli import ArgumentParser, seed, show_defaults
 
     parser = ArgumentParser(prog=PROG, description=ABOUT)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -36,10 +37,15 @@ def _parser():  # type: ignore[no-untyped-def]
         description="Per-agent (model) SeekBench metrics of labelled traces, each with a 95 % "
         "interval over the questions (BCa bootstrap of the clusters, --n-boot resamples, seed "
         "--seed); writes metrics.json (intervals: Interval.to_dict() per agent and metric) and "
-        "per_agent.csv (<metric>_low/_high/_ci_method/_n) into --out.",
+        "per_agent.csv (<metric>_low/_high/_ci_method/_n) into --out. The traces must be "
+        "judged (labelled, or annotated by `judge`): refused when no result step carries "
+        "information_quality, a warning when only some do.",
     )
     an.add_argument("traces", type=Path, help="SeekBench .jsonl (e.g. seekbench_data.jsonl)")
-    an.add_argument("--out", type=Path, required=True)
+    an.add_argument(
+        "--out", type=Path, required=True, help="output folder (metrics.json, per_agent.csv)"
+    )
+    an.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
     an.add_argument(
         "--threshold",
         type=int,
@@ -66,7 +72,7 @@ def _parser():  # type: ignore[no-untyped-def]
         default=1000,
         help="bootstrap resamples of the CIs and the 95 %% intervals (0: neither)",
     )
-    an.add_argument("--seed", type=int, default=0, help="resampling seed (recorded)")
+    an.add_argument("--seed", type=seed, default=0, help="resampling seed (recorded)")
     an.add_argument(
         "--reference",
         default=None,
@@ -80,30 +86,72 @@ def _parser():  # type: ignore[no-untyped-def]
         description="Annotate every reasoning / search / search_result step; "
         "prints Cohen's kappa per field when the input carries labels.",
     )
-    ju.add_argument("traces", type=Path)
-    ju.add_argument("--out", type=Path, required=True, help="annotated .jsonl to write")
+    ju.add_argument("traces", type=Path, help="SeekBench .jsonl to annotate")
+    ju.add_argument("--out", type=Path, required=True, help="output file: the annotated .jsonl")
     ju.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     ju.add_argument("--quiet", action="store_true", help="no progress lines (lm / http judges)")
-    ju.add_argument("--judge", choices=("rule", "lm", "http"), default="rule")
+    ju.add_argument(
+        "--judge", choices=("rule", "lm", "http"), default="rule", help="which judge labels"
+    )
     ju.add_argument("--model", default="smollm2", help="lm: model spec; http: model name")
+    ju.add_argument(
+        "--device", default=None, help="lm: cpu / cuda / cuda:N (default: cuda if present)"
+    )
     ju.add_argument("--url", default=None, help="http: OpenAI-compatible base URL (.../v1)")
     ju.add_argument(
-        "--api-key-env", default="OPENAI_API_KEY", help="http: environment variable holding the key"
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        help="http: environment variable holding the key (must be set; '' for a server "
+        "without a key)",
     )
     ju.add_argument("--cache-dir", type=Path, default=None, help="judge reply cache")
-    ju.add_argument("--max-steps", type=int, default=None, help="judge at most this many steps")
+    ju.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="judge at most this many steps (the output is then partly judged)",
+    )
     sy = sub.add_parser("synth", help="synthetic traces from agent profiles (known behaviour)")
-    sy.add_argument("--out", type=Path, required=True, help=".jsonl to write")
-    sy.add_argument("--questions", type=int, default=100)
+    sy.add_argument("--out", type=Path, required=True, help="output file: the traces .jsonl")
+    sy.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    sy.add_argument("--questions", type=int, default=100, help="questions per agent")
     sy.add_argument("--agents", nargs="*", default=None, help="profiles (default: all)")
-    sy.add_argument("--seed", type=int, default=0)
+    sy.add_argument("--seed", type=seed, default=0, help="random seed")
     sy.add_argument("--unlabelled", action="store_true", help="drop the gold annotations")
-    return parser
+    return show_defaults(parser)
+
+
+def _judged_or_refuse(path: Path, traces: list) -> dict[str, int]:
+    """``{"judged", "total"}`` result steps of ``traces`` (read from ``path``); refused when no
+    result step is judged (every metric would read E = 0: premature rate 1, CE NaN), a warning
+    on stderr when only some are."""
+    from iclr26_common.cli_support import UsageError
+    from llm_methods.seekbench.data import result_annotation_coverage
+
+    judged, total = result_annotation_coverage(traces)
+    coverage = {"judged": judged, "total": total}
+    if judged == 0:
+        raise UsageError(
+            f"{path}: no result step carries information_quality (0 of {total} result steps "
+            f"judged): run `{PROG} judge` on it first and analyze its --out"
+        )
+    if judged < total:
+        print(f"{PROG} analyze: warning: {path}: {_partial_note(coverage)}", file=sys.stderr)
+    return coverage
+
+
+def _partial_note(coverage: dict[str, int]) -> str:
+    judged, total = coverage["judged"], coverage["total"]
+    return (
+        f"only {judged} of {total} result steps ({judged / total:.1%}) carry "
+        "information_quality; the others count as insufficient evidence (E = 0)"
+    )
 
 
 def _analyze(ns) -> int:  # type: ignore[no-untyped-def]
     import pandas as pd
 
+    from iclr26_common.outputs import check_out_folder, write_text
     from llm_methods.seekbench.data import read_traces
     from llm_methods.seekbench.metrics import analyze, metric_intervals
 
@@ -113,8 +161,13 @@ def _analyze(ns) -> int:  # type: ignore[no-untyped-def]
         raise ValueError("--horizon must be >= 1")
     if ns.reference is not None and ns.n_boot == 0:
         raise ValueError("--reference needs resamples (--n-boot > 0)")
+    out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before the traces are analysed
     traces = read_traces(ns.traces)
+    coverage = _judged_or_refuse(ns.traces, traces)
     result = analyze(traces, ns.threshold, ns.horizon, ns.n_boot, ns.seed, ns.group_by)
+    result["judged_result_steps"] = coverage
+    if coverage["judged"] < coverage["total"]:
+        result["notes"].append(_partial_note(coverage))
     intervals = (
         metric_intervals(
             traces,
@@ -131,14 +184,14 @@ def _analyze(ns) -> int:  # type: ignore[no-untyped-def]
     result["intervals"] = (
         _intervals_json(result["agents"], intervals, ns.seed) if intervals else None
     )
-    ns.out.mkdir(parents=True, exist_ok=True)
-    (ns.out / "metrics.json").write_text(json.dumps(result, indent=1))
     table = pd.DataFrame(result["agents"]).T
     table.index.name = ns.group_by
     if intervals:
         extra = pd.DataFrame({g: _interval_row(row, ns.seed) for g, row in intervals.items()}).T
         table = table.join(extra)
-    table.to_csv(ns.out / "per_agent.csv")
+    with out:
+        write_text(out.path / "metrics.json", json.dumps(result, indent=1))
+        write_text(out.path / "per_agent.csv", table.to_csv())
     print(table[["n_traces", *SHOWN]].to_string(float_format=lambda x: f"{x:.3f}"))
     if intervals:
         _print_intervals(result["agents"], intervals, ns.seed)
@@ -215,28 +268,50 @@ def _print_intervals(agents: dict, intervals: dict, seed: int) -> None:
 
 
 def _judge(ns):  # type: ignore[no-untyped-def]
+    from iclr26_common.cli_support import UsageError
     from iclr26_common.outputs import check_out_file
     from llm_methods.seekbench import judge as J
     from llm_methods.seekbench.data import read_traces, write_traces
 
+    if ns.max_steps is not None and ns.max_steps < 1:
+        raise UsageError(f"--max-steps {ns.max_steps}: must be >= 1")
+    if ns.judge == "http":
+        if not ns.url:
+            raise ValueError("--judge http needs --url (an OpenAI-compatible base URL)")
+        if ns.api_key_env and os.environ.get(ns.api_key_env) is None:
+            raise UsageError(
+                f"--api-key-env {ns.api_key_env}: the environment variable is not set; export "
+                "it, or pass --api-key-env '' for a server that needs no key"
+            )
     check_out_file(ns.out, overwrite=ns.overwrite)  # before the traces are judged
+    device = None
+    if ns.judge == "lm":
+        from llm_methods.lm.loading import resolve_device
+
+        device = resolve_device(ns.device)  # a bad --device: one line, before the traces
     traces = read_traces(ns.traces)
     if ns.judge == "rule":
         judge: J.Judge = J.RuleJudge()
     elif ns.judge == "lm":
         from llm_methods.lm import load_lm
 
-        judge = J.LMJudge(load_lm(ns.model), ns.cache_dir)
+        judge = J.LMJudge(load_lm(ns.model, device), ns.cache_dir)
     else:
-        if not ns.url:
-            raise ValueError("--judge http needs --url (an OpenAI-compatible base URL)")
-        judge = J.HTTPJudge(ns.url, ns.model, os.environ.get(ns.api_key_env), ns.cache_dir)
+        key = os.environ.get(ns.api_key_env) if ns.api_key_env else None
+        judge = J.HTTPJudge(ns.url, ns.model, key, ns.cache_dir)
     judged = J.annotate(traces, judge, ns.max_steps, quiet=ns.quiet or ns.judge == "rule")
     write_traces(judged, ns.out)
     print(
         f"{judge.calls} judge calls for {len(traces)} traces "
         f"({judge.calls / len(traces):.1f} per trace); wrote {ns.out}"
     )
+    judgeable = sum(1 for t in traces for step in t["trace"] if J.step_fields(step))
+    if ns.max_steps is not None and ns.max_steps < judgeable:
+        print(
+            f"note: {ns.out} is partly judged: {ns.max_steps} of {judgeable} judgeable steps "
+            f"(--max-steps {ns.max_steps}); the others keep the input's annotations (none when "
+            "it is unlabelled), and `analyze` warns with the judged fraction"
+        )
     for field, row in J.agreement(traces, judged).items():
         print(
             f"kappa {field:20s} {row['kappa']:.3f} (agreement {row['agreement']:.3f}, n={row['n']})"
@@ -245,9 +320,11 @@ def _judge(ns):  # type: ignore[no-untyped-def]
 
 
 def _synth(ns):  # type: ignore[no-untyped-def]
+    from iclr26_common.outputs import check_out_file
     from llm_methods.seekbench.data import write_traces
     from llm_methods.seekbench.synth import synth_traces
 
+    check_out_file(ns.out, overwrite=ns.overwrite)
     traces = synth_traces(ns.questions, ns.agents, ns.seed)
     if ns.unlabelled:
         for trace in traces:

@@ -30,6 +30,7 @@ __all__ = [
     "REASONING_TYPES",
     "TraceError",
     "read_traces",
+    "result_annotation_coverage",
     "validate_trace",
     "write_traces",
 ]
@@ -190,6 +191,23 @@ def read_traces(path: str | Path) -> list[dict[str, Any]]:
         raise FileNotFoundError(f"{path}: no such trace file")
     rows = read_jsonl(path, error=TraceError, what="traces")
     return [validate_trace(record, where) for where, record in rows]
+
+
+def result_annotation_coverage(traces: Iterable[dict[str, Any]]) -> tuple[int, int]:
+    """``(judged, total)`` result steps (:data:`RESULT_TYPES`) of ``traces``: a result step is
+    judged when its annotation carries ``information_quality`` (the evidence level E of every
+    metric is read from it; an unjudged result counts as E = 0)."""
+    judged = total = 0
+    for trace in traces:
+        for step in trace["trace"]:
+            if step.get("type") not in RESULT_TYPES:
+                continue
+            total += 1
+            annotation = step.get("annotation") or {}
+            attributes = annotation.get("attributes") if isinstance(annotation, dict) else None
+            if isinstance(attributes, dict) and "information_quality" in attributes:
+                judged += 1
+    return judged, total
 
 
 def write_traces(traces: Iterable[dict[str, Any]], path: str | Path) -> Path:

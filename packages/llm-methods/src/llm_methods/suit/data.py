@@ -8,7 +8,9 @@ optional ``neighborhood_targets`` (same length as ``neighborhood_prompts``), eac
 true answer; when absent the standard rule applies (neighbours share ``target_true``).
 
 zsRE record (MEND/ROME eval file): ``subject``, ``src`` (question containing the subject),
-``rephrase``, ``alt`` (new answer), ``answers`` (true answers), ``loc``, ``loc_ans``.
+``rephrase``, ``alt`` (new answer), ``answers`` (true answers), ``loc``, ``loc_ans``. zsRE
+requests are scored by token-level accuracy (``kind="zsre"``), as the official
+``compute_rewrite_quality_zsre``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from llm_methods.jsonl import read_text
 __all__ = [
     "COUNTRIES",
     "RELATIONS",
+    "ZSRE_TARGETS",
     "EditRequest",
     "build_requests",
     "check_request",
@@ -55,6 +58,9 @@ class EditRequest:
     generation_prompts: tuple[str, ...] = ()
     relation: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    # how ``metrics.edit_metrics`` scores it: "counterfact" (p(new) > p(true) comparisons) or
+    # "zsre" (token-level accuracy of the answers, ROME / MEMIT / AlphaEdit's zsRE evaluation)
+    kind: str = "counterfact"
 
     @property
     def text(self) -> str:
@@ -169,8 +175,18 @@ def _bare(target: str) -> str:
     return target[1:] if target.startswith(" ") else target
 
 
-def read_zsre(path: Path) -> list[EditRequest]:
-    """zsRE eval records -> requests (``src`` with the subject replaced by ``{}``)."""
+ZSRE_TARGETS = ("alt", "answers")
+
+
+def read_zsre(path: Path, target: str = "answers") -> list[EditRequest]:
+    """zsRE eval records -> requests (``src`` with the subject replaced by ``{}``, ``kind`` "zsre").
+
+    ``target`` picks the edit target: ``"answers"`` (default: ``answers[0]``, as ROME / MEMIT /
+    AlphaEdit's ``MENDQADataset``) or ``"alt"`` (the file's new answer, as MEND / EasyEdit); the
+    other one is kept as ``target_true``, which zsRE scoring does not use. The neighbourhood prompt is
+    ``loc + "?"`` with ``loc_ans`` as its answer (the official neighbourhood)."""
+    if target not in ZSRE_TARGETS:
+        raise ValueError(f"zsRE target must be one of {ZSRE_TARGETS}, got {target!r}")
     out = []
     for i, rec in enumerate(_load_json_records(path)):
         where = f"{path}:record {i}"
@@ -181,15 +197,19 @@ def read_zsre(path: Path) -> list[EditRequest]:
         true = answers[0] if isinstance(answers, list) and answers else answers
         loc, loc_ans = rec.get("loc"), rec.get("loc_ans")
         rephrase = rec.get("rephrase")
+        alt = " " + str(_field(rec, "alt", where)).strip()
+        true = " " + str(true).strip()
+        new, old = (alt, true) if target == "alt" else (true, alt)
         req = EditRequest(
             case_id=int(rec.get("case_id", i)),
             prompt=src.replace(subject, "{}", 1),
             subject=subject,
-            target_new=" " + str(_field(rec, "alt", where)).strip(),
-            target_true=" " + str(true).strip(),
+            target_new=new,
+            target_true=old,
             paraphrase_prompts=(str(rephrase),) if rephrase else (),
-            neighborhood_prompts=(str(loc),) if loc else (),
+            neighborhood_prompts=(str(loc) + "?",) if loc else (),
             neighborhood_targets=(" " + str(loc_ans).strip(),) if loc else (),
+            kind="zsre",
         )
         out.append(check_request(req, where))
     if not out:
@@ -197,11 +217,12 @@ def read_zsre(path: Path) -> list[EditRequest]:
     return out
 
 
-def read_requests(path: Path) -> list[EditRequest]:
-    """CounterFact or zsRE, told apart by the first record's fields."""
+def read_requests(path: Path, zsre_target: str = "answers") -> list[EditRequest]:
+    """CounterFact or zsRE (edit target ``zsre_target``, see :func:`read_zsre`), told apart by
+    the first record's fields."""
     records = _load_json_records(Path(path))
     if records and isinstance(records[0], dict) and "src" in records[0]:
-        return read_zsre(path)
+        return read_zsre(path, zsre_target)
     return read_counterfact(path)
 
 

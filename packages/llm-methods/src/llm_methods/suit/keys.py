@@ -4,7 +4,7 @@ The edited matrix of layer ``l`` is the FFN output projection ``W_out`` (Llama `
 ``[d, d_ff]``); its input at the subject's last token is the *key* ``k`` ``[d_ff]`` (ROME Eq. 1),
 and the residual stream after layer ``l`` at that token is what the value target ``z`` sets.
 The key second moment ``C = E[k kᵀ]`` ``[d_ff, d_ff]`` over a text corpus is cached on disk per
-model fingerprint, layer and corpus; a fresh :class:`KeyStats` is built per independent run, so
+model fingerprint, layer and the corpus's token digest; a fresh :class:`KeyStats` is built per independent run, so
 nothing leaks between runs (EasyEdit issue #613).
 """
 
@@ -24,6 +24,7 @@ from llm_methods.lm import LM, LMError, collate
 __all__ = [
     "CONTEXT_TEMPLATES",
     "capture_keys",
+    "chunks_digest",
     "edit_weight",
     "key_second_moments",
     "model_fingerprint",
@@ -136,6 +137,14 @@ def model_fingerprint(lm: LM, upto_layer: int) -> str:
     return h.hexdigest()[:16]
 
 
+def chunks_digest(chunks: Sequence[Sequence[int]]) -> str:
+    """A hash of the token ids of ``chunks`` (their order and boundaries included)."""
+    h = hashlib.sha256()
+    for chunk in chunks:
+        h.update((",".join(str(int(t)) for t in chunk) + "|").encode())
+    return h.hexdigest()[:16]
+
+
 def stats_dir() -> Path:
     from iclr26_common.smollm2 import cache_root
 
@@ -175,9 +184,11 @@ def key_second_moments(
 ) -> dict[int, torch.Tensor]:
     """``C = E[k kᵀ]`` ``[d_ff, d_ff]`` of each layer's keys over all tokens of ``chunks`` (one
     pass for all layers), cached in ``cache_dir`` (default :func:`stats_dir`) under the model
-    fingerprint, layer and ``corpus_tag`` (which must name the corpus and its size)."""
+    fingerprint, layer and the digest of ``chunks`` (:func:`chunks_digest`); ``corpus_tag`` is
+    only a readable label in the file name (two corpora under one tag never share a file)."""
     root = Path(cache_dir) if cache_dir is not None else stats_dir()
-    paths = {i: root / f"{model_fingerprint(lm, i)}-L{i}-{corpus_tag}.pt" for i in layers}
+    digest = chunks_digest(chunks)
+    paths = {i: root / f"{model_fingerprint(lm, i)}-L{i}-{corpus_tag}-{digest}.pt" for i in layers}
     out = {i: torch.load(p, weights_only=True) for i, p in paths.items() if p.is_file()}
     missing = [i for i in layers if i not in out]
     if missing:

@@ -1,10 +1,21 @@
-"""CounterFact metrics (ROME §3.2 / MEMIT §5.2 definitions) and fact probing.
+"""Edit metrics (ROME §3.2 / MEMIT §5.2 definitions) and fact probing.
 
-Efficacy: fraction of rewrite prompts with p(target_new) > p(target_true); generalisation: the
-same on paraphrase prompts; specificity: fraction of neighbourhood prompts whose own true answer
-(CounterFact: ``target_true``) stays more probable than ``target_new``; S: harmonic mean of the
-three. Probabilities compare the mean per-token log-prob of the answers (ROME's convention).
-Fluency: ROME's weighted n-gram entropy (2/3·H₂ + 4/3·H₃)/2 of greedy generations.
+CounterFact requests (``kind == "counterfact"``): efficacy = fraction of rewrite prompts with
+p(target_new) > p(target_true); generalisation: the same on paraphrase prompts; specificity:
+fraction of neighbourhood prompts whose own true answer (CounterFact: ``target_true``) stays more
+probable than ``target_new``. Probabilities compare the mean per-token log-prob of the answers
+(ROME's convention).
+
+zsRE requests (``kind == "zsre"``): token-level accuracy, as the official
+``compute_rewrite_quality_zsre`` (ROME / MEMIT / AlphaEdit): for each token of the answer, is it
+the argmax of the next-token prediction given the prompt and the answer's previous tokens?
+Efficacy on the rewrite prompt with ``target_new``, generalisation on the paraphrase with
+``target_new``, specificity on the neighbourhood prompt with its own answer (``loc_ans``); each
+request's score is its mean over those tokens, the reported number the mean over requests
+(the official ``summarize``). There is no p(target_true) in it.
+
+S: harmonic mean of the three. Fluency: ROME's weighted n-gram entropy (2/3·H₂ + 4/3·H₃)/2 of
+greedy generations.
 """
 
 from __future__ import annotations
@@ -15,7 +26,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from llm_methods.lm import LM, continuation_logprobs, generate
+from llm_methods.lm import LM, LMError, collate, continuation_logprobs, encode_texts, generate
+from llm_methods.lm.scoring import final_hidden, head_logits
 from llm_methods.suit.data import EditRequest
 
 __all__ = [
@@ -27,6 +39,9 @@ __all__ = [
     "harmonic_mean",
     "known_facts",
     "ngram_entropy",
+    "request_metrics",
+    "score_requests",
+    "token_accuracy",
 ]
 
 BATCH = 32
@@ -63,31 +78,131 @@ def _prefers(lm: LM, prompts: list[str], good: list[str], bad: list[str]) -> np.
     return (s[:n] > s[n:]).cpu().numpy()
 
 
-def edit_metrics(lm: LM, requests: Sequence[EditRequest]) -> dict[str, float]:
-    """Efficacy / generalisation / specificity / S (in %) over ``requests``."""
-    rw_p, rw_new, rw_true = [], [], []
-    pa_p, pa_new, pa_true = [], [], []
-    ne_p, ne_good, ne_bad = [], [], []
-    for r in requests:
-        rw_p.append(r.text)
-        rw_new.append(r.target_new)
-        rw_true.append(r.target_true)
-        pa_p += list(r.paraphrase_prompts)
-        pa_new += [r.target_new] * len(r.paraphrase_prompts)
-        pa_true += [r.target_true] * len(r.paraphrase_prompts)
-        ne_p += list(r.neighborhood_prompts)
-        ne_good += r.neighbour_answers()
-        ne_bad += [r.target_new] * len(r.neighborhood_prompts)
-    eff = _prefers(lm, rw_p, rw_new, rw_true)
-    gen = _prefers(lm, pa_p, pa_new, pa_true)
-    spe = _prefers(lm, ne_p, ne_good, ne_bad)
-    out = {
-        "efficacy": 100 * float(eff.mean()) if eff.size else float("nan"),
-        "generalization": 100 * float(gen.mean()) if gen.size else float("nan"),
-        "specificity": 100 * float(spe.mean()) if spe.size else float("nan"),
+@torch.no_grad()
+def token_accuracy(lm: LM, prompts: Sequence[str], targets: Sequence[str]) -> list[np.ndarray]:
+    """Per (prompt, target): one bool per target token, True when that token is the argmax of the
+    model's next-token prediction given the prompt and the target's previous tokens (teacher
+    forcing; the official zsRE ``test_batch_prediction_acc`` on prompt + decoded prefix). Prompts
+    are encoded as everywhere in the core (BOS first when the tokenizer has one), targets without
+    special tokens, so ``" Paris"`` keeps its leading space."""
+    if len(prompts) != len(targets):
+        raise LMError(f"{len(prompts)} prompts but {len(targets)} targets")
+    if not prompts:
+        return []
+    heads = encode_texts(lm, list(prompts))
+    tails = [list(lm.tokenizer(t, add_special_tokens=False).input_ids) for t in targets]
+    for t, ids in zip(targets, tails, strict=True):
+        if not ids:
+            raise LMError(f"target {t!r} has no tokens")
+    out: list[np.ndarray] = []
+    for start in range(0, len(heads), BATCH):
+        pairs = list(zip(heads[start : start + BATCH], tails[start : start + BATCH], strict=True))
+        batch = collate([h + t for h, t in pairs], lm.tokenizer.pad_token_id, lm.device)
+        hidden = final_hidden(lm, batch)
+        for r, (head, tail) in enumerate(pairs):
+            at = torch.arange(len(head) - 1, len(head) - 1 + len(tail), device=hidden.device)
+            pred = head_logits(lm, hidden[r, at]).argmax(-1).cpu()
+            out.append((pred == torch.tensor(tail)).numpy())
+    return out
+
+
+def _outcomes(lm: LM, requests: Sequence[EditRequest]) -> list[dict[str, np.ndarray]]:
+    """Per request, the success of each scored unit: ``{"efficacy", "generalization",
+    "specificity"}`` -> bool array (CounterFact: one per prompt; zsRE: one per answer token)."""
+    kinds = {r.kind for r in requests}
+    if not kinds <= {"counterfact", "zsre"}:
+        raise LMError(f"unknown request kind(s) {sorted(kinds - {'counterfact', 'zsre'})}")
+    groups: dict[str, list[tuple[int, str, str, str, str]]] = {
+        "pref": [],  # (request, metric, prompt, good, bad): p(good) > p(bad)
+        "acc": [],  # (request, metric, prompt, target, ""): token accuracy of target
     }
+    for i, r in enumerate(requests):
+        units = [("efficacy", r.text)]
+        units += [("generalization", p) for p in r.paraphrase_prompts]
+        if r.kind == "zsre":
+            groups["acc"] += [(i, m, p, r.target_new, "") for m, p in units]
+            groups["acc"] += [
+                (i, "specificity", p, a, "")
+                for p, a in zip(r.neighborhood_prompts, r.neighbour_answers(), strict=True)
+            ]
+        else:
+            groups["pref"] += [(i, m, p, r.target_new, r.target_true) for m, p in units]
+            groups["pref"] += [
+                (i, "specificity", p, a, r.target_new)
+                for p, a in zip(r.neighborhood_prompts, r.neighbour_answers(), strict=True)
+            ]
+    out: list[dict[str, list[np.ndarray]]] = [
+        {"efficacy": [], "generalization": [], "specificity": []} for _ in requests
+    ]
+    pref = groups["pref"]
+    if pref:
+        won = _prefers(lm, [u[2] for u in pref], [u[3] for u in pref], [u[4] for u in pref])
+        for (i, metric, *_), hit in zip(pref, won, strict=True):
+            out[i][metric].append(np.array([bool(hit)]))
+    acc = groups["acc"]
+    if acc:
+        hits = token_accuracy(lm, [u[2] for u in acc], [u[3] for u in acc])
+        for (i, metric, *_), hit in zip(acc, hits, strict=True):
+            out[i][metric].append(hit)
+    return [
+        {m: np.concatenate(v) if v else np.zeros(0, dtype=bool) for m, v in row.items()}
+        for row in out
+    ]
+
+
+def _rows(requests: Sequence[EditRequest], got: list[dict[str, np.ndarray]]) -> list[dict]:
+    rows = []
+    for r, hits_of in zip(requests, got, strict=True):
+        row: dict[str, object] = {"case_id": r.case_id, "kind": r.kind, "target_new": r.target_new}
+        for metric, hits in hits_of.items():
+            row[metric] = round(100 * float(hits.mean()), 4) if hits.size else None
+        rows.append(row)
+    return rows
+
+
+def _aggregate(requests: Sequence[EditRequest], got: list[dict[str, np.ndarray]]) -> dict:
+    out: dict[str, float] = {}
+    for metric in ("efficacy", "generalization", "specificity"):
+        values, weights = [], []
+        cf = [g[metric] for g, r in zip(got, requests, strict=True) if r.kind == "counterfact"]
+        pooled = np.concatenate(cf) if cf else np.zeros(0, dtype=bool)
+        if pooled.size:
+            values.append(float(pooled.mean()))
+            weights.append(len(cf))
+        zs = [
+            float(g[metric].mean())
+            for g, r in zip(got, requests, strict=True)
+            if r.kind == "zsre" and g[metric].size
+        ]
+        if zs:
+            values.append(float(np.mean(zs)))
+            weights.append(len(zs))
+        out[metric] = 100 * float(np.average(values, weights=weights)) if values else float("nan")
     out["S"] = harmonic_mean([v for v in out.values() if v == v])
     return out
+
+
+def request_metrics(lm: LM, requests: Sequence[EditRequest]) -> list[dict[str, object]]:
+    """One row per request: ``case_id``, ``kind``, ``target_new`` and its efficacy /
+    generalisation / specificity in % (CounterFact: share of its prompts won; zsRE: share of the
+    answer tokens predicted; ``None`` where the request has no such prompt)."""
+    return _rows(requests, _outcomes(lm, requests))
+
+
+def edit_metrics(lm: LM, requests: Sequence[EditRequest]) -> dict[str, float]:
+    """Efficacy / generalisation / specificity / S (in %) over ``requests``. CounterFact: the
+    share of all prompts won (pooled); zsRE: the mean over requests of each request's token
+    accuracy (the official ``summarize``). Both kinds in one list: each metric is the mean of
+    the two kinds' values weighted by their request counts."""
+    return _aggregate(requests, _outcomes(lm, requests))
+
+
+def score_requests(
+    lm: LM, requests: Sequence[EditRequest]
+) -> tuple[dict[str, float], list[dict[str, object]]]:
+    """:func:`edit_metrics` and :func:`request_metrics` from one scoring pass."""
+    got = _outcomes(lm, requests)
+    return _aggregate(requests, got), _rows(requests, got)
 
 
 def ngram_entropy(

@@ -143,13 +143,17 @@ def causal_trace(
     window: int | None = None,
     layers: Sequence[int] | None = None,
     seed: int = 0,
+    quiet: bool = True,
 ) -> TraceResult:
     """MLP causal tracing over facts (``prompts`` with one ``{}`` for the subject).
 
     The answer token of each fact is the model's own clean greedy next token (ROME traces facts
     the model predicts). ``window`` defaults to ``max(1, n_layers // 5)`` (ROME: 10 of 48).
     ``layers`` restricts the traced centre layers (others get AIE ``nan``) to save forwards.
+    ``quiet=False``: a progress line per fact on stderr (:func:`iclr26_common.progress.progress`).
     """
+    from iclr26_common.progress import progress
+
     if len(prompts) == 0:
         raise LMError("causal tracing needs at least one fact prompt")
     if len(prompts) != len(subjects):
@@ -165,7 +169,8 @@ def causal_trace(
     centres = list(range(lm.n_layers)) if layers is None else [lm.layer_index(i) for i in layers]
     total = torch.zeros(lm.n_layers, dtype=torch.float64)
     p_clean = p_corr = 0.0
-    for prompt, subject in zip(prompts, subjects, strict=True):
+    facts = list(zip(prompts, subjects, strict=True))
+    for prompt, subject in progress(facts, description="suit trace facts", quiet=quiet):
         ids, first, last = subject_span(lm, prompt, subject)
         effects, pc, pk = _trace_one(
             lm, ids, first, last, noise, samples, window, generator, centres

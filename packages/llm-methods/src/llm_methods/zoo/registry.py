@@ -121,14 +121,22 @@ def _spec(name: str) -> ZooSpec:
 
 
 def zoo_dir(name: str, cache_dir: Path | None = None) -> Path:
+    """The folder of zoo model ``name``: ``cache_dir / "NAME-<recipe hash>"``; ``cache_dir`` is
+    the folder of the zoo models (``llm-methods zoo build --cache-dir``), by default
+    ``iclr26_common.smollm2.cache_root() / "zoo"`` (where ``--model zoo:NAME`` looks)."""
     from iclr26_common.smollm2 import cache_root
 
     spec = _spec(name)
-    return (cache_dir or cache_root()) / "zoo" / f"{spec.name}-{spec.digest()}"
+    root = Path(cache_dir) if cache_dir is not None else cache_root() / "zoo"
+    return root / f"{spec.name}-{spec.digest()}"
 
 
-def build(name: str, cache_dir: Path | None = None, force: bool = False) -> Path:
-    """Train zoo model ``name`` (seeded) and cache it; returns its folder."""
+def build(
+    name: str, cache_dir: Path | None = None, force: bool = False, quiet: bool = True
+) -> Path:
+    """Train zoo model ``name`` (seeded) and cache it in :func:`zoo_dir` (``cache_dir``: the
+    folder of the zoo models); returns its folder. ``quiet=False``: progress lines over the
+    training steps on stderr."""
 
     from llm_methods.corpora import chunk_ids
     from llm_methods.lm.threads import one_thread
@@ -156,7 +164,9 @@ def build(name: str, cache_dir: Path | None = None, force: bool = False) -> Path
         seed=spec.seed,
     )
     with one_thread():  # tiny matmuls: extra threads only add synchronisation (4-15x slower)
-        log = train_lm(model, chunks, spec.steps, spec.batch_size, spec.lr, seed=spec.seed)
+        log = train_lm(
+            model, chunks, spec.steps, spec.batch_size, spec.lr, seed=spec.seed, quiet=quiet
+        )
 
     def fill(staging: Path) -> str:
         model.save_pretrained(staging)

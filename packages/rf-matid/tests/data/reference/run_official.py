@@ -12,8 +12,9 @@ a checkout of NTUMARS/RF-MatID and a fixture written by ``rf-matid synth`` (see 
 * ``random_split`` train indices of ``Split_Spec_Generator.get_random_split(100)`` and the
   S2/S3 distance and angle lists;
 * the official ``RF_MatID`` (seq_length 2048, d_model 128, 16 classes) in eval mode with its
-  parameters filled by a fixed formula (``fill``), applied to the P1 tensors: parameter names,
-  shapes, kinds, the count, and the logits.
+  parameters filled by a fixed formula (``fill``: a variance-preserving initialisation drawn
+  from a portable integer hash, so that the logits depend on the input), applied to the P1
+  tensors: parameter names, shapes, kinds, the count, the fill's name, and the logits.
 
 ``torchvision`` is imported by ``dataset/dataset.py`` but unused there; it is stubbed while the
 dataset modules are imported, so that the scratch environment does not need it.
@@ -22,6 +23,7 @@ Usage: python run_official.py OFFICIAL_REPO FIXTURE_DATASET_DIR OUT_JSON
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import math
 import sys
@@ -50,23 +52,47 @@ def summary(t: np.ndarray) -> dict:
     }
 
 
-def kind(module: torch.nn.Module, name: str) -> str:
+#: The name of the fill rule below, recorded with the logits it produced.
+FILL = "variance-preserving splitmix64 (issue 39)"
+
+
+def kind(name: str, shape: list[int]) -> str:
+    """What ``fill`` needs to know about a parameter, from its name and shape alone: every 1-D
+    ``weight`` of RF_MatID is a LayerNorm's (checked in ``main``)."""
     leaf = name.rsplit(".", 1)[-1]
     if leaf == "layer_scale_parameter":
         return "layer_scale"
-    if isinstance(module, torch.nn.LayerNorm) and leaf == "weight":
-        return "norm_weight"
-    return "other"
+    if len(shape) >= 2:
+        return "weight"
+    return "norm_weight" if leaf == "weight" else "bias"
 
 
-def fill(k: int, n: int, what: str) -> np.ndarray:
-    """Parameter k (in named_parameters order) with n values: a fixed, sign-varying pattern."""
-    base = np.sin(0.37 * np.arange(n) + 0.11 * k)
+def uniform(k: int, n: int) -> np.ndarray:
+    """n values in [0, 1): splitmix64 of (k, index), integer arithmetic only, so every machine
+    and NumPy version gives the same bits (no generator stream to depend on)."""
+    z = np.arange(n, dtype=np.uint64) + np.uint64(k << 40)
+    z = z + np.uint64(0x9E3779B97F4A7C15)  # uint64 arrays wrap around, as splitmix64 needs
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def fill(k: int, shape: list[int], what: str) -> np.ndarray:
+    """Parameter k (in named_parameters order) of ``shape``: weights uniform with variance
+    1 / fan_in (fan_in = the product of the shape after the first axis: a Linear's inputs, a
+    convolution's inputs per group x kernel), so activations keep their scale through the network
+    and the logits depend on the input; LayerNorm weights 1 +- 0.1, layer scales 0.5 +- 0.1 (the
+    ConvNeXt blocks contribute; Hugging Face's 1e-6 would silence them), biases +- 0.1."""
+    n = math.prod(shape)
+    signed = 2.0 * uniform(k, n) - 1.0  # uniform on [-1, 1): variance 1/3
+    if what == "weight":
+        return (signed * math.sqrt(3.0 / math.prod(shape[1:]))).reshape(shape)
     if what == "norm_weight":
-        return 1.0 + 0.05 * base
+        return (1.0 + 0.1 * signed).reshape(shape)
     if what == "layer_scale":
-        return 0.5 + 0.05 * base
-    return 0.03 * base
+        return (0.5 + 0.1 * signed).reshape(shape)
+    return (0.1 * signed).reshape(shape)
 
 
 def main() -> None:
@@ -119,9 +145,10 @@ def main() -> None:
     params = []
     with torch.no_grad():
         for k, (name, param) in enumerate(model.named_parameters()):
-            what = kind(modules[name.rsplit(".", 1)[0]], name)
-            values = fill(k, param.numel(), what).reshape(param.shape)
-            param.copy_(torch.from_numpy(values).to(param.dtype))
+            what = kind(name, list(param.shape))
+            owner = type(modules[name.rsplit(".", 1)[0]]).__name__
+            assert what != "norm_weight" or "LayerNorm" in owner, (name, owner)
+            param.copy_(torch.from_numpy(fill(k, list(param.shape), what)).to(param.dtype))
             params.append({"name": name, "shape": list(param.shape), "kind": what})
         files = sorted(tensors)
         x = torch.stack([tensors[f] for f in files])  # [B, 2048, 3], upstream channels-last
@@ -130,10 +157,12 @@ def main() -> None:
         "files": files,
         "parameters": params,
         "num_parameters": int(sum(p.numel() for p in model.parameters())),
+        "fill": FILL,
         "state_dict_keys": list(model.state_dict()),
         "logits": logits.double().tolist(),
     }
     result["torch"] = torch.__version__
+    result["transformers"] = importlib.metadata.version("transformers")
     out.write_text(json.dumps(result, indent=None, separators=(",", ":")) + "\n")
     print(f"wrote {out}: {len(tensors)} frequency files, {len(result['time'])} time files")
     assert math.isfinite(float(logits.sum()))

@@ -1,0 +1,120 @@
+"""``predict`` names every structure it predicts (issue 39): next to ``predictions.pt`` it writes
+``predictions.extxyz`` with each structure's source file and frame, the predicted and the
+reference energy and forces. At HEAD d9942d3 ``predict`` wrote only ``predictions.pt``, whose
+rows say which structure they are only by their position in the (shuffled) split: every test
+here fails there (no ``predictions.extxyz``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ase.io
+import numpy as np
+import pytest
+import torch
+
+from atomistic_scaling.cli import main
+from atomistic_scaling.io import write_extxyz
+from atomistic_scaling.synth import generate_structures
+from iclr26_common.testing import assert_one_line_error, run_main
+
+
+def _write(path: Path, n: int, seed: int) -> Path:
+    return write_extxyz(path, generate_structures(n, seed=seed))
+
+
+def _predict(tmp_path: Path, capsys: pytest.CaptureFixture, *data: str) -> list:
+    out = tmp_path / "run"
+    args = [
+        "predict",
+        "--config",
+        "tiny",
+        "--trainer.logger=false",  # the run folder is default_root_dir
+        f"--trainer.default_root_dir={out}",
+        "--trainer.enable_progress_bar=false",
+        *data,
+    ]
+    run = run_main(main, args, capsys, cwd=tmp_path)
+    assert run.code == 0, run.err[-3000:]
+    assert f"wrote {out / 'predictions.extxyz'}" in run.out
+    frames = ase.io.read(out / "predictions.extxyz", ":")
+    saved = torch.load(out / "predictions.pt", weights_only=True)
+    # the predictions are the ones of predictions.pt, in its order
+    assert [f.info["split_index"] for f in frames] == saved["index"].tolist()
+    np.testing.assert_allclose(
+        [f.info["pred_energy"] for f in frames], saved["energy"].double().numpy(), rtol=1e-6
+    )
+    for frame, forces in zip(frames, saved["forces"], strict=True):
+        np.testing.assert_allclose(frame.arrays["pred_forces"], forces.double(), atol=1e-6)
+    return frames
+
+
+def test_predict_extxyz_names_each_test_file_frame(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Separate test files: every frame of them, in order, under the file name as given, with its
+    own reference energy, forces and positions."""
+    train = _write(tmp_path / "train.xyz", 12, seed=3)
+    test = _write(tmp_path / "new.xyz", 5, seed=4)
+    frames = _predict(
+        tmp_path, capsys, f"--data.train_files=[{train.name}]", f"--data.test_files=[{test.name}]"
+    )
+    reference = ase.io.read(test, ":")
+    assert [f.info["source_file"] for f in frames] == [test.name] * 5  # the user's path, as given
+    assert [f.info["frame"] for f in frames] == list(range(5))
+    for frame, ref in zip(frames, reference, strict=True):
+        assert frame.info["ref_energy"] == pytest.approx(ref.info["REF_energy"], abs=1e-8)
+        np.testing.assert_allclose(frame.arrays["ref_forces"], ref.arrays["REF_forces"], atol=1e-7)
+        np.testing.assert_allclose(frame.positions, ref.positions, atol=1e-7)
+        assert frame.get_chemical_symbols() == ref.get_chemical_symbols()
+
+
+def test_predict_extxyz_ids_survive_the_shuffled_split_and_rotation(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The test fraction of two shuffled training files, each structure rotated: the ids still
+    point at the frame the prediction is for (same elements, same reference energy, same
+    interatomic distances, forces rotated with the positions)."""
+    files = [_write(tmp_path / "a.xyz", 12, seed=3), _write(tmp_path / "b.xyz", 12, seed=5)]
+    frames = _predict(
+        tmp_path,
+        capsys,
+        f"--data.train_files=[{files[0]},{files[1]}]",
+        "--data.test_fraction=0.25",
+        "--data.random_orientation=true",
+    )
+    assert len(frames) == 6
+    ids = [(f.info["source_file"], f.info["frame"]) for f in frames]
+    assert len(set(ids)) == 6 and {source for source, _ in ids} <= {str(p) for p in files}
+    sources = {str(p): ase.io.read(p, ":") for p in files}
+    for frame, (source, index) in zip(frames, ids, strict=True):
+        ref = sources[source][index]
+        assert frame.get_chemical_symbols() == ref.get_chemical_symbols()
+        assert frame.info["ref_energy"] == pytest.approx(ref.info["REF_energy"], abs=1e-8)
+        np.testing.assert_allclose(
+            frame.get_all_distances(mic=True), ref.get_all_distances(mic=True), atol=1e-5
+        )
+        np.testing.assert_allclose(  # |F_i| is rotation invariant
+            np.linalg.norm(frame.arrays["ref_forces"], axis=1),
+            np.linalg.norm(ref.arrays["REF_forces"], axis=1),
+            atol=1e-6,
+        )
+
+
+def test_predict_refuses_an_existing_extxyz_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A ``predictions.extxyz`` in the run folder is one line naming it, and nothing is written
+    (no ``predictions.pt`` either)."""
+    out = tmp_path / "run"
+    out.mkdir()
+    existing = out / "predictions.extxyz"
+    existing.write_text("mine\n")
+    args = ["predict", "--config", "tiny", "--trainer.logger=false"]
+    line = assert_one_line_error(
+        main, [*args, f"--trainer.default_root_dir={out}"], capsys, drop_earlier=True
+    )
+    assert f"{existing}: exists" in line
+    assert existing.read_text() == "mine\n" and sorted(p.name for p in out.iterdir()) == [
+        "predictions.extxyz"
+    ]

@@ -1,0 +1,69 @@
+"""Issue 41, LTPO: a solve counts only from the answer format the prompts ask for (``\\boxed{}``);
+answers found only by a fallback (``#### N``, an answer phrase, the last number) are reported
+apart, never as solves. Every test here fails on d9942d3, where the last number of any text
+counted ("... rolling a 6 ..." solved a problem whose answer is 6)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llm_methods.cli import main
+from llm_methods.ltpo.data import grade, is_correct
+
+OFF_TOPIC = "# How do I simulate rolling a 6 on a die in Python?"
+
+
+@pytest.mark.parametrize(
+    ("text", "gold", "verdict"),
+    [
+        (OFF_TOPIC, "6", "fallback"),  # off-topic text: not a solve
+        ("3 + 3 = 6. The answer is 6.", "6", "fallback"),  # not the asked-for format
+        ("#### 6", "6", "fallback"),
+        ("So she has \\boxed{6} apples.", "6", "correct"),
+        ("\\boxed{\\frac{12}{2}}", "6", "correct"),
+        ("\\boxed{5}, then 6", "6", "wrong"),  # the boxed answer decides, not the last number
+        ("no number here", "6", "wrong"),
+    ],
+)
+def test_only_the_boxed_answer_solves(text: str, gold: str, verdict: str) -> None:
+    assert grade(text, gold) == verdict
+    assert is_correct(text, gold) == (verdict == "correct")
+
+
+def test_solve_reports_fallback_matches_apart(tmp_path: Path, monkeypatch: Any) -> None:
+    """``ltpo solve`` on three problems whose outputs are a boxed solve, the off-topic text
+    ending in the gold and a wrong boxed answer: accuracy 1/3, one fallback match counted apart
+    (``fallback_matches`` in summary.json, ``fallback_match`` / ``answer_source`` per row)."""
+    from llm_methods.ltpo import optimize
+    from llm_methods.zoo.models import tiny_lm
+
+    lm = tiny_lm(
+        ["Tom has 3 apples. " * 4] * 3, vocab_size=280, n_layers=1, hidden=16, heads=2, max_len=1024
+    )
+    folder = tmp_path / "m"
+    lm.model.save_pretrained(folder)
+    lm.tokenizer.save_pretrained(folder)
+    data = tmp_path / "p.jsonl"
+    rows = [{"question": f"What is {i} + 1?", "answer": f"work\n#### {i + 1}"} for i in (5, 5, 5)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    outputs = ["so \\boxed{6}", OFF_TOPIC, "\\boxed{7} or 6"]
+
+    def fake_decode(lm_, prefixes, thoughts, **_: Any) -> list[str]:  # type: ignore[no-untyped-def]
+        return outputs[: len(prefixes)]
+
+    monkeypatch.setattr(optimize, "decode_with_thoughts", fake_decode)
+    out = tmp_path / "run"
+    argv = ["ltpo", "solve", "--model", str(folder), "--data", str(data), "--method", "cot"]
+    argv += ["--decode.batch_size", "3", "--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["accuracy"] == pytest.approx(1 / 3)
+    assert summary["fallback_matches"] == 1
+    preds = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    assert [p["correct"] for p in preds] == [True, False, False]
+    assert [p["fallback_match"] for p in preds] == [False, True, False]
+    assert [p["answer_source"] for p in preds] == ["boxed", "last_number", "boxed"]

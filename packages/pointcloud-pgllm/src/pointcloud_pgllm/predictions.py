@@ -1,0 +1,139 @@
+"""``pointcloud-pgllm predict``'s output: a Lightning prediction writer that saves the trained
+classifier's answer for every cloud of the predict split (the data module's ``test`` split) to
+``predictions.csv`` in the run folder.
+
+The run folder is ``trainer.log_dir``, where ``fit`` saves its ``config.yaml``: the logger's
+version folder, or ``--trainer.default_root_dir`` (by default the working directory) without a
+logger. One row per cloud, in the split's order:
+
+- ``row``: the cloud's position in the split (0-based),
+- ``source``: the cloud's id as the data gives it (the file it was read from; HDF5 file and row;
+  ``synthetic:<class>`` for the in-memory synthetic clouds),
+- ``label``: its class name when the data is labelled (empty otherwise),
+- ``predicted``: the class of highest probability,
+- ``prob_<class>``: the softmax probability of every class (the model's ``class_names``).
+
+An existing file is never overwritten (``FileExistsError`` naming it before the first batch).
+Under DDP every rank predicts its share, rank 0 gathers them and writes the one file.
+(Before issue 39 ``predict`` exited 0 and wrote nothing.)
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch.callbacks import BasePredictionWriter
+
+__all__ = ["PREDICTIONS_FILE", "PredictionsWriter", "check_free", "predictions_table"]
+
+PREDICTIONS_FILE = "predictions.csv"
+
+
+def check_free(path: Path) -> Path:
+    """``path`` if no file is there; else the one-line ``FileExistsError`` naming it."""
+    if path.exists():
+        raise FileExistsError(f"{path}: exists; predict never overwrites a file")
+    return path
+
+
+def predictions_table(
+    rows: dict[int, list[float]],
+    class_names: Sequence[str],
+    sources: Sequence[str],
+    labels: Sequence[int],
+) -> str:
+    """The CSV of the module docstring: ``rows`` maps a cloud's position in the split to its
+    class probabilities; ``sources`` / ``labels`` (-1: none) are the split's, by position."""
+    table = io.StringIO(newline="")
+    writer = csv.writer(table, lineterminator="\n")
+    writer.writerow(["row", "source", "label", "predicted", *(f"prob_{c}" for c in class_names)])
+    for index in sorted(rows):
+        probs = rows[index]
+        label = int(labels[index]) if index < len(labels) else -1
+        writer.writerow(
+            [
+                index,
+                sources[index] if index < len(sources) else "",
+                class_names[label] if 0 <= label < len(class_names) else "",
+                class_names[max(range(len(probs)), key=probs.__getitem__)],
+                *(f"{p:.6f}" for p in probs),
+            ]
+        )
+    return table.getvalue()
+
+
+class PredictionsWriter(BasePredictionWriter):
+    """Collects per-cloud probabilities batch by batch and writes ``predictions.csv`` (see the
+    module docstring) at the end of the predict epoch. ``path`` holds the file written."""
+
+    def __init__(self, filename: str = PREDICTIONS_FILE) -> None:
+        super().__init__(write_interval="batch")
+        self.filename = filename
+        self.path: Path | None = None
+        self._rows: dict[int, list[float]] = {}
+
+    def target(self, trainer: Any) -> Path:
+        """``trainer.log_dir / filename`` (``log_dir`` is broadcast from rank 0)."""
+        return Path(trainer.log_dir or trainer.default_root_dir) / self.filename
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if stage == "predict":  # every rank sees the same file: all stop, none waits
+            check_free(self.target(trainer))
+
+    def on_predict_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        self._rows = {}
+
+    def write_on_batch_end(
+        self,
+        trainer: Any,
+        pl_module: Any,
+        prediction: Any,
+        batch_indices: Sequence[int] | None,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int,
+    ) -> None:
+        probs = prediction["probs"].detach().float().cpu().tolist()
+        if batch_indices is None:  # no sampler indices: the loader is sequential
+            start = len(self._rows)
+            batch_indices = range(start, start + len(probs))
+        for index, row in zip(batch_indices, probs, strict=True):
+            self._rows[int(index)] = row
+
+    def on_predict_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        from iclr26_common.outputs import write_text
+
+        rows = self._rows
+        if trainer.world_size > 1:
+            import torch.distributed as dist
+
+            gathered: list[Any] = [None] * trainer.world_size
+            dist.all_gather_object(gathered, rows)
+            rows = {index: row for part in gathered for index, row in part.items()}
+        path = self.target(trainer)
+        if trainer.is_global_zero:
+            class_names = _class_names(pl_module, trainer, rows)
+            clouds = getattr(trainer.datamodule, "_test", None)
+            sources = list(getattr(clouds, "sources", []) or [])
+            labels = [int(v) for v in getattr(clouds, "labels", [])]
+            check_free(path)
+            write_text(path, predictions_table(rows, class_names, sources, labels))
+            self.path = path
+            print(f"wrote {path} ({len(rows)} clouds)", flush=True)
+        trainer.strategy.barrier()
+
+
+def _class_names(pl_module: Any, trainer: Any, rows: dict[int, list[float]]) -> list[str]:
+    """The model's class names (linked from the data module by the CLI), else the data
+    module's, else ``class_<i>``."""
+    names = getattr(pl_module.hparams, "class_names", None) or getattr(
+        trainer.datamodule, "class_names", None
+    )
+    width = len(next(iter(rows.values()))) if rows else 0
+    if names and len(names) == width:
+        return list(names)
+    return [f"class_{i}" for i in range(width)]

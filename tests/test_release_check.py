@@ -1,0 +1,336 @@
+"""The release rule (issue 43): tools/release_check.py on temporary workspaces, never on the real
+tree — a code change without a bump fails, a bump with its changelog section passes, a rewritten
+record fails (by its chain, and against git history), a missing changelog section fails."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOL = ROOT / "tools" / "release_check.py"
+_spec = importlib.util.spec_from_file_location("release_check", TOOL)
+assert _spec is not None and _spec.loader is not None
+rc = importlib.util.module_from_spec(_spec)
+sys.modules["release_check"] = rc
+_spec.loader.exec_module(rc)
+
+LICENSE_TEXT = "BSD 3-Clause License\n\nCopyright (c) 2026, someone\n"
+
+
+def _changelog(*sections: str) -> str:
+    return "# Changelog\n\n" + "\n".join(sections)
+
+
+def _section(version: str, kind: str = "Added", entry: str = "something") -> str:
+    return f"## [{version}] - 2026-12-06\n\n### {kind}\n\n- {entry}\n"
+
+
+def _pyproject(dist: str, version: str) -> str:
+    return (
+        f'[project]\nname = "{dist}"\nversion = "{version}"\nlicense = "BSD-3-Clause"\n'
+        'readme = "README.md"\nrequires-python = ">=3.11"\n'
+    )
+
+
+def _make_package(root: Path, folder: str, dist: str, version: str) -> Path:
+    pkg = root / "packages" / folder
+    module = pkg / "src" / folder.replace("-", "_")
+    (module / "configs").mkdir(parents=True)
+    (module / "__init__.py").write_text("VALUE = 1\n")
+    (module / "configs" / "tiny.yaml").write_text("seed: 0\n")
+    (pkg / "tests").mkdir()
+    (pkg / "tests" / "test_it.py").write_text("def test_it():\n    pass\n")
+    (pkg / "README.md").write_text(f"# {dist}\n")
+    (pkg / "pyproject.toml").write_text(_pyproject(dist, version))
+    (pkg / "LICENSE").write_text(LICENSE_TEXT)
+    (pkg / "CHANGELOG.md").write_text(_changelog(_section(version)))
+    return pkg
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    """A workspace of two packages, not a git repository."""
+    (tmp_path / "LICENSE").write_text(LICENSE_TEXT)
+    _make_package(tmp_path, "alpha", "alpha-pkg", "0.1.0")
+    _make_package(tmp_path, "beta", "beta-pkg", "0.3.0")
+    return tmp_path
+
+
+def _run(root: Path, *args: str, capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
+    code = rc.main(["--root", str(root), *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _bump(pkg: Path, dist: str, version: str, *sections: str) -> None:
+    (pkg / "pyproject.toml").write_text(_pyproject(dist, version))
+    old = (pkg / "CHANGELOG.md").read_text().removeprefix("# Changelog\n\n")
+    (pkg / "CHANGELOG.md").write_text(_changelog(*sections) + "\n" + old)
+
+
+def test_record_then_check_passes(ws: Path, capsys: pytest.CaptureFixture) -> None:
+    code, out, err = _run(ws, "check", capsys=capsys)
+    assert code == 0, err
+    assert "note: alpha-pkg 0.1.0: not recorded yet" in out
+    code, out, err = _run(ws, "record", capsys=capsys)
+    assert code == 0, err
+    assert "alpha-pkg 0.1.0: recorded" in out and "beta-pkg 0.3.0: recorded" in out
+    lines = (ws / rc.RECORD).read_text().splitlines()
+    assert [json.loads(line)["dist"] for line in lines] == ["alpha-pkg", "beta-pkg"]
+    assert json.loads(lines[0])["prev"] == rc.GENESIS
+    assert json.loads(lines[1])["prev"] == rc.line_hash(lines[0])
+    assert json.loads(lines[0])["date"] == "2026-12-06"  # the changelog section's date
+    code, out, err = _run(ws, "check", capsys=capsys)
+    assert (code, err) == (0, "")
+    assert "2 packages ok" in out and "not recorded" not in out
+    code, out, _ = _run(ws, "record", capsys=capsys)
+    assert code == 0 and "already recorded" in out
+    assert len((ws / rc.RECORD).read_text().splitlines()) == 2
+
+
+def test_a_code_change_without_a_bump_fails_for_that_package_only(
+    ws: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert _run(ws, "record", capsys=capsys)[0] == 0
+    (ws / "packages/alpha/src/alpha/__init__.py").write_text("VALUE = 2\n")
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1
+    problems = [line for line in err.splitlines() if line.startswith("release check:")]
+    assert problems == [
+        "release check: alpha-pkg 0.1.0: shipped files changed since 0.1.0 was recorded "
+        "(2026-12-06): bump the version in alpha/pyproject.toml and add its CHANGELOG.md section"
+    ]
+    # the command line a CI step runs
+    run = subprocess.run(
+        [sys.executable, str(TOOL), "--root", str(ws), "check"], capture_output=True, text=True
+    )
+    assert run.returncode == 1 and "alpha-pkg 0.1.0: shipped files changed" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("path", "shipped"),
+    [
+        ("src/alpha/configs/tiny.yaml", True),  # a shipped config
+        ("src/alpha/data/table.bin", True),  # embedded data (new file)
+        ("pyproject.toml", True),
+        ("LICENSE", True),
+        ("tests/test_it.py", False),
+        ("README.md", False),
+        ("BENCHMARKS.md", False),
+        ("src/alpha/__pycache__/x.cpython-311.pyc", False),
+        ("src/alpha/stray.pyc", False),
+    ],
+)
+def test_what_counts_as_shipped(ws: Path, path: str, shipped: bool) -> None:
+    pkg = ws / "packages/alpha"
+    before = rc.content_digest(pkg)
+    target = pkg / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes((target.read_bytes() if target.exists() else b"") + b"\x00changed\n")
+    assert (rc.content_digest(pkg) != before) is shipped
+
+
+def test_the_digest_reads_crlf_as_lf_in_text_files_only(ws: Path) -> None:
+    pkg = ws / "packages/alpha"
+    module = pkg / "src/alpha/__init__.py"
+    before = rc.content_digest(pkg)
+    module.write_bytes(b"VALUE = 1\r\n")
+    assert rc.content_digest(pkg) == before  # a Windows checkout of the same text
+    blob = pkg / "src/alpha/blob.bin"
+    blob.write_bytes(b"\x00\r\n")
+    with_blob = rc.content_digest(pkg)
+    blob.write_bytes(b"\x00\n")
+    assert rc.content_digest(pkg) != with_blob  # binary bytes are taken as they are
+
+
+def test_a_bump_with_its_changelog_section_passes(ws: Path, capsys: pytest.CaptureFixture) -> None:
+    assert _run(ws, "record", capsys=capsys)[0] == 0
+    pkg = ws / "packages/alpha"
+    (pkg / "src/alpha/__init__.py").write_text("VALUE = 2\n")
+    (pkg / "pyproject.toml").write_text(_pyproject("alpha-pkg", "0.2.0"))
+    code, _, err = _run(ws, "check", capsys=capsys)  # bumped, but no changelog section yet
+    assert code == 1
+    assert (
+        "alpha-pkg 0.2.0: CHANGELOG.md has no section for 0.2.0 (its top section is [0.1.0])" in err
+    )
+    _bump(pkg, "alpha-pkg", "0.2.0", _section("0.2.0", "Changed", "VALUE is 2"))
+    code, out, err = _run(ws, "check", capsys=capsys)
+    assert (code, err) == (0, "")
+    assert "note: alpha-pkg 0.2.0: not recorded yet" in out
+    code, _, err = _run(ws, "check", "--require-recorded", capsys=capsys)
+    assert code == 1 and "alpha-pkg 0.2.0: not recorded yet" in err
+    (pkg / "src/alpha/__init__.py").write_text("VALUE = 3\n")  # more work in the same version
+    assert _run(ws, "check", capsys=capsys)[0] == 0
+    assert _run(ws, "record", "alpha-pkg", capsys=capsys)[0] == 0
+    assert _run(ws, "check", "--require-recorded", capsys=capsys)[0] == 0
+    versions = [json.loads(x)["version"] for x in (ws / rc.RECORD).read_text().splitlines()]
+    assert versions == ["0.1.0", "0.3.0", "0.2.0"]
+
+
+def test_a_missing_changelog_or_section_fails(ws: Path, capsys: pytest.CaptureFixture) -> None:
+    pkg = ws / "packages/beta"
+    (pkg / "CHANGELOG.md").write_text(_changelog(_section("0.2.0")))
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1
+    assert (
+        "beta-pkg 0.3.0: CHANGELOG.md has no section for 0.3.0 (its top section is [0.2.0])" in err
+    )
+    assert _run(ws, "record", "beta-pkg", capsys=capsys)[0] == 1  # record refuses too
+    assert not (ws / rc.RECORD).exists()
+    (pkg / "CHANGELOG.md").write_text(_changelog("## [0.3.0]\n\n### Added\n\n- x\n"))
+    assert "the section needs a date" in _run(ws, "check", capsys=capsys)[2]
+    (pkg / "CHANGELOG.md").write_text(_changelog("## [0.3.0] - 2026-12-06\n\n### Added\n"))
+    assert "lists no change" in _run(ws, "check", capsys=capsys)[2]
+    (pkg / "CHANGELOG.md").unlink()
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1 and "beta-pkg 0.3.0: no CHANGELOG.md" in err
+
+
+def test_a_recorded_version_keeps_its_changelog_section(
+    ws: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert _run(ws, "record", capsys=capsys)[0] == 0
+    pkg = ws / "packages/alpha"
+    (pkg / "pyproject.toml").write_text(_pyproject("alpha-pkg", "0.2.0"))
+    (pkg / "CHANGELOG.md").write_text(_changelog(_section("0.2.0")))  # 0.1.0's section dropped
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1 and "released version 0.1.0 has no CHANGELOG.md section" in err
+
+
+def test_a_removal_needs_a_minor_bump_below_1_0(ws: Path, capsys: pytest.CaptureFixture) -> None:
+    assert _run(ws, "record", capsys=capsys)[0] == 0
+    pkg = ws / "packages/alpha"
+    _bump(pkg, "alpha-pkg", "0.1.1", _section("0.1.1", "Removed", "`--old` (use `--new`)"))
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1 and "alpha-pkg 0.1.1: its changelog removes something" in err
+    assert "minor bump from 0.1.0" in err
+    _bump(pkg, "alpha-pkg", "0.2.0", _section("0.2.0", "Removed", "`--old` (use `--new`)"))
+    assert _run(ws, "check", capsys=capsys)[0] == 0
+
+
+def test_a_version_below_a_recorded_one_fails(ws: Path, capsys: pytest.CaptureFixture) -> None:
+    assert _run(ws, "record", capsys=capsys)[0] == 0
+    pkg = ws / "packages/beta"
+    _bump(pkg, "beta-pkg", "0.2.9", _section("0.2.9"))
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1 and "beta-pkg 0.2.9: not above the newest recorded version 0.3.0" in err
+
+
+def test_a_rewritten_entry_breaks_the_chain(ws: Path, capsys: pytest.CaptureFixture) -> None:
+    assert _run(ws, "record", capsys=capsys)[0] == 0
+    pkg = ws / "packages/alpha"
+    (pkg / "src/alpha/__init__.py").write_text("VALUE = 2\n")
+    record = ws / rc.RECORD
+    lines = record.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["digest"] = rc.content_digest(pkg)[0]  # "re-release" the changed code as 0.1.0
+    record.write_text("\n".join([rc.encode_entry(first), *lines[1:]]) + "\n")
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1
+    assert f"{rc.RECORD} line 2: the chain is broken (beta-pkg 0.3.0's prev" in err
+    record.write_text(lines[1] + "\n")  # the first entry removed
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1 and "line 1: the chain is broken" in err
+    record.write_text("\n".join([lines[0], lines[0]]) + "\n")
+    assert "line 2: the chain is broken" in _run(ws, "check", capsys=capsys)[2]
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_rewritten_record_fails_against_git_history(
+    ws: Path, capsys: pytest.CaptureFixture
+) -> None:
+    _git(ws, "init", "-q")
+    assert _run(ws, "record", capsys=capsys)[0] == 0
+    _git(ws, "add", "-A")
+    _git(ws, "commit", "-q", "-m", "release")
+    assert _run(ws, "check", capsys=capsys)[0] == 0
+    pkg = ws / "packages/alpha"
+    (pkg / "src/alpha/__init__.py").write_text("VALUE = 2\n")
+    # a consistent rewrite: every entry re-chained, so the chain alone cannot see it
+    record = ws / rc.RECORD
+    entries = [json.loads(x) for x in record.read_text().splitlines()]
+    entries[0]["digest"] = rc.content_digest(pkg)[0]
+    lines: list[str] = []
+    for entry in entries:
+        entry["prev"] = rc.line_hash(lines[-1]) if lines else rc.GENESIS
+        lines.append(rc.encode_entry(entry))
+    record.write_text("\n".join(lines) + "\n")
+    assert rc.load_record(ws)[1] == []  # the chain holds
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1 and "line 1: differs from the committed record (HEAD)" in err
+    _git(ws, "commit", "-q", "-am", "rewrite")
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1 and f"{rc.RECORD} line 1: rewritten in commit" in err
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_appending_passes_against_git_history(ws: Path, capsys: pytest.CaptureFixture) -> None:
+    _git(ws, "init", "-q")
+    assert _run(ws, "record", capsys=capsys)[0] == 0
+    _git(ws, "add", "-A")
+    _git(ws, "commit", "-q", "-m", "release")
+    pkg = ws / "packages/alpha"
+    _bump(pkg, "alpha-pkg", "0.2.0", _section("0.2.0", "Changed", "VALUE is 2"))
+    (pkg / "src/alpha/__init__.py").write_text("VALUE = 2\n")
+    assert _run(ws, "record", capsys=capsys)[0] == 0
+    _git(ws, "commit", "-q", "-am", "alpha 0.2.0")
+    code, _, err = _run(ws, "check", "--require-recorded", capsys=capsys)
+    assert (code, err) == (0, "")
+    (ws / "packages/alpha/src/alpha/new_module.py").write_text("X = 1\n")  # untracked, shipped
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1 and "alpha-pkg 0.2.0: shipped files changed" in err
+    (ws / ".gitignore").write_text("new_module.py\n")  # ignored: the build leaves it out too
+    assert _run(ws, "check", capsys=capsys)[0] == 0
+
+
+def test_the_package_license_is_the_root_license(ws: Path, capsys: pytest.CaptureFixture) -> None:
+    (ws / "packages/beta/LICENSE").write_text("MIT\n")
+    assert "beta/LICENSE differs from the root LICENSE" in _run(ws, "check", capsys=capsys)[2]
+    (ws / "packages/beta/LICENSE").unlink()
+    assert "beta-pkg 0.3.0: no LICENSE in beta/" in _run(ws, "check", capsys=capsys)[2]
+
+
+def test_the_real_packages_on_a_copy(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The workspace's own packages, copied (shipped files, changelog, license): each changelog's
+    top entry is the package's version, they record, and a change to rf-matid's code fails for
+    rf-matid alone."""
+    shutil.copy2(ROOT / "LICENSE", tmp_path / "LICENSE")
+    for pyproject in sorted((ROOT / "packages").glob("*/pyproject.toml")):
+        src, dst = pyproject.parent, tmp_path / "packages" / pyproject.parent.name
+        shutil.copytree(src / "src", dst / "src", ignore=shutil.ignore_patterns("__pycache__"))
+        for name in ("pyproject.toml", "LICENSE", "CHANGELOG.md", "README.md"):
+            shutil.copy2(src / name, dst / name)
+    code, out, err = _run(tmp_path, "record", capsys=capsys)
+    assert code == 0, err
+    assert out.count(": recorded (") == len(list((ROOT / "packages").glob("*/pyproject.toml")))
+    assert _run(tmp_path, "check", "--require-recorded", capsys=capsys)[0] == 0
+    cli = tmp_path / "packages/rf-matid/src/rf_matid/cli.py"
+    cli.write_text(cli.read_text() + "\n# a change\n")
+    version = next(p.version for p in rc.packages(tmp_path) if p.dist == "rf-matid")
+    code, _, err = _run(tmp_path, "check", capsys=capsys)
+    assert code == 1
+    named = [line.split(":")[1].strip() for line in err.splitlines()]
+    assert named == [f"rf-matid {version}"]
+
+
+def test_the_committed_record_is_a_valid_chain() -> None:
+    entries, problems = rc.load_record(ROOT)
+    assert problems == []
+    dists = {p.dist for p in rc.packages(ROOT)}
+    assert {e["dist"] for e in entries} <= dists
