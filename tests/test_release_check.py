@@ -251,14 +251,71 @@ def _git(root: Path, *args: str) -> None:
     )
 
 
+def _release(ws: Path, capsys: pytest.CaptureFixture) -> None:
+    """git init, commit the packages, record them, commit the record (RELEASING.md's order)."""
+    _git(ws, "init", "-q", "-b", "main")
+    _git(ws, "add", "-A")
+    _git(ws, "commit", "-q", "-m", "code")
+    assert _run(ws, "record", capsys=capsys)[0] == 0
+    _git(ws, "add", "-A")
+    _git(ws, "commit", "-q", "-m", "release")
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_record_refuses_uncommitted_files_of_the_package(
+    ws: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """An untracked file would be digested (and built) but not committed: the next clean
+    checkout would fail. Fails on 7db60f3 (record digested the dirty tree)."""
+    _git(ws, "init", "-q", "-b", "main")
+    _git(ws, "add", "-A")
+    _git(ws, "commit", "-q", "-m", "code")
+    (ws / "packages/alpha/src/alpha/scratch.py").write_text("X = 1\n")
+    code, _, err = _run(ws, "record", capsys=capsys)
+    assert code == 1 and "alpha-pkg: uncommitted or untracked files under packages/alpha/" in err
+    assert not (ws / rc.RECORD).exists() or (ws / rc.RECORD).read_text() == ""
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_rewritten_record_merged_from_a_side_branch_fails(
+    ws: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A forged record committed on a branch made before the record existed, merged with
+    ``-X theirs``: the merge's record equals the branch's, so git's default history
+    simplification skipped the merge. Fails on 7db60f3 (check passed)."""
+    _git(ws, "init", "-q", "-b", "main")
+    _git(ws, "add", "-A")
+    _git(ws, "commit", "-q", "-m", "code")
+    _git(ws, "branch", "forge")
+    assert _run(ws, "record", capsys=capsys)[0] == 0
+    _git(ws, "add", "-A")
+    _git(ws, "commit", "-q", "-m", "release")
+    honest = (ws / rc.RECORD).read_text()
+    _git(ws, "checkout", "-q", "forge")
+    pkg = ws / "packages/alpha"
+    (pkg / "src/alpha/__init__.py").write_text("VALUE = 2\n")
+    entries = [json.loads(x) for x in honest.splitlines()]
+    entries[0]["digest"] = rc.content_digest(pkg)[0]
+    lines: list[str] = []
+    for entry in entries:
+        entry["prev"] = rc.line_hash(lines[-1]) if lines else rc.GENESIS
+        lines.append(rc.encode_entry(entry))
+    (ws / rc.RECORD).parent.mkdir(parents=True, exist_ok=True)
+    (ws / rc.RECORD).write_text("\n".join(lines) + "\n")
+    _git(ws, "add", "-A")
+    _git(ws, "commit", "-q", "-m", "forge")
+    _git(ws, "checkout", "-q", "main")
+    _git(ws, "merge", "-q", "-X", "theirs", "--no-edit", "forge")
+    assert (ws / rc.RECORD).read_text() != honest  # the forged record is what main holds now
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1 and "line 1: rewritten in commit" in err
+
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_a_rewritten_record_fails_against_git_history(
     ws: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    _git(ws, "init", "-q")
-    assert _run(ws, "record", capsys=capsys)[0] == 0
-    _git(ws, "add", "-A")
-    _git(ws, "commit", "-q", "-m", "release")
+    _release(ws, capsys)
     assert _run(ws, "check", capsys=capsys)[0] == 0
     pkg = ws / "packages/alpha"
     (pkg / "src/alpha/__init__.py").write_text("VALUE = 2\n")
@@ -281,15 +338,13 @@ def test_a_rewritten_record_fails_against_git_history(
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_appending_passes_against_git_history(ws: Path, capsys: pytest.CaptureFixture) -> None:
-    _git(ws, "init", "-q")
-    assert _run(ws, "record", capsys=capsys)[0] == 0
-    _git(ws, "add", "-A")
-    _git(ws, "commit", "-q", "-m", "release")
+    _release(ws, capsys)
     pkg = ws / "packages/alpha"
     _bump(pkg, "alpha-pkg", "0.2.0", _section("0.2.0", "Changed", "VALUE is 2"))
     (pkg / "src/alpha/__init__.py").write_text("VALUE = 2\n")
-    assert _run(ws, "record", capsys=capsys)[0] == 0
     _git(ws, "commit", "-q", "-am", "alpha 0.2.0")
+    assert _run(ws, "record", capsys=capsys)[0] == 0
+    _git(ws, "commit", "-q", "-am", "record alpha 0.2.0")
     code, _, err = _run(ws, "check", "--require-recorded", capsys=capsys)
     assert (code, err) == (0, "")
     (ws / "packages/alpha/src/alpha/new_module.py").write_text("X = 1\n")  # untracked, shipped

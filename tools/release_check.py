@@ -357,12 +357,22 @@ def history_problems(root: Path) -> tuple[list[str], list[str]]:
                     f"{RECORD} line {differs}: differs from the committed record (HEAD): "
                     "entries are appended, never rewritten"
                 )
-    log = _git(root, "log", "--format=%H", "--", RECORD)
+    notes: list[str] = []
+    shallow = _git(root, "rev-parse", "--is-shallow-repository")
+    if shallow is not None and shallow.stdout.strip() == "true":
+        notes.append(
+            f"note: shallow clone: the history of {RECORD} is checked only as far as it goes "
+            "(git fetch --unshallow checks all of it)"
+        )
+    # --full-history: a merge whose result equals one parent's record is listed too (the default
+    # history simplification would follow that parent alone and skip the merge). Each commit is
+    # compared with its first parent: the line the record was appended on.
+    log = _git(root, "log", "--full-history", "--format=%H", "--", RECORD)
     for commit in log.stdout.split() if log is not None and log.returncode == 0 else []:
         after = _git(root, "show", f"{commit}:{RECORD}")
-        before = _git(root, "show", f"{commit}^:{RECORD}")
+        before = _git(root, "show", f"{commit}^1:{RECORD}")
         if before is None or before.returncode != 0:
-            continue  # the commit that created it, or a shallow clone
+            continue  # the commit that created it, or the edge of a shallow clone
         if after is None or after.returncode != 0:
             problems.append(f"{RECORD}: deleted in commit {commit[:10]}")
             continue
@@ -372,7 +382,7 @@ def history_problems(root: Path) -> tuple[list[str], list[str]]:
                 f"{RECORD} line {differs}: rewritten in commit {commit[:10]} "
                 "(entries are appended, never rewritten)"
             )
-    return problems, []
+    return problems, notes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -461,6 +471,17 @@ def record(root: Path, names: list[str], date: str | None) -> tuple[list[str], l
     if unknown:
         return [f"unknown package {n} (packages: {', '.join(sorted(known))})" for n in unknown], []
     chosen = [known[n] for n in names] if names else list(known.values())
+    for package in chosen:
+        # The digest must be that of committed files: an untracked or modified file would be
+        # recorded (and built) but not committed, and the next clean checkout would fail.
+        status = _git(root, "status", "--porcelain", "--", str(package.path.relative_to(root)))
+        if status is not None and status.returncode == 0 and status.stdout.strip():
+            problems.append(
+                f"{package.dist}: uncommitted or untracked files under "
+                f"{package.path.relative_to(root).as_posix()}/ (commit or remove them first)"
+            )
+    if problems:
+        return problems, []
     out: list[str] = []
     path = root / RECORD
     lines = record_lines(path.read_text(encoding="utf-8")) if path.is_file() else []

@@ -44,3 +44,25 @@ def test_distribution_version_of_an_installed_and_a_missing_distribution():
     assert distribution_version("iclr26-common") == version("iclr26-common")
     assert distribution_version("no-such-distribution-xyz") == "0+unknown"
     assert distribution_version("no-such-distribution-xyz", fallback="0.0.0") == "0.0.0"
+
+
+def test_a_moved_name_still_imports_with_a_deprecation_warning():
+    """``moved_names``: the old place keeps working for one minor version and says where the
+    name went and when the old place goes; an unknown name is still an AttributeError."""
+    from iclr26_common.exports import moved_names
+
+    module = types.ModuleType("moved_probe_pkg")
+    module.__getattr__ = moved_names(  # type: ignore[method-assign]
+        "moved_probe_pkg", {"dumps": "json"}, removed_in="probe 0.9.0"
+    )
+    sys.modules["moved_probe_pkg"] = module
+    try:
+        import json
+
+        with pytest.warns(DeprecationWarning, match=r"moved to json\.dumps.*removed in probe 0\.9"):
+            from moved_probe_pkg import dumps  # type: ignore[import-not-found]
+        assert dumps is json.dumps
+        with pytest.raises(AttributeError):
+            module.loads  # noqa: B018
+    finally:
+        del sys.modules["moved_probe_pkg"]

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,3 +33,45 @@ def tiny():  # type: ignore[no-untyped-def]
     from llm_methods.zoo.models import tiny_lm
 
     return tiny_lm(TEXTS, vocab_size=300, n_layers=2, hidden=64, heads=4, seed=0)
+
+
+@pytest.fixture
+def nano_zoo(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], Any]:
+    """``nano_zoo(steps)`` registers ``nano`` in the zoo for this test (markov-domains, 300
+    tokens, 1 layer, 16-d, ``steps`` training steps) and returns its ``ZooSpec``."""
+    from llm_methods.zoo import registry
+
+    def register(steps: int) -> Any:
+        spec = registry.ZooSpec(
+            "nano",
+            "markov-domains",
+            "test",
+            vocab_size=300,
+            n_layers=1,
+            hidden=16,
+            heads=2,
+            seq_len=32,
+            steps=steps,
+            batch_size=4,
+        )
+        monkeypatch.setitem(registry.ZOO, "nano", spec)
+        return spec
+
+    return register
+
+
+@pytest.fixture(scope="session")
+def saved_tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """``saved_tiny_lm(name, texts, **sizes)``: a :func:`~llm_methods.zoo.models.tiny_lm` of
+    ``texts`` saved with its tokenizer into a fresh temporary folder ``name``; returns it."""
+
+    def save(name: str, texts: list[str], **sizes: Any) -> Path:
+        from llm_methods.zoo.models import tiny_lm
+
+        lm = tiny_lm(texts, **sizes)
+        folder = tmp_path_factory.mktemp(name)
+        lm.model.save_pretrained(folder)
+        lm.tokenizer.save_pretrained(folder)
+        return folder
+
+    return save

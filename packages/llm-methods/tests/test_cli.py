@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,15 +123,9 @@ def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from llm_methods.zoo.models import tiny_lm
-
+def model_dir(saved_tiny_lm: Any) -> Path:
     texts = ["The quick brown fox jumps over the lazy dog. " * 4, "Lists and tuples. " * 8]
-    lm = tiny_lm(texts * 3, vocab_size=280, n_layers=2, hidden=32, heads=2)
-    folder = tmp_path_factory.mktemp("tiny-model")
-    lm.model.save_pretrained(folder)
-    lm.tokenizer.save_pretrained(folder)
-    return folder
+    return saved_tiny_lm("tiny-model", texts * 3, vocab_size=280, n_layers=2, hidden=32, heads=2)
 
 
 def test_score_a_local_model(model_dir: Path, capsys: pytest.CaptureFixture) -> None:
@@ -209,24 +204,12 @@ def test_bad_input_is_one_line(model_dir: Path, tmp_path: Path, capsys) -> None:
     assert "none.txt" in line
 
 
-def test_zoo_build_list_and_load(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_zoo_build_list_and_load(tmp_path: Path, monkeypatch, capsys, nano_zoo) -> None:  # type: ignore[no-untyped-def]
     from llm_methods.lm import load_lm
     from llm_methods.zoo import registry
 
     monkeypatch.setenv("ICLR26_CACHE", str(tmp_path))
-    spec = registry.ZooSpec(
-        "nano",
-        "markov-domains",
-        "test",
-        vocab_size=300,
-        n_layers=1,
-        hidden=16,
-        heads=2,
-        seq_len=32,
-        steps=3,
-        batch_size=4,
-    )
-    monkeypatch.setitem(registry.ZOO, "nano", spec)
+    nano_zoo(3)
     assert main(["zoo", "build", "nano"]) == 0
     folder = registry.zoo_dir("nano")
     info = json.loads((folder / "zoo.json").read_text())

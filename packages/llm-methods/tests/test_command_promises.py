@@ -22,15 +22,10 @@ TEXTS = ["The quick brown fox jumps over the lazy dog. " * 4, "Lists and tuples.
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def model_dir(saved_tiny_lm: Any) -> Path:
     """A tiny untrained 2-layer Llama folder (any ``--model`` takes it)."""
-    from llm_methods.zoo.models import tiny_lm
 
-    lm = tiny_lm(TEXTS * 3, vocab_size=280, n_layers=2, hidden=32, heads=2)
-    folder = tmp_path_factory.mktemp("tiny-model")
-    lm.model.save_pretrained(folder)
-    lm.tokenizer.save_pretrained(folder)
-    return folder
+    return saved_tiny_lm("tiny-model", TEXTS * 3, vocab_size=280, n_layers=2, hidden=32, heads=2)
 
 
 @pytest.fixture(scope="module")
@@ -451,27 +446,11 @@ def test_bed_eig_writes_out_and_world_refuses_too_few_attributes(
     assert "-12" not in line and not (tmp_path / "w").exists()
 
 
-def test_zoo_build_cache_dir_is_the_zoo_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
-) -> None:
+def test_zoo_build_cache_dir_is_the_zoo_folder(tmp_path: Path, capsys: Any, nano_zoo: Any) -> None:
     """``zoo build NAME --cache-dir X`` builds ``X/NAME-<hash>`` and ``zoo list --cache-dir X``
     sees it (d9942d3: ``X/zoo/NAME-<hash>``, one level deeper than asked; ``list`` had no
     ``--cache-dir``)."""
-    from llm_methods.zoo import registry
-
-    spec = registry.ZooSpec(
-        "nano",
-        "markov-domains",
-        "test",
-        vocab_size=300,
-        n_layers=1,
-        hidden=16,
-        heads=2,
-        seq_len=32,
-        steps=2,
-        batch_size=4,
-    )
-    monkeypatch.setitem(registry.ZOO, "nano", spec)
+    spec = nano_zoo(2)
     cache = tmp_path / "myzoo"
     run = run_main(main, ["zoo", "build", "nano", "--cache-dir", str(cache)], capsys)
     assert run.code == 0, run.err
@@ -546,3 +525,27 @@ def test_bed_play_shows_progress_over_the_games(tmp_path: Path, capsys: Any) -> 
     assert "bed games: 3/3" in run.err, run.err
     run = run_main(main, [*play, "--out", str(tmp_path / "b"), "--quiet"], capsys)
     assert run.code == 0 and "bed games" not in run.err, run.err
+
+
+def test_renamed_flags_are_gone_by_the_version_that_removes_them() -> None:
+    """The deprecation warnings promise removal in ``RENAMED_FLAGS_REMOVED_IN`` (the changelog's
+    "Deprecated" section says the same): once llm-methods reaches that version, the old
+    spellings must be gone from the code, so this fails until someone removes them (or the
+    version is not yet reached). On 7db60f3 the promised version moved with every release."""
+    import re
+    from pathlib import Path
+
+    import llm_methods
+    from llm_methods.method_cli import RENAMED_FLAGS_REMOVED_IN
+
+    def key(version: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+
+    changelog = Path(llm_methods.__file__).parents[2] / "CHANGELOG.md"
+    if changelog.is_file():  # a source checkout: the changelog names the same version
+        deprecated = changelog.read_text(encoding="utf-8").split("### Deprecated", 1)[1]
+        assert f"removed in {RENAMED_FLAGS_REMOVED_IN}" in deprecated.split("\n### ", 1)[0]
+    if key(llm_methods.__version__) >= key(RENAMED_FLAGS_REMOVED_IN):
+        source = Path(llm_methods.__file__).parent
+        users = [p for p in source.rglob("*.py") if "renamed_flags(" in p.read_text()]
+        assert users == [source / "method_cli.py"], users

@@ -15,10 +15,9 @@ from llm_methods.ltpo.cli import CONFIG_DIR
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from llm_methods.zoo.models import tiny_lm
-
-    lm = tiny_lm(
+def model_dir(saved_tiny_lm: Any) -> Path:
+    return saved_tiny_lm(
+        "tiny-ltpo",
         ["Tom has 3 apples and buys 4 more. " * 4, "How many now? 7. " * 8] * 3,
         vocab_size=280,
         n_layers=2,
@@ -26,10 +25,6 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         heads=2,
         max_len=1024,
     )
-    folder = tmp_path_factory.mktemp("tiny-ltpo")
-    lm.model.save_pretrained(folder)
-    lm.tokenizer.save_pretrained(folder)
-    return folder
 
 
 def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -16,20 +17,15 @@ from llm_methods.method_cli import shipped_configs
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from llm_methods.zoo.models import tiny_lm
-
-    lm = tiny_lm(
+def model_dir(saved_tiny_lm: Any) -> Path:
+    return saved_tiny_lm(
+        "tiny-mbok",
         ["The quick brown fox jumps over the lazy dog. " * 6, "Lists and tuples. " * 8] * 3,
         vocab_size=280,
         n_layers=2,
         hidden=32,
         heads=2,
     )
-    folder = tmp_path_factory.mktemp("tiny-mbok")
-    lm.model.save_pretrained(folder)
-    lm.tokenizer.save_pretrained(folder)
-    return folder
 
 
 def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:

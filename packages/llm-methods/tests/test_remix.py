@@ -226,26 +226,21 @@ def _length_reward(text: str, gold: str) -> float:
     return float(len(text))  # rewards differ within a group: non-zero advantages
 
 
+def _remix_runner(tiny_policy, reward=_length_reward, **config):  # type: ignore[no-untyped-def]
+    """An ``RLRunner`` (seed 0) of a copy of ``tiny_policy``: ReMix with ``config``, no
+    reincarnation and beta 0 unless ``config`` says otherwise."""
+    import copy
+
+    cfg = RLConfig(**{"algo": "remix", "reincarnate_at": None, "beta": 0.0, **config})
+    return RLRunner(copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer, cfg, reward, seed=0)
+
+
 def test_remix_trains_on_every_fresh_rollout_it_samples(tiny_policy) -> None:  # type: ignore[no-untyped-def]
     """Issue 27: fresh groups replaced by replay groups were sampled (and counted) but not
     trained on, so ReMix paid GRPO's rollouts per iteration. Now p = 0.5 of the 4 slots come
     from the replay and only the other 2 prompts are sampled, every one of them trained on."""
-    import copy
-
     problems = records_to_problems(synth_problems(8, 1))
-    cfg = RLConfig(
-        algo="remix",
-        group_size=2,
-        max_new_tokens=3,
-        p_off=0.5,
-        utd=2,
-        n_past=2,
-        reincarnate_at=None,
-        beta=0.0,
-    )
-    runner = RLRunner(
-        copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer, cfg, _length_reward, seed=0
-    )
+    runner = _remix_runner(tiny_policy, group_size=2, max_new_tokens=3, p_off=0.5, utd=2, n_past=2)
     opt = torch.optim.AdamW(runner.model.parameters(), lr=1e-3)
     logs = [runner.step(problems[4 * i : 4 * i + 4], opt) for i in range(2)]
     assert logs[0]["fresh_rollouts"] == logs[0]["fresh_trained"] == 8.0  # replay empty
@@ -257,22 +252,9 @@ def test_remix_trains_on_every_fresh_rollout_it_samples(tiny_policy) -> None:  #
 def test_replay_path_trains_on_replayed_groups(tiny_policy) -> None:  # type: ignore[no-untyped-def]
     """With p = 1 the second iteration's batch is replay groups only: the update must move the
     policy up the advantage-weighted log-likelihood of those replayed completions."""
-    import copy
-
     problems = records_to_problems(synth_problems(4, 3))
-    cfg = RLConfig(
-        algo="remix",
-        group_size=4,
-        max_new_tokens=4,
-        p_off=1.0,
-        utd=1,
-        n_past=1,
-        reincarnate_at=None,
-        beta=0.0,
-        epsilon=10.0,
-    )
-    runner = RLRunner(
-        copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer, cfg, _length_reward, seed=0
+    runner = _remix_runner(
+        tiny_policy, group_size=4, max_new_tokens=4, p_off=1.0, utd=1, n_past=1, epsilon=10.0
     )
     runner.step(problems[:2], torch.optim.SGD(runner.model.parameters(), lr=0.0))
     replayed = [r for g in runner.replay[0] for r in g]
@@ -297,8 +279,6 @@ def test_zero_std_groups_logged_and_swapped_only_for_informative_replay(tiny_pol
     """Review #15: with no replay group of differing rewards the old swap fell back to a
     zero-spread replay group (as useless as the fresh one, and its fresh rollouts were then not
     trained on). Now: swapped only for an informative replay group, else skipped."""
-    import copy
-
     problems = records_to_problems(synth_problems(4, 4))
     counter = {"n": 0}
 
@@ -313,18 +293,14 @@ def test_zero_std_groups_logged_and_swapped_only_for_informative_replay(tiny_pol
     ]
     for swap, reward, swapped in cases:
         counter["n"] = 0
-        cfg = RLConfig(
-            algo="remix",
+        runner = _remix_runner(
+            tiny_policy,
+            reward,
             group_size=2,
             max_new_tokens=3,
             p_off=0.0,
             utd=1,
-            reincarnate_at=None,
-            beta=0.0,
             replay_zero_std=swap,
-        )
-        runner = RLRunner(
-            copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer, cfg, reward, seed=0
         )
         opt = torch.optim.SGD(runner.model.parameters(), lr=0.0)
         first, second = (runner.step(problems[:2], opt) for _ in range(2))
@@ -335,17 +311,9 @@ def test_zero_std_groups_logged_and_swapped_only_for_informative_replay(tiny_pol
 
 
 def test_replay_keeps_last_n_policies(tiny_policy) -> None:  # type: ignore[no-untyped-def]
-    import copy
-
     problems = records_to_problems(synth_problems(4, 2))
-    cfg = RLConfig(
-        algo="remix", group_size=2, max_new_tokens=3, n_past=2, reincarnate_at=None, beta=0.0
-    )
-    runner = RLRunner(
-        copy.deepcopy(tiny_policy.model),
-        tiny_policy.tokenizer,
-        cfg,
-        make_reward_fn(["exact_match"]),
+    runner = _remix_runner(
+        tiny_policy, make_reward_fn(["exact_match"]), group_size=2, max_new_tokens=3, n_past=2
     )
     opt = torch.optim.SGD(runner.model.parameters(), lr=0.0)
     for _ in range(4):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -42,17 +43,12 @@ def _key(path: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def policy_dir(saved_tiny_lm: Any) -> Path:
     """A 1-layer tiny Llama trained on the remix task format (a stand-in for policy ``task``)."""
     from llm_methods.remix.data import records_to_problems, sft_texts, synth_problems
-    from llm_methods.zoo.models import tiny_lm
 
     texts = [p + r for p, r in sft_texts(records_to_problems(synth_problems(30, 0)))]
-    lm = tiny_lm(texts, vocab_size=280, n_layers=1, hidden=32, heads=2)
-    folder = tmp_path_factory.mktemp("remix-policy")
-    lm.model.save_pretrained(folder)
-    lm.tokenizer.save_pretrained(folder)
-    return folder
+    return saved_tiny_lm("remix-policy", texts, vocab_size=280, n_layers=1, hidden=32, heads=2)
 
 
 @pytest.fixture(scope="module")

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lightning.pytorch.callbacks import BasePredictionWriter
 from torch import Tensor
 
+from iclr26_common.lightning import BatchPredictionWriter, check_free
 from iclr26_common.outputs import FILE_MODE
 
 __all__ = [
@@ -54,13 +54,6 @@ __all__ = [
 
 PREDICTIONS_FILE = "predictions.pt"
 PREDICTIONS_EXTXYZ = "predictions.extxyz"
-
-
-def check_free(path: Path) -> Path:
-    """``path`` if no file is there; else the one-line ``FileExistsError`` naming it."""
-    if path.exists():
-        raise FileExistsError(f"{path}: exists; predict never overwrites a file")
-    return path
 
 
 def split_per_structure(
@@ -83,19 +76,13 @@ def split_per_structure(
     return records
 
 
-class PredictionsWriter(BasePredictionWriter):
+class PredictionsWriter(BatchPredictionWriter):
     """Collects per-structure predictions batch by batch and writes ``predictions.pt`` (see the
     module docstring) at the end of the predict epoch. ``path`` holds the file written."""
 
     def __init__(self, filename: str = PREDICTIONS_FILE) -> None:
-        super().__init__(write_interval="batch")
-        self.filename = filename
-        self.path: Path | None = None
+        super().__init__(filename)
         self._records: list[dict[str, Any]] = []
-
-    def target(self, trainer: Any) -> Path:
-        """``trainer.log_dir / filename`` (``log_dir`` is broadcast from rank 0)."""
-        return Path(trainer.log_dir or trainer.default_root_dir) / self.filename
 
     def extxyz_target(self, trainer: Any) -> Path:
         """``predictions.extxyz`` next to :meth:`target`."""
@@ -109,19 +96,13 @@ class PredictionsWriter(BasePredictionWriter):
     def on_predict_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         self._records = []
 
-    def write_on_batch_end(
-        self,
-        trainer: Any,
-        pl_module: Any,
-        prediction: Any,
-        batch_indices: Sequence[int] | None,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int,
-    ) -> None:
-        if batch_indices is None:  # no sampler indices: the loader is sequential
-            start = len(self._records)
-            batch_indices = range(start, start + int(batch.num_graphs))
+    def collected(self) -> int:
+        return len(self._records)
+
+    def batch_size(self, prediction: Any, batch: Any) -> int:
+        return int(batch.num_graphs)
+
+    def collect(self, prediction: Any, batch: Any, batch_indices: Sequence[int]) -> None:
         self._records.extend(split_per_structure(prediction, batch.ptr, batch_indices))
 
     def on_predict_epoch_end(self, trainer: Any, pl_module: Any) -> None:

@@ -23,7 +23,7 @@ from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-__all__ = ["distribution_version", "lazy_exports"]
+__all__ = ["distribution_version", "lazy_exports", "moved_names"]
 
 
 def distribution_version(distribution: str, fallback: str = "0+unknown") -> str:
@@ -59,3 +59,34 @@ def lazy_exports(
         return sorted(set(vars(sys.modules[module_name])) | set(table))
 
     return __getattr__, __dir__
+
+
+def moved_names(
+    module_name: str, moved: Mapping[str, str], *, removed_in: str
+) -> Callable[[str], Any]:
+    """A module ``__getattr__`` that keeps public names moved to another module importable for
+    one minor version: ``from old import name`` still works, with a ``DeprecationWarning`` naming
+    the new place and ``removed_in`` (e.g. ``"robotics-remac 0.6.0"``). The new module is
+    imported on first use only, so the old module does not import it (no import cycle)::
+
+        # robotics_remac/latency.py, after loop_latency moved to rollout.py
+        __getattr__ = moved_names(__name__, {"loop_latency": "robotics_remac.rollout"},
+                                  removed_in="robotics-remac 0.6.0")
+    """
+    import warnings
+
+    table = dict(moved)
+
+    def __getattr__(name: str) -> Any:
+        target = table.get(name)
+        if target is None:
+            raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
+        warnings.warn(
+            f"{module_name}.{name} moved to {target}.{name}; the old place is removed in "
+            f"{removed_in}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(import_module(target), name)
+
+    return __getattr__

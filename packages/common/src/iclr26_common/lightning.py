@@ -45,6 +45,7 @@ from typing import Any
 
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
@@ -53,8 +54,10 @@ from iclr26_common.device import lightning_accelerator, lightning_devices
 
 __all__ = [
     "CLI",
+    "BatchPredictionWriter",
     "RunDirSaveConfig",
     "check_checkpoint_file",
+    "check_free",
     "check_resume",
     "free_config_path",
     "quiet_lightning",
@@ -83,6 +86,57 @@ def free_config_path(folder: Path, filename: str = "config.yaml") -> Path:
         n += 1
         path = folder / f"{Path(filename).stem}-{n}{Path(filename).suffix}"
     return path
+
+
+def check_free(path: Path) -> Path:
+    """``path`` if no file is there; else the one-line ``FileExistsError`` naming it."""
+    if path.exists():
+        raise FileExistsError(f"{path}: exists; predict never overwrites a file")
+    return path
+
+
+class BatchPredictionWriter(BasePredictionWriter):
+    """The packages' ``predict`` writers: collects every batch's ``predict_step`` output with
+    :meth:`collect` (``write_interval="batch"``) and writes at the end of the predict epoch.
+    ``filename`` is the file written into the run folder (:meth:`target`); ``path`` holds the
+    file written. Without sampler indices the loader is sequential: a batch's positions follow
+    the :meth:`collected` ones, :meth:`batch_size` of them."""
+
+    def __init__(self, filename: str) -> None:
+        super().__init__(write_interval="batch")
+        self.filename = filename
+        self.path: Path | None = None
+
+    def target(self, trainer: Any) -> Path:
+        """``trainer.log_dir / filename`` (``log_dir`` is broadcast from rank 0)."""
+        return Path(trainer.log_dir or trainer.default_root_dir) / self.filename
+
+    def collected(self) -> int:
+        """How many predictions were collected so far in this epoch."""
+        raise NotImplementedError
+
+    def batch_size(self, prediction: Any, batch: Any) -> int:
+        """How many predictions one batch holds: by default ``len(prediction["probs"])``."""
+        return len(prediction["probs"])
+
+    def collect(self, prediction: Any, batch: Any, batch_indices: Sequence[int]) -> None:
+        """Keep one batch's ``prediction``, at the positions ``batch_indices`` of the split."""
+        raise NotImplementedError
+
+    def write_on_batch_end(
+        self,
+        trainer: Any,
+        pl_module: Any,
+        prediction: Any,
+        batch_indices: Sequence[int] | None,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int,
+    ) -> None:
+        if batch_indices is None:  # no sampler indices: the loader is sequential (shuffle off)
+            start = self.collected()
+            batch_indices = range(start, start + self.batch_size(prediction, batch))
+        self.collect(prediction, batch, batch_indices)
 
 
 class RunDirSaveConfig(SaveConfigCallback):

@@ -21,6 +21,7 @@ __all__ = [
     "check_lightning_out",
     "method_cli",
     "model_args",
+    "out_args",
     "parse_settings",
     "quiet_transformers",
     "refuse_non_finite",
@@ -79,15 +80,17 @@ def method_cli(
     )
 
 
-def removed_in() -> str:
-    """The llm-methods version in which a flag renamed now stops working: the next minor
-    version (renamed flags keep working, with a warning, for one minor version)."""
-    from llm_methods import __version__
+#: The llm-methods version that removes the flags renamed in 0.7.0 (CHANGELOG "Deprecated"). A
+#: constant, not "the next minor version", so the promise does not move with each release; a test
+#: fails once llm-methods reaches it while the old spellings still exist.
+RENAMED_FLAGS_REMOVED_IN = "0.8.0"
 
-    parts = __version__.split(".")
-    if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
-        return f"llm-methods {parts[0]}.{int(parts[1]) + 1}.0"
-    return "the next minor version of llm-methods"
+
+def removed_in() -> str:
+    """The llm-methods version in which a flag renamed now stops working
+    (:data:`RENAMED_FLAGS_REMOVED_IN`: renamed flags keep working, with a warning, for one
+    minor version)."""
+    return f"llm-methods {RENAMED_FLAGS_REMOVED_IN}"
 
 
 def renamed_flags(argv: Sequence[str], renames: dict[str, str], prog: str) -> list[str]:
@@ -211,6 +214,19 @@ def seed_args(parser: argparse.ArgumentParser, *, quiet: bool = True) -> None:
     parser.add_argument("--seed", type=seed, default=0, help="random seed (torch, NumPy, random)")
     if quiet:
         parser.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def out_args(
+    parser: argparse.ArgumentParser,
+    help: str,
+    *,
+    required: bool = False,
+    overwrite: str = "replace earlier results in --out",
+) -> None:
+    """``--out`` (a path, ``help``; ``None`` unless ``required``) and ``--overwrite`` (``overwrite``
+    is its help): what every command that writes results has."""
+    parser.add_argument("--out", type=Path, required=required, default=None, help=help)
+    parser.add_argument("--overwrite", action="store_true", help=overwrite)
 
 
 def parse_settings(parser: Any, argv: Sequence[str], package: str) -> Any:

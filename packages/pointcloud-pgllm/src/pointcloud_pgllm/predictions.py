@@ -23,21 +23,13 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from lightning.pytorch.callbacks import BasePredictionWriter
+from iclr26_common.lightning import BatchPredictionWriter, check_free
 
 __all__ = ["PREDICTIONS_FILE", "PredictionsWriter", "check_free", "predictions_table"]
 
 PREDICTIONS_FILE = "predictions.csv"
-
-
-def check_free(path: Path) -> Path:
-    """``path`` if no file is there; else the one-line ``FileExistsError`` naming it."""
-    if path.exists():
-        raise FileExistsError(f"{path}: exists; predict never overwrites a file")
-    return path
 
 
 def predictions_table(
@@ -66,19 +58,13 @@ def predictions_table(
     return table.getvalue()
 
 
-class PredictionsWriter(BasePredictionWriter):
+class PredictionsWriter(BatchPredictionWriter):
     """Collects per-cloud probabilities batch by batch and writes ``predictions.csv`` (see the
     module docstring) at the end of the predict epoch. ``path`` holds the file written."""
 
     def __init__(self, filename: str = PREDICTIONS_FILE) -> None:
-        super().__init__(write_interval="batch")
-        self.filename = filename
-        self.path: Path | None = None
+        super().__init__(filename)
         self._rows: dict[int, list[float]] = {}
-
-    def target(self, trainer: Any) -> Path:
-        """``trainer.log_dir / filename`` (``log_dir`` is broadcast from rank 0)."""
-        return Path(trainer.log_dir or trainer.default_root_dir) / self.filename
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if stage == "predict":  # every rank sees the same file: all stop, none waits
@@ -87,20 +73,11 @@ class PredictionsWriter(BasePredictionWriter):
     def on_predict_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         self._rows = {}
 
-    def write_on_batch_end(
-        self,
-        trainer: Any,
-        pl_module: Any,
-        prediction: Any,
-        batch_indices: Sequence[int] | None,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int,
-    ) -> None:
+    def collected(self) -> int:
+        return len(self._rows)
+
+    def collect(self, prediction: Any, batch: Any, batch_indices: Sequence[int]) -> None:
         probs = prediction["probs"].detach().float().cpu().tolist()
-        if batch_indices is None:  # no sampler indices: the loader is sequential
-            start = len(self._rows)
-            batch_indices = range(start, start + len(probs))
         for index, row in zip(batch_indices, probs, strict=True):
             self._rows[int(index)] = row
 

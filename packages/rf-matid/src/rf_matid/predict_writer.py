@@ -19,41 +19,30 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from lightning.pytorch.callbacks import BasePredictionWriter
 
+from iclr26_common.lightning import BatchPredictionWriter
 from iclr26_common.outputs import FILE_MODE
 
 __all__ = ["PredictionCSVWriter"]
 
 
-class PredictionCSVWriter(BasePredictionWriter):
+class PredictionCSVWriter(BatchPredictionWriter):
     """Collects ``predict_step``'s ``probs`` [B, C] per batch and writes one CSV per rank at the
     end of the predict epoch (see the module docstring). ``path`` holds the last file written."""
 
     def __init__(self, filename: str = "predictions.csv") -> None:
-        super().__init__(write_interval="batch")
-        self.filename = filename
-        self.path: Path | None = None
+        super().__init__(filename)
         self._indices: list[int] = []
         self._probs: list[np.ndarray] = []
 
     def on_predict_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         self._indices, self._probs = [], []
 
-    def write_on_batch_end(
-        self,
-        trainer: Any,
-        pl_module: Any,
-        prediction: Any,
-        batch_indices: Sequence[int] | None,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int,
-    ) -> None:
+    def collected(self) -> int:
+        return len(self._indices)
+
+    def collect(self, prediction: Any, batch: Any, batch_indices: Sequence[int]) -> None:
         probs = prediction["probs"].detach().float().cpu().numpy()
-        if batch_indices is None:  # no sampler indices: the loader is sequential (shuffle off)
-            start = len(self._indices)
-            batch_indices = range(start, start + len(probs))
         self._indices.extend(int(i) for i in batch_indices)
         self._probs.append(probs)
 

@@ -142,7 +142,7 @@ def _pair_args(parser: argparse.ArgumentParser) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     from iclr26_common.cli_support import finite_float
-    from llm_methods.method_cli import ArgumentParser, show_defaults
+    from llm_methods.method_cli import ArgumentParser, out_args, show_defaults
 
     parser = ArgumentParser(prog=PROG, description=ABOUT)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -162,8 +162,7 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="finetuning-domain texts to grade token relevance (optional)",
     )
-    diff.add_argument("--out", type=Path, required=True, help="output folder")
-    diff.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    out_args(diff, "output folder", required=True)
     diff.add_argument("--layer", type=int, default=None, help="default: relative depth 0.5")
     diff.add_argument("--positions", type=int, default=5)
     diff.add_argument("--top-k", type=int, default=20)
@@ -187,8 +186,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _pair_args(kl)
     kl.add_argument("--texts", nargs="+", required=True, help=".txt/.jsonl files or folders")
-    kl.add_argument("--out", type=Path, required=True, help="output folder")
-    kl.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    out_args(kl, "output folder", required=True)
     kl.add_argument("--temperature", type=finite_float, default=1.0)
     kl.add_argument("--top", type=int, default=20, help="texts / tokens to list")
     kl.add_argument("--max-tokens", type=int, default=1024, help="tokens per text")

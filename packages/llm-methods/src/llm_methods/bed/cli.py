@@ -12,14 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from pathlib import Path
 
 ABOUT = "BED-LLM expected-information-gain questioning, 20 Questions (arXiv 2508.21184)"
 STRATEGY_CHOICES = ("bed", "entropy", "split", "random", "prompt_sim", "prompt", "cot")
 
 
 def _parser() -> argparse.ArgumentParser:
-    from llm_methods.method_cli import ArgumentParser, seed, show_defaults
+    from llm_methods.method_cli import ArgumentParser, out_args, seed, show_defaults
 
     parser = ArgumentParser(prog="llm-methods bed", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -41,21 +40,19 @@ def _parser() -> argparse.ArgumentParser:
     play.add_argument("--m-cand", type=int, default=5, help="M candidate questions per turn")
     play.add_argument("--max-turns", type=int, default=20, help="questions per game")
     play.add_argument("--seed", type=seed, default=0, help="seed of the targets and the games")
-    play.add_argument("--out", type=Path, required=True, help="output folder")
-    play.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    out_args(play, "output folder", required=True)
     play.add_argument("--quiet", action="store_true", help="no progress lines")
     eig = sub.add_parser("eig", help="estimated vs exact EIG (Spearman) as N grows")
     eig.add_argument("--world", default="exact", help="exact | animals | path to a world JSON")
     eig.add_argument("--ns", default="2,8,32,128", help="comma-separated N values")
     eig.add_argument("--states", type=int, default=20, help="random game states")
     eig.add_argument("--seed", type=seed, default=0, help="seed of the game states")
-    eig.add_argument(
-        "--out",
-        type=Path,
+    out_args(
+        eig,
+        "output .json file: the Spearman correlations printed, per N",
         required=True,
-        help="output .json file: the Spearman correlations printed, per N",
+        overwrite="replace an existing --out",
     )
-    eig.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     world = sub.add_parser("world", help="write a world JSON (exact synthetic or animals)")
     world.add_argument("--kind", default="exact", choices=("exact", "animals"), help="generator")
     world.add_argument("--entities", type=int, default=64, help="exact: entities")
@@ -64,8 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     world.add_argument("--vague", type=int, default=24, help="exact: vague attributes among them")
     world.add_argument("--seed", type=seed, default=0, help="seed of the generator")
-    world.add_argument("--out", type=Path, required=True, help="output .json file")
-    world.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    out_args(world, "output .json file", required=True, overwrite="replace an existing --out")
     return show_defaults(parser)
 
 

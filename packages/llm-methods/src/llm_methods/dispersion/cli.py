@@ -9,7 +9,6 @@ writes per-chunk perplexity and per-layer dispersion of any model on your text (
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 __all__ = ["ABOUT", "main", "run_lightning_cli"]
@@ -40,6 +39,7 @@ def measure_main(argv: Sequence[str]) -> int:
     from llm_methods.method_cli import (
         ArgumentParser,
         model_args,
+        out_args,
         quiet_transformers,
         seed_args,
         show_defaults,
@@ -57,8 +57,7 @@ def measure_main(argv: Sequence[str]) -> int:
         default=[],
         help=".txt/.jsonl files or folders (default: pydoc topics)",
     )
-    parser.add_argument("--out", type=Path, required=True, help="output folder")
-    parser.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    out_args(parser, "output folder", required=True)
     parser.add_argument("--chunk-len", type=int, default=64, help="tokens per chunk")
     parser.add_argument("--max-chunks", type=int, default=200, help="chunks measured (a sample)")
     parser.add_argument("--bin-size", type=int, default=10, help="chunks per perplexity bin")

@@ -74,7 +74,7 @@ def _read_parallel(path: Path) -> dict[str, list[str]]:
 
 
 def main(argv: Sequence[str]) -> int:
-    from llm_methods.method_cli import ArgumentParser, seed_args, show_defaults
+    from llm_methods.method_cli import ArgumentParser, out_args, seed_args, show_defaults
 
     parser = ArgumentParser(prog=PROG, description=ABOUT)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -82,21 +82,22 @@ def main(argv: Sequence[str]) -> int:
     cons.add_argument("answers", type=Path, help=".txt (one answer per line) or .jsonl")
     cons.add_argument("--expect", required=True, choices=["en", "es", "de"])
     cons.add_argument("--field", default="answer", help="jsonl field holding the answer")
-    cons.add_argument(
-        "--out",
-        type=Path,
+    out_args(
+        cons,
+        "output .json file: counts, consistency and each answer's detected language",
         required=True,
-        help="output .json file: counts, consistency and each answer's detected language",
+        overwrite="replace an existing --out",
     )
-    cons.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     sim = sub.add_parser("similarity", help="per-layer cross-lingual cosine of a model")
     sim.add_argument("--model", required=True, help="model spec (smollm2, zoo:NAME, folder, .gguf)")
     sim.add_argument("--parallel", type=Path, required=True, help="jsonl: {lang: text, ...}")
     sim.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
-    sim.add_argument(
-        "--out", type=Path, required=True, help="output .json file: the cosine of every layer"
+    out_args(
+        sim,
+        "output .json file: the cosine of every layer",
+        required=True,
+        overwrite="replace an existing --out",
     )
-    sim.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     seed_args(sim)
     sim.add_argument(
         "--skip-first",

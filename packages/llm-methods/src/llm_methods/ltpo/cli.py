@@ -83,14 +83,13 @@ def solve_parser() -> Any:
 
 def _parser() -> argparse.ArgumentParser:
     from iclr26_common.cli_support import ArgumentParser
-    from llm_methods.method_cli import seed, show_defaults
+    from llm_methods.method_cli import out_args, seed, show_defaults
 
     parser = ArgumentParser(prog=PROG, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("solve", help="solve problems from a jsonl file (--help: its options)")
     synth = sub.add_parser("synth", help="write offline graded word problems (GSM8K jsonl)")
-    synth.add_argument("--out", type=Path, required=True, help="output .jsonl file")
-    synth.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    out_args(synth, "output .jsonl file", required=True, overwrite="replace an existing --out")
     synth.add_argument("--n", type=int, default=200, help="problems")
     synth.add_argument("--seed", type=seed, default=0, help="seed of the generator")
     sub.add_parser("configs", help="list the shipped LTPO configs")

@@ -20,7 +20,7 @@ TASK_SOURCES = ("synth-arith", "synth-code", "synth-mixed", "humaneval")
 
 def _parser() -> argparse.ArgumentParser:
     from iclr26_common.cli_support import finite_float
-    from llm_methods.method_cli import ArgumentParser, seed, show_defaults
+    from llm_methods.method_cli import ArgumentParser, out_args, seed, show_defaults
 
     parser = ArgumentParser(prog=PROG, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -97,13 +97,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the generator is the backend's first model writing the DSL",
     )
-    gen.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="output file: the workflow JSON (a JSON list of them with --limit > 1)",
+    out_args(
+        gen,
+        "output file: the workflow JSON (a JSON list of them with --limit > 1)",
+        overwrite="replace an existing --out",
     )
-    gen.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     run = sub.add_parser("run", help="run the tri-agent team on tasks; per-task results")
     tasks_args(run)
     backend_args(run)
@@ -112,10 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-rectifier", action="store_true", help="generate-once")
     run.add_argument("--reps", type=int, default=1, help="runs per task")
-    run.add_argument(
-        "--out", type=Path, required=True, help="output folder (results.jsonl, summary.json)"
-    )
-    run.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    out_args(run, "output folder (results.jsonl, summary.json)", required=True)
     train = sub.add_parser("train", help="CTO (K=4 x N=2 + rectifier branches) on the sim pool")
     tasks_args(train)
     train.add_argument(
@@ -132,16 +127,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--beta", type=finite_float, default=1.0, help="DPO temperature")
     train.add_argument("--no-rectifier", action="store_true", help="train generate-once")
-    train.add_argument(
-        "--out", type=Path, required=True, help="output folder (team.json, history.json)"
-    )
-    train.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    out_args(train, "output folder (team.json, history.json)", required=True)
     synth = sub.add_parser("synth", help="write offline tasks (arithmetic jsonl / HumanEval jsonl)")
     synth.add_argument("--kind", choices=("arith", "code"), default="arith", help="task kind")
     synth.add_argument("--n", type=int, default=20, help="tasks")
     synth.add_argument("--seed", type=seed, default=0, help="random seed")
-    synth.add_argument("--out", type=Path, required=True, help="output .jsonl file")
-    synth.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    out_args(synth, "output .jsonl file", required=True, overwrite="replace an existing --out")
     return show_defaults(parser)
 
 

@@ -29,7 +29,7 @@ DEVICE_HELP = "cpu / cuda / cuda:N (default: cuda if present)"
 
 
 def _parser() -> argparse.ArgumentParser:
-    from llm_methods.method_cli import ArgumentParser, seed_args, show_defaults
+    from llm_methods.method_cli import ArgumentParser, out_args, seed_args, show_defaults
 
     parser = ArgumentParser(
         prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -49,10 +49,12 @@ def _parser() -> argparse.ArgumentParser:
         help="in-block linear names (q_proj, mlp.down_proj, ...) or 'all'",
     )
     comp.add_argument("--blocks", default="all", help="decoder blocks: 'all', '3', '20-29', '0,5'")
-    comp.add_argument(
-        "--out", type=Path, required=True, help="output file (.safetensors; one file)"
+    out_args(
+        comp,
+        "output file (.safetensors; one file)",
+        required=True,
+        overwrite="replace an existing --out",
     )
-    comp.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     comp.add_argument("--device", default=None, help=DEVICE_HELP)
     seed_args(comp, quiet=False)
     ev = sub.add_parser("eval", help="perplexity on a text file")
@@ -68,13 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--seq-len", type=int, default=128, help="tokens per chunk")
     ev.add_argument("--max-chunks", type=int, default=32, help="chunks scored at most")
     ev.add_argument("--batch-size", type=int, default=4, help="chunks per forward pass")
-    ev.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="also write the result to this JSON file (one file; default: stdout only)",
+    out_args(
+        ev,
+        "also write the result to this JSON file (one file; default: stdout only)",
+        overwrite="replace an existing --out",
     )
-    ev.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     ev.add_argument("--device", default=None, help=DEVICE_HELP)
     seed_args(ev)
     for command in (comp, ev):  # not the top level: its description keeps its layout

@@ -14,7 +14,7 @@ PROG = "llm-methods meta_router"
 def _parser():  # type: ignore[no-untyped-def]
     from iclr26_common.cli_support import finite_float
     from llm_methods.meta_router.model import LEARNERS
-    from llm_methods.method_cli import ArgumentParser, seed, show_defaults
+    from llm_methods.method_cli import ArgumentParser, out_args, seed, show_defaults
 
     parser = ArgumentParser(prog=PROG, description=ABOUT)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -79,8 +79,7 @@ def _parser():  # type: ignore[no-untyped-def]
         "with a 95 %% interval over the test queries and dr_corrected's paired MSE difference "
         "to each baseline (resampling seed --seed)",
     )
-    fit.add_argument("--out", type=Path, required=True, help="output folder")
-    fit.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    out_args(fit, "output folder", required=True)
     fit.add_argument("--seed", type=seed, default=0, help="random seed (cross-fitting, CIs)")
     route = sub.add_parser("route", help="route queries: premium iff m̂(x) − w·ΔC > 0")
     route.add_argument("--router", type=Path, required=True, help="router.joblib from fit")
@@ -91,8 +90,9 @@ def _parser():  # type: ignore[no-untyped-def]
     route.add_argument(
         "--cost-diff", type=finite_float, default=1.0, help="ΔC, premium − cheap cost"
     )
-    route.add_argument("--out", type=Path, required=True, help="output file: the routes CSV")
-    route.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    out_args(
+        route, "output file: the routes CSV", required=True, overwrite="replace an existing --out"
+    )
     off = sub.add_parser(
         "official",
         help="the official experiment on the official CSV",
@@ -110,18 +110,9 @@ def _parser():  # type: ignore[no-untyped-def]
         help="CATE learners to compare",
     )
     off.add_argument("--seed", type=seed, default=42, help="run i uses seed + i (official: 42)")
-    off.add_argument(
-        "--out",
-        type=Path,
-        required=True,
-        help="output folder (efficiency_gain.csv, summary.json)",
-    )
-    off.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    out_args(off, "output folder (efficiency_gain.csv, summary.json)", required=True)
     sim = sub.add_parser("simulate", help="simulated gold/preference/test CSVs with known bias")
-    sim.add_argument(
-        "--out", type=Path, required=True, help="output folder (gold.csv, preference.csv, test.csv)"
-    )
-    sim.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    out_args(sim, "output folder (gold.csv, preference.csv, test.csv)", required=True)
     sim.add_argument("--n", type=int, default=4000, help="simulated queries")
     sim.add_argument(
         "--gold-frac", type=finite_float, default=0.1, help="share of gold-labelled queries"

@@ -32,7 +32,7 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
 
 def _parser() -> argparse.ArgumentParser:
     from iclr26_common.cli_support import finite_float
-    from llm_methods.method_cli import ArgumentParser, seed, show_defaults
+    from llm_methods.method_cli import ArgumentParser, out_args, seed, show_defaults
 
     parser = ArgumentParser(prog=PROG, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -49,8 +49,7 @@ def _parser() -> argparse.ArgumentParser:
         "version)",
     )
     ev.add_argument("--data", type=Path, required=True, help="BabiLong-format jsonl")
-    ev.add_argument("--out", type=Path, required=True, help="output folder")
-    ev.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    out_args(ev, "output folder", required=True)
     ev.add_argument("--quiet", action="store_true", help="no progress line")
     ev.add_argument("--limit", type=int, default=None, help="first N records only")
     ev.add_argument(

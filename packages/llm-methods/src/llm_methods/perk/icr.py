@@ -22,7 +22,14 @@ import torch
 from torch import nn
 
 from llm_methods.lm.errors import LMError
-from llm_methods.perk.model import LORA_DROPOUT, QA_TEMPLATE, encode_prompt_response, format_qa
+from llm_methods.perk.model import (
+    LORA_DROPOUT,
+    LORA_TARGETS,
+    QA_TEMPLATE,
+    encode_prompt_response,
+    format_qa,
+    rslora,
+)
 
 __all__ = ["ICR", "format_icr"]
 
@@ -50,33 +57,13 @@ class ICR(nn.Module):
         tokenizer: Any,
         r: int = 8,
         alpha: int = 16,
-        target_modules: Sequence[str] = (
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "o_proj",
-            "gate_proj",
-            "up_proj",
-            "down_proj",
-        ),
+        target_modules: Sequence[str] = LORA_TARGETS,
         lora: bool = True,
         lora_dropout: float = LORA_DROPOUT,
     ) -> None:
         super().__init__()
         if lora:
-            from peft import LoraConfig, get_peft_model
-
-            cfg = LoraConfig(
-                r=r,
-                lora_alpha=alpha,
-                target_modules=list(target_modules),
-                use_rslora=True,
-                lora_dropout=lora_dropout,
-                bias="none",
-            )
-            model = get_peft_model(model, cfg)
-            for name, p in model.named_parameters():
-                p.requires_grad_("lora_" in name)
+            model = rslora(model, r, alpha, target_modules, lora_dropout)
         else:
             for p in model.parameters():
                 p.requires_grad_(True)

@@ -26,11 +26,11 @@ import torch
 from llm_methods.lm.errors import LMError
 from llm_methods.perk.data import BabiRecord, is_correct, synth_babilong
 from llm_methods.perk.icr import ICR
-from llm_methods.perk.model import LORA_DROPOUT, PERK
+from llm_methods.perk.model import LORA_DROPOUT, LORA_TARGETS, PERK
 
 __all__ = ["ICRModule", "PERKModule", "load_base", "load_checkpoint"]
 
-TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+TARGETS = list(LORA_TARGETS)
 
 
 def load_base(spec: str, dtype: str | None = None) -> tuple[Any, Any]:

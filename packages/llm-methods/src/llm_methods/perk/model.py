@@ -41,18 +41,22 @@ from llm_methods.lm.errors import LMError
 from llm_methods.lm.loading import cache_kwargs
 
 __all__ = [
+    "LORA_TARGETS",
     "PERK",
     "TokenWeighter",
     "adamw_update",
     "encode_prompt_response",
     "format_qa",
     "format_segments",
+    "rslora",
 ]
 
 QA_TEMPLATE = "You have memorized {n} documents.\n{q}\nAnswer:"
 TARGET_TEMPLATE = "<support>{s}</support>\n<output>{a}</output>"
 DOC_PROMPT = "doc_{i}:"
 LORA_DROPOUT = 0.1
+#: The projections rsLoRA adapts by default (every attention and MLP projection of a Llama block).
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 def format_segments(
@@ -126,6 +130,27 @@ class TokenWeighter(nn.Module):
         return self.out(self.fc2(self.act(self.fc1(h)))).squeeze(-1)
 
 
+def rslora(
+    model: Any, r: int, alpha: int, target_modules: Sequence[str], lora_dropout: float
+) -> Any:
+    """``model`` behind peft rsLoRA adapters (rank ``r``, ``alpha``, on ``target_modules``, no
+    bias) with only the LoRA weights trainable: PERK's and FT-ICR's adapters."""
+    from peft import LoraConfig, get_peft_model
+
+    cfg = LoraConfig(
+        r=r,
+        lora_alpha=alpha,
+        target_modules=list(target_modules),
+        use_rslora=True,
+        lora_dropout=lora_dropout,
+        bias="none",
+    )
+    model = get_peft_model(model, cfg)
+    for name, p in model.named_parameters():
+        p.requires_grad_("lora_" in name)
+    return model
+
+
 class PERK(nn.Module):
     """A frozen causal LM + peft LoRA (rsLoRA, dropout 0.1) whose init, token weighter and
     LSLRs are meta-learned. ``model`` is a HF causal LM; ``tokenizer`` its tokenizer."""
@@ -136,15 +161,7 @@ class PERK(nn.Module):
         tokenizer: Any,
         r: int = 8,
         alpha: int = 16,
-        target_modules: Sequence[str] = (
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "o_proj",
-            "gate_proj",
-            "up_proj",
-            "down_proj",
-        ),
+        target_modules: Sequence[str] = LORA_TARGETS,
         inner_steps: int = 4,
         first_order_steps: int = 2,
         lslr_init: float = 5e-5,
@@ -155,8 +172,6 @@ class PERK(nn.Module):
         lora_dropout: float = LORA_DROPOUT,
     ) -> None:
         super().__init__()
-        from peft import LoraConfig, get_peft_model
-
         if inner_steps < 1 or not 0 <= first_order_steps <= inner_steps:
             raise LMError("need inner_steps >= 1 and 0 <= first_order_steps <= inner_steps")
         # second-order steps differentiate through attention twice: SDPA has no double backward
@@ -164,18 +179,8 @@ class PERK(nn.Module):
             model.set_attn_implementation("eager")
         else:  # pragma: no cover - older transformers
             model.config._attn_implementation = "eager"
-        cfg = LoraConfig(
-            r=r,
-            lora_alpha=alpha,
-            target_modules=list(target_modules),
-            use_rslora=True,
-            lora_dropout=lora_dropout,
-            bias="none",
-        )
-        self.model = get_peft_model(model, cfg)
+        self.model = rslora(model, r, alpha, target_modules, lora_dropout)
         self.tokenizer = tokenizer
-        for name, p in self.model.named_parameters():
-            p.requires_grad_("lora_" in name)
         self.lora_names = [n for n, p in self.model.named_parameters() if p.requires_grad]
         d = model.config.hidden_size
         self.weighter = TokenWeighter(d)

@@ -22,7 +22,7 @@ FIT_RENAMES = {"--model.init_args.policy": "--model.init_args.model"}
 
 
 def _parser() -> argparse.ArgumentParser:
-    from llm_methods.method_cli import ArgumentParser, seed, seed_args, show_defaults
+    from llm_methods.method_cli import ArgumentParser, out_args, seed, seed_args, show_defaults
 
     parser = ArgumentParser(prog=PROG, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -34,18 +34,11 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--n", type=int, default=64, help="generated problems when no --data")
     ev.add_argument("--max-new-tokens", type=int, default=16, help="answer length at most")
     ev.add_argument("--batch-size", type=int, default=16, help="problems generated at once")
-    ev.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="output folder: predictions.jsonl + summary.json (default: stdout only)",
-    )
-    ev.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    out_args(ev, "output folder: predictions.jsonl + summary.json (default: stdout only)")
     ev.add_argument("--device", default=None, help="cpu / cuda / cuda:N (default: cuda if present)")
     seed_args(ev)
     synth = sub.add_parser("synth", help="write generated problems (GSM8K jsonl)")
-    synth.add_argument("--out", type=Path, required=True, help="output .jsonl file")
-    synth.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    out_args(synth, "output .jsonl file", required=True, overwrite="replace an existing --out")
     synth.add_argument("--n", type=int, default=200, help="problems")
     synth.add_argument("--seed", type=seed, default=0, help="random seed")
     synth.add_argument("--max-value", type=int, default=20, help="largest operand")

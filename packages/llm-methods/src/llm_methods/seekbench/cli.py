@@ -10,24 +10,10 @@ from pathlib import Path
 
 ABOUT = "SeekBench process-level evaluation of LLM search agents (arXiv 2509.22391)"
 PROG = "llm-methods seekbench"
-SHOWN = (
-    "accuracy",
-    "ce",
-    "cce",
-    "premature_rate",
-    "overcautious_rate",
-    "auc",
-    "slope",
-    "odds_ratio_e2_e0",
-    "answer_timing_auc",
-    "groundedness",
-    "rqi",
-    "recovery_rate",
-)
 
 
 def _parser():  # type: ignore[no-untyped-def]
-    from llm_methods.method_cli import ArgumentParser, seed, show_defaults
+    from llm_methods.method_cli import ArgumentParser, out_args, seed, show_defaults
 
     parser = ArgumentParser(prog=PROG, description=ABOUT)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -42,10 +28,7 @@ def _parser():  # type: ignore[no-untyped-def]
         "information_quality, a warning when only some do.",
     )
     an.add_argument("traces", type=Path, help="SeekBench .jsonl (e.g. seekbench_data.jsonl)")
-    an.add_argument(
-        "--out", type=Path, required=True, help="output folder (metrics.json, per_agent.csv)"
-    )
-    an.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    out_args(an, "output folder (metrics.json, per_agent.csv)", required=True)
     an.add_argument(
         "--threshold",
         type=int,
@@ -87,8 +70,12 @@ def _parser():  # type: ignore[no-untyped-def]
         "prints Cohen's kappa per field when the input carries labels.",
     )
     ju.add_argument("traces", type=Path, help="SeekBench .jsonl to annotate")
-    ju.add_argument("--out", type=Path, required=True, help="output file: the annotated .jsonl")
-    ju.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    out_args(
+        ju,
+        "output file: the annotated .jsonl",
+        required=True,
+        overwrite="replace an existing --out",
+    )
     ju.add_argument("--quiet", action="store_true", help="no progress lines (lm / http judges)")
     ju.add_argument(
         "--judge", choices=("rule", "lm", "http"), default="rule", help="which judge labels"
@@ -112,8 +99,9 @@ def _parser():  # type: ignore[no-untyped-def]
         help="judge at most this many steps (the output is then partly judged)",
     )
     sy = sub.add_parser("synth", help="synthetic traces from agent profiles (known behaviour)")
-    sy.add_argument("--out", type=Path, required=True, help="output file: the traces .jsonl")
-    sy.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    out_args(
+        sy, "output file: the traces .jsonl", required=True, overwrite="replace an existing --out"
+    )
     sy.add_argument("--questions", type=int, default=100, help="questions per agent")
     sy.add_argument("--agents", nargs="*", default=None, help="profiles (default: all)")
     sy.add_argument("--seed", type=seed, default=0, help="random seed")
@@ -153,7 +141,7 @@ def _analyze(ns) -> int:  # type: ignore[no-untyped-def]
 
     from iclr26_common.outputs import check_out_folder, write_text
     from llm_methods.seekbench.data import read_traces
-    from llm_methods.seekbench.metrics import analyze, metric_intervals
+    from llm_methods.seekbench.metrics import METRICS, analyze, metric_intervals
 
     if ns.n_boot < 0:
         raise ValueError("--n-boot must be >= 0")
@@ -192,7 +180,7 @@ def _analyze(ns) -> int:  # type: ignore[no-untyped-def]
     with out:
         write_text(out.path / "metrics.json", json.dumps(result, indent=1))
         write_text(out.path / "per_agent.csv", table.to_csv())
-    print(table[["n_traces", *SHOWN]].to_string(float_format=lambda x: f"{x:.3f}"))
+    print(table[["n_traces", *METRICS]].to_string(float_format=lambda x: f"{x:.3f}"))
     if intervals:
         _print_intervals(result["agents"], intervals, ns.seed)
     for note in result["notes"]:
@@ -246,14 +234,15 @@ def _interval_row(row: dict, seed: int) -> dict:
 
 def _print_intervals(agents: dict, intervals: dict, seed: int) -> None:
     from iclr26_common.effects import interval_text
+    from llm_methods.seekbench.metrics import METRICS
 
     print(f"95 % intervals over the questions (BCa bootstrap, resampling seed {seed}):")
-    width = max(len(m) for m in SHOWN)
+    width = max(len(m) for m in METRICS)
     for group, row in intervals.items():
         reference = row["reference"]
         shared = f", {row['n_shared']} shared with {reference}" if row["n_shared"] else ""
         print(f"{group} ({row['n']} {UNITS}{shared})")
-        for metric in SHOWN:
+        for metric in METRICS:
             interval = row["intervals"][metric]
             line = f"  {metric:{width}s} {agents[group][metric]:.3f} " + interval_text(
                 interval, row["n"], UNITS, missing=MISSING

@@ -110,7 +110,7 @@ def _plot(out_dir: Path, analyses: list[dict[str, Any]], agents: list[str]) -> N
 
 def run(quick: bool, out_dir: Path) -> Result:
     from llm_methods.lm.threads import one_thread
-    from llm_methods.seekbench.metrics import analyze, paired_difference
+    from llm_methods.seekbench.metrics import METRICS, analyze, paired_difference
     from llm_methods.seekbench.synth import CALIBRATION_CHAIN, PROFILES, synth_traces
 
     cfg = settings(quick)
@@ -141,23 +141,7 @@ def run(quick: bool, out_dir: Path) -> Result:
             if seed == cfg["seeds"][0]:
                 kappas = _judge_kappas(traces, cfg["lm_steps"], seed)
         mean = {
-            n: {
-                k: float(np.mean([a["agents"][n][k] for a in analyses]))
-                for k in (
-                    "accuracy",
-                    "ce",
-                    "cce",
-                    "premature_rate",
-                    "overcautious_rate",
-                    "auc",
-                    "slope",
-                    "odds_ratio_e2_e0",
-                    "answer_timing_auc",
-                    "groundedness",
-                    "rqi",
-                    "recovery_rate",
-                )
-            }
+            n: {k: float(np.mean([a["agents"][n][k] for a in analyses])) for k in METRICS}
             for n in agents
         }
         _plot(out_dir, analyses, agents)

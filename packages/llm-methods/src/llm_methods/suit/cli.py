@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from iclr26_common.cli_support import finite_float
-from llm_methods.method_cli import ArgumentParser
+from llm_methods.method_cli import ArgumentParser, out_args
 
 __all__ = ["ABOUT", "main"]
 
@@ -402,8 +402,7 @@ def main(argv: Sequence[str]) -> int:
         help="also write OUT/model, a full HF folder of the edited model (any --model takes it)",
     )
     edit.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
-    edit.add_argument("--out", type=Path, required=True, help="output folder")
-    edit.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    out_args(edit, "output folder", required=True)
     edit.add_argument(
         "--resume",
         action="store_true",
@@ -413,8 +412,7 @@ def main(argv: Sequence[str]) -> int:
     facts = sub.add_parser("facts", help="write the table facts a model knows as CounterFact")
     facts.add_argument("--model", default="smollm2", help="model spec")
     facts.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
-    facts.add_argument("--out", type=Path, required=True, help="output .json file")
-    facts.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    out_args(facts, "output .json file", required=True, overwrite="replace an existing --out")
     facts.add_argument(
         "--resume",
         action="store_true",
@@ -430,16 +428,17 @@ def main(argv: Sequence[str]) -> int:
     trace.add_argument("--samples", type=int, default=5, help="noise draws per fact")
     trace.add_argument("--window", type=int, default=None, help="restored layers (default n/5)")
     trace.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
-    trace.add_argument(
-        "--out", type=Path, required=True, help="output .json file (the numbers printed)"
+    out_args(
+        trace,
+        "output .json file (the numbers printed)",
+        required=True,
+        overwrite="replace an existing --out",
     )
-    trace.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     seed_args(trace)
     synth = sub.add_parser("synth", help="a synthetic fact world as CounterFact")
     synth.add_argument("--subjects", type=int, default=24, help="subjects")
     seed_args(synth, quiet=False)
-    synth.add_argument("--out", type=Path, required=True, help="output .json file")
-    synth.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    out_args(synth, "output .json file", required=True, overwrite="replace an existing --out")
     ns = show_defaults(parser).parse_args(list(argv))
     if ns.command == "edit" and (ns.batch < 1 or ns.steps < 1):
         parser.error("--batch and --steps must be >= 1")

@@ -143,6 +143,43 @@ def plot_curves(curves: dict[str, dict[str, list[float]]], counts: list[int], ou
     plt.close(fig)
 
 
+def methods_summary(final: dict[str, dict[str, float]]) -> str:
+    """``METHOD eff E / gen G / spec S / S X`` of every method of ``final`` (its metrics after
+    the last edit), joined by ``; ``: the tail of a run's summary line."""
+    return "; ".join(
+        f"{m} eff {v['efficacy']:.0f} / gen {v['generalization']:.0f} / spec {v['specificity']:.0f}"
+        f" / S {v['S']:.1f}"
+        for m, v in final.items()
+    )
+
+
+def measure_edits(
+    lm: LM,
+    requests: list[EditRequest],
+    cfg: EditConfig,
+    stats: dict[int, Any],
+    basis: dict[int, Any],
+    settings: dict[str, Any],
+    probe: Any,
+) -> tuple[Any, ...]:
+    """``(before, coverage, curves, counts, seconds, fluency, ability)``: the metrics of the
+    unedited ``lm`` on ``requests`` (:func:`~llm_methods.suit.metrics.edit_metrics`), their
+    :func:`subject_coverage`, then :func:`sequential_curves` in batches of ``settings["batch"]``
+    with ``settings["gen_tokens"]`` and the general-ability probe ``probe()`` (made after the
+    coverage)."""
+    from llm_methods.suit.metrics import edit_metrics
+
+    before = edit_metrics(lm, requests)
+    coverage = subject_coverage(lm, requests, cfg, stats)
+    return (
+        before,
+        coverage,
+        *sequential_curves(
+            lm, requests, cfg, stats, basis, settings["batch"], settings["gen_tokens"], probe()
+        ),
+    )
+
+
 def sequential_curves(
     lm: LM,
     requests: list[EditRequest],
@@ -282,7 +319,6 @@ def run(quick: bool, out_dir: Path) -> Result:
     from llm_methods.suit.data import read_counterfact
     from llm_methods.suit.editors import EditConfig
     from llm_methods.suit.keys import key_second_moments
-    from llm_methods.suit.metrics import edit_metrics
     from llm_methods.suit.tracing import causal_trace, choose_rome_layer
 
     seed_everything(0)
@@ -308,17 +344,14 @@ def run(quick: bool, out_dir: Path) -> Result:
         layers = tuple(sorted(set(cfg.layers) | {cfg.rome_layer}))
         stats = key_second_moments(lm, layers, stats_chunks(lm), f"pydoc{STATS_CHUNKS}x{STATS_LEN}")
         basis = subject_basis(lm, cfg.layers, s["subject_words"], cfg.tau)
-        before = edit_metrics(lm, requests)
-        coverage = subject_coverage(lm, requests, cfg, stats)
-        curves, counts, seconds, flu, ability = sequential_curves(
+        before, coverage, curves, counts, seconds, flu, ability = measure_edits(
             lm,
             requests,
             cfg,
             stats,
             basis,
-            s["batch"],
-            s["gen_tokens"],
-            ability_probe(lm, s["ability_chunks"], s["ability_items"]),
+            s,
+            lambda: ability_probe(lm, s["ability_chunks"], s["ability_items"]),
         )
     plot_curves(curves, counts, out_dir)
     final = {m: {k: v[-1] for k, v in c.items()} for m, c in curves.items()}
@@ -326,11 +359,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     wall = time.perf_counter() - start
     summary = (
         f"{s['n_edits']} sequential edits (batches of {s['batch']}) on SmolLM2-135M: "
-        + "; ".join(
-            f"{m} eff {v['efficacy']:.0f} / gen {v['generalization']:.0f} / spec {v['specificity']:.0f}"
-            f" / S {v['S']:.1f}"
-            for m, v in final.items()
-        )
+        + methods_summary(final)
     )
     metrics = {
         "before": before,

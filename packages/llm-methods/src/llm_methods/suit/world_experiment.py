@@ -34,9 +34,9 @@ from llm_methods.suit.experiment import (
     EFFICACY_GAP_MAX,
     PAPER,
     SPECIFICITY_MARGIN,
+    measure_edits,
+    methods_summary,
     plot_curves,
-    sequential_curves,
-    subject_coverage,
     suit_claims,
 )
 
@@ -139,7 +139,6 @@ def _one_world(spec: Any, s: dict[str, Any], cfg: Any) -> dict[str, Any]:
     """Build (or load) one world's model and run the four editors on it."""
     from llm_methods.suit.data import synth_names
     from llm_methods.suit.keys import key_second_moments, subject_basis
-    from llm_methods.suit.metrics import edit_metrics
     from llm_methods.suit.toy_facts_lm import ensure_facts_lm, load_world, prompts
 
     t0 = time.perf_counter()
@@ -162,17 +161,8 @@ def _one_world(spec: Any, s: dict[str, Any], cfg: Any) -> dict[str, Any]:
         s["basis_names"], seed=spec.seed + 1000, exclude=frozenset(r.subject for r in known)
     )
     basis = subject_basis(lm, cfg.layers, names, list(prompts().values()), cfg.tau)
-    before = edit_metrics(lm, requests)
-    coverage = subject_coverage(lm, requests, cfg, stats)
-    curves, counts, seconds, flu, ability = sequential_curves(
-        lm,
-        requests,
-        cfg,
-        stats,
-        basis,
-        s["batch"],
-        s["gen_tokens"],
-        world_probe(lm, spec, requests),
+    before, coverage, curves, counts, seconds, flu, ability = measure_edits(
+        lm, requests, cfg, stats, basis, s, lambda: world_probe(lm, spec, requests)
     )
     final = {m: {k: v[-1] for k, v in c.items()} for m, c in curves.items()}
     return {
@@ -240,11 +230,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     )
     summary = (
         f"{s['n_edits']} sequential edits (batches of {s['batch']}) on {world}, seed means: "
-        + "; ".join(
-            f"{m} eff {v['efficacy']:.0f} / gen {v['generalization']:.0f} / spec {v['specificity']:.0f}"
-            f" / S {v['S']:.1f}"
-            for m, v in final.items()
-        )
+        + methods_summary(final)
     )
     per_seed = {
         str(k): {
