@@ -501,3 +501,21 @@ def test_subcommand_flags_reach_that_subcommand_only(
     assert cli.config["fit"]["overwrite"] is True and cli.trainer.global_step == 2
     with pytest.raises(UsageError, match="overwrite"):
         run_cli(Regressor, Data, ["validate", *args], **kwargs)
+
+
+def test_a_method_of_a_package_accepts_its_own_checkpoints_and_refuses_its_siblings(
+    tmp_path: Path,
+) -> None:
+    """llm-methods' commands check ``--ckpt_path`` against ``llm_methods.<method>``: on
+    7db60f3 only the top module was compared (``llm_methods`` != ``llm_methods.perk``), so
+    every llm-methods LightningCLI refused its own checkpoints as another package's."""
+    from iclr26_common.lightning import check_checkpoint_file
+
+    own = _checkpoint(tmp_path / "perk.ckpt", class_path="llm_methods.perk.lit_module.PERKModule")
+    assert check_checkpoint_file(str(own), package="llm_methods.perk") is not None
+    with pytest.raises(UsageError, match=r"a checkpoint of llm-methods\.perk .* not of llm-me"):
+        check_checkpoint_file(str(own), package="llm_methods.remix")
+    rf = _checkpoint(tmp_path / "rf.ckpt", class_path="rf_matid.lit_module.RFMatIDClassifier")
+    assert check_checkpoint_file(str(rf), package="rf_matid") is not None
+    with pytest.raises(UsageError, match="a checkpoint of rf-matid"):
+        check_checkpoint_file(str(rf), package="rf_matidx")

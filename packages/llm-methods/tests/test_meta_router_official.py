@@ -158,7 +158,7 @@ def test_cli_official_and_r_learner(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert table[0].startswith("ratio,gold_only") and len(table) == len(GRID) + 1
     line = assert_one_line_error(
         main,
-        ["meta_router", "official", "--csv", str(tmp_path / "none.csv"), "--out", str(out)],
+        ["meta_router", "official", "--csv", str(tmp_path / "none.csv"), "--out", str(out) + "2"],
         capsys,
     )
     assert "none.csv: no such file" in line

@@ -184,3 +184,11 @@ def test_icr_context_too_long_one_line(tmp_path: Path, capsys: Any) -> None:
         ["perk", "eval", "--model", str(ckpt), "--data", str(data), "--out", str(tmp_path / "o")],
     )
     assert "without segmentation" in line
+
+
+def test_perk_test_takes_its_own_fit_checkpoint(perk_ckpt: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``fit`` -> ``test --ckpt_path``: on 7db60f3 every llm-methods LightningCLI refused its own
+    checkpoint ("a checkpoint of llm-methods (...PERKModule), not of llm-methods.perk")."""
+    args = ["perk", "test", "--config", "tiny", f"--ckpt_path={perk_ckpt}"]
+    assert main(args) in (0, None)
+    assert "not of llm-methods" not in capsys.readouterr().err

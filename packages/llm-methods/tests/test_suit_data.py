@@ -133,7 +133,7 @@ def test_zsre_reader(tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "zsre.json"
     path.write_text(json.dumps([rec]))
     (r,) = read_requests(path)
-    assert r.prompt == "What is the capital of {}?" and r.target_new == " Paris"
+    assert r.prompt == "What is the capital of {}?" and r.target_new == " Rome"  # answers[0]
     assert r.neighbour_answers() == [" Shakespeare"]
     path.write_text(json.dumps([dict(rec, subject="Zorb")]))
     with pytest.raises(ValueError, match="record 0: subject 'Zorb' does not occur in src"):

@@ -208,8 +208,9 @@ def check_checkpoint_file(ckpt_path: str, *, package: str) -> dict[str, Any] | N
     except UsageError as error:
         raise UsageError(f"--ckpt_path {error}") from None
     class_path = str((payload.get("hyper_parameters") or {}).get("_class_path") or "")
-    owner = class_path.split(".")[0]
-    if owner and owner != package:
+    # ``package`` may be a sub-package (``llm_methods.perk``): the class must live under it.
+    owner = ".".join(class_path.split(".")[: package.count(".") + 1])
+    if class_path and not class_path.startswith(f"{package}."):
         raise UsageError(
             f"--ckpt_path {ckpt_path}: a checkpoint of {owner.replace('_', '-')} "
             f"({class_path}), not of {package.replace('_', '-')}"
