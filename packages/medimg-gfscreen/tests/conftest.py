@@ -49,3 +49,24 @@ TINY_MODEL = {
     "roi_size": (32, 32, 16),
     "num_samples": 2,
 }
+
+
+def _predict_args(images: Path, masks: Path, root: Path, *extra: str) -> list[str]:
+    """``predict --config tiny`` on the images in ``images``, masks into ``masks``."""
+    return [
+        "predict",
+        "--config",
+        "tiny",
+        "--data.init_args.datalist=unused.json",
+        f"--data.init_args.predict_dir={images}",
+        f"--data.init_args.output_dir={masks}",
+        f"--trainer.default_root_dir={root}",
+        "--trainer.enable_progress_bar=false",
+        *extra,
+    ]
+
+
+@pytest.fixture
+def predict_args():  # type: ignore[no-untyped-def]
+    """Builds the argument list of a tiny ``predict`` run (promise and user-data tests)."""
+    return _predict_args

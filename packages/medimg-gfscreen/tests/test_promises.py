@@ -47,22 +47,8 @@ def images(synth_dir: Path, tmp_path: Path) -> Path:
     return folder
 
 
-def _predict(images: Path, masks: Path, root: Path, *extra: str) -> list[str]:
-    return [
-        "predict",
-        "--config",
-        "tiny",
-        "--data.init_args.datalist=unused.json",
-        f"--data.init_args.predict_dir={images}",
-        f"--data.init_args.output_dir={masks}",
-        f"--trainer.default_root_dir={root}",
-        "--trainer.enable_progress_bar=false",
-        *extra,
-    ]
-
-
 def test_outputs_are_checked_before_anything_is_read(
-    tmp_path: Path, synth_dir: Path, capsys: pytest.CaptureFixture
+    predict_args, tmp_path: Path, synth_dir: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """On 11b2942 `datalist` read the data folder before it looked at --out (a missing folder
     was the error), `synth` into a folder of earlier results said "not empty" with no way to
@@ -95,7 +81,7 @@ def test_outputs_are_checked_before_anything_is_read(
     assert (taken / "datalist.json").is_file() and not (taken / PARTIAL_MARKER).exists()
     # predict: an output_dir holding earlier results, before any image or model is read
     line = assert_one_line_error(
-        main, _predict(missing, taken, tmp_path / "run"), capsys, prog=PROG
+        main, predict_args(missing, taken, tmp_path / "run"), capsys, prog=PROG
     )
     assert f"--data.init_args.output_dir {taken}: holds earlier results" in line
     assert not missing.exists() and not (tmp_path / "run").exists()
@@ -114,7 +100,7 @@ def test_screen_on_a_truncated_image_is_one_line_naming_it(
 
 
 def test_predict_on_a_truncated_image_keeps_the_finished_masks_and_resumes(
-    tmp_path: Path, images: Path, capsys: pytest.CaptureFixture
+    predict_args, tmp_path: Path, images: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """On 11b2942 `predict` on a folder with a truncated .nii.gz ended in a 99-line traceback
     after writing the masks before it, and the rerun was refused because those masks existed.
@@ -124,7 +110,7 @@ def test_predict_on_a_truncated_image_keeps_the_finished_masks_and_resumes(
     intact = bad.read_bytes()
     _truncate(bad)
     masks = tmp_path / "masks"
-    run = run_main(main, _predict(images, masks, tmp_path / "run"), capsys)
+    run = run_main(main, predict_args(images, masks, tmp_path / "run"), capsys)
     assert run.code == 2 and "Traceback" not in run.err
     errors = [line for line in nonblank_lines(run.err) if "error" in line.lower()]
     assert len(errors) == 1 and errors[0].startswith(PROG), run.err
@@ -134,12 +120,12 @@ def test_predict_on_a_truncated_image_keeps_the_finished_masks_and_resumes(
     before = first.stat().st_mtime_ns
 
     line = assert_one_line_error(
-        main, _predict(images, masks, tmp_path / "run"), capsys, prog=PROG, drop_earlier=True
+        main, predict_args(images, masks, tmp_path / "run"), capsys, prog=PROG, drop_earlier=True
     )
     assert "partial results of an interrupted run; pass --resume" in line
 
     bad.write_bytes(intact)
-    run = run_main(main, _predict(images, masks, tmp_path / "run", "--resume"), capsys)
+    run = run_main(main, predict_args(images, masks, tmp_path / "run", "--resume"), capsys)
     assert run.code == 0, run.err[-3000:]
     names = sorted(p.name for p in masks.glob("*.nii.gz"))
     assert names == [first.name, bad.name.replace("_0000", "")]
@@ -149,7 +135,11 @@ def test_predict_on_a_truncated_image_keeps_the_finished_masks_and_resumes(
 
 
 def test_predict_ctrl_c_is_one_line_and_keeps_the_finished_masks(
-    tmp_path: Path, images: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    predict_args,
+    tmp_path: Path,
+    images: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
 ) -> None:
     """On 11b2942 Ctrl-C in `predict` ended with exit 1 (Lightning's graceful shutdown) and a
     folder of masks that looked complete; now `medimg-gfscreen: interrupted`, exit 130, the
@@ -165,7 +155,7 @@ def test_predict_ctrl_c_is_one_line_and_keeps_the_finished_masks(
 
     monkeypatch.setattr(medimg_gfscreen.screen, "save_mask", interrupted)
     masks = tmp_path / "masks"
-    run = run_main(main, _predict(images, masks, tmp_path / "run"), capsys)
+    run = run_main(main, predict_args(images, masks, tmp_path / "run"), capsys)
     assert run.code == 130 and "Traceback" not in run.err
     assert nonblank_lines(run.err)[-1] == "medimg-gfscreen: interrupted"
     names = sorted(p.name for p in masks.iterdir())
@@ -218,7 +208,7 @@ def test_numbers_are_finite_and_devices_are_checked(
 
 
 def test_tiny_fit_leaves_a_checkpoint_that_test_predict_and_export_follow(
-    tmp_path: Path, synth_dir: Path, images: Path, capsys: pytest.CaptureFixture
+    predict_args, tmp_path: Path, synth_dir: Path, images: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """On 11b2942 tiny.yaml set `logger: false`, `enable_checkpointing: false` and no progress
     bar: `fit --config tiny` saved no checkpoint to follow. Now the one it leaves in the run's
@@ -240,7 +230,7 @@ def test_tiny_fit_leaves_a_checkpoint_that_test_predict_and_export_follow(
     masks = tmp_path / "masks"
     old = os.umask(0o077)
     try:
-        run = run_main(main, [*_predict(images, masks, runs), f"--ckpt_path={ckpt}"], capsys)
+        run = run_main(main, [*predict_args(images, masks, runs), f"--ckpt_path={ckpt}"], capsys)
         assert run.code == 0, run.err[-3000:]
         exported = tmp_path / "gfscreen.pt"
         args = ["export", "--ckpt", str(ckpt), "--out", str(exported)]

@@ -90,23 +90,8 @@ def test_screen_writes_a_tile_table_and_prints_a_summary(
     assert not (tmp_path / "b.nii.gz").exists()
 
 
-def _predict(images: Path, masks: Path, root: Path, *extra: str) -> list[str]:
-    return [
-        "predict",
-        "--config",
-        "tiny",
-        "--data.init_args.datalist=unused.json",
-        f"--data.init_args.predict_dir={images}",
-        f"--data.init_args.output_dir={masks}",
-        f"--trainer.default_root_dir={root}",
-        "--trainer.enable_progress_bar=false",
-        "--model.init_args.inference.threshold=-1",
-        *extra,
-    ]
-
-
 def test_predict_prints_each_case_and_keeps_a_table_that_resume_continues(
-    images: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    predict_args, images: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """On d9942d3 `predict` printed nothing per case and wrote no table (masks only), so an
     interrupted run's finished cases had no record beside their masks."""
@@ -114,7 +99,11 @@ def test_predict_prints_each_case_and_keeps_a_table_that_resume_continues(
     intact = second.read_bytes()
     second.write_bytes(intact[: len(intact) // 2])  # a truncated .nii.gz, the second case
     masks = tmp_path / "masks"
-    run = run_main(main, _predict(images, masks, tmp_path / "run"), capsys)
+    run = run_main(
+        main,
+        predict_args(images, masks, tmp_path / "run", "--model.init_args.inference.threshold=-1"),
+        capsys,
+    )
     assert run.code == 2 and str(second) in run.err and "Traceback" not in run.err
     a_mask = masks / first.name.replace("_0000", "")
     b_mask = masks / second.name.replace("_0000", "")
@@ -130,7 +119,13 @@ def test_predict_prints_each_case_and_keeps_a_table_that_resume_continues(
     assert f"{a_case}: {a_voxels} lesion voxels, selection rate 100.0 %" in run.out
 
     second.write_bytes(intact)
-    run = run_main(main, _predict(images, masks, tmp_path / "run", "--resume"), capsys)
+    run = run_main(
+        main,
+        predict_args(
+            images, masks, tmp_path / "run", "--model.init_args.inference.threshold=-1", "--resume"
+        ),
+        capsys,
+    )
     assert run.code == 0, run.err[-3000:]
     rows = _rows(masks / "cases.csv")
     assert [r["case"] for r in rows] == [a_case, b_mask.name.replace(".nii.gz", "")]
