@@ -35,7 +35,8 @@ def _section(version: str, kind: str = "Added", entry: str = "something") -> str
 def _pyproject(dist: str, version: str) -> str:
     return (
         f'[project]\nname = "{dist}"\nversion = "{version}"\nlicense = "BSD-3-Clause"\n'
-        'readme = "README.md"\nrequires-python = ">=3.11"\n'
+        'readme = "README.md"\nrequires-python = ">=3.11"\n\n'
+        '[build-system]\nrequires = ["hatchling>=1.27"]\nbuild-backend = "hatchling.build"\n'
     )
 
 
@@ -79,7 +80,7 @@ def test_record_then_check_passes(ws: Path, capsys: pytest.CaptureFixture) -> No
     code, out, err = _run(ws, "check", capsys=capsys)
     assert code == 0, err
     assert "note: alpha-pkg 0.1.0: not recorded yet" in out
-    code, out, err = _run(ws, "record", capsys=capsys)
+    code, out, err = _run(ws, "record", "--all", capsys=capsys)
     assert code == 0, err
     assert "alpha-pkg 0.1.0: recorded" in out and "beta-pkg 0.3.0: recorded" in out
     lines = (ws / rc.RECORD).read_text().splitlines()
@@ -90,7 +91,7 @@ def test_record_then_check_passes(ws: Path, capsys: pytest.CaptureFixture) -> No
     code, out, err = _run(ws, "check", capsys=capsys)
     assert (code, err) == (0, "")
     assert "2 packages ok" in out and "not recorded" not in out
-    code, out, _ = _run(ws, "record", capsys=capsys)
+    code, out, _ = _run(ws, "record", "--all", capsys=capsys)
     assert code == 0 and "already recorded" in out
     assert len((ws / rc.RECORD).read_text().splitlines()) == 2
 
@@ -98,7 +99,7 @@ def test_record_then_check_passes(ws: Path, capsys: pytest.CaptureFixture) -> No
 def test_a_code_change_without_a_bump_fails_for_that_package_only(
     ws: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    assert _run(ws, "record", capsys=capsys)[0] == 0
+    assert _run(ws, "record", "--all", capsys=capsys)[0] == 0
     (ws / "packages/alpha/src/alpha/__init__.py").write_text("VALUE = 2\n")
     code, _, err = _run(ws, "check", capsys=capsys)
     assert code == 1
@@ -151,7 +152,7 @@ def test_the_digest_reads_crlf_as_lf_in_text_files_only(ws: Path) -> None:
 
 
 def test_a_bump_with_its_changelog_section_passes(ws: Path, capsys: pytest.CaptureFixture) -> None:
-    assert _run(ws, "record", capsys=capsys)[0] == 0
+    assert _run(ws, "record", "--all", capsys=capsys)[0] == 0
     pkg = ws / "packages/alpha"
     (pkg / "src/alpha/__init__.py").write_text("VALUE = 2\n")
     (pkg / "pyproject.toml").write_text(_pyproject("alpha-pkg", "0.2.0"))
@@ -196,7 +197,7 @@ def test_a_missing_changelog_or_section_fails(ws: Path, capsys: pytest.CaptureFi
 def test_a_recorded_version_keeps_its_changelog_section(
     ws: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    assert _run(ws, "record", capsys=capsys)[0] == 0
+    assert _run(ws, "record", "--all", capsys=capsys)[0] == 0
     pkg = ws / "packages/alpha"
     (pkg / "pyproject.toml").write_text(_pyproject("alpha-pkg", "0.2.0"))
     (pkg / "CHANGELOG.md").write_text(_changelog(_section("0.2.0")))  # 0.1.0's section dropped
@@ -205,18 +206,181 @@ def test_a_recorded_version_keeps_its_changelog_section(
 
 
 def test_a_removal_needs_a_minor_bump_below_1_0(ws: Path, capsys: pytest.CaptureFixture) -> None:
-    assert _run(ws, "record", capsys=capsys)[0] == 0
+    assert _run(ws, "record", "--all", capsys=capsys)[0] == 0
     pkg = ws / "packages/alpha"
     _bump(pkg, "alpha-pkg", "0.1.1", _section("0.1.1", "Removed", "`--old` (use `--new`)"))
     code, _, err = _run(ws, "check", capsys=capsys)
-    assert code == 1 and "alpha-pkg 0.1.1: its changelog removes something" in err
+    assert code == 1 and "alpha-pkg 0.1.1: its changelog removes or renames something" in err
     assert "minor bump from 0.1.0" in err
     _bump(pkg, "alpha-pkg", "0.2.0", _section("0.2.0", "Removed", "`--old` (use `--new`)"))
     assert _run(ws, "check", capsys=capsys)[0] == 0
 
 
+@pytest.mark.parametrize(
+    ("kind", "entry", "message"),
+    [
+        # a rename described under "Changed" passed with a patch bump (R43 reviews)
+        ("Changed", "`--old` renamed to\n  `--new`", "removes or renames something"),
+        ("Changed", "`score` no longer writes `plot.png`", "removes or renames something"),
+        ("Changed", "`--epochs` is now `--n-epochs`", "removes or renames something"),
+        ("Changed", "Dropped `--epochs`", "removes or renames something"),
+        ("Changed", "progress lines are shorter", "lists Changed entries"),
+        # RELEASING.md's table: a rename that keeps the old spelling, a new flag: minor
+        (
+            "Deprecated",
+            "`--old` renamed to `--new`; the old spelling is removed in 0.3.0",
+            "lists Deprecated entries",
+        ),
+        ("Added", "a `--quiet` flag", "lists Added entries"),
+        ("Fixed", "a crash when the file was removed while reading", None),
+        ("Security", "refuse pickles", None),
+    ],
+)
+def test_the_bump_a_changelog_section_needs(
+    ws: Path, capsys: pytest.CaptureFixture, kind: str, entry: str, message: str | None
+) -> None:
+    assert _run(ws, "record", "--all", capsys=capsys)[0] == 0
+    pkg = ws / "packages/alpha"
+    _bump(pkg, "alpha-pkg", "0.1.1", _section("0.1.1", kind, entry))
+    code, _, err = _run(ws, "check", capsys=capsys)
+    if message is None:
+        assert code == 0, err
+    else:
+        assert code == 1 and message in err and "needs a minor bump from 0.1.0" in err, err
+        _bump(pkg, "alpha-pkg", "0.2.0", _section("0.2.0", kind, entry))
+        assert _run(ws, "check", capsys=capsys)[0] == 0
+
+
+@pytest.mark.parametrize("bullet", ["+ ", "  - ", "* "])
+def test_removed_entries_in_any_bullet_style_count(
+    ws: Path, capsys: pytest.CaptureFixture, bullet: str
+) -> None:
+    """R43 review: a "Removed" section written with ``+`` or indented bullets counted no entry
+    and passed with a patch bump."""
+    assert _run(ws, "record", "--all", capsys=capsys)[0] == 0
+    pkg = ws / "packages/alpha"
+    section = f"## [0.1.1] - 2026-12-06\n\n### Removed\n\n{bullet}`--old`\n"
+    _bump(pkg, "alpha-pkg", "0.1.1", section)
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1 and "removes or renames something" in err
+
+
+def test_a_deprecation_names_the_version_that_removes_it(
+    ws: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert _run(ws, "record", "--all", capsys=capsys)[0] == 0
+    pkg = ws / "packages/alpha"
+    _bump(pkg, "alpha-pkg", "0.2.0", _section("0.2.0", "Deprecated", "`--old`: use `--new`"))
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1 and "does not say the version that removes it" in err
+    section = (
+        "## [0.2.0] - 2026-12-06\n\n### Deprecated\n\nEach spelling below is removed in "
+        "alpha-pkg 0.3.0.\n\n- `--old`: use `--new`\n"
+    )
+    (pkg / "CHANGELOG.md").write_text(_changelog(section, _section("0.1.0")))
+    assert _run(ws, "check", capsys=capsys)[0] == 0
+
+
+def test_a_respelled_distribution_name_keeps_its_records(
+    ws: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """R43 review: ``name = "Alpha_Pkg"`` (the same distribution) matched no record, so changed
+    code passed as "not recorded yet"."""
+    assert _run(ws, "record", "--all", capsys=capsys)[0] == 0
+    pkg = ws / "packages/alpha"
+    (pkg / "pyproject.toml").write_text(_pyproject("Alpha_Pkg", "0.1.0"))
+    (pkg / "src/alpha/__init__.py").write_text("VALUE = 2\n")
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1 and "Alpha_Pkg 0.1.0: shipped files changed" in err
+
+
+def test_record_names_its_packages(ws: Path, capsys: pytest.CaptureFixture) -> None:
+    """A team records its own package: ``record`` alone would record other teams' bumps."""
+    with pytest.raises(SystemExit) as info:
+        _run(ws, "record", capsys=capsys)
+    assert info.value.code == 2 and "name the package(s) to record, or give --all" in (
+        capsys.readouterr().err
+    )
+    assert _run(ws, "record", "alpha-pkg", capsys=capsys)[0] == 0
+    assert [json.loads(x)["dist"] for x in (ws / rc.RECORD).read_text().splitlines()] == [
+        "alpha-pkg"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            '\n[tool.hatch.build.targets.wheel]\npackages = ["src/alpha"]\n'
+            '[tool.hatch.build.targets.wheel.shared-data]\n"share" = "share/alpha"\n',
+            "[tool.hatch.build.targets.wheel] shared-data: a build setting the digest does not",
+        ),
+        (
+            '\n[tool.hatch.build.targets.wheel]\npackages = ["src/alpha", "plugins/x"]\n'
+            "only-include = ['plugins']\n",
+            "[tool.hatch.build.targets.wheel] only-include: a build setting",
+        ),
+        ("\n[tool.hatch.build]\ndev-mode-dirs = ['.']\n", "[tool.hatch.build] dev-mode-dirs"),
+    ],
+)
+def test_build_settings_the_digest_cannot_follow_are_refused(
+    ws: Path, capsys: pytest.CaptureFixture, edit: str, message: str
+) -> None:
+    """R43 review: shared-data, only-include and other hatch settings shipped files outside the
+    digest, which then changed under a recorded version."""
+    pyproject = ws / "packages/alpha/pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("[project]", "[project]") + edit)
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1 and f"alpha-pkg 0.1.0: {message}" in err, err
+
+
+def test_a_symbolic_link_in_src_is_refused(ws: Path, capsys: pytest.CaptureFixture) -> None:
+    """R43 review: a linked folder shipped its target's files, which the digest never saw."""
+    (ws / "shared").mkdir()
+    (ws / "shared" / "x.py").write_text("X = 1\n")
+    (ws / "packages/alpha/src/alpha/ext").symlink_to(ws / "shared")
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1 and "src/alpha/ext is a symbolic link" in err
+
+
+def test_unshipped_pyproject_tables_need_no_bump_and_force_included_files_do(
+    ws: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """R43 review: editing [dependency-groups] (never shipped) forced a bump, while a file
+    force-included from outside src/ (shipped) could change under a recorded version."""
+    assert _run(ws, "record", "--all", capsys=capsys)[0] == 0
+    pkg = ws / "packages/alpha"
+    pyproject = pkg / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text()
+        + '\n# a comment\n[dependency-groups]\ndev = ["pytest"]\n\n[tool.uv]\npackage = true\n'
+    )
+    assert _run(ws, "check", capsys=capsys)[0] == 0
+    (pkg / "extra").mkdir()
+    (pkg / "extra" / "table.csv").write_text("a,b\n")
+    pyproject.write_text(
+        pyproject.read_text()
+        + '\n[tool.hatch.build.targets.wheel.force-include]\n"extra" = "alpha/extra"\n'
+    )
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1 and "alpha-pkg 0.1.0: shipped files changed" in err
+    before = rc.content_digest(pkg)
+    (pkg / "extra" / "table.csv").write_text("a,b\n1,2\n")
+    assert rc.content_digest(pkg) != before  # the force-included file is digested
+
+
+def test_records_of_the_first_digest_scheme_still_match(ws: Path) -> None:
+    """Entries written before the pyproject/force-include scheme (``sha256:``) are compared
+    under that scheme."""
+    pkg = ws / "packages/alpha"
+    legacy, _ = rc.content_digest(pkg, legacy=True)
+    assert legacy.startswith("sha256:") and rc.recorded_digest_matches({"digest": legacy}, pkg)
+    (pkg / "src/alpha/__init__.py").write_text("VALUE = 2\n")
+    assert not rc.recorded_digest_matches({"digest": legacy}, pkg)
+
+
 def test_a_version_below_a_recorded_one_fails(ws: Path, capsys: pytest.CaptureFixture) -> None:
-    assert _run(ws, "record", capsys=capsys)[0] == 0
+    assert _run(ws, "record", "--all", capsys=capsys)[0] == 0
     pkg = ws / "packages/beta"
     _bump(pkg, "beta-pkg", "0.2.9", _section("0.2.9"))
     code, _, err = _run(ws, "check", capsys=capsys)
@@ -224,7 +388,7 @@ def test_a_version_below_a_recorded_one_fails(ws: Path, capsys: pytest.CaptureFi
 
 
 def test_a_rewritten_entry_breaks_the_chain(ws: Path, capsys: pytest.CaptureFixture) -> None:
-    assert _run(ws, "record", capsys=capsys)[0] == 0
+    assert _run(ws, "record", "--all", capsys=capsys)[0] == 0
     pkg = ws / "packages/alpha"
     (pkg / "src/alpha/__init__.py").write_text("VALUE = 2\n")
     record = ws / rc.RECORD
@@ -256,9 +420,26 @@ def _release(ws: Path, capsys: pytest.CaptureFixture) -> None:
     _git(ws, "init", "-q", "-b", "main")
     _git(ws, "add", "-A")
     _git(ws, "commit", "-q", "-m", "code")
-    assert _run(ws, "record", capsys=capsys)[0] == 0
+    assert _run(ws, "record", "--all", capsys=capsys)[0] == 0
     _git(ws, "add", "-A")
     _git(ws, "commit", "-q", "-m", "release")
+
+
+def _commit_forged_record(ws: Path, honest: str) -> None:
+    """Change alpha's code, "re-release" it as its recorded version (its digest rewritten, every
+    later entry re-chained, so the chain alone cannot see it) and commit that."""
+    pkg = ws / "packages/alpha"
+    (pkg / "src/alpha/__init__.py").write_text("VALUE = 2\n")
+    entries = [json.loads(x) for x in honest.splitlines()]
+    entries[0]["digest"] = rc.content_digest(pkg)[0]
+    lines: list[str] = []
+    for entry in entries:
+        entry["prev"] = rc.line_hash(lines[-1]) if lines else rc.GENESIS
+        lines.append(rc.encode_entry(entry))
+    (ws / rc.RECORD).parent.mkdir(parents=True, exist_ok=True)
+    (ws / rc.RECORD).write_text("\n".join(lines) + "\n")
+    _git(ws, "add", "-A")
+    _git(ws, "commit", "-q", "-m", "forge")
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -271,7 +452,7 @@ def test_record_refuses_uncommitted_files_of_the_package(
     _git(ws, "add", "-A")
     _git(ws, "commit", "-q", "-m", "code")
     (ws / "packages/alpha/src/alpha/scratch.py").write_text("X = 1\n")
-    code, _, err = _run(ws, "record", capsys=capsys)
+    code, _, err = _run(ws, "record", "--all", capsys=capsys)
     assert code == 1 and "alpha-pkg: uncommitted or untracked files under packages/alpha/" in err
     assert not (ws / rc.RECORD).exists() or (ws / rc.RECORD).read_text() == ""
 
@@ -287,28 +468,36 @@ def test_a_rewritten_record_merged_from_a_side_branch_fails(
     _git(ws, "add", "-A")
     _git(ws, "commit", "-q", "-m", "code")
     _git(ws, "branch", "forge")
-    assert _run(ws, "record", capsys=capsys)[0] == 0
+    assert _run(ws, "record", "--all", capsys=capsys)[0] == 0
     _git(ws, "add", "-A")
     _git(ws, "commit", "-q", "-m", "release")
     honest = (ws / rc.RECORD).read_text()
     _git(ws, "checkout", "-q", "forge")
-    pkg = ws / "packages/alpha"
-    (pkg / "src/alpha/__init__.py").write_text("VALUE = 2\n")
-    entries = [json.loads(x) for x in honest.splitlines()]
-    entries[0]["digest"] = rc.content_digest(pkg)[0]
-    lines: list[str] = []
-    for entry in entries:
-        entry["prev"] = rc.line_hash(lines[-1]) if lines else rc.GENESIS
-        lines.append(rc.encode_entry(entry))
-    (ws / rc.RECORD).parent.mkdir(parents=True, exist_ok=True)
-    (ws / rc.RECORD).write_text("\n".join(lines) + "\n")
-    _git(ws, "add", "-A")
-    _git(ws, "commit", "-q", "-m", "forge")
+    _commit_forged_record(ws, honest)
     _git(ws, "checkout", "-q", "main")
     _git(ws, "merge", "-q", "-X", "theirs", "--no-edit", "forge")
     assert (ws / rc.RECORD).read_text() != honest  # the forged record is what main holds now
     code, _, err = _run(ws, "check", capsys=capsys)
     assert code == 1 and "line 1: rewritten in commit" in err
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_rewritten_record_fast_forwarded_from_a_merge_fails(
+    ws: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """R43 review: a branch that rewrote the record, merged with ``-s ours`` onto main's history
+    and then fast-forwarded into main, passed (each commit was compared with its first parent
+    only, the forged branch)."""
+    _release(ws, capsys)
+    honest = (ws / rc.RECORD).read_text()
+    _git(ws, "checkout", "-q", "-b", "forge", "HEAD~1")  # before the record existed
+    _commit_forged_record(ws, honest)
+    _git(ws, "merge", "-q", "-s", "ours", "--no-edit", "main")
+    _git(ws, "checkout", "-q", "main")
+    _git(ws, "merge", "-q", "--ff-only", "forge")
+    assert (ws / rc.RECORD).read_text() != honest
+    code, _, err = _run(ws, "check", capsys=capsys)
+    assert code == 1 and "line 1: rewritten in commit" in err, err
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -343,7 +532,7 @@ def test_appending_passes_against_git_history(ws: Path, capsys: pytest.CaptureFi
     _bump(pkg, "alpha-pkg", "0.2.0", _section("0.2.0", "Changed", "VALUE is 2"))
     (pkg / "src/alpha/__init__.py").write_text("VALUE = 2\n")
     _git(ws, "commit", "-q", "-am", "alpha 0.2.0")
-    assert _run(ws, "record", capsys=capsys)[0] == 0
+    assert _run(ws, "record", "--all", capsys=capsys)[0] == 0
     _git(ws, "commit", "-q", "-am", "record alpha 0.2.0")
     code, _, err = _run(ws, "check", "--require-recorded", capsys=capsys)
     assert (code, err) == (0, "")
@@ -371,7 +560,7 @@ def test_the_real_packages_on_a_copy(tmp_path: Path, capsys: pytest.CaptureFixtu
         shutil.copytree(src / "src", dst / "src", ignore=shutil.ignore_patterns("__pycache__"))
         for name in ("pyproject.toml", "LICENSE", "CHANGELOG.md", "README.md"):
             shutil.copy2(src / name, dst / name)
-    code, out, err = _run(tmp_path, "record", capsys=capsys)
+    code, out, err = _run(tmp_path, "record", "--all", capsys=capsys)
     assert code == 0, err
     assert out.count(": recorded (") == len(list((ROOT / "packages").glob("*/pyproject.toml")))
     assert _run(tmp_path, "check", "--require-recorded", capsys=capsys)[0] == 0

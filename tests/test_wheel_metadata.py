@@ -111,6 +111,8 @@ def test_the_check_names_what_a_registry_would_refuse(common_wheel: Path, tmp_pa
         head, _, body = text.partition("\n\n")
         lines = [line for line in head.splitlines() if not line.startswith("Keywords:")]
         lines.append("Classifier: License :: OSI Approved :: BSD License")
+        lines.append("Classifier: Programming Language :: Python :: 3.13")  # CI runs 3.11
+        lines.append("Classifier: Topic :: Scientific/Engineering :: Alchemy")  # not a trove name
         lines.append("Project-URL: Homepage, https://github.com/your-org/iclr26")
         return "\n".join(lines) + "\n\n" + body
 
@@ -119,5 +121,7 @@ def test_the_check_names_what_a_registry_would_refuse(common_wheel: Path, tmp_pa
     assert "Keywords missing" in problems
     assert "license classifiers beside License-Expression" in problems
     assert "placeholder URL" in problems
+    assert "'Programming Language :: Python :: 3.13': CI tests on Python 3.11 only" in problems
+    assert "unknown classifier 'Topic :: Scientific/Engineering :: Alchemy'" in problems
     assert "RECORD: wrong hash for" in problems  # METADATA changed after the wheel was built
     assert "PKG-INFO's Classifier differs from the wheel's METADATA" in problems

@@ -32,11 +32,14 @@ many files, the date, and the hash of the line before it (a chain). Commands:
     look at and more): core metadata fields, classifiers, the README as long description, the
     license file in both, the wheel's RECORD, and the sdist's PKG-INFO equal to the wheel's.
 
-Shipped files of a package: ``pyproject.toml``, ``LICENSE`` and every file under ``src/`` (code,
-shipped configs, embedded data, READMEs inside the import package), less ``__pycache__/``,
-``*.pyc``/``*.pyo``, ``*.egg-info/`` and OS litter (``.DS_Store``, ``Thumbs.db``). The digest is
-the SHA-256 over the sorted POSIX relative paths, each with the SHA-256 of its bytes (CRLF read as
-LF in files without NUL bytes, so a Windows checkout gives the same digest). Tests, benchmarks,
+Shipped files of a package: ``pyproject.toml``, ``LICENSE``, every file under ``src/`` (code,
+shipped configs, embedded data, READMEs inside the import package) and what a hatch
+``force-include`` table ships from elsewhere, less ``__pycache__/``, ``*.pyc``/``*.pyo``,
+``*.egg-info/`` and OS litter (``.DS_Store``, ``Thumbs.db``). The digest is the SHA-256 over the
+sorted POSIX relative paths, each with the SHA-256 of its bytes (CRLF read as LF in files without
+NUL bytes, so a Windows checkout gives the same digest); ``pyproject.toml`` counts by its parsed
+content less ``[dependency-groups]`` and ``[tool.uv]``, which never ship (``sha256-2:`` digests;
+records of the first scheme, ``sha256:``, are compared under it). Tests, benchmarks,
 ``README.md``, ``BENCHMARKS.md`` and ``CHANGELOG.md`` of the package folder are not shipped code.
 
 Standard library only (``packaging``, when importable, adds its own metadata validation).
@@ -54,16 +57,20 @@ import hashlib
 import io
 import itertools
 import json
+import os
 import re
 import subprocess
 import sys
 import tarfile
 import tomllib
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The Python versions ``.ci/run`` tests the packages on (``.ci/setup-uv-env``'s interpreter):
+#: the only ``Programming Language :: Python :: 3.N`` classifiers a package may claim.
+TESTED_PYTHONS = ("3.11",)
 RECORD = "releases/records.jsonl"
 GENESIS = "sha256:" + "0" * 64
 EXCLUDED_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
@@ -110,7 +117,18 @@ def packages(root: Path) -> list[Package]:
 def _not_ignored(package_dir: Path) -> set[str] | None:
     """Paths (relative to the package folder) of the files git does not ignore there, tracked or
     not, as the build backend sees them; None outside a git work tree."""
-    listing = _git(package_dir, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    # .gitignore files only (what hatchling reads), not .git/info/exclude or core.excludesFile: a
+    # file only those hide still ships, so it is digested
+    listing = _git(
+        package_dir,
+        "-c",
+        "core.excludesFile=",
+        "ls-files",
+        "-z",
+        "--cached",
+        "--others",
+        "--exclude-per-directory=.gitignore",
+    )
     if listing is None or listing.returncode != 0:
         return None
     return {name for name in listing.stdout.split("\0") if name}
@@ -145,13 +163,113 @@ def file_digest(path: Path) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def content_digest(package_dir: Path) -> tuple[str, int]:
-    """``("sha256:...", number of files)`` of the package's shipped files."""
+#: The prefix of digests of the current scheme (pyproject.toml without its unshipped tables,
+#: force-included files); records written before it carry ``sha256:`` (whole files).
+DIGEST_PREFIX = "sha256-2:"
+
+
+def _force_included(package_dir: Path) -> list[str]:
+    """Files hatchling ships from outside ``src/`` (``force-include`` of the wheel or sdist
+    target), relative to the package folder; a folder stands for every file under it."""
+    try:
+        data = tomllib.loads((package_dir / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    targets = data.get("tool", {}).get("hatch", {}).get("build", {}).get("targets", {})
+    found: set[str] = set()
+    for target in ("wheel", "sdist"):
+        for source in targets.get(target, {}).get("force-include") or {}:
+            path = (package_dir / source).resolve()
+            items = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+            for item in items:
+                if item.is_file():
+                    try:
+                        found.add(item.relative_to(package_dir.resolve()).as_posix())
+                    except ValueError:  # outside the package folder: digested by its own path
+                        found.add(os.path.relpath(item, package_dir.resolve()).replace(os.sep, "/"))
+    return sorted(found)
+
+
+#: The hatch wheel/sdist settings the digest follows; any other build setting (``shared-data``,
+#: ``only-include``, ``sources``, ``artifacts``, build hooks, another build backend) could ship
+#: files the digest does not see, and is refused.
+ALLOWED_TARGET_KEYS = {"packages", "force-include", "exclude"}
+
+
+def build_problems(package_dir: Path) -> list[str]:
+    """Build settings under which the digest would not cover what the wheel ships: a symbolic
+    link among the shipped files (its target ships, and changes unseen), a build backend other
+    than hatchling, hatch settings beyond :data:`ALLOWED_TARGET_KEYS`, a hatch build hook."""
+    problems = []
+    src = package_dir / "src"
+    for path in sorted(src.rglob("*")) if src.is_dir() else []:
+        if path.is_symlink():
+            problems.append(
+                f"{path.relative_to(package_dir).as_posix()} is a symbolic link: the wheel ships "
+                "its target, which the digest cannot follow (put the files themselves there)"
+            )
+    try:
+        data = tomllib.loads((package_dir / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        return [*problems, f"pyproject.toml: not readable TOML ({error})"]
+    backend = data.get("build-system", {}).get("build-backend")
+    if backend != "hatchling.build":
+        problems.append(f"build backend {backend!r}: the release rule knows hatchling.build only")
+    hatch = data.get("tool", {}).get("hatch", {}).get("build", {})
+    for key in sorted(set(hatch) - {"targets"}):
+        problems.append(f"[tool.hatch.build] {key}: a build setting the digest does not follow")
+    for target, settings in sorted(hatch.get("targets", {}).items()):
+        for key in sorted(set(settings) - ALLOWED_TARGET_KEYS):
+            problems.append(
+                f"[tool.hatch.build.targets.{target}] {key}: a build setting the digest does "
+                f"not follow (allowed: {', '.join(sorted(ALLOWED_TARGET_KEYS))})"
+            )
+    if (package_dir / "hatch_build.py").exists():
+        problems.append("hatch_build.py: a build hook the digest does not follow")
+    return problems
+
+
+def _pyproject_digest(path: Path) -> str:
+    """SHA-256 of pyproject.toml's shipped content: the parsed TOML less ``[dependency-groups]``
+    and ``[tool.uv]`` (the wheel's metadata never reads them: editing them needs no bump), as
+    canonical JSON (formatting and comments do not count either)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError:  # not TOML: its bytes stand for it
+        return file_digest(path)
+    data.pop("dependency-groups", None)
+    tool = data.get("tool")
+    if isinstance(tool, dict):
+        tool.pop("uv", None)
+        if not tool:  # a table left empty is as if it were never there
+            data.pop("tool")
+    canonical = json.dumps(data, sort_keys=True, ensure_ascii=True, default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def content_digest(package_dir: Path, legacy: bool = False) -> tuple[str, int]:
+    """``("sha256-2:...", number of files)`` of the package's shipped files: pyproject.toml by
+    :func:`_pyproject_digest`, every other file by its bytes, force-included files too.
+    ``legacy``: the first scheme (``"sha256:..."``, whole pyproject.toml, ``src/`` only), to
+    compare with records written under it."""
     files = shipped_files(package_dir)
+    if not legacy:
+        files = sorted(set(files) | set(_force_included(package_dir)))
     total = hashlib.sha256()
     for rel in files:
-        total.update(rel.encode("utf-8") + b"\0" + file_digest(package_dir / rel).encode() + b"\n")
-    return "sha256:" + total.hexdigest(), len(files)
+        path = package_dir / rel
+        digest = (
+            _pyproject_digest(path) if rel == "pyproject.toml" and not legacy else file_digest(path)
+        )
+        total.update(rel.encode("utf-8") + b"\0" + digest.encode() + b"\n")
+    return ("sha256:" if legacy else DIGEST_PREFIX) + total.hexdigest(), len(files)
+
+
+def recorded_digest_matches(entry: dict, package_dir: Path) -> bool:
+    """Whether the package's shipped files are those the record entry digested (under the
+    scheme the entry was written with)."""
+    legacy = not str(entry["digest"]).startswith(DIGEST_PREFIX)
+    return content_digest(package_dir, legacy=legacy)[0] == entry["digest"]
 
 
 def version_key(version: str) -> tuple | None:
@@ -169,20 +287,52 @@ def version_key(version: str) -> tuple | None:
     return release, pre, post, dev
 
 
-def breaking_bump(old: str, new: str) -> bool:
-    """Whether old -> new is a bump that may break users: minor or more below 1.0, major from 1.0
-    on (semantic versioning)."""
+def bump_kind(old: str, new: str) -> str:
+    """ "major", "minor" or "patch": the largest release component old -> new raises."""
     old_key, new_key = version_key(old), version_key(new)
     if old_key is None or new_key is None:
-        return False
+        return "patch"
     (o_major, o_minor, *_), (n_major, n_minor, *_) = old_key[0], new_key[0]
-    if o_major == 0:
-        return n_major > 0 or n_minor > o_minor
-    return n_major > o_major
+    if n_major > o_major:
+        return "major"
+    return "minor" if n_minor > o_minor else "patch"
+
+
+def required_bump(section: Section, old: str) -> tuple[str, str] | None:
+    """The bump ``section``'s entries need from ``old`` and why, or None for a patch: a removal
+    or rename (every "Removed" entry, a "Changed" entry that says so) is minor below 1.0 and
+    major from 1.0 on; an "Added", "Changed" or "Deprecated" entry is minor (RELEASING.md's
+    table)."""
+    breaking = section.breaking()
+    old_key = version_key(old)
+    if breaking:
+        major = old_key is not None and old_key[0][0] >= 1
+        return (
+            "major" if major else "minor"
+        ), f"removes or renames something ({breaking[0][:60]!r})"
+    kinds = sorted({kind for kind, _ in section.entries} & set(MINOR_KINDS))
+    if kinds:
+        return "minor", f"lists {', '.join(kinds)} entries"
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
 # changelogs
+
+
+#: Words that make an entry under "Changed" a breaking change (a rename or removal described as
+#: a change): such a section needs the bump a "Removed" entry needs.
+BREAKING_WORDS = re.compile(
+    r"\b(?:renam\w*|remov\w*|drop\w*|delet\w*|replac\w*|no longer|breaking|incompatible"
+    r"|is now|are now)\b",
+    re.I,
+)
+#: Headings whose entries need at least a minor bump (new or changed interface, a deprecation);
+#: a section with only "Fixed" / "Security" entries may be a patch.
+MINOR_KINDS = ("Added", "Changed", "Deprecated", "Removed")
+#: What a "Deprecated" entry (or the paragraph under the heading) must say.
+REMOVED_IN = re.compile(r"removed in (?:[\w-]+ )?\d+\.\d+", re.I)
+ENTRY = re.compile(r"^\s*[-*+] \S")
 
 
 @dataclass
@@ -191,6 +341,17 @@ class Section:
     date: str | None
     line: int
     kinds: dict[str, int]  # change kind -> number of entries
+    entries: list[tuple[str, str]] = field(default_factory=list)  # (kind, the entry's text)
+    notes: dict[str, str] = field(default_factory=dict)  # kind -> text under it before entries
+
+    def breaking(self) -> list[str]:
+        """The entries that remove or rename something: every "Removed" entry, and "Changed"
+        entries that say so (:data:`BREAKING_WORDS`)."""
+        return [
+            text
+            for kind, text in self.entries
+            if kind == "Removed" or (kind == "Changed" and BREAKING_WORDS.search(text))
+        ]
 
 
 def changelog_sections(text: str) -> list[Section]:
@@ -207,8 +368,16 @@ def changelog_sections(text: str) -> list[Section]:
             kind = sub["kind"]
             sections[-1].kinds.setdefault(kind, 0)
             continue
-        if sections and kind is not None and re.match(r"^[-*] \S", line):
+        if sections and kind is not None and ENTRY.match(line):
             sections[-1].kinds[kind] += 1
+            sections[-1].entries.append((kind, line.strip()[2:].strip()))
+        elif sections and kind is not None and line.strip():
+            entries = sections[-1].entries
+            if entries and entries[-1][0] == kind:  # an entry's continuation line
+                entries[-1] = (kind, f"{entries[-1][1]} {line.strip()}")
+            else:  # a paragraph under the heading, before its entries
+                notes = sections[-1].notes
+                notes[kind] = f"{notes.get(kind, '')} {line.strip()}".strip()
     return sections
 
 
@@ -244,6 +413,18 @@ def changelog_problems(package: Package, recorded_versions: list[str]) -> list[s
             problems.append(
                 f"{name}: CHANGELOG.md section [{top.version}] has unknown headings "
                 f"{', '.join(unknown)} (use {', '.join(CHANGE_KINDS)})"
+            )
+        unnamed = [
+            text
+            for kind, text in top.entries
+            if kind == "Deprecated"
+            and not REMOVED_IN.search(text)
+            and not REMOVED_IN.search(top.notes.get("Deprecated", ""))
+        ]
+        if unnamed:
+            problems.append(
+                f"{name}: CHANGELOG.md section [{top.version}]: the deprecation {unnamed[0][:50]!r} "
+                "does not say the version that removes it ('removed in X.Y.Z')"
             )
         if not sum(top.kinds.values()):
             problems.append(
@@ -366,22 +547,27 @@ def history_problems(root: Path) -> tuple[list[str], list[str]]:
         )
     # --full-history: a merge whose result equals one parent's record is listed too (the default
     # history simplification would follow that parent alone and skip the merge). Each commit is
-    # compared with its first parent: the line the record was appended on.
-    log = _git(root, "log", "--full-history", "--format=%H", "--", RECORD)
-    for commit in log.stdout.split() if log is not None and log.returncode == 0 else []:
+    # compared with every parent: a merge (even one a fast-forward later put on the main line)
+    # must extend the record of each side it joins, so a side branch that rewrote the record,
+    # merged with "-s ours", still fails.
+    log = _git(root, "log", "--full-history", "--format=%H %P", "--", RECORD)
+    for line in log.stdout.splitlines() if log is not None and log.returncode == 0 else []:
+        commit, *parents = line.split()
         after = _git(root, "show", f"{commit}:{RECORD}")
-        before = _git(root, "show", f"{commit}^1:{RECORD}")
-        if before is None or before.returncode != 0:
-            continue  # the commit that created it, or the edge of a shallow clone
-        if after is None or after.returncode != 0:
-            problems.append(f"{RECORD}: deleted in commit {commit[:10]}")
-            continue
-        differs = _is_prefix(before.stdout, after.stdout)
-        if differs is not None:
-            problems.append(
-                f"{RECORD} line {differs}: rewritten in commit {commit[:10]} "
-                "(entries are appended, never rewritten)"
-            )
+        for parent in parents:
+            before = _git(root, "show", f"{parent}:{RECORD}")
+            if before is None or before.returncode != 0:
+                continue  # a side without a record yet, or the edge of a shallow clone
+            if after is None or after.returncode != 0:
+                problems.append(f"{RECORD}: deleted in commit {commit[:10]}")
+                break
+            differs = _is_prefix(before.stdout, after.stdout)
+            if differs is not None:
+                problems.append(
+                    f"{RECORD} line {differs}: rewritten in commit {commit[:10]} (against its "
+                    f"parent {parent[:10]}; entries are appended, never rewritten)"
+                )
+                break
     return problems, notes
 
 
@@ -395,17 +581,17 @@ def package_problems(package: Package, entries: list[dict], root: Path) -> tuple
     problems: list[str] = []
     if version_key(package.version) is None:
         problems.append(f"{name}: the version is not of the form X.Y.Z (PEP 440)")
-    mine = [e for e in entries if e["dist"] == package.dist]
+    mine = [e for e in entries if normalize(e["dist"]) == normalize(package.dist)]
     problems += changelog_problems(package, [e["version"] for e in mine])
     license_file, root_license = package.path / "LICENSE", root / "LICENSE"
     if not license_file.is_file():
         problems.append(f"{name}: no LICENSE in {package.path.name}/ (copy the root LICENSE)")
     elif root_license.is_file() and file_digest(license_file) != file_digest(root_license):
         problems.append(f"{name}: {package.path.name}/LICENSE differs from the root LICENSE")
-    digest, _ = content_digest(package.path)
+    problems += [f"{name}: {p}" for p in build_problems(package.path)]
     current = [e for e in mine if e["version"] == package.version]
     if current:
-        if current[0]["digest"] != digest:
+        if not recorded_digest_matches(current[0], package.path):
             problems.append(
                 f"{name}: shipped files changed since {package.version} was recorded "
                 f"({current[0]['date']}): bump the version in {package.path.name}/pyproject.toml "
@@ -428,14 +614,12 @@ def package_problems(package: Package, entries: list[dict], root: Path) -> tuple
                 else ""
             )
             top = next((s for s in sections if s.version == package.version), None)
-            if (
-                top is not None
-                and top.kinds.get("Removed")
-                and not breaking_bump(newest, package.version)
-            ):
+            needed = required_bump(top, newest) if top is not None else None
+            order = ("patch", "minor", "major")
+            if needed and order.index(bump_kind(newest, package.version)) < order.index(needed[0]):
                 problems.append(
-                    f"{name}: its changelog removes something, which needs a "
-                    f"{'minor' if newest.startswith('0.') else 'major'} bump from {newest}"
+                    f"{name}: its changelog {needed[1]}, which needs a {needed[0]} bump "
+                    f"from {newest}"
                 )
     return problems, False
 
@@ -566,6 +750,13 @@ def metadata_problems(message: email.message.Message, text: str, package: Packag
     for prefix in ("Development Status :: ", "Programming Language :: Python :: 3.", "Topic :: "):
         if not any(c.startswith(prefix) for c in classifiers):
             problems.append(f"no classifier '{prefix}...'")
+    for c in classifiers:
+        version = c.removeprefix("Programming Language :: Python :: ")
+        if re.fullmatch(r"3\.\d+", version) and version not in TESTED_PYTHONS:
+            problems.append(
+                f"classifier {c!r}: CI tests on Python {', '.join(TESTED_PYTHONS)} only "
+                "(claim only the versions .ci/run tests)"
+            )
     licensed = [c for c in classifiers if c.startswith("License ::")]
     if licensed:
         problems.append(
@@ -575,11 +766,18 @@ def metadata_problems(message: email.message.Message, text: str, package: Packag
     try:
         import trove_classifiers  # type: ignore[import-not-found]
     except ImportError:
-        pass
+        problems.append(
+            "classifiers not validated: install trove-classifiers (the root dev group has it)"
+        )
     else:
         for c in classifiers:
             if c not in trove_classifiers.classifiers and not c.startswith("Private ::"):
                 problems.append(f"unknown classifier {c!r}")
+    for requirement in message.get_all("Requires-Dist", []):
+        if re.search(r"\s@\s", requirement.split(";", 1)[0]):
+            problems.append(f"Requires-Dist {requirement!r}: a direct URL, which indexes refuse")
+    if len(message.get("Summary", "")) > 512:
+        problems.append("Summary longer than 512 characters (indexes refuse it)")
     if not message.get("Keywords", "").strip():
         problems.append("Keywords missing")
     if not message.get("Description-Content-Type", "").startswith("text/markdown"):
@@ -736,6 +934,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     record_parser = commands.add_parser("record", help="append the current versions to the record")
     record_parser.add_argument("dists", nargs="*", metavar="DIST")
+    record_parser.add_argument(
+        "--all",
+        action="store_true",
+        help="every package whose version is not recorded yet (a team names its own package)",
+    )
     record_parser.add_argument("--date", help="YYYY-MM-DD (default: the changelog section's date)")
     digest_parser = commands.add_parser("digest", help="print the shipped files' digests")
     digest_parser.add_argument("dists", nargs="*", metavar="DIST")
@@ -764,6 +967,8 @@ def main(argv: list[str] | None = None) -> int:
                 dt.date.fromisoformat(args.date)
             except ValueError:
                 parser.error(f"--date {args.date!r} is not YYYY-MM-DD")
+        if bool(args.dists) == args.all:
+            parser.error("record: name the package(s) to record, or give --all (not both)")
         problems, lines = record(root, args.dists, args.date)
         for line in problems:
             print(f"release record: {line}", file=sys.stderr)

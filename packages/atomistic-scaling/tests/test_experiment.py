@@ -13,10 +13,10 @@ from atomistic_scaling.experiment import (
     MAX_BETA_CI_WIDTH,
     MIN_LEARNED,
     claims,
+    per_seed_fits,
     run,
     settings,
     sweep_config,
-    verdict_checks,
 )
 from atomistic_scaling.model import ForceField, count_parameters
 from atomistic_scaling.sweep import SweepConfig, fit_sweep
@@ -47,7 +47,16 @@ def _fits(
     }
 
 
+def _per_seed(beta: dict[str, tuple[float, ...]], a: tuple[float, ...] = (0.5, 0.52, 0.48)) -> dict:
+    """Planted per-seed fits: ``beta[arch]`` one value per seed, the same ``a`` for every arch."""
+    return {
+        arch: {"alpha": [1.0] * len(b), "beta": list(b), "a": list(a)} for arch, b in beta.items()
+    }
+
+
 SEPARATED = {"mpnn": (0.2, 0.15, 0.25), "l1": (0.4, 0.3, 0.5), "l2": (0.5, 0.4, 0.6)}
+#: Per-seed β with the same seed-to-seed shift for every arch (one seed's data), gaps 0.2 / 0.1.
+SEPARATED_SEEDS = {"mpnn": (0.18, 0.2, 0.22), "l1": (0.39, 0.4, 0.42), "l2": (0.48, 0.5, 0.53)}
 
 
 def test_registered_under_the_entry_point_group() -> None:
@@ -55,48 +64,52 @@ def test_registered_under_the_entry_point_group() -> None:
     assert isinstance(EXPERIMENT, Experiment) and "2510.09768" in EXPERIMENT.paper
 
 
-@pytest.mark.parametrize(
-    ("beta", "a", "expected"),
-    [
-        (SEPARATED, 0.5, (True, True, True)),
-        # overlapping CIs: l1's lower end below the MPNN's upper end
-        (
-            {"mpnn": (0.2, 0.15, 0.35), "l1": (0.4, 0.3, 0.5), "l2": (0.5, 0.4, 0.6)},
-            0.5,
-            (False, True, True),
-        ),
-        (
-            {"mpnn": (0.2, 0.15, 0.25), "l1": (0.5, 0.3, 0.5), "l2": (0.4, 0.3, 0.5)},
-            0.7,
-            (True, False, False),
-        ),
-    ],
-)
-def test_verdict_checks(beta: dict, a: float, expected: tuple[bool, ...]) -> None:
-    checks = verdict_checks(_fits(beta, a))
-    assert tuple(checks.values()) == expected
-    assert [c.verdict for c in claims(_fits(beta, a), TRIVIAL)] == [
-        "held" if v else "not held" for v in expected
-    ]
+def test_every_criterion_can_hold() -> None:
+    out = claims(_fits(SEPARATED), TRIVIAL, _per_seed(SEPARATED_SEEDS))
+    assert [c.verdict for c in out] == ["held"] * 3, [c.effect for c in out]
+    assert all(c.effect is not None and c.effect.method == "t" for c in out)
+    assert out[0].effect.estimate == pytest.approx(0.2, abs=0.01)  # min(l1, l2) - mpnn
+    assert out[0].effect.n == 3 and "seeds" in out[0].effect.units
+
+
+def test_null_models_and_reversed_effects_are_not_held() -> None:
+    """(a)'s null model: the equivariant models with the MPNN's per-seed β give an exact zero
+    gap, not above 0. (b): ℓ=2 below ℓ=1. (c): a = 0.75 in every seed."""
+    same = {arch: SEPARATED_SEEDS["mpnn"] for arch in ("mpnn", "l1", "l2")}
+    a = claims(_fits(SEPARATED), TRIVIAL, _per_seed(same))[0]
+    assert a.verdict == "not held"
+    assert a.effect.method == "exact" and a.effect.estimate == 0.0
+    below = {**SEPARATED_SEEDS, "l2": (0.29, 0.3, 0.32)}
+    assert claims(_fits(SEPARATED), TRIVIAL, _per_seed(below))[1].verdict == "not held"
+    off = claims(_fits(SEPARATED), TRIVIAL, _per_seed(SEPARATED_SEEDS, a=(0.75, 0.76, 0.74)))
+    assert off[2].verdict == "not held"
+
+
+def test_a_spread_across_the_threshold_is_underpowered() -> None:
+    """A β gap of 0.05 whose per-seed values swing by ±0.1 straddles 0 with 3 seeds."""
+    noisy = {"mpnn": (0.2, 0.2, 0.2), "l1": (0.35, 0.15, 0.25), "l2": (0.4, 0.2, 0.3)}
+    out = claims(_fits(SEPARATED), TRIVIAL, _per_seed(noisy))
+    assert out[0].verdict == "inconclusive" and out[0].reason == "underpowered"
 
 
 def test_a_model_at_the_trivial_predictor_makes_every_claim_inconclusive() -> None:
     """0.2's MPNN ended at 0.911-0.918 with the trivial predictor at 0.912: its exponents were
-    read off an early plateau. Now that fails the first control, whatever the criteria say."""
+    read off an early plateau. Now that fails the first control, whatever the interval says."""
     fits = _fits(SEPARATED)
     fits["mpnn"]["final_loss"] = 0.911
-    verdicts = [c.verdict for c in claims(fits, 0.912)]
+    per_seed = _per_seed(SEPARATED_SEEDS)
+    verdicts = [c.verdict for c in claims(fits, 0.912, per_seed)]
     assert verdicts == ["inconclusive", "held", "inconclusive"]  # (b) involves l1, l2 only
-    (failed,) = [p for p in claims(fits, 0.912)[0].preconditions if not p.passed]
+    (failed,) = [p for p in claims(fits, 0.912, per_seed)[0].preconditions if not p.passed]
     assert failed.name == "every model beats the trivial predictor"
     learned = _fits(SEPARATED, final=0.912 * 0.8)  # exactly at the bound passes
-    assert [c.verdict for c in claims(learned, 0.912)] == ["held"] * 3
+    assert [c.verdict for c in claims(learned, 0.912, per_seed)] == ["held"] * 3
 
 
 def test_a_non_positive_exponent_makes_the_claim_inconclusive() -> None:
     """0.2 used α = -0.006 (a = 1.03) in a verdict: a fit problem now fails a control."""
     fits = _fits(SEPARATED, problems=("alpha = -0.006 outside (0, 2]",))
-    out = claims(fits, TRIVIAL)
+    out = claims(fits, TRIVIAL, _per_seed(SEPARATED_SEEDS))
     assert [c.verdict for c in out] == ["inconclusive"] * 3
     assert all(
         not p.passed for c in out for p in c.preconditions if p.name == "usable L(N, D) fits"
@@ -105,9 +118,20 @@ def test_a_non_positive_exponent_makes_the_claim_inconclusive() -> None:
 
 def test_wide_cis_make_the_claim_inconclusive_not_a_verdict() -> None:
     wide = {"mpnn": (0.2, 0.1, 0.5), "l1": (0.4, 0.3, 0.5), "l2": (0.5, 0.4, 0.6)}
-    out = claims(_fits(wide, a_ci=0.5), TRIVIAL)
+    out = claims(_fits(wide, a_ci=0.5), TRIVIAL, _per_seed(SEPARATED_SEEDS))
     assert [c.verdict for c in out] == ["inconclusive", "held", "inconclusive"]
-    assert out[0].criterion_met is False  # alone, the CI rule would have said "not held"
+    assert out[0].criterion_met is True  # what the interval alone said, kept in the report
+
+
+def test_missing_per_seed_fits_make_the_claim_inconclusive() -> None:
+    """Under 2 seeds with a finite per-seed fit there is no interval: the control fails."""
+    nan = float("nan")
+    broken = {**SEPARATED_SEEDS, "mpnn": (nan, nan, 0.2)}
+    out = claims(_fits(SEPARATED), TRIVIAL, _per_seed(broken))
+    assert out[0].verdict == "inconclusive" and out[1].verdict == "held"
+    (failed,) = out[0].failed_preconditions
+    assert failed.name == "per-seed fits give an interval"
+    assert failed.measured == {"finite_seeds": 1, "seeds": 3}
 
 
 # --- planted power laws on the experiment's own grid ------------------------------------------
@@ -175,8 +199,13 @@ def _fit(records: list[dict], gate: bool = True) -> dict:
     return fit_sweep(records, n_boot=PLANTED_BOOT, frontiers=False, max_loss=max_loss)
 
 
+def _claims(records: list[dict], gate: bool = True) -> list:
+    fits = _fit(records, gate)
+    return claims(fits, TRIVIAL, per_seed_fits(records, fits))
+
+
 def _verdicts(beta: dict, alpha: dict, noise: float = PLANTED_NOISE) -> list[str]:
-    return [c.verdict for c in claims(_fit(_planted(beta, alpha, noise)), TRIVIAL)]
+    return [c.verdict for c in _claims(_planted(beta, alpha, noise))]
 
 
 #: Large, well-separated planted exponents (the grid resolves small ones too poorly, below).
@@ -187,15 +216,19 @@ PAPER_SIZED = {"mpnn": 0.2, "invariant": 0.35, "l1": 0.4, "l2": 0.5}
 
 @pytest.mark.slow
 def test_planted_signal_every_criterion_holds() -> None:
+    """At σ = 0.01 (about 40x the seeds' information) the t-intervals over 3 per-seed fits hold
+    every criterion; at σ = 0.03 (b)'s planted 0.2 gap is still underpowered (its interval
+    [-0.04, 0.52] in a run of 2026-12-07)."""
     beta = SEPARATED_EXPONENTS
-    assert _verdicts(beta, beta) == ["held", "held", "held"]
+    assert _verdicts(beta, beta, 0.01) == ["held", "held", "held"]
 
 
 @pytest.mark.slow
 def test_planted_signal_every_criterion_fails() -> None:
-    """MPNN and l1 with equal data exponents ((a) fails), ℓ=2 below ℓ=1 ((b) fails) and
-    α = 2β, so a = 1/3 ((c) fails), with every control passing."""
-    beta = {"mpnn": 0.8, "invariant": 0.8, "l1": 0.8, "l2": 0.6}
+    """The MPNN's β above l1's by 0.4 ((a) fails), ℓ=2 below ℓ=1 by 0.6 ((b) fails) and α = 1.6
+    for every model, so l2's a = 0.2 ((c) fails), with every control passing. (Equal exponents
+    give an interval across 0 with 3 seeds: underpowered, not "not held".)"""
+    beta = {"mpnn": 1.4, "invariant": 1.0, "l1": 1.0, "l2": 0.4}
     alpha = dict.fromkeys(beta, 1.6)
     assert _verdicts(beta, alpha) == ["not held", "not held", "not held"]
 
@@ -217,10 +250,11 @@ def test_where_the_grid_cannot_resolve_the_precision_control_fails(
     for the separated exponents; paper-sized ones (MPNN ~0.2, equivariant ~0.4-0.5) stay
     unresolved even at σ = 0.03 (5x the seeds): (a) is inconclusive, not a verdict the grid
     cannot support."""
-    fits = _fit(_planted(beta, beta, noise))
+    records = _planted(beta, beta, noise)
+    fits = _fit(records)
     widths = [fits[a]["ci"]["beta"][1] - fits[a]["ci"]["beta"][0] for a in ("mpnn", "l1", "l2")]
     assert max(widths) > MAX_BETA_CI_WIDTH
-    assert claims(fits, TRIVIAL)[0].verdict == "inconclusive"
+    assert claims(fits, TRIVIAL, per_seed_fits(records, fits))[0].verdict == "inconclusive"
 
 
 @pytest.mark.slow
@@ -229,8 +263,7 @@ def test_paper_sized_differences_are_not_resolved_even_at_low_noise() -> None:
     control, yet the MPNN's CI still overlaps l1's although the planted β differ by 0.2: (a)
     does not come out "held". This grid (8x in D, 3 widths) cannot support a verdict on
     differences of the paper's size at any seed count we can afford (README, Limitations)."""
-    fits = _fit(_planted(PAPER_SIZED, PAPER_SIZED, 0.01))
-    assert claims(fits, TRIVIAL)[0].verdict != "held"
+    assert _claims(_planted(PAPER_SIZED, PAPER_SIZED, 0.01))[0].verdict != "held"
 
 
 def test_a_curve_flat_at_the_trivial_loss_then_falling_is_inconclusive() -> None:
@@ -244,14 +277,21 @@ def test_a_curve_flat_at_the_trivial_loss_then_falling_is_inconclusive() -> None
     for r in records:
         if r["arch"] == "mpnn" and r["D"] <= 400:
             r["loss"] = TRIVIAL * math.exp(rng.normal(0.0, PLANTED_NOISE))
-    assert claims(_fit(records, gate=False), TRIVIAL)[0].verdict == "held"  # the old behaviour
+    assert _claims(records, gate=False)[0].verdict == "held"  # the old behaviour
     fits = _fit(records)
     assert fits["mpnn"]["dropped_cells"] == [[w, d] for w in (8, 16, 32) for d in (200, 400)]
-    claim = claims(fits, TRIVIAL)[0]
+    per_seed = per_seed_fits(records, fits)
+    claim = claims(fits, TRIVIAL, per_seed)[0]
     assert claim.verdict == "inconclusive"
-    assert nonfinite_claims(claims(fits, TRIVIAL)) == []  # no fit: "NaN", which reports accept
+    assert (
+        nonfinite_claims(claims(fits, TRIVIAL, per_seed)) == []
+    )  # no fit: "NaN", which reports accept
     failed = {p.name: p for p in claim.preconditions if not p.passed}
-    assert set(failed) == {"usable L(N, D) fits", "fits precise enough to decide"}  # no CI
+    assert set(failed) == {
+        "usable L(N, D) fits",
+        "fits precise enough to decide",  # no CI
+        "per-seed fits give an interval",
+    }
     assert "2 D values" in failed["usable L(N, D) fits"].measured["problems"]["mpnn"][0]
     from atomistic_scaling.sweep_report import summary_table
 
@@ -288,6 +328,6 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
     trivial = result.metrics["trivial_predictor"]["loss"]
     assert trivial > 0 and f"Trivial predictor {trivial:.3f}" in result.summary
     assert [c.text for c in result.claims] == list(CLAIM_TEXTS.values())
-    for claim, met in zip(result.claims, verdict_checks(fits).values(), strict=True):
-        assert claim.criterion_met is met
-        assert claim.preconditions  # every claim is gated by its controls
+    for claim in result.claims:
+        assert claim.effect is not None and claim.preconditions  # gated by its controls
+    assert set(result.metrics["per_seed_fits"]) == set(cfg["archs"])

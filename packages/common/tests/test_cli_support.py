@@ -411,3 +411,36 @@ def test_console_script_keeps_the_promises_cli_contract_checks(
 
     assert script.is_user_error(configparser.Error("bad"))  # type: ignore[attr-defined]
     assert not script.is_user_error(RuntimeError("bug"))  # type: ignore[attr-defined]
+
+
+def test_console_script_with_run_time_commands_and_no_configs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``commands`` may be a function (llm-methods discovers its method commands at run time)
+    and ``configs=False`` drops the ``configs`` command of a package without configs (52aa8a9:
+    ``commands`` had to be a fixed mapping and ``configs`` was always added, so llm-methods kept
+    its own routing)."""
+    from iclr26_common.cli_support import ConsoleScript
+    from iclr26_common.testing import assert_one_line_error, run_main
+
+    found: list[str] = []
+
+    def discovered() -> dict[str, str]:
+        found.append("help")
+        return {"hello": "say hello", "plugin": "a command found at run time"}
+
+    script = ConsoleScript(
+        "iclr26_common",
+        "1.0",
+        "Demo.",
+        discovered,
+        handlers=lambda: {"hello": lambda rest: print("hi") or 0, "plugin": lambda rest: 3},
+        prog="demo",
+        configs=False,
+    )
+    assert script.main(["hello"]) == 0 and script.main(["plugin"]) == 3
+    assert found == []  # the help's mapping is built only for --help
+    run = run_main(script.main, ["--help"], capsys)
+    assert run.code == 0 and "plugin" in run.out and "configs" not in run.out, run.out
+    line = assert_one_line_error(script.main, ["configs"], capsys)
+    assert "unknown command 'configs'" in line, line

@@ -119,6 +119,10 @@ def test_units_needed_by_hand() -> None:
 
     assert stats.t.ppf(0.975, needed - 1) / math.sqrt(needed) < 0.05
     assert stats.t.ppf(0.975, needed - 2) / math.sqrt(needed - 1) >= 0.05
+    # an estimate within rounding of its threshold: (spread / distance)^2 ~ 1e31 units; on
+    # 52aa8a9 scipy's t.ppf got that integer and raised TypeError
+    assert units_needed(1.0, 0.1 + 1e-16, 0.1, ">=") is None
+    assert units_needed(1.0, 1e-300, 0.0, ">=") is None
 
 
 # ------------------------------------------------------------------ planted effects -> verdicts

@@ -33,7 +33,7 @@ SEEN_ARGV = []
 
 
 class Regressor(L.LightningModule):
-    def __init__(self, width: int = 4, lr: float = 0.1, n_features: int = 3):
+    def __init__(self, width: int = 4, lr: float = 0.1, n_features: int = 3, interrupt_at: int = -1):
         super().__init__()
         self.save_hyperparameters()
         self.net = torch.nn.Sequential(torch.nn.Linear(n_features, width), torch.nn.Linear(width, 1))
@@ -42,6 +42,8 @@ class Regressor(L.LightningModule):
         SEEN_ARGV.append(list(sys.argv))
 
     def training_step(self, batch, batch_idx):
+        if self.global_step == self.hparams.interrupt_at:
+            raise KeyboardInterrupt  # what Ctrl-C raises in the main thread
         x, y = batch
         loss = torch.nn.functional.mse_loss(self.net(x).squeeze(-1), y)
         self.log("train_loss", loss, sync_dist=True)
@@ -167,11 +169,18 @@ def test_without_a_logger_or_a_root_dir_no_config_lands_in_the_current_folder(
     assert sorted(p.name for p in tmp_path.glob("config*.yaml")) == []
 
 
-def _checkpoint(path: Path, *, class_path: str | None = None, epoch: int = 0) -> Path:
+def _checkpoint(
+    path: Path, *, class_path: str | None = None, epoch: int = 0, stamp: str | None = None
+) -> Path:
     import torch
 
+    from iclr26_common.lightning import MODEL_KEY
+
     hparams = {"_class_path": class_path} if class_path else {}
-    torch.save({"state_dict": {}, "hyper_parameters": hparams, "epoch": epoch}, path)
+    payload = {"state_dict": {}, "hyper_parameters": hparams, "epoch": epoch}
+    if stamp:
+        payload[MODEL_KEY] = stamp
+    torch.save(payload, path)
     return path
 
 
@@ -186,7 +195,17 @@ def _checkpoint(path: Path, *, class_path: str | None = None, epoch: int = 0) ->
             "--ckpt_path {ckpt}: a checkpoint of rf-matid "
             "(rf_matid.lit_module.RFMatIDClassifier), not of fakelit-pkg",
         ),
+        (
+            # a model given without subclass mode (atomistic-scaling, bio-scisor) saves no
+            # _class_path: on 52aa8a9 its checkpoint passed and ended in a jsonargparse error
+            lambda d: _checkpoint(d / "at.ckpt", stamp="atomistic_scaling.lit_module.ForceField"),
+            ["test"],
+            "--ckpt_path {ckpt}: a checkpoint of atomistic-scaling "
+            "(atomistic_scaling.lit_module.ForceField), not of fakelit-pkg",
+        ),
         (lambda d: d / "missing.ckpt", ["fit"], "--ckpt_path {ckpt}: no such checkpoint"),
+        # a folder read "no such checkpoint" on 52aa8a9
+        (lambda d: d, ["fit"], "--ckpt_path {ckpt}: is a folder; give a checkpoint"),
         (
             lambda d: (d / "t.ckpt").write_bytes(b"PK\x03\x04 truncated") and d / "t.ckpt",
             ["fit"],
@@ -219,6 +238,95 @@ def test_checkpoints_a_run_cannot_use_are_one_line_errors(
         cli_main.main, [*argv, "--ckpt_path", str(ckpt)], capsys, skip=startup
     )
     assert message.format(ckpt=ckpt) in err
+
+
+def test_checkpoints_name_their_model_without_subclass_mode(
+    cli_main, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fit saves its model's import path (``MODEL_KEY``) into the checkpoint, so a package
+    that takes its model without subclass mode (no ``_class_path``) is named when its
+    checkpoint reaches another package's command (on 52aa8a9: a jsonargparse error)."""
+    import torch
+
+    from iclr26_common.lightning import MODEL_KEY, check_checkpoint_file
+
+    run = run_main(cli_main.main, ["fit", "--config", "tiny"], capsys)
+    assert run.code == 0, run.err
+    (ckpt,) = (tmp_path / "lightning_logs" / "version_0" / "checkpoints").glob("*.ckpt")
+    payload = torch.load(ckpt, weights_only=True)
+    assert "_class_path" not in payload["hyper_parameters"]
+    assert payload[MODEL_KEY] == "fakelit_pkg.model.Regressor"
+    assert check_checkpoint_file(str(ckpt), package="fakelit_pkg") is not None
+    with pytest.raises(UsageError, match=r"a checkpoint of fakelit-pkg \(fakelit_pkg\.model"):
+        check_checkpoint_file(str(ckpt), package="rf_matid")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"model:\n  width: 5 # caf\xe9\n", "not UTF-8 text (byte 0xe9 at offset 23)"),
+        (None, "is a folder; give a config file"),
+    ],
+)
+def test_config_files_that_are_not_utf8_text_are_one_line_errors(
+    cli_main, tmp_path: Path, capsys: pytest.CaptureFixture[str], content, message
+) -> None:
+    """Issue 36: a Latin-1 ``--config`` YAML was a UnicodeDecodeError traceback from
+    jsonargparse in every LightningCLI (52aa8a9)."""
+    path = tmp_path / "conf"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    err = assert_one_line_error(cli_main.main, ["fit", "--config", str(path)], capsys)
+    assert f"--config {path}: {message}" in err
+
+
+def test_ctrl_c_in_a_fit_is_one_line_and_status_130(
+    cli_main, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Lightning catches a Ctrl-C inside ``fit``, shuts down and exits with status 1: on 52aa8a9
+    ``rf-matid benchmark`` and ``atomistic-scaling sweep`` ended with status 1 and no line."""
+    import signal
+
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        run = run_main(cli_main.main, ["fit", "-c", "tiny", "--model.interrupt_at", "1"], capsys)
+    finally:
+        signal.signal(signal.SIGINT, handler)  # Lightning ignores SIGINT after a Ctrl-C
+    assert run.code == 130, run.err
+    assert run.err.strip().splitlines()[-1] == "fakelit: interrupted"
+    assert "Traceback" not in run.err
+
+
+def test_ctrl_c_in_a_quiet_trainer_fit_is_one_line_and_status_130(
+    fake_site: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for the fits a command runs itself (``quiet_trainer``: rf-matid's benchmark,
+    atomistic-scaling's sweep)."""
+    import signal
+
+    from fakelit_pkg.model import Data, Regressor
+
+    from iclr26_common.lightning import quiet_trainer
+
+    monkeypatch.setenv("ICLR26_DEVICE", "cpu")
+    monkeypatch.delenv("FAKELIT_TRACEBACK", raising=False)
+
+    def dispatch(args: list[str]) -> int:
+        quiet_trainer(max_steps=4).fit(Regressor(interrupt_at=1), Data())
+        return 0
+
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(SystemExit) as info:
+            run_with_one_line_errors(
+                "sweeper", dispatch, [], is_user=lambda e: False, traceback_env="FAKELIT_TRACEBACK"
+            )
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    assert info.value.code == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "sweeper: interrupted"
 
 
 def test_config_goes_into_the_loggers_version_folder(

@@ -19,6 +19,27 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(threads)
 
 
+#: What a LightningCLI run writes into the current folder when a test forgets
+#: ``--trainer.default_root_dir`` (the tiny configs keep their logger and checkpoints).
+RUN_LITTER = ("lightning_logs", "config.yaml")
+
+
+@pytest.fixture(autouse=True)
+def nothing_written_into_the_cwd() -> Iterator[None]:
+    """A test that runs a shipped config must pass ``--trainer.default_root_dir <tmp>``: fails
+    the test that left ``lightning_logs/`` or ``config*.yaml`` in the current folder (the
+    repository root under pytest)."""
+    cwd = Path.cwd()
+
+    def litter() -> set[str]:
+        return {p.name for p in cwd.iterdir() if p.name in RUN_LITTER or p.match("config-*.yaml")}
+
+    before = litter()
+    yield
+    new = litter() - before
+    assert not new, f"the test wrote {sorted(new)} into {cwd}; pass --trainer.default_root_dir"
+
+
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",
     "A list is a mutable sequence; a tuple is an immutable one.",

@@ -87,19 +87,29 @@ def test_per_token_kl_equals_brute_force(pair, monkeypatch) -> None:  # type: ig
 
 
 def test_adl_claims_planted() -> None:
-    """Each ADL claim can hold and fail; (b) is inconclusive when mixing leaves the domain above
-    one epoch (issue 26: 2.6 epochs at 1:1) or when there is no trace at 1:0 to remove."""
+    """Each ADL claim can hold and fail on intervals over seeds (issue 40); a null method (a
+    baseline's vector in δ̄'s place: gap 0) is "not held" for (a); (b) is inconclusive when
+    mixing leaves the domain above one epoch (issue 26: 2.6 epochs at 1:1) or when there is no
+    trace at 1:0 to remove."""
     from llm_methods.adl.experiment import judge
 
-    trace = {"delta": 0.5, "mean_base": 0.1, "mean_ft": 0.3}
-    none = {"delta": 0.2, "mean_base": 0.1, "mean_ft": 0.3}
-    a, b = judge(trace, none, mixed_epochs=0.7)
+    def seeds(delta: list[float], base: float = 0.1, ft: float = 0.2) -> list[dict[str, float]]:
+        return [{"delta": d, "mean_base": base, "mean_ft": ft} for d in delta]
+
+    trace = seeds([0.95, 1.0, 0.9])  # gap 0.7-0.8 over the better baseline (0.2)
+    gone = seeds([0.2, 0.22, 0.18])  # gap -0.02-0.02
+    null = seeds([0.2, 0.2, 0.2])  # the better baseline in the method's place: gap 0 exactly
+    a, b = judge(trace, gone, mixed_epochs=0.7)
     assert (a.verdict, b.verdict) == ("held", "held")
     a, b = judge(trace, trace, mixed_epochs=0.7)
     assert (a.verdict, b.verdict) == ("held", "not held")
-    assert judge(none, none, mixed_epochs=0.7)[0].verdict == "not held"
-    assert judge(none, none, mixed_epochs=0.7)[1].verdict == "inconclusive"
-    assert judge(trace, none, mixed_epochs=2.6)[1].verdict == "inconclusive"
+    a, b = judge(null, null, mixed_epochs=0.7)
+    assert a.verdict == "not held" and a.effect.method == "exact"
+    assert b.verdict == "inconclusive" and "trace exists" in b.reason
+    assert judge(trace, gone, mixed_epochs=2.6)[1].verdict == "inconclusive"
+    # a gap that straddles the margin at 3 seeds is underpowered, not a verdict
+    a, _ = judge(seeds([0.2, 0.5, 0.3]), gone, mixed_epochs=0.7)
+    assert a.verdict == "inconclusive" and a.reason == "underpowered"
 
 
 def test_toolkit_norms_file_keeps_every_layer(pair: Any, tmp_path: Path) -> None:

@@ -297,7 +297,10 @@ def test_lightning_fit_tiny_config(synth: Path, tmp_path: Path) -> None:
         == 0
     )
     assert (out / "config.json").is_file()
-    assert (tmp_path / "pre" / "config.yaml").is_file()  # the run's config, in its run folder
+    # the run's config, in its run folder: the logger's (fit_tiny keeps logger and checkpoint)
+    (config,) = (tmp_path / "pre").rglob("config.yaml")
+    assert config.parent.parent.name == "lightning_logs"
+    assert list(config.parent.glob("checkpoints/*.ckpt"))
     args = [
         "antibody",
         "fit",

@@ -199,6 +199,7 @@ def test_bad_input_is_one_line(model_dir: Path, tmp_path: Path, capsys) -> None:
             "--config",
             "tiny",
             f"--data.init_args.files=[{tmp_path / 'none.txt'}]",
+            f"--trainer.default_root_dir={tmp_path}",  # its empty log folder there, not in the cwd
         ],
     )
     assert "none.txt" in line

@@ -377,29 +377,22 @@ def test_suit_edit_writes_0644_files_with_progress_and_refuses_a_rerun(
 @pytest.mark.parametrize(
     ("command", "old"),
     [
-        (["perk", "eval", "--ckpt", "missing.ckpt", "--data", "missing.jsonl"], "--ckpt"),
-        (["mas2", "run", "--backend", "local", "--local-model", "nope"], "--local-model"),
+        (["perk", "eval", "--model", "m.ckpt", "--data", "d.jsonl"], ["--ckpt", "m.ckpt"]),
+        (["mas2", "run", "--backend", "local", "--model", "m"], ["--local-model", "m"]),
+        (["mas2", "generate", "--backend", "local", "--model", "m"], ["--local-model", "m"]),
     ],
-    ids=lambda v: v if isinstance(v, str) else " ".join(v[:2]),
+    ids=["perk eval --ckpt", "mas2 run --local-model", "mas2 generate --local-model"],
 )
-def test_renamed_model_flags_still_work_with_a_warning(
-    command: list[str], old: str, tmp_path: Path, capsys: Any
+def test_model_flags_renamed_in_0_7_0_are_refused_as_unknown(
+    command: list[str], old: list[str], tmp_path: Path, capsys: Any
 ) -> None:
     """One flag for a model spec, ``--model`` (11b2942: ``perk eval --ckpt``, ``mas2
-    --local-model``); the old spelling keeps working until the next minor version, with one
-    warning line naming the new one."""
-    from llm_methods.method_cli import removed_in
-
-    def warning(line: str) -> bool:
-        return ": warning: " in line
-
-    args = [*command, "--out", str(tmp_path / "o")]
-    assert_one_line_error(main, args, capsys, skip=warning)
-    err_lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert err_lines == []
-    run = run_main(main, args, capsys)
-    assert run.code == 2
-    assert f"{old} is deprecated, use --model ({old} will be removed in {removed_in()})" in run.err
+    --local-model``). The old spellings warned in 0.7.0 and are removed in 0.8.0: refused like
+    any unknown flag, in one line, exit 2, before any work (no ``--out`` folder)."""
+    out = tmp_path / "o"
+    line = assert_one_line_error(main, [*command, *old, "--out", str(out)], capsys)
+    assert f"unrecognized arguments: {' '.join(old)}" in line, line
+    assert "deprecated" not in line and not out.exists()
 
 
 def test_bed_play_with_an_llm_likelihood_shows_progress_and_checks_out_first(

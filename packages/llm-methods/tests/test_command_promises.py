@@ -1,9 +1,12 @@
-"""Issue 36, "every command keeps the same promises", for ADL, LTPO, SUIT, LinguaMap, Dispersion,
-BED and the ``score`` / ``generate`` / ``zoo`` tools, through the public CLI in-process: one set
-of flags (``--model`` for every model spec, ``--seed``, ``--device``, ``--out``, defaults in
-``--help``), no result only on stdout, one definition of SUIT's edit defaults, one-line refusals,
-progress with ``--quiet``, finished work kept and ``--resume``-d. Each test fails on d9942d3
-(its docstring says how)."""
+"""Issue 36, "every command keeps the same promises", for every method's commands and the
+``score`` / ``generate`` / ``zoo`` tools, through the public CLI in-process: one set of flags
+(``--model`` for every model spec, ``--seed`` (checked), ``--device`` where a model runs,
+``--out`` saying whether it is a folder or a file, defaults in ``--help``), no result only on
+stdout, one definition of SUIT's edit defaults, one-line refusals, progress with ``--quiet``,
+finished work kept and ``--resume``-d. The behaviour of each command is tested in its own file
+(``test_mbok_cli.py``, ``test_remix_cli.py``, ...); what a review found left on 52aa8a9 in
+``test_input_output_promises.py``. Each test fails on d9942d3 (its docstring says how; the
+MBOK, ReMix, MAS², SeekBench and Meta-Router cases were ``test_method_command_promises.py``)."""
 
 from __future__ import annotations
 
@@ -87,6 +90,25 @@ HELPED = [
     ["score"],
     ["generate"],
     ["zoo", "list"],
+    ["mbok", "compress"],
+    ["mbok", "eval"],
+    ["remix", "eval"],
+    ["remix", "synth"],
+    ["mas2", "generate"],
+    ["mas2", "run"],
+    ["mas2", "train"],
+    ["mas2", "synth"],
+    ["seekbench", "analyze"],
+    ["seekbench", "judge"],
+    ["seekbench", "synth"],
+    ["meta_router", "fit"],
+    ["meta_router", "route"],
+    ["meta_router", "official"],
+    ["meta_router", "simulate"],
+    ["antibody", "eval"],
+    ["antibody", "synth"],
+    ["antibody", "pretrain"],
+    ["perk", "synth"],
 ]
 
 
@@ -95,7 +117,9 @@ def test_help_shows_every_default_and_what_out_is(command: list[str], capsys: An
     """Every option that takes a value and is not required shows its default in ``--help``, and
     each command has ``--out`` saying whether it is a folder or a file (the zoo: ``--cache-dir``)
     (d9942d3: e.g. ``adl diff --positions``, ``bed world --entities``, ``generate
-    --max-new-tokens`` showed none; ``score`` had no ``--out``, ``zoo list`` no ``--cache-dir``)."""
+    --max-new-tokens``, ``mbok eval --seq-len``, ``mas2 train --rounds``, ``meta_router simulate
+    --n`` showed none; ``score`` had no ``--out``, ``zoo list`` no ``--cache-dir``; ``seekbench
+    analyze --out`` said neither)."""
     text = _help(command, capsys)
     usage = " ".join(text[: text.index("options:")].split())
     missing = []
@@ -126,26 +150,64 @@ def test_help_shows_every_default_and_what_out_is(command: list[str], capsys: An
         ["score", "--text", "x"],
         ["generate", "--prompt", "x"],
         ["bed", "eig", "--out", "o.json"],
+        ["mbok", "compress", "--out", "x.safetensors"],
+        ["mbok", "eval"],
+        ["remix", "eval"],
+        ["remix", "synth", "--out", "o.jsonl"],
+        ["mas2", "run", "--out", "o"],
+        ["mas2", "generate"],
+        ["seekbench", "analyze", "t.jsonl", "--out", "o"],
+        ["meta_router", "fit", "--gold", "g.csv", "--strong", "a", "--weak", "b", "--out", "o"],
+        ["zoo", "build", "micro"],
     ],
     ids=lambda c: " ".join(c[:2]),
 )
 def test_every_computing_command_takes_a_seed(command: list[str], capsys: Any) -> None:
     """``--seed`` exists (d9942d3: ``adl``, ``suit edit/facts/trace``, ``linguamap
-    similarity``, ``score`` had none: "unrecognized arguments") and a seed outside
-    [0, 2**32) is one line naming it."""
+    similarity``, ``score``, ``mbok compress/eval`` and ``remix eval`` had none:
+    "unrecognized arguments"; 52aa8a9: ``zoo build``) and a seed outside [0, 2**32) is one
+    line naming it (d9942d3: ``--seed -1`` ran in some)."""
     line = assert_one_line_error(main, [*command, "--seed", "-1"], capsys)
     assert "--seed" in line and "[0, 2**32)" in line, line
 
 
-def test_adl_model_and_base_model_with_the_old_spellings_warning(
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["mbok", "compress", "--model", "nope", "--out", "{out}.safetensors"],
+        ["mbok", "eval", "--model", "nope"],
+        ["remix", "eval", "--model", "nope"],
+        ["mas2", "run", "--backend", "local", "--models", "m=1", "--out", "{out}"],
+        ["mas2", "generate", "--backend", "local", "--models", "m=1"],
+        ["seekbench", "judge", "{traces}", "--judge", "lm", "--out", "{out}.jsonl"],
+    ],
+    ids=lambda c: " ".join(c[:2]),
+)
+def test_every_model_command_takes_a_checked_device(
+    command: list[str], tmp_path: Any, capsys: Any
+) -> None:
+    """``--device`` exists where a model runs and ``--device gpu`` is one line naming it before
+    any model is loaded (d9942d3: ``mbok compress/eval``, ``remix eval``, ``mas2 run/generate``,
+    ``seekbench judge`` had no ``--device``)."""
+    from llm_methods.seekbench.data import write_traces
+    from llm_methods.seekbench.synth import synth_traces
+
+    traces = tmp_path / "t.jsonl"
+    write_traces(synth_traces(2, ["calibrated"], seed=0), traces)
+    args = [a.format(out=tmp_path / "o", traces=traces) for a in command]
+    line = assert_one_line_error(main, [*args, "--device", "gpu"], capsys)
+    assert "--device gpu: not a device" in line, line
+    assert not any(p.name.startswith("o") for p in tmp_path.iterdir())
+
+
+def test_adl_model_and_base_model_and_the_removed_spellings_are_refused(
     model_dir: Path, ft_dir: Path, texts: Path, tmp_path: Path, capsys: Any
 ) -> None:
     """``adl diff`` takes ``--model`` (the finetuned model under study) and ``--base-model``;
-    ``--ft`` / ``--base`` still work with one warning line each naming the new spelling and the
-    removal version, and give the same result; ``--seed`` is recorded; progress lines on stderr,
-    none with ``--quiet`` (d9942d3: ``--model`` unknown, ``adl diff`` silent)."""
-    from llm_methods.method_cli import removed_in
-
+    ``--seed`` is recorded; progress lines on stderr, none with ``--quiet`` (d9942d3: ``--model``
+    unknown, ``adl diff`` silent). ``--ft`` / ``--base`` (renamed in 0.7.0) are removed in 0.8.0:
+    each is refused as an unknown option in one line, exit 2, and ``--base`` is not taken as an
+    abbreviation of ``--base-model`` (a parser with abbreviations on accepts it silently)."""
     common = ["--texts", str(texts), "--top-k", "5", "--device", "cpu"]
     new = ["adl", "diff", "--model", str(ft_dir), "--base-model", str(model_dir), *common]
     run = run_main(main, [*new, "--out", str(tmp_path / "new"), "--seed", "3"], capsys)
@@ -155,19 +217,13 @@ def test_adl_model_and_base_model_with_the_old_spellings_warning(
     result = json.loads((tmp_path / "new" / "adl.json").read_text())
     assert result["seed"] == 3 and result["ft"] == str(ft_dir)
     assert result["base"] == str(model_dir)
-    old = ["adl", "diff", "--ft", str(ft_dir), "--base", str(model_dir), *common]
-    run = run_main(main, [*old, "--out", str(tmp_path / "old"), "--seed", "3", "--quiet"], capsys)
-    assert run.code == 0, run.err
-    assert "batches" not in run.err, run.err
-    assert [line for line in run.err.splitlines() if "warning:" in line] == [
-        f"llm-methods adl diff: warning: {flag} is deprecated, use {new_flag} ({flag} will be "
-        f"removed in {removed_in()})"
-        for flag, new_flag in (("--ft", "--model"), ("--base", "--base-model"))
-    ]
-    assert json.loads((tmp_path / "old" / "adl.json").read_text()) == result
-    kl = ["adl", "kl", "--base", str(model_dir), "--model", str(ft_dir), "--texts", str(texts)]
-    run = run_main(main, [*kl, "--out", str(tmp_path / "kl"), "--quiet"], capsys)
-    assert run.code == 0 and "--base is deprecated, use --base-model" in run.err, run.err
+    for command in ("diff", "kl"):
+        pair = ["--model", str(ft_dir), "--base-model", str(model_dir)]
+        args = ["adl", command, *pair, "--texts", str(texts), "--out", str(tmp_path / "old")]
+        for old in (["--ft", str(ft_dir)], ["--base", str(model_dir)]):
+            line = assert_one_line_error(main, [*args, *old], capsys)
+            assert f"unrecognized arguments: {' '.join(old)}" in line, line
+            assert "deprecated" not in line and not (tmp_path / "old").exists()
 
 
 def test_suit_edit_defaults_are_edit_configs(
@@ -525,27 +581,3 @@ def test_bed_play_shows_progress_over_the_games(tmp_path: Path, capsys: Any) -> 
     assert "bed games: 3/3" in run.err, run.err
     run = run_main(main, [*play, "--out", str(tmp_path / "b"), "--quiet"], capsys)
     assert run.code == 0 and "bed games" not in run.err, run.err
-
-
-def test_renamed_flags_are_gone_by_the_version_that_removes_them() -> None:
-    """The deprecation warnings promise removal in ``RENAMED_FLAGS_REMOVED_IN`` (the changelog's
-    "Deprecated" section says the same): once llm-methods reaches that version, the old
-    spellings must be gone from the code, so this fails until someone removes them (or the
-    version is not yet reached). On 7db60f3 the promised version moved with every release."""
-    import re
-    from pathlib import Path
-
-    import llm_methods
-    from llm_methods.method_cli import RENAMED_FLAGS_REMOVED_IN
-
-    def key(version: str) -> tuple[int, ...]:
-        return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
-
-    changelog = Path(llm_methods.__file__).parents[2] / "CHANGELOG.md"
-    if changelog.is_file():  # a source checkout: the changelog names the same version
-        deprecated = changelog.read_text(encoding="utf-8").split("### Deprecated", 1)[1]
-        assert f"removed in {RENAMED_FLAGS_REMOVED_IN}" in deprecated.split("\n### ", 1)[0]
-    if key(llm_methods.__version__) >= key(RENAMED_FLAGS_REMOVED_IN):
-        source = Path(llm_methods.__file__).parent
-        users = [p for p in source.rglob("*.py") if "renamed_flags(" in p.read_text()]
-        assert users == [source / "method_cli.py"], users

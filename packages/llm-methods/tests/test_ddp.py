@@ -67,7 +67,11 @@ def test_fit_runs_under_two_process_ddp(case: str, tmp_path: Path) -> None:
     assert [r["rank"] for r in ranks] == [0, 1] and all(r["steps"] == steps for r in ranks)
     assert ranks[0]["checksum"] == ranks[1]["checksum"], ranks  # replicas in sync
     assert ranks[0]["first_batch"] != ranks[1]["first_batch"], ranks  # each rank its own data
-    assert (tmp_path / "config.yaml").is_file()  # the run's config, saved once
+    # the run's config, saved once, into the logger's version folder (the tiny configs keep
+    # their logger: lightning_logs/version_0/config.yaml)
+    assert [p.relative_to(tmp_path).parts[0] for p in tmp_path.rglob("config*.yaml")] == [
+        "lightning_logs"
+    ]
     if artifact is not None:
         assert (tmp_path / artifact).is_file()
     if case == "mbok":  # written (and reported) by rank 0 only

@@ -78,3 +78,27 @@ def test_parallel_file_needs_two_languages(tmp_path: Path, capsys) -> None:  # t
         args = ["linguamap", "similarity", "--model", "smollm2", "--parallel", str(path)]
         main([*args, "--out", str(tmp_path / "s.json")])
     assert "p.jsonl:1: need an object with texts in >= 2 languages" in capsys.readouterr().err
+
+
+def test_consistency_expects_any_language_the_detector_knows(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Issue 40: --expect beyond en/es/de; an unknown code is one line on stderr, exit 2."""
+    answers = tmp_path / "a.txt"
+    answers.write_text(
+        "le chien mange la nourriture dans la cuisine\n"
+        "la maison est très grande et elle a un beau jardin\n"
+        "the dog eats the food in the kitchen\n"
+    )
+    out_file = tmp_path / "c.json"
+    args = ["linguamap", "consistency", str(answers), "--expect", "fr", "--out", str(out_file)]
+    assert main(args) == 0
+    assert "consistency (fr) 0.667" in capsys.readouterr().out
+    record = json.loads(out_file.read_text())
+    assert record["detector_languages"] == ["en", "es", "de", "fr"]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args[:4], "xx", "--out", str(tmp_path / "d.json")])
+    assert exit_info.value.code == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "--expect: the detector does not know xx" in err[0]
+    with pytest.raises(SystemExit):
+        main([*args, "--languages", "en,de", "--overwrite"])
+    assert "not among --languages" in capsys.readouterr().err

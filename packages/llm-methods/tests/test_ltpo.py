@@ -437,7 +437,7 @@ def test_claims_can_hold_fail_and_be_inconclusive() -> None:
     same = {**base, "ltpo": base["cot_unk"].copy()}  # LTPO = CoT-Unk on every problem
     a, _ = judge(same, diff)
     assert a.verdict == "inconclusive"
-    assert a.measured["gain"] == 0.0  # the criterion alone (>= 0) would hold
+    assert a.measured["gain"] == 0.0 and a.criterion_met  # the interval alone (exact 0) holds
     a, _ = judge(good, diff, changed=0)  # identical answer texts: LTPO was a no-op
     assert a.verdict == "inconclusive"
     unk_floor = {**good, "cot_unk": np.zeros(40)}  # the compared prompt solves nothing
@@ -447,3 +447,36 @@ def test_claims_can_hold_fail_and_be_inconclusive() -> None:
     floor["ltpo"][30:35] = 1
     a, b = judge(floor, diff)
     assert (a.verdict, b.verdict) == ("inconclusive", "inconclusive")
+
+
+def test_claims_are_decided_by_intervals_and_a_null_method_fails_b() -> None:
+    """Issue 41: each claim carries its 95 % interval; (b) with LTPO replaced by the best other
+    method (a null method: exact 0 growth) is not held; (a) with LTPO 4 of 40 problems worse
+    than CoT-Unk is not held, and a gain resting on 2 discordant problems of 8 is underpowered."""
+    import numpy as np
+
+    from llm_methods.ltpo.experiment import CLAIM_B_MIN_GROWTH, judge
+
+    diff = np.repeat([1, 2, 3, 4], 10)
+    base = {m: np.zeros(40) for m in ("cot", "cot_unk", "latentseek", "ltpo")}
+    base["cot"][:8] = 1
+    base["cot_unk"][:4] = 1
+    base["cot"][20:26] = 1  # hard problems solved: off the floor
+    good = {**base, "ltpo": np.r_[np.ones(4), np.zeros(16), np.ones(12), np.zeros(8)]}
+    a, b = judge(good, diff)
+    assert (a.verdict, b.verdict) == ("held", "held")
+    assert a.effect.method == "paired bootstrap" and a.effect.estimate == pytest.approx(30.0)
+    assert b.effect.low >= 100 * CLAIM_B_MIN_GROWTH and b.measured["best_other_hard"] == "cot"
+    null = {**base, "ltpo": base["cot"].copy()}  # CoT is the best other method in both bands
+    _, b = judge(null, diff, changed=5)
+    assert b.verdict == "not held" and b.effect.method == "exact"
+    assert b.effect.estimate == 0.0 and b.effect.low == b.effect.high == 0.0
+    worse = {**base, "cot_unk": base["cot"].copy(), "ltpo": np.r_[np.ones(4), np.zeros(36)]}
+    a, _ = judge(worse, diff, changed=10)
+    assert a.verdict == "not held" and a.effect.high < 0
+    few = np.repeat([1, 2, 3, 4], 2)
+    small = {m: np.array([1.0, 0, 0, 0, 0, 0, 0, 0]) for m in base}
+    small["ltpo"] = np.array([1.0, 1, 0, 0, 0, 0, 0, 0])
+    small["cot_unk"] = np.array([1.0, 0, 1, 0, 0, 0, 0, 0])
+    a, _ = judge(small, few, changed=2)
+    assert a.verdict == "inconclusive" and a.reason == "underpowered"

@@ -230,37 +230,28 @@ def test_compress_takes_device_and_seed(
     assert "--device gpu: not a device" in line, line
 
 
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [
-        (["eval", "--text", "missing.txt"], "--text-file"),
-        (["finetune", "--config", "tiny", "--model.k=0"], "--model.init_args.k"),
-    ],
-    ids=["eval --text", "finetune --model.k"],
-)
-def test_renamed_flags_still_work_with_a_warning(
-    model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture, old: list[str], new: str
+def test_eval_text_removed_in_0_8_0_is_refused_and_finetune_model_x_is_the_shorthand(
+    model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    """``eval --text`` (a file; ``--text`` is a literal string in ``llm-methods score``) is now
-    ``--text-file``, ``finetune --model.X`` is ``--model.init_args.X`` like the other
-    LightningCLI commands; the old spellings still work with one warning line (fails on
-    d9942d3: no ``--text-file``, no ``init_args`` for mbok finetune)."""
+    """``eval --text FILE`` (a file; ``--text`` is a literal string in ``llm-methods score``) is
+    ``--text-file`` since 0.7.0; the old spelling warned in 0.7.0 and is removed in 0.8.0: refused
+    like any unknown flag, in one line, exit 2, before the model is loaded, and not read as an
+    abbreviation of ``--text-file``. ``finetune --model.X`` no longer warns: it is jsonargparse's
+    shorthand of ``--model.init_args.X``, which every LightningCLI command takes (``K must be >=
+    1`` shows it reached the module)."""
     from iclr26_common.testing import run_main
-    from llm_methods.method_cli import removed_in
 
-    args = ["mbok", *[str(tmp_path / a) if a.endswith(".txt") else a for a in old]]
-    if old[0] == "eval":
-        args += ["--model", str(model_dir)]
-    run = run_main(main, args, capsys)
-    assert run.code == 2, run.err
+    text = tmp_path / "t.txt"
+    text.write_text("Some text to score.")
+    out = tmp_path / "r.json"
+    args = ["mbok", "eval", "--model", str(model_dir), "--text", str(text), "--out", str(out)]
+    line = assert_one_line_error(main, args, capsys)
+    assert f"unrecognized arguments: --text {text}" in line, line
+    assert not out.exists()
+    run = run_main(main, ["mbok", "finetune", "--config", "tiny", "--model.k=0"], capsys)
     lines = [line for line in run.err.splitlines() if line.strip()]
-    flag = old[-2] if old[0] == "eval" else old[-1].split("=")[0]
-    assert lines[0] == (
-        f"llm-methods mbok {old[0]}: warning: {flag} is deprecated, use {new} ({flag} will be "
-        f"removed in {removed_in()})"
-    ), lines
-    assert len(lines) == 2 and "Traceback" not in run.err
-    assert ("text file not found" if old[0] == "eval" else "K must be >= 1") in lines[1]
+    assert run.code == 2 and len(lines) == 1 and "K must be >= 1" in lines[0], run.err
+    assert "deprecated" not in run.err
 
 
 def test_eval_ctrl_c_is_one_line_exit_130(

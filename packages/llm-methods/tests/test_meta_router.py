@@ -267,7 +267,8 @@ def test_experiment_quick(tmp_path: Path) -> None:
     from llm_methods.meta_router.experiment import EXPERIMENT
 
     result = EXPERIMENT.run(True, tmp_path)
-    assert len(result.claims) == 2 and (tmp_path / "meta_router.png").is_file()
+    assert len(result.claims) == 3 and (tmp_path / "meta_router.png").is_file()
+    assert result.metrics["estimator"] == "dr_official"
 
 
 def test_official_learner_refuses_when_its_mask_keeps_nothing() -> None:

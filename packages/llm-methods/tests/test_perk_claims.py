@@ -3,31 +3,69 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 
-def _acc(rate: float, n: int = 100) -> np.ndarray:
+def _acc(rate: float, n: int = 100, shift: int = 0) -> np.ndarray:
+    """``n`` 0/1 outcomes with ``round(rate * n)`` ones, starting at record ``shift``."""
     out = np.zeros(n)
-    out[: round(rate * n)] = 1
+    out[np.arange(shift, shift + round(rate * n)) % n] = 1
     return out
 
 
-def test_perk_claims_planted() -> None:
+T, X = [4, 8], [16, 32]
+GOOD = {
+    "perk": {4: _acc(0.6), 8: _acc(0.6), 16: _acc(0.55), 32: _acc(0.5)},
+    "ficr": {4: _acc(0.5), 8: _acc(0.5), 16: _acc(0.2), 32: _acc(0.1)},
+}
+
+
+def test_planted_signal_holds_both_with_intervals() -> None:
     from llm_methods.perk.experiment import judge
 
-    T, X = [4, 8], [16, 32]
-    good = {
-        "perk": {4: _acc(0.6), 8: _acc(0.6), 16: _acc(0.55), 32: _acc(0.5)},
-        "ficr": {4: _acc(0.5), 8: _acc(0.5), 16: _acc(0.2), 32: _acc(0.1)},
-    }
-    a, b = judge(good, T, X)
+    a, b = judge(GOOD, T, X)
     assert (a.verdict, b.verdict) == ("held", "held")
-    assert a.measured["records"] == 200 and a.measured["gap"] == 0.1
-    bad = {"perk": good["ficr"], "ficr": good["perk"]}
-    a, b = judge(bad, T, X)
+    assert a.effect is not None and b.effect is not None
+    assert a.effect.estimate == pytest.approx(10.0) and a.effect.n == 200
+    assert a.effect.method in ("paired bootstrap", "exact") and a.effect.low >= 0
+    # drop(FT-ICR) = 0.35, drop(PERK) = 0.075: 27.5 pts, whole interval above the 5-pt margin
+    assert b.effect.estimate == pytest.approx(27.5) and b.effect.low >= 5.0
+    assert a.measured["records"] == 200
+
+
+def test_planted_losses_fail_both() -> None:
+    from llm_methods.perk.experiment import judge
+
+    a, b = judge({"perk": GOOD["ficr"], "ficr": GOOD["perk"]}, T, X)
     assert (a.verdict, b.verdict) == ("not held", "not held")
-    chance = {"perk": {L: _acc(0.15) for L in T + X}, "ficr": good["ficr"]}
+
+
+def test_null_method_and_small_samples() -> None:
+    """FT-ICR in PERK's place: (a), a non-inferiority claim at margin 0, holds exactly (a tie is
+    "at least as accurate"); (b), a gain of >= 5 pts, is not held (exact 0). A PERK 10 points
+    worse fails (a); a 3-record design is underpowered, not decided."""
+    from llm_methods.perk.experiment import judge
+
+    a, b = judge({"perk": GOOD["ficr"], "ficr": GOOD["ficr"]}, T, X)
+    assert (a.verdict, b.verdict) == ("held", "not held")
+    assert a.effect.method == "exact" and b.effect.method == "exact"
+    worse = {"perk": {L: _acc(0.4) for L in T + X}, "ficr": {L: _acc(0.5) for L in T + X}}
+    assert judge(worse, T, X)[0].verdict == "not held"
+    tiny = {
+        "perk": {L: np.array([1.0, 0.0, 1.0]) for L in T + X},
+        "ficr": {L: np.array([0.0, 1.0, 1.0]) for L in T + X},
+    }
+    assert judge(tiny, T, X)[0].verdict == "inconclusive"
+    assert judge(tiny, T, X)[0].reason == "underpowered"
+
+
+def test_controls_make_claims_inconclusive() -> None:
+    from llm_methods.perk.experiment import judge
+
+    chance = {"perk": {L: _acc(0.15) for L in T + X}, "ficr": GOOD["ficr"]}
     a, b = judge(chance, T, X)  # PERK at chance: (a) is testable, (b) is not
     assert (a.verdict, b.verdict) == ("not held", "inconclusive")
+    assert b.reason == "control failed: both methods learned the task"
     floor = {m: {L: _acc(0.15) for L in T + X} for m in ("perk", "ficr")}
     assert judge(floor, T, X)[0].verdict == "inconclusive"
 

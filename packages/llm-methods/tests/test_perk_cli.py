@@ -30,8 +30,7 @@ def _fit(folder: Path, config: str) -> Path:
         config,
         "--trainer.max_steps=1",
         "--trainer.limit_val_batches=0",
-        "--trainer.enable_checkpointing=true",
-        f"--trainer.default_root_dir={folder}",
+        f"--trainer.default_root_dir={folder}",  # lightning_logs/ there, not in the cwd
     ]
     assert main(args) in (0, None)
     (ckpt,) = sorted(folder.rglob("*.ckpt"))
@@ -41,6 +40,48 @@ def _fit(folder: Path, config: str) -> Path:
 @pytest.fixture(scope="module")
 def perk_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _fit(tmp_path_factory.mktemp("perk-fit"), "tiny")
+
+
+def test_tiny_fit_saves_a_checkpoint_and_a_log_the_readme_eval_takes(perk_ckpt: Path) -> None:
+    """The README's ``perk fit --config tiny`` then ``perk eval --model <the ckpt>``: the tiny
+    config keeps Lightning's checkpoint and logger, so the run folder holds
+    ``lightning_logs/version_0/{checkpoints/*.ckpt, hparams.yaml, config.yaml}``
+    (fails on 52aa8a9: ``logger: false, enable_checkpointing: false`` saved nothing, and
+    ``perk eval`` needed ``--trainer.enable_checkpointing true``). ``test_fit_then_eval`` runs
+    ``perk eval`` on this checkpoint."""
+    version = perk_ckpt.parent.parent
+    assert perk_ckpt.parent.name == "checkpoints" and version.parent.name == "lightning_logs"
+    logged = {p.name for p in version.iterdir()}
+    assert {"config.yaml", "hparams.yaml"} <= logged, logged  # hparams.yaml: the logger's
+
+
+def test_every_tiny_config_keeps_its_logger_checkpoint_and_progress() -> None:
+    """Every tiny LightningCLI config of llm-methods (perk tiny / icr_tiny, dispersion, mbok,
+    remix, antibody fit_tiny) leaves Lightning's logger, checkpointing and progress bar on, as
+    the science packages' tiny configs do (fails on 52aa8a9: all three were ``false``)."""
+    import yaml
+
+    from iclr26_common.cli_support import shipped_configs
+
+    tiny = {
+        f"{method}/{name}": path
+        for method in ("perk", "dispersion", "mbok", "remix", "antibody")
+        for name, path in shipped_configs(f"llm_methods.{method}").items()
+        if "tiny" in name
+    }
+    assert set(tiny) == {
+        "perk/tiny",
+        "perk/icr_tiny",
+        "dispersion/tiny",
+        "mbok/tiny",
+        "remix/tiny",
+        "antibody/tiny",
+        "antibody/fit_tiny",
+    }
+    for key, path in tiny.items():
+        trainer = (yaml.safe_load(path.read_text()) or {}).get("trainer", {})
+        for flag in ("logger", "enable_checkpointing", "enable_progress_bar"):
+            assert trainer.get(flag, True) is not False, f"{key}: trainer.{flag} is off"
 
 
 def test_synth_and_configs(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -186,9 +227,10 @@ def test_icr_context_too_long_one_line(tmp_path: Path, capsys: Any) -> None:
     assert "without segmentation" in line
 
 
-def test_perk_test_takes_its_own_fit_checkpoint(perk_ckpt: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_perk_test_takes_its_own_fit_checkpoint(perk_ckpt: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     """``fit`` -> ``test --ckpt_path``: on 7db60f3 every llm-methods LightningCLI refused its own
     checkpoint ("a checkpoint of llm-methods (...PERKModule), not of llm-methods.perk")."""
     args = ["perk", "test", "--config", "tiny", f"--ckpt_path={perk_ckpt}"]
+    args.append(f"--trainer.default_root_dir={tmp_path}")  # its log there, not in the cwd
     assert main(args) in (0, None)
     assert "not of llm-methods" not in capsys.readouterr().err

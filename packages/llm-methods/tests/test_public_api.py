@@ -12,23 +12,6 @@ from pathlib import Path
 
 import pytest
 
-PACKAGES = (
-    "adl",
-    "antibody",
-    "bed",
-    "dispersion",
-    "linguamap",
-    "lm",
-    "ltpo",
-    "mas2",
-    "mbok",
-    "meta_router",
-    "perk",
-    "remix",
-    "seekbench",
-    "suit",
-    "zoo",
-)
 HEAVY = ("torch", "transformers", "peft", "lightning", "pandas", "sklearn", "scipy")
 # the name a README's main example imports from each package, and the submodule defining it
 DOCUMENTED = {
@@ -48,6 +31,8 @@ DOCUMENTED = {
     "suit": ("Editor", "llm_methods.suit.editors"),
     "zoo": ("tiny_llama", "llm_methods.zoo.models"),
 }
+#: the method packages and the shared ``lm`` / ``zoo``: every one has a documented name above
+PACKAGES = tuple(DOCUMENTED)
 PROBE = """
 import json, sys
 import llm_methods.{name} as package

@@ -108,3 +108,60 @@ def test_the_example_separates_the_clip_readings() -> None:
     )
     assert float(loss) == pytest.approx(-1.4, abs=1e-9)
     assert abs(float(loss) + 1.2) > 0.1 and abs(float(loss) + 1.44) > 0.03
+
+
+# --- KL-Convex (beta > 0), issue 41 -------------------------------------------------------------
+# Paper Eq. (3) with the KL-Convex constraint, beta * (lam KL(pi_theta || pi_base) + (1 - lam)
+# KL(pi_theta || pi_{k-1})), each KL estimated per token by k3(q) = q - ln q - 1 with q = pi_ref /
+# pi_theta, times the importance ratio r = pi_theta / pi_{k-i} (TRL's use_bias_correction_kl:
+# the tokens were sampled by pi_{k-i}), aggregated as the surrogate (mean over a sequence's
+# tokens, then over sequences). Worked by hand on the example above, lam = 0.7, beta = 0.1:
+#   pi_base = [[0.375, 0.45, 0.25], [0.36, 0.48, -]]: q_base = 0.5, 1, 0.5 | 1, 2
+#   pi_prev = [[0.75, 0.9, 0.5], [0.18, 0.24, -]]:    q_prev = 1, 2, 1     | 0.5, 1
+#   k3(1) = 0, k3(0.5) = ln 2 - 0.5 = 0.193147, k3(2) = 1 - ln 2 = 0.306853
+#   sequence 1: 1.5 * 0.7 k3(0.5) = 0.202805, 0.9 * 0.3 k3(2) = 0.082850, 1.25 * 0.7 k3(0.5) =
+#               0.169004; mean 0.151553
+#   sequence 2: 1.8 * 0.3 k3(0.5) = 0.104300, 1.2 * 0.7 k3(2) = 0.257757; mean 0.181028
+#   KL term 0.166290; loss = 0.966667 + 0.1 * 0.166290 = 0.983296.
+BASE = [[0.375, 0.45, 0.25], [0.36, 0.48, 1.0]]
+PREV = [[0.75, 0.9, 0.5], [0.18, 0.24, 1.0]]
+BETA, LAM = 0.1, 0.7
+_K3_HALF, _K3_TWO = math.log(2) - 0.5, 1 - math.log(2)
+KL_TERM = (
+    (1.5 * LAM * _K3_HALF + 0.9 * (1 - LAM) * _K3_TWO + 1.25 * LAM * _K3_HALF) / 3
+    + (1.8 * (1 - LAM) * _K3_HALF + 1.2 * LAM * _K3_TWO) / 2
+) / 2
+EXPECTED_KL_LOSS = EXPECTED_LOSS + BETA * KL_TERM
+
+
+def _kl_loss(beta: float = BETA, lam: float = LAM, prev: list[list[float]] = PREV) -> float:
+    loss, _ = mix_ppg_loss(
+        _log(THETA),
+        _log(BEHAVIOUR),
+        _log(CURRENT),
+        torch.tensor(ADVANTAGES, dtype=torch.float64),
+        torch.tensor(MASK, dtype=torch.float64),
+        eps_low=EPS,
+        beta=beta,
+        base_logps=_log(BASE),
+        prev_logps=_log(prev),
+        lam=lam,
+    )
+    return float(loss)
+
+
+def test_kl_convex_term_matches_the_hand_worked_example() -> None:
+    """beta > 0 (issue 41: the KL-Convex term was not exercised; multiplying it by 0 passed).
+    Tolerance: the float64 floor of the test above (measured 3.4e-16 here under
+    ATEN_CPU_CAPABILITY=default and avx2 with MKL_CBWR=COMPATIBLE, and unset). The mutations:
+    the term dropped (beta 0) moves the loss by 1.7e-2 relative, lam and 1 - lam swapped by
+    1.9e-3, the previous policy replaced by the base (a plain KL to the base) by 1.5e-3, all
+    far above 10x the tolerance."""
+    assert _kl_loss() == pytest.approx(0.983296, abs=1e-6)  # the number worked out above
+    assert_portable_close(_kl_loss(), EXPECTED_KL_LOSS, tol=TOL, what="loss with KL-Convex")
+    for mutated, what in (
+        (_kl_loss(beta=0.0), "KL term dropped"),
+        (_kl_loss(lam=1 - LAM), "lam and 1 - lam swapped"),
+        (_kl_loss(prev=BASE), "KL to the base only"),
+    ):
+        assert_mutation_detected(mutated, EXPECTED_KL_LOSS, tol=TOL, what=what)

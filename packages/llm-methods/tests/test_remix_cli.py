@@ -175,6 +175,11 @@ def test_checkpoint_hparams_load_weights_only(policy_dir: Path, tmp_path: Path) 
     assert ckpt["hyper_parameters"]["rl"]["lr"] == 3e-4
     loaded = ReMixModule.load_from_checkpoint(path)
     assert loaded.cfg == rl
+    renamed = tmp_path / "policy.ckpt"  # ``model`` under its name before 0.7.0, removed in 0.8.0
+    hp = {"policy" if k == "model" else k: v for k, v in ckpt["hyper_parameters"].items()}
+    torch.save({**ckpt, "hyper_parameters": hp}, renamed)
+    with pytest.raises(LMError, match=r"policy\.ckpt: hyper_parameters\.policy was renamed model"):
+        ReMixModule.load_from_checkpoint(renamed)
     old = tmp_path / "old.ckpt"
     hp = ckpt["hyper_parameters"]
     hp.update(hp.pop("rl"))  # the flat hparams of before issue 29
@@ -207,30 +212,28 @@ def test_eval_takes_device_seed_and_shows_progress(
     assert not (tmp_path / "c").exists()
 
 
-def test_policy_is_now_model_with_a_warning(
+def test_policy_renamed_model_in_0_7_0_is_refused(
     policy_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    """The pretrained model is ``--model.init_args.model`` as in perk and mbok; the old
-    ``--model.init_args.policy`` (and ``policy:`` in a YAML or a checkpoint's hparams) still
-    works with one warning line (fails on d9942d3: ``model`` is not an argument of
-    ReMixModule)."""
-    from iclr26_common.testing import run_main
-    from llm_methods.method_cli import removed_in
+    """The pretrained model is ``--model.init_args.model`` as in perk and mbok (d9942d3:
+    ``model`` is not an argument of ReMixModule). The old ``policy`` warned in 0.7.0 and is
+    removed in 0.8.0: ``--model.init_args.policy`` is refused like any unknown option, in one
+    line, exit 2, before anything is trained or saved; ``policy:`` in a config file likewise;
+    ``ReMixModule(policy=...)`` is a ``TypeError`` (a checkpoint naming ``policy``: see
+    :func:`test_checkpoint_hparams_load_weights_only`)."""
     from llm_methods.remix.lit_module import ReMixModule
 
-    args = ["remix", "fit", "--config", "tiny", f"--model.init_args.policy={policy_dir}"]
-    run = run_main(main, [*args, "--model.init_args.rl.p_off=2"], capsys)
-    lines = [line for line in run.err.splitlines() if line.strip()]
-    assert run.code == 2 and len(lines) == 2, run.err
-    assert lines[0] == (
-        "llm-methods remix fit: warning: --model.init_args.policy is deprecated, use "
-        f"--model.init_args.model (--model.init_args.policy will be removed in {removed_in()})"
-    )
-    assert "rl.p_off must be in [0, 1], got 2" in lines[1]
-    capsys.readouterr()
-    module = ReMixModule(policy=str(policy_dir))
-    assert "ReMixModule's policy is deprecated, use model" in capsys.readouterr().err
-    assert module.hparams["model"] == str(policy_dir) and "policy" not in module.hparams
+    save = f"--model.init_args.save_dir={tmp_path / 'saved'}"
+    args = ["remix", "fit", "--config", "tiny", f"--model.init_args.policy={policy_dir}", save]
+    line = assert_one_line_error(main, args, capsys)
+    assert "Option 'policy' is not accepted" in line and "deprecated" not in line, line
+    config = tmp_path / "old.yaml"
+    config.write_text(yaml.safe_dump({"model": {"init_args": {"policy": str(policy_dir)}}}))
+    line = assert_one_line_error(main, [*args[:4], "--config", str(config), save], capsys)
+    assert "Option 'policy' is not accepted" in line, line
+    assert not (tmp_path / "saved").exists()
+    with pytest.raises(TypeError, match="policy"):
+        ReMixModule(policy=str(policy_dir))  # type: ignore[call-arg]
     assert ReMixModule(model=str(policy_dir)).hparams["model"] == str(policy_dir)
 
 

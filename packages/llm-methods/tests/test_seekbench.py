@@ -377,8 +377,10 @@ def test_experiment_quick(tmp_path: Path) -> None:
     from llm_methods.seekbench.experiment import EXPERIMENT
 
     result = EXPERIMENT.run(True, tmp_path)
-    assert len(result.claims) == 2 and (tmp_path / "seekbench_metrics.png").is_file()
+    assert len(result.claims) == 3 and (tmp_path / "seekbench_metrics.png").is_file()
     assert "rule" in result.metrics["judge_kappa"]
+    assert "synthetic proxy" in result.summary  # the report says when the proxy is used
+    assert len(result.metrics["per_seed_judge_labels"]["tau_ce"]) == len(result.seeds)
 
 
 def test_analyze_refuses_unjudged_traces_and_warns_on_partly_judged(

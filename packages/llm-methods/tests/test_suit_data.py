@@ -155,3 +155,21 @@ def test_metric_helpers() -> None:
     assert ngram_entropy("a a a a a a") == 0.0
     varied = ngram_entropy("the cat sat on the mat and the dog ran off home")
     assert varied > ngram_entropy("the cat the cat the cat the cat the cat") > 0
+
+
+def test_c_text_holds_no_edited_subject() -> None:
+    """Issue 40: C (the knowledge AlphaEdit preserves) comes from the unedited records'
+    prompts, paraphrases and neighbourhood prompts with their answers, and no sentence of it
+    names an edited subject (with them in C, the projected edits could not move their keys)."""
+    from llm_methods.suit.data import read_counterfact
+    from llm_methods.suit.experiment import FACTS, stats_texts, without_subjects
+
+    records = read_counterfact(FACTS)
+    edited = {r.subject for r in records[:12]}
+    texts = stats_texts(records, edited)
+    assert texts and not any(s in t for t in texts for s in edited)
+    kept = records[20]
+    assert f"{kept.text} {kept.target_true.strip()}." in texts
+    everything = stats_texts(records, set())
+    assert len(everything) > len(texts)
+    assert without_subjects(["Paris is big.", "Rome is old."], {"Paris"}) == ["Rome is old."]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -299,24 +300,51 @@ def test_shipped_smollm2_facts_parse() -> None:
     }
 
 
-def _final(suit_spec: float, alpha_spec: float, suit_eff: float, alpha_eff: float) -> dict:
+def _scores(suit_spec: float, alpha_spec: float, suit_eff: float, alpha_eff: float) -> dict:
+    """Per-request scores (0-100, 48 requests) with planted means: each request's score is its
+    method's mean plus the same request noise for both methods (a paired design)."""
+    noise = np.random.default_rng(0).normal(0, 8, 48)
+    jitter = np.random.default_rng(1).normal(0, 2, 48)
+
+    def arr(mean: float, extra: np.ndarray) -> np.ndarray:
+        return mean + noise + extra
+
     return {
-        "suit": {"specificity": suit_spec, "efficacy": suit_eff},
-        "alphaedit": {"specificity": alpha_spec, "efficacy": alpha_eff},
+        "suit": {"specificity": arr(suit_spec, jitter), "efficacy": arr(suit_eff, jitter)},
+        "alphaedit": {
+            "specificity": arr(alpha_spec, 0 * jitter),
+            "efficacy": arr(alpha_eff, 0 * jitter),
+        },
     }
 
 
 def test_suit_claims_can_hold_fail_and_be_inconclusive() -> None:
-    """Planted finals: each criterion both holds and fails; a failed control (AlphaEdit's
-    edits did not take, or C leaves the edited keys in its null space) makes it inconclusive."""
+    """Planted per-request scores (issue 40: paired intervals): each criterion both holds and
+    fails; a null method (AlphaEdit in SUIT's place: every paired difference 0) is "not held"
+    for (a) and, for the within-margin (b), a SUIT worse by far more than 5 points is; a failed
+    control (AlphaEdit's edits did not take, or C leaves the edited keys in its null space)
+    makes a claim inconclusive."""
     from llm_methods.suit.experiment import suit_claims
 
     covered = {"1": 0.1, "2": 0.3}
-    a, b = suit_claims(_final(80, 70, 90, 92), covered)
+    a, b = suit_claims(_scores(80, 70, 90, 92), covered)
     assert (a.verdict, b.verdict) == ("held", "held")
-    a, b = suit_claims(_final(60, 70, 80, 92), covered)
+    a, b = suit_claims(_scores(60, 70, 80, 92), covered)
     assert (a.verdict, b.verdict) == ("not held", "not held")
-    a, b = suit_claims(_final(80, 70, 90, 92), {"1": 0.1, "2": 0.9})
+    null = _scores(70, 70, 92, 92)
+    null["suit"] = null["alphaedit"]
+    a, _ = suit_claims(null, covered)
+    assert a.verdict == "not held" and a.effect.method == "exact"
+    a, b = suit_claims(_scores(80, 70, 90, 92), {"1": 0.1, "2": 0.9})
     assert (a.verdict, b.verdict) == ("inconclusive", "held")  # projection inert on layer 2
-    a, b = suit_claims(_final(80, 70, 40, 30), covered)
+    a, b = suit_claims(_scores(80, 70, 40, 30), covered)
     assert a.verdict == b.verdict == "inconclusive"  # the baseline's edits did not take
+    # a gap of 5.5 points at 48 requests with this spread straddles the 5-point margin
+    a, _ = suit_claims(_scores(75.5, 70, 90, 92), covered)
+    assert a.verdict == "inconclusive" and a.reason == "underpowered"
+    # [worlds, requests]: the world-seed spread enters the interval
+    worlds = {
+        m: {k: np.stack([v, v + 1.0 * (m == "suit")]) for k, v in d.items()}
+        for m, d in _scores(80, 70, 90, 92).items()
+    }
+    assert suit_claims(worlds, covered)[0].effect.n >= 2

@@ -142,7 +142,7 @@ def test_suit_edit_saves_loadable_hf_named_weights_and_per_request_results(
     requests.write_text(json.dumps(_zsre_records()[:2]))
     out = tmp_path / "o"
     argv = ["suit", "edit", "--model", str(tiny_folder), "--requests", str(requests)]
-    argv += ["--method", "rome", "--layers", "0", "--steps", "3", "--batch", "1"]
+    argv += ["--method", "rome", "--rome-layer", "0", "--steps", "3", "--batch", "1"]
     argv += ["--device", "cpu", "--quiet", "--save-model", "--out", str(out)]
     assert main(argv) == 0
     report = json.loads((out / "edit.json").read_text())

@@ -2,115 +2,183 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from iclr26_common import LoadError, discover
 from medimg_gfscreen import experiment, measurement
 
-
-def _seed(
-    gf_recall: float = 0.8,
-    sw_recall: float = 0.8,
-    sw_dsc: float = 0.5,
-    gf_total: float = 1.0,
-    glance_only: float = 0.3,
-    sw_total: float = 4.0,
-    coarse_total: float = 1.5,
-    gf_fp: float = 5.0,
-    sw_fp: float = 20.0,
-    rate: float = 0.2,
-) -> dict[str, dict[str, float]]:
-    """One seed's ``main`` summaries (method -> metrics) with the numbers the claims and controls
-    read."""
-    glance_focus = {
-        "lesion_recall": gf_recall,
-        "total_gflops_per_volume": gf_total,
-        "glance_gflops_per_volume": glance_only,
-        "fp_voxels_healthy": gf_fp,
-        "pooled_selection_rate": rate,
-    }
-    sliding_window = {
-        "lesion_recall": sw_recall,
-        "dsc_lesion_cases": sw_dsc,
-        "total_gflops_per_volume": sw_total,
-        "fp_voxels_healthy": sw_fp,
-    }
-    coarse = {"total_gflops_per_volume": coarse_total}
-    return {
-        "glance_focus": glance_focus,
-        "sliding_window": sliding_window,
-        "sliding_window_coarse": coarse,
-    }
+GLANCE_G, FOCUS_G = 0.3, 1.0  # GFLOPs per tile of the planted measurements
+N_TILES, LESION_TILES = 400, 8  # a perfect gate: 400 / (0.3 x 400 + 8) ~ 3.1x on lesion cases
 
 
-def _verdicts(*seeds: dict[str, Any]) -> list[str]:
-    claims, _ = experiment.build_claims(list(seeds) or [_seed()])
+def _records(seed: int, gate: str, n_lesion: int, n_healthy: int) -> dict[str, list[dict]]:
+    """Per-case records (``measurement.evaluate``'s ``cases``) of a planted seed. The sliding
+    window detects most lesions (one case in five missed, varying with the seed) and predicts
+    20-60 voxels on each healthy case. ``gate``: ``perfect`` (Focus on exactly the lesion tiles:
+    the sliding window's detections on lesion cases, nothing on healthy ones), ``all`` (every
+    tile: the sliding window's output plus the Glance's cost), ``none`` (no tile), ``null`` (the
+    sliding window in the method's place, no Glance) or ``worse`` (the null method missing the
+    lesion of every second case: far more than the 5-point margin below the baseline)."""
+    sw, gf = [], []
+    for i in range(n_lesion + n_healthy):
+        healthy = i >= n_lesion
+        detected = 0 if healthy or (i + seed) % 5 == 0 else 1
+        fp = 20 + 4 * ((3 * i + seed) % 11) if healthy else 0
+        base = {"name": f"c{i}", "lesions": 0 if healthy else 1, "healthy": healthy, "dsc": 0.5}
+        sw.append({**base, "detected": detected, "pred_voxels": fp, "gflops": N_TILES * FOCUS_G})
+        lesion_tiles = 0 if healthy else LESION_TILES
+        selected = {"perfect": lesion_tiles, "all": N_TILES, "none": 0}.get(gate, N_TILES)
+        glance = 0.0 if gate in ("null", "worse") else N_TILES * GLANCE_G
+        gf_detected = 0 if gate == "none" else detected
+        if gate == "worse" and not healthy and i % 2 == 1:
+            gf_detected = 0
+        gf_fp = fp if gate in ("all", "null", "worse") else 0
+        gf.append(
+            {
+                **base,
+                "detected": gf_detected if not healthy else 0,
+                "pred_voxels": gf_fp,
+                "gflops": glance + selected * FOCUS_G,
+                "n_tiles": N_TILES,
+                "n_selected": selected,
+                "lesion_tiles": lesion_tiles,
+            }
+        )
+    return {"sliding_window": sw, "glance_focus": gf}
+
+
+def _measurement(
+    gate: str = "perfect",
+    seeds: int = 3,
+    n_lesion: int = 10,
+    n_healthy: int = 10,
+    auroc: float = 0.9,
+    records=None,
+) -> measurement.Measurement:
+    """A :class:`Measurement` built by hand (no training) from :func:`_records`."""
+    main = {
+        "glance_focus": {"pooled_selection_rate": 0.02, "glance_tile_auroc": 0.8},
+        "sliding_window": {"lesion_recall": 0.8},
+        "sliding_window_coarse": {"total_gflops_per_volume": 100.0},
+    }
+    per_seed = [
+        measurement.SeedMeasurement(
+            seed=seed,
+            main=main,
+            train_s=12.0,
+            ablations={},
+            final_train_reward=0.625,
+            eval_s=3.0,
+            focus_tile_gflops=FOCUS_G,
+            glance_tile_gflops=GLANCE_G,
+            cases=(records or _records)(seed, gate, n_lesion, n_healthy),
+            separability={"auroc": auroc, "steps": 160.0} if seed == 0 else {},
+        )
+        for seed in range(seeds)
+    ]
+    return measurement.Measurement(
+        config=measurement.settings(False), per_seed=per_seed, torch_threads=2
+    )
+
+
+def _verdicts(m: measurement.Measurement) -> list[str]:
+    claims, _ = experiment.build_claims(m)
     return [claim.verdict for claim in claims]
 
 
-def test_all_four_hold_on_a_planted_success() -> None:
-    assert _verdicts(_seed()) == ["held", "held", "held", "held"]
+def test_a_perfect_gate_holds_every_claim() -> None:
+    """Planted signal: Focus on exactly the lesion tiles keeps the sliding window's recall,
+    removes every false positive of the healthy cases and reaches the 3x."""
+    claims, values = experiment.build_claims(_measurement("perfect"))
+    assert [c.verdict for c in claims] == ["held", "held", "held"]
+    assert values["perfect_gate_reduction"] == pytest.approx(values["reduction"])
+    assert all(c.effect is not None and c.reason == "interval" for c in claims)
 
 
-def test_recall_claim_allows_a_five_point_drop() -> None:
-    assert _verdicts(_seed(gf_recall=0.76, sw_recall=0.80))[0] == "held"
-    assert _verdicts(_seed(gf_recall=0.74, sw_recall=0.80))[0] == "not held"
+def test_a_gate_selecting_every_tile_fails_the_compute_claim() -> None:
+    verdicts = _verdicts(_measurement("all"))
+    assert verdicts[1] == "not held"
+    assert verdicts[2] == "not held"  # the sliding window's false positives are all kept
 
 
-def test_compute_claims_count_the_glance_and_the_coarse_window() -> None:
-    assert _verdicts(_seed(gf_total=1.0, sw_total=2.9))[1:3] == ["not held", "held"]  # under 3x
-    # 4x against overlap 0.75 but dearer than Focus everywhere at overlap 0.5: (b2) alone fails
-    assert _verdicts(_seed(gf_total=1.0, sw_total=4.0, coarse_total=0.9))[1:3] == [
-        "held",
-        "not held",
-    ]
+def test_a_gate_selecting_no_tile_fails_the_recall_claim() -> None:
+    claims, _ = experiment.build_claims(_measurement("none"))
+    assert claims[0].verdict == "not held"
+    assert claims[1].verdict == "held"  # nothing selected "saves" everything: (a) says no
 
 
-def test_compute_claims_record_the_bounds_of_the_glance_alone() -> None:
-    """(b1) records the most any selection can give (sliding window / Glance alone); (b2) the
-    Glance alone beside the coarse window, which decides it before any tile is selected."""
-    claims, values = experiment.build_claims([_seed(glance_only=1.2, coarse_total=1.0)])
-    assert claims[1].measured["ceiling_no_tile_selected"] == pytest.approx(4.0 / 1.2)
-    assert claims[2].measured["glance_only_gflops"] == pytest.approx(1.2)
-    assert "Glance" in claims[2].criterion and "alone" in claims[2].criterion
-    assert values["ceiling"] == pytest.approx(4.0 / 1.2)
+def test_the_null_method_holds_no_claim() -> None:
+    """The baseline in the method's place: (b1) and (c) exactly zero (not held); for the
+    within-margin claim (a), a method worse than the baseline by more than the margin is not
+    held, while the baseline itself sits inside the margin."""
+    assert _verdicts(_measurement("null"))[1:] == ["not held", "not held"]
+    assert _verdicts(_measurement("null"))[0] == "held"
+    claims, _ = experiment.build_claims(_measurement("worse"))
+    assert claims[0].verdict == "not held" and claims[0].effect.high < -5.0
 
 
-def test_false_positive_claim_is_strict() -> None:
-    assert _verdicts(_seed(gf_fp=20.0, sw_fp=20.0))[3] == "not held"
-    assert _verdicts(_seed(gf_fp=19.0, sw_fp=20.0))[3] == "held"
+def test_a_noisy_recall_difference_is_underpowered() -> None:
+    """An interval straddling the -5 point margin is inconclusive (underpowered), not held."""
+
+    def noisy(seed: int, gate: str, n_lesion: int, n_healthy: int) -> dict[str, list[dict]]:
+        out = _records(seed, "perfect", n_lesion, n_healthy)
+        for i, r in enumerate(out["glance_focus"][:n_lesion]):
+            r["detected"] = (
+                1 - out["sliding_window"][i]["detected"]
+                if i in (2, 3)
+                else (out["sliding_window"][i]["detected"])
+            )
+        return out
+
+    claims, _ = experiment.build_claims(_measurement(records=noisy, n_lesion=4, seeds=2))
+    assert claims[0].verdict == "inconclusive" and claims[0].reason == "underpowered"
+
+
+def test_an_inseparable_testbed_makes_every_claim_inconclusive() -> None:
+    """The separability control (CE-only Glance AUROC >= 0.7) gates all claims: it does not
+    depend on the RL method."""
+    claims, _ = experiment.build_claims(_measurement("perfect", auroc=0.6))
+    assert [c.verdict for c in claims] == ["inconclusive"] * 3
+    assert all("separates lesion tiles" in c.reason for c in claims)
+    assert claims[0].criterion_met  # the interval alone would hold
+
+
+def test_the_compute_claim_needs_a_testbed_where_a_perfect_gate_reaches_3x() -> None:
+    def common(seed: int, gate: str, n_lesion: int, n_healthy: int) -> dict[str, list[dict]]:
+        out = _records(seed, gate, n_lesion, n_healthy)
+        for r in out["glance_focus"]:
+            if not r["healthy"]:
+                r["lesion_tiles"] = 100  # lesion tiles a third of the volume
+        return out
+
+    claims, values = experiment.build_claims(_measurement(records=common))
+    assert values["perfect_gate_reduction"] < 3.0
+    assert claims[1].verdict == "inconclusive" and "perfect gate" in claims[1].reason
+    assert claims[0].verdict == "held"
 
 
 def test_a_focus_that_did_not_learn_makes_every_claim_inconclusive() -> None:
-    # recall 0.3 >= 0.3 - 0.05 would "hold"; a sliding window finding under half tests nothing
-    assert _verdicts(_seed(gf_recall=0.3, sw_recall=0.3)) == ["inconclusive"] * 4
-    assert _verdicts(_seed(sw_dsc=0.05)) == ["inconclusive"] * 4  # detects, barely segments
+    def blind(seed: int, gate: str, n_lesion: int, n_healthy: int) -> dict[str, list[dict]]:
+        out = _records(seed, gate, n_lesion, n_healthy)
+        for method in out.values():
+            for r in method:
+                r["detected"] = 0
+        return out
 
-
-def test_a_gate_selecting_nothing_or_everything_in_any_seed_is_inconclusive() -> None:
-    claims, _ = experiment.build_claims([_seed(rate=0.0)])
-    assert [c.verdict for c in claims] == ["inconclusive"] * 4
-    assert claims[1].criterion_met  # nothing selected "saves" everything: not a result
-    assert _verdicts(_seed(rate=1.0)) == ["inconclusive"] * 4
-    assert _verdicts(_seed(rate=0.2), _seed(rate=0.0)) == ["inconclusive"] * 4
+    assert _verdicts(_measurement(records=blind)) == ["inconclusive"] * 3
 
 
 def test_false_positive_claim_needs_baseline_false_positives() -> None:
-    claims, _ = experiment.build_claims([_seed(gf_fp=0.0, sw_fp=2.0)])
-    assert claims[3].verdict == "inconclusive" and claims[3].criterion_met
-    assert [c.verdict for c in claims[:3]] == ["held", "held", "held"]
-    nan = float("nan")
-    claims, _ = experiment.build_claims([_seed(gf_fp=nan, sw_fp=nan)])  # no healthy test case
-    assert claims[3].verdict == "inconclusive" and claims[3].measured["sliding_window"] is None
+    def clean(seed: int, gate: str, n_lesion: int, n_healthy: int) -> dict[str, list[dict]]:
+        out = _records(seed, gate, n_lesion, n_healthy)
+        for r in out["sliding_window"]:
+            r["pred_voxels"] = min(r["pred_voxels"], 5)
+        return out
 
-
-def test_claims_use_seed_means() -> None:
-    seeds = [_seed(sw_recall=0.6, gf_recall=0.6), _seed(sw_recall=0.4, gf_recall=0.32)]
-    claims, values = experiment.build_claims(seeds)
-    assert values["sw_recall"] == pytest.approx(0.5) and values["gf_recall"] == pytest.approx(0.46)
-    assert claims[0].verdict == "held"
+    claims, _ = experiment.build_claims(_measurement(records=clean))
+    assert claims[2].verdict == "inconclusive" and "false positives" in claims[2].reason
+    assert [c.verdict for c in claims[:2]] == ["held", "held"]
 
 
 def test_settings_quick_is_smaller_than_full() -> None:
@@ -144,9 +212,9 @@ def test_registered_entry_point() -> None:
 
 
 @pytest.mark.slow
-def test_quick_run_returns_four_claims(tmp_path: Path) -> None:
+def test_quick_run_returns_three_claims(tmp_path: Path) -> None:
     result = experiment.run(quick=True, out_dir=tmp_path)
-    assert len(result.claims) == 4
+    assert len(result.claims) == 3
     assert (tmp_path / "recall_dsc_selection.png").is_file()
     assert result.metrics["total_flop_reduction"] > 0
     assert all(c.verdict in ("held", "not held", "inconclusive") for c in result.claims)
@@ -181,20 +249,22 @@ def test_evaluate_adds_the_glance_cost_of_every_tile() -> None:
         )
 
     torch.manual_seed(0)
-    out = measurement.evaluate(gate(1.0), volumes, flops)
+    out = measurement.evaluate(gate(1.0), volumes, flops)["summary"]
     gf = out["glance_focus"]
     assert gf["total_gflops_per_volume"] == pytest.approx(fine * 2.0)
     assert out["sliding_window"]["total_gflops_per_volume"] == pytest.approx(fine * 7.0)
     assert out["sliding_window_coarse"]["total_gflops_per_volume"] == pytest.approx(coarse * 7.0)
     every = measurement.evaluate(gate(-1.0), volumes, flops, sliding=False)
-    assert every["glance_focus"]["total_gflops_per_volume"] == pytest.approx(fine * 9.0)
+    assert every["summary"]["glance_focus"]["total_gflops_per_volume"] == pytest.approx(fine * 9.0)
+    records = every["cases"]["glance_focus"]
+    assert [(r["n_tiles"], r["n_selected"], r["gflops"]) for r in records] == [(27, 27, 27 * 9.0)]
 
 
 def test_the_glance_alone_on_the_fine_grid_outcosts_the_coarse_window() -> None:
-    """The bound claim (b2) records, from the miniature's tile counts and FLOP counts: on an
-    uncropped VOLUME the Glance on every overlap-0.75 tile already costs more than Focus on
-    every overlap-0.5 tile, so (b2) cannot hold at this cost ratio whatever the gate selects
-    (and (b1) can reach at most Focus / Glance per tile, ~3.3x)."""
+    """Why (b2) is a reported cost finding, not a claim: on an uncropped VOLUME the Glance on
+    every overlap-0.75 tile already costs more than Focus on every overlap-0.5 tile, so it
+    cannot hold at this cost ratio whatever the gate selects (and (b1) can reach at most Focus /
+    Glance per tile, ~3.3x)."""
     from medimg_gfscreen.inference import count_flops, tile_slices
     from medimg_gfscreen.lit_module import GFScreenModule
 
@@ -210,26 +280,18 @@ def test_the_glance_alone_on_the_fine_grid_outcosts_the_coarse_window() -> None:
 
 def test_report_text_is_a_function_of_the_numbers() -> None:
     """The report's prose comes from a :class:`Measurement` built by hand (no training): the
-    headline numbers, verdicts, scale, tables, rewards and times are those given."""
-    seed = measurement.SeedMeasurement(
-        seed=0,
-        main=_seed(gf_recall=0.78, sw_recall=0.8),
-        train_s=12.0,
-        ablations={},
-        final_train_reward=0.625,
-        eval_s=3.0,
-        focus_tile_gflops=0.03,
-        glance_tile_gflops=0.009,
-    )
-    m = measurement.Measurement(config=measurement.settings(True), per_seed=[seed], torch_threads=2)
-    claims, values = experiment.build_claims(m.mains())
+    headline numbers, verdicts with intervals, the (b2) cost finding, scale, rewards and times
+    are those given."""
+    m = _measurement("perfect", seeds=1)
+    m.config = measurement.settings(True)
+    claims, values = experiment.build_claims(m)
     text = experiment.report_text(m, values, claims, total_s=20.0)
-    assert "Lesion recall 0.780 (glance-focus) vs 0.800 (sliding window, DSC 0.500)" in text.summary
-    assert "total compute 1.00 vs 4.00 GFLOP per volume (4.00x, at most 13.33x" in text.summary
-    assert text.summary.endswith("Claims: (a) held, (b1) held, (b2) held, (c) held.")
-    assert text.scale.startswith("8 train / 2 test synthetic CT volumes")
-    assert "Glance / Focus FLOPs per tile 0.30" in text.scale
-    assert "| lesion_recall | 0.8 | 0.78 | nan |" in text.details
+    assert "Per-case lesion recall 0.800 (glance-focus) vs 0.800 (sliding window" in text.summary
+    assert "Cost finding (no claim): glance-focus at 0.75" in text.summary
+    assert "Claims: (a) held; (b1) held; (c) held." in text.summary
+    assert "(a) 0 pts [0, 0] vs >= -5 (exact" in text.summary
+    assert text.scale.startswith("8 train / 4 test synthetic CT volumes")
+    assert "CE-only control Glance 2 epochs" in text.scale
     assert "per seed: 0.625." in text.details
     assert "training 12 s, evaluation 3 s, total 20 s; torch threads 2." in text.details
     assert "Ablations" not in text.details
@@ -239,6 +301,6 @@ def test_report_text_is_a_function_of_the_numbers() -> None:
         "fp_voxels_healthy": 3.0,
         "pooled_selection_rate": 0.125,
     }
-    seed.ablations = {"CE-only glance (no RL)": row}
+    m.per_seed[0].ablations = {"Dice reward": row}
     details = experiment.report_text(m, values, claims, total_s=20.0).details
-    assert "| CE-only glance (no RL) | 0.500 | 0.250 | 3.0 | 0.125 |" in details
+    assert "| Dice reward | 0.500 | 0.250 | 3.0 | 0.125 |" in details

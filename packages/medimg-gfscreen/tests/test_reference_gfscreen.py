@@ -214,6 +214,65 @@ def test_focus_on_one_tile_matches_the_official_valid(official_checkpoint: Path)
     assert official.any() and np.array_equal(ours[clear], official[clear])
 
 
+def test_gated_inference_with_a_stand_in_focus_matches_the_official_valid(
+    official_checkpoint: Path,
+) -> None:
+    """The whole gated inference in the default suite: the official ``valid()`` run once
+    (``reference_make_gated.py``) with the recipe's Glance and a one-layer stand-in Focus, here
+    our ``glance_focus_inference`` with the Glance loaded from the official checkpoint (its head
+    bias moved by the recipe's ``GATE_SHIFT``, so that one tile has p ~ 0.7) and the same
+    stand-in: the selection (3 of 4 tiles), the per-tile softmax and its average where selected
+    tiles overlap. Compared as log-odds of the lesion probability (0.37-0.53:
+    unsaturated) where a selected tile covers, at FOCUS_TOL (checked 2026-12-07 unset and
+    with ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE; the Glance log-odds that decide the
+    selection are held to GLANCE_TOL by the test above, and the stand-in is one float32
+    convolution, so its spread is below the SwinUNETR's that FOCUS_TOL was measured on). The mutations: the averaging replaced by the last
+    tile's value, and the gate at 0.5 instead of 0.9 (the p ~ 0.7 tile selected too; issue 37:
+    that change passed every reference test)."""
+    import sys
+
+    sys.path.insert(0, str(HERE))
+    from reference_make_gated import GATE_SHIFT, stand_in_focus
+
+    from medimg_gfscreen.inference import glance_focus_inference
+
+    meta = json.loads((REFERENCE / "gfscreen_gated_small.json").read_text())
+    assert meta["commit"] == META["commit"]
+    assert meta["head_offset"] == pytest.approx(META["head_offset"] + GATE_SHIFT)
+    assert sorted(meta["tile_p"])[0] > 0.5 and sorted(meta["tile_p"])[1] > 0.9
+    official = np.load(REFERENCE / "gfscreen_gated_small.npz")["lesion_prob"].astype(np.float64)
+    covered = official > 0
+    assert 0.3 < official[covered].min() and official[covered].max() < 0.6
+    volume = torch.from_numpy(RECIPE.reference_volume())[None, None]
+    glance = load_screen_module(official_checkpoint).glance
+    with torch.no_grad():
+        glance.head.bias[1] += GATE_SHIFT
+    focus = stand_in_focus()
+
+    def lesion(threshold: float) -> tuple[np.ndarray, float]:
+        with torch.no_grad():
+            result = glance_focus_inference(
+                volume, glance, focus, (96, 96, 64), overlap=0.75, threshold=threshold
+            )
+        return result.probs[0, 1].numpy()[::4, ::4, ::4].astype(np.float64), result.selection_rate
+
+    ours, rate = lesion(0.9)
+    assert rate == pytest.approx(meta["compress_ratio"]) == 0.75
+    assert np.array_equal(ours > 0, covered)
+    want = _log_odds(official[covered])
+    assert_portable_close(_log_odds(ours[covered]), want, tol=FOCUS_TOL, what="gated lesion")
+    with torch.no_grad():  # the last selected tile's softmax alone, not the average
+        last = torch.softmax(focus(volume[..., 24:120, 0:96, 16:80]), 1)[0, 1].numpy()
+    unaveraged = ours.copy()
+    unaveraged[24 // 4 :, :, 16 // 4 :] = last[::4, ::4, ::4]
+    assert_mutation_detected(
+        _log_odds(unaveraged[covered]), want, tol=FOCUS_TOL, what="no averaging"
+    )
+    every, rate = lesion(0.5)
+    assert rate == 1.0  # the p ~ 0.7 tile joins
+    assert_mutation_detected(_log_odds(every[covered]), want, tol=FOCUS_TOL, what="gate 0.5")
+
+
 @pytest.mark.slow  # Focus (SwinUNETR) on three 96x96x64 tiles: ~20 s on one quiet core
 def test_gated_inference_matches_the_official_valid(official_checkpoint: Path) -> None:
     volume = RECIPE.reference_volume()

@@ -41,6 +41,37 @@ def test_train_transforms_give_num_samples_positive_and_negative_crops(synth_dir
     assert 1 <= with_lesion <= 8  # pos=1, neg=1: some crops are centred on lesion voxels
 
 
+def test_lesion_free_negatives_hold_no_lesion_voxel(tmp_path: Path) -> None:
+    """negatives="lesion_free": every crop either is centred on a lesion voxel or holds none;
+    upstream's negatives (centre outside a lesion) reach the lesion in a small organ, which is
+    what the option removes (issue 37: 69 % of the miniature's negatives held lesion voxels)."""
+    from monai.utils import set_determinism
+
+    affine = np.diag([1, 1, 3, 1.0])
+    img = np.full((64, 64, 24), -1000, np.int16)
+    img[4:60, 4:60, :] = 40  # body
+    lab = np.zeros((64, 64, 24), np.uint8)
+    lab[20:26, 20:26, 10:12] = 1  # one lesion
+    nib.save(nib.Nifti1Image(img, affine), tmp_path / "c_0000.nii.gz")
+    nib.save(nib.Nifti1Image(lab, affine), tmp_path / "c.nii.gz")
+    item = {"image": str(tmp_path / "c_0000.nii.gz"), "label": str(tmp_path / "c.nii.gz")}
+
+    def lesion_voxels(negatives: str) -> list[int]:
+        set_determinism(0)
+        crops = train_transforms("abdomen", ROI, num_samples=40, negatives=negatives)(dict(item))
+        return [int(c["label"].sum()) for c in crops]
+
+    clean = lesion_voxels("lesion_free")
+    assert any(v == 0 for v in clean) and any(v > 0 for v in clean)
+    # a crop with a lesion voxel is a positive (centred on the lesion: all 72 voxels inside)
+    assert all(v in (0, 6 * 6 * 2) for v in clean)
+    upstream = lesion_voxels("upstream")
+    assert any(0 < v < 6 * 6 * 2 for v in upstream)  # negatives that graze the lesion
+    with pytest.raises(ValueError, match="negatives"):
+        train_transforms("abdomen", ROI, negatives="clean")
+    set_determinism(None)
+
+
 def test_label_map_maps_msd_tumour_and_rejects_unknown_values(tmp_path: Path) -> None:
     affine = np.diag([1, 1, 3, 1.0])
     img = np.full((40, 40, 16), 40, np.int16)

@@ -80,6 +80,11 @@ def test_train_and_test_on_tiny_data(tiny_dataset: Path) -> None:
     )
     assert confusion.sum(axis=1).tolist() == true_counts.tolist()
     assert row.accuracy == pytest.approx(np.trace(confusion) / row.n_test, abs=1e-6)
+    # per-spectrum scores (issue 39, the paired claim): the test files in test order, and the
+    # correct answers add up to the confusion matrix's diagonal
+    assert row.test_files == [data.files[i] for i in parts["test"]]
+    assert len(row.test_correct) == row.n_test and set(row.test_correct) <= {0, 1}
+    assert sum(row.test_correct) == int(np.trace(confusion))
 
 
 def test_training_seed_does_not_change_the_split(tiny_dataset: Path) -> None:

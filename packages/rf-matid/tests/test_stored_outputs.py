@@ -66,6 +66,10 @@ def test_every_model_of_the_zoo_has_stored_logits() -> None:
 # Part of the spread is the weights themselves: torch's vectorised uniform_/normal_ init kernels
 # round differently under `default` (up to 1 float32 ulp), and the initialisation is part of what
 # is checked here. Tolerances: ~10x the largest measured value.
+# material_id/train was re-recorded on 2026-12-07 (issue 39, one thread, the development
+# machine): the CNN's dropout now draws its mask with rand_like (rf_matid.model.MaskDropout, the
+# same distribution, faster on the CPU), so its train-mode draws differ from nn.Dropout's
+# (relative error 0.61 against the old value); every other key was unchanged (<= 1.8e-5).
 LOGIT_TOL = 2e-5
 LOGIT_TOL_BY_KEY = {"resnet1d/train": 5e-4}
 # The generator is float64 NumPy rounded to complex64 / float32: identical bits under every

@@ -121,3 +121,68 @@ def test_latency_and_rollout_import_alone_without_a_cycle() -> None:
     from robotics_remac import rollout
 
     assert callable(rollout.loop_latency)
+
+
+def test_eval_data_scores_policies_offline_on_the_users_episodes(
+    demo_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 38: `eval` ran only the built-in chase task. `--data DIR` scores each method's
+    executed actions against the user's own episodes per delay. Planted: a policy whose chunk
+    is the demonstration itself would score 0; here an untrained base scores > 0, and at d > 0
+    REMAC's prefix-preserved sampler keeps the committed (demonstration) prefix, which the
+    naive chunk does not, so the two differ."""
+    import csv
+
+    import torch
+
+    from robotics_remac.checkpoint import save_policy
+    from robotics_remac.model import FlowPolicy, add_lora
+
+    torch.manual_seed(0)
+    base = FlowPolicy(channels=8, hidden=8, token_hidden=4)
+    save_policy(tmp_path / "b.pt", base, "base")
+    save_policy(
+        tmp_path / "r.pt", add_lora(FlowPolicy(channels=8, hidden=8, token_hidden=4)), "remac"
+    )
+    out = tmp_path / "offline"
+    args = ["eval", "--policy", str(tmp_path / "b.pt"), "--remac", str(tmp_path / "r.pt")]
+    args += ["--method", "naive,remac", "--delays", "0,2", "--data", str(demo_dir)]
+    run = run_main(main, [*args, "--out", str(out), "--quiet"], capsys)
+    assert run.code == 0, run.err[-2000:]
+    rows = list(csv.DictReader((out / "offline_results.csv").open()))
+    assert [(r["method"], r["delay"]) for r in rows] == [
+        ("naive", "0"),
+        ("remac", "0"),
+        ("naive", "2"),
+        ("remac", "2"),
+    ]
+    for row in rows:
+        assert int(row["episodes"]) == 6
+        assert float(row["error_low"]) <= float(row["action_error"]) <= float(row["error_high"])
+        assert float(row["action_error"]) > 0
+    # the planner (it needs the task's dynamics) is refused before any work (no folder left)
+    bad = [*args[:-4], "--method", "planner", "--data", str(demo_dir), "--out", str(tmp_path / "x")]
+    line = assert_one_line_error(main, bad, capsys)
+    assert "--data takes learned methods" in line and not (tmp_path / "x").exists()
+
+
+def test_offline_action_error_is_zero_for_the_demonstration_itself(demo_dir: Path) -> None:
+    """The metric by hand: a chunker returning the demonstration's own next actions scores 0;
+    one off by a constant c on both action components scores c·√2 at every delay."""
+    import numpy as np
+    import torch
+
+    from robotics_remac.dataset_reader import read_lerobot_dataset
+    from robotics_remac.offline_eval import boundary_batch, offline_action_error
+
+    episodes = read_lerobot_dataset(demo_dir)
+    batch = boundary_batch(episodes, 8, 4)
+    lookup = {tuple(o.tolist()): a for o, a in zip(batch[0], batch[1], strict=True)}
+
+    def oracle(obs, prefix, d, e, gen, shift=0.0):  # type: ignore[no-untyped-def]
+        return torch.stack([torch.from_numpy(lookup[tuple(o.tolist())]) for o in obs]) + shift
+
+    for d in (0, 2, 4):
+        assert np.allclose(offline_action_error(oracle, batch, d, 4), 0.0)
+        off = offline_action_error(lambda *a: oracle(*a, shift=0.1), batch, d, 4)
+        assert np.allclose(off, 0.1 * np.sqrt(2), atol=1e-6)

@@ -210,8 +210,10 @@ def _parse_sweep(argv: Sequence[str]) -> Any:
     multi-line usage text is left out)."""
     import math
 
-    from iclr26_common.cli_support import UsageError
+    from iclr26_common.cli_support import UsageError, check_config_file, config_values
 
+    for value in config_values(argv):  # a Latin-1 YAML: one line, not jsonargparse's traceback
+        check_config_file(value)
     try:
         ns = sweep_parser().parse_args(list(argv))
     except argparse.ArgumentError as error:

@@ -71,6 +71,8 @@ def _read_wt(text: str, record_id: str | None = None) -> str:
     from bio_scisor.io import check_sequence, read_sequences
 
     path = Path(text)
+    if path.is_dir():  # an existing folder is never a residue string
+        raise UsageError(f"--wt {text}: is a folder (give a FASTA file or the wild-type residues)")
     if path.is_file():
         records = read_sequences(text, "fasta")
         ids = [name for name, _ in records]

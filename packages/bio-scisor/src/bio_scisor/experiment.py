@@ -1,28 +1,32 @@
 """Miniature SCISOR experiment for ``iclr26 reproduce`` (entry point ``bio-scisor.deletions``).
 
-A small denoiser is trained from scratch on a synthetic profile-HMM family (``synth.py``); the
-wild type's deletion assay (all single deletions + 2-3-residue deletions; fitness from motif
-integrity and spacing, not from the generating HMM) is scored by SCISOR's reverse-path
-probability and by three baselines. The profile HMM is built as a user would (ProteinGym's HMM
-baseline): hmmbuild on a jackhmmer alignment of the WT's homologs (the training sequences), not
-on the generating alignment. Three claims, each judged by a rule fixed here before any run
-(module constants), on seed means, with preconditions (positive controls) that make a claim
-"inconclusive" when the setup cannot test it:
+A small denoiser is trained from scratch on a synthetic family sampled from a **Potts model**
+(fields + pairwise couplings on random contacts, ``potts.py``), a class a profile HMM cannot
+represent, so the HMM baseline is not the true model by construction (issue 38; before, the
+family came from a profile HMM). The wild type's deletion assay (all single deletions + 2-3-residue
+deletions) has as fitness the Potts log-probability ratio of the variant with the deleted
+columns gapped (fields and contacts), plus noise. It is scored by SCISOR's reverse-path
+probability and by baselines: an autoregressive LM, a profile HMM built as ProteinGym's HMM
+baseline (hmmbuild on a jackhmmer alignment of the WT's homologs) and random scores. Two claims,
+each decided by the 95 % interval of an effect against a threshold fixed here before any run
+(``Claim.test``), with preconditions (positive controls):
 
-  (a) SCISOR's Spearman >= the autoregressive LM's and >= the profile HMM's, separately on the
-      single and on the multi deletions (the all-variant Spearman is reported, not judged: it is
-      carried by the offset between deletion depths). Preconditions: the better baseline reaches
-      Spearman >= ``BASELINE_MIN_RHO`` on each split; SCISOR's held-out diffusion loss is
-      <= ``LEARNED_MAX_RATIO`` x that of the uniform-position denoiser.
-  (b) shrinking the WT by 10 / 20 / 30 % with SCISOR keeps its motifs more often than random
-      deletion of the same number of residues, at each percentage. Precondition: random deletion
-      keeps <= ``RANDOM_KEEP_MAX`` of the motifs at each percentage (not at the ceiling).
-  (c) the single-deletion scan (one SCISOR pass) is >= ``SPEEDUP_MIN`` x faster than the AR
-      baseline scoring the same L + 1 sequences batched (``AR_BATCH`` per pass); the
-      batch-1 time (L + 1 passes) is reported too. Times are the minimum of ``TIMING_REPEATS``.
+  (a) SCISOR's Spearman exceeds the AR LM's and the profile HMM's by >= ``SPEARMAN_MARGIN``
+      on the single and on the multi deletions: the per-seed worst of the four gaps (paired:
+      the same assay scored by every method), t-interval over ``seeds``. Preconditions: the
+      better baseline reaches Spearman >= ``BASELINE_MIN_RHO`` on each split; SCISOR's held-out
+      diffusion loss is <= ``LEARNED_MAX_RATIO`` x that of the uniform-position denoiser.
+  (b) greedy shrinking with SCISOR (top-1 position of its one-pass scan each step) keeps the
+      WT's motifs more often, by >= ``SHRINK_MARGIN``, than greedy shrinking guided by the
+      better of the AR LM and the profile HMM (the same greedy rule on their variant scores),
+      over 10 / 20 / 30 % x seeds (paired). Preconditions: random deletion keeps <=
+      ``RANDOM_KEEP_MAX`` of the motifs at each %; the better comparator keeps at least as
+      many as random deletion (the comparators are guided).
 
-The scale (steps, seeds, family size, t_max) was chosen by timing against the budget (full run
-<= 10 min, quick <= 60 s on 2 CPU cores, imports included), not by outcome.
+The one-pass scan speed-up is a benchmark figure (``metrics["speedup"]``, an interval over
+``TIMING_REPEATS`` repeats), not a claim: it is near-structural (issue 38). The scale (steps,
+seeds, family size, t_max) was fixed by timing against the budget (full run <= 10 min, quick <=
+60 s on 2 CPU cores), not by outcome.
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ import numpy as np
 
 from iclr26_common import Claim, Experiment, Precondition, Result
 from iclr26_common.device import choose_device
+from iclr26_common.effects import mean_interval, paired_effect, t_effect
 from iclr26_common.threads import torch_threads
-from iclr26_common.timing import best_time
 
 PAPER = "A Diffusion Model to Shrink Proteins While Maintaining Their Function (arXiv 2511.07390)"
 CLAIM = (
@@ -44,31 +48,35 @@ CLAIM = (
     "better than profile-HMM and autoregressive baselines (ProteinGym indels), shrinks proteins "
     "while preserving function-relevant features, and scores all single deletions in one pass."
 )
-# Pre-registered criteria (seed means).
-SPEARMAN_MARGIN = 0.0  # (a): rho(SCISOR) - max(rho(AR), rho(HMM)) >= this, on each judged split
-JUDGED_SPLITS = ("single", "multi")  # (a): "all" is reported, not judged
+# Pre-registered criteria (issue 38, fixed before any run of this design).
+# (a): the paper's smallest lead over the next-best baseline is 0.02 (0.57 vs PoET 0.55, single)
+SPEARMAN_MARGIN = 0.02
+PAPER_WORST_GAP = 0.05  # the paper's worst gap to HMM / ProGen2 (0.57-0.51, 0.52-0.47): sizing only
+JUDGED_SPLITS = ("single", "multi")  # (a): "all" is reported, not judged (carried by depth)
+BASELINES = ("ar_lm", "hmm")
 BASELINE_MIN_RHO = 0.1  # (a) precondition: max(rho(AR), rho(HMM)) >= this on each judged split
 LEARNED_MAX_RATIO = 0.9  # (a) precondition: held-out loss(SCISOR) <= this x loss(uniform q)
-SHRINK_PCTS = (10, 20, 30)  # (b): motif retention(SCISOR) > retention(random) at each
+SHRINK_PCTS = (10, 20, 30)
+SHRINK_MARGIN = 0.05  # (b): motifs kept, SCISOR greedy - better greedy comparator >= this
 RANDOM_KEEP_MAX = 0.95  # (b) precondition: retention(random) <= this at each percentage
-SPEEDUP_MIN = 10.0  # (c): time(AR LM, batched) / time(SCISOR one-pass scan) >= this
-AR_BATCH = 64  # (c): the AR LM's batch size (its default)
-TIMING_REPEATS = 3  # (c): each time is the minimum of this many runs
+AR_BATCH = 64  # the speed-up figure: the AR LM's batch size (its default)
+TIMING_REPEATS = 5  # the speed-up figure: repeats (interval over them)
 N_HELDOUT = 32  # held-out family members for the "SCISOR learned" control
 HELDOUT_TIMES = 8  # stratified times of the held-out loss
+SHRINKERS = ("scisor_top1", "scisor_t1", "ar_greedy", "hmm_greedy", "random")
 
 SETTINGS: dict[bool, dict[str, Any]] = {
     # quick: the CI smoke run; full: the reported numbers
     True: dict(
-        seeds=[0], steps=60, lm_steps=60, n_family=200, n_multi=40, n_shrink=3, elbo_samples=2
+        seeds=[0, 1], steps=40, lm_steps=40, n_family=120, n_multi=30, n_shrink=2, elbo_samples=2
     ),
     False: dict(
-        seeds=[0, 1],
-        steps=1000,
-        lm_steps=1000,
+        seeds=[0, 1, 2, 3],
+        steps=1500,
+        lm_steps=1500,
         n_family=400,
         n_multi=120,
-        n_shrink=8,
+        n_shrink=4,
         elbo_samples=4,
     ),
 }
@@ -104,20 +112,24 @@ def _random_rho(fitness: np.ndarray, n_deleted: np.ndarray, seed: int) -> dict[s
     return {k: float(np.mean([d[k] for d in draws])) for k in draws[0]}
 
 
-def _time_scans(scisor, lm, wt: str, singles: list[str]) -> dict[str, float]:
-    """Wall time of SCISOR's one-pass single-deletion scan vs the AR LM scoring the WT and the
-    L single deletions batched (``AR_BATCH``) and one sequence per pass (batch 1)."""
+def _time_scans(scisor, lm, wt: str, singles: list[str]) -> dict[str, list[float]]:
+    """Wall times (``TIMING_REPEATS`` each) of SCISOR's one-pass single-deletion scan and of the
+    AR LM scoring the WT and the L single deletions batched (``AR_BATCH``) and one per pass."""
     from bio_scisor.scoring import score_path
+
+    def timed(fn) -> float:  # type: ignore[no-untyped-def]
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
 
     score_path(scisor, wt, singles[:2])  # warm-up
     lm.score(wt, singles[:2], batch_size=AR_BATCH)
-    return {
-        "scisor_s": best_time(lambda: score_path(scisor, wt, singles), TIMING_REPEATS),
-        "ar_batched_s": best_time(
-            lambda: lm.score(wt, singles, batch_size=AR_BATCH), TIMING_REPEATS
-        ),
-        "ar_l_passes_s": best_time(lambda: lm.score(wt, singles, batch_size=1), TIMING_REPEATS),
-    }
+    out: dict[str, list[float]] = {"scisor_s": [], "ar_batched_s": [], "ar_l_passes_s": []}
+    for _ in range(TIMING_REPEATS):  # interleaved, so load drifts hit all three alike
+        out["scisor_s"].append(timed(lambda: score_path(scisor, wt, singles)))
+        out["ar_batched_s"].append(timed(lambda: lm.score(wt, singles, batch_size=AR_BATCH)))
+        out["ar_l_passes_s"].append(timed(lambda: lm.score(wt, singles, batch_size=1)))
+    return out
 
 
 class _UniformDenoiser:
@@ -151,10 +163,12 @@ def _heldout_loss(model, sequences: list[str], t_max: float, seed: int) -> float
     return total / HELDOUT_TIMES
 
 
-def _shrink_stats(scisor, hmm, family, n: int, seed: int) -> dict[str, dict[str, float]]:
+def _shrink_stats(scisor, lm, hmm, family, n: int, seed: int) -> dict[str, dict[str, float]]:
+    """Per % removed and shrinker: the mean fraction of WT motifs kept and the mean Potts
+    fitness of the shrunk WT (``<shrinker>_motifs`` / ``<shrinker>_fitness``)."""
     import torch
 
-    from bio_scisor.scoring import shrink
+    from bio_scisor.scoring import greedy_shrink_positions, shrink_positions
     from bio_scisor.synth import motifs_retained
 
     rng = np.random.default_rng(seed + 7)
@@ -163,21 +177,23 @@ def _shrink_stats(scisor, hmm, family, n: int, seed: int) -> dict[str, dict[str,
     out: dict[str, dict[str, float]] = {}
     for pct in SHRINK_PCTS:
         k = int(np.ceil(len(wt) * pct / 100))
-        ours = [shrink(scisor, wt, pct, 1.0, gen) for _ in range(n)]
-        top1 = shrink(scisor, wt, pct, 0.0)
-        rand = []
-        for _ in range(n):
-            drop = set(rng.choice(len(wt), size=k, replace=False).tolist())
-            rand.append("".join(c for i, c in enumerate(wt) if i not in drop))
-        bits_ours, _ = hmm.bit_scores(ours)
-        bits_rand, _ = hmm.bit_scores(rand)
-        out[str(pct)] = {
-            "scisor_motifs": float(np.mean([motifs_retained(s, motifs) for s in ours])),
-            "scisor_top1_motifs": motifs_retained(top1, motifs),
-            "random_motifs": float(np.mean([motifs_retained(s, motifs) for s in rand])),
-            "scisor_hmm_bits": float(np.mean(bits_ours)),
-            "random_hmm_bits": float(np.mean(bits_rand)),
+        runs: dict[str, list[tuple[str, list[int]]]] = {
+            "scisor_top1": [shrink_positions(scisor, wt, pct, 0.0)],
+            "scisor_t1": [shrink_positions(scisor, wt, pct, 1.0, gen) for _ in range(n)],
+            "ar_greedy": [greedy_shrink_positions(lm.score, wt, pct)],
+            "hmm_greedy": [greedy_shrink_positions(hmm.score, wt, pct)],
+            "random": [],
         }
+        for _ in range(n):
+            drop = sorted(rng.choice(len(wt), size=k, replace=False).tolist())
+            runs["random"].append(("".join(c for i, c in enumerate(wt) if i not in drop), drop))
+        cell: dict[str, float] = {}
+        for name, shrunk in runs.items():
+            cell[f"{name}_motifs"] = float(np.mean([motifs_retained(s, motifs) for s, _ in shrunk]))
+            cell[f"{name}_fitness"] = float(
+                np.mean([family.deletion_fitness(frozenset(d)) for _, d in shrunk])
+            )
+        out[str(pct)] = cell
     return out
 
 
@@ -188,11 +204,12 @@ def run_seed(seed: int, quick: bool, out_dir: Path) -> dict[str, Any]:
     from bio_scisor.baselines import HmmScorer, train_causal_lm
     from bio_scisor.elbo import score_elbo
     from bio_scisor.lit_module import fit_scisor
+    from bio_scisor.potts import make_potts_family
     from bio_scisor.scoring import score_path
-    from bio_scisor.synth import make_assay, make_family, write_family
+    from bio_scisor.synth import make_assay, write_family
 
     cfg = settings(quick)
-    full = make_family(n_sequences=cfg["n_family"] + N_HELDOUT, seed=seed)
+    full = make_potts_family(n_sequences=cfg["n_family"] + N_HELDOUT, seed=seed)
     n = cfg["n_family"]
     held_out = full.sequences[n:]
     family = dataclasses.replace(full, sequences=full.sequences[:n], aligned=full.aligned[:n])
@@ -228,7 +245,7 @@ def run_seed(seed: int, quick: bool, out_dir: Path) -> dict[str, Any]:
             "scisor": _heldout_loss(scisor, held_out, TRAIN_T_MAX, seed),
             "uniform": _heldout_loss(_UniformDenoiser(), held_out, TRAIN_T_MAX, seed),
         },
-        "shrink": _shrink_stats(scisor, hmm, family, cfg["n_shrink"], seed),
+        "shrink": _shrink_stats(scisor, lm, hmm, family, cfg["n_shrink"], seed),
         "timing": _time_scans(scisor, lm, family.wt, singles),
         "train_s": t_train,
         "hmm_msa_sequences": hmm.n_msa,
@@ -238,83 +255,118 @@ def run_seed(seed: int, quick: bool, out_dir: Path) -> dict[str, Any]:
     }
 
 
-def _mean(per_seed: list[dict[str, Any]], *keys: str) -> float:
+def _per_seed(per_seed: list[dict[str, Any]], *keys: str) -> np.ndarray:
     values = []
     for r in per_seed:
         for k in keys:
             r = r[k]
         values.append(float(r))  # type: ignore[arg-type]
-    return float(np.mean(values))
+    return np.array(values)
+
+
+def _mean(per_seed: list[dict[str, Any]], *keys: str) -> float:
+    return float(np.mean(_per_seed(per_seed, *keys)))
+
+
+def _cells(per_seed: list[dict[str, Any]], key: str) -> np.ndarray:
+    """(seeds, percentages) of ``shrink[pct][key]``."""
+    return np.array([[r["shrink"][str(p)][key] for p in SHRINK_PCTS] for r in per_seed])
+
+
+def speedup_figure(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+    """The scan speed-up (AR batched / SCISOR scan, and AR batch 1 / scan) per repeat, with
+    its 95 % interval over the repeats of every seed (a benchmark figure, not a claim)."""
+    out: dict[str, Any] = {}
+    for name, key in (("speedup", "ar_batched_s"), ("speedup_vs_batch_1", "ar_l_passes_s")):
+        ratios = [
+            a / s
+            for r in per_seed
+            for a, s in zip(r["timing"][key], r["timing"]["scisor_s"], strict=True)
+        ]
+        out[name] = mean_interval(ratios, units="repeats", binary=False).to_dict()
+    return out
 
 
 def claims(per_seed: list[dict[str, Any]]) -> list[Claim]:
     splits = ("all", *JUDGED_SPLITS)
     rho = {sp: {m: _mean(per_seed, "rho", m, sp) for m in METHODS} for sp in splits}
-    best = {sp: max(rho[sp]["ar_lm"], rho[sp]["hmm"]) for sp in JUDGED_SPLITS}
-    gap = {sp: rho[sp]["scisor_path"] - best[sp] for sp in JUDGED_SPLITS}
+    gaps = {
+        f"{sp} vs {b}": _per_seed(per_seed, "rho", "scisor_path", sp)
+        - _per_seed(per_seed, "rho", b, sp)
+        for sp in JUDGED_SPLITS
+        for b in BASELINES
+    }
+    worst = np.min(np.stack(list(gaps.values())), axis=0)
+    best = {sp: max(rho[sp][b] for b in BASELINES) for sp in JUDGED_SPLITS}
     loss = {k: _mean(per_seed, "heldout_loss", k) for k in ("scisor", "uniform")}
+    ours = _cells(per_seed, "scisor_top1_motifs")
+    comparator = np.maximum(
+        _cells(per_seed, "ar_greedy_motifs"), _cells(per_seed, "hmm_greedy_motifs")
+    )
+    rand = _cells(per_seed, "random_motifs")
     keep = {
-        p: (
-            _mean(per_seed, "shrink", str(p), "scisor_motifs"),
-            _mean(per_seed, "shrink", str(p), "random_motifs"),
-        )
-        for p in SHRINK_PCTS
+        f"{p}%": {s: float(_cells(per_seed, f"{s}_motifs")[:, j].mean()) for s in SHRINKERS}
+        for j, p in enumerate(SHRINK_PCTS)
     }
-    timing = {
-        k: _mean(per_seed, "timing", k) for k in ("scisor_s", "ar_batched_s", "ar_l_passes_s")
-    }
-    speedup = timing["ar_batched_s"] / timing["scisor_s"]
     return [
-        Claim.judge(
+        Claim.test(
             text="SCISOR's deletion scores correlate with fitness better than an autoregressive "
             "LM and a profile HMM.",
-            criterion=f"on each of the {' and '.join(JUDGED_SPLITS)} deletions: seed-mean "
-            f"Spearman(SCISOR path score) - max(AR LM, profile HMM) >= {SPEARMAN_MARGIN} "
-            "(all-variant Spearman reported, not judged)",
-            measured={"spearman": rho, "gap": gap},
-            holds=all(g >= SPEARMAN_MARGIN for g in gap.values()),
+            effect=t_effect(
+                worst,
+                name="worst Spearman gap, SCISOR path score - baseline (single/multi x AR LM/HMM)",
+                threshold=SPEARMAN_MARGIN,
+                units="seeds (family, assay and models redrawn; the gap is paired on the assay)",
+                paper=PAPER_WORST_GAP,
+                binary=False,
+            ),
+            measured={
+                "spearman": rho,
+                "gaps_per_seed": {k: v.tolist() for k, v in gaps.items()},
+                "worst_gap_per_seed": worst.tolist(),
+            },
             preconditions=[
                 Precondition(
                     "a baseline carries signal",
-                    f"max(Spearman AR LM, profile HMM) >= {BASELINE_MIN_RHO} on each of "
-                    f"{', '.join(JUDGED_SPLITS)}",
+                    f"seed-mean max(Spearman AR LM, profile HMM) >= {BASELINE_MIN_RHO} on each "
+                    f"of {', '.join(JUDGED_SPLITS)}",
                     best,
                     all(v >= BASELINE_MIN_RHO for v in best.values()),
                 ),
                 Precondition(
                     "SCISOR learned",
-                    f"held-out diffusion loss(SCISOR) <= {LEARNED_MAX_RATIO} x "
+                    f"seed-mean held-out diffusion loss(SCISOR) <= {LEARNED_MAX_RATIO} x "
                     "loss(uniform-position denoiser)",
                     loss,
                     loss["scisor"] <= LEARNED_MAX_RATIO * loss["uniform"],
                 ),
             ],
         ),
-        Claim.judge(
-            text="Shrinking with SCISOR preserves conserved motifs better than random deletion.",
-            criterion="seed-mean fraction of WT motifs kept: SCISOR (temperature 1) > random "
-            f"deletion of the same count, at each of {', '.join(map(str, SHRINK_PCTS))} %",
-            measured={f"{p}%": {"scisor": a, "random": b} for p, (a, b) in keep.items()},
-            holds=all(a > b for a, b in keep.values()),
+        Claim.test(
+            text="Shrinking with SCISOR preserves conserved motifs better than shrinking guided "
+            "by other models.",
+            effect=paired_effect(
+                ours,
+                comparator,
+                name="motifs kept, SCISOR greedy - better of AR-LM / HMM greedy",
+                threshold=SHRINK_MARGIN,
+                seed=0,
+            ),
+            measured={"motifs_kept": keep},
             preconditions=[
                 Precondition(
                     "random deletion breaks motifs",
                     f"seed-mean motifs kept by random deletion <= {RANDOM_KEEP_MAX} at each %",
-                    {f"{p}%": b for p, (_, b) in keep.items()},
-                    all(b <= RANDOM_KEEP_MAX for _, b in keep.values()),
-                )
+                    {f"{p}%": float(rand[:, j].mean()) for j, p in enumerate(SHRINK_PCTS)},
+                    bool((rand.mean(axis=0) <= RANDOM_KEEP_MAX).all()),
+                ),
+                Precondition(
+                    "the comparators are guided",
+                    "mean motifs kept by the better greedy comparator >= by random deletion",
+                    {"comparator": float(comparator.mean()), "random": float(rand.mean())},
+                    bool(comparator.mean() >= rand.mean()),
+                ),
             ],
-        ),
-        Claim.judge(
-            text="One SCISOR forward pass scores every single deletion.",
-            criterion=f"wall time of the AR LM scoring the WT and its L single deletions in "
-            f"batches of {AR_BATCH} / SCISOR's one-pass scan >= {SPEEDUP_MIN}",
-            measured={
-                **timing,
-                "speedup": speedup,
-                "speedup_vs_batch_1": timing["ar_l_passes_s"] / timing["scisor_s"],
-            },
-            holds=speedup >= SPEEDUP_MIN,
         ),
     ]
 
@@ -334,26 +386,34 @@ def _plot(per_seed: list[dict[str, Any]], out_dir: Path) -> list[str]:
     ax.set_ylabel("Spearman vs fitness")
     ax.axhline(0, color="k", lw=0.5)
     ax.legend()
-    ax.set_title("Deletion scoring (synthetic assay)")
-    for key, label in (
-        ("scisor_motifs", "SCISOR"),
-        ("scisor_top1_motifs", "SCISOR top-1"),
-        ("random_motifs", "random"),
-    ):
-        bx.plot(
-            SHRINK_PCTS,
-            [_mean(per_seed, "shrink", str(p), key) for p in SHRINK_PCTS],
-            marker="o",
-            label=label,
-        )
+    ax.set_title("Deletion scoring (synthetic Potts assay)")
+    for name in SHRINKERS:
+        bx.plot(SHRINK_PCTS, _cells(per_seed, f"{name}_motifs").mean(0), marker="o", label=name)
     bx.set_xlabel("% residues removed")
     bx.set_ylabel("fraction of WT motifs kept")
     bx.set_ylim(0, 1.05)
-    bx.legend()
+    bx.legend(fontsize=7)
     bx.set_title("Shrinking the wild type")
     fig.tight_layout()
     fig.savefig(out_dir / "deletions.png", dpi=110)
     return ["deletions.png"]
+
+
+def _tables(per_seed: list[dict[str, Any]]) -> str:
+    table = ["| method | all | single | multi |", "|---|---|---|---|"]
+    for m in METHODS:
+        cells = [f"{_mean(per_seed, 'rho', m, s):+.3f}" for s in ("all", "single", "multi")]
+        table.append(f"| {m} | " + " | ".join(cells) + " |")
+    table += [
+        "",
+        "| % removed | " + " | ".join(SHRINKERS) + " |",
+        "|---" * (len(SHRINKERS) + 1) + "|",
+    ]
+    for key, label in (("motifs", "motifs kept"), ("fitness", "Potts fitness")):
+        for j, p in enumerate(SHRINK_PCTS):
+            cells = [f"{_cells(per_seed, f'{s}_{key}')[:, j].mean():.2f}" for s in SHRINKERS]
+            table.append(f"| {p} ({label}) | " + " | ".join(cells) + " |")
+    return "\n".join(table)
 
 
 def run(quick: bool, out_dir: Path) -> Result:
@@ -370,47 +430,30 @@ def run(quick: bool, out_dir: Path) -> Result:
             per_seed.append(run_seed(seed, quick, out_dir))
     claim_list = claims(per_seed)
     rho = claim_list[0].measured["spearman"]
-    table = ["| method | all | single | multi |", "|---|---|---|---|"]
-    for m in METHODS:
-        cells = [f"{_mean(per_seed, 'rho', m, s):+.3f}" for s in ("all", "single", "multi")]
-        table.append(f"| {m} | " + " | ".join(cells) + " |")
-    table += [
-        "",
-        "| % removed | motifs kept: SCISOR | SCISOR top-1 | random | HMM bits: SCISOR | random |",
-        "|---|---|---|---|---|---|",
-    ]
-    for p in SHRINK_PCTS:
-        keys = (
-            "scisor_motifs",
-            "scisor_top1_motifs",
-            "random_motifs",
-            "scisor_hmm_bits",
-            "random_hmm_bits",
-        )
-        cells = [f"{_mean(per_seed, 'shrink', str(p), k):.2f}" for k in keys]
-        table.append(f"| {p} | " + " | ".join(cells) + " |")
-    speed = claim_list[2].measured["speedup"]
+    speed = speedup_figure(per_seed)
 
     def cell(m: str) -> str:
         return "/".join(f"{rho[sp][m]:+.3f}" for sp in ("single", "multi"))
 
+    s = speed["speedup"]
     return Result(
         summary=(
-            "Spearman single/multi on the synthetic deletion assay: SCISOR path "
+            "Spearman single/multi on the synthetic Potts deletion assay: SCISOR path "
             f"{cell('scisor_path')}, ELBO {cell('scisor_elbo')}, AR LM {cell('ar_lm')}, profile "
             f"HMM (jackhmmer homologs) {cell('hmm')}, random {cell('random')}; single-deletion "
-            f"scan {speed:.1f}x faster than the batched AR LM."
+            f"scan {s['estimate']:.1f}x [{s['low']:.1f}, {s['high']:.1f}] faster than the "
+            "batched AR LM."
         ),
-        metrics={"per_seed": per_seed, "spearman": rho, "speedup": speed},
+        metrics={"per_seed": per_seed, "spearman": rho, **speed},
         seeds=list(cfg["seeds"]),
         scale=(
-            f"profile-HMM family of {cfg['n_family']} sequences (80 match states, 3 motifs), "
+            f"Potts family of {cfg['n_family']} sequences (72 columns, 3 motifs, 72 contacts), "
             f"WT assay of {per_seed[0]['n_variants']} deletion variants; denoiser d=64, 2 layers, "
             f"{cfg['steps']} steps of batch {BATCH_SIZE} with t_max={TRAIN_T_MAX}; AR LM same size, "
             f"{cfg['lm_steps']} steps; {len(cfg['seeds'])} seed(s)"
         ),
         claims=claim_list,
-        table_markdown="\n".join(table),
+        table_markdown=_tables(per_seed),
         plots=_plot(per_seed, out_dir),
     )
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from bio_scisor.constants import AMINO_ACIDS
+from iclr26_common.textio import input_file
 
 __all__ = [
     "ClinicalAssay",
@@ -91,9 +92,7 @@ def read_sequences(
     """
     from Bio import SeqIO
 
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = input_file(path)
     fmt = fmt or FORMATS.get(path.suffix.lower())
     if fmt not in ("fasta", "a2m", "stockholm"):
         raise ScisorFormatError(
@@ -182,8 +181,7 @@ def _read_csv(path: Path, required: Sequence[str]) -> tuple[list[str], list[tupl
     One-line errors: a missing file, a header lacking a ``required`` column. ``where`` is
     ``"FILE: line N"`` (the header is line 1), for the callers' field errors.
     """
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+    input_file(path)
     with path.open(newline="") as handle:
         reader = csv.DictReader(handle)
         columns = list(reader.fieldnames or [])

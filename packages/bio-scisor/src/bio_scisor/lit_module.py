@@ -118,7 +118,11 @@ def load_checkpoint(path: str | Path, map_location: str = "cpu") -> ScisorLitMod
 
     path = Path(path)
     ckpt = load_weights_only(
-        path, error=ScisorFormatError, map_location=map_location, require_state_dict=True
+        path,
+        error=ScisorFormatError,
+        map_location=map_location,
+        require_state_dict=True,
+        package="bio_scisor",
     )
     if "hyper_parameters" not in ckpt:
         raise ScisorFormatError(

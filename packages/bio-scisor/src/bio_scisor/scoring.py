@@ -9,7 +9,7 @@ and the Monte-Carlo ELBO scorer are in :mod:`bio_scisor.elbo`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -20,7 +20,14 @@ from bio_scisor.insertion import alpha, beta, gamma_sample, pad_batch, redraw_ze
 from bio_scisor.io import encode, is_deletion_of
 from bio_scisor.windows import denoiser_log_q
 
-__all__ = ["generate", "score_path", "shrink", "shrink_positions", "shrink_step"]
+__all__ = [
+    "generate",
+    "greedy_shrink_positions",
+    "score_path",
+    "shrink",
+    "shrink_positions",
+    "shrink_step",
+]
 
 
 def _tokens(seqs: Sequence[str], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -127,6 +134,28 @@ def shrink_positions(
         del kept[pos]
     deleted = sorted(set(range(len(kept) + k)) - set(kept))
     return seq, deleted
+
+
+def greedy_shrink_positions(
+    score: Callable[[str, list[str]], np.ndarray], seq: str, pct: float
+) -> tuple[str, list[int]]:
+    """Model-guided greedy shrinking with any variant scorer (the comparators of SCISOR's
+    top-1 shrinking): k = ceil(L * pct / 100) steps, each deleting the residue whose single
+    deletion ``score(current, singles)`` (higher = better, e.g. the AR LM's or the profile HMM's
+    ``score``) ranks first (the first position on ties). Returns the shrunk sequence and the
+    deleted positions in the input's coordinates (as :func:`shrink_positions`)."""
+    if not 0 < pct < 100:
+        raise ValueError(f"pct must be in (0, 100), got {pct}")
+    k = math.ceil(len(seq) * pct / 100)
+    if k >= len(seq):
+        raise ValueError(f"removing {k} of {len(seq)} residues leaves nothing")
+    kept = list(range(len(seq)))
+    for _ in range(k):
+        singles = [seq[:i] + seq[i + 1 :] for i in range(len(seq))]
+        pos = int(np.argmax(np.asarray(score(seq, singles))))
+        seq = singles[pos]
+        del kept[pos]
+    return seq, sorted(set(range(len(kept) + k)) - set(kept))
 
 
 def shrink(

@@ -59,6 +59,10 @@ class SynthFamily:
     def wt_motif_strings(self) -> list[str]:
         return [self.wt[a:b] for a, b in self.wt_motifs]
 
+    def deletion_fitness(self, deleted: set[int] | frozenset[int]) -> float:
+        """Noise-free fitness of deleting WT positions ``deleted`` (:func:`deletion_fitness`)."""
+        return deletion_fitness(deleted, self.wt_motifs)
+
 
 def _profile(rng: np.random.Generator, n_match: int, motifs: list[tuple[int, int]]):
     emissions = 0.5 * BACKGROUND + 0.5 * rng.dirichlet(np.full(len(AMINO_ACIDS), 0.3), n_match)
@@ -146,8 +150,10 @@ def make_assay(
 ) -> tuple[list[str], np.ndarray]:
     """All distinct single deletions of the WT plus ``n_multi`` 2-3-residue deletions.
 
-    Half the multi deletions are contiguous blocks, half scattered. Variants that spell the same
-    sequence get the mean fitness of their position sets. Sets ``family.variants/fitness``.
+    Half the multi deletions are contiguous blocks, half scattered. The fitness is the family's
+    own (``family.deletion_fitness``: the motif rules here, the Potts energy in ``potts.py``).
+    Variants that spell the same sequence get the mean fitness of their position sets. Sets
+    ``family.variants/fitness``.
     """
     rng = np.random.default_rng(seed + 1)
     length = len(family.wt)
@@ -162,7 +168,7 @@ def make_assay(
     by_seq: dict[str, list[float]] = {}
     for deleted in sets:
         seq = "".join(c for i, c in enumerate(family.wt) if i not in deleted)
-        by_seq.setdefault(seq, []).append(deletion_fitness(deleted, family.wt_motifs))
+        by_seq.setdefault(seq, []).append(family.deletion_fitness(deleted))
     variants = list(by_seq)
     fitness = np.array([np.mean(by_seq[v]) for v in variants])
     fitness = fitness + rng.normal(0.0, NOISE_SD, size=len(fitness))

@@ -31,6 +31,7 @@ import argparse
 import math
 import os
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import import_module
@@ -40,14 +41,17 @@ from typing import Any, NoReturn, TypeVar
 
 __all__ = [
     "CONFIGS_HELP",
+    "INTERRUPTED",
     "PATH_ERRORS",
     "TRAINER_SUBCOMMANDS",
     "ArgumentParser",
     "ConsoleScript",
     "Handler",
     "UsageError",
+    "check_config_file",
     "comma_list",
     "comma_list_of",
+    "config_values",
     "configs_command",
     "dispatch",
     "finite_float",
@@ -76,6 +80,11 @@ PATH_ERRORS: tuple[type[OSError], ...] = (
     NotADirectoryError,
     IsADirectoryError,
 )
+
+#: Set when a Ctrl-C reached code that turns it into an exit of its own (Lightning's ``fit``
+#: catches ``KeyboardInterrupt``, shuts down and calls ``sys.exit(1)``): then
+#: :func:`run_with_one_line_errors` still ends with ``PROG: interrupted`` and status 130.
+INTERRUPTED = threading.Event()
 
 T = TypeVar("T")
 N = TypeVar("N", int, float)
@@ -124,6 +133,33 @@ def resolve_config_names(argv: Sequence[str], configs: Mapping[str, Path]) -> li
             if not Path(value).exists() and value in configs:
                 resolved[i] = f"{flag}={configs[value]}"
     return resolved
+
+
+def config_values(argv: Sequence[str]) -> list[str]:
+    """The values of ``--config VALUE`` / ``--config=VALUE`` / ``-c VALUE`` / ``-c=VALUE`` in
+    ``argv``, in order."""
+    values = []
+    for flag, value in zip(argv, [*argv[1:], None], strict=True):
+        if flag in ("--config", "-c") and value is not None:
+            values.append(value)
+        elif flag.startswith(("--config=", "-c=")):
+            values.append(flag.split("=", 1)[1])
+    return values
+
+
+def check_config_file(value: str, option: str = "--config") -> None:
+    """An existing ``--config`` path must be a UTF-8 text file: a folder or bytes that are not
+    UTF-8 are a :class:`UsageError` naming the option, the file and the byte (jsonargparse and
+    PyYAML would raise a ``UnicodeDecodeError`` traceback). A path that does not exist is left to
+    the caller (it may name a shipped config)."""
+    from iclr26_common.textio import read_text
+
+    if not Path(value).exists():
+        return
+    try:
+        read_text(value, "config file", error=UsageError, gzip_suffix=False)
+    except (OSError, UsageError) as error:
+        raise UsageError(f"{option} {error}") from None
 
 
 def comma_list(text: str, item: Callable[[str], T] = str) -> list[T]:  # type: ignore[assignment]
@@ -382,12 +418,21 @@ def run_with_one_line_errors(
     ends with one line ``PROG: error: MESSAGE`` on stderr and ``SystemExit(2)``. When the
     environment variable ``traceback_env`` is set, or the error is not a user error, the
     exception propagates with its traceback. Ctrl-C (``KeyboardInterrupt``) ends with one line
-    ``PROG: interrupted`` and ``SystemExit(130)`` (the traceback only with ``traceback_env``)."""
+    ``PROG: interrupted`` and ``SystemExit(130)`` (the traceback only with ``traceback_env``),
+    also when a Lightning fit caught the Ctrl-C itself (it exits with status 1 after its
+    shutdown; :data:`INTERRUPTED` says the exit came from a Ctrl-C)."""
+    INTERRUPTED.clear()
     try:
         return dispatch(list(argv))
     except KeyboardInterrupt:
         if os.environ.get(traceback_env):
             raise
+        print(f"\n{prog}: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+    except SystemExit as exit_:
+        if not INTERRUPTED.is_set() or exit_.code in (0, None) or os.environ.get(traceback_env):
+            raise
+        INTERRUPTED.clear()
         print(f"\n{prog}: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
     except Exception as error:
@@ -423,13 +468,16 @@ class ConsoleScript:
       instead (:func:`run_with_one_line_errors`).
 
     ``prog`` defaults to the package name with dashes (``rf_matid`` -> ``rf-matid``) and
-    ``traceback_env`` to ``PACKAGE_TRACEBACK`` in capitals.
+    ``traceback_env`` to ``PACKAGE_TRACEBACK`` in capitals. ``commands`` may be a function
+    returning the mapping (commands discovered at run time, as llm-methods' method plugins),
+    called only to build the help. ``configs=False``: no ``configs`` command (a package that
+    ships no configs of its own).
     """
 
     package: str
     version: str
     description: str
-    commands: Mapping[str, str]
+    commands: Mapping[str, str] | Callable[[], Mapping[str, str]]
     handlers: Callable[[], Mapping[str, Handler]]
     run_lightning: Callable[[list[str]], Any] | None = None
     lightning: Sequence[str] = TRAINER_SUBCOMMANDS
@@ -437,6 +485,7 @@ class ConsoleScript:
     prog: str = ""
     traceback_env: str = ""
     configs_width: int = 16
+    configs: bool = True
 
     def __post_init__(self) -> None:
         if not self.prog:
@@ -448,8 +497,9 @@ class ConsoleScript:
 
     def parser(self) -> ArgumentParser:
         """The top-level parser (for ``--help`` and ``--version``)."""
+        commands = self.commands() if callable(self.commands) else self.commands
         return top_level_parser(
-            self.prog, self.description, self.version, self.commands, lightning=self.lightning
+            self.prog, self.description, self.version, commands, lightning=self.lightning
         )
 
     def is_user_error(self, error: BaseException) -> bool:
@@ -465,7 +515,8 @@ class ConsoleScript:
         handlers: dict[str, Handler] = {}
         if self.run_lightning is not None:
             handlers.update(lightning_commands(self.lightning, self.run_lightning))
-        handlers["configs"] = configs_command(self.prog, self.package, self.configs_width)
+        if self.configs:
+            handlers["configs"] = configs_command(self.prog, self.package, self.configs_width)
         handlers.update(self.handlers())
         return dispatch(argv, self.parser, handlers)
 

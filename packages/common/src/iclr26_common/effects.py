@@ -263,7 +263,10 @@ def units_needed(
         return _critical(n, confidence, t_based) * spread / math.sqrt(n) < distance
 
     # the normal critical value gives a lower bound; the t one needs more at small n
-    low = max(2, math.ceil((_critical(10**6, confidence, False) * spread / distance) ** 2) - 1)
+    ratio = _critical(10**6, confidence, False) * spread / distance
+    if not math.isfinite(ratio) or ratio > math.sqrt(MAX_UNITS):
+        return None  # an estimate within rounding of its threshold: no feasible number decides it
+    low = max(2, math.ceil(ratio**2) - 1)
     if decides(low):
         return low
     high = low

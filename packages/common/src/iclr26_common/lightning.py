@@ -49,12 +49,22 @@ from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
-from iclr26_common.cli_support import UsageError, resolve_config_names, shipped_configs
+from iclr26_common.checkpoints import MODEL_KEY, foreign_owner, load_weights_only
+from iclr26_common.cli_support import (
+    INTERRUPTED,
+    UsageError,
+    check_config_file,
+    resolve_config_names,
+    shipped_configs,
+)
 from iclr26_common.device import lightning_accelerator, lightning_devices
 
 __all__ = [
     "CLI",
+    "MODEL_KEY",
     "BatchPredictionWriter",
+    "InterruptedFit",
+    "ModelStamp",
     "RunDirSaveConfig",
     "check_checkpoint_file",
     "check_free",
@@ -197,20 +207,17 @@ def check_checkpoint_file(ckpt_path: str, *, package: str) -> dict[str, Any] | N
     checkpoint, or a checkpoint of another package's model (its ``_class_path``) is a
     :class:`UsageError` naming the option. ``None`` for Lightning's own names (``last``,
     ``best``, ``hpc``, ``registry``)."""
-    from iclr26_common.checkpoints import load_weights_only
-
     if ckpt_path in ("last", "best", "hpc", "registry") or ckpt_path.startswith("registry:"):
         return None
     try:
         payload = load_weights_only(ckpt_path, error=UsageError, require_state_dict=True)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, IsADirectoryError, UsageError) as error:
         raise UsageError(f"--ckpt_path {error}") from None
-    except UsageError as error:
-        raise UsageError(f"--ckpt_path {error}") from None
-    class_path = str((payload.get("hyper_parameters") or {}).get("_class_path") or "")
+    # a model given without subclass mode saves no ``_class_path``: the stamp says whose it is
     # ``package`` may be a sub-package (``llm_methods.perk``): the class must live under it.
-    owner = ".".join(class_path.split(".")[: package.count(".") + 1])
-    if class_path and not class_path.startswith(f"{package}."):
+    foreign = foreign_owner(payload, package)
+    if foreign is not None:
+        owner, class_path = foreign
         raise UsageError(
             f"--ckpt_path {ckpt_path}: a checkpoint of {owner.replace('_', '-')} "
             f"({class_path}), not of {package.replace('_', '-')}"
@@ -254,6 +261,32 @@ def check_resume(
                 f"--trainer.max_epochs {max_epochs}: {ckpt_path} already trained {done + 1} "
                 "epoch(s); give more epochs to resume training"
             )
+
+
+class ModelStamp(Callback):
+    """Writes the LightningModule's import path into every checkpoint (``checkpoint[MODEL_KEY]``),
+    so :func:`check_checkpoint_file` can name the package a checkpoint belongs to even when the
+    model was not given in subclass mode (no ``_class_path`` among its hyper-parameters)."""
+
+    def on_save_checkpoint(
+        self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        cls = type(pl_module)
+        checkpoint[MODEL_KEY] = f"{cls.__module__}.{cls.__qualname__}"
+
+
+class InterruptedFit(Callback):
+    """Marks a fit Lightning stopped on Ctrl-C (it catches ``KeyboardInterrupt``, tears down and
+    calls ``sys.exit(1)``: a user saw exit status 1 and no line) by setting
+    :data:`~iclr26_common.cli_support.INTERRUPTED`, so the command ends with ``PROG:
+    interrupted`` and status 130 like any other Ctrl-C. Every Trainer of :func:`run_cli` and
+    :func:`quiet_trainer` has it."""
+
+    def on_exception(
+        self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
+    ) -> None:
+        if isinstance(exception, KeyboardInterrupt):
+            INTERRUPTED.set()
 
 
 class CLI(LightningCLI):
@@ -332,6 +365,7 @@ class CLI(LightningCLI):
             # a bad Trainer option value (``--trainer.devices abc``, an unknown accelerator)
             raise UsageError(f"trainer: {error}") from error
         _check_relaunch(trainer, self.raw_argv)
+        trainer.callbacks.extend([ModelStamp(), InterruptedFit()])
         return trainer
 
 
@@ -368,7 +402,10 @@ def _check_config_names(args: Sequence[str], shipped: Mapping[str, Path], prog: 
             value = args[i + 1]
         elif arg.startswith(("--config=", "-c=")):
             value = arg.split("=", 1)[1]
-        if value is None or not _LOOKS_LIKE_NAME.match(value) or Path(value).exists():
+        if value is None or not _LOOKS_LIKE_NAME.match(value):
+            continue
+        if Path(value).exists():
+            check_config_file(value)
             continue
         known = ", ".join(shipped) or "none"
         raise UsageError(
@@ -488,4 +525,4 @@ def quiet_trainer(*, callbacks: Sequence[Callback] = (), **overrides: Any) -> Tr
         settings.setdefault("devices", lightning_devices())  # [N] for ICLR26_DEVICE=cuda:N
     settings.setdefault("devices", 1)
     with quiet_lightning():  # no "GPU available: ..." lines
-        return Trainer(callbacks=list(callbacks), **settings)
+        return Trainer(callbacks=[*callbacks, InterruptedFit()], **settings)

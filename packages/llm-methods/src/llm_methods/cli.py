@@ -13,23 +13,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from iclr26_common.cli_support import (
-    Handler,
-    dispatch,
-    is_user_error,
-    run_with_one_line_errors,
-    top_level_parser,
-)
+from iclr26_common.cli_support import ConsoleScript, Handler
 from llm_methods import __version__
 from llm_methods.method_cli import (
     ArgumentParser,
     model_args,
     quiet_transformers,
+    seed,
     seed_args,
     show_defaults,
 )
 
-__all__ = ["main"]
+__all__ = ["SCRIPT", "main"]
 
 PROG = "llm-methods"
 DESCRIPTION = (
@@ -133,6 +128,19 @@ def zoo_main(argv: Sequence[str]) -> int:
     build.add_argument("name", help="a recipe of `zoo list`")
     build.add_argument("--force", action="store_true", help="rebuild even if cached")
     build.add_argument("--quiet", action="store_true", help="no progress lines")
+    build.add_argument(
+        "--seed",
+        type=seed,
+        default=None,
+        help="the recipe's seed (default: the recipe's own, 0); another seed is built into its "
+        "own NAME-<hash>/ folder, which `--model zoo:NAME` does not find: pass that folder as "
+        "--model",
+    )
+    build.add_argument(
+        "--device",
+        default=None,
+        help="cpu / cuda: where it trains (default: the CPU, the same weights everywhere)",
+    )
     for action in (listing, build):
         action.add_argument(
             "--cache-dir",
@@ -154,7 +162,9 @@ def zoo_main(argv: Sequence[str]) -> int:
 
     quiet_transformers()
     start = time.perf_counter()
-    folder = build_model(ns.name, ns.cache_dir, force=ns.force, quiet=ns.quiet)
+    folder = build_model(
+        ns.name, ns.cache_dir, force=ns.force, quiet=ns.quiet, seed=ns.seed, device=ns.device
+    )
     print(f"zoo:{ns.name} -> {folder} ({time.perf_counter() - start:.1f} s)")
     return 0
 
@@ -176,37 +186,40 @@ TOOLS = {
 }
 
 
-def _top_level_parser() -> ArgumentParser:
-    plugins = {name: module.ABOUT for name, module in _method_clis().items()}
-    return top_level_parser(PROG, DESCRIPTION, __version__, {**TOOLS, **plugins})
+def _commands() -> dict[str, str]:
+    """The help text of every command: the tools, then the discovered methods."""
+    return {**TOOLS, **{name: module.ABOUT for name, module in _method_clis().items()}}
 
 
-def _is_user_error(error: BaseException) -> bool:
-    """Bad input (our errors, path errors, ValueErrors raised in llm_methods), not a bug."""
-    from llm_methods.lm.errors import LMError
-
-    return is_user_error(error, "llm_methods", (LMError,))
-
-
-def main(args: Sequence[str] | None = None) -> int | None:
-    """Entry point; input errors end with one ``llm-methods: error: ...`` line and exit 2
-    (``LLM_METHODS_TRACEBACK=1`` shows the traceback)."""
-    argv = sys.argv[1:] if args is None else args
-    return run_with_one_line_errors(
-        PROG, _dispatch, argv, is_user=_is_user_error, traceback_env="LLM_METHODS_TRACEBACK"
-    )
-
-
-def _dispatch(argv: list[str]) -> int:
-    handlers: dict[str, Handler] = {
+def _handlers() -> dict[str, Handler]:
+    tools: dict[str, Handler] = {
         "score": score_main,
         "generate": generate_main,
         "zoo": zoo_main,
         "corpora": corpora_main,
     }
-    if argv and argv[0] not in handlers:  # method plugins are looked up only when needed
-        handlers.update({name: module.main for name, module in _method_clis().items()})
-    return dispatch(argv, _top_level_parser, handlers)
+    return {**tools, **{name: module.main for name, module in _method_clis().items()}}
+
+
+#: The ``llm-methods`` console script (:class:`iclr26_common.cli_support.ConsoleScript`): input
+#: errors end with one ``llm-methods: error: ...`` line and exit 2 (``LLM_METHODS_TRACEBACK=1``
+#: shows the traceback), Ctrl-C with one line and exit 130. No ``configs`` command at the top:
+#: each method lists its own (``llm-methods perk configs``).
+SCRIPT = ConsoleScript(
+    "llm_methods",
+    __version__,
+    DESCRIPTION,
+    _commands,
+    handlers=_handlers,
+    error_types=("llm_methods.lm.errors:LMError",),
+    prog=PROG,
+    configs=False,
+)
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """Entry point: :data:`SCRIPT` on ``args`` (default ``sys.argv[1:]``)."""
+    return SCRIPT.main(args)
 
 
 def _method_clis() -> dict[str, Any]:

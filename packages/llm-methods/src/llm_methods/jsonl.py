@@ -20,23 +20,20 @@ from llm_methods.lm.errors import LMError
 __all__ = ["iter_jsonl", "read_jsonl", "read_text"]
 
 
-def read_text(path: str | Path, error: type[ValueError] = LMError) -> str:
-    """The UTF-8 text of ``path`` (``.gz``: decompressed); a missing file raises
-    ``FileNotFoundError("FILE: no such file")``, bytes that are not UTF-8 raise
-    ``error("FILE: not UTF-8 text (byte 0x.. at offset N); ...")`` (one line naming the file)."""
-    import gzip
+def read_text(path: str | Path, error: type[ValueError] = LMError, what: str = "file") -> str:
+    """The UTF-8 text of ``path`` (``.gz``: decompressed), read by the workspace's
+    :func:`iclr26_common.textio.read_text`: a missing file raises ``FileNotFoundError("FILE: no
+    such WHAT")``, a folder ``IsADirectoryError("FILE: is a folder; give a WHAT")``, bytes that
+    are not UTF-8 (or a ``.gz`` that is not gzip) ``error("FILE: not UTF-8 text (byte 0x.. at
+    offset N); ...")``: one line naming the file. The error is raised again here, so the
+    console script judges it this package's own bad input (``is_user_error``: a ``ValueError``
+    raised in ``llm_methods``), whatever ``error`` class the reader passes."""
+    from iclr26_common import textio
 
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
     try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        byte = raw[err.start : err.start + 1].hex()
-        raise error(
-            f"{path}: not UTF-8 text (byte 0x{byte} at offset {err.start}); save it as UTF-8"
-        ) from None
+        return textio.read_text(path, what, error=error)
+    except error as err:
+        raise error(str(err)) from None
 
 
 def iter_jsonl(

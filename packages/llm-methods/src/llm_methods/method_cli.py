@@ -25,7 +25,6 @@ __all__ = [
     "parse_settings",
     "quiet_transformers",
     "refuse_non_finite",
-    "removed_in",
     "renamed_flags",
     "seed",
     "seed_args",
@@ -80,29 +79,24 @@ def method_cli(
     )
 
 
-#: The llm-methods version that removes the flags renamed in 0.7.0 (CHANGELOG "Deprecated"). A
-#: constant, not "the next minor version", so the promise does not move with each release; a test
-#: fails once llm-methods reaches it while the old spellings still exist.
-RENAMED_FLAGS_REMOVED_IN = "0.8.0"
+def renamed_flags(
+    argv: Sequence[str], renames: dict[str, str], prog: str, *, removed_in: str
+) -> list[str]:
+    """``argv`` with the old spellings of renamed flags (``{"--stage.seed": "--seed"}``)
+    replaced, one warning line each (:func:`iclr26_common.cli_support.rename_flags`) naming
+    ``llm-methods REMOVED_IN``.
 
-
-def removed_in() -> str:
-    """The llm-methods version in which a flag renamed now stops working
-    (:data:`RENAMED_FLAGS_REMOVED_IN`: renamed flags keep working, with a warning, for one
-    minor version)."""
-    return f"llm-methods {RENAMED_FLAGS_REMOVED_IN}"
-
-
-def renamed_flags(argv: Sequence[str], renames: dict[str, str], prog: str) -> list[str]:
-    """``argv`` with the old spellings of renamed flags (``{"--ckpt": "--model"}``) replaced,
-    one warning line each (:func:`iclr26_common.cli_support.rename_flags`); they are removed in
-    :func:`removed_in`. The package's renames, for the changelog: ``perk eval --ckpt`` ->
-    ``--model``; ``mas2 generate|run --local-model`` -> ``--model``; ``adl diff|kl --ft`` ->
-    ``--model`` (the finetuned model under study) and ``--base`` -> ``--base-model``; ``mbok
-    eval --text`` -> ``--text-file``; ``mbok finetune --model.X`` / ``--data.X`` ->
-    ``--model.init_args.X`` / ``--data.init_args.X``; ``remix fit --model.init_args.policy`` ->
-    ``--model.init_args.model``."""
-    return cli_support.rename_flags(argv, renames, prog=prog, removed_in=removed_in())
+    ``removed_in`` is the version (``"0.9.0"``) that removes these spellings, a string literal
+    or module-level constant at each call (a test parses it from the source): a rename keeps
+    working for one minor version after the release that makes it, the changelog's "Deprecated"
+    entry names the same version, and the test fails once llm-methods reaches it while the
+    rename remains. In effect: ``antibody align|finetune --stage.seed`` -> ``--seed``
+    (deprecated in 0.8.0, removed in 0.9.0). The renames of 0.7.0 (``perk eval --ckpt``, ``mas2
+    --local-model``, ``adl --ft``/``--base``, ``mbok eval --text``, ``mbok finetune
+    --model.X``/``--data.X``, ``remix fit --model.init_args.policy``) were removed in 0.8.0."""
+    return cli_support.rename_flags(
+        argv, renames, prog=prog, removed_in=f"llm-methods {removed_in}"
+    )
 
 
 _NON_FINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
@@ -237,7 +231,8 @@ def parse_settings(parser: Any, argv: Sequence[str], package: str) -> Any:
 
     Bad input ends, like argparse, with one line ``PROG: error: MESSAGE (see PROG --help)`` on
     stderr and ``SystemExit(2)`` (``PROG`` is ``parser.prog``, e.g. ``llm-methods ltpo solve``):
-    an unknown config name (listing the shipped ones), what jsonargparse or a group's
+    a non-finite number (:func:`refuse_non_finite`: ``--ltpo.sigma inf`` names the option, not
+    jsonargparse's parser key), an unknown config name (listing the shipped ones), what jsonargparse or a group's
     ``__post_init__`` rejects, and, naming the file first (``PATH: ...``), a ``--config`` YAML
     with a field the parser does not have (e.g. an old flat config), a bad value or no mapping.
     Each config file is checked alone before the command line is parsed."""
@@ -247,9 +242,17 @@ def parse_settings(parser: Any, argv: Sequence[str], package: str) -> Any:
     from iclr26_common.cli_support import resolve_config_names, shipped_configs
 
     usage = OneLine(prog=parser.prog, add_help=False)
+    try:  # ``--poison-ratio nan``: one line naming the option, not jsonargparse's Union message
+        refuse_non_finite(argv)
+    except cli_support.UsageError as error:
+        usage.error(str(error))
     shipped = shipped_configs(package)
     args = resolve_config_names(argv, shipped)
-    for value in _config_values(args):
+    for value in cli_support.config_values(args):
+        try:  # a folder, or bytes that are not UTF-8: one line naming the file
+            cli_support.check_config_file(value)
+        except cli_support.UsageError as error:
+            usage.error(str(error))
         if not Path(value).is_file():
             usage.error(f"unknown config {value!r}; shipped: {sorted(shipped)}")
         problem = _config_file_problem(parser, Path(value))
@@ -259,17 +262,6 @@ def parse_settings(parser: Any, argv: Sequence[str], package: str) -> Any:
         return parser.instantiate(parser.parse_args(args))
     except (ArgumentError, ValueError) as error:
         usage.error(" ".join(str(error).split()))
-
-
-def _config_values(args: Sequence[str]) -> list[str]:
-    """The values of ``--config VALUE`` and ``--config=VALUE`` in ``args``, in order."""
-    values = []
-    for flag, value in zip(args, [*args[1:], None], strict=True):
-        if flag == "--config" and value is not None:
-            values.append(value)
-        elif flag.startswith("--config="):
-            values.append(flag.split("=", 1)[1])
-    return values
 
 
 def _config_file_problem(parser: Any, path: Path) -> str | None:

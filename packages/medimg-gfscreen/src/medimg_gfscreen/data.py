@@ -33,6 +33,7 @@ from medimg_gfscreen.io import (
     parse_label_map,
 )
 from medimg_gfscreen.transforms import (
+    NEGATIVES,
     hu_window,
     infer_transforms,
     train_transforms,
@@ -88,6 +89,8 @@ class GFScreenDataModule(L.LightningDataModule):
         input's grid); existing masks are refused (see :attr:`existing_masks`).
     cache_dir: on-disk cache of the preprocessed volumes (None: the workspace cache).
     check_cases: check every entry's NIfTI headers (shapes, affines, label present) first.
+    negatives: negative crop centres, ``upstream`` (RandCropByPosNegLabeld's: the crop may reach
+        a lesion) or ``lesion_free`` (the whole crop holds no lesion voxel; the miniature's).
     """
 
     def __init__(
@@ -110,6 +113,7 @@ class GFScreenDataModule(L.LightningDataModule):
         num_workers: int = 0,
         check_cases: bool = True,
         check_hu: bool = True,
+        negatives: str = "upstream",
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -131,6 +135,11 @@ class GFScreenDataModule(L.LightningDataModule):
         self.num_workers = num_workers
         self.check_cases = check_cases
         self.check_hu = bool(check_hu)
+        if negatives not in NEGATIVES:
+            raise GFScreenFormatError(
+                f"negatives must be one of {', '.join(NEGATIVES)}, not {negatives!r}"
+            )
+        self.negatives = negatives
         self._checked: set[str] = set()
         self.train_key, self.val_key = train_key, val_key
         self.test_key = test_key or val_key
@@ -291,6 +300,7 @@ class GFScreenDataModule(L.LightningDataModule):
             self.spacing,
             self.prenormalized,
             self.check_hu,
+            self.negatives,
         )
         return self._loader(
             self._dataset(self._items(self.train_key), transform), self.batch_size, shuffle=True

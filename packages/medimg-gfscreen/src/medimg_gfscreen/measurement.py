@@ -1,21 +1,27 @@
 """The measurement of the ``medimg-gfscreen.glance_focus`` experiment: settings, data,
 training and evaluation, returning numbers only (:func:`measure` -> :class:`Measurement`).
 
-Per seed: synthetic CT (``medimg_gfscreen.synth``, written as NIfTI + Decathlon datalist and read
-back through the real MONAI pipeline) -> Focus + Glance trained jointly with the GF-Screen
-objective -> on the held-out volumes, glance-focus at overlap :data:`OVERLAP` (the Glance gate
+Per seed: synthetic CT (``medimg_gfscreen.synth`` with :data:`TESTBED`, written as NIfTI +
+Decathlon datalist and read back through the real MONAI pipeline; the training cases drawn from
+the seed, the test cases one fixed set shared by every seed, so that the claims pair them over
+cases x seeds) -> Focus + Glance trained jointly with the GF-Screen objective (negative crops
+lesion-free) -> on the test volumes, glance-focus at overlap :data:`OVERLAP` (the Glance gate
 ``p > GATE`` on that tile grid) and Focus on every tile (MONAI sliding window) at
 :data:`OVERLAP` and :data:`COARSE_OVERLAP`, with FLOPs per volume; the first seed of a full run
-also retrains the Glance against the fixed Focus for each :data:`ABLATIONS` objective. The
-claims, the report prose and the plot are :mod:`medimg_gfscreen.experiment`'s.
+also trains the **separability control** (a Glance trained by cross-entropy alone on the same
+crops for ``separability_epochs``, no Focus, no RL: :func:`separability`) and retrains the Glance
+against the fixed Focus for each :data:`ABLATIONS` objective. Every case's numbers are kept
+(:class:`SeedMeasurement` ``cases``). The claims, the report prose and the plot are
+:mod:`medimg_gfscreen.experiment`'s.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +34,19 @@ from medimg_gfscreen.settings import (
     ObjectiveSettings,
     OptimSettings,
 )
+from medimg_gfscreen.synth import Testbed
 
 GATE = 0.9  # the paper's gate, medimg_gfscreen.constants.GATE_THRESHOLD
 ROI = (32, 32, 16)  # Focus / Glance sub-volume (voxels at 1x1x3 mm)
 VOLUME = (96, 96, 32)  # synthetic CT volume
 OVERLAP = 0.75  # the paper's inference overlap: glance-focus and the sliding window
-COARSE_OVERLAP = 0.5  # the cheaper plain sliding window (b) must also beat
+COARSE_OVERLAP = 0.5  # the cheaper plain sliding window of the (b2) cost finding
 PAPER_EPOCHS = 500  # upstream max_epochs: the cosine horizon the miniature trains the start of
+#: the synthetic CT of the experiment: half the training cases healthy, one 2-6 mm lesion per
+#: lesion case, a cyst and a vessel (unlabelled lesion mimics) in every case
+TESTBED = Testbed(healthy_fraction=0.5, max_lesions=1, lesion_radius_mm=(2.0, 6.0), mimics=1)
+TEST_SEED = 1000  # the shared test set's generator seed (cases alternate lesion / healthy)
+NEGATIVES = "lesion_free"  # negative training crops hold no lesion voxel (a deviation)
 #: ``GFScreenModule`` arguments of the miniature
 MODEL_KW: dict[str, Any] = {
     "focus": FocusSettings(arch="unet", unet_channels=(11, 22, 44, 88)),
@@ -51,7 +63,6 @@ MODEL_KW: dict[str, Any] = {
 #: label -> ``ObjectiveSettings`` fields changed from the paper's objective
 ABLATIONS: dict[str, dict[str, Any]] = {
     "paper objective (detection reward, group = CT)": {},
-    "CE-only glance (no RL)": {"rl_weight": 0.0},
     "Dice reward": {"reward": "dice"},
     "group = batch (16 sub-volumes)": {"group_by": "batch"},
 }
@@ -59,22 +70,26 @@ METHODS = ("sliding_window", "glance_focus", "sliding_window_coarse")  # order o
 
 
 def settings(quick: bool) -> dict[str, Any]:
-    """Scale of a run: cases per seed (``n_train`` / ``n_test``), joint-training ``epochs``,
-    ``glance_epochs`` of each ablation, ``seeds``, and whether the ablations run."""
+    """Scale of a run: training cases per seed (``n_train``), shared test cases (``n_test``,
+    alternately with one lesion and healthy), joint-training ``epochs``, ``glance_epochs`` of
+    each ablation, ``separability_epochs`` of the CE-only control Glance (fixed before any run
+    that judges the claims), ``seeds``, and whether the ablations run."""
     if quick:
         return {
             "n_train": 8,
-            "n_test": 2,
+            "n_test": 4,
             "epochs": 3,
             "glance_epochs": 1,
+            "separability_epochs": 2,
             "seeds": [0],
             "ablations": False,
         }
     return {
         "n_train": 16,
-        "n_test": 12,
+        "n_test": 16,
         "epochs": 80,
         "glance_epochs": 4,
+        "separability_epochs": 40,
         "seeds": [0, 1, 2],
         "ablations": True,
     }
@@ -89,9 +104,47 @@ def make_trainer(epochs: int):
     return quiet_trainer(max_epochs=epochs, limit_val_batches=0, deterministic="warn")
 
 
+def tile_auroc(scores: list[float], positive: list[bool]) -> float:
+    """AUROC of Glance scores for lesion vs no-lesion tiles (Mann-Whitney U / (n1 n0); NaN
+    when either class is empty)."""
+    from scipy.stats import mannwhitneyu
+
+    pos = [s for s, y in zip(scores, positive, strict=True) if y]
+    neg = [s for s, y in zip(scores, positive, strict=True) if not y]
+    if not pos or not neg:
+        return float("nan")
+    return float(mannwhitneyu(pos, neg).statistic) / (len(pos) * len(neg))
+
+
+def _tile_lesions(result, label, roi) -> list[bool]:
+    """Whether each of ``result``'s tiles (start voxel, p, selected) holds a lesion voxel of
+    ``label [X, Y, Z]``: what a perfect gate selects."""
+    return [
+        bool(label[tuple(slice(s, s + r) for s, r in zip(start, roi, strict=True))].any())
+        for start, _, _ in result.tiles
+    ]
+
+
+def _record(metrics, gflops: float, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": metrics.name,
+        "lesions": metrics.lesions,
+        "detected": metrics.detected,
+        "pred_voxels": metrics.pred_voxels,
+        "healthy": metrics.healthy,
+        "dsc": metrics.dsc,
+        "gflops": gflops,
+        **extra,
+    }
+
+
 def evaluate(module, volumes, flops: dict[str, int], sliding: bool = True) -> dict[str, Any]:
     """Glance-focus (overlap 0.75) and, if ``sliding``, Focus on every tile at 0.75 and 0.5 on
-    the test volumes -> per-method metric summaries with FLOPs per volume."""
+    the test volumes -> ``{"summary": method -> metric summary with FLOPs per volume,
+    "cases": method -> one record per case}``. A record: lesions, detected lesions, predicted
+    voxels, healthy, DSC and GFLOPs of the case; glance-focus's also its tiles, the selected
+    ones and those holding a lesion voxel (``lesion_tiles``), and the summary the Glance's
+    tile AUROC (lesion vs no-lesion tiles)."""
     from medimg_gfscreen.inference import sliding_window_focus, tile_slices
     from medimg_gfscreen.metrics import case_metrics, summarize
 
@@ -100,15 +153,32 @@ def evaluate(module, volumes, flops: dict[str, int], sliding: bool = True) -> di
     spacing = module.hparams.spacing
     voxel_ml = spacing[0] * spacing[1] * spacing[2] / 1000.0
     cases: dict[str, list] = {m: [] for m in METHODS}
+    records: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
     tiles = {m: 0 for m in METHODS}
     selected = 0
+    scores: list[float] = []
+    positive: list[bool] = []
     for name, cpu_image, label in volumes:
         image = cpu_image.to(device)
         result = module.screen(image, device="cpu")
         tiles["glance_focus"] += result.n_tiles
         selected += result.n_selected
-        cases["glance_focus"].append(
-            case_metrics(name, result.mask, label, spacing, selection_rate=result.selection_rate)
+        lesion_tiles = _tile_lesions(result, label, ROI)
+        scores += [float(p) for _, p, _ in result.tiles]
+        positive += lesion_tiles
+        metrics = case_metrics(
+            name, result.mask, label, spacing, selection_rate=result.selection_rate
+        )
+        cases["glance_focus"].append(metrics)
+        gflops = (result.n_tiles * flops["glance"] + result.n_selected * flops["focus"]) / 1e9
+        records["glance_focus"].append(
+            _record(
+                metrics,
+                gflops,
+                n_tiles=result.n_tiles,
+                n_selected=result.n_selected,
+                lesion_tiles=sum(lesion_tiles),
+            )
         )
         if sliding:
             for method, overlap in (
@@ -123,8 +193,11 @@ def evaluate(module, volumes, flops: dict[str, int], sliding: bool = True) -> di
                     MODEL_KW["inference"].sw_batch_size,
                     device="cpu",
                 )
-                cases[method].append(case_metrics(name, probs[0].argmax(0), label, spacing))
-                tiles[method] += len(tile_slices(image.shape[2:], ROI, overlap))
+                metrics = case_metrics(name, probs[0].argmax(0), label, spacing)
+                cases[method].append(metrics)
+                n_tiles = len(tile_slices(image.shape[2:], ROI, overlap))
+                tiles[method] += n_tiles
+                records[method].append(_record(metrics, n_tiles * flops["focus"] / 1e9))
     n = len(volumes)
     gf = summarize(cases["glance_focus"], voxel_ml)
     gf["focus_gflops_per_volume"] = selected * flops["focus"] / n / 1e9
@@ -132,6 +205,8 @@ def evaluate(module, volumes, flops: dict[str, int], sliding: bool = True) -> di
     gf["total_gflops_per_volume"] = gf["focus_gflops_per_volume"] + gf["glance_gflops_per_volume"]
     gf["tiles_per_volume"] = tiles["glance_focus"] / n
     gf["pooled_selection_rate"] = selected / max(tiles["glance_focus"], 1)
+    gf["lesion_tile_rate"] = sum(positive) / max(len(positive), 1)
+    gf["glance_tile_auroc"] = tile_auroc(scores, positive)
     out = {"glance_focus": gf}
     if sliding:
         for method in ("sliding_window", "sliding_window_coarse"):
@@ -140,7 +215,49 @@ def evaluate(module, volumes, flops: dict[str, int], sliding: bool = True) -> di
             summary["total_gflops_per_volume"] = summary["focus_gflops_per_volume"]
             summary["tiles_per_volume"] = tiles[method] / n
             out[method] = summary
-    return out
+    return {"summary": out, "cases": {m: r for m, r in records.items() if r}}
+
+
+def separability(dm, volumes, epochs: int, seed: int) -> dict[str, float]:
+    """The separability control: a fresh Glance (:data:`MODEL_KW` architecture) trained by the
+    class-balanced cross-entropy alone (upstream ``get_glance_loss``; no Focus, no RL) on the
+    training crops for ``epochs`` epochs (AdamW, lr as the miniature's), then its tile AUROC
+    (lesion vs no-lesion tiles on the overlap-0.75 grid of the test volumes). Returns
+    ``auroc``, ``steps`` and ``lesion_tile_rate``."""
+    import torch
+
+    from medimg_gfscreen.inference import glance_focus_inference
+    from medimg_gfscreen.model import Glance, glance_ce_loss, glance_labels
+
+    seed_everything(seed + 2000)
+    g = MODEL_KW["glance"]
+    glance = Glance(g.backbone, g.widths, conv1_stride=g.conv1_stride, norm=g.norm)
+    optimizer = torch.optim.AdamW(glance.parameters(), lr=MODEL_KW["optim"].lr)
+    steps = 0
+    glance.train()
+    for _ in range(epochs):
+        for batch in dm.train_dataloader():
+            loss = glance_ce_loss(glance(batch["image"]), glance_labels(batch["label"]))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            steps += 1
+    glance.eval()
+    scores: list[float] = []
+    positive: list[bool] = []
+    with torch.no_grad():
+        for _, image, label in volumes:
+            # threshold 1: no tile selected, so no Focus runs (the Glance fills its place)
+            result = glance_focus_inference(
+                image, glance, glance, ROI, OVERLAP, threshold=1.0, keep_probs=False
+            )
+            scores += [float(p) for _, p, _ in result.tiles]
+            positive += _tile_lesions(result, label, ROI)
+    return {
+        "auroc": tile_auroc(scores, positive),
+        "steps": float(steps),
+        "lesion_tile_rate": sum(positive) / max(len(positive), 1),
+    }
 
 
 @dataclass
@@ -150,7 +267,9 @@ class SeedMeasurement:
     ``main``: method (:data:`METHODS`) -> metric summary (``metrics.summarize`` plus GFLOPs per
     volume and tiles per volume; glance-focus also its pooled selection rate); ``ablations``:
     objective label (:data:`ABLATIONS`, first seed of a full run only) -> the glance-focus
-    summary of the Glance retrained against the fixed Focus.
+    summary of the Glance retrained against the fixed Focus. ``cases``: method -> one record
+    per test case (:func:`evaluate`; the same cases in every seed). ``separability``: the
+    CE-only control Glance (:func:`separability`; first seed only, else empty).
     """
 
     seed: int
@@ -161,6 +280,8 @@ class SeedMeasurement:
     eval_s: float  # wall time of the evaluation of the jointly trained model (no ablation)
     focus_tile_gflops: float  # Focus GFLOPs per ROI tile
     glance_tile_gflops: float  # Glance GFLOPs per ROI tile
+    cases: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    separability: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -191,18 +312,34 @@ def _volumes(dm) -> list[tuple[str, Any, Any]]:
 
 
 def _datamodule(seed: int, config: dict[str, Any], root: Path):
-    """Writes the seed's synthetic CT under ``root / seed{seed}`` (its datalist's ``validation``
-    list is the held-out test set) and returns the data module reading it."""
+    """Writes the seed's training cases under ``root / seed{seed}`` and (once) the shared test
+    cases under ``root / test`` (:data:`TEST_SEED`, alternately one lesion and healthy), and
+    returns the data module reading them (the datalist's ``validation`` list is the test set)."""
     from medimg_gfscreen.data import GFScreenDataModule
+    from medimg_gfscreen.io import load_datalist
     from medimg_gfscreen.synth import generate_dataset
 
-    n_cases = config["n_train"] + config["n_test"]
-    datalist = generate_dataset(
-        root / f"seed{seed}",
-        n_cases=n_cases,
-        shape=VOLUME,
-        seed=seed,
-        val_fraction=config["n_test"] / n_cases,
+    def items(datalist: Path) -> list[dict[str, Any]]:
+        return [i for key in ("training", "validation") for i in load_datalist(datalist, key)]
+
+    test_list = root / "test" / "datalist.json"
+    if not test_list.exists():
+        n_test = config["n_test"]
+        generate_dataset(
+            root / "test",
+            n_cases=n_test,
+            shape=VOLUME,
+            seed=TEST_SEED,
+            testbed=TESTBED,
+            prefix="test",
+            lesions_per_case=[(i + 1) % 2 for i in range(n_test)],
+        )
+    train_list = generate_dataset(
+        root / f"seed{seed}", n_cases=config["n_train"], shape=VOLUME, seed=seed, testbed=TESTBED
+    )
+    datalist = root / f"seed{seed}.json"
+    datalist.write_text(
+        json.dumps({"training": items(train_list), "validation": items(test_list)}, indent=1)
     )
     return GFScreenDataModule(
         str(datalist),
@@ -210,6 +347,7 @@ def _datamodule(seed: int, config: dict[str, Any], root: Path):
         num_samples=MODEL_KW["num_samples"],
         batch_size=4,
         cache_dir=str(root / "cache"),
+        negatives=NEGATIVES,
     )
 
 
@@ -227,7 +365,7 @@ def _ablations(
         variant = GFScreenModule(**{**MODEL_KW, "objective": objective})
         variant.focus.load_state_dict(module.focus.state_dict())
         make_trainer(config["glance_epochs"]).fit(variant, datamodule=dm)
-        out[label] = evaluate(variant, volumes, flops, sliding=False)["glance_focus"]
+        out[label] = evaluate(variant, volumes, flops, sliding=False)["summary"]["glance_focus"]
     return out
 
 
@@ -250,23 +388,27 @@ def _measure_seed(seed: int, config: dict[str, Any], root: Path, out_dir: Path) 
     flops = {"focus": count_flops(module.focus, ROI), "glance": count_flops(module.glance, ROI)}
     volumes = _volumes(dm)
     t0 = time.perf_counter()
-    main = evaluate(module, volumes, flops)
+    evaluated = evaluate(module, volumes, flops)
     eval_s = time.perf_counter() - t0
     ablations: dict[str, dict[str, float]] = {}
+    control: dict[str, float] = {}
     if seed == config["seeds"][0]:
         pre = {"region": dm.region, "prenormalized": dm.prenormalized}
         torch.save(module.cpu().export_weights(pre), out_dir / f"gfscreen_weights_seed{seed}.pt")
+        control = separability(dm, volumes, config["separability_epochs"], seed)
         if config["ablations"]:
             ablations = _ablations(module, dm, volumes, flops, seed, config)
     return SeedMeasurement(
         seed=seed,
-        main=main,
+        main=evaluated["summary"],
         train_s=train_s,
         ablations=ablations,
         final_train_reward=final_reward,
         eval_s=eval_s,
         focus_tile_gflops=flops["focus"] / 1e9,
         glance_tile_gflops=flops["glance"] / 1e9,
+        cases=evaluated["cases"],
+        separability=control,
     )
 
 

@@ -143,7 +143,9 @@ def load_weights(path: Path) -> dict[str, Any]:
 
     path = Path(path)
     with torch.serialization.safe_globals(numpy_scalar_globals()):
-        payload = load_weights_only(path, "checkpoint", error=GFScreenFormatError)
+        payload = load_weights_only(
+            path, "checkpoint", error=GFScreenFormatError, package="medimg_gfscreen"
+        )
     if isinstance(payload, dict) and "focus" in payload and "glance" in payload:
         return {
             "focus": payload["focus"],

@@ -4,7 +4,11 @@ Each case is an int16 HU volume on a RAS affine with spacing (1, 1, 3) mm: air (
 body ellipsoid (~40 HU), a bone ring (~700 HU) inside the body wall, an organ ellipsoid
 (~60 HU), 0-3 spherical lesions (radius 2-6 mm) at +-40-60 HU contrast to the organ with
 partial-volume blur, and Gaussian noise (sigma 10-25 HU). About 30 % of cases are healthy
-(label all 0). Labels are uint8 (1 = lesion). Files follow nnU-Net / MSD naming:
+(label all 0). A :class:`Testbed` changes these draws (the experiment's: one small lesion per
+lesion case, half the cases healthy, and **lesion mimics** in every case: bright or dark cysts
+larger than any lesion and vessels, tubes at lesion contrast, both unlabelled, so a segmenter
+can make false positives on healthy cases). Labels are uint8 (1 = lesion). Files follow
+nnU-Net / MSD naming:
 ``imagesTr/<case>_0000.nii.gz``, ``labelsTr/<case>.nii.gz``, plus an MSD ``dataset.json`` and a
 Decathlon ``datalist.json`` (``training`` / ``validation``).
 """
@@ -21,7 +25,7 @@ from scipy import ndimage
 from medimg_gfscreen.constants import SPACING_MM
 from medimg_gfscreen.io import write_datalist
 
-__all__ = ["SynthCase", "generate_dataset", "synth_case"]
+__all__ = ["DEFAULT_TESTBED", "SynthCase", "Testbed", "generate_dataset", "synth_case"]
 
 AIR_HU = -1000.0
 BODY_HU = 40.0
@@ -32,6 +36,23 @@ LESION_RADIUS_MM = (2.0, 6.0)
 LESION_CONTRAST_HU = (40.0, 60.0)
 NOISE_SIGMA_HU = (10.0, 25.0)
 PARTIAL_VOLUME_SIGMA_MM = 0.8
+CYST_RADIUS_MM = (7.0, 10.0)  # mimics: larger than any lesion, lesion contrast
+VESSEL_RADIUS_MM = (1.0, 2.0)  # mimics: tubes across the organ at lesion contrast
+
+
+@dataclass(frozen=True)
+class Testbed:
+    """How a synthetic case draws its lesions and mimics. The default is the generator of
+    ``medimg-gfscreen synth`` (its random stream unchanged): 30 % healthy, 1-3 lesions of radius
+    2-6 mm, no mimic. ``mimics``: cysts and vessels (``mimics`` of each) drawn in every case."""
+
+    healthy_fraction: float = HEALTHY_FRACTION
+    max_lesions: int = 3
+    lesion_radius_mm: tuple[float, float] = LESION_RADIUS_MM
+    mimics: int = 0
+
+
+DEFAULT_TESTBED = Testbed()
 
 
 @dataclass
@@ -57,8 +78,10 @@ def synth_case(
     shape: tuple[int, int, int] = (96, 96, 32),
     spacing: tuple[float, float, float] = SPACING_MM,
     n_lesions: int | None = None,
+    testbed: Testbed = DEFAULT_TESTBED,
 ) -> SynthCase:
-    """One synthetic CT; ``n_lesions`` None draws 0 with p=0.3, else 1-3."""
+    """One synthetic CT ``[X, Y, Z]``; ``n_lesions`` None draws 0 with p =
+    ``testbed.healthy_fraction``, else 1 to ``testbed.max_lesions``."""
     x, y, z = _grid(shape, spacing)
     ext = [n * s / 2 for n, s in zip(shape, spacing, strict=True)]
     # body: elliptic cylinder-ish ellipsoid filling most of the field of view
@@ -79,13 +102,14 @@ def synth_case(
     image[organ <= 1.0] = ORGAN_HU
     label = np.zeros(shape, dtype=np.uint8)
     if n_lesions is None:
-        n_lesions = 0 if rng.random() < HEALTHY_FRACTION else int(rng.integers(1, 4))
+        healthy = rng.random() < testbed.healthy_fraction
+        n_lesions = 0 if healthy else int(rng.integers(1, testbed.max_lesions + 1))
     indicator = np.zeros(shape, dtype=np.float32)
     placed = 0
     for _ in range(50 * max(n_lesions, 1)):
         if placed >= n_lesions:
             break
-        r = rng.uniform(*LESION_RADIUS_MM)
+        r = rng.uniform(*testbed.lesion_radius_mm)
         # centre inside the organ, at least r from its boundary (normalised radius <= 0.75)
         u = rng.uniform(-1, 1, size=3)
         if np.linalg.norm(u) > 0.75:
@@ -105,6 +129,8 @@ def synth_case(
         indicator += contrast * sphere.astype(np.float32)
         label[sphere] = 1
         placed += 1
+    if testbed.mimics:
+        indicator += _mimics(rng, (x, y, z), oc, organ_r, label, testbed.mimics)
     if indicator.any():
         sigma = [PARTIAL_VOLUME_SIGMA_MM / s for s in spacing]
         image += ndimage.gaussian_filter(indicator, sigma=sigma)
@@ -115,6 +141,36 @@ def synth_case(
     return SynthCase(image=image, label=label, affine=affine, n_lesions=placed)
 
 
+def _mimics(
+    rng: np.random.Generator,
+    grid: list[np.ndarray],
+    centre: tuple[float, float, float],
+    organ_r: tuple[float, float, float],
+    label: np.ndarray,
+    count: int,
+) -> np.ndarray:
+    """Unlabelled lesion mimics in the organ (HU offsets ``[X, Y, Z]``): ``count`` cysts (spheres
+    of radius :data:`CYST_RADIUS_MM`) and ``count`` vessels (in-plane tubes of radius
+    :data:`VESSEL_RADIUS_MM` through the organ, over all slices within 1.5 mm), each at a
+    lesion's contrast (+-:data:`LESION_CONTRAST_HU`); voxels of a lesion keep its contrast."""
+    x, y, z = grid
+    out = np.zeros(label.shape, dtype=np.float32)
+    for kind in ("cyst", "vessel") * count:
+        u = rng.uniform(-0.6, 0.6, size=3)
+        c = [centre[i] + u[i] * organ_r[i] for i in range(3)]
+        if kind == "cyst":
+            shape = np.sqrt((x - c[0]) ** 2 + (y - c[1]) ** 2 + (z - c[2]) ** 2) <= rng.uniform(
+                *CYST_RADIUS_MM
+            )
+        else:
+            angle = rng.uniform(0, np.pi)
+            d = np.abs(-(x - c[0]) * np.sin(angle) + (y - c[1]) * np.cos(angle))
+            shape = (d <= rng.uniform(*VESSEL_RADIUS_MM)) & (np.abs(z - c[2]) <= 1.5)
+        contrast = rng.choice([-1.0, 1.0]) * rng.uniform(*LESION_CONTRAST_HU)
+        out[shape & (label == 0) & (out == 0)] = contrast
+    return out
+
+
 def generate_dataset(
     out: Path,
     n_cases: int = 12,
@@ -123,9 +179,15 @@ def generate_dataset(
     val_fraction: float = 0.25,
     prefix: str = "synth",
     overwrite: bool = False,
+    testbed: Testbed = DEFAULT_TESTBED,
+    first_case: int = 0,
+    lesions_per_case: list[int] | None = None,
 ) -> Path:
     """Writes ``n_cases`` synthetic cases under ``out`` (new or empty folder, or any folder with
     ``overwrite``: same-named files are replaced); returns the path of ``out/datalist.json``.
+    ``testbed``: how lesions and mimics are drawn (:class:`Testbed`); ``first_case``: the index
+    of the first case name (``{prefix}_{i:03d}``); ``lesions_per_case``: each case's lesion count
+    (default: drawn, :func:`synth_case`).
     Files are written with mode 0644."""
     import os
 
@@ -144,8 +206,9 @@ def generate_dataset(
     rng = np.random.default_rng(seed)
     cases = []
     for i in range(n_cases):
-        case = synth_case(rng, shape)
-        name = f"{prefix}_{i:03d}"
+        wanted = None if lesions_per_case is None else lesions_per_case[i]
+        case = synth_case(rng, shape, n_lesions=wanted, testbed=testbed)
+        name = f"{prefix}_{first_case + i:03d}"
         image_path = out / "imagesTr" / f"{name}_0000.nii.gz"
         label_path = out / "labelsTr" / f"{name}.nii.gz"
         img = nib.Nifti1Image(case.image, case.affine)

@@ -5,7 +5,9 @@ EnsureChannelFirstd -> CheckValuesd (NaN, integer labels, CT in HU) ->
 Orientationd(RAS) -> Spacingd(1, 1, 3 mm) -> label map -> ScaleIntensityRanged(HU window ->
 [0, 1], clipped) -> CropForegroundd(allow_smaller) -> SpatialPadd(roi); training adds
 RandCropByPosNegLabeld(pos=1, neg=1, num_samples), flips (p=0.2 per axis), RandRotate90 (p=0.2)
-and RandShiftIntensity (offsets 0.1, p=0.1). Inference (``screen``, ``predict``) applies the same
+and RandShiftIntensity (offsets 0.1, p=0.1); ``negatives="lesion_free"`` (:class:`LesionFreeNegativesd`,
+a deviation the miniature uses) draws the negative crop centres only where the whole crop holds
+no lesion voxel. Inference (``screen``, ``predict``) applies the same
 deterministic chain to the image alone, so its tiles are the tiles ``validate`` / ``test`` see.
 """
 
@@ -21,8 +23,10 @@ from medimg_gfscreen.constants import HU_AIR_MAX, HU_TISSUE_MIN, HU_WINDOWS, SPA
 from medimg_gfscreen.io import GFScreenFormatError
 
 __all__ = [
+    "NEGATIVES",
     "CheckValuesd",
     "LabelMapd",
+    "LesionFreeNegativesd",
     "ReadImaged",
     "hu_window",
     "infer_transforms",
@@ -213,6 +217,44 @@ def _base(
     return steps
 
 
+#: negative crop centres: ``upstream`` (any body voxel outside a lesion, RandCropByPosNegLabeld's
+#: own: the crop may still reach a lesion) or ``lesion_free`` (the whole crop free of lesion)
+NEGATIVES = ("upstream", "lesion_free")
+
+
+class LesionFreeNegativesd(Transform):
+    """Crop centres for ``RandCropByPosNegLabeld`` (``fg_indices_key`` / ``bg_indices_key``):
+    positives on lesion voxels; negatives on body voxels (image > 0) whose whole ``roi_size``
+    crop holds no lesion voxel, among the centres the crop needs no shift for (MONAI moves a
+    centre near the border inwards, which could bring a lesion in). Where no such voxel exists
+    the negatives fall back to upstream's (any body voxel outside a lesion). Flat indices of
+    the spatial grid ``[X, Y, Z]``."""
+
+    def __init__(self, roi_size: Sequence[int]) -> None:
+        self.roi_size = tuple(int(r) for r in roi_size)
+
+    def __call__(self, data: Mapping[Hashable, Any]) -> dict[Hashable, Any]:
+        import numpy as np
+        from scipy import ndimage
+
+        d = dict(data)
+        label = np.asarray(d["label"])[0] > 0
+        body = np.asarray(d["image"])[0] > 0
+        near = ndimage.maximum_filter(label, size=self.roi_size, mode="constant")
+        inner = np.zeros_like(body)
+        box = tuple(
+            slice(r // 2, max(n - (r - r // 2) + 1, r // 2))
+            for n, r in zip(label.shape, self.roi_size, strict=True)
+        )
+        inner[box] = True
+        negatives = np.flatnonzero(body & ~near & inner)
+        if negatives.size == 0:
+            negatives = np.flatnonzero(body & ~label)
+        d["label_fg_indices"] = np.flatnonzero(label)
+        d["label_bg_indices"] = negatives
+        return d
+
+
 def train_transforms(
     region: str | Sequence[float],
     roi_size: Sequence[int],
@@ -221,18 +263,28 @@ def train_transforms(
     spacing: Sequence[float] = SPACING_MM,
     prenormalized: bool = False,
     check_hu: bool = True,
+    negatives: str = "upstream",
 ):
     """Deterministic part + random sub-volumes and augmentation; one item -> ``num_samples``.
+    ``negatives``: :data:`NEGATIVES` (``lesion_free``: :class:`LesionFreeNegativesd`).
 
     The positive / negative crop centres are drawn from the label on the fly (as upstream):
     caching the voxel indices would store ~8 bytes per voxel per volume with the cache.
     """
     from monai import transforms as T
 
+    if negatives not in NEGATIVES:
+        raise ValueError(f"unknown negatives {negatives!r}; known: {', '.join(NEGATIVES)}")
     keys = ["image", "label"]
+    centres: list = []
+    indices: dict[str, str] = {}
+    if negatives == "lesion_free":
+        centres = [LesionFreeNegativesd(roi_size)]
+        indices = {"fg_indices_key": "label_fg_indices", "bg_indices_key": "label_bg_indices"}
     return T.Compose(
         [
             *_base(keys, region, roi_size, label_map, spacing, prenormalized, check_hu),
+            *centres,
             T.RandCropByPosNegLabeld(
                 keys=keys,
                 label_key="label",
@@ -242,6 +294,7 @@ def train_transforms(
                 num_samples=num_samples,
                 image_key="image",
                 image_threshold=0,
+                **indices,
             ),
             T.RandFlipd(keys=keys, prob=0.2, spatial_axis=0),
             T.RandFlipd(keys=keys, prob=0.2, spatial_axis=1),

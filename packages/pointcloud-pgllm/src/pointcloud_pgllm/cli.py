@@ -113,7 +113,7 @@ def synth_main(argv: Sequence[str]) -> int:
 
     parser = ArgumentParser(
         prog=f"{PROG} synth",
-        description="Write <out>/<class>/{train,test}/<class>_XXXX.off (ModelNet40 layout, ~1 %% "
+        description="Write <out>/<class>/{train,test}/<class>_XXXX.off (ModelNet40 layout, ~1 % "
         f"glued 'OFF<V> <F> 0' headers). ID classes (MN1 names): {', '.join(SYNTH_ID_CLASSES)}; "
         f"OOD classes: {', '.join(SYNTH_OOD_CLASSES)}.",
     )

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from iclr26_common.textio import input_file
 from pointcloud_pgllm.constants import DEFAULT_N_POINTS
 from pointcloud_pgllm.errors import PGLLMInputError
 
@@ -255,9 +256,7 @@ def sample_mesh(
 
 def read_cloud_file(path: str | Path) -> np.ndarray:
     """Points [P, 3] of a PLY / PCD / XYZ point cloud (open3d), or of an OFF mesh's vertices."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = input_file(path)
     if path.suffix.lower() == ".off":
         return read_off(path)[0]
     if path.suffix.lower() not in CLOUD_SUFFIXES:
@@ -275,9 +274,7 @@ def read_h5(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None
     ``mask`` [N, P] of a PointNet / ScanObjectNN HDF5 file."""
     import h5py
 
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = input_file(path)
     try:
         handle = h5py.File(path, "r")
     except OSError as error:

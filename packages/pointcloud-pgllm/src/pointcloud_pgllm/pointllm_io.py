@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from iclr26_common.textio import read_text
 from pointcloud_pgllm.constants import MODELNET40_CLASSES
 from pointcloud_pgllm.errors import PGLLMInputError
 
@@ -91,13 +92,11 @@ def read_pointllm_captions(path: str | Path, classes: list[str] | None = None) -
     ModelNet40 class, else the label names sorted; with ModelNet40 classes, ``ground_truth`` (if
     present) must be the label's ModelNet40 index. Labels outside ``classes`` are -1."""
     path = Path(path)
+    text = read_text(path, "captions JSON", error=PGLLMInputError, gzip_suffix=False)
     try:
-        with open(path, encoding="utf-8") as handle:
-            payload = json.load(handle)
+        payload = json.loads(text)
     except json.JSONDecodeError as exc:
         raise PGLLMInputError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    except UnicodeDecodeError:
-        raise PGLLMInputError(f"{path}: not UTF-8 text (a captions JSON was expected)") from None
     if not isinstance(payload, dict) or not isinstance(payload.get("results"), list):
         raise PGLLMInputError(
             f"{path}: field 'results' must be a list (PointLLM's layout: "

@@ -55,6 +55,10 @@ class BenchmarkRow:
     train_seconds: float
     class_names: list[str] = field(default_factory=list)
     confusion: list[list[int]] = field(default_factory=list)
+    #: The test spectra (files relative to the data folder, in test order) and whether the
+    #: last epoch's model got each right (1/0): the per-item scores of a paired comparison.
+    test_files: list[str] = field(default_factory=list)
+    test_correct: list[int] = field(default_factory=list)
 
 
 def train_and_test(
@@ -156,6 +160,10 @@ def _train_and_test(
     train_seconds = time.perf_counter() - started
     val_metrics = trainer.validate(module, datamodule=datamodule, verbose=False)[0]
     test_metrics = trainer.test(module, datamodule=datamodule, verbose=False)[0]
+    predicted = trainer.predict(module, datamodule=datamodule)  # the test split, in order
+    records = datamodule.sample_records("test")
+    names = list(datamodule.class_names)
+    labels_predicted = [names[int(k)] for batch in predicted or [] for k in batch["pred"]]
     return BenchmarkRow(
         arch=arch,
         protocol=protocol,
@@ -172,6 +180,10 @@ def _train_and_test(
         train_seconds=train_seconds,
         class_names=list(datamodule.class_names),
         confusion=module.test_confusion.tolist(),
+        test_files=[file for file, _ in records],
+        test_correct=[
+            int(label == guess) for (_, label), guess in zip(records, labels_predicted, strict=True)
+        ],
     )
 
 

@@ -78,7 +78,9 @@ def check_lightning_checkpoint(path: Path | str) -> None:
     ``state_dict``) readable with ``weights_only=True`` whose hyperparameters LightningCLI can
     parse back (``--ckpt_path`` of the CLI): those of 0.3.x are flat, which the grouped settings
     refuse, so such a file is named with what still reads it."""
-    blob = load_weights_only(path, error=RemacFormatError, require_state_dict=True)
+    blob = load_weights_only(
+        path, error=RemacFormatError, require_state_dict=True, package="robotics_remac"
+    )
     hparams = blob.get("hyper_parameters")
     if isinstance(hparams, dict) and is_flat_0_3(hparams):
         raise RemacFormatError(
@@ -125,7 +127,9 @@ def load_policy(path: Path | str) -> LoadedPolicy:
     :class:`~robotics_remac.lit_module.RemacModule`, written by 0.4 or 0.3.x) or a
     :func:`save_policy` file."""
     path = Path(path)
-    blob = load_weights_only(path, "policy checkpoint", error=RemacFormatError)
+    blob = load_weights_only(
+        path, "policy checkpoint", error=RemacFormatError, package="robotics_remac"
+    )
     if not isinstance(blob, dict):
         raise RemacFormatError(f"{path}: not a checkpoint dict")
     if blob.get("format") == POLICY_FORMAT:

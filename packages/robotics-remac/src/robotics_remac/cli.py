@@ -217,6 +217,16 @@ def eval_main(argv: Sequence[str]) -> int:
         help="continue the interrupted run whose partial results --out holds (its finished "
         "cells, kept in cells.jsonl, are not run again)",
     )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="evaluate offline on your own LeRobot episodes instead of the chase task: the mean "
+        "L2 error of the executed actions chunk[d:d+e] to the episode's, the committed prefix "
+        "being the episode's own actions, per method and delay, 95 %% interval over episodes; "
+        "writes offline_results.csv",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     ns = parser.parse_args(list(argv))
     methods = ns.method
@@ -225,7 +235,21 @@ def eval_main(argv: Sequence[str]) -> int:
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         parser.error(f"unknown --method {unknown}; known: {', '.join(METHODS)}")
+    if ns.data is not None:
+        offline = [m for m in methods if METHODS[m].execution == "async" and METHODS[m].policy]
+        if ns.measured_delay is not None or ns.resume or offline != methods:
+            parser.error(
+                "--data takes learned methods executed asynchronously ("
+                + ", ".join(
+                    m for m in METHODS if METHODS[m].execution == "async" and METHODS[m].policy
+                )
+                + ") and neither --measured-delay nor --resume"
+            )
     out = check_out_folder(ns.out, overwrite=ns.overwrite, resume=ns.resume)  # before any work
+    if ns.data is not None:
+        from robotics_remac.offline_eval import run_offline
+
+        return run_offline(ns, methods, out)
     return _run_eval(ns, methods, out)
 
 
@@ -269,27 +293,21 @@ def _finished_cells(out: OutputFolder) -> dict[str, dict[str, Any]]:
     return done
 
 
-def _run_eval(ns: argparse.Namespace, methods: list[str], out: OutputFolder) -> int:
-    import numpy as np
-
-    from iclr26_common.outputs import FILE_MODE, write_text
-    from iclr26_common.progress import progress
+def load_policies(
+    ns: argparse.Namespace, methods: list[str], check: Any
+) -> tuple[dict[str, Path | None], dict[str, Any]]:
+    """The checkpoint paths of ``eval``'s flags and the policies ``methods`` need (each passed
+    through ``check(path, policy)``); only the planner: ``--policy`` (it gives the chunk length)."""
     from robotics_remac.checkpoint import load_policy
-    from robotics_remac.env import DT
-    from robotics_remac.experiment import plot_curves
-    from robotics_remac.latency import MeasuredDelay
-    from robotics_remac.rollout import METHODS, check_delay, default_exec_horizon, make_chunker
-    from robotics_remac.rollout import rollout as run_rollout
+    from robotics_remac.rollout import METHODS
 
-    # Policies load and roll out on the CPU: the chase task steps in numpy after every action,
-    # so a GPU would only add a transfer per step for these small mixers.
     paths = {
         "base": ns.policy,
         "remac": ns.remac,
         "lora_only": ns.lora_only,
         "training_time_rtc": ns.ttrtc,
     }
-    policies = {}
+    policies: dict[str, Any] = {}
     for method in methods:
         key = METHODS[method].policy
         if not key:  # the planner needs no checkpoint
@@ -298,9 +316,26 @@ def _run_eval(ns: argparse.Namespace, methods: list[str], out: OutputFolder) -> 
             flag = {"remac": "--remac", "lora_only": "--lora-only", "training_time_rtc": "--ttrtc"}
             raise ValueError(f"method {method!r} needs {flag[key]} CHECKPOINT")
         if key not in policies:
-            policies[key] = _task_policy(paths[key], load_policy(paths[key]).policy)
-    if not policies:  # only the planner: the chunk length comes from --policy
-        policies["base"] = _task_policy(ns.policy, load_policy(ns.policy).policy)
+            policies[key] = check(paths[key], load_policy(paths[key]).policy)
+    if not policies:
+        policies["base"] = check(ns.policy, load_policy(ns.policy).policy)
+    return paths, policies
+
+
+def _run_eval(ns: argparse.Namespace, methods: list[str], out: OutputFolder) -> int:
+    import numpy as np
+
+    from iclr26_common.outputs import FILE_MODE, write_text
+    from iclr26_common.progress import progress
+    from robotics_remac.env import DT
+    from robotics_remac.experiment import plot_curves
+    from robotics_remac.latency import MeasuredDelay
+    from robotics_remac.rollout import METHODS, check_delay, default_exec_horizon, make_chunker
+    from robotics_remac.rollout import rollout as run_rollout
+
+    # Policies load and roll out on the CPU: the chase task steps in numpy after every action,
+    # so a GPU would only add a transfer per step for these small mixers.
+    paths, policies = load_policies(ns, methods, _task_policy)
     horizon = policies["base" if "base" in policies else next(iter(policies))].horizon
     cells: list[tuple[str, Any, int, Any]] = []
     period = DT if ns.control_period is None else ns.control_period

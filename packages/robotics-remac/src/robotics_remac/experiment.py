@@ -28,12 +28,19 @@ import torch
 from iclr26_common import Experiment, Result, seed_everything
 from iclr26_common.device import choose_device
 from robotics_remac.experiment_claims import (
+    EXEC_HORIZON,
+    HORIZON,
     LATENCY_BATCHES,
-    LATENCY_DELAY,
     MISESTIMATE_ASSUMED,
     MISESTIMATE_TRUE_DELAY,
+    UPSTREAM_SIZES,
     claims,
     drop,
+)
+from robotics_remac.experiment_latency import (  # noqa: F401  (public here since 0.3)
+    latency_metrics,
+    measure_latency,
+    upstream_width_policies,
 )
 from robotics_remac.settings import EMASettings, PolicySizes, TrainingTimeRTCSettings
 
@@ -46,14 +53,14 @@ CLAIM = (
     "flatter, LoRA finetuning alone does not, it tolerates a misestimated delay, and after merging "
     "it costs no extra inference time."
 )
-EXEC_HORIZON = 4
-HORIZON = 8
 DELAYS = (0, 1, 2, 3, 4)
 UPSTREAM_EMA_DECAY = 0.999  # upstream train_flow_lora.py EMA_DECAY
 EMA_HORIZON_SHARE = (
     0.1  # miniature EMA time constant: a tenth of the finetune (see miniature_ema_decay)
 )
 POLICY_SIZES = PolicySizes(channels=32, hidden=64, token_hidden=16, depth=2)
+#: Base epochs of the full run: where the pilot's success curve flattened (README, issue 38).
+BASE_EPOCHS_FULL = 30
 
 
 def settings(quick: bool) -> dict[str, Any]:
@@ -68,12 +75,12 @@ def settings(quick: bool) -> dict[str, Any]:
             "delays": (0, 3, 4),
             "methods": ["naive", "lora_only", "remac", "planner"],
             "ablations": ["lora_only", "remac"],
-            "latency_chunks": 30,
+            "latency_chunks": 10,
         }
     return {
         "demos": 300,
-        "base_epochs": 10,
-        "finetune_epochs": 3,
+        "base_epochs": BASE_EPOCHS_FULL,
+        "finetune_epochs": 10,
         "episodes": 300,
         "paired_episodes": 1200,
         "delays": DELAYS,
@@ -91,54 +98,13 @@ def settings(quick: bool) -> dict[str, Any]:
             "planner",
         ],
         "ablations": ["lora_only", "mask", "remac", "mask_curriculum"],
-        "latency_chunks": 100,
+        "latency_chunks": 60,
     }
 
 
 def zero_action_chunker(obs, prefix, d, e, gen):  # type: ignore[no-untyped-def]
     """The trivial controller of the "learned" precondition: every action 0 (``[B, H, 2]``)."""
     return torch.zeros_like(prefix)
-
-
-def latency_metrics(latencies: dict[str, dict[int, np.ndarray]]) -> dict[str, float]:
-    """Claim (d)'s numbers from :func:`robotics_remac.rollout.loop_latency` output (keys
-    ``naive``, ``remac_merged`` and optionally ``remac_unmerged``): per batch ``B`` the median
-    per-chunk latency ``{name}_latency_ms_bB`` and ``latency_ratio_bB`` = merged REMAC / naive;
-    ``latency_ratio`` is the largest ratio over the batches (the claim must hold at each)."""
-    out: dict[str, float] = {}
-    for name, per_batch in latencies.items():
-        for b, values in per_batch.items():
-            out[f"{name}_latency_ms_b{b}"] = 1000 * float(np.median(values))
-    ratios = [
-        out[f"remac_merged_latency_ms_b{b}"] / out[f"naive_latency_ms_b{b}"]
-        for b in latencies["naive"]
-    ]
-    for b, ratio in zip(latencies["naive"], ratios, strict=True):
-        out[f"latency_ratio_b{b}"] = ratio
-    out["latency_ratio"] = max(ratios)
-    return out
-
-
-def measure_latency(
-    base: torch.nn.Module,
-    remac: torch.nn.Module,
-    chunks: int,
-    batches: tuple[int, ...] = LATENCY_BATCHES,
-    delay: int = LATENCY_DELAY,
-) -> dict[str, float]:
-    """Claim (d): per-chunk latency inside the asynchronous loop (``rollout`` at ``d = delay``,
-    ``e = EXEC_HORIZON``) of naive sampling with the base, prefix-preserved sampling with REMAC
-    merged for ``delay`` and with REMAC unmerged, at each batch size (>= ``chunks`` boundaries
-    each, whole rollouts alternating between the three; see :func:`latency_metrics`)."""
-    from robotics_remac.model import merge_lora
-    from robotics_remac.rollout import loop_latency, make_chunker
-
-    chunkers = {
-        "naive": make_chunker("euler", base),
-        "remac_merged": make_chunker("prefix_zeros", merge_lora(remac, delay)),
-        "remac_unmerged": make_chunker("prefix_zeros", remac),
-    }
-    return latency_metrics(loop_latency(chunkers, batches, chunks, delay, HORIZON, EXEC_HORIZON))
 
 
 def plot_curves(rows: list[dict[str, Any]], path: Path) -> Path:
@@ -171,8 +137,10 @@ def evaluate(
     episodes: int,
     seed: int,
     extra_cells: list[tuple[str, int, int]] = (),
+    outcomes: dict[tuple[str, int, int], np.ndarray] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per (method, delay[, assumed delay]) cell; every cell uses the same episode seed."""
+    """One row per (method, delay[, assumed delay]) cell; every cell uses the same episode seed.
+    ``outcomes``, when given, receives each cell's per-episode successes (0/1, ``[episodes]``)."""
     from robotics_remac.rollout import METHODS, make_chunker, rollout
 
     cells = [(m, d, d) for m in methods for d in delays] + list(extra_cells)
@@ -191,6 +159,8 @@ def evaluate(
             assumed_delay=d_hat,
             seed=seed,
         )
+        if outcomes is not None:
+            outcomes[(method, d, d_hat)] = np.asarray(stats.success, dtype=np.float64)
         rows.append(
             {
                 "method": method,
@@ -203,28 +173,29 @@ def evaluate(
     return rows
 
 
+PAIRED_POLICIES = {"lora_only": "lora_only", "naive": "base", "continued": "continued"}
+
+
 def paired_comparison(
     policies: dict[str, torch.nn.Module], episodes: int, seed: int
-) -> dict[str, float]:
-    """Claim (c)'s paired test: LoRA-only and naive at d=4 on the same ``episodes`` episodes
-    (one seed: the same target motion, jumps and action noise) and the 95 % CI of the per-episode
-    difference (:func:`robotics_remac.rollout.paired_difference_ci`)."""
-    from robotics_remac.rollout import METHODS, make_chunker, paired_difference_ci, rollout
+) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """Claim (c)'s paired design: LoRA-only, naive (the base) and the control "continued plain
+    training of the base" (when ``policies`` has ``continued``), each sampled with plain Euler
+    steps at d=4 on the same ``episodes`` episodes (one seed: the same target motion, jumps and
+    action noise). Returns the success rates and the per-episode successes ``paired_{name}``."""
+    from robotics_remac.rollout import make_chunker, rollout
 
-    stats = {}
-    for method in ("lora_only", "naive"):
-        spec = METHODS[method]
-        chunker = make_chunker(spec.sampler, policies[spec.policy])
-        stats[method] = rollout(chunker, episodes, 4, HORIZON, EXEC_HORIZON, seed=seed)
-    diff, low, high = paired_difference_ci(stats["lora_only"].success, stats["naive"].success)
-    return {
-        "lora_only_d4_paired": stats["lora_only"].success_rate,
-        "naive_d4_paired": stats["naive"].success_rate,
-        "paired_diff": diff,
-        "paired_ci_low": low,
-        "paired_ci_high": high,
-        "paired_episodes": float(episodes),
-    }
+    rates: dict[str, float] = {"paired_episodes": float(episodes)}
+    samples: dict[str, np.ndarray] = {}
+    for name, key in PAIRED_POLICIES.items():
+        if key not in policies:
+            continue
+        stats = rollout(
+            make_chunker("euler", policies[key]), episodes, 4, HORIZON, EXEC_HORIZON, seed=seed
+        )
+        rates[f"{name}_d4_paired"] = stats.success_rate
+        samples[f"paired_{name}"] = np.asarray(stats.success, dtype=np.float64)
+    return rates, samples
 
 
 @dataclass
@@ -236,7 +207,9 @@ class Measurement:
     (keys of :data:`~robotics_remac.experiment_claims.MEASURED_KEYS`, ``zero_action_d0``,
     ``lora_only_d4``, ``planner_*``, every latency of :func:`latency_metrics`); ``timings``:
     seconds per phase; ``demos_read_back``: episodes read back from the LeRobot round trip;
-    ``ema_decay``: the finetunes' EMA decay (:func:`miniature_ema_decay`).
+    ``ema_decay``: the finetunes' EMA decay (:func:`miniature_ema_decay`); ``samples``: the
+    per-episode successes and per-boundary latencies the claims' intervals are computed from
+    (keys :data:`~robotics_remac.experiment_claims.SAMPLE_KEYS`).
     """
 
     settings: dict[str, Any]
@@ -245,6 +218,7 @@ class Measurement:
     timings: dict[str, float]
     demos_read_back: int
     ema_decay: float
+    samples: dict[str, np.ndarray]
 
 
 def run(quick: bool, out_dir: Path) -> Result:
@@ -311,7 +285,9 @@ def measure(quick: bool) -> Measurement:
             base, dm, cfg["finetune_epochs"], ema=EMASettings(decay=ema), **ABLATIONS[name]
         )
     if "ttrtc" in cfg["methods"]:
-        policies["training_time_rtc"] = _fit_training_time_rtc(base, dm, cfg["finetune_epochs"])
+        policies["training_time_rtc"] = _continue_base(base, dm, cfg["finetune_epochs"], True)
+    # the control of claim (c): the base trained on as before for the finetune's epochs
+    policies["continued"] = _continue_base(base, dm, cfg["finetune_epochs"], False)
     timings["finetune_s"] = time.perf_counter() - start - sum(timings.values())
     print(f"robotics-remac.async: finetunes done ({timings})", flush=True)
     # Training above ran on choose_device()'s pick (common's quiet_trainer). Rollouts and the
@@ -320,12 +296,25 @@ def measure(quick: bool) -> Measurement:
     eval_device = choose_device("cpu")
     policies = {name: policy.to(eval_device) for name, policy in policies.items()}
     misestimated = [("remac", MISESTIMATE_TRUE_DELAY, a) for a in MISESTIMATE_ASSUMED]
-    rows = evaluate(policies, cfg["methods"], cfg["delays"], cfg["episodes"], 1, misestimated)
+    outcomes: dict[tuple[str, int, int], np.ndarray] = {}
+    rows = evaluate(
+        policies, cfg["methods"], cfg["delays"], cfg["episodes"], 1, misestimated, outcomes
+    )
     zero = rollout(zero_action_chunker, cfg["episodes"], 0, HORIZON, EXEC_HORIZON, seed=1)
-    paired = paired_comparison(policies, cfg["paired_episodes"], seed=1)
+    paired, samples = paired_comparison(policies, cfg["paired_episodes"], seed=1)
     timings["eval_s"] = time.perf_counter() - start - sum(timings.values())
-    lat = measure_latency(policies["base"], policies["remac"], cfg["latency_chunks"])
+    lat, latencies = measure_latency(cfg["latency_chunks"])
     timings["latency_s"] = time.perf_counter() - start - sum(timings.values())
+    for d in (0, 3, 4):
+        samples[f"naive_d{d}"] = outcomes[("naive", d, d)]
+    for d in (0, 4):
+        samples[f"remac_d{d}"] = outcomes[("remac", d, d)]
+    for a in MISESTIMATE_ASSUMED:
+        t = MISESTIMATE_TRUE_DELAY
+        samples[f"remac_d{t}_told{a}"] = outcomes[("remac", t, a)]
+    for name in ("naive", "remac_merged"):
+        for b, values in latencies[name].items():
+            samples[f"latency_{name}_b{b}"] = np.asarray(values, dtype=np.float64)
 
     def success(method: str, d: int, d_hat: int | None = None) -> float:
         return float(_cell(rows, method, d, d if d_hat is None else d_hat)["success"])
@@ -350,11 +339,14 @@ def measure(quick: bool) -> Measurement:
         ),
         **lat,
     }
-    return Measurement(cfg, rows, metrics, timings, n_read, ema)
+    return Measurement(cfg, rows, metrics, timings, n_read, ema, samples)
 
 
-def _fit_training_time_rtc(base: torch.nn.Module, dm: Any, epochs: int) -> torch.nn.Module:
-    """Training-time RTC: the base's weights trained on with a clean prefix for ``epochs``."""
+def _continue_base(
+    base: torch.nn.Module, dm: Any, epochs: int, training_time_rtc: bool
+) -> torch.nn.Module:
+    """The base's weights trained on for ``epochs`` (a fresh optimiser, the base's settings):
+    with a clean prefix (training-time RTC) or with the plain flow loss (claim (c)'s control)."""
     import copy
 
     from iclr26_common.lightning import quiet_trainer
@@ -364,7 +356,7 @@ def _fit_training_time_rtc(base: torch.nn.Module, dm: Any, epochs: int) -> torch
     module = FlowPolicyModule(
         horizon=HORIZON,
         sizes=POLICY_SIZES,
-        training_time_rtc=TrainingTimeRTCSettings(enabled=True),
+        training_time_rtc=TrainingTimeRTCSettings(enabled=training_time_rtc),
     )
     module.policy.load_state_dict(copy.deepcopy(base.state_dict()))
     quiet_trainer(max_epochs=epochs, **TRAINER_SETTINGS).fit(module, dm)
@@ -420,9 +412,13 @@ def report(measured: Measurement, out_dir: Path) -> Result:
             f"{cfg['finetune_epochs']} epochs, {cfg['episodes']} episodes per (method, d) cell "
             f"({cfg['paired_episodes']} paired episodes for claim (c)), "
             f"H={HORIZON}, e={EXEC_HORIZON}; one training seed (0), evaluation episodes "
-            f"drawn with seed 1 (the same episodes for every cell); not run here: {', '.join(left_out) or 'none'}"
+            f"drawn with seed 1 (the same episodes for every cell; success claims paired over "
+            f"them); control of claim (c): the base trained {cfg['finetune_epochs']} more "
+            f"epochs; claim (d) timed at the official width {asdict(UPSTREAM_SIZES)} (random "
+            f"weights, >= {cfg['latency_chunks']} boundaries per method and batch); "
+            f"not run here: {', '.join(left_out) or 'none'}"
         ),
-        claims=claims(m),
+        claims=claims(m, measured.samples),
         table_markdown="\n".join(lines),
         plots=["success_vs_delay.png"],
         details=(
@@ -433,8 +429,8 @@ def report(measured: Measurement, out_dir: Path) -> Result:
             "deviation of the executed prefix from the expert's action at the current state, the "
             "boundary jerk and the cell's seconds is in `results.csv`. Phase times (s): "
             + ", ".join(f"{k} {v:.1f}" for k, v in timings.items())
-            + ". Per-chunk latency in the async loop (ms, median; naive / merged REMAC / "
-            "unmerged REMAC): "
+            + ". Per-chunk latency in the async loop at the official width (ms, median; naive / "
+            "merged REMAC / unmerged REMAC): "
             + "; ".join(
                 f"batch {b} {m[f'naive_latency_ms_b{b}']:.2f} / "
                 f"{m[f'remac_merged_latency_ms_b{b}']:.2f} / "

@@ -33,6 +33,7 @@ from robotics_remac.settings import (
 __all__ = [
     "FlowPolicyModule",
     "RemacModule",
+    "async_loss",
     "charbonnier",
     "curriculum_low",
     "sample_exec_horizons",
@@ -53,6 +54,59 @@ DEFAULT_EMA = EMASettings()
 def charbonnier(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
     """Elementwise Charbonnier penalty ``sqrt(x² + ε²)``."""
     return torch.sqrt(x * x + eps * eps)
+
+
+def async_loss(
+    policy: torch.nn.Module,
+    obs: torch.Tensor,
+    actions: torch.Tensor,
+    prefix: torch.Tensor,
+    delays: torch.Tensor,
+    noise: torch.Tensor,
+    t: torch.Tensor,
+    p_gt: float,
+    loss: LossSettings,
+    use_mask: bool = True,
+) -> dict[str, torch.Tensor]:
+    """REMAC's training loss, upstream ``LoRAFlowPolicy.async_loss`` (``model_async_lora.py``,
+    commit 7184ad3) for given draws.
+
+    ``actions`` ``A`` and the self-sampled prefix ``prefix`` ``Ã`` are ``[B, H, A]``; ``delays``
+    ``[B]`` give the mask ``m = 1[τ >= d]`` (1 = generated); ``noise`` ``ε`` ``[B, H, A]`` and the
+    flow time ``t`` ``[B]``. As upstream: the GT/self-sampled mix ``Â = γA + (1 - γ)Ã`` with
+    ``γ = 1[t < p_gt]`` (upstream draws ``γ`` as ``bernoulli(time_rng, p)`` from the same key as
+    ``t = uniform(time_rng)``, which is exactly this event); the network input interpolates the
+    mix over the whole chunk, ``x_t = (1 - t)ε + tÂ``, the target is ``u = A - ε``; per sample
+    ``b`` (``n_b = max(1, Σ_τ m)``, generated tokens):
+    ``L_m = mean_b Σ_{τ,a} charb(û - u)·m / n_b``, ``L_Δ = mean_b Σ ‖m(u - ũ) - m(û - ũ)‖² / n_b``
+    (``ũ``: the backbone, LoRA off, no gradient), ``L_keep = mean((û - ũ)²(1 - m))`` over every
+    element; ``loss = w·L_m + w·L_Δ + w·L_keep`` (``w`` = upstream's ``gamma_flow`` =
+    ``gamma_keep``; terms off by ``loss.use_delta`` / ``use_keep``). Returns the terms and
+    ``loss``.
+    """
+    m3 = delay_mask(delays.cpu(), actions.shape[1]).to(actions)[..., None]
+    gamma = (t < p_gt).to(actions)[:, None, None]
+    a_hat = gamma * actions + (1 - gamma) * prefix
+    tt = t[:, None, None]
+    x = (1 - tt) * noise + tt * a_hat
+    u = actions - noise
+    u_hat = policy(obs, x, t, m3[..., 0] if use_mask else None)
+    with torch.no_grad(), lora_disabled(policy):
+        u_base = policy(obs, x, t)
+    n_b = m3.sum(dim=(1, 2)).clamp_min(1.0)
+    l_m = ((charbonnier(u_hat - u, loss.charbonnier_eps) * m3).sum(dim=(1, 2)) / n_b).mean()
+    parts = {"l_m": l_m}
+    total = loss.weight * l_m
+    if loss.use_delta:
+        l_d = (((m3 * (u - u_base) - m3 * (u_hat - u_base)) ** 2).sum(dim=(1, 2)) / n_b).mean()
+        parts["l_delta"] = l_d
+        total = total + loss.weight * l_d
+    if loss.use_keep:
+        l_k = (((u_hat - u_base) * (1 - m3)) ** 2).mean()
+        parts["l_keep"] = l_k
+        total = total + loss.weight * l_k
+    parts["loss"] = total
+    return parts
 
 
 def _warmup_adamw(params: Iterable[torch.nn.Parameter], optim: OptimSettings) -> Any:
@@ -284,44 +338,23 @@ class RemacModule(L.LightningModule):
 
     # -- loss ------------------------------------------------------------------------------
     def remac_loss(self, batch: dict[str, torch.Tensor], train: bool) -> dict[str, torch.Tensor]:
-        c, w = self.curriculum, self.loss
+        """:func:`async_loss` on a batch: delays from the curriculum, the stale self-sampled
+        prefix (:func:`stale_prefix`, LoRA off) when the curriculum is on (else ``Ã = A``)."""
+        c = self.curriculum
         obs, a = batch["obs"], batch["actions"]
         b = len(a)
-        low = self._delay_low() if train else 0
-        delays = _sample_delays(b, low, c.max_delay)
-        m = delay_mask(delays, self.horizon).to(a.device)
-        m3 = m[..., None]
+        delays = _sample_delays(b, self._delay_low() if train else 0, c.max_delay)
         if c.enabled:
             es = sample_exec_horizons(delays, self.horizon)
             with torch.no_grad(), lora_disabled(self.policy):
                 a_tilde = stale_prefix(self.policy, batch, es, self.sample_steps)
-            gamma = (torch.rand(b, device=a.device) < (self.p_gt() if train else 1.0)).float()
-            a_hat = gamma[:, None, None] * a + (1 - gamma[:, None, None]) * a_tilde
         else:
-            a_hat = a
-        noise = torch.randn_like(a)
-        t = torch.rand(b, device=a.device)
-        xt = (1 - t)[:, None, None] * noise + t[:, None, None] * a
-        x = m3 * xt + (1 - m3) * a_hat
-        u = a - noise
-        net_mask = m if self.lora.use_mask else None
-        u_hat = self.policy(obs, x, t, net_mask)
-        with torch.no_grad(), lora_disabled(self.policy):
-            u_base = self.policy(obs, x, t)
-        n_gen = m3.sum().clamp_min(1) * a.shape[-1]
-        l_m = (charbonnier(u_hat - u, w.charbonnier_eps) * m3).sum() / n_gen
-        parts = {"l_m": l_m}
-        loss = w.weight * l_m
-        if w.use_delta:
-            l_d = ((m3 * (u - u_base) - m3 * (u_hat - u_base)) ** 2).sum() / n_gen
-            parts["l_delta"] = l_d
-            loss = loss + w.weight * l_d
-        if w.use_keep:
-            l_k = (((u_hat - u_base) * (1 - m3)) ** 2).mean()
-            parts["l_keep"] = l_k
-            loss = loss + w.weight * l_k
-        parts["loss"] = loss
-        return parts
+            a_tilde = a
+        p = self.p_gt() if (train and c.enabled) else 1.0
+        noise, t = torch.randn_like(a), torch.rand(b, device=a.device)
+        return async_loss(
+            self.policy, obs, a, a_tilde, delays, noise, t, p, self.loss, self.lora.use_mask
+        )
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         parts = self.remac_loss(batch, train=True)

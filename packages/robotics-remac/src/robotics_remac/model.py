@@ -109,18 +109,27 @@ class LoRALinear(nn.Module):
 
 
 class SplitLinear(nn.Module):
-    """Merged per-token linear for one delay: ``prefix`` on tokens ``< d``, ``rest`` on the others.
+    """Merged per-token linear for one delay: ``prefix`` weights on tokens ``< d``, ``rest`` on the
+    others, computed as **one** matmul over the stacked weights ``[W_prefix; W_rest]`` (``[2·out,
+    in]``) and a per-token select, as one merged ``nn.Linear`` is one kernel (before issue 38: two
+    matmuls on the token slices and a concatenation).
 
     Input ``[B, H, in]`` (tokens on dim 1) -> ``[B, H, out]``.
     """
 
     def __init__(self, delay: int, prefix: nn.Linear, rest: nn.Linear) -> None:
         super().__init__()
-        self.delay, self.prefix, self.rest = delay, prefix, rest
+        self.delay, self.out_features = delay, rest.out_features
+        self.weight = nn.Parameter(torch.cat([prefix.weight, rest.weight]), requires_grad=False)
+        self.bias = nn.Parameter(torch.cat([prefix.bias, rest.bias]), requires_grad=False)
+        self.register_buffer("is_prefix", torch.zeros(0, dtype=torch.bool), persistent=False)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        d = self.delay
-        return torch.cat([self.prefix(x[:, :d]), self.rest(x[:, d:])], dim=1)
+        h, out = x.shape[1], self.out_features
+        if self.is_prefix.shape != (h, 1):  # [H, 1]: True on the d prefix tokens (built once)
+            self.is_prefix = (torch.arange(h, device=x.device) < self.delay)[:, None]
+        y = F.linear(x, self.weight, self.bias)  # [B, H, 2·out]: both weights, one matmul
+        return torch.where(self.is_prefix, y[..., :out], y[..., out:])
 
 
 def _call(layer: nn.Module, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

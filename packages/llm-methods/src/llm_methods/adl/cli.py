@@ -1,7 +1,7 @@
 """``llm-methods adl diff`` / ``adl kl``: ADL readouts and per-token KL for a base/finetuned
 pair on your texts: ``--model`` is the finetuned model under study, ``--base-model`` the
-reference it is compared with (``--ft`` / ``--base`` before 0.7.0: they still work, with a
-warning, until :func:`llm_methods.method_cli.removed_in`).
+reference it is compared with (``--ft`` / ``--base`` before 0.8.0; abbreviations are off, so
+``--base`` is refused, not read as ``--base-model``).
 
 ``diff`` writes the mean activation difference's logit-lens and Patchscope tokens
 (:func:`adl_diff`), ``kl`` the per-token KL statistics (:func:`adl_kl`); :func:`main` only parses
@@ -21,8 +21,6 @@ __all__ = ["ABOUT", "adl_diff", "adl_kl", "main"]
 
 ABOUT = "Activation Difference Lens model diffing (arXiv 2510.13900)"
 PROG = "llm-methods adl"
-#: the spellings before 0.7.0 (``--ft`` the finetuned model, ``--base`` the reference)
-RENAMED = {"--ft": "--model", "--base": "--base-model"}
 
 
 def adl_diff(ns: Namespace) -> dict[str, Any]:
@@ -146,8 +144,10 @@ def _parser() -> argparse.ArgumentParser:
 
     parser = ArgumentParser(prog=PROG, description=ABOUT)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # no abbreviations: ``--base`` (removed in 0.8.0) is refused, not read as ``--base-model``
     diff = sub.add_parser(
         "diff",
+        allow_abbrev=False,
         help="mean activation difference of a finetuned vs base model: logit lens + Patchscope",
         description="Mean activation difference (finetuned - base) over the first positions of "
         "--texts at one layer, read with the logit lens and Patchscope; writes OUT/adl.json.",
@@ -180,6 +180,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     kl = sub.add_parser(
         "kl",
+        allow_abbrev=False,
         help="per-token KL(finetuned || base) on texts: statistics and top texts / tokens",
         description="Per-token KL divergence of the finetuned from the base model's next-token "
         "distributions on --texts (diffing-toolkit's kl method); writes OUT/kl.json.",
@@ -196,11 +197,10 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str]) -> int:
     from iclr26_common.outputs import check_out_folder
     from iclr26_common.seeding import seed_everything
-    from llm_methods.method_cli import quiet_transformers, renamed_flags
+    from llm_methods.method_cli import quiet_transformers
 
     parser = _parser()
-    command = argv[0] if argv else ""
-    ns = parser.parse_args(renamed_flags(argv, RENAMED, f"{PROG} {command}".strip()))
+    ns = parser.parse_args(list(argv))
     quiet_transformers()
     seed_everything(ns.seed)
     if ns.command == "kl":

@@ -10,9 +10,14 @@ of the mean base activation and of the mean finetuned activation at the same lay
 
 Claims and thresholds, fixed here before any run:
 
-  (a) at 1:0, the seed-mean token relevance of δ̄'s logit lens (best position) is above both
-      baselines' (best position);
-  (b) at 1:1 mixing, it is no longer above the better baseline (the trace is removed).
+  (a) at 1:0, the per-seed gap of the top-20 token relevance of δ̄'s logit lens (best position)
+      over the better baseline (best position) is >= ``RELEVANCE_MARGIN`` (0.1): the whole
+      95 % t-interval over seeds at or above it;
+  (b) at 1:1 mixing, that gap is <= ``RELEVANCE_MARGIN`` (the trace is removed): the whole
+      interval at or below it.
+
+Issue 40: both claims on intervals (they were seed-mean point comparisons against 0); the
+margin makes the null method (a baseline in δ̄'s place, gap 0) "not held" for (a).
 
 Issue 26 (recorded before the re-run): the first design finetuned on 459 chunks of email-module
 docstrings, i.e. 5.2 epochs at 1:0 and still 2.6 at 1:1, so mixing hardly changed the exposure.
@@ -36,6 +41,7 @@ import numpy as np
 
 from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
 from iclr26_common.device import choose_device
+from iclr26_common.effects import t_effect
 
 if TYPE_CHECKING:
     import torch
@@ -82,6 +88,9 @@ FT_BATCH = 16
 MIXES = (0.0, 0.1, 1.0)  # pretraining chunks per finetuning chunk
 SEEDS = (0, 1, 2)
 TOP_K = 20
+#: claims (a)/(b): the relevance gap that counts as a trace (2 of the top-20 tokens; fixed before
+#: the issue-40 run, which knew the earlier gaps of 0.77 at 1:0 and 0.83 at 1:1)
+RELEVANCE_MARGIN = 0.1
 VOCAB_TOP_N = 100
 BPE_VOCAB = 1024
 SEQ_LEN = 64
@@ -93,7 +102,8 @@ COHERENCE_DROP = 1.0  # nats/token below the unsteered outputs' coherence
 
 def settings(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"base_steps": 150, "ft_steps": 40, "seeds": SEEDS[:1], "steer": False}
+        # two seeds: a t-interval over seeds needs at least two
+        return {"base_steps": 150, "ft_steps": 40, "seeds": SEEDS[:2], "steer": False}
     return {"base_steps": 600, "ft_steps": 150, "seeds": SEEDS, "steer": True}
 
 
@@ -219,7 +229,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     metrics.update(extra)
     metrics["exposure"] = epochs
     metrics["wall_s"] = time.perf_counter() - start
-    claims = judge(pure, mixed, epochs[f"domain_epochs_1:{max(MIXES)}"])
+    claims = judge(rows[0.0], rows[1.0], epochs[f"domain_epochs_1:{max(MIXES)}"])
     return Result(
         summary=(
             f"Pydoc-pretrained 4x64 Llama finetuned on {DOMAIN} docstrings: delta-lens "
@@ -239,24 +249,48 @@ def run(quick: bool, out_dir: Path) -> Result:
     )
 
 
-def judge(pure: dict[str, float], mixed: dict[str, float], mixed_epochs: float) -> list[Claim]:
-    """The two claims from seed-mean relevances at 1:0 (``pure``) and 1:1 (``mixed``) and the
-    1:1 finetune's domain epochs."""
+def _gaps(rows: list[dict[str, float]]) -> np.ndarray:
+    """Per seed: relevance(δ̄ lens) − max(relevance(mean base), relevance(mean finetuned))."""
+    return np.array([r["delta"] - max(r["mean_base"], r["mean_ft"]) for r in rows])
+
+
+def judge(
+    pure: list[dict[str, float]], mixed: list[dict[str, float]], mixed_epochs: float
+) -> list[Claim]:
+    """The two claims from the per-seed relevances at 1:0 (``pure``) and 1:1 (``mixed``), rows
+    ``{"delta", "mean_base", "mean_ft"}`` of the same seeds, and the 1:1 finetune's domain
+    epochs. Effect: the per-seed gap of δ̄'s relevance over the better baseline, with a
+    t-interval over seeds, against ``RELEVANCE_MARGIN``: (a) ``>=`` it at 1:0, (b) ``<=`` it at
+    1:1 (the trace is gone: δ̄ reads no more of the domain than the baselines, within the
+    margin)."""
     keys = ("delta", "mean_base", "mean_ft")
-    trace = pure["delta"] > max(pure["mean_base"], pure["mean_ft"])
+    if len(pure) < 2 or len(mixed) != len(pure):
+        raise ValueError(f"need the same >= 2 seeds at both mixes, got {len(pure)}, {len(mixed)}")
+    name = f"top-{TOP_K} relevance gap of the delta lens over the better baseline"
+    effect_a = t_effect(
+        _gaps(pure), name=f"{name}, mix 1:0", threshold=RELEVANCE_MARGIN, binary=False
+    )
+    effect_b = t_effect(
+        _gaps(mixed),
+        name=f"{name}, mix 1:1",
+        threshold=RELEVANCE_MARGIN,
+        direction="<=",
+        binary=False,
+    )
+
+    def means(rows: list[dict[str, float]]) -> dict[str, float]:
+        return {k: round(float(np.mean([r[k] for r in rows])), 4) for k in keys}
+
     return [
-        Claim.judge(
+        Claim.test(
             text="The logit lens of the activation difference surfaces the finetuning domain.",
-            criterion="seed-mean relevance(delta lens) > max(relevance(mean base), "
-            "relevance(mean finetuned)) at mix 1:0",
-            measured={k: round(pure[k], 4) for k in keys},
-            holds=trace,
+            effect=effect_a,
+            measured=means(pure),
         ),
-        Claim.judge(
+        Claim.test(
             text="Mixing pretraining data 1:1 into the finetune removes the trace.",
-            criterion="at mix 1:1: seed-mean relevance(delta lens) <= max(baseline relevances)",
-            measured={k: round(mixed[k], 4) for k in keys},
-            holds=mixed["delta"] <= max(mixed["mean_base"], mixed["mean_ft"]),
+            effect=effect_b,
+            measured=means(mixed),
             preconditions=[
                 Precondition(
                     "mixing changes the exposure",
@@ -266,9 +300,9 @@ def judge(pure: dict[str, float], mixed: dict[str, float], mixed_epochs: float) 
                 ),
                 Precondition(
                     "the trace exists at 1:0",
-                    "criterion (a) met",
-                    {k: round(pure[k], 4) for k in keys},
-                    bool(trace),
+                    "claim (a) held",
+                    means(pure),
+                    effect_a.decide() == "held",
                 ),
             ],
         ),

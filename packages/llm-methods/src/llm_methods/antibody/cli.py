@@ -31,6 +31,11 @@ PROG = "llm-methods antibody"
 CONFIG_DIR = Path(__file__).parent / "configs"
 TRAINER_SUBCOMMANDS = ("fit",)
 STAGE_SUBCOMMANDS = ("align", "finetune")
+#: ``align``/``finetune --stage.seed`` (renamed ``--seed`` in 0.8.0) works, with a warning, until
+#: this llm-methods version (the changelog's "Deprecated" entry names the same one)
+STAGE_SEED_REMOVED_IN = "0.9.0"
+#: The files ``synth`` writes (``NAME.jsonl``), the fields of ``data.SyntheticWorld``.
+SPLITS = ("pretrain", "align", "align_harmful", "attack", "task", "eval_harmful", "eval_task")
 
 
 def run_lightning_cli(argv: Sequence[str]) -> Any:
@@ -99,6 +104,15 @@ def stage_parser(command: str) -> Any:
         "--overwrite", action="store_true", help="replace the earlier results in --out"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--seed",
+        type=int | None,
+        default=None,
+        help="seed of the batch draws"
+        + ("" if align else " and the poisoned mixture")
+        + " (sets stage.seed; was --stage.seed, which still works, with a warning, until "
+        f"llm-methods {STAGE_SEED_REMOVED_IN}; default: stage.seed, 0)",
+    )
     parser.add_argument("--antibody", type=AntibodyConfig, default=AntibodyConfig())
     parser.add_argument("--stage", type=StageSettings, default=StageSettings())
     return parser
@@ -106,7 +120,7 @@ def stage_parser(command: str) -> Any:
 
 def _parser() -> argparse.ArgumentParser:
     from iclr26_common.cli_support import ArgumentParser
-    from llm_methods.method_cli import seed, show_defaults
+    from llm_methods.method_cli import out_args, seed, show_defaults
 
     parser = ArgumentParser(prog=PROG, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -137,12 +151,13 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--seed", type=seed, default=INTERVAL_SEED, help="resampling seed of the intervals"
     )
-    ev.add_argument("--out", type=Path, required=True, help="output folder")
+    out_args(ev, "output folder (summary.json)", required=True)
+    ev.add_argument("--quiet", action="store_true", help="no progress lines")
     sy = sub.add_parser("synth", help="write the offline synthetic instruction set (jsonl)")
-    sy.add_argument("--out", type=Path, required=True, help="output folder")
+    out_args(sy, "output folder (7 jsonl splits)", required=True)
     sy.add_argument("--seed", type=seed, default=0, help="the synthetic set's draws")
     pt = sub.add_parser("pretrain", help="train the unaligned tiny base on the synthetic set")
-    pt.add_argument("--out", type=Path, required=True)
+    out_args(pt, "output folder (the base model and tokenizer)", required=True)
     pt.add_argument("--steps", type=int, default=300)
     pt.add_argument(
         "--seed", type=seed, default=0, help="the synthetic set, initial weights and batches"
@@ -283,11 +298,14 @@ def _finetune(ns: Any) -> int:
 
 
 def _eval(ns: argparse.Namespace) -> int:
+    from iclr26_common.outputs import check_out_folder, write_text
     from llm_methods.antibody.data import read_beavertails
     from llm_methods.antibody.pipeline import evaluate
 
     if ns.harmful is None and ns.task is None:
         raise ValueError("give --harmful and/or --task")
+    # checked before the data are read or the model loaded; summary.json is written at the end
+    out = check_out_folder(ns.out, overwrite=ns.overwrite, resumable=False)
     harmful = read_beavertails(ns.harmful) if ns.harmful is not None else []
     task = read_beavertails(ns.task) if ns.task is not None else []
     lm = _load(ns.model, ns.device)
@@ -299,12 +317,12 @@ def _eval(ns: argparse.Namespace) -> int:
         ns.max_new_tokens,
         per_prompt=True,
         fa_rule=ns.fa_rule,
+        quiet=ns.quiet,
     )
     outcomes = {
         k: result.pop(f"{k}_per_prompt") for k in ("hs", "fa") if f"{k}_per_prompt" in result
     }
     intervals = score_intervals(outcomes, seed=ns.seed)
-    ns.out.mkdir(parents=True, exist_ok=True)
     summary = {
         "model": ns.model,
         "n_harmful": len(harmful),
@@ -314,7 +332,8 @@ def _eval(ns: argparse.Namespace) -> int:
         **result,
     }
     summary.update({f"{k}_interval": v for k, (v, _) in intervals.items()})
-    (ns.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    with out:
+        write_text(out.path / "summary.json", json.dumps(summary, indent=1))
     parts = [f"{k.upper()} {result[k]:.2f}% {intervals[k][1]}" for k in ("hs", "fa") if k in result]
     print(f"{', '.join(parts)} -> {ns.out / 'summary.json'}")
     return 0
@@ -351,10 +370,25 @@ def main(argv: Sequence[str]) -> int:
         run_lightning_cli(list(argv))
         return 0
     if argv and argv[0] in STAGE_SUBCOMMANDS:
-        from iclr26_common.outputs import check_out_folder
-        from llm_methods.method_cli import parse_settings
+        from dataclasses import replace
 
-        ns = parse_settings(stage_parser(argv[0]), argv[1:], "llm_methods.antibody")
+        from iclr26_common.cli_support import UsageError
+        from iclr26_common.outputs import check_out_folder
+        from llm_methods.method_cli import parse_settings, renamed_flags, seed
+
+        rest = renamed_flags(
+            argv[1:],
+            {"--stage.seed": "--seed"},
+            f"{PROG} {argv[0]}",
+            removed_in=STAGE_SEED_REMOVED_IN,
+        )
+        ns = parse_settings(stage_parser(argv[0]), rest, "llm_methods.antibody")
+        if ns.seed is not None:  # checked as every command's --seed (method_cli.seed)
+            try:
+                seed(str(ns.seed))
+            except argparse.ArgumentTypeError as error:
+                raise UsageError(f"argument --seed: {error}") from None
+            ns.stage = replace(ns.stage, seed=ns.seed)
         # checked before the data are read, the model loaded or trained
         with check_out_folder(ns.out, overwrite=ns.overwrite):
             return (_align if argv[0] == "align" else _finetune)(ns)
@@ -364,22 +398,18 @@ def main(argv: Sequence[str]) -> int:
             print(f"{path.stem}: {path.read_text().splitlines()[0].lstrip('# ')}")
         return 0
     if ns.command == "synth":
+        from iclr26_common.outputs import check_out_folder
         from llm_methods.antibody.data import synthetic_world, write_jsonl
 
+        out = check_out_folder(ns.out, overwrite=ns.overwrite, resumable=False)
         world = synthetic_world(ns.seed)
-        for name in (
-            "pretrain",
-            "align",
-            "align_harmful",
-            "attack",
-            "task",
-            "eval_harmful",
-            "eval_task",
-        ):
-            write_jsonl(getattr(world, name), ns.out / f"{name}.jsonl")
-        print(f"wrote 7 splits to {ns.out}")
+        with out:
+            for name in SPLITS:
+                write_jsonl(getattr(world, name), out.path / f"{name}.jsonl")
+        print(f"wrote {len(SPLITS)} splits to {ns.out}")
         return 0
     if ns.command == "pretrain":
+        from iclr26_common.outputs import check_out_folder
         from llm_methods.antibody.data import synthetic_world
         from llm_methods.antibody.pipeline import pretrain_base
         from llm_methods.lm.loading import resolve_device
@@ -387,14 +417,15 @@ def main(argv: Sequence[str]) -> int:
 
         if ns.steps < 1:
             raise ValueError("--steps must be >= 1")
+        out = check_out_folder(ns.out, overwrite=ns.overwrite, resumable=False)  # before training
         with one_thread():
             device = None if ns.device is None else resolve_device(ns.device)
             tok, model, log = pretrain_base(
                 synthetic_world(ns.seed), steps=ns.steps, seed=ns.seed, device=device
             )
-        ns.out.mkdir(parents=True, exist_ok=True)
-        model.save_pretrained(ns.out)
-        tok.save_pretrained(ns.out)
+        with out:
+            model.save_pretrained(out.path)
+            tok.save_pretrained(out.path)
         print(f"base pretrained ({ns.steps} steps, loss {log.logs[-1]['loss']:.3f}) -> {ns.out}")
         return 0
     return _eval(ns)

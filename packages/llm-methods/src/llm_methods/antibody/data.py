@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iclr26_common.textio import input_file
 from llm_methods.jsonl import iter_jsonl, read_text
 from llm_methods.lm.errors import LMError
 
@@ -160,8 +161,7 @@ def read_refusal_pool(path: str | Path) -> list[str]:
     the last refusal raises ``FILE:LINE: empty refusal`` (blank lines at the end are ignored);
     other errors name the file."""
     path = Path(path)
-    if not path.is_file():
-        raise LMError(f"{path}: no such file")
+    input_file(path)
     out = []
     for number, raw in enumerate(read_text(path).rstrip().splitlines(), 1):
         line = raw.strip()
@@ -190,8 +190,7 @@ def read_beavertails(
     raises an ``LMError`` naming the file, the line (record) and the field.
     """
     path = Path(path)
-    if not path.is_file():
-        raise LMError(f"{path}: no such file")
+    input_file(path)
     pool = list(refusal_pool) if refusal_pool is not None else list(REFUSALS)
     if not pool or not all(isinstance(r, str) and r.strip() for r in pool):
         raise LMError("the refusal pool needs at least one non-empty string")

@@ -1,5 +1,6 @@
 """Checks of the estimator and of the LLM likelihood table: exact posterior, EIG rank agreement
-as N grows (claim b), the table's informativeness against ground truth."""
+as N grows (a unit test and a reported curve, formerly claim b), the table's informativeness
+against ground truth."""
 
 from __future__ import annotations
 

@@ -1,21 +1,30 @@
 """Experiment ``llm-methods.bed``: BED-LLM vs prompt-only, CoT, Split, entropy-only and random.
 
 Tasks: (1) 20 Questions over the exact synthetic world (64 entities x 40 attributes, oracle
-likelihoods; also reported, not judged: the same world with every attribute crisp); (2) 20 Questions over animals with SmolLM2-135M-Instruct's yes/no likelihood table
+likelihoods), at 0 / 25 / 50 / 75 % vague attributes; (2) 20 Questions over animals with
+SmolLM2-135M-Instruct's yes/no likelihood table
 (measured first on a fixed animal x question grid and compared with a hand-written ground truth;
 the answerer uses the ground truth); (3) preference elicitation with a synthetic user (hidden
 preference vector), top-k accuracy after each turn. Bootstrap 95% CIs everywhere.
 
-Claims and thresholds, fixed here before any run:
+Claims and thresholds, fixed here before any run (issue 42), each decided by a paired 95 %
+interval over games (the same targets for every strategy,
+:func:`iclr26_common.effects.paired_effect`):
 
-  (a) exact world: success(BED) - success(X) has a paired-bootstrap 95% CI lower bound
-      > CLAIM_A_MIN_DIFF for X = prompt-only (simulated, ``prompt_sim``) and X = entropy-only;
-  (b) mean Spearman(estimated EIG, exact EIG) at the largest N >= CLAIM_B_MIN_SPEARMAN and it
-      does not decrease from the smallest to the largest N (θ_n from the exact posterior);
-  (c) with SmolLM2 likelihoods: success(BED) >= success(entropy-only) and >= success(prompt-only
-      with SmolLM2 choosing the question); the 135M model is called too weak (and the claim not
-      held: a tie at zero success ranks nothing) when its table's ROC AUC against the ground
-      truth is < WEAK_AUC.
+  (a1), (a2) exact world at the reference share of vague (noisy-answer) attributes
+      REFERENCE_VAGUE_SHARE: success(BED) − success(X) >= CLAIM_MIN_GAIN_PTS points for X =
+      prompt-only (simulated heuristic ``prompt_sim``, not an LLM) and X = entropy-only;
+      control: the world is not saturated (success(random) <= SATURATED). The same gains are
+      reported as a curve over VAGUE_SHARES (0 / 25 / 50 / 75 % of the attributes vague), so
+      the result says how much answer noise the gain needs.
+  (c) animals with SmolLM2-135M likelihoods: success(BED) − success(entropy-only) >=
+      CLAIM_MIN_GAIN_PTS points; controls: the likelihood table is informative (ROC AUC
+      against the ground truth >= WEAK_AUC) and BED with the ground-truth likelihood solves
+      the grid (success >= SOLVABLE). A too-weak model makes (c) inconclusive, not "not held".
+
+The estimator's Monte-Carlo consistency (estimated EIG ranking -> exact as N grows, the former
+claim (b)) is a unit test (``tests/test_bed.py::test_estimator_converges_to_exact_eig``); its
+Spearman curve is still reported.
 """
 
 from __future__ import annotations
@@ -26,26 +35,38 @@ from typing import Any
 
 import numpy as np
 
-from iclr26_common import Claim, Experiment, Result, seed_everything
+from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
+from iclr26_common.effects import format_effect, paired_effect, paired_interval
 
-__all__ = ["EXPERIMENT", "run", "settings"]
+__all__ = ["EXPERIMENT", "claims", "run", "settings"]
 
 PAPER = (
     "BED-LLM: Intelligent Information Gathering with LLMs and Bayesian Experimental Design "
     "(arXiv 2508.21184)"
 )
-CLAIM_A_MIN_DIFF = 0.0
-CLAIM_B_MIN_SPEARMAN = 0.9
+# the smallest gain that is not a tie: the former criterion "paired CI lower bound > 0" in the
+# form of an effect threshold (a null method, BED against itself, gains exactly 0 and fails)
+CLAIM_MIN_GAIN_PTS = 1.0
 WEAK_AUC = 0.75
+SOLVABLE = 0.5
+SATURATED = 0.9
 SEED = 0
-EXACT_VAGUE = 24  # vague attributes: chosen so that random play is not saturated (< 0.9 success)
+N_ATTRIBUTES = 40
+VAGUE_SHARES = (0.0, 0.25, 0.5, 0.75)
+# the claims' world (also `bed world --kind exact`): 24 of 40 attributes vague, fixed in issue 28
+# (before any claim was judged) so that random play is not saturated (< 90 % success)
+EXACT_VAGUE = 24
+REFERENCE_VAGUE_SHARE = EXACT_VAGUE / N_ATTRIBUTES
 TABLE_STRATEGIES = ("bed", "entropy", "split", "random", "prompt_sim")
+CURVE_STRATEGIES = ("bed", "prompt_sim", "entropy", "random")
+COMPARED = ("prompt_sim", "entropy")
 
 
 def settings(quick: bool) -> dict[str, Any]:
     if quick:
         return {
             "games": 100,
+            "curve_games": 60,
             "eig_states": 10,
             "ns": [2, 8, 32, 128],
             "pref_games": 100,
@@ -55,7 +76,8 @@ def settings(quick: bool) -> dict[str, Any]:
             "cot_games": 0,
         }
     return {
-        "games": 200,
+        "games": 400,
+        "curve_games": 400,
         "eig_states": 60,
         "ns": [2, 4, 8, 16, 32, 64, 128, 256],
         "pref_games": 200,
@@ -81,12 +103,83 @@ def _rate(results: list) -> dict[str, Any]:  # type: ignore[type-arg]
     }
 
 
-def _paired_diff(a: list, b: list) -> dict[str, Any]:  # type: ignore[type-arg]
-    from llm_methods.stats import bootstrap_ci
+def _successes(results: list) -> np.ndarray:  # type: ignore[type-arg]
+    return np.array([r.success for r in results], dtype=float)
 
-    d = np.array([x.success for x in a], float) - np.array([y.success for y in b], float)
-    lo, hi = bootstrap_ci(d)
-    return {"diff": round(float(d.mean()), 4), "ci95": [round(lo, 4), round(hi, 4)]}
+
+def _paired_diff(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
+    """success(a) − success(b) in points with its paired 95 % interval over the shared games."""
+    return paired_interval(a, b, scale=100, units="games").to_dict()
+
+
+def _n_vague(share: float) -> int:
+    return round(share * N_ATTRIBUTES)
+
+
+def claims(
+    exact: dict[str, np.ndarray],
+    animals: dict[str, np.ndarray],
+    table_auc: float,
+    oracle_bed: float,
+) -> list[Claim]:
+    """Claims (a1), (a2), (c) from per-game 0/1 successes on shared targets: ``exact[s]`` at the
+    reference vague share, ``animals[s]`` with SmolLM2 likelihoods (strategy -> (games,))."""
+
+    def gain(games: dict[str, np.ndarray], x: str, name: str) -> Any:
+        return paired_effect(
+            games["bed"],
+            games[x],
+            name=name,
+            unit="pts",
+            scale=100,
+            threshold=CLAIM_MIN_GAIN_PTS,
+            direction=">=",
+            seed=0,
+        )
+
+    random_rate = float(np.mean(exact["random"]))
+    not_saturated = Precondition(
+        "exact world not saturated",
+        f"success(random) <= {SATURATED}",
+        {"random": round(random_rate, 4)},
+        random_rate <= SATURATED,
+    )
+    share = f"{REFERENCE_VAGUE_SHARE:.0%}"
+    return [
+        Claim.test(
+            text=f"On the exact world with {share} of the attributes vague (noisy answers), "
+            "BED-LLM succeeds more often within 20 questions than prompt-only (here a simulated "
+            "heuristic that asks what its one imagined hypothesis answers yes to, not an LLM).",
+            effect=gain(exact, "prompt_sim", "success gain over simulated prompt-only"),
+            preconditions=[not_saturated],
+        ),
+        Claim.test(
+            text=f"On the exact world with {share} of the attributes vague, BED-LLM succeeds "
+            "more often within 20 questions than entropy-only (no answer-noise term).",
+            effect=gain(exact, "entropy", "success gain over entropy-only"),
+            preconditions=[not_saturated],
+        ),
+        Claim.test(
+            text="With SmolLM2-135M's yes/no likelihoods on the animals, BED-LLM succeeds more "
+            "often than entropy-only.",
+            effect=gain(animals, "entropy", "success gain over entropy-only (SmolLM2 table)"),
+            preconditions=[
+                Precondition(
+                    "SmolLM2 table informative",
+                    f"ROC AUC of its p(yes) table against the ground truth >= {WEAK_AUC}",
+                    {"auc": round(table_auc, 4)},
+                    table_auc >= WEAK_AUC,
+                ),
+                Precondition(
+                    "animal grid solvable",
+                    f"success(BED with the ground-truth likelihood) >= {SOLVABLE}",
+                    {"oracle_bed": round(oracle_bed, 4)},
+                    oracle_bed >= SOLVABLE,
+                ),
+            ],
+            measured={s: round(float(np.mean(v)), 4) for s, v in animals.items()},
+        ),
+    ]
 
 
 def _play_all(world, model_p, targets, strategies, m_cand, n_hyp):  # type: ignore[no-untyped-def]
@@ -114,22 +207,28 @@ def run(quick: bool, out_dir: Path) -> Result:
     seconds: dict[str, float] = {}
     rng = np.random.default_rng(SEED)
 
-    # (1) exact world, oracle likelihood
+    # (1) exact world, oracle likelihood, at the reference vague share (the table) and the
+    # gain curve over VAGUE_SHARES (the same targets for every share and strategy)
     t = time.perf_counter()
-    world = synthetic_world(64, 40, n_vague=EXACT_VAGUE, seed=SEED)
+    world = synthetic_world(64, N_ATTRIBUTES, n_vague=_n_vague(REFERENCE_VAGUE_SHARE), seed=SEED)
     targets = rng.integers(0, 64, cfg["games"])
     exact = _play_all(world, world.p_yes, targets, TABLE_STRATEGIES, m_cand=5, n_hyp=32)
     exact_rates = {s: _rate(r) for s, r in exact.items()}
-    diffs = {
-        x: _paired_diff(exact["bed"], exact[x])
-        for x in ("prompt_sim", "entropy", "split", "random")
-    }
-    # the same world without vague (noisy) attributes, reported (issue 28): with crisp answers
-    # the EIG's conditional-entropy term is 0, so BED and entropy-only ask alike
-    crisp_world = synthetic_world(64, 40, n_vague=0, seed=SEED)
-    crisp = _play_all(crisp_world, crisp_world.p_yes, targets, TABLE_STRATEGIES, m_cand=5, n_hyp=32)
-    crisp_rates = {s: _rate(r) for s, r in crisp.items()}
-    crisp_diffs = {x: _paired_diff(crisp["bed"], crisp[x]) for x in ("prompt_sim", "entropy")}
+    curve_targets = np.random.default_rng(SEED + 3).integers(0, 64, cfg["curve_games"])
+    curve: dict[str, Any] = {}
+    curve_success: dict[float, dict[str, np.ndarray]] = {}
+    for share in VAGUE_SHARES:
+        w = synthetic_world(64, N_ATTRIBUTES, n_vague=_n_vague(share), seed=SEED)
+        games = _play_all(w, w.p_yes, curve_targets, CURVE_STRATEGIES, m_cand=5, n_hyp=32)
+        curve_success[share] = {st: _successes(g) for st, g in games.items()}
+        curve[f"{share:g}"] = {
+            "n_vague": _n_vague(share),
+            "success": {st: _rate(g) for st, g in games.items()},
+            "bed_minus_pts": {
+                x: _paired_diff(curve_success[share]["bed"], curve_success[share][x])
+                for x in COMPARED
+            },
+        }
     seconds["exact_world"] = time.perf_counter() - t
 
     # (b) estimator vs exact EIG
@@ -160,96 +259,81 @@ def run(quick: bool, out_dir: Path) -> Result:
     animals = _animals(cfg, rng)
     seconds["animals"] = time.perf_counter() - t
 
-    rates_sm = animals["rates"]
-    d_a = [diffs["prompt_sim"], diffs["entropy"]]
     rho = agree["posterior"]
     n_lo, n_hi = min(rho), max(rho)
-    weak = bool(animals["table"]["auc"] < WEAK_AUC)
-    c_bed = rates_sm["bed"]["success"]
-    c_others = {x: rates_sm[x]["success"] for x in ("entropy", "prompt") if x in rates_sm}
-    claims = [
-        Claim(
-            text="On the exact world BED-LLM succeeds more often than prompt-only and entropy-only.",
-            criterion=(
-                f"paired bootstrap 95% CI lower bound of success(bed) - success(X) > "
-                f"{CLAIM_A_MIN_DIFF} for X in (prompt_sim, entropy)"
+    judged = claims(
+        {st: _successes(g) for st, g in exact.items()},
+        animals["successes"],
+        float(animals["table"]["auc"]),
+        float(animals["oracle_likelihood_bed"]["success"]),
+    )
+    # the smallest vague share whose gain interval lies wholly at or above the threshold
+    needs = {
+        x: next(
+            (
+                sh
+                for sh in VAGUE_SHARES
+                if curve[f"{sh:g}"]["bed_minus_pts"][x]["low"] >= CLAIM_MIN_GAIN_PTS
             ),
-            measured={
-                "bed": exact_rates["bed"]["success"],
-                "prompt_sim": exact_rates["prompt_sim"]["success"],
-                "entropy": exact_rates["entropy"]["success"],
-                "diff_vs_prompt_sim": d_a[0],
-                "diff_vs_entropy": d_a[1],
-            },
-            verdict=bool(all(d["ci95"][0] > CLAIM_A_MIN_DIFF for d in d_a)),
-        ),
-        Claim(
-            text="The estimated EIG matches the exact EIG as N grows.",
-            criterion=(
-                f"mean Spearman at N={n_hi} >= {CLAIM_B_MIN_SPEARMAN} and "
-                f"Spearman(N={n_hi}) >= Spearman(N={n_lo})"
-            ),
-            measured={
-                "spearman_by_n": {str(n): round(v, 4) for n, v in rho.items()},
-                "filtered_belief_spearman_by_n": {
-                    str(n): round(v, 4) for n, v in agree["filtered"].items()
-                },
-            },
-            verdict=bool(rho[n_hi] >= CLAIM_B_MIN_SPEARMAN and rho[n_hi] >= rho[n_lo]),
-        ),
-        Claim(
-            text="The ranking holds with SmolLM2-135M likelihoods (or the model is too weak).",
-            criterion=(
-                f"table AUC >= {WEAK_AUC} (else: too weak, not held) and success(bed) "
-                ">= success(entropy) and >= success(prompt) on animals"
-            ),
-            measured={
-                "bed": c_bed,
-                **c_others,
-                "table_auc": animals["table"]["auc"],
-                "too_weak": weak,
-            },
-            verdict=bool(not weak and all(c_bed >= v for v in c_others.values())),
-        ),
-    ]
-    _plots(out_dir, exact_rates, rho, agree["filtered"], pref, animals)
+            None,
+        )
+        for x in COMPARED
+    }
+    _plots(out_dir, exact_rates, rho, agree["filtered"], pref, animals, curve)
     metrics: dict[str, Any] = {
-        "exact_world": {"success": exact_rates, "bed_minus": diffs},
-        "exact_world_no_vague": {"success": crisp_rates, "bed_minus": crisp_diffs},
+        "exact_world": {
+            "vague_share": REFERENCE_VAGUE_SHARE,
+            "success": exact_rates,
+            "bed_minus_pts": {
+                x: _paired_diff(_successes(exact["bed"]), _successes(exact[x]))
+                for x in ("prompt_sim", "entropy", "split", "random")
+            },
+        },
+        "vague_share_curve": curve,
+        "smallest_vague_share_with_gain": {x: v for x, v in needs.items()},
         "eig_spearman": {k: {str(n): round(v, 4) for n, v in d.items()} for k, d in agree.items()},
         "preference": pref,
-        "animals": {k: v for k, v in animals.items() if k != "p_yes"},
+        "animals": {k: v for k, v in animals.items() if k not in ("p_yes", "successes")},
         "seconds": {k: round(v, 1) for k, v in seconds.items()},
         "wall_s": round(time.perf_counter() - start, 1),
     }
     ex = ", ".join(f"{s} {exact_rates[s]['success']:.2f}" for s in TABLE_STRATEGIES)
-    cr = ", ".join(f"{s} {crisp_rates[s]['success']:.2f}" for s in TABLE_STRATEGIES)
-    an = ", ".join(f"{s} {v['success']:.2f}" for s, v in rates_sm.items())
+    cv = "; ".join(
+        f"{float(sh):.0%} vague: "
+        + ", ".join(
+            f"vs {x} {d['estimate']:+.1f} [{d['low']:+.1f}, {d['high']:+.1f}]"
+            for x, d in row["bed_minus_pts"].items()
+        )
+        for sh, row in curve.items()
+    )
+    an = ", ".join(f"{s} {v['success']:.2f}" for s, v in animals["rates"].items())
     pr = ", ".join(f"{s} {pref[s]['accuracy_by_turn'][-1]:.2f}" for s in TABLE_STRATEGIES)
-    verdict_c = (
-        f"SmolLM2-135M is too weak (table AUC {animals['table']['auc']:.2f} < {WEAK_AUC})"
-        if weak
-        else "SmolLM2 table informative"
+    verdicts = " ".join(
+        f"({k}) {c.verdict}: {format_effect(c.effect)}."
+        for k, c in zip(("a1", "a2", "c"), judged, strict=True)
+        if c.effect is not None
     )
     return Result(
         summary=(
-            f"Exact world success within 20 questions: {ex} (without its {EXACT_VAGUE} "
-            f"vague attributes: {cr}). EIG Spearman vs exact "
+            f"Exact world ({REFERENCE_VAGUE_SHARE:.0%} of {N_ATTRIBUTES} attributes vague) "
+            f"success within 20 questions: {ex}. BED's success gain in points over the vague "
+            f"share ({cfg['curve_games']} games each): {cv}. EIG Spearman vs exact "
             f"{rho[n_lo]:.2f} (N={n_lo}) -> {rho[n_hi]:.2f} (N={n_hi}). Animals with SmolLM2 "
-            f"likelihoods: {an}; {verdict_c}. Preference top-5 accuracy after 10 "
-            f"questions: {pr}."
+            f"likelihoods (table AUC {animals['table']['auc']:.2f}): {an}. Preference top-5 "
+            f"accuracy after 10 questions: {pr}. {verdicts}"
         ),
         metrics=metrics,
         seeds=[SEED],
         scale=(
-            f"exact world 64x40 ({EXACT_VAGUE} vague), {cfg['games']} games per strategy, "
-            f"M=5, N=32; EIG check {cfg['eig_states']} states x N in {cfg['ns']}; animals "
+            f"exact world 64x{N_ATTRIBUTES} ({_n_vague(REFERENCE_VAGUE_SHARE)} vague), "
+            f"{cfg['games']} games per strategy, M=5, N=32; vague-share curve "
+            f"{[f'{v:.0%}' for v in VAGUE_SHARES]} x {cfg['curve_games']} games; EIG check {cfg['eig_states']} states x N in {cfg['ns']}; animals "
             f"{cfg['animals']}x{cfg['questions']} grid, {cfg['games']} games per table "
             f"strategy, SmolLM2 questioner: prompt-only {cfg['prompt_games']} games, CoT "
             f"{cfg['cot_games']} games (CPU budget); preference 40 items x 8 features, "
             f"{cfg['pref_games']} users, 10 questions, M=10, N=64"
         ),
-        claims=claims,
+        claims=judged,
     )
 
 
@@ -296,17 +380,27 @@ def _animals(cfg: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
             res[mode] = play_lockstep(games, q)
             out[f"{mode}_seconds"] = round(time.perf_counter() - t, 1)
     out["rates"] = {s: _rate(r) for s, r in res.items()}
+    out["successes"] = {s: _successes(r) for s, r in res.items() if s in TABLE_STRATEGIES}
     out["oracle_likelihood_bed"] = _rate(res_oracle["bed"])
     return out
 
 
-def _plots(out_dir: Path, exact_rates, rho, rho_f, pref, animals) -> None:  # type: ignore[no-untyped-def]
+def _plots(out_dir: Path, exact_rates, rho, rho_f, pref, animals, curve) -> None:  # type: ignore[no-untyped-def]
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.5))
+    shares = [float(k) * 100 for k in curve]
+    for x in COMPARED:
+        rows = [row["bed_minus_pts"][x] for row in curve.values()]
+        est = np.array([r["estimate"] for r in rows])
+        err = np.array([[e - r["low"], r["high"] - e] for e, r in zip(est, rows, strict=True)]).T
+        axes[2].errorbar(shares, est, yerr=err, marker="o", capsize=3, label=f"BED − {x}")
+    axes[2].axhline(CLAIM_MIN_GAIN_PTS, color="k", ls=":", lw=1)
+    axes[2].set(xlabel="vague attributes (%)", ylabel="success gain (pts, paired 95 % CI)")
+    axes[2].legend(fontsize=8)
     for ax, rates, title in (
         (axes[0], exact_rates, "exact world"),
         (axes[1], animals["rates"], "animals, SmolLM2 likelihood"),

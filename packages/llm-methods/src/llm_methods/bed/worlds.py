@@ -194,11 +194,12 @@ def write_world(world: World, path: str | Path) -> Path:
 
 def read_world(path: str | Path) -> World:
     """Read a world JSON; bad input raises ``ValueError`` naming the file and the field."""
+    from llm_methods.jsonl import read_text
+
     path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{path}: no such world file")
+    text = read_text(path, ValueError, "world file")  # missing, a folder, not UTF-8: one line
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(text)
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
     if not isinstance(data, dict):

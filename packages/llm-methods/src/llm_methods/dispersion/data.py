@@ -22,13 +22,15 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from llm_methods.corpora import split_names
-from llm_methods.jsonl import read_jsonl
+from llm_methods.jsonl import read_jsonl, read_text
 
 __all__ = [
     "CorpusFormatError",
     "Document",
     "TextChunkDataModule",
     "chunk_documents",
+    "is_prose",
+    "prose_paragraphs",
     "read_documents",
     "write_jsonl",
 ]
@@ -77,10 +79,7 @@ def read_documents(paths: Sequence[str | Path]) -> list[Document]:
         if path.suffix == ".jsonl":
             docs += _read_jsonl(path)
         elif path.suffix == ".txt":
-            try:
-                text = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError as error:
-                raise CorpusFormatError(f"{path}: not UTF-8 ({error.reason})") from None
+            text = read_text(path, CorpusFormatError)  # not UTF-8: one line naming the byte
             if not text.strip():
                 raise CorpusFormatError(f"{path}: empty text file")
             docs.append(Document(text, path.stem, str(path)))
@@ -224,3 +223,35 @@ class TextChunkDataModule(_Base):
 
     def test_dataloader(self) -> DataLoader:
         return self.val_dataloader()
+
+
+#: a prose paragraph: at least this share of its non-space characters are letters
+PROSE_MIN_ALPHA = 0.8
+#: ... and at least this many words of two or more letters
+PROSE_MIN_WORDS = 8
+_CODE_STARTS = (">>>", "...", "+-", "|", "==", "--")
+
+
+def is_prose(paragraph: str) -> bool:
+    """True for a paragraph of running English text: no indented line (pydoc's code blocks and
+    grammar rules are indented), no doctest / table / rule line, >= ``PROSE_MIN_ALPHA`` letters
+    among its non-space characters and >= ``PROSE_MIN_WORDS`` words (issue 40: the paper's
+    chunks are prose; pydoc topics are about half code and tables)."""
+    import re
+
+    lines = [line for line in paragraph.split("\n") if line.strip()]
+    if not lines or any(line[0] in " \t" for line in lines):
+        return False
+    if any(line.lstrip().startswith(_CODE_STARTS) for line in lines):
+        return False
+    text = " ".join(lines)
+    chars = [c for c in text if not c.isspace()]
+    letters = sum(c.isalpha() for c in chars) / max(1, len(chars))
+    return letters >= PROSE_MIN_ALPHA and len(re.findall(r"[A-Za-z]{2,}", text)) >= PROSE_MIN_WORDS
+
+
+def prose_paragraphs(text: str) -> list[str]:
+    """The :func:`is_prose` paragraphs (blank-line separated) of ``text``, in order."""
+    import re
+
+    return [p.strip() for p in re.split(r"\n\s*\n", text) if is_prose(p)]

@@ -18,17 +18,34 @@ __all__ = [
     "answer_token_budget",
     "content_mask",
     "cross_lingual_cosine",
+    "decision_layer",
     "detect_language",
     "evaluate",
+    "evaluate_items",
+    "known_languages",
     "lens_language_probability",
+    "summarize_items",
 ]
 
 
-def detect_language(texts: Sequence[str]) -> list[str]:
-    """py3langid restricted to en/es/de ('' for an empty text)."""
+def known_languages() -> list[str]:
+    """The ISO 639-1 codes the offline detector (py3langid) can tell apart."""
     import py3langid.langid as langid
 
-    langid.set_languages(list(LANGS))
+    # the full model's classes (set_languages narrows ``nb_classes`` in place)
+    _, _, classes = langid._get_identifier()._full_model
+    return sorted(str(c) for c in classes)
+
+
+def detect_language(texts: Sequence[str], langs: Sequence[str] = LANGS) -> list[str]:
+    """py3langid restricted to ``langs`` (default en/es/de; any of :func:`known_languages`;
+    '' for an empty text)."""
+    import py3langid.langid as langid
+
+    unknown = sorted(set(langs) - set(known_languages()))
+    if unknown:
+        raise ValueError(f"the language detector does not know {', '.join(unknown)}")
+    langid.set_languages(list(langs))
     return [langid.classify(t)[0] if t.strip() else "" for t in texts]
 
 
@@ -50,11 +67,13 @@ def answer_token_budget(tokenizer: Any, lex: Lexicon) -> int:
     return N_WORDS * longest + 1
 
 
-def evaluate(lm: LM, examples: Sequence[Example], lex: Lexicon) -> dict[str, float]:
-    """Greedy answers (:func:`answer_token_budget` new tokens), cut to the first line and the
-    task's ``N_WORDS`` words: language consistency (detected == expected) and accuracy (the
-    concepts, in order, whatever the language), separately; overall and per scenario
-    (``"<scenario>/consistency"``, ...)."""
+def evaluate_items(
+    lm: LM, examples: Sequence[Example], lex: Lexicon
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per example, ``(consistent, correct)`` as 0/1 arrays ``[N]``: greedy answers
+    (:func:`answer_token_budget` new tokens), cut to the first line and the task's ``N_WORDS``
+    words; consistent: detected language == expected; correct: the concepts, in order, whatever
+    the language."""
     budget = answer_token_budget(lm.tokenizer, lex)
     answers = generate(lm, [e.prompt for e in examples], max_new_tokens=budget, batch_size=32)
     answers = [" ".join(a.split("\n")[0].split()[:N_WORDS]) for a in answers]
@@ -63,12 +82,39 @@ def evaluate(lm: LM, examples: Sequence[Example], lex: Lexicon) -> dict[str, flo
     correct = [
         answer_concepts(a, lex) == e.concepts for a, e in zip(answers, examples, strict=True)
     ]
+    return np.array(consistent, dtype=float), np.array(correct, dtype=float)
+
+
+def evaluate(lm: LM, examples: Sequence[Example], lex: Lexicon) -> dict[str, float]:
+    """Language consistency and accuracy (:func:`evaluate_items`), overall and per scenario
+    (``"<scenario>/consistency"``, ...)."""
+    consistent, correct = evaluate_items(lm, examples, lex)
+    return summarize_items(examples, consistent, correct)
+
+
+def summarize_items(
+    examples: Sequence[Example], consistent: np.ndarray, correct: np.ndarray
+) -> dict[str, float]:
+    """The rates of :func:`evaluate` from per-example outcomes."""
     out = {"consistency": float(np.mean(consistent)), "accuracy": float(np.mean(correct))}
     for scenario in sorted({e.scenario for e in examples}):
         idx = [i for i, e in enumerate(examples) if e.scenario == scenario]
-        out[f"{scenario}/consistency"] = float(np.mean([consistent[i] for i in idx]))
-        out[f"{scenario}/accuracy"] = float(np.mean([correct[i] for i in idx]))
+        out[f"{scenario}/consistency"] = float(np.mean(consistent[idx]))
+        out[f"{scenario}/accuracy"] = float(np.mean(correct[idx]))
     return out
+
+
+def decision_layer(lens: np.ndarray) -> int:
+    """The layer from which the logit lens's top language (``lens`` ``[n_layers, langs]``, e.g.
+    :func:`lens_language_probability`) stays the last layer's: the paper's diagnosis of where
+    the output language is decided (LinguaMap Sec. 4, the logit-lens language curves). Layers
+    from it on are the ones selective finetuning trains (``k = n_layers - decision_layer``)."""
+    lens = np.asarray(lens)
+    if lens.ndim != 2 or len(lens) == 0:
+        raise ValueError(f"lens must be [n_layers, langs], got shape {lens.shape}")
+    top = lens.argmax(1)
+    differ = np.nonzero(top != top[-1])[0]
+    return int(differ[-1] + 1) if differ.size else 0
 
 
 @torch.no_grad()

@@ -1,7 +1,9 @@
 """``llm-methods linguamap``: LinguaMap's measurements on your own outputs and models.
 
 - ``consistency FILE --expect es``: language consistency of answers (one per line of a ``.txt``, or
-  the ``--field`` of each ``.jsonl`` record) with the offline detector (py3langid, en/es/de).
+  the ``--field`` of each ``.jsonl`` record) with the offline detector (py3langid), restricted to
+  ``--languages`` (default en, es, de and the ``--expect`` language; any language py3langid
+  knows).
 - ``similarity --model SPEC --parallel FILE.jsonl``: per-layer cross-lingual cosine of hidden
   states mean-pooled over the text's own tokens (BOS / special tokens and padding left out;
   ``--skip-first`` also drops each text's first token); each record holds the same text in two or
@@ -16,6 +18,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from iclr26_common.textio import input_file
+
 ABOUT = "LinguaMap language control (arXiv 2601.20009): consistency and cross-lingual similarity"
 PROG = "llm-methods linguamap"
 
@@ -24,8 +28,7 @@ def _read_answers(path: Path, field: str) -> list[str]:
     from llm_methods.jsonl import read_text
     from llm_methods.lm.errors import LMError
 
-    if not path.is_file():
-        raise LMError(f"{path}: no such file")
+    input_file(path)
     lines = read_text(path).splitlines()
     if path.suffix != ".jsonl":
         texts = [line for line in lines if line.strip()]
@@ -50,8 +53,7 @@ def _read_parallel(path: Path) -> dict[str, list[str]]:
     from llm_methods.jsonl import read_text
     from llm_methods.lm.errors import LMError
 
-    if not path.is_file():
-        raise LMError(f"{path}: no such file")
+    input_file(path)
     parallel: dict[str, list[str]] = {}
     for number, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip():
@@ -80,7 +82,14 @@ def main(argv: Sequence[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     cons = sub.add_parser("consistency", help="share of answers detected in the expected language")
     cons.add_argument("answers", type=Path, help=".txt (one answer per line) or .jsonl")
-    cons.add_argument("--expect", required=True, choices=["en", "es", "de"])
+    cons.add_argument(
+        "--expect", required=True, help="ISO 639-1 code of the expected language (es, fr, ja, ...)"
+    )
+    cons.add_argument(
+        "--languages",
+        default=None,
+        help="comma-separated codes the detector chooses among (default: en,es,de and --expect)",
+    )
     cons.add_argument("--field", default="answer", help="jsonl field holding the answer")
     out_args(
         cons,
@@ -113,18 +122,40 @@ def main(argv: Sequence[str]) -> int:
     ns = show_defaults(parser).parse_args(list(argv))
     from iclr26_common.outputs import check_out_file, write_text
 
+    if ns.command == "consistency":
+        from llm_methods.linguamap.analysis import known_languages
+        from llm_methods.linguamap.data import LANGS
+
+        known = known_languages()
+        chosen = (
+            [c.strip() for c in ns.languages.split(",") if c.strip()]
+            if ns.languages
+            else list(dict.fromkeys([*LANGS, ns.expect]))
+        )
+        for flag, codes in (("--expect", [ns.expect]), ("--languages", chosen)):
+            bad = [c for c in codes if c not in known]
+            if bad:
+                parser.error(
+                    f"{flag}: the detector does not know {', '.join(bad)} "
+                    f"(it knows: {', '.join(known)})"
+                )
+        if ns.expect not in chosen:
+            parser.error(f"--expect {ns.expect} is not among --languages {','.join(chosen)}")
+        ns.languages = chosen
+
     check_out_file(ns.out, overwrite=ns.overwrite)  # before any file is read
     if ns.command == "consistency":
         from llm_methods.linguamap.analysis import detect_language
 
         texts = _read_answers(ns.answers, ns.field)
-        langs = detect_language(texts)
+        langs = detect_language(texts, ns.languages)
         counts = {lang: langs.count(lang) for lang in sorted(set(langs))}
         share = counts.get(ns.expect, 0) / len(texts)
         record = {
             "answers": str(ns.answers),
             "field": ns.field,
             "expect": ns.expect,
+            "detector_languages": ns.languages,
             "n": len(texts),
             "detected": counts,
             "consistency": share,

@@ -1,20 +1,27 @@
 """Miniature LinguaMap experiment ``llm-methods.linguamap.selective_ft``.
 
-A 10-layer × 64 Llama is pretrained here on the synthetic multilingual "repeat" task with real
+A ``MODEL`` Llama (20 layers x 48, issue 40: deep enough that one or two layers are <= 10 % of
+the parameters) is pretrained here on the synthetic multilingual "repeat" task with real
 English/Spanish/German words (``linguamap.data``) under a failure-inducing mixture (Spanish and
-German questions answered in English with probability ``P_FAIL``). It is then fine-tuned on
-language-consistent data (all four scenarios, loss masked to the answer tokens) with the same
-data, steps and learning rate in four ways: only the last ``LAST_K`` layer(s), all weights, the
-same number of randomly chosen other layers, and LoRA (rank ``LORA_R`` on q/v of every layer).
-Evaluation on Spanish/German questions of the four scenarios: language consistency (py3langid,
-restricted to en/es/de) and task accuracy (concepts, any language), separately.
+German questions answered in English with probability ``P_FAIL``). The logit lens of the
+pretrained model on Spanish questions diagnoses the layer from which the output language is
+decided (:func:`~llm_methods.linguamap.analysis.decision_layer`); k = the layers from it on
+(at most ``K_MAX``). The model is then fine-tuned on language-consistent data (all four
+scenarios, loss masked to the answer tokens) with the same data, steps and learning rate in four
+ways: only the last k layers, all weights, k randomly chosen other layers, and LoRA (rank
+``LORA_R`` on q/v of every layer). Evaluation on Spanish/German questions of the four scenarios
+(the same items for every variant and seed): language consistency (py3langid, restricted to
+en/es/de) and task accuracy (concepts, any language), separately.
 
-Claims and thresholds, fixed here before any run:
+Claims and thresholds, fixed here before any run (issue 40: on paired 95 % intervals over the
+shared eval items and seeds, :func:`iclr26_common.effects.paired_effect`):
 
-  (a) last-k selective FT reaches seed-mean language consistency within ``CONSISTENCY_GAP_MAX``
-      (2 points) of full FT (or above) while training <= ``PARAM_FRACTION_MAX`` (10 %) of the
-      parameters;
-  (b) its seed-mean task accuracy is not lower than full FT's minus ``ACCURACY_GAP_MAX`` (2 points).
+  (a) consistency(last k) − consistency(full) >= −``CONSISTENCY_GAP_MAX`` (2 points);
+      preconditions: the last k layers are <= ``PARAM_FRACTION_MAX`` (10 %) of the parameters,
+      and the language decision is localised in the last k layers (the diagnosis gives
+      k <= ``K_MAX``);
+  (b) accuracy(last k) − accuracy(full) >= −``ACCURACY_GAP_MAX`` (2 points); precondition: the
+      localisation control of (a).
 """
 
 from __future__ import annotations
@@ -26,23 +33,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from iclr26_common import Claim, Experiment, Result, seed_everything
+from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
 from iclr26_common.device import choose_device
+from iclr26_common.effects import paired_effect
 
 if TYPE_CHECKING:
     from llm_methods.linguamap.data import Example, Lexicon
     from llm_methods.lm.loading import LM
 
-__all__ = ["EXPERIMENT", "run"]
+__all__ = ["EXPERIMENT", "judge", "run"]
 
 PAPER = "LinguaMap: language control in multilingual LLMs (arXiv 2601.20009)"
 CONSISTENCY_GAP_MAX = 0.02
 ACCURACY_GAP_MAX = 0.02
 PARAM_FRACTION_MAX = 0.10
 P_FAIL = 0.7
-LAST_K = 1
+K_MAX = 4  # the most layers "selective" finetuning may train (the localisation control)
 LORA_R = 16
-MODEL = {"n_layers": 10, "hidden": 64, "heads": 4}
+MODEL = {"n_layers": 20, "hidden": 48, "heads": 4}
 BPE_VOCAB = 512
 SEQ_LEN = 64
 FT_LEN = 40
@@ -52,7 +60,7 @@ VARIANTS = ("last_k", "full", "random_layers", "lora")
 def settings(quick: bool) -> dict[str, Any]:
     if quick:
         return {"pre_steps": 120, "ft_steps": 20, "eval_per_scenario": 16, "seeds": (0,)}
-    return {"pre_steps": 1000, "ft_steps": 150, "eval_per_scenario": 64, "seeds": (0, 1)}
+    return {"pre_steps": 1000, "ft_steps": 150, "eval_per_scenario": 64, "seeds": (0, 1, 2)}
 
 
 def _pack(tokenizer: Any, examples: list[Example]) -> list[list[int]]:
@@ -89,7 +97,7 @@ def _eval_set(lex: Lexicon, per_scenario: int, seed: int) -> list[Example]:
     return out
 
 
-def _variant(lm: LM, name: str, seed: int) -> tuple[LM, float]:
+def _variant(lm: LM, name: str, seed: int, k: int) -> tuple[LM, float]:
     from llm_methods.lm import add_lora, count_parameters, train_only_layers
 
     if name == "full":
@@ -100,10 +108,10 @@ def _variant(lm: LM, name: str, seed: int) -> tuple[LM, float]:
         lora = add_lora(lm, r=LORA_R, alpha=2 * LORA_R)
         return lora, count_parameters(lora.model)[0] / total
     if name == "last_k":
-        layers = list(range(lm.n_layers - LAST_K, lm.n_layers))
+        layers = list(range(lm.n_layers - k, lm.n_layers))
     else:
         rng = np.random.default_rng(seed)
-        layers = sorted(int(i) for i in rng.choice(lm.n_layers - LAST_K, LAST_K, replace=False))
+        layers = sorted(int(i) for i in rng.choice(lm.n_layers - k, k, replace=False))
     trainable, total = train_only_layers(lm, layers)
     return lm, trainable / total
 
@@ -111,8 +119,11 @@ def _variant(lm: LM, name: str, seed: int) -> tuple[LM, float]:
 def run(quick: bool, out_dir: Path) -> Result:
     from llm_methods.linguamap.analysis import (
         cross_lingual_cosine,
+        decision_layer,
         evaluate,
+        evaluate_items,
         lens_language_probability,
+        summarize_items,
     )
     from llm_methods.linguamap.data import (
         build_lexicon,
@@ -154,61 +165,50 @@ def run(quick: bool, out_dir: Path) -> Result:
             for lang in ("en", "es", "de")
         }
         cosine = cross_lingual_cosine(base, parallel)
+        decided = decision_layer(lens_before)
+        k = min(K_MAX, max(1, MODEL["n_layers"] - decided))
+        items: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {v: [] for v in VARIANTS}
         lens_after = None
         for seed in cfg["seeds"]:
             rows, masks = _masked(tokenizer, consistent_examples(lex, 4000, seed=100 + seed))
             for name in VARIANTS:
-                lm, fraction = _variant(wrap(tokenizer, copy.deepcopy(base_model)), name, seed)
+                lm, fraction = _variant(wrap(tokenizer, copy.deepcopy(base_model)), name, seed, k)
                 train_lm(
                     lm.model, rows, cfg["ft_steps"], 16, 2e-3, seed=seed, warmup=5, loss_mask=masks
                 )
-                scores = evaluate(lm, evals, lex)
+                consistent, correct = evaluate_items(lm, evals, lex)
+                items[name].append((consistent, correct))
+                scores = summarize_items(evals, consistent, correct)
                 results[name].append({**scores, "param_fraction": fraction})
                 if name == "last_k" and lens_after is None:
                     lens_after = lens_language_probability(lm, es_prompts, lex)
     mean = {
-        v: {k: float(np.mean([r[k] for r in rows])) for k in rows[0]} for v, rows in results.items()
+        v: {m: float(np.mean([r[m] for r in rows])) for m in rows[0]} for v, rows in results.items()
     }
     assert lens_after is not None
     _plot(out_dir, mean, lens_before, lens_after, cosine)
-    sel, full = mean["last_k"], mean["full"]
-    held_a = (
-        sel["consistency"] >= full["consistency"] - CONSISTENCY_GAP_MAX
-        and sel["param_fraction"] <= PARAM_FRACTION_MAX
-    )
-    held_b = sel["accuracy"] >= full["accuracy"] - ACCURACY_GAP_MAX
+    arch = f"{MODEL['n_layers']}x{MODEL['hidden']}"
     metrics: dict[str, Any] = {
         "before_ft": before,
         **{v: m for v, m in mean.items()},
+        "decision_layer": decided,
+        "k": k,
         "lens_es_before": lens_before.round(3).tolist(),
         "lens_es_after_last_k": lens_after.round(3).tolist(),
         "cross_lingual_cosine": cosine.round(3).tolist(),
         "wall_s": time.perf_counter() - start,
     }
-    claims = [
-        Claim(
-            text="Fine-tuning only the last layers restores language consistency like full FT.",
-            criterion=(
-                f"consistency(last {LAST_K}) >= consistency(full) - "
-                f"{CONSISTENCY_GAP_MAX} and trained fraction <= {PARAM_FRACTION_MAX}"
-            ),
-            measured={
-                "last_k": round(sel["consistency"], 4),
-                "full": round(full["consistency"], 4),
-                "fraction": round(sel["param_fraction"], 4),
-            },
-            verdict=held_a,
-        ),
-        Claim(
-            text="Selective fine-tuning keeps task accuracy.",
-            criterion=f"accuracy(last {LAST_K}) >= accuracy(full) - {ACCURACY_GAP_MAX}",
-            measured={"last_k": round(sel["accuracy"], 4), "full": round(full["accuracy"], 4)},
-            verdict=held_b,
-        ),
-    ]
+    claims = judge(
+        {v: np.stack([c for c, _ in rows]) for v, rows in items.items()},
+        {v: np.stack([a for _, a in rows]) for v, rows in items.items()},
+        mean["last_k"]["param_fraction"],
+        decided,
+        MODEL["n_layers"],
+    )
     return Result(
         summary=(
-            f"10x64 Llama with an induced failure (consistency {before['consistency']:.2f}, "
+            f"{arch} Llama (language decided from layer {decided}, k = {k}) with an induced failure "
+            f"(consistency {before['consistency']:.2f}, "
             f"accuracy {before['accuracy']:.2f}); after FT: "
             + "; ".join(
                 f"{v}: consistency {m['consistency']:.2f}, accuracy "
@@ -219,12 +219,71 @@ def run(quick: bool, out_dir: Path) -> Result:
         metrics=metrics,
         seeds=list(cfg["seeds"]),
         scale=(
-            f"10x64 Llama, BPE {BPE_VOCAB}, pretraining {cfg['pre_steps']} steps "
+            f"{arch} Llama, BPE {BPE_VOCAB}, pretraining {cfg['pre_steps']} steps "
             f"(p_fail {P_FAIL}), FT {cfg['ft_steps']} steps x {len(VARIANTS)} variants x "
             f"{len(cfg['seeds'])} seed(s), {len(evals)} eval prompts"
         ),
         claims=claims,
     )
+
+
+def judge(
+    consistency: dict[str, np.ndarray],
+    accuracy: dict[str, np.ndarray],
+    fraction: float,
+    decided: int,
+    n_layers: int,
+) -> list[Claim]:
+    """The two claims from per-item 0/1 outcomes ``[seeds, items]`` per variant (``"last_k"``
+    and ``"full"`` on the same items and seeds), the trained fraction of the last k layers and
+    the diagnosed decision layer of an ``n_layers`` model (thresholds: module doc)."""
+    k_needed = n_layers - decided
+    localised = Precondition(
+        "language decision localised in the last k layers",
+        f"logit-lens decision layer >= n_layers - {K_MAX} (k <= {K_MAX})",
+        {"decision_layer": decided, "n_layers": n_layers},
+        k_needed <= K_MAX,
+    )
+    small = Precondition(
+        "selective",
+        f"trained fraction of the last k layers <= {PARAM_FRACTION_MAX}",
+        {"fraction": round(float(fraction), 4)},
+        fraction <= PARAM_FRACTION_MAX,
+    )
+    effects = {
+        metric: paired_effect(
+            scores["last_k"],
+            scores["full"],
+            name=f"{metric}(last k) - {metric}(full FT)",
+            unit="pts",
+            scale=100.0,
+            threshold=-100 * gap,
+            direction=">=",
+            seed=0,
+        )
+        for metric, scores, gap in (
+            ("consistency", consistency, CONSISTENCY_GAP_MAX),
+            ("accuracy", accuracy, ACCURACY_GAP_MAX),
+        )
+    }
+
+    def rates(scores: dict[str, np.ndarray]) -> dict[str, float]:
+        return {v: round(float(np.mean(scores[v])), 4) for v in ("last_k", "full")}
+
+    return [
+        Claim.test(
+            text="Fine-tuning only the last layers restores language consistency like full FT.",
+            effect=effects["consistency"],
+            measured=rates(consistency),
+            preconditions=[small, localised],
+        ),
+        Claim.test(
+            text="Selective fine-tuning keeps task accuracy.",
+            effect=effects["accuracy"],
+            measured=rates(accuracy),
+            preconditions=[localised],
+        ),
+    ]
 
 
 def _plot(

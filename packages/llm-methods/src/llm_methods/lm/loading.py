@@ -35,6 +35,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from iclr26_common.textio import input_file
 from llm_methods.lm.errors import LMError
 from llm_methods.lm.specs import SPEC_PLUGINS, register_spec_prefix, spec_resolver
 
@@ -251,8 +252,7 @@ def _folder_for(spec: str | Path) -> tuple[Path, str]:
         return resolve(text[len(prefix) :]), text
     path = Path(text).expanduser()
     if path.suffix == ".gguf":
-        if not path.is_file():
-            raise LMError(f"{path}: no such GGUF file")
+        input_file(path, "GGUF file")
         return _gguf_folder(path), path.name
     if path.is_dir():
         if not (path / "config.json").is_file():

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+from iclr26_common.textio import input_file
 from llm_methods.jsonl import read_jsonl
 
 __all__ = [
@@ -182,8 +183,7 @@ def read_problems(path: str | Path, fmt: str = "gsm8k", limit: int | None = None
     path = Path(path)
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+    input_file(path)
     if path.suffix == ".xml":
         return _read_asdiv_xml(path)[:limit]
     rows = read_jsonl(path, error=ValueError, limit=limit, what="problems")

@@ -66,8 +66,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--model",
             default="smollm2",
-            help="core model spec for --backend local (was --local-model, which still works "
-            "until the next minor version)",
+            help="core model spec for --backend local (--local-model before 0.8.0)",
         )
         p.add_argument(
             "--device",
@@ -209,9 +208,9 @@ def _generate(ns: argparse.Namespace) -> int:
     from llm_methods.mas2.dsl import parse_workflow
 
     if ns.validate is not None:
-        if not ns.validate.is_file():
-            raise ValueError(f"{ns.validate}: no such workflow file")
-        wf = parse_workflow(ns.validate.read_text(), ns.validate.stem)
+        from llm_methods.jsonl import read_text
+
+        wf = parse_workflow(read_text(ns.validate, ValueError, "workflow file"), ns.validate.stem)
         print(f"{ns.validate}: valid workflow, {len(wf.nodes)} nodes, output {wf.output!r}")
         return 0
     if ns.out:
@@ -253,9 +252,11 @@ def _run(ns: argparse.Namespace) -> int:
     agent, grader, names, theta, cheapest, team, _, _ = _setup(ns)
     fixed = None
     if ns.workflow is not None:
-        if not ns.workflow.is_file():
-            raise ValueError(f"{ns.workflow}: no such workflow file")
-        fixed = parse_workflow(ns.workflow.read_text(), ns.workflow.stem)
+        from llm_methods.jsonl import read_text
+
+        fixed = parse_workflow(
+            read_text(ns.workflow, ValueError, "workflow file"), ns.workflow.stem
+        )
     tasks = _tasks(ns)
     rng = random.Random(ns.seed)
     rows = []
@@ -355,9 +356,6 @@ def _train(ns: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str]) -> int:
-    from llm_methods.method_cli import renamed_flags
-
-    argv = renamed_flags(argv, {"--local-model": "--model"}, PROG)
     ns = _parser().parse_args(list(argv))
     if getattr(ns, "limit", None) is not None and ns.limit < 1:
         raise ValueError("--limit must be >= 1")

@@ -11,11 +11,21 @@ really run in the sandbox. Systems, each on the same held-out tasks:
 - ``mas2_no_cto``: the tri-agent team with uniform (untrained) policies, rectifier on;
 - ``mas2_cto``: the tri-agent team trained by CTO (K=4, N=2, R=2), rectifier on.
 
-Claims and thresholds, fixed here before any run:
+Claims and thresholds, fixed here before any run (issue 42), each decided by a paired 95 %
+interval over the held-out tasks (each task's success averaged over its eval runs and seeds; the
+seeds' own t-interval where wider, :func:`iclr26_common.effects.paired_effect`):
 
-  (a) seed-mean success(mas2_cto) − success(generate_once) >= CLAIM_A_MIN_GAIN;
-  (b) mas2_cto is on the cost–success Pareto front of the four systems: no other system has
-      success >= and cost <= with one of them better by more than PARETO_TOL (seed means).
+  (a) success(mas2_cto) − success(generate_once) >= CLAIM_MIN_GAIN_PTS points; control: the
+      baseline has headroom (success(generate_once) <= 1 − CLAIM_MIN_GAIN_PTS / 100);
+  (b) the paper's headline: success(mas2_cto) − success(fixed) >= CLAIM_MIN_GAIN_PTS points;
+      control: headroom of the fixed MAS likewise;
+  (c) at matched cost: success(mas2_cto) − success(fixed) >= −MATCHED_MARGIN_PTS points
+      (non-inferiority) while MAS² costs no more; control: the paired 95 % interval of
+      cost(mas2_cto) − cost(fixed) lies wholly <= 0 (else the costs are not matched and the
+      comparison says nothing about success at the fixed MAS's cost).
+
+The earlier "(b) on the cost–success Pareto front" was vacuous (the cheapest system is
+non-dominated by definition, and CTO's reward penalises cost): (c) replaces it.
 """
 
 from __future__ import annotations
@@ -26,28 +36,49 @@ import time
 from pathlib import Path
 from typing import Any
 
-from iclr26_common import Claim, Experiment, Result, seed_everything
+import numpy as np
 
-__all__ = ["EXPERIMENT", "run", "settings"]
+from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
+from iclr26_common.effects import format_effect, paired_effect, paired_interval
+
+__all__ = ["EXPERIMENT", "claims", "run", "settings"]
 
 PAPER = "MAS²: Self-Generative, Self-Configuring, Self-Rectifying Multi-Agent Systems (arXiv 2509.24323)"
 SYSTEMS = ("fixed", "generate_once", "mas2_no_cto", "mas2_cto")
-CLAIM_A_MIN_GAIN = 0.02
-PARETO_TOL = 0.0
-SEEDS = (0, 1, 2)
+CLAIM_MIN_GAIN_PTS = 2.0
+MATCHED_MARGIN_PTS = 2.0
+PAPER_GAIN_VS_SOTA_PTS = 19.6  # "up to +19.6 %" over state-of-the-art MAS (the paper's best case)
 FIXED_WORKFLOW, FIXED_MODEL = "sc_mixed", "large"
 
 
 def settings(quick: bool) -> dict[str, Any]:
+    """Sizes. Full: 20 seeds, from the 10-seed pilot of 2026-12-07 (claim (a)'s per-seed gain
+    SD 9.0 pts: about 11 seeds decide its measured gain; 20 leave a margin for the spread's own
+    uncertainty)."""
     if quick:
-        return {"n_train": 8, "n_test": 10, "rounds": 2, "reps": 1, "oracle_reps": 1}
-    return {"n_train": 30, "n_test": 40, "rounds": 4, "reps": 2, "oracle_reps": 2}
+        return {
+            "n_train": 8,
+            "n_test": 10,
+            "rounds": 2,
+            "reps": 1,
+            "oracle_reps": 1,
+            "seeds": (0, 1, 2),
+        }
+    return {
+        "n_train": 30,
+        "n_test": 40,
+        "rounds": 4,
+        "reps": 2,
+        "oracle_reps": 2,
+        "seeds": tuple(range(20)),
+    }
 
 
 def evaluate(
     system: str, team: Any, tasks: list, agent: Any, grader: Any, pool: Any, reps: int, seed: int
-) -> dict[str, float]:
-    """Success rate, mean cost ($), tokens and reward of one system over ``tasks`` x ``reps``."""
+) -> dict[str, Any]:
+    """Success rate, mean cost ($), tokens and reward of one system over ``tasks`` x ``reps``;
+    ``task_success`` / ``task_cost``: per task (in ``tasks`` order), averaged over the reps."""
     from llm_methods.mas2.execute import execute
 
     rng = random.Random(seed)
@@ -77,7 +108,10 @@ def evaluate(
                 (tr.success, tr.cost, tr.tokens, tr.reward(pool.cost_weight), len(tr.events))
             )
     n = len(rows)
+    by_task = np.asarray([r[:2] for r in rows], dtype=float).reshape(len(tasks), reps, 2).mean(1)
     return {
+        "task_success": by_task[:, 0].tolist(),
+        "task_cost": by_task[:, 1].tolist(),
         "success": sum(r[0] for r in rows) / n,
         "cost": sum(r[1] for r in rows) / n,
         "tokens": sum(r[2] for r in rows) / n,
@@ -117,13 +151,73 @@ def oracle_table(
     return table
 
 
-def pareto_dominators(points: dict[str, tuple[float, float]], name: str, tol: float) -> list[str]:
-    """Systems whose (success, cost) dominates ``name``'s by more than ``tol`` somewhere."""
-    s0, c0 = points[name]
+def _headroom(name: str, success: float) -> Precondition:
+    ceiling = 1 - CLAIM_MIN_GAIN_PTS / 100
+    return Precondition(
+        f"{name} has headroom",
+        f"success({name}) <= {ceiling:g} (a {CLAIM_MIN_GAIN_PTS:g}-pt gain is possible)",
+        {name: round(success, 4)},
+        success <= ceiling,
+    )
+
+
+def claims(success: dict[str, Any], cost: dict[str, Any]) -> list[Claim]:
+    """Claims (a)-(c) from per-(seed, task) scores: ``success[system]`` and ``cost[system]``
+    are arrays of shape (seeds, tasks) on the same held-out tasks and seeds (0..1 success, $).
+    Paired 95 % intervals (:func:`paired_effect`) in points of success."""
+    s = {k: np.asarray(v, dtype=float) for k, v in success.items()}
+    c = {k: np.asarray(v, dtype=float) for k, v in cost.items()}
+
+    def gain(baseline: str, threshold: float, name: str, paper: float | None = None) -> Any:
+        return paired_effect(
+            s["mas2_cto"],
+            s[baseline],
+            name=name,
+            unit="pts",
+            scale=100,
+            threshold=threshold,
+            direction=">=",
+            seed=0,
+            paper=paper,
+        )
+
+    cost_diff = paired_interval(c["mas2_cto"], c["fixed"], scale=1000)
+    matched = Precondition(
+        "MAS² costs no more than the fixed MAS",
+        "paired 95 % interval of cost(mas2_cto) - cost(fixed) ($ per 1k tasks) wholly <= 0",
+        {
+            "diff_usd_per_1k": round(cost_diff.estimate, 4),
+            "low": round(cost_diff.low, 4),
+            "high": round(cost_diff.high, 4),
+        },
+        cost_diff.high <= 0,
+    )
     return [
-        k
-        for k, (s, c) in points.items()
-        if k != name and s >= s0 and c <= c0 and (s > s0 + tol or c < c0 - tol)
+        Claim.test(
+            text="MAS² with CTO has higher task success than generate-once (the same "
+            "CTO-trained generator and implementer, no rectifier).",
+            effect=gain("generate_once", CLAIM_MIN_GAIN_PTS, "success gain over generate-once"),
+            preconditions=[_headroom("generate_once", float(s["generate_once"].mean()))],
+        ),
+        Claim.test(
+            text="MAS² with CTO beats the fixed hand-designed multi-agent system (the paper's "
+            "headline: up to +19.6 % over state-of-the-art MAS).",
+            effect=gain(
+                "fixed",
+                CLAIM_MIN_GAIN_PTS,
+                "success gain over the fixed MAS",
+                paper=PAPER_GAIN_VS_SOTA_PTS,
+            ),
+            preconditions=[_headroom("fixed", float(s["fixed"].mean()))],
+        ),
+        Claim.test(
+            text="At no more than the fixed MAS's cost, MAS² with CTO succeeds about as often "
+            f"(within {MATCHED_MARGIN_PTS:g} points): the cost-performance trade-off at matched "
+            "cost.",
+            effect=gain("fixed", -MATCHED_MARGIN_PTS, "success difference to the fixed MAS"),
+            preconditions=[matched],
+            measured={"cost_diff_usd_per_1k_tasks": cost_diff.to_dict()},
+        ),
     ]
 
 
@@ -145,10 +239,11 @@ def run(quick: bool, out_dir: Path) -> Result:
     train = generate_arith(cfg["n_train"], 100) + generate_code(cfg["n_train"], 100)
     test = generate_arith(cfg["n_test"], 200) + generate_code(cfg["n_test"], 200)
     grader.prefetch([job for t in train + test for job in agent.programs(t)])
-    per_seed: dict[str, list[dict[str, float]]] = {s: [] for s in SYSTEMS}
+    per_seed: dict[str, list[dict[str, Any]]] = {s: [] for s in SYSTEMS}
     histories, learned = [], []
+    seeds = cfg["seeds"]
     with one_thread():
-        for seed in SEEDS:
+        for seed in seeds:
             seed_everything(seed)
             cto = CTOConfig(rounds=cfg["rounds"])
             mas2 = Team.uniform(pool.names)
@@ -182,41 +277,18 @@ def run(quick: bool, out_dir: Path) -> Result:
                 }
             )
         oracle = oracle_table(test, agent, grader, pool, cfg["oracle_reps"])
+    task_success = {k: [r.pop("task_success") for r in per_seed[k]] for k in SYSTEMS}
+    task_cost = {k: [r.pop("task_cost") for r in per_seed[k]] for k in SYSTEMS}
     summary = {}
     for name in SYSTEMS:
         rows = per_seed[name]
         summary[name] = {k: round(statistics.mean(r[k] for r in rows), 5) for k in rows[0]}
-        summary[name]["success_sd"] = round(statistics.pstdev(r["success"] for r in rows), 4)
+        summary[name]["success_sd"] = round(statistics.stdev(r["success"] for r in rows), 4)
         summary[name]["cost_per_task_usd"] = summary[name].pop("cost")
-    points = {k: (v["success"], v["cost_per_task_usd"]) for k, v in summary.items()}
-    gain = summary["mas2_cto"]["success"] - summary["generate_once"]["success"]
-    dominators = pareto_dominators(points, "mas2_cto", PARETO_TOL)
     _plot(out_dir / "mas2_cost_success.png", per_seed)
     best = {k: max(v, key=v.get) for k, v in oracle.items()}
-    claims = [
-        Claim(
-            text="MAS² with CTO has higher task success than generate-once (no rectifier).",
-            criterion=f"seed-mean success(mas2_cto) - success(generate_once) >= {CLAIM_A_MIN_GAIN}",
-            measured={
-                "mas2_cto": summary["mas2_cto"]["success"],
-                "generate_once": summary["generate_once"]["success"],
-                "gain": round(gain, 4),
-            },
-            verdict=bool(gain >= CLAIM_A_MIN_GAIN),
-        ),
-        Claim(
-            text="MAS² with CTO lies on the cost–success Pareto front of the compared systems.",
-            criterion=(
-                f"no system has success >= and cost <= mas2_cto's, better by > "
-                f"{PARETO_TOL} in one (seed means)"
-            ),
-            measured={
-                "points": {k: [round(s, 4), round(c, 6)] for k, (s, c) in points.items()},
-                "dominated_by": dominators,
-            },
-            verdict=not dominators,
-        ),
-    ]
+    judged = claims(task_success, task_cost)
+    isolation = _isolation(grader)
     metrics = {
         "systems": summary,
         "per_seed": per_seed,
@@ -225,7 +297,9 @@ def run(quick: bool, out_dir: Path) -> Result:
         "oracle_best_config": {k: [best[k], round(oracle[k][best[k]], 4)] for k in best},
         "oracle_rewards": {k: {c: round(v, 4) for c, v in t.items()} for k, t in oracle.items()},
         "sandbox_runs": grader.sandbox_runs,
-        "sandbox_isolation": _isolation(),
+        "sandbox_isolation": isolation,
+        "task_success": task_success,
+        "task_cost_usd": task_cost,
         "wall_s": round(time.perf_counter() - start, 1),
     }
     line = ", ".join(
@@ -235,23 +309,35 @@ def run(quick: bool, out_dir: Path) -> Result:
     return Result(
         summary=(
             f"Simulated 4-model pool, arithmetic + unit-tested code tasks, success @ cost: "
-            f"{line}. Oracle best single config per type (no rectifier): {best}."
+            f"{line}. Oracle best single config per type (no rectifier): {best}. Sandbox "
+            f"isolation: {isolation}. "
+            + " ".join(
+                f"({chr(97 + i)}) {c.verdict}: {format_effect(c.effect)}."
+                for i, c in enumerate(judged)
+                if c.effect is not None
+            )
         ),
         metrics=metrics,
-        seeds=list(SEEDS),
+        seeds=list(seeds),
         scale=(
             f"{len(train)} training / {len(test)} held-out tasks (half arithmetic, half code), "
             f"CTO K=4 N=2 R=2, {cfg['rounds']} rounds, {cfg['reps']} eval run(s) per task, "
-            f"{len(SEEDS)} seeds; tabular meta-agents"
+            f"{len(seeds)} seeds; tabular meta-agents"
         ),
-        claims=claims,
+        claims=judged,
     )
 
 
-def _isolation() -> str:
+def _isolation(grader: Any) -> str:
+    """The OS boundary the sandboxed programs ran under: ``bwrap`` / ``userns`` (user
+    namespaces) / ``none`` (hook only: the in-process guard, no OS boundary), from what the
+    grader saw; the best one available here when nothing ran."""
     from llm_methods.mas2.isolation import available
 
-    return (available() or ("none",))[0]
+    seen = sorted(getattr(grader, "isolation", set()))
+    if seen:
+        return ", ".join("none (hook only)" if s == "none" else s for s in seen)
+    return (available() or ("none (hook only)",))[0]
 
 
 def _plot(path: Path, per_seed: dict[str, list[dict[str, float]]]) -> None:
@@ -279,6 +365,6 @@ EXPERIMENT = Experiment(
     paper=PAPER,
     claim="A generator-implementer-rectifier meta-agent team trained by Collaborative Tree "
     "Optimization builds and repairs multi-agent systems that succeed more often than "
-    "generate-once systems while staying on the cost-performance Pareto front.",
+    "generate-once systems and than a fixed state-of-the-art multi-agent system, at lower cost.",
     run=run,
 )

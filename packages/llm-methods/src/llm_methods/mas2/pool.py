@@ -16,6 +16,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from iclr26_common.textio import input_file
 from llm_methods.mas2.tasks import Grader, Task, mutate_expression
 
 __all__ = ["BASE_TOKENS", "Candidate", "SimAgent", "SimModel", "SimPool", "load_pool"]
@@ -79,8 +80,7 @@ def load_pool(path: Path | str | None = None) -> SimPool:
     from llm_methods.jsonl import read_text
 
     path = Path(path) if path else Path(__file__).parent / "configs" / "sim_pool.yaml"
-    if not path.is_file():
-        raise PoolError(f"{path}: no such pool file")
+    input_file(path, "pool file")
     try:
         data = yaml.safe_load(read_text(path, PoolError)) or {}
     except yaml.YAMLError as error:

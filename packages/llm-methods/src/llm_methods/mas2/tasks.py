@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iclr26_common.textio import input_file
 from llm_methods.jsonl import iter_jsonl
 from llm_methods.mas2.sandbox import run_code, run_tests
 
@@ -326,8 +327,7 @@ def _row_to_task(row: Any, where: str) -> Task:
 def read_tasks(path: Path, limit: int | None = None) -> list[Task]:
     """Read arithmetic or HumanEval-format ``.jsonl`` / ``.jsonl.gz``; errors name file:line."""
     path = Path(path)
-    if not path.is_file():
-        raise TaskFormatError(f"{path}: no such file")
+    input_file(path)
     tasks = []
     for where, row in iter_jsonl(path, error=TaskFormatError):
         tasks.append(_row_to_task(row, where))

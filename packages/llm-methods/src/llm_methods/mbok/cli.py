@@ -23,8 +23,6 @@ from typing import Any
 
 ABOUT = "MBOK multi-kernel Boolean weights: compress, finetune, eval (arXiv 2505.22811)"
 PROG = "llm-methods mbok"
-#: renamed flags of ``eval`` (old -> new), kept with a warning until :func:`removed_in`
-EVAL_RENAMES = {"--text": "--text-file"}
 DEVICE_HELP = "cpu / cuda / cuda:N (default: cuda if present)"
 
 
@@ -56,16 +54,17 @@ def _parser() -> argparse.ArgumentParser:
         overwrite="replace an existing --out",
     )
     comp.add_argument("--device", default=None, help=DEVICE_HELP)
-    seed_args(comp, quiet=False)
-    ev = sub.add_parser("eval", help="perplexity on a text file")
+    seed_args(comp)  # --seed and --quiet (no progress lines over the layers)
+    # no abbreviations: ``--text`` (removed in 0.8.0) is refused, not read as ``--text-file``
+    ev = sub.add_parser("eval", help="perplexity on a text file", allow_abbrev=False)
     ev.add_argument("--model", default="smollm2", help="model spec")
     ev.add_argument("--compressed", type=Path, default=None, help="a `compress`/`finetune` file")
     ev.add_argument(
         "--text-file",
         type=Path,
         default=None,
-        help=".txt or .jsonl (field 'text') to score (was --text, which still works until the "
-        "next minor version); default: held-out pydoc topics",
+        help=".txt or .jsonl (field 'text') to score (--text before 0.8.0); default: held-out "
+        "pydoc topics",
     )
     ev.add_argument("--seq-len", type=int, default=128, help="tokens per chunk")
     ev.add_argument("--max-chunks", type=int, default=32, help="chunks scored at most")
@@ -114,7 +113,14 @@ def _compress(ns: argparse.Namespace) -> int:
     quiet_transformers()
     lm = load_lm(ns.model, device, dtype="float32")
     names = distill.select_linears(lm.model, ns.layers, ns.blocks)
-    layers = distill.compress_model(lm.model, names, ns.method, k=ns.k, bits=ns.bits)
+    layers = distill.compress_model(
+        lm.model,
+        names,
+        ns.method,
+        k=ns.k,
+        bits=ns.bits,
+        progress_as=None if ns.quiet else f"mbok compress ({ns.method}) layers",
+    )
     meta = {
         "model": ns.model,
         "method": ns.method,
@@ -184,24 +190,9 @@ def _eval(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _finetune_renames() -> dict[str, str]:
-    """``mbok finetune``'s flags before issue 36 (``--model.X``, ``--data.X``: no ``init_args``,
-    unlike the other LightningCLI commands) -> their ``init_args`` spelling."""
-    import inspect
-
-    from llm_methods.mbok.lit_module import BooleanDistillModule, BooleanTextDataModule
-
-    renames = {}
-    for group, cls in (("model", BooleanDistillModule), ("data", BooleanTextDataModule)):
-        for name in list(inspect.signature(cls.__init__).parameters)[1:]:
-            renames[f"--{group}.{name}"] = f"--{group}.init_args.{name}"
-    return renames
-
-
 def _finetune(argv: list[str]) -> int:
-    from llm_methods.method_cli import check_lightning_out, method_cli, renamed_flags
+    from llm_methods.method_cli import check_lightning_out, method_cli
 
-    argv = renamed_flags(argv, _finetune_renames(), f"{PROG} finetune")
     # the compressed layers' file is checked before the model is loaded or trained
     argv = check_lightning_out(argv, "--model.init_args.save_to", file=True)
     from llm_methods.mbok.lit_module import BooleanDistillModule, BooleanTextDataModule
@@ -221,10 +212,6 @@ def main(argv: Sequence[str]) -> int:
     argv = list(argv)
     if argv and argv[0] == "finetune":
         return _finetune(argv[1:])
-    if argv and argv[0] == "eval":
-        from llm_methods.method_cli import renamed_flags
-
-        argv = ["eval", *renamed_flags(argv[1:], EVAL_RENAMES, f"{PROG} eval")]
     ns = _parser().parse_args(argv)
     if ns.command == "configs":
         from llm_methods.method_cli import shipped_configs

@@ -135,10 +135,19 @@ def _set(model: nn.Module, name: str, module: nn.Module) -> None:
 
 
 def compress_model(
-    model: nn.Module, names: Sequence[str], method: str, k: int = 2, bits: int = 2
+    model: nn.Module,
+    names: Sequence[str],
+    method: str,
+    k: int = 2,
+    bits: int = 2,
+    progress_as: str | None = None,
 ) -> dict[str, nn.Module]:
     """Replace each named ``nn.Linear`` in place: ``mbok`` -> :class:`MBOKTrainLinear` (K
-    kernels), ``onebit`` -> :class:`OneBitLinear`, ``rtn`` -> :class:`RTNLinear` (``bits``)."""
+    kernels), ``onebit`` -> :class:`OneBitLinear`, ``rtn`` -> :class:`RTNLinear` (``bits``).
+    ``progress_as``: progress over the layers under that name
+    (:func:`iclr26_common.progress.progress`; ``None``: silent)."""
+    from iclr26_common.progress import progress
+
     if method not in COMPRESSORS:
         raise LMError(f"unknown method {method!r}; choose one of {', '.join(COMPRESSORS)}")
     if method == "mbok" and (not isinstance(k, int) or k < 1):
@@ -146,7 +155,7 @@ def compress_model(
     if not names:
         raise LMError("no linear layers selected")
     new: dict[str, nn.Module] = {}
-    for name in names:
+    for name in progress(names, description=progress_as or "", quiet=progress_as is None):
         linear = model.get_submodule(name)
         if not isinstance(linear, nn.Linear):
             raise LMError(f"{name} is not an nn.Linear (got {type(linear).__name__})")
@@ -345,8 +354,8 @@ def finetune(
     cfg: DistillConfig,
 ) -> dict[str, Any]:
     """``cfg.steps`` distillation steps cycling over ``batches`` (with their cached teacher
-    outputs); returns the loss curve, the Boolean flips per step (and in total) and the
-    optimiser state bytes."""
+    outputs); returns the loss curve, the Boolean flips per step (and in total), the optimiser
+    state bytes and the latent-weight bytes (OneBit's FP latent weights; 0 for MBOK)."""
     for p in model.parameters():
         p.requires_grad_(False)
     for module in layers.values():
@@ -373,10 +382,34 @@ def finetune(
             log[key].append(parts[key])
     model.eval()
     log["state_bytes"] = optimizer_state_bytes(optimizers)
+    # the FP latent weights that exist only to be finetuned (OneBit; MBOK trains its Boolean
+    # kernels directly and has none): with the optimiser state, the whole finetuning state
+    log["latent_bytes"] = sum(
+        m.latent.numel() * m.latent.element_size()
+        for m in layers.values()
+        if isinstance(m, OneBitLinear)
+    )
     boolean = [o for o in optimizers if isinstance(o, BooleanOptimizer)]
     log["boolean_weights"] = sum(o.total for o in boolean)
     log["flip_fraction"] = log["flips"] / max(log["boolean_weights"], 1)
     return log
+
+
+@torch.no_grad()
+def sequence_nll(model: nn.Module, batches: Sequence[BatchInput]) -> list[float]:
+    """Mean next-token NLL (nats) of every sequence of ``batches`` ([B, T] rows, as for
+    :func:`perplexity_of`), one value per row: the paired units of the experiment's perplexity
+    claims (with equal token counts per row their mean is log :func:`perplexity_of`)."""
+    out: list[float] = []
+    device = next(model.parameters()).device
+    for raw in batches:
+        batch = as_batch(raw, device)
+        logits = model(**batch).logits.float()
+        ids, mask = batch["input_ids"], batch["attention_mask"].bool()
+        lp = torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None])[..., 0]
+        keep = (mask[:, 1:] & mask[:, :-1]).float()
+        out += (-(lp * keep).sum(1) / keep.sum(1).clamp(min=1)).tolist()
+    return out
 
 
 @torch.no_grad()

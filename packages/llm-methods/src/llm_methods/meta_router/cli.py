@@ -273,17 +273,20 @@ def mse_intervals(errors: dict, seed: int = 0) -> dict[str, dict[str, tuple[dict
 
 
 def _route(ns) -> int:  # type: ignore[no-untyped-def]
+    import io
+
     import joblib
     import pandas as pd
 
     from iclr26_common.outputs import check_out_file, write_text
+    from iclr26_common.textio import input_file
+    from llm_methods.jsonl import read_text
     from llm_methods.meta_router.data import RouterDataError, features
 
     check_out_file(ns.out, overwrite=ns.overwrite)
-    if not ns.router.is_file():
-        raise FileNotFoundError(f"{ns.router}: no such router file")
-    if not ns.queries.is_file():
-        raise FileNotFoundError(f"{ns.queries}: no such file")
+    input_file(ns.router, "router file")  # missing or a folder: one line naming it
+    # missing, a folder or not UTF-8: one line naming the file (not pandas' UnicodeDecodeError)
+    queries_text = read_text(ns.queries, RouterDataError, "queries file")
     try:
         saved = joblib.load(ns.router)  # a pickle: only load routers you trust
     except Exception as error:  # truncated, not a pickle, or a foreign object
@@ -292,7 +295,7 @@ def _route(ns) -> int:  # type: ignore[no-untyped-def]
         ) from None
     if not (isinstance(saved, dict) and {"router", "features"} <= set(saved)):
         raise RouterDataError(f"{ns.router}: not a router saved by `meta_router fit`")
-    queries = pd.read_csv(ns.queries)
+    queries = pd.read_csv(io.StringIO(queries_text))
     x, _ = features(queries, saved["features"])
     gain = saved["router"].gain(x)
     out = queries.copy()

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from iclr26_common.textio import input_file
 from llm_methods.jsonl import read_text
 
 __all__ = [
@@ -61,8 +62,7 @@ def _numeric(frame: pd.DataFrame, column: str, path: Path) -> np.ndarray:
 
 def read_csv_frame(path: Path) -> pd.DataFrame:
     """``path`` read with pandas; a missing file or an unreadable CSV is one error naming it."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+    input_file(path)
     try:
         return pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
@@ -108,8 +108,7 @@ def read_mtbench(
     ``strong`` minus that of ``weak``, scaled by 1/9 (scores are 1-10); ``prompt`` = turn 1."""
     paths = Path(judgements), Path(questions)
     for p in paths:
-        if not p.is_file():
-            raise FileNotFoundError(f"{p}: no such file")
+        input_file(p)
     rows = []
     for number, line in enumerate(read_text(paths[0], RouterDataError).splitlines(), 1):
         if not line.strip():

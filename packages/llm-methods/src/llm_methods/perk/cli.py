@@ -45,8 +45,7 @@ def _parser() -> argparse.ArgumentParser:
         "--model",
         type=Path,
         required=True,
-        help="checkpoint from `perk fit` (was --ckpt, which still works until the next minor "
-        "version)",
+        help="checkpoint from `perk fit` (--ckpt before 0.8.0)",
     )
     ev.add_argument("--data", type=Path, required=True, help="BabiLong-format jsonl")
     out_args(ev, "output folder", required=True)
@@ -64,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
         "in summary.json",
     )
     synth = sub.add_parser("synth", help="write generated BabiLong-style records (jsonl)")
-    synth.add_argument("--out", type=Path, required=True, help="output .jsonl file")
+    out_args(synth, "output .jsonl file", required=True, overwrite="replace an existing --out")
     synth.add_argument("--n", type=int, default=100, help="records")
     synth.add_argument("--n-segments", type=int, default=8, help="filler segments per context")
     synth.add_argument(
@@ -135,10 +134,6 @@ def main(argv: Sequence[str]) -> int:
     if argv and argv[0] in TRAINER_SUBCOMMANDS:
         run_lightning_cli(argv)
         return 0
-    if argv and argv[0] == "eval":
-        from llm_methods.method_cli import renamed_flags
-
-        argv = ["eval", *renamed_flags(argv[1:], {"--ckpt": "--model"}, f"{PROG} eval")]
     ns = _parser().parse_args(argv)
     if ns.command == "configs":
         from llm_methods.method_cli import shipped_configs
@@ -147,8 +142,10 @@ def main(argv: Sequence[str]) -> int:
             print(f"{name:16s} {path.read_text().splitlines()[0].lstrip('# ')}")
         return 0
     if ns.command == "synth":
+        from iclr26_common.outputs import check_out_file
         from llm_methods.perk.data import synth_babilong, write_babilong
 
+        check_out_file(ns.out, overwrite=ns.overwrite)  # a folder, or a file without --overwrite
         recs = synth_babilong(ns.n, ns.n_segments, ns.position, tuple(ns.tasks), ns.seed)
         print(f"wrote {ns.n} records to {write_babilong(recs, ns.out)}")
         return 0

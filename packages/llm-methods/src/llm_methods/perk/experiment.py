@@ -18,10 +18,13 @@ longest contexts.
 
 Claims and thresholds, fixed here before any run:
 
-  (a) mean acc(PERK) − mean acc(FT-ICR) over the trained lengths >= CLAIM_A_MIN_GAP (the mean
-      of the paired per-record differences; its bootstrap CI is reported);
-  (b) PERK degrades less beyond the trained lengths: drop(PERK) < drop(FT-ICR), with
-      drop = mean acc(trained) − mean acc(extrapolated).
+  (a) acc(PERK) − acc(FT-ICR) over the trained-length records >= CLAIM_A_MIN_GAP: the whole
+      95 % paired bootstrap interval over records (issue 41; the point estimate decided it
+      before);
+  (b) PERK degrades less beyond the trained lengths: drop(FT-ICR) − drop(PERK) >=
+      CLAIM_B_MIN_MARGIN (5 pts) for the whole 95 % interval, drop = mean acc(trained) − mean
+      acc(extrapolated) (the per-record PERK − FT-ICR differences at the extrapolated vs the
+      trained lengths: an unpaired bootstrap, different records).
 
 Preconditions (issue 26, fixed before the re-run; a failed one makes the claim inconclusive):
 (a) some method learned the task, max(acc(PERK), acc(FT-ICR)) at the trained lengths >=
@@ -42,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
-from llm_methods.stats import bootstrap_ci
+from iclr26_common.effects import difference_effect, paired_effect
 
 __all__ = ["EXPERIMENT", "judge", "neutral_text", "run", "settings"]
 
@@ -53,6 +56,10 @@ TRAINED = (4, 8)
 EXTRAPOLATED = (16, 32)
 POSITIONS = (0.0, 0.5, 1.0)
 CLAIM_A_MIN_GAP = 0.0
+# (b): drop(FT-ICR) - drop(PERK) >= 5 pts for the whole interval (issue 41, fixed before any run
+# with it: "degrades less" needs a positive smallest difference; at 0 a null method (FT-ICR in
+# PERK's place, an exact 0) would hold)
+CLAIM_B_MIN_MARGIN = 0.05
 MIN_LEARNED_ACC = 0.3
 N_EVAL = 100
 N_EVAL_POSITION = 50
@@ -145,14 +152,25 @@ def _pretrain(cfg: dict[str, Any], folder: Path) -> dict[str, Any]:
 def judge(
     correct: dict[str, dict[int, np.ndarray]], trained: list[int], extrapolated: list[int]
 ) -> list[Claim]:
-    """The two claims from paired 0/1 correctness per method and length."""
+    """The two claims from paired 0/1 correctness per method and length (``correct[m][L]``: one
+    0/1 outcome per record of length ``L``, the same records for both methods).
+
+    (a) :func:`~iclr26_common.effects.paired_effect` of acc(PERK) − acc(FT-ICR) over the
+    trained-length records (paired bootstrap over records; one seed). (b) drop(FT-ICR) −
+    drop(PERK) = mean d(extrapolated) − mean d(trained) with d = PERK − FT-ICR per record (equal
+    records per length, so the record mean is the mean over lengths): an unpaired
+    :func:`~iclr26_common.effects.difference_effect` of the per-record differences at the two
+    sets of lengths (different records)."""
 
     def mean_acc(m: str, lengths: list[int]) -> float:
         return float(np.mean([correct[m][L_].mean() for L_ in lengths]))
 
+    def rows(m: str, lengths: list[int]) -> np.ndarray:
+        return np.concatenate([np.asarray(correct[m][L_], float) for L_ in lengths])
+
     a_perk, a_ficr = mean_acc("perk", trained), mean_acc("ficr", trained)
-    paired = np.concatenate([correct["perk"][L_] - correct["ficr"][L_] for L_ in trained])
-    lo, hi = bootstrap_ci(paired, 1000, SEED)
+    d_trained = rows("perk", trained) - rows("ficr", trained)
+    d_extrap = rows("perk", extrapolated) - rows("ficr", extrapolated)
     drop = {m: mean_acc(m, trained) - mean_acc(m, extrapolated) for m in ("perk", "ficr")}
     learned = {"perk": round(a_perk, 4), "ficr": round(a_ficr, 4)}
     some = Precondition(
@@ -168,29 +186,39 @@ def judge(
         min(a_perk, a_ficr) >= MIN_LEARNED_ACC,
     )
     return [
-        Claim.judge(
+        Claim.test(
             text="PERK is at least as accurate as FT-ICR at the trained context lengths.",
-            criterion=(
-                f"mean paired acc(PERK) - acc(FT-ICR) over lengths {trained} >= {CLAIM_A_MIN_GAP}"
+            effect=paired_effect(
+                rows("perk", trained),
+                rows("ficr", trained),
+                name="acc(PERK) - acc(FT-ICR) at the trained lengths",
+                unit="pts",
+                scale=100,
+                threshold=100 * CLAIM_A_MIN_GAP,
+                direction=">=",
+                seed=SEED,
             ),
-            measured={
-                **learned,
-                "gap": round(float(paired.mean()), 4),
-                "gap_ci95": [round(lo, 4), round(hi, 4)],
-                "records": int(paired.size),
-            },
-            holds=bool(paired.mean() >= CLAIM_A_MIN_GAP),
             preconditions=[some],
+            measured={**learned, "records": int(d_trained.size)},
         ),
-        Claim.judge(
+        Claim.test(
             text="PERK degrades less than FT-ICR at lengths longer than trained.",
-            criterion=(
-                f"drop(PERK) < drop(FT-ICR), drop = acc(trained {trained}) - "
-                f"acc(extrapolated {extrapolated})"
+            effect=difference_effect(
+                d_extrap,
+                d_trained,
+                name=(
+                    f"drop(FT-ICR) - drop(PERK), drop = acc(trained {trained}) - "
+                    f"acc(extrapolated {extrapolated})"
+                ),
+                unit="pts",
+                scale=100,
+                threshold=100 * CLAIM_B_MIN_MARGIN,
+                direction=">=",
+                seed=SEED,
+                units="records per set of lengths (PERK - FT-ICR on each record)",
             ),
-            measured={"drop_perk": round(drop["perk"], 4), "drop_ficr": round(drop["ficr"], 4)},
-            holds=bool(drop["perk"] < drop["ficr"]),
             preconditions=[both],
+            measured={"drop_perk": round(drop["perk"], 4), "drop_ficr": round(drop["ficr"], 4)},
         ),
     ]
 

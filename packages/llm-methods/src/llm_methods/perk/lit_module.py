@@ -23,6 +23,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from iclr26_common.textio import input_file
 from llm_methods.lm.errors import LMError
 from llm_methods.perk.data import BabiRecord, is_correct, synth_babilong
 from llm_methods.perk.icr import ICR
@@ -227,8 +228,7 @@ class ICRModule(_QAModule):
 def load_checkpoint(path: str | Path) -> _QAModule:
     """A ``PERKModule`` or ``ICRModule`` from a Lightning checkpoint (``weights_only=True``)."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such checkpoint")
+    input_file(path, "checkpoint")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # truncated, not a checkpoint, or a pickle of foreign objects

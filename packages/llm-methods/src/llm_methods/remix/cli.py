@@ -17,8 +17,6 @@ from pathlib import Path
 
 ABOUT = "ReMix off-policy reinforcement finetuning vs GRPO (arXiv 2507.06892)"
 PROG = "llm-methods remix"
-#: ``fit``'s renamed flags (old -> new), kept with a warning until :func:`removed_in`
-FIT_RENAMES = {"--model.init_args.policy": "--model.init_args.model"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,9 +45,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fit(argv: Sequence[str]) -> int:
-    from llm_methods.method_cli import check_lightning_out, method_cli, renamed_flags
+    from llm_methods.method_cli import check_lightning_out, method_cli
 
-    argv = renamed_flags(argv, FIT_RENAMES, f"{PROG} fit")
     # the trained policy's folder is checked before the policy is loaded or trained
     argv = check_lightning_out(argv, "--model.init_args.save_dir")
     from llm_methods.remix.lit_module import ProblemDataModule, ReMixModule

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from iclr26_common.textio import input_file
 from llm_methods.jsonl import read_jsonl
 from llm_methods.lm.errors import LMError
 
@@ -150,8 +151,7 @@ def _to_problem(row: dict, where: str) -> Problem:
 def read_problems(path: Path, limit: int | None = None) -> list[Problem]:
     """GSM8K jsonl -> problems; errors name ``file:line: field``; an empty file is an error."""
     path = Path(path)
-    if not path.is_file():
-        raise LMError(f"{path}: no such file")
+    input_file(path)
     rows = read_jsonl(path, limit=limit, what="problems (empty reward set)")
     return [_to_problem(row, where) for where, row in rows]
 

@@ -10,7 +10,6 @@ exact-match accuracy and response length on the validation problems.
 from __future__ import annotations
 
 import random
-import sys
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -111,9 +110,8 @@ class ReMixModule(L.LightningModule):
     module's ``prompts_per_step`` sets the batch), ``rewards`` (names in ``data.REWARDS``; must
     not be empty; default ``exact_match``), ``save_dir`` (write the trained policy there as an HF
     folder at the end of fit), ``seed`` (the runner's sampling seed). The checkpoint's hparams
-    hold ``rl`` as a plain dict (``torch.load(weights_only=True)`` reads it). ``policy``: the old
-    name of ``model`` (a config or checkpoint from before issue 36; a one-line warning; removed in
-    the next minor version)."""
+    hold ``rl`` as a plain dict (``torch.load(weights_only=True)`` reads it). ``model`` was
+    ``policy`` before 0.8.0 (a checkpoint that still names ``policy`` is refused in one line)."""
 
     def __init__(
         self,
@@ -122,22 +120,12 @@ class ReMixModule(L.LightningModule):
         rewards: list[str] | None = None,
         save_dir: str | None = None,
         seed: int = 0,
-        policy: str | None = None,
     ) -> None:
         super().__init__()
         if isinstance(rl, dict):  # from a checkpoint's hparams
             rl = RLConfig(**rl)
-        if policy is not None:
-            from llm_methods.method_cli import removed_in
-
-            print(
-                "llm-methods remix: warning: ReMixModule's policy is deprecated, use model "
-                f"(--model.init_args.model; policy will be removed in {removed_in()})",
-                file=sys.stderr,
-            )
-            model = policy
         self.cfg = rl or RLConfig()
-        self.save_hyperparameters(ignore=["rl", "policy"])
+        self.save_hyperparameters(ignore=["rl"])
         self.hparams["model"] = model
         self.hparams["rl"] = asdict(self.cfg)  # plain values: weights_only-loadable
         self.automatic_optimization = False
@@ -149,7 +137,8 @@ class ReMixModule(L.LightningModule):
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         """Lightning's loader, after a one-line ``LMError`` naming the file for a checkpoint
-        written before issue 29 (the RL settings as flat hparams)."""
+        written before issue 29 (the RL settings as flat hparams) or whose hparams name the
+        pretrained model ``policy`` (``model`` since 0.7.0; ``policy`` removed in 0.8.0)."""
         from iclr26_common.checkpoints import load_weights_only
 
         ckpt = load_weights_only(
@@ -160,6 +149,11 @@ class ReMixModule(L.LightningModule):
             raise LMError(
                 f"{checkpoint_path}: a ReMixModule checkpoint from before issue 29 (flat hparams "
                 f"{', '.join(flat)}); retrain, or load its weights into a new module"
+            )
+        if "policy" in ckpt.get("hyper_parameters", {}):
+            raise LMError(
+                f"{checkpoint_path}: hyper_parameters.policy was renamed model in llm-methods "
+                "0.7.0 and removed in 0.8.0; rename the key in the checkpoint's hyper_parameters"
             )
         return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
 

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from iclr26_common.exports import moved_names
 from llm_methods.lm.errors import LMError
 
 __all__ = [
@@ -227,11 +226,3 @@ def mix_ppg_loss(
     clip_frac = ((ratio < centre - eps_low) & (adv < 0)) | ((ratio > centre + eps_high) & (adv > 0))
     stats["clip_frac"] = float(_aggregate(clip_frac.float(), mask, "bnpo"))
     return loss, stats
-
-
-# The training loop moved to remix/runner.py in 0.7.0.
-__getattr__ = moved_names(
-    __name__,
-    {"RLRunner": "llm_methods.remix.runner", "collate_rollouts": "llm_methods.remix.runner"},
-    removed_in="llm-methods 0.8.0",
-)

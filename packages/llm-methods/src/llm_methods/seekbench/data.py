@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from iclr26_common.textio import input_file
 from llm_methods.jsonl import read_jsonl
 
 __all__ = [
@@ -187,8 +188,7 @@ def validate_trace(record: Any, where: str = "trace") -> dict[str, Any]:
 def read_traces(path: str | Path) -> list[dict[str, Any]]:
     """All traces of a ``.jsonl`` file (blank lines skipped), validated."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such trace file")
+    input_file(path, "trace file")
     rows = read_jsonl(path, error=TraceError, what="traces")
     return [validate_trace(record, where) for where, record in rows]
 

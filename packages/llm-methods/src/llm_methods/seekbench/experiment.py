@@ -1,20 +1,25 @@
 """Miniature SeekBench experiment ``llm-methods.seekbench``.
 
-Synthetic search agents with known behaviour (``synth.PROFILES``) answer the same questions;
-the SeekBench metrics are computed per agent with cluster-bootstrap CIs, and two judges (the
-rule judge and SmolLM2 through the core) re-annotate traces whose gold labels are known.
+Synthetic search agents with known behaviour (``synth.PROFILES``) answer the same questions: a
+**synthetic proxy** for the paper's real agents' traces (the official traces carry no
+equal-accuracy pair to test; they are read and checked against the official code in
+``tests/test_reference_seekbench.py``). The metrics are computed per agent on the labels **a
+judge produced** (the rule judge re-annotates every step; the gold labels are only used for
+Cohen's κ per field, judge vs gold), so a claim can fail when the judge's labels cannot carry
+the separation the paper reports.
 
-Claims and thresholds, fixed here before any run:
+Claims and thresholds, fixed here before any run (issue 42), each a t-interval over seeds
+(independent synthetic agent runs):
 
-  (a) the calibration error CE ranks the agents of the designed calibration chain
-      (calibrated < hasty < premature < reckless: strictly more answering at E < 2) in their
-      true order: Kendall τ between seed-mean CE and the chain order >= CLAIM_A_MIN_TAU;
-  (b) answer accuracy alone does not separate ``calibrated`` from ``premature`` (designed with
-      equal population accuracy) while the process metrics do: in at least CLAIM_B_MIN_SHARE of
-      the seeds, the 95 % paired cluster-bootstrap CI of the accuracy difference contains 0 and
-      the CIs of the CE and premature-answer-rate differences exclude 0.
-
-Judge agreement (Cohen's κ per field vs the synthetic gold labels) is reported, not a claim.
+  (a) CE computed on judge labels orders the designed calibration chain (calibrated < hasty <
+      premature < reckless): per-seed Kendall τ >= CLAIM_A_MIN_TAU (at most one discordant
+      pair of six);
+  (b) CE separates two agents with equal accuracy: CE(premature) − CE(calibrated) on judge
+      labels >= CLAIM_B_MIN_CE_GAP;
+  (c) so does the premature-answer rate: its difference >= CLAIM_C_MIN_PREMATURE_GAP.
+  Controls of (b), (c): accuracy does not separate the pair (|accuracy difference| within
+  ACCURACY_MARGIN, t-interval over seeds) and the judge's information-quality labels agree with
+  gold (κ >= MIN_JUDGE_KAPPA, every seed); of (a): the latter.
 """
 
 from __future__ import annotations
@@ -25,29 +30,99 @@ from typing import Any
 
 import numpy as np
 
-from iclr26_common import Claim, Experiment, Result, seed_everything
+from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
+from iclr26_common.effects import format_effect, t_effect
 
-__all__ = ["EXPERIMENT", "run", "settings"]
+__all__ = ["EXPERIMENT", "claims", "run", "settings"]
 
 PAPER = (
     "SeekBench: Beyond Correctness, Evaluating LLM Search Agents' Epistemic Competence "
     "(arXiv 2509.22391)"
 )
-CLAIM_A_MIN_TAU = 1.0
-CLAIM_B_MIN_SHARE = 0.6
+CLAIM_A_MIN_TAU = 2 / 3
+CLAIM_B_MIN_CE_GAP = 0.02
+CLAIM_C_MIN_PREMATURE_GAP = 0.10
+ACCURACY_MARGIN = 0.05
+MIN_JUDGE_KAPPA = 0.4
 PAIR = ("calibrated", "premature")
+PROXY = "synthetic proxy (designed agents, rule-judge labels), not the paper's real traces"
 
 
 def settings(quick: bool) -> dict[str, Any]:
     if quick:
         return {"n_questions": 80, "seeds": (0, 1, 2), "n_boot": 300, "lm_steps": 6}
-    return {"n_questions": 200, "seeds": (0, 1, 2, 3, 4), "n_boot": 1000, "lm_steps": 40}
+    # 12 seeds: the 5-seed pilot (2026-12-07) had a per-seed accuracy-difference SD of 0.06, so
+    # 5 seeds could not show |difference| <= ACCURACY_MARGIN (t-interval +-0.08); 12 give +-0.04
+    return {"n_questions": 200, "seeds": tuple(range(12)), "n_boot": 1000, "lm_steps": 40}
 
 
 def _kendall(values: list[float]) -> float:
     from scipy.stats import kendalltau
 
     return float(kendalltau(values, list(range(len(values)))).statistic)
+
+
+def claims(per_seed: dict[str, list[float]]) -> list[Claim]:
+    """Claims (a)-(c) from per-seed values on judge labels: ``tau_ce`` (Kendall τ of CE vs the
+    chain), ``ce_gap``, ``premature_gap``, ``accuracy_gap`` (premature − calibrated) and
+    ``kappa_information_quality`` (judge vs gold)."""
+    kappas = [float(k) for k in per_seed["kappa_information_quality"]]
+    judge_ok = Precondition(
+        "judge labels carry information quality",
+        f"Cohen's kappa(judge, gold) of information_quality >= {MIN_JUDGE_KAPPA} in every seed",
+        {"kappa": [round(k, 3) for k in kappas]},
+        min(kappas) >= MIN_JUDGE_KAPPA,
+    )
+    acc = t_effect(
+        per_seed["accuracy_gap"],
+        name="accuracy difference",
+        threshold=ACCURACY_MARGIN,
+        direction="within",
+        binary=False,
+    )
+    equal_accuracy = Precondition(
+        "accuracy does not separate the pair",
+        f"|accuracy(premature) - accuracy(calibrated)| <= {ACCURACY_MARGIN}: the whole 95 % "
+        "t-interval over seeds",
+        {"estimate": round(acc.estimate, 4), "low": round(acc.low, 4), "high": round(acc.high, 4)},
+        acc.decide() == "held",
+    )
+    return [
+        Claim.test(
+            text="The calibration error CE, computed on a judge's labels, orders agents by "
+            "their calibration (synthetic proxy: the designed chain calibrated < hasty < "
+            "premature < reckless).",
+            effect=t_effect(
+                per_seed["tau_ce"],
+                name="Kendall tau(CE, calibration order)",
+                threshold=CLAIM_A_MIN_TAU,
+                binary=False,
+            ),
+            preconditions=[judge_ok],
+        ),
+        Claim.test(
+            text="Evidence-conditioned calibration separates two agents that answer accuracy "
+            "does not: CE(premature) > CE(calibrated) on a judge's labels (synthetic proxy).",
+            effect=t_effect(
+                per_seed["ce_gap"],
+                name="CE(premature) - CE(calibrated)",
+                threshold=CLAIM_B_MIN_CE_GAP,
+                binary=False,
+            ),
+            preconditions=[equal_accuracy, judge_ok],
+        ),
+        Claim.test(
+            text="The premature-answer rate separates the same pair on a judge's labels "
+            "(synthetic proxy).",
+            effect=t_effect(
+                per_seed["premature_gap"],
+                name="premature rate(premature) - (calibrated)",
+                threshold=CLAIM_C_MIN_PREMATURE_GAP,
+                binary=False,
+            ),
+            preconditions=[equal_accuracy, judge_ok],
+        ),
+    ]
 
 
 def _judge_kappas(traces: list[dict[str, Any]], lm_steps: int, seed: int) -> dict[str, Any]:
@@ -116,78 +191,86 @@ def run(quick: bool, out_dir: Path) -> Result:
     cfg = settings(quick)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    from llm_methods.seekbench.judge import RuleJudge, agreement, annotate
+
+    rule = RuleJudge()
     with one_thread():
         agents = list(PROFILES)
-        analyses, pair_ok, n_traces, t_analyze = [], [], 0, 0.0
+        analyses, gold_analyses, n_traces, t_analyze = [], [], 0, 0.0
+        per_seed: dict[str, list[float]] = {
+            k: []
+            for k in (
+                "tau_ce",
+                "ce_gap",
+                "premature_gap",
+                "accuracy_gap",
+                "kappa_information_quality",
+            )
+        }
         diffs: dict[str, list[tuple[float, float, float]]] = {}
+        rule_kappas = []
         for seed in cfg["seeds"]:
             seed_everything(seed)
             traces = synth_traces(cfg["n_questions"], agents, seed=seed)
+            judged = annotate(traces, rule)
+            kappa = agreement(traces, judged)
+            rule_kappas.append(kappa)
             start = time.perf_counter()
-            analyses.append(analyze(traces, n_boot=cfg["n_boot"], seed=seed))
+            result = analyze(judged, n_boot=cfg["n_boot"], seed=seed)
             t_analyze += time.perf_counter() - start
+            analyses.append(result)
+            gold_analyses.append(analyze(traces, n_boot=0, seed=seed, km=False))
             n_traces += len(traces)
             seed_diff = {
-                m: paired_difference(traces, *PAIR, m, n_boot=cfg["n_boot"], seed=seed)
+                m: paired_difference(judged, *reversed(PAIR), m, n_boot=cfg["n_boot"], seed=seed)
                 for m in ("accuracy", "ce", "premature_rate")
             }
             for m, d in seed_diff.items():
                 diffs.setdefault(m, []).append(d)
-            acc_lo, acc_hi = seed_diff["accuracy"][1:]
-            pair_ok.append(
-                acc_lo <= 0.0 <= acc_hi
-                and all(not (d[1] <= 0.0 <= d[2]) for m, d in seed_diff.items() if m != "accuracy")
-            )
+            row = result["agents"]
+            per_seed["tau_ce"].append(_kendall([row[n]["ce"] for n in CALIBRATION_CHAIN]))
+            per_seed["ce_gap"].append(seed_diff["ce"][0])
+            per_seed["premature_gap"].append(seed_diff["premature_rate"][0])
+            per_seed["accuracy_gap"].append(seed_diff["accuracy"][0])
+            per_seed["kappa_information_quality"].append(kappa["information_quality"]["kappa"])
             if seed == cfg["seeds"][0]:
                 kappas = _judge_kappas(traces, cfg["lm_steps"], seed)
         mean = {
             n: {k: float(np.mean([a["agents"][n][k] for a in analyses])) for k in METRICS}
             for n in agents
         }
+        gold_mean = {
+            n: {k: float(np.mean([a["agents"][n][k] for a in gold_analyses])) for k in METRICS}
+            for n in agents
+        }
         _plot(out_dir, analyses, agents)
-    tau_ce = _kendall([mean[n]["ce"] for n in CALIBRATION_CHAIN])
-    tau_cce = _kendall([mean[n]["cce"] for n in CALIBRATION_CHAIN])
-    share = float(np.mean(pair_ok))
+    judged_claims = claims(per_seed)
     metrics: dict[str, Any] = {
-        "kendall_tau_ce_chain": tau_ce,
-        "kendall_tau_cce_chain": tau_cce,
-        "pair_seed_share": share,
+        "labels": "rule judge (claims); gold labels only for kappa and the gold column",
+        "data": PROXY,
+        "per_seed_judge_labels": per_seed,
         "traces_per_s_analyze": n_traces / max(t_analyze, 1e-9),
-        "per_agent_seed_mean": mean,
-        "pair_differences": {m: [list(d) for d in v] for m, v in diffs.items()},
+        "per_agent_seed_mean_judge_labels": mean,
+        "per_agent_seed_mean_gold_labels": gold_mean,
+        "pair_differences_judge_labels": {m: [list(d) for d in v] for m, v in diffs.items()},
         "judge_kappa": kappas,
+        "rule_judge_kappa_by_seed": rule_kappas,
         "rqi_source": analyses[0]["rqi_source"],
         "notes": analyses[0]["notes"],
     }
-    acc_gap = float(np.mean([d[0] for d in diffs["accuracy"]]))
-    ce_gap = float(np.mean([d[0] for d in diffs["ce"]]))
-    claims = [
-        Claim(
-            text="The calibration metrics rank the agents in their true calibration order.",
-            criterion=f"Kendall tau(seed-mean CE, designed order calibrated<hasty<premature"
-            f"<reckless) >= {CLAIM_A_MIN_TAU}",
-            measured={
-                "kendall_tau_ce": tau_ce,
-                "kendall_tau_cce": tau_cce,
-                **{f"ce_{n}": mean[n]["ce"] for n in CALIBRATION_CHAIN},
-            },
-            verdict=tau_ce >= CLAIM_A_MIN_TAU,
-        ),
-        Claim(
-            text="Answer accuracy alone does not separate agents that the process metrics "
-            "separate (calibrated vs premature).",
-            criterion=f"share of seeds with accuracy-difference 95% CI containing 0 and CE and "
-            f"premature-rate difference CIs excluding 0 >= {CLAIM_B_MIN_SHARE}",
-            measured={"seed_share": share, "accuracy_diff_mean": acc_gap, "ce_diff_mean": ce_gap},
-            verdict=share >= CLAIM_B_MIN_SHARE,
-        ),
-    ]
+    acc_gap = float(np.mean(per_seed["accuracy_gap"]))
+    ce_gap = float(np.mean(per_seed["ce_gap"]))
     rule_k = kappas["rule"]
     summary = (
-        f"{len(agents)} synthetic agents x {cfg['n_questions']} questions x "
-        f"{len(cfg['seeds'])} seeds. CE order tau={tau_ce:.2f}; calibrated vs premature: "
-        f"accuracy diff {acc_gap:+.3f}, CE diff {ce_gap:+.3f} (CIs in metrics). Rule-judge "
-        f"kappa: "
+        f"Data: {PROXY}. {len(agents)} synthetic agents x {cfg['n_questions']} questions x "
+        f"{len(cfg['seeds'])} seeds, metrics on rule-judge labels. Premature vs calibrated: "
+        f"accuracy diff {acc_gap:+.3f}, CE diff {ce_gap:+.3f}. "
+        + " ".join(
+            f"({k}) {c.verdict}: {format_effect(c.effect)}."
+            for k, c in zip("abc", judged_claims, strict=True)
+            if c.effect is not None
+        )
+        + " Rule-judge kappa (seed 0): "
         + ", ".join(f"{k} {v['kappa']:.2f}" for k, v in rule_k.items())
         + (
             "; SmolLM2 judge kappa: "
@@ -202,7 +285,7 @@ def run(quick: bool, out_dir: Path) -> Result:
         seeds=list(cfg["seeds"]),
         scale=f"{cfg['n_questions']} questions per agent, {len(agents)} agents, "
         f"{cfg['n_boot']} bootstrap resamples, SmolLM2 judge on {cfg['lm_steps']} steps",
-        claims=claims,
+        claims=judged_claims,
     )
 
 

@@ -82,6 +82,34 @@ def _rome_layer(text: str) -> str:
     return text
 
 
+def edit_config(ns: Any) -> Any:
+    """The :class:`~llm_methods.suit.editors.EditConfig` of ``suit edit``'s options: EditConfig's
+    defaults for every value not given (one definition). ``--layers`` sets MEMIT / AlphaEdit /
+    SUIT's layers only: ROME's layer is its own setting (``--rome-layer``; default
+    ``EditConfig.rome_layer``), as the official code keeps it in its own ``hparams/ROME`` file
+    (AlphaEdit's ``ROME/Llama3-8B.json``: layer 5, inside AlphaEdit's layers 4-8).
+    ``--rome-layer auto`` is resolved later, by causal tracing on the loaded model."""
+    import dataclasses
+
+    from llm_methods.suit.editors import EditConfig
+
+    cfg = EditConfig(
+        steps=ns.steps,
+        null_threshold=ns.null_threshold,
+        clamp=ns.clamp,
+        kl_factor=ns.kl_factor,
+        seed=ns.seed,
+    )
+    if ns.one_template:
+        cfg = dataclasses.replace(cfg, templates=("{}",))
+    if ns.layers:
+        cfg = dataclasses.replace(cfg, layers=ns.layers)
+    rome_layer = getattr(ns, "rome_layer", None)
+    if rome_layer not in (None, "auto"):
+        cfg = dataclasses.replace(cfg, rome_layer=int(rome_layer))
+    return cfg
+
+
 def edit_main(ns: object) -> dict[str, object]:
     import dataclasses
 
@@ -92,7 +120,7 @@ def edit_main(ns: object) -> dict[str, object]:
     from iclr26_common.seeding import seed_everything
     from llm_methods.lm import load_lm
     from llm_methods.suit.data import read_requests
-    from llm_methods.suit.editors import EditConfig, Editor
+    from llm_methods.suit.editors import Editor
     from llm_methods.suit.experiment import (
         STATS_CHUNKS,
         STATS_LEN,
@@ -121,19 +149,8 @@ def edit_main(ns: object) -> dict[str, object]:
     requests = read_requests(ns.requests, ns.zsre_target)  # type: ignore[attr-defined]
     seed_everything(ns.seed)  # type: ignore[attr-defined]
     lm = load_lm(ns.model, ns.device)  # type: ignore[attr-defined]
-    cfg = EditConfig(  # the defaults of every value not given: EditConfig's (one definition)
-        steps=ns.steps,  # type: ignore[attr-defined]
-        null_threshold=ns.null_threshold,  # type: ignore[attr-defined]
-        clamp=ns.clamp,  # type: ignore[attr-defined]
-        kl_factor=ns.kl_factor,  # type: ignore[attr-defined]
-        seed=ns.seed,  # type: ignore[attr-defined]
-    )
-    if ns.one_template:  # type: ignore[attr-defined]
-        cfg = dataclasses.replace(cfg, templates=("{}",))
-    if ns.layers:  # type: ignore[attr-defined]
-        cfg = dataclasses.replace(cfg, layers=ns.layers, rome_layer=ns.layers[-1])  # type: ignore[attr-defined]
-    rome_layer = getattr(ns, "rome_layer", None)
-    if rome_layer == "auto":
+    cfg = edit_config(ns)
+    if getattr(ns, "rome_layer", None) == "auto":
         from llm_methods.suit.tracing import causal_trace, choose_rome_layer
 
         probe = requests[:TRACE_FACTS]
@@ -145,14 +162,14 @@ def edit_main(ns: object) -> dict[str, object]:
             quiet=ns.quiet,  # type: ignore[attr-defined]
         )
         cfg = dataclasses.replace(cfg, rome_layer=choose_rome_layer(trace, lm.n_layers))
-    elif rome_layer is not None:
-        cfg = dataclasses.replace(cfg, rome_layer=int(rome_layer))
-    layers = tuple(sorted({lm.layer_index(i) for i in (*cfg.layers, cfg.rome_layer)}))
-    cfg = dataclasses.replace(
-        cfg,
-        layers=tuple(lm.layer_index(i) for i in cfg.layers),
-        rome_layer=lm.layer_index(cfg.rome_layer),
-    )
+    # the layers this method edits: ROME its own layer, the others --layers (each checked
+    # against the model only where it is used: a 3-layer model takes --method memit --layers 0,1)
+    if ns.method == "rome":  # type: ignore[attr-defined]
+        cfg = dataclasses.replace(cfg, rome_layer=lm.layer_index(cfg.rome_layer))
+        layers: tuple[int, ...] = (cfg.rome_layer,)
+    else:
+        cfg = dataclasses.replace(cfg, layers=tuple(lm.layer_index(i) for i in cfg.layers))
+        layers = tuple(sorted(set(cfg.layers)))
     dims = {i: edit_weight(lm, i).in_features for i in layers}
     out = out_folder.path
     if ns.import_stats is not None:  # type: ignore[attr-defined]
@@ -332,7 +349,8 @@ def main(argv: Sequence[str]) -> int:
         type=_rome_layer,
         default=None,
         help="ROME's layer: an index, or 'auto' = causal tracing on the first "
-        f"{TRACE_FACTS} requests (default: the last of --layers, else {defaults.rome_layer})",
+        f"{TRACE_FACTS} requests (default: EditConfig's {defaults.rome_layer}, whatever --layers "
+        "is: ROME's layer is its own setting, as in the official hparams/ROME files)",
     )
     edit.add_argument("--batch", type=int, default=4, help="requests per sequential batch")
     edit.add_argument(

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from iclr26_common.textio import input_file
 from llm_methods.jsonl import read_text
 
 __all__ = [
@@ -110,8 +111,7 @@ def _strs(rec: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
 
 def _load_json_records(path: Path) -> list[Any]:
     path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file")
+    input_file(path)
     text = read_text(path, ValueError)
     try:
         if path.suffix == ".jsonl":

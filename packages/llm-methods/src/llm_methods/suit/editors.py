@@ -51,6 +51,8 @@ __all__ = [
     "kl_to_initial",
     "null_space_projector",
     "null_space_share",
+    "project_out",
+    "projected_update",
     "value_loss",
     "value_targets",
 ]
@@ -99,6 +101,37 @@ def null_space_share(keys: torch.Tensor, projector: torch.Tensor) -> float:
     k = keys.double()
     p = projector.double().to(k.device)
     return float((((k @ p) * k).sum(1) / (k * k).sum(1).clamp_min(1e-30)).mean())
+
+
+def project_out(k: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """SUIT's keys k' = (I − U Uᵀ) k for rows ``k`` ``[n, d_ff]`` and an orthonormal basis ``u``
+    ``[d_ff, m]`` of the subject subspace (the component of k in span(U) removed)."""
+    u = u.to(k)
+    return k - (k @ u) @ u.T
+
+
+def projected_update(
+    k: torch.Tensor,
+    resid: torch.Tensor,
+    projector: torch.Tensor,
+    cache: torch.Tensor,
+    l2: float,
+    u: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """AlphaEdit's ΔW ``[d, d_ff]`` = [(P(KᵀK + K_pᵀK_p) + αI)⁻¹ P Kᵀ R]ᵀ (AlphaEdit Eq. 14,
+    the official ``upd_matrix``) for keys ``k`` ``[n, d_ff]`` (SUIT: already
+    :func:`project_out`), residuals ``resid`` ``[n, d]``, null-space projector P, the earlier
+    edits' ``cache`` = K_pᵀK_p and α = ``l2``. SUIT (``u`` given): the update reads only the
+    keys' component outside span(U), ΔW ← ΔW (I − U Uᵀ), so ΔW U = 0. In float64."""
+    k, resid = k.double(), resid.double()
+    p = projector.double().to(k.device)
+    eye = torch.eye(k.shape[1], dtype=k.dtype, device=k.device)
+    a = p @ (k.T @ k + cache.double().to(k.device)) + l2 * eye
+    delta_w = torch.linalg.solve(a, p @ k.T @ resid).T
+    if u is not None:
+        u = u.double().to(k.device)
+        delta_w = delta_w - (delta_w @ u) @ u.T
+    return delta_w
 
 
 def _suit_delta(h: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
@@ -335,8 +368,7 @@ class Editor:
             grouped=True,
         )[layer]
         if self.method == "suit":
-            u = self.subject_basis[layer].to(k)
-            k = k - (k @ u) @ u.T
+            k = project_out(k, self.subject_basis[layer])
         return k
 
     def edit(self, requests: Sequence[EditRequest]) -> None:
@@ -378,17 +410,14 @@ class Editor:
             resid = (
                 (z - _residual_at_subject(self.lm, top, requests)) / (len(self.layers) - i)
             ).double()
-            eye = torch.eye(k.shape[1], dtype=k.dtype)
             if self.method == "memit":
                 a = self.cfg.mom2_weight * self.stats[layer].double() + k.T @ k
                 delta_w = resid.T @ torch.linalg.solve(a, k.T).T
             else:
-                p = self.projectors[layer].double()
-                a = p @ (k.T @ k + self.cache_c[layer].double()) + self.cfg.l2 * eye
-                delta_w = torch.linalg.solve(a, p @ k.T @ resid).T
-                if self.method == "suit":
-                    u = self.subject_basis[layer].double()
-                    delta_w = delta_w - (delta_w @ u) @ u.T
+                u = self.subject_basis[layer] if self.method == "suit" else None
+                delta_w = projected_update(
+                    k, resid, self.projectors[layer], self.cache_c[layer], self.cfg.l2, u
+                )
             self._apply(layer, delta_w)
         if self.method in ("alphaedit", "suit"):
             for layer in self.layers:

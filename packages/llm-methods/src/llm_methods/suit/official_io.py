@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from iclr26_common.textio import input_file
 from llm_methods.lm.errors import LMError
 
 __all__ = [
@@ -139,8 +140,7 @@ def read_projection(
     """Projector per layer from an official ``null_space_project.pt`` (``weights_only`` load;
     row ``i`` belongs to ``layers[i]``, the order of ``hparams.layers``)."""
     path = Path(path)
-    if not path.is_file():
-        raise LMError(f"{path}: no such file")
+    input_file(path)
     try:
         p = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # any unpickling failure is a bad file

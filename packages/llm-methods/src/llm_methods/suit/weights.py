@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from iclr26_common.textio import input_file
 from llm_methods.lm import LM, LMError
 
 __all__ = ["WEIGHTS_FILE", "apply_edited_weights", "edited_state", "load_edited"]
@@ -105,8 +106,7 @@ def load_edited(
     path = Path(path).expanduser()
     if path.is_dir():
         path = path / WEIGHTS_FILE
-    if not path.is_file():
-        raise LMError(f"{path}: no such file")
+    input_file(path)
     lm = load_lm(base if base is not None else _base_spec(path), device, dtype)
     apply_edited_weights(lm, path)
     lm.name = f"{lm.name}+{path.parent.name}"

@@ -114,29 +114,42 @@ def corpus_texts(corpus: str) -> tuple[list[str], list[str]]:
     return CORPORA[corpus]()
 
 
-def _spec(name: str) -> ZooSpec:
+def _spec(name: str, seed: int | None = None) -> ZooSpec:
+    """The recipe ``name``; with ``seed``, the same recipe with that seed (another hash)."""
     if name not in ZOO:
         raise LMError(f"unknown zoo model {name!r}; known: {', '.join(ZOO)}")
-    return ZOO[name]
+    spec = ZOO[name]
+    return spec if seed is None else dataclasses.replace(spec, seed=seed)
 
 
-def zoo_dir(name: str, cache_dir: Path | None = None) -> Path:
+def zoo_dir(name: str, cache_dir: Path | None = None, seed: int | None = None) -> Path:
     """The folder of zoo model ``name``: ``cache_dir / "NAME-<recipe hash>"``; ``cache_dir`` is
     the folder of the zoo models (``llm-methods zoo build --cache-dir``), by default
-    ``iclr26_common.smollm2.cache_root() / "zoo"`` (where ``--model zoo:NAME`` looks)."""
+    ``iclr26_common.smollm2.cache_root() / "zoo"`` (where ``--model zoo:NAME`` looks). ``seed``:
+    the recipe with another seed, whose hash differs (``--model zoo:NAME`` finds only the
+    recipe's own seed; pass such a folder as ``--model``)."""
     from iclr26_common.smollm2 import cache_root
 
-    spec = _spec(name)
+    spec = _spec(name, seed)
     root = Path(cache_dir) if cache_dir is not None else cache_root() / "zoo"
     return root / f"{spec.name}-{spec.digest()}"
 
 
 def build(
-    name: str, cache_dir: Path | None = None, force: bool = False, quiet: bool = True
+    name: str,
+    cache_dir: Path | None = None,
+    force: bool = False,
+    quiet: bool = True,
+    *,
+    seed: int | None = None,
+    device: str | None = None,
 ) -> Path:
     """Train zoo model ``name`` (seeded) and cache it in :func:`zoo_dir` (``cache_dir``: the
     folder of the zoo models); returns its folder. ``quiet=False``: progress lines over the
-    training steps on stderr."""
+    training steps on stderr. ``seed``: the recipe with that seed (initial weights and batches;
+    its own folder, see :func:`zoo_dir`); ``device``: where it trains (default: the CPU, so a
+    recipe gives the same weights everywhere; the weights are initialised on the CPU either
+    way)."""
 
     from llm_methods.corpora import chunk_ids
     from llm_methods.lm.threads import one_thread
@@ -144,8 +157,12 @@ def build(
     from llm_methods.zoo.models import tiny_llama
     from llm_methods.zoo.tokenizer import train_bpe
 
-    spec = _spec(name)
-    target = zoo_dir(name, cache_dir)
+    spec = _spec(name, seed)
+    target = zoo_dir(name, cache_dir, seed)
+    if device is not None:
+        from llm_methods.lm.loading import resolve_device
+
+        device = str(resolve_device(device))  # ``--device gpu``: one line before any work
     if (target / MARKER).is_file() and not force:
         return target
     start = time.perf_counter()
@@ -163,6 +180,8 @@ def build(
         max_len=max(256, spec.seq_len),
         seed=spec.seed,
     )
+    if device is not None:
+        model = model.to(device)
     with one_thread():  # tiny matmuls: extra threads only add synchronisation (4-15x slower)
         log = train_lm(
             model, chunks, spec.steps, spec.batch_size, spec.lr, seed=spec.seed, quiet=quiet
