@@ -78,3 +78,12 @@ def test_a_checkpoint_of_another_package_is_named_outside_lightningcli(tmp_path:
     assert load_weights_only(plain, error=FormatError, package="bio_scisor")["weights"].shape == (
         2,
     )
+
+
+def test_a_reader_keeps_its_own_error_class(tmp_path: Path) -> None:
+    """A reader whose API promises its own error (llm-methods' ``LMError``) keeps it for a missing
+    file and a folder, with the same messages."""
+    with pytest.raises(FormatError, match=r"x\.jsonl: no such file$"):
+        input_file(tmp_path / "x.jsonl", error=FormatError)
+    with pytest.raises(FormatError, match=r": is a folder; give a file$"):
+        input_file(tmp_path, error=FormatError)

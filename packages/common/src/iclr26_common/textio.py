@@ -24,18 +24,22 @@ from pathlib import Path
 __all__ = ["decode_utf8", "input_file", "read_text"]
 
 
-def input_file(path: str | os.PathLike[str], what: str = "file") -> Path:
+def input_file(
+    path: str | os.PathLike[str], what: str = "file", *, error: type[Exception] | None = None
+) -> Path:
     """``path`` as a :class:`~pathlib.Path`, checked to be an existing regular file.
 
     Raises:
         FileNotFoundError: ``"{path}: no such {what}"``.
         IsADirectoryError: ``"{path}: is a folder; give a {what}"``.
+        error: the same messages, when a reader's API promises its own error class (e.g.
+            llm-methods' ``LMError``) for a missing input.
     """
     path = Path(path)
     if path.is_dir():
-        raise IsADirectoryError(f"{path}: is a folder; give a {what}")
+        raise (error or IsADirectoryError)(f"{path}: is a folder; give a {what}")
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such {what}")
+        raise (error or FileNotFoundError)(f"{path}: no such {what}")
     return path
 
 

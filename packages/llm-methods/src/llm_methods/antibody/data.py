@@ -161,7 +161,7 @@ def read_refusal_pool(path: str | Path) -> list[str]:
     the last refusal raises ``FILE:LINE: empty refusal`` (blank lines at the end are ignored);
     other errors name the file."""
     path = Path(path)
-    input_file(path)
+    input_file(path, error=LMError)
     out = []
     for number, raw in enumerate(read_text(path).rstrip().splitlines(), 1):
         line = raw.strip()
@@ -190,7 +190,7 @@ def read_beavertails(
     raises an ``LMError`` naming the file, the line (record) and the field.
     """
     path = Path(path)
-    input_file(path)
+    input_file(path, error=LMError)
     pool = list(refusal_pool) if refusal_pool is not None else list(REFUSALS)
     if not pool or not all(isinstance(r, str) and r.strip() for r in pool):
         raise LMError("the refusal pool needs at least one non-empty string")

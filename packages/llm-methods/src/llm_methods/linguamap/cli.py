@@ -28,7 +28,7 @@ def _read_answers(path: Path, field: str) -> list[str]:
     from llm_methods.jsonl import read_text
     from llm_methods.lm.errors import LMError
 
-    input_file(path)
+    input_file(path, error=LMError)
     lines = read_text(path).splitlines()
     if path.suffix != ".jsonl":
         texts = [line for line in lines if line.strip()]
@@ -53,7 +53,7 @@ def _read_parallel(path: Path) -> dict[str, list[str]]:
     from llm_methods.jsonl import read_text
     from llm_methods.lm.errors import LMError
 
-    input_file(path)
+    input_file(path, error=LMError)
     parallel: dict[str, list[str]] = {}
     for number, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip():

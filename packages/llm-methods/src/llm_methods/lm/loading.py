@@ -252,7 +252,7 @@ def _folder_for(spec: str | Path) -> tuple[Path, str]:
         return resolve(text[len(prefix) :]), text
     path = Path(text).expanduser()
     if path.suffix == ".gguf":
-        input_file(path, "GGUF file")
+        input_file(path, "GGUF file", error=LMError)
         return _gguf_folder(path), path.name
     if path.is_dir():
         if not (path / "config.json").is_file():

@@ -80,7 +80,7 @@ def load_pool(path: Path | str | None = None) -> SimPool:
     from llm_methods.jsonl import read_text
 
     path = Path(path) if path else Path(__file__).parent / "configs" / "sim_pool.yaml"
-    input_file(path, "pool file")
+    input_file(path, "pool file", error=PoolError)
     try:
         data = yaml.safe_load(read_text(path, PoolError)) or {}
     except yaml.YAMLError as error:

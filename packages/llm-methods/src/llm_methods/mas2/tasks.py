@@ -327,7 +327,7 @@ def _row_to_task(row: Any, where: str) -> Task:
 def read_tasks(path: Path, limit: int | None = None) -> list[Task]:
     """Read arithmetic or HumanEval-format ``.jsonl`` / ``.jsonl.gz``; errors name file:line."""
     path = Path(path)
-    input_file(path)
+    input_file(path, error=TaskFormatError)
     tasks = []
     for where, row in iter_jsonl(path, error=TaskFormatError):
         tasks.append(_row_to_task(row, where))

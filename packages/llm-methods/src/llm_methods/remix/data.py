@@ -151,7 +151,7 @@ def _to_problem(row: dict, where: str) -> Problem:
 def read_problems(path: Path, limit: int | None = None) -> list[Problem]:
     """GSM8K jsonl -> problems; errors name ``file:line: field``; an empty file is an error."""
     path = Path(path)
-    input_file(path)
+    input_file(path, error=LMError)
     rows = read_jsonl(path, limit=limit, what="problems (empty reward set)")
     return [_to_problem(row, where) for where, row in rows]
 

@@ -111,7 +111,7 @@ def _strs(rec: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
 
 def _load_json_records(path: Path) -> list[Any]:
     path = Path(path)
-    input_file(path)
+    input_file(path, error=ValueError)
     text = read_text(path, ValueError)
     try:
         if path.suffix == ".jsonl":

@@ -140,7 +140,7 @@ def read_projection(
     """Projector per layer from an official ``null_space_project.pt`` (``weights_only`` load;
     row ``i`` belongs to ``layers[i]``, the order of ``hparams.layers``)."""
     path = Path(path)
-    input_file(path)
+    input_file(path, error=LMError)
     try:
         p = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # any unpickling failure is a bad file

@@ -106,7 +106,7 @@ def load_edited(
     path = Path(path).expanduser()
     if path.is_dir():
         path = path / WEIGHTS_FILE
-    input_file(path)
+    input_file(path, error=LMError)
     lm = load_lm(base if base is not None else _base_spec(path), device, dtype)
     apply_edited_weights(lm, path)
     lm.name = f"{lm.name}+{path.parent.name}"
