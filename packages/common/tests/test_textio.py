@@ -55,7 +55,7 @@ def test_a_checkpoint_of_another_package_is_named_outside_lightningcli(tmp_path:
     bio-scisor Lightning checkpoint (another model's? ...)", although the checkpoint names its
     model. ``load_weights_only(package=...)`` names both packages, by the stamp or by
     ``_class_path``; a checkpoint naming no model (an exported or official one) passes."""
-    import torch
+    torch = pytest.importorskip("torch")  # iclr26-common alone (no [lightning] extra) has none
 
     from iclr26_common.checkpoints import MODEL_KEY, load_weights_only
 
