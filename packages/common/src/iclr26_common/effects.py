@@ -839,16 +839,23 @@ def statistic_interval(
     for method in methods:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res = stats.bootstrap(
-                arrays,
-                statistic,
-                paired=paired,
-                vectorized=False,
-                n_resamples=n_resamples,
-                confidence_level=CONFIDENCE,
-                method=method,
-                random_state=np.random.default_rng(seed),
-            )
+            try:
+                res = stats.bootstrap(
+                    arrays,
+                    statistic,
+                    paired=paired,
+                    vectorized=False,
+                    n_resamples=n_resamples,
+                    confidence_level=CONFIDENCE,
+                    method=method,
+                    random_state=np.random.default_rng(seed),
+                )
+            except ValueError:
+                # BCa's jackknife leaves one item out: a statistic that needs every item (a
+                # binned correlation at its minimum size) is undefined there -> percentile
+                if method != "BCa":
+                    raise
+                continue
         low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
         if math.isfinite(low) and math.isfinite(high):
             break
