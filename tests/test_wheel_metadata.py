@@ -114,6 +114,7 @@ def test_the_check_names_what_a_registry_would_refuse(common_wheel: Path, tmp_pa
         lines.append("Classifier: Programming Language :: Python :: 3.13")  # CI runs 3.11
         lines.append("Classifier: Topic :: Scientific/Engineering :: Alchemy")  # not a trove name
         lines.append("Project-URL: Homepage, https://github.com/your-org/iclr26")
+        body += "\n[details](src/iclr26_common/README.md), [ok](https://pypi.org) [ok](#usage)\n"
         return "\n".join(lines) + "\n\n" + body
 
     _wheel_with(wheel, bad / wheel.name, edit)
@@ -123,5 +124,7 @@ def test_the_check_names_what_a_registry_would_refuse(common_wheel: Path, tmp_pa
     assert "placeholder URL" in problems
     assert "'Programming Language :: Python :: 3.13': CI tests on Python 3.11 only" in problems
     assert "unknown classifier 'Topic :: Scientific/Engineering :: Alchemy'" in problems
+    assert "links to 'src/iclr26_common/README.md': a registry's page cannot" in problems
+    assert "'https://pypi.org'" not in problems and "'#usage'" not in problems
     assert "RECORD: wrong hash for" in problems  # METADATA changed after the wheel was built
     assert "PKG-INFO's Classifier differs from the wheel's METADATA" in problems

@@ -84,6 +84,8 @@ VERSION = re.compile(
     r"^(?P<release>\d+(?:\.\d+)*)(?:(?P<pre>a|b|rc)(?P<pre_n>\d+))?"
     r"(?:\.post(?P<post>\d+))?(?:\.dev(?P<dev>\d+))?$"
 )
+#: A Markdown link or image whose target is neither an absolute URL nor an in-page anchor.
+RELATIVE_LINK = re.compile(r"\]\((?!\s*(?:[a-z][a-z0-9+.-]*:|#))\s*<?([^)\s>]+)")
 PLACEHOLDER_URL = re.compile(
     r"example\.(?:com|org|net)|localhost|127\.0\.0\.1|your[-_]?(?:org|name|user)|<|TODO|USERNAME",
     re.I,
@@ -793,6 +795,11 @@ def metadata_problems(message: email.message.Message, text: str, package: Packag
         text_of_readme = readme.read_text(encoding="utf-8").replace("\r\n", "\n").strip()
         if description != text_of_readme:
             problems.append("the long description is not the package's README.md")
+    for target in RELATIVE_LINK.findall(description):
+        problems.append(
+            f"the long description links to {target!r}: a registry's page cannot resolve a "
+            "relative link (name the file as text, or link an absolute https:// address)"
+        )
     for url in [message.get("Home-page", ""), *message.get_all("Project-URL", [])]:
         if url and PLACEHOLDER_URL.search(url):
             problems.append(f"placeholder URL {url!r}")

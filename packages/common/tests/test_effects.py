@@ -20,6 +20,7 @@ from iclr26_common.effects import (
     exact_effect,
     format_effect,
     paired_effect,
+    points_effect,
     t_effect,
     units_needed,
 )
@@ -184,6 +185,10 @@ def test_paired_seeds_by_items_resamples_items(rng: np.random.Generator) -> None
     assert effect.estimate == pytest.approx(100 * (better.mean() - base.mean()))
     with pytest.raises(ValueError, match="same items and seeds"):
         paired_effect(better, base[:, :10], name="gain", threshold=0, seed=0)
+    # the same design in points: 0/1 scores x 100, threshold and interval in points
+    points = points_effect(better, base, name="gain", threshold=2, seed=1)
+    assert points.unit == "pts" and points.estimate == pytest.approx(effect.estimate)
+    assert (points.low, points.high) == pytest.approx((effect.low, effect.high))
 
 
 def test_non_inferiority_fails_for_a_method_worse_by_more_than_the_margin(

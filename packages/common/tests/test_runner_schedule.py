@@ -75,11 +75,22 @@ def _plain(quick, out_dir):
     return _result(_seen())
 
 
+def _waiter(quick, out_dir):
+    release = Path(os.environ["SCHED_MEET"]) / "release"
+    deadline = time.time() + {HANG_S}  # bounds a hang only: the event is the release file
+    while not release.exists():
+        if time.time() > deadline:
+            raise TimeoutError("no progress call released the waiter")
+        time.sleep(0.02)
+    return _result(_seen())
+
+
 SOLO_A = Experiment("solo-a", PAPER, "Meets solo-b.", _meet("a", "b"))
 SOLO_B = Experiment("solo-b", PAPER, "Meets solo-a.", _meet("b", "a"))
 WIDE = Experiment("wide", PAPER, "Uses every core.", _plain, threads="all")
 TIMED = Experiment("timed", PAPER, "Times something.", _plain, timing=True)
 PLAIN = Experiment("plain", PAPER, "One thread.", _plain)
+WAITER = Experiment("waiter", PAPER, "Waits for a progress call.", _waiter)
 """
 
 ENTRY_POINTS = """
@@ -89,6 +100,7 @@ solo-b = schedpkg:SOLO_B
 wide = schedpkg:WIDE
 timed = schedpkg:TIMED
 plain = schedpkg:PLAIN
+waiter = schedpkg:WAITER
 """
 
 
@@ -411,6 +423,26 @@ def test_progress_lines_when_stdout_is_not_a_terminal(
     assert cli.main(args) == 0
     out = capsys.readouterr().out
     assert "(walls: 2 recorded)" in out
+
+
+def test_progress_comes_between_events_while_an_experiment_runs(
+    sched_site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A log that is not a terminal must hear from a long experiment before it ends: the
+    # waiter finishes only once a progress call came while it ran (after the one of its start).
+    monkeypatch.setattr(runner, "PROGRESS_EVERY_S", 0.0)
+    release = Path(os.environ["SCHED_MEET"]) / "release"
+    calls: list[Snapshot] = []
+
+    def on_progress(snapshot: Snapshot) -> None:
+        calls.append(snapshot)
+        if len(calls) >= 2 and snapshot.done == 0 and snapshot.running == ("waiter",):
+            release.write_text("go")
+
+    run = Runner(tmp_path / "full", quick=False, on_progress=on_progress)
+    assert [o.status for o in run.run(["waiter"])] == ["held"]
+    between = [c for c in calls if c.done == 0 and c.running == ("waiter",)]
+    assert len(between) >= 2 and calls[-1].done == 1
 
 
 def test_progress_line_text() -> None:

@@ -6,6 +6,7 @@ from iclr26_common.effects import (
     difference_effect,
     exact_effect,
     paired_effect,
+    points_effect,
     proportion_effect,
     t_effect,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "discover",
     "exact_effect",
     "paired_effect",
+    "points_effect",
     "proportion_effect",
     "seed_everything",
     "t_effect",

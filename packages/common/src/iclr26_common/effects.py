@@ -48,6 +48,7 @@ __all__ = [
     "mean_interval",
     "paired_effect",
     "paired_interval",
+    "points_effect",
     "proportion_effect",
     "statistic_interval",
     "t_effect",
@@ -465,27 +466,38 @@ def _bootstrap(
     paired: bool,
     seed: int,
     confidence: float,
+    vectorized: bool = True,
+    n_resamples: int = N_RESAMPLES,
+    bca: bool = True,
 ) -> tuple[float, float, float]:
-    """(low, high, standard error) of SciPy's BCa bootstrap, falling back to the percentile
-    interval where BCa is undefined (a degenerate resample distribution)."""
+    """(low, high, standard error) of SciPy's bootstrap over items (seed ``seed``): BCa where
+    ``bca``, falling back to the percentile interval where BCa is undefined (a degenerate
+    resample distribution, or a statistic that raises ``ValueError`` on BCa's leave-one-out
+    jackknife samples, e.g. a binned correlation at its minimum size); (nan, nan, 0) where
+    neither gives finite bounds."""
     import warnings
 
     import numpy as np
     from scipy import stats
 
-    for method in ("BCa", "percentile"):
+    for method in ("BCa", "percentile") if bca else ("percentile",):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # BCa's degenerate-distribution warning: we fall back
-            res = stats.bootstrap(
-                data,
-                statistic,
-                paired=paired,
-                vectorized=True,
-                n_resamples=N_RESAMPLES,
-                confidence_level=confidence,
-                method=method,
-                random_state=np.random.default_rng(seed),
-            )
+            try:
+                res = stats.bootstrap(
+                    data,
+                    statistic,
+                    paired=paired,
+                    vectorized=vectorized,
+                    n_resamples=n_resamples,
+                    confidence_level=confidence,
+                    method=method,
+                    random_state=np.random.default_rng(seed),
+                )
+            except ValueError:
+                if method != "BCa":
+                    raise
+                continue
         low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
         if math.isfinite(low) and math.isfinite(high):
             return low, high, float(res.standard_error)
@@ -591,6 +603,16 @@ def paired_effect(
         by_seeds if (by_seeds.high - by_seeds.low) > (by_items.high - by_items.low) else by_items
     )
     return wider
+
+
+def points_effect(
+    method: Sequence[float] | Any, baseline: Sequence[float] | Any, **kwargs: Any
+) -> Effect:
+    """:func:`paired_effect` of 0/1 (or [0, 1]) scores in percentage points:
+    ``100 * (mean(method) - mean(baseline))``, its unit "pts"; ``kwargs`` are
+    :func:`paired_effect`'s (``name``, ``threshold`` and ``paper`` in points, ``seed``,
+    ``direction``, ``confidence``)."""
+    return paired_effect(method, baseline, unit="pts", scale=100.0, **kwargs)
 
 
 def _paired_over_items(
@@ -815,7 +837,6 @@ def statistic_interval(
     items with seed ``seed``. ``statistic(*samples)`` takes 1-D
     arrays. Needs :data:`MIN_BOOTSTRAP_UNITS` items: below that no interval is trustworthy
     (``ValueError``)."""
-    import numpy as np
 
     arrays = tuple(_array(d, "statistic_interval").ravel() for d in data)
     n = int(arrays[0].size)
@@ -828,37 +849,18 @@ def statistic_interval(
     estimate = float(statistic(*arrays))
     if not math.isfinite(estimate):
         raise ValueError("statistic_interval: the statistic is not finite on the data")
-    import warnings
-
-    from scipy import stats
-
-    low = high = math.nan
     # BCa's jackknife recomputes the statistic n times (quadratic in n for a correlation):
     # from BCA_MAX_ITEMS items on, the percentile interval (one pass of resamples)
-    methods = ("BCa", "percentile") if n <= BCA_MAX_ITEMS else ("percentile",)
-    for method in methods:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                res = stats.bootstrap(
-                    arrays,
-                    statistic,
-                    paired=paired,
-                    vectorized=False,
-                    n_resamples=n_resamples,
-                    confidence_level=CONFIDENCE,
-                    method=method,
-                    random_state=np.random.default_rng(seed),
-                )
-            except ValueError:
-                # BCa's jackknife leaves one item out: a statistic that needs every item (a
-                # binned correlation at its minimum size) is undefined there -> percentile
-                if method != "BCa":
-                    raise
-                continue
-        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-        if math.isfinite(low) and math.isfinite(high):
-            break
+    low, high, _ = _bootstrap(
+        arrays,
+        statistic,
+        paired=paired,
+        seed=seed,
+        confidence=CONFIDENCE,
+        vectorized=False,
+        n_resamples=n_resamples,
+        bca=n <= BCA_MAX_ITEMS,
+    )
     if not (math.isfinite(low) and math.isfinite(high)):
         raise ValueError(
             "statistic_interval: the statistic is undefined on resamples of the data (e.g. a "

@@ -76,6 +76,9 @@ __all__ = [
 TAIL_LINES = 40  # lines of a crashed worker's output kept in its error result
 KILL_GRACE_S = 5.0  # SIGTERM -> SIGKILL delay for a timed-out worker
 POLL_S = 0.1
+#: While experiments run, ``on_progress`` is called at least this often (a log that is not a
+#: terminal gets a progress line even while one long experiment runs).
+PROGRESS_EVERY_S = 60.0
 #: Seconds one experiment's import may take in a ``--describe`` subprocess (the clock restarts
 #: at each name it describes; a package that hangs at import costs this much, once).
 DESCRIBE_TIMEOUT_S = 300.0
@@ -366,7 +369,8 @@ class Runner:
     runs N at a time. Callbacks, all from the thread that called :meth:`run`:
     ``on_plan(plan, resumed)`` once the plan is made (``self.plan``, ``self.expected_s``);
     ``on_start(name)``; ``on_done(outcome)`` (resumed ones first); ``on_progress(snapshot)``
-    after each start and each finish. ``stop``: a :class:`StopFlag` the caller installs around
+    after each start and each finish, and every :data:`PROGRESS_EVERY_S` seconds between them.
+    ``stop``: a :class:`StopFlag` the caller installs around
     more than the run (the CLI: until the index is written); by default the run installs its own.
     ``describe``: names -> ``--describe`` records (default :func:`describe_isolated`).
     """
@@ -528,8 +532,12 @@ class Runner:
                 result = exc
             finished.put((job.name, result))
 
+        last_progress = time.monotonic()
         while self._pending or self._running:
             try:
+                if self._running and time.monotonic() - last_progress >= PROGRESS_EVERY_S:
+                    last_progress = time.monotonic()
+                    self.on_progress(self.snapshot())
                 if not self._stopping():
                     while not self._stopping() and (
                         (index := next_job(self._pending, len(free), len(threads), plan))

@@ -8,7 +8,7 @@ Two claims, each decided by a 95 % interval against a threshold fixed here befor
   (d) S3-mod1 (test angles 2, 5, 8 deg) at most ``ANGLE_GAP_MAX`` (5 points) below S1: the
       paired gap on the **shared test spectra** (the S3-mod1 test spectra that are also in S1's
       held-out test set, scored by both seeds' models: the S1 model saw those angles in
-      training, the S3-mod1 model did not), with ``paired_effect``'s interval over spectra x
+      training, the S3-mod1 model did not), with ``points_effect``'s interval over spectra x
       seeds (the wider of the paired bootstrap over spectra and the t-interval over seeds).
 
 Precondition of (d): the model learned the in-distribution task, S1 >= ``S1_MIN_LEARNED``
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from iclr26_common import Claim, Experiment, Precondition, Result
-from iclr26_common.effects import format_effect, paired_effect, t_effect
+from iclr26_common.effects import format_effect, points_effect, t_effect
 
 if TYPE_CHECKING:
     from rf_matid.benchmark import BenchmarkRow
@@ -166,12 +166,10 @@ def claims(s1_per_seed: Sequence[float], shared: SharedItems) -> list[Claim]:
     )
     d = Claim.test(
         text=CLAIM_TEXTS["s3_mod1_near_s1"],
-        effect=paired_effect(
+        effect=points_effect(
             shared.s1,
             shared.s3,
             name="accuracy of the S1 model minus the S3-mod1 model on shared test spectra",
-            unit="pts",
-            scale=100,
             threshold=ANGLE_GAP_MAX,
             direction="<=",
             seed=RESAMPLE_SEED,

@@ -6,7 +6,7 @@ Every claim is decided by an interval (:meth:`iclr26_common.Claim.test`): held w
 95 % interval lies on the holding side of the threshold, not held when it lies wholly on the
 other, inconclusive (underpowered) when it straddles it. The cells share their episodes
 (evaluation seed 1, the same target motion, jumps and action noise for every method and delay),
-so the success effects are **paired over episodes** (:func:`iclr26_common.effects.paired_effect`,
+so the success effects are **paired over episodes** (:func:`iclr26_common.effects.points_effect`,
 0/1 per episode, in points):
 
   (a) naive's drop ``success(d=0) - success(d=4) >= NAIVE_DROP_MIN`` (10 points);
@@ -40,7 +40,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from iclr26_common import Claim, Precondition
-from iclr26_common.effects import Effect, difference_effect, paired_effect
+from iclr26_common.effects import Effect, difference_effect, points_effect
 from robotics_remac.settings import PolicySizes
 
 __all__ = [
@@ -112,12 +112,10 @@ def drop(curve: dict[int, float]) -> float:
 
 
 def _paired(a: np.ndarray, b: np.ndarray, name: str, threshold: float, direction: str) -> Effect:
-    return paired_effect(
+    return points_effect(
         a,
         b,
         name=name,
-        unit="pts",
-        scale=PTS,
         threshold=threshold,
         direction=direction,  # type: ignore[arg-type]
         seed=RESAMPLE_SEED,

@@ -9,7 +9,7 @@ preference vector), top-k accuracy after each turn. Bootstrap 95% CIs everywhere
 
 Claims and thresholds, fixed here before any run (issue 42), each decided by a paired 95 %
 interval over games (the same targets for every strategy,
-:func:`iclr26_common.effects.paired_effect`):
+:func:`iclr26_common.effects.points_effect`):
 
   (a1), (a2) exact world at the reference share of vague (noisy-answer) attributes
       REFERENCE_VAGUE_SHARE: success(BED) − success(X) >= CLAIM_MIN_GAIN_PTS points for X =
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
-from iclr26_common.effects import format_effect, paired_effect, paired_interval
+from iclr26_common.effects import format_effect, paired_interval, points_effect
 
 __all__ = ["EXPERIMENT", "claims", "run", "settings"]
 
@@ -126,12 +126,10 @@ def claims(
     reference vague share, ``animals[s]`` with SmolLM2 likelihoods (strategy -> (games,))."""
 
     def gain(games: dict[str, np.ndarray], x: str, name: str) -> Any:
-        return paired_effect(
+        return points_effect(
             games["bed"],
             games[x],
             name=name,
-            unit="pts",
-            scale=100,
             threshold=CLAIM_MIN_GAIN_PTS,
             direction=">=",
             seed=0,

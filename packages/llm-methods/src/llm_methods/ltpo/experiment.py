@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
-from iclr26_common.effects import difference_effect, mean_interval, paired_effect
+from iclr26_common.effects import difference_effect, mean_interval, points_effect
 
 __all__ = ["EXPERIMENT", "judge", "run", "settings"]
 
@@ -128,12 +128,10 @@ def judge(
     return [
         Claim.test(
             text="LTPO is at least as accurate as CoT-Unk (same placeholders, 0 steps).",
-            effect=paired_effect(
+            effect=points_effect(
                 correct["ltpo"],
                 correct["cot_unk"],
                 name="acc(LTPO) - acc(CoT-Unk) over all problems",
-                unit="pts",
-                scale=100,
                 threshold=100 * CLAIM_A_MIN_GAIN,
                 direction=">=",
                 seed=SEED,

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
-from iclr26_common.effects import difference_effect, paired_effect
+from iclr26_common.effects import difference_effect, points_effect
 
 __all__ = ["EXPERIMENT", "judge", "neutral_text", "run", "settings"]
 
@@ -155,7 +155,7 @@ def judge(
     """The two claims from paired 0/1 correctness per method and length (``correct[m][L]``: one
     0/1 outcome per record of length ``L``, the same records for both methods).
 
-    (a) :func:`~iclr26_common.effects.paired_effect` of acc(PERK) − acc(FT-ICR) over the
+    (a) :func:`~iclr26_common.effects.points_effect` of acc(PERK) − acc(FT-ICR) over the
     trained-length records (paired bootstrap over records; one seed). (b) drop(FT-ICR) −
     drop(PERK) = mean d(extrapolated) − mean d(trained) with d = PERK − FT-ICR per record (equal
     records per length, so the record mean is the mean over lengths): an unpaired
@@ -188,12 +188,10 @@ def judge(
     return [
         Claim.test(
             text="PERK is at least as accurate as FT-ICR at the trained context lengths.",
-            effect=paired_effect(
+            effect=points_effect(
                 rows("perk", trained),
                 rows("ficr", trained),
                 name="acc(PERK) - acc(FT-ICR) at the trained lengths",
-                unit="pts",
-                scale=100,
                 threshold=100 * CLAIM_A_MIN_GAP,
                 direction=">=",
                 seed=SEED,
