@@ -92,3 +92,19 @@ def test_evaluate_reports_per_task_scores() -> None:
     assert len(out["task_success"]) == 3 and len(out["task_cost"]) == 3
     assert np.mean(out["task_success"]) == pytest.approx(out["success"])
     assert np.mean(out["task_cost"]) == pytest.approx(out["cost"])
+
+
+def test_report_names_the_isolation_boundary_that_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The experiment's report (``sandbox_isolation`` and its summary line) names the boundary
+    the grader's programs actually ran behind, "none (hook only)" without an OS boundary; the
+    best one available here when no program ran (issue 42)."""
+    from types import SimpleNamespace
+
+    from llm_methods.mas2 import isolation
+
+    assert ex._isolation(SimpleNamespace(isolation={"none"})) == "none (hook only)"
+    assert ex._isolation(SimpleNamespace(isolation={"userns", "bwrap"})) == "bwrap, userns"
+    monkeypatch.setattr(isolation, "available", lambda: ("userns",))
+    assert ex._isolation(SimpleNamespace(isolation=set())) == "userns"
+    monkeypatch.setattr(isolation, "available", lambda: ())
+    assert ex._isolation(SimpleNamespace(isolation=set())) == "none (hook only)"

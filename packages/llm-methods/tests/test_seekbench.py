@@ -141,7 +141,10 @@ def test_reader_names_file_and_line(tmp_path: Path) -> None:
 
 def test_metrics_by_hand() -> None:
     trace = _hand_trace()
-    assert recovery_episodes(trace) == [(2, True)]
+    # the Insufficient result (position 2) opens an episode; the Sufficient but Unclear one (4)
+    # does not end it (upstream recovery.py needs Sufficient & Clear); the correct answer (6,
+    # labelled in its step type) does: 4 steps, recovered
+    assert recovery_episodes(trace) == [(4, True)]
     result = analyze([trace], n_boot=0)
     row = result["agents"]["m"]
     # turns 0-2 at E=0 (3 rows), 3-6 at E... step 3 still E=0; steps 4-6 at E=1 (answer at 6)
@@ -157,6 +160,60 @@ def test_metrics_by_hand() -> None:
     assert any("RQI computed from groundedness alone" in n for n in result["notes"])
     assert "1 answer events" in result["notes"][0]
     assert row["recovery_rate"] == 1.0
+
+
+def test_recovery_episodes_follow_upstream_by_hand() -> None:
+    """Low-quality-evidence episodes as upstream ``recovery.detect_low_quality_episodes``
+    (fails on e21a374, whose episodes started only at Insufficient, ended at any Sufficient
+    result and stopped at the answer): a Sufficient but Unclear result opens one, an
+    Unspecified but Clear one does not, Sufficient & Clear or a correct answer ends it, and one
+    still open at the last step (the trace goes on after a wrong answer) is censored there."""
+    search = _step(0, "search", {"type": "InitialQuery"}, query="q")
+    unclear = [search, _result(1, "Sufficient", "Unclear"), _result(2, "Sufficient", "Clear")]
+    assert recovery_episodes(_trace(unclear)) == [(1, True)]
+    unspecified = [search, _result(1, "Unspecified", "Clear"), _result(2, "Sufficient", "Clear")]
+    assert recovery_episodes(_trace(unspecified)) == []
+    after_answer = [
+        search,
+        _result(1, "Insufficient", "Unclear"),
+        _result(2, "Sufficient", "Clear"),
+        _step(3, "IncorrectAnswer", None, content="y"),
+        _result(4, "Insufficient", "Clear"),
+        _step(5, "reasoning", {"type": "StateAssessment", "attributes": {}}, content="hm"),
+    ]
+    assert recovery_episodes(_trace(after_answer, correct=False)) == [(1, True), (1, False)]
+    row = analyze([_trace(after_answer, correct=False)], n_boot=0, km=False)["agents"]["m"]
+    assert row["recovery_rate"] == 0.5
+
+
+def test_rqi_counts_every_step_and_deep_research_searches() -> None:
+    """RQI as upstream ``grounded_reason.compute_rqi`` (fails on e21a374): reasoning steps after
+    the answer count, an EVIDENCE-anchored step without a groundness label counts as not
+    grounded, and a DeepResearch agent's search steps are reasoning steps."""
+
+    def reasoning(i: int, attributes: dict[str, str]) -> dict:
+        label = {"type": "StateAssessment", "attributes": attributes}
+        return _step(i, "reasoning", label, content="the doc says x")
+
+    evidence = {"groundness": "Grounded", "anchor_type": "EVIDENCE"}
+    steps = [
+        reasoning(0, evidence),
+        _step(1, "search", {"type": "InitialQuery", "attributes": evidence}, query="q"),
+        reasoning(2, {"anchor_type": "EVIDENCE"}),  # no groundness label: not grounded
+        _step(3, "CorrectAnswer", None, content="x"),
+        reasoning(4, {"groundness": "Not Grounded", "anchor_type": "EVIDENCE"}),
+    ]
+    rows = analyze(
+        [
+            _trace([dict(s) for s in steps], model="SearchR1-x", qid=0),
+            _trace([dict(s) for s in steps], model="gpt-4o-x", qid=1),
+        ],
+        n_boot=0,
+        km=False,
+    )["agents"]
+    assert rows["SearchR1-x"]["rqi"] == pytest.approx(1 / 3)  # steps 0, 2, 4
+    assert rows["gpt-4o-x"]["rqi"] == pytest.approx(2 / 4)  # and its search step 1
+    assert rows["SearchR1-x"]["groundedness"] == pytest.approx(1 / 2)  # labelled: 0 and 4
 
 
 def test_answer_event_from_final_answer_and_unanswered() -> None:

@@ -17,12 +17,19 @@ Quantities follow the official ``analysis/calibration.py`` (SHAO-Jiaqi757/SeekBe
   len(trace))): ``premature_rate`` = answered within H at E < thr; ``overcautious_rate`` = not
   answered within H though E ≥ thr was reached within H.
 - Ours, not official: ``answer_timing_auc`` = ordinal AUC of E predicting *answering* at a turn
-  (turn level); ``accuracy`` = ``is_correct`` share; groundedness, RQI and recovery (below).
-- Groundedness rate: Grounded share of reasoning steps; RQI: Grounded share of reasoning steps
-  anchored on EVIDENCE (upstream ``grounded_reason.py``), or the groundedness rate when a set of
-  traces carries no ``anchor_type`` (``rqi_source = "groundness_only"``).
-- Recovery: an episode starts at an Insufficient result and ends at the next Sufficient one
-  (time-to-recovery in steps; censored at the answer / end of the trace); Kaplan-Meier survival.
+  (turn level); ``accuracy`` = ``is_correct`` share; the groundedness rate (below).
+- Reasoning steps (upstream ``grounded_reason.compute_rqi``, every step of the trace): annotation
+  type InformationSynthesis / PlanFormation / StateAssessment, and for a DeepResearch agent also
+  its ``search`` steps. RQI: Grounded share of the reasoning steps anchored on EVIDENCE, pooled
+  over the group's steps (the RQI of upstream's grounding table, ``debug_grounding_comparison``;
+  its headline RQI averages the per-trace RQIs), or the groundedness rate when a set of traces
+  carries no EVIDENCE anchor (``rqi_source = "groundness_only"``). Groundedness rate (ours):
+  Grounded share of the reasoning steps that carry a ``groundness`` label, whatever their anchor.
+- Recovery (upstream ``recovery.detect_low_quality_episodes``): a low-quality-evidence episode
+  starts at a result that is Insufficient or not Clear and ends (recovered) at the next
+  Sufficient & Clear result or a correct answer; one still open at the end of the trace is
+  censored there. Time to recovery in positions along the trace; ``recovery_rate`` = share of
+  episodes that end; Kaplan-Meier survival of the time per model.
 - CIs: percentile bootstrap over clusters (dataset, question) (``<metric>_ci`` of
   :func:`analyze`); ``analyze`` (the command) also prints and writes each metric's 95 % interval
   from :mod:`iclr26_common.effects` (:func:`metric_intervals`: SciPy's BCa bootstrap over the
@@ -132,17 +139,24 @@ def model_category(trace: dict[str, Any]) -> str:
     return "Other"
 
 
+def _answer_label(step: dict[str, Any]) -> str | None:
+    """``CorrectAnswer`` / ``IncorrectAnswer`` of an answer step: its annotation's label, else its
+    step type (the released answer steps carry the label there only), else None."""
+    label = (step.get("annotation") or {}).get("type")
+    if label in ANSWER_LABELS:
+        return str(label)
+    return str(step["type"]) if step["type"] in ANSWER_LABELS else None
+
+
 def _answer(trace: dict[str, Any]) -> tuple[int | None, int]:
     """(position of the answer event in ``trace['trace']`` or len(trace) for a final-answer-only
     trace, None when unanswered; correctness 0/1)."""
     steps = trace["trace"]
     for i, step in enumerate(steps):
-        label = (step.get("annotation") or {}).get("type")
-        if step["type"] in ANSWER_STEP_TYPES or label in ANSWER_LABELS:
-            if label in ANSWER_LABELS:
-                return i, int(label == "CorrectAnswer")
-            if step["type"] in ANSWER_LABELS:
-                return i, int(step["type"] == "CorrectAnswer")
+        label = _answer_label(step)
+        if label is not None:
+            return i, int(label == "CorrectAnswer")
+        if step["type"] in ANSWER_STEP_TYPES:  # an ``answer`` step without a label
             return i, int(bool(trace["is_correct"]))
     if (trace.get("final_answer") or "").strip():
         return len(steps), int(bool(trace["is_correct"]))
@@ -150,23 +164,38 @@ def _answer(trace: dict[str, Any]) -> tuple[int | None, int]:
 
 
 def recovery_episodes(trace: dict[str, Any]) -> list[tuple[int, bool]]:
-    """(duration in steps, recovered) of each low-quality episode before the answer."""
-    end, _ = _answer(trace)
-    steps = trace["trace"][: len(trace["trace"]) if end is None else end]
+    """(steps to recovery, recovered) of each low-quality-evidence episode of ``trace``, as
+    upstream ``recovery.detect_low_quality_episodes``: an episode starts at a result annotated
+    Insufficient or not Clear (a missing label counts as not Clear) and ends at the next
+    Sufficient & Clear result or correct answer (recovered); one still open at the last step is
+    censored there. Times are positions along the trace. Ours: a correct answer is also read
+    from the step type when the step has no annotation (the released traces' answer steps)."""
+    steps = trace["trace"]
     episodes, start = [], None
-    for step in steps:
-        level = evidence_level(step)
-        if level is None:
-            continue
-        if level == 0 and start is None:
-            start = step["step_index"]
-        elif level > 0 and start is not None:
-            episodes.append((step["step_index"] - start, True))
+    for position, step in enumerate(steps):
+        annotation = step.get("annotation") or {}
+        if annotation.get("type") == "search_result":
+            attributes = annotation.get("attributes") or {}
+            quality = attributes.get("information_quality", "")
+            clarity = attributes.get("information_clarity", "")
+            if start is None and (quality == "Insufficient" or clarity != "Clear"):
+                start = position
+            elif start is not None and quality == "Sufficient" and clarity == "Clear":
+                episodes.append((position - start, True))
+                start = None
+        elif start is not None and _answer_label(step) == "CorrectAnswer":
+            episodes.append((position - start, True))
             start = None
     if start is not None:
-        last = steps[-1]["step_index"] if steps else start
-        episodes.append((max(last - start, 0), False))
+        episodes.append((len(steps) - 1 - start, False))
     return episodes
+
+
+def _is_reasoning(step: dict[str, Any], deep_research: bool) -> bool:
+    """A reasoning step of RQI (upstream ``compute_rqi``): annotated with a reasoning type, or a
+    DeepResearch agent's ``search`` step."""
+    annotation = step.get("annotation") or {}
+    return annotation.get("type") in REASONING_TYPES or (deep_research and step["type"] == "search")
 
 
 def _trace_counts(trace: dict[str, Any], threshold: int, horizon: int | None) -> dict[str, int]:
@@ -179,15 +208,19 @@ def _trace_counts(trace: dict[str, Any], threshold: int, horizon: int | None) ->
     for step in steps[:stop]:
         state = max(state, evidence_level(step) or 0)
         row[f"n{state}"] += 1
-        annotation = step.get("annotation") or {}
-        attributes = annotation.get("attributes") or {}
-        if annotation.get("type") in REASONING_TYPES and "groundness" in attributes:
-            grounded = int(attributes["groundness"] == "Grounded")
+    # reasoning quality over every step of the trace (upstream compute_rqi)
+    deep_research = model_category(trace) == "DeepResearch"
+    for step in steps:
+        if not _is_reasoning(step, deep_research):
+            continue
+        attributes = (step.get("annotation") or {}).get("attributes") or {}
+        grounded = int(str(attributes.get("groundness", "")).lower() == "grounded")
+        if "groundness" in attributes:
             row["reason_total"] += 1
             row["reason_grounded"] += grounded
-            if attributes.get("anchor_type") == "EVIDENCE":
-                row["anchor_total"] += 1
-                row["anchor_grounded"] += grounded
+        if str(attributes.get("anchor_type", "")).upper() == "EVIDENCE":
+            row["anchor_total"] += 1
+            row["anchor_grounded"] += grounded
     if position is not None:
         if position >= len(steps):
             row[f"n{state}"] += 1  # the final answer as its own turn
