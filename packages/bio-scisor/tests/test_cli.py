@@ -19,6 +19,8 @@ from iclr26_common.testing import (
     shipped_configs,
 )
 
+from .conftest import cli_args
+
 CONFIGS = shipped_configs("bio_scisor")
 
 
@@ -146,24 +148,10 @@ def test_synth_score_shrink_round_trip(tmp_path: Path, tiny_ckpt: Path, capsys) 
         main(args)
     assert info.value.code == 2
     shrunk = tmp_path / "shrunk.fasta"
-    assert (
-        main(
-            [
-                "shrink",
-                "--fasta",
-                str(data / "family.fasta"),
-                "--pct",
-                "10",
-                "--ckpt",
-                str(tiny_ckpt),
-                "--out",
-                str(shrunk),
-                "--temperature",
-                "0",
-            ]
-        )
-        == 0
+    args = cli_args(
+        "shrink", fasta=data / "family.fasta", pct=10, ckpt=tiny_ckpt, out=shrunk, temperature=0
     )
+    assert main(args) == 0
     from bio_scisor.io import read_sequences
 
     before = read_sequences(data / "family.fasta")
@@ -182,20 +170,7 @@ def test_shrink_keeps_the_header_and_lists_the_deletions(tmp_path: Path, tiny_ck
     (tmp_path / "in.fasta").write_text("".join(f">{h}\n{s}\n" for h, s in seqs.items()))
     out = tmp_path / "out.fasta"
     assert (
-        main(
-            [
-                "shrink",
-                "--fasta",
-                str(tmp_path / "in.fasta"),
-                "--pct",
-                "20",
-                "--ckpt",
-                str(tiny_ckpt),
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
+        main(cli_args("shrink", fasta=tmp_path / "in.fasta", pct=20, ckpt=tiny_ckpt, out=out)) == 0
     )
     records = read_sequences(out, header=True)
     for (header, seq), (name, shrunk) in zip(seqs.items(), records, strict=True):
@@ -219,19 +194,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, tiny_ckpt, capsys, body, message
     dms = tmp_path / "bad.csv"
     dms.write_text(body)
     with pytest.raises(SystemExit) as info:
-        main(
-            [
-                "score",
-                "--dms",
-                str(dms),
-                "--wt",
-                "MKTAY",
-                "--ckpt",
-                str(tiny_ckpt),
-                "--out",
-                str(tmp_path / "o.csv"),
-            ]
-        )
+        main(cli_args("score", dms=dms, wt="MKTAY", ckpt=tiny_ckpt, out=tmp_path / "o.csv"))
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("bio-scisor: error: ") and message in err and "bad.csv" in err
@@ -255,38 +218,21 @@ def test_bad_wt_and_missing_checkpoint(tmp_path, tiny_ckpt, capsys) -> None:
         ("MKTA", tmp_path / "other.ckpt", "other.ckpt: not a bio-scisor Lightning checkpoint"),
     ]:
         with pytest.raises(SystemExit) as info:
-            main(
-                [
-                    "score",
-                    "--dms",
-                    str(dms),
-                    "--wt",
-                    wt,
-                    "--ckpt",
-                    str(ckpt),
-                    "--out",
-                    str(tmp_path / "o.csv"),
-                ]
-            )
+            main(cli_args("score", dms=dms, wt=wt, ckpt=ckpt, out=tmp_path / "o.csv"))
         err = capsys.readouterr().err
         assert info.value.code == 2 and message in err and "Traceback" not in err
 
 
 def test_proteingym_reference_scoring(tmp_path: Path, synth_dir: Path, tiny_ckpt, capsys) -> None:
     out = tmp_path / "pg"
-    args = [
+    args = cli_args(
         "proteingym",
-        "--reference",
-        str(synth_dir / "DMS_indels.csv"),
-        "--dms-dir",
-        str(synth_dir),
-        "--ckpt",
-        str(tiny_ckpt),
-        "--out",
-        str(out),
-        "--n-resamples",
-        "499",
-    ]
+        reference=synth_dir / "DMS_indels.csv",
+        dms_dir=synth_dir,
+        ckpt=tiny_ckpt,
+        out=out,
+        n_resamples=499,
+    )
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "single" in printed and "multi" in printed and "1 assays" in printed

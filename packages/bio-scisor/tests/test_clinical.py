@@ -19,6 +19,8 @@ from bio_scisor.cli import main
 from bio_scisor.io import ScisorFormatError, read_clinical_indels, read_clinical_reference
 from bio_scisor.metrics import clinical_auc, clinical_summary
 
+from .conftest import cli_args
+
 HEADER = (
     "DMS_id,DMS_filename,target_seq,mutated_sequence_column,MSA_start,MSA_end,MSA_filename,"
     "weight_file_name,dataset"
@@ -155,25 +157,16 @@ def test_clinical_set_through_the_cli_with_planted_labels(
             rows.append((wt + "A", "Benign"))  # an insertion: skipped
             write_variants(root / f"{pid}.csv", pid, wt, rows)
         out = root / "scores"
-        assert (
-            main(
-                [
-                    "proteingym",
-                    "--benchmark",
-                    "clinical",
-                    "--reference",
-                    str(ref),
-                    "--dms-dir",
-                    str(root),
-                    "--ckpt",
-                    str(tiny_ckpt),
-                    "--out",
-                    str(out),
-                    "--skip-non-deletions",
-                ]
-            )
-            == 0
+        args = cli_args(
+            "proteingym",
+            benchmark="clinical",
+            reference=ref,
+            dms_dir=root,
+            ckpt=tiny_ckpt,
+            out=out,
+            skip_non_deletions=True,
         )
+        assert main(args) == 0
         printed = capsys.readouterr().out
         assert f"clinical AUC {expected:.3f}" in printed and "2 proteins" in printed
         summary = list(csv.DictReader((out / "summary.csv").open()))
@@ -198,19 +191,14 @@ def test_clinical_cli_errors_are_one_line(
     wt = family.wt
     ref = write_reference(tmp_path / "clinical_indels.csv", {"NP_1.1": wt})
     write_variants(tmp_path / "NP_1.1.csv", "NP_1.1", wt, [(wt[1:], "Uncertain")])
-    args = [
+    args = cli_args(
         "proteingym",
-        "--benchmark",
-        "clinical",
-        "--reference",
-        str(ref),
-        "--dms-dir",
-        str(tmp_path),
-        "--ckpt",
-        str(tiny_ckpt),
-        "--out",
-        str(tmp_path / "o"),
-    ]
+        benchmark="clinical",
+        reference=ref,
+        dms_dir=tmp_path,
+        ckpt=tiny_ckpt,
+        out=tmp_path / "o",
+    )
     line = assert_one_line_error(main, args, capsys, prog="bio-scisor: error: ")
     assert "NP_1.1.csv" in line and "DMS_bin_score" in line
     assert not (tmp_path / "o").exists()  # every file is checked before anything is written

@@ -20,20 +20,8 @@ from bio_scisor.elbo import (
 )
 from bio_scisor.insertion import NoisedBatch, alpha, pad_batch, redraw_probs
 from bio_scisor.io import encode, is_deletion_of
-from bio_scisor.model import ScisorDenoiser
-
-from .conftest import TINY
 
 WT = "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILS"
-
-
-@pytest.fixture(scope="module")
-def model() -> ScisorDenoiser:
-    torch.manual_seed(0)
-    m = ScisorDenoiser(**TINY).eval()
-    for film in m.film.films:  # make S matter, as after training
-        torch.nn.init.normal_(film.weight, std=0.3)
-    return m
 
 
 def _spell(row: torch.Tensor) -> str:

@@ -12,7 +12,10 @@ import torch
 from bio_scisor.io import ScisorFormatError
 from bio_scisor.official import is_official_state_dict, load_official_checkpoint, official_keys
 
+from .conftest import cli_args
+
 DATA = Path(__file__).parent / "data" / "reference"
+WT = "MKTAYIAKQRQ"  # the wild type of the CLI tests
 
 
 def official_checkpoint(folder: Path, drop: str | None = None, extra: str | None = None) -> Path:
@@ -34,6 +37,17 @@ def upstream_p0(folder: Path) -> Path:
     path = folder / "p0.pt"
     torch.save(torch.tensor(p0, dtype=torch.float32), path)
     return path
+
+
+def _upstream_cli_inputs(folder: Path) -> tuple[Path, Path, Path]:
+    """What ``bio-scisor score`` needs to run an upstream checkpoint in ``folder``: the
+    checkpoint (:func:`official_checkpoint`), an ESM config JSON with its 4 heads, and a DMS CSV
+    of two deletions of :data:`WT`."""
+    config = folder / "config.json"
+    config.write_text(json.dumps({"num_attention_heads": 4}))
+    dms = folder / "dms.csv"
+    dms.write_text(f"mutated_sequence,DMS_score\n{WT[1:]},0.1\n{WT[:4] + WT[6:]},-1.0\n")
+    return official_checkpoint(folder), config, dms
 
 
 def test_p0_maps_upstreams_esm_tokens_to_our_residues(tmp_path: Path) -> None:
@@ -64,35 +78,20 @@ def test_upstream_checkpoint_elbo_uses_upstreams_p0(tmp_path: Path, capsys) -> N
     from bio_scisor.official import load_p0
     from iclr26_common.testing import assert_one_line_error
 
-    ckpt = official_checkpoint(tmp_path)
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps({"num_attention_heads": 4}))
+    ckpt, config, dms = _upstream_cli_inputs(tmp_path)
     p0 = upstream_p0(tmp_path)
     _, process = _load_denoiser(ckpt, config, p0)
     torch.testing.assert_close(process["background"], load_p0(p0))
-    wt = "MKTAYIAKQRQ"
-    dms = tmp_path / "dms.csv"
-    dms.write_text(f"mutated_sequence,DMS_score\n{wt[1:]},0.1\n{wt[:4] + wt[6:]},-1.0\n")
-    line = assert_one_line_error(
-        main,
-        [
-            "score",
-            "--dms",
-            str(dms),
-            "--wt",
-            wt,
-            "--ckpt",
-            str(ckpt),
-            "--esm-config",
-            str(config),
-            "--out",
-            str(tmp_path / "s.csv"),
-            "--elbo-samples",
-            "1",
-        ],
-        capsys,
-        prog="bio-scisor",
+    args = cli_args(
+        "score",
+        dms=dms,
+        wt=WT,
+        ckpt=ckpt,
+        esm_config=config,
+        out=tmp_path / "s.csv",
+        elbo_samples=1,
     )
+    line = assert_one_line_error(main, args, capsys, prog="bio-scisor")
     assert "--elbo-samples needs --p0" in line
 
 
@@ -161,48 +160,16 @@ def test_cli_scores_and_shrinks_with_an_upstream_checkpoint(tmp_path: Path, caps
     from bio_scisor.cli import main
     from iclr26_common.testing import assert_one_line_error
 
-    ckpt = official_checkpoint(tmp_path)
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps({"num_attention_heads": 4}))
-    wt = "MKTAYIAKQRQ"
-    dms = tmp_path / "dms.csv"
-    dms.write_text(f"mutated_sequence,DMS_score\n{wt[1:]},0.1\n{wt[:4] + wt[6:]},-1.0\n")
+    ckpt, config, dms = _upstream_cli_inputs(tmp_path)
     out = tmp_path / "scores.csv"
-    args = [
-        "score",
-        "--dms",
-        str(dms),
-        "--wt",
-        wt,
-        "--ckpt",
-        str(ckpt),
-        "--out",
-        str(out),
-        "--elbo-samples",
-        "1",
-        "--esm-config",
-        str(config),
-    ]
+    args = cli_args("score", dms=dms, wt=WT, ckpt=ckpt, out=out, elbo_samples=1, esm_config=config)
     assert main([*args, "--p0", str(upstream_p0(tmp_path))]) == 0 and out.is_file()
-    (tmp_path / "in.fasta").write_text(f">p1 desc\n{wt}\n")
-    assert (
-        main(
-            [
-                "shrink",
-                "--fasta",
-                str(tmp_path / "in.fasta"),
-                "--pct",
-                "20",
-                "--ckpt",
-                str(ckpt),
-                "--esm-config",
-                str(config),
-                "--out",
-                str(tmp_path / "o.fa"),
-            ]
-        )
-        == 0
+    fasta = tmp_path / "in.fasta"
+    fasta.write_text(f">p1 desc\n{WT}\n")
+    shrink = cli_args(
+        "shrink", fasta=fasta, pct=20, ckpt=ckpt, esm_config=config, out=tmp_path / "o.fa"
     )
+    assert main(shrink) == 0
     line = assert_one_line_error(
         main, [*args[:-2], "--overwrite"], capsys, prog="bio-scisor", drop_earlier=True
     )

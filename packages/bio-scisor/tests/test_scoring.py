@@ -8,19 +8,7 @@ import pytest
 import torch
 
 from bio_scisor.io import encode
-from bio_scisor.model import ScisorDenoiser
 from bio_scisor.scoring import generate, score_path, shrink, shrink_positions
-
-from .conftest import TINY
-
-
-@pytest.fixture(scope="module")
-def model() -> ScisorDenoiser:
-    torch.manual_seed(0)
-    m = ScisorDenoiser(**TINY).eval()
-    for film in m.film.films:  # make S matter, as after training
-        torch.nn.init.normal_(film.weight, std=0.3)
-    return m
 
 
 def _log_q(model, seq: str, s: int) -> np.ndarray:

@@ -33,9 +33,12 @@ from iclr26_common.testing import (
     write_stored_outputs,
 )
 
+try:
+    from .conftest import TINY, tiny_esm_config
+except ImportError:  # run as a script (--regenerate): tests/ is on sys.path
+    from conftest import TINY, tiny_esm_config  # type: ignore[no-redef]
+
 STORED = Path(__file__).parent / "data" / "stored_outputs" / "scisor.npz"
-#: The tests' tiny denoiser (tests/conftest.py ``TINY``), repeated so this file runs as a script.
-TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=32, cond_dim=16)
 SEED = 2024
 LENGTHS = (7, 12, 20)
 S_VALUES = (1, 3, 8)
@@ -69,25 +72,6 @@ def _redraw_film(model: nn.Module) -> None:
         nn.init.normal_(film.bias, std=0.5)
 
 
-def _esm_config():  # type: ignore[no-untyped-def]
-    from transformers import EsmConfig
-
-    return EsmConfig(
-        vocab_size=33,
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        pad_token_id=1,
-        mask_token_id=32,
-        max_position_embeddings=1026,
-        position_embedding_type="rotary",
-        token_dropout=True,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-
-
 def denoiser(case: str) -> nn.Module:
     """The seeded denoiser of ``case`` (``scratch``, ``esm_mlp``, ``esm_faesm``), eval mode."""
     from bio_scisor.model import EsmDenoiser, ScisorDenoiser
@@ -97,7 +81,11 @@ def denoiser(case: str) -> nn.Module:
         model: nn.Module = ScisorDenoiser(**TINY)
     else:
         conditioner = case.removeprefix("esm_")
-        model = EsmDenoiser(cond_dim=8, config=_esm_config(), conditioner=conditioner)
+        model = EsmDenoiser(
+            cond_dim=8,
+            config=tiny_esm_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+            conditioner=conditioner,
+        )
     if case != "esm_faesm":
         _redraw_film(model)
     return model.eval()

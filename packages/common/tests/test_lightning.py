@@ -169,6 +169,10 @@ def test_without_a_logger_or_a_root_dir_no_config_lands_in_the_current_folder(
     assert sorted(p.name for p in tmp_path.glob("config*.yaml")) == []
 
 
+#: The fake package's model, as its fits stamp their checkpoints.
+OWN = "fakelit_pkg.model.Regressor"
+
+
 def _checkpoint(
     path: Path, *, class_path: str | None = None, epoch: int = 0, stamp: str | None = None
 ) -> Path:
@@ -212,9 +216,34 @@ def _checkpoint(
             "--ckpt_path {ckpt}: not a readable checkpoint (",
         ),
         (
-            lambda d: _checkpoint(d / "e3.ckpt", epoch=2),
+            lambda d: _checkpoint(d / "e3.ckpt", epoch=2, stamp=OWN),
             ["fit", "--trainer.max_epochs", "3"],
             "--trainer.max_epochs 3: {ckpt} already trained 3 epoch(s); give more epochs",
+        ),
+        # a plain Lightning checkpoint (no stamp, no _class_path): on e21a374 it passed unchecked
+        (
+            lambda d: _checkpoint(d / "plain.ckpt"),
+            ["test"],
+            "--ckpt_path {ckpt}: not a checkpoint of fakelit-pkg: it names no model (no "
+            "'iclr26_model' stamp",
+        ),
+        # another model class of the same package (on e21a374: a jsonargparse error)
+        (
+            lambda d: _checkpoint(d / "data.ckpt", stamp="fakelit_pkg.model.Data"),
+            ["test"],
+            "--ckpt_path {ckpt}: a checkpoint of fakelit_pkg.model.Data, not of "
+            "fakelit_pkg.model.Regressor (the model this command runs)",
+        ),
+        (
+            lambda d: _checkpoint(d / "gone.ckpt", stamp="fakelit_pkg.model.Gone"),
+            ["test"],
+            "--ckpt_path {ckpt}: a checkpoint of fakelit_pkg.model.Gone, which this version of "
+            "fakelit-pkg does not have",
+        ),
+        (
+            lambda d: _checkpoint(d / "own.ckpt", stamp=OWN),
+            ["test", "--weights_only", "false"],
+            "--weights_only false: checkpoints are read with weights_only=True only",
         ),
         (
             lambda d: Path("last"),
@@ -238,6 +267,32 @@ def test_checkpoints_a_run_cannot_use_are_one_line_errors(
         cli_main.main, [*argv, "--ckpt_path", str(ckpt)], capsys, skip=startup
     )
     assert message.format(ckpt=ckpt) in err
+
+
+def test_a_fit_resumes_from_its_own_checkpoint_read_with_weights_only(
+    cli_main, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checks pass a checkpoint the package's own fit saved (stamp and model class), and
+    the Trainer reads it with ``weights_only=True`` whatever ``--weights_only`` defaults to
+    (Lightning passes ``None``, torch's default of the day, on e21a374)."""
+    from lightning.pytorch.trainer.connectors.checkpoint_connector import _CheckpointConnector
+
+    run = run_main(cli_main.main, ["fit", "--config", "tiny"], capsys)
+    assert run.code == 0, run.err
+    (ckpt,) = (tmp_path / "lightning_logs" / "version_0" / "checkpoints").glob("*.ckpt")
+    seen: list[object] = []
+    real = _CheckpointConnector.resume_start
+
+    def resume_start(self, checkpoint_path=None, weights_only=None):  # type: ignore[no-untyped-def]
+        if checkpoint_path is not None:
+            seen.append(weights_only)
+        return real(self, checkpoint_path, weights_only)
+
+    monkeypatch.setattr(_CheckpointConnector, "resume_start", resume_start)
+    args = ["fit", "--config", "tiny", "--trainer.max_steps", "4", f"--ckpt_path={ckpt}"]
+    run = run_main(cli_main.main, args, capsys)
+    assert run.code == 0, run.err
+    assert seen == [True]
 
 
 def test_checkpoints_name_their_model_without_subclass_mode(

@@ -40,6 +40,37 @@ def nothing_written_into_the_cwd() -> Iterator[None]:
     assert not new, f"the test wrote {sorted(new)} into {cwd}; pass --trainer.default_root_dir"
 
 
+class CtrlC:
+    """A wrapper of ``owner.name`` (installed by :func:`ctrl_c_at`) that counts its calls and
+    raises ``KeyboardInterrupt`` (what Ctrl-C raises in the main thread) on call number ``at``
+    (``0``: never); ``reset(at)`` clears the count."""
+
+    def __init__(self, real: Callable[..., Any]) -> None:
+        self.real, self.calls, self.at = real, 0, 0
+
+    def reset(self, at: int = 0) -> None:
+        self.calls, self.at = 0, at
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls == self.at:
+            raise KeyboardInterrupt
+        return self.real(*args, **kwargs)
+
+
+@pytest.fixture
+def ctrl_c_at(monkeypatch: pytest.MonkeyPatch) -> Callable[[Any, str], CtrlC]:
+    """``ctrl_c_at(owner, name)``: ``owner.name`` replaced (for the test) by a :class:`CtrlC`
+    wrapper, returned; set its ``at`` (``reset(at)``) to interrupt a command mid-work."""
+
+    def install(owner: Any, name: str) -> CtrlC:
+        wrapper = CtrlC(getattr(owner, name))
+        monkeypatch.setattr(owner, name, wrapper)
+        return wrapper
+
+    return install
+
+
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",
     "A list is a mutable sequence; a tuple is an immutable one.",

@@ -353,7 +353,7 @@ def test_experiment_trains_on_the_chosen_device(
     """Issue 21: the experiment built its models on the CPU whatever choose_device() said; now
     the base is built on it (align / finetune / evaluate follow the model's device)."""
     import iclr26_common.device
-    from llm_methods.antibody import data, experiment, pipeline
+    from llm_methods.antibody import experiment, pipeline, same_form
 
     chosen = torch.device("meta")
     seen: list[Any] = []
@@ -367,7 +367,8 @@ def test_experiment_trains_on_the_chosen_device(
 
     monkeypatch.setattr(iclr26_common.device, "choose_device", lambda *a, **k: chosen)
     monkeypatch.setattr(pipeline, "pretrain_base", fake_pretrain)
-    monkeypatch.setattr(data, "synthetic_world", lambda seed: None)  # not needed before the stop
+    # the world is not needed before the stop
+    monkeypatch.setattr(same_form, "same_form_world", lambda *a, **k: None)
     with pytest.raises(Stop):
         experiment.run(True, tmp_path / "out")
     assert seen == [chosen]

@@ -111,3 +111,28 @@ def test_long_row_names_file_line_and_max_len_and_truncate_cuts(
     assert f"{data}:2:" in line and "--max-len 32" in line and "--truncate" in line, line
     assert main([*argv, "--truncate", "--out", str(tmp_path / "b")]) == 0
     assert (tmp_path / "b" / "antibody.json").is_file()
+
+
+def test_fit_long_row_names_file_line_and_its_options_and_truncate_cuts(
+    base: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``antibody fit`` (LightningCLI) has no ``--max-len``: its message names the file, the
+    line and the module's own options, and ``--model.init_args.truncate`` cuts instead."""
+    data = tmp_path / "user.jsonl"
+    rows = [
+        {"prompt": "Repeat: sky", "response": " ".join(["sky"] * 60), "is_safe": True},
+        {"prompt": "Repeat: fox", "response": " ".join(["fox"] * 60), "is_safe": True},
+    ]  # both too long: the module draws its batch rows at random
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = ["antibody", "fit", "--config", "fit_tiny", f"--model.init_args.model={base}"]
+    argv += ["--model.init_args.stage=finetune", "--model.init_args.method=sft"]
+    argv += [f"--data.init_args.data={data}", "--data.init_args.poison_ratio=null"]
+    argv += ["--data.init_args.batch_size=2", "--model.init_args.max_len=32"]
+    argv += ["--trainer.fast_dev_run=1", f"--trainer.default_root_dir={tmp_path}"]
+    # rows are encoded batch by batch, after the Trainer's start-up lines ("INFO: ...")
+    info = lambda line: line.startswith("INFO:")  # noqa: E731
+    line = assert_one_line_error(main, argv, capsys, drop_earlier=True, skip=info)
+    assert f"{data}:1:" in line or f"{data}:2:" in line, line
+    assert "--model.init_args.max_len 32" in line, line
+    assert "--model.init_args.truncate" in line and "--max-len" not in line, line
+    assert main([*argv, "--model.init_args.truncate=true"]) == 0

@@ -268,17 +268,22 @@ def _outcomes(rate: float, seeds: int = 3, items: int = 256, seed: int = 0) -> n
 def test_linguamap_claims_hold_fail_and_are_gated() -> None:
     """Planted outcomes (issue 40): non-inferiority within 2 points on paired items and seeds
     holds for equal variants, fails for one worse by far more than the margin; the controls
-    (selective fraction, localised decision) make the claims inconclusive."""
-    from llm_methods.linguamap.experiment import judge
+    (task learned, selective fraction, localised decision) make the claims inconclusive."""
+    from llm_methods.linguamap.experiment import TASK_LEARNED_MIN, judge
 
     full = _outcomes(0.9)
     same = {"last_k": full.copy(), "full": full}
     worse = {"last_k": full * (_outcomes(0.7, seed=1)), "full": full}  # ~27 points lower
-    a, b = judge(same, same, fraction=0.08, decided=22, n_layers=24)
+    ok = {"fraction": 0.08, "decided": 22, "n_layers": 24, "task_accuracy": 0.8}
+    a, b = judge(same, same, **ok)
     assert (a.verdict, b.verdict) == ("held", "held")  # the null: full FT in last-k's place
-    a, b = judge(worse, worse, fraction=0.08, decided=22, n_layers=24)
+    a, b = judge(worse, worse, **ok)
     assert (a.verdict, b.verdict) == ("not held", "not held")
-    a, b = judge(same, same, fraction=0.19, decided=22, n_layers=24)  # 2 of 10 layers
+    a, b = judge(same, same, **{**ok, "fraction": 0.19})  # 2 of 10 layers
     assert a.verdict == "inconclusive" and b.verdict == "held"
-    a, b = judge(same, same, fraction=0.08, decided=8, n_layers=24)  # decided mid-model
+    a, b = judge(same, same, **{**ok, "decided": 8})  # decided mid-model
     assert a.verdict == b.verdict == "inconclusive" and "localised" in b.reason
+    # the model never learned the task (accuracy just under the bar): nothing to compare
+    a, b = judge(worse, worse, **{**ok, "task_accuracy": TASK_LEARNED_MIN - 0.01})
+    assert a.verdict == b.verdict == "inconclusive" and "task learned" in a.reason
+    assert judge(same, same, **{**ok, "task_accuracy": TASK_LEARNED_MIN})[1].verdict == "held"

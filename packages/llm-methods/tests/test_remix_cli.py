@@ -91,6 +91,24 @@ def test_fit_tiny_then_eval(policy_dir: Path, tmp_path: Path, capsys) -> None:  
     assert "tiny" in capsys.readouterr().out
 
 
+def test_fit_tiny_shows_reward_and_loss(policy_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The tiny config prints reward and loss as it trains (issue 41): Lightning's progress bar
+    carries ``train/reward`` and ``train/loss``, and every step's logs reach the CSV logger
+    (``log_every_n_steps: 1``; at Lightning's default of 50 a 4-step run logged nothing)."""
+    args = ["remix", "fit", "--config", "tiny", f"--model.init_args.model={policy_dir}"]
+    assert main([*args, "--trainer.max_steps=2", f"--trainer.default_root_dir={tmp_path}"]) == 0
+    captured = capsys.readouterr()
+    bar = captured.out + captured.err  # Lightning's tqdm bar writes to stdout
+    assert "train/reward" in bar and "train/loss" in bar, bar[-2000:]  # rich or tqdm bar
+    rows = (tmp_path / "lightning_logs" / "version_0" / "metrics.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    assert {"train/reward", "train/loss", "train/lam"} <= set(header), header
+    reward = header.index("train/reward")
+    steps = [r.split(",") for r in rows[1:] if r.split(",")[reward] != ""]
+    assert steps, rows  # a row per RL iteration (max_steps counts gradient steps: utd each)
+    assert all(0.0 <= float(r[reward]) <= 1.0 for r in steps), rows
+
+
 def test_bad_input_one_line(policy_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     line = _one_line_error(
         capsys,

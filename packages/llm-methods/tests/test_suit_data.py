@@ -157,19 +157,75 @@ def test_metric_helpers() -> None:
     assert varied > ngram_entropy("the cat the cat the cat the cat the cat") > 0
 
 
-def test_c_text_holds_no_edited_subject() -> None:
+def test_c_text_holds_no_edited_fact_but_the_edited_subjects_other_facts() -> None:
     """Issue 40: C (the knowledge AlphaEdit preserves) comes from the unedited records'
-    prompts, paraphrases and neighbourhood prompts with their answers, and no sentence of it
-    names an edited subject (with them in C, the projected edits could not move their keys)."""
+    prompts, paraphrases and neighbourhood prompts with their answers, one document per record;
+    no sentence states an edited fact (its prompt is an edited request's prompt or
+    paraphrase), and the edited subjects' other facts stay (they are knowledge to preserve;
+    the first version dropped every sentence naming an edited subject)."""
     from llm_methods.suit.data import read_counterfact
     from llm_methods.suit.experiment import FACTS, stats_texts, without_subjects
 
     records = read_counterfact(FACTS)
-    edited = {r.subject for r in records[:12]}
-    texts = stats_texts(records, edited)
-    assert texts and not any(s in t for t in texts for s in edited)
+    edited = records[:12]
+    docs = stats_texts(records, edited)
+    text = " ".join(docs)
+    for r in edited:
+        for p in (r.text, *r.paraphrase_prompts):
+            assert f"{p} " not in text, p
+    # an unedited fact of an edited subject stays (France's capital is edited, its language not)
+    france = [r for r in records if r.subject == edited[0].subject and r not in edited]
+    assert france and f"{france[0].text} {france[0].target_true.strip()}." in text
     kept = records[20]
-    assert f"{kept.text} {kept.target_true.strip()}." in texts
-    everything = stats_texts(records, set())
-    assert len(everything) > len(texts)
+    for p in (kept.text, *kept.paraphrase_prompts):
+        assert f"{p} {kept.target_true.strip()}." in text
+    sentences = [s for d in docs for s in d.split(". ")]
+    assert len(sentences) == len(set(sentences))  # each sentence once over all documents
+    everything = stats_texts(records, [])
+    assert len(everything) == len(records) and len(" ".join(everything)) > len(text)
     assert without_subjects(["Paris is big.", "Rome is old."], {"Paris"}) == ["Rome is old."]
+
+
+def test_c_rows_start_with_bos_like_the_editors_prompts(tiny) -> None:  # type: ignore[no-untyped-def]
+    """Issue 40: the rows C is computed from start with BOS, as every prompt the editors read
+    keys from (and the official layer_stats' tokenised documents); they had none."""
+    from llm_methods.suit.experiment import DOC_LEN, stats_chunks
+
+    tok = tiny.tokenizer
+    assert tok.bos_token_id is not None
+    rows = stats_chunks(tiny, ["The capital of Spain is Madrid.", "x " * 400])
+    bos = [tok.bos_token_id]
+    assert (
+        rows[0] == bos + tok("The capital of Spain is Madrid.", add_special_tokens=False).input_ids
+    )
+    assert len(rows[1]) == DOC_LEN and rows[1][: len(bos)] == bos
+
+
+def test_mean_logprobs_equal_the_pairwise_continuation_logprobs(tiny) -> None:  # type: ignore[no-untyped-def]
+    """Issue 40 (run time): the edit metrics score each distinct token row once (p(new) and
+    p(true) after one prompt share it; so do neighbourhood prompts common to many requests) and
+    unembed the continuation's positions only; the values are those of the core's pair-by-pair
+    ``continuation_logprobs(reduce="mean")``, multi-token continuations included."""
+    import numpy as np
+    import torch
+
+    from llm_methods.lm import LMError, continuation_logprobs
+    from llm_methods.suit.metrics import mean_logprobs
+
+    prompts = ["The capital of Spain is", "The capital of Spain is", "A list is", "A list is"]
+    prompts += ["Functions are defined with", "The capital of Spain is"]
+    conts = [
+        " Madrid",
+        " Paris",
+        " a mutable sequence",
+        " mutable",
+        " the def statement",
+        " Madrid",
+    ]
+    ours = mean_logprobs(tiny, prompts, conts)
+    with torch.no_grad():
+        core = continuation_logprobs(tiny, prompts, conts, reduce="mean").numpy()
+    assert ours.shape == (6,) and np.allclose(ours, core, rtol=0, atol=1e-5), (ours, core)
+    assert ours[0] == ours[5] and ours[0] != ours[1]
+    with pytest.raises(LMError, match="continuation 0 has no tokens"):
+        mean_logprobs(tiny, ["A list is"], [""])

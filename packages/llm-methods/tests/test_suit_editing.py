@@ -348,3 +348,102 @@ def test_suit_claims_can_hold_fail_and_be_inconclusive() -> None:
         for m, d in _scores(80, 70, 90, 92).items()
     }
     assert suit_claims(worlds, covered)[0].effect.n >= 2
+
+
+def test_keys_from_a_forward_stopped_after_the_deepest_layer(tiny) -> None:  # type: ignore[no-untyped-def]
+    """Issue 40 (run time): the keys of layers 0.. L come from a forward that ends after layer
+    L's down_proj input is recorded; they equal those of the whole forward, and the layers
+    after L never run."""
+    from llm_methods.lm import collate
+    from llm_methods.suit.keys import capture_keys, forward_keys
+
+    batch = collate([[1, 5, 7, 9], [2, 4, 6]], tiny.tokenizer.pad_token_id, tiny.device)
+    with capture_keys(tiny, [0, 1]) as full:
+        tiny.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+    calls = []
+    handle = tiny.layers[1].register_forward_pre_hook(lambda *_: calls.append(1))
+    try:
+        stopped = forward_keys(tiny, [0], batch)
+    finally:
+        handle.remove()
+    assert set(stopped) == {0} and torch.equal(stopped[0], full[0])
+    assert not calls
+    both = forward_keys(tiny, [1, 0], batch)
+    assert all(torch.equal(both[i], full[i]) for i in (0, 1))
+
+
+def test_curve_counts_spread_evenly_and_end_at_the_last_edit() -> None:
+    from llm_methods.suit.experiment import curve_counts
+
+    counts = list(range(4, 65, 4))
+    assert curve_counts(counts, 4) == [16, 32, 48, 64]
+    assert curve_counts(counts, 1) == [64]
+    assert curve_counts(counts, None) == counts == curve_counts(counts, 99)
+    assert curve_counts(list(range(4, 49, 4)), 3) == [16, 32, 48]
+    with pytest.raises(ValueError, match="curve points"):
+        curve_counts(counts, 0)
+
+
+def test_sparse_curve_scores_the_same_final_edits(tiny, world, setup) -> None:  # type: ignore[no-untyped-def]
+    """Scoring at fewer counts (``curve_points``) changes neither the edits nor the final
+    per-request scores (the claims' units); the curve has one value per scored count."""
+    from llm_methods.suit.experiment import sequential_curves
+
+    stats, basis = setup
+    reqs = world[:4]
+    runs = []
+    for points in (None, 1):
+        rows: dict = {}
+        curves, counts, *_ = sequential_curves(
+            tiny, reqs, CFG, stats, basis, 1, 2, None, rows, ("alphaedit",), points
+        )
+        runs.append((curves, counts, rows))
+    (full, all_counts, rows_all), (sparse, last, rows_last) = runs
+    assert all_counts == [1, 2, 3, 4] and last == [4]
+    assert len(full["alphaedit"]["efficacy"]) == 4 and len(sparse["alphaedit"]["efficacy"]) == 1
+    assert rows_all == rows_last
+    assert sparse["alphaedit"]["specificity"][-1] == full["alphaedit"]["specificity"][-1]
+
+
+@pytest.mark.parametrize("stop", [5e-2, None])
+def test_batched_value_loops_equal_one_loop_per_request(tiny, world, monkeypatch, stop) -> None:  # type: ignore[no-untyped-def]
+    """Issue 40 (run time): the requests of a batch optimise their δ side by side in one
+    forward per step; each δ equals the one its own loop gives (the official code runs one
+    loop per request), also when the requests stop early at different steps (``stop=None``:
+    the early-stop bound between the requests' losses after one update). SUIT's first request
+    draws the same (w₁, w₂) in both (the others draw later ones in a batch)."""
+    from dataclasses import replace
+
+    from llm_methods.suit import editors
+
+    reqs = [r for r in world if r.relation == "capital"][:3]
+    cfg = replace(CFG, steps=8, clamp=5.0)
+    if stop is None:
+        seen: list[float] = []
+        real = editors.value_loss
+
+        def record(*args, **kwargs):  # type: ignore[no-untyped-def]
+            out = real(*args, **kwargs)
+            seen.append(float(out.detach()))
+            return out
+
+        monkeypatch.setattr(editors, "EARLY_STOP_LOSS", 0.0)
+        monkeypatch.setattr(editors, "value_loss", record)
+        for r in reqs:  # two forwards each: the loss before and after one update
+            value_targets(tiny, 0, [r], replace(cfg, steps=2))
+        monkeypatch.setattr(editors, "value_loss", real)
+        after = seen[1::2]
+        stop = float(np.median(after))
+        # one request stops after its first update, none before it
+        assert min(after) < stop <= max(after) and min(seen[0::2]) >= stop
+    monkeypatch.setattr(editors, "EARLY_STOP_LOSS", stop)
+    for suit in (False, True):
+        for reference in ("residual", "ffn"):
+            batched = value_targets(tiny, 0, reqs, cfg, suit=suit, reference=reference)
+            one = torch.stack(
+                [value_targets(tiny, 0, [r], cfg, suit=suit, reference=reference)[0] for r in reqs]
+            )
+            assert float(one.norm(dim=1).min()) > 0
+            close = torch.isclose(batched, one, rtol=1e-4, atol=1e-6).all(1).tolist()
+            expected = [True, False, False] if suit else [True] * 3
+            assert close == expected, (suit, reference, close)

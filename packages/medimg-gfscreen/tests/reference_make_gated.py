@@ -19,7 +19,6 @@ MONAI that imports the official module (recorded: this workspace's torch 2.13.0+
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -49,12 +48,7 @@ def stand_in_focus() -> torch.nn.Conv3d:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--official", type=Path, required=True, help="GF-Screen checkout")
-    parser.add_argument("--out", type=Path, required=True, help="folder for the NPZ and JSON")
-    ns = parser.parse_args()
-    torch.set_num_threads(1)
-    sys.path.insert(0, str(ns.official.resolve()))
+    ns = recipe.official_args(__doc__, "folder for the NPZ and JSON")
     from models.GF_Screen_RL import GFScreen_RL
     from models.glance import Glance_model
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -50,22 +49,11 @@ FUNCTION = "models.GF_Screen_RL.GFScreen_RL.valid (and glance_model.forward for 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--official", type=Path, required=True, help="GF-Screen checkout")
-    parser.add_argument("--out", type=Path, required=True, help="folder for the JSON and NPZ")
-    parser.add_argument("--threads", type=int, default=2)
-    ns = parser.parse_args()
-    torch.set_num_threads(ns.threads)
-    sys.path.insert(0, str(ns.official.resolve()))
+    ns = recipe.official_args(__doc__, "folder for the JSON and NPZ", threads=2)
     import monai
     from models.GF_Screen_RL import GFScreen_RL  # the official model
 
-    commit = subprocess.run(
-        ["git", "-C", str(ns.official), "rev-parse", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    commit = recipe.official_commit(ns.official)
     model = GFScreen_RL(argparse.Namespace(**ARGS)).eval()
     official = model.state_dict()
     volume_np = recipe.reference_volume()

@@ -20,13 +20,15 @@ one, a constant one where the std floor 1e-2 applies, one where the clamp at 5 b
 
 from __future__ import annotations
 
-import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import reference_recipe as recipe  # noqa: E402
 
 COMMIT = "114ca511c866236774f6e4964f36c40f333bf831"
 FUNCTIONS = (
@@ -69,12 +71,7 @@ class _OldPolicy:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--official", type=Path, required=True, help="GF-Screen checkout")
-    parser.add_argument("--out", type=Path, required=True, help="folder for the JSON")
-    ns = parser.parse_args()
-    torch.set_num_threads(1)
-    sys.path.insert(0, str(ns.official.resolve()))
+    ns = recipe.official_args(__doc__, "folder for the JSON")
     from models.GF_Screen_RL import GFScreen_RL, group_relative_advantages
 
     inputs = rl_inputs()
@@ -91,18 +88,9 @@ def main() -> int:
     advantages = {
         k: group_relative_advantages(torch.tensor(v)).tolist() for k, v in ADVANTAGE_REWARDS.items()
     }
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(ns.official), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = COMMIT  # an exported tree (git archive) of the recorded commit
     out = {
         "repo": "Luffy03/GF-Screen",
-        "commit": commit,
+        "commit": recipe.official_commit(ns.official, COMMIT),
         "functions": list(FUNCTIONS),
         "torch": torch.__version__,
         "rl_loss": loss.item(),

@@ -3,12 +3,17 @@
 Pure numpy / torch (no medimg_gfscreen import), so that the one-time script that ran the
 official code (``reference_make_gfscreen.py``, in a scratch environment) and
 ``test_reference_gfscreen.py`` build the same weights for the same official key names and the
-same input volume.
+same input volume. :func:`official_args` and :func:`official_commit` are the command-line
+preamble the ``reference_make_*.py`` scripts share.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -70,3 +75,34 @@ def reference_volume() -> np.ndarray:
 
 def volume_digest(volume: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(volume, dtype=np.float32).tobytes()).hexdigest()
+
+
+def official_args(doc: str, out_help: str, *, threads: int = 1) -> argparse.Namespace:
+    """The command line of a ``reference_make_*.py`` script (``doc``: its docstring, whose first
+    line is the description): ``--official CHECKOUT``, ``--out FOLDER`` (``out_help``) and
+    ``--threads`` (torch threads, default ``threads``). Sets torch's threads and puts the
+    official checkout first on ``sys.path`` (its ``models`` package imports from there)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--official", type=Path, required=True, help="GF-Screen checkout")
+    parser.add_argument("--out", type=Path, required=True, help=out_help)
+    parser.add_argument("--threads", type=int, default=threads, help="torch threads")
+    ns = parser.parse_args()
+    torch.set_num_threads(ns.threads)
+    sys.path.insert(0, str(ns.official.resolve()))
+    return ns
+
+
+def official_commit(official: Path, fallback: str | None = None) -> str:
+    """The commit checked out in ``official`` (``git rev-parse HEAD``); ``fallback`` (the
+    recorded commit) for an exported tree without git, else git's error propagates."""
+    try:
+        return subprocess.run(
+            ["git", "-C", str(official), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        if fallback is None:
+            raise
+        return fallback  # an exported tree (git archive) of the recorded commit

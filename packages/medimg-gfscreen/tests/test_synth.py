@@ -7,6 +7,7 @@ import nibabel as nib
 import numpy as np
 import pytest
 
+from medimg_gfscreen import synth
 from medimg_gfscreen.synth import ORGAN_HU, generate_dataset, synth_case
 
 
@@ -51,3 +52,45 @@ def test_generate_refuses_a_non_empty_folder(tmp_path: Path) -> None:
     (tmp_path / "x" / "f").write_text("")
     with pytest.raises(FileExistsError):
         generate_dataset(tmp_path / "x", n_cases=1)
+
+
+def _mimic_offsets(style: str) -> tuple[np.ndarray, np.ndarray]:
+    """The mimics' HU offsets of a healthy 64x64x32 case (and its body mask), drawn alone."""
+    from medimg_gfscreen.synth import _grid, _mimics
+
+    shape, spacing = (64, 64, 32), (1.0, 1.0, 3.0)
+    x, y, z = _grid(shape, spacing)
+    body = (x / 28.0) ** 2 + (y / 22.0) ** 2 + (z / 80.0) ** 2 <= 1.0
+    testbed = synth.Testbed(mimics=1, mimic_style=style)
+    offsets = _mimics(
+        np.random.default_rng(3),
+        [x, y, z],
+        (0.0, 0.0, 0.0),
+        (12.0, 10.0, 40.0),
+        np.zeros(shape, dtype=np.uint8),
+        testbed,
+        np.broadcast_to(body, shape),
+    )
+    return offsets, np.broadcast_to(body, shape)
+
+
+def test_anatomic_mimics_are_hypodense_cysts_and_enhancing_tubes() -> None:
+    """``anatomic`` mimics differ from lesions as CT look-alikes do: the cyst is hypodense
+    (fluid) and larger than any lesion (radius >= 7 mm, lesions <= 6 mm), the vessel enhancing
+    and tubular: thin, and longer than any lesion's 12 mm diameter (a random 3-D direction
+    across the body, inside it). ``lesion_contrast`` vessels lie in one or two slices."""
+    offsets, body = _mimic_offsets("anatomic")
+    cyst, vessel = offsets < 0, offsets > 0
+    assert cyst.sum() >= 4 / 3 * np.pi * 7**3 / 3 * 0.9  # a sphere of radius >= 7 mm
+    assert (offsets[cyst] <= -40).all() and (offsets[vessel] >= 40).all()
+    assert vessel.any() and not (vessel & ~body).any()
+    where = np.argwhere(vessel) * np.array([1.0, 1.0, 3.0])  # mm
+    assert np.linalg.norm(where.max(0) - where.min(0)) > 3 * 12.0
+    assert vessel.sum() < cyst.sum()  # thin
+    flat, _ = _mimic_offsets("lesion_contrast")
+    assert np.flatnonzero((flat != 0).any(axis=(0, 1))).size <= 2 + 7  # vessel + cyst slices
+
+
+def test_testbed_refuses_an_unknown_mimic_style() -> None:
+    with pytest.raises(ValueError, match="mimic_style"):
+        synth.Testbed(mimic_style="random")

@@ -180,54 +180,22 @@ def test_nan_cloud_and_missing_h5_key(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_unknown_id_class_and_existing_output(
     small_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    line = _one_line_error(
-        capsys,
-        [
-            "ood",
-            "--data",
-            str(small_tree),
-            "--id-classes",
-            "chair,sofa",
-            "--out",
-            str(tmp_path / "o"),
-        ],
-    )
+    def ood_error(*options: str) -> str:
+        argv = ["ood", "--data", str(small_tree), *options, "--out", str(tmp_path / "o")]
+        return _one_line_error(capsys, argv)
+
+    line = ood_error("--id-classes", "chair,sofa")
     assert "'sofa'" in line and "--id-classes" in line
-    line = _one_line_error(
-        capsys,
-        ["ood", "--data", str(small_tree), "--id-split", "MN2", "--out", str(tmp_path / "o")],
-    )
-    assert "MN2" in line
+    assert "MN2" in ood_error("--id-split", "MN2")
     out = tmp_path / "c.csv"
     out.write_text("keep")
     line = _one_line_error(capsys, ["caption", "--data", str(small_tree), "--out", str(out)])
     assert "exists" in line and out.read_text() == "keep"
 
 
-def _serve(reply) -> tuple[str, object]:
-    """A local OpenAI-compatible endpoint answering ``reply(prompt)``."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            answer = reply(body["messages"][0]["content"])
-            data = json.dumps({"choices": [{"message": {"content": answer}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return f"http://127.0.0.1:{server.server_address[1]}/v1", server
-
-
-def test_ood_with_http_scorer_and_single_probability(small_tree: Path, tmp_path: Path) -> None:
+def test_ood_with_http_scorer_and_single_probability(
+    small_tree: Path, tmp_path: Path, chat_server
+) -> None:
     """The fake LLM says 'four legs' means chair and gives ID probability 0.9 to any object that
     stands on legs, 0.1 otherwise: the CLI must carry its answers into the CSV and metrics."""
 
@@ -238,40 +206,12 @@ def test_ood_with_http_scorer_and_single_probability(small_tree: Path, tmp_path:
             return json.dumps({"probability": 0.9 if legs else 0.1})
         return json.dumps({"chair": 90 if legs else 10, "cup": 10 if legs else 80})
 
-    url, server = _serve(reply)
-    try:
-        args = [
-            "ood",
-            "--data",
-            str(small_tree),
-            "--n-points",
-            "256",
-            "--graph-k",
-            "4",
-            "--id-classes",
-            "chair,cup",
-        ]
-        assert (
-            main(
-                [
-                    *args,
-                    "--scorer",
-                    "http",
-                    "--base-url",
-                    url,
-                    "--model",
-                    "fake",
-                    "--ood-score",
-                    "single-probability",
-                    "--out",
-                    str(tmp_path / "o"),
-                ]
-            )
-            == 0
-        )
-    finally:
-        server.shutdown()
-        server.server_close()
+    url, replies, _ = chat_server
+    replies.append(reply)
+    args = ["ood", "--data", str(small_tree), "--n-points", "256", "--graph-k", "4"]
+    args += ["--id-classes", "chair,cup", "--scorer", "http", "--base-url", url]
+    args += ["--model", "fake", "--ood-score", "single-probability", "--out", str(tmp_path / "o")]
+    assert main(args) == 0
     payload = json.loads((tmp_path / "o" / "metrics.json").read_text())
     assert payload["ood_score"] == "single-probability" and payload["scorer"] == "http"
     none = payload["metrics"]["none"]
@@ -280,26 +220,6 @@ def test_ood_with_http_scorer_and_single_probability(small_tree: Path, tmp_path:
         ln.split(",") for ln in (tmp_path / "o" / "ood_scores.csv").read_text().splitlines()[1:]
     ]
     assert {float(r[4]) for r in rows} - {0.9, 0.1}  # refined by propagation, not the raw answers
-
-
-def test_single_probability_needs_http(
-    small_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
-    line = _one_line_error(
-        capsys,
-        [
-            "ood",
-            "--data",
-            str(small_tree),
-            "--id-split",
-            "MN1",
-            "--ood-score",
-            "single-probability",
-            "--out",
-            str(tmp_path / "o"),
-        ],
-    )
-    assert "--scorer http" in line
 
 
 CLASSIFY_USAGE = "pointcloud-pgllm classify: error: {} (see pointcloud-pgllm classify --help)"

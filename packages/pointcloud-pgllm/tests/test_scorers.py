@@ -1,10 +1,5 @@
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
-
 import numpy as np
 import pytest
 
@@ -44,40 +39,6 @@ def test_parse_scores(answer: str, expected: list[float]) -> None:
 def test_parse_scores_errors(answer: str, needle: str) -> None:
     with pytest.raises(ValueError, match=needle):
         parse_scores(answer, CLASSES)
-
-
-@pytest.fixture
-def chat_server() -> Iterator[tuple[str, list]]:
-    """A local OpenAI-compatible endpoint replying with the queued answers in turn."""
-    replies: list = []
-    seen: list = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append(body)
-            answer = replies.pop(0) if replies else "garbage"
-            data = json.dumps(
-                {"choices": [{"message": {"role": "assistant", "content": answer}}]}
-            ).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    try:
-        yield url, replies, seen
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_http_scorer_retries_then_parses(chat_server) -> None:

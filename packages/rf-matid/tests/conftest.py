@@ -62,3 +62,33 @@ def small_dataset(tmp_path: Path) -> Path:
         seed=2,
         write_time=False,
     )
+
+
+@pytest.fixture
+def benchmark_row():  # type: ignore[no-untyped-def]
+    """A factory of made-up benchmark cells for tests that need rows without training:
+    ``benchmark_row(**fields)`` is a :class:`rf_matid.benchmark.BenchmarkRow` of an mlp on P1/S1,
+    seed 0, 1 epoch, 10/2/5 train/val/test spectra, accuracies 0.5, 0.1 s of training, with
+    ``fields`` in place of any of these (or of the optional fields)."""
+    from rf_matid.benchmark import BenchmarkRow
+
+    defaults = {
+        "arch": "mlp",
+        "protocol": "P1",
+        "split": "S1",
+        "application_mode": "all_classes",
+        "seed": 0,
+        "epochs": 1,
+        "n_train": 10,
+        "n_val": 2,
+        "n_test": 5,
+        "accuracy": 0.5,
+        "macro_f1": 0.5,
+        "val_accuracy": 0.5,
+        "train_seconds": 0.1,
+    }
+
+    def make(**fields: object) -> BenchmarkRow:
+        return BenchmarkRow(**{**defaults, **fields})  # type: ignore[arg-type]
+
+    return make

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -8,29 +9,28 @@ import pytest
 from rf_matid.benchmark import BenchmarkRow, markdown_table, train_and_test, write_outputs
 from rf_matid.cli import main
 
+#: ``benchmark_row`` (conftest) and factories like it: keyword fields -> a BenchmarkRow
+RowFactory = Callable[..., BenchmarkRow]
 
-def _row(split: str, seed: int, accuracy: float) -> BenchmarkRow:
-    return BenchmarkRow(
-        arch="mlp",
-        protocol="P1",
+
+def _row(benchmark_row: RowFactory, split: str, seed: int, accuracy: float) -> BenchmarkRow:
+    return benchmark_row(
         split=split,
-        application_mode="all_classes",
         seed=seed,
-        epochs=1,
-        n_train=10,
-        n_val=2,
-        n_test=5,
         accuracy=accuracy,
         macro_f1=accuracy / 2,
         val_accuracy=accuracy,
-        train_seconds=0.1,
         class_names=["a", "b"],
         confusion=[[3, 1], [0, 1]],
     )
 
 
-def test_markdown_table_reports_mean_and_std_over_seeds() -> None:
-    rows = [_row("S1", 0, 0.9), _row("S1", 1, 0.7), _row("S2-mod2", 0, 0.5)]
+def test_markdown_table_reports_mean_and_std_over_seeds(benchmark_row: RowFactory) -> None:
+    rows = [
+        _row(benchmark_row, "S1", 0, 0.9),
+        _row(benchmark_row, "S1", 1, 0.7),
+        _row(benchmark_row, "S2-mod2", 0, 0.5),
+    ]
     table = markdown_table(rows)
     assert "| model | protocol | S1 | S2-mod2 |" in table
     assert "80.0 ± 14.1 (n=2)" in table
@@ -40,8 +40,8 @@ def test_markdown_table_reports_mean_and_std_over_seeds() -> None:
     assert "± 0.0" not in table
 
 
-def test_write_outputs(tmp_path: Path) -> None:
-    written = write_outputs([_row("S1", 0, 0.9)], tmp_path)
+def test_write_outputs(tmp_path: Path, benchmark_row: RowFactory) -> None:
+    written = write_outputs([_row(benchmark_row, "S1", 0, 0.9)], tmp_path)
     assert (tmp_path / "confusion_mlp_P1_S1.png").stat().st_size > 1000
     assert json.loads(written["json"].read_text())[0]["accuracy"] == 0.9
     assert "Test macro-F1" in written["markdown"].read_text()
@@ -128,7 +128,9 @@ def test_train_and_test_leaves_logging_and_warning_filters_alone(tiny_dataset: P
         logger.setLevel(logging.NOTSET)
 
 
-def test_plots_do_not_switch_the_matplotlib_backend(tmp_path: Path) -> None:
+def test_plots_do_not_switch_the_matplotlib_backend(
+    tmp_path: Path, benchmark_row: RowFactory
+) -> None:
     import matplotlib
 
     from rf_matid.experiment import plot_split_bars
@@ -138,7 +140,7 @@ def test_plots_do_not_switch_the_matplotlib_backend(tmp_path: Path) -> None:
     try:
         from rf_matid.benchmark import plot_confusion
 
-        plot_confusion(_row("S1", 0, 0.8), tmp_path / "c.png")
+        plot_confusion(_row(benchmark_row, "S1", 0, 0.8), tmp_path / "c.png")
         per_seed = {"mlp": {s: [0.5, 0.7] for s in ("S1", "S2-mod2", "S2-mod3", "S3-mod1")}}
         plot_split_bars(per_seed, tmp_path / "bars.png")
         assert matplotlib.get_backend() == "svg"

@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,36 +23,38 @@ from iclr26_common.outputs import PARTIAL_MARKER
 from iclr26_common.testing import assert_light_package, assert_one_line_error, run_main
 from rf_matid.cli import main
 
+#: ``benchmark_row`` (conftest) and factories like it: keyword fields -> a BenchmarkRow
+RowFactory = Callable[..., Any]
+
 PROG = "rf-matid: error: "
 BENCH = ["benchmark", "--models", "mlp", "--splits", "S1,S2-mod2,S3-mod1", "--epochs", "1"]
 
 
-def _fake_row(
-    arch: str = "mlp", protocol: str = "P1", split: str = "S1", seed: int = 0, **_: object
-):
-    from rf_matid.benchmark import BenchmarkRow
+@pytest.fixture
+def fake_row(benchmark_row: RowFactory) -> RowFactory:
+    """``fake_row(**task)``: the row a fake ``train_and_test`` returns for a cell."""
 
-    return BenchmarkRow(
-        arch=arch,
-        protocol=protocol,
-        split=split,
-        application_mode="all_classes",
-        seed=seed,
-        epochs=1,
-        n_train=8,
-        n_val=2,
-        n_test=4,
-        accuracy=0.75,
-        macro_f1=0.7,
-        val_accuracy=0.5,
-        train_seconds=0.1,
-        class_names=["brick01", "wood02"],
-        confusion=[[2, 0], [1, 1]],
-    )
+    def make(
+        arch: str = "mlp", protocol: str = "P1", split: str = "S1", seed: int = 0, **_: object
+    ) -> Any:
+        return benchmark_row(
+            arch=arch,
+            protocol=protocol,
+            split=split,
+            seed=seed,
+            n_train=8,
+            n_test=4,
+            accuracy=0.75,
+            macro_f1=0.7,
+            class_names=["brick01", "wood02"],
+            confusion=[[2, 0], [1, 1]],
+        )
+
+    return make
 
 
 @pytest.fixture
-def no_training(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+def no_training(monkeypatch: pytest.MonkeyPatch, fake_row: RowFactory) -> list[tuple[str, str]]:
     """``train_and_test`` replaced by a fake that records its cells (no Lightning run)."""
     import rf_matid.benchmark as bench
 
@@ -58,7 +62,7 @@ def no_training(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
 
     def fake(**task: object):
         trained.append((str(task["arch"]), str(task["split"])))
-        return _fake_row(**task)  # type: ignore[arg-type]
+        return fake_row(**task)  # type: ignore[arg-type]
 
     monkeypatch.setattr(bench, "train_and_test", fake)
     return trained
@@ -106,7 +110,10 @@ def test_benchmark_refuses_earlier_results_unless_overwrite(
 
 
 def test_benchmark_ctrl_c_keeps_finished_cells_and_resume_skips_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    fake_row: RowFactory,
 ) -> None:
     """Ctrl-C during the second cell: one line ``rf-matid: interrupted``, exit 130, no
     traceback; the first cell is on disk and the folder stays marked partial; a rerun is refused
@@ -124,7 +131,7 @@ def test_benchmark_ctrl_c_keeps_finished_cells_and_resume_skips_them(
         calls.append(str(task["split"]))
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return _fake_row(**task)  # type: ignore[arg-type]
+        return fake_row(**task)  # type: ignore[arg-type]
 
     monkeypatch.setattr(bench, "train_and_test", interrupted)
     run = run_main(main, args, capsys)
@@ -144,7 +151,7 @@ def test_benchmark_ctrl_c_keeps_finished_cells_and_resume_skips_them(
     monkeypatch.setattr(
         bench,
         "train_and_test",
-        lambda **task: resumed.append(str(task["split"])) or _fake_row(**task),  # type: ignore[arg-type]
+        lambda **task: resumed.append(str(task["split"])) or fake_row(**task),  # type: ignore[arg-type]
     )
     run = run_main(main, [*args, "--resume"], capsys)
     assert run.code == 0, run.err
@@ -166,6 +173,35 @@ def test_benchmark_shows_progress_unless_quiet(
     args = [*BENCH, "--data", str(data), "--out", str(tmp_path / "b"), "--quiet"]
     quiet = run_main(main, args, capsys)
     assert quiet.code == 0 and quiet.err.strip() == ""
+
+
+def test_benchmark_says_it_started_before_the_first_cell_finishes(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    fake_row: RowFactory,
+) -> None:
+    """What stderr holds when the first cell starts training: a start line naming the cells
+    (e21a374: nothing until the first cell finished, minutes into a real run); with --quiet,
+    nothing."""
+    import rf_matid.benchmark as bench
+
+    seen: list[str] = []
+
+    def first_cell(**task: object):
+        seen.append(capsys.readouterr().err)
+        return fake_row(**task)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bench, "train_and_test", first_cell)
+    data = tmp_path / "data"
+    data.mkdir()
+    run = run_main(main, [*BENCH, "--data", str(data), "--out", str(tmp_path / "a")], capsys)
+    assert run.code == 0, run.err
+    assert "benchmark cells: 0/3, training 1 at a time" in seen[0], seen
+    seen.clear()
+    args = [*BENCH, "--data", str(data), "--out", str(tmp_path / "b"), "--quiet"]
+    assert run_main(main, args, capsys).code == 0
+    assert seen[0].strip() == "", seen
 
 
 def test_outputs_are_written_with_mode_0644(

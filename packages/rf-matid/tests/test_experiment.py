@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,9 @@ from rf_matid.experiment import (
     settings,
     shared_items,
 )
+
+#: ``benchmark_row`` (conftest) and factories like it: keyword fields -> a BenchmarkRow
+RowFactory = Callable[..., BenchmarkRow]
 
 N_ITEMS = 135  # about the shared spectra of the full run (S1 test x angles 2/5/8)
 
@@ -194,45 +198,41 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
 
 
-def _row(split: str, seed: int, files: list[str], correct: list[int]) -> BenchmarkRow:
-    return BenchmarkRow(
+def _row(
+    benchmark_row: RowFactory, split: str, seed: int, files: list[str], correct: list[int]
+) -> BenchmarkRow:
+    return benchmark_row(
         arch="material_id",
-        protocol="P1",
         split=split,
-        application_mode="all_classes",
         seed=seed,
         epochs=8,
-        n_train=10,
-        n_val=2,
         n_test=len(files),
         accuracy=sum(correct) / len(correct),
-        macro_f1=0.5,
-        val_accuracy=0.5,
         train_seconds=1.0,
         test_files=files,
         test_correct=correct,
     )
 
 
-def test_shared_items_pairs_spectra_and_seeds() -> None:
+def test_shared_items_pairs_spectra_and_seeds(benchmark_row: RowFactory) -> None:
     s1_files = ["a", "b", "c", "d"]
     s3_files = ["c", "e", "a"]
     rows = [
-        _row("S1", 0, s1_files, [1, 1, 0, 1]),
-        _row("S3-mod1", 0, s3_files, [1, 0, 0]),
-        _row("S1", 1, s1_files, [0, 1, 1, 1]),
-        _row("S3-mod1", 1, s3_files, [0, 1, 1]),
+        _row(benchmark_row, "S1", 0, s1_files, [1, 1, 0, 1]),
+        _row(benchmark_row, "S3-mod1", 0, s3_files, [1, 0, 0]),
+        _row(benchmark_row, "S1", 1, s1_files, [0, 1, 1, 1]),
+        _row(benchmark_row, "S3-mod1", 1, s3_files, [0, 1, 1]),
     ]
     shared = shared_items(rows, [0, 1])
     assert shared.files == ["a", "c"]
     assert shared.s1.tolist() == [[1, 0], [0, 1]]  # a, c of seed 0; a, c of seed 1
     assert shared.s3.tolist() == [[0, 1], [1, 0]]
-    rows[3] = _row("S3-mod1", 1, ["e"], [1])
+    rows[3] = _row(benchmark_row, "S3-mod1", 1, ["e"], [1])
     with pytest.raises(ValueError, match="shared spectra"):
         shared_items(rows, [0, 1])
 
 
-def test_report_is_a_function_of_the_measured_numbers() -> None:
+def test_report_is_a_function_of_the_measured_numbers(benchmark_row: RowFactory) -> None:
     """The report text and metrics come from the measurement alone (no training, no files)."""
     config = settings(False)
     files = [f"x{i}.csv" for i in range(40)]
@@ -240,7 +240,11 @@ def test_report_is_a_function_of_the_measured_numbers() -> None:
     rows = []
     for split, rate in (("S1", 0.9), ("S3-mod1", 0.88)):
         for seed in config["seeds"]:
-            rows.append(_row(split, seed, files, (rng.random(40) < rate).astype(int).tolist()))
+            rows.append(
+                _row(
+                    benchmark_row, split, seed, files, (rng.random(40) < rate).astype(int).tolist()
+                )
+            )
     measurement = Measurement(
         quick=False,
         config=config,

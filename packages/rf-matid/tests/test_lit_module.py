@@ -261,3 +261,39 @@ def test_num_parameters_uses_the_model_module_count(monkeypatch) -> None:
     assert module.num_parameters() == count_parameters(module.model) > 0
     monkeypatch.setattr(lit_module, "count_parameters", lambda model: -1)
     assert module.num_parameters() == -1  # one definition: lit_module delegates to model.py
+
+
+def test_test_predictions_are_the_predict_pass_and_the_fit_validation_is_validate() -> None:
+    """`rf-matid benchmark` (issue 39 budget) scores each test spectrum from the test run's own
+    predictions (`test_predictions`) and takes the validation accuracy the fit logged after its
+    last step, instead of a predict pass and a validate pass; both must equal those passes."""
+    from rf_matid.benchmark import last_validation_callback, validation_accuracy
+
+    x, y = _toy_data(40, seed=2)
+    loader = DataLoader(_DictDataset(x, y), batch_size=16)
+    module = RFMatIDClassifier(
+        arch="material_id", num_classes=NUM_CLASSES, seq_len=LENGTH, arch_kwargs=TINY_CNN
+    )
+    last = last_validation_callback()
+    trainer = _trainer(max_epochs=2, callbacks=[last])
+    trainer.fit(module, loader, loader)
+    logged = validation_accuracy(trainer, module, None, last)
+    validated = trainer.validate(module, loader, verbose=False)[0]["val/acc"]
+    assert logged == float(validated)
+    # the shortcut is taken only when the fit validated after its last step: a model trained
+    # further after that validation (here a step moved by hand) is validated again
+    last.step -= 1
+    assert validation_accuracy(trainer, module, loader_module(loader), last) == float(validated)
+
+    trainer.test(module, loader, verbose=False)
+    outputs = trainer.predict(module, DataLoader(TensorDataset(x), batch_size=16))
+    predicted = torch.cat([o["pred"] for o in outputs])
+    assert torch.equal(module.test_predictions, predicted)
+    # a second test run replaces them (not appended): the mutation this guards
+    trainer.test(module, loader, verbose=False)
+    assert torch.equal(module.test_predictions, predicted)
+
+
+def loader_module(loader: DataLoader) -> L.LightningDataModule:
+    """A data module whose validation loader is ``loader``."""
+    return L.LightningDataModule.from_datasets(val_dataset=loader.dataset, batch_size=16)

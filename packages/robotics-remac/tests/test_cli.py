@@ -24,6 +24,19 @@ class TestCliContract(CliContract):
         assert printed["trainer"]["max_epochs"] == declared["trainer"]["max_epochs"]
 
 
+def _tiny(command: str, demo_dir: Path, root: Path, *extra: str) -> list[str]:
+    """``command`` of the shipped ``tiny`` config (then ``extra``) on the demo data, writing
+    under ``root``."""
+    return [
+        command,
+        "--config",
+        "tiny",
+        *extra,
+        f"--data.init_args.data_dir={demo_dir}",
+        f"--trainer.default_root_dir={root}",
+    ]
+
+
 def test_unknown_config_is_one_line(capsys: pytest.CaptureFixture) -> None:
     line = _one_line_error(capsys, ["fit", "-c", "nosuch.yaml"])
     assert "nosuch.yaml" in line and "remac" in line  # names the shipped configs
@@ -31,15 +44,13 @@ def test_unknown_config_is_one_line(capsys: pytest.CaptureFixture) -> None:
 
 def test_remac_finetune_from_a_base_checkpoint(demo_dir: Path, tmp_path: Path) -> None:
     cli = run_lightning_cli(
-        [
+        _tiny(
             "fit",
-            "--config",
-            "tiny",
-            f"--data.init_args.data_dir={demo_dir}",
+            demo_dir,
+            tmp_path,
             "--trainer.max_epochs=1",
-            f"--trainer.default_root_dir={tmp_path}",
             "--trainer.enable_checkpointing=true",
-        ]
+        )
     )
     (ckpt,) = tmp_path.rglob("*.ckpt")
     out = tmp_path / "remac"
@@ -288,15 +299,7 @@ def test_predict_runs_and_returns_chunks(demo_dir: Path, tmp_path: Path) -> None
     """Issue 25: `predict` was in the help but crashed (no predict_step / predict_dataloader)."""
     import torch
 
-    cli = run_lightning_cli(
-        [
-            "predict",
-            "--config",
-            "tiny",
-            f"--data.init_args.data_dir={demo_dir}",
-            f"--trainer.default_root_dir={tmp_path}",
-        ]
-    )
+    cli = run_lightning_cli(_tiny("predict", demo_dir, tmp_path))
     assert cli.trainer.state.finished
     chunks = torch.cat(cli.trainer.predict_loop.predictions)
     assert chunks.shape == (len(cli.datamodule.val_set), 8, 2) and torch.isfinite(chunks).all()
@@ -309,15 +312,7 @@ def test_predict_writes_predictions_and_never_overwrites(  # type: ignore[no-unt
     import torch
 
     out = tmp_path / "run"
-    cli = run_lightning_cli(
-        [
-            "predict",
-            "--config",
-            "tiny",
-            f"--data.init_args.data_dir={demo_dir}",
-            f"--trainer.default_root_dir={out}",
-        ]
-    )
+    cli = run_lightning_cli(_tiny("predict", demo_dir, out))
     saved = torch.load(out / "predictions.pt", weights_only=True)
     torch.testing.assert_close(saved["chunks"], torch.cat(cli.trainer.predict_loop.predictions))
     assert saved["chunks"].shape == (len(cli.datamodule.val_set), 8, 2)
@@ -325,13 +320,7 @@ def test_predict_writes_predictions_and_never_overwrites(  # type: ignore[no-unt
     capsys.readouterr()  # drop the first run's output (Lightning's log lines)
     line = _one_line_error(
         capsys,
-        [
-            "predict",
-            "--config",
-            "tiny",
-            f"--data.init_args.data_dir={demo_dir}",
-            f"--trainer.default_root_dir={out}",
-        ],
+        _tiny("predict", demo_dir, out),
     )
     assert "predictions.pt: exists" in line
     assert (out / "predictions.pt").read_bytes() == before
@@ -347,15 +336,7 @@ def test_junk_checkpoint_in_a_config_file_is_one_line(  # type: ignore[no-untype
     extra.write_text(f"ckpt_path: {junk}\n")
     line = _one_line_error(
         capsys,
-        [
-            "test",
-            "--config",
-            "tiny",
-            "--config",
-            str(extra),
-            f"--data.init_args.data_dir={demo_dir}",
-            f"--trainer.default_root_dir={tmp_path}",
-        ],
+        _tiny("test", demo_dir, tmp_path, "--config", str(extra)),
     )
     assert "junk.ckpt: not a readable checkpoint" in line
 
@@ -367,13 +348,6 @@ def test_junk_checkpoint_is_one_line(demo_dir: Path, tmp_path: Path, capsys) -> 
     for command in ("test", "predict"):
         line = _one_line_error(
             capsys,
-            [
-                command,
-                "--config",
-                "tiny",
-                f"--ckpt_path={junk}",
-                f"--data.init_args.data_dir={demo_dir}",
-                f"--trainer.default_root_dir={tmp_path}",
-            ],
+            _tiny(command, demo_dir, tmp_path, f"--ckpt_path={junk}"),
         )
         assert "junk.ckpt: not a readable checkpoint" in line

@@ -53,25 +53,62 @@ def _rewrite(path: Path, column: str, values: list) -> None:
     pq.write_table(table.set_column(i, column, pa.array(values)), path)
 
 
-def test_nan_action_names_file_and_field(demo_dir: Path, tmp_path: Path) -> None:
-    root = _copy(demo_dir, tmp_path)
-    path = root / "data/chunk-000/episode_000002.parquet"
-    actions = pq.read_table(path).column("action").to_pylist()
-    actions[7] = [float("nan"), 0.0]
-    _rewrite(path, "action", actions)
-    with pytest.raises(
-        RemacFormatError, match=r"episode_000002\.parquet: action is NaN/inf at frame 7"
-    ):
-        read_lerobot_dataset(root)
+def _with(values: list, index: int, value: object) -> list:
+    """``values`` with ``values[index]`` replaced by ``value``."""
+    return [value if i == index else v for i, v in enumerate(values)]
 
 
-def test_wrong_state_width_names_the_row(demo_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("episode", "column", "edit", "message"),
+    [
+        pytest.param(
+            2,
+            "action",
+            lambda actions: _with(actions, 7, [float("nan"), 0.0]),
+            r"episode_000002\.parquet: action is NaN/inf at frame 7",
+            id="nan_action",
+        ),
+        pytest.param(
+            0,
+            "observation.state",
+            lambda states: _with(states, 3, states[3][:5]),
+            r"'observation.state' row 3 has length 5",
+            id="wrong_state_width",
+        ),
+        # issue 25: columns that used to load silently
+        pytest.param(
+            3,
+            "timestamp",
+            lambda old: [np.float32(k / 50) for k in range(len(old))],  # written at 50 fps
+            # frame 1 is the first off: 0.02 s instead of 0.05 s
+            r"episode_000003\.parquet: column 'timestamp' is 0\.02 at frame 1, expected 0\.05",
+            id="timestamps_inconsistent_with_fps",
+        ),
+        pytest.param(
+            0,
+            "episode_index",
+            lambda old: [7] * len(old),
+            r"episode_000000\.parquet: column 'episode_index' holds 7, but the file is episode 0",
+            id="episode_index_other_than_the_file",
+        ),
+        pytest.param(  # used to fall back to the default task silently
+            4,
+            "task_index",
+            lambda old: [3] * len(old),
+            r"episode_000004\.parquet: column 'task_index' holds 3, which .*tasks\.jsonl "
+            r"does not list",
+            id="task_index_missing_from_tasks_jsonl",
+        ),
+    ],
+)
+def test_bad_parquet_column_names_file_and_field(
+    demo_dir: Path, tmp_path: Path, episode: int, column: str, edit, message: str
+) -> None:
+    """The ``column`` of episode ``episode``, rewritten by ``edit`` (old values -> new)."""
     root = _copy(demo_dir, tmp_path)
-    path = root / "data/chunk-000/episode_000000.parquet"
-    states = pq.read_table(path).column("observation.state").to_pylist()
-    states[3] = states[3][:5]
-    _rewrite(path, "observation.state", states)
-    with pytest.raises(RemacFormatError, match=r"'observation.state' row 3 has length 5"):
+    path = root / f"data/chunk-000/episode_{episode:06d}.parquet"
+    _rewrite(path, column, edit(pq.read_table(path).column(column).to_pylist()))
+    with pytest.raises(RemacFormatError, match=message):
         read_lerobot_dataset(root)
 
 
@@ -119,24 +156,32 @@ def _edit_info(root: Path, **changes: object) -> None:
     path.write_text(json.dumps(info))
 
 
-def test_fps_other_than_the_task_is_rejected(demo_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        pytest.param({"fps": 50}, r"info\.json: fps 50 but the task runs at 20 fps", id="fps"),
+        pytest.param({"fps": "twenty"}, r"info\.json: fps 'twenty'", id="fps_not_a_number"),
+        # review of issue 25: these raised raw Python errors (a traceback in the CLI)
+        pytest.param(
+            {"chunks_size": "abc"},
+            r"info\.json: chunks_size 'abc' is not a positive integer",
+            id="chunks_size",
+        ),
+        pytest.param(
+            {"data_path": "data/{foo}.parquet"},
+            r"info\.json: data_path 'data/\{foo\}\.parquet' is not a template",
+            id="data_path_with_unknown_fields",
+        ),
+    ],
+)
+def test_bad_info_field_is_one_line_naming_it(
+    demo_dir: Path, tmp_path: Path, changes: dict, message: str
+) -> None:
     root = _copy(demo_dir, tmp_path)
-    _edit_info(root, fps=50)
-    with pytest.raises(RemacFormatError, match=r"info\.json: fps 50 but the task runs at 20 fps"):
+    _edit_info(root, **changes)
+    with pytest.raises(RemacFormatError, match=message) as info:
         read_lerobot_dataset(root)
-
-
-def test_timestamps_inconsistent_with_fps(demo_dir: Path, tmp_path: Path) -> None:
-    root = _copy(demo_dir, tmp_path)
-    path = root / "data/chunk-000/episode_000003.parquet"
-    n = pq.read_table(path).num_rows
-    _rewrite(path, "timestamp", [np.float32(k / 50) for k in range(n)])  # written at 50 fps
-    # frame 1 is the first off: 0.02 s instead of 0.05 s
-    with pytest.raises(
-        RemacFormatError,
-        match=r"episode_000003\.parquet: column 'timestamp' is 0\.02 at frame 1, expected 0\.05",
-    ):
-        read_lerobot_dataset(root)
+    assert "\n" not in str(info.value)
 
 
 def test_features_shape_must_match_the_data(demo_dir: Path, tmp_path: Path) -> None:
@@ -146,17 +191,6 @@ def test_features_shape_must_match_the_data(demo_dir: Path, tmp_path: Path) -> N
     (root / "meta/info.json").write_text(json.dumps(info))
     with pytest.raises(
         RemacFormatError, match=r"info\.json: features\['observation.state'\]\.shape \[6\]"
-    ):
-        read_lerobot_dataset(root)
-
-
-def test_episode_index_column_must_match_the_file(demo_dir: Path, tmp_path: Path) -> None:
-    root = _copy(demo_dir, tmp_path)
-    path = root / "data/chunk-000/episode_000000.parquet"
-    _rewrite(path, "episode_index", [7] * pq.read_table(path).num_rows)
-    with pytest.raises(
-        RemacFormatError,
-        match=r"episode_000000\.parquet: column 'episode_index' holds 7, but the file is episode 0",
     ):
         read_lerobot_dataset(root)
 
@@ -171,14 +205,6 @@ def test_episode_listed_twice_is_rejected(demo_dir: Path, tmp_path: Path) -> Non
         read_lerobot_dataset(root)
 
 
-def test_each_error_is_one_line(demo_dir: Path, tmp_path: Path) -> None:
-    root = _copy(demo_dir, tmp_path)
-    _edit_info(root, fps="twenty")
-    with pytest.raises(RemacFormatError) as info:
-        read_lerobot_dataset(root)
-    assert "\n" not in str(info.value) and "info.json: fps 'twenty'" in str(info.value)
-
-
 # -- review of issue 25: meta fields that raised raw Python errors (KeyError / ValueError, a
 # -- traceback in the CLI) or loaded silently before; each is now one error naming file and field.
 
@@ -188,37 +214,5 @@ def test_tasks_row_without_task_index(demo_dir: Path, tmp_path: Path) -> None:
     (root / "meta/tasks.jsonl").write_text('{"task": "chase the target"}\n')
     with pytest.raises(
         RemacFormatError, match=r"tasks\.jsonl: line 1: task_index None missing or not an integer"
-    ):
-        read_lerobot_dataset(root)
-
-
-def test_non_integer_chunks_size(demo_dir: Path, tmp_path: Path) -> None:
-    root = _copy(demo_dir, tmp_path)
-    _edit_info(root, chunks_size="abc")
-    with pytest.raises(
-        RemacFormatError, match=r"info\.json: chunks_size 'abc' is not a positive integer"
-    ):
-        read_lerobot_dataset(root)
-
-
-def test_data_path_with_unknown_fields(demo_dir: Path, tmp_path: Path) -> None:
-    root = _copy(demo_dir, tmp_path)
-    _edit_info(root, data_path="data/{foo}.parquet")
-    with pytest.raises(
-        RemacFormatError, match=r"info\.json: data_path 'data/\{foo\}\.parquet' is not a template"
-    ) as info:
-        read_lerobot_dataset(root)
-    assert "\n" not in str(info.value)
-
-
-def test_task_index_missing_from_tasks_jsonl(demo_dir: Path, tmp_path: Path) -> None:
-    """Used to fall back to the default task silently."""
-    root = _copy(demo_dir, tmp_path)
-    path = root / "data/chunk-000/episode_000004.parquet"
-    _rewrite(path, "task_index", [3] * pq.read_table(path).num_rows)
-    with pytest.raises(
-        RemacFormatError,
-        match=r"episode_000004\.parquet: column 'task_index' holds 3, which .*tasks\.jsonl "
-        r"does not list",
     ):
         read_lerobot_dataset(root)

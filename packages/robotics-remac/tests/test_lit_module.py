@@ -116,31 +116,25 @@ def test_ema_uses_upstreams_decay() -> None:
 
 def test_fit_checkpoint_and_weights_only_reload(tmp_path: Path) -> None:
     dm = DemoDataModule(n_episodes=4, batch_size=64, val_fraction=0.25)
-    base = FlowPolicyModule(sizes=SIZES)
-    trainer = L.Trainer(
-        max_epochs=1,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-    )
-    trainer.fit(base, dm)
-    base_ckpt = tmp_path / "base.ckpt"
-    trainer.save_checkpoint(base_ckpt)
+
+    def fit_and_save(module: L.LightningModule, name: str) -> Path:
+        trainer = L.Trainer(
+            max_epochs=1,
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            default_root_dir=tmp_path,
+        )
+        trainer.fit(module, dm)
+        trainer.save_checkpoint(tmp_path / name)
+        return tmp_path / name
+
+    base_ckpt = fit_and_save(FlowPolicyModule(sizes=SIZES), "base.ckpt")
     loaded = load_policy(base_ckpt)
     assert loaded.kind == "base"
     remac = RemacModule(base_ckpt=str(base_ckpt))
     assert remac.hparams["sizes"]["channels"] == 16
-    trainer = L.Trainer(
-        max_epochs=1,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-    )
-    trainer.fit(remac, dm)
-    remac_ckpt = tmp_path / "remac.ckpt"
-    trainer.save_checkpoint(remac_ckpt)
+    remac_ckpt = fit_and_save(remac, "remac.ckpt")
     blob = torch.load(remac_ckpt, weights_only=True)
     assert "hyper_parameters" in blob
     again = load_policy(remac_ckpt)

@@ -14,8 +14,9 @@ closer than ``min_distance`` are refused.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from ase import Atoms
@@ -56,26 +57,29 @@ class LabelFallbackWarning(UserWarning):
     """A file without the default ``REF_`` label keys is read with its plain energy/forces."""
 
 
-def _energy_of(atoms: Atoms, key: str) -> float | None:
-    if key in atoms.info:
-        return atoms.info[key]
-    if key == "energy" and atoms.calc is not None:
+#: The calculator's getter of each plain label (what ``ase.io.read`` attaches to a frame).
+_CALC_GETTERS = {"energy": "get_potential_energy", "forces": "get_forces"}
+
+
+def _label_of(atoms: Atoms, store: dict[str, Any], key: str, plain: str) -> Any:
+    """``store[key]`` (``atoms.info`` or ``atoms.arrays``), else for the ``plain`` key
+    (``energy``/``forces``) what the attached calculator holds; ``None`` where neither has it."""
+    if key in store:
+        return store[key]
+    if key == plain and atoms.calc is not None:
         try:
-            return atoms.calc.get_potential_energy(atoms)
-        except Exception:  # no energy stored in the calculator
+            return getattr(atoms.calc, _CALC_GETTERS[plain])(atoms)
+        except Exception:  # the calculator holds no such value
             return None
     return None
+
+
+def _energy_of(atoms: Atoms, key: str) -> float | None:
+    return _label_of(atoms, atoms.info, key, "energy")
 
 
 def _forces_of(atoms: Atoms, key: str) -> np.ndarray | None:
-    if key in atoms.arrays:
-        return atoms.arrays[key]
-    if key == "forces" and atoms.calc is not None:
-        try:
-            return atoms.calc.get_forces(atoms)
-        except Exception:  # no forces stored in the calculator
-            return None
-    return None
+    return _label_of(atoms, atoms.arrays, key, "forces")
 
 
 #: How the CLI names the label keys (the reader is shared by ``fit`` and ``sweep``).
@@ -291,32 +295,38 @@ def write_extxyz(
     """Writes labelled structures (``info["energy"]``, ``arrays["forces"]``) as extxyz with the
     labels under ``energy_key``/``forces_key``. Refuses to overwrite an existing file unless
     ``overwrite``; the file appears in one step (written beside it, then renamed), mode 0644."""
-    import os
-    import tempfile
-
-    import ase.io
-
-    from iclr26_common.outputs import FILE_MODE
-
     path = Path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists; not overwriting it (pass --overwrite)")
     frames = []
     for atoms in structures:
-        copy = Atoms(
-            numbers=atoms.numbers, positions=atoms.positions, cell=atoms.cell, pbc=atoms.pbc
-        )
+        copy = _bare_atoms(atoms)
         copy.info[energy_key] = float(atoms.info["energy"])
         copy.arrays[forces_key] = np.asarray(atoms.arrays["forces"], dtype=np.float64)
         frames.append(copy)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        ase.io.write(tmp, frames, format="extxyz")
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return _write_frames(path, frames)
+
+
+def _bare_atoms(atoms: Atoms) -> Atoms:
+    """A new :class:`Atoms` with only the numbers, positions, cell and pbc of ``atoms`` (no
+    labels, no calculator)."""
+    return Atoms(numbers=atoms.numbers, positions=atoms.positions, cell=atoms.cell, pbc=atoms.pbc)
+
+
+def _write_frames(
+    path: Path, frames: list[Atoms], check: Callable[[Path], object] | None = None
+) -> Path:
+    """``frames`` as the extxyz file ``path``, in one step (formatted in memory, then
+    :func:`iclr26_common.outputs.write_text`: written beside it and renamed), mode 0644;
+    ``check(path)``, where given, runs just before the file is written."""
+    import io
+
+    import ase.io
+
+    from iclr26_common.outputs import write_text
+
+    buffer = io.StringIO()
+    ase.io.write(buffer, frames, format="extxyz")
+    if check is not None:
+        check(path)
+    return write_text(path, buffer.getvalue())

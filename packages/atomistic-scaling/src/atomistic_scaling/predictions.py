@@ -141,13 +141,9 @@ def write_predictions_extxyz(
     """``records`` (as :func:`write_predictions`) with the ``structures`` of the predict split
     (``records[i]["index"]`` is the position in it) as ``path``, the extxyz of the module
     docstring; never over an existing file (written beside it, then renamed), mode 0644."""
-    import tempfile
-
-    import ase.io
     import numpy as np
-    from ase import Atoms
 
-    from atomistic_scaling.io import FRAME_KEY, SOURCE_KEY
+    from atomistic_scaling.io import FRAME_KEY, SOURCE_KEY, _bare_atoms, _write_frames
 
     check_free(path)
     unique = {record["index"]: record for record in records}
@@ -160,9 +156,7 @@ def write_predictions_extxyz(
                 f"structure {index} of the predict split has {len(atoms)} atoms, its prediction "
                 f"{len(forces)}"
             )
-        out = Atoms(
-            numbers=atoms.numbers, positions=atoms.positions, cell=atoms.cell, pbc=atoms.pbc
-        )
+        out = _bare_atoms(atoms)
         out.info["source_file"] = str(atoms.info.get(SOURCE_KEY, "unknown"))
         out.info["frame"] = int(atoms.info.get(FRAME_KEY, -1))
         out.info["split_index"] = int(index)
@@ -173,18 +167,7 @@ def write_predictions_extxyz(
         out.arrays["ref_forces"] = np.asarray(atoms.arrays["forces"], dtype=np.float64)
         out.arrays["pred_forces"] = forces
         frames.append(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        ase.io.write(tmp, frames, format="extxyz")
-        os.chmod(tmp, FILE_MODE)
-        check_free(path)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return _write_frames(path, frames, check=check_free)
 
 
 def write_predictions(path: Path, records: list[dict[str, Any]]) -> Path:

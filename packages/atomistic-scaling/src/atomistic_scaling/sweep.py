@@ -203,60 +203,48 @@ def train_runs(
     the trunk's state at its ``s`` (exactly a separate run: ``tests/test_sweep.py``)."""
     with quiet_lightning(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*validation_step.*no `val_dataloader`.*")
-        return _train_runs(arch, width, seed, train_set, val_set, references, config)
-
-
-def _train_runs(
-    arch: str,
-    width: int,
-    seed: int,
-    train_set: AtomsGraphDataset,
-    val_set: AtomsGraphDataset,
-    references: tuple[torch.Tensor, list[int]] | None,
-    config: SweepConfig,
-) -> list[dict[str, Any]]:
-    val_loader = DataLoader(val_set, 64)
-    order = np.random.default_rng(seed).permutation(len(train_set))
-    if references is None:
-        references = graph_references(train_set, order[: min(config.d_values)])
-    totals = {d: config.steps_of(d) for d in config.d_values}
-    starts = {d: t - cooldown_steps(t, config.cooldown_fraction) for d, t in totals.items()}
-    L.seed_everything(seed, verbose=False)
-    trunk = _module(config, arch, width, None, seed)
-    trunk.model.set_atomic_references(*references)
-    snapshots = SnapshotCallback(starts.values())
-    trainer = quiet_trainer(max_epochs=1, callbacks=[snapshots], limit_val_batches=0)
-    trainer.fit(
-        trunk,
-        train_dataloaders=_stream_loader(
-            train_set, order, 0, max(starts.values()), config.batch_size
-        ),
-    )
-    records = []
-    for d, total in totals.items():
-        start = starts[d]
-        branch = _module(config, arch, width, total, seed)
-        branch.resume(snapshots.states[start])
-        began = time.perf_counter()
-        trainer = quiet_trainer(max_epochs=1, limit_val_batches=0)
+        val_loader = DataLoader(val_set, 64)
+        order = np.random.default_rng(seed).permutation(len(train_set))
+        if references is None:
+            references = graph_references(train_set, order[: min(config.d_values)])
+        totals = {d: config.steps_of(d) for d in config.d_values}
+        starts = {d: t - cooldown_steps(t, config.cooldown_fraction) for d, t in totals.items()}
+        L.seed_everything(seed, verbose=False)
+        trunk = _module(config, arch, width, None, seed)
+        trunk.model.set_atomic_references(*references)
+        snapshots = SnapshotCallback(starts.values())
+        trainer = quiet_trainer(max_epochs=1, callbacks=[snapshots], limit_val_batches=0)
         trainer.fit(
-            branch,
-            train_dataloaders=_stream_loader(train_set, order, start, total, config.batch_size),
+            trunk,
+            train_dataloaders=_stream_loader(
+                train_set, order, 0, max(starts.values()), config.batch_size
+            ),
         )
-        seconds = snapshots.seconds[start] + time.perf_counter() - began
-        records.append(
-            {
-                "arch": arch,
-                "width": width,
-                "seed": seed,
-                "n_params": branch.num_parameters,
-                "D": min(total * config.batch_size, len(train_set)),
-                "steps": total,
-                **evaluate(branch, val_loader),
-                "train_seconds": seconds,
-            }
-        )
-    return records
+        records = []
+        for d, total in totals.items():
+            start = starts[d]
+            branch = _module(config, arch, width, total, seed)
+            branch.resume(snapshots.states[start])
+            began = time.perf_counter()
+            trainer = quiet_trainer(max_epochs=1, limit_val_batches=0)
+            trainer.fit(
+                branch,
+                train_dataloaders=_stream_loader(train_set, order, start, total, config.batch_size),
+            )
+            seconds = snapshots.seconds[start] + time.perf_counter() - began
+            records.append(
+                {
+                    "arch": arch,
+                    "width": width,
+                    "seed": seed,
+                    "n_params": branch.num_parameters,
+                    "D": min(total * config.batch_size, len(train_set)),
+                    "steps": total,
+                    **evaluate(branch, val_loader),
+                    "train_seconds": seconds,
+                }
+            )
+        return records
 
 
 def _job(

@@ -381,17 +381,14 @@ def proteingym_main(argv: Sequence[str]) -> int:
     from iclr26_common.effects import interval_text
 
     model, _ = _load_denoiser(ns.ckpt, ns.esm_config, ns.p0)
+    options = dict(
+        on_non_deletion="skip" if ns.skip_non_deletions else "error",
+        n_resamples=ns.n_resamples,
+        quiet=ns.quiet,
+        on_nonstandard="skip" if ns.skip_nonstandard else "error",
+    )
     if ns.benchmark == "clinical":
-        clinical = score_clinical_reference(
-            model,
-            ns.reference,
-            ns.dms_dir,
-            out,
-            on_non_deletion="skip" if ns.skip_non_deletions else "error",
-            n_resamples=ns.n_resamples,
-            quiet=ns.quiet,
-            on_nonstandard="skip" if ns.skip_nonstandard else "error",
-        )
+        clinical = score_clinical_reference(model, ns.reference, ns.dms_dir, out, **options)
         _print_nonstandard(out.path, "proteins")
         print(
             f"clinical AUC {clinical['auc']:.3f}{_se_text(clinical['se'])} "
@@ -401,16 +398,7 @@ def proteingym_main(argv: Sequence[str]) -> int:
         )
         print(f"wrote {ns.out}")
         return 0
-    summary = score_reference(
-        model,
-        ns.reference,
-        ns.dms_dir,
-        out,
-        on_non_deletion="skip" if ns.skip_non_deletions else "error",
-        n_resamples=ns.n_resamples,
-        quiet=ns.quiet,
-        on_nonstandard="skip" if ns.skip_nonstandard else "error",
-    )
+    summary = score_reference(model, ns.reference, ns.dms_dir, out, **options)
     _print_nonstandard(out.path, "assays")
     for split, values in summary.items():
         print(

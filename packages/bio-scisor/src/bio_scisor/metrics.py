@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import warnings
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -183,6 +183,30 @@ def _rank_spearman(scores: np.ndarray, truth: np.ndarray) -> float:
     return float(np.corrcoef(a, b)[0, 1])
 
 
+def _variant_interval(
+    columns: tuple[np.ndarray, ...],
+    statistic: Callable[..., float],
+    seed: int,
+    n_resamples: int,
+) -> Interval | None:
+    """``statistic(*columns)`` with a 95 % BCa bootstrap interval over the variants (the rows
+    of ``columns``, each (N,), resampled together;
+    :func:`iclr26_common.effects.statistic_interval`); ``None`` where it has none (too few
+    variants, or a resample on which the statistic is undefined)."""
+    from iclr26_common.effects import statistic_interval
+
+    try:
+        return statistic_interval(
+            tuple(np.asarray(column, float) for column in columns),
+            statistic,
+            seed=seed,
+            units="variants",
+            n_resamples=n_resamples,
+        )
+    except ValueError:
+        return None
+
+
 def spearman_interval(
     scores: np.ndarray,
     truth: np.ndarray,
@@ -192,18 +216,7 @@ def spearman_interval(
     """Spearman(score, DMS score) of one assay with a 95 % BCa bootstrap interval over its
     variants (:func:`iclr26_common.effects.statistic_interval`, paired, seed ``seed``); ``None``
     when there is none: under 10 variants, or the correlation is undefined (constant values)."""
-    from iclr26_common.effects import statistic_interval
-
-    try:
-        return statistic_interval(
-            (np.asarray(scores, float), np.asarray(truth, float)),
-            _rank_spearman,
-            seed=seed,
-            units="variants",
-            n_resamples=n_resamples,
-        )
-    except ValueError:
-        return None
+    return _variant_interval((scores, truth), _rank_spearman, seed, n_resamples)
 
 
 def spearman_difference_interval(
@@ -216,18 +229,12 @@ def spearman_difference_interval(
     """Spearman(scores, truth) - Spearman(baseline, truth) on the same variants, with a paired
     95 % BCa bootstrap interval (the variants resampled together); ``None`` as
     :func:`spearman_interval`. Identical scores give an exact 0."""
-    from iclr26_common.effects import statistic_interval
-
-    try:
-        return statistic_interval(
-            (np.asarray(scores, float), np.asarray(baseline, float), np.asarray(truth, float)),
-            lambda a, b, y: _rank_spearman(a, y) - _rank_spearman(b, y),
-            seed=seed,
-            units="variants",
-            n_resamples=n_resamples,
-        )
-    except ValueError:
-        return None
+    return _variant_interval(
+        (scores, baseline, truth),
+        lambda a, b, y: _rank_spearman(a, y) - _rank_spearman(b, y),
+        seed,
+        n_resamples,
+    )
 
 
 def _auc(scores: np.ndarray, pathogenic: np.ndarray) -> float:
@@ -248,18 +255,7 @@ def auc_interval(
 ) -> Interval | None:
     """The benign-vs-pathogenic AUC of one protein with a 95 % BCa bootstrap interval over its
     variants; ``None`` under 10 variants or when a resample can miss a class."""
-    from iclr26_common.effects import statistic_interval
-
-    try:
-        return statistic_interval(
-            (np.asarray(scores, float), np.asarray(pathogenic, float)),
-            _auc,
-            seed=seed,
-            units="variants",
-            n_resamples=n_resamples,
-        )
-    except ValueError:
-        return None
+    return _variant_interval((scores, pathogenic), _auc, seed, n_resamples)
 
 
 def _type_balanced_mean(values: np.ndarray, kinds: np.ndarray) -> float:

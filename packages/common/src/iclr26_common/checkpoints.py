@@ -4,6 +4,11 @@ Every package reads its checkpoints the same way: the file must exist, it is unp
 ``torch.load(..., weights_only=True)`` only (no code in a checkpoint can run), and any
 unpickling failure, whatever its type, means the user gave a file that is not a checkpoint of
 the expected kind: one line naming the file. torch is imported lazily.
+
+:func:`check_checkpoint_file` is the one check of a LightningCLI ``--ckpt_path`` (every
+package's ``fit``/``validate``/``test``/``predict`` through :mod:`iclr26_common.lightning`): the
+checkpoint must be one a fit here saved (its :data:`MODEL_KEY` stamp or ``_class_path``), of the
+reading package and of the command's model class.
 """
 
 from __future__ import annotations
@@ -12,11 +17,29 @@ import os
 import re
 from typing import Any
 
-__all__ = ["MODEL_KEY", "foreign_owner", "load_weights_only"]
+__all__ = [
+    "MODEL_KEY",
+    "check_checkpoint_file",
+    "foreign_owner",
+    "load_weights_only",
+    "model_class_path",
+]
 
 #: The checkpoint key every iclr26 fit writes (:class:`iclr26_common.lightning.ModelStamp`): the
 #: saving LightningModule's ``module.Class`` path.
 MODEL_KEY = "iclr26_model"
+
+
+def model_class_path(payload: Any) -> str | None:
+    """The ``module.Class`` path of the model a loaded checkpoint ``payload`` was saved from:
+    its hyper-parameters' ``_class_path`` (the class LightningCLI builds from it), else its
+    ``MODEL_KEY`` stamp; ``None`` when it names neither (a plain Lightning checkpoint, not
+    written by an iclr26 fit)."""
+    if not isinstance(payload, dict):
+        return None
+    hparams = payload.get("hyper_parameters")
+    class_path = str((hparams or {}).get("_class_path") or "") if isinstance(hparams, dict) else ""
+    return class_path or str(payload.get(MODEL_KEY) or "") or None
 
 
 def foreign_owner(payload: Any, package: str) -> tuple[str, str] | None:
@@ -25,11 +48,7 @@ def foreign_owner(payload: Any, package: str) -> tuple[str, str] | None:
     ``MODEL_KEY`` stamp or its hyper-parameters' ``_class_path``; ``None`` when it is
     ``package``'s or names no model. ``owner`` is the other package, to the depth of ``package``
     within one distribution (``llm_methods.remix``), else its top-level package (``rf_matid``)."""
-    if not isinstance(payload, dict):
-        return None
-    hparams = payload.get("hyper_parameters")
-    class_path = str((hparams or {}).get("_class_path") or "") if isinstance(hparams, dict) else ""
-    class_path = class_path or str(payload.get(MODEL_KEY) or "")
+    class_path = model_class_path(payload)
     if not class_path or class_path.startswith(f"{package}."):
         return None
     same_top = class_path.split(".")[0] == package.split(".")[0]
@@ -82,6 +101,77 @@ def load_weights_only(
             f"{str(package).replace('_', '-')}"
         )
     return payload
+
+
+def check_checkpoint_file(
+    ckpt_path: str, *, package: str, model_class: type | None = None
+) -> dict[str, Any] | None:
+    """The content of the checkpoint ``--ckpt_path`` names, checked before LightningCLI reads
+    its hyper-parameters (:class:`iclr26_common.lightning.CLI` calls it for every command),
+    loaded with ``weights_only=True`` (no code in it runs). A
+    :class:`~iclr26_common.cli_support.UsageError` naming the option, one line, for: a missing
+    file or a folder; a file
+    that is unreadable or not a Lightning checkpoint; a checkpoint that names no model (no
+    ``MODEL_KEY`` stamp of an iclr26 fit, no ``_class_path``: a plain Lightning checkpoint);
+    a checkpoint of another package's model; and, with ``model_class`` (the class the command
+    builds, or the base class of subclass mode), one whose model is not that class or a
+    subclass of it, or is a class ``package`` no longer has. ``None`` for Lightning's own names
+    (``last``, ``best``, ``hpc``, ``registry``)."""
+    if ckpt_path in ("last", "best", "hpc", "registry") or ckpt_path.startswith("registry:"):
+        return None
+    from iclr26_common.cli_support import UsageError
+
+    try:
+        payload = load_weights_only(ckpt_path, error=UsageError, require_state_dict=True)
+    except (FileNotFoundError, IsADirectoryError, UsageError) as error:
+        raise UsageError(f"--ckpt_path {error}") from None
+    name = package.replace("_", "-")
+    class_path = model_class_path(payload)
+    if class_path is None:
+        raise UsageError(
+            f"--ckpt_path {ckpt_path}: not a checkpoint of {name}: it names no model (no "
+            f"'{MODEL_KEY}' stamp, no hyper-parameter '_class_path'); give one that a {name} "
+            "fit saved"
+        )
+    # a model given without subclass mode saves no ``_class_path``: the stamp says whose it is
+    # ``package`` may be a sub-package (``llm_methods.perk``): the class must live under it.
+    foreign = foreign_owner(payload, package)
+    if foreign is not None:
+        owner, class_path = foreign
+        raise UsageError(
+            f"--ckpt_path {ckpt_path}: a checkpoint of {owner.replace('_', '-')} "
+            f"({class_path}), not of {name}"
+        )
+    if model_class is not None:
+        saved = _import_class(class_path)  # a class of ``package`` itself: its own code
+        if saved is None:
+            raise UsageError(
+                f"--ckpt_path {ckpt_path}: a checkpoint of {class_path}, which this version of "
+                f"{name} does not have"
+            )
+        if not issubclass(saved, model_class):
+            wanted = f"{model_class.__module__}.{model_class.__qualname__}"
+            raise UsageError(
+                f"--ckpt_path {ckpt_path}: a checkpoint of {class_path}, not of {wanted} (the "
+                "model this command runs)"
+            )
+    return payload
+
+
+def _import_class(class_path: str) -> type | None:
+    """The class ``module.Qual.Name`` names, or ``None`` when it does not import."""
+    import importlib
+
+    parts = class_path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            node: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            node = getattr(node, attr, None)
+        return node if isinstance(node, type) else None
+    return None
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -20,9 +20,13 @@ It gives every package the same behaviour:
   a console script runs under ``--trainer.strategy ddp --trainer.devices N`` as it is. The
   parser reads ``argv`` (not ``sys.argv``), without LightningCLI's "args parameter" warning.
 - Lightning's "Seed set to N" line is silenced, so an input error stays one line.
-- ``--ckpt_path`` is checked before Lightning reads it: a file that is not a readable checkpoint,
-  a checkpoint of another package's model (``robotics-remac test --ckpt_path <an rf-matid
-  checkpoint>``), ``--ckpt_path last`` with no last checkpoint (Lightning would train from
+- ``--ckpt_path`` is checked before Lightning reads it (:func:`check_checkpoint_file`, with
+  ``weights_only=True``; the Trainer reads it with ``weights_only=True`` too, and
+  ``--weights_only false`` is refused): a missing file or a folder, a file that is not a
+  readable checkpoint, a plain Lightning checkpoint that names no model (no :data:`MODEL_KEY`
+  stamp of a fit here, no ``_class_path``), a checkpoint of another package's model
+  (``robotics-remac test --ckpt_path <an rf-matid checkpoint>``) or of a model class other than
+  the command's, ``--ckpt_path last`` with no last checkpoint (Lightning would train from
   scratch), or resuming a fit with ``--trainer.max_epochs`` at or below the epochs the checkpoint
   already trained: one line naming the option (exit 2).
 - Without a logger, the config is saved into ``--trainer.default_root_dir`` only when one was
@@ -49,7 +53,7 @@ from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
-from iclr26_common.checkpoints import MODEL_KEY, foreign_owner, load_weights_only
+from iclr26_common.checkpoints import MODEL_KEY, check_checkpoint_file
 from iclr26_common.cli_support import (
     INTERRUPTED,
     UsageError,
@@ -201,30 +205,6 @@ def _root_dir_given(config: Any) -> bool:
     return False
 
 
-def check_checkpoint_file(ckpt_path: str, *, package: str) -> dict[str, Any] | None:
-    """The content of the checkpoint ``--ckpt_path`` names, checked before LightningCLI reads
-    its hyper-parameters: missing, unreadable (``weights_only=True``) or not a Lightning
-    checkpoint, or a checkpoint of another package's model (its ``_class_path``) is a
-    :class:`UsageError` naming the option. ``None`` for Lightning's own names (``last``,
-    ``best``, ``hpc``, ``registry``)."""
-    if ckpt_path in ("last", "best", "hpc", "registry") or ckpt_path.startswith("registry:"):
-        return None
-    try:
-        payload = load_weights_only(ckpt_path, error=UsageError, require_state_dict=True)
-    except (FileNotFoundError, IsADirectoryError, UsageError) as error:
-        raise UsageError(f"--ckpt_path {error}") from None
-    # a model given without subclass mode saves no ``_class_path``: the stamp says whose it is
-    # ``package`` may be a sub-package (``llm_methods.perk``): the class must live under it.
-    foreign = foreign_owner(payload, package)
-    if foreign is not None:
-        owner, class_path = foreign
-        raise UsageError(
-            f"--ckpt_path {ckpt_path}: a checkpoint of {owner.replace('_', '-')} "
-            f"({class_path}), not of {package.replace('_', '-')}"
-        )
-    return payload
-
-
 def check_resume(
     ckpt_path: str,
     payload: dict[str, Any] | None,
@@ -319,8 +299,27 @@ class CLI(LightningCLI):
         # checked before LightningCLI unpickles it and takes its model class from it
         ckpt_path = self._ckpt_path()
         if ckpt_path and self.package:
-            self._ckpt = (ckpt_path, check_checkpoint_file(ckpt_path, package=self.package))
+            subcommand = str(self.config.get("subcommand"))
+            if self.config[subcommand].get("weights_only") is False:
+                raise UsageError(
+                    "--weights_only false: checkpoints are read with weights_only=True only "
+                    "(no code in a checkpoint runs)"
+                )
+            model_class = self._model_class if isinstance(self._model_class, type) else None
+            payload = check_checkpoint_file(
+                ckpt_path, package=self.package, model_class=model_class
+            )
+            self._ckpt = (ckpt_path, payload)
         super()._parse_ckpt_path()
+
+    def _prepare_subcommand_kwargs(self, subcommand: str) -> dict[str, Any]:
+        # the Trainer reads --ckpt_path again: with weights_only=True, whatever torch's default
+        kwargs = super()._prepare_subcommand_kwargs(subcommand)
+        if kwargs.get("ckpt_path") and "weights_only" in self._subcommand_method_arguments.get(
+            subcommand, ()
+        ):
+            kwargs["weights_only"] = True
+        return kwargs
 
     def _run_subcommand(self, subcommand: str) -> None:
         if self._ckpt is not None:
@@ -510,7 +509,8 @@ def quiet_lightning() -> Iterator[None]:
 
 def quiet_trainer(*, callbacks: Sequence[Callback] = (), **overrides: Any) -> Trainer:
     """A ``Trainer`` for experiments and benchmarks: no logger, checkpoints, progress bar, model
-    summary or sanity validation; one device chosen by :func:`iclr26_common.device.
+    summary or sanity validation (a checkpoint it is asked to save gets the :class:`ModelStamp`);
+    one device chosen by :func:`iclr26_common.device.
     lightning_accelerator` (``accelerator=`` overrides). Any Trainer argument overrides these."""
     settings: dict[str, Any] = {
         "logger": False,
@@ -525,4 +525,4 @@ def quiet_trainer(*, callbacks: Sequence[Callback] = (), **overrides: Any) -> Tr
         settings.setdefault("devices", lightning_devices())  # [N] for ICLR26_DEVICE=cuda:N
     settings.setdefault("devices", 1)
     with quiet_lightning():  # no "GPU available: ..." lines
-        return Trainer(callbacks=[*callbacks, InterruptedFit()], **settings)
+        return Trainer(callbacks=[*callbacks, ModelStamp(), InterruptedFit()], **settings)

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from iclr26_common import Claim, Experiment, Precondition, Result
-from iclr26_common.effects import format_effect, paired_effect
+from iclr26_common.effects import format_effect, paired_effect, points_effect
 from medimg_gfscreen.measurement import (
     COARSE_OVERLAP,
     METHODS,
@@ -193,12 +193,10 @@ def build_claims(m: Measurement) -> tuple[list[Claim], dict[str, Any]]:
     claims = [
         Claim.test(
             text="Glance-then-Focus keeps lesion recall close to Focus on every tile.",
-            effect=paired_effect(
+            effect=points_effect(
                 gf_recall,
                 sw_recall,
                 name="per-case lesion recall, glance-focus minus sliding window",
-                unit="pts",
-                scale=100.0,
                 threshold=-100.0 * RECALL_MAX_DROP,
                 direction=">=",
                 seed=0,

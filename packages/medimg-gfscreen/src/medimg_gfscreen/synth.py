@@ -25,7 +25,14 @@ from scipy import ndimage
 from medimg_gfscreen.constants import SPACING_MM
 from medimg_gfscreen.io import write_datalist
 
-__all__ = ["DEFAULT_TESTBED", "SynthCase", "Testbed", "generate_dataset", "synth_case"]
+__all__ = [
+    "DEFAULT_TESTBED",
+    "MIMIC_STYLES",
+    "SynthCase",
+    "Testbed",
+    "generate_dataset",
+    "synth_case",
+]
 
 AIR_HU = -1000.0
 BODY_HU = 40.0
@@ -38,18 +45,32 @@ NOISE_SIGMA_HU = (10.0, 25.0)
 PARTIAL_VOLUME_SIGMA_MM = 0.8
 CYST_RADIUS_MM = (7.0, 10.0)  # mimics: larger than any lesion, lesion contrast
 VESSEL_RADIUS_MM = (1.0, 2.0)  # mimics: tubes across the organ at lesion contrast
+#: how the mimics differ from lesions (:class:`Testbed` ``mimic_style``): ``lesion_contrast``
+#: (cysts and in-plane vessels at either sign of a lesion's contrast) or ``anatomic`` (as on CT:
+#: cysts hypodense, vessels enhancing 3-D tubes through the body)
+MIMIC_STYLES = ("lesion_contrast", "anatomic")
 
 
 @dataclass(frozen=True)
 class Testbed:
     """How a synthetic case draws its lesions and mimics. The default is the generator of
     ``medimg-gfscreen synth`` (its random stream unchanged): 30 % healthy, 1-3 lesions of radius
-    2-6 mm, no mimic. ``mimics``: cysts and vessels (``mimics`` of each) drawn in every case."""
+    2-6 mm, no mimic. ``mimics``: cysts and vessels (``mimics`` of each) drawn in every case;
+    ``mimic_style``: :data:`MIMIC_STYLES`; ``cyst_radius_mm``: the cysts' radius range."""
 
     healthy_fraction: float = HEALTHY_FRACTION
     max_lesions: int = 3
     lesion_radius_mm: tuple[float, float] = LESION_RADIUS_MM
     mimics: int = 0
+    mimic_style: str = "lesion_contrast"
+    cyst_radius_mm: tuple[float, float] = CYST_RADIUS_MM
+
+    def __post_init__(self) -> None:
+        if self.mimic_style not in MIMIC_STYLES:
+            raise ValueError(
+                f"Testbed.mimic_style must be one of {', '.join(MIMIC_STYLES)}, "
+                f"not {self.mimic_style!r}"
+            )
 
 
 DEFAULT_TESTBED = Testbed()
@@ -130,7 +151,7 @@ def synth_case(
         label[sphere] = 1
         placed += 1
     if testbed.mimics:
-        indicator += _mimics(rng, (x, y, z), oc, organ_r, label, testbed.mimics)
+        indicator += _mimics(rng, (x, y, z), oc, organ_r, label, testbed, body <= 1.0)
     if indicator.any():
         sigma = [PARTIAL_VOLUME_SIGMA_MM / s for s in spacing]
         image += ndimage.gaussian_filter(indicator, sigma=sigma)
@@ -147,26 +168,43 @@ def _mimics(
     centre: tuple[float, float, float],
     organ_r: tuple[float, float, float],
     label: np.ndarray,
-    count: int,
+    testbed: Testbed,
+    body: np.ndarray,
 ) -> np.ndarray:
-    """Unlabelled lesion mimics in the organ (HU offsets ``[X, Y, Z]``): ``count`` cysts (spheres
-    of radius :data:`CYST_RADIUS_MM`) and ``count`` vessels (in-plane tubes of radius
-    :data:`VESSEL_RADIUS_MM` through the organ, over all slices within 1.5 mm), each at a
-    lesion's contrast (+-:data:`LESION_CONTRAST_HU`); voxels of a lesion keep its contrast."""
+    """Unlabelled lesion mimics in the organ (HU offsets ``[X, Y, Z]``): ``testbed.mimics`` cysts
+    (spheres of radius ``testbed.cyst_radius_mm``) and as many vessels (tubes of radius
+    :data:`VESSEL_RADIUS_MM` through the organ centre region). ``lesion_contrast`` style: each at
+    either sign of a lesion's contrast (+-:data:`LESION_CONTRAST_HU`), vessels in-plane over the
+    slices within 1.5 mm. ``anatomic`` style (how CT look-alikes differ from small tumours):
+    cysts hypodense (-:data:`LESION_CONTRAST_HU`, fluid), vessels enhancing
+    (+:data:`LESION_CONTRAST_HU`) along a random 3-D direction across the whole body (``body``
+    mask), so they run through several slices. Voxels of a lesion keep its contrast."""
     x, y, z = grid
     out = np.zeros(label.shape, dtype=np.float32)
-    for kind in ("cyst", "vessel") * count:
+    anatomic = testbed.mimic_style == "anatomic"
+    for kind in ("cyst", "vessel") * testbed.mimics:
         u = rng.uniform(-0.6, 0.6, size=3)
         c = [centre[i] + u[i] * organ_r[i] for i in range(3)]
         if kind == "cyst":
             shape = np.sqrt((x - c[0]) ** 2 + (y - c[1]) ** 2 + (z - c[2]) ** 2) <= rng.uniform(
-                *CYST_RADIUS_MM
+                *testbed.cyst_radius_mm
             )
+        elif anatomic:
+            axis = rng.normal(size=3)
+            axis /= np.linalg.norm(axis)
+            p = [x - c[0], y - c[1], z - c[2]]
+            along = p[0] * axis[0] + p[1] * axis[1] + p[2] * axis[2]
+            d2 = p[0] ** 2 + p[1] ** 2 + p[2] ** 2 - along**2
+            shape = (d2 <= rng.uniform(*VESSEL_RADIUS_MM) ** 2) & body
         else:
             angle = rng.uniform(0, np.pi)
             d = np.abs(-(x - c[0]) * np.sin(angle) + (y - c[1]) * np.cos(angle))
             shape = (d <= rng.uniform(*VESSEL_RADIUS_MM)) & (np.abs(z - c[2]) <= 1.5)
-        contrast = rng.choice([-1.0, 1.0]) * rng.uniform(*LESION_CONTRAST_HU)
+        if anatomic:
+            sign = -1.0 if kind == "cyst" else 1.0
+        else:
+            sign = rng.choice([-1.0, 1.0])
+        contrast = sign * rng.uniform(*LESION_CONTRAST_HU)
         out[shape & (label == 0) & (out == 0)] = contrast
     return out
 

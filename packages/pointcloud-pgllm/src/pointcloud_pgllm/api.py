@@ -347,6 +347,32 @@ def _settings(
     }
 
 
+def _result(
+    mode: str,
+    items: Any,
+    labels: np.ndarray,
+    class_names: list[str],
+    run: _Run,
+    settings: dict[str, Any],
+    **extra: Any,
+) -> PGLLMResult:
+    """The :class:`PGLLMResult` of a finished ``run`` over ``items`` (its sources); ``extra``:
+    the mode's own fields (``id_scores`` of ``ood``)."""
+    return PGLLMResult(
+        mode=mode,
+        sources=list(items.sources),
+        labels=labels,
+        class_names=class_names,
+        scores=run.scores,
+        metrics=run.metrics,
+        timings_s=run.timings_s,
+        captions=run.captions,
+        features=run.features,
+        settings=settings,
+        **extra,
+    )
+
+
 def classify(
     data: PathLike | None = None,
     *,
@@ -384,20 +410,10 @@ def classify(
     run = _run_pipeline(
         items, feats, items.labels, names, options, graph_k, scorer, data, captions, quiet
     )
-    return PGLLMResult(
-        mode="classify",
-        sources=list(items.sources),
-        labels=np.asarray(items.labels),
-        class_names=names,
-        scores=run.scores,
-        metrics=run.metrics,
-        timings_s=run.timings_s,
-        captions=run.captions,
-        features=run.features,
-        settings=_settings(
-            "classify", names, len(items), data, captions, features, options, scorer, run, None
-        ),
+    settings = _settings(
+        "classify", names, len(items), data, captions, features, options, scorer, run, None
     )
+    return _result("classify", items, np.asarray(items.labels), names, run, settings)
 
 
 def detect_ood(
@@ -465,18 +481,7 @@ def detect_ood(
         )
         id_scores = {a: p[:, 0] for a, p in probs.items()}
         run.metrics = {a: evaluate(run.scores[a], labels, id_scores[a]) for a in run.scores}
-    return PGLLMResult(
-        mode="ood",
-        sources=list(items.sources),
-        labels=labels,
-        class_names=id_list,
-        scores=run.scores,
-        metrics=run.metrics,
-        timings_s=run.timings_s,
-        captions=run.captions,
-        features=run.features,
-        id_scores=id_scores,
-        settings=_settings(
-            "ood", id_list, len(items), data, captions, features, options, scorer, run, ood_score
-        ),
+    settings = _settings(
+        "ood", id_list, len(items), data, captions, features, options, scorer, run, ood_score
     )
+    return _result("ood", items, labels, id_list, run, settings, id_scores=id_scores)

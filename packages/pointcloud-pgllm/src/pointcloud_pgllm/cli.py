@@ -384,6 +384,12 @@ def _usage_errors_as_parser_errors(
     return result
 
 
+def _inputs(ns: argparse.Namespace) -> dict[str, Any]:
+    """The keywords classify and ood pass alike to :mod:`pointcloud_pgllm.api`: ``captions``,
+    ``features``, ``options`` (:func:`_options`) and ``quiet``."""
+    return dict(captions=ns.captions, features=ns.features, options=_options(ns), quiet=ns.quiet)
+
+
 def _run_and_write(
     parser: ArgumentParser, ns: argparse.Namespace, call: Callable[[], PGLLMResult]
 ) -> None:
@@ -421,14 +427,7 @@ def classify_main(argv: Sequence[str]) -> int:
     _run_and_write(
         parser,
         ns,
-        lambda: classify(
-            ns.data,
-            captions=ns.captions,
-            features=ns.features,
-            classes=ns.classes,
-            options=_options(ns),
-            quiet=ns.quiet,
-        ),
+        lambda: classify(ns.data, classes=ns.classes, **_inputs(ns)),
     )
     return 0
 
@@ -467,10 +466,7 @@ def ood_main(argv: Sequence[str]) -> int:
             id_classes=ns.id_classes,
             id_split=ns.id_split,
             ood_score=ns.ood_score,
-            captions=ns.captions,
-            features=ns.features,
-            options=_options(ns),
-            quiet=ns.quiet,
+            **_inputs(ns),
         ),
     )
     return 0

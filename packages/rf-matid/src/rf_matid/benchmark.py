@@ -15,6 +15,7 @@ import json
 import math
 import shutil
 import statistics
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -154,16 +155,17 @@ def _train_and_test(
     placement: dict[str, Any] = {} if accelerator is None else {"accelerator": accelerator}
     if devices is not None:
         placement["devices"] = devices
-    trainer = quiet_trainer(max_epochs=epochs, deterministic="warn", **placement)
+    last = last_validation_callback()
+    trainer = quiet_trainer(max_epochs=epochs, deterministic="warn", callbacks=[last], **placement)
     started = time.perf_counter()
     trainer.fit(module, datamodule=datamodule)
     train_seconds = time.perf_counter() - started
-    val_metrics = trainer.validate(module, datamodule=datamodule, verbose=False)[0]
+    val_accuracy = validation_accuracy(trainer, module, datamodule, last)
     test_metrics = trainer.test(module, datamodule=datamodule, verbose=False)[0]
-    predicted = trainer.predict(module, datamodule=datamodule)  # the test split, in order
+    # the test run's own predictions (in test order): no second pass over the test split
     records = datamodule.sample_records("test")
     names = list(datamodule.class_names)
-    labels_predicted = [names[int(k)] for batch in predicted or [] for k in batch["pred"]]
+    labels_predicted = [names[int(k)] for k in module.test_predictions]
     return BenchmarkRow(
         arch=arch,
         protocol=protocol,
@@ -176,7 +178,7 @@ def _train_and_test(
         n_test=sizes["test"],
         accuracy=float(test_metrics["test/acc"]),
         macro_f1=float(test_metrics["test/macro_f1"]),
-        val_accuracy=float(val_metrics["val/acc"]),
+        val_accuracy=val_accuracy,
         train_seconds=train_seconds,
         class_names=list(datamodule.class_names),
         confusion=module.test_confusion.tolist(),
@@ -185,6 +187,32 @@ def _train_and_test(
             int(label == guess) for (_, label), guess in zip(records, labels_predicted, strict=True)
         ],
     )
+
+
+def last_validation_callback() -> Any:
+    """A callback recording ``val/acc`` and ``trainer.global_step`` at the end of each
+    validation run (``.accuracy``, ``.step``; ``None`` before the first)."""
+    from lightning.pytorch.callbacks import Callback
+
+    class _LastValidation(Callback):
+        accuracy: float | None = None
+        step: int | None = None
+
+        def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+            if not trainer.sanity_checking and "val/acc" in trainer.callback_metrics:
+                self.accuracy = float(trainer.callback_metrics["val/acc"])
+                self.step = int(trainer.global_step)
+
+    return _LastValidation()
+
+
+def validation_accuracy(trainer: Any, module: Any, datamodule: Any, last: Any) -> float:
+    """Validation accuracy of the fitted model: the one the fit logged when it validated after
+    its last optimizer step (the same model and data a separate ``trainer.validate`` scores),
+    else a ``trainer.validate`` pass. ``last``: :func:`last_validation_callback`'s callback."""
+    if last.accuracy is not None and last.step == trainer.global_step:
+        return float(last.accuracy)
+    return float(trainer.validate(module, datamodule=datamodule, verbose=False)[0]["val/acc"])
 
 
 def print_row(row: BenchmarkRow) -> None:
@@ -310,8 +338,9 @@ def run_benchmark(
     the product order; ``on_row`` is called as each finishes (``rf-matid benchmark`` saves the
     cell there). ``done``: rows already finished, by :func:`cell_key` (a resumed run's cells):
     they are not trained again and come back as given. ``quiet=False`` shows progress over the
-    cells on stderr (:func:`iclr26_common.progress.progress`). Ctrl-C stops the worker
-    processes too.
+    cells on stderr (:func:`iclr26_common.progress.progress`), with a start line ``benchmark
+    cells: 0/N, ...`` before the first cell when stderr is not a terminal. Ctrl-C stops the
+    worker processes too.
     """
     devices = None
     if accelerator is None:  # choose (and record) the device here: workers run in subprocesses
@@ -342,6 +371,14 @@ def run_benchmark(
     }
     description = "benchmark cells" + (f" ({len(results)} done before)" if results else "")
     workers = max(1, min(int(workers), len(tasks)))
+    if not quiet and tasks and not sys.stderr.isatty():
+        # plain progress prints its first line when a cell finishes (minutes): say what started
+        # (on a terminal the progress bar shows 0/N at once)
+        print(
+            f"{description}: 0/{len(tasks)}, training {workers} at a time (a line as cells finish)",
+            file=sys.stderr,
+            flush=True,
+        )
     if workers == 1:
         for i, task in progress(list(tasks.items()), description=description, quiet=quiet):
             results[i] = train_and_test(**task)

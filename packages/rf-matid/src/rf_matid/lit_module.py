@@ -64,7 +64,10 @@ class RFMatIDClassifier(L.LightningModule):
     ``{train,val,test}/acc`` (micro) and ``/macro_f1`` (torchmetrics: a class absent from both
     targets and predictions is left out of the mean, a predicted-but-absent class scores 0;
     upstream ``MCC_Metrics`` scores a never-predicted class's precision as 1).
-    ``test_confusion`` (rows: true, columns: predicted) holds the last test run's counts.
+    ``test_confusion`` (rows: true, columns: predicted) holds the last test run's counts and
+    ``test_predictions`` (int64 ``[N]``) its predicted class per test sample, in the test
+    loader's order (this process's samples under DDP): the per-sample scores of a test run
+    without a second (predict) pass over the test set.
     """
 
     def __init__(
@@ -113,6 +116,9 @@ class RFMatIDClassifier(L.LightningModule):
         self.test_confmat = MulticlassConfusionMatrix(num_classes)
         # rows: true class, columns: predicted class; filled by the last test run
         self.test_confusion: torch.Tensor = torch.zeros(num_classes, num_classes, dtype=torch.long)
+        # predicted class per sample of the last test run, in loader order; filled per batch
+        self.test_predictions: torch.Tensor = torch.zeros(0, dtype=torch.long)
+        self._test_batches: list[torch.Tensor] = []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)
@@ -130,6 +136,7 @@ class RFMatIDClassifier(L.LightningModule):
         f1.update(preds, y)
         if stage == "test":
             self.test_confmat.update(preds, y)
+            self._test_batches.append(preds.detach().cpu())
         batch_size = x.shape[0]
         self.log(
             f"{stage}/loss",
@@ -163,10 +170,15 @@ class RFMatIDClassifier(L.LightningModule):
 
     def on_test_epoch_start(self) -> None:
         self.test_confmat.reset()
+        self._test_batches = []
 
     def on_test_epoch_end(self) -> None:
         self.test_confusion = self.test_confmat.compute().detach().cpu().long()
         self.test_confmat.reset()
+        batches, self._test_batches = self._test_batches, []
+        self.test_predictions = (
+            torch.cat(batches).long() if batches else torch.zeros(0, dtype=torch.long)
+        )
 
     def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> dict:
         x, _ = _unpack(batch)

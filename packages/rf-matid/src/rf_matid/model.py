@@ -116,8 +116,11 @@ class MaskDropout(nn.Dropout):
             return super().forward(x)
         if self.p == 1.0:
             return x * 0.0
-        keep = torch.rand_like(x) >= self.p
-        return x * (keep.to(x.dtype) * (1.0 / (1.0 - self.p)))
+        # the scaled keep mask built in place in the uniform draws' buffer (1/(1-p) where kept,
+        # 0 elsewhere): the values of `(rand_like(x) >= p).to(x.dtype) * (1/(1-p))` without
+        # the bool tensor and two more full-size passes
+        mask = torch.rand_like(x).ge_(self.p).mul_(1.0 / (1.0 - self.p))
+        return x * mask
 
 
 class _ConvBNReLU(nn.Sequential):

@@ -322,6 +322,26 @@ def load_policies(
     return paths, policies
 
 
+def _delay_cells(
+    ns: argparse.Namespace, methods: list[str], horizon: int
+) -> list[tuple[str, Any, int, Any]]:
+    """``(method, d, e, d_hat)`` for every ``--delays`` d and method: the execution horizon
+    ``e`` (``--exec-horizon``, else the default for d) and the delay the controller assumes
+    ``d_hat`` (``--assumed-delay``, else d), each checked against the chunk length ``horizon``
+    (one-line ``ValueError`` naming the option)."""
+    from robotics_remac.rollout import check_delay, default_exec_horizon
+
+    cells: list[tuple[str, Any, int, Any]] = []
+    for d in ns.delays:
+        e = default_exec_horizon(d) if ns.exec_horizon is None else ns.exec_horizon
+        check_delay(d, e, horizon)
+        d_hat = d if ns.assumed_delay is None else ns.assumed_delay
+        if not 0 <= d_hat < horizon:
+            raise ValueError(f"--assumed-delay {d_hat} must satisfy 0 <= d < H={horizon}")
+        cells += [(m, d, e, d_hat) for m in methods]
+    return cells
+
+
 def _run_eval(ns: argparse.Namespace, methods: list[str], out: OutputFolder) -> int:
     import numpy as np
 
@@ -337,20 +357,14 @@ def _run_eval(ns: argparse.Namespace, methods: list[str], out: OutputFolder) -> 
     # so a GPU would only add a transfer per step for these small mixers.
     paths, policies = load_policies(ns, methods, _task_policy)
     horizon = policies["base" if "base" in policies else next(iter(policies))].horizon
-    cells: list[tuple[str, Any, int, Any]] = []
     period = DT if ns.control_period is None else ns.control_period
     if ns.measured_delay is not None:
         cap = ns.measured_delay
         e = default_exec_horizon(cap) if ns.exec_horizon is None else ns.exec_horizon
         check_delay(cap, e, horizon)
         cells = [(m, "measured", e, "measured") for m in methods]
-    for d in ns.delays if ns.measured_delay is None else ():
-        e = default_exec_horizon(d) if ns.exec_horizon is None else ns.exec_horizon
-        check_delay(d, e, horizon)
-        d_hat = d if ns.assumed_delay is None else ns.assumed_delay
-        if not 0 <= d_hat < horizon:
-            raise ValueError(f"--assumed-delay {d_hat} must satisfy 0 <= d < H={horizon}")
-        cells += [(m, d, e, d_hat) for m in methods]
+    else:
+        cells = _delay_cells(ns, methods, horizon)
     settings = {
         "checkpoints": {k: str(Path(v).resolve()) for k, v in paths.items() if v is not None},
         "episodes": ns.episodes,

@@ -108,9 +108,9 @@ def run_offline(ns: Any, methods: list[str], out: Any) -> int:
     writes ``offline_results.csv`` into the checked output folder ``out``."""
     from iclr26_common.outputs import write_text
     from iclr26_common.progress import progress
-    from robotics_remac.cli import _csv_text, load_policies
+    from robotics_remac.cli import _csv_text, _delay_cells, load_policies
     from robotics_remac.dataset_reader import read_lerobot_dataset
-    from robotics_remac.rollout import METHODS, check_delay, default_exec_horizon, make_chunker
+    from robotics_remac.rollout import METHODS, make_chunker
 
     episodes = read_lerobot_dataset(ns.data, fps=None)
     dims = {"obs_dim": episodes[0].states.shape[1], "action_dim": episodes[0].actions.shape[1]}
@@ -123,14 +123,7 @@ def run_offline(ns: Any, methods: list[str], out: Any) -> int:
 
     _, policies = load_policies(ns, methods, check)
     horizon = next(iter(policies.values())).horizon
-    cells = []
-    for d in ns.delays:
-        e = default_exec_horizon(d) if ns.exec_horizon is None else ns.exec_horizon
-        check_delay(d, e, horizon)
-        d_hat = d if ns.assumed_delay is None else ns.assumed_delay
-        if not 0 <= d_hat < horizon:
-            raise ValueError(f"--assumed-delay {d_hat} must satisfy 0 <= d < H={horizon}")
-        cells += [(m, d, e, d_hat) for m in methods]
+    cells = _delay_cells(ns, methods, horizon)
     batches: dict[int, Any] = {}
     rows = []
     with out:

@@ -527,6 +527,7 @@ def encode_records(
     max_len: int = 64,
     where: Sequence[str | None] | None = None,
     truncate: bool = False,
+    flags: tuple[str, str] = ("--max-len", "--truncate"),
 ) -> dict[str, Any]:
     """Chat-format ``prompt -> response`` pairs into right-padded tensors.
 
@@ -535,7 +536,8 @@ def encode_records(
     line naming the row (``where[i]``, e.g. ``FILE:LINE``, else ``row i``) and ``--max-len``;
     with ``truncate`` it is cut to its first ``max_len`` tokens instead (the official
     ``SupervisedDataset`` tokenises with ``truncation=True``), unless the prompt alone leaves no
-    response token (raises).
+    response token (raises). ``flags``: the two options the message names (``antibody fit``:
+    ``--model.init_args.max_len`` / ``--model.init_args.truncate``).
     """
     import torch
 
@@ -549,15 +551,16 @@ def encode_records(
         n = len(head) + len(tail)
         if n > max_len:
             name = (where[i] if where is not None else None) or f"row {i}"
+            max_flag, cut_flag = flags
             if not truncate:
                 raise LMError(
-                    f"{name}: {n} tokens (chat prompt + target) > --max-len {max_len}; raise "
-                    "--max-len or pass --truncate to cut such rows at --max-len"
+                    f"{name}: {n} tokens (chat prompt + target) > {max_flag} {max_len}; raise "
+                    f"{max_flag} or pass {cut_flag} to cut such rows at {max_flag}"
                 )
             if len(head) >= max_len:
                 raise LMError(
-                    f"{name}: the chat prompt alone takes {len(head)} tokens >= --max-len "
-                    f"{max_len}; --truncate would leave no target token: raise --max-len"
+                    f"{name}: the chat prompt alone takes {len(head)} tokens >= {max_flag} "
+                    f"{max_len}; {cut_flag} would leave no target token: raise {max_flag}"
                 )
         rows.append((head + tail)[:max_len])
         masks.append(([0] * len(head) + [1] * len(tail))[:max_len])

@@ -42,6 +42,8 @@ __all__ = ["AntibodyModule", "SafetyDataModule"]
 # Antibody's hyper-parameters as they sat flat in the hparams before issue 29
 FLAT_HPARAMS = frozenset(("rho", "lambda_rule", "a", "eta_lambda", "ema", "lambda2", "tau"))
 STAGES = {"align": ("sft", "booster", "vaccine", "antibody"), "finetune": ("sft", "antibody")}
+#: The options a too-long row's message names under ``antibody fit`` (``encode_records``).
+FIT_FLAGS = ("--model.init_args.max_len", "--model.init_args.truncate")
 
 
 class _Draws(IterableDataset):
@@ -104,7 +106,10 @@ class AntibodyModule(L.LightningModule):
     smollm2); ``save_to`` writes the trained model + tokenizer at the end of ``fit``.
     ``antibody``: Antibody's hyper-parameters (:class:`~llm_methods.antibody.model.
     AntibodyConfig`, the ``antibody:`` group that the stage configs of ``align``/``finetune``
-    use too; default: its defaults). The checkpoint's hparams hold it as a plain dict."""
+    use too; default: its defaults). The checkpoint's hparams hold it as a plain dict.
+    ``max_len``: tokens per row (chat prompt + target); a longer row stops the fit with one line
+    naming its file and line, unless ``truncate`` cuts it there (the official
+    ``truncation=True``)."""
 
     def __init__(
         self,
@@ -118,6 +123,7 @@ class AntibodyModule(L.LightningModule):
         weight_decay: float = 0.1,
         max_len: int = 128,
         save_to: str | None = None,
+        truncate: bool = False,
     ) -> None:
         super().__init__()
         if stage not in STAGES or method not in STAGES[stage]:
@@ -167,7 +173,13 @@ class AntibodyModule(L.LightningModule):
     def _enc(self, rows: list[SafetyRecord], refusal: bool = False) -> dict[str, torch.Tensor]:
         targets = [r.refusal if refusal else r.response for r in rows]
         batch = encode_records(
-            self.tokenizer, [r.prompt for r in rows], targets, self.hparams.max_len
+            self.tokenizer,
+            [r.prompt for r in rows],
+            targets,
+            self.hparams.max_len,
+            [r.where for r in rows],
+            bool(self.hparams.get("truncate", False)),  # absent from checkpoints before 0.8.0
+            FIT_FLAGS,
         )
         return {k: v.to(self.device) for k, v in batch.items()}
 

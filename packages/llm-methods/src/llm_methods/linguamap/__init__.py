@@ -20,6 +20,12 @@ _EXPORTS = {
     "detect_language": "llm_methods.linguamap.analysis",
     "evaluate": "llm_methods.linguamap.analysis",
     "lens_language_probability": "llm_methods.linguamap.analysis",
+    "decision_layer": "llm_methods.linguamap.analysis",
+    "FinetuneResult": "llm_methods.linguamap.finetune",
+    "answer_masked_rows": "llm_methods.linguamap.finetune",
+    "last_layers": "llm_methods.linguamap.finetune",
+    "read_pairs": "llm_methods.linguamap.finetune",
+    "selective_finetune": "llm_methods.linguamap.finetune",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 

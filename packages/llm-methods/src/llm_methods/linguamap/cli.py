@@ -8,6 +8,11 @@
   states mean-pooled over the text's own tokens (BOS / special tokens and padding left out;
   ``--skip-first`` also drops each text's first token); each record holds the same text in two or
   more languages (``{"en": ..., "es": ...}``).
+- ``finetune --model SPEC --data FILE.jsonl --last-k K --out FOLDER``: selective fine-tuning
+  (:mod:`llm_methods.linguamap.finetune`): only the last K decoder layers (or ``--layers``) train,
+  the loss on each record's ``answer`` tokens given its ``prompt``; FOLDER receives the
+  fine-tuned model (HF folder: ``--model FOLDER`` works in every command) and
+  ``linguamap_finetune.json`` (layers, trained fraction, losses).
 
 The training experiment is ``iclr26 reproduce llm-methods.linguamap.selective_ft``.
 """
@@ -17,10 +22,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from iclr26_common.textio import input_file
 
-ABOUT = "LinguaMap language control (arXiv 2601.20009): consistency and cross-lingual similarity"
+ABOUT = (
+    "LinguaMap language control (arXiv 2601.20009): consistency, cross-lingual similarity, "
+    "selective fine-tuning"
+)
 PROG = "llm-methods linguamap"
 
 
@@ -119,7 +128,10 @@ def main(argv: Sequence[str]) -> int:
         help="subtract each language's mean pooled vector before the cosine (removes the "
         "component all texts share; needs >= 2 items)",
     )
+    _finetune_args(sub)
     ns = show_defaults(parser).parse_args(list(argv))
+    if ns.command == "finetune":
+        return _finetune(ns)
     from iclr26_common.outputs import check_out_file, write_text
 
     if ns.command == "consistency":
@@ -189,5 +201,122 @@ def main(argv: Sequence[str]) -> int:
     print(f"{n_items} parallel items, languages {sorted(parallel)}")
     for layer, value in enumerate(cosine):
         print(f"layer {layer:2d} (0 = embeddings): cosine {value:.4f}")
+    print(f"wrote {ns.out}")
+    return 0
+
+
+def _finetune_args(sub: Any) -> None:
+    from iclr26_common.cli_support import comma_list_of, positive_float, positive_int
+    from llm_methods.method_cli import out_args, seed_args
+
+    ft = sub.add_parser(
+        "finetune",
+        help="selective fine-tuning: train only the last k layers on prompt/answer records",
+        description="Train only the last K decoder layers (or --layers) of a causal LM on "
+        "language-consistent examples, the loss on the answer tokens (LinguaMap's selective "
+        "fine-tuning). Pick K from the logit-lens diagnosis: the layers from the one where the "
+        "output language settles on (linguamap.analysis.decision_layer).",
+    )
+    ft.add_argument("--model", required=True, help="model spec (smollm2, zoo:NAME, folder, .gguf)")
+    ft.add_argument(
+        "--data",
+        type=Path,
+        required=True,
+        help='jsonl: {"prompt": ..., "answer": ...} per line (the loss is on the answer)',
+    )
+    which = ft.add_mutually_exclusive_group(required=True)
+    which.add_argument("--last-k", type=positive_int, help="train the last K decoder layers")
+    which.add_argument(
+        "--layers",
+        type=comma_list_of(int),
+        help="train these decoder layers (comma-separated; negative counts from the end)",
+    )
+    ft.add_argument("--steps", type=positive_int, default=150, help="optimizer steps")
+    ft.add_argument("--lr", type=positive_float, default=2e-3, help="peak learning rate (AdamW)")
+    ft.add_argument("--batch-size", type=positive_int, default=16, help="examples per step")
+    ft.add_argument(
+        "--max-len", type=positive_int, default=256, help="tokens per example (prompt + answer)"
+    )
+    ft.add_argument("--prompt-field", default="prompt", help="jsonl field of the prompt")
+    ft.add_argument("--answer-field", default="answer", help="jsonl field of the answer")
+    ft.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
+    out_args(
+        ft,
+        "output folder: the fine-tuned model (HF folder) and linguamap_finetune.json",
+        required=True,
+    )
+    seed_args(ft)
+
+
+def _finetune(ns: Any) -> int:
+    from iclr26_common.outputs import check_out_folder, write_text
+    from iclr26_common.seeding import seed_everything
+    from llm_methods.linguamap.finetune import (
+        answer_masked_rows,
+        last_layers,
+        read_pairs,
+        selective_finetune,
+    )
+    from llm_methods.lm import load_lm
+    from llm_methods.lm.errors import LMError
+    from llm_methods.lm.loading import resolve_device
+    from llm_methods.method_cli import quiet_transformers
+
+    out = check_out_folder(ns.out, overwrite=ns.overwrite, resumable=False)  # before any work
+    resolve_device(ns.device)  # a bad --device before the data and the model
+    pairs = read_pairs(ns.data, ns.prompt_field, ns.answer_field)
+    quiet_transformers()
+    seed_everything(ns.seed)
+    lm = load_lm(ns.model, ns.device, "float32")
+    layers = last_layers(lm.n_layers, ns.last_k) if ns.last_k else ns.layers
+    layers = sorted({lm.layer_index(i) for i in layers})
+    rows, masks, cut = answer_masked_rows(lm.tokenizer, pairs, ns.max_len)
+    if not any(any(m) for m in masks):
+        raise LMError(f"{ns.data}: no answer token fits in --max-len {ns.max_len}")
+    print(
+        f"{lm.name}: training layers {layers} of {lm.n_layers} on {len(rows)} examples "
+        f"({cut} cut at --max-len {ns.max_len}), {ns.steps} steps",
+        flush=True,
+    )
+    with out:
+        result = selective_finetune(
+            lm,
+            rows,
+            masks,
+            layers,
+            steps=ns.steps,
+            lr=ns.lr,
+            batch_size=ns.batch_size,
+            seed=ns.seed,
+            quiet=ns.quiet,
+        )
+        record = {
+            "model": lm.name,
+            "data": str(ns.data),
+            "n_examples": len(rows),
+            "cut_at_max_len": cut,
+            "layers": result.layers,
+            "n_layers": lm.n_layers,
+            "trainable_parameters": result.trainable,
+            "total_parameters": result.total,
+            "trained_fraction": result.fraction,
+            "steps": ns.steps,
+            "lr": ns.lr,
+            "batch_size": ns.batch_size,
+            "max_len": ns.max_len,
+            "seed": ns.seed,
+            "loss_first": result.losses[0],
+            "loss_last": result.losses[-1],
+            "losses": result.losses,
+        }
+        for p in lm.model.parameters():
+            p.requires_grad_(True)
+        lm.model.save_pretrained(out.path)
+        lm.tokenizer.save_pretrained(out.path)
+        write_text(out.path / "linguamap_finetune.json", json.dumps(record, indent=1))
+    print(
+        f"trained {100 * result.fraction:.1f} % of the parameters; answer-token loss "
+        f"{result.losses[0]:.3f} -> {result.losses[-1]:.3f}"
+    )
     print(f"wrote {ns.out}")
     return 0

@@ -14,14 +14,15 @@ ways: only the last k layers, all weights, k randomly chosen other layers, and L
 en/es/de) and task accuracy (concepts, any language), separately.
 
 Claims and thresholds, fixed here before any run (issue 40: on paired 95 % intervals over the
-shared eval items and seeds, :func:`iclr26_common.effects.paired_effect`):
+shared eval items and seeds, :func:`iclr26_common.effects.points_effect`):
 
   (a) consistency(last k) − consistency(full) >= −``CONSISTENCY_GAP_MAX`` (2 points);
-      preconditions: the last k layers are <= ``PARAM_FRACTION_MAX`` (10 %) of the parameters,
-      and the language decision is localised in the last k layers (the diagnosis gives
-      k <= ``K_MAX``);
-  (b) accuracy(last k) − accuracy(full) >= −``ACCURACY_GAP_MAX`` (2 points); precondition: the
-      localisation control of (a).
+      preconditions: the pretrained model learned the task (its accuracy on the monolingual
+      evaluation items, answers in any language counted, is >= ``TASK_LEARNED_MIN``), the last
+      k layers are <= ``PARAM_FRACTION_MAX`` (10 %) of the parameters, and the language
+      decision is localised in the last k layers (the diagnosis gives k <= ``K_MAX``);
+  (b) accuracy(last k) − accuracy(full) >= −``ACCURACY_GAP_MAX`` (2 points); preconditions: the
+      task-learned and localisation controls of (a).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import numpy as np
 
 from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
 from iclr26_common.device import choose_device
-from iclr26_common.effects import paired_effect
+from iclr26_common.effects import points_effect
 
 if TYPE_CHECKING:
     from llm_methods.linguamap.data import Example, Lexicon
@@ -49,6 +50,7 @@ ACCURACY_GAP_MAX = 0.02
 PARAM_FRACTION_MAX = 0.10
 P_FAIL = 0.7
 K_MAX = 4  # the most layers "selective" finetuning may train (the localisation control)
+TASK_LEARNED_MIN = 0.5  # the pretrained model's monolingual accuracy (the "task learned" control)
 LORA_R = 16
 MODEL = {"n_layers": 20, "hidden": 48, "heads": 4}
 BPE_VOCAB = 512
@@ -71,16 +73,12 @@ def _pack(tokenizer: Any, examples: list[Example]) -> list[list[int]]:
 
 
 def _masked(tokenizer: Any, examples: list[Example]) -> tuple[list[list[int]], list[list[int]]]:
-    """One example per row, padded to ``FT_LEN``; loss mask 1 on answer (+ newline) tokens."""
-    rows, masks = [], []
-    pad = tokenizer.pad_token_id
-    for e in examples:
-        head = tokenizer(e.prompt, add_special_tokens=False).input_ids
-        tail = tokenizer(e.answer + "\n", add_special_tokens=False).input_ids
-        ids = (head + tail)[:FT_LEN]
-        mask = ([0] * len(head) + [1] * len(tail))[:FT_LEN]
-        rows.append(ids + [pad] * (FT_LEN - len(ids)))
-        masks.append(mask + [0] * (FT_LEN - len(mask)))
+    """One example per row, padded to ``FT_LEN``; loss mask 1 on answer (+ newline) tokens
+    (:func:`~llm_methods.linguamap.finetune.answer_masked_rows`)."""
+    from llm_methods.linguamap.finetune import answer_masked_rows
+
+    pairs = [(e.prompt, e.answer + "\n") for e in examples]
+    rows, masks, _ = answer_masked_rows(tokenizer, pairs, FT_LEN)
     return rows, masks
 
 
@@ -108,7 +106,9 @@ def _variant(lm: LM, name: str, seed: int, k: int) -> tuple[LM, float]:
         lora = add_lora(lm, r=LORA_R, alpha=2 * LORA_R)
         return lora, count_parameters(lora.model)[0] / total
     if name == "last_k":
-        layers = list(range(lm.n_layers - k, lm.n_layers))
+        from llm_methods.linguamap.finetune import last_layers
+
+        layers = last_layers(lm.n_layers, k)
     else:
         rng = np.random.default_rng(seed)
         layers = sorted(int(i) for i in rng.choice(lm.n_layers - k, k, replace=False))
@@ -204,6 +204,7 @@ def run(quick: bool, out_dir: Path) -> Result:
         mean["last_k"]["param_fraction"],
         decided,
         MODEL["n_layers"],
+        before["monolingual/accuracy"],
     )
     return Result(
         summary=(
@@ -233,10 +234,18 @@ def judge(
     fraction: float,
     decided: int,
     n_layers: int,
+    task_accuracy: float,
 ) -> list[Claim]:
     """The two claims from per-item 0/1 outcomes ``[seeds, items]`` per variant (``"last_k"``
-    and ``"full"`` on the same items and seeds), the trained fraction of the last k layers and
-    the diagnosed decision layer of an ``n_layers`` model (thresholds: module doc)."""
+    and ``"full"`` on the same items and seeds), the trained fraction of the last k layers, the
+    diagnosed decision layer of an ``n_layers`` model and the pretrained model's accuracy on the
+    monolingual evaluation items (thresholds: module doc)."""
+    learned = Precondition(
+        "task learned",
+        f"pretrained model's monolingual accuracy (before FT) >= {TASK_LEARNED_MIN}",
+        {"monolingual_accuracy": round(float(task_accuracy), 4)},
+        task_accuracy >= TASK_LEARNED_MIN,
+    )
     k_needed = n_layers - decided
     localised = Precondition(
         "language decision localised in the last k layers",
@@ -251,12 +260,10 @@ def judge(
         fraction <= PARAM_FRACTION_MAX,
     )
     effects = {
-        metric: paired_effect(
+        metric: points_effect(
             scores["last_k"],
             scores["full"],
             name=f"{metric}(last k) - {metric}(full FT)",
-            unit="pts",
-            scale=100.0,
             threshold=-100 * gap,
             direction=">=",
             seed=0,
@@ -275,13 +282,13 @@ def judge(
             text="Fine-tuning only the last layers restores language consistency like full FT.",
             effect=effects["consistency"],
             measured=rates(consistency),
-            preconditions=[small, localised],
+            preconditions=[learned, small, localised],
         ),
         Claim.test(
             text="Selective fine-tuning keeps task accuracy.",
             effect=effects["accuracy"],
             measured=rates(accuracy),
-            preconditions=[localised],
+            preconditions=[learned, localised],
         ),
     ]
 

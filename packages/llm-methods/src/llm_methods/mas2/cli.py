@@ -3,7 +3,9 @@
 ``generate`` writes (or validates) a workflow + assignment for a task; ``run`` executes the
 tri-agent team (or a given workflow) on tasks with the simulated pool, an OpenAI-compatible
 server or a core model and writes per-task results; ``train`` runs Collaborative Tree
-Optimization on the simulated pool and writes ``team.json``; ``synth`` writes offline tasks.
+Optimization on the simulated pool and writes ``team.json`` (progress over each round's trees
+on stderr unless ``--quiet``; its state after each round kept in ``--out``, marked partial, so
+an interrupted run continues with ``--resume``); ``synth`` writes offline tasks.
 """
 
 from __future__ import annotations
@@ -127,6 +129,12 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--beta", type=finite_float, default=1.0, help="DPO temperature")
     train.add_argument("--no-rectifier", action="store_true", help="train generate-once")
     out_args(train, "output folder (team.json, history.json)", required=True)
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the interrupted run in --out (same settings; finished rounds kept)",
+    )
+    train.add_argument("--quiet", action="store_true", help="no progress lines")
     synth = sub.add_parser("synth", help="write offline tasks (arithmetic jsonl / HumanEval jsonl)")
     synth.add_argument("--kind", choices=("arith", "code"), default="arith", help="task kind")
     synth.add_argument("--n", type=int, default=20, help="tasks")
@@ -327,8 +335,50 @@ def isolation_summary(grader: object) -> dict[str, object]:
     return {"isolation": modes, "isolation_boundary": words}
 
 
+#: ``mas2 train``'s state in ``--out`` after each finished CTO round (settings, history, team,
+#: random stream), written atomically; ``--resume`` continues from it; removed once
+#: ``team.json`` and ``history.json`` are written.
+TRAIN_STATE = "cto-state.json"
+
+
+def _train_settings(ns: argparse.Namespace) -> dict[str, object]:
+    """What ``mas2 train``'s result depends on (``--resume`` refuses other values)."""
+    tasks = ns.tasks if ns.tasks in TASK_SOURCES else str(Path(ns.tasks).resolve())
+    return {
+        "tasks": tasks,
+        "limit": ns.limit,
+        "seed": ns.seed,
+        "pool": None if ns.pool is None else str(Path(ns.pool).resolve()),
+        **{key: getattr(ns, key) for key in ("rounds", "k", "n", "r", "beta", "no_rectifier")},
+    }
+
+
+def _resumed_state(folder: Path, settings: dict[str, object]) -> dict | None:
+    """The state an interrupted ``mas2 train`` with the same ``settings`` left in ``folder``
+    (``None`` when it finished no round); a missing or unreadable state or other settings are
+    one line naming them."""
+    from iclr26_common.cli_support import UsageError
+
+    path = folder / TRAIN_STATE
+    if not path.is_file():
+        raise UsageError(f"--out {folder}: no {TRAIN_STATE} to resume; pass --overwrite")
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        earlier = state["settings"]
+        differ = sorted(k for k in {*settings, *earlier} if earlier.get(k) != settings.get(k))
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise UsageError(f"{path}: not readable ({type(e).__name__}); pass --overwrite") from None
+    if differ:
+        raise UsageError(
+            f"--resume: {path} was written with other settings ({', '.join(differ)}); give the "
+            "same settings or pass --overwrite"
+        )
+    return state if state.get("history") else None
+
+
 def _train(ns: argparse.Namespace) -> int:
     from iclr26_common.outputs import check_out_folder, write_text
+    from iclr26_common.progress import progress
     from llm_methods.lm.threads import one_thread
     from llm_methods.mas2.cto import CTOConfig, train_cto
     from llm_methods.mas2.policy import Team
@@ -338,18 +388,50 @@ def _train(ns: argparse.Namespace) -> int:
     cfg = CTOConfig(
         k=ns.k, n=ns.n, r=ns.r, rounds=ns.rounds, beta=ns.beta, use_rectifier=not ns.no_rectifier
     )
-    out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before CTO
+    # before CTO: a folder of earlier results needs --overwrite, an interrupted one --resume
+    out = check_out_folder(ns.out, overwrite=ns.overwrite, resume=ns.resume)
+    settings = _train_settings(ns)
+    state = _resumed_state(out.path, settings) if out.resumed else None
     pool = load_pool(ns.pool)
     grader = Grader(allow_unisolated=ns.allow_unisolated)
     agent = SimAgent(pool, grader)
     tasks = _tasks(ns)
     grader.prefetch([job for t in tasks for job in agent.programs(t)])
-    team = Team.uniform(pool.names)
-    with one_thread():
-        history = train_cto(team, tasks, agent, grader, pool, cfg, ns.seed, log=print)
-    with out:
+    team = Team.from_dict(state["team"]) if state else Team.uniform(pool.names)
+    start = None
+    if state:
+        version, internal, gauss = state["rng_state"]
+        start = (state["history"], (version, tuple(internal), gauss))
+        print(f"resuming after round {len(state['history']) - 1} of {out.path / TRAIN_STATE}")
+
+    def save_state(history: list[dict[str, float]], rng_state: object) -> None:
+        payload = {"settings": settings, "history": history, "rng_state": rng_state}
+        write_text(out.path / TRAIN_STATE, json.dumps({**payload, "team": team.to_dict()}))
+
+    def trees(rnd: int, round_tasks: Sequence) -> object:
+        description = f"CTO round {rnd + 1}/{cfg.rounds}"
+        return progress(round_tasks, description=description, quiet=ns.quiet)
+
+    with out:  # marked partial until team.json and history.json are written
+        if not out.resumed:
+            save_state([], None)
+        with one_thread():
+            history = train_cto(
+                team,
+                tasks,
+                agent,
+                grader,
+                pool,
+                cfg,
+                ns.seed,
+                log=print,
+                start=start,
+                after_round=save_state,
+                trees=trees,
+            )
         team.save(out.path / "team.json")
         write_text(out.path / "history.json", json.dumps(history, indent=1))
+        (out.path / TRAIN_STATE).unlink()  # the results are written: nothing to resume
     print(f"generated code ran in: {isolation_summary(grader)['isolation_boundary']}")
     print(f"wrote {out.path / 'team.json'}")
     return 0

@@ -16,8 +16,9 @@ with π_ref the policy that built the trees (iterative, on-policy rounds).
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -214,14 +215,29 @@ def train_cto(
     cfg: CTOConfig,
     seed: int = 0,
     log: Callable[[str], None] | None = None,
+    *,
+    start: tuple[Sequence[dict[str, float]], Any] | None = None,
+    after_round: Callable[[list[dict[str, float]], Any], None] | None = None,
+    trees: Callable[[int, Sequence[Task]], Iterable[Task]] | None = None,
 ) -> list[dict[str, float]]:
-    """``cfg.rounds`` rounds of (build trees with the current team, DPO against it)."""
+    """``cfg.rounds`` rounds of (build trees with the current team, DPO against it); returns
+    one history row per round. ``team`` is trained in place.
+
+    ``after_round(history, rng_state)``: called after each round with the rows so far and the
+    state of the tree-sampling stream (``random.Random.getstate()``), e.g. to save a resumable
+    state. ``start = (history, rng_state)``: what ``after_round`` got after the last round an
+    interrupted run finished, with ``team`` holding that round's team: training continues at
+    round ``len(history)`` on the same random stream, so the result is the uninterrupted
+    run's. ``trees(round, tasks)``: the iterable of the round's tasks (e.g. a progress bar)."""
     rng = random.Random(seed)
-    history = []
-    for rnd in range(cfg.rounds):
+    history: list[dict[str, float]] = []
+    if start is not None:
+        history = list(start[0])
+        rng.setstate(start[1])
+    for rnd in range(len(history), cfg.rounds):
         ref = team.copy()
         pairs, rewards = [], []
-        for task in tasks:
+        for task in trees(rnd, tasks) if trees is not None else tasks:
             tree = build_tree(task, team, agent, grader, pool, cfg, rng)
             pairs += tree.pairs
             rewards += [t.reward(pool.cost_weight) for t in tree.leaves]
@@ -235,4 +251,6 @@ def train_cto(
         history.append(row)
         if log:
             log(f"round {rnd}: mean leaf reward {row['mean_leaf_reward']:.3f}, {len(pairs)} pairs")
+        if after_round is not None:
+            after_round(list(history), rng.getstate())
     return history

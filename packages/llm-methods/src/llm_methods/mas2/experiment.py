@@ -13,7 +13,7 @@ really run in the sandbox. Systems, each on the same held-out tasks:
 
 Claims and thresholds, fixed here before any run (issue 42), each decided by a paired 95 %
 interval over the held-out tasks (each task's success averaged over its eval runs and seeds; the
-seeds' own t-interval where wider, :func:`iclr26_common.effects.paired_effect`):
+seeds' own t-interval where wider, :func:`iclr26_common.effects.points_effect`):
 
   (a) success(mas2_cto) − success(generate_once) >= CLAIM_MIN_GAIN_PTS points; control: the
       baseline has headroom (success(generate_once) <= 1 − CLAIM_MIN_GAIN_PTS / 100);
@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
-from iclr26_common.effects import format_effect, paired_effect, paired_interval
+from iclr26_common.effects import format_effect, paired_interval, points_effect
 
 __all__ = ["EXPERIMENT", "claims", "run", "settings"]
 
@@ -164,17 +164,15 @@ def _headroom(name: str, success: float) -> Precondition:
 def claims(success: dict[str, Any], cost: dict[str, Any]) -> list[Claim]:
     """Claims (a)-(c) from per-(seed, task) scores: ``success[system]`` and ``cost[system]``
     are arrays of shape (seeds, tasks) on the same held-out tasks and seeds (0..1 success, $).
-    Paired 95 % intervals (:func:`paired_effect`) in points of success."""
+    Paired 95 % intervals (:func:`points_effect`) in points of success."""
     s = {k: np.asarray(v, dtype=float) for k, v in success.items()}
     c = {k: np.asarray(v, dtype=float) for k, v in cost.items()}
 
     def gain(baseline: str, threshold: float, name: str, paper: float | None = None) -> Any:
-        return paired_effect(
+        return points_effect(
             s["mas2_cto"],
             s[baseline],
             name=name,
-            unit="pts",
-            scale=100,
             threshold=threshold,
             direction=">=",
             seed=0,

@@ -153,32 +153,41 @@ class Team:
             self.greedy,
         )
 
-    def save(self, path: Path) -> Path:
-        data = {
+    def to_dict(self) -> dict:
+        """The team as ``team.json`` holds it: models, templates (DSL text) and each policy's
+        logits per context and action (float32 values, exact through JSON)."""
+        return {
             "models": list(self.models),
             "templates": {t.name: t.to_text() for t in self.templates},
             "generator": self.gen.to_dict(),
             "implementer": self.imp.to_dict(),
             "rectifier": self.rect.to_dict(),
         }
-        path.write_text(json.dumps(data, indent=1))
-        return path
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Team:
+        """The team :meth:`to_dict` wrote (``KeyError``/``TypeError``/``AttributeError`` for
+        another mapping)."""
+        from llm_methods.mas2.dsl import parse_workflow
+
+        templates = tuple(parse_workflow(text, name) for name, text in data["templates"].items())
+        return cls(
+            TabularPolicy.from_dict("generator", data["generator"]),
+            TabularPolicy.from_dict("implementer", data["implementer"]),
+            TabularPolicy.from_dict("rectifier", data["rectifier"]),
+            tuple(data["models"]),
+            templates,
+        )
+
+    def save(self, path: Path) -> Path:
+        """Write :meth:`to_dict` as JSON to ``path`` (atomically, mode 0644)."""
+        from iclr26_common.outputs import write_text
+
+        return write_text(path, json.dumps(self.to_dict(), indent=1))
 
     @classmethod
     def load(cls, path: Path) -> Team:
-        from llm_methods.mas2.dsl import parse_workflow
-
         try:
-            data = json.loads(Path(path).read_text())
-            templates = tuple(
-                parse_workflow(text, name) for name, text in data["templates"].items()
-            )
-            return cls(
-                TabularPolicy.from_dict("generator", data["generator"]),
-                TabularPolicy.from_dict("implementer", data["implementer"]),
-                TabularPolicy.from_dict("rectifier", data["rectifier"]),
-                tuple(data["models"]),
-                templates,
-            )
+            return cls.from_dict(json.loads(Path(path).read_text()))
         except (OSError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"{path}: not a MAS² team file ({type(e).__name__}: {e})") from None

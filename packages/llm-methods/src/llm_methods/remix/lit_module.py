@@ -31,6 +31,10 @@ from llm_methods.remix.runner import RLRunner
 
 __all__ = ["ProblemDataModule", "ReMixModule", "load_policy"]
 
+#: The runner's logs shown on Lightning's progress bar as ``train/KEY`` at every step (mean
+#: reward of the fresh rollouts, the last gradient step's loss); every log goes to the logger.
+_PROGRESS_KEYS = ("reward", "loss")
+
 
 def load_policy(spec: str, device: str | None = None) -> Any:  # -> LM
     """``task`` (the task-format tiny Llama, pretrained and cached here) or any ``load_lm`` spec,
@@ -175,8 +179,14 @@ class ReMixModule(L.LightningModule):
 
     def training_step(self, batch: list[Problem], batch_idx: int) -> None:
         logs = self._runner().step(batch, self.optimizers(), self.manual_backward)
+        shown = {k: logs[k] for k in _PROGRESS_KEYS if k in logs}  # on the progress bar
         self.log_dict(
-            {f"train/{k}": v for k, v in logs.items()}, prog_bar=False, batch_size=len(batch)
+            {f"train/{k}": v for k, v in shown.items()}, prog_bar=True, batch_size=len(batch)
+        )
+        self.log_dict(
+            {f"train/{k}": v for k, v in logs.items() if k not in shown},
+            prog_bar=False,
+            batch_size=len(batch),
         )
 
     def validation_step(self, batch: list[Problem], batch_idx: int) -> None:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import torch
 
 from llm_methods.lm import LM, LMError, capture_sublayers, collate, replace_residual
+from llm_methods.lm.scoring import final_hidden, head_logits
 from llm_methods.suit.data import EditRequest
 from llm_methods.suit.keys import (
     CONTEXT_TEMPLATES,
@@ -135,8 +136,9 @@ def projected_update(
 
 
 def _suit_delta(h: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
-    """δ' = (hᵀw₂ − hᵀw₁)w₁ + (hᵀw₁ − hᵀw₂)w₂ for h ``[n, d]``."""
-    a = (h @ w2 - h @ w1)[:, None]
+    """δ' = (hᵀw₂ − hᵀw₁)w₁ + (hᵀw₁ − hᵀw₂)w₂ for h ``[n, d]`` and w₁, w₂ ``[d]`` (one pair
+    for every row) or ``[n, d]`` (a pair per row)."""
+    a = ((h * w2).sum(-1) - (h * w1).sum(-1))[:, None]
     return a * w1 - a * w2
 
 
@@ -192,9 +194,7 @@ def _value_targets(
     reference: str,
 ) -> torch.Tensor:
     gen = torch.Generator().manual_seed(cfg.seed)  # CPU on purpose: same draws on every device
-    return torch.stack(
-        [_one_target(lm, layer, r, cfg, suit, clamp, gen, reference) for r in requests]
-    )
+    return _batch_targets(lm, layer, list(requests), cfg, suit, clamp, gen, reference)
 
 
 def kl_to_initial(current: torch.Tensor, initial: torch.Tensor) -> torch.Tensor:
@@ -214,91 +214,138 @@ def value_loss(
     return nll + cfg.kl_factor * kl + decay
 
 
-def _one_target(
+def _batch_targets(
     lm: LM,
     layer: int,
-    req: EditRequest,
+    reqs: list[EditRequest],
     cfg: EditConfig,
     suit: bool,
     clamp: float,
     gen: torch.Generator,
     reference: str = "residual",
 ) -> torch.Tensor:
-    """The official value loop (ROME ``compute_v``, AlphaEdit ``compute_z``): Adam on δ for at
-    most ``cfg.steps`` forwards (``steps − 1`` updates), stop early when the loss is below
-    :data:`EARLY_STOP_LOSS`, after each update project δ onto the ball of radius
-    ``clamp·‖h‖`` (h: the unedited vector of the main prompt, or the unedited MLP output there
-    for ``reference="ffn"``, ROME). KL is taken at the subject's last
+    """The official value loop (ROME ``compute_v``, AlphaEdit ``compute_z``) of each request,
+    ``[n, d]``: Adam on its δ for at most ``cfg.steps`` forwards (``steps − 1`` updates),
+    stopping once its loss is below :data:`EARLY_STOP_LOSS`, after each update δ projected onto
+    the ball of radius ``clamp·‖h‖`` (h: the unedited vector of the main prompt, or the
+    unedited MLP output there for ``reference="ffn"``, ROME). KL is taken at the subject's last
     token of ``"{subject} is a"``, the position δ is added at. SUIT optimises (w₁, w₂) of
-    δ' = (hᵀw₂ − hᵀw₁)(w₁ − w₂) (rank one, along w₁ − w₂) and projects by scaling both."""
-    rows, idx, starts = _rows(lm, req, cfg.templates)
-    kl_ids, kl_i = prompt_with_subject(lm, KL_PROMPT, req.subject)
-    rows.append(kl_ids)
-    idx.append(kl_i)
-    target = list(lm.tokenizer(req.target_new, add_special_tokens=False).input_ids)
+    δ' = (hᵀw₂ − hᵀw₁)(w₁ − w₂) (rank one, along w₁ − w₂) and projects by scaling both.
+
+    The requests' loops run side by side in one batch of rows (issue 40: one forward per step
+    for the batch instead of one per request). They stay independent: a request's rows see
+    only its own δ, the summed loss gives each δ its own gradient, Adam is elementwise, and a
+    request that stopped keeps the δ it stopped with (its rows are restored after each later
+    step); so each δ is what its own loop gives, up to the float rounding of a larger batch."""
+    rows: list[list[int]] = []
+    idx: list[int] = []
+    owner: list[int] = []  # the request of each row
+    main: list[int] = []  # each request's first template row (its δ, h and clamp)
+    at_rows: list[int] = []  # the (row, position) pairs whose next token the loss reads
+    at_pos: list[int] = []
+    spans: list[list[int]] = []  # per request and template: first index into at_rows
+    kl_at: list[int] = []  # per request: index into at_rows of its KL position
+    targets: list[torch.Tensor] = []
+    for q, req in enumerate(reqs):
+        t_rows, t_idx, starts = _rows(lm, req, cfg.templates)
+        kl_ids, kl_i = prompt_with_subject(lm, KL_PROMPT, req.subject)
+        target = list(lm.tokenizer(req.target_new, add_special_tokens=False).input_ids)
+        base = len(rows)
+        main.append(base)
+        spans.append([])
+        for r, start in enumerate(starts):
+            spans[-1].append(len(at_rows))
+            at_rows += [base + r] * len(target)
+            at_pos += [start - 1 + j for j in range(len(target))]
+        kl_at.append(len(at_rows))
+        at_rows.append(base + len(t_rows))
+        at_pos.append(kl_i)
+        rows += [*t_rows, kl_ids]
+        idx += [*t_idx, kl_i]
+        owner += [q] * (len(t_rows) + 1)
+        targets.append(torch.as_tensor(target, device=lm.device)[:, None])
     batch = collate(rows, lm.tokenizer.pad_token_id, lm.device)
     pick = torch.arange(len(rows), device=lm.device)
     at = torch.as_tensor(idx, device=lm.device)
-    target_ids = torch.as_tensor(target, device=lm.device)
-    d = lm.hidden_size
-    if suit:
-        w1 = (torch.randn(d, generator=gen) / d**0.5).to(lm.device).requires_grad_()
-        w2 = (torch.randn(d, generator=gen) / d**0.5).to(lm.device).requires_grad_()
+    own = torch.as_tensor(owner, device=lm.device)
+    read = (torch.as_tensor(at_rows, device=lm.device), torch.as_tensor(at_pos, device=lm.device))
+    n, d = len(reqs), lm.hidden_size
+    if suit:  # each request draws its w₁ then its w₂, in request order
+        draws = [torch.randn(d, generator=gen) / d**0.5 for _ in range(2 * n)]
+        w1 = torch.stack(draws[0::2]).to(lm.device).requires_grad_()
+        w2 = torch.stack(draws[1::2]).to(lm.device).requires_grad_()
         params = [w1, w2]
     else:
-        delta = torch.zeros(d, device=lm.device, requires_grad=True)
+        delta = torch.zeros(n, d, device=lm.device, requires_grad=True)
         params = [delta]
     opt = torch.optim.Adam(params, lr=cfg.lr)
     state: dict[str, torch.Tensor] = {}
 
     def fn(h: torch.Tensor) -> torch.Tensor:
         h0 = h[pick, at]
-        add = _suit_delta(h0.float(), w1, w2) if suit else delta.expand_as(h0)
+        add = _suit_delta(h0.float(), w1[own], w2[own]) if suit else delta[own]
         state["add"], state["h0"] = add, h0.detach()
         h = h.clone()
         h[pick, at] = h0 + add.to(h.dtype)
         return h
 
     kl_init: torch.Tensor | None = None
-    ref: torch.Tensor | None = None  # ROME: the unedited MLP output (δ does not change it)
+    refs: list[torch.Tensor] = []  # ROME: the unedited MLP output (δ does not change it)
+    result: list[torch.Tensor | None] = [None] * n
+    stopped: list[int] = []
     for it in range(max(cfg.steps, 1)):
         with replace_residual(lm, layer, fn), capture_sublayers(lm, [layer], "ffn") as ffn:
-            logits = lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-        if ref is None:
-            ref = ffn[lm.layer_index(layer)][0, idx[0]] if reference == "ffn" else state["h0"][0]
-        logp = torch.log_softmax(logits.float(), -1)
-        kl_logp = logp[-1:, kl_i]
+            hidden = final_hidden(lm, batch)
+        if not refs:
+            out = ffn[lm.layer_index(layer)]
+            refs = [out[m, idx[m]] if reference == "ffn" else state["h0"][m] for m in main]
+        logp = torch.log_softmax(head_logits(lm, hidden[read]).float(), -1)
+        kl_logp = logp[kl_at]
         if kl_init is None:
             kl_init = kl_logp.detach().clone()
-        nll = torch.stack(
-            [
-                -logp[
-                    r, torch.arange(s - 1, s - 1 + len(target), device=lm.device), target_ids
-                ].mean()
-                for r, s in enumerate(starts)
-            ]
-        ).mean()
-        add, h0 = state["add"][0], state["h0"][0]
-        loss = value_loss(nll, kl_to_initial(kl_logp, kl_init), add, ref, cfg)
-        if suit:
-            cos = torch.dot(w1, w2) / (w1.norm() * w2.norm()).clamp_min(1e-12)
-            loss = loss + cfg.lam * cos**2
-        if float(loss.detach()) < EARLY_STOP_LOSS or it == cfg.steps - 1:
-            break
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        with torch.no_grad():  # project within the L2 ball of radius clamp·‖h‖
-            limit = clamp * ref.float().norm()
+        losses = {}
+        for q in range(n):
+            if q in stopped:
+                continue
+            k = len(targets[q])
+            nll = torch.stack(
+                [-logp[s : s + k].gather(1, targets[q]).mean() for s in spans[q]]
+            ).mean()
+            kl = kl_to_initial(kl_logp[q : q + 1], kl_init[q : q + 1])
+            loss = value_loss(nll, kl, state["add"][main[q]], refs[q], cfg)
             if suit:
-                norm = _suit_delta(h0.float()[None], w1, w2).norm()
-                if norm > limit:  # δ' is quadratic in (w₁, w₂)
-                    factor = (limit / norm).sqrt()
-                    w1.mul_(factor)
-                    w2.mul_(factor)
-            elif delta.norm() > limit:
-                delta.mul_(limit / delta.norm())
-    return state["add"][0].detach().float().cpu()  # CPU: see request_keys
+                cos = torch.dot(w1[q], w2[q]) / (w1[q].norm() * w2[q].norm()).clamp_min(1e-12)
+                loss = loss + cfg.lam * cos**2
+            result[q] = state["add"][main[q]].detach().float().cpu()  # CPU: see request_keys
+            if float(loss.detach()) < EARLY_STOP_LOSS or it == cfg.steps - 1:
+                stopped.append(q)
+            else:
+                losses[q] = loss
+        if not losses:
+            break
+        kept = [p.detach().clone() for p in params]
+        opt.zero_grad()
+        torch.stack(list(losses.values())).sum().backward()
+        opt.step()
+        with torch.no_grad():
+            for q in losses:  # project within the L2 ball of radius clamp·‖h‖
+                limit = clamp * refs[q].float().norm()
+                if suit:
+                    h0 = state["h0"][main[q]].float()[None]
+                    norm = _suit_delta(h0, w1[q], w2[q]).norm()
+                    if norm > limit:  # δ' is quadratic in (w₁, w₂)
+                        factor = (limit / norm).sqrt()
+                        w1[q].mul_(factor)
+                        w2[q].mul_(factor)
+                elif delta[q].norm() > limit:
+                    delta[q].mul_(limit / delta[q].norm())
+            if stopped:  # a stopped request keeps its δ
+                gone = torch.as_tensor(stopped, device=lm.device)
+                for p, old in zip(params, kept, strict=True):
+                    p[gone] = old[gone]
+    done = [r for r in result if r is not None]  # every request has run at least one forward
+    assert len(done) == n
+    return torch.stack(done)
 
 
 @torch.no_grad()

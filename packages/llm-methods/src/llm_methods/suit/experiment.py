@@ -7,8 +7,9 @@ are out of the timed run, 25 value steps) each edit a fresh copy of the model se
 batches; after every batch efficacy / generalisation / specificity / S are measured on all
 requests edited so far. Key statistics C (cached on disk under the chunks' digest) come from
 subject-bearing text: the unedited records' prompts, paraphrases and neighbourhood prompts with
-their answers, no sentence naming an edited subject (:func:`stats_texts`; issue 40: pydoc prose
-held none of the edited subjects). SUIT's subject subspace: the keys of common English words as
+their answers, one BOS-first row per record, no sentence stating an edited fact
+(:func:`stats_texts`, :func:`stats_chunks`; issue 40: pydoc prose held none of the edited
+subjects). SUIT's subject subspace: the keys of common English words as
 subjects of the fact prompts.
 
 Claims and thresholds, fixed here before any run (paper, LLaMA3: AlphaEdit specificity 31.0,
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,9 +72,15 @@ MIN_ALPHA_EFFICACY = 50.0  # precondition: the baseline's edits took
 MAX_NULL_SHARE = 0.5  # precondition of (a): C covers the edited subjects' keys
 STATS_CHUNKS = 128
 STATS_LEN = 64
+DOC_LEN = 256  # a text row of C (one CounterFact record's sentences: ~20-70 tokens)
 ABILITY_MODULES = ("json", "textwrap", "csv")  # held-out text of the general-ability probe
 ABILITY_CHUNKS = 16
 METRICS = ("efficacy", "generalization", "specificity", "S")
+#: edits of the full run, sized by the issue-40 pilot (README "Sizing the number of edits"):
+#: (b)'s paired per-edit interval needs ~100 edits for a 5-point half-width at the pilot's
+#: spread (floored at one discordant edit in 16); the 600 s budget holds 48 (≈ 77 s + 10.7 s
+#: per edit of CPU, both methods and the scoring), a half-width of ≈ 7 points
+N_EDITS = 48
 #: the methods of the timed SmolLM2 run (issue 40: ROME and MEMIT out, the claims compare these)
 TIMED_METHODS = ("alphaedit", "suit")
 
@@ -94,8 +102,9 @@ def settings(quick: bool) -> dict[str, Any]:
             "ability_items": 3,
         }
     return {
-        "n_edits": 12,
+        "n_edits": N_EDITS,
         "batch": 4,
+        "curve_points": 4,  # the curve scored at 4 counts (each pass reads every edit so far)
         "steps": 25,  # issue 40: AlphaEdit's value budget (was 8 with four methods)
         "methods": TIMED_METHODS,
         "subject_words": 300,
@@ -124,36 +133,55 @@ def ability_probe(lm: LM, n_chunks: int = ABILITY_CHUNKS, n_items: int | None = 
 
 
 def without_subjects(texts: list[str], subjects: set[str]) -> list[str]:
-    """The ``texts`` that mention none of ``subjects`` (issue 40: C, the knowledge AlphaEdit's
-    projection preserves, must not hold the edited facts themselves)."""
+    """The ``texts`` that mention none of ``subjects`` (the world testbed's C; the SmolLM2 C
+    drops edited facts, not subjects: :func:`stats_texts`)."""
     return [t for t in texts if not any(s in t for s in subjects)]
 
 
-def stats_texts(records: list[EditRequest], edited: set[str]) -> list[str]:
-    """Subject-bearing text for C from the CounterFact records that are not edited: each
-    record's rewrite prompt and paraphrases with its true object, and its neighbourhood prompts
-    with their answers; sentences naming an edited subject are dropped
-    (:func:`without_subjects`)."""
-    out = []
+def stats_texts(records: list[EditRequest], edited: Sequence[EditRequest]) -> list[str]:
+    """Subject-bearing text for C (AlphaEdit's K0, the knowledge to preserve): one document per
+    CounterFact record that is not ``edited``, its rewrite prompt and paraphrases with its true
+    object, then its neighbourhood prompts with their answers, each sentence once over all
+    documents. A sentence that states an edited fact (its prompt is an edited request's
+    prompt or paraphrase) is dropped; the edited subjects' other facts stay (issue 40: dropping
+    every sentence that names an edited subject removed unedited knowledge, e.g. France's
+    language when France's capital is edited, and at 12 edits already 11 of the 49 countries)."""
+    stated = {p for r in edited for p in (r.text, *r.paraphrase_prompts)}
+    seen: set[str] = set()
+    docs = []
     for r in records:
-        if r.subject in edited:
+        if r.text in stated:
             continue
-        out += [f"{p} {r.target_true.strip()}." for p in (r.text, *r.paraphrase_prompts)]
-        out += [
-            f"{p} {a.strip()}."
-            for p, a in zip(r.neighborhood_prompts, r.neighbour_answers(), strict=True)
-        ]
-    return without_subjects(list(dict.fromkeys(out)), edited)
+        pairs = [(p, r.target_true) for p in (r.text, *r.paraphrase_prompts)]
+        pairs += list(zip(r.neighborhood_prompts, r.neighbour_answers(), strict=True))
+        sentences = []
+        for prompt, answer in pairs:
+            sentence = f"{prompt} {answer.strip()}."
+            if prompt in stated or sentence in seen:
+                continue
+            seen.add(sentence)
+            sentences.append(sentence)
+        if sentences:
+            docs.append(" ".join(sentences))
+    return docs
 
 
 def stats_chunks(lm: LM, texts: list[str] | None = None) -> list[list[int]]:
-    """``texts`` joined by newlines as ``STATS_LEN``-token chunks (at most ``STATS_CHUNKS``);
-    None: the pydoc topics (the ``suit edit`` command's default C)."""
+    """Token rows for C, each starting with BOS when the tokenizer has one, as every prompt the
+    editors read keys from (:func:`~llm_methods.suit.keys.prompt_with_subject`) and as the
+    official ``layer_stats`` tokenises each Wikipedia document. ``texts``: one row per text
+    (truncated to ``DOC_LEN`` tokens, at most ``STATS_CHUNKS`` rows); None: the pydoc
+    topics cut into ``STATS_LEN``-token windows (the ``suit edit`` command's default C).
+    Issue 40: the rows had no BOS, so C described keys of sequences the editors never see."""
     from llm_methods.corpora import chunk_ids, pydoc_topics
 
-    text = "\n".join(pydoc_topics().values() if texts is None else texts)
-    ids = lm.tokenizer(text, add_special_tokens=False).input_ids
-    return chunk_ids(ids, STATS_LEN, max_chunks=STATS_CHUNKS, seed=0)
+    tok = lm.tokenizer
+    bos = [] if tok.bos_token_id is None else [int(tok.bos_token_id)]
+    if texts is not None:
+        rows = [tok(t, add_special_tokens=False).input_ids for t in texts[:STATS_CHUNKS]]
+        return [bos + list(r)[: DOC_LEN - len(bos)] for r in rows]
+    ids = tok("\n".join(pydoc_topics().values()), add_special_tokens=False).input_ids
+    return [bos + c for c in chunk_ids(ids, STATS_LEN - len(bos), max_chunks=STATS_CHUNKS, seed=0)]
 
 
 def subject_basis(lm: LM, layers: tuple[int, ...], n_words: int, tau: float) -> dict[int, Any]:
@@ -230,8 +258,21 @@ def measure_edits(
             probe(),
             final_rows,
             settings.get("methods"),
+            settings.get("curve_points"),
         ),
     )
+
+
+def curve_counts(counts: list[int], points: int | None) -> list[int]:
+    """``points`` of the edit ``counts`` spread evenly, the last always among them (None, or at
+    least ``len(counts)``: all of them): where :func:`sequential_curves` scores the edits so
+    far (each scoring pass reads every request edited so far: at ~100 edits the passes after
+    every batch would cost more than the edits)."""
+    if points is None or points >= len(counts):
+        return list(counts)
+    if points < 1:
+        raise ValueError(f"curve points must be >= 1, got {points}")
+    return [counts[round((j + 1) * len(counts) / points) - 1] for j in range(points)]
 
 
 def sequential_curves(
@@ -245,6 +286,7 @@ def sequential_curves(
     probe: Any = None,
     final_rows: dict[str, list[dict[str, Any]]] | None = None,
     methods: tuple[str, ...] | None = None,
+    curve_points: int | None = None,
 ) -> tuple[
     dict[str, dict[str, list[float]]],
     list[int],
@@ -253,7 +295,8 @@ def sequential_curves(
     dict[str, dict[str, float]],
 ]:
     """Every method of ``methods`` (default: all of ``METHODS``) edits a fresh copy of ``lm`` with ``requests`` in consecutive
-    batches of ``batch``; after each batch the metrics over all requests edited so far.
+    batches of ``batch``; after each batch (or at ``curve_points`` counts only:
+    :func:`curve_counts`) the metrics over all requests edited so far.
     Returns (curves[method][metric] per count, counts, seconds per edit, fluency per method and
     of the unedited ``lm`` under ``"unedited"``, general ability: ``probe(lm)`` (e.g.
     :func:`~llm_methods.suit.metrics.general_ability`) per method after the last edit and of
@@ -267,7 +310,8 @@ def sequential_curves(
         raise ValueError(
             f"batch must be in [1, {len(requests)}] (the number of requests), got {batch}"
         )
-    counts = list(range(batch, len(requests) + 1, batch))
+    batches = list(range(batch, len(requests) + 1, batch))
+    counts = curve_counts(batches, curve_points)
     curves: dict[str, dict[str, list[float]]] = {}
     seconds: dict[str, float] = {}
     flu: dict[str, float] = {}
@@ -277,10 +321,12 @@ def sequential_curves(
         editor = Editor(fresh_copy(lm), method, cfg, stats, basis, projectors=projectors)
         curves[method] = {m: [] for m in METRICS}
         t_edit = 0.0
-        for n in counts:
+        for n in batches:
             t0 = time.perf_counter()
             editor.edit(requests[n - batch : n])
             t_edit += time.perf_counter() - t0
+            if n not in counts:
+                continue
             aggregate, rows = score_requests(editor.lm, requests[:n])
             for key, value in aggregate.items():
                 curves[method][key].append(round(value, 2))
@@ -424,8 +470,8 @@ def run(quick: bool, out_dir: Path) -> Result:
             )
             cfg = dataclasses.replace(cfg, rome_layer=choose_rome_layer(trace, lm.n_layers))
         layers = tuple(sorted(set(cfg.layers) | {cfg.rome_layer}))
-        chunks = stats_chunks(lm, stats_texts(records, {r.subject for r in requests}))
-        stats = key_second_moments(lm, layers, chunks, f"counterfact-unedited-x{STATS_LEN}")
+        chunks = stats_chunks(lm, stats_texts(records, requests))
+        stats = key_second_moments(lm, layers, chunks, "counterfact-unedited-docs")
         final_rows: dict[str, list[dict[str, Any]]] = {}
         basis = subject_basis(lm, cfg.layers, s["subject_words"], cfg.tau)
         before, coverage, curves, counts, seconds, flu, ability = measure_edits(
@@ -477,7 +523,8 @@ def run(quick: bool, out_dir: Path) -> Result:
         f"8B models); layers {list(cfg.layers)} (ROME {cfg.rome_layer}, "
         f"{'by causal tracing on ' + str(s['trace_facts']) + ' other facts' if trace else 'fixed'}"
         f"), {cfg.steps} value "
-        f"steps, C from {len(chunks)}x{STATS_LEN} tokens of the unedited records' prompts, U from "
+        f"steps, C from {sum(map(len, chunks))} tokens ({len(chunks)} documents) of the unedited "
+        f"records' prompts, U from "
         f"{3 * s['subject_words']} subject keys; one seed",
         claims=claims,
     )

@@ -26,6 +26,7 @@ __all__ = [
     "capture_keys",
     "chunks_digest",
     "edit_weight",
+    "forward_keys",
     "key_second_moments",
     "model_fingerprint",
     "prompt_with_subject",
@@ -71,15 +72,26 @@ def prompt_with_subject(lm: LM, template: str, subject: str) -> tuple[list[int],
     return ids, len(with_subject) - 1
 
 
+class _KeysCaptured(Exception):
+    """Raised by :func:`capture_keys` (``stop=True``) once the last layer's keys are recorded."""
+
+
 @contextmanager
-def capture_keys(lm: LM, layers: Sequence[int]) -> Iterator[dict[int, torch.Tensor]]:
-    """Record the input of each layer's ``down_proj`` (``{layer: [B, T, d_ff]}``) in forwards."""
+def capture_keys(
+    lm: LM, layers: Sequence[int], stop: bool = False
+) -> Iterator[dict[int, torch.Tensor]]:
+    """Record the input of each layer's ``down_proj`` (``{layer: [B, T, d_ff]}``) in forwards.
+    ``stop``: end each forward once the deepest of ``layers`` is recorded (the keys depend on
+    nothing after it; :func:`forward_keys` runs such a forward)."""
     store: dict[int, torch.Tensor] = {}
     handles = []
+    last = max(lm.layer_index(i) for i in layers)
     for layer in layers:
 
         def hook(module: nn.Module, args: Any, _layer: int = layer) -> None:
             store[_layer] = args[0].detach()
+            if stop and lm.layer_index(_layer) == last:
+                raise _KeysCaptured
 
         handles.append(edit_weight(lm, layer).register_forward_pre_hook(hook))
     try:
@@ -87,6 +99,18 @@ def capture_keys(lm: LM, layers: Sequence[int]) -> Iterator[dict[int, torch.Tens
     finally:
         for h in handles:
             h.remove()
+
+
+@torch.no_grad()
+def forward_keys(lm: LM, layers: Sequence[int], batch: Any) -> dict[int, torch.Tensor]:
+    """The keys ``{layer: [B, T, d_ff]}`` of a collated ``batch``, from a forward that stops
+    after the deepest of ``layers`` (SmolLM2's edit layers 3-6 of 30: a quarter of the cost)."""
+    with capture_keys(lm, layers, stop=True) as store:
+        try:
+            lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+        except _KeysCaptured:
+            pass
+    return store
 
 
 @torch.no_grad()
@@ -111,8 +135,7 @@ def request_keys(
             rows.append(ids)
             idx.append(i)
     batch = collate(rows, lm.tokenizer.pad_token_id, lm.device)
-    with capture_keys(lm, layers) as store:
-        lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+    store = forward_keys(lm, layers, batch)
     pick = torch.arange(len(rows))
     out = {}
     for layer in layers:
@@ -164,8 +187,7 @@ def _moments(
     count = 0
     for s in range(0, len(chunks), batch_size):
         batch = collate(chunks[s : s + batch_size], lm.tokenizer.pad_token_id, lm.device)
-        with capture_keys(lm, layers) as store:
-            lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+        store = forward_keys(lm, layers, batch)
         mask = batch.attention_mask.bool()
         for i in layers:
             k = store[i][mask].double().cpu()

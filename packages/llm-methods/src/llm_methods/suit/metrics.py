@@ -38,6 +38,7 @@ __all__ = [
     "general_ability",
     "harmonic_mean",
     "known_facts",
+    "mean_logprobs",
     "ngram_entropy",
     "request_metrics",
     "score_requests",
@@ -69,13 +70,56 @@ def harmonic_mean(values: Sequence[float]) -> float:
     return len(vals) / sum(1.0 / v for v in vals)
 
 
+@torch.no_grad()
+def mean_logprobs(lm: LM, prompts: Sequence[str], continuations: Sequence[str]) -> np.ndarray:
+    """Mean per-token log p(continuation | prompt) of each pair, ``[N]``: the values of
+    ``continuation_logprobs(..., reduce="mean")`` (prompt with BOS, continuation without special
+    tokens), from one forward per distinct token row ``prompt + continuation[:-1]`` and the
+    unembedding at the continuation's positions only. The comparisons of :func:`edit_metrics`
+    share rows: p(new) and p(true) after one prompt with one-token answers, and the
+    neighbourhood prompts that many requests have in common (issue 40: at ~100 edits the
+    pair-by-pair scoring cost as much as the edits)."""
+    heads = encode_texts(lm, list(prompts))
+    tails = [list(lm.tokenizer(c, add_special_tokens=False).input_ids) for c in continuations]
+    if len(heads) != len(tails):
+        raise LMError(f"{len(heads)} prompts but {len(tails)} continuations")
+    rows: dict[tuple[int, ...], int] = {}
+    for i, (head, tail) in enumerate(zip(heads, tails, strict=True)):
+        if not tail:
+            raise LMError(f"continuation {i} has no tokens")
+        rows.setdefault(tuple(head + tail[:-1]), len(rows))
+    first = [len(k) for k in rows]  # per row, the earliest position any of its pairs reads
+    for head, tail in zip(heads, tails, strict=True):
+        r = rows[tuple(head + tail[:-1])]
+        first[r] = min(first[r], len(head) - 1)
+    keys = list(rows)
+    logp: list[torch.Tensor] = []  # per row: [len(row) - first, V] log-probs
+    for start in range(0, len(keys), BATCH):
+        chunk = keys[start : start + BATCH]
+        hidden = final_hidden(lm, collate([list(k) for k in chunk], lm.tokenizer.pad_token_id))
+        at = [(r, p) for r, k in enumerate(chunk) for p in range(first[start + r], len(k))]
+        index = torch.as_tensor(at, device=hidden.device).T
+        picked = hidden[index[0], index[1]]
+        values = head_logits(lm, picked).float().log_softmax(-1).cpu()
+        offset = 0
+        for r, k in enumerate(chunk):
+            n = len(k) - first[start + r]
+            logp.append(values[offset : offset + n])
+            offset += n
+    out = np.empty(len(heads))
+    for i, (head, tail) in enumerate(zip(heads, tails, strict=True)):
+        r = rows[tuple(head + tail[:-1])]
+        pos = torch.arange(len(head) - 1, len(head) - 1 + len(tail)) - first[r]
+        out[i] = float(logp[r][pos, torch.as_tensor(tail)].mean())
+    return out
+
+
 def _prefers(lm: LM, prompts: list[str], good: list[str], bad: list[str]) -> np.ndarray:
     if not prompts:
         return np.zeros(0, dtype=bool)
     n = len(prompts)
-    with torch.no_grad():
-        s = continuation_logprobs(lm, prompts * 2, good + bad, batch_size=BATCH, reduce="mean")
-    return (s[:n] > s[n:]).cpu().numpy()
+    s = mean_logprobs(lm, prompts * 2, good + bad)
+    return s[:n] > s[n:]
 
 
 @torch.no_grad()
