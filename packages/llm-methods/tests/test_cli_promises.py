@@ -191,7 +191,21 @@ def test_router_files_are_0644_and_bad_routers_or_queries_are_one_line(
         main, [*route, "--router", str(corrupt), "--out", str(tmp_path / "a.csv")], capsys
     )
     assert f"{corrupt}: not a router saved by `meta_router fit`" in line, line
-    assert not (tmp_path / "a.csv").exists()
+    # an empty or malformed queries CSV (route) or test CSV (fit --test, before fitting): one
+    # line naming the file, not pandas' EmptyDataError / ParserError traceback
+    for text in ("", 'x0,x1\n"0.1,0.2\n'):
+        queries.write_text(text)
+        line = assert_one_line_error(
+            main, [*route, "--router", str(saved), "--out", str(tmp_path / "a.csv")], capsys
+        )
+        assert f"{queries}: not a readable CSV" in line, line
+    gold = tmp_path / "gold.csv"
+    gold.write_text("x0,strong,weak\n0.1,1,0\n")
+    fit = ["meta_router", "fit", "--gold", str(gold), "--preference", str(gold)]
+    fit += ["--strong", "strong", "--weak", "weak", "--out", str(tmp_path / "f")]
+    line = assert_one_line_error(main, [*fit, "--test", str(queries)], capsys)
+    assert f"{queries}: not a readable CSV" in line, line
+    assert not (tmp_path / "a.csv").exists() and not (tmp_path / "f" / "fit.json").exists()
 
 
 @pytest.mark.parametrize(

@@ -133,12 +133,17 @@ def _fit(ns) -> int:  # type: ignore[no-untyped-def]
     from llm_methods.meta_router.data import (
         RouterDataError,
         features,
+        read_csv_frame,
         read_mtbench,
         read_responses_csv,
     )
     from llm_methods.meta_router.model import METHODS, MetaRouter, fit_method, predict_gain
 
     out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before any fitting
+    # the test file too: an empty or malformed CSV is one line before the fit, not a traceback after
+    test = None if ns.test is None else read_csv_frame(Path(ns.test))
+    if test is not None and "m" not in test.columns:
+        raise RouterDataError(f"{ns.test}: missing column 'm' (the true gain)")
     frames = [read_responses_csv(p, ns.strong, ns.weak, 1) for p in ns.gold]
     frames += [read_responses_csv(p, ns.strong, ns.weak, 0) for p in ns.preference]
     names = {"strong": ns.mtbench_strong or ns.strong, "weak": ns.mtbench_weak or ns.weak}
@@ -183,10 +188,7 @@ def _fit(ns) -> int:  # type: ignore[no-untyped-def]
         **({"mtbench_names": names} if ns.mtbench else {}),
         "overlap": overlap,
     }
-    if ns.test is not None:
-        test = pd.read_csv(ns.test)
-        if "m" not in test.columns:
-            raise ValueError(f"{ns.test}: missing column 'm' (the true gain)")
+    if test is not None:
         xt, _ = features(test.drop(columns=["m", "q_weak"], errors="ignore"), state)
         m = test["m"].to_numpy(float)
         errors = {
@@ -295,7 +297,10 @@ def _route(ns) -> int:  # type: ignore[no-untyped-def]
         ) from None
     if not (isinstance(saved, dict) and {"router", "features"} <= set(saved)):
         raise RouterDataError(f"{ns.router}: not a router saved by `meta_router fit`")
-    queries = pd.read_csv(io.StringIO(queries_text))
+    try:
+        queries = pd.read_csv(io.StringIO(queries_text))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise RouterDataError(f"{ns.queries}: not a readable CSV ({error})") from None
     x, _ = features(queries, saved["features"])
     gain = saved["router"].gain(x)
     out = queries.copy()
