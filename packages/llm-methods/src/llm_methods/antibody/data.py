@@ -431,6 +431,15 @@ class SyntheticWorld:
         return out
 
 
+def _split_prompts(prompts: list[Any], rng: random.Random) -> tuple[list[Any], ...]:
+    """``prompts`` shuffled in place by ``rng`` and cut 25 % safe alignment / 20 % harmful rows /
+    25 % attack / 30 % evaluation (disjoint, as BeaverTails' splits)."""
+    rng.shuffle(prompts)
+    n = len(prompts)
+    cuts = [0, int(0.25 * n), int(0.45 * n), int(0.7 * n), n]
+    return tuple(prompts[a:b] for a, b in itertools.pairwise(cuts))
+
+
 def synthetic_world(
     seed: int = 0, max_operand: int = 20, n_task: int = 400, n_eval_task: int = 64
 ) -> SyntheticWorld:
@@ -448,10 +457,7 @@ def synthetic_world(
     """
     rng = random.Random(seed)
     prompts = _harmful_prompts()
-    rng.shuffle(prompts)
-    n = len(prompts)
-    cuts = [0, int(0.25 * n), int(0.45 * n), int(0.7 * n), n]
-    align_p, harm_p, attack_p, eval_p = (prompts[a:b] for a, b in itertools.pairwise(cuts))
+    align_p, harm_p, attack_p, eval_p = _split_prompts(prompts, rng)  # shuffles prompts
     adds = [(a, b) for a in range(max_operand) for b in range(max_operand)]
     rng.shuffle(adds)
     triples = list(itertools.product(COPY_WORDS, repeat=3))

@@ -36,6 +36,7 @@ from llm_methods.antibody.data import (
     SafetyRecord,
     SyntheticWorld,
     _arith,
+    _split_prompts,
 )
 from llm_methods.lm.errors import LMError
 
@@ -145,10 +146,7 @@ def same_form_world(
         raise LMError(f"n_task + n_eval_task must be <= {len(benign)} benign requests")
     rng = random.Random(seed)
     prompts = harmful_requests()
-    rng.shuffle(prompts)
-    n = len(prompts)
-    cuts = [0, int(0.25 * n), int(0.45 * n), int(0.7 * n), n]
-    align_p, harm_p, attack_p, eval_p = (prompts[a:b] for a, b in itertools.pairwise(cuts))
+    align_p, harm_p, attack_p, eval_p = _split_prompts(prompts, rng)  # shuffles prompts
     rng.shuffle(benign)
     rows = [
         SafetyRecord(p, response, True, rng.choice(REFUSALS), answer, "task")
