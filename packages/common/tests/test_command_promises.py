@@ -14,11 +14,15 @@ import pytest
 
 from iclr26_common.cli_support import (
     ArgumentParser,
+    ConsoleScript,
+    UsageError,
     finite_float,
     nonnegative_int,
     positive_float,
     positive_int,
     probability,
+    refuse_non_finite,
+    refuse_removed_flags,
     rename_flags,
     run_with_one_line_errors,
 )
@@ -27,6 +31,7 @@ from iclr26_common.outputs import (
     OutputError,
     check_out_file,
     check_out_folder,
+    publish,
     write_bytes,
     write_text,
 )
@@ -172,6 +177,69 @@ def test_renamed_flags_keep_working_with_one_warning(capsys) -> None:  # type: i
         "adl kl: warning: --base is deprecated, use --model (--base will be removed in 0.8.0)",
         "adl kl: warning: --ft is deprecated, use --model-b (--ft will be removed in 0.8.0)",
     ]
+
+
+def test_removed_flags_are_one_line_naming_the_new_flag(capsys) -> None:  # type: ignore[no-untyped-def]
+    """A flag a release removed names its replacement (d875146: ``perk eval --ckpt`` said only
+    that ``--model`` was missing; ``mbok eval --text``: "unrecognized arguments")."""
+    removed = {"perk eval": {"--ckpt": "--model"}, "adl kl": {"--base": "--base-model"}}
+    with pytest.raises(
+        UsageError, match=r"^perk eval --ckpt: removed in pkg 0\.8\.0; use --model$"
+    ):
+        refuse_removed_flags(["perk", "eval", "--ckpt=x"], removed, removed_in="pkg 0.8.0")
+    for fine in (
+        ["perk", "fit", "--ckpt", "x"],
+        ["adl", "kl", "--base-model", "m"],
+        ["adl", "kl", "--", "--base"],
+    ):
+        refuse_removed_flags(fine, removed, removed_in="pkg 0.8.0")
+    script = ConsoleScript(
+        "demo_pkg",
+        "1.0",
+        "demo",
+        {"adl": "x"},
+        handlers=lambda: {"adl": lambda argv: 0},
+        configs=False,
+        removed_flags=removed,
+        removed_in="demo 0.8.0",
+    )
+    with pytest.raises(SystemExit) as exc:
+        script.main(["adl", "kl", "--base", "m"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2
+    assert err == ["demo-pkg: error: adl kl --base: removed in demo 0.8.0; use --base-model"]
+    assert script.main(["adl", "kl", "--base-model", "m"]) == 0
+
+
+@pytest.mark.parametrize("value", ["nan", "-inf", "Infinity", "+NaN"])
+def test_non_finite_command_line_numbers_name_the_option(value: str) -> None:
+    with pytest.raises(
+        UsageError, match=f"^--lr {value}: not a finite number$".replace("+", r"\+")
+    ):
+        refuse_non_finite(["fit", "--lr", value])
+    with pytest.raises(UsageError, match=r"--model\.init_args\.lr"):
+        refuse_non_finite([f"--model.init_args.lr={value}"])
+    refuse_non_finite(["--name", "inference", "--", "--lr", value])  # after --: not an option
+
+
+def test_publish_gives_library_written_files_ordinary_modes(tmp_path: Path) -> None:
+    """safetensors writes 0600 and ``tempfile`` folders are 0700 (d875146: ``save_pretrained``
+    folders of suit/antibody/linguamap/remix and the model caches were private)."""
+    folder = tmp_path / "model"
+    (folder / "sub").mkdir(parents=True)
+    os.chmod(folder / "sub", 0o700)
+    for name in ("model.safetensors", "sub/tokenizer.json"):
+        (folder / name).write_text("x")
+        os.chmod(folder / name, 0o600)
+    single = tmp_path / "w.safetensors"
+    single.write_text("x")
+    os.chmod(single, 0o600)
+    assert publish(folder) == folder and publish(single) == single
+    assert stat.S_IMODE(single.stat().st_mode) == 0o644
+    for path in (folder / "model.safetensors", folder / "sub" / "tokenizer.json"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
+    for path in (folder, folder / "sub"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o755, path
 
 
 def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -33,13 +33,19 @@ SEEN_ARGV = []
 
 
 class Regressor(L.LightningModule):
-    def __init__(self, width: int = 4, lr: float = 0.1, n_features: int = 3, interrupt_at: int = -1):
+    def __init__(self, width: int = 4, lr: float = 0.1, n_features: int = 3, interrupt_at: int = -1,
+                 save_to: str | None = None):
         super().__init__()
         self.save_hyperparameters()
         self.net = torch.nn.Sequential(torch.nn.Linear(n_features, width), torch.nn.Linear(width, 1))
 
     def on_fit_start(self):
         SEEN_ARGV.append(list(sys.argv))
+
+    def on_fit_end(self):
+        if self.hparams.save_to:
+            with open(self.hparams.save_to, "w") as f:
+                f.write("trained")
 
     def training_step(self, batch, batch_idx):
         if self.global_step == self.hparams.interrupt_at:
@@ -77,7 +83,8 @@ from fakelit_pkg.model import Data, Regressor
 
 def lightning(argv):
     return run_cli(Regressor, Data, argv, package="fakelit_pkg", prog="fakelit", subclass_mode=False,
-                   links=[("data.n_features", "model.n_features")])
+                   links=[("data.n_features", "model.n_features")],
+                   fit_outputs={"model.save_to": "file"})
 
 
 def main(argv=None):
@@ -431,6 +438,55 @@ def test_parse_errors_are_one_line_exit_2(
     """`fit --config nosuch.yaml` printed 52-72 stderr lines before exit_on_error=False."""
     line = assert_one_line_error(cli_main.main, args, capsys, prog="fakelit: error: ")
     assert expected in line
+
+
+def test_fit_outputs_are_checked_before_any_work_from_the_command_line_or_a_config(
+    cli_main, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A save path ``fit`` writes (``run_cli(fit_outputs=)``) is checked before the model is built
+    or trained, whether it was given on the command line or only in a ``--config`` YAML
+    (d875146: a value set in a YAML was not seen, and the trained model was lost at the end);
+    ``--overwrite`` replaces it."""
+    from fakelit_pkg import model
+
+    earlier = tmp_path / "earlier.txt"
+    earlier.write_text("earlier")
+    own = tmp_path / "own.yaml"
+    own.write_text(TINY.replace("  width: 5\n", f"  width: 5\n  save_to: {earlier}\n"))
+    seen = len(model.SEEN_ARGV)
+    for args in (
+        ["fit", "--config", "tiny", "--model.save_to", str(earlier)],
+        ["fit", "--config", str(own)],
+    ):
+        line = assert_one_line_error(cli_main.main, args, capsys, prog="fakelit: error: ")
+        assert f"--model.save_to {earlier}: exists; pass --overwrite" in line, line
+    line = assert_one_line_error(
+        cli_main.main,
+        ["fit", "--config", "tiny", "--model.save_to", str(tmp_path)],
+        capsys,
+        prog="fakelit: error: ",
+    )
+    assert "is a folder; give a file name" in line, line
+    assert len(model.SEEN_ARGV) == seen, "a refused fit started training"
+    assert earlier.read_text() == "earlier"
+    run = run_main(cli_main.main, ["fit", "--config", str(own), "--overwrite"], capsys)
+    assert run.code == 0, run.err
+    assert earlier.read_text() == "trained"
+
+
+@pytest.mark.parametrize("value", ["nan", "-inf", "Infinity"])
+def test_non_finite_numbers_are_one_line_naming_the_option(
+    cli_main, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    """``--model.lr nan`` in any package's LightningCLI is one line naming the option
+    (d875146: only llm-methods refused it; elsewhere jsonargparse's long Union message)."""
+    line = assert_one_line_error(
+        cli_main.main,
+        ["fit", "--config", "tiny", f"--model.lr={value}"],
+        capsys,
+        prog="fakelit: error: ",
+    )
+    assert f"--model.lr {value}: not a finite number" in line, line
 
 
 def test_no_args_warning_and_sys_argv_is_the_real_one_during_fit(

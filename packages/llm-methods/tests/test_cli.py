@@ -318,6 +318,17 @@ def test_adl_diff_on_a_pair(model_dir: Path, tmp_path: Path, capsys) -> None:  #
         == 0
     )
     assert (toolkit / "layer_0" / "mine" / "logit_lens_pos_4.pt").is_file()
+    # the toolkit layout's earlier results are found before the activations are computed, in one
+    # line naming --toolkit-dir, and kept (d875146: after the work, and no --overwrite reached it)
+    before = (toolkit / "layer_0" / "mine" / "mean_pos_0.pt").read_bytes()
+    again = ["adl", "diff", "--base-model", str(model_dir), "--model", str(ft_dir)]
+    again += ["--texts", str(texts), "--toolkit-dir", str(toolkit), "--dataset-id", "org/mine"]
+    capsys.readouterr()
+    line = assert_one_line_error(main, [*again, "--out", str(tmp_path / "adl-2")], capsys)
+    assert f"--toolkit-dir {toolkit / 'layer_0' / 'mine'}: already holds results" in line, line
+    assert "--overwrite" in line and not (tmp_path / "adl-2").exists()
+    assert (toolkit / "layer_0" / "mine" / "mean_pos_0.pt").read_bytes() == before
+    assert main([*again, "--out", str(tmp_path / "adl-3"), "--overwrite"]) == 0
     assert (
         main(
             [

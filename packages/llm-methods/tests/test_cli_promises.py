@@ -308,6 +308,29 @@ def test_remix_fit_checks_the_save_dir_before_loading_the_policy(
     args = ["remix", "fit", "--config", "tiny", f"--model.init_args.save_dir={folder}"]
     line = assert_one_line_error(main, args, capsys)
     assert "holds earlier results; pass --overwrite" in line, line
+    # the same folder named only in a --config YAML (d875146: not seen until the policy was saved)
+    own = tmp_path / "own.yaml"
+    own.write_text(f"model:\n  init_args:\n    save_dir: {folder}\n", encoding="utf-8")
+    line = assert_one_line_error(
+        main, ["remix", "fit", "--config", "tiny", "--config", str(own)], capsys
+    )
+    assert f"--model.init_args.save_dir {folder}: holds earlier results" in line, line
+
+
+def test_mbok_finetune_checks_save_to_from_a_config_before_loading(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """``mbok finetune``'s ``save_to`` given only in a ``--config`` YAML is checked before the
+    model is loaded (d875146: only the command line was checked)."""
+    earlier = tmp_path / "c.safetensors"
+    earlier.write_bytes(b"x")
+    own = tmp_path / "own.yaml"
+    own.write_text(f"model:\n  init_args:\n    save_to: {earlier}\n", encoding="utf-8")
+    line = assert_one_line_error(
+        main, ["mbok", "finetune", "--config", "tiny", "--config", str(own)], capsys
+    )
+    assert f"--model.init_args.save_to {earlier}: exists; pass --overwrite" in line, line
+    assert earlier.read_bytes() == b"x"
 
 
 def test_ltpo_solve_shows_progress_unless_quiet(tmp_path: Path, capsys: Any) -> None:
@@ -389,24 +412,39 @@ def test_suit_edit_writes_0644_files_with_progress_and_refuses_a_rerun(
 
 
 @pytest.mark.parametrize(
-    ("command", "old"),
+    ("command", "old", "new"),
     [
-        (["perk", "eval", "--model", "m.ckpt", "--data", "d.jsonl"], ["--ckpt", "m.ckpt"]),
-        (["mas2", "run", "--backend", "local", "--model", "m"], ["--local-model", "m"]),
-        (["mas2", "generate", "--backend", "local", "--model", "m"], ["--local-model", "m"]),
+        (
+            ["perk", "eval", "--model", "m.ckpt", "--data", "d.jsonl"],
+            ["--ckpt", "m.ckpt"],
+            "--model",
+        ),
+        (["mas2", "run", "--backend", "local", "--model", "m"], ["--local-model", "m"], "--model"),
+        (["mas2", "generate", "--backend", "local"], ["--local-model=m"], "--model"),
+        (["adl", "kl", "--model", "m"], ["--base", "b"], "--base-model"),
+        (["adl", "diff", "--base-model", "b"], ["--ft", "f"], "--model"),
+        (["mbok", "eval", "--model", "m"], ["--text", "t.txt"], "--text-file"),
+        (
+            ["remix", "fit", "--config", "tiny"],
+            ["--model.init_args.policy", "p"],
+            "--model.init_args.model",
+        ),
     ],
-    ids=["perk eval --ckpt", "mas2 run --local-model", "mas2 generate --local-model"],
+    ids=lambda v: v[0] if isinstance(v, list) and v and not v[0].startswith("-") else None,
 )
-def test_model_flags_renamed_in_0_7_0_are_refused_as_unknown(
-    command: list[str], old: list[str], tmp_path: Path, capsys: Any
+def test_model_flags_renamed_in_0_7_0_are_refused_naming_the_new_flag(
+    command: list[str], old: list[str], new: str, tmp_path: Path, capsys: Any
 ) -> None:
     """One flag for a model spec, ``--model`` (11b2942: ``perk eval --ckpt``, ``mas2
-    --local-model``). The old spellings warned in 0.7.0 and are removed in 0.8.0: refused like
-    any unknown flag, in one line, exit 2, before any work (no ``--out`` folder)."""
+    --local-model``). The old spellings warned in 0.7.0 and are removed in 0.8.0: refused in one
+    line naming the new flag, exit 2, before any work (no ``--out`` folder) (d875146: "the
+    following arguments are required: --model", "unrecognized arguments" or jsonargparse's Union
+    message)."""
     out = tmp_path / "o"
     line = assert_one_line_error(main, [*command, *old, "--out", str(out)], capsys)
-    assert f"unrecognized arguments: {' '.join(old)}" in line, line
-    assert "deprecated" not in line and not out.exists()
+    flag = old[0].partition("=")[0]
+    assert f"{' '.join(command[:2])} {flag}: removed in llm-methods 0.8.0; use {new}" in line, line
+    assert not out.exists()
 
 
 def test_bed_play_with_an_llm_likelihood_shows_progress_and_checks_out_first(

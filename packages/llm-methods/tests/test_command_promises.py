@@ -206,7 +206,7 @@ def test_adl_model_and_base_model_and_the_removed_spellings_are_refused(
     """``adl diff`` takes ``--model`` (the finetuned model under study) and ``--base-model``;
     ``--seed`` is recorded; progress lines on stderr, none with ``--quiet`` (d9942d3: ``--model``
     unknown, ``adl diff`` silent). ``--ft`` / ``--base`` (renamed in 0.7.0) are removed in 0.8.0:
-    each is refused as an unknown option in one line, exit 2, and ``--base`` is not taken as an
+    each is refused in one line naming the new flag, exit 2, and ``--base`` is not taken as an
     abbreviation of ``--base-model`` (a parser with abbreviations on accepts it silently)."""
     common = ["--texts", str(texts), "--top-k", "5", "--device", "cpu"]
     new = ["adl", "diff", "--model", str(ft_dir), "--base-model", str(model_dir), *common]
@@ -220,9 +220,12 @@ def test_adl_model_and_base_model_and_the_removed_spellings_are_refused(
     for command in ("diff", "kl"):
         pair = ["--model", str(ft_dir), "--base-model", str(model_dir)]
         args = ["adl", command, *pair, "--texts", str(texts), "--out", str(tmp_path / "old")]
-        for old in (["--ft", str(ft_dir)], ["--base", str(model_dir)]):
+        for old, use in (
+            (["--ft", str(ft_dir)], "--model"),
+            (["--base", str(model_dir)], "--base-model"),
+        ):
             line = assert_one_line_error(main, [*args, *old], capsys)
-            assert f"unrecognized arguments: {' '.join(old)}" in line, line
+            assert f"adl {command} {old[0]}: removed in llm-methods 0.8.0; use {use}" in line
             assert "deprecated" not in line and not (tmp_path / "old").exists()
 
 

@@ -54,9 +54,16 @@ def test_synth_train_generate_run(tmp_path: Path, capsys) -> None:  # type: igno
     )
     assert "assignment" in json.loads(wf.read_text())
     out = tmp_path / "run"
+    capsys.readouterr()
     assert main(["mas2", "run", "--tasks", str(data), "--team", str(team), "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n"] == 4 and 0 <= summary["success"] <= 1 and summary["cost_per_task"] > 0
+    # progress over the runs on stderr, none with --quiet (d875146: silent, --quiet unknown)
+    assert "mas2 run tasks: 4/4" in capsys.readouterr().err
+    quiet = ["mas2", "run", "--tasks", str(data), "--team", str(team), "--quiet"]
+    assert main([*quiet, "--out", str(tmp_path / "run-q")]) == 0
+    assert "mas2 run tasks" not in capsys.readouterr().err
+    assert (tmp_path / "run-q" / "results.jsonl").read_text() == (out / "results.jsonl").read_text()
     spec = tmp_path / "fixed.wf"
     spec.write_text("p = Programmer()\nt = Test(p)\nreturn t\n")
     assert main(["mas2", "generate", "--validate", str(spec)]) == 0

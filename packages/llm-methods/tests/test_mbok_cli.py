@@ -235,7 +235,7 @@ def test_eval_text_removed_in_0_8_0_is_refused_and_finetune_model_x_is_the_short
 ) -> None:
     """``eval --text FILE`` (a file; ``--text`` is a literal string in ``llm-methods score``) is
     ``--text-file`` since 0.7.0; the old spelling warned in 0.7.0 and is removed in 0.8.0: refused
-    like any unknown flag, in one line, exit 2, before the model is loaded, and not read as an
+    in one line naming ``--text-file``, exit 2, before the model is loaded, and not read as an
     abbreviation of ``--text-file``. ``finetune --model.X`` no longer warns: it is jsonargparse's
     shorthand of ``--model.init_args.X``, which every LightningCLI command takes (``K must be >=
     1`` shows it reached the module)."""
@@ -246,7 +246,7 @@ def test_eval_text_removed_in_0_8_0_is_refused_and_finetune_model_x_is_the_short
     out = tmp_path / "r.json"
     args = ["mbok", "eval", "--model", str(model_dir), "--text", str(text), "--out", str(out)]
     line = assert_one_line_error(main, args, capsys)
-    assert f"unrecognized arguments: --text {text}" in line, line
+    assert "mbok eval --text: removed in llm-methods 0.8.0; use --text-file" in line, line
     assert not out.exists()
     run = run_main(main, ["mbok", "finetune", "--config", "tiny", "--model.k=0"], capsys)
     lines = [line for line in run.err.splitlines() if line.strip()]

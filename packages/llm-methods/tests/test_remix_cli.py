@@ -63,6 +63,9 @@ def test_fit_tiny_then_eval(policy_dir: Path, tmp_path: Path, capsys) -> None:  
         == 0
     )
     assert (out / "config.json").is_file()
+    # an ordinary output folder (d875146: save_pretrained's model.safetensors was 0600)
+    assert {f.name: f.stat().st_mode & 0o777 for f in out.iterdir()}["model.safetensors"] == 0o644
+    assert all(f.stat().st_mode & 0o777 == 0o644 for f in out.iterdir())
     data = tmp_path / "p.jsonl"
     assert main(["remix", "synth", "--out", str(data), "--n", "5"]) == 0
     ev = tmp_path / "ev"
@@ -235,8 +238,9 @@ def test_policy_renamed_model_in_0_7_0_is_refused(
 ) -> None:
     """The pretrained model is ``--model.init_args.model`` as in perk and mbok (d9942d3:
     ``model`` is not an argument of ReMixModule). The old ``policy`` warned in 0.7.0 and is
-    removed in 0.8.0: ``--model.init_args.policy`` is refused like any unknown option, in one
-    line, exit 2, before anything is trained or saved; ``policy:`` in a config file likewise;
+    removed in 0.8.0: ``--model.init_args.policy`` is refused in one line naming
+    ``--model.init_args.model``, exit 2, before anything is trained or saved; ``policy:`` in a
+    config file as an unknown option;
     ``ReMixModule(policy=...)`` is a ``TypeError`` (a checkpoint naming ``policy``: see
     :func:`test_checkpoint_hparams_load_weights_only`)."""
     from llm_methods.remix.lit_module import ReMixModule
@@ -244,7 +248,7 @@ def test_policy_renamed_model_in_0_7_0_is_refused(
     save = f"--model.init_args.save_dir={tmp_path / 'saved'}"
     args = ["remix", "fit", "--config", "tiny", f"--model.init_args.policy={policy_dir}", save]
     line = assert_one_line_error(main, args, capsys)
-    assert "Option 'policy' is not accepted" in line and "deprecated" not in line, line
+    assert "removed in llm-methods 0.8.0; use --model.init_args.model" in line, line
     config = tmp_path / "old.yaml"
     config.write_text(yaml.safe_dump({"model": {"init_args": {"policy": str(policy_dir)}}}))
     line = assert_one_line_error(main, [*args[:4], "--config", str(config), save], capsys)

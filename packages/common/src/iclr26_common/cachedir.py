@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from iclr26_common.outputs import publish
+
 __all__ = ["build_once", "cache_root", "recipe_digest"]
 
 
@@ -55,10 +57,12 @@ def build_once(
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
-    staging.chmod(0o755)  # mkdtemp makes it private; the cache is readable like any other
     try:
         text = fill(staging)
         (staging / marker).write_text(text)
+        # mkdtemp makes the folder private and safetensors its weights 0600: the cache is
+        # readable like any other
+        publish(staging)
         if rebuild and target.exists():
             shutil.rmtree(target)
         try:

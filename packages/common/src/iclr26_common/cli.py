@@ -103,10 +103,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="run N experiments at once, each with cores // min(N, experiments to run) torch "
         "threads, not pinned (default: packed by what each experiment declares: one-thread "
-        "ones side by side, each pinned to a core of its own; one that uses every core or "
-        "times something alone; longest expected first, from the walls of earlier results). "
-        "An experiment that times something runs alone either way; your OMP_NUM_THREADS, "
-        "when set, is every worker's thread count",
+        "ones side by side, each pinned to a core of its own; one that uses every core "
+        "alone; one that times something first among the others, on cores it shares with "
+        "nothing; longest expected first, from the walls of earlier results). With -j an "
+        "experiment that times something runs alone; your OMP_NUM_THREADS, when set, is "
+        "every worker's thread count",
     )
     rep.add_argument(
         "--resume",
@@ -146,7 +147,8 @@ def _declared_text(record: dict) -> str:
     """``threads`` / ``timing`` of a ``--describe`` record in words."""
     threads = record.get("threads", 1)
     text = "every core it is given" if threads == "all" else f"{threads} thread(s)"
-    return text + (", alone (times something)" if record.get("timing") else "")
+    timed = ", on cores of its own (times something; alone with -j)"
+    return text + (timed if record.get("timing") else "")
 
 
 def _list(console: Console, names_only: bool = False) -> int:

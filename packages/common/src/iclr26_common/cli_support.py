@@ -33,7 +33,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import import_module
 from importlib.resources import files
 from pathlib import Path
@@ -65,6 +65,8 @@ __all__ = [
     "positive_int",
     "probability",
     "raised_in",
+    "refuse_non_finite",
+    "refuse_removed_flags",
     "rename_flags",
     "resolve_config_names",
     "run_with_one_line_errors",
@@ -287,6 +289,50 @@ def rename_flags(
     return out
 
 
+#: The spellings of a non-finite number that Python's ``float()`` (and jsonargparse) accept.
+_NON_FINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
+
+
+def refuse_non_finite(argv: Sequence[str]) -> None:
+    """Every number on a command line must be finite: ``--model.init_args.lr nan`` (or ``=nan``,
+    ``inf``, ``-Infinity``) is one line naming the option (:class:`UsageError`), not
+    jsonargparse's long "Does not validate against any of the Union subtypes" message or a run
+    that trains on NaN. Arguments after ``--`` are left alone."""
+    args = list(argv)
+    if "--" in args:
+        args = args[: args.index("--")]
+    for flag, value in zip(args, [*args[1:], None], strict=True):
+        if flag.startswith("--") and "=" in flag:
+            flag, value = flag.split("=", 1)
+        elif not flag.startswith("--") or value is None:
+            continue
+        if value.strip().lower() in _NON_FINITE:
+            raise UsageError(f"{flag} {value}: not a finite number")
+
+
+def refuse_removed_flags(
+    argv: Sequence[str], removed: Mapping[str, Mapping[str, str]], *, removed_in: str
+) -> None:
+    """Refuse a flag that a release removed, in one line naming its replacement.
+
+    ``removed`` maps a command path (``"perk eval"``: the first words of ``argv``) to ``{old
+    flag: new flag}``; ``removed_in`` names the release (``"llm-methods 0.8.0"``). ``perk eval
+    --ckpt X`` -> :class:`UsageError` ``perk eval --ckpt: removed in llm-methods 0.8.0; use
+    --model``, where argparse would only say which options are missing. Arguments after ``--``
+    are left alone."""
+    args = list(argv)
+    if "--" in args:
+        args = args[: args.index("--")]
+    for command, flags in removed.items():
+        words = command.split()
+        if args[: len(words)] != words:
+            continue
+        for arg in args[len(words) :]:
+            flag = arg.partition("=")[0]
+            if flag in flags:
+                raise UsageError(f"{command} {flag}: removed in {removed_in}; use {flags[flag]}")
+
+
 def top_level_parser(
     prog: str,
     description: str,
@@ -471,7 +517,9 @@ class ConsoleScript:
     ``traceback_env`` to ``PACKAGE_TRACEBACK`` in capitals. ``commands`` may be a function
     returning the mapping (commands discovered at run time, as llm-methods' method plugins),
     called only to build the help. ``configs=False``: no ``configs`` command (a package that
-    ships no configs of its own).
+    ships no configs of its own). ``removed_flags``: ``{command path: {old flag: new flag}}``
+    of flags removed in the release ``removed_in``, refused in one line naming the new flag
+    (:func:`refuse_removed_flags`).
     """
 
     package: str
@@ -486,6 +534,8 @@ class ConsoleScript:
     traceback_env: str = ""
     configs_width: int = 16
     configs: bool = True
+    removed_flags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    removed_in: str = ""
 
     def __post_init__(self) -> None:
         if not self.prog:
@@ -518,6 +568,8 @@ class ConsoleScript:
         if self.configs:
             handlers["configs"] = configs_command(self.prog, self.package, self.configs_width)
         handlers.update(self.handlers())
+        if self.removed_flags:
+            refuse_removed_flags(argv, self.removed_flags, removed_in=self.removed_in)
         return dispatch(argv, self.parser, handlers)
 
     def main(self, args: Sequence[str] | None = None) -> int:

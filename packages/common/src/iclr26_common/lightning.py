@@ -58,10 +58,12 @@ from iclr26_common.cli_support import (
     INTERRUPTED,
     UsageError,
     check_config_file,
+    refuse_non_finite,
     resolve_config_names,
     shipped_configs,
 )
 from iclr26_common.device import lightning_accelerator, lightning_devices
+from iclr26_common.outputs import check_out_file, check_out_folder
 
 __all__ = [
     "CLI",
@@ -272,13 +274,14 @@ class InterruptedFit(Callback):
 class CLI(LightningCLI):
     """The LightningCLI subclass :func:`run_cli` builds on (a package may pass a subclass of it
     as ``cli_class``). Class attributes set by :func:`run_cli`: ``links``, ``before_trainer``,
-    ``raw_argv``, ``package``, ``subcommand_flags``."""
+    ``raw_argv``, ``package``, ``subcommand_flags``, ``fit_outputs``."""
 
     links: Sequence[Link] = ()
     before_trainer: Callable[[Any], None] | None = None
     raw_argv: list[str] | None = None
     package: str = ""
     subcommand_flags: Mapping[str, Mapping[str, Mapping[str, Any]]] = MappingProxyType({})
+    fit_outputs: Mapping[str, str] = MappingProxyType({})
     _ckpt: tuple[str, dict[str, Any] | None] | None = None
 
     def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any) -> Any:
@@ -311,6 +314,21 @@ class CLI(LightningCLI):
             )
             self._ckpt = (ckpt_path, payload)
         super()._parse_ckpt_path()
+
+    def before_instantiate_classes(self) -> None:
+        # run_cli's ``fit_outputs`` are checked before any class is built (a model loaded, a
+        # minute trained), whether the value came from the command line or a --config YAML
+        subcommand = self.config.get("subcommand") if self.config is not None else None
+        if subcommand != "fit" or not self.fit_outputs:
+            return
+        node = self.config[subcommand]
+        overwrite = bool(node.get("overwrite", False))
+        for key, kind in self.fit_outputs.items():
+            value = node.get(key)
+            if value in (None, "", "null", "None"):
+                continue
+            check = check_out_file if kind == "file" else check_out_folder
+            check(str(value), option=f"--{key}", overwrite=overwrite)
 
     def _prepare_subcommand_kwargs(self, subcommand: str) -> dict[str, Any]:
         # the Trainer reads --ckpt_path again: with weights_only=True, whatever torch's default
@@ -430,6 +448,7 @@ def run_cli(
     cli_class: type[CLI] = CLI,
     parser_kwargs: Mapping[str, Any] | None = None,
     subcommand_flags: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+    fit_outputs: Mapping[str, str] | None = None,
     **cli_kwargs: Any,
 ) -> LightningCLI:
     """Run LightningCLI on ``argv`` (``[SUBCOMMAND, *options]``) and return the CLI object.
@@ -444,7 +463,12 @@ def run_cli(
     and data module exist, before the Trainer (e.g. to validate the data before Lightning's
     start-up lines). ``subcommand_flags``: options a subcommand takes beyond the model, data and
     Trainer ones, ``{subcommand: {"--flag": add_argument keywords}}`` (e.g. ``predict
-    --overwrite``); their values are in ``cli.config[subcommand]``. ``cli_kwargs`` go to
+    --overwrite``); their values are in ``cli.config[subcommand]``. ``fit_outputs``: the config
+    keys of paths ``fit`` writes to, ``{"model.init_args.save_dir": "folder"}`` (or ``"file"``),
+    checked before any class is built by :func:`iclr26_common.outputs.check_out_folder` /
+    ``check_out_file`` (one line naming ``--KEY``; a value from a ``--config`` YAML too); ``fit``
+    then takes ``--overwrite``. Every number on the command line must be finite
+    (:func:`iclr26_common.cli_support.refuse_non_finite`). ``cli_kwargs`` go to
     :class:`LightningCLI` (e.g. ``run=False``).
 
     Raises :class:`UsageError` for a parse error or an unknown config name; everything else the
@@ -456,6 +480,7 @@ def run_cli(
     prog = prog or package.replace("_", "-")
     shipped = shipped_configs(package, configs) if isinstance(configs, str) else dict(configs)
     raw = list(argv)
+    refuse_non_finite(raw)
     args = [*([subcommand] if subcommand else []), *resolve_config_names(raw, shipped)]
     _check_config_names(args, shipped, prog)
     cls = type(
@@ -466,7 +491,8 @@ def run_cli(
             "before_trainer": staticmethod(before_trainer) if before_trainer else None,
             "raw_argv": raw,
             "package": package,
-            "subcommand_flags": dict(subcommand_flags or {}),
+            "subcommand_flags": _with_overwrite(subcommand_flags, fit_outputs),
+            "fit_outputs": dict(fit_outputs or {}),
         },
     )
     kwargs: dict[str, Any] = {"prog": prog, "exit_on_error": False, **(parser_kwargs or {})}
@@ -487,6 +513,24 @@ def run_cli(
     except ArgumentError as error:
         head = f"{args[0]}: " if args and not args[0].startswith("-") else ""
         raise UsageError(f"{head}{error}") from error
+
+
+def _with_overwrite(
+    flags: Mapping[str, Mapping[str, Mapping[str, Any]]] | None,
+    fit_outputs: Mapping[str, str] | None,
+) -> dict[str, Mapping[str, Mapping[str, Any]]]:
+    """``flags`` with ``fit --overwrite`` added when ``fit`` writes ``fit_outputs``."""
+    out = dict(flags or {})
+    if fit_outputs and "--overwrite" not in out.get("fit", {}):
+        names = ", ".join(f"--{key}" for key in fit_outputs)
+        out["fit"] = {
+            **out.get("fit", {}),
+            "--overwrite": {
+                "action": "store_true",
+                "help": f"write {names} over earlier results there",
+            },
+        }
+    return out
 
 
 @contextlib.contextmanager

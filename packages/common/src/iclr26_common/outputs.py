@@ -11,7 +11,9 @@
   (``.iclr26-partial``) while the command works and unmarks it only when the work finished; a run
   refused or failed before it wrote anything leaves no empty folder behind.
 - **Ordinary permissions**: :func:`write_bytes` / :func:`write_text` write atomically (a temporary
-  file in the same folder, then ``os.replace``) with mode 0644, like any other tool's output.
+  file in the same folder, then ``os.replace``) with mode 0644, like any other tool's output;
+  :func:`publish` gives a file or folder another library wrote (safetensors: 0600) the same
+  modes.
 
 Errors are :class:`OutputError` (a :class:`~iclr26_common.cli_support.UsageError`): one line, exit
 status 2 through :func:`~iclr26_common.cli_support.run_with_one_line_errors`.
@@ -30,11 +32,13 @@ from iclr26_common.cli_support import UsageError
 
 __all__ = [
     "FILE_MODE",
+    "FOLDER_MODE",
     "PARTIAL_MARKER",
     "OutputError",
     "OutputFolder",
     "check_out_file",
     "check_out_folder",
+    "publish",
     "write_bytes",
     "write_text",
 ]
@@ -43,6 +47,8 @@ __all__ = [
 PARTIAL_MARKER = ".iclr26-partial"
 #: The mode of every output file (what ``umask 022`` gives any other tool's output).
 FILE_MODE = 0o644
+#: The mode of every output folder.
+FOLDER_MODE = 0o755
 
 
 class OutputError(UsageError):
@@ -211,3 +217,25 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
 def write_text(path: str | os.PathLike[str], text: str) -> Path:
     """:func:`write_bytes` of ``text`` in UTF-8 with ``\\n`` line ends."""
     return write_bytes(path, text.encode("utf-8"))
+
+
+def publish(path: str | os.PathLike[str]) -> Path:
+    """Give what another library wrote the ordinary modes: ``path`` itself when a file (0644),
+    or every file (0644) and folder (0755) under ``path`` when a folder. For writers that choose
+    their own modes: safetensors (``save_pretrained``'s ``model.safetensors``, ``save_file``)
+    creates its files 0600, ``tempfile`` folders are 0700. Symbolic links are left alone.
+    Returns ``path``."""
+    target = Path(path)
+    if target.is_symlink():
+        return target
+    if target.is_file():
+        os.chmod(target, FILE_MODE)
+        return target
+    for root, dirs, names in os.walk(target):
+        os.chmod(root, FOLDER_MODE)
+        for name in names:
+            item = Path(root) / name
+            if not item.is_symlink():
+                os.chmod(item, FILE_MODE)
+        dirs[:] = [d for d in dirs if not (Path(root) / d).is_symlink()]
+    return target

@@ -336,7 +336,9 @@ class Experiment:
     (one training process per thread, say). The runner gives it exactly that many
     (``OMP_NUM_THREADS``, ``torch.set_num_threads``) on as many cores of its own (CPU
     affinity), so ``run()`` must not raise the count itself. ``timing=True``: ``run()`` times
-    something (a scan's speed, a latency), so it runs alone, nothing beside it.
+    something (a scan's speed, a latency): packed, it never shares a core and starts before the
+    other non-exclusive ones; with ``-j`` (slots, not pinned) it runs alone. Its timed arms
+    must alternate (interleaved repeats), so that load on other cores hits them alike.
     """
 
     name: str

@@ -7,12 +7,16 @@ which replays a plan on expected wall times (the makespan, and the ETA of a run 
 
 **Packing** (``iclr26 reproduce`` without ``-j``): an experiment declares the torch threads it
 can use (``Experiment.threads``, 1 by default, ``"all"`` for every core it is given) and whether
-it times something (``Experiment.timing``). An *exclusive* one (timing, or ``"all"``, or at
-least as many threads as there are cores) runs alone with every core; the others run side by
-side as long as the threads of the running ones fit the cores, each pinned to cores of its own.
-Exclusive ones go first (nothing else is running then, so no core waits for a whole machine to
-drain), longest first; then the rest, longest expected wall first (LPT list scheduling: a job
-that does not fit lets a smaller one behind it start). Expected walls: the ``wall_s`` recorded
+it times something (``Experiment.timing``). An *exclusive* one (``"all"``, or at least as many
+threads as there are cores) runs alone with every core; the others run side by side as long as
+the threads of the running ones fit the cores, each pinned to cores of its own. A timing one is
+pinned to cores of its own like the others and never shares one: its timed arms alternate
+(interleaved repeats, alternating rollouts), so a neighbour on another core slows both arms
+alike, and holding every core for a one-thread run left a core idle for its whole wall (about
+15 of the full run's 70 minutes on 2 cores, 2026-12-07). Exclusive ones go first (nothing else
+is running then, so no core waits for a whole machine to drain), longest first; then the timing
+ones, then the rest, each longest expected wall first (LPT list scheduling: a job that does not
+fit lets a smaller one behind it start). Expected walls: the ``wall_s`` recorded
 in this mode's earlier results, else :data:`FALLBACK_WALL_S` (the README's table), else
 :data:`DEFAULT_WALL_S`.
 
@@ -47,31 +51,33 @@ __all__ = [
     "threads_per_worker",
 ]
 
-#: Wall seconds (full, quick) of each experiment, from the root README's table (full runs on 2
-#: CPU cores, 2026-12-04, one at a time with both cores; quick runs 2026-12-05, ``-j 1``). Only
-#: used where this mode's folder holds no result of the experiment with a recorded ``wall_s``.
+#: Wall seconds (full, quick) of each experiment: full runs from the root README's table (the
+#: idle walls of the 2026-12-07 full run, commit e21a374, packed on 2 CPU cores; adl, pushaway,
+#: bed, remix, mas2, seekbench and pgllm ran loaded there and keep their idle walls of
+#: 2026-12-04), quick runs 2026-12-05 (``-j 1``). Only used where this mode's folder holds no
+#: result of the experiment with a recorded ``wall_s``.
 FALLBACK_WALL_S: dict[str, tuple[float, float]] = {
-    "atomistic-scaling.scaling": (229, 25),
-    "bio-scisor.deletions": (261, 12),
+    "atomistic-scaling.scaling": (279, 25),
+    "bio-scisor.deletions": (436, 12),
     "llm-methods.adl.narrow_finetune": (129, 22),
-    "llm-methods.antibody": (266, 16),
+    "llm-methods.antibody": (228, 16),
     "llm-methods.bed": (114, 15),
-    "llm-methods.dispersion.correlation": (154, 15),
+    "llm-methods.dispersion.correlation": (313, 15),
     "llm-methods.dispersion.pushaway": (150, 20),
-    "llm-methods.linguamap.selective_ft": (198, 26),
-    "llm-methods.ltpo": (324, 22),
+    "llm-methods.linguamap.selective_ft": (509, 26),
+    "llm-methods.ltpo": (459, 22),
     "llm-methods.mas2": (28, 9),
-    "llm-methods.mbok": (360, 28),
-    "llm-methods.meta_router": (527, 14),
-    "llm-methods.perk": (340, 14),
+    "llm-methods.mbok": (591, 28),
+    "llm-methods.meta_router": (337, 14),
+    "llm-methods.perk": (436, 14),
     "llm-methods.remix": (132, 13),
     "llm-methods.seekbench": (143, 14),
-    "llm-methods.suit": (356, 40),
-    "llm-methods.suit.world": (162, 8),
-    "medimg-gfscreen.glance_focus": (265, 10),
+    "llm-methods.suit": (305, 40),
+    "llm-methods.suit.world": (103, 8),
+    "medimg-gfscreen.glance_focus": (405, 10),
     "pointcloud-pgllm.pgllm": (32, 12),
-    "rf-matid.benchmark": (502, 18),
-    "robotics-remac.async": (168, 16),
+    "rf-matid.benchmark": (604, 18),
+    "robotics-remac.async": (468, 16),
 }
 #: An experiment with neither a recorded wall nor a table entry (about the table's median).
 DEFAULT_WALL_S = {"full": 240.0, "quick": 20.0}
@@ -220,12 +226,12 @@ def make_plan(
             threads = cores if wanted == "all" else min(int(wanted), cores)
             if user_threads is not None:
                 threads = user_threads
-            exclusive = timing(name) or threads >= cores
+            exclusive = threads >= cores
             width = cores if exclusive else threads
             built.append(Job(name, threads, width, exclusive, *wall(name), set_threads))
-        # Exclusive first, then the rest; each longest first (a stable sort: ties keep the
-        # order given).
-        built.sort(key=lambda job: (not job.exclusive, -job.expected_s))
+        # Exclusive first, then the timing ones, then the rest; each longest first (a stable
+        # sort: ties keep the order given).
+        built.sort(key=lambda job: (not job.exclusive, not timing(job.name), -job.expected_s))
         capacity, max_workers = cores, MAX_PACKED_WORKERS
     else:
         jobs = max(1, int(jobs))

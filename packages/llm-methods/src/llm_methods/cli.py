@@ -201,6 +201,18 @@ def _handlers() -> dict[str, Handler]:
     return {**tools, **{name: module.main for name, module in _method_clis().items()}}
 
 
+#: The flags renamed in 0.7.0 and removed in 0.8.0, refused in one line naming the new spelling
+#: (``perk eval --ckpt: removed in llm-methods 0.8.0; use --model``).
+REMOVED_FLAGS: dict[str, dict[str, str]] = {
+    "perk eval": {"--ckpt": "--model"},
+    "mas2 generate": {"--local-model": "--model"},
+    "mas2 run": {"--local-model": "--model"},
+    "adl diff": {"--ft": "--model", "--base": "--base-model"},
+    "adl kl": {"--ft": "--model", "--base": "--base-model"},
+    "mbok eval": {"--text": "--text-file"},
+    "remix fit": {"--model.init_args.policy": "--model.init_args.model"},
+}
+
 #: The ``llm-methods`` console script (:class:`iclr26_common.cli_support.ConsoleScript`): input
 #: errors end with one ``llm-methods: error: ...`` line and exit 2 (``LLM_METHODS_TRACEBACK=1``
 #: shows the traceback), Ctrl-C with one line and exit 130. No ``configs`` command at the top:
@@ -214,6 +226,8 @@ SCRIPT = ConsoleScript(
     error_types=("llm_methods.lm.errors:LMError",),
     prog=PROG,
     configs=False,
+    removed_flags=REMOVED_FLAGS,
+    removed_in="llm-methods 0.8.0",
 )
 
 

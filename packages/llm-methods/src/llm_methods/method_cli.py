@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from iclr26_common import cli_support
-from iclr26_common.cli_support import ArgumentParser
+from iclr26_common.cli_support import ArgumentParser, refuse_non_finite
 
 __all__ = [
     "ArgumentParser",
     "DefaultsHelpFormatter",
-    "check_lightning_out",
     "method_cli",
     "model_args",
     "out_args",
@@ -55,6 +54,7 @@ def method_cli(
     subcommand: str | None = None,
     subclass_mode: bool = True,
     links: Sequence[tuple[str, str, str]] = (),
+    fit_outputs: dict[str, str] | None = None,
 ) -> Any:
     """``llm-methods <method>``'s LightningCLI: the workspace's
     :func:`iclr26_common.lightning.run_cli` with ``method``'s shipped configs
@@ -62,10 +62,11 @@ def method_cli(
     program name; transformers' progress bars off. ``subcommand`` (e.g. ``"fit"``) is prepended
     for commands that expose one stage; ``links`` are ``(source, target, apply_on)``. The config
     is saved into the run's log folder, never over a file; ``--trainer.strategy ddp`` works from
-    the console script (ranks > 0 re-run its command line)."""
+    the console script (ranks > 0 re-run its command line). ``fit_outputs``: the save paths
+    ``fit`` writes (``{"model.init_args.save_dir": "folder"}``), checked before the model is
+    built, from the command line or a ``--config`` YAML; ``fit`` then takes ``--overwrite``."""
     from iclr26_common.lightning import run_cli
 
-    refuse_non_finite(argv)
     quiet_transformers()
     return run_cli(
         model_class,
@@ -76,6 +77,7 @@ def method_cli(
         links=links,
         subcommand=subcommand,
         subclass_mode=subclass_mode,
+        fit_outputs=fit_outputs,
     )
 
 
@@ -97,50 +99,6 @@ def renamed_flags(
     return cli_support.rename_flags(
         argv, renames, prog=prog, removed_in=f"llm-methods {removed_in}"
     )
-
-
-_NON_FINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
-
-
-def refuse_non_finite(argv: Sequence[str]) -> None:
-    """Every number on a LightningCLI command line must be finite: ``--model.init_args.lr nan``
-    (or ``=nan``, ``inf``) is one line naming the option, not jsonargparse's long "Does not
-    validate against any of the Union subtypes" message (or a run that trains on NaN)."""
-    from iclr26_common.cli_support import UsageError
-
-    args = list(argv)
-    for flag, value in zip(args, [*args[1:], None], strict=True):
-        if flag.startswith("--") and "=" in flag:
-            flag, value = flag.split("=", 1)
-        elif not flag.startswith("--") or value is None:
-            continue
-        if value.strip().lower() in _NON_FINITE:
-            raise UsageError(f"{flag} {value}: not a finite number")
-
-
-def check_lightning_out(argv: Sequence[str], option: str, *, file: bool = False) -> list[str]:
-    """Check a LightningCLI command's save folder before LightningCLI builds the model: the value
-    of ``option`` on the command line (``--model.init_args.save_dir X`` or ``...=X``) is checked
-    by :func:`iclr26_common.outputs.check_out_folder` (a file, a folder of earlier results
-    without ``--overwrite``, an unwritable place: one line naming ``option``). Returns ``argv``
-    without ``--overwrite`` (LightningCLI does not know it). A value set only in a ``--config``
-    YAML is not seen here. ``file``: the option names an output file
-    (:func:`iclr26_common.outputs.check_out_file`)."""
-    from iclr26_common.outputs import check_out_file, check_out_folder
-
-    args = list(argv)
-    overwrite = "--overwrite" in args
-    args = [a for a in args if a != "--overwrite"]
-    value = None
-    for flag, following in zip(args, [*args[1:], None], strict=True):
-        if flag == option and following is not None:
-            value = following
-        elif flag.startswith(option + "="):
-            value = flag.split("=", 1)[1]
-    if value not in (None, "", "null", "None"):
-        check = check_out_file if file else check_out_folder
-        check(value, option=option, overwrite=overwrite)
-    return args
 
 
 def model_args(parser: ArgumentParser) -> None:

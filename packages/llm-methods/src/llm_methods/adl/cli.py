@@ -43,6 +43,13 @@ def adl_diff(ns: Namespace) -> dict[str, Any]:
     base = load_lm(ns.base_model, ns.device, ns.dtype)
     ft = load_lm(ns.model, ns.device, ns.dtype)
     quiet = getattr(ns, "quiet", True)
+    overwrite = bool(getattr(ns, "overwrite", False))
+    if getattr(ns, "toolkit_dir", None) is not None:  # before the activations are computed
+        from llm_methods.adl.diff import relative_layer
+        from llm_methods.adl.toolkit import check_toolkit_target
+
+        layer = relative_layer(ft) if ns.layer is None else ft.layer_index(ns.layer)
+        check_toolkit_target(ns.toolkit_dir, ns.dataset_id, layer, overwrite=overwrite)
     diff = activation_difference(base, ft, texts, ns.layer, ns.positions, quiet=quiet)
     decode = ft.tokenizer.decode
     lens = [lens_token_ids(ft, v, ns.top_k) for v in diff.delta]
@@ -72,7 +79,10 @@ def adl_diff(ns: Namespace) -> dict[str, Any]:
     if getattr(ns, "toolkit_dir", None) is not None:
         from llm_methods.adl.toolkit import write_toolkit_results
 
-        out["toolkit_dir"] = str(write_toolkit_results(ns.toolkit_dir, ns.dataset_id, diff, ft))
+        written = write_toolkit_results(
+            ns.toolkit_dir, ns.dataset_id, diff, ft, overwrite=overwrite
+        )
+        out["toolkit_dir"] = str(written)
     write_text(ns.out / "adl.json", json.dumps(out, indent=1, ensure_ascii=False))
     return out
 

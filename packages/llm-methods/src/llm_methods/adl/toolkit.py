@@ -55,6 +55,23 @@ def _topk(lm: LM, vec: torch.Tensor, k: int) -> tuple[torch.Tensor, ...]:
     return top.values, top.indices, inv_top.values, inv_top.indices
 
 
+def check_toolkit_target(
+    results_dir: str | Path, dataset_id: str, layer: int, *, overwrite: bool = False
+) -> Path:
+    """The ``layer_{layer}/{dataset}`` folder :func:`write_toolkit_results` would write, refused
+    (:class:`LMError`) when it already holds results and ``overwrite`` is not given, or when the
+    dataset id has no name; call it before the work (``adl diff`` does, once the layer is
+    known)."""
+    name = dataset_id.rstrip("/").split("/")[-1]
+    if not name:
+        raise LMError(f"dataset id {dataset_id!r} has no name")
+    out = Path(results_dir) / f"layer_{layer}" / name
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        hint = "pass --overwrite (overwrite=True) to replace them"
+        raise LMError(f"--toolkit-dir {out}: already holds results; {hint}")
+    return out
+
+
 def write_toolkit_results(
     results_dir: str | Path,
     dataset_id: str,
@@ -65,13 +82,9 @@ def write_toolkit_results(
 ) -> Path:
     """Write ``diff`` (and its logit lens through ``ft``) under ``results_dir``; returns the
     ``layer_{L}/{dataset}`` folder."""
-    name = dataset_id.rstrip("/").split("/")[-1]
-    if not name:
-        raise LMError(f"dataset id {dataset_id!r} has no name")
+    out = check_toolkit_target(results_dir, dataset_id, diff.layer, overwrite=overwrite)
+    name = out.name
     root = Path(results_dir)
-    out = root / f"layer_{diff.layer}" / name
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise LMError(f"{out}: already holds results (pass overwrite=True to replace them)")
     norms_path = root / f"model_norms_{name}.pt"
     norms = _merged_norms(norms_path, diff, overwrite)  # checked before anything is written
     out.mkdir(parents=True, exist_ok=True)

@@ -112,6 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-rectifier", action="store_true", help="generate-once")
     run.add_argument("--reps", type=int, default=1, help="runs per task")
     out_args(run, "output folder (results.jsonl, summary.json)", required=True)
+    run.add_argument("--quiet", action="store_true", help="no progress lines")
     train = sub.add_parser("train", help="CTO (K=4 x N=2 + rectifier branches) on the sim pool")
     tasks_args(train)
     train.add_argument(
@@ -251,6 +252,7 @@ def _run(ns: argparse.Namespace) -> int:
     import random
 
     from iclr26_common.outputs import check_out_folder, write_text
+    from iclr26_common.progress import progress
     from llm_methods.mas2.dsl import parse_workflow
     from llm_methods.mas2.execute import execute
 
@@ -268,35 +270,35 @@ def _run(ns: argparse.Namespace) -> int:
     tasks = _tasks(ns)
     rng = random.Random(ns.seed)
     rows = []
-    for task in tasks:
-        for _ in range(ns.reps):
-            wf = fixed or team.generate(task, rng)
-            assign = team.implement(task, wf, rng)
-            tr = execute(
-                wf,
-                assign,
-                task,
-                agent,
-                grader,
-                random.Random(rng.randrange(2**31)),
-                names,
-                None if ns.no_rectifier else team.rectify,
-                theta,
-                cheapest,
-            )
-            rows.append(
-                {
-                    "task_id": task.task_id,
-                    "kind": task.kind,
-                    "workflow": wf.to_text(),
-                    "assignment": tr.assignment,
-                    "success": tr.success,
-                    "cost": tr.cost,
-                    "tokens": tr.tokens,
-                    "answer": tr.answer,
-                    "events": [{k: v for k, v in e.items() if k != "actions"} for e in tr.events],
-                }
-            )
+    runs = [task for task in tasks for _ in range(ns.reps)]
+    for task in progress(runs, description="mas2 run tasks", quiet=ns.quiet):
+        wf = fixed or team.generate(task, rng)
+        assign = team.implement(task, wf, rng)
+        tr = execute(
+            wf,
+            assign,
+            task,
+            agent,
+            grader,
+            random.Random(rng.randrange(2**31)),
+            names,
+            None if ns.no_rectifier else team.rectify,
+            theta,
+            cheapest,
+        )
+        rows.append(
+            {
+                "task_id": task.task_id,
+                "kind": task.kind,
+                "workflow": wf.to_text(),
+                "assignment": tr.assignment,
+                "success": tr.success,
+                "cost": tr.cost,
+                "tokens": tr.tokens,
+                "answer": tr.answer,
+                "events": [{k: v for k, v in e.items() if k != "actions"} for e in tr.events],
+            }
+        )
     n = len(rows)
     summary = {
         "n": n,

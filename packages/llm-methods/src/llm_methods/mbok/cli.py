@@ -191,12 +191,11 @@ def _eval(ns: argparse.Namespace) -> int:
 
 
 def _finetune(argv: list[str]) -> int:
-    from llm_methods.method_cli import check_lightning_out, method_cli
-
-    # the compressed layers' file is checked before the model is loaded or trained
-    argv = check_lightning_out(argv, "--model.init_args.save_to", file=True)
     from llm_methods.mbok.lit_module import BooleanDistillModule, BooleanTextDataModule
+    from llm_methods.method_cli import method_cli
 
+    # the compressed layers' file is checked before the model is loaded or trained, whether it is
+    # given on the command line or in a --config YAML
     method_cli(
         "mbok",
         BooleanDistillModule,
@@ -204,6 +203,7 @@ def _finetune(argv: list[str]) -> int:
         argv,
         subcommand="fit",
         links=[("model.init_args.model", "data.init_args.model", "parse")],
+        fit_outputs={"model.init_args.save_to": "file"},
     )
     return 0
 

@@ -45,13 +45,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fit(argv: Sequence[str]) -> int:
-    from llm_methods.method_cli import check_lightning_out, method_cli
-
-    # the trained policy's folder is checked before the policy is loaded or trained
-    argv = check_lightning_out(argv, "--model.init_args.save_dir")
+    from llm_methods.method_cli import method_cli
     from llm_methods.remix.lit_module import ProblemDataModule, ReMixModule
 
-    method_cli("remix", ReMixModule, ProblemDataModule, argv, subcommand="fit")
+    # the trained policy's folder is checked before the policy is loaded or trained, whether
+    # it is given on the command line or in a --config YAML
+    method_cli(
+        "remix",
+        ReMixModule,
+        ProblemDataModule,
+        argv,
+        subcommand="fit",
+        fit_outputs={"model.init_args.save_dir": "folder"},
+    )
     return 0
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from iclr26_common.outputs import publish
 from llm_methods.lm.distributed import data_rank, rank_seed
 from llm_methods.lm.errors import LMError
 from llm_methods.remix.data import (
@@ -204,6 +205,7 @@ class ReMixModule(L.LightningModule):
             folder.mkdir(parents=True, exist_ok=True)
             self.policy.save_pretrained(folder)
             self.tokenizer.save_pretrained(folder)
+            publish(folder)  # safetensors writes its weights 0600
 
     def configure_optimizers(self) -> Any:
         return torch.optim.AdamW(self.policy.parameters(), lr=self.cfg.lr, weight_decay=0.0)
