@@ -1,7 +1,8 @@
 """Wheel and sdist metadata a registry would show (issue 43): `uv build --package X` gives an sdist
 and a wheel built from it whose metadata validate (tools/release_check.py metadata: the fields
 `twine check` reads and more), with classifiers, keywords, the README as long description and the
-license file in both; the wheel built straight from the tree equals the one built from the sdist.
+license file in both; the wheel built straight from the tree equals the one built from the sdist
+(`release_check.py same-wheels`, which .ci/run runs on all eight).
 
 twine is not installed in the workspace, so the check is tools/release_check.py's own (email.parser
 and, where importable, packaging.metadata's validation). One package (iclr26-common, the smallest)
@@ -58,6 +59,7 @@ def _built_and_checked(dist: str, tmp: Path) -> Path:
     (wheel,) = from_sdist.glob("*.whl")
     (direct,) = from_tree.glob("*.whl")
     assert wheel.name == direct.name
+    assert rc.same_wheels(from_sdist, from_tree) == []
     assert _members(wheel) == _members(direct), "the sdist does not build the same wheel"
     return wheel
 
@@ -97,6 +99,39 @@ def _wheel_with(source: Path, target: Path, edit) -> None:
             if item.filename.endswith(".dist-info/METADATA"):
                 data = edit(data.decode()).encode()
             new.writestr(item, data)
+
+
+@needs_uv
+def test_same_wheels_names_a_member_the_sdist_build_changed_or_lost(
+    common_wheel: Path, tmp_path: Path
+) -> None:
+    """``release_check.py same-wheels`` (what .ci/run runs on all eight packages, issue 43: the
+    sdist builds the same wheel; until d875146 only iclr26-common was compared, in this test):
+    a changed member, a lost one and a missing wheel are each named."""
+    built, tree = tmp_path / "built", tmp_path / "tree"
+    built.mkdir()
+    tree.mkdir()
+    shutil.copy2(common_wheel, tree / common_wheel.name)
+    with (
+        zipfile.ZipFile(common_wheel) as old,
+        zipfile.ZipFile(built / common_wheel.name, "w") as new,
+    ):
+        names = old.namelist()
+        lost = next(n for n in names if n.endswith("/py.typed") or n.endswith("__main__.py"))
+        changed = next(n for n in names if n.endswith("/outputs.py"))
+        for item in old.infolist():
+            if item.filename == lost:
+                continue
+            data = old.read(item.filename)
+            new.writestr(item, data + b"\n# edited\n" if item.filename == changed else data)
+    problems = "\n".join(rc.same_wheels(built, tree))
+    assert f"only in the wheel built from the tree: {lost}" in problems, problems
+    assert f"differs between the two: {changed}" in problems, problems
+    (tree / "extra-0.1-py3-none-any.whl").write_bytes((tree / common_wheel.name).read_bytes())
+    assert "extra-0.1-py3-none-any.whl: only in" in "\n".join(rc.same_wheels(built, tree))
+    shutil.copy2(common_wheel, built / common_wheel.name)
+    (tree / "extra-0.1-py3-none-any.whl").unlink()
+    assert rc.same_wheels(built, tree) == []
 
 
 @needs_uv

@@ -925,6 +925,38 @@ def metadata(root: Path, folder: Path, only: list[str]) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 
+def wheel_members(path: Path) -> dict[str, str]:
+    """``{member name: sha256 of its bytes}`` of a wheel (zip timestamps and order ignored)."""
+    with zipfile.ZipFile(path) as archive:
+        return {name: hashlib.sha256(archive.read(name)).hexdigest() for name in archive.namelist()}
+
+
+def same_wheels(built: Path, direct: Path) -> list[str]:
+    """Problems where the wheels in ``built`` (each built from its sdist, ``uv build``) and in
+    ``direct`` (built from the source tree, ``uv build --wheel``) differ: a wheel missing from
+    either folder, or members added, removed or changed (an sdist that leaves out a file the
+    wheel needs, or a build that reads files outside the sdist)."""
+    problems = []
+    ours = {p.name: p for p in built.glob("*.whl")}
+    theirs = {p.name: p for p in direct.glob("*.whl")}
+    for name in sorted(ours.keys() ^ theirs.keys()):
+        where = built if name in ours else direct
+        problems.append(f"{name}: only in {where}")
+    for name in sorted(ours.keys() & theirs.keys()):
+        a, b = wheel_members(ours[name]), wheel_members(theirs[name])
+        changed = sorted(m for m in a.keys() & b.keys() if a[m] != b[m])
+        for label, members in (
+            ("only in the wheel built from the sdist", sorted(a.keys() - b.keys())),
+            ("only in the wheel built from the tree", sorted(b.keys() - a.keys())),
+            ("differs between the two", changed),
+        ):
+            if members:
+                problems.append(f"{name}: {label}: {', '.join(members[:5])}")
+    if not ours:
+        problems.append(f"{built}: no wheel")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="release_check.py", description=__doc__.split("\n\n")[0] if __doc__ else None
@@ -952,8 +984,22 @@ def main(argv: list[str] | None = None) -> int:
     metadata_parser = commands.add_parser("metadata", help="validate built wheels and sdists")
     metadata_parser.add_argument("folder", type=Path, metavar="DIR")
     metadata_parser.add_argument("--only", nargs="*", default=[], metavar="DIST")
+    same_parser = commands.add_parser(
+        "same-wheels", help="the wheels built from the sdists equal those built from the tree"
+    )
+    same_parser.add_argument("built", type=Path, metavar="DIR", help="uv build's output")
+    same_parser.add_argument("direct", type=Path, metavar="TREE_DIR", help="uv build --wheel's")
     args = parser.parse_args(argv)
     root = args.root.resolve()
+
+    if args.command == "same-wheels":
+        problems = same_wheels(args.built, args.direct)
+        for line in problems:
+            print(f"same wheels: {line}", file=sys.stderr)
+        if not problems:
+            count = len(list(args.built.glob("*.whl")))
+            print(f"same wheels: {count} wheel(s) built from their sdists equal the tree's")
+        return 1 if problems else 0
 
     if args.command == "check":
         problems, notes = check(root, args.require_recorded)
