@@ -307,6 +307,31 @@ def test_record_names_its_packages(ws: Path, capsys: pytest.CaptureFixture) -> N
     ]
 
 
+def test_record_refuses_a_package_whose_workspace_lower_bound_is_not_released(
+    ws: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """beta requires alpha-pkg>=0.2 while only alpha 0.1.0 is recorded: published alone, beta
+    would not install (d875146 recorded it: the seven domain packages require iclr26-common>=0.9,
+    unreleased). Recording alpha 0.2.0 first, or in the same command, lets it through."""
+    assert _run(ws, "record", "alpha-pkg", capsys=capsys)[0] == 0
+    beta = ws / "packages" / "beta"
+    text = _pyproject("beta-pkg", "0.3.0").replace(
+        'requires-python = ">=3.11"\n',
+        'requires-python = ">=3.11"\ndependencies = ["alpha-pkg[extra] >= 0.2", "numpy>=1"]\n',
+    )
+    (beta / "pyproject.toml").write_text(text)
+    code, _, err = _run(ws, "record", "beta-pkg", capsys=capsys)
+    assert code == 1, err
+    assert "beta-pkg 0.3.0: requires alpha-pkg>=0.2, which is not released (recorded: 0.1.0)" in err
+    assert len((ws / rc.RECORD).read_text().splitlines()) == 1  # nothing appended
+    alpha = ws / "packages" / "alpha"
+    _bump(alpha, "alpha-pkg", "0.2.0", _section("0.2.0"))
+    (alpha / "src" / "alpha" / "__init__.py").write_text("VALUE = 2\n")
+    code, out, err = _run(ws, "record", "beta-pkg", "alpha-pkg", capsys=capsys)
+    assert code == 0, err
+    assert "beta-pkg 0.3.0: recorded" in out and "alpha-pkg 0.2.0: recorded" in out
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [

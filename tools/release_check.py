@@ -645,6 +645,39 @@ def check(root: Path, require_recorded: bool = False) -> tuple[list[str], list[s
     return problems, notes
 
 
+_LOWER_BOUND = re.compile(
+    r"^\s*([A-Za-z0-9][A-Za-z0-9_.-]*)\s*(?:\[[^\]]*\])?\s*>=\s*([0-9][0-9.]*)"
+)
+
+
+def unreleased_requirements(
+    package: Package, entries: list[dict], known: dict[str, Package], recording: set[str]
+) -> list[str]:
+    """Problems for ``package``'s lower bounds on workspace packages (``iclr26-common[lightning]
+    >=0.9``) that no recorded release satisfies: published alone, the package would not
+    install. A bound met by a package recorded in the same command counts as released."""
+    problems = []
+    by_name = {normalize(dist): dist for dist in known}
+    for requirement in package.project.get("dependencies", []):
+        match = _LOWER_BOUND.match(requirement)
+        if match is None or normalize(match.group(1)) not in by_name:
+            continue
+        dist, bound = by_name[normalize(match.group(1))], match.group(2)
+        wanted = version_key(bound)
+        released = [e["version"] for e in entries if e.get("dist") == dist]
+        if dist in recording:
+            released.append(known[dist].version)
+        keys = [version_key(v) for v in released]
+        if wanted is None or any(k is not None and k >= wanted for k in keys):
+            continue
+        problems.append(
+            f"{package.dist} {package.version}: requires {dist}>={bound}, which is not released "
+            f"(recorded: {', '.join(released) or 'none'}); record {dist} first or in the same "
+            "command"
+        )
+    return problems
+
+
 def record(root: Path, names: list[str], date: str | None) -> tuple[list[str], list[str]]:
     """Appends entries; returns (problems, lines written to the user)."""
     entries, problems = load_record(root)
@@ -666,6 +699,9 @@ def record(root: Path, names: list[str], date: str | None) -> tuple[list[str], l
                 f"{package.dist}: uncommitted or untracked files under "
                 f"{package.path.relative_to(root).as_posix()}/ (commit or remove them first)"
             )
+    recording = {package.dist for package in chosen}
+    for package in chosen:
+        problems += unreleased_requirements(package, entries, known, recording)
     if problems:
         return problems, []
     out: list[str] = []

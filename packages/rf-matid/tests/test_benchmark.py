@@ -153,7 +153,7 @@ def test_plots_do_not_switch_the_matplotlib_backend(
 def test_benchmark_synth_reuses_its_data_on_rerun(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    import rf_matid.benchmark as benchmark
+    import rf_matid.benchmark_store as benchmark
 
     grid = {"distances_mm": [200, 1700], "angles_deg": [0], "samples_per_position": 1}
     monkeypatch.setattr(benchmark, "MINIATURE_GRID", grid)

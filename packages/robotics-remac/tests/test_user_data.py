@@ -118,9 +118,11 @@ def test_latency_and_rollout_import_alone_without_a_cycle() -> None:
         )
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert proc.returncode == 0, f"{module}: {proc.stderr[-2000:]}"
-    from robotics_remac import rollout
+    from robotics_remac import latency, rollout
 
     assert callable(rollout.loop_latency)
+    # the old place warned in 0.5.0 and is gone in 0.6.0, as the changelog promised
+    assert not hasattr(latency, "loop_latency")
 
 
 def test_eval_data_scores_policies_offline_on_the_users_episodes(

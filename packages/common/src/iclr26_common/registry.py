@@ -172,8 +172,9 @@ class Claim:
             verdict = "inconclusive" if decision == "underpowered" else decision
         else:
             warnings.warn(
-                "a Claim decided on a point estimate (no effect) is deprecated: give "
-                "Claim.test(text=..., effect=...) with an interval (iclr26_common.effects)",
+                "a Claim decided on a point estimate (no effect) is deprecated and is removed "
+                "in iclr26-common 0.10.0: give Claim.test(text=..., effect=...) with an "
+                "interval (iclr26_common.effects)",
                 DeprecationWarning,
                 stacklevel=_caller_stacklevel(),
             )

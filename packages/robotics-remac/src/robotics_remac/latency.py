@@ -20,8 +20,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from iclr26_common.exports import moved_names
-
 __all__ = ["MeasuredDelay"]
 
 
@@ -77,9 +75,3 @@ class MeasuredDelay:
         if not self.latencies:
             return self.max_delay if self.initial_delay is None else self.initial_delay
         return self.delay_for(max(self.latencies[-self.window :]))
-
-
-# loop_latency moved to rollout.py in 0.5.0 (the latency <-> rollout import cycle is gone).
-__getattr__ = moved_names(
-    __name__, {"loop_latency": "robotics_remac.rollout"}, removed_in="robotics-remac 0.6.0"
-)
