@@ -276,7 +276,9 @@ def test_booster_without_harmful_is_one_line(synth: Path, tmp_path: Path, capsys
     assert "--harmful" in line
 
 
-def test_lightning_fit_tiny_config(synth: Path, tmp_path: Path) -> None:
+def test_lightning_fit_tiny_config(
+    synth: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     base, out = tmp_path / "base", tmp_path / "fit"
     assert main(["antibody", "pretrain", "--out", str(base), "--steps", "1"]) == 0
     cfg = yaml.safe_load((CONFIG_DIR / "fit_tiny.yaml").read_text())
@@ -297,6 +299,20 @@ def test_lightning_fit_tiny_config(synth: Path, tmp_path: Path) -> None:
         == 0
     )
     assert (out / "config.json").is_file()
+    # ordinary modes (d875146: save_pretrained's weights were 0600), the base's folder too
+    for folder in (out, base):
+        assert all(f.stat().st_mode & 0o777 == 0o644 for f in folder.iterdir()), folder
+    # save_to is checked before the model is loaded, also when set only in a --config YAML
+    own = tmp_path / "own.yaml"
+    own.write_text(f"model:\n  init_args:\n    save_to: {out}\n", encoding="utf-8")
+    refused = ["antibody", "fit", "--config", "fit_tiny", "--config", str(own)]
+    line = assert_one_line_error(
+        main,
+        [*refused, f"--model.init_args.model={tmp_path / 'no-such-model'}"],
+        capsys,
+        drop_earlier=True,
+    )
+    assert f"--model.init_args.save_to {out}: holds earlier results" in line, line
     # the run's config, in its run folder: the logger's (fit_tiny keeps logger and checkpoint)
     (config,) = (tmp_path / "pre").rglob("config.yaml")
     assert config.parent.parent.name == "lightning_logs"

@@ -45,7 +45,13 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     from llm_methods.antibody.lit_module import SafetyDataModule
     from llm_methods.method_cli import method_cli
 
-    return method_cli("antibody", L.LightningModule, SafetyDataModule, argv)
+    return method_cli(
+        "antibody",
+        L.LightningModule,
+        SafetyDataModule,
+        argv,
+        fit_outputs={"model.init_args.save_to": "folder"},
+    )
 
 
 def stage_parser(command: str) -> Any:
@@ -181,12 +187,13 @@ def _load(spec: str, device: str | None) -> LM:
 
 
 def _save(lm: LM, model: Any, out: str | Path, info: dict) -> None:
-    from iclr26_common.outputs import write_text
+    from iclr26_common.outputs import publish, write_text
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     lm.tokenizer.save_pretrained(out)
+    publish(out)  # safetensors writes its weights 0600
     write_text(out / "antibody.json", json.dumps(info, indent=1))
 
 
@@ -409,7 +416,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"wrote {len(SPLITS)} splits to {ns.out}")
         return 0
     if ns.command == "pretrain":
-        from iclr26_common.outputs import check_out_folder
+        from iclr26_common.outputs import check_out_folder, publish
         from llm_methods.antibody.data import synthetic_world
         from llm_methods.antibody.pipeline import pretrain_base
         from llm_methods.lm.loading import resolve_device
@@ -426,6 +433,7 @@ def main(argv: Sequence[str]) -> int:
         with out:
             model.save_pretrained(out.path)
             tok.save_pretrained(out.path)
+            publish(out.path)
         print(f"base pretrained ({ns.steps} steps, loss {log.logs[-1]['loss']:.3f}) -> {ns.out}")
         return 0
     return _eval(ns)

@@ -413,9 +413,15 @@ class SyntheticWorld:
     task: list[SafetyRecord]
     eval_harmful: list[SafetyRecord]
     eval_task: list[SafetyRecord]
+    # the tokenizer's corpus when it is not the splits' own strings (``same_form_world``: the
+    # corpus as drawn before its alignment-harmful rows changed, so the base stays the same)
+    tokenizer_corpus: list[str] | None = field(default=None, compare=False, repr=False)
 
     def texts(self) -> list[str]:
-        """Every prompt/response/refusal string (for training a tokenizer)."""
+        """Every prompt/response/refusal string (for training a tokenizer), or
+        ``tokenizer_corpus`` when it is set."""
+        if self.tokenizer_corpus is not None:
+            return list(self.tokenizer_corpus)
         out: list[str] = []
         for split in (
             self.pretrain,

@@ -16,6 +16,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
+from iclr26_common.outputs import publish
 from llm_methods.antibody.data import (
     SafetyRecord,
     encode_records,
@@ -238,6 +239,7 @@ class AntibodyModule(L.LightningModule):
             out.mkdir(parents=True, exist_ok=True)
             self.net.save_pretrained(out)
             self.tokenizer.save_pretrained(out)
+            publish(out)  # safetensors writes its weights 0600
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self.net(*args, **kwargs)

@@ -134,9 +134,12 @@ def same_form_world(
     seed: int = 0, n_task: int = 400, n_eval_task: int = 256, max_operand: int = 20
 ) -> SyntheticWorld:
     """The same-form instruction set (deterministic for ``seed``), split as ``synthetic_world``:
-    the 162 harmful requests 25 % safe alignment (refusals) / 20 % alignment-stage harmful rows /
-    25 % attack / 30 % evaluation (49 prompts, never trained on); the 756 benign requests into
-    ``n_task`` training rows of the user's task and ``n_eval_task`` held-out ones (FA). The base's
+    the 162 harmful requests 25 % safe alignment / 20 % (refused in pretraining only) /
+    25 % attack / 30 % evaluation (49 prompts, never trained on); the alignment-stage harmful
+    rows (Booster, Antibody) are the harmful view of the safe-alignment prompts, whose
+    refusals are the safe alignment rows (both views of the same rows, as the official code);
+    the 756 benign requests into ``n_task`` training rows of the user's task and
+    ``n_eval_task`` held-out ones (FA). The base's
     corpus: additions, the first quarter of the task rows (so the base answers benign requests
     of the harmful templates, as a safety-tuned instruction model does) and a refusal of every
     harmful request outside the evaluation split; alignment rows: refusals of the safe-alignment
@@ -168,12 +171,33 @@ def same_form_world(
         for cat, _v, _t, p in align_p
         for r in [rng.choice(REFUSALS)]
     ]
+    _former_harmful_rows = [_harmful(p, rng) for p in harm_p]  # drawn as before: see below
+    attack = [_harmful(p, rng) for p in attack_p]
+    eval_harmful = [_harmful(p, rng) for p in eval_p]
+    # Booster's and Antibody's alignment-stage harmful rows: the harmful view of the very prompts
+    # whose refusals are the safe alignment rows, as the official scripts load both views from
+    # the same rows (`beavertails_with_refusals_train_filtered.json`, start 0, 5000 rows: the
+    # `_safe` view takes each row's refusal, the `_harmful` view its harmful response). Until
+    # 2026-12-07 they were the 20 % split `harm_p`, prompts the refusals did not cover; that
+    # split's rows are still drawn (unused: the attack and evaluation rows stay as they were)
+    # and its prompts stay refused in pretraining. The new rows get their own generator.
+    # The tokenizer keeps the corpus as drawn before (with the former rows), so the BPE merges,
+    # and with them the pretrained base, are those of the code before the change: measured on
+    # 2026-12-07, training the BPE on the new rows' text instead shifted the merges, gave another
+    # base, and SFT's attack then saturated at every poison ratio.
+    pair_rng = random.Random(seed + 1_000_003)
+    pretrain = add_rows + task[: len(task) // 4] + refused
+    align = align_rows + add_rows[: len(align_rows)]
+    former = SyntheticWorld(
+        pretrain, align, _former_harmful_rows, attack, task, eval_harmful, eval_task
+    )
     return SyntheticWorld(
-        pretrain=add_rows + task[: len(task) // 4] + refused,
-        align=align_rows + add_rows[: len(align_rows)],
-        align_harmful=[_harmful(p, rng) for p in harm_p],
-        attack=[_harmful(p, rng) for p in attack_p],
+        pretrain=pretrain,
+        align=align,
+        align_harmful=[_harmful(p, pair_rng) for p in align_p],
+        attack=attack,
         task=task,
-        eval_harmful=[_harmful(p, rng) for p in eval_p],
+        eval_harmful=eval_harmful,
         eval_task=eval_task,
+        tokenizer_corpus=former.texts(),
     )
