@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from iclr26_common.testing import assert_mutation_detected
-from llm_methods.seekbench import metrics
+from llm_methods.seekbench import counts as trace_counts
 from llm_methods.seekbench.data import read_traces
 from llm_methods.seekbench.metrics import (
     analyze,
@@ -201,8 +201,8 @@ def test_rqi_matches_official(monkeypatch: pytest.MonkeyPatch) -> None:
     assert_mutation_detected(
         [mutated[m] for m in official], list(official.values()), tol=REL_TOL, what="answer cut"
     )
-    original = metrics._is_reasoning
-    monkeypatch.setattr(metrics, "_is_reasoning", lambda step, deep: original(step, False))
+    original = trace_counts._is_reasoning
+    monkeypatch.setattr(trace_counts, "_is_reasoning", lambda step, deep: original(step, False))
     mutated = _rqi_counts(traces)[1]
     deep = [m for m, name in ref["model_names"].items() if name == "GPT-4o"]
     assert_mutation_detected(
@@ -238,7 +238,7 @@ def test_recovery_episodes_match_official(monkeypatch: pytest.MonkeyPatch) -> No
         assert _close(rows[raw]["recovery_rate"], sum(ok for _, ok in want) / len(want)), name
     # mutation: a correct answer read from the annotation only (upstream's answer-step bug)
     monkeypatch.setattr(
-        metrics, "_answer_label", lambda step: (step.get("annotation") or {}).get("type")
+        trace_counts, "_answer_label", lambda step: (step.get("annotation") or {}).get("type")
     )
     mutated = _episodes(traces, ref)
     assert any(mutated[name] != mine[name] for name in mine)
