@@ -67,3 +67,14 @@ def test_solve_reports_fallback_matches_apart(tmp_path: Path, monkeypatch: Any) 
     assert [p["correct"] for p in preds] == [True, False, False]
     assert [p["fallback_match"] for p in preds] == [False, True, False]
     assert [p["answer_source"] for p in preds] == ["boxed", "last_number", "boxed"]
+
+
+def test_answer_sources_counts_each_format_once() -> None:
+    """The experiment's ``answer_sources`` (why a method solved nothing: it wrote no
+    ``\\boxed{}``): one count per text, in the format :func:`grade` would read."""
+    from llm_methods.ltpo.experiment import answer_sources
+
+    texts = [OFF_TOPIC, "\\boxed{6}", "x \\boxed{5} 6", "#### 6", "The answer is 6.", "no number"]
+    counts = answer_sources(texts)
+    assert counts == {"boxed": 2, "####": 1, "answer_phrase": 1, "last_number": 1, "none": 1}
+    assert sum(counts.values()) == len(texts)

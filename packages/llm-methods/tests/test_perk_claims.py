@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -79,3 +81,25 @@ def test_neutral_pretraining_uses_neither_prompt() -> None:
     for marker in ("doc_", "You have memorized", "<support>", "<output>", "Answer:"):
         assert marker not in text
     assert text.endswith(f"{rec.question} {rec.answer}.") and rec.context[0] in text
+
+
+def test_base_neutral_accuracy_reads_the_first_answer_word(tmp_path: Path) -> None:
+    """The diagnostic ``pretrain.neutral_acc_trained_lengths``: the first word after the
+    question decides (punctuation and case ignored), and on a real (untrained) base folder the
+    accuracy is a rate of the records given."""
+    from llm_methods.perk.data import synth_babilong
+    from llm_methods.perk.experiment import base_neutral_accuracy, neutral_answer_correct
+    from llm_methods.zoo.models import tiny_llama
+    from llm_methods.zoo.tokenizer import train_bpe
+
+    assert neutral_answer_correct(" garden.<|endoftext|>", "garden")
+    assert neutral_answer_correct("Kitchen", "kitchen")
+    assert not neutral_answer_correct(" the garden", "garden")
+    assert not neutral_answer_correct("", "garden")
+    recs = synth_babilong(4, 2, None, ("qa1",), 3)
+    tok = train_bpe([" ".join(r.context) + f" {r.question} {r.answer}." for r in recs], 300)
+    model = tiny_llama(len(tok), 1, 16, 2, max_len=256, seed=0)
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    acc = base_neutral_accuracy(tmp_path, recs, max_new_tokens=2)
+    assert acc * len(recs) == round(acc * len(recs)) and 0.0 <= acc <= 1.0

@@ -7,7 +7,8 @@ unoptimised placeholders, i.e. LTPO with 0 steps), LatentSeek (REINFORCE on the 
 thoughts with the model's yes/no self-reward), LTPO (zeroth order, run_ltpo.sh values with σ and
 η read in units of SmolLM2's embedding scale, the post-update H of the best step kept, as
 upstream). Accuracy by difficulty; overall accuracy with Wilson 95 % intervals (SciPy, via
-``iclr26_common.effects.mean_interval``).
+``iclr26_common.effects.mean_interval``). Only a ``\boxed{}`` answer solves; ``answer_sources``
+counts per method the decodes answering in each format (boxed, each fallback, none).
 
 Claims and thresholds, fixed here before any run:
 
@@ -45,7 +46,7 @@ import numpy as np
 from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
 from iclr26_common.effects import difference_effect, mean_interval, points_effect
 
-__all__ = ["EXPERIMENT", "judge", "run", "settings"]
+__all__ = ["EXPERIMENT", "answer_sources", "judge", "run", "settings"]
 
 PAPER = (
     "Thinking on the Fly: Test-Time Reasoning Enhancement via Latent Thought Policy "
@@ -69,6 +70,18 @@ def settings(quick: bool, cuda: bool = False) -> dict[str, Any]:
         return {"n": 200, "max_new_tokens": 256, "latentseek_iters": 1, "batch": 50}
     # 80 on a CPU: 4.9 s per problem for the four methods (measured at load ~3, 40 problems)
     return {"n": 80, "max_new_tokens": 48, "latentseek_iters": 1, "batch": 20}
+
+
+def answer_sources(texts: list[str]) -> dict[str, int]:
+    """How many of ``texts`` give their answer in each format (``data.ANSWER_SOURCES``: the
+    asked-for ``boxed``, then the fallbacks) or in none (``"none"``): a method that writes no
+    ``\\boxed{}`` answer can solve nothing, whatever its text says."""
+    from llm_methods.ltpo.data import ANSWER_SOURCES, answer_with_source
+
+    counts = dict.fromkeys((*ANSWER_SOURCES, "none"), 0)
+    for text in texts:
+        counts[answer_with_source(text)[1] or "none"] += 1
+    return counts
 
 
 def _best_other(correct: dict[str, np.ndarray], idx: np.ndarray) -> str:
@@ -260,6 +273,7 @@ def run(quick: bool, out_dir: Path) -> Result:
         )
         for m in METHODS
     }
+    sources = {m: answer_sources(texts[m]) for m in METHODS}
     diff = np.array([p.difficulty for p in problems])
     levels = sorted(set(diff.tolist()))
     acc = {
@@ -277,6 +291,7 @@ def run(quick: bool, out_dir: Path) -> Result:
         "ltpo_answers_changed_vs_cot_unk": changed,
         "accuracy": acc,
         "fallback_matches": fallback,
+        "answer_sources": sources,
         "seconds": {k: round(v, 1) for k, v in seconds.items()},
         "ltpo_mean_best_reward_gain": round(reward_gain, 4),
         "embedding_scale": round(scale, 5),

@@ -14,7 +14,9 @@ segments). From that same base model:
 Both are evaluated on the same fresh records (paired) at the trained lengths and at
 ``EXTRAPOLATED`` (longer than trained) lengths, and at the trained length with the facts at the
 start / middle / end of the context. Time and peak memory per query are measured on the
-longest contexts.
+longest contexts. Diagnostic (a metric, not a control): the base's own accuracy in the neutral
+format on the trained-length test records (``base_neutral_accuracy``): a base that cannot
+answer qa1 itself leaves both methods near chance (issue 41 follow-up, README).
 
 Claims and thresholds, fixed here before any run:
 
@@ -38,6 +40,7 @@ standard error of about 0.045 at 200 trained-length records, so a 0.1 gap is ~2 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -47,7 +50,15 @@ import numpy as np
 from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
 from iclr26_common.effects import difference_effect, points_effect
 
-__all__ = ["EXPERIMENT", "judge", "neutral_text", "run", "settings"]
+__all__ = [
+    "EXPERIMENT",
+    "base_neutral_accuracy",
+    "judge",
+    "neutral_answer_correct",
+    "neutral_text",
+    "run",
+    "settings",
+]
 
 LOG = logging.getLogger(__name__)
 
@@ -108,6 +119,44 @@ def neutral_text(rec: Any) -> str:
     """A pretraining document in a format neither method uses: the story's sentences, then the
     question and its answer as plain text."""
     return " ".join(rec.context) + f" {rec.question} {rec.answer}."
+
+
+def neutral_answer_correct(continuation: str, answer: str) -> bool:
+    """The base model's neutral-format answer: the first word of its continuation after the
+    question (``neutral_text`` ends ``... {question} {answer}.``), case ignored."""
+    word = re.match(r"\s*(\w+)", continuation)
+    return word is not None and word.group(1).lower() == answer.strip().lower()
+
+
+def base_neutral_accuracy(folder: Path, records: list[Any], max_new_tokens: int = 3) -> float:
+    """Accuracy of the shared pretrained base on ``records`` in its own (neutral) format: the
+    story, then the question, greedy continuation (:func:`neutral_answer_correct`). A
+    diagnostic, not a control: if the base cannot answer in its own format, neither method
+    built on it is likely to learn the task in the training budget."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from iclr26_common.device import choose_device
+
+    device = choose_device()
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder).to(device).eval()
+    hits = 0
+    with torch.no_grad():
+        for rec in records:
+            prompt = " ".join(rec.context) + f" {rec.question}"
+            ids = tok(prompt, return_tensors="pt", add_special_tokens=False).input_ids.to(device)
+            out = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                pad_token_id=tok.eos_token_id,
+            )
+            hits += neutral_answer_correct(
+                tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True), rec.answer
+            )
+    return hits / len(records)
 
 
 def _pretrain(cfg: dict[str, Any], folder: Path) -> dict[str, Any]:
@@ -304,6 +353,9 @@ def run(quick: bool, out_dir: Path) -> Result:
             p: synth_babilong(cfg["n_eval_position"], TRAINED[-1], p, TASKS, 8000 + int(10 * p))
             for p in cfg["positions"]
         }
+        trained_recs = [r for L_, recs in by_len.items() if L_ <= max(TRAINED) for r in recs]
+        pre["neutral_acc_trained_lengths"] = round(base_neutral_accuracy(base, trained_recs), 4)
+        LOG.info("base, neutral format: acc %.3f", pre["neutral_acc_trained_lengths"])
         acc: dict[str, dict[str, Any]] = {m: {"length": {}, "position": {}} for m in modules}
         correct: dict[str, dict[int, np.ndarray]] = {m: {} for m in modules}
         per_query: dict[str, dict[str, Any]] = {m: {} for m in modules}
