@@ -287,3 +287,30 @@ def test_linguamap_claims_hold_fail_and_are_gated() -> None:
     a, b = judge(worse, worse, **{**ok, "task_accuracy": TASK_LEARNED_MIN - 0.01})
     assert a.verdict == b.verdict == "inconclusive" and "task learned" in a.reason
     assert judge(same, same, **{**ok, "task_accuracy": TASK_LEARNED_MIN})[1].verdict == "held"
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_base_pretraining_recipe_reaches_train_lm(monkeypatch, tmp_path, quick) -> None:  # type: ignore[no-untyped-def]
+    """Issue 40: the 20 x 48 base model learned the task only with a longer warm-up (the
+    task-learned control failed at 1000 steps with 20 warm-up steps); the full run must hand
+    1500 steps and 200 warm-up steps at lr 3e-3 to the pretraining, and the quick run a
+    warm-up shorter than its steps."""
+    from llm_methods.linguamap import experiment
+    from llm_methods.lm import train
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake(model, chunks, steps, batch_size=16, lr=3e-3, seed=0, warmup=20, **kw):  # type: ignore[no-untyped-def]
+        seen.update(steps=steps, lr=lr, warmup=warmup, batch=batch_size)
+        raise Stop
+
+    monkeypatch.setattr(train, "train_lm", fake)
+    with pytest.raises(Stop):
+        experiment.run(quick, tmp_path)
+    if quick:
+        assert seen["warmup"] < seen["steps"]
+    else:
+        assert seen == {"steps": 1500, "lr": 3e-3, "warmup": 200, "batch": 16}

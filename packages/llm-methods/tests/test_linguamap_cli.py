@@ -159,6 +159,8 @@ def test_finetune_trains_only_the_last_k_layers(
     run = run_main(main, _finetune(three_layers, pairs, out, "--last-k", "1"), capsys)
     assert run.code == 0, run.err
     assert "training layers [2] of 3" in run.out and "training steps" in run.err
+    # an ordinary folder (d875146: save_pretrained's model.safetensors was 0600)
+    assert all(f.stat().st_mode & 0o777 == 0o644 for f in out.iterdir())
     record = json.loads((out / "linguamap_finetune.json").read_text())
     assert record["layers"] == [2] and 0 < record["trained_fraction"] < 0.5
     assert len(record["losses"]) == 3 and record["cut_at_max_len"] == 0

@@ -201,3 +201,30 @@ def test_general_ability_probe_sees_a_damaged_model(world) -> None:  # type: ign
     assert base["ppl"] < 4.0 and hurt["ppl"] > 2 * base["ppl"], (base, hurt)
     assert base["fewshot_acc"] > hurt["fewshot_acc"], (base, hurt)
     assert probe(lm) == base  # the probe leaves the model as it was
+
+
+def test_world_c_drops_only_the_edited_facts_and_starts_rows_with_bos(world) -> None:  # type: ignore[no-untyped-def]
+    """Issue 40: C is the world's text without the sentences stating an edited fact; the edited
+    subjects' other facts stay (they are knowledge to preserve), and each sentence is its own
+    BOS-first row, as the model was trained and as the editors read keys."""
+    _, _, lm, known, _ = world
+    tok = lm.tokenizer
+    edited = known[:2]
+    gone = {(r.relation, r.subject) for r in edited}
+    all_rows = world_stats_chunks(lm, SPEC)
+    rows = world_stats_chunks(lm, SPEC, gone)
+    assert len(all_rows) == len(wm.world_texts(SPEC))
+    assert all(r[0] == tok.bos_token_id and tok.bos_token_id not in r[1:] for r in rows)
+    texts = {tok.decode(r[1:]) for r in rows}
+    phrasings = {rel: 1 + len(par) for rel, (_, _, par) in wm.WORLD_RELATIONS.items()}
+    assert len(rows) == len(all_rows) - sum(phrasings[r.relation] for r in edited)
+    for r in edited:  # the edited fact in none of its phrasings, not even the rewrite prompt
+        _, prompt, paraphrases = wm.WORLD_RELATIONS[r.relation]
+        for phrasing in (prompt, *paraphrases):
+            assert f"{phrasing.format(r.subject)}{r.target_true}." not in texts
+        # the same subject's unedited facts stay
+        others = [f for f in wm.world_facts(SPEC) if f[1] == r.subject and (f[0], f[1]) not in gone]
+        for rel, subj, obj, _ in others:
+            assert f"{wm.WORLD_RELATIONS[rel][1].format(subj)} {obj}." in texts
+    with pytest.raises(ValueError, match="relation, subject"):
+        world_stats_chunks(lm, SPEC, {edited[0].subject})

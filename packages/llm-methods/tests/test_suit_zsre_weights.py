@@ -148,6 +148,8 @@ def test_suit_edit_saves_loadable_hf_named_weights_and_per_request_results(
     report = json.loads((out / "edit.json").read_text())
     saved = load_file(str(out / "edited_weights.safetensors"))
     assert set(saved) == {"model.layers.0.mlp.down_proj.weight"}
+    # an ordinary folder (d875146: save_pretrained's model.safetensors was 0600)
+    assert all(f.stat().st_mode & 0o777 == 0o644 for f in (out / "model").iterdir())
     hf = AutoModelForCausalLM.from_pretrained(out / "model", local_files_only=True)
     assert set(saved) <= set(hf.state_dict())
     assert torch.equal(

@@ -112,6 +112,27 @@ def test_screen_scores_the_tiles_test_scores(
     assert info["selection_rate"] == expected.selection_rate
 
 
+def test_screen_progress_is_the_workspace_one_and_quiet_turns_it_off(
+    synth_dir: Path, tiny_weights: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Screening shows progress through ``iclr26_common.progress`` (plain lines when stderr is
+    not a terminal), none with ``progress=False`` (d875146: a tqdm bar of its own, the one
+    place in the workspace outside the common progress helper)."""
+    from medimg_gfscreen.io import load_datalist
+    from medimg_gfscreen.screen import screen_file
+
+    item = load_datalist(synth_dir / "datalist.json", "validation")[0]
+    capsys.readouterr()
+    screen_file(Path(item["image"]), tiny_weights, tmp_path / "a.nii.gz", threshold=-1.0)
+    err = capsys.readouterr().err
+    assert "glance tile batches:" in err and "focus tile batches:" in err, err
+    assert "it/s" not in err and "\r" not in err  # no tqdm bar
+    screen_file(
+        Path(item["image"]), tiny_weights, tmp_path / "b.nii.gz", threshold=-1.0, progress=False
+    )
+    assert "tile batches" not in capsys.readouterr().err
+
+
 def test_screen_reports_positions_in_the_input_image(tmp_path: Path) -> None:
     """A bright marker at a known voxel of an LPS-oriented 0.8 x 0.8 x 2.5 mm input: its position
     in the preprocessed grid (RAS, 1 x 1 x 3 mm, cropped and padded) maps back to that voxel and

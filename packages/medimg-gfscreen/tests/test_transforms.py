@@ -72,6 +72,71 @@ def test_lesion_free_negatives_hold_no_lesion_voxel(tmp_path: Path) -> None:
     set_determinism(None)
 
 
+def _one_lesion_case(tmp_path: Path) -> dict[str, str]:
+    affine = np.diag([1, 1, 3, 1.0])
+    img = np.full((64, 64, 24), -1000, np.int16)
+    img[4:60, 4:60, :] = 40  # body
+    lab = np.zeros((64, 64, 24), np.uint8)
+    lab[20:26, 20:26, 10:12] = 1  # one lesion
+    nib.save(nib.Nifti1Image(img, affine), tmp_path / "c_0000.nii.gz")
+    nib.save(nib.Nifti1Image(lab, affine), tmp_path / "c.nii.gz")
+    return {"image": str(tmp_path / "c_0000.nii.gz"), "label": str(tmp_path / "c.nii.gz")}
+
+
+def test_tiles_positives_hold_the_lesion_anywhere_in_the_crop(tmp_path: Path) -> None:
+    """negatives="tiles": negatives hold no lesion voxel (as lesion_free); positives hold one
+    anywhere in the crop, so some hold the lesion only in part (lesion_free's never do)."""
+    from monai.utils import set_determinism
+
+    item = _one_lesion_case(tmp_path)
+    set_determinism(0)
+    crops = train_transforms("abdomen", ROI, num_samples=60, negatives="tiles")(dict(item))
+    set_determinism(None)
+    voxels = [int(c["label"].sum()) for c in crops]
+    assert any(v == 0 for v in voxels)
+    assert any(0 < v < 6 * 6 * 2 for v in voxels)  # the lesion cut by the crop border
+    assert any(v == 6 * 6 * 2 for v in voxels)
+
+
+@pytest.mark.parametrize("negatives", ["lesion_free", "tiles"])
+def test_lesion_free_negatives_survive_the_data_modules_cache(
+    tmp_path: Path, negatives: str
+) -> None:
+    """Through ``GFScreenDataModule`` (whose ``setup`` caches the deterministic chain with the
+    validation transforms) the negative crops still hold no lesion voxel. Before the fix the
+    crop centres were computed in the cached prefix, so a cache written by ``setup`` skipped
+    them and every crop fell back to upstream's centres (negatives grazing the lesion)."""
+    import json
+
+    from monai.utils import set_determinism
+
+    from medimg_gfscreen.data import GFScreenDataModule
+
+    item = {**_one_lesion_case(tmp_path), "name": "c"}
+    datalist = tmp_path / "datalist.json"
+    datalist.write_text(json.dumps({"training": [item], "validation": [item]}))
+    dm = GFScreenDataModule(
+        str(datalist),
+        roi_size=ROI,
+        num_samples=40,
+        batch_size=1,
+        cache_dir=str(tmp_path / "cache"),
+        negatives=negatives,
+    )
+    dm.setup("fit")
+    set_determinism(0)
+    voxels = [
+        int(crop.sum())
+        for _ in range(3)
+        for batch in dm.train_dataloader()
+        for crop in batch["label"]
+    ]
+    set_determinism(None)
+    assert any(v == 0 for v in voxels) and any(v > 0 for v in voxels)
+    if negatives == "lesion_free":  # every lesion-bearing crop is a positive, centred on it
+        assert all(v in (0, 6 * 6 * 2) for v in voxels)
+
+
 def test_label_map_maps_msd_tumour_and_rejects_unknown_values(tmp_path: Path) -> None:
     affine = np.diag([1, 1, 3, 1.0])
     img = np.full((40, 40, 16), 40, np.int16)
@@ -203,3 +268,21 @@ def test_check_hu_off_accepts_ct_without_air_and_keeps_the_window(tmp_path: Path
     values = sorted(np.unique(np.round(np.asarray(out), 4)).tolist())
     # abdomen window [-175, 250] -> [0, 1]: 40 HU -> 0.5059, -100 HU -> 0.1765
     assert values == pytest.approx([round(75 / 425, 4), round(215 / 425, 4)], abs=1e-4)
+
+
+def test_pos_neg_ratio_sets_the_share_of_lesion_crops(tmp_path: Path) -> None:
+    """pos / neg: RandCropByPosNegLabeld's ratio (upstream 1 / 1); pos only gives lesion crops
+    only, and the data module refuses pos = neg = 0 in one line."""
+    from monai.utils import set_determinism
+
+    from medimg_gfscreen.data import GFScreenDataModule
+
+    item = _one_lesion_case(tmp_path)
+    set_determinism(0)
+    crops = train_transforms("abdomen", ROI, num_samples=20, negatives="lesion_free", pos=1, neg=0)(
+        dict(item)
+    )
+    set_determinism(None)
+    assert all(int(c["label"].sum()) > 0 for c in crops)
+    with pytest.raises(GFScreenFormatError, match="pos and neg"):
+        GFScreenDataModule(str(tmp_path / "d.json"), pos=0, neg=0)

@@ -89,8 +89,12 @@ class GFScreenDataModule(L.LightningDataModule):
         input's grid); existing masks are refused (see :attr:`existing_masks`).
     cache_dir: on-disk cache of the preprocessed volumes (None: the workspace cache).
     check_cases: check every entry's NIfTI headers (shapes, affines, label present) first.
-    negatives: negative crop centres, ``upstream`` (RandCropByPosNegLabeld's: the crop may reach
-        a lesion) or ``lesion_free`` (the whole crop holds no lesion voxel; the miniature's).
+    negatives: crop centres of the pos / neg sampling (``transforms.NEGATIVES``): ``upstream``
+        (RandCropByPosNegLabeld's: a negative crop may reach a lesion), ``lesion_free`` (a
+        negative crop holds no lesion voxel) or ``tiles`` (as ``lesion_free``, and a positive
+        crop holds a lesion voxel anywhere, as an inference tile does).
+    pos, neg: ratio of positive to negative crop centres (``RandCropByPosNegLabeld``; upstream
+        1 and 1).
     """
 
     def __init__(
@@ -114,6 +118,8 @@ class GFScreenDataModule(L.LightningDataModule):
         check_cases: bool = True,
         check_hu: bool = True,
         negatives: str = "upstream",
+        pos: int = 1,
+        neg: int = 1,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -140,6 +146,9 @@ class GFScreenDataModule(L.LightningDataModule):
                 f"negatives must be one of {', '.join(NEGATIVES)}, not {negatives!r}"
             )
         self.negatives = negatives
+        if pos < 0 or neg < 0 or pos + neg == 0:
+            raise GFScreenFormatError(f"pos and neg must be >= 0, not both 0 (got {pos}, {neg})")
+        self.pos, self.neg = int(pos), int(neg)
         self._checked: set[str] = set()
         self.train_key, self.val_key = train_key, val_key
         self.test_key = test_key or val_key
@@ -301,6 +310,8 @@ class GFScreenDataModule(L.LightningDataModule):
             self.prenormalized,
             self.check_hu,
             self.negatives,
+            self.pos,
+            self.neg,
         )
         return self._loader(
             self._dataset(self._items(self.train_key), transform), self.batch_size, shuffle=True

@@ -123,25 +123,17 @@ def glance_focus_inference(
     device = torch.device(device) if device is not None else image.device
     padded, crop = _pad_to_roi(image, roi)
     slices = tile_slices(padded.shape[2:], roi, overlap)
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(slices), desc="glance", unit="tile")
+    from iclr26_common.progress import progress as show_progress
 
     def windows(indices: Sequence[int]) -> torch.Tensor:
         return torch.cat([padded[(..., *slices[i])] for i in indices]).to(sw_device).float()
 
     scores: list[float] = []
-    for start in range(0, len(slices), sw_batch_size):
+    starts = range(0, len(slices), sw_batch_size)
+    for start in show_progress(starts, description="glance tile batches", quiet=not progress):
         batch = list(range(start, min(start + sw_batch_size, len(slices))))
         scores += F.softmax(glance(windows(batch)).float(), dim=1)[:, 1].tolist()
-        if bar is not None:
-            bar.update(len(batch))
     selected = [i for i, p in enumerate(scores) if p > threshold]
-    if bar is not None:
-        bar.reset(total=len(selected))
-        bar.set_description("focus")
 
     shape = padded.shape[2:]
     if keep_probs:
@@ -149,7 +141,8 @@ def glance_focus_inference(
         count = torch.zeros((1, 1, *shape), dtype=torch.float32, device=device)
     else:
         margin = torch.zeros(tuple(shape), dtype=torch.float32, device=device)
-    for start in range(0, len(selected), sw_batch_size):
+    starts = range(0, len(selected), sw_batch_size)
+    for start in show_progress(starts, description="focus tile batches", quiet=not progress):
         batch = selected[start : start + sw_batch_size]
         soft = F.softmax(focus(windows(batch)).float(), dim=1).to(device)
         for k, i in enumerate(batch):
@@ -158,10 +151,6 @@ def glance_focus_inference(
                 count[(..., *slices[i])] += 1.0
             else:
                 margin[slices[i]] += soft[k, 1] - soft[k, 0]
-        if bar is not None:
-            bar.update(len(batch))
-    if bar is not None:
-        bar.close()
 
     tiles = [
         ((s[0].start, s[1].start, s[2].start), p, p > threshold)

@@ -7,7 +7,8 @@ Orientationd(RAS) -> Spacingd(1, 1, 3 mm) -> label map -> ScaleIntensityRanged(H
 RandCropByPosNegLabeld(pos=1, neg=1, num_samples), flips (p=0.2 per axis), RandRotate90 (p=0.2)
 and RandShiftIntensity (offsets 0.1, p=0.1); ``negatives="lesion_free"`` (:class:`LesionFreeNegativesd`,
 a deviation the miniature uses) draws the negative crop centres only where the whole crop holds
-no lesion voxel. Inference (``screen``, ``predict``) applies the same
+no lesion voxel (``"tiles"`` also draws the positive centres anywhere a crop holds a lesion
+voxel). Inference (``screen``, ``predict``) applies the same
 deterministic chain to the image alone, so its tiles are the tiles ``validate`` / ``test`` see.
 """
 
@@ -17,7 +18,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import torch
-from monai.transforms import Transform
+from monai.transforms import RandomizableTrait, Transform
 
 from medimg_gfscreen.constants import HU_AIR_MAX, HU_TISSUE_MIN, HU_WINDOWS, SPACING_MM
 from medimg_gfscreen.io import GFScreenFormatError
@@ -217,21 +218,33 @@ def _base(
     return steps
 
 
-#: negative crop centres: ``upstream`` (any body voxel outside a lesion, RandCropByPosNegLabeld's
-#: own: the crop may still reach a lesion) or ``lesion_free`` (the whole crop free of lesion)
-NEGATIVES = ("upstream", "lesion_free")
+#: crop centres of the pos / neg sampling: ``upstream`` (RandCropByPosNegLabeld's own: positives
+#: on lesion voxels, negatives on any body voxel outside a lesion, so a negative crop may still
+#: reach a lesion), ``lesion_free`` (negatives: the whole crop free of lesion; positives
+#: upstream's) or ``tiles`` (negatives as ``lesion_free``; positives: any centre whose crop holds
+#: a lesion voxel, so the lesion lies anywhere in the crop, as in an inference tile)
+NEGATIVES = ("upstream", "lesion_free", "tiles")
 
 
-class LesionFreeNegativesd(Transform):
+class LesionFreeNegativesd(Transform, RandomizableTrait):
     """Crop centres for ``RandCropByPosNegLabeld`` (``fg_indices_key`` / ``bg_indices_key``):
-    positives on lesion voxels; negatives on body voxels (image > 0) whose whole ``roi_size``
-    crop holds no lesion voxel, among the centres the crop needs no shift for (MONAI moves a
-    centre near the border inwards, which could bring a lesion in). Where no such voxel exists
-    the negatives fall back to upstream's (any body voxel outside a lesion). Flat indices of
-    the spatial grid ``[X, Y, Z]``."""
+    negatives on body voxels (image > 0) whose whole ``roi_size`` crop holds no lesion voxel,
+    among the centres the crop needs no shift for (MONAI moves a centre near the border
+    inwards, which could bring a lesion in); where no such voxel exists the negatives fall back
+    to upstream's (any body voxel outside a lesion). Positives on lesion voxels, or with
+    ``positives="anywhere"`` on every such centre whose crop holds a lesion voxel (fallback:
+    the lesion voxels). Flat indices of the spatial grid ``[X, Y, Z]``.
 
-    def __init__(self, roi_size: Sequence[int]) -> None:
+    Computed from the label on every draw, after ``PersistentDataset``'s cache: the
+    ``RandomizableTrait`` marks it as not cacheable (a cached deterministic prefix written by
+    the validation chain, :meth:`GFScreenDataModule.check_values`, would otherwise skip it and
+    the crop fall back to upstream's centres silently, as before 2026-12-07)."""
+
+    def __init__(self, roi_size: Sequence[int], positives: str = "lesion") -> None:
+        if positives not in ("lesion", "anywhere"):
+            raise ValueError(f"positives must be 'lesion' or 'anywhere', not {positives!r}")
         self.roi_size = tuple(int(r) for r in roi_size)
+        self.positives = positives
 
     def __call__(self, data: Mapping[Hashable, Any]) -> dict[Hashable, Any]:
         import numpy as np
@@ -250,7 +263,11 @@ class LesionFreeNegativesd(Transform):
         negatives = np.flatnonzero(body & ~near & inner)
         if negatives.size == 0:
             negatives = np.flatnonzero(body & ~label)
-        d["label_fg_indices"] = np.flatnonzero(label)
+        positives = np.flatnonzero(label)
+        if self.positives == "anywhere" and positives.size:
+            anywhere = np.flatnonzero(near & inner)
+            positives = anywhere if anywhere.size else positives
+        d["label_fg_indices"] = positives
         d["label_bg_indices"] = negatives
         return d
 
@@ -264,9 +281,14 @@ def train_transforms(
     prenormalized: bool = False,
     check_hu: bool = True,
     negatives: str = "upstream",
+    pos: int = 1,
+    neg: int = 1,
 ):
     """Deterministic part + random sub-volumes and augmentation; one item -> ``num_samples``.
-    ``negatives``: :data:`NEGATIVES` (``lesion_free``: :class:`LesionFreeNegativesd`).
+    ``pos`` / ``neg``: ``RandCropByPosNegLabeld``'s ratio of positive to negative crop centres
+    (upstream 1 / 1).
+    ``negatives``: :data:`NEGATIVES` (``lesion_free`` and ``tiles``: :class:`LesionFreeNegativesd`,
+    after the cached prefix).
 
     The positive / negative crop centres are drawn from the label on the fly (as upstream):
     caching the voxel indices would store ~8 bytes per voxel per volume with the cache.
@@ -278,8 +300,9 @@ def train_transforms(
     keys = ["image", "label"]
     centres: list = []
     indices: dict[str, str] = {}
-    if negatives == "lesion_free":
-        centres = [LesionFreeNegativesd(roi_size)]
+    if negatives in ("lesion_free", "tiles"):
+        positives = "anywhere" if negatives == "tiles" else "lesion"
+        centres = [LesionFreeNegativesd(roi_size, positives)]
         indices = {"fg_indices_key": "label_fg_indices", "bg_indices_key": "label_bg_indices"}
     return T.Compose(
         [
@@ -289,8 +312,8 @@ def train_transforms(
                 keys=keys,
                 label_key="label",
                 spatial_size=tuple(roi_size),
-                pos=1,
-                neg=1,
+                pos=pos,
+                neg=neg,
                 num_samples=num_samples,
                 image_key="image",
                 image_threshold=0,

@@ -249,7 +249,7 @@ def _finetune_args(sub: Any) -> None:
 
 
 def _finetune(ns: Any) -> int:
-    from iclr26_common.outputs import check_out_folder, write_text
+    from iclr26_common.outputs import check_out_folder, publish, write_text
     from iclr26_common.seeding import seed_everything
     from llm_methods.linguamap.finetune import (
         answer_masked_rows,
@@ -313,6 +313,7 @@ def _finetune(ns: Any) -> int:
             p.requires_grad_(True)
         lm.model.save_pretrained(out.path)
         lm.tokenizer.save_pretrained(out.path)
+        publish(out.path)  # safetensors writes its weights 0600
         write_text(out.path / "linguamap_finetune.json", json.dumps(record, indent=1))
     print(
         f"trained {100 * result.fraction:.1f} % of the parameters; answer-token loss "

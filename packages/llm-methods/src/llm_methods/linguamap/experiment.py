@@ -57,12 +57,40 @@ BPE_VOCAB = 512
 SEQ_LEN = 64
 FT_LEN = 40
 VARIANTS = ("last_k", "full", "random_layers", "lora")
+#: variants no claim uses (reported only): fine-tuned on the first seed alone in the full run
+#: (issue 40: the longer pretraining recipe would otherwise put the run over its 600 s budget)
+DESCRIPTIVE = ("random_layers", "lora")
+
+
+#: pretraining recipe of the testbed's base model (not part of the paper, which starts from a
+#: pretrained Qwen/Bloom): 3e-3 peak, ``PRE_WARMUP`` warm-up steps, then cosine to 0.1x.
+#: Issue 40: with 1000 steps and 20 warm-up steps the 20 x 48 model never learned to copy
+#: (monolingual accuracy 0.11, the task-learned control failed); the rule fixed before the
+#: pilot (README) picked 1500 steps with 200 warm-up steps
+PRE_LR = 3e-3
+PRE_WARMUP = 200
+FT_LR = 2e-3
+FT_WARMUP = 5
 
 
 def settings(quick: bool) -> dict[str, Any]:
-    if quick:
-        return {"pre_steps": 120, "ft_steps": 20, "eval_per_scenario": 16, "seeds": (0,)}
-    return {"pre_steps": 1000, "ft_steps": 150, "eval_per_scenario": 64, "seeds": (0, 1, 2)}
+    if quick:  # a smoke run: its model does not learn the task (warm-up scaled to its steps)
+        return {
+            "pre_steps": 120,
+            "pre_warmup": 20,
+            "ft_steps": 20,
+            "eval_per_scenario": 16,
+            "seeds": (0,),
+            "descriptive_seeds": (0,),
+        }
+    return {
+        "pre_steps": 1500,
+        "pre_warmup": PRE_WARMUP,
+        "ft_steps": 150,
+        "eval_per_scenario": 64,
+        "seeds": (0, 1, 2),
+        "descriptive_seeds": (0,),
+    }
 
 
 def _pack(tokenizer: Any, examples: list[Example]) -> list[list[int]]:
@@ -150,7 +178,17 @@ def run(quick: bool, out_dir: Path) -> Result:
         # fine-tuned variants are deep copies (LoRA adapters: peft places them with their layer)
         device = choose_device()
         base_model = tiny_llama(len(tokenizer), **MODEL, seed=0).to(device)
-        train_lm(base_model, _pack(tokenizer, pre), cfg["pre_steps"], 16, 3e-3, seed=0)
+        t0 = time.perf_counter()
+        train_lm(
+            base_model,
+            _pack(tokenizer, pre),
+            cfg["pre_steps"],
+            16,
+            PRE_LR,
+            seed=0,
+            warmup=cfg["pre_warmup"],
+        )
+        phase_s = {"pretraining": time.perf_counter() - t0, **dict.fromkeys(VARIANTS, 0.0)}
         base = wrap(tokenizer, base_model, "pretrained")
         evals = _eval_set(lex, cfg["eval_per_scenario"], seed=123)
         before = evaluate(base, evals, lex)
@@ -172,9 +210,19 @@ def run(quick: bool, out_dir: Path) -> Result:
         for seed in cfg["seeds"]:
             rows, masks = _masked(tokenizer, consistent_examples(lex, 4000, seed=100 + seed))
             for name in VARIANTS:
+                if name in DESCRIPTIVE and seed not in cfg["descriptive_seeds"]:
+                    continue
+                t0 = time.perf_counter()
                 lm, fraction = _variant(wrap(tokenizer, copy.deepcopy(base_model)), name, seed, k)
                 train_lm(
-                    lm.model, rows, cfg["ft_steps"], 16, 2e-3, seed=seed, warmup=5, loss_mask=masks
+                    lm.model,
+                    rows,
+                    cfg["ft_steps"],
+                    16,
+                    FT_LR,
+                    seed=seed,
+                    warmup=FT_WARMUP,
+                    loss_mask=masks,
                 )
                 consistent, correct = evaluate_items(lm, evals, lex)
                 items[name].append((consistent, correct))
@@ -182,6 +230,7 @@ def run(quick: bool, out_dir: Path) -> Result:
                 results[name].append({**scores, "param_fraction": fraction})
                 if name == "last_k" and lens_after is None:
                     lens_after = lens_language_probability(lm, es_prompts, lex)
+                phase_s[name] += time.perf_counter() - t0
     mean = {
         v: {m: float(np.mean([r[m] for r in rows])) for m in rows[0]} for v, rows in results.items()
     }
@@ -196,6 +245,11 @@ def run(quick: bool, out_dir: Path) -> Result:
         "lens_es_before": lens_before.round(3).tolist(),
         "lens_es_after_last_k": lens_after.round(3).tolist(),
         "cross_lingual_cosine": cosine.round(3).tolist(),
+        "per_seed": {
+            v: [{m: round(x, 4) for m, x in r.items() if "/" not in m} for r in rows]
+            for v, rows in results.items()
+        },
+        "phase_s": {name: round(x, 1) for name, x in phase_s.items()},
         "wall_s": time.perf_counter() - start,
     }
     claims = judge(
@@ -221,8 +275,10 @@ def run(quick: bool, out_dir: Path) -> Result:
         seeds=list(cfg["seeds"]),
         scale=(
             f"{arch} Llama, BPE {BPE_VOCAB}, pretraining {cfg['pre_steps']} steps "
-            f"(p_fail {P_FAIL}), FT {cfg['ft_steps']} steps x {len(VARIANTS)} variants x "
-            f"{len(cfg['seeds'])} seed(s), {len(evals)} eval prompts"
+            f"(lr {PRE_LR:g}, {cfg['pre_warmup']} warm-up steps, p_fail {P_FAIL}), "
+            f"FT {cfg['ft_steps']} steps: last k and full x {len(cfg['seeds'])} seed(s), "
+            "random layers and LoRA x "
+            f"{len(cfg['descriptive_seeds'])} seed(s), {len(evals)} eval prompts"
         ),
         claims=claims,
     )

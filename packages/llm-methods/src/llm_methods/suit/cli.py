@@ -116,7 +116,7 @@ def edit_main(ns: object) -> dict[str, object]:
     import torch
     from safetensors.torch import save
 
-    from iclr26_common.outputs import check_out_folder, write_bytes, write_text
+    from iclr26_common.outputs import check_out_folder, publish, write_bytes, write_text
     from iclr26_common.seeding import seed_everything
     from llm_methods.lm import load_lm
     from llm_methods.suit.data import read_requests
@@ -203,7 +203,7 @@ def edit_main(ns: object) -> dict[str, object]:
         if ns.save_model:  # type: ignore[attr-defined]
             lm.model.save_pretrained(out / "model")
             lm.tokenizer.save_pretrained(out / "model")
-            written.append(out / "model")
+            written.append(publish(out / "model"))  # safetensors writes its weights 0600
         report = {
             "model": lm.name,
             "method": ns.method,

@@ -38,6 +38,8 @@ from llm_methods.suit.data import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from llm_methods.lm.loading import LM
 
 __all__ = [
@@ -126,10 +128,17 @@ def prompts() -> dict[str, str]:
     return {rel: prompt for rel, (_, prompt, _) in WORLD_RELATIONS.items()}
 
 
-def world_texts(spec: WorldSpec) -> list[str]:
-    """Every true fact in every phrasing (rewrite prompt and paraphrases): ``"... is Rabat."``."""
+def world_texts(spec: WorldSpec, exclude: Collection[tuple[str, str]] = ()) -> list[str]:
+    """Every true fact in every phrasing (rewrite prompt and paraphrases): ``"... is Rabat."``;
+    without the facts ``exclude`` names as ``(relation, subject)`` pairs."""
+    gone = set(exclude)
+    for fact in gone:
+        if not (isinstance(fact, tuple) and len(fact) == 2):
+            raise ValueError(f"exclude: expected (relation, subject) pairs, got {fact!r}")
     out = []
     for rel, subj, obj, _ in world_facts(spec):
+        if (rel, subj) in gone:
+            continue
         _, prompt, paraphrases = WORLD_RELATIONS[rel]
         out.extend(f"{t.format(subj)} {obj}." for t in (prompt, *paraphrases))
     return out

@@ -18,7 +18,8 @@ intervals over the per-request scores ``[worlds, requests]`` (the wider of a boo
 request slots and a t-interval over worlds; ``WorldSpec.seed``: the invented table, the
 tokenizer, the model and the requests all change), with the preconditions of
 :func:`suit_claims` (AlphaEdit's edits took; C covers the edited subjects, on every world); C
-comes from the world's text without the edited subjects' sentences; the null space of C uses
+comes from the world's text without the sentences that state an edited fact, one BOS-first row
+per sentence (:func:`world_stats_chunks`); the null space of C uses
 AlphaEdit's absolute threshold, and every method gets the same value budget (``EDIT["steps"]``
 with the official early stop).
 """
@@ -44,6 +45,8 @@ from llm_methods.suit.experiment import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from llm_methods.lm.loading import LM
     from llm_methods.suit.data import EditRequest
     from llm_methods.suit.toy_facts_lm import WorldSpec
@@ -100,18 +103,25 @@ def settings(quick: bool) -> dict[str, Any]:
 
 
 def world_stats_chunks(
-    lm: LM, spec: WorldSpec, edited: frozenset[str] = frozenset()
+    lm: LM, spec: WorldSpec, edited: Collection[tuple[str, str]] = ()
 ) -> list[list[int]]:
-    """The world's training text (all phrasings) as ``STATS_LEN``-token chunks, for C, without
-    the sentences about the ``edited`` subjects (issue 40: with them, only 2-3 % of the edited
-    keys' energy lay in C's null space and AlphaEdit's projected edits barely moved them)."""
-    from llm_methods.corpora import chunk_ids
-    from llm_methods.suit.experiment import without_subjects
+    """Token rows for C (AlphaEdit's K0, the knowledge to preserve): one BOS-first row per
+    sentence of the world's text (every phrasing of every true fact, as the model was trained
+    on it) that does not state an ``edited`` fact, ``(relation, subject)`` pairs (e.g.
+    ``(r.relation, r.subject)`` of the edited requests), each cut to ``STATS_LEN`` tokens.
+
+    Issue 40: C first held the edited facts themselves (only 2-3 % of the edited keys' energy
+    lay in C's null space, AlphaEdit's projected edits barely moved them); then every sentence
+    about an edited *subject* went, which also removed that subject's unedited facts (at 32
+    edits most of the 24 subjects: 480 tokens left), and C's rows were 32-token windows cut
+    across sentences without the BOS that every prompt the editors read keys from starts with
+    (the SmolLM2 testbed's C had the same two defects: :func:`~llm_methods.suit.experiment.stats_chunks`)."""
     from llm_methods.suit.toy_facts_lm import world_texts
 
-    texts = without_subjects(world_texts(spec), set(edited))
-    ids = lm.tokenizer(" ".join(texts), add_special_tokens=False).input_ids
-    return chunk_ids(ids, STATS_LEN, max_chunks=1000, seed=0)
+    tok = lm.tokenizer
+    bos = [] if tok.bos_token_id is None else [int(tok.bos_token_id)]
+    rows = [tok(t, add_special_tokens=False).input_ids for t in world_texts(spec, edited)]
+    return [(bos + list(r))[:STATS_LEN] for r in rows]
 
 
 def world_probe(lm: LM, spec: WorldSpec, edited: list[EditRequest], shots: int = 2) -> Any:
@@ -162,10 +172,8 @@ def _one_world(spec: Any, s: dict[str, Any], cfg: Any) -> dict[str, Any]:
     order = np.random.default_rng(0).permutation(len(known))
     requests = [known[i] for i in order[: s["n_edits"]]]
     layers = tuple(sorted(set(cfg.layers) | {cfg.rome_layer}))
-    chunks = world_stats_chunks(lm, spec, frozenset(r.subject for r in requests))
-    stats = key_second_moments(
-        lm, layers, chunks, f"world-{spec.digest()}-{len(chunks)}x{STATS_LEN}"
-    )
+    chunks = world_stats_chunks(lm, spec, {(r.relation, r.subject) for r in requests})
+    stats = key_second_moments(lm, layers, chunks, f"world-{spec.digest()}-{len(chunks)}rows")
     names = synth_names(
         s["basis_names"], seed=spec.seed + 1000, exclude=frozenset(r.subject for r in known)
     )
@@ -188,7 +196,8 @@ def _one_world(spec: Any, s: dict[str, Any], cfg: Any) -> dict[str, Any]:
         "model_build_s": round(build_s, 1),
         "world_model": info,
         "subject_basis_dims": {str(i): int(b.shape[1]) for i, b in basis.items()},
-        "stats_tokens": len(chunks) * STATS_LEN,
+        "stats_tokens": sum(map(len, chunks)),
+        "stats_rows": len(chunks),
         "model_folder": str(folder),
         "basis_keys": len(names) * len(prompts()),
     }
@@ -281,7 +290,7 @@ def run(quick: bool, out_dir: Path) -> Result:
         f"fact sentences of {spec.n_subjects} invented subjects, one model per world seed "
         f"{s['world_seeds']}; {s['n_edits']} known facts edited per world in batches of "
         f"{s['batch']}; layers {list(cfg.layers)} (ROME {cfg.rome_layer}), {cfg.steps} "
-        f"value steps (early stop), C from {w0['stats_tokens']} world tokens (null space: "
+        f"value steps (early stop), C from {w0['stats_tokens']} world tokens in {w0['stats_rows']} BOS-first sentence rows (null space: "
         f"eigenvalues < {cfg.null_threshold}), U from {w0['basis_keys']} invented-subject "
         "keys",
         claims=suit_claims(
