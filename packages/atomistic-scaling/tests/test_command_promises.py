@@ -188,6 +188,8 @@ def test_sweep_numbers_must_be_finite(
     args = [*SWEEP, "--out", str(tmp_path / "s"), f"{option}={value}"]
     line = assert_one_line_error(main, args, capsys, prog=PROG)
     assert option in line and not (tmp_path / "s").exists()
+    # d875146: "--lr: Expected a <class 'float'>. Got value: nan" (jsonargparse's wording)
+    assert f"{option} {value}: not a finite number" in line, line
 
 
 def test_synth_checks_its_out_first_and_overwrites_only_when_asked(

@@ -211,7 +211,7 @@ def test_removed_flags_are_one_line_naming_the_new_flag(capsys) -> None:  # type
     assert script.main(["adl", "kl", "--base-model", "m"]) == 0
 
 
-@pytest.mark.parametrize("value", ["nan", "-inf", "Infinity", "+NaN"])
+@pytest.mark.parametrize("value", ["nan", "-inf", "Infinity", "+NaN", ".inf", "-.Inf", ".NaN"])
 def test_non_finite_command_line_numbers_name_the_option(value: str) -> None:
     with pytest.raises(
         UsageError, match=f"^--lr {value}: not a finite number$".replace("+", r"\+")

@@ -221,6 +221,15 @@ def test_zoo_build_list_and_load(tmp_path: Path, monkeypatch, capsys, nano_zoo) 
     lm = load_lm("zoo:nano", device="cpu")
     assert lm.n_layers == 1 and lm.hidden_size == 16
     assert registry.build("nano") == folder  # cached: no rebuild
+    # the cache folders are readable by others (d875146: safetensors wrote the weights 0600)
+    assert all(f.stat().st_mode & 0o777 == 0o644 for f in folder.iterdir())
+    # --cache-dir naming a file, or below one: one line naming the option (d875146: "[Errno 17]")
+    taken = tmp_path / "f.txt"
+    taken.write_text("x")
+    for bad in (taken, taken / "x"):
+        line = _one_line_error(capsys, ["zoo", "build", "nano", "--cache-dir", str(bad)])
+        assert line.startswith(f"llm-methods: error: --cache-dir {bad}:"), line
+        assert "Errno" not in line
 
 
 def test_corpora_lists_licences(capsys: pytest.CaptureFixture) -> None:

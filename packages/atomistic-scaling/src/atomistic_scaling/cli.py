@@ -210,10 +210,19 @@ def _parse_sweep(argv: Sequence[str]) -> Any:
     multi-line usage text is left out)."""
     import math
 
-    from iclr26_common.cli_support import UsageError, check_config_file, config_values
+    from iclr26_common.cli_support import (
+        UsageError,
+        check_config_file,
+        config_values,
+        refuse_non_finite,
+    )
 
     for value in config_values(argv):  # a Latin-1 YAML: one line, not jsonargparse's traceback
         check_config_file(value)
+    try:  # '--lr nan: not a finite number', as every other command says it
+        refuse_non_finite(argv)
+    except UsageError as error:
+        raise UsageError(f"sweep: {error} (see {PROG} sweep --help)") from None
     try:
         ns = sweep_parser().parse_args(list(argv))
     except argparse.ArgumentError as error:

@@ -289,8 +289,12 @@ def rename_flags(
     return out
 
 
-#: The spellings of a non-finite number that Python's ``float()`` (and jsonargparse) accept.
-_NON_FINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
+#: The spellings of a non-finite number that Python's ``float()`` and YAML (``.inf``, ``.nan``,
+#: which jsonargparse reads) accept, lower-cased.
+_NON_FINITE = {
+    *(f"{sign}{word}" for sign in ("", "+", "-") for word in ("nan", "inf", "infinity", ".inf")),
+    ".nan",
+}
 
 
 def refuse_non_finite(argv: Sequence[str]) -> None:

@@ -160,6 +160,10 @@ def zoo_main(argv: Sequence[str]) -> int:
         return 0
     import time
 
+    if ns.cache_dir is not None:  # a folder that collects models: only where and what it is
+        from iclr26_common.outputs import check_out_folder
+
+        check_out_folder(ns.cache_dir, option="--cache-dir", overwrite=True)
     quiet_transformers()
     start = time.perf_counter()
     folder = build_model(
