@@ -206,6 +206,17 @@ def test_predict_files_errors_are_one_line(
     assert "weights.ckpt: not a checkpoint of an rf-matid classifier (" in _one_line_error(
         capsys, ["predict-files", "--ckpt", str(tmp_path / "weights.ckpt"), "--out", out, source]
     )
+    # another package's checkpoint (its class path recorded): named, with both packages
+    # (d875146: "unknown arch 'l1'" for an atomistic-scaling checkpoint)
+    foreign = {**other, "hyper_parameters": {"_class_path": "atomistic_scaling.lit_module.X"}}
+    torch.save(foreign, tmp_path / "foreign.ckpt")
+    line = _one_line_error(
+        capsys, ["predict-files", "--ckpt", str(tmp_path / "foreign.ckpt"), "--out", out, source]
+    )
+    assert (
+        "foreign.ckpt: a checkpoint of atomistic-scaling (atomistic_scaling.lit_module.X)" in line
+    )
+    assert line.endswith("not of rf-matid"), line
     assert not Path(out).exists()
 
 

@@ -180,6 +180,7 @@ def load_predictor(
         error=CheckpointError,
         map_location=map_location,
         require_state_dict=True,
+        package="rf_matid",  # another package's model: one line naming both
     )
     hparams = dict(checkpoint.get("hyper_parameters") or {})
     accepted = set(inspect.signature(RFMatIDClassifier).parameters)
