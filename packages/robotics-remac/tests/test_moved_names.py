@@ -1,6 +1,6 @@
 """``loop_latency`` moved from ``latency`` to ``rollout`` in 0.5.0 (the import cycle between them
-went); the old import still works for one minor version, with a deprecation warning (on 7db60f3
-it was an ImportError)."""
+went); the old import warned for one minor version and is gone in 0.6.0, as the 0.5.0 changelog
+promised (on 7db60f3 it was an ImportError without notice)."""
 
 import subprocess
 import sys
@@ -8,13 +8,15 @@ import sys
 import pytest
 
 
-def test_loop_latency_still_imports_from_latency_with_a_warning() -> None:
+def test_loop_latency_is_gone_from_latency_in_0_6_0() -> None:
+    import robotics_remac
     import robotics_remac.latency as old
     import robotics_remac.rollout as new
 
-    with pytest.warns(DeprecationWarning, match=r"removed in robotics-remac 0\.6\.0"):
-        value = old.loop_latency
-    assert value is new.loop_latency
+    assert robotics_remac.__version__.split(".")[:2] != ["0", "5"]
+    with pytest.raises(AttributeError):
+        old.loop_latency  # noqa: B018
+    assert callable(new.loop_latency)
 
 
 def test_importing_latency_does_not_import_rollout() -> None:
