@@ -114,7 +114,12 @@ def test_predict_refuses_an_existing_extxyz_before_any_work(
     line = assert_one_line_error(
         main, [*args, f"--trainer.default_root_dir={out}"], capsys, drop_earlier=True
     )
-    assert f"{existing}: exists" in line
+    assert f"{existing}: exists" in line and "pass --overwrite" in line, line
     assert existing.read_text() == "mine\n" and sorted(p.name for p in out.iterdir()) == [
         "predictions.extxyz"
     ]
+    # --overwrite replaces it, as every other command's (d875146: no such option: refused for good)
+    assert main([*args, f"--trainer.default_root_dir={out}", "--overwrite"]) == 0
+    assert existing.read_text().splitlines()[0].strip().isdigit()  # an extxyz: the atom count
+    assert (out / "predictions.pt").is_file()
+    assert all(p.stat().st_mode & 0o777 == 0o644 for p in out.iterdir())

@@ -52,10 +52,17 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     from iclr26_common.lightning import run_cli
 
     defaults: dict[str, Any] = {}
+    writer = None
     if argv and argv[0] == "predict":
         from atomistic_scaling.predictions import PredictionsWriter
 
-        defaults["callbacks"] = [PredictionsWriter()]
+        writer = PredictionsWriter()
+        defaults["callbacks"] = [writer]
+
+    def before_trainer(cli: Any) -> None:
+        if writer is not None:
+            writer.overwrite = bool(cli.config["predict"].get("overwrite", False))
+        _before_trainer(cli)
 
     return run_cli(
         ForceFieldModule,
@@ -65,8 +72,17 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         prog=PROG,
         links=[("data.cutoff", "model.cutoff")],
         subclass_mode=False,
-        before_trainer=_before_trainer,
+        before_trainer=before_trainer,
         trainer_defaults=defaults,
+        subcommand_flags={
+            "predict": {
+                "--overwrite": {
+                    "action": "store_true",
+                    "help": "replace the predictions.pt / predictions.extxyz an earlier predict "
+                    "wrote into the run folder",
+                }
+            }
+        },
     )
 
 
@@ -82,7 +98,8 @@ def _before_trainer(cli: Any) -> None:
         from atomistic_scaling.predictions import PREDICTIONS_EXTXYZ, PREDICTIONS_FILE, check_free
 
         trainer = cli._get(cli.config_init, "trainer", default={})
-        if trainer.get("logger") in (False, []):
+        overwrite = bool(cli.config["predict"].get("overwrite", False))
+        if trainer.get("logger") in (False, []) and not overwrite:
             root = trainer.get("default_root_dir") or os.getcwd()
             check_free(Path(root) / PREDICTIONS_FILE)
             check_free(Path(root) / PREDICTIONS_EXTXYZ)

@@ -39,7 +39,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from iclr26_common.lightning import BatchPredictionWriter, check_free
+from iclr26_common.lightning import BatchPredictionWriter
+from iclr26_common.lightning import check_free as _check_free
 from iclr26_common.outputs import FILE_MODE
 
 __all__ = [
@@ -76,12 +77,22 @@ def split_per_structure(
     return records
 
 
+def check_free(path: Path) -> Path:
+    """``path`` if no file is there; else a one-line ``FileExistsError`` naming it and
+    ``--overwrite``."""
+    try:
+        return _check_free(path)
+    except FileExistsError as error:
+        raise FileExistsError(f"{error} (pass --overwrite to replace it)") from None
+
+
 class PredictionsWriter(BatchPredictionWriter):
     """Collects per-structure predictions batch by batch and writes ``predictions.pt`` (see the
     module docstring) at the end of the predict epoch. ``path`` holds the file written."""
 
-    def __init__(self, filename: str = PREDICTIONS_FILE) -> None:
+    def __init__(self, filename: str = PREDICTIONS_FILE, overwrite: bool = False) -> None:
         super().__init__(filename)
+        self.overwrite = overwrite  # ``predict --overwrite``: replace earlier predictions
         self._records: list[dict[str, Any]] = []
 
     def extxyz_target(self, trainer: Any) -> Path:
@@ -89,7 +100,7 @@ class PredictionsWriter(BatchPredictionWriter):
         return self.target(trainer).with_name(PREDICTIONS_EXTXYZ)
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        if stage == "predict":  # every rank sees the same files: all stop, none waits
+        if stage == "predict" and not self.overwrite:  # every rank sees the files: all stop
             check_free(self.target(trainer))
             check_free(self.extxyz_target(trainer))
 
@@ -115,12 +126,14 @@ class PredictionsWriter(BatchPredictionWriter):
             records = [record for part in gathered for record in part]
         path = self.target(trainer)
         if trainer.is_global_zero:
-            write_predictions(path, records)
+            write_predictions(path, records, overwrite=self.overwrite)
             self.path = path
             print(f"wrote {path} ({len(records)} structures)", flush=True)
             structures = _predict_structures(trainer)
             if structures is not None:
-                extxyz = write_predictions_extxyz(self.extxyz_target(trainer), records, structures)
+                extxyz = write_predictions_extxyz(
+                    self.extxyz_target(trainer), records, structures, overwrite=self.overwrite
+                )
                 print(f"wrote {extxyz} (ids, predicted and reference values)", flush=True)
         trainer.strategy.barrier()
 
@@ -136,7 +149,11 @@ def _predict_structures(trainer: Any) -> list[Any] | None:
 
 
 def write_predictions_extxyz(
-    path: Path, records: list[dict[str, Any]], structures: Sequence[Any]
+    path: Path,
+    records: list[dict[str, Any]],
+    structures: Sequence[Any],
+    *,
+    overwrite: bool = False,
 ) -> Path:
     """``records`` (as :func:`write_predictions`) with the ``structures`` of the predict split
     (``records[i]["index"]`` is the position in it) as ``path``, the extxyz of the module
@@ -145,7 +162,9 @@ def write_predictions_extxyz(
 
     from atomistic_scaling.io import FRAME_KEY, SOURCE_KEY, _bare_atoms, _write_frames
 
-    check_free(path)
+    check = None if overwrite else check_free
+    if check is not None:
+        check(path)
     unique = {record["index"]: record for record in records}
     frames = []
     for index in sorted(unique):
@@ -167,12 +186,15 @@ def write_predictions_extxyz(
         out.arrays["ref_forces"] = np.asarray(atoms.arrays["forces"], dtype=np.float64)
         out.arrays["pred_forces"] = forces
         frames.append(out)
-    return _write_frames(path, frames, check=check_free)
+    return _write_frames(path, frames, check=check)
 
 
-def write_predictions(path: Path, records: list[dict[str, Any]]) -> Path:
+def write_predictions(
+    path: Path, records: list[dict[str, Any]], *, overwrite: bool = False
+) -> Path:
     """Save ``records`` (from :func:`split_per_structure`, any order; a structure predicted twice
-    is kept once) as ``path`` in the module docstring's layout, never over an existing file."""
+    is kept once) as ``path`` in the module docstring's layout, never over an existing file
+    unless ``overwrite`` (``predict --overwrite``: replaced atomically)."""
     unique = {record["index"]: record for record in records}
     ordered = [unique[index] for index in sorted(unique)]
     payload: dict[str, Any] = {
@@ -184,6 +206,14 @@ def write_predictions(path: Path, records: list[dict[str, Any]]) -> Path:
     if ordered and "stress" in ordered[0]:
         payload["stress"] = torch.stack([r["stress"] for r in ordered])
     path.parent.mkdir(parents=True, exist_ok=True)
+    if overwrite:
+        import io
+
+        from iclr26_common.outputs import write_bytes
+
+        buffer = io.BytesIO()
+        torch.save(payload, buffer)
+        return write_bytes(path, buffer.getvalue())  # atomic, mode 0644
     with open(path, "xb") as handle:
         torch.save(payload, handle)
     os.chmod(path, FILE_MODE)  # an ordinary output file whatever the umask
