@@ -10,7 +10,6 @@ is built by default; all eight under -m slow (CI validates the eight wheels it b
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import shutil
 import subprocess
@@ -46,11 +45,6 @@ def _build(dist: str, out: Path, *extra: str) -> None:
     assert run.returncode == 0, f"uv build --package {dist} failed:\n{run.stderr[-3000:]}"
 
 
-def _members(wheel: Path) -> dict[str, str]:
-    with zipfile.ZipFile(wheel) as archive:
-        return {name: hashlib.sha256(archive.read(name)).hexdigest() for name in archive.namelist()}
-
-
 def _built_and_checked(dist: str, tmp: Path) -> Path:
     from_sdist, from_tree = tmp / "dist", tmp / "tree"
     _build(dist, from_sdist)  # the sdist, then the wheel built from that sdist
@@ -60,7 +54,7 @@ def _built_and_checked(dist: str, tmp: Path) -> Path:
     (direct,) = from_tree.glob("*.whl")
     assert wheel.name == direct.name
     assert rc.same_wheels(from_sdist, from_tree) == []
-    assert _members(wheel) == _members(direct), "the sdist does not build the same wheel"
+    assert rc.wheel_members(wheel) == rc.wheel_members(direct), "the sdist builds another wheel"
     return wheel
 
 

@@ -41,12 +41,8 @@ def test_train_transforms_give_num_samples_positive_and_negative_crops(synth_dir
     assert 1 <= with_lesion <= 8  # pos=1, neg=1: some crops are centred on lesion voxels
 
 
-def test_lesion_free_negatives_hold_no_lesion_voxel(tmp_path: Path) -> None:
-    """negatives="lesion_free": every crop either is centred on a lesion voxel or holds none;
-    upstream's negatives (centre outside a lesion) reach the lesion in a small organ, which is
-    what the option removes (issue 37: 69 % of the miniature's negatives held lesion voxels)."""
-    from monai.utils import set_determinism
-
+def _one_lesion_case(tmp_path: Path) -> dict[str, str]:
+    """A 64 x 64 x 24 body with one 6 x 6 x 2 lesion, as NIfTI image and label files."""
     affine = np.diag([1, 1, 3, 1.0])
     img = np.full((64, 64, 24), -1000, np.int16)
     img[4:60, 4:60, :] = 40  # body
@@ -54,7 +50,16 @@ def test_lesion_free_negatives_hold_no_lesion_voxel(tmp_path: Path) -> None:
     lab[20:26, 20:26, 10:12] = 1  # one lesion
     nib.save(nib.Nifti1Image(img, affine), tmp_path / "c_0000.nii.gz")
     nib.save(nib.Nifti1Image(lab, affine), tmp_path / "c.nii.gz")
-    item = {"image": str(tmp_path / "c_0000.nii.gz"), "label": str(tmp_path / "c.nii.gz")}
+    return {"image": str(tmp_path / "c_0000.nii.gz"), "label": str(tmp_path / "c.nii.gz")}
+
+
+def test_lesion_free_negatives_hold_no_lesion_voxel(tmp_path: Path) -> None:
+    """negatives="lesion_free": every crop either is centred on a lesion voxel or holds none;
+    upstream's negatives (centre outside a lesion) reach the lesion in a small organ, which is
+    what the option removes (issue 37: 69 % of the miniature's negatives held lesion voxels)."""
+    from monai.utils import set_determinism
+
+    item = _one_lesion_case(tmp_path)
 
     def lesion_voxels(negatives: str) -> list[int]:
         set_determinism(0)
@@ -70,17 +75,6 @@ def test_lesion_free_negatives_hold_no_lesion_voxel(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="negatives"):
         train_transforms("abdomen", ROI, negatives="clean")
     set_determinism(None)
-
-
-def _one_lesion_case(tmp_path: Path) -> dict[str, str]:
-    affine = np.diag([1, 1, 3, 1.0])
-    img = np.full((64, 64, 24), -1000, np.int16)
-    img[4:60, 4:60, :] = 40  # body
-    lab = np.zeros((64, 64, 24), np.uint8)
-    lab[20:26, 20:26, 10:12] = 1  # one lesion
-    nib.save(nib.Nifti1Image(img, affine), tmp_path / "c_0000.nii.gz")
-    nib.save(nib.Nifti1Image(lab, affine), tmp_path / "c.nii.gz")
-    return {"image": str(tmp_path / "c_0000.nii.gz"), "label": str(tmp_path / "c.nii.gz")}
 
 
 def test_tiles_positives_hold_the_lesion_anywhere_in_the_crop(tmp_path: Path) -> None:
