@@ -87,6 +87,23 @@ def tiny():  # type: ignore[no-untyped-def]
     return tiny_lm(TEXTS, vocab_size=300, n_layers=2, hidden=64, heads=4, seed=0)
 
 
+@pytest.fixture(scope="session")
+def smollm2():  # type: ignore[no-untyped-def]
+    """The real offline SmolLM2-135M (float32, CPU), loaded once per session and shared by the
+    tests that only read it (forwards, hooks they remove); skips where the GGUF or ``gguf`` is
+    missing. A test that changes the weights must load its own."""
+    pytest.importorskip("gguf")
+    from iclr26_common import smollm2 as locator
+
+    try:
+        locator.gguf_path()
+    except FileNotFoundError as error:
+        pytest.skip(str(error))
+    from llm_methods.lm import load_lm
+
+    return load_lm("smollm2", device="cpu")
+
+
 @pytest.fixture
 def nano_zoo(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], Any]:
     """``nano_zoo(steps)`` registers ``nano`` in the zoo for this test (markov-domains, 300

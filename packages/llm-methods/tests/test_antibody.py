@@ -313,6 +313,55 @@ def test_weighted_finetune_downweights_likely_refusals(setup, world) -> None:  #
     assert len(log.logs) == 2 and 0 <= log.logs[0]["weight_on_harmful"] <= 1
 
 
+def test_weighting_scores_the_training_response_as_the_official_trainer(setup, world) -> None:  # type: ignore[no-untyped-def]
+    """The weights are the official ``WeightedSFTTrainer.training_step``'s (Antibody@1d4fa5f,
+    ``trainers/weighted_sft.py``): ``diff = refusal_avg_ce - compliance_avg_ce``, each the
+    token-averaged CE of ``_sequence_nll`` over the label tokens (-100 outside the response)
+    of the compliance view (the training row: prompt + its own response) and of the refusal
+    view (the same prompt + a refusal); ``softmax(diff / tau)`` over the batch; the loss
+    ``sum_i w_i sum_t CE / max(1, sum_i w_i N_i)``. Recomputed here from HF-style labels
+    with ``F.cross_entropy(ignore_index=-100)``, independently of ``sequence_nll``. So the
+    response the row trains on is half of the score, by the method's design: that harmful
+    rows are told apart by their answers (issue 41, README) is the official weighting."""
+    import torch.nn.functional as F
+
+    from llm_methods.antibody.pipeline import encode
+
+    tok, model, _, _, _ = setup
+    enc = encode(tok, world.attack[:3] + world.task[:3])
+    comp, ref = enc.response, enc.refusal
+
+    def avg_ce(batch: dict) -> torch.Tensor:  # the official _sequence_nll, "mean" per row
+        labels = torch.where(
+            batch["loss_mask"].bool(), batch["ids"], torch.full_like(batch["ids"], -100)
+        )
+        logits = model(input_ids=batch["ids"], attention_mask=batch["attn"]).logits[:, :-1]
+        ce = F.cross_entropy(
+            logits.reshape(-1, logits.size(-1)),
+            labels[:, 1:].reshape(-1),
+            reduction="none",
+            ignore_index=-100,
+        ).view(labels.size(0), -1)
+        counts = labels[:, 1:].ne(-100).sum(1)
+        return ce.sum(1) / counts.clamp(min=1), ce.sum(1), counts
+
+    with torch.no_grad():
+        ref_avg, _, _ = avg_ce(ref)
+        comp_avg, comp_sum, comp_n = avg_ce(comp)
+    diff = ref_avg - comp_avg
+    weights = torch.softmax(diff / 0.7, dim=0)
+    loss = (weights * comp_sum).sum() / (weights * comp_n).sum().clamp(min=1.0)
+    _, info = M.weighted_finetune_grads(model, list(model.parameters()), comp, ref, tau=0.7)
+    assert info["d"] == pytest.approx(diff.tolist(), rel=1e-5, abs=1e-6)
+    assert info["weights"] == pytest.approx(weights.tolist(), rel=1e-5, abs=1e-7)
+    assert info["loss"] == pytest.approx(float(loss), rel=1e-5)
+    # a mutation that scored the whole sequence (prompt tokens too) would give other weights
+    whole = {**comp, "loss_mask": comp["attn"]}
+    with torch.no_grad():
+        whole_avg, _, _ = avg_ce(whole)
+    assert not torch.allclose(torch.softmax((ref_avg - whole_avg) / 0.7, 0), weights, atol=1e-3)
+
+
 def test_lisa_alternates_states_and_pulls_to_the_anchor(setup, world) -> None:  # type: ignore[no-untyped-def]
     from llm_methods.antibody.pipeline import StageSettings, finetune
 

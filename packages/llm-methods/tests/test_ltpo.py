@@ -411,6 +411,36 @@ def test_experiment_quick_runs(tmp_path: Path) -> None:
     assert len(result.claims) == 2 and (tmp_path / "ltpo_accuracy.png").is_file()
 
 
+def test_experiment_runs_its_real_path_on_a_tiny_model(
+    tiny_long: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``experiment.run`` end to end (CoT, CoT-Unk, LTPO and LatentSeek batched over the
+    problems, boxed-only scoring, answer sources, Wilson intervals, the claims, the plot) with
+    a tiny model in SmolLM2's place and 4 problems of 4 tokens: the code a GPU run with a model
+    that can solve the task would execute (SmolLM2-135M solves none, README: no verdict can be
+    reached on this CPU); what this checks is that the path runs and reports."""
+    import llm_methods.lm
+    from llm_methods.ltpo import experiment
+
+    loaded: list[tuple] = []
+
+    def tiny(*args: Any, **kwargs: Any) -> Any:
+        loaded.append(args)
+        return tiny_long
+
+    monkeypatch.setattr(llm_methods.lm, "load_lm", tiny)
+    small = {"n": 4, "max_new_tokens": 4, "latentseek_iters": 1, "batch": 2}
+    monkeypatch.setattr(experiment, "settings", lambda quick, cuda=False: small)
+    result = experiment.run(True, tmp_path)
+    assert loaded and loaded[0][0] == "smollm2"  # the experiment's own spec, replaced here
+    assert len(result.claims) == 2 and all(c.effect is not None for c in result.claims)
+    metrics = result.metrics
+    assert set(metrics["accuracy"]) == set(experiment.METHODS)
+    assert all(sum(metrics["answer_sources"][m].values()) == 4 for m in experiment.METHODS)
+    assert 0 <= metrics["ltpo_answers_changed_vs_cot_unk"] <= 4
+    assert (tmp_path / "ltpo_accuracy.png").is_file()
+
+
 def test_claims_can_hold_fail_and_be_inconclusive() -> None:
     """Planted per-problem outcomes: each criterion holds on one and fails on another; a model
     that solves nothing (CoT at the floor) makes both claims inconclusive; so do, for (a), a

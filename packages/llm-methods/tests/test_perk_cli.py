@@ -234,3 +234,104 @@ def test_perk_test_takes_its_own_fit_checkpoint(perk_ckpt: Path, tmp_path: Path,
     args.append(f"--trainer.default_root_dir={tmp_path}")  # its log there, not in the cwd
     assert main(args) in (0, None)
     assert "not of llm-methods" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("payload", "named"),
+    [
+        (  # another package's fit (its ModelStamp): rf-matid
+            {"iclr26_model": "rf_matid.lit_module.RFMatIDModule", "hyper_parameters": {}},
+            "a checkpoint of rf-matid (rf_matid.lit_module.RFMatIDModule)",
+        ),
+        (  # another llm-methods method's fit, in subclass mode (its _class_path): ReMix
+            {
+                "hyper_parameters": {"_class_path": "llm_methods.remix.lit_module.ReMixModule"},
+                "iclr26_model": "llm_methods.remix.lit_module.ReMixModule",
+            },
+            "a checkpoint of llm-methods.remix (llm_methods.remix.lit_module.ReMixModule)",
+        ),
+    ],
+    ids=["rf-matid", "remix"],
+)
+def test_eval_names_the_package_of_a_foreign_checkpoint(
+    payload: dict, named: str, tmp_path: Path, capsys: Any
+) -> None:
+    """``perk eval --model`` with another package's or method's checkpoint is one line naming
+    both packages and the saved class, as ``--ckpt_path`` and rf-matid's ``predict-files`` do
+    (fails on 43a8cc5: "not a PERK / FT-ICR checkpoint (no 'perk_method' entry)", which named
+    neither)."""
+    import torch
+
+    ckpt = tmp_path / "other.ckpt"
+    torch.save({"state_dict": {"w": torch.zeros(2)}, **payload}, ckpt)
+    data = tmp_path / "d.jsonl"
+    main(["perk", "synth", "--out", str(data), "--n", "1", "--n-segments", "2"])
+    args = ["perk", "eval", "--model", str(ckpt), "--data", str(data)]
+    line = _one_line_error(capsys, [*args, "--out", str(tmp_path / "o")])
+    assert named in line and "not of llm-methods.perk (PERKModule / ICRModule)" in line, line
+    assert not (tmp_path / "o").exists()  # refused before the folder was made
+
+
+def _eval_args(ckpt: Path, data: Path, out: Path, *extra: str) -> list[str]:
+    args = ["perk", "eval", "--model", str(ckpt), "--data", str(data), "--out", str(out)]
+    return [*args, "--max-new-tokens", "3", "--quiet", *extra]
+
+
+def test_ctrl_c_keeps_finished_records_and_resume_continues(
+    perk_ckpt: Path, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C during record 3 of 5 of ``perk eval``: one line, exit 130, the 2 finished records
+    kept in ``predictions.jsonl`` with the folder marked partial (no ``summary.json``); a rerun
+    without ``--resume`` is refused, one with other settings too, and ``--resume`` answers only
+    records 3-5 and writes what an uninterrupted run writes (fails on 43a8cc5: the rows were
+    held in memory and lost, and ``--resume`` did not exist). The interruption is raised at a
+    known record, no clock involved."""
+    from iclr26_common.outputs import PARTIAL_MARKER
+    from iclr26_common.testing import run_main
+    from llm_methods.perk.lit_module import PERKModule
+
+    monkeypatch.delenv("LLM_METHODS_TRACEBACK", raising=False)
+    data = tmp_path / "d.jsonl"
+    main(["perk", "synth", "--out", str(data), "--n", "5", "--n-segments", "2"])
+    whole = tmp_path / "whole"
+    assert run_main(main, _eval_args(perk_ckpt, data, whole), capsys).code == 0
+
+    answered: list[str] = []
+    real = PERKModule.predict_record
+
+    def interrupt_third(self: Any, rec: Any) -> str:
+        if len(answered) == 2:
+            raise KeyboardInterrupt
+        answered.append(rec.question)
+        return real(self, rec)
+
+    monkeypatch.setattr(PERKModule, "predict_record", interrupt_third)
+    out = tmp_path / "cut"
+    run = run_main(main, _eval_args(perk_ckpt, data, out), capsys)
+    lines = [line for line in run.err.splitlines() if line.strip()]
+    assert run.code == 130 and lines[-1] == "llm-methods: interrupted", run.err
+    assert "Traceback" not in run.err
+    assert (out / PARTIAL_MARKER).is_file() and not (out / "summary.json").exists()
+    kept = (out / "predictions.jsonl").read_text().splitlines()
+    assert kept == (whole / "predictions.jsonl").read_text().splitlines()[:2]
+
+    line = _one_line_error(capsys, _eval_args(perk_ckpt, data, out))
+    assert "partial results of an interrupted run; pass --resume" in line, line
+    line = _one_line_error(capsys, _eval_args(perk_ckpt, data, out, "--resume", "--seed", "1"))
+    assert "other settings (seed)" in line, line
+
+    answered.clear()
+    monkeypatch.setattr(
+        PERKModule,
+        "predict_record",
+        lambda self, rec: answered.append(rec.question) or real(self, rec),
+    )
+    run = run_main(main, _eval_args(perk_ckpt, data, out, "--resume"), capsys)
+    assert run.code == 0, run.err
+    assert "resuming after 2 of 5 records" in run.out
+    assert len(answered) == 3  # only the unfinished records are answered again
+    assert not (out / PARTIAL_MARKER).exists()
+    for name in ("predictions.jsonl", "summary.json"):
+        assert (out / name).read_text() == (whole / name).read_text().replace(
+            str(whole), str(out)
+        ), name

@@ -8,17 +8,7 @@ import torch
 pytest.importorskip("gguf")
 
 
-@pytest.fixture(scope="module")
-def smollm2():  # type: ignore[no-untyped-def]
-    from iclr26_common import smollm2 as locator
-
-    try:
-        locator.gguf_path()
-    except FileNotFoundError as error:
-        pytest.skip(str(error))
-    from llm_methods.lm import load_lm
-
-    return load_lm("smollm2", device="cpu")
+# ``smollm2``: the session fixture of conftest.py (one load, shared with test_linguamap.py)
 
 
 def test_smollm2_scores_logit_lens_and_hooks(smollm2) -> None:  # type: ignore[no-untyped-def]

@@ -19,8 +19,46 @@ SPEC = wm.WorldSpec(
 )
 
 
+#: the rebuild's torch thread count (OMP_NUM_THREADS and the edit's): not this process's one
+#: (conftest's one_torch_thread; the edit here runs in one_thread())
+CHILD_THREADS = 3
+REBUILD_TEST = "test_rebuild_in_another_process_is_identical"
+
+
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):  # type: ignore[no-untyped-def]
+def rebuild(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """The rebuild of SPEC in a fresh process (:data:`REBUILD`: another hash seed and thread
+    count), started before ``world`` trains so that the two run side by side instead of one
+    after the other (it was the default suite's slowest test); the rebuild test, the module's
+    last, waits for it. Yields (the process, its cache folder, its stdout and stderr files)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    folder = tmp_path_factory.mktemp("suit-rebuild")
+    out, err = folder / "stdout.txt", folder / "stderr.txt"
+    (folder / "cache").mkdir()
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "OMP_NUM_THREADS": str(CHILD_THREADS)}
+    spec = json.dumps(dataclasses.asdict(SPEC))
+    with out.open("w") as stdout, err.open("w") as stderr:  # files: a full pipe cannot stall it
+        proc = subprocess.Popen(
+            [sys.executable, "-c", REBUILD, spec, str(folder / "cache"), str(CHILD_THREADS)],
+            env=env,
+            stdout=stdout,
+            stderr=stderr,
+            text=True,
+        )
+    yield proc, folder / "cache", out, err
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, request):  # type: ignore[no-untyped-def]
+    if any(item.name == REBUILD_TEST for item in request.session.items):
+        request.getfixturevalue("rebuild")  # started first: it trains beside this process
     root = tmp_path_factory.mktemp("suit-world")
     folder = wm.ensure_facts_lm(SPEC, cache_dir=root)
     lm, known, info = wm.load_world(folder)
@@ -79,64 +117,6 @@ w = {k: hashlib.sha256(v.numpy().tobytes()).hexdigest() for k, v in
      editor.lm.model.state_dict().items() if "down_proj" in k}
 print(json.dumps({"threads": torch.get_num_threads(), "edited": w}))
 """
-
-
-def test_rebuild_in_another_process_is_identical(world, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Issue 27 saw SUIT's efficacy change (69 -> 84.4) after a rebuild of the same spec. A
-    rebuild in a fresh process with another hash seed and thread count (OMP_NUM_THREADS and the
-    torch thread count of the edit) gives the same tokenizer, weights, requests and SUIT edit.
-    (Measured cause of the 69 -> 84.4 change: see the README, "World-model determinism".)"""
-    import hashlib
-    import json
-    import os
-    import subprocess
-    import sys
-
-    from safetensors.torch import load_file
-
-    _, folder, lm, known, info = world
-    threads = torch.get_num_threads() + 2
-    env = {**os.environ, "PYTHONHASHSEED": "12345", "OMP_NUM_THREADS": str(threads)}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            REBUILD,
-            json.dumps(dataclasses.asdict(SPEC)),
-            str(tmp_path),
-            str(threads),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    child = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert child["threads"] == threads != torch.get_num_threads()
-    (again,) = (tmp_path / "suit-world").iterdir()
-    assert again != folder
-    for name in ("tokenizer.json", wm.REQUESTS_FILE):
-        assert (again / name).read_text() == (folder / name).read_text(), name
-    a, b = load_file(str(folder / "model.safetensors")), load_file(str(again / "model.safetensors"))
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    assert json.loads((again / wm.MARKER).read_text())["known"] == info["known"]
-    # the same SUIT edit here (one thread) as in the child (more threads, other hash seed)
-    cfg = EditConfig(**EDIT)
-    with one_thread():
-        stats = key_second_moments(lm, cfg.layers, world_stats_chunks(lm, SPEC), "t", tmp_path)
-        basis = subject_basis(
-            lm, cfg.layers, ["Zorb", "Quilm"], list(wm.prompts().values()), cfg.tau
-        )
-        editor = Editor(fresh_copy(lm), "suit", cfg, stats, basis)
-        editor.edit(known[:2])
-    mine = {
-        k: hashlib.sha256(v.numpy().tobytes()).hexdigest()
-        for k, v in editor.lm.model.state_dict().items()
-        if "down_proj" in k
-    }
-    assert mine == child["edited"]
 
 
 def _margin(lm, reqs) -> float:  # type: ignore[no-untyped-def]
@@ -228,3 +208,45 @@ def test_world_c_drops_only_the_edited_facts_and_starts_rows_with_bos(world) -> 
             assert f"{wm.WORLD_RELATIONS[rel][1].format(subj)} {obj}." in texts
     with pytest.raises(ValueError, match="relation, subject"):
         world_stats_chunks(lm, SPEC, {edited[0].subject})
+
+
+def test_rebuild_in_another_process_is_identical(world, rebuild) -> None:  # type: ignore[no-untyped-def]
+    """Issue 27 saw SUIT's efficacy change (69 -> 84.4) after a rebuild of the same spec. A
+    rebuild in a fresh process with another hash seed and thread count (OMP_NUM_THREADS and the
+    torch thread count of the edit) gives the same tokenizer, weights, requests and SUIT edit.
+    (Measured cause of the 69 -> 84.4 change: see the README, "World-model determinism".) The
+    child process is the ``rebuild`` fixture's, started before the module's world trained."""
+    import hashlib
+    import json
+
+    from safetensors.torch import load_file
+
+    _, folder, lm, known, info = world
+    proc, cache, out, err = rebuild
+    proc.wait(timeout=300)
+    assert proc.returncode == 0, err.read_text()[-2000:]
+    child = json.loads(out.read_text().strip().splitlines()[-1])
+    assert child["threads"] == CHILD_THREADS != torch.get_num_threads()
+    (again,) = (cache / "suit-world").iterdir()
+    assert again != folder
+    for name in ("tokenizer.json", wm.REQUESTS_FILE):
+        assert (again / name).read_text() == (folder / name).read_text(), name
+    a, b = load_file(str(folder / "model.safetensors")), load_file(str(again / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert json.loads((again / wm.MARKER).read_text())["known"] == info["known"]
+    # the same SUIT edit here (one thread) as in the child (more threads, other hash seed), on
+    # the C the child cached (as before the child moved into the fixture: one cache folder)
+    cfg = EditConfig(**EDIT)
+    with one_thread():
+        stats = key_second_moments(lm, cfg.layers, world_stats_chunks(lm, SPEC), "t", cache)
+        basis = subject_basis(
+            lm, cfg.layers, ["Zorb", "Quilm"], list(wm.prompts().values()), cfg.tau
+        )
+        editor = Editor(fresh_copy(lm), "suit", cfg, stats, basis)
+        editor.edit(known[:2])
+    mine = {
+        k: hashlib.sha256(v.numpy().tobytes()).hexdigest()
+        for k, v in editor.lm.model.state_dict().items()
+        if "down_proj" in k
+    }
+    assert mine == child["edited"]

@@ -52,32 +52,32 @@ __all__ = [
 ]
 
 #: Wall seconds (full, quick) of each experiment: full runs from the root README's table (the
-#: idle walls of the 2026-12-07 full run, commit e21a374, packed on 2 CPU cores; adl, pushaway,
-#: bed, remix, mas2, seekbench and pgllm ran loaded there and keep their idle walls of
-#: 2026-12-04), quick runs 2026-12-05 (``-j 1``). Only used where this mode's folder holds no
+#: walls of the 2026-12-07 13:35 full run, commit 43a8cc5, packed on 2 idle CPU cores; pgllm ran
+#: loaded there (1618 s at load 6-9): its entry is an estimate, a quarter of that), quick runs
+#: 2026-12-05 (``-j 1``). Only used where this mode's folder holds no
 #: result of the experiment with a recorded ``wall_s``.
 FALLBACK_WALL_S: dict[str, tuple[float, float]] = {
-    "atomistic-scaling.scaling": (279, 25),
-    "bio-scisor.deletions": (436, 12),
-    "llm-methods.adl.narrow_finetune": (129, 22),
-    "llm-methods.antibody": (228, 16),
-    "llm-methods.bed": (114, 15),
-    "llm-methods.dispersion.correlation": (313, 15),
-    "llm-methods.dispersion.pushaway": (150, 20),
-    "llm-methods.linguamap.selective_ft": (509, 26),
-    "llm-methods.ltpo": (459, 22),
-    "llm-methods.mas2": (28, 9),
-    "llm-methods.mbok": (591, 28),
-    "llm-methods.meta_router": (337, 14),
-    "llm-methods.perk": (436, 14),
-    "llm-methods.remix": (132, 13),
-    "llm-methods.seekbench": (143, 14),
-    "llm-methods.suit": (305, 40),
-    "llm-methods.suit.world": (103, 8),
-    "medimg-gfscreen.glance_focus": (405, 10),
-    "pointcloud-pgllm.pgllm": (32, 12),
-    "rf-matid.benchmark": (604, 18),
-    "robotics-remac.async": (468, 16),
+    "atomistic-scaling.scaling": (297, 25),
+    "bio-scisor.deletions": (471, 12),
+    "llm-methods.adl.narrow_finetune": (137, 22),
+    "llm-methods.antibody": (298, 16),
+    "llm-methods.bed": (155, 15),
+    "llm-methods.dispersion.correlation": (273, 15),
+    "llm-methods.dispersion.pushaway": (350, 20),
+    "llm-methods.linguamap.selective_ft": (488, 26),
+    "llm-methods.ltpo": (433, 22),
+    "llm-methods.mas2": (63, 9),
+    "llm-methods.mbok": (579, 28),
+    "llm-methods.meta_router": (310, 14),
+    "llm-methods.perk": (380, 14),
+    "llm-methods.remix": (396, 13),
+    "llm-methods.seekbench": (91, 14),
+    "llm-methods.suit": (511, 40),
+    "llm-methods.suit.world": (51, 8),
+    "medimg-gfscreen.glance_focus": (393, 10),
+    "pointcloud-pgllm.pgllm": (420, 12),
+    "rf-matid.benchmark": (524, 18),
+    "robotics-remac.async": (464, 16),
 }
 #: An experiment with neither a recorded wall nor a table entry (about the table's median).
 DEFAULT_WALL_S = {"full": 240.0, "quick": 20.0}

@@ -191,10 +191,12 @@ def _fit(ns) -> int:  # type: ignore[no-untyped-def]
     if test is not None:
         xt, _ = features(test.drop(columns=["m", "q_weak"], errors="ignore"), state)
         m = test["m"].to_numpy(float)
-        errors = {
-            method: (predict_gain(fit_method(method, x, y, t, ns.seed, ns.learner), xt) - m) ** 2
+        # dr_corrected is the router just fitted (fit_method would fit the same one again)
+        models = {
+            method: router if method == "dr_corrected" else fit_method(method, x, y, t, ns.seed)
             for method in METHODS
         }
+        errors = {method: (predict_gain(model, xt) - m) ** 2 for method, model in models.items()}
         report["test_mse"] = {method: float(np.mean(e)) for method, e in errors.items()}
         intervals = mse_intervals(errors, ns.seed)
         report.update(

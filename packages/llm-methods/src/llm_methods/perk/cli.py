@@ -2,9 +2,10 @@
 
 ``fit`` / ``validate`` / ``test`` are LightningCLI over ``PERKModule`` / ``ICRModule`` and
 ``BabiLongDataModule`` (``--config tiny`` names a shipped config); ``eval`` answers a
-BabiLong-format jsonl with a trained checkpoint and writes ``predictions.jsonl`` +
-``summary.json``; ``synth`` writes the offline BabiLong-style generator's jsonl; ``configs``
-lists the shipped configs.
+BabiLong-format jsonl with a trained checkpoint and writes ``predictions.jsonl`` (each record
+as it finishes, the folder marked partial until ``summary.json``; Ctrl-C keeps them and
+``--resume`` continues) + ``summary.json``; ``synth`` writes the offline BabiLong-style
+generator's jsonl; ``configs`` lists the shipped configs.
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--data", type=Path, required=True, help="BabiLong-format jsonl")
     out_args(ev, "output folder", required=True)
+    ev.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the interrupted run in --out (same settings; finished records kept)",
+    )
     ev.add_argument("--quiet", action="store_true", help="no progress line")
     ev.add_argument("--limit", type=int, default=None, help="first N records only")
     ev.add_argument(
@@ -78,7 +84,72 @@ def _parser() -> argparse.ArgumentParser:
     return show_defaults(parser)
 
 
+#: ``perk eval``'s record of its settings in ``--out``: ``--resume`` continues only a run of
+#: the same settings.
+SETTINGS_FILE = "settings.json"
+
+
+def _eval_settings(ns: argparse.Namespace) -> dict[str, Any]:
+    """What the predictions of ``perk eval`` depend on (compared by ``--resume``)."""
+    return {
+        "model": str(Path(ns.model).resolve()),
+        "data": str(Path(ns.data).resolve()),
+        "limit": ns.limit,
+        "max_new_tokens": ns.max_new_tokens,
+        "seed": ns.seed,
+    }
+
+
+def _resumed_rows(folder: Path, settings: dict[str, Any], records: list[Any]) -> list[dict]:
+    """The predictions an interrupted ``perk eval`` with the same ``settings`` left in
+    ``folder`` (whole lines of the same records, in order); other settings, or rows of other
+    records, are one line naming them."""
+    from iclr26_common.cli_support import UsageError
+
+    path = folder / SETTINGS_FILE
+    if not path.is_file():
+        raise UsageError(f"--out {folder}: no {SETTINGS_FILE} to resume; pass --overwrite")
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+        differ = sorted(k for k in {*settings, *earlier} if earlier.get(k) != settings.get(k))
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError) as error:
+        raise UsageError(f"{path}: not readable ({error}); pass --overwrite") from None
+    if differ:
+        raise UsageError(
+            f"--resume: {path} was written with other settings ({', '.join(differ)}); give the "
+            "same settings or pass --overwrite"
+        )
+    rows: list[dict] = []
+    predictions = folder / "predictions.jsonl"
+    try:
+        text = predictions.read_text(encoding="utf-8") if predictions.is_file() else ""
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"{predictions}: not readable ({error}); pass --overwrite") from None
+    lines = text.splitlines()
+    for line in lines[: len(records)]:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            break  # a line cut by the interruption: that record is answered again
+        rec = records[len(rows)]
+        if not isinstance(row, dict) or (row.get("question"), row.get("gold")) != (
+            rec.question,
+            rec.answer,
+        ):
+            raise UsageError(
+                f"--resume: {predictions} line {len(rows) + 1} is not record {len(rows) + 1} of "
+                f"{settings['data']}; pass --overwrite"
+            )
+        rows.append(row)
+    return rows
+
+
 def _eval(ns: argparse.Namespace) -> int:
+    """``perk eval``: answer each record (seeded ``SEED + index``, so a record's answer does not
+    depend on the others), rewriting ``predictions.jsonl`` after each one in a folder marked
+    partial; ``summary.json`` last. Ctrl-C keeps the finished records (one line, exit 130 from
+    the console script) and ``--resume`` answers only the rest: a resumed run writes what an
+    uninterrupted one writes."""
     import torch
 
     from iclr26_common.outputs import check_out_folder, write_text
@@ -89,41 +160,54 @@ def _eval(ns: argparse.Namespace) -> int:
     from llm_methods.perk.data import extract_output, is_correct, read_babilong
     from llm_methods.perk.lit_module import load_checkpoint
 
-    out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before any record is answered
+    # before any record is answered
+    out = check_out_folder(ns.out, overwrite=ns.overwrite, resume=ns.resume)
     device = resolve_device(ns.device)
     records = read_babilong(ns.data, ns.limit)
+    settings = _eval_settings(ns)
+    rows = _resumed_rows(out.path, settings, records) if out.resumed else []
     quiet_transformers()
     module = load_checkpoint(ns.model).to(device)
     if ns.max_new_tokens is not None:
         module.hparams.max_new_tokens = ns.max_new_tokens
-    rows = []
-    for i, rec in enumerate(progress(records, description="perk eval", quiet=ns.quiet)):
-        # a record's answer does not depend on the records answered before it
-        seed_everything((ns.seed + i) % 2**32)
-        with torch.enable_grad():
-            text = module.predict_record(rec)
-        rows.append(
-            {
-                "question": rec.question,
-                "gold": rec.answer,
-                "task": rec.task,
-                "n_segments": len(rec.context),
-                "prediction": extract_output(text),
-                "correct": is_correct(text, rec.answer),
-                "output": text,
-            }
-        )
-    acc = sum(r["correct"] for r in rows) / len(rows)
-    summary = {
-        "method": module.METHOD,
-        "checkpoint": str(ns.model),
-        "data": str(ns.data),
-        "n": len(rows),
-        "accuracy": acc,
-        "seed": ns.seed,
-    }
-    with out:
-        write_text(out.path / "predictions.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    if rows:
+        print(f"resuming after {len(rows)} of {len(records)} records in {out.path}")
+    with out:  # marked partial until summary.json is written
+        if not out.resumed:  # --overwrite: no earlier run's rows can pass for this one's
+            for name in ("predictions.jsonl", "summary.json", SETTINGS_FILE):
+                (out.path / name).unlink(missing_ok=True)
+        todo = range(len(rows), len(records))
+        for i in progress(todo, description="perk eval", quiet=ns.quiet):
+            rec = records[i]
+            # a record's answer does not depend on the records answered before it
+            seed_everything((ns.seed + i) % 2**32)
+            with torch.enable_grad():
+                text = module.predict_record(rec)
+            rows.append(
+                {
+                    "question": rec.question,
+                    "gold": rec.answer,
+                    "task": rec.task,
+                    "n_segments": len(rec.context),
+                    "prediction": extract_output(text),
+                    "correct": is_correct(text, rec.answer),
+                    "output": text,
+                }
+            )
+            # each finished record is on disk before the next starts (Ctrl-C keeps it); the
+            # settings with the first one (a run that fails on its first record leaves nothing)
+            if not (out.path / SETTINGS_FILE).is_file():
+                write_text(out.path / SETTINGS_FILE, json.dumps(settings, indent=1))
+            write_text(out.path / "predictions.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+        acc = sum(r["correct"] for r in rows) / len(rows)
+        summary = {
+            "method": module.METHOD,
+            "checkpoint": str(ns.model),
+            "data": str(ns.data),
+            "n": len(rows),
+            "accuracy": acc,
+            "seed": ns.seed,
+        }
         write_text(out.path / "summary.json", json.dumps(summary, indent=1))
     print(f"{module.METHOD}: accuracy {acc:.3f} on {len(rows)} records -> {ns.out}")
     return 0

@@ -226,7 +226,15 @@ class ICRModule(_QAModule):
 
 
 def load_checkpoint(path: str | Path) -> _QAModule:
-    """A ``PERKModule`` or ``ICRModule`` from a Lightning checkpoint (``weights_only=True``)."""
+    """A ``PERKModule`` or ``ICRModule`` from a Lightning checkpoint (``weights_only=True``).
+
+    One-line :class:`~llm_methods.lm.errors.LMError` for a file that is not a readable
+    checkpoint, one of another package or method (its ``iclr26_model`` stamp or
+    ``_class_path`` names the other package and class: ``a checkpoint of llm-methods.remix
+    (llm_methods.remix.lit_module.ReMixModule), not of llm-methods.perk``), and one that
+    names neither PERK nor FT-ICR."""
+    from iclr26_common.checkpoints import foreign_owner
+
     path = Path(path)
     input_file(path, "checkpoint")
     try:
@@ -236,6 +244,13 @@ def load_checkpoint(path: str | Path) -> _QAModule:
         raise LMError(
             f"{path}: not a readable PERK / FT-ICR checkpoint (truncated or not one: {reason})"
         ) from None
+    foreign = foreign_owner(ckpt, "llm_methods.perk")
+    if foreign is not None:  # another package's (or method's) model, named by its fit
+        owner, class_path = foreign
+        raise LMError(
+            f"{path}: a checkpoint of {owner.replace('_', '-')} ({class_path}), not of "
+            "llm-methods.perk (PERKModule / ICRModule)"
+        )
     classes = {"perk": PERKModule, "ficr": ICRModule}
     method = ckpt.get("perk_method") if isinstance(ckpt, dict) else None
     if method not in classes:
