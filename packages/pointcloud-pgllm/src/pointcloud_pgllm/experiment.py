@@ -56,6 +56,7 @@ from pointcloud_pgllm.constants import (
     OOD_PROPAGATION_K,
     PAPER,
     PAPER_GRAPH_K,
+    PROPAGATION_ALPHA,
     PROPAGATION_K,
 )
 
@@ -225,6 +226,38 @@ def claims(per_seed: dict[str, dict[str, list[float]]], graph: dict[str, float])
     ]
 
 
+def ladder_metrics(
+    features: Any,
+    captions: Sequence[str],
+    scorer: Any,
+    class_names: Sequence[str],
+    labels: np.ndarray,
+    *,
+    alpha: float = PROPAGATION_ALPHA,
+) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """The judged ladder of one seed's support set (``features`` [N, D], ``captions`` [N],
+    ``labels`` [N] with -1 for OOD) under the official protocol: recognition accuracy on
+    ACC.py's K = 10 graph, OOD AUROC / FPR95 (max-softmax, ID positive) on AUROC.py's K = 3
+    graph, per ablation (``metrics[ablation][metric]``, fractions); and the seconds per stage of
+    the accuracy pass. ``alpha`` is the propagation's a (0: propagation returns S_0, a null
+    method for the planted tests)."""
+    from pointcloud_pgllm.pipeline import PGLLMConfig, evaluate, pgllm_scores
+
+    cls_config = PGLLMConfig(graph_k=PROPAGATION_K, alpha=alpha)
+    cls_scores = pgllm_scores(features, captions, scorer, class_names, cls_config)
+    ood_config = PGLLMConfig(graph_k=OOD_PROPAGATION_K, alpha=alpha)
+    ood_scores = pgllm_scores(features, captions, scorer, class_names, ood_config)
+    metrics: dict[str, dict[str, float]] = {}
+    for a in ABLATIONS:
+        ood_metrics = evaluate(ood_scores[a], labels)
+        metrics[a] = {
+            "accuracy": evaluate(cls_scores[a], labels)["accuracy"],
+            "auroc": ood_metrics["auroc"],
+            "fpr95": ood_metrics["fpr95"],
+        }
+    return metrics, cls_config.timings
+
+
 def run_seed(
     seed: int, config: dict[str, Any], scratch: Path
 ) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
@@ -273,20 +306,10 @@ def run_seed(
         features = encode(PointNN(**config["encoder"]), support)
     times["encode_s"] = time.perf_counter() - t
     scorer = TfidfScorer().fit(train_captions, train.labels, train.class_names)
-    # Official protocol: accuracy from ACC.py's K = 10 graph, AUROC / FPR95 from AUROC.py's K = 3.
-    cls_config = PGLLMConfig(graph_k=PROPAGATION_K)
-    cls_scores = pgllm_scores(features, captions, scorer, train.class_names, cls_config)
-    ood_config = PGLLMConfig(graph_k=OOD_PROPAGATION_K)
-    ood_scores = pgllm_scores(features, captions, scorer, train.class_names, ood_config)
-    times.update(cls_config.timings)
+    judged, ladder_times = ladder_metrics(features, captions, scorer, train.class_names, labels)
+    times.update(ladder_times)
     metrics: dict[str, Any] = {"graph": neighbour_purity(features, labels, OOD_PROPAGATION_K)}
-    for a in ABLATIONS:
-        ood_metrics = evaluate(ood_scores[a], labels)
-        metrics[a] = {
-            "accuracy": evaluate(cls_scores[a], labels)["accuracy"],
-            "auroc": ood_metrics["auroc"],
-            "fpr95": ood_metrics["fpr95"],
-        }
+    metrics.update(judged)
     # Secondary, not judged: the same ladder on the paper's graph (cosine top-K, K = PAPER_GRAPH_K).
     paper = PGLLMConfig(graph="paper", graph_k=PAPER_GRAPH_K)
     paper_scores = pgllm_scores(features, captions, scorer, train.class_names, paper)
