@@ -27,6 +27,8 @@ from iclr26_common.testing import (
     shipped_configs,
 )
 
+from .conftest import cli_args
+
 PROG = "bio-scisor: error: "
 
 
@@ -161,6 +163,40 @@ def test_progress_over_the_assays_and_quiet(
     assert run.code == 0 and "assays: 2/2" in run.err, run.err
     run = run_main(main, _proteingym(two_assays, tiny_ckpt, tmp_path / "b", "--quiet"), capsys)
     assert run.code == 0 and "assays:" not in run.err and run.err.strip() == "", run.err
+
+
+def test_score_shows_progress_and_quiet_turns_it_off(
+    tmp_path: Path, synth_dir: Path, tiny_ckpt: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """On 43a8cc5 `score` said nothing while it scored (minutes on a large assay with an ESM2
+    checkpoint) and `--quiet` was an unknown option (exit 2). Now it shows progress on stderr
+    (plain lines off a terminal) per deletion step of the path score and over the ELBO passes;
+    `--quiet` silences it, and the scores are the same either way."""
+
+    def score(out: Path, *extra: str):  # type: ignore[no-untyped-def]
+        args = cli_args(
+            "score",
+            dms=synth_dir / "SYNTH_deletions.csv",
+            wt=synth_dir / "wt.fasta",
+            ckpt=tiny_ckpt,
+            out=out,
+            elbo_samples=1,
+        )
+        return run_main(main, [*args, *extra], capsys)
+
+    loud = score(tmp_path / "loud.csv")
+    assert loud.code == 0, loud.err
+    steps = [line for line in loud.err.splitlines() if line.startswith("path score")]
+    depth = max(int(r["n_deleted"]) for r in csv.DictReader((tmp_path / "loud.csv").open()))
+    assert depth >= 2  # the synthetic assay has multi deletions: one bar per step
+    for step in range(1, depth + 1):  # each step's bar ends done: N/N
+        done = [line for line in steps if f"deletion step {step}/{depth}:" in line]
+        assert done and done[-1].endswith("(done)"), loud.err
+    assert any(line.startswith("ELBO score") for line in loud.err.splitlines()), loud.err
+    assert "Spearman" in loud.out and "path score" not in loud.out  # stdout stays the result
+    quiet = score(tmp_path / "quiet.csv", "--quiet")
+    assert quiet.code == 0 and quiet.err.strip() == "", quiet.err
+    assert (tmp_path / "quiet.csv").read_text() == (tmp_path / "loud.csv").read_text()
 
 
 def test_output_files_are_0644_whatever_the_umask(

@@ -1,5 +1,6 @@
 """REMAC trains on the prefix the asynchronous loop really commits: a chunk sampled ``e`` steps
-earlier from an older observation (issue 25, "the model never sees a stale prefix")."""
+earlier from an older observation (issue 25, "the model never sees a stale prefix"); the
+generated tokens of the self-sampled chunk come from the current observation, as upstream's."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ import torch
 import robotics_remac.lit_module as lit
 from robotics_remac.data import ChunkDataset
 from robotics_remac.dataset_format import Episode
-from robotics_remac.lit_module import RemacModule, sample_exec_horizons, stale_prefix
+from robotics_remac.lit_module import (
+    RemacModule,
+    sample_exec_horizons,
+    self_sampled_chunk,
+    stale_prefix,
+)
 from robotics_remac.settings import CurriculumSettings, PolicySizes
 
 TINY = PolicySizes(channels=16, hidden=32, token_hidden=8, depth=1)
@@ -80,7 +86,28 @@ def test_remac_loss_samples_the_prefix_from_an_earlier_observation(
         curriculum=CurriculumSettings(enabled=True, max_delay=4, p_start=0.0, p_end=0.0),
     )
     module.remac_loss(batch, train=True)
-    assert len(calls) == 1
-    lag = torch.tensor(frames, dtype=torch.float32) - calls[0]
+    assert len(calls) == 1  # one batched sample: the stale observations, then the current ones
+    stale, current = calls[0][: len(frames)], calls[0][len(frames) :]
+    lag = torch.tensor(frames, dtype=torch.float32) - stale
     # epoch 0 of the curriculum draws d = max_delay = 4, which forces e = 4 (4 <= e <= 8 - 4)
     assert lag.tolist() == [4.0] * len(frames)
+    assert current.tolist() == [float(f) for f in frames]
+
+
+def test_self_sampled_chunk_is_stale_on_the_prefix_and_fresh_on_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On 43a8cc5 the whole self-sampled chunk was the stale one (shifted, zero-padded at the
+    end), which upstream's loss mixes into every token: the curriculum finetunes collapsed at
+    d >= 2 in the issue-38 full run. Now the generated tokens carry the base's sample from the
+    current observation (upstream's ``action_without_lora(obs)``), the prefix the stale one."""
+    calls: list[torch.Tensor] = []
+    monkeypatch.setattr(lit, "euler_sample", _spy(calls))
+    ds = ChunkDataset([_ramp_episode(40)], H)
+    batch = ds[[10, 20]]
+    out = self_sampled_chunk(None, batch, torch.tensor([2, 0]), torch.tensor([3, 5]), 5)  # type: ignore[arg-type]
+    # frame 10, d = 2, e = 3: prefix from obs_7 shifted by 3 (703, 704), then obs_10's chunk
+    assert out[0, :, 0].tolist() == [703, 704, 1002, 1003, 1004, 1005, 1006, 1007]
+    # d = 0: no prefix, every token is the current observation's chunk
+    assert out[1, :, 1].tolist() == [2000 + j for j in range(H)]
+    assert calls[0].tolist() == [7, 15, 10, 20]

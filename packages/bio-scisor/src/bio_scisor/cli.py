@@ -195,7 +195,7 @@ def score_main(argv: Sequence[str]) -> int:
         "are counted and listed in OUT_STEM.skipped.csv. "
         "Prints the Spearman correlation with DMS_score and its 95 % interval (BCa bootstrap "
         "over the variants, resampling seed 0), and with --elbo-samples the paired difference "
-        "of the two scores' Spearman.",
+        "of the two scores' Spearman. Progress goes to stderr (--quiet: none).",
     )
     parser.add_argument("--dms", type=Path, required=True, help="ProteinGym indel CSV")
     parser.add_argument(
@@ -217,7 +217,7 @@ def score_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--skip-non-deletions", action="store_true", help="skip insertions")
     _add_skip_nonstandard(parser)
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    _add_output_arguments(parser, resume=False, progress="the model passes and variants")
     ns = parser.parse_args(list(argv))
     out = check_out_file(ns.out, option="--out", overwrite=ns.overwrite)  # before any work
     plot = (
@@ -257,7 +257,7 @@ def score_main(argv: Sequence[str]) -> int:
             "p0.pt, the residue distribution it was trained with; not shipped here because the "
             "upstream repository has no licence)"
         )
-    columns = {"scisor_path": score_path(model, wt, assay.mutants)}
+    columns = {"scisor_path": score_path(model, wt, assay.mutants, quiet=ns.quiet)}
     if ns.elbo_samples:  # the forward process the checkpoint was trained with
         columns["scisor_elbo"] = score_elbo(
             model,
@@ -267,6 +267,7 @@ def score_main(argv: Sequence[str]) -> int:
             power=process["alpha_power"],
             t_max=process["t_max"],
             background=process["background"],
+            quiet=ns.quiet,
         )
     header, rows = variant_table(
         assay, {c: [f"{v:.6f}" for v in values] for c, values in columns.items()}, ns.dms

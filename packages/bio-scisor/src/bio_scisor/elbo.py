@@ -218,6 +218,8 @@ def elbo_values(
     power: float = ALPHA_POWER,
     t_max: float = T_MAX,
     background: torch.Tensor | np.ndarray | None = None,
+    *,
+    quiet: bool = True,
 ) -> np.ndarray:
     """ELBO(X) = -(diffusion term + prior term) of each of ``seqs``, (N,) float64, nats.
 
@@ -227,8 +229,11 @@ def elbo_values(
     time (coupled through the WT's gaps), and equal sequences are scored once (de-duplicated
     before batching), so equal inputs get bit-identical ELBOs and ELBO(WT) - ELBO(WT) is exactly
     0 by construction. The shared noise alone would not give that: the batch a sequence is scored
-    in changes float32 rounding (a difference of order 1e-6).
+    in changes float32 rounding (a difference of order 1e-6). ``quiet=False`` shows progress
+    over the (time, batch) passes on stderr (:func:`iclr26_common.progress.progress`).
     """
+    from iclr26_common.progress import progress
+
     if n_samples < 1:
         raise ValueError(f"n_samples must be >= 1, got {n_samples}")
     model.eval()
@@ -242,24 +247,26 @@ def elbo_values(
     x0_all, len_all = pad_batch([torch.from_numpy(t) for t in tokens])
     diffusion = np.zeros(len(distinct))
     prior = np.zeros(len(distinct))
-    for j in range(n_samples + 1):
+    passes = [(j, i) for j in range(n_samples + 1) for i in range(0, len(distinct), batch_size)]
+    noise_j, noise = -1, None
+    for j, i in progress(passes, description="ELBO score, time x batch passes", quiet=quiet):
         prior_draw = j == n_samples
         t_j = t_max if prior_draw else (j + 0.5) * t_max / n_samples
-        gen = torch.Generator().manual_seed(seed * 1_000_003 + j)
-        noise = draw_shared_noise(len(wt) + 1, t_j, gen, power, background)
-        for i in range(0, len(distinct), batch_size):
-            sl = slice(i, i + batch_size)
-            noised = coupled_noise(tokens[sl], keeps[sl], len(wt), noise)
-            x0, x0_len = x0_all[sl], len_all[sl]
-            x0 = x0[:, : int(x0_len.max())]
-            if prior_draw:
-                value = prior_term(x0, x0_len, None, power, t_max, background, noised=noised)
-                prior[sl] = value.numpy()
-            else:
-                loss, _ = per_sequence_loss(
-                    model, x0.to(device), x0_len.to(device), noised, power, t_max, "average"
-                )
-                diffusion[sl] += loss.cpu().numpy()
+        if j != noise_j:  # one shared draw per time, for every batch
+            gen = torch.Generator().manual_seed(seed * 1_000_003 + j)
+            noise_j, noise = j, draw_shared_noise(len(wt) + 1, t_j, gen, power, background)
+        sl = slice(i, i + batch_size)
+        noised = coupled_noise(tokens[sl], keeps[sl], len(wt), noise)
+        x0, x0_len = x0_all[sl], len_all[sl]
+        x0 = x0[:, : int(x0_len.max())]
+        if prior_draw:
+            value = prior_term(x0, x0_len, None, power, t_max, background, noised=noised)
+            prior[sl] = value.numpy()
+        else:
+            loss, _ = per_sequence_loss(
+                model, x0.to(device), x0_len.to(device), noised, power, t_max, "average"
+            )
+            diffusion[sl] += loss.cpu().numpy()
     elbo = -(diffusion / n_samples + prior)
     index = {s: k for k, s in enumerate(distinct)}
     return np.array([elbo[index[s]] for s in seqs], dtype=np.float64)
@@ -275,11 +282,23 @@ def score_elbo(
     power: float = ALPHA_POWER,
     t_max: float = T_MAX,
     background: torch.Tensor | np.ndarray | None = None,
+    *,
+    quiet: bool = True,
 ) -> np.ndarray:
     """Scoring (b): ELBO(mutant) - ELBO(WT), (N,) float64, with common random numbers
     (:func:`elbo_values`); a mutant equal to the WT scores exactly 0 because equal sequences
-    are scored once, not only because they share the noise."""
+    are scored once, not only because they share the noise. ``quiet=False``: progress on
+    stderr."""
     values = elbo_values(
-        model, wt, [wt, *mutants], n_samples, seed, batch_size, power, t_max, background
+        model,
+        wt,
+        [wt, *mutants],
+        n_samples,
+        seed,
+        batch_size,
+        power,
+        t_max,
+        background,
+        quiet=quiet,
     )
     return values[1:] - values[0]

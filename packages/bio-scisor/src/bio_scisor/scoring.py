@@ -61,7 +61,12 @@ def _log_q(
 
 @torch.no_grad()
 def score_path(
-    model: nn.Module, wt: str, mutants: Sequence[str], batch_size: int = 64
+    model: nn.Module,
+    wt: str,
+    mutants: Sequence[str],
+    batch_size: int = 64,
+    *,
+    quiet: bool = True,
 ) -> np.ndarray:
     """Scoring (a): log q_theta(reverse path X_wt -> mutant), (N,) float64.
 
@@ -70,15 +75,22 @@ def score_path(
     probabilities q_theta(k | X, S = d - step). Identical children (deletions inside a run of equal
     residues) are merged, so ambiguous positions are summed. All single deletions share one
     forward pass (X_wt, S=1); each further level is one batched pass over the distinct states.
+
+    ``quiet=False`` shows progress on stderr (:func:`iclr26_common.progress.progress`), one bar
+    per deletion step over its model passes (batches of ``batch_size`` states) and the variants
+    expanded; the batches, and so the scores, are the same either way.
     """
+    from iclr26_common.progress import progress
+
     model.eval()
     for m in mutants:
         if not is_deletion_of(m, wt):
             raise ValueError(f"mutant of length {len(m)} is not a deletion of the wild type")
     depth = [len(wt) - len(m) for m in mutants]
+    n_steps = max(depth, default=0)
     states: list[dict[str, float]] = [{wt: 0.0} for _ in mutants]
     cache: dict[tuple[str, int], np.ndarray] = {}
-    for level in range(max(depth)):
+    for level in range(n_steps):
         needed = sorted(
             {
                 (seq, depth[i] - level)
@@ -88,21 +100,34 @@ def score_path(
             }
             - set(cache)
         )
-        cache.update(zip(needed, _log_q(model, needed, batch_size), strict=True))
-        for i, st in enumerate(states):
-            if depth[i] <= level:
-                continue
-            nxt: dict[str, float] = {}
-            for seq, logp in st.items():
-                log_q = cache[(seq, depth[i] - level)]
-                for k in range(len(seq)):
-                    child = seq[:k] + seq[k + 1 :]
-                    if child != mutants[i] and not is_deletion_of(mutants[i], child):
-                        continue
-                    value = logp + float(log_q[k])
-                    nxt[child] = np.logaddexp(nxt[child], value) if child in nxt else value
-            states[i] = nxt
+        # the model passes over this step's states, then the variants still being expanded
+        work = [("pass", b) for b in range(0, len(needed), batch_size)]
+        work += [("variant", i) for i in range(len(states)) if depth[i] > level]
+        description = f"path score, deletion step {level + 1}/{n_steps}"
+        for kind, k in progress(work, description=description, quiet=quiet):
+            if kind == "pass":
+                chunk = needed[k : k + batch_size]
+                cache.update(zip(chunk, _log_q(model, chunk, batch_size), strict=True))
+            else:
+                states[k] = _expand(states[k], mutants[k], depth[k] - level, cache)
     return np.array([st[m] for st, m in zip(states, mutants, strict=True)], dtype=np.float64)
+
+
+def _expand(
+    state: dict[str, float], mutant: str, s: int, cache: dict[tuple[str, int], np.ndarray]
+) -> dict[str, float]:
+    """One reverse step of :func:`score_path` for one variant: every child of its current
+    sequences that can still reach ``mutant``, with the summed path log-probability."""
+    nxt: dict[str, float] = {}
+    for seq, logp in state.items():
+        log_q = cache[(seq, s)]
+        for k in range(len(seq)):
+            child = seq[:k] + seq[k + 1 :]
+            if child != mutant and not is_deletion_of(mutant, child):
+                continue
+            value = logp + float(log_q[k])
+            nxt[child] = np.logaddexp(nxt[child], value) if child in nxt else value
+    return nxt
 
 
 @torch.no_grad()

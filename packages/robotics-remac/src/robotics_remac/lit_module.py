@@ -37,6 +37,7 @@ __all__ = [
     "charbonnier",
     "curriculum_low",
     "sample_exec_horizons",
+    "self_sampled_chunk",
     "stale_prefix",
 ]
 
@@ -163,6 +164,38 @@ def stale_prefix(
     return shifted * (pos < h)[..., None].to(full.dtype)
 
 
+def self_sampled_chunk(
+    policy: torch.nn.Module,
+    batch: dict[str, torch.Tensor],
+    delays: torch.Tensor,
+    exec_horizons: torch.Tensor,
+    sample_steps: int,
+) -> torch.Tensor:
+    """The self-sampled chunk ``Ã`` of :func:`async_loss`: on the committed prefix (``τ < d``)
+    the stale chunk of :func:`stale_prefix` (what the asynchronous loop commits), on the
+    generated tokens (``τ >= d``) the base policy's own sample from the current observation
+    ``obs_t``, as upstream's ``action_without_lora(obs)``. Upstream mixes ``Ã`` into the network
+    input over the whole chunk; the stale chunk alone there (shifted, zero-padded at the end)
+    made the curriculum finetunes collapse at d >= 2 (README, issue-38 full run). One batched
+    sample of ``2B`` observations; ``policy`` is called as-is (the caller disables LoRA).
+    Returns ``[B, H, A]``."""
+    if "prev_obs" not in batch or "frame" not in batch:
+        raise KeyError(
+            "REMAC batches need 'prev_obs' and 'frame' (robotics_remac.data.ChunkDataset)"
+        )
+    obs_hist, frame = batch["prev_obs"], batch["frame"]
+    b, h = obs_hist.shape[:2]
+    k = torch.minimum(exec_horizons.to(frame.device), frame).clamp(0, h - 1)
+    rows = torch.arange(b, device=obs_hist.device)
+    both = euler_sample(policy, torch.cat([obs_hist[rows, k], batch["obs"]]), sample_steps)
+    stale, fresh = both[:b], both[b:]
+    pos = torch.arange(h, device=stale.device)[None, :] + k[:, None]
+    shifted = stale.gather(1, pos.clamp_max(h - 1)[..., None].expand(-1, -1, stale.shape[-1]))
+    shifted = shifted * (pos < h)[..., None].to(stale.dtype)
+    generated = delay_mask(delays.cpu(), h).to(stale)[..., None]
+    return generated * fresh + (1 - generated) * shifted
+
+
 class FlowPolicyModule(L.LightningModule):
     """Base policy: conditional flow matching, ``x_t = (1-t)·ε + t·A``, ``u = A - ε``, MSE.
 
@@ -246,11 +279,12 @@ class RemacModule(L.LightningModule):
     uniform on ``{low..max_delay}``, ``low`` = :func:`curriculum_low` of the training progress:
     upstream's ``int(4·(1 - epoch/num_epochs))`` over its 32 epochs, replayed over the fraction of
     steps done, so d = 0 is trained in the last 7/32 of the steps) gives the mask
-    ``m = 1[τ >= d]``. The network input is ``m ⊙ x_t + (1 - m) ⊙ Â`` with the committed prefix
-    ``Â = γA + (1-γ)Ã`` where ``Ã`` is the base policy's own 5-step sample (LoRA off, no gradient)
-    from the *stale* observation ``obs_{t-e}``, ``e ~ U{max(1,d)..H-d}``, shifted by ``e``
-    (:func:`stale_prefix`: what the asynchronous loop commits; upstream samples from ``obs_t``)
-    and ``γ ~ Bernoulli(p)``, ``p`` annealed linearly from ``p_start`` to ``p_end``
+    ``m = 1[τ >= d]``. The loss is :func:`async_loss` (upstream's) with the mix
+    ``Â = γA + (1-γ)Ã`` where ``Ã`` is the base policy's own 5-step sample (LoRA off, no gradient,
+    :func:`self_sampled_chunk`): on the prefix tokens from the *stale* observation ``obs_{t-e}``,
+    ``e ~ U{max(1,d)..H-d}``, shifted by ``e`` (:func:`stale_prefix`: what the asynchronous loop
+    commits), on the generated tokens from ``obs_t`` (as upstream's),
+    and ``γ = 1[t < p]``, ``p`` annealed linearly from ``p_start`` to ``p_end``
     (self-conditioning; with the curriculum disabled ``γ = 1``). Loss (``w = loss.weight``):
     ``w·L_m`` (masked Charbonnier of ``û - u``) ``+ w·L_Δ`` (``‖m(u - ũ) - m(û - ũ)‖²``, ``ũ`` =
     backbone with LoRA off) ``+ w·L_keep`` (``‖(û - ũ)(1 - m)‖²``). ``lora.use_mask=False`` with
@@ -338,8 +372,9 @@ class RemacModule(L.LightningModule):
 
     # -- loss ------------------------------------------------------------------------------
     def remac_loss(self, batch: dict[str, torch.Tensor], train: bool) -> dict[str, torch.Tensor]:
-        """:func:`async_loss` on a batch: delays from the curriculum, the stale self-sampled
-        prefix (:func:`stale_prefix`, LoRA off) when the curriculum is on (else ``Ã = A``)."""
+        """:func:`async_loss` on a batch: delays from the curriculum, the self-sampled chunk
+        (:func:`self_sampled_chunk`: stale on the prefix, fresh on the generated tokens; LoRA
+        off) when the curriculum is on (else ``Ã = A``)."""
         c = self.curriculum
         obs, a = batch["obs"], batch["actions"]
         b = len(a)
@@ -347,7 +382,7 @@ class RemacModule(L.LightningModule):
         if c.enabled:
             es = sample_exec_horizons(delays, self.horizon)
             with torch.no_grad(), lora_disabled(self.policy):
-                a_tilde = stale_prefix(self.policy, batch, es, self.sample_steps)
+                a_tilde = self_sampled_chunk(self.policy, batch, delays, es, self.sample_steps)
         else:
             a_tilde = a
         p = self.p_gt() if (train and c.enabled) else 1.0
