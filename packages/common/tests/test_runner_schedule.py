@@ -391,6 +391,22 @@ def test_packed_workers_get_disjoint_cores_and_their_declared_threads(
     assert events[2] == "start timed"
 
 
+@needs_two_cpus
+def test_one_experiment_is_not_pinned(
+    sched_site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two ``iclr26 reproduce NAME`` commands side by side each pinned their lone worker to the
+    first CPU (2026-12-07, 43a8cc5: pgllm and remac shared CPU 0 while CPU 1 idled)."""
+    cpus = available_cpus()[:2]
+    monkeypatch.setattr(runner, "available_cores", lambda: 2)
+    monkeypatch.setattr(runner, "available_cpus", lambda: cpus)
+    folder = tmp_path / "full"
+    assert [o.status for o in Runner(folder, quick=False).run(["plain"])] == ["held"]
+    solo = _metrics(folder, "plain")
+    assert sorted(solo["cpus"]) == sorted(os.sched_getaffinity(0))  # the parent's, unpinned
+    assert solo["omp"] == "1"  # still its declared thread count
+
+
 def test_j_keeps_a_timing_experiment_alone(
     sched_site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -491,11 +491,13 @@ class Runner:
         return [outcomes[name] for name in names if name in outcomes]
 
     def _cpu_ids(self) -> list[int] | None:
-        """CPU id of each core index of a packed plan, or ``None``: not pinned (``-j``, or the
-        OS does not tell which CPUs this process may use)."""
+        """CPU id of each core index of a packed plan, or ``None``: not pinned (``-j``, a plan of
+        one experiment, which has nothing to keep apart from, or the OS does not tell which CPUs
+        this process may use). Pinning a lone experiment put two ``iclr26 reproduce NAME``
+        commands run side by side on the same first CPU while the other idled."""
         assert self.plan is not None
         cpus = available_cpus()
-        if not self.plan.packed or len(cpus) < self.plan.capacity:
+        if not self.plan.packed or len(self.plan.jobs) < 2 or len(cpus) < self.plan.capacity:
             return None
         return cpus[: self.plan.capacity]
 
