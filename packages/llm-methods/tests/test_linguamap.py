@@ -216,7 +216,7 @@ PARALLEL_SENTENCES = [
 ]
 
 
-def test_cross_lingual_cosine_tells_parallel_from_shuffled_on_smollm2() -> None:
+def test_cross_lingual_cosine_tells_parallel_from_shuffled_on_smollm2(smollm2) -> None:  # type: ignore[no-untyped-def]
     """Issue 40: the per-layer cosine pooled over every token including the ``<|im_start|>`` BOS,
     whose middle-layer state (norm ~25000 against ~165) dominates the mean, so en/es/de
     translations and the same sentences shuffled (no item paired with its translation) scored
@@ -224,16 +224,7 @@ def test_cross_lingual_cosine_tells_parallel_from_shuffled_on_smollm2() -> None:
     own tokens, translations score above mismatched sentences at every middle layer (measured
     gap 0.007-0.010, on a shared ~0.88: SmolLM2-135M aligns languages weakly); with ``center``
     (each language's mean removed) the gap is ~0.13 (0.12 vs -0.02)."""
-    pytest.importorskip("gguf")
-    from iclr26_common import smollm2 as locator
-
-    try:
-        locator.gguf_path()
-    except FileNotFoundError as error:
-        pytest.skip(str(error))
-    from llm_methods.lm import load_lm
-
-    lm = load_lm("smollm2", device="cpu")
+    lm = smollm2  # the session fixture of conftest.py (skips without the GGUF)
     en, es, de = (list(column) for column in zip(*PARALLEL_SENTENCES, strict=True))
     matched = {"en": en, "es": es, "de": de}
     mismatched = {"en": en, "es": es[1:] + es[:1], "de": de[5:] + de[:5]}  # no translation meets
@@ -287,6 +278,78 @@ def test_linguamap_claims_hold_fail_and_are_gated() -> None:
     a, b = judge(worse, worse, **{**ok, "task_accuracy": TASK_LEARNED_MIN - 0.01})
     assert a.verdict == b.verdict == "inconclusive" and "task learned" in a.reason
     assert judge(same, same, **{**ok, "task_accuracy": TASK_LEARNED_MIN})[1].verdict == "held"
+
+
+def test_localisation_needs_enough_questions_answered_in_the_target_language() -> None:
+    """Issue 40 (fourth session): the diagnosis reads only questions the model answers in the
+    target language; with fewer than ``DIAGNOSIS_MIN`` of them the localisation control fails
+    (a late decision layer on a handful of prompts is no diagnosis)."""
+    from llm_methods.linguamap.experiment import DIAGNOSIS_MIN, judge
+
+    full = _outcomes(0.9)
+    same = {"last_k": full.copy(), "full": full}
+    ok = {"fraction": 0.08, "decided": 22, "n_layers": 24, "task_accuracy": 0.8}
+    a, b = judge(same, same, **ok, diagnosis_n=DIAGNOSIS_MIN)
+    assert (a.verdict, b.verdict) == ("held", "held")
+    a, b = judge(same, same, **ok, diagnosis_n=DIAGNOSIS_MIN - 1)
+    assert a.verdict == b.verdict == "inconclusive" and "localised" in b.reason
+
+
+def test_diagnosis_prompts_are_those_answered_in_the_expected_language(monkeypatch, lex) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.linguamap import analysis
+
+    rng = np.random.default_rng(0)
+    examples = [make_example(lex, rng, "es", "es") for _ in range(5)]
+    answered = np.array([1.0, 0.0, 1.0, 0.0, 0.0])  # consistent (es), or not (e.g. English)
+    monkeypatch.setattr(
+        analysis, "evaluate_items", lambda lm, ex, lx: (answered, np.zeros(len(ex)))
+    )
+    got = analysis.diagnosis_prompts(None, examples, lex)  # type: ignore[arg-type]
+    assert got == [examples[0].prompt, examples[2].prompt]
+
+
+def test_experiment_diagnoses_on_spanish_questions_answered_in_spanish(
+    monkeypatch, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """The decision layer comes from the lens of the diagnosis set, not of every Spanish
+    question (issue 40: over all of them English led at every layer, decision layer 0)."""
+    from llm_methods.linguamap import analysis, experiment
+    from llm_methods.lm import train
+
+    class Stop(Exception):
+        pass
+
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(train, "train_lm", lambda *a, **k: None)
+    monkeypatch.setattr(analysis, "evaluate", lambda lm, ex, lx: {"monolingual/accuracy": 0.9})
+    monkeypatch.setattr(analysis, "cross_lingual_cosine", lambda lm, par: np.zeros(3))
+
+    def pick(lm, examples, lx):  # type: ignore[no-untyped-def]
+        seen["pool"] = examples
+        return [e.prompt for e in examples[: experiment.DIAGNOSIS_MIN]]
+
+    lenses = np.array([[0.9, 0.05, 0.05]] * 17 + [[0.1, 0.8, 0.1]] * 3)  # es from layer 17
+
+    def lens(lm, prompts, lx, k=20):  # type: ignore[no-untyped-def]
+        seen.setdefault("lens_calls", []).append(list(prompts))  # type: ignore[union-attr]
+        return lenses
+
+    def stop(lens_arr):  # type: ignore[no-untyped-def]
+        seen["decided_on"] = lens_arr
+        raise Stop
+
+    monkeypatch.setattr(analysis, "diagnosis_prompts", pick)
+    monkeypatch.setattr(analysis, "lens_language_probability", lens)
+    monkeypatch.setattr(analysis, "decision_layer", stop)
+    with pytest.raises(Stop):
+        experiment.run(True, tmp_path)
+    pool = seen["pool"]
+    assert len(pool) == experiment.settings(True)["diagnosis_pool"]  # type: ignore[arg-type]
+    assert {(e.q_lang, e.a_lang, e.scenario) for e in pool} == {("es", "es", "monolingual")}  # type: ignore[union-attr]
+    all_prompts, diagnosis = seen["lens_calls"]  # type: ignore[misc]
+    assert all_prompts == [e.prompt for e in pool]  # type: ignore[union-attr]
+    assert diagnosis == all_prompts[: experiment.DIAGNOSIS_MIN]
+    assert seen["decided_on"] is lenses
 
 
 @pytest.mark.parametrize("quick", [False, True])

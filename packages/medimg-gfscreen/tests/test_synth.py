@@ -94,3 +94,26 @@ def test_anatomic_mimics_are_hypodense_cysts_and_enhancing_tubes() -> None:
 def test_testbed_refuses_an_unknown_mimic_style() -> None:
     with pytest.raises(ValueError, match="mimic_style"):
         synth.Testbed(mimic_style="random")
+
+
+def test_faint_mimics_keep_the_shapes_and_change_only_the_contrast() -> None:
+    """``mimic_contrast_hu`` (the testbed pilots' "mimics fainter than lesions"): the same
+    random stream draws the same cyst and vessel, at contrasts inside the given range instead
+    of a lesion's 40-60 HU."""
+    from medimg_gfscreen.synth import _grid, _mimics
+
+    shape, spacing = (64, 64, 32), (1.0, 1.0, 3.0)
+    x, y, z = _grid(shape, spacing)
+    body = np.broadcast_to((x / 28.0) ** 2 + (y / 22.0) ** 2 <= 1.0, shape)
+
+    def offsets(testbed: synth.Testbed) -> np.ndarray:
+        args = ((0.0, 0.0, 0.0), (12.0, 10.0, 40.0), np.zeros(shape, np.uint8), testbed, body)
+        return _mimics(np.random.default_rng(5), [x, y, z], *args)
+
+    lesion_like = offsets(synth.Testbed(mimics=1))
+    faint = offsets(synth.Testbed(mimics=1, mimic_contrast_hu=(15.0, 25.0)))
+    assert np.array_equal(lesion_like != 0, faint != 0) and faint.any()
+    assert (np.abs(faint[faint != 0]) >= 15).all() and (np.abs(faint[faint != 0]) <= 25).all()
+    assert (np.abs(lesion_like[lesion_like != 0]) >= 40).all()
+    with pytest.raises(ValueError, match="mimic_contrast_hu"):
+        synth.Testbed(mimic_contrast_hu=(30.0, 20.0))

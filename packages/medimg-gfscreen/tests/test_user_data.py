@@ -175,6 +175,44 @@ def test_test_writes_per_case_metrics(
         )
 
 
+def test_a_mask_whose_write_fails_leaves_the_earlier_file_and_no_partial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``save_mask`` writes a temporary name and moves it in place: a write that dies half-way
+    (a full disk, Ctrl-C inside the NIfTI writer) leaves the mask that was there before, whole,
+    and no temporary file; a write that succeeds replaces it with mode 0644."""
+    import monai.transforms
+    import torch
+    from monai.data import MetaTensor
+
+    from medimg_gfscreen.screen import save_mask
+
+    path = tmp_path / "case.nii.gz"
+    mask = MetaTensor(torch.ones(1, 4, 4, 2), affine=torch.eye(4))
+    save_mask(mask, path)
+    before = path.read_bytes()
+    assert np.asarray(nib.load(path).dataobj).sum() == 32
+    real = monai.transforms.SaveImage
+
+    class DiesHalfWay(real):  # type: ignore[misc, valid-type]
+        def __call__(self, img, *args, **kwargs):  # type: ignore[no-untyped-def]
+            super().__call__(img, *args, **kwargs)
+            written = sorted(p for p in tmp_path.iterdir() if p.name.startswith(".case."))
+            assert len(written) == 1  # the temporary name, beside the mask
+            written[0].write_bytes(written[0].read_bytes()[:20])
+            raise OSError("No space left on device")
+
+    monkeypatch.setattr(monai.transforms, "SaveImage", DiesHalfWay)
+    with pytest.raises(OSError, match="No space"):
+        save_mask(MetaTensor(torch.zeros(1, 4, 4, 2), affine=torch.eye(4)), path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["case.nii.gz"]
+    assert path.read_bytes() == before
+    monkeypatch.setattr(monai.transforms, "SaveImage", real)
+    save_mask(MetaTensor(torch.zeros(1, 4, 4, 2), affine=torch.eye(4)), path)
+    assert np.asarray(nib.load(path).dataobj).sum() == 0
+    assert path.stat().st_mode & 0o777 == 0o644
+
+
 @pytest.mark.parametrize("command", ["synth", "screen", "datalist", "export"])
 def test_help_prints_percent_signs_as_written(command: str, capsys: pytest.CaptureFixture) -> None:
     """On d9942d3 `synth --help` showed `~30%% healthy` (a doubled sign in a description,

@@ -47,6 +47,7 @@ PAPER_EPOCHS = 500  # upstream max_epochs: the cosine horizon the miniature trai
 TESTBED = Testbed(healthy_fraction=0.5, max_lesions=1, lesion_radius_mm=(2.0, 6.0), mimics=1)
 TEST_SEED = 1000  # the shared test set's generator seed (cases alternate lesion / healthy)
 NEGATIVES = "lesion_free"  # negative training crops hold no lesion voxel (a deviation)
+POS, NEG = 1, 1  # RandCropByPosNegLabeld's positive : negative crop centres (upstream 1 : 1)
 #: ``GFScreenModule`` arguments of the miniature
 MODEL_KW: dict[str, Any] = {
     "focus": FocusSettings(arch="unet", unet_channels=(11, 22, 44, 88)),
@@ -311,13 +312,26 @@ def _volumes(dm) -> list[tuple[str, Any, Any]]:
     return [(str(b["name"][0]), b["image"], b["label"][0, 0]) for b in loader]
 
 
-def _datamodule(seed: int, config: dict[str, Any], root: Path):
+def _datamodule(
+    seed: int,
+    config: dict[str, Any],
+    root: Path,
+    testbed: Testbed | None = None,
+    negatives: str | None = None,
+    pos: int | None = None,
+    neg: int | None = None,
+):
     """Writes the seed's training cases under ``root / seed{seed}`` and (once) the shared test
     cases under ``root / test`` (:data:`TEST_SEED`, alternately one lesion and healthy), and
-    returns the data module reading them (the datalist's ``validation`` list is the test set)."""
+    returns the data module reading them (the datalist's ``validation`` list is the test set).
+    ``testbed``, ``negatives``, ``pos``, ``neg``: the experiment's :data:`TESTBED`,
+    :data:`NEGATIVES`, :data:`POS`, :data:`NEG` unless given (the testbed pilots,
+    ``benchmarks/pilot_testbed.py``)."""
     from medimg_gfscreen.data import GFScreenDataModule
     from medimg_gfscreen.io import load_datalist
     from medimg_gfscreen.synth import generate_dataset
+
+    testbed = TESTBED if testbed is None else testbed
 
     def items(datalist: Path) -> list[dict[str, Any]]:
         return [i for key in ("training", "validation") for i in load_datalist(datalist, key)]
@@ -330,12 +344,12 @@ def _datamodule(seed: int, config: dict[str, Any], root: Path):
             n_cases=n_test,
             shape=VOLUME,
             seed=TEST_SEED,
-            testbed=TESTBED,
+            testbed=testbed,
             prefix="test",
             lesions_per_case=[(i + 1) % 2 for i in range(n_test)],
         )
     train_list = generate_dataset(
-        root / f"seed{seed}", n_cases=config["n_train"], shape=VOLUME, seed=seed, testbed=TESTBED
+        root / f"seed{seed}", n_cases=config["n_train"], shape=VOLUME, seed=seed, testbed=testbed
     )
     datalist = root / f"seed{seed}.json"
     datalist.write_text(
@@ -347,7 +361,9 @@ def _datamodule(seed: int, config: dict[str, Any], root: Path):
         num_samples=MODEL_KW["num_samples"],
         batch_size=4,
         cache_dir=str(root / "cache"),
-        negatives=NEGATIVES,
+        negatives=NEGATIVES if negatives is None else negatives,
+        pos=POS if pos is None else pos,
+        neg=NEG if neg is None else neg,
     )
 
 

@@ -56,7 +56,9 @@ class Testbed:
     """How a synthetic case draws its lesions and mimics. The default is the generator of
     ``medimg-gfscreen synth`` (its random stream unchanged): 30 % healthy, 1-3 lesions of radius
     2-6 mm, no mimic. ``mimics``: cysts and vessels (``mimics`` of each) drawn in every case;
-    ``mimic_style``: :data:`MIMIC_STYLES`; ``cyst_radius_mm``: the cysts' radius range."""
+    ``mimic_style``: :data:`MIMIC_STYLES`; ``cyst_radius_mm``: the cysts' radius range;
+    ``mimic_contrast_hu``: the mimics' contrast magnitude range (None: a lesion's,
+    :data:`LESION_CONTRAST_HU`; the random stream is the same either way)."""
 
     healthy_fraction: float = HEALTHY_FRACTION
     max_lesions: int = 3
@@ -64,12 +66,19 @@ class Testbed:
     mimics: int = 0
     mimic_style: str = "lesion_contrast"
     cyst_radius_mm: tuple[float, float] = CYST_RADIUS_MM
+    mimic_contrast_hu: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if self.mimic_style not in MIMIC_STYLES:
             raise ValueError(
                 f"Testbed.mimic_style must be one of {', '.join(MIMIC_STYLES)}, "
                 f"not {self.mimic_style!r}"
+            )
+        low, high = self.mimic_contrast_hu or LESION_CONTRAST_HU
+        if not 0 <= low <= high:
+            raise ValueError(
+                f"Testbed.mimic_contrast_hu must be (low, high) with 0 <= low <= high, "
+                f"not {self.mimic_contrast_hu!r}"
             )
 
 
@@ -178,7 +187,8 @@ def _mimics(
     slices within 1.5 mm. ``anatomic`` style (how CT look-alikes differ from small tumours):
     cysts hypodense (-:data:`LESION_CONTRAST_HU`, fluid), vessels enhancing
     (+:data:`LESION_CONTRAST_HU`) along a random 3-D direction across the whole body (``body``
-    mask), so they run through several slices. Voxels of a lesion keep its contrast."""
+    mask), so they run through several slices. ``testbed.mimic_contrast_hu`` replaces the
+    contrast range (e.g. mimics fainter than lesions). Voxels of a lesion keep its contrast."""
     x, y, z = grid
     out = np.zeros(label.shape, dtype=np.float32)
     anatomic = testbed.mimic_style == "anatomic"
@@ -204,7 +214,7 @@ def _mimics(
             sign = -1.0 if kind == "cyst" else 1.0
         else:
             sign = rng.choice([-1.0, 1.0])
-        contrast = sign * rng.uniform(*LESION_CONTRAST_HU)
+        contrast = sign * rng.uniform(*(testbed.mimic_contrast_hu or LESION_CONTRAST_HU))
         out[shape & (label == 0) & (out == 0)] = contrast
     return out
 

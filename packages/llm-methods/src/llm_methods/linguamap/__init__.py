@@ -21,6 +21,7 @@ _EXPORTS = {
     "evaluate": "llm_methods.linguamap.analysis",
     "lens_language_probability": "llm_methods.linguamap.analysis",
     "decision_layer": "llm_methods.linguamap.analysis",
+    "diagnosis_prompts": "llm_methods.linguamap.analysis",
     "FinetuneResult": "llm_methods.linguamap.finetune",
     "answer_masked_rows": "llm_methods.linguamap.finetune",
     "last_layers": "llm_methods.linguamap.finetune",

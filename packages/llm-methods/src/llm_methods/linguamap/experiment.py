@@ -4,9 +4,11 @@ A ``MODEL`` Llama (20 layers x 48, issue 40: deep enough that one or two layers 
 the parameters) is pretrained here on the synthetic multilingual "repeat" task with real
 English/Spanish/German words (``linguamap.data``) under a failure-inducing mixture (Spanish and
 German questions answered in English with probability ``P_FAIL``). The logit lens of the
-pretrained model on Spanish questions diagnoses the layer from which the output language is
-decided (:func:`~llm_methods.linguamap.analysis.decision_layer`); k = the layers from it on
-(at most ``K_MAX``). The model is then fine-tuned on language-consistent data (all four
+pretrained model at the answer position of the Spanish questions it answers in Spanish (issue
+40, fourth session: the language decision the paper localises is the one that produces the
+target language, absent from questions answered in English) diagnoses the layer from which the
+output language is decided (:func:`~llm_methods.linguamap.analysis.decision_layer`); k = the
+layers from it on (at most ``K_MAX``). The model is then fine-tuned on language-consistent data (all four
 scenarios, loss masked to the answer tokens) with the same data, steps and learning rate in four
 ways: only the last k layers, all weights, k randomly chosen other layers, and LoRA (rank
 ``LORA_R`` on q/v of every layer). Evaluation on Spanish/German questions of the four scenarios
@@ -20,7 +22,8 @@ shared eval items and seeds, :func:`iclr26_common.effects.points_effect`):
       preconditions: the pretrained model learned the task (its accuracy on the monolingual
       evaluation items, answers in any language counted, is >= ``TASK_LEARNED_MIN``), the last
       k layers are <= ``PARAM_FRACTION_MAX`` (10 %) of the parameters, and the language
-      decision is localised in the last k layers (the diagnosis gives k <= ``K_MAX``);
+      decision is localised in the last k layers (the diagnosis, on at least
+      ``DIAGNOSIS_MIN`` Spanish questions answered in Spanish, gives k <= ``K_MAX``);
   (b) accuracy(last k) − accuracy(full) >= −``ACCURACY_GAP_MAX`` (2 points); preconditions: the
       task-learned and localisation controls of (a).
 """
@@ -51,6 +54,11 @@ PARAM_FRACTION_MAX = 0.10
 P_FAIL = 0.7
 K_MAX = 4  # the most layers "selective" finetuning may train (the localisation control)
 TASK_LEARNED_MIN = 0.5  # the pretrained model's monolingual accuracy (the "task learned" control)
+#: issue 40 (fourth session, fixed before its run): the logit-lens diagnosis reads the Spanish
+#: monolingual questions (a pool of ``diagnosis_pool`` prompts, :func:`settings`) that the
+#: pretrained model answers in Spanish; with fewer than ``DIAGNOSIS_MIN`` of them there is no
+#: diagnosis and the localisation control fails
+DIAGNOSIS_MIN = 16
 LORA_R = 16
 MODEL = {"n_layers": 20, "hidden": 48, "heads": 4}
 BPE_VOCAB = 512
@@ -82,6 +90,7 @@ def settings(quick: bool) -> dict[str, Any]:
             "eval_per_scenario": 16,
             "seeds": (0,),
             "descriptive_seeds": (0,),
+            "diagnosis_pool": 32,  # the 32 of the lens before issue 40 (quick is a smoke test)
         }
     return {
         "pre_steps": 1500,
@@ -90,6 +99,7 @@ def settings(quick: bool) -> dict[str, Any]:
         "eval_per_scenario": 64,
         "seeds": (0, 1, 2),
         "descriptive_seeds": (0,),
+        "diagnosis_pool": 256,
     }
 
 
@@ -148,6 +158,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     from llm_methods.linguamap.analysis import (
         cross_lingual_cosine,
         decision_layer,
+        diagnosis_prompts,
         evaluate,
         evaluate_items,
         lens_language_probability,
@@ -192,10 +203,18 @@ def run(quick: bool, out_dir: Path) -> Result:
         base = wrap(tokenizer, base_model, "pretrained")
         evals = _eval_set(lex, cfg["eval_per_scenario"], seed=123)
         before = evaluate(base, evals, lex)
-        es_prompts = [
-            make_example(lex, np.random.default_rng(i), "es", "es").prompt for i in range(32)
+        pool = [
+            make_example(lex, np.random.default_rng(i), "es", "es")
+            for i in range(cfg["diagnosis_pool"])
         ]
+        es_prompts = [e.prompt for e in pool]
         lens_before = lens_language_probability(base, es_prompts, lex)
+        diagnosis = diagnosis_prompts(base, pool, lex)
+        lens_diagnosis = (
+            lens_language_probability(base, diagnosis, lex)
+            if len(diagnosis) >= DIAGNOSIS_MIN
+            else None
+        )
         rng = np.random.default_rng(7)
         par = [make_example(lex, rng, "en", "en") for _ in range(32)]
         parallel = {
@@ -203,7 +222,9 @@ def run(quick: bool, out_dir: Path) -> Result:
             for lang in ("en", "es", "de")
         }
         cosine = cross_lingual_cosine(base, parallel)
-        decided = decision_layer(lens_before)
+        # no diagnosis (too few questions answered in Spanish): no layer decides -> k capped,
+        # and the localisation control fails on the count
+        decided = decision_layer(lens_diagnosis) if lens_diagnosis is not None else 0
         k = min(K_MAX, max(1, MODEL["n_layers"] - decided))
         items: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {v: [] for v in VARIANTS}
         lens_after = None
@@ -235,7 +256,7 @@ def run(quick: bool, out_dir: Path) -> Result:
         v: {m: float(np.mean([r[m] for r in rows])) for m in rows[0]} for v, rows in results.items()
     }
     assert lens_after is not None
-    _plot(out_dir, mean, lens_before, lens_after, cosine)
+    _plot(out_dir, mean, lens_before, lens_after, cosine, lens_diagnosis)
     arch = f"{MODEL['n_layers']}x{MODEL['hidden']}"
     metrics: dict[str, Any] = {
         "before_ft": before,
@@ -243,6 +264,9 @@ def run(quick: bool, out_dir: Path) -> Result:
         "decision_layer": decided,
         "k": k,
         "lens_es_before": lens_before.round(3).tolist(),
+        "diagnosis_prompts": len(diagnosis),
+        "diagnosis_pool": len(pool),
+        "lens_es_diagnosis": None if lens_diagnosis is None else lens_diagnosis.round(3).tolist(),
         "lens_es_after_last_k": lens_after.round(3).tolist(),
         "cross_lingual_cosine": cosine.round(3).tolist(),
         "per_seed": {
@@ -259,6 +283,7 @@ def run(quick: bool, out_dir: Path) -> Result:
         decided,
         MODEL["n_layers"],
         before["monolingual/accuracy"],
+        diagnosis_n=len(diagnosis),
     )
     return Result(
         summary=(
@@ -291,11 +316,14 @@ def judge(
     decided: int,
     n_layers: int,
     task_accuracy: float,
+    diagnosis_n: int | None = None,
 ) -> list[Claim]:
     """The two claims from per-item 0/1 outcomes ``[seeds, items]`` per variant (``"last_k"``
     and ``"full"`` on the same items and seeds), the trained fraction of the last k layers, the
-    diagnosed decision layer of an ``n_layers`` model and the pretrained model's accuracy on the
-    monolingual evaluation items (thresholds: module doc)."""
+    diagnosed decision layer of an ``n_layers`` model, the pretrained model's accuracy on the
+    monolingual evaluation items and the number of prompts the diagnosis read (``None``: not
+    checked; fewer than ``DIAGNOSIS_MIN`` fail the localisation control) (thresholds: module
+    doc)."""
     learned = Precondition(
         "task learned",
         f"pretrained model's monolingual accuracy (before FT) >= {TASK_LEARNED_MIN}",
@@ -303,11 +331,17 @@ def judge(
         task_accuracy >= TASK_LEARNED_MIN,
     )
     k_needed = n_layers - decided
+    diagnosed = diagnosis_n is None or diagnosis_n >= DIAGNOSIS_MIN
     localised = Precondition(
         "language decision localised in the last k layers",
-        f"logit-lens decision layer >= n_layers - {K_MAX} (k <= {K_MAX})",
-        {"decision_layer": decided, "n_layers": n_layers},
-        k_needed <= K_MAX,
+        f"logit-lens decision layer >= n_layers - {K_MAX} (k <= {K_MAX}), read on >= "
+        f"{DIAGNOSIS_MIN} Spanish questions the pretrained model answers in Spanish",
+        {
+            "decision_layer": decided,
+            "n_layers": n_layers,
+            **({} if diagnosis_n is None else {"diagnosis_prompts": diagnosis_n}),
+        },
+        k_needed <= K_MAX and diagnosed,
     )
     small = Precondition(
         "selective",
@@ -355,6 +389,7 @@ def _plot(
     lens_before: np.ndarray,
     lens_after: np.ndarray,
     cosine: np.ndarray,
+    lens_diagnosis: np.ndarray | None = None,
 ) -> None:
     import matplotlib
 
@@ -370,7 +405,10 @@ def _plot(
         ax.scatter(100 * m["param_fraction"], m["accuracy"], marker="x", label=f"{v} accuracy")
     ax.set(xscale="log", xlabel="% parameters trained", ylabel="rate", title="after fine-tuning")
     ax.legend(fontsize=7)
-    for lens, style, tag in ((lens_before, "--", "before"), (lens_after, "-", "after last-k FT")):
+    curves = [(lens_before, "--", "before"), (lens_after, "-", "after last-k FT")]
+    if lens_diagnosis is not None:
+        curves.append((lens_diagnosis, ":", "before, answered in es"))
+    for lens, style, tag in curves:
         for i, lang in enumerate(("en", "es", "de")):
             axes[1].plot(lens[:, i], style, label=f"{lang} ({tag})")
     axes[1].set(
