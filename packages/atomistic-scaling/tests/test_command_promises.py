@@ -129,8 +129,13 @@ def test_sweep_ctrl_c_keeps_finished_jobs_and_resume_skips_them(
     assert saved == ["mpnn_w4_seed0.json", "mpnn_w4_seed1.json"]
 
     assert "pass --resume" in assert_one_line_error(main, args, capsys, prog=PROG)
+    # other settings: one line in the wording every resumable command shares
+    # (iclr26_common.outputs.check_resume_settings; rf-matid benchmark's)
     other = [a if a != "--seeds=[0,1]" else "--seeds=[0,2]" for a in args]
-    assert "--seeds" in assert_one_line_error(main, [*other, "--resume"], capsys, prog=PROG)
+    assert (
+        f"--resume: the interrupted sweep in {out} ran with --seeds [0, 1], this one with "
+        "[0, 2]; rerun with its settings, or pass --overwrite"
+    ) in assert_one_line_error(main, [*other, "--resume"], capsys, prog=PROG)
 
     resumed: list[tuple] = []
 

@@ -14,6 +14,7 @@ from atomistic_scaling.experiment import (
     MIN_LEARNED,
     claims,
     per_seed_fits,
+    resolvable_beta_gap,
     run,
     settings,
     sweep_config,
@@ -90,6 +91,22 @@ def test_a_spread_across_the_threshold_is_underpowered() -> None:
     noisy = {"mpnn": (0.2, 0.2, 0.2), "l1": (0.35, 0.15, 0.25), "l2": (0.4, 0.2, 0.3)}
     out = claims(_fits(SEPARATED), TRIVIAL, _per_seed(noisy))
     assert out[0].verdict == "inconclusive" and out[0].reason == "underpowered"
+
+
+def test_the_smallest_resolvable_beta_gap_is_the_half_width_of_claim_a() -> None:
+    """Issue 39: the report says what "inconclusive" means here. The gap claim (a) can resolve
+    is its interval's half-width: a 0.05 gap swinging by ±0.1 over 3 seeds cannot be resolved
+    (half-width above 0.05), a tight one can; no interval (the null model's exact zero) gives
+    no number."""
+    noisy = {"mpnn": (0.2, 0.2, 0.2), "l1": (0.35, 0.15, 0.25), "l2": (0.4, 0.2, 0.3)}
+    (a, *_) = claims(_fits(SEPARATED), TRIVIAL, _per_seed(noisy))
+    gap = resolvable_beta_gap(a.effect)
+    assert gap == pytest.approx((a.effect.high - a.effect.low) / 2) and gap > a.effect.estimate
+    (tight, *_) = claims(_fits(SEPARATED), TRIVIAL, _per_seed(SEPARATED_SEEDS))
+    assert resolvable_beta_gap(tight.effect) < tight.effect.estimate  # held: it clears 0
+    same = {arch: SEPARATED_SEEDS["mpnn"] for arch in ("mpnn", "l1", "l2")}
+    (null, *_) = claims(_fits(SEPARATED), TRIVIAL, _per_seed(same))
+    assert resolvable_beta_gap(null.effect) is None and resolvable_beta_gap(None) is None
 
 
 def test_a_model_at_the_trivial_predictor_makes_every_claim_inconclusive() -> None:
@@ -331,3 +348,7 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
     for claim in result.claims:
         assert claim.effect is not None and claim.preconditions  # gated by its controls
     assert set(result.metrics["per_seed_fits"]) == set(cfg["archs"])
+    gap = result.metrics["resolvable_beta_gap"]
+    expected = resolvable_beta_gap(result.claims[0].effect)
+    assert gap["this_run"] == (None if expected is None else pytest.approx(expected, abs=1e-4))
+    assert "Smallest resolvable β gap" in result.details and gap["planted_full_grid"] == [1.2, 1.8]

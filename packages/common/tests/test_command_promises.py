@@ -31,7 +31,9 @@ from iclr26_common.outputs import (
     OutputError,
     check_out_file,
     check_out_folder,
+    check_resume_settings,
     publish,
+    record_settings,
     write_bytes,
     write_text,
 )
@@ -136,6 +138,33 @@ def test_written_files_are_0644_and_atomic(tmp_path: Path) -> None:
         assert stat.S_IMODE(p.stat().st_mode) == 0o644
     assert path.read_bytes() == b"\x00\x01"
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["weights.bin"]  # no temp left
+
+
+def test_a_resume_must_match_the_recorded_settings(tmp_path: Path) -> None:
+    """One rule for every resumable command (issue 36 review: rf-matid benchmark and atomistic
+    sweep each had their own copy, worded differently): the settings recorded when the run
+    started are what ``--resume`` is compared with, as JSON reads them back (a tuple equals the
+    list it was written as); the first differing key is named with the option a user types."""
+    settings = {"seeds": (0, 1), "batch_size": 4, "data": tmp_path / "d"}
+    path = record_settings(tmp_path / "run-settings.json", settings)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    check_resume_settings(path, settings, "benchmark")  # the same run: accepted
+    options = {"batch_size": "--batch-size"}
+    with pytest.raises(OutputError) as caught:
+        check_resume_settings(path, {**settings, "batch_size": 8}, "benchmark", options=options)
+    assert str(caught.value) == (
+        f"--resume: the interrupted benchmark in {tmp_path} ran with --batch-size 4, this one "
+        "with 8; rerun with its settings, or pass --overwrite"
+    )
+    with pytest.raises(OutputError, match=r"ran with --seeds \[0, 1\], this one with None"):
+        check_resume_settings(path, {"batch_size": 4, "data": str(tmp_path / "d")}, "sweep")
+    for text in ("not json", "[1, 2]"):  # unreadable, or not the object record_settings writes
+        path.write_text(text)
+        with pytest.raises(OutputError, match=r"holds no readable run-settings\.json \(no sweep"):
+            check_resume_settings(path, settings, "sweep")
+    path.unlink()
+    with pytest.raises(OutputError, match="pass --overwrite to start again or give a new --out"):
+        check_resume_settings(path, settings, "sweep")
 
 
 # ------------------------------------------------------------------ options

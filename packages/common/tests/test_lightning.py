@@ -29,6 +29,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from iclr26_common.lightning import BatchPredictionWriter
+
 SEEN_ARGV = []
 
 
@@ -58,6 +60,9 @@ class Regressor(L.LightningModule):
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
 
+    def predict_step(self, batch, batch_idx):
+        return {"probs": self.net(batch[0]).squeeze(-1)}
+
 
 class Data(L.LightningDataModule):
     def __init__(self, n: int = 16, n_features: int = 3, batch_size: int = 4):
@@ -70,7 +75,26 @@ class Data(L.LightningDataModule):
         g = torch.Generator().manual_seed(0)
         x = torch.randn(self.n, self.n_features, generator=g)
         return DataLoader(TensorDataset(x, x.sum(-1)), batch_size=self.batch_size)
+
+    def predict_dataloader(self):
+        x = torch.randn(self.n, self.n_features, generator=torch.Generator().manual_seed(1))
+        return DataLoader(TensorDataset(x), batch_size=self.batch_size)
+
+
+class Writer(BatchPredictionWriter):
+    # the base class collects "probs" rows by position; one line per prediction into
+    # preds.txt, and the same into preds-extra.txt
+
+    def __init__(self):
+        super().__init__("preds.txt", "preds-extra.txt")
+
+    def on_predict_epoch_end(self, trainer, pl_module):
+        rows = self.gathered(trainer)
+        text = "".join(f"{i} {float(v):.4f}\\n" for i, v in rows.items())
+        for path in self.targets(trainer):
+            self.path = self.write_output(path, text)
 """
+
 
 MAIN = """
 import sys
@@ -78,13 +102,13 @@ import sys
 from iclr26_common.cli_support import is_user_error, run_with_one_line_errors
 from iclr26_common.lightning import run_cli
 
-from fakelit_pkg.model import Data, Regressor
+from fakelit_pkg.model import Data, Regressor, Writer
 
 
 def lightning(argv):
     return run_cli(Regressor, Data, argv, package="fakelit_pkg", prog="fakelit", subclass_mode=False,
                    links=[("data.n_features", "model.n_features")],
-                   fit_outputs={"model.save_to": "file"})
+                   fit_outputs={"model.save_to": "file"}, predict_writer=Writer)
 
 
 def main(argv=None):
@@ -720,6 +744,56 @@ def test_subcommand_flags_reach_that_subcommand_only(
     assert cli.config["fit"]["overwrite"] is True and cli.trainer.global_step == 2
     with pytest.raises(UsageError, match="overwrite"):
         run_cli(Regressor, Data, ["validate", *args], **kwargs)
+
+
+def test_predict_files_follow_the_one_rule(
+    cli_main, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``run_cli(predict_writer=...)``: the rule of every package's ``predict`` (issue 36 review:
+    rf-matid wrote predictions-1.csv beside an earlier file on 43a8cc5, atomistic-scaling had its
+    own copy of the check). An earlier predict's file in the run folder (any of the writer's
+    files) is one line naming it and --overwrite, before any class is built (``--data.n=0``
+    would raise in the data module); ``predict --overwrite`` replaces them, mode 0644."""
+    args = ["predict", "--config", "tiny", "--trainer.logger=false"]  # run folder: the cwd
+    run = run_main(cli_main.main, args, capsys)
+    assert run.code == 0, run.err
+    first, extra = tmp_path / "preds.txt", tmp_path / "preds-extra.txt"
+    lines = first.read_text().splitlines()
+    assert len(lines) == 8 and lines[0].startswith("0 ")  # tiny: n=8
+    extra.write_text("mine\n")
+    first.unlink()  # only the second file is left: still refused, naming it
+    line = assert_one_line_error(cli_main.main, [*args, "--data.n=0"], capsys, prog="fakelit")
+    assert f"predict: {extra}: exists; pass --overwrite to replace it" in line, line
+    assert extra.read_text() == "mine\n" and not first.exists()
+    run = run_main(cli_main.main, [*args, "--overwrite"], capsys)
+    assert run.code == 0, run.err
+    assert extra.read_text() == first.read_text() != "mine\n"
+    assert all(p.stat().st_mode & 0o777 == 0o644 for p in (first, extra))
+    line = assert_one_line_error(
+        cli_main.main, ["validate", "--config", "tiny", "--overwrite"], capsys
+    )
+    assert "overwrite" in line  # predict's flag, not validate's
+
+
+def test_a_prediction_writer_refuses_earlier_files_before_the_first_batch(
+    fake_site: Path, tmp_path: Path
+) -> None:
+    """With a logger the run folder is known only to the Trainer: the writer's ``setup`` applies
+    the same rule there, before any batch is predicted."""
+    from fakelit_pkg.model import Data, Regressor, Writer
+
+    from iclr26_common.lightning import quiet_trainer
+    from iclr26_common.outputs import OutputError
+
+    (tmp_path / "preds.txt").write_text("mine\n")
+    writer = Writer()
+    trainer = quiet_trainer(default_root_dir=tmp_path, callbacks=[writer], accelerator="cpu")
+    with pytest.raises(OutputError, match=r"preds.txt: exists; pass --overwrite to replace it"):
+        trainer.predict(Regressor(), datamodule=Data())
+    assert writer.collected() == 0 and (tmp_path / "preds.txt").read_text() == "mine\n"
+    writer.overwrite = True
+    trainer.predict(Regressor(), datamodule=Data())
+    assert writer.collected() == 16 and (tmp_path / "preds.txt").read_text().startswith("0 ")
 
 
 def test_a_method_of_a_package_accepts_its_own_checkpoints_and_refuses_its_siblings(

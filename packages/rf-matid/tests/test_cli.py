@@ -171,7 +171,9 @@ def test_predict_subcommand_writes_the_test_split_predictions(
     tiny_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """`predict` used to exit 0 having written nothing; it writes predictions.csv into the run
-    folder (next to config.yaml), and a second run takes the next free name."""
+    folder (next to config.yaml). A second run into the same folder is refused in one line
+    naming the file and --overwrite, and --overwrite replaces it (issue 36 review: 43a8cc5
+    wrote predictions-1.csv beside it, against the rule every command keeps)."""
     import csv
 
     from rf_matid.data import RFMatIDDataModule
@@ -194,8 +196,16 @@ def test_predict_subcommand_writes_the_test_split_predictions(
         probs = [float(row[f"prob_{n}"]) for n in names]
         assert sum(probs) == pytest.approx(1.0, abs=1e-4)
         assert row["predicted"] == names[probs.index(max(probs))]
-    _tiny_run("predict", tiny_dataset, tmp_path)
-    assert (tmp_path / "predictions-1.csv").is_file()  # never over the first run's file
+    before = path.read_bytes()
+    args = fast_dev_args(tmp_path, f"--data.init_args.data_dir={tiny_dataset}", command="predict")
+    line = assert_one_line_error(main, args, capsys, prog="rf-matid", drop_earlier=True)
+    assert f"predict: {path}: exists; pass --overwrite to replace it" in line, line
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.glob("predictions*")) == ["predictions.csv"]
+    path.write_text("mine\n")
+    _tiny_run("predict", tiny_dataset, tmp_path, "--overwrite")
+    assert path.read_text().startswith("file,predicted,label,")
+    assert path.stat().st_mode & 0o777 == 0o644
 
 
 def _one_line_error(capsys: pytest.CaptureFixture, args: list[str]) -> str:

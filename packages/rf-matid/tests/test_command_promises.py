@@ -143,9 +143,14 @@ def test_benchmark_ctrl_c_keeps_finished_cells_and_resume_skips_them(
     assert not (out / "benchmark.md").exists()
 
     assert "pass --resume" in assert_one_line_error(main, args, capsys, prog=PROG)
-    # another setting than the interrupted run's is refused, naming it
+    # another setting than the interrupted run's is refused, naming it: the wording every
+    # resumable command shares (iclr26_common.outputs.check_resume_settings; atomistic sweep's)
     changed = [*BENCH[:-1], "2", "--data", str(data), "--out", str(out), "--resume"]
-    assert "epochs" in assert_one_line_error(main, changed, capsys, prog=PROG)
+    assert (
+        f"--resume: the interrupted benchmark in {out} ran with --epochs 1, this one with 2; "
+        "rerun with its settings, or pass --overwrite"
+    ) in assert_one_line_error(main, changed, capsys, prog=PROG)
+    assert [p.name for p in (out / "cells").iterdir()] == ["mlp_P1_S1_seed0.json"]
 
     resumed: list[str] = []
     monkeypatch.setattr(

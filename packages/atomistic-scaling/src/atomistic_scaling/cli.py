@@ -46,23 +46,17 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     :func:`iclr26_common.lightning.run_cli` and returns the CLI object. The data module's
     ``cutoff`` is linked into the model (the classes are given directly, not by class_path). The
     data is read before the Trainer starts, so a bad file is one line. ``predict`` writes
-    ``predictions.pt`` into the run folder (:mod:`atomistic_scaling.predictions`)."""
+    ``predictions.pt`` and ``predictions.extxyz`` into the run folder
+    (:mod:`atomistic_scaling.predictions`); earlier ones are refused unless ``predict
+    --overwrite``, before the data is read when the run folder is ``default_root_dir``."""
     from atomistic_scaling.data import AtomisticDataModule
     from atomistic_scaling.lit_module import ForceFieldModule
     from iclr26_common.lightning import run_cli
 
-    defaults: dict[str, Any] = {}
-    writer = None
-    if argv and argv[0] == "predict":
+    def predictions_writer() -> Any:  # imported for ``predict`` only
         from atomistic_scaling.predictions import PredictionsWriter
 
-        writer = PredictionsWriter()
-        defaults["callbacks"] = [writer]
-
-    def before_trainer(cli: Any) -> None:
-        if writer is not None:
-            writer.overwrite = bool(cli.config["predict"].get("overwrite", False))
-        _before_trainer(cli)
+        return PredictionsWriter()
 
     return run_cli(
         ForceFieldModule,
@@ -72,37 +66,9 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         prog=PROG,
         links=[("data.cutoff", "model.cutoff")],
         subclass_mode=False,
-        before_trainer=before_trainer,
-        trainer_defaults=defaults,
-        subcommand_flags={
-            "predict": {
-                "--overwrite": {
-                    "action": "store_true",
-                    "help": "replace the predictions.pt / predictions.extxyz an earlier predict "
-                    "wrote into the run folder",
-                }
-            }
-        },
+        before_trainer=lambda cli: cli.datamodule.setup("fit"),
+        predict_writer=predictions_writer,
     )
-
-
-def _before_trainer(cli: Any) -> None:
-    """Read the data before the Trainer starts (a bad file is one line); for ``predict`` without
-    a logger (the run folder is ``default_root_dir``, by default the working directory) an
-    existing ``predictions.pt`` there is one line before Lightning's start-up lines. With a
-    logger the run folder is a new version folder; the writer checks it again in any case."""
-    import os
-
-    cli.datamodule.setup("fit")
-    if cli.subcommand == "predict":
-        from atomistic_scaling.predictions import PREDICTIONS_EXTXYZ, PREDICTIONS_FILE, check_free
-
-        trainer = cli._get(cli.config_init, "trainer", default={})
-        overwrite = bool(cli.config["predict"].get("overwrite", False))
-        if trainer.get("logger") in (False, []) and not overwrite:
-            root = trainer.get("default_root_dir") or os.getcwd()
-            check_free(Path(root) / PREDICTIONS_FILE)
-            check_free(Path(root) / PREDICTIONS_EXTXYZ)
 
 
 def synth_main(argv: Sequence[str]) -> int:

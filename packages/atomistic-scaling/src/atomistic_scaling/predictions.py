@@ -24,14 +24,18 @@ names every structure by its source and holds predicted and reference values sid
 - ``arrays``: ``ref_forces`` and ``pred_forces`` (eV/Å); positions, cell and numbers as the
   model saw them (rotated when ``--data.random_orientation true``, forces rotated with them).
 
-Read it with ``ase.io.read(path, ":")``. An existing file is never overwritten
-(``FileExistsError`` naming it before the first batch; ``predictions.pt`` is opened with
-``"xb"``). Under DDP every rank predicts its share, rank 0 gathers them and writes the files.
+Read it with ``ase.io.read(path, ":")``. Both files follow the rule of every package's
+``predict`` (:func:`iclr26_common.lightning.check_prediction_file`): an earlier predict's file in
+the run folder is refused in one line naming it and ``--overwrite`` (before the model or data is
+loaded when the run folder is ``default_root_dir``, else before the first batch), and
+``predict --overwrite`` replaces it; each is written in one step (beside it, then renamed), mode
+0644. Under DDP every rank predicts its share, rank 0 gathers them and writes the files.
 """
 
 from __future__ import annotations
 
-import os
+import io
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -39,9 +43,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from iclr26_common.lightning import BatchPredictionWriter
-from iclr26_common.lightning import check_free as _check_free
-from iclr26_common.outputs import FILE_MODE
+from iclr26_common.lightning import BatchPredictionWriter, check_prediction_file
+from iclr26_common.outputs import write_bytes
 
 __all__ = [
     "PREDICTIONS_EXTXYZ",
@@ -78,12 +81,15 @@ def split_per_structure(
 
 
 def check_free(path: Path) -> Path:
-    """``path`` if no file is there; else a one-line ``FileExistsError`` naming it and
-    ``--overwrite``."""
-    try:
-        return _check_free(path)
-    except FileExistsError as error:
-        raise FileExistsError(f"{error} (pass --overwrite to replace it)") from None
+    """Deprecated (removed in 0.8.0): :func:`iclr26_common.lightning.check_prediction_file`, the
+    rule every package's ``predict`` keeps (one line naming the file and ``--overwrite``)."""
+    warnings.warn(
+        "atomistic_scaling.predictions.check_free is deprecated and removed in 0.8.0; use "
+        "iclr26_common.lightning.check_prediction_file",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return check_prediction_file(path)
 
 
 class PredictionsWriter(BatchPredictionWriter):
@@ -91,39 +97,22 @@ class PredictionsWriter(BatchPredictionWriter):
     module docstring) at the end of the predict epoch. ``path`` holds the file written."""
 
     def __init__(self, filename: str = PREDICTIONS_FILE, overwrite: bool = False) -> None:
-        super().__init__(filename)
-        self.overwrite = overwrite  # ``predict --overwrite``: replace earlier predictions
-        self._records: list[dict[str, Any]] = []
+        # ``overwrite``: ``predict --overwrite`` (set by run_cli), replace earlier predictions
+        super().__init__(filename, PREDICTIONS_EXTXYZ, overwrite=overwrite)
 
     def extxyz_target(self, trainer: Any) -> Path:
         """``predictions.extxyz`` next to :meth:`target`."""
         return self.target(trainer).with_name(PREDICTIONS_EXTXYZ)
 
-    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        if stage == "predict" and not self.overwrite:  # every rank sees the files: all stop
-            check_free(self.target(trainer))
-            check_free(self.extxyz_target(trainer))
-
-    def on_predict_epoch_start(self, trainer: Any, pl_module: Any) -> None:
-        self._records = []
-
-    def collected(self) -> int:
-        return len(self._records)
-
     def batch_size(self, prediction: Any, batch: Any) -> int:
         return int(batch.num_graphs)
 
     def collect(self, prediction: Any, batch: Any, batch_indices: Sequence[int]) -> None:
-        self._records.extend(split_per_structure(prediction, batch.ptr, batch_indices))
+        for record in split_per_structure(prediction, batch.ptr, batch_indices):
+            self.rows[record["index"]] = record
 
     def on_predict_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        records = self._records
-        if trainer.world_size > 1:
-            import torch.distributed as dist
-
-            gathered: list[Any] = [None] * trainer.world_size
-            dist.all_gather_object(gathered, records)
-            records = [record for part in gathered for record in part]
+        records = list(self.gathered(trainer).values())  # every rank's, in the split's order
         path = self.target(trainer)
         if trainer.is_global_zero:
             write_predictions(path, records, overwrite=self.overwrite)
@@ -157,14 +146,13 @@ def write_predictions_extxyz(
 ) -> Path:
     """``records`` (as :func:`write_predictions`) with the ``structures`` of the predict split
     (``records[i]["index"]`` is the position in it) as ``path``, the extxyz of the module
-    docstring; never over an existing file (written beside it, then renamed), mode 0644."""
+    docstring; never over an existing file unless ``overwrite`` (written beside it, then
+    renamed), mode 0644."""
     import numpy as np
 
     from atomistic_scaling.io import FRAME_KEY, SOURCE_KEY, _bare_atoms, _write_frames
 
-    check = None if overwrite else check_free
-    if check is not None:
-        check(path)
+    check_prediction_file(path, overwrite=overwrite)
     unique = {record["index"]: record for record in records}
     frames = []
     for index in sorted(unique):
@@ -186,7 +174,9 @@ def write_predictions_extxyz(
         out.arrays["ref_forces"] = np.asarray(atoms.arrays["forces"], dtype=np.float64)
         out.arrays["pred_forces"] = forces
         frames.append(out)
-    return _write_frames(path, frames, check=check)
+    return _write_frames(
+        path, frames, check=lambda p: check_prediction_file(p, overwrite=overwrite)
+    )
 
 
 def write_predictions(
@@ -194,7 +184,7 @@ def write_predictions(
 ) -> Path:
     """Save ``records`` (from :func:`split_per_structure`, any order; a structure predicted twice
     is kept once) as ``path`` in the module docstring's layout, never over an existing file
-    unless ``overwrite`` (``predict --overwrite``: replaced atomically)."""
+    unless ``overwrite`` (``predict --overwrite``); written in one step, mode 0644."""
     unique = {record["index"]: record for record in records}
     ordered = [unique[index] for index in sorted(unique)]
     payload: dict[str, Any] = {
@@ -205,16 +195,7 @@ def write_predictions(
     }
     if ordered and "stress" in ordered[0]:
         payload["stress"] = torch.stack([r["stress"] for r in ordered])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if overwrite:
-        import io
-
-        from iclr26_common.outputs import write_bytes
-
-        buffer = io.BytesIO()
-        torch.save(payload, buffer)
-        return write_bytes(path, buffer.getvalue())  # atomic, mode 0644
-    with open(path, "xb") as handle:
-        torch.save(payload, handle)
-    os.chmod(path, FILE_MODE)  # an ordinary output file whatever the umask
-    return path
+    check_prediction_file(path, overwrite=overwrite)
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    return write_bytes(path, buffer.getvalue())  # atomic, mode 0644

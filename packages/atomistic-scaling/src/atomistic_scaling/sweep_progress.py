@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from iclr26_common.cli_support import UsageError
-from iclr26_common.outputs import write_text
+from iclr26_common.outputs import check_resume_settings, record_settings, write_text
 
 __all__ = ["JOBS_DIR", "SETTINGS_FILE", "SweepFolder"]
 
@@ -30,17 +30,12 @@ SETTINGS_FILE = "sweep-settings.json"
 RESULT_FILES = ("records.json", "fits.json", "fits.md", "loss_vs_compute.png", "loss_vs_data.png")
 
 
-def _plain(value: Any) -> Any:
-    """``value`` as JSON gives it back (paths become strings, tuples lists)."""
-    return json.loads(json.dumps(value, default=str))
-
-
 class SweepFolder:
     """The sweep's ``--out`` folder (``path``) and the ``settings`` of this run."""
 
     def __init__(self, path: Path, settings: dict[str, Any]) -> None:
         self.path = Path(path)
-        self.settings = _plain(settings)
+        self.settings = dict(settings)
 
     @property
     def jobs_dir(self) -> Path:
@@ -52,24 +47,9 @@ class SweepFolder:
 
     def resume(self) -> dict[tuple[str, int, int], list[dict[str, Any]]]:
         """The finished jobs of the interrupted sweep in :attr:`path`, after checking that it
-        ran with these settings (a one-line :class:`UsageError` naming the first difference)."""
-        settings_path = self.path / SETTINGS_FILE
-        try:
-            recorded = json.loads(settings_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            raise UsageError(
-                f"--resume: {self.path} holds no readable {SETTINGS_FILE} (not a sweep); pass "
-                "--overwrite to start again or give a new --out"
-            ) from None
-        keys = sorted(set(recorded) | set(self.settings))
-        differ = [k for k in keys if recorded.get(k) != self.settings.get(k)]
-        if differ:
-            key = differ[0]
-            raise UsageError(
-                f"--resume: the interrupted sweep in {self.path} ran with --{key} "
-                f"{recorded.get(key)!r}, this one with {self.settings.get(key)!r}; rerun with "
-                "its settings, or pass --overwrite"
-            )
+        ran with these settings (:func:`iclr26_common.outputs.check_resume_settings`: one line
+        naming the first difference)."""
+        check_resume_settings(self.path / SETTINGS_FILE, self.settings, "sweep")
         done: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
         for path in sorted(self.jobs_dir.glob("*.json")):
             try:
@@ -93,7 +73,7 @@ class SweepFolder:
     def start(self, resumed: bool) -> None:
         """Record the settings (a resumed sweep keeps those it checked)."""
         if not resumed:
-            self.write_text(SETTINGS_FILE, json.dumps(self.settings, indent=1))
+            record_settings(self.path / SETTINGS_FILE, self.settings)
 
     def save_job(self, job: tuple[str, int, int], runs: list[dict[str, Any]]) -> Path:
         """Write one finished job's records (atomically, mode 0644)."""

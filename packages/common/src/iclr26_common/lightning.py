@@ -31,6 +31,11 @@ It gives every package the same behaviour:
   already trained: one line naming the option (exit 2).
 - Without a logger, the config is saved into ``--trainer.default_root_dir`` only when one was
   given: a run never writes ``config.yaml`` into the current folder on its own.
+- ``predict`` with ``run_cli(predict_writer=...)`` (a :class:`BatchPredictionWriter`) writes
+  its files into the run folder under the workspace rule (:func:`check_prediction_file`): a file
+  an earlier predict wrote there is refused in one line naming it and ``--overwrite``, before any
+  model or data is loaded when the run folder is known from the options (no logger), and in any
+  case before the first batch; ``predict --overwrite`` replaces it (atomically, mode 0644).
 
 Importing this module imports torch and Lightning: import it inside the command that needs it.
 """
@@ -63,7 +68,7 @@ from iclr26_common.cli_support import (
     shipped_configs,
 )
 from iclr26_common.device import lightning_accelerator, lightning_devices
-from iclr26_common.outputs import check_out_file, check_out_folder
+from iclr26_common.outputs import check_out_file, check_out_folder, write_bytes
 
 __all__ = [
     "CLI",
@@ -74,6 +79,7 @@ __all__ = [
     "RunDirSaveConfig",
     "check_checkpoint_file",
     "check_free",
+    "check_prediction_file",
     "check_resume",
     "free_config_path",
     "quiet_lightning",
@@ -111,33 +117,91 @@ def check_free(path: Path) -> Path:
     return path
 
 
+def check_prediction_file(path: str | Path, *, overwrite: bool = False) -> Path:
+    """The workspace rule for a file ``predict`` writes into its run folder (issue 36): ``path``
+    when nothing is there or ``overwrite`` (``predict --overwrite``) is given; else one line
+    (:class:`~iclr26_common.outputs.OutputError`, exit 2) naming the file and ``--overwrite``:
+    ``predict: DIR/predictions.csv: exists; pass --overwrite to replace it``. A folder of that
+    name, or a run folder that cannot be written, is refused either way."""
+    return check_out_file(path, option="predict:", overwrite=overwrite)
+
+
 class BatchPredictionWriter(BasePredictionWriter):
     """The packages' ``predict`` writers: collects every batch's ``predict_step`` output with
     :meth:`collect` (``write_interval="batch"``) and writes at the end of the predict epoch.
-    ``filename`` is the file written into the run folder (:meth:`target`); ``path`` holds the
-    file written. Without sampler indices the loader is sequential: a batch's positions follow
-    the :meth:`collected` ones, :meth:`batch_size` of them."""
+    ``filename`` is the file written into the run folder (:meth:`target`), ``also`` any further
+    files written beside it (all of them: ``filenames``); ``path`` holds the file written.
+    Without sampler indices the loader is sequential: a batch's positions follow the
+    :meth:`collected` ones, :meth:`batch_size` of them.
 
-    def __init__(self, filename: str) -> None:
+    The files follow the workspace rule (:func:`check_prediction_file`): :meth:`setup` refuses,
+    before the first batch, a file an earlier predict wrote unless ``overwrite`` (set from
+    ``predict --overwrite`` by :func:`run_cli`'s ``predict_writer``); write them with
+    :meth:`write_output` (checked again, atomic, mode 0644)."""
+
+    def __init__(self, filename: str, *also: str, overwrite: bool = False) -> None:
         super().__init__(write_interval="batch")
         self.filename = filename
+        self.filenames: tuple[str, ...] = (filename, *also)
+        self.overwrite = overwrite
         self.path: Path | None = None
+        self.rows: dict[int, Any] = {}
 
     def target(self, trainer: Any) -> Path:
         """``trainer.log_dir / filename`` (``log_dir`` is broadcast from rank 0)."""
         return Path(trainer.log_dir or trainer.default_root_dir) / self.filename
 
+    def targets(self, trainer: Any) -> list[Path]:
+        """Every file of ``filenames`` in the run folder (:meth:`target`'s)."""
+        folder = self.target(trainer).parent
+        return [folder / name for name in self.filenames]
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if stage == "predict":  # every rank sees the same files: all stop, none waits
+            for path in self.targets(trainer):
+                check_prediction_file(path, overwrite=self.overwrite)
+
+    def write_output(self, path: Path, data: bytes | str) -> Path:
+        """Write one output file: checked again (:func:`check_prediction_file`), then
+        atomically with mode 0644 (:func:`iclr26_common.outputs.write_bytes`)."""
+        check_prediction_file(path, overwrite=self.overwrite)
+        return write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)
+
+    def on_predict_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        self.rows = {}
+
     def collected(self) -> int:
         """How many predictions were collected so far in this epoch."""
-        raise NotImplementedError
+        return len(self.rows)
 
     def batch_size(self, prediction: Any, batch: Any) -> int:
         """How many predictions one batch holds: by default ``len(prediction["probs"])``."""
         return len(prediction["probs"])
 
+    def rows_of(self, prediction: Any, batch: Any) -> Sequence[Any]:
+        """One row per item of a batch: by default ``prediction["probs"]`` as float32 NumPy
+        rows."""
+        return prediction["probs"].detach().float().cpu().numpy()
+
     def collect(self, prediction: Any, batch: Any, batch_indices: Sequence[int]) -> None:
-        """Keep one batch's ``prediction``, at the positions ``batch_indices`` of the split."""
-        raise NotImplementedError
+        """Keep one batch's rows (:meth:`rows_of`) in ``rows``, by their positions
+        ``batch_indices`` in the split."""
+        for index, row in zip(batch_indices, self.rows_of(prediction, batch), strict=True):
+            self.rows[int(index)] = row
+
+    def gathered(self, trainer: Any) -> dict[int, Any]:
+        """Every rank's ``rows`` by position in the split, in the split's order (a position
+        predicted twice, as DistributedSampler pads the last batch, is kept once): under DDP
+        each rank predicts its share and every rank gets them all (call it on every rank; rank
+        0 writes)."""
+        rows = self.rows
+        if trainer.world_size > 1:
+            import torch.distributed as dist
+
+            parts: list[Any] = [None] * trainer.world_size
+            dist.all_gather_object(parts, rows)
+            rows = {index: row for part in parts for index, row in part.items()}
+        return dict(sorted(rows.items()))
 
     def write_on_batch_end(
         self,
@@ -274,7 +338,7 @@ class InterruptedFit(Callback):
 class CLI(LightningCLI):
     """The LightningCLI subclass :func:`run_cli` builds on (a package may pass a subclass of it
     as ``cli_class``). Class attributes set by :func:`run_cli`: ``links``, ``before_trainer``,
-    ``raw_argv``, ``package``, ``subcommand_flags``, ``fit_outputs``."""
+    ``raw_argv``, ``package``, ``subcommand_flags``, ``fit_outputs``, ``predict_writer``."""
 
     links: Sequence[Link] = ()
     before_trainer: Callable[[Any], None] | None = None
@@ -282,6 +346,7 @@ class CLI(LightningCLI):
     package: str = ""
     subcommand_flags: Mapping[str, Mapping[str, Mapping[str, Any]]] = MappingProxyType({})
     fit_outputs: Mapping[str, str] = MappingProxyType({})
+    predict_writer: BatchPredictionWriter | None = None
     _ckpt: tuple[str, dict[str, Any] | None] | None = None
 
     def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any) -> Any:
@@ -319,6 +384,8 @@ class CLI(LightningCLI):
         # run_cli's ``fit_outputs`` are checked before any class is built (a model loaded, a
         # minute trained), whether the value came from the command line or a --config YAML
         subcommand = self.config.get("subcommand") if self.config is not None else None
+        if subcommand == "predict" and self.predict_writer is not None:
+            self._check_predict_outputs()
         if subcommand != "fit" or not self.fit_outputs:
             return
         node = self.config[subcommand]
@@ -329,6 +396,24 @@ class CLI(LightningCLI):
                 continue
             check = check_out_file if kind == "file" else check_out_folder
             check(str(value), option=f"--{key}", overwrite=overwrite)
+
+    def _check_predict_outputs(self) -> None:
+        """``predict --overwrite`` goes to the writer; without a logger (or with
+        ``fast_dev_run``, whose logger has no folder) the run folder is ``default_root_dir`` (the
+        working directory by default), so an earlier predict's files there are refused before
+        any class is built. With a logger the run folder is only known to the Trainer: the
+        writer's :meth:`~BatchPredictionWriter.setup` checks it."""
+        import os
+
+        writer = self.predict_writer
+        assert writer is not None
+        node = self.config["predict"]
+        writer.overwrite = bool(node.get("overwrite", False))
+        trainer = node.get("trainer") or {}
+        if trainer.get("logger") in (False, []) or trainer.get("fast_dev_run"):
+            root = Path(trainer.get("default_root_dir") or os.getcwd())
+            for name in writer.filenames:
+                check_prediction_file(root / name, overwrite=writer.overwrite)
 
     def _prepare_subcommand_kwargs(self, subcommand: str) -> dict[str, Any]:
         # the Trainer reads --ckpt_path again: with weights_only=True, whatever torch's default
@@ -383,6 +468,8 @@ class CLI(LightningCLI):
             raise UsageError(f"trainer: {error}") from error
         _check_relaunch(trainer, self.raw_argv)
         trainer.callbacks.extend([ModelStamp(), InterruptedFit()])
+        if self.predict_writer is not None and self.subcommand == "predict":
+            trainer.callbacks.append(self.predict_writer)
         return trainer
 
 
@@ -449,6 +536,7 @@ def run_cli(
     parser_kwargs: Mapping[str, Any] | None = None,
     subcommand_flags: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
     fit_outputs: Mapping[str, str] | None = None,
+    predict_writer: Callable[[], BatchPredictionWriter] | None = None,
     **cli_kwargs: Any,
 ) -> LightningCLI:
     """Run LightningCLI on ``argv`` (``[SUBCOMMAND, *options]``) and return the CLI object.
@@ -467,7 +555,11 @@ def run_cli(
     keys of paths ``fit`` writes to, ``{"model.init_args.save_dir": "folder"}`` (or ``"file"``),
     checked before any class is built by :func:`iclr26_common.outputs.check_out_folder` /
     ``check_out_file`` (one line naming ``--KEY``; a value from a ``--config`` YAML too); ``fit``
-    then takes ``--overwrite``. Every number on the command line must be finite
+    then takes ``--overwrite``. ``predict_writer``: builds the package's
+    :class:`BatchPredictionWriter` (called only for ``predict``), which the predict Trainer gets
+    as a callback; ``predict`` then takes ``--overwrite`` and its files follow the workspace rule
+    (:func:`check_prediction_file`; checked before any class is built when the run folder is
+    ``default_root_dir``). Every number on the command line must be finite
     (:func:`iclr26_common.cli_support.refuse_non_finite`). ``cli_kwargs`` go to
     :class:`LightningCLI` (e.g. ``run=False``).
 
@@ -483,6 +575,17 @@ def run_cli(
     refuse_non_finite(raw)
     args = [*([subcommand] if subcommand else []), *resolve_config_names(raw, shipped)]
     _check_config_names(args, shipped, prog)
+    writer = predict_writer() if predict_writer is not None and args[:1] == ["predict"] else None
+    flags = _with_overwrite(subcommand_flags, fit_outputs)
+    if predict_writer is not None and "--overwrite" not in flags.get("predict", {}):
+        files = ", ".join(writer.filenames) if writer is not None else "files"
+        flags["predict"] = {
+            **flags.get("predict", {}),
+            "--overwrite": {
+                "action": "store_true",
+                "help": f"replace the {files} an earlier predict wrote into the run folder",
+            },
+        }
     cls = type(
         cli_class.__name__,
         (cli_class,),
@@ -491,8 +594,9 @@ def run_cli(
             "before_trainer": staticmethod(before_trainer) if before_trainer else None,
             "raw_argv": raw,
             "package": package,
-            "subcommand_flags": _with_overwrite(subcommand_flags, fit_outputs),
+            "subcommand_flags": flags,
             "fit_outputs": dict(fit_outputs or {}),
+            "predict_writer": writer,
         },
     )
     kwargs: dict[str, Any] = {"prog": prog, "exit_on_error": False, **(parser_kwargs or {})}

@@ -10,6 +10,9 @@
 - **Nothing that looks complete when it is not**: :class:`OutputFolder` marks the folder partial
   (``.iclr26-partial``) while the command works and unmarks it only when the work finished; a run
   refused or failed before it wrote anything leaves no empty folder behind.
+- **A resume continues the same run**: :func:`record_settings` writes the options that decide a
+  resumable command's numbers into its output folder when it starts; :func:`check_resume_settings`
+  refuses ``--resume`` with other settings, in one line naming the first that differs.
 - **Ordinary permissions**: :func:`write_bytes` / :func:`write_text` write atomically (a temporary
   file in the same folder, then ``os.replace``) with mode 0644, like any other tool's output;
   :func:`publish` gives a file or folder another library wrote (safetensors: 0600) the same
@@ -22,11 +25,14 @@ status 2 through :func:`~iclr26_common.cli_support.run_with_one_line_errors`.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from iclr26_common.cli_support import UsageError
 
@@ -38,7 +44,9 @@ __all__ = [
     "OutputFolder",
     "check_out_file",
     "check_out_folder",
+    "check_resume_settings",
     "publish",
+    "record_settings",
     "write_bytes",
     "write_text",
 ]
@@ -239,3 +247,52 @@ def publish(path: str | os.PathLike[str]) -> Path:
                 os.chmod(item, FILE_MODE)
         dirs[:] = [d for d in dirs if not (Path(root) / d).is_symlink()]
     return target
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON gives it back (paths become strings, tuples lists)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def record_settings(path: str | os.PathLike[str], settings: Mapping[str, Any]) -> Path:
+    """Write ``settings`` (the options that decide a resumable command's numbers, not where or
+    how it writes) as the JSON file ``path`` (:func:`write_text`: atomic, mode 0644), for
+    :func:`check_resume_settings` to compare a ``--resume`` against."""
+    return write_text(path, json.dumps(_plain(dict(settings)), indent=1))
+
+
+def check_resume_settings(
+    path: str | os.PathLike[str],
+    settings: Mapping[str, Any],
+    noun: str,
+    *,
+    options: Mapping[str, str] | None = None,
+) -> None:
+    """A resumed run must continue the same run: refuse, in one line (:class:`OutputError`),
+    ``--resume`` into a folder whose settings file ``path`` (:func:`record_settings`) is missing
+    or unreadable, or records other ``settings`` than this run's, naming the first key that
+    differs (sorted) with both values. ``noun`` names the run in the message (``"sweep"``,
+    ``"benchmark"``); ``options`` maps a settings key to the option a user types for it (default
+    ``--KEY``). Values are compared as JSON reads them back (tuples as lists, paths as
+    strings)."""
+    settings_file = Path(path)
+    folder = settings_file.parent
+    try:
+        recorded = json.loads(settings_file.read_text(encoding="utf-8"))
+        if not isinstance(recorded, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError):
+        raise OutputError(
+            f"--resume: {folder} holds no readable {settings_file.name} (no {noun} was started "
+            "there); pass --overwrite to start again or give a new --out"
+        ) from None
+    current = _plain(dict(settings))
+    differ = [k for k in sorted(set(recorded) | set(current)) if recorded.get(k) != current.get(k)]
+    if differ:
+        key = differ[0]
+        option = (options or {}).get(key, f"--{key}")
+        raise OutputError(
+            f"--resume: the interrupted {noun} in {folder} ran with {option} "
+            f"{recorded.get(key)!r}, this one with {current.get(key)!r}; rerun with its "
+            "settings, or pass --overwrite"
+        )

@@ -29,7 +29,7 @@ from iclr26_common.cli_support import (
     int_list,
     positive_int,
 )
-from iclr26_common.outputs import check_out_folder, write_bytes, write_text
+from iclr26_common.outputs import check_out_folder, record_settings, write_bytes, write_text
 from iclr26_common.progress import progress
 from rf_matid.benchmark_store import (
     CELLS_DIR,
@@ -513,7 +513,7 @@ def benchmark_main(argv: Sequence[str]) -> int:
         if ns.overwrite:
             remove_earlier_outputs(out.path)
         if not out.resumed:
-            write_text(out.path / SETTINGS_FILE, json.dumps(settings, indent=1))
+            record_settings(out.path / SETTINGS_FILE, settings)
         if ns.synth:
             data_dir = synthetic_dataset(out.path, replace=ns.overwrite, unfinished_ok=out.resumed)
         else:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from iclr26_common.cli_support import UsageError
+from iclr26_common.outputs import check_resume_settings as check_settings
 from iclr26_common.outputs import write_text
 
 __all__ = [
@@ -107,25 +108,15 @@ def load_cells(out_dir: Path) -> dict[tuple[str, str, str, int], BenchmarkRow]:
     return found
 
 
+#: The option a user types for a settings key whose option is not ``--KEY``.
+SETTINGS_OPTIONS = {"data": "--data/--synth", "batch_size": "--batch-size"}
+
+
 def check_resume_settings(out_dir: Path, settings: dict[str, Any]) -> None:
-    """A resumed run must continue the same benchmark: one line naming what differs."""
-    path = out_dir / SETTINGS_FILE
-    try:
-        recorded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise UsageError(
-            f"--resume: {out_dir} holds no readable {SETTINGS_FILE} (not a benchmark run); pass "
-            "--overwrite to start again or give a new --out"
-        ) from None
-    differ = [
-        k for k in sorted(set(settings) | set(recorded)) if settings.get(k) != recorded.get(k)
-    ]
-    if differ:
-        key = differ[0]
-        raise UsageError(
-            f"--resume: the interrupted run in {out_dir} used {key} {recorded.get(key)!r}, this "
-            f"one {settings.get(key)!r}; rerun with its settings, or pass --overwrite"
-        )
+    """A resumed run must continue the same benchmark: one line naming what differs
+    (:func:`iclr26_common.outputs.check_resume_settings`, the rule every resumable command
+    shares)."""
+    check_settings(out_dir / SETTINGS_FILE, settings, "benchmark", options=SETTINGS_OPTIONS)
 
 
 def remove_earlier_outputs(out_dir: Path) -> None:

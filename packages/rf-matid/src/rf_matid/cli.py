@@ -27,7 +27,8 @@ DESCRIPTION = (
     "LightningCLI (see `rf-matid fit --help`, `rf-matid fit --print_config`); shipped configs can be "
     "named without a path: `rf-matid fit --config transformer1d --data.data_dir DIR`. "
     "`predict` writes the test split's class probabilities to predictions.csv in the run's log "
-    "folder; `predict-files` writes those of new spectra from a checkpoint as a CSV."
+    "folder (an earlier one only with --overwrite); `predict-files` writes those of new spectra "
+    "from a checkpoint as a CSV."
 )
 
 
@@ -45,7 +46,9 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
 
     The resolved config is saved into the run's log folder (the logger's version folder, or
     ``default_root_dir`` without a logger), never over an existing file. The split is built
-    before the Trainer exists: a split the data cannot form is one input-error line.
+    before the Trainer exists: a split the data cannot form is one input-error line. ``predict``
+    writes ``predictions.csv`` there (:mod:`rf_matid.predict_writer`); an earlier one is refused
+    unless ``predict --overwrite``.
     """
     from iclr26_common.lightning import run_cli
     from rf_matid.data import RFMatIDDataModule
@@ -59,11 +62,12 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         (f"data.init_args.{attr}", f"model.init_args.{attr}", "instantiate")
         for attr in ("num_classes", "seq_len", "in_channels", "class_names")
     ]
-    defaults: dict[str, Any] = {}
-    if argv and argv[0] == "predict":
+
+    def predictions_writer() -> Any:  # imported for ``predict`` only
         from rf_matid.predict_writer import PredictionCSVWriter
 
-        defaults["callbacks"] = [PredictionCSVWriter()]
+        return PredictionCSVWriter()
+
     return run_cli(
         RFMatIDClassifier,
         RFMatIDDataModule,
@@ -73,7 +77,7 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         links=links,
         seed=42,
         before_trainer=build_split,
-        trainer_defaults=defaults,
+        predict_writer=predictions_writer,
     )
 
 
