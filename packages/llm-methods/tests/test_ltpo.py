@@ -364,8 +364,10 @@ def test_continuation_grads_equal_full_forward(tiny) -> None:  # type: ignore[no
 
 
 def test_latentseek_runs(tiny) -> None:  # type: ignore[no-untyped-def]
-    from llm_methods.ltpo.latentseek import latentseek
-    from llm_methods.ltpo.optimize import prompt_ids
+    import math
+
+    from llm_methods.ltpo.latentseek import latentseek, latentseek_batch
+    from llm_methods.ltpo.optimize import BatchThoughtScorer, prompt_ids
 
     qs = ["Tom has 3 apples.", "A list?"]
     answers, rewards = latentseek(
@@ -388,6 +390,13 @@ def test_latentseek_runs(tiny) -> None:  # type: ignore[no-untyped-def]
         initial_answers=["7", "8"],
     )
     assert kept == ["7", "8"]  # every self-reward >= 0: no update, the given answers stand
+    # score_final=False (the experiment's speed-up): the same answers, the last rewards unread
+    scorer = BatchThoughtScorer(tiny, [prompt_ids(tiny, q) for q in qs])
+    full = latentseek_batch(scorer, qs, 4, iterations=1, threshold=1.1, max_new_tokens=4)
+    fast = latentseek_batch(
+        scorer, qs, 4, iterations=1, threshold=1.1, max_new_tokens=4, score_final=False
+    )
+    assert fast[0] == full[0] and all(math.isnan(r) for r in fast[1])
 
 
 def test_experiment_registered_shape() -> None:

@@ -325,3 +325,47 @@ def test_a_tensor_of_input_ids_is_a_batch_everywhere(tiny) -> None:  # type: ign
         distill.teacher_outputs(tiny.model, {"ids": tensors[0]}, 1)
     with pytest.raises(LMError, match="got list"):
         distill.teacher_outputs(tiny.model, [[3, 4, 5]], 1)
+
+
+def test_prefix_cache_replays_frozen_blocks_with_the_same_numbers(tiny) -> None:  # type: ignore[no-untyped-def]
+    """PrefixCache (the experiment's speed-up): block 0 runs once per batch, later forwards of
+    the same batch (teacher or a student compressed from block 1 on) skip it, and the logits,
+    the hidden states from block 1 on, the distillation loss and gradients are bitwise those of
+    the full forward."""
+    batches = _batches(tiny)
+    teacher = tiny.model
+    names = distill.select_linears(teacher, ["mlp.down_proj"], "1")
+    assert distill.first_block(names) == 1
+    calls = []
+    layer0 = teacher.model.layers[0]
+    hook = layer0.mlp.register_forward_hook(lambda *a: calls.append(1))
+    prefix = distill.PrefixCache(1)
+    try:
+        full = [distill.teacher_outputs(teacher, b, 1) for b in batches]
+        with prefix.active(teacher):
+            first = [distill.teacher_outputs(teacher, b, 1) for b in batches]
+            n_first = len(calls)
+            again = [distill.teacher_outputs(teacher, b, 1) for b in batches]
+        assert n_first == 2 * len(batches) and len(calls) == n_first  # replayed: block 0 skipped
+        for a, b, c in zip(full, first, again, strict=True):
+            assert torch.equal(a.logprobs, b.logprobs) and torch.equal(a.logprobs, c.logprobs)
+            for x, y in zip(a.hidden, c.hidden, strict=True):
+                assert torch.equal(x, y)
+        student = copy.deepcopy(teacher)
+        layers = distill.compress_model(student, names, "mbok", k=2)
+        twin = copy.deepcopy(student)
+        cfg = distill.DistillConfig(steps=3)
+        torch.manual_seed(0)
+        ref = distill.finetune(twin, {n: twin.get_submodule(n) for n in names}, batches, full, cfg)
+        torch.manual_seed(0)
+        with prefix.active(student):
+            got = distill.finetune(student, layers, batches, full, cfg)
+            nll, ppl = distill.nll_and_perplexity(student, batches)
+        assert got["loss"] == ref["loss"] and got["flips"] == ref["flips"]
+        for n in names:
+            assert torch.equal(student.get_submodule(n).kernels, twin.get_submodule(n).kernels)
+        assert nll == distill.sequence_nll(twin, batches)
+        assert ppl == distill.perplexity_of(twin, batches)
+    finally:
+        hook.remove()
+    assert "forward" not in vars(layer0)  # the patch is undone on exit

@@ -341,3 +341,42 @@ def test_write_gsm8k_is_readable_json(tmp_path: Path) -> None:
     path = write_gsm8k(synth_problems(3, 0), tmp_path / "sub" / "x.jsonl")
     rows = [json.loads(x) for x in path.read_text().splitlines()]
     assert {"question", "answer", "steps"} <= set(rows[0])
+
+
+def test_on_policy_step_reuses_the_rollout_logps_with_the_same_numbers(tiny_policy) -> None:  # type: ignore[no-untyped-def]
+    """The speed-up: an on-policy step's pi_old is the rollout's own forward (same batch, same
+    model), not a second one; a run with the reuse switched off (the forward recomputed) logs
+    the same losses and ends with the same weights."""
+    import copy
+
+    problems = records_to_problems(synth_problems(8, 1))
+    reward = make_reward_fn(["exact_match"])
+    cfg = RLConfig(algo="grpo", group_size=3, max_new_tokens=4, beta=0.04)
+    runs = []
+    for reuse in (True, False):
+        torch.manual_seed(0)
+        runner = RLRunner(copy.deepcopy(tiny_policy.model), tiny_policy.tokenizer, cfg, reward)
+        calls = []
+        real = runner._logps
+
+        def counted(model, batch, real=real, calls=calls):  # type: ignore[no-untyped-def]
+            calls.append(1)
+            return real(model, batch)
+
+        runner._logps = counted  # type: ignore[method-assign]
+        if not reuse:
+            real_rollout = runner.rollout
+
+            def rollout(problems, real_rollout=real_rollout, runner=runner):  # type: ignore[no-untyped-def]
+                out = real_rollout(problems)
+                runner._fresh_logps = None  # forget it: step() recomputes pi_old
+                return out
+
+            runner.rollout = rollout  # type: ignore[method-assign]
+        opt = torch.optim.AdamW(runner.model.parameters(), lr=1e-2)
+        logs = [runner.step(problems[:2], opt) for _ in range(3)]
+        runs.append((logs, runner.model.state_dict(), len(calls)))
+    (logs_a, state_a, calls_a), (logs_b, state_b, calls_b) = runs
+    assert calls_b - calls_a == 3  # one forward fewer per on-policy step
+    assert [x["loss"] for x in logs_a] == [x["loss"] for x in logs_b]
+    assert all(torch.equal(v, state_b[k]) for k, v in state_a.items())

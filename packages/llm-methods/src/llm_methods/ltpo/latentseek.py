@@ -52,9 +52,13 @@ def latentseek_batch(
     threshold: float = 0.9,
     max_new_tokens: int = 48,
     initial_answers: Sequence[str] | None = None,
+    score_final: bool = True,
 ) -> tuple[list[str], list[float]]:
     """LatentSeek on the questions of one :class:`BatchThoughtScorer` (whose prefix cache the
-    decoding and the gradients reuse); returns the final answers and self-rewards."""
+    decoding and the gradients reuse); returns the final answers and self-rewards.
+    ``score_final=False``: the answers of the last iteration are not self-rewarded (their
+    rewards are NaN), for a caller that reads the answers only; every other step, and so every
+    answer, is the same."""
     lm = scorer.lm
     H = initial_thoughts(lm, scorer.B, n_thoughts).clone()  # [B, K, d]
     answers = (
@@ -63,7 +67,7 @@ def latentseek_batch(
         else decode_rows(scorer, H, max_new_tokens)
     )
     rewards = self_reward(lm, questions, answers, scorer.B)
-    for _ in range(iterations):
+    for it in range(iterations):
         todo = [i for i in range(scorer.B) if rewards[i] < threshold]
         if not todo:
             break
@@ -74,6 +78,10 @@ def latentseek_batch(
             scale = H[i].norm(dim=-1, keepdim=True).mean()
             H[i] = H[i] + lr * float(rewards[i]) * scale * g / g.norm().clamp_min(1e-12)
         new = decode_rows(scorer, H, max_new_tokens)
+        if not score_final and it == iterations - 1:  # no later threshold test reads them
+            for i in todo:
+                answers[i], rewards[i] = new[i], float("nan")
+            break
         new_r = self_reward(lm, [questions[i] for i in todo], [new[i] for i in todo], scorer.B)
         for j, i in enumerate(todo):
             answers[i], rewards[i] = new[i], new_r[j]

@@ -62,8 +62,12 @@ class BatchThoughtScorer:
         self.B, self.P = E.shape[:2]
         pos = (self.mask.cumsum(1) - 1).clamp_min(0)
         with torch.no_grad():
-            out = lm.model(
-                inputs_embeds=E, attention_mask=self.mask, position_ids=pos, use_cache=True
+            out = lm.model(  # logits of the last position only: all that is used
+                inputs_embeds=E,
+                attention_mask=self.mask,
+                position_ids=pos,
+                use_cache=True,
+                logits_to_keep=1,
             )
             suffix_ids = torch.tensor(self.suffix, dtype=torch.long, device=lm.device)
             self.suffix_embeds = self.embed(suffix_ids).detach()  # [S, d]
@@ -78,17 +82,19 @@ class BatchThoughtScorer:
         return torch.cat(parts, 1) if parts else None
 
     def _extend(
-        self, embeds: torch.Tensor, mask: torch.Tensor, start: torch.Tensor
+        self, embeds: torch.Tensor, mask: torch.Tensor, start: torch.Tensor, keep: int = 0
     ) -> torch.Tensor:
         """Forward ``embeds`` [B, S, d] after what the cache holds (``mask`` [B, P+done+S],
-        first positions ``start`` [B]); returns logits [B, S, V]. The cache keeps the new
-        entries until :meth:`_reset`."""
+        first positions ``start`` [B]); returns logits [B, S, V] (``keep`` > 0: of the last
+        ``keep`` positions only, [B, keep, V]). The cache keeps the new entries until
+        :meth:`_reset`."""
         pos = start[:, None] + torch.arange(embeds.shape[1], device=embeds.device)[None]
         out = self.lm.model(
             inputs_embeds=embeds.to(self.last_logits.dtype),
             attention_mask=mask,
             position_ids=pos,
             use_cache=True,
+            logits_to_keep=keep,
             **cache_kwargs(self.lm.model, self.cache),
         )
         return out.logits
@@ -129,7 +135,7 @@ class BatchThoughtScorer:
             tail = self._tail(H, len(self.suffix))
             if tail is not None:
                 mask = torch.cat([mask, mask.new_ones(self.B, tail.shape[1])], 1)
-                logits = self._extend(tail, mask, nxt_pos)[:, -1]
+                logits = self._extend(tail, mask, nxt_pos, keep=1)[:, -1]
                 nxt_pos = nxt_pos + tail.shape[1]
             for step in range(max_new_tokens):
                 token = logits.argmax(-1)
@@ -139,7 +145,7 @@ class BatchThoughtScorer:
                 if bool(done.all()) or step == max_new_tokens - 1:
                     break
                 mask = torch.cat([mask, mask.new_ones(self.B, 1)], 1)
-                logits = self._extend(self.embed(token[:, None]), mask, nxt_pos)[:, -1]
+                logits = self._extend(self.embed(token[:, None]), mask, nxt_pos, keep=1)[:, -1]
                 nxt_pos = nxt_pos + 1
         finally:
             self._reset()
@@ -162,7 +168,8 @@ class BatchThoughtScorer:
         seq = torch.cat([tail, self.embed(ids).detach()], 1)
         mask = torch.cat([self.mask, self.mask.new_ones(B, K + S), ymask], 1)
         try:
-            logits = self._extend(seq, mask, self.lengths)[:, K + S - 1 : K + S - 1 + Ly]
+            # logits of the positions that predict y only (the last Ly + 1, less the last)
+            logits = self._extend(seq, mask, self.lengths, keep=Ly + 1)[:, :Ly]
             logp = logits.float().log_softmax(-1).gather(2, ids[..., None])[..., 0]
             total = (logp * ymask).sum()
             (grad,) = torch.autograd.grad(total, leaves)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ __all__ = [
     "COMPRESSORS",
     "BatchInput",
     "DistillConfig",
+    "PrefixCache",
     "Teacher",
     "as_batch",
     "compress_model",
@@ -38,6 +40,7 @@ __all__ = [
     "finetune",
     "load_compressed",
     "make_optimizers",
+    "nll_and_perplexity",
     "perplexity_of",
     "save_compressed",
     "select_linears",
@@ -393,6 +396,105 @@ def finetune(
     log["boolean_weights"] = sum(o.total for o in boolean)
     log["flip_fraction"] = log["flips"] / max(log["boolean_weights"], 1)
     return log
+
+
+class PrefixCache:
+    """Replays the frozen decoder blocks before ``from_block`` (pure speed-up, same numbers).
+
+    Compression and distillation change only blocks ``from_block`` on (:func:`first_block` of
+    the compressed names), so the output of block ``from_block - 1`` on a given batch is the
+    same for the teacher and every student. Inside :meth:`active`, the first forward of a batch
+    (keyed by its ``input_ids`` / ``attention_mask`` tensors, contents checked) runs every block
+    and stores that output; later forwards of the same batch (any model of the same teacher)
+    skip blocks ``0 .. from_block - 1`` and hand block ``from_block`` the stored tensor, so its
+    input and everything after it are bitwise what the full forward computes. Inside, the
+    skipped blocks' entries of ``hidden_states`` (``1 .. from_block - 1``) and of the returned
+    KV cache are not computed: callers read ``hidden_states[from_block + 1:]`` and logits only.
+    A forward by ``inputs_embeds`` or with position ids or a KV cache runs in full, unstored."""
+
+    def __init__(self, from_block: int) -> None:
+        self.from_block = from_block
+        self._store: dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+
+    def _lookup(self, ids: torch.Tensor, mask: torch.Tensor | None) -> tuple[Any, Any]:
+        mask = torch.ones_like(ids) if mask is None else mask
+        key = (ids.data_ptr(), mask.data_ptr(), tuple(ids.shape), str(ids.device))
+        hit = self._store.get(key)
+        if hit is not None and torch.equal(hit[0], ids) and torch.equal(hit[1], mask):
+            return key, hit[2]
+        return key, None
+
+    @contextmanager
+    def active(self, model: nn.Module) -> Iterator[None]:
+        """Replay the stored prefixes in ``model``'s forwards within the block."""
+        if self.from_block <= 0:
+            yield
+            return
+        _, blocks = _blocks(model)
+        state: dict[str, Any] = {}
+
+        def pre(_module, args, kwargs):  # type: ignore[no-untyped-def]
+            ids, mask = kwargs.get("input_ids"), kwargs.get("attention_mask")
+            if ids is None and args:
+                ids = args[0]
+            plain = (
+                not args[1:]
+                and all(kwargs.get(k) is None for k in ("inputs_embeds", "position_ids", "cache"))
+                and kwargs.get("past_key_values") is None
+            )
+            state.clear()
+            if isinstance(ids, torch.Tensor) and plain:
+                state["key"], state["hidden"] = self._lookup(ids, mask)
+                state["ids"], state["mask"] = ids, mask
+
+        def replayed(i: int, layer: nn.Module) -> Any:
+            last = i == self.from_block - 1
+
+            def forward(hidden_states, *args, **kwargs):  # type: ignore[no-untyped-def]
+                if state.get("hidden") is not None:
+                    return state["hidden"] if last else hidden_states
+                out = type(layer).forward(layer, hidden_states, *args, **kwargs)
+                if last and "key" in state:
+                    ids, mask = state["ids"], state["mask"]
+                    mask = torch.ones_like(ids) if mask is None else mask
+                    self._store[state["key"]] = (ids.clone(), mask.clone(), out.detach())
+                return out
+
+            return forward
+
+        handle = model.register_forward_pre_hook(pre, with_kwargs=True)
+        patched = list(blocks)[: self.from_block]
+        for i, layer in enumerate(patched):
+            layer.forward = replayed(i, layer)  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            handle.remove()
+            for layer in patched:
+                del layer.forward
+            state.clear()
+
+
+@torch.no_grad()
+def nll_and_perplexity(
+    model: nn.Module, batches: Sequence[BatchInput]
+) -> tuple[list[float], float]:
+    """(:func:`sequence_nll`, :func:`perplexity_of`) from one forward per batch (the same
+    arithmetic as the two, so the same numbers)."""
+    out: list[float] = []
+    nll, count = 0.0, 0
+    device = next(model.parameters()).device
+    for raw in batches:
+        batch = as_batch(raw, device)
+        logits = model(**batch).logits.float()
+        ids, mask = batch["input_ids"], batch["attention_mask"].bool()
+        lp = torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None])[..., 0]
+        keep = mask[:, 1:] & mask[:, :-1]
+        kept = keep.float()
+        out += (-(lp * kept).sum(1) / kept.sum(1).clamp(min=1)).tolist()
+        nll -= float(lp[keep].sum())
+        count += int(keep.sum())
+    return out, float(torch.exp(torch.tensor(nll / max(count, 1))))
 
 
 @torch.no_grad()

@@ -179,7 +179,11 @@ class RLRunner:
         pad = self.tokenizer.pad_token_id
         with torch.no_grad():
             batch = collate_rollouts(items, pad, self.device)
-            lp = self._logps(self.model, batch).cpu()
+            full = self._logps(self.model, batch)
+            lp = full.cpu()
+        # an on-policy step trains on exactly this batch with the model unchanged: its pi_old
+        # (``current``) is this tensor, not a second forward (step() checks the rows)
+        self._fresh_logps = (items, full)
         for i, r in enumerate(items):
             r.behaviour = lp[i, : len(r.completion)]
         return [items[g * G : (g + 1) * G] for g in range(len(problems))]
@@ -250,7 +254,16 @@ class RLRunner:
                 for i in range(n_steps)
             ]
         with torch.no_grad():
-            current = self._logps(self.model, batch)
+            cached = getattr(self, "_fresh_logps", None)
+            self._fresh_logps = None
+            if (
+                cached is not None
+                and len(cached[0]) == len(items)
+                and all(a is b for a, b in zip(cached[0], items, strict=True))
+            ):  # the fresh rollouts' batch, scored by the same model: the same numbers
+                current = cached[1]
+            else:
+                current = self._logps(self.model, batch)
             base = self._logps(self.base, batch) if cfg.beta else None
             prev = None
             if min(lams) < 1.0:
