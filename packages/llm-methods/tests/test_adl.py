@@ -16,6 +16,7 @@ from llm_methods.adl.diff import (
     patchscope,
     projection_loss_change,
     relative_layer,
+    token_counts,
     token_relevance,
 )
 from llm_methods.lm import LMError, capture_residual, encode_texts, wrap
@@ -86,6 +87,11 @@ def test_enriched_tokens_and_relevance(tiny) -> None:  # type: ignore[no-untyped
     assert token_relevance([one, 999_999], vocab) == 0.5
     with pytest.raises(LMError, match="no tokens"):
         token_relevance([], vocab)
+    # precomputed background counts (the experiment's five domains read one background once)
+    bg_counts = token_counts(tok, bg)
+    assert bg_counts[next(iter(bg_ids))] == 3
+    assert enriched_tokens(tok, dom, ["unused"], 100, 2, background_counts=bg_counts) == vocab
+    assert enriched_tokens(tok, dom, ["unused"], 1, 2, background_counts=bg_counts) == top1
 
 
 def test_patchscope_scale_zero_is_the_plain_prediction(tiny: Any) -> None:

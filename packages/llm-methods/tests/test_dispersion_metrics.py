@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_methods.dispersion.knnlm import KNNLM, interpolated_perplexity
-from llm_methods.dispersion.measure import binned, binned_correlation
+from llm_methods.dispersion.measure import binned, binned_correlation, pearson_r
 from llm_methods.dispersion.metrics import (
     DispersionAccumulator,
     cross_mean_cosine,
@@ -101,3 +101,19 @@ def test_knnlm_target_probs() -> None:
     assert interpolated_perplexity(lm, lp, 0.0) == pytest.approx(float(torch.exp(-lm.mean())))
     with pytest.raises(ValueError, match="k=5"):
         KNNLM(keys, values, k=5)
+
+
+def test_pearson_r_is_scipys_pearsonr() -> None:
+    """The bootstrap's fast Pearson r: scipy's statistic (the same operations: equal to
+    rounding on any CPU), scipy's own path for constant inputs and n = 2."""
+    from scipy.stats import pearsonr
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n = int(rng.integers(3, 30))
+        x = rng.lognormal(size=n) * 10 ** rng.uniform(-3, 3)
+        y = rng.normal(size=n) * x + rng.normal(size=n)
+        assert pearson_r(x, y) == pytest.approx(float(pearsonr(x, y).statistic), abs=1e-12)
+    assert pearson_r(np.array([1.0, 2.0]), np.array([3.0, 1.0])) == -1.0
+    with pytest.warns(Warning):
+        assert math.isnan(pearson_r(np.ones(4), np.arange(4.0)))

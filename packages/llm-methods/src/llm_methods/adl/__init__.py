@@ -15,6 +15,7 @@ _EXPORTS = {
     "activation_difference_ids": "llm_methods.adl.diff",
     "coherence": "llm_methods.adl.diff",
     "enriched_tokens": "llm_methods.adl.diff",
+    "token_counts": "llm_methods.adl.diff",
     "lens_token_ids": "llm_methods.adl.diff",
     "max_coherent_alpha": "llm_methods.adl.diff",
     "patchscope": "llm_methods.adl.diff",

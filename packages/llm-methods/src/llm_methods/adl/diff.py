@@ -47,6 +47,7 @@ __all__ = [
     "patchscope",
     "projection_loss_change",
     "relative_layer",
+    "token_counts",
     "token_relevance",
 ]
 
@@ -170,24 +171,34 @@ def lens_token_ids(lm: LM, vec: torch.Tensor, k: int = 20) -> list[int]:
     return torch.topk(logit_lens(lm, vec.reshape(1, -1)).float()[0], k).indices.tolist()
 
 
+def token_counts(tokenizer: object, texts: Sequence[str]) -> Counter[int]:
+    """How often each token id occurs in ``texts`` (each tokenised without special tokens)."""
+    c: Counter[int] = Counter()
+    for text in texts:
+        c.update(tokenizer(text, add_special_tokens=False).input_ids)  # type: ignore[operator]
+    return c
+
+
 def enriched_tokens(
     tokenizer: object,
     domain_texts: Sequence[str],
     background_texts: Sequence[str],
     top_n: int = 100,
     min_count: int = 3,
+    *,
+    background_counts: Counter[int] | None = None,
 ) -> set[int]:
     """The domain's vocabulary: the ``top_n`` token ids with the highest smoothed log-odds of
     appearing in ``domain_texts`` rather than ``background_texts`` (seen >= ``min_count`` times
-    in the domain), excluding special tokens."""
-
-    def counts(texts: Sequence[str]) -> Counter[int]:
-        c: Counter[int] = Counter()
-        for text in texts:
-            c.update(tokenizer(text, add_special_tokens=False).input_ids)  # type: ignore[operator]
-        return c
-
-    dom, bg = counts(domain_texts), counts(background_texts)
+    in the domain), excluding special tokens. ``background_counts``: the background's
+    :func:`token_counts`, when already computed (several domains against one background read
+    it once; ``background_texts`` is then not read)."""
+    dom = token_counts(tokenizer, domain_texts)
+    bg = (
+        token_counts(tokenizer, background_texts)
+        if background_counts is None
+        else background_counts
+    )
     nd, nb = sum(dom.values()), sum(bg.values())
     special = set(getattr(tokenizer, "all_special_ids", []))
     scores = {

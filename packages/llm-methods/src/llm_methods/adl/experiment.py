@@ -107,12 +107,18 @@ def settings(quick: bool) -> dict[str, Any]:
     return {"base_steps": 600, "ft_steps": 150, "seeds": SEEDS, "steer": True}
 
 
-def _stream_chunks(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+def _encode(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    """Each text's token ids, without special tokens."""
+    return [list(tokenizer(text, add_special_tokens=False).input_ids) for text in texts]
+
+
+def _stream_chunks(tokenizer: Any, rows: list[list[int]]) -> list[list[int]]:
+    """``SEQ_LEN``-token chunks of the texts' ids (:func:`_encode`), each text after a BOS."""
     from llm_methods.corpora import chunk_ids
 
     ids: list[int] = []
-    for text in texts:
-        ids += [tokenizer.bos_token_id, *tokenizer(text, add_special_tokens=False).input_ids]
+    for row in rows:
+        ids += [tokenizer.bos_token_id, *row]
     return chunk_ids(ids, SEQ_LEN)
 
 
@@ -131,6 +137,7 @@ def _best_relevance(lm: LM, vectors: torch.Tensor, vocab: set[int]) -> float:
 
 def run(quick: bool, out_dir: Path) -> Result:
     import copy
+    from collections import Counter
 
     from llm_methods.adl.agent import ADLEvidence, VocabularyOverlapAgent
     from llm_methods.adl.diff import (
@@ -165,11 +172,14 @@ def run(quick: bool, out_dir: Path) -> Result:
         )
         dom_train = [domains[DOMAIN][int(i)] for i in dom_train_idx]
         dom_test = [domains[DOMAIN][int(i)] for i in dom_test_idx]
+        pre_ids = _encode(tokenizer, pre_train)  # tokenised once: the background and the data
+        pre_counts = Counter(t for row in pre_ids for t in row)
         vocab = {
-            n: enriched_tokens(tokenizer, d, pre_train, VOCAB_TOP_N) for n, d in domains.items()
+            n: enriched_tokens(tokenizer, d, pre_train, VOCAB_TOP_N, background_counts=pre_counts)
+            for n, d in domains.items()
         }
-        pre_chunks = _stream_chunks(tokenizer, pre_train)
-        dom_chunks = _stream_chunks(tokenizer, dom_train)
+        pre_chunks = _stream_chunks(tokenizer, pre_ids)
+        dom_chunks = _stream_chunks(tokenizer, _encode(tokenizer, dom_train))
         epochs = {
             f"domain_epochs_1:{m}": round(cfg["ft_steps"] * FT_BATCH / (1 + m) / len(dom_chunks), 3)
             for m in MIXES

@@ -117,9 +117,27 @@ def binned(ppl: np.ndarray, values: np.ndarray, bin_size: int) -> tuple[np.ndarr
     return ppl[groups].mean(1), values[groups].mean(1)
 
 
-def binned_correlation(ppl: np.ndarray, values: np.ndarray, bin_size: int) -> float:
-    """Pearson r between bin-mean D and bin-mean perplexity."""
-    from scipy.stats import pearsonr
+def pearson_r(x: np.ndarray, y: np.ndarray) -> float:
+    """``scipy.stats.pearsonr(x, y).statistic`` for 1-D float64 arrays, computed with the same
+    numpy operations in the same order (the same bits) without scipy's per-call overhead (the
+    bootstrap of the correlation claim calls it thousands of times). Constant inputs and
+    ``n <= 2`` (scipy's special cases) go to scipy itself."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if x.ndim != 1 or x.shape != y.shape or len(x) <= 2 or np.all(x == x[0]) or np.all(y == y[0]):
+        from scipy.stats import pearsonr
 
+        return float(pearsonr(x, y).statistic)
+    xm = x - x.mean(axis=-1, keepdims=True)
+    ym = y - y.mean(axis=-1, keepdims=True)
+    xmax = np.max(np.abs(xm), axis=-1, keepdims=True)
+    ymax = np.max(np.abs(ym), axis=-1, keepdims=True)
+    normxm = xmax * np.linalg.norm(xm / xmax, ord=2, axis=-1, keepdims=True)
+    normym = ymax * np.linalg.norm(ym / ymax, ord=2, axis=-1, keepdims=True)
+    return float(np.clip(np.vecdot(xm / normxm, ym / normym, axis=-1), -1.0, 1.0))
+
+
+def binned_correlation(ppl: np.ndarray, values: np.ndarray, bin_size: int) -> float:
+    """Pearson r between bin-mean D and bin-mean perplexity (:func:`pearson_r`)."""
     x, y = binned(ppl, values, bin_size)
-    return float(pearsonr(x, y).statistic)
+    return pearson_r(x, y)

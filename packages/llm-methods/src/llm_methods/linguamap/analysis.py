@@ -150,6 +150,7 @@ def lens_language_probability(
     rows = torch.arange(len(ids), device=batch.input_ids.device)
     last = (batch.lengths - 1).to(batch.input_ids.device)
     out = np.zeros((lm.n_layers, len(LANGS)))
+    token_lang: dict[int, str | None] = {}  # each token id decoded once
     for layer in range(lm.n_layers):
         h = store[layer][rows, last]
         probs = torch.softmax(logit_lens(lm, h).float(), -1)
@@ -157,7 +158,9 @@ def lens_language_probability(
         for row_p, row_i in zip(top.values, top.indices, strict=True):
             mass = np.zeros(len(LANGS))
             for p, t in zip(row_p.tolist(), row_i.tolist(), strict=True):
-                lang = owner.get(lm.tokenizer.decode([t]).strip())
+                if t not in token_lang:
+                    token_lang[t] = owner.get(lm.tokenizer.decode([t]).strip())
+                lang = token_lang[t]
                 if lang is not None:
                     mass[LANGS.index(lang)] += p
             if mass.sum() > 0:

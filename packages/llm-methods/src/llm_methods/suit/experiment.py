@@ -243,7 +243,8 @@ def measure_edits(
     from llm_methods.suit.metrics import edit_metrics
 
     before = edit_metrics(lm, requests)
-    coverage = subject_coverage(lm, requests, cfg, stats)
+    projectors: dict[int, Any] = {}  # P of C per layer: computed once, read by the editors too
+    coverage = subject_coverage(lm, requests, cfg, stats, projectors)
     return (
         before,
         coverage,
@@ -259,6 +260,7 @@ def measure_edits(
             final_rows,
             settings.get("methods"),
             settings.get("curve_points"),
+            projectors,
         ),
     )
 
@@ -287,6 +289,7 @@ def sequential_curves(
     final_rows: dict[str, list[dict[str, Any]]] | None = None,
     methods: tuple[str, ...] | None = None,
     curve_points: int | None = None,
+    projectors: dict[int, Any] | None = None,
 ) -> tuple[
     dict[str, dict[str, list[float]]],
     list[int],
@@ -316,7 +319,9 @@ def sequential_curves(
     seconds: dict[str, float] = {}
     flu: dict[str, float] = {}
     ability: dict[str, dict[str, float]] = {}
-    projectors: dict[int, Any] = {}  # null-space projectors of C: AlphaEdit's = SUIT's
+    # null-space projectors of C: AlphaEdit's = SUIT's (``projectors``: already computed for
+    # ``cfg`` and ``stats``, e.g. by :func:`subject_coverage`; filled when missing)
+    projectors = {} if projectors is None else projectors
     for method in methods or METHODS:
         editor = Editor(fresh_copy(lm), method, cfg, stats, basis, projectors=projectors)
         curves[method] = {m: [] for m in METRICS}
@@ -344,11 +349,17 @@ def sequential_curves(
 
 
 def subject_coverage(
-    lm: LM, requests: list[EditRequest], cfg: EditConfig, stats: dict[int, Any]
+    lm: LM,
+    requests: list[EditRequest],
+    cfg: EditConfig,
+    stats: dict[int, Any],
+    projectors: dict[int, Any] | None = None,
 ) -> dict[str, float]:
     """Per edit layer, the mean share of the edited requests' key energy in the null space of C
     (:func:`~llm_methods.suit.editors.null_space_share` with ``cfg``'s threshold rule; keys
-    averaged over the templates as AlphaEdit's ``compute_ks``, the keys the editors use)."""
+    averaged over the templates as AlphaEdit's ``compute_ks``, the keys the editors use).
+    ``projectors``: a dict that receives (or already holds) the projector per layer, to share
+    with the editors (:func:`sequential_curves`)."""
     from llm_methods.suit.editors import null_space_projector, null_space_share
     from llm_methods.suit.keys import request_keys
 
@@ -361,8 +372,14 @@ def subject_coverage(
         grouped=True,
     )
     out = {}
+    projectors = {} if projectors is None else projectors
     for layer in cfg.layers:
-        p = null_space_projector(stats[layer], cfg.null_threshold, cfg.null_relative)
+        index = lm.layer_index(layer)  # the editors' key (Editor.layers)
+        if index not in projectors:
+            projectors[index] = null_space_projector(
+                stats[layer], cfg.null_threshold, cfg.null_relative
+            )
+        p = projectors[index]
         out[str(layer)] = round(null_space_share(keys[layer], p), 4)
     return out
 
