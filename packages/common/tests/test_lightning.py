@@ -796,6 +796,22 @@ def test_a_prediction_writer_refuses_earlier_files_before_the_first_batch(
     assert writer.collected() == 16 and (tmp_path / "preds.txt").read_text().startswith("0 ")
 
 
+def test_a_prediction_writer_collects_by_position_when_lightning_gives_empty_indices(
+    fake_site: Path,
+) -> None:
+    """Lightning passes ``batch_indices=[]`` when it cannot infer them (a plain loader without a
+    sampler, as robotics-remac's): the writer crashed in ``zip`` (d3f35d6) instead of counting
+    rows by position as it does for ``None``."""
+    import torch
+    from fakelit_pkg.model import Writer
+
+    writer = Writer()
+    for start in (0, 3):
+        prediction = {"probs": torch.arange(start, start + 3, dtype=torch.float32)}
+        writer.write_on_batch_end(None, None, prediction, [], None, 0, 0)
+    assert writer.collected() == 6
+
+
 def test_a_method_of_a_package_accepts_its_own_checkpoints_and_refuses_its_siblings(
     tmp_path: Path,
 ) -> None:

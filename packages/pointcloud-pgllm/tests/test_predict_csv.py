@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from iclr26_common.testing import assert_one_line_error, run_main
-from pointcloud_pgllm.cli import main
+from pointcloud_pgllm.cli import PROG, main
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -59,11 +59,15 @@ def test_predict_from_a_checkpoint_writes_every_clouds_prediction(
     assert [r["predicted"] for r in rows] == [names[i] for i in expected.argmax(1)]
 
 
-def test_predict_names_clouds_read_from_files_and_never_overwrites(
+def test_predict_names_clouds_read_from_files_and_overwrites_only_when_asked(
     small_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """Clouds read from an OFF tree keep their file as id; a second ``predict`` into the same
-    run folder is one line naming the file, which stays as it was."""
+    run folder is one line naming the file and ``--overwrite`` (the workspace rule,
+    :func:`iclr26_common.lightning.check_prediction_file`), before the model is built, and the
+    file stays as it was; ``predict --overwrite`` replaces it. At 43a8cc5 the refusal read
+    ``PATH: exists; predict never overwrites a file`` and ``--overwrite`` was an unknown option
+    (issue 36)."""
     from pointcloud_pgllm.io import load_dataset
 
     args = [
@@ -87,4 +91,9 @@ def test_predict_names_clouds_read_from_files_and_never_overwrites(
         assert len(probs) == 6 and sum(probs) == pytest.approx(1.0, abs=1e-5)
     before = path.read_bytes()
     line = assert_one_line_error(main, args, capsys, drop_earlier=True)
-    assert f"{path}: exists" in line and path.read_bytes() == before
+    assert line == f"{PROG}: error: predict: {path}: exists; pass --overwrite to replace it"
+    assert path.read_bytes() == before
+    path.write_text("stale\n")
+    again = run_main(main, [*args, "--overwrite"], capsys)
+    assert again.code == 0, again.err[-3000:]
+    assert _rows(path) == rows  # the same clouds and probabilities, the stale file replaced

@@ -305,7 +305,7 @@ def test_predict_runs_and_returns_chunks(demo_dir: Path, tmp_path: Path) -> None
     assert chunks.shape == (len(cli.datamodule.val_set), 8, 2) and torch.isfinite(chunks).all()
 
 
-def test_predict_writes_predictions_and_never_overwrites(  # type: ignore[no-untyped-def]
+def test_predict_writes_predictions_and_overwrites_only_when_asked(  # type: ignore[no-untyped-def]
     demo_dir: Path, tmp_path: Path, capsys
 ) -> None:
     """Review of issue 25: predictions were returned to Lightning and dropped (no file)."""
@@ -322,8 +322,14 @@ def test_predict_writes_predictions_and_never_overwrites(  # type: ignore[no-unt
         capsys,
         _tiny("predict", demo_dir, out),
     )
-    assert "predictions.pt: exists" in line
+    assert line.endswith(
+        f"predict: {out / 'predictions.pt'}: exists; pass --overwrite to replace it"
+    )
     assert (out / "predictions.pt").read_bytes() == before
+    cli = run_lightning_cli([*_tiny("predict", demo_dir, out), "--overwrite"])  # replaced
+    again = torch.load(out / "predictions.pt", weights_only=True)
+    torch.testing.assert_close(again["chunks"], torch.cat(cli.trainer.predict_loop.predictions))
+    assert set(again) == set(saved) == {"chunks", "episode_index", "frame_index", "split"}
 
 
 def test_junk_checkpoint_in_a_config_file_is_one_line(  # type: ignore[no-untyped-def]

@@ -81,8 +81,11 @@ def test_outputs_are_checked_before_anything_is_loaded(
     predict = ["predict", "--config", "tiny", f"--trainer.default_root_dir={root}"]
     missing = f"--data.init_args.data_dir={tmp_path / 'no_such_demos'}"
     line = assert_one_line_error(main, [*predict, missing], capsys, prog=PROG)
-    assert "--trainer.default_root_dir" in line and "predictions.pt: exists" in line
-    assert "--overwrite" in line
+    # the workspace rule's line (iclr26_common.lightning.check_prediction_file); at 43a8cc5
+    # remac's own: "--trainer.default_root_dir ROOT/predictions.pt: exists; pass --overwrite ..."
+    assert (
+        line == f"{PROG}predict: {root / 'predictions.pt'}: exists; pass --overwrite to replace it"
+    )
     run = run_main(main, [*predict, f"--data.init_args.data_dir={demo_dir}", "--overwrite"], capsys)
     assert run.code == 0, run.err[-2000:]
     chunks = torch.load(root / "predictions.pt", weights_only=True)["chunks"]
@@ -216,3 +219,30 @@ def test_the_package_exports_its_api_and_imports_cheaply() -> None:
             "fit_base": "robotics_remac.training",
         },
     )
+
+
+def test_a_checkpoint_of_another_package_is_named_with_the_option(
+    tmp_path: Path, demo_dir: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``test --ckpt_path <an rf-matid checkpoint>`` is the workspace's one line naming the
+    option and both packages (issue 36 review). At 43a8cc5 remac's own check ran first and its
+    line lacked the option: ``robotics-remac: error: PATH: a checkpoint of rf-matid (...), not of
+    robotics-remac``. A 0.3.x checkpoint (flat hyperparameters, no model named) keeps remac's
+    message, after the option."""
+    from iclr26_common.checkpoints import MODEL_KEY
+
+    foreign = tmp_path / "rf.ckpt"
+    torch.save({"state_dict": {}, MODEL_KEY: "rf_matid.lit_module.RFMatIDModule"}, foreign)
+    args = ["test", "--config", "tiny", f"--data.init_args.data_dir={demo_dir}"]
+    line = assert_one_line_error(main, [*args, f"--ckpt_path={foreign}"], capsys, prog=PROG)
+    assert line == (
+        f"{PROG}--ckpt_path {foreign}: a checkpoint of rf-matid "
+        "(rf_matid.lit_module.RFMatIDModule), not of robotics-remac"
+    )
+    old = Path(__file__).parent / "data" / "checkpoints_0_3" / "base_0.3.0.ckpt"
+    line = assert_one_line_error(main, [*args, f"--ckpt_path={old}"], capsys, prog=PROG)
+    assert line.startswith(f"{PROG}--ckpt_path {old}: written by robotics-remac 0.3.x")
+    plain = tmp_path / "plain.ckpt"  # a Lightning checkpoint naming no model: common's line
+    torch.save({"state_dict": {}, "hyper_parameters": {"lr": 1.0}}, plain)
+    line = assert_one_line_error(main, [*args, f"--ckpt_path={plain}"], capsys, prog=PROG)
+    assert line.startswith(f"{PROG}--ckpt_path {plain}: not a checkpoint of robotics-remac")

@@ -156,7 +156,7 @@ def test_a_0_3_checkpoint_as_ckpt_path_is_one_line(
         ],
         capsys,
     )
-    assert "base_0.3.0.ckpt: written by robotics-remac 0.3.x" in line
+    assert f"--ckpt_path {OLD / 'base_0.3.0.ckpt'}: written by robotics-remac 0.3.x" in line
 
 
 @pytest.mark.parametrize("name", ["FlowPolicyModule", "RemacModule"])

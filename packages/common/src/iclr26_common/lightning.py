@@ -213,7 +213,7 @@ class BatchPredictionWriter(BasePredictionWriter):
         batch_idx: int,
         dataloader_idx: int,
     ) -> None:
-        if batch_indices is None:  # no sampler indices: the loader is sequential (shuffle off)
+        if not batch_indices:  # None or [] (Lightning could not tell): sequential, shuffle off
             start = self.collected()
             batch_indices = range(start, start + self.batch_size(prediction, batch))
         self.collect(prediction, batch, batch_indices)

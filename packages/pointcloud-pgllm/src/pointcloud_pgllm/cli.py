@@ -67,20 +67,17 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     :func:`iclr26_common.lightning.run_cli` and returns the CLI object; the data module's
     ``num_classes`` and ``class_names`` are linked into the model. ``predict`` writes
     ``predictions.csv`` (cloud ids, label, predicted class, probabilities) into the run folder
-    (:mod:`pointcloud_pgllm.predictions`)."""
+    (:mod:`pointcloud_pgllm.predictions`); an earlier one there is refused unless
+    ``predict --overwrite``."""
     from iclr26_common.lightning import run_cli
     from pointcloud_pgllm.data import PointCloudDataModule
     from pointcloud_pgllm.lit_module import PointCloudClassifier
+    from pointcloud_pgllm.predictions import PredictionsWriter
 
     links = [
         (f"data.init_args.{attr}", f"model.init_args.{attr}", "instantiate")
         for attr in ("num_classes", "class_names")
     ]
-    defaults: dict[str, Any] = {}
-    if argv and argv[0] == "predict":
-        from pointcloud_pgllm.predictions import PredictionsWriter
-
-        defaults["callbacks"] = [PredictionsWriter()]
     return run_cli(
         PointCloudClassifier,
         PointCloudDataModule,
@@ -88,24 +85,8 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         package="pointcloud_pgllm",
         prog=PROG,
         links=links,
-        trainer_defaults=defaults,
-        before_trainer=_before_trainer,
+        predict_writer=PredictionsWriter,
     )
-
-
-def _before_trainer(cli: Any) -> None:
-    """For ``predict`` without a logger (the run folder is ``default_root_dir``, by default the
-    working directory) an existing ``predictions.csv`` there is one line before Lightning's
-    start-up lines; with a logger the writer checks the new version folder."""
-    import os
-
-    if cli.subcommand == "predict":
-        from pointcloud_pgllm.predictions import PREDICTIONS_FILE, check_free
-
-        trainer = cli._get(cli.config_init, "trainer", default={})
-        if trainer.get("logger") in (False, []):
-            root = trainer.get("default_root_dir") or os.getcwd()
-            check_free(Path(root) / PREDICTIONS_FILE)
 
 
 def synth_main(argv: Sequence[str]) -> int:

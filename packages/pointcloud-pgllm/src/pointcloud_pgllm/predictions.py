@@ -13,8 +13,11 @@ logger. One row per cloud, in the split's order:
 - ``predicted``: the class of highest probability,
 - ``prob_<class>``: the softmax probability of every class (the model's ``class_names``).
 
-An existing file is never overwritten (``FileExistsError`` naming it before the first batch).
-Under DDP every rank predicts its share, rank 0 gathers them and writes the one file.
+An earlier predict's ``predictions.csv`` in the run folder is refused in one line naming it and
+``--overwrite`` (before the model or data is loaded when the run folder is ``default_root_dir``),
+and ``predict --overwrite`` replaces it: the rule of every package's ``predict``
+(:func:`iclr26_common.lightning.check_prediction_file`). Under DDP every rank predicts its share,
+rank 0 gathers them and writes the one file.
 (Before issue 39 ``predict`` exited 0 and wrote nothing.)
 """
 
@@ -25,6 +28,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+# check_free: a deprecated re-export (predict uses check_prediction_file), removed in 0.7.0
 from iclr26_common.lightning import BatchPredictionWriter, check_free
 
 __all__ = ["PREDICTIONS_FILE", "PredictionsWriter", "check_free", "predictions_table"]
@@ -62,45 +66,22 @@ class PredictionsWriter(BatchPredictionWriter):
     """Collects per-cloud probabilities batch by batch and writes ``predictions.csv`` (see the
     module docstring) at the end of the predict epoch. ``path`` holds the file written."""
 
-    def __init__(self, filename: str = PREDICTIONS_FILE) -> None:
-        super().__init__(filename)
-        self._rows: dict[int, list[float]] = {}
+    def __init__(self, filename: str = PREDICTIONS_FILE, overwrite: bool = False) -> None:
+        super().__init__(filename, overwrite=overwrite)  # rows: probs [C] by position
 
-    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        if stage == "predict":  # every rank sees the same file: all stop, none waits
-            check_free(self.target(trainer))
-
-    def on_predict_epoch_start(self, trainer: Any, pl_module: Any) -> None:
-        self._rows = {}
-
-    def collected(self) -> int:
-        return len(self._rows)
-
-    def collect(self, prediction: Any, batch: Any, batch_indices: Sequence[int]) -> None:
-        probs = prediction["probs"].detach().float().cpu().tolist()
-        for index, row in zip(batch_indices, probs, strict=True):
-            self._rows[int(index)] = row
+    def rows_of(self, prediction: Any, batch: Any) -> Sequence[Any]:
+        return prediction["probs"].detach().float().cpu().tolist()
 
     def on_predict_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        from iclr26_common.outputs import write_text
-
-        rows = self._rows
-        if trainer.world_size > 1:
-            import torch.distributed as dist
-
-            gathered: list[Any] = [None] * trainer.world_size
-            dist.all_gather_object(gathered, rows)
-            rows = {index: row for part in gathered for index, row in part.items()}
-        path = self.target(trainer)
+        rows = self.gathered(trainer)
         if trainer.is_global_zero:
             class_names = _class_names(pl_module, trainer, rows)
             clouds = getattr(trainer.datamodule, "_test", None)
             sources = list(getattr(clouds, "sources", []) or [])
             labels = [int(v) for v in getattr(clouds, "labels", [])]
-            check_free(path)
-            write_text(path, predictions_table(rows, class_names, sources, labels))
-            self.path = path
-            print(f"wrote {path} ({len(rows)} clouds)", flush=True)
+            table = predictions_table(rows, class_names, sources, labels)
+            self.path = self.write_output(self.target(trainer), table)
+            print(f"wrote {self.path} ({len(rows)} clouds)", flush=True)
         trainer.strategy.barrier()
 
 

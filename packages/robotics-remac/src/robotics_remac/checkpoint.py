@@ -20,6 +20,7 @@ from robotics_remac.model import FlowPolicy, add_lora
 __all__ = [
     "LoadedPolicy",
     "check_lightning_checkpoint",
+    "flat_0_3_message",
     "is_flat_0_3",
     "load_policy",
     "save_policy",
@@ -83,10 +84,26 @@ def check_lightning_checkpoint(path: Path | str) -> None:
     )
     hparams = blob.get("hyper_parameters")
     if isinstance(hparams, dict) and is_flat_0_3(hparams):
-        raise RemacFormatError(
-            f"{path}: written by robotics-remac 0.3.x (flat hyperparameters), which --ckpt_path "
-            "cannot resume; `eval` and --model.init_args.base_ckpt still read it"
-        )
+        raise RemacFormatError(_flat_0_3(path))
+
+
+def _flat_0_3(path: Path | str) -> str:
+    return (
+        f"{path}: written by robotics-remac 0.3.x (flat hyperparameters), which --ckpt_path "
+        "cannot resume; `eval` and --model.init_args.base_ckpt still read it"
+    )
+
+
+def flat_0_3_message(path: Path | str) -> str | None:
+    """``PATH: written by robotics-remac 0.3.x ...`` when ``path`` is a readable Lightning
+    checkpoint with 0.3.x's flat hyperparameters (which name no model class, so the workspace's
+    ``--ckpt_path`` check refuses them as a plain Lightning checkpoint), else ``None``."""
+    try:
+        blob = load_weights_only(path, error=RemacFormatError, require_state_dict=True)
+    except Exception:  # unreadable, missing...: common's message stands
+        return None
+    hparams = blob.get("hyper_parameters")
+    return _flat_0_3(path) if isinstance(hparams, dict) and is_flat_0_3(hparams) else None
 
 
 def is_flat_0_3(hparams: dict[str, Any]) -> bool:

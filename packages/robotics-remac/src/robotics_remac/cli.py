@@ -19,7 +19,7 @@ from iclr26_common.cli_support import (
     positive_float,
     positive_int,
 )
-from iclr26_common.outputs import OutputFolder, check_out_file, check_out_folder
+from iclr26_common.outputs import OutputFolder, check_out_folder
 from robotics_remac import __version__
 
 __all__ = ["main", "parse_delays", "run_lightning_cli"]
@@ -59,15 +59,13 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     all)."""
     import lightning as L
 
-    from iclr26_common.lightning import CLI, run_cli
+    from iclr26_common.cli_support import UsageError
+    from iclr26_common.lightning import CLI, check_prediction_file, run_cli
+    from robotics_remac.checkpoint import flat_0_3_message
     from robotics_remac.data import PREDICT_SPLITS, DemoDataModule
     from robotics_remac.writer import PredictionsWriter, predictions_path
 
     predict_flags = {
-        "--overwrite": {
-            "action": "store_true",
-            "help": "replace an existing predictions.pt in --trainer.default_root_dir",
-        },
         "--split": {
             "choices": list(PREDICT_SPLITS),
             "default": "val",
@@ -80,24 +78,29 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     class RemacCLI(CLI):
         def parse_arguments(self, parser: Any, args: Any) -> None:
             super().parse_arguments(parser, args)
-            subcommand = self.config.get("subcommand")
-            if subcommand:
-                _check_ckpt_path(self.config[subcommand].get("ckpt_path"))
-            if subcommand == "predict":  # the output, before a model or the data is loaded
+            if self.config.get("subcommand") == "predict":
+                # remac's run folder is default_root_dir with a logger too: its file is known
+                # now, before a model or the data is loaded (the rule of every predict)
                 node = self.config["predict"]
                 root = (node.get("trainer") or {}).get("default_root_dir") or os.getcwd()
-                check_out_file(
-                    predictions_path(root),
-                    option="--trainer.default_root_dir",
-                    overwrite=bool(node.get("overwrite")),
-                )
+                check_prediction_file(predictions_path(root), overwrite=bool(node.get("overwrite")))
+
+        def _parse_ckpt_path(self) -> None:
+            # common's check first (a missing, foreign or unnamed checkpoint, named by option);
+            # what it refuses as naming no model may be a 0.3.x checkpoint: say so instead
+            try:
+                super()._parse_ckpt_path()
+            except UsageError:
+                path = self._ckpt_path()
+                message = flat_0_3_message(path) if path else None
+                if message is not None:
+                    raise UsageError(f"--ckpt_path {message}") from None
+                raise
 
         def instantiate_trainer(self, **kwargs: Any) -> Any:
             trainer = super().instantiate_trainer(**kwargs)
             if self.subcommand == "predict":
                 self.datamodule.predict_split = self.config["predict"].get("split") or "val"
-                overwrite = bool(self.config["predict"].get("overwrite"))
-                trainer.callbacks.append(PredictionsWriter(overwrite=overwrite))
             return trainer
 
     return run_cli(
@@ -114,20 +117,8 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         before_trainer=lambda cli: cli.datamodule.setup("fit"),
         cli_class=RemacCLI,
         subcommand_flags={"predict": predict_flags},
+        predict_writer=PredictionsWriter,
     )
-
-
-LIGHTNING_CKPT_ALIASES = ("last", "best", "hpc", "registry")
-
-
-def _check_ckpt_path(value: Any) -> None:
-    """LightningCLI unpickles the parsed ``ckpt_path`` right after parsing (a junk file gave a
-    torch traceback): check it first, as a one-line error. Lightning's aliases (``last``,
-    ``best``...) pass."""
-    from robotics_remac.checkpoint import check_lightning_checkpoint
-
-    if value and str(value) not in LIGHTNING_CKPT_ALIASES and str(value).lower() != "null":
-        check_lightning_checkpoint(value)
 
 
 def collect_main(argv: Sequence[str]) -> int:

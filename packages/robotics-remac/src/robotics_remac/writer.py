@@ -1,15 +1,19 @@
 """``robotics-remac predict``'s output: a Lightning prediction writer that saves the sampled
 chunks, with the episode and frame each was sampled at and the split, to ``predictions.pt`` in
-the run's output folder (``--trainer.default_root_dir``)."""
+the run's output folder (``--trainer.default_root_dir``). An earlier predict's file there is
+refused in one line naming it and ``--overwrite``, and ``predict --overwrite`` replaces it: the
+rule of every package's ``predict`` (:func:`iclr26_common.lightning.check_prediction_file`)."""
 
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from lightning.pytorch.callbacks import BasePredictionWriter
+
+from iclr26_common.lightning import BatchPredictionWriter
 
 __all__ = ["PREDICTIONS_FILE", "PredictionsWriter", "predictions_path"]
 
@@ -23,68 +27,72 @@ def predictions_path(root_dir: str | Path, world_size: int = 1, rank: int = 0) -
     return Path(root_dir) / name
 
 
-class PredictionsWriter(BasePredictionWriter):
+class PredictionsWriter(BatchPredictionWriter):
     """Saves ``{"chunks": [N, H, A], "episode_index": [N], "frame_index": [N], "split": str}``
     (one sampled chunk per observation, in the predict dataloader's order; chunk ``i`` was
     sampled at frame ``frame_index[i]`` of the dataset's episode ``episode_index[i]``; ``split``:
     ``val``, ``train`` or ``all``, the data module's ``predict_split``) with ``torch.save`` at the
-    end of ``predict``, atomically with mode 0644 (:func:`iclr26_common.outputs.write_bytes`),
-    and prints what it wrote. An existing file is refused before anything runs
-    (:func:`iclr26_common.outputs.check_out_file`, one line) unless ``overwrite`` (``predict
-    --overwrite``). The ids come from each batch's ``episode`` and ``frame``
-    (:class:`robotics_remac.data.ChunkDataset`); a data module whose batches lack them writes
-    the chunks alone."""
+    end of ``predict``, atomically with mode 0644, and prints what it wrote. An existing file is
+    refused before the first batch unless ``overwrite`` (``predict --overwrite``), the workspace
+    rule (:class:`iclr26_common.lightning.BatchPredictionWriter`). The ids come from each
+    batch's ``episode`` and ``frame`` (:class:`robotics_remac.data.ChunkDataset`); a data module
+    whose batches lack them writes the chunks alone."""
 
-    def __init__(self, overwrite: bool = False) -> None:
-        super().__init__(write_interval="epoch")
-        self.overwrite = overwrite
-        self._ids: dict[str, list[torch.Tensor]] = {"episode": [], "frame": []}
+    def __init__(self, filename: str = PREDICTIONS_FILE, overwrite: bool = False) -> None:
+        super().__init__(filename, overwrite=overwrite)  # rows: (chunk, episode, frame)
 
-    def on_predict_epoch_start(self, trainer: Any, pl_module: Any) -> None:
-        self._ids = {"episode": [], "frame": []}
+    def target(self, trainer: Any) -> Path:
+        """``predictions.pt`` in ``--trainer.default_root_dir`` (each process of a
+        multi-process run its own ``predictions.rank{R}.pt``)."""
+        return predictions_path(trainer.default_root_dir, trainer.world_size, trainer.global_rank)
 
-    def on_predict_batch_end(
+    def targets(self, trainer: Any) -> list[Path]:
+        return [self.target(trainer)]
+
+    def write_on_batch_end(
         self,
         trainer: Any,
         pl_module: Any,
-        outputs: Any,
+        prediction: Any,
+        batch_indices: Sequence[int] | None,
         batch: Any,
         batch_idx: int,
-        dataloader_idx: int = 0,
+        dataloader_idx: int,
     ) -> None:
-        for key, ids in self._ids.items():
-            if isinstance(batch, dict) and key in batch:
-                ids.append(batch[key].detach().cpu().long().reshape(-1))
-        super().on_predict_batch_end(trainer, pl_module, outputs, batch, batch_idx, dataloader_idx)
+        # Lightning hands [] (not None) when the loader's sampler keeps no indices (remac's
+        # sequential loaders): positions then follow the collected ones
+        super().write_on_batch_end(
+            trainer, pl_module, prediction, batch_indices or None, batch, batch_idx, dataloader_idx
+        )
 
-    @staticmethod
-    def target(trainer: Any) -> Path:
-        return predictions_path(trainer.default_root_dir, trainer.world_size, trainer.global_rank)
+    def batch_size(self, prediction: Any, batch: Any) -> int:
+        return len(prediction)
 
-    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        from iclr26_common.outputs import check_out_file
+    def rows_of(self, prediction: Any, batch: Any) -> Sequence[Any]:
+        chunks = prediction.detach().cpu()
+        ids = [
+            batch[key].detach().cpu().long().reshape(-1)
+            if isinstance(batch, dict) and key in batch
+            else None
+            for key in ("episode", "frame")
+        ]
+        return [
+            (chunks[i], *(None if v is None else v[i] for v in ids)) for i in range(len(chunks))
+        ]
 
-        if stage == "predict":
-            check_out_file(
-                self.target(trainer), option="--trainer.default_root_dir", overwrite=self.overwrite
-            )
-
-    def write_on_epoch_end(
-        self, trainer: Any, pl_module: Any, predictions: Any, batch_indices: Any
-    ) -> None:
-        from iclr26_common.outputs import write_bytes
-
-        chunks = torch.cat([p.detach().cpu() for p in predictions])
-        saved: dict[str, Any] = {"chunks": chunks}
-        for key, ids in self._ids.items():
-            if ids and sum(len(i) for i in ids) == len(chunks):
-                saved[f"{key}_index"] = torch.cat(ids)
+    def on_predict_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        rows = [row for _, row in sorted(self.rows.items())]  # this process's, in order
+        saved: dict[str, Any] = {"chunks": torch.stack([row[0] for row in rows])}
+        for position, key in ((1, "episode_index"), (2, "frame_index")):
+            if rows and all(row[position] is not None for row in rows):
+                saved[key] = torch.stack([row[position] for row in rows])
         split = getattr(trainer.datamodule, "predict_split", None)
         if split is not None:
             saved["split"] = str(split)
         buffer = io.BytesIO()
         torch.save(saved, buffer)
-        target = write_bytes(self.target(trainer), buffer.getvalue())
+        self.path = target = self.write_output(self.target(trainer), buffer.getvalue())
+        chunks = saved["chunks"]
         episodes = len(torch.unique(saved["episode_index"])) if "episode_index" in saved else None
         print(
             f"wrote {target} ({len(chunks)} chunks"
