@@ -101,13 +101,11 @@ def test_compress_then_eval(model_dir: Path, tmp_path: Path, capsys) -> None:  #
     again = [*args[:2], "--model", "no-such-model", *args[4:]]
     line = assert_one_line_error(main, again, capsys)
     assert f"--out {out}: exists; pass --overwrite" in line, line
-    assert (
-        main(
-            ["mbok", "eval", "--model", str(model_dir), "--text-file", str(text), "--seq-len", "16"]
-        )
-        == 0
-    )
+    fp_out = tmp_path / "fp.json"
+    ev = ["mbok", "eval", "--model", str(model_dir), "--text-file", str(text), "--seq-len", "16"]
+    assert main([*ev, "--out", str(fp_out)]) == 0
     fp = float(capsys.readouterr().out.split()[1])
+    assert json.loads(fp_out.read_text())["perplexity"] == pytest.approx(fp, rel=1e-3)
     assert (
         main(
             [
@@ -121,6 +119,8 @@ def test_compress_then_eval(model_dir: Path, tmp_path: Path, capsys) -> None:  #
                 "16",
                 "--compressed",
                 str(out),
+                "--out",
+                str(tmp_path / "ppl.json"),
             ]
         )
         == 0
@@ -138,9 +138,12 @@ def test_compress_then_eval(model_dir: Path, tmp_path: Path, capsys) -> None:  #
             "unknown layer name 'foo_proj'",
         ),
         (["compress", "--blocks", "9", "--out", "x.safetensors"], "block 9 out of range"),
-        (["eval", "--text-file", "missing.txt"], "missing.txt: text file not found"),
         (
-            ["eval", "--compressed", "missing.safetensors"],
+            ["eval", "--text-file", "missing.txt", "--out", "p.json"],
+            "missing.txt: text file not found",
+        ),
+        (
+            ["eval", "--compressed", "missing.safetensors", "--out", "p.json"],
             "missing.safetensors: compressed-model file not found",
         ),
     ],
@@ -150,7 +153,7 @@ def test_bad_input_one_line(
 ) -> None:  # type: ignore[no-untyped-def]
     args = [
         "mbok",
-        *[str(tmp_path / a) if a.endswith((".txt", ".safetensors")) else a for a in extra],
+        *[str(tmp_path / a) if a.endswith((".txt", ".safetensors", ".json")) else a for a in extra],
     ]
     args += ["--model", str(model_dir)]
     line = _one_line_error(capsys, args)
@@ -160,10 +163,11 @@ def test_bad_input_one_line(
 def test_bad_jsonl_names_line_and_field(model_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "ok"}\n{"txt": "no"}\n')
-    line = _one_line_error(
-        capsys, ["mbok", "eval", "--model", str(model_dir), "--text-file", str(bad)]
-    )
+    out = tmp_path / "p.json"
+    args = ["mbok", "eval", "--model", str(model_dir), "--text-file", str(bad), "--out", str(out)]
+    line = _one_line_error(capsys, args)
     assert "bad.jsonl:2: field 'text'" in line
+    assert not out.exists()
 
 
 def test_finetune_k0_is_one_line(capsys) -> None:  # type: ignore[no-untyped-def]
@@ -212,8 +216,10 @@ def test_eval_writes_out_with_device_seed_and_progress(
     assert f"--out {out}: exists; pass --overwrite" in line, line
     run = run_main(main, [*args, "--out", str(out), "--overwrite", "--quiet"], capsys)
     assert run.code == 0 and "batches" not in run.err, run.err
-    line = assert_one_line_error(main, [*args[:-4], "--device", "gpu"], capsys)
+    gpu = [*args[:-4], "--device", "gpu", "--out", str(tmp_path / "gpu.json")]
+    line = assert_one_line_error(main, gpu, capsys)
     assert "--device gpu: not a device" in line, line
+    assert not (tmp_path / "gpu.json").exists()
 
 
 def test_compress_takes_device_and_seed(
@@ -273,3 +279,27 @@ def test_eval_ctrl_c_is_one_line_exit_130(
     lines = [line for line in run.err.splitlines() if line.strip()]
     assert run.code == 130 and lines == ["llm-methods: interrupted"], run.err
     assert not out.exists()
+
+
+def test_eval_without_out_is_refused_before_the_model_is_loaded(
+    model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No result only on stdout (issue 36): ``eval`` without ``--out`` is one line naming it,
+    exit 2, before the model is loaded, and ``--help`` says what the file holds (fails on
+    34583c8: ``--out`` was optional, "default: stdout only", and the perplexity was only
+    printed)."""
+    import llm_methods.lm
+    from iclr26_common.testing import run_main
+
+    def not_loaded(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(llm_methods.lm, "load_lm", not_loaded)
+    args = ["mbok", "eval", "--model", str(model_dir), "--text-file", str(_text(tmp_path))]
+    line = assert_one_line_error(main, [*args, "--seq-len", "16"], capsys)
+    assert "the following arguments are required: --out" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
+    run = run_main(main, ["mbok", "eval", "--help"], capsys)
+    entry = " ".join(run.out[run.out.index("\n  --out OUT") :].split())
+    assert run.code == 0 and entry.startswith("--out OUT output .json file"), run.out
+    assert "perplexity printed" in entry and "stdout only" not in run.out, run.out

@@ -128,16 +128,19 @@ def test_bad_input_one_line(policy_dir: Path, tmp_path: Path, capsys) -> None:  
     assert "empty reward set" in line
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
+    ev = tmp_path / "ev"
     line = _one_line_error(
-        capsys, ["remix", "eval", "--model", str(policy_dir), "--data", str(empty)]
+        capsys,
+        ["remix", "eval", "--model", str(policy_dir), "--data", str(empty), "--out", str(ev)],
     )
     assert "empty.jsonl: no problems (empty reward set)" in line
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "What is 2 + 2?"}\n')
     line = _one_line_error(
-        capsys, ["remix", "eval", "--model", str(policy_dir), "--data", str(bad)]
+        capsys, ["remix", "eval", "--model", str(policy_dir), "--data", str(bad), "--out", str(ev)]
     )
     assert "bad.jsonl:1: missing field 'answer'" in line
+    assert not ev.exists()
     line = _one_line_error(
         capsys,
         [
@@ -278,3 +281,27 @@ def test_eval_ctrl_c_is_one_line_exit_130(
     lines = [line for line in run.err.splitlines() if line.strip()]
     assert run.code == 130 and lines == ["llm-methods: interrupted"], run.err
     assert not out.exists()
+
+
+def test_eval_without_out_is_refused_before_the_model_is_loaded(
+    policy_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No result only on stdout (issue 36): ``eval`` without ``--out`` is one line naming it,
+    exit 2, before the policy is loaded, and ``--help`` says what the folder holds (fails on
+    34583c8: ``--out`` was optional, "default: stdout only"; ``remix eval --model zoo:micro``
+    printed "accuracy 0.000 on 64 problems" and wrote no file)."""
+    from iclr26_common.testing import run_main
+    from llm_methods.remix import lit_module
+
+    def not_loaded(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the policy was loaded")
+
+    monkeypatch.setattr(lit_module, "load_policy", not_loaded)
+    args = ["remix", "eval", "--model", str(policy_dir), "--n", "3", "--max-new-tokens", "2"]
+    line = _one_line_error(capsys, args)
+    assert "the following arguments are required: --out" in line, line
+    assert not any(tmp_path.iterdir())
+    run = run_main(main, ["remix", "eval", "--help"], capsys)
+    entry = " ".join(run.out[run.out.index("\n  --out OUT") :].split())
+    assert run.code == 0 and entry.startswith("--out OUT output folder: predictions.jsonl"), run.out
+    assert "summary.json" in entry and "stdout only" not in run.out, run.out

@@ -9,7 +9,7 @@
   ``--model.init_args.model``), like the other LightningCLI commands.
 - ``eval``: perplexity of a model spec, optionally with a compressed file installed, on a
   ``.txt`` / ``.jsonl`` file (``--text-file``; default: held-out pydoc topics); the result is
-  printed and, with ``--out``, written to a JSON file.
+  printed and written to ``--out`` (one JSON file, required: no result only on stdout).
 - ``configs``: the shipped finetune configs.
 """
 
@@ -71,7 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--batch-size", type=int, default=4, help="chunks per forward pass")
     out_args(
         ev,
-        "also write the result to this JSON file (one file; default: stdout only)",
+        "output .json file (one file): the perplexity printed, with the model, compressed "
+        "layers, text, chunks, device and seed",
+        required=True,
         overwrite="replace an existing --out",
     )
     ev.add_argument("--device", default=None, help=DEVICE_HELP)
@@ -150,8 +152,7 @@ def _eval(ns: argparse.Namespace) -> int:
 
     if ns.seq_len < 2 or ns.max_chunks < 1 or ns.batch_size < 1:
         raise LMError("--seq-len must be >= 2, --max-chunks and --batch-size >= 1")
-    if ns.out is not None:  # before the model is loaded and scored
-        check_out_file(ns.out, overwrite=ns.overwrite)
+    check_out_file(ns.out, overwrite=ns.overwrite)  # before the text is read and the model loaded
     texts = data.read_texts(ns.text_file) if ns.text_file else data.pydoc_split()[1]
     device = _start(ns)
     quiet_transformers()
@@ -173,20 +174,20 @@ def _eval(ns: argparse.Namespace) -> int:
     ppl = distill.perplexity_of(
         lm.model, progress(batches, description="mbok eval batches", quiet=ns.quiet)
     )
-    if ns.out is not None:
-        result = {
-            "model": ns.model,
-            "compressed": layers_info,
-            "text": source,
-            "chunks": len(chunks),
-            "seq_len": ns.seq_len,
-            "perplexity": ppl,
-            "device": str(lm.device),
-            "seed": ns.seed,
-        }
-        write_text(ns.out, json.dumps(result, indent=1) + "\n")
-    where = f" -> {ns.out}" if ns.out is not None else ""
-    print(f"perplexity {ppl:.3f} on {len(chunks)}x{ns.seq_len} tokens of {source}{detail}{where}")
+    result = {
+        "model": ns.model,
+        "compressed": layers_info,
+        "text": source,
+        "chunks": len(chunks),
+        "seq_len": ns.seq_len,
+        "perplexity": ppl,
+        "device": str(lm.device),
+        "seed": ns.seed,
+    }
+    write_text(ns.out, json.dumps(result, indent=1) + "\n")
+    print(
+        f"perplexity {ppl:.3f} on {len(chunks)}x{ns.seq_len} tokens of {source}{detail} -> {ns.out}"
+    )
     return 0
 
 

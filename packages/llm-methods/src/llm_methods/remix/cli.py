@@ -4,8 +4,9 @@
 (the pretrained model as ``--model.init_args.model``, the RL settings as
 ``--model.init_args.rl.*``, e.g. ``rl.p_off``) / ``--data.init_args.*`` / ``--trainer.*``
 override) trains a policy; ``eval`` scores a model's
-greedy answers on a GSM8K jsonl file by exact match; ``synth`` writes generated problems in
-that format; ``configs`` lists the shipped configs.
+greedy answers on a GSM8K jsonl file by exact match and writes them to the ``--out`` folder
+(required: ``predictions.jsonl`` and ``summary.json``, the accuracy printed); ``synth`` writes
+generated problems in that format; ``configs`` lists the shipped configs.
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--n", type=int, default=64, help="generated problems when no --data")
     ev.add_argument("--max-new-tokens", type=int, default=16, help="answer length at most")
     ev.add_argument("--batch-size", type=int, default=16, help="problems generated at once")
-    out_args(ev, "output folder: predictions.jsonl + summary.json (default: stdout only)")
+    out_args(
+        ev,
+        "output folder: predictions.jsonl (one row per problem) and summary.json (the accuracy "
+        "printed)",
+        required=True,
+    )
     ev.add_argument("--device", default=None, help="cpu / cuda / cuda:N (default: cuda if present)")
     seed_args(ev)
     synth = sub.add_parser("synth", help="write generated problems (GSM8K jsonl)")
@@ -84,7 +90,8 @@ def _eval(ns: argparse.Namespace) -> int:
         raise ValueError("--max-new-tokens must be >= 1")
     if ns.batch_size < 1:
         raise ValueError("--batch-size must be >= 1")
-    folder = None if ns.out is None else check_out_folder(ns.out, overwrite=ns.overwrite)
+    # before the problems are read; no --resume: the files are written at the end
+    folder = check_out_folder(ns.out, overwrite=ns.overwrite, resumable=False)
     problems = (
         read_problems(ns.data, ns.limit)
         if ns.data
@@ -122,20 +129,22 @@ def _eval(ns: argparse.Namespace) -> int:
     ]
     acc = sum(r["correct"] for r in rows) / len(rows)
     length = sum(r["length"] for r in rows) / len(rows)
-    if folder is not None:
-        summary = {
-            "model": ns.model,
-            "n": len(rows),
-            "accuracy": acc,
-            "mean_length": length,
-            "device": str(device),
-            "seed": ns.seed,
-        }
-        with folder:
-            predictions = "".join(json.dumps(r) + "\n" for r in rows)
-            write_text(folder.path / "predictions.jsonl", predictions)
-            write_text(folder.path / "summary.json", json.dumps(summary, indent=1))
-    print(f"accuracy {acc:.3f} on {len(rows)} problems, mean response length {length:.2f} tokens")
+    summary = {
+        "model": ns.model,
+        "n": len(rows),
+        "accuracy": acc,
+        "mean_length": length,
+        "device": str(device),
+        "seed": ns.seed,
+    }
+    with folder:
+        predictions = "".join(json.dumps(r) + "\n" for r in rows)
+        write_text(folder.path / "predictions.jsonl", predictions)
+        write_text(folder.path / "summary.json", json.dumps(summary, indent=1))
+    print(
+        f"accuracy {acc:.3f} on {len(rows)} problems, mean response length {length:.2f} tokens "
+        f"-> {ns.out}"
+    )
     return 0
 
 
