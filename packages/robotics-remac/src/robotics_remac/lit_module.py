@@ -138,6 +138,29 @@ def sample_exec_horizons(delays: torch.Tensor, horizon: int) -> torch.Tensor:
     return low + (torch.rand(delays.shape) * span).long().clamp_max(span - 1)
 
 
+def _stale_observation(
+    batch: dict[str, torch.Tensor], exec_horizons: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """The observation the asynchronous loop sampled the stale chunk from, ``obs_{t-k}`` with
+    ``k = min(e, frame)`` (``[B, obs]``), ``k`` (``[B]``) and the chunk length ``H``."""
+    if "prev_obs" not in batch or "frame" not in batch:
+        raise KeyError(
+            "REMAC batches need 'prev_obs' and 'frame' (robotics_remac.data.ChunkDataset)"
+        )
+    obs_hist, frame = batch["prev_obs"], batch["frame"]
+    b, h = obs_hist.shape[:2]
+    k = torch.minimum(exec_horizons.to(frame.device), frame).clamp(0, h - 1)
+    rows = torch.arange(b, device=obs_hist.device)
+    return obs_hist[rows, k], k, h
+
+
+def _shift_left(chunk: torch.Tensor, k: torch.Tensor, h: int) -> torch.Tensor:
+    """``chunk`` ``[B, H, A]`` shifted left by ``k`` ``[B]`` steps, zero-padded at the end."""
+    pos = torch.arange(h, device=chunk.device)[None, :] + k[:, None]
+    shifted = chunk.gather(1, pos.clamp_max(h - 1)[..., None].expand(-1, -1, chunk.shape[-1]))
+    return shifted * (pos < h)[..., None].to(chunk.dtype)
+
+
 def stale_prefix(
     policy: torch.nn.Module,
     batch: dict[str, torch.Tensor],
@@ -150,18 +173,8 @@ def stale_prefix(
     (``idx_prevs = t - e``) but never uses it. ``policy`` is called as-is (the caller disables
     LoRA). Returns ``[B, H, A]``.
     """
-    if "prev_obs" not in batch or "frame" not in batch:
-        raise KeyError(
-            "REMAC batches need 'prev_obs' and 'frame' (robotics_remac.data.ChunkDataset)"
-        )
-    obs_hist, frame = batch["prev_obs"], batch["frame"]
-    b, h = obs_hist.shape[:2]
-    k = torch.minimum(exec_horizons.to(frame.device), frame).clamp(0, h - 1)
-    rows = torch.arange(b, device=obs_hist.device)
-    full = euler_sample(policy, obs_hist[rows, k], sample_steps)
-    pos = torch.arange(h, device=full.device)[None, :] + k[:, None]
-    shifted = full.gather(1, pos.clamp_max(h - 1)[..., None].expand(-1, -1, full.shape[-1]))
-    return shifted * (pos < h)[..., None].to(full.dtype)
+    obs_prev, k, h = _stale_observation(batch, exec_horizons)
+    return _shift_left(euler_sample(policy, obs_prev, sample_steps), k, h)
 
 
 def self_sampled_chunk(
@@ -179,19 +192,10 @@ def self_sampled_chunk(
     made the curriculum finetunes collapse at d >= 2 (README, issue-38 full run). One batched
     sample of ``2B`` observations; ``policy`` is called as-is (the caller disables LoRA).
     Returns ``[B, H, A]``."""
-    if "prev_obs" not in batch or "frame" not in batch:
-        raise KeyError(
-            "REMAC batches need 'prev_obs' and 'frame' (robotics_remac.data.ChunkDataset)"
-        )
-    obs_hist, frame = batch["prev_obs"], batch["frame"]
-    b, h = obs_hist.shape[:2]
-    k = torch.minimum(exec_horizons.to(frame.device), frame).clamp(0, h - 1)
-    rows = torch.arange(b, device=obs_hist.device)
-    both = euler_sample(policy, torch.cat([obs_hist[rows, k], batch["obs"]]), sample_steps)
-    stale, fresh = both[:b], both[b:]
-    pos = torch.arange(h, device=stale.device)[None, :] + k[:, None]
-    shifted = stale.gather(1, pos.clamp_max(h - 1)[..., None].expand(-1, -1, stale.shape[-1]))
-    shifted = shifted * (pos < h)[..., None].to(stale.dtype)
+    obs_prev, k, h = _stale_observation(batch, exec_horizons)
+    both = euler_sample(policy, torch.cat([obs_prev, batch["obs"]]), sample_steps)
+    stale, fresh = both[: len(k)], both[len(k) :]
+    shifted = _shift_left(stale, k, h)
     generated = delay_mask(delays.cpu(), h).to(stale)[..., None]
     return generated * fresh + (1 - generated) * shifted
 

@@ -479,8 +479,8 @@ class PrefixCache:
 def nll_and_perplexity(
     model: nn.Module, batches: Sequence[BatchInput]
 ) -> tuple[list[float], float]:
-    """(:func:`sequence_nll`, :func:`perplexity_of`) from one forward per batch (the same
-    arithmetic as the two, so the same numbers)."""
+    """(:func:`sequence_nll`, :func:`perplexity_of`) from one forward per batch: per row, the
+    mean next-token NLL over its real targets; over all rows, exp(mean NLL)."""
     out: list[float] = []
     nll, count = 0.0, 0
     device = next(model.parameters()).device
@@ -497,38 +497,17 @@ def nll_and_perplexity(
     return out, float(torch.exp(torch.tensor(nll / max(count, 1))))
 
 
-@torch.no_grad()
 def sequence_nll(model: nn.Module, batches: Sequence[BatchInput]) -> list[float]:
     """Mean next-token NLL (nats) of every sequence of ``batches`` ([B, T] rows, as for
     :func:`perplexity_of`), one value per row: the paired units of the experiment's perplexity
     claims (with equal token counts per row their mean is log :func:`perplexity_of`)."""
-    out: list[float] = []
-    device = next(model.parameters()).device
-    for raw in batches:
-        batch = as_batch(raw, device)
-        logits = model(**batch).logits.float()
-        ids, mask = batch["input_ids"], batch["attention_mask"].bool()
-        lp = torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None])[..., 0]
-        keep = (mask[:, 1:] & mask[:, :-1]).float()
-        out += (-(lp * keep).sum(1) / keep.sum(1).clamp(min=1)).tolist()
-    return out
+    return nll_and_perplexity(model, batches)[0]
 
 
-@torch.no_grad()
 def perplexity_of(model: nn.Module, batches: Sequence[BatchInput]) -> float:
     """Token-level perplexity exp(mean NLL) over all real next-token targets of ``batches``
     (dicts or tensors of input ids, as for :func:`teacher_outputs`)."""
-    nll, count = 0.0, 0
-    device = next(model.parameters()).device
-    for raw in batches:
-        batch = as_batch(raw, device)
-        logits = model(**batch).logits.float()
-        ids, mask = batch["input_ids"], batch["attention_mask"].bool()
-        lp = torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None])[..., 0]
-        keep = mask[:, 1:] & mask[:, :-1]
-        nll -= float(lp[keep].sum())
-        count += int(keep.sum())
-    return float(torch.exp(torch.tensor(nll / max(count, 1))))
+    return nll_and_perplexity(model, batches)[1]
 
 
 # --- save / load ------------------------------------------------------------------------------
