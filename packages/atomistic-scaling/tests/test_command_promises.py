@@ -181,6 +181,53 @@ def test_sweep_shows_progress_unless_quiet(
     assert quiet.code == 0 and "sweep jobs" not in quiet.err
 
 
+def test_sweep_says_what_it_runs_before_the_data_and_on_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """A start line on stderr before the data are generated (~20 s at the defaults): the jobs,
+    how many a resumed sweep finished before, how many are left; --quiet silences it. 34583c8
+    printed nothing until the first job finished (9-40 s), and on --resume a stdout line only
+    after the data (issue 36 review: 20 s silent with 30 of 36 jobs done)."""
+    import atomistic_scaling.sweep as sweep
+    import atomistic_scaling.synth as synth
+
+    before_data: list[str] = []
+    generate = synth.generate_structures
+
+    def watched(*args, **kwargs):  # type: ignore[no-untyped-def]
+        before_data.append(capsys.readouterr().err)  # what stderr showed before the data
+        return generate(*args, **kwargs)
+
+    monkeypatch.setattr(synth, "generate_structures", watched)
+    ran: list[tuple] = []
+
+    def interrupted(arch, width, seed, data, config):  # type: ignore[no-untyped-def]
+        ran.append((arch, width, seed))
+        if len(ran) == 3:
+            raise KeyboardInterrupt
+        return _fake_runs(arch, width, seed, config), 0.0
+
+    monkeypatch.setattr(sweep, "_job", interrupted)
+    out = tmp_path / "sweep"
+    run = run_main(main, [*SWEEP, "--out", str(out)], capsys)
+    assert run.code == 130
+    start = before_data[0].splitlines()[0]
+    assert start.startswith("sweep: 4 job(s) (2 arch(s) x 1 width(s) x 2 seed(s), D = 12, 16, 24)")
+    assert "resuming" not in start and "4 to run; generating 24 training and 4 validation" in start
+
+    monkeypatch.setattr(sweep, "_job", lambda a, w, s, d, c: (_fake_runs(a, w, s, c), 0.0))
+    before_data.clear()
+    run = run_main(main, [*SWEEP, "--out", str(out), "--resume"], capsys)
+    assert run.code == 0, run.err
+    start = before_data[0].splitlines()[0]
+    assert f"resuming: 2 finished before (in {out / 'jobs'}), 2 to run; generating" in start
+    assert "resuming" not in run.out  # progress is stderr's; stdout is the table
+
+    before_data.clear()
+    run = run_main(main, [*SWEEP, "--out", str(tmp_path / "q"), "--quiet"], capsys)
+    assert run.code == 0 and set(before_data) == {""} and "sweep:" not in run.err
+
+
 @pytest.mark.parametrize(
     ("option", "value"),
     [("--lr", "nan"), ("--lr", ".inf"), ("--cutoff", ".nan"), ("--min_distance", ".inf")],

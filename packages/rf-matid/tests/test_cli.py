@@ -353,8 +353,9 @@ def test_traceback_on_request(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     from rf_matid.io import RFMatIDFormatError
 
     monkeypatch.setenv("RF_MATID_TRACEBACK", "1")
-    with pytest.raises(RFMatIDFormatError):
-        main(["fit", "--config", "tiny", f"--data.init_args.data_dir={tmp_path / 'nope'}"])
+    (tmp_path / "data" / "not-a-position-folder").mkdir(parents=True)  # a reader error
+    with pytest.raises(RFMatIDFormatError, match="not-a-position-folder"):
+        main(["fit", "--config", "tiny", f"--data.init_args.data_dir={tmp_path / 'data'}"])
 
 
 def test_validate_subcommand_reports_the_val_accuracy(tiny_dataset: Path, tmp_path: Path) -> None:

@@ -313,6 +313,59 @@ def test_tiny_fit_saves_a_checkpoint_that_test_and_predict_follow(
     assert predictions.read_text().startswith("file,predicted,label,prob_brick01")
 
 
+def test_tiny_configs_usage_names_the_checkpoint_its_fit_saves(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The ``--ckpt_path`` in tiny.yaml's usage comment is the checkpoint its documented
+    ``synth`` + ``fit`` lines save: ``epoch={max_epochs - 1}-step={max_epochs x train
+    batches}.ckpt`` (34583c8 documented ``epoch=1-step=62.ckpt``; the fit saves
+    ``epoch=1-step=60.ckpt``). The synth line runs as documented; the steps are counted from
+    the data module the config builds, without training."""
+    import re
+
+    import yaml
+
+    from iclr26_common.testing import shipped_configs
+    from rf_matid.data import RFMatIDDataModule
+
+    (config,) = [path for path in shipped_configs("rf_matid") if path.stem == "tiny"]
+    text = config.read_text()
+    usage = " ".join(line.lstrip("# ").rstrip("\\ ") for line in text.splitlines()[1:5])
+    synth = re.search(r"rf-matid (synth .*?) rf-matid fit", usage)
+    ckpt = re.search(r"--ckpt_path (\S+)", usage)
+    assert synth and ckpt, usage
+    args = synth.group(1).split()
+    out = args[args.index("--out") + 1]
+    assert usage.count(f"--data.init_args.data_dir {out}") == 2  # fit and test read synth's out
+    args[args.index("--out") + 1] = str(tmp_path / out)
+    assert run_main(main, args, capsys).code == 0
+
+    settings = yaml.safe_load(text)
+    data = RFMatIDDataModule(**{**settings["data"]["init_args"], "data_dir": tmp_path / out})
+    data.setup()
+    epochs = settings["trainer"]["max_epochs"]
+    steps = epochs * len(data.train_dataloader())
+    expected = f"lightning_logs/version_0/checkpoints/epoch={epochs - 1}-step={steps}.ckpt"
+    assert ckpt.group(1) == expected
+
+
+@pytest.mark.parametrize("command", ["fit", "test", "predict"])
+def test_a_missing_data_dir_names_the_option(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """``fit --config tiny`` before ``synth`` (the config's default ``rf-matid-data`` does not
+    exist) is one line naming the option, and so is a file as the dataset root (34583c8:
+    ``rf-matid: error: rf-matid-data: dataset root is not a directory``, no option named)."""
+    monkeypatch.chdir(tmp_path)
+    line = assert_one_line_error(main, [command, "--config", "tiny"], capsys, prog=PROG)
+    assert line == f"{PROG}--data.init_args.data_dir rf-matid-data: no such folder"
+    (tmp_path / "data.csv").write_text("freq_hz,real,imag\n")
+    args = [command, "--config", "tiny", "--data.data_dir", "data.csv"]
+    line = assert_one_line_error(main, args, capsys, prog=PROG)
+    assert line == f"{PROG}--data.init_args.data_dir data.csv: is a file; give the dataset folder"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv"]  # no run folder left
+
+
 def test_import_is_light_and_exports_the_main_names() -> None:
     """``import rf_matid`` does not import torch, and the README's names come from it
     (11b2942 exported only ``__version__``)."""

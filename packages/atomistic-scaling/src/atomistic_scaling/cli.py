@@ -229,7 +229,13 @@ def sweep_main(argv: Sequence[str]) -> int:
     from atomistic_scaling.constants import SYNTHETIC_VAL_SEED
     from atomistic_scaling.data import AtomsGraphDataset, fit_atomic_energies
     from atomistic_scaling.io import read_many
-    from atomistic_scaling.sweep import SweepConfig, fit_sweep, run_sweep, trivial_loss
+    from atomistic_scaling.sweep import (
+        SweepConfig,
+        fit_sweep,
+        run_sweep,
+        start_line,
+        trivial_loss,
+    )
     from atomistic_scaling.sweep_progress import SweepFolder
     from atomistic_scaling.sweep_report import plot_sweep, public_fits, summary_table
     from atomistic_scaling.symmetry import randomly_orient
@@ -247,6 +253,14 @@ def sweep_main(argv: Sequence[str]) -> int:
             folder.remove_earlier()
         folder.start(resumed=out.resumed)
         need = config.steps_of(max(config.d_values)) * config.batch_size
+        if not ns.quiet:  # before the data: generating it takes ~20 s (issue 36 review)
+            first = (
+                f"reading {len(ns.train_files)} training and {len(ns.val_files)} validation file(s)"
+                if ns.train_files
+                else f"generating {need} training and {ns.synthetic_val} validation EMT structures"
+            )
+            line = start_line(config, done, saved_in=folder.jobs_dir, first=first)
+            print(line, file=sys.stderr, flush=True)
         if ns.train_files:
             train = read_many(ns.train_files, ns.energy_key, ns.forces_key, ns.min_distance)
             val = read_many(ns.val_files, ns.energy_key, ns.forces_key, ns.min_distance)
@@ -261,8 +275,6 @@ def sweep_main(argv: Sequence[str]) -> int:
         train_set = AtomsGraphDataset(train, config.cutoff)
         val_set = AtomsGraphDataset(val, config.cutoff)
         trivial = trivial_loss(val_set, energies)
-        if done:
-            print(f"resuming: {len(done)} finished job(s) in {folder.jobs_dir}", flush=True)
         records = run_sweep(  # references per seed, own data
             train_set, val_set, None, config, done=done, on_job=folder.save_job, quiet=ns.quiet
         )

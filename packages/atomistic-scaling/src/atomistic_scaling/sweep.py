@@ -42,6 +42,7 @@ __all__ = [
     "fit_sweep",
     "learned_cells",
     "run_sweep",
+    "start_line",
     "sweep_jobs",
     "train_runs",
     "trivial_loss",
@@ -303,6 +304,30 @@ def sweep_jobs(config: SweepConfig) -> list[Job]:
         for width in config.widths_of(arch)
         for seed in config.seeds
     ]
+
+
+def start_line(
+    config: SweepConfig, done: Mapping[Job, Any], *, saved_in: object = None, first: str = ""
+) -> str:
+    """The line ``atomistic-scaling sweep`` shows on stderr before any slow step (data, then
+    the first job, can take tens of seconds): the jobs of the grid, how many a resumed sweep
+    finished before (``done``, read from ``saved_in``), how many are left to run, and
+    ``first``, what it does before the first job (e.g. generating the data)."""
+    jobs = sweep_jobs(config)
+    finished = sum(job in done for job in jobs)
+    widths = sorted({len(config.widths_of(arch)) for arch in config.archs})
+    grid = (
+        f"{len(config.archs)} arch(s) x {'/'.join(map(str, widths))} width(s) x "
+        f"{len(config.seeds)} seed(s), D = {', '.join(map(str, config.d_values))}"
+    )
+    text = f"sweep: {len(jobs)} job(s) ({grid}); "
+    if done:
+        text += f"resuming: {finished} finished before"
+        text += f" (in {saved_in}), " if saved_in is not None else ", "
+    text += f"{len(jobs) - finished} to run"
+    if config.workers > 1:
+        text += f" in {config.workers} processes"
+    return text + (f"; {first} first" if first else "")
 
 
 def run_sweep(

@@ -50,9 +50,14 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
     writes ``predictions.csv`` there (:mod:`rf_matid.predict_writer`); an earlier one is refused
     unless ``predict --overwrite``.
     """
-    from iclr26_common.lightning import run_cli
+    from iclr26_common.lightning import CLI, run_cli
     from rf_matid.data import RFMatIDDataModule
     from rf_matid.lit_module import RFMatIDClassifier
+
+    class RFMatIDCLI(CLI):
+        def before_instantiate_classes(self) -> None:
+            super().before_instantiate_classes()
+            _check_data_dir(self.config)
 
     def build_split(cli: Any) -> None:
         if isinstance(cli.datamodule, RFMatIDDataModule):
@@ -78,7 +83,38 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         seed=42,
         before_trainer=build_split,
         predict_writer=predictions_writer,
+        cli_class=RFMatIDCLI,
     )
+
+
+#: The option a LightningCLI user gives the dataset root with.
+DATA_DIR_OPTION = "--data.init_args.data_dir"
+
+
+def _check_data_dir(config: Any) -> None:
+    """The dataset root of a parsed LightningCLI ``config``, checked before any class is built:
+    a missing folder (the ``tiny`` config's default ``rf-matid-data`` unless ``synth`` wrote
+    it) or a file is one line naming the option, not the reader's ``dataset root is not a
+    directory``. Other data modules (a user's ``class_path``) are left to themselves."""
+    from iclr26_common.cli_support import UsageError
+
+    subcommand = config.get("subcommand") if config is not None else None
+    node = config.get(subcommand) if subcommand else None
+    data = node.get("data") if node is not None else None
+    if data is None or not hasattr(data, "get"):
+        return
+    class_path = str(data.get("class_path") or "rf_matid.data.RFMatIDDataModule")
+    if not class_path.endswith("RFMatIDDataModule"):
+        return
+    init = data.get("init_args") if "init_args" in data else data
+    value = init.get("data_dir") if init is not None and hasattr(init, "get") else None
+    if value is None:
+        return
+    path = Path(str(value))
+    if not path.exists():
+        raise UsageError(f"{DATA_DIR_OPTION} {value}: no such folder")
+    if not path.is_dir():
+        raise UsageError(f"{DATA_DIR_OPTION} {value}: is a file; give the dataset folder")
 
 
 def synth_main(argv: Sequence[str]) -> int:
