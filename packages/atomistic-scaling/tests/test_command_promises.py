@@ -74,6 +74,19 @@ def jobs(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     return ran
 
 
+def _interrupt_the_third_job(monkeypatch, sweep) -> None:  # type: ignore[no-untyped-def]
+    """Replace the sweep's jobs by fakes that raise KeyboardInterrupt (Ctrl-C) in the third."""
+    ran: list[tuple] = []
+
+    def interrupted(arch, width, seed, data, config):  # type: ignore[no-untyped-def]
+        ran.append((arch, width, seed))
+        if len(ran) == 3:
+            raise KeyboardInterrupt
+        return _fake_runs(arch, width, seed, config), 0.0
+
+    monkeypatch.setattr(sweep, "_job", interrupted)
+
+
 def test_sweep_checks_its_out_before_generating_data(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
@@ -111,15 +124,7 @@ def test_sweep_ctrl_c_keeps_finished_jobs_and_resume_skips_them(
 
     out = tmp_path / "sweep"
     args = [*SWEEP, "--out", str(out), "--quiet"]
-    ran: list[tuple] = []
-
-    def interrupted(arch, width, seed, data, config):  # type: ignore[no-untyped-def]
-        ran.append((arch, width, seed))
-        if len(ran) == 3:
-            raise KeyboardInterrupt
-        return _fake_runs(arch, width, seed, config), 0.0
-
-    monkeypatch.setattr(sweep, "_job", interrupted)
+    _interrupt_the_third_job(monkeypatch, sweep)
     run = run_main(main, args, capsys)
     assert run.code == 130
     assert [x for x in run.err.splitlines() if x.strip()] == ["atomistic-scaling: interrupted"]
@@ -199,15 +204,7 @@ def test_sweep_says_what_it_runs_before_the_data_and_on_resume(
         return generate(*args, **kwargs)
 
     monkeypatch.setattr(synth, "generate_structures", watched)
-    ran: list[tuple] = []
-
-    def interrupted(arch, width, seed, data, config):  # type: ignore[no-untyped-def]
-        ran.append((arch, width, seed))
-        if len(ran) == 3:
-            raise KeyboardInterrupt
-        return _fake_runs(arch, width, seed, config), 0.0
-
-    monkeypatch.setattr(sweep, "_job", interrupted)
+    _interrupt_the_third_job(monkeypatch, sweep)
     out = tmp_path / "sweep"
     run = run_main(main, [*SWEEP, "--out", str(out)], capsys)
     assert run.code == 130
