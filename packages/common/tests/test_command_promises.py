@@ -29,8 +29,11 @@ from iclr26_common.cli_support import (
 from iclr26_common.outputs import (
     PARTIAL_MARKER,
     OutputError,
+    OutputFolder,
+    add_output_options,
     check_out_file,
     check_out_folder,
+    check_output_options,
     check_resume_settings,
     publish,
     record_settings,
@@ -310,6 +313,93 @@ def test_output_errors_are_one_line_user_errors(tmp_path: Path, capsys) -> None:
 # ------------------------------------------------------------------ progress and devices
 
 
+def _output_parser(**kwargs: object) -> ArgumentParser:
+    parser = ArgumentParser(prog="tool run")
+    add_output_options(parser, **kwargs)  # type: ignore[arg-type]
+    return parser
+
+
+def test_output_options_overwrite_and_resume_exclude_each_other(capsys) -> None:  # type: ignore[no-untyped-def]
+    parser = _output_parser(resumable=True)
+    with pytest.raises(SystemExit) as exit_info:
+        parser.parse_args(["--out", "x", "--overwrite", "--resume"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "argument --resume: not allowed with argument --overwrite" in err
+    ns = parser.parse_args(["--out", "x", "--resume"])
+    assert (ns.overwrite, ns.resume) == (False, True)
+    # the same pair from a config file (argparse does not see it) is one line from the check
+    ns.overwrite = True
+    with pytest.raises(OutputError, match="--overwrite and --resume exclude each other"):
+        check_output_options(ns)
+
+
+def test_output_options_required_or_optional(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit):
+        _output_parser().parse_args([])
+    assert "the following arguments are required: --out" in capsys.readouterr().err
+    optional = _output_parser(kind="file", required=False)
+    ns = optional.parse_args([])
+    assert ns.out is None and check_output_options(ns, kind="file") is None
+    assert not hasattr(_output_parser().parse_args(["--out", "x"]), "resume")
+    helps = {a.dest: a.help for a in _output_parser(resumable=True)._actions}
+    assert helps["overwrite"] == "replace the earlier results in --out"
+    assert "--out holds" in helps["resume"]
+    helps = {a.dest: a.help for a in _output_parser(kind="file", help="a CSV")._actions}
+    assert (helps["out"], helps["overwrite"]) == ("a CSV", "replace an existing --out")
+    helps = {a.dest: a.help for a in _output_parser(kind="file", resumable=True)._actions}
+    assert "kept beside it" in helps["resume"]
+    with pytest.raises(ValueError):
+        _output_parser(kind="table")
+
+
+def test_output_options_check_a_folder_or_a_file(tmp_path: Path) -> None:
+    existing = tmp_path / "a.csv"
+    existing.write_text("x\n")
+    folder_ns = _output_parser().parse_args(["--out", str(existing)])
+    with pytest.raises(OutputError, match=r"^--out .*a.csv: exists and is a file; give a folder"):
+        check_output_options(folder_ns)
+    file_ns = _output_parser(kind="file").parse_args(["--out", str(existing)])
+    with pytest.raises(OutputError, match=r"^--out .*a.csv: exists; pass --overwrite"):
+        check_output_options(file_ns, kind="file")
+    file_ns.overwrite = True
+    assert check_output_options(file_ns, kind="file") == existing
+    dir_ns = _output_parser(kind="file").parse_args(["--out", str(tmp_path)])
+    with pytest.raises(OutputError, match="is a folder; give a file name"):
+        check_output_options(dir_ns, kind="file")
+    # a resumable folder: a partial one is continued with --resume
+    partial = tmp_path / "run"
+    partial.mkdir()
+    (partial / PARTIAL_MARKER).write_text("")
+    (partial / "done.json").write_text("{}")
+    resumable = _output_parser(resumable=True)
+    folder = check_output_options(resumable.parse_args(["--out", str(partial), "--resume"]))
+    assert isinstance(folder, OutputFolder) and folder.resumed
+    with pytest.raises(OutputError, match="--resume to continue it"):
+        check_output_options(resumable.parse_args(["--out", str(partial)]))
+    # not resumable: the hint names --overwrite alone
+    with pytest.raises(OutputError, match="pass --overwrite to start again"):
+        check_output_options(_output_parser().parse_args(["--out", str(partial)]))
+    # another option name
+    other = ArgumentParser(prog="tool")
+    add_output_options(other, option="--toolkit-dir")
+    with pytest.raises(OutputError, match=r"^--toolkit-dir "):
+        check_output_options(
+            other.parse_args(["--toolkit-dir", str(existing)]), option="--toolkit-dir"
+        )
+
+
+def test_output_options_on_a_jsonargparse_parser() -> None:
+    jsonargparse = pytest.importorskip("jsonargparse")
+    parser = jsonargparse.ArgumentParser(exit_on_error=False)
+    add_output_options(parser, resumable=True)
+    with pytest.raises(argparse.ArgumentError, match="not allowed with argument --overwrite"):
+        parser.parse_args(["--out", "x", "--overwrite", "--resume"])
+    ns = parser.parse_args(["--out", "x", "--resume"])
+    assert (ns.overwrite, ns.resume) == (False, True)
+
+
 class _Stream(io.StringIO):
     def isatty(self) -> bool:
         return False
@@ -320,11 +410,21 @@ def test_plain_progress_lines_when_not_a_terminal() -> None:
     items = list(progress(range(4), description="suit facts", stream=stream, every_s=0.0))
     assert items == [0, 1, 2, 3]
     lines = stream.getvalue().strip().splitlines()
-    assert lines[0].startswith("suit facts: 1/4, ") and "left" in lines[0]
+    assert lines[0] == "suit facts: 0/4"  # at once, before the first item is done
+    assert lines[1].startswith("suit facts: 1/4, ") and "left" in lines[1]
+    assert len(lines) == 1 + 4  # the start line, then every item (every_s=0), the last "(done)"
     assert lines[-1].startswith("suit facts: 4/4, ") and lines[-1].endswith("(done)")
     quiet = _Stream()
     assert list(progress([1, 2], description="x", stream=quiet, quiet=True)) == [1, 2]
     assert quiet.getvalue() == ""
+    slow = _Stream()  # the start line comes before the first item is asked for
+    started = progress(iter(range(2)), description="judge", stream=slow, every_s=3600.0)
+    assert next(started) == 0 and slow.getvalue() == "judge: 0\n"
+    assert list(started) == [1] and slow.getvalue().splitlines()[-1].endswith("(done)")
+    from iclr26_common.testing import progress_line
+
+    assert all(progress_line(line) for line in [*lines, "judge: 0"])
+    assert not progress_line("tool: error: rows.jsonl: 12") and not progress_line("x: interrupted")
     assert format_eta(5) == "5 s" and format_eta(185) == "3 min 05 s"
     assert format_eta(3720) == "1 h 02 min"
 

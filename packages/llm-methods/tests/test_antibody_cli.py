@@ -58,6 +58,18 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+def test_pretrain_shows_progress_unless_quiet(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 36 review: `antibody pretrain` (300 steps by default, ~30 s) was silent on 5b6cfbf."""
+    assert main(["antibody", "pretrain", "--out", str(tmp_path / "a"), "--steps", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "antibody pretrain steps: 0/2" in err and "2/2" in err and "(done)" in err, err
+    args = ["antibody", "pretrain", "--out", str(tmp_path / "b"), "--steps", "2", "--quiet"]
+    assert main(args) == 0
+    assert "antibody pretrain steps" not in capsys.readouterr().err
+
+
 def test_pipeline_end_to_end(synth: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     base, aligned, tuned, ev = (tmp_path / n for n in ("base", "aligned", "tuned", "eval"))
     assert main(["antibody", "pretrain", "--out", str(base), "--steps", "2"]) == 0

@@ -267,7 +267,7 @@ def test_eval_ctrl_c_is_one_line_exit_130(
 ) -> None:
     """Ctrl-C while ``eval`` generates: one line, exit status 130, no ``--out`` folder (a guard:
     d9942d3 already ended so)."""
-    from iclr26_common.testing import run_main
+    from iclr26_common.testing import progress_line, run_main
     from llm_methods.remix.runner import RLRunner
 
     def interrupted(*args: object, **kwargs: object) -> list:
@@ -278,7 +278,7 @@ def test_eval_ctrl_c_is_one_line_exit_130(
     out = tmp_path / "ev"
     args = ["remix", "eval", "--model", str(policy_dir), "--n", "3", "--out", str(out)]
     run = run_main(main, args, capsys)
-    lines = [line for line in run.err.splitlines() if line.strip()]
+    lines = [line for line in run.err.splitlines() if line.strip() and not progress_line(line)]
     assert run.code == 130 and lines == ["llm-methods: interrupted"], run.err
     assert not out.exists()
 

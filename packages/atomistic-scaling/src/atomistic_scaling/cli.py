@@ -8,7 +8,6 @@ import json
 import re
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from atomistic_scaling import __version__
@@ -19,7 +18,7 @@ from iclr26_common.cli_support import (
     comma_list,
     positive_int,
 )
-from iclr26_common.outputs import check_out_file, check_out_folder
+from iclr26_common.outputs import add_output_options, check_output_options
 
 __all__ = ["main", "run_lightning_cli"]
 
@@ -81,8 +80,7 @@ def synth_main(argv: Sequence[str]) -> int:
         "snapshots at 300-1500 K) labelled with ASE's EMT, randomly oriented; write extxyz with "
         "REF_energy / REF_forces.",
     )
-    parser.add_argument("--out", type=Path, required=True, help="extxyz file to write (new)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    add_output_options(parser, kind="file", help="extxyz file to write (new)")
     parser.add_argument("--n", type=positive_int, default=100, help="number of structures")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -102,7 +100,7 @@ def synth_main(argv: Sequence[str]) -> int:
     bad = sorted(set(ns.elements) - set(EMT_ELEMENTS))
     if bad:
         parser.error(f"unsupported elements {bad}; EMT has {', '.join(EMT_ELEMENTS)}")
-    check_out_file(ns.out, option="--out", overwrite=ns.overwrite)
+    check_output_options(ns, kind="file")
     path = write_synthetic(
         ns.out,
         ns.n,
@@ -147,19 +145,8 @@ def sweep_parser():  # type: ignore[no-untyped-def]
         exit_on_error=False,
     )
     parser.add_argument("--config", action=ActionConfigFile)
-    parser.add_argument(
-        "--out",
-        type=Path,
-        required=True,
-        help="output folder: new or empty, or with --overwrite / --resume",
-    )
-    parser.add_argument(
-        "--overwrite", action="store_true", help="replace the results of an earlier sweep in --out"
-    )
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue an interrupted sweep in --out: its finished jobs are not trained again",
+    add_output_options(
+        parser, resumable=True, help="output folder: new or empty, or with --overwrite / --resume"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument("--train_files", type=list[str] | None, default=None)
@@ -218,8 +205,6 @@ def _parse_sweep(argv: Sequence[str]) -> Any:
         )
     if ns.synthetic_val < 1:
         raise UsageError(f"sweep: --synthetic_val must be >= 1, got {ns.synthetic_val}")
-    if ns.overwrite and ns.resume:
-        raise UsageError("sweep: --overwrite and --resume exclude each other")
     return ns
 
 
@@ -244,7 +229,7 @@ def sweep_main(argv: Sequence[str]) -> int:
     config = SweepConfig(**{f.name: ns[f.name] for f in dataclasses.fields(SweepConfig)})
     if ns.train_files and not ns.val_files:
         raise ValueError("sweep: --val_files is required with --train_files")
-    out = check_out_folder(ns.out, overwrite=ns.overwrite, resume=ns.resume)
+    out = check_output_options(ns)
     settings = {k: v for k, v in ns.as_dict().items() if k not in _SWEEP_RUN_OPTIONS}
     folder = SweepFolder(out.path, settings)
     done = folder.resume() if out.resumed else {}

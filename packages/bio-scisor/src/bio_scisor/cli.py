@@ -19,7 +19,7 @@ from iclr26_common.cli_support import (
     positive_float,
     positive_int,
 )
-from iclr26_common.outputs import check_out_file, check_out_folder
+from iclr26_common.outputs import add_output_options, check_out_file, check_output_options
 
 __all__ = ["main", "run_lightning_cli"]
 
@@ -166,18 +166,8 @@ def _load_denoiser(
     }
 
 
-def _add_output_arguments(parser: ArgumentParser, *, resume: bool, progress: str) -> None:
-    """``--overwrite``, ``--resume`` (where finished pieces can be kept) and ``--quiet``."""
-    parser.add_argument(
-        "--overwrite", action="store_true", help="replace the earlier results in --out"
-    )
-    if resume:
-        parser.add_argument(
-            "--resume",
-            action="store_true",
-            help="continue the interrupted run whose partial results --out holds (its finished "
-            "pieces are kept, not redone)",
-        )
+def _add_quiet(parser: ArgumentParser, progress: str) -> None:
+    """``--quiet``: no progress lines."""
     parser.add_argument(
         "--quiet", action="store_true", help=f"no progress over {progress} on stderr"
     )
@@ -205,7 +195,7 @@ def score_main(argv: Sequence[str]) -> int:
         "--wt-id", default=None, help="the record of a multi-record --wt FASTA to use (its id)"
     )
     _add_ckpt_arguments(parser)
-    parser.add_argument("--out", type=Path, required=True, help="CSV to write (new file)")
+    add_output_options(parser, kind="file", help="CSV to write (new file)")
     parser.add_argument(
         "--plot",
         type=Path,
@@ -217,9 +207,9 @@ def score_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--skip-non-deletions", action="store_true", help="skip insertions")
     _add_skip_nonstandard(parser)
-    _add_output_arguments(parser, resume=False, progress="the model passes and variants")
+    _add_quiet(parser, "the model passes and variants")
     ns = parser.parse_args(list(argv))
-    out = check_out_file(ns.out, option="--out", overwrite=ns.overwrite)  # before any work
+    out = check_output_options(ns, kind="file")  # before any work
     plot = (
         check_out_file(ns.plot, option="--plot", overwrite=ns.overwrite)
         if ns.plot is not None
@@ -361,9 +351,7 @@ def proteingym_main(argv: Sequence[str]) -> int:
         "--benchmark", choices=("dms", "clinical"), default="dms", help="which ProteinGym set"
     )
     _add_ckpt_arguments(parser)
-    parser.add_argument(
-        "--out", type=Path, required=True, help="output folder (new or empty; see --overwrite)"
-    )
+    add_output_options(parser, resumable=True)
     parser.add_argument("--skip-non-deletions", action="store_true", help="skip insertions")
     _add_skip_nonstandard(parser)
     parser.add_argument(
@@ -372,9 +360,9 @@ def proteingym_main(argv: Sequence[str]) -> int:
         default=9999,
         help="bootstrap resamples of each assay's Spearman (or protein's AUC) interval",
     )
-    _add_output_arguments(parser, resume=True, progress="the assays")
+    _add_quiet(parser, "the assays")
     ns = parser.parse_args(list(argv))
-    out = check_out_folder(ns.out, overwrite=ns.overwrite, resume=ns.resume)  # before any work
+    out = check_output_options(ns)  # before any work
     if ns.n_resamples < 100:
         parser.error("--n-resamples must be >= 100")
 
@@ -443,14 +431,14 @@ def shrink_main(argv: Sequence[str]) -> int:
         "--pct", type=positive_float, required=True, help="percentage to remove (0, 100)"
     )
     _add_ckpt_arguments(parser)
-    parser.add_argument("--out", type=Path, required=True, help="FASTA to write (new file)")
+    add_output_options(parser, kind="file", help="FASTA to write (new file)")
     parser.add_argument(
         "--temperature", type=nonnegative_float, default=1.0, help="0 = top-1 deletions"
     )
     parser.add_argument("--seed", type=int, default=0)
-    _add_output_arguments(parser, resume=False, progress="the sequences")
+    _add_quiet(parser, "the sequences")
     ns = parser.parse_args(list(argv))
-    out = check_out_file(ns.out, option="--out", overwrite=ns.overwrite)  # before any work
+    out = check_output_options(ns, kind="file")  # before any work
     if not 0 < ns.pct < 100:
         parser.error("--pct must be in (0, 100)")
 
@@ -481,7 +469,7 @@ def synth_main(argv: Sequence[str]) -> int:
         "family.fasta, family.a2m, wt.fasta, a ProteinGym-format deletion CSV, DMS_indels.csv "
         "and motifs.json into --out.",
     )
-    parser.add_argument("--out", type=Path, required=True, help="folder to write (new or empty)")
+    add_output_options(parser, help="folder to write (new or empty)")
     parser.add_argument("--n", type=positive_int, default=400, help="family members")
     parser.add_argument("--n-match", type=positive_int, default=80, help="match states")
     parser.add_argument("--n-motifs", type=int, default=3, choices=(2, 3))
@@ -489,9 +477,8 @@ def synth_main(argv: Sequence[str]) -> int:
         "--n-multi", type=nonnegative_int, default=120, help="2-3-residue deletion variants"
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--overwrite", action="store_true", help="write into a non-empty --out")
     ns = parser.parse_args(list(argv))
-    out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before any work
+    out = check_output_options(ns)  # before any work
 
     from bio_scisor.synth import make_assay, make_family, write_family
 

@@ -68,7 +68,7 @@ from iclr26_common.cli_support import (
     shipped_configs,
 )
 from iclr26_common.device import lightning_accelerator, lightning_devices
-from iclr26_common.outputs import check_out_file, check_out_folder, write_bytes
+from iclr26_common.outputs import check_out_file, check_out_folder, overwrite_help, write_bytes
 
 __all__ = [
     "CLI",
@@ -631,7 +631,7 @@ def _with_overwrite(
             **out.get("fit", {}),
             "--overwrite": {
                 "action": "store_true",
-                "help": f"write {names} over earlier results there",
+                "help": overwrite_help(names),
             },
         }
     return out

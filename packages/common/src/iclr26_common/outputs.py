@@ -13,6 +13,10 @@
 - **A resume continues the same run**: :func:`record_settings` writes the options that decide a
   resumable command's numbers into its output folder when it starts; :func:`check_resume_settings`
   refuses ``--resume`` with other settings, in one line naming the first that differs.
+- **One set of options**: :func:`add_output_options` adds ``--out``, ``--overwrite`` and (for a
+  resumable command) ``--resume`` with one wording everywhere, ``--overwrite`` and ``--resume``
+  mutually exclusive through argparse; :func:`check_output_options` checks the parsed values with
+  :func:`check_out_folder` / :func:`check_out_file`.
 - **Ordinary permissions**: :func:`write_bytes` / :func:`write_text` write atomically (a temporary
   file in the same folder, then ``os.replace``) with mode 0644, like any other tool's output;
   :func:`publish` gives a file or folder another library wrote (safetensors: 0600) the same
@@ -24,6 +28,7 @@ status 2 through :func:`~iclr26_common.cli_support.run_with_one_line_errors`.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -32,7 +37,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from iclr26_common.cli_support import UsageError
 
@@ -40,11 +45,15 @@ __all__ = [
     "FILE_MODE",
     "FOLDER_MODE",
     "PARTIAL_MARKER",
+    "RESUME_HELP",
     "OutputError",
     "OutputFolder",
+    "add_output_options",
     "check_out_file",
     "check_out_folder",
+    "check_output_options",
     "check_resume_settings",
+    "overwrite_help",
     "publish",
     "record_settings",
     "write_bytes",
@@ -296,3 +305,87 @@ def check_resume_settings(
             f"{recorded.get(key)!r}, this one with {current.get(key)!r}; rerun with its "
             "settings, or pass --overwrite"
         )
+
+
+#: ``--resume``'s help (``{option}``: the output option), for an output folder and for an output
+#: file (whose finished pieces a command keeps beside it, as ``suit facts`` in ``OUT.partial/``).
+RESUME_HELP = {
+    "folder": "continue the interrupted run whose partial results {option} holds (its finished "
+    "pieces are kept, not redone)",
+    "file": "continue the interrupted run that was writing {option} (its finished pieces, kept "
+    "beside it, are not redone)",
+}
+_OUT_HELP = {
+    "folder": "output folder (new or empty; see --overwrite)",
+    "file": "output file (new; see --overwrite)",
+}
+
+
+def overwrite_help(option: str = "--out", kind: Literal["folder", "file"] = "folder") -> str:
+    """The one help text of ``--overwrite`` for the output ``option`` (a folder or a file)."""
+    if kind == "file":
+        return f"replace an existing {option}"
+    return f"replace the earlier results in {option}"
+
+
+def _dest(option: str) -> str:
+    return option.lstrip("-").replace("-", "_")
+
+
+def add_output_options(
+    parser: argparse.ArgumentParser,
+    *,
+    kind: Literal["folder", "file"] = "folder",
+    required: bool = True,
+    resumable: bool = False,
+    help: str | None = None,
+    option: str = "--out",
+    type: Any = Path,
+    default: Any = None,
+) -> None:
+    """Add the output options every command that writes results has: ``option`` (``--out``; a
+    ``kind`` folder or file, ``help`` its help; ``default`` unless ``required``), ``--overwrite``
+    and, when ``resumable``, ``--resume``, with the one wording (:func:`overwrite_help`,
+    :data:`RESUME_HELP`; a resumable file command checks where it keeps its finished pieces
+    itself). ``--overwrite`` and ``--resume`` are an argparse mutually exclusive
+    group: both given is one line (``argument --resume: not allowed with argument
+    --overwrite``), exit status 2 with :class:`~iclr26_common.cli_support.ArgumentParser`.
+    Works on argparse and jsonargparse parsers; check the values with
+    :func:`check_output_options`."""
+    if kind not in _OUT_HELP:
+        raise ValueError(f"kind must be 'folder' or 'file', got {kind!r}")
+    parser.add_argument(
+        option, type=type, required=required, default=default, help=help or _OUT_HELP[kind]
+    )
+    group = parser.add_mutually_exclusive_group() if resumable else parser
+    group.add_argument("--overwrite", action="store_true", help=overwrite_help(option, kind))
+    if resumable:
+        group.add_argument(
+            "--resume", action="store_true", help=RESUME_HELP[kind].format(option=option)
+        )
+
+
+def check_output_options(
+    ns: Any,
+    *,
+    kind: Literal["folder", "file"] = "folder",
+    option: str = "--out",
+) -> OutputFolder | Path | None:
+    """The options :func:`add_output_options` added, checked before any work: ``ns.out`` (the
+    attribute of ``option``) through :func:`check_out_folder` (``kind="folder"``; resumable when
+    ``ns`` has ``resume``) or :func:`check_out_file`, with ``ns.overwrite`` / ``ns.resume`` and
+    the option's name in every message. ``None`` when the option is optional and not given.
+    ``--overwrite`` with ``--resume`` (from a config file, which argparse's mutually exclusive
+    group does not see) is one line (:class:`OutputError`)."""
+    path = getattr(ns, _dest(option))
+    if path is None:
+        return None
+    overwrite = bool(getattr(ns, "overwrite", False))
+    resume = getattr(ns, "resume", None)
+    if overwrite and resume:
+        raise OutputError("--overwrite and --resume exclude each other")
+    if kind == "file":
+        return check_out_file(path, option=option, overwrite=overwrite)
+    return check_out_folder(
+        path, option=option, overwrite=overwrite, resume=bool(resume), resumable=resume is not None
+    )

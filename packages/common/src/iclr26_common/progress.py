@@ -1,8 +1,9 @@
 """Progress for any command that can run longer than about 10 s: one helper for the workspace.
 
 :func:`progress` wraps an iterable: on a terminal (stderr) a rich progress bar with done/total,
-elapsed time and an estimate of the time left; otherwise plain lines (``DESCRIPTION: 3/10,
-12 s elapsed, about 28 s left``) at most every ``every_s`` seconds and at the end; nothing with
+elapsed time and an estimate of the time left; otherwise plain lines: ``DESCRIPTION: 0/10`` when
+it starts (a user sees at once what runs), then ``DESCRIPTION: 3/10, 12 s elapsed, about 28 s
+left`` at most every ``every_s`` seconds, and one at the end; nothing with
 ``quiet`` (the commands' ``--quiet``). Output goes to stderr so stdout stays the command's result.
 """
 
@@ -52,6 +53,7 @@ def _plain(
 ) -> Iterator[T]:
     start = last = time.monotonic()
     done = 0
+    print(f"{description}: 0" + (f"/{total}" if total is not None else ""), file=stream, flush=True)
 
     def line() -> str:
         elapsed = time.monotonic() - start

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -46,6 +47,7 @@ __all__ = [
     "lightning_logs_to_current_stderr",
     "nonblank_lines",
     "only_file",
+    "progress_line",
     "regenerate_main",
     "registered_experiment",
     "relative_error",
@@ -251,6 +253,16 @@ def help_commands(help_text: str) -> list[str]:
     return names
 
 
+_PROGRESS_LINE = re.compile(r".+: \d+(/\d+)?(, \S.* elapsed(, about .* left)?)?( \(done\))?")
+
+
+def progress_line(line: str) -> bool:
+    """Whether ``line`` is a plain progress line of :func:`iclr26_common.progress.progress`
+    (``DESCRIPTION: 0/10`` at the start, ``DESCRIPTION: 3/10, 12 s elapsed, about 28 s left``,
+    ``... (done)``): what a test of a command's stderr leaves out of an error's one line."""
+    return ": error: " not in line and _PROGRESS_LINE.fullmatch(line.strip()) is not None
+
+
 def assert_one_line_error(
     main: Callable[[list[str]], Any],
     args: Sequence[str],
@@ -261,7 +273,9 @@ def assert_one_line_error(
     drop_earlier: bool = False,
 ) -> str:
     """Run ``main(list(args))`` in-process and assert the CLI contract for bad input: exit status
-    2, exactly one non-blank stderr line and no traceback. Returns that line.
+    2, exactly one non-blank stderr line besides progress lines (:func:`progress_line`: a
+    command that fails in its first item has printed its start line) and no traceback. Returns
+    that line.
 
     ``capsys`` is pytest's fixture (anything with ``readouterr()``). ``prog``: the line must start
     with it. ``skip(line)``: lines to leave out of the count (a library's start-up chatter).
@@ -279,7 +293,11 @@ def assert_one_line_error(
         raise AssertionError(f"main({list(args)!r}) returned instead of exiting with status 2")
     err = capsys.readouterr().err
     assert code == 2, f"main({list(args)!r}) exited with {code!r}; stderr:\n{err}"
-    lines = [line for line in err.splitlines() if line.strip() and not (skip and skip(line))]
+    lines = [
+        line
+        for line in err.splitlines()
+        if line.strip() and not progress_line(line) and not (skip and skip(line))
+    ]
     assert len(lines) == 1 and "Traceback" not in err, err
     if prog is not None:
         assert lines[0].startswith(prog), lines[0]

@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from iclr26_common.cli_support import ConsoleScript, Handler
+from iclr26_common.outputs import check_output_options
 from llm_methods import __version__
 from llm_methods.method_cli import (
     ArgumentParser,
     model_args,
+    out_args,
     quiet_transformers,
     seed,
     seed_args,
@@ -43,7 +45,7 @@ def score_main(argv: Sequence[str]) -> int:
     model_args(parser)
     parser.add_argument("--text", required=True, help="text (continuation) to score")
     parser.add_argument("--prompt", default="", help="conditioning prompt (default: BOS only)")
-    _out_file_args(parser, "log-prob, token count and perplexity")
+    out_args(parser, "also write a .json file: log-prob, token count and perplexity", kind="file")
     seed_args(parser, quiet=False)
     ns = show_defaults(parser).parse_args(list(argv))
     import math
@@ -51,7 +53,7 @@ def score_main(argv: Sequence[str]) -> int:
     from iclr26_common.seeding import seed_everything
     from llm_methods.lm import continuation_logprobs, load_lm
 
-    _check_out_file(ns)
+    check_output_options(ns, kind="file")  # before the model is loaded
     quiet_transformers()
     seed_everything(ns.seed)
     lm = load_lm(ns.model, ns.device, ns.dtype)
@@ -66,22 +68,6 @@ def score_main(argv: Sequence[str]) -> int:
         | {"perplexity": ppl},
     )
     return 0
-
-
-def _out_file_args(parser: ArgumentParser, what: str) -> None:
-    """``--out`` (an optional .json file of ``what``, besides stdout) and ``--overwrite``."""
-    parser.add_argument(
-        "--out", type=Path, default=None, help=f"also write a .json file: {what} (default: none)"
-    )
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-
-
-def _check_out_file(ns: Any) -> None:
-    """``--out`` checked before the model is loaded (:func:`iclr26_common.outputs.check_out_file`)."""
-    if ns.out is not None:
-        from iclr26_common.outputs import check_out_file
-
-        check_out_file(ns.out, overwrite=ns.overwrite)
 
 
 def _write_out_file(ns: Any, record: dict[str, Any]) -> None:
@@ -103,12 +89,12 @@ def generate_main(argv: Sequence[str]) -> int:
     parser.add_argument("--chat", action="store_true", help="wrap the prompt in the chat template")
     parser.add_argument("--max-new-tokens", type=positive_int, default=32, help="tokens generated")
     parser.add_argument("--sample", action="store_true", help="sample instead of greedy")
-    _out_file_args(parser, "the prompt and the generated text")
+    out_args(parser, "also write a .json file: the prompt and the generated text", kind="file")
     seed_args(parser, quiet=False)
     ns = show_defaults(parser).parse_args(list(argv))
     from llm_methods.lm import chat_prompt, generate, load_lm
 
-    _check_out_file(ns)
+    check_output_options(ns, kind="file")  # before the model is loaded
     quiet_transformers()
     lm = load_lm(ns.model, ns.device, ns.dtype)
     prompt = chat_prompt(lm, ns.prompt) if ns.chat else ns.prompt

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from iclr26_common import cli_support
 from iclr26_common.cli_support import ArgumentParser, refuse_non_finite
@@ -173,12 +173,20 @@ def out_args(
     help: str,
     *,
     required: bool = False,
-    overwrite: str = "replace earlier results in --out",
+    kind: Literal["folder", "file"] | None = None,
+    resumable: bool = False,
+    overwrite: str | None = None,
 ) -> None:
-    """``--out`` (a path, ``help``; ``None`` unless ``required``) and ``--overwrite`` (``overwrite``
-    is its help): what every command that writes results has."""
-    parser.add_argument("--out", type=Path, required=required, default=None, help=help)
-    parser.add_argument("--overwrite", action="store_true", help=overwrite)
+    """``--out`` (a ``kind`` folder or file, ``help`` its help; ``None`` unless ``required``),
+    ``--overwrite`` and, when ``resumable``, ``--resume``: common's
+    :func:`iclr26_common.outputs.add_output_options` (one wording; ``--overwrite`` and
+    ``--resume`` exclude each other). ``overwrite`` is the older spelling of ``kind``: the text
+    ``"replace an existing --out"`` means a file."""
+    from iclr26_common.outputs import add_output_options, overwrite_help
+
+    if kind is None:
+        kind = "file" if overwrite == overwrite_help("--out", "file") else "folder"
+    add_output_options(parser, kind=kind, required=required, resumable=resumable, help=help)
 
 
 def parse_settings(parser: Any, argv: Sequence[str], package: str) -> Any:

@@ -21,7 +21,7 @@ from iclr26_common.cli_support import (
     positive_int,
     probability,
 )
-from iclr26_common.outputs import check_out_file, check_out_folder
+from iclr26_common.outputs import add_output_options, check_out_file, check_out_folder
 from medimg_gfscreen import __version__
 
 __all__ = ["main", "run_lightning_cli"]
@@ -176,14 +176,11 @@ def synth_main(argv: Sequence[str]) -> int:
         description="Write synthetic CT (int16 HU, 1x1x3 mm, 0-3 lesions, ~30% healthy) as "
         "imagesTr/<case>_0000.nii.gz + labelsTr/<case>.nii.gz + dataset.json + datalist.json.",
     )
-    parser.add_argument("--out", type=Path, required=True, help="new (or empty) folder")
+    add_output_options(parser)
     parser.add_argument("--n", type=int, default=12, help="number of cases")
     parser.add_argument("--shape", type=parse_shape, default=(96, 96, 32), help="X,Y,Z voxels")
     parser.add_argument("--val-fraction", type=probability, default=0.25)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--overwrite", action="store_true", help="write into a --out holding earlier results"
-    )
     ns = parser.parse_args(list(argv))
     if ns.n < 2:
         parser.error("--n must be >= 2 (a training and a validation case)")
@@ -208,14 +205,18 @@ def datalist_main(argv: Sequence[str]) -> int:
         "write a Decathlon datalist JSON (training / validation).",
     )
     parser.add_argument("root", type=Path, help="data folder")
-    parser.add_argument("--out", type=Path, default=None, help="default ROOT/datalist.json")
+    add_output_options(
+        parser,
+        kind="file",
+        required=False,
+        help="datalist JSON to write (default: ROOT/datalist.json)",
+    )
     parser.add_argument("--folds", type=positive_int, default=1, help="k-fold split (e.g. 5)")
     parser.add_argument("--fold", type=nonnegative_int, default=0, help="validation fold")
     parser.add_argument(
         "--val-fraction", type=probability, default=0.2, help="hold-out if --folds 1"
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     ns = parser.parse_args(list(argv))
     out = check_out_file(ns.out or ns.root / "datalist.json", overwrite=ns.overwrite)
     from medimg_gfscreen.io import discover_cases, write_datalist
@@ -241,7 +242,7 @@ def screen_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("image", type=Path, help="CT volume, .nii.gz / .nii, HU")
     parser.add_argument("--ckpt", type=Path, required=True, help="exported .pt or Lightning .ckpt")
-    parser.add_argument("--out", type=Path, required=True, help="mask to write (.nii.gz)")
+    add_output_options(parser, kind="file", help="mask to write (.nii.gz)")
     parser.add_argument(
         "--table",
         type=Path,
@@ -286,7 +287,6 @@ def screen_main(argv: Sequence[str]) -> int:
         help="use --region / --prenormalized even where they differ from the training's",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress, no HU window line")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     ns = parser.parse_args(list(argv))
     if ns.overlap is not None and not 0 <= ns.overlap < 1:
         parser.error("--overlap must be in [0, 1)")
@@ -362,8 +362,7 @@ def export_main(argv: Sequence[str]) -> int:
         "that loads with torch.load(weights_only=True).",
     )
     parser.add_argument("--ckpt", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    add_output_options(parser, kind="file", help="the .pt to write")
     ns = parser.parse_args(list(argv))
     out = check_out_file(ns.out, overwrite=ns.overwrite)  # before any work
     import io

@@ -27,11 +27,7 @@ from iclr26_common.cli_support import (
     positive_int,
     probability,
 )
-from iclr26_common.outputs import (
-    OutputError,
-    check_out_file,
-    check_out_folder,
-)
+from iclr26_common.outputs import OutputError, add_output_options, check_output_options
 from pointcloud_pgllm import __version__
 
 if TYPE_CHECKING:  # the API is imported when a command runs (``--help`` stays light)
@@ -98,17 +94,10 @@ def synth_main(argv: Sequence[str]) -> int:
         f"glued 'OFF<V> <F> 0' headers). ID classes (MN1 names): {', '.join(SYNTH_ID_CLASSES)}; "
         f"OOD classes: {', '.join(SYNTH_OOD_CLASSES)}.",
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        required=True,
-        help="dataset root to write: new or empty, or with --overwrite",
-    )
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the dataset an earlier synth wrote into --out (its class folders; a "
-        "folder holding anything else is refused)",
+    add_output_options(
+        parser,
+        help="dataset root to write: new or empty, or with --overwrite (which replaces the class "
+        "folders an earlier synth wrote; a folder holding anything else is refused)",
     )
     parser.add_argument(
         "--classes", type=comma_list, default=None, help="comma-separated (default: all)"
@@ -129,7 +118,7 @@ def synth_main(argv: Sequence[str]) -> int:
         parser.error(f"unknown classes {unknown}; known: {', '.join(SYNTH_CLASSES)}")
     from pointcloud_pgllm.synth import foreign_entries, generate_dataset, remove_generated
 
-    out = check_out_folder(ns.out, overwrite=ns.overwrite, resumable=False)
+    out = check_output_options(ns)
     foreign = foreign_entries(out.path) if ns.overwrite and out.path.is_dir() else []
     if foreign:
         raise OutputError(
@@ -172,12 +161,9 @@ def embed_main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--encoder", default="pointnn", help="'pointnn', a fit .ckpt or a TorchScript file"
     )
-    parser.add_argument(
-        "--out", type=Path, required=True, help="output folder: new or empty, or --overwrite"
-    )
-    parser.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
+    add_output_options(parser)
     ns = parser.parse_args(list(argv))
-    out = check_out_folder(ns.out, overwrite=ns.overwrite, resumable=False)
+    out = check_output_options(ns)
     import csv
     import io
 
@@ -213,10 +199,9 @@ def caption_main(argv: Sequence[str]) -> int:
         description="Geometric (label-free) captions of a split as CSV: source, class, caption.",
     )
     _data_args(parser)
-    parser.add_argument("--out", type=Path, required=True, help="CSV file to write")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    add_output_options(parser, kind="file", help="CSV file to write")
     ns = parser.parse_args(list(argv))
-    target = check_out_file(ns.out, option="--out", overwrite=ns.overwrite)
+    target = check_output_options(ns, kind="file")
     import csv
     import io
 
@@ -263,11 +248,8 @@ def _pipeline_parser(name: str, description: str) -> ArgumentParser:
         help="with --captions: the same clouds' PointLLM features, .npy [N, D], "
         "row i = object_id i",
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        required=True,
-        help="output folder (CSV + metrics.json): new or empty, or with --overwrite",
+    add_output_options(
+        parser, help="output folder (CSV + metrics.json): new or empty, or with --overwrite"
     )
     parser.add_argument(
         "--encoder", default="pointnn", help="'pointnn', a fit .ckpt or a TorchScript file"
@@ -316,7 +298,6 @@ def _pipeline_parser(name: str, description: str) -> ArgumentParser:
         "neighbours (default: on for our encoder's features; off with --features, "
         "as the official scripts use PointLLM's raw features)",
     )
-    parser.add_argument("--overwrite", action="store_true", help="replace earlier results in --out")
     return parser
 
 
@@ -379,7 +360,7 @@ def _run_and_write(
     metrics. A failed or interrupted run leaves no folder it created."""
     from pointcloud_pgllm.results import write_result_files
 
-    out = check_out_folder(ns.out, overwrite=ns.overwrite, resumable=False)
+    out = check_output_options(ns)
     with out:
         result = _usage_errors_as_parser_errors(parser, call)
         csv_path, json_path = write_result_files(result, out.path)

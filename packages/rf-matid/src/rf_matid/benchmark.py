@@ -29,7 +29,13 @@ from iclr26_common.cli_support import (
     int_list,
     positive_int,
 )
-from iclr26_common.outputs import check_out_folder, record_settings, write_bytes, write_text
+from iclr26_common.outputs import (
+    add_output_options,
+    check_output_options,
+    record_settings,
+    write_bytes,
+    write_text,
+)
 from iclr26_common.progress import progress
 from rf_matid.benchmark_store import (
     CELLS_DIR,
@@ -436,22 +442,13 @@ def benchmark_main(argv: Sequence[str]) -> int:
         help="use a miniature synthetic dataset in OUT/data (generated on the first run, reused "
         "by reruns into the same --out; ignores --data)",
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
+    add_output_options(
+        parser,
+        required=False,
+        resumable=True,
         default=Path("rf-matid-benchmark"),
-        help="output folder: new or empty, or with --overwrite / --resume",
-    )
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the results of an earlier run in --out (a --synth dataset of the same "
-        "grid is reused)",
-    )
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue an interrupted run in --out: its finished cells are not trained again",
+        help="output folder: new or empty, or with --overwrite / --resume (--overwrite reuses "
+        "a --synth dataset of the same grid)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument(
@@ -485,14 +482,12 @@ def benchmark_main(argv: Sequence[str]) -> int:
         unknown = [v for v in values if v not in known]
         if unknown:
             parser.error(f"unknown {what} {unknown}; choose from {', '.join(known)}")
-    if ns.overwrite and ns.resume:
-        parser.error("--overwrite and --resume exclude each other")
     if not ns.synth:
         if ns.data is None:
             parser.error("give --data DIR or --synth")
         if not Path(ns.data).is_dir():
             raise FileNotFoundError(f"--data {ns.data} is not a directory")
-    out = check_out_folder(ns.out, overwrite=ns.overwrite, resume=ns.resume)
+    out = check_output_options(ns)
     settings = {
         "data": "synthetic" if ns.synth else str(Path(ns.data).resolve()),
         "models": archs,

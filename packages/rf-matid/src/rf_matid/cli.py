@@ -16,7 +16,7 @@ from iclr26_common.cli_support import (
     int_list,
     positive_int,
 )
-from iclr26_common.outputs import check_out_file, check_out_folder
+from iclr26_common.outputs import add_output_options, check_output_options
 from rf_matid import __version__
 
 __all__ = ["main", "run_lightning_cli"]
@@ -124,17 +124,10 @@ def synth_main(argv: Sequence[str]) -> int:
         prog="rf-matid synth",
         description="Write a physics-based synthetic RF-MatID dataset in the upstream format.",
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        required=True,
-        help="dataset root to write: new or empty, or with --overwrite",
-    )
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the dataset an earlier synth wrote into --out (its frequency_domain/ and "
-        "time_domain/ trees; other files stay)",
+    add_output_options(
+        parser,
+        help="dataset root to write: new or empty, or with --overwrite (which replaces the "
+        "frequency_domain/ and time_domain/ trees an earlier synth wrote; other files stay)",
     )
     parser.add_argument(
         "--n", type=positive_int, default=1, help="samples per (class, distance, angle)"
@@ -160,7 +153,7 @@ def synth_main(argv: Sequence[str]) -> int:
     from rf_matid.io import FREQ_HEADER, UPSTREAM_FREQ_HEADER
     from rf_matid.synth_dataset import generate_dataset, remove_generated
 
-    out = check_out_folder(ns.out, overwrite=ns.overwrite)
+    out = check_output_options(ns)
     with out:
         if ns.overwrite:
             remove_generated(out.path)
@@ -190,15 +183,14 @@ def predict_files_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("inputs", nargs="+", type=Path, help=".csv / .s1p files or folders")
     parser.add_argument("--ckpt", type=Path, required=True, help="Lightning checkpoint (.ckpt)")
-    parser.add_argument("--out", type=Path, required=True, help="CSV file to write")
+    add_output_options(parser, kind="file", help="CSV file to write")
     parser.add_argument(
         "--protocol", default=None, help="P1..P5 (default: the one recorded in the checkpoint)"
     )
     parser.add_argument("--batch-size", type=positive_int, default=256)
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     ns = parser.parse_args(list(argv))
-    check_out_file(ns.out, option="--out", overwrite=ns.overwrite)
+    check_output_options(ns, kind="file")
 
     from rf_matid.predict import collect_inputs, load_predictor, predict_files
 

@@ -19,7 +19,7 @@ from iclr26_common.cli_support import (
     positive_float,
     positive_int,
 )
-from iclr26_common.outputs import OutputFolder, check_out_folder
+from iclr26_common.outputs import OutputFolder, add_output_options, check_output_options
 from robotics_remac import __version__
 
 __all__ = ["main", "parse_delays", "run_lightning_cli"]
@@ -127,19 +127,18 @@ def collect_main(argv: Sequence[str]) -> int:
         description="Roll out the PD expert and write the demonstrations as a LeRobot dataset "
         "(v2.1 layout, or v3.0 with --codebase-version v3.0).",
     )
-    parser.add_argument("--out", type=Path, required=True, help="dataset folder (new or empty)")
+    add_output_options(
+        parser,
+        help="dataset folder: new or empty, or with --overwrite (which replaces the data/ and "
+        "meta/ an earlier run wrote)",
+    )
     parser.add_argument("--episodes", type=positive_int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--codebase-version", choices=["v2.1", "v3.0"], default="v2.1", help="LeRobot layout"
     )
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the dataset an earlier run wrote into --out (its data/ and meta/)",
-    )
     ns = parser.parse_args(list(argv))
-    out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before any work
+    out = check_output_options(ns)  # before any work
     from robotics_remac.data import collect_demonstrations
     from robotics_remac.dataset_writer import write_lerobot_dataset
 
@@ -198,15 +197,11 @@ def eval_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--episodes", type=positive_int, default=200)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, required=True, help="output folder (new or empty)")
-    parser.add_argument(
-        "--overwrite", action="store_true", help="replace the earlier results in --out"
-    )
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the interrupted run whose partial results --out holds (its finished "
-        "cells, kept in cells.jsonl, are not run again)",
+    add_output_options(
+        parser,
+        resumable=True,
+        help="output folder: new or empty, or with --overwrite / --resume (finished cells are "
+        "kept in cells.jsonl)",
     )
     parser.add_argument(
         "--data",
@@ -236,7 +231,7 @@ def eval_main(argv: Sequence[str]) -> int:
                 )
                 + ") and neither --measured-delay nor --resume"
             )
-    out = check_out_folder(ns.out, overwrite=ns.overwrite, resume=ns.resume)  # before any work
+    out = check_output_options(ns)  # before any work
     if ns.data is not None:
         from robotics_remac.offline_eval import run_offline
 

@@ -62,6 +62,7 @@ def stage_parser(command: str) -> Any:
     (:class:`~llm_methods.antibody.pipeline.StageSettings`); a YAML nests them the same way."""
     from jsonargparse import ActionConfigFile, ArgumentParser
 
+    from iclr26_common.outputs import add_output_options
     from llm_methods.antibody.model import AntibodyConfig
     from llm_methods.antibody.pipeline import StageSettings
 
@@ -105,10 +106,7 @@ def stage_parser(command: str) -> Any:
         "--refusals", type=str | None, default=None, help="refusal pool (one per line)"
     )
     parser.add_argument("--device", type=str | None, default=None, help="cpu / cuda")
-    parser.add_argument("--out", type=str, required=True, help="output folder (model + log)")
-    parser.add_argument(
-        "--overwrite", action="store_true", help="replace the earlier results in --out"
-    )
+    add_output_options(parser, type=str, help="output folder (model + log)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.add_argument(
         "--seed",
@@ -171,6 +169,7 @@ def _parser() -> argparse.ArgumentParser:
     pt.add_argument(
         "--device", default=None, help="cpu / cuda (default: the CPU, as the experiment)"
     )
+    pt.add_argument("--quiet", action="store_true", help="no progress lines")
     sub.add_parser("configs", help="list the shipped configs")
     return show_defaults(parser)
 
@@ -428,7 +427,11 @@ def main(argv: Sequence[str]) -> int:
         with one_thread():
             device = None if ns.device is None else resolve_device(ns.device)
             tok, model, log = pretrain_base(
-                synthetic_world(ns.seed), steps=ns.steps, seed=ns.seed, device=device
+                synthetic_world(ns.seed),
+                steps=ns.steps,
+                seed=ns.seed,
+                device=device,
+                quiet=ns.quiet,
             )
         with out:
             model.save_pretrained(out.path)

@@ -144,11 +144,13 @@ def pretrain_base(
     lr: float = 3e-3,
     seed: int = 0,
     device: torch.device | str | None = None,
+    quiet: bool = True,
 ) -> tuple[Any, nn.Module, TrainLog]:
     """A BPE tokenizer and a tiny Llama trained on ``world.pretrain`` (it answers arithmetic,
     copies a little and refuses the harmful requests it saw). The model is initialised on the
     CPU (seeded, the same weights everywhere) and trained on ``device`` (default: the CPU);
-    :func:`align`, :func:`finetune` and :func:`evaluate` then work on the model's device."""
+    :func:`align`, :func:`finetune` and :func:`evaluate` then work on the model's device.
+    ``quiet=False``: progress lines over the steps on stderr."""
     from llm_methods.zoo.models import tiny_llama
     from llm_methods.zoo.tokenizer import train_bpe
 
@@ -163,7 +165,8 @@ def pretrain_base(
         batch, _ = data.sample(gen, batch_size)
         return sft_grads(model, params, batch)
 
-    log = train(model, step, steps, lr=lr, weight_decay=0.01)
+    progress_as = None if quiet else "antibody pretrain steps"
+    log = train(model, step, steps, lr=lr, weight_decay=0.01, progress_as=progress_as)
     return tokenizer, model, log
 
 

@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         eig,
         "output .json file: the Spearman correlations printed, per N",
         required=True,
-        overwrite="replace an existing --out",
+        kind="file",
     )
     world = sub.add_parser("world", help="write a world JSON (exact synthetic or animals)")
     world.add_argument("--kind", default="exact", choices=("exact", "animals"), help="generator")
@@ -61,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     world.add_argument("--vague", type=int, default=24, help="exact: vague attributes among them")
     world.add_argument("--seed", type=seed, default=0, help="seed of the generator")
-    out_args(world, "output .json file", required=True, overwrite="replace an existing --out")
+    out_args(world, "output .json file", required=True, kind="file")
     return show_defaults(parser)
 
 

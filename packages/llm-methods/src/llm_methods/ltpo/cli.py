@@ -43,6 +43,7 @@ def solve_parser() -> Any:
     LTPOConfig`) and ``--decode.*`` (:class:`DecodeSettings`); a YAML nests them the same way."""
     from jsonargparse import ActionConfigFile, ArgumentParser
 
+    from iclr26_common.outputs import add_output_options
     from llm_methods.ltpo.optimize import LTPOConfig
 
     parser = ArgumentParser(
@@ -58,16 +59,8 @@ def solve_parser() -> Any:
     parser.add_argument("--format", type=str, default="gsm8k", help="gsm8k|math500|aime|asdiv")
     parser.add_argument("--method", type=Literal[METHOD_CHOICES], default="ltpo")  # type: ignore[valid-type]
     parser.add_argument("--limit", type=int | None, default=None, help="first N problems only")
-    parser.add_argument(
-        "--out", type=str, required=True, help="output folder (predictions.jsonl, summary.json)"
-    )
-    parser.add_argument(
-        "--overwrite", action="store_true", help="replace the earlier results in --out"
-    )
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the interrupted run in --out (same settings; finished batches kept)",
+    add_output_options(
+        parser, resumable=True, type=str, help="output folder (predictions.jsonl, summary.json)"
     )
     parser.add_argument(
         "--seed",
@@ -89,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("solve", help="solve problems from a jsonl file (--help: its options)")
     synth = sub.add_parser("synth", help="write offline graded word problems (GSM8K jsonl)")
-    out_args(synth, "output .jsonl file", required=True, overwrite="replace an existing --out")
+    out_args(synth, "output .jsonl file", required=True, kind="file")
     synth.add_argument("--n", type=int, default=200, help="problems")
     synth.add_argument("--seed", type=seed, default=0, help="seed of the generator")
     sub.add_parser("configs", help="list the shipped LTPO configs")
@@ -154,7 +147,7 @@ def solve(argv: Sequence[str]) -> int:
     batch's predictions written into ``--out``, marked partial until ``summary.json``; ``--resume``
     continues an interrupted run of the same settings), print."""
     from iclr26_common.cli_support import UsageError
-    from iclr26_common.outputs import check_out_folder, write_text
+    from iclr26_common.outputs import check_output_options, write_text
     from iclr26_common.progress import progress
     from iclr26_common.seeding import seed_everything
     from llm_methods.lm import load_lm
@@ -175,7 +168,7 @@ def solve(argv: Sequence[str]) -> int:
     if ns.limit is not None and ns.limit < 1:
         raise UsageError(f"--limit must be >= 1, got {ns.limit}")
     # before any problem is solved
-    out = check_out_folder(ns.out, overwrite=ns.overwrite, resume=ns.resume)
+    out = check_output_options(ns)
     cfg, dec = ns.ltpo, ns.decode
     new, batch = dec.max_new_tokens, dec.batch_size
     problems = read_problems(ns.data, ns.format, ns.limit)

@@ -101,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     out_args(
         gen,
         "output file: the workflow JSON (a JSON list of them with --limit > 1)",
-        overwrite="replace an existing --out",
+        kind="file",
     )
     run = sub.add_parser("run", help="run the tri-agent team on tasks; per-task results")
     tasks_args(run)
@@ -129,18 +129,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--beta", type=finite_float, default=1.0, help="DPO temperature")
     train.add_argument("--no-rectifier", action="store_true", help="train generate-once")
-    out_args(train, "output folder (team.json, history.json)", required=True)
-    train.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the interrupted run in --out (same settings; finished rounds kept)",
-    )
+    out_args(train, "output folder (team.json, history.json)", required=True, resumable=True)
     train.add_argument("--quiet", action="store_true", help="no progress lines")
     synth = sub.add_parser("synth", help="write offline tasks (arithmetic jsonl / HumanEval jsonl)")
     synth.add_argument("--kind", choices=("arith", "code"), default="arith", help="task kind")
     synth.add_argument("--n", type=int, default=20, help="tasks")
     synth.add_argument("--seed", type=seed, default=0, help="random seed")
-    out_args(synth, "output .jsonl file", required=True, overwrite="replace an existing --out")
+    out_args(synth, "output .jsonl file", required=True, kind="file")
     return show_defaults(parser)
 
 
@@ -379,7 +374,7 @@ def _resumed_state(folder: Path, settings: dict[str, object]) -> dict | None:
 
 
 def _train(ns: argparse.Namespace) -> int:
-    from iclr26_common.outputs import check_out_folder, write_text
+    from iclr26_common.outputs import check_output_options, write_text
     from iclr26_common.progress import progress
     from llm_methods.lm.threads import one_thread
     from llm_methods.mas2.cto import CTOConfig, train_cto
@@ -391,7 +386,7 @@ def _train(ns: argparse.Namespace) -> int:
         k=ns.k, n=ns.n, r=ns.r, rounds=ns.rounds, beta=ns.beta, use_rectifier=not ns.no_rectifier
     )
     # before CTO: a folder of earlier results needs --overwrite, an interrupted one --resume
-    out = check_out_folder(ns.out, overwrite=ns.overwrite, resume=ns.resume)
+    out = check_output_options(ns)
     settings = _train_settings(ns)
     state = _resumed_state(out.path, settings) if out.resumed else None
     pool = load_pool(ns.pool)

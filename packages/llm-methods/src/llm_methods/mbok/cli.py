@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         comp,
         "output file (.safetensors; one file)",
         required=True,
-        overwrite="replace an existing --out",
+        kind="file",
     )
     comp.add_argument("--device", default=None, help=DEVICE_HELP)
     seed_args(comp)  # --seed and --quiet (no progress lines over the layers)
@@ -74,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
         "output .json file (one file): the perplexity printed, with the model, compressed "
         "layers, text, chunks, device and seed",
         required=True,
-        overwrite="replace an existing --out",
+        kind="file",
     )
     ev.add_argument("--device", default=None, help=DEVICE_HELP)
     seed_args(ev)

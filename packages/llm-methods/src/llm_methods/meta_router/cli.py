@@ -90,9 +90,7 @@ def _parser():  # type: ignore[no-untyped-def]
     route.add_argument(
         "--cost-diff", type=finite_float, default=1.0, help="ΔC, premium − cheap cost"
     )
-    out_args(
-        route, "output file: the routes CSV", required=True, overwrite="replace an existing --out"
-    )
+    out_args(route, "output file: the routes CSV", required=True, kind="file")
     off = sub.add_parser(
         "official",
         help="the official experiment on the official CSV",

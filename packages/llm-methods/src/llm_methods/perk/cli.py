@@ -49,12 +49,7 @@ def _parser() -> argparse.ArgumentParser:
         help="checkpoint from `perk fit` (--ckpt before 0.8.0)",
     )
     ev.add_argument("--data", type=Path, required=True, help="BabiLong-format jsonl")
-    out_args(ev, "output folder", required=True)
-    ev.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the interrupted run in --out (same settings; finished records kept)",
-    )
+    out_args(ev, "output folder", required=True, resumable=True)
     ev.add_argument("--quiet", action="store_true", help="no progress line")
     ev.add_argument("--limit", type=int, default=None, help="first N records only")
     ev.add_argument(
@@ -69,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
         "in summary.json",
     )
     synth = sub.add_parser("synth", help="write generated BabiLong-style records (jsonl)")
-    out_args(synth, "output .jsonl file", required=True, overwrite="replace an existing --out")
+    out_args(synth, "output .jsonl file", required=True, kind="file")
     synth.add_argument("--n", type=int, default=100, help="records")
     synth.add_argument("--n-segments", type=int, default=8, help="filler segments per context")
     synth.add_argument(
@@ -152,7 +147,7 @@ def _eval(ns: argparse.Namespace) -> int:
     uninterrupted one writes."""
     import torch
 
-    from iclr26_common.outputs import check_out_folder, write_text
+    from iclr26_common.outputs import check_output_options, write_text
     from iclr26_common.progress import progress
     from iclr26_common.seeding import seed_everything
     from llm_methods.lm.loading import resolve_device
@@ -161,7 +156,7 @@ def _eval(ns: argparse.Namespace) -> int:
     from llm_methods.perk.lit_module import load_checkpoint
 
     # before any record is answered
-    out = check_out_folder(ns.out, overwrite=ns.overwrite, resume=ns.resume)
+    out = check_output_options(ns)
     device = resolve_device(ns.device)
     records = read_babilong(ns.data, ns.limit)
     settings = _eval_settings(ns)

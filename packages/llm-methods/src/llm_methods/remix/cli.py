@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--device", default=None, help="cpu / cuda / cuda:N (default: cuda if present)")
     seed_args(ev)
     synth = sub.add_parser("synth", help="write generated problems (GSM8K jsonl)")
-    out_args(synth, "output .jsonl file", required=True, overwrite="replace an existing --out")
+    out_args(synth, "output .jsonl file", required=True, kind="file")
     synth.add_argument("--n", type=int, default=200, help="problems")
     synth.add_argument("--seed", type=seed, default=0, help="random seed")
     synth.add_argument("--max-value", type=int, default=20, help="largest operand")

@@ -420,21 +420,17 @@ def main(argv: Sequence[str]) -> int:
         help="also write OUT/model, a full HF folder of the edited model (any --model takes it)",
     )
     edit.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
-    out_args(edit, "output folder", required=True)
-    edit.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the interrupted edit in --out (same settings; finished batches kept)",
-    )
+    out_args(edit, "output folder", required=True, resumable=True)
     seed_args(edit)
     facts = sub.add_parser("facts", help="write the table facts a model knows as CounterFact")
     facts.add_argument("--model", default="smollm2", help="model spec")
     facts.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
-    out_args(facts, "output .json file", required=True, overwrite="replace an existing --out")
-    facts.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the interrupted probe whose finished chunks are in OUT.partial/",
+    out_args(
+        facts,
+        "output .json file (an interrupted probe keeps its finished chunks in OUT.partial/)",
+        required=True,
+        kind="file",
+        resumable=True,
     )
     seed_args(facts)
     trace = sub.add_parser("trace", help="causal tracing: MLP indirect effect per layer (ROME)")
@@ -450,13 +446,13 @@ def main(argv: Sequence[str]) -> int:
         trace,
         "output .json file (the numbers printed)",
         required=True,
-        overwrite="replace an existing --out",
+        kind="file",
     )
     seed_args(trace)
     synth = sub.add_parser("synth", help="a synthetic fact world as CounterFact")
     synth.add_argument("--subjects", type=int, default=24, help="subjects")
     seed_args(synth, quiet=False)
-    out_args(synth, "output .json file", required=True, overwrite="replace an existing --out")
+    out_args(synth, "output .json file", required=True, kind="file")
     ns = show_defaults(parser).parse_args(list(argv))
     if ns.command == "edit" and (ns.batch < 1 or ns.steps < 1):
         parser.error("--batch and --steps must be >= 1")
