@@ -67,6 +67,26 @@ def test_inconclusive_needs_a_failed_control() -> None:
     assert copy.verdict == "inconclusive" and copy.criterion_met is True
 
 
+def test_an_untested_claim_is_inconclusive_without_an_effect(
+    recwarn: pytest.WarningsRecorder,
+) -> None:
+    claim = Claim.untested(
+        text="Ours beats the baseline.", criterion="gap >= 0.05", preconditions=[LEARNED, FLAT]
+    )
+    assert claim.verdict == "inconclusive" and claim.reason == "control failed: baseline learned"
+    assert claim.criterion_met is None and claim.effect is None  # undecided, not "not met"
+    assert not [w for w in recwarn if issubclass(w.category, DeprecationWarning)]
+    copy = dataclasses.replace(claim)
+    assert copy.verdict == "inconclusive" and copy.criterion_met is None
+    from iclr26_common.report import _render_claims
+
+    text = "\n".join(_render_claims([claim.to_dict()]))
+    assert "— (not measured: a control failed)" in text and "(it was not measured)" in text
+    assert "point estimate" not in text and "criterion alone" not in text
+    with pytest.raises(ValueError, match="needs a failed precondition"):
+        Claim.untested(text="X.", criterion="rule", preconditions=[LEARNED])
+
+
 def test_to_dict_records_preconditions_and_criterion() -> None:
     data = _judge(False, FLAT).to_dict()
     assert data["verdict"] == "inconclusive" and data["criterion_met"] is False
@@ -130,3 +150,15 @@ def test_schema_2_results_stay_readable(tmp_path: Path) -> None:
         in index
     )
     assert "| 2 | B. | — (point estimate: b) | not held |" in index
+
+
+def test_a_control_failed_claim_gives_no_advice_on_units() -> None:
+    from iclr26_common.effects import t_effect
+    from iclr26_common.report import effect_text
+
+    effect = t_effect([0.1, 0.5, 0.9], name="gap", threshold=0.3)  # straddles: underpowered
+    decided = Claim.test(text="X.", effect=effect).to_dict()
+    gated = Claim.test(text="X.", effect=effect, preconditions=[FLAT]).to_dict()
+    assert "needs ~" in effect_text(decided) or "no number of units" in effect_text(decided)
+    assert "needs ~" not in effect_text(gated) and "no number of units" not in effect_text(gated)
+    assert effect_text(gated).startswith("0.5 [")

@@ -19,6 +19,7 @@ from llm_methods.seekbench.judge import (
     RuleJudge,
     agreement,
     annotate,
+    evidence_agreement,
     option_logprobs,
 )
 from llm_methods.seekbench.metrics import analyze, paired_difference, recovery_episodes
@@ -278,6 +279,94 @@ def test_rule_judge_query_types_and_kappa() -> None:
     assert 0.3 < rule["query_type"]["kappa"] < 1.0
 
 
+def _judge_result(question: str, kind: str = "search_result", **body: Any) -> dict:
+    trace = _trace([_step(0, "search", None, query="q"), _step(1, kind, None, **body)])
+    trace["question"] = question
+    return RuleJudge().label(trace, 1)
+
+
+def test_rule_judge_evidence_follows_the_ontology() -> None:
+    """Sufficient needs the asked fact, not only the entity (the ontology's own Insufficient
+    example: "Chris Martin is the lead singer of Coldplay" for his birth date). Fails on
+    5b6cfbf, whose rule judge called an entity-only document Sufficient & Clear (56 % of the
+    synthetic results against 26 % in gold)."""
+    ask = "Where did Leo Bennett die?"
+
+    def docs(*texts: str) -> list[dict]:
+        return [{"title": "Leo Bennett", "content": t} for t in texts]
+
+    entity_only = _judge_result(ask, documents=docs("Leo Bennett was a cricketer."))
+    assert entity_only == {"information_quality": "Insufficient", "information_clarity": "Unclear"}
+    stated = _judge_result(ask, documents=docs("Leo Bennett died at Thames Ditton in 1971."))
+    assert stated == {"information_quality": "Sufficient", "information_clarity": "Clear"}
+    hedged = docs("Leo Bennett died at Thames Ditton. However, some sources say Surrey.")
+    assert _judge_result(ask, documents=hedged)["information_clarity"] == "Unclear"
+    wrote = [{"title": "Velmor", "content": "Velmor was written by Anna Kest."}]
+    assert (
+        _judge_result("Who wrote Velmor?", documents=wrote)["information_quality"] == "Sufficient"
+    )
+    other = [{"title": "Anna Kest", "content": "Anna Kest died in Paris."}]
+    assert _judge_result(ask, documents=other)["information_quality"] == "Insufficient"
+    # every tool result is judged, a page's text sentence by sentence
+    page = _judge_result(ask, "visit_result", content="Intro. Leo Bennett died at Thames Ditton.")
+    assert page["information_quality"] == "Sufficient"
+    visit = _trace(
+        [_step(0, "visit", None, url="u"), _step(1, "visit_result", None, content="Leo Bennett.")]
+    )
+    judged = annotate([visit], RuleJudge())[0]["trace"]
+    assert judged[1]["annotation"]["type"] == "search_result"
+    assert judged[0]["annotation"]["type"] == "InitialQuery"
+
+
+def test_evidence_agreement_planted() -> None:
+    """kappa_E is 1 for a copy of the gold labels, 0 for a judge that calls every result
+    Sufficient & Clear (its E = 2 share then 1.0), and the rule judge on synthetic traces
+    recovers the designed evidence levels."""
+    gold = synth_traces(20, seed=0)
+    perfect = evidence_agreement(gold, [json.loads(json.dumps(t)) for t in gold])
+    assert perfect["kappa"] == 1.0 and perfect["share_e2_gold"] == perfect["share_e2_judge"]
+    lenient = json.loads(json.dumps(gold))
+    for trace in lenient:
+        for step in trace["trace"]:
+            if step["type"] == "search_result":
+                step["annotation"]["attributes"] = {
+                    "information_quality": "Sufficient",
+                    "information_clarity": "Clear",
+                }
+    flat = evidence_agreement(gold, lenient)
+    assert flat["kappa"] == pytest.approx(0.0) and flat["share_e2_judge"] == 1.0
+    assert flat["n"] == perfect["n"] > 50
+    rule = evidence_agreement(gold, annotate(gold, RuleJudge()))
+    assert rule["kappa"] >= 0.7 and abs(rule["share_e2_judge"] - rule["share_e2_gold"]) < 0.05
+
+
+def test_agreement_counts_only_judged_steps(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """With ``--max-steps`` the unjudged steps keep the input's labels; kappa counts only the
+    judged ones (it counted the kept labels as agreement before issue 42), and the judge's
+    progress runs over the steps it judges."""
+    from iclr26_common.testing import run_main
+    from llm_methods.seekbench.judge import judged_steps
+
+    gold = synth_traces(4, ["calibrated"], seed=0)
+    done = judged_steps(gold, 5)
+    assert len(done) == 5 and done == judged_steps(gold) & done
+    judged = annotate(gold, RuleJudge(), max_steps=5, quiet=False)
+    assert "seekbench judge steps: 5/5" in capsys.readouterr().err
+    mine = agreement(gold, judged, steps=done)
+    assert sum(row["n"] for row in mine.values()) <= 2 * 5  # two fields a step at most
+    assert sum(row["n"] for row in agreement(gold, judged).values()) > 20  # the kept labels
+    traces = tmp_path / "t.jsonl"
+    write_traces(gold, traces)
+    args = ["seekbench", "judge", str(traces), "--out", str(tmp_path / "j.jsonl")]
+    run = run_main(main, [*args, "--max-steps", "5"], capsys)
+    assert run.code == 0, run.err
+    for field, row in mine.items():
+        assert f"kappa {field:20s} {row['kappa']:.3f}" in run.out
+        assert f"n={row['n']})" in run.out
+    run = run_main(main, [*args, "--overwrite"], capsys)
+    assert "kappa evidence_level" in run.out and "Sufficient & Clear: judge" in run.out
+
+
 class _Handler(BaseHTTPRequestHandler):
     replies: ClassVar[list[tuple[int, str]]] = []
     seen: ClassVar[list[dict]] = []
@@ -430,13 +519,34 @@ def test_cli_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 @pytest.mark.slow
-def test_experiment_quick(tmp_path: Path) -> None:
-    from llm_methods.seekbench.experiment import EXPERIMENT
+def test_experiment_quick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llm_methods.seekbench.experiment import EXPERIMENT, PIPELINE_TITLE, PROXY
 
+    monkeypatch.delenv("SEEKBENCH_DATA", raising=False)
     result = EXPERIMENT.run(True, tmp_path)
     assert len(result.claims) == 3 and (tmp_path / "seekbench_metrics.png").is_file()
+    assert result.plots == ["seekbench_metrics.png"]
     assert "rule" in result.metrics["judge_kappa"]
-    assert "synthetic proxy" in result.summary  # the report says when the proxy is used
+    # no trace file: every claim inconclusive with the named control, the report says how to
+    # run them; the synthetic proxy gives pipeline checks in Details, never a claim
+    assert result.verdict == "inconclusive"
+    assert all(
+        [p.name for p in c.failed_preconditions] == ["SEEKBENCH_DATA names a trace file"]
+        for c in result.claims
+    )
+    assert "lm_judge_smollm2_real" not in result.metrics and "official" not in result.metrics
+    assert result.summary.startswith("Data: no real traces (SEEKBENCH_DATA unset)")
+    assert f"pipeline checks on the {PROXY}" in result.summary
+    assert "SEEKBENCH_DATA=path/to/seekbench_data.jsonl iclr26 reproduce" in result.summary
+    assert f"### {PIPELINE_TITLE}" in result.details
+    assert [c["name"] for c in result.metrics["pipeline_checks"]] == [
+        "CE on rule-judge labels orders the designed chain calibrated < hasty < premature "
+        "< reckless",
+        "CE separates the designed equal-accuracy pair",
+        "the premature-answer rate separates the same pair",
+    ]
+    lm = result.metrics["lm_judge_smollm2"]
+    assert lm["steps"] == lm["calls"] == 6 and lm["evidence"]["n"] == 4
     assert len(result.metrics["per_seed_judge_labels"]["tau_ce"]) == len(result.seeds)
 
 

@@ -204,8 +204,10 @@ class Effect:
         }
 
 
-def format_effect(effect: dict[str, Any] | Effect) -> str:
-    """One line for a report: ``+4.6 pts [-1.2, 10.4] vs >= 2 (t, n=3 seeds; needs ~24)``."""
+def format_effect(effect: dict[str, Any] | Effect, *, advice: bool = True) -> str:
+    """One line for a report: ``+4.6 pts [-1.2, 10.4] vs >= 2 (t, n=3 seeds; needs ~24)``;
+    ``advice=False`` leaves out how many units would decide it (for a claim whose control
+    failed: more units would not decide it)."""
     data = effect.to_dict() if isinstance(effect, Effect) else effect
     unit = f" {data.get('unit')}" if data.get("unit") else ""
     est, low, high = data.get("estimate"), data.get("low"), data.get("high")
@@ -215,7 +217,7 @@ def format_effect(effect: dict[str, Any] | Effect) -> str:
     text = f"{est:.4g}{unit} [{low:.4g}, {high:.4g}] vs {rule}"
     text += f" ({data.get('method')}, n={data.get('n')} {data.get('units') or 'units'}"
     needed = data.get("n_needed")
-    if data.get("method") != "exact":
+    if advice and data.get("method") != "exact":
         target = "the paper's effect" if data.get("paper") is not None else "this effect"
         text += (
             f"; deciding {target} needs ~{needed}"

@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from iclr26_common.effects import format_effect
 from iclr26_common.progress import format_duration
 from iclr26_common.registry import BUDGET_S
 from iclr26_common.report import (
@@ -23,6 +22,7 @@ from iclr26_common.report import (
     claim_counts,
     claim_kind,
     claim_tally,
+    effect_text,
     md_cell,
     read_result,
     verdict_text,
@@ -83,13 +83,7 @@ def _wall(data: dict[str, Any]) -> str:
 
 
 def _effect_text(claim: dict[str, Any]) -> str:
-    effect = claim.get("effect")
-    if not isinstance(effect, dict):
-        return "— (point estimate: " + str(claim.get("criterion", "?")) + ")"
-    try:
-        return format_effect(effect)
-    except (TypeError, ValueError, KeyError):
-        return str(effect)
+    return effect_text(claim, point_estimate=": " + str(claim.get("criterion", "?")))
 
 
 def _claims_held(data: dict[str, Any]) -> str:

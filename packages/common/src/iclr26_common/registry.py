@@ -170,6 +170,9 @@ class Claim:
             self.criterion_met = None if decision == "underpowered" else decision == "held"
             reason = "interval" if decision != "underpowered" else "underpowered"
             verdict = "inconclusive" if decision == "underpowered" else decision
+        elif self.verdict == "inconclusive" and failed and self.criterion_met is None:
+            # not measured (:meth:`untested`): a failed control kept it from running
+            verdict, reason = "inconclusive", ""
         else:
             warnings.warn(
                 "a Claim decided on a point estimate (no effect) is deprecated and is removed "
@@ -242,6 +245,26 @@ class Claim:
             preconditions,
             effect=effect,
         )
+
+    @classmethod
+    def untested(
+        cls,
+        *,
+        text: str,
+        criterion: str,
+        preconditions: Sequence[Precondition | Sequence[Any]],
+        measured: dict[str, Any] | None = None,
+    ) -> Claim:
+        """A claim whose effect could not be measured because a pre-registered control failed
+        (e.g. the data it needs were not supplied): "inconclusive", reason "control failed:
+        NAME", no effect and ``criterion_met`` None (the report says its criterion is
+        "undecided", neither "met" nor "not met"). At least one precondition must have failed."""
+        if not any(not _as_precondition(p).passed for p in preconditions):
+            raise ValueError(
+                "Claim.untested needs a failed precondition: a claim whose controls passed "
+                "is measured (Claim.test)"
+            )
+        return cls(text, criterion, dict(measured or {}), "inconclusive", preconditions)
 
     @classmethod
     def judge(

@@ -217,14 +217,33 @@ def verdict_text(claim: dict[str, Any]) -> str:
     return f"inconclusive (control failed: {', '.join(_failed(claim)) or '?'})"
 
 
-def _effect_cell(claim: dict[str, Any]) -> str:
+def untested(claim: dict[str, Any]) -> bool:
+    """Whether a claim dict was not measured (``Claim.untested``: no effect, a failed control,
+    ``criterion_met`` None)."""
+    return (
+        not isinstance(claim.get("effect"), dict)
+        and claim.get("criterion_met") is None
+        and claim_kind(claim) == INCONCLUSIVE_KINDS[0]
+    )
+
+
+def effect_text(claim: dict[str, Any], *, point_estimate: str = ", no interval") -> str:
+    """A claim dict's effect in one line (:func:`~iclr26_common.effects.format_effect`; without
+    the units-needed advice when a control failed), or what stands in its place: "— (not
+    measured: a control failed)", "— (point estimate``point_estimate``)"."""
     effect = claim.get("effect")
     if not isinstance(effect, dict):
-        return "— (point estimate, no interval)"
+        if untested(claim):
+            return "— (not measured: a control failed)"
+        return f"— (point estimate{point_estimate})"
     try:
-        return md_cell(format_effect(effect))
+        return format_effect(effect, advice=claim_kind(claim) != INCONCLUSIVE_KINDS[0])
     except (TypeError, ValueError, KeyError):
-        return md_cell(effect)
+        return str(effect)
+
+
+def _effect_cell(claim: dict[str, Any]) -> str:
+    return md_cell(effect_text(claim))
 
 
 def _render_claims(claims: list[dict[str, Any]]) -> list[str]:
@@ -254,9 +273,10 @@ def _render_claims(claims: list[dict[str, Any]]) -> list[str]:
         kind = claim_kind(claim)
         if kind == INCONCLUSIVE_KINDS[0]:
             met = {True: "met", False: "not met"}.get(claim.get("criterion_met"), "undecided")
+            alone = "it was not measured" if untested(claim) else f"its criterion alone was {met}"
             notes.append(
                 f"Claim {i} is **inconclusive**: its control {', '.join(_failed(claim))} failed, "
-                f"so this setup could not test it (its criterion alone was {met})."
+                f"so this setup could not test it ({alone})."
             )
         elif kind == INCONCLUSIVE_KINDS[1]:
             effect = claim.get("effect") or {}

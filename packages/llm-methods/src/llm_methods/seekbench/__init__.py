@@ -19,6 +19,7 @@ _EXPORTS = {
     "RuleJudge": "llm_methods.seekbench.judge",
     "agreement": "llm_methods.seekbench.judge",
     "annotate": "llm_methods.seekbench.judge",
+    "evidence_agreement": "llm_methods.seekbench.judge",
     "AgentProfile": "llm_methods.seekbench.synth",
     "synth_traces": "llm_methods.seekbench.synth",
 }

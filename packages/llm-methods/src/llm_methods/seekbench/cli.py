@@ -66,8 +66,8 @@ def _parser():  # type: ignore[no-untyped-def]
     ju = sub.add_parser(
         "judge",
         help="annotate traces with an LLM or rule judge",
-        description="Annotate every reasoning / search / search_result step; "
-        "prints Cohen's kappa per field when the input carries labels.",
+        description="Annotate every reasoning step, tool call and tool result; prints "
+        "Cohen's kappa per field and of the evidence level when the input carries labels.",
     )
     ju.add_argument("traces", type=Path, help="SeekBench .jsonl to annotate")
     out_args(
@@ -284,6 +284,8 @@ def _judge(ns):  # type: ignore[no-untyped-def]
     elif ns.judge == "lm":
         from llm_methods.lm import load_lm
 
+        if not ns.quiet:
+            print(f"seekbench judge: loading {ns.model} on {device}", file=sys.stderr, flush=True)
         judge = J.LMJudge(load_lm(ns.model, device), ns.cache_dir)
     else:
         key = os.environ.get(ns.api_key_env) if ns.api_key_env else None
@@ -301,9 +303,17 @@ def _judge(ns):  # type: ignore[no-untyped-def]
             f"(--max-steps {ns.max_steps}); the others keep the input's annotations (none when "
             "it is unlabelled), and `analyze` warns with the judged fraction"
         )
-    for field, row in J.agreement(traces, judged).items():
+    done = J.judged_steps(traces, ns.max_steps)  # the input's own labels are not the judge's
+    for field, row in J.agreement(traces, judged, steps=done).items():
         print(
             f"kappa {field:20s} {row['kappa']:.3f} (agreement {row['agreement']:.3f}, n={row['n']})"
+        )
+    evidence = J.evidence_agreement(traces, judged, steps=done)
+    if evidence["n"]:
+        print(
+            f"kappa {'evidence_level':20s} {evidence['kappa']:.3f} (agreement "
+            f"{evidence['agreement']:.3f}, n={evidence['n']}; Sufficient & Clear: judge "
+            f"{evidence['share_e2_judge']:.3f}, input {evidence['share_e2_gold']:.3f})"
         )
     return 0
 

@@ -17,15 +17,18 @@ import re
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llm_methods.lm.scoring import option_logprobs  # the core's; re-exported here
+from llm_methods.seekbench.counts import evidence_level
 from llm_methods.seekbench.data import (
     ATTRIBUTE_VALUES,
     QUERY_TYPES,
     REASONING_TYPES,
+    RESULT_TYPES,
+    TOOL_TYPES,
 )
 
 if TYPE_CHECKING:
@@ -40,20 +43,32 @@ __all__ = [
     "agreement",
     "annotate",
     "build_prompt",
+    "evidence_agreement",
+    "judged_steps",
     "option_logprobs",
     "step_fields",
 ]
 
+# the judge's three kinds of step: every tool call is judged as a query, every tool result as a
+# search result (the official ontology gives them the same labels)
+KINDS: dict[str, str] = {
+    "reasoning": "reasoning",
+    **dict.fromkeys(TOOL_TYPES, "search"),
+    **dict.fromkeys(RESULT_TYPES, "search_result"),
+}
+# the official judge's options (annotation/ontology.json); "Unspecified" is what the official
+# annotator writes when its call fails, not a label a judge may choose
+_RESULT_FIELDS = {
+    "information_quality": ("Sufficient", "Insufficient"),
+    "information_clarity": ("Clear", "Unclear"),
+}
 # per step type: JSON key -> allowed values (``type`` is the annotation type)
 FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "reasoning": {"type": REASONING_TYPES, "groundness": ATTRIBUTE_VALUES["groundness"]},
-    "search": {"type": QUERY_TYPES},
-    "search_result": {
-        "information_quality": ATTRIBUTE_VALUES["information_quality"],
-        "information_clarity": ATTRIBUTE_VALUES["information_clarity"],
-    },
+    **{t: {"type": QUERY_TYPES} for t in TOOL_TYPES},
+    **dict.fromkeys(RESULT_TYPES, _RESULT_FIELDS),
 }
-# agreement fields: name -> (step type, key)
+# agreement fields: name -> (judge kind, key)
 KAPPA_FIELDS = {
     "reasoning_type": ("reasoning", "type"),
     "groundness": ("reasoning", "groundness"),
@@ -70,8 +85,10 @@ INSTRUCTIONS = {
     "an earlier query after poor results), FollowUpQuery (seeks new information), RepeatQuery "
     "(repeats an earlier query).",
     "search_result": "Judge the retrieved documents for answering the question. "
-    "information_quality: Sufficient or Insufficient. information_clarity: Clear (one "
-    "consistent answer) or Unclear (conflicting or vague).",
+    "information_quality: Sufficient if they state the fact the question asks for, Insufficient "
+    "if it is missing (a document that names the question's entity but not the asked fact is "
+    "Insufficient). information_clarity: Clear (the asked fact is stated unambiguously) or "
+    "Unclear (conflicting, ambiguous or vague).",
 }
 DOC_CHARS = 160
 STOPWORDS = {
@@ -99,20 +116,66 @@ STOPWORDS = {
     "of",
 }
 HEDGES = ("some sources", "however", "disputed", "conflicting", "unclear", "uncertain")
+# irregular verb forms -> one stem, so "Who wrote X?" meets "X was written by Y"
+IRREGULAR = {
+    "wrote": "write",
+    "written": "write",
+    "bore": "born",
+    "borne": "born",
+    "won": "win",
+    "made": "make",
+    "led": "lead",
+    "took": "take",
+    "taken": "take",
+    "became": "become",
+    "began": "begin",
+    "begun": "begin",
+    "built": "build",
+    "held": "hold",
+    "sang": "sing",
+    "sung": "sing",
+    "gave": "give",
+    "given": "give",
+    "knew": "know",
+    "known": "know",
+    "founded": "found",
+}
 
 
 def step_fields(step: dict[str, Any]) -> dict[str, tuple[str, ...]]:
     return FIELDS.get(step["type"], {})
 
 
+def _strs(value: Any) -> str:
+    return " ".join(str(v) for v in value) if isinstance(value, list) else str(value or "")
+
+
+def _call_text(step: dict[str, Any]) -> str:
+    """A tool call's input as text (query, url and goal, files or code)."""
+    parts = [_strs(step.get(k)) for k in ("query", "url", "goal", "files", "code") if k in step]
+    return " ".join(p for p in parts if p)
+
+
+def _result_docs(step: dict[str, Any]) -> list[tuple[str, str]]:
+    """A tool result as (title, text) passages: its documents, else its text split into
+    sentences (a visited page, a file, python output)."""
+    docs = step.get("documents") or step.get("docs")
+    if isinstance(docs, list):
+        return [(str(d.get("title", "")), str(d.get("content", ""))) for d in docs]
+    text = _strs(step.get("content"))
+    return [("", s) for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
+
+
 def _context(trace: dict[str, Any], i: int, last: int = 3) -> str:
     lines = []
     for step in trace["trace"][max(0, i - last) : i + 1]:
-        if step["type"] == "search":
-            body = f"query: {step['query']}"
-        elif step["type"] == "search_result":
+        kind = KINDS.get(step["type"])
+        if kind == "search":
+            body = f"query: {_call_text(step)}"
+        elif kind == "search_result":
             body = " | ".join(
-                f"{d['title']}: {d['content'][:DOC_CHARS]}" for d in step["documents"]
+                f"{title}: {text[:DOC_CHARS]}" if title else text[:DOC_CHARS]
+                for title, text in _result_docs(step)
             )
         else:
             body = step.get("content", "")
@@ -122,13 +185,13 @@ def _context(trace: dict[str, Any], i: int, last: int = 3) -> str:
 
 
 def build_prompt(trace: dict[str, Any], i: int) -> str:
-    """The judge prompt for step ``i`` (its type's instructions, the question, recent steps and
+    """The judge prompt for step ``i`` (its kind's instructions, the question, recent steps and
     the JSON keys with their allowed values)."""
     step = trace["trace"][i]
     fields = step_fields(step)
     keys = ", ".join(f'"{k}": one of {list(v)}' for k, v in fields.items())
     return (
-        f"{INSTRUCTIONS[step['type']]}\nQuestion: {trace['question']}\nTrace:\n"
+        f"{INSTRUCTIONS[KINDS[step['type']]]}\nQuestion: {trace['question']}\nTrace:\n"
         f"{_context(trace, i)}\nAnswer with JSON only: {{{keys}}}"
     )
 
@@ -282,60 +345,110 @@ def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2} - STOPWORDS
 
 
+def _stem(word: str) -> str:
+    """A crude inflection stripper: irregular forms, then -ing / -ed / -es / -s / -d."""
+    if word in IRREGULAR:
+        return IRREGULAR[word]
+    for suffix in ("ing", "ed", "es", "s", "d"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def _stems(text: str) -> set[str]:
+    return {_stem(w) for w in _words(text)}
+
+
+def _capitals(text: str) -> set[str]:
+    return set(re.findall(r"\b[A-Z][a-z]+\b", text))
+
+
+def _sufficient_passages(question: str, docs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The passages that state what ``question`` asks: they name every entity of the question
+    (its capitalised words after the first) **and** mention the asked relation (a content word
+    of the question outside the entity, up to inflection). The ontology's own example of
+    Insufficient is a result that names the entity but not the asked fact ("Chris Martin is
+    the lead singer of Coldplay" for his birth date): naming the entity is not enough."""
+    entities = set(re.findall(r"\b[A-Z][a-z]+\b", question)[1:])
+    relation = _stems(question) - {_stem(e.lower()) for e in entities}
+    out = []
+    for title, text in docs:
+        body = f"{title} {text}"
+        names = entities <= _capitals(body) if entities else False
+        if not relation:
+            asked = names
+        elif entities:
+            asked = names and bool(relation & _stems(body))
+        else:  # no entity to anchor on: most of the question's content words
+            asked = len(relation & _stems(body)) * 2 >= len(relation)
+        if asked:
+            out.append((title, text))
+    return out
+
+
 class RuleJudge(Judge):
-    """Lexical rules: query overlap with earlier queries; question entities and hedges in the
-    documents; cue words and document-token overlap in reasoning."""
+    """Lexical rules: query overlap with earlier queries; a result is Sufficient when a passage
+    names the question's entity and the asked relation, Unclear when that passage hedges (or
+    none does); cue words and document-token overlap in reasoning."""
 
     name = "rule"
 
     def label(self, trace: dict[str, Any], i: int) -> dict[str, str | None]:
         self.calls += 1
         steps, step = trace["trace"], trace["trace"][i]
-        if step["type"] == "search":
-            earlier = [s["query"] for s in steps[:i] if s["type"] == "search"]
-            mine = _words(step["query"])
+        kind = KINDS.get(step["type"])
+        if kind == "search":
+            earlier = [_call_text(s) for s in steps[:i] if KINDS.get(s["type"]) == "search"]
+            text = _call_text(step)
+            mine = _words(text)
             if not earlier:
-                kind = "InitialQuery"
+                label = "InitialQuery"
             elif any(
-                " ".join(q.lower().split()) == " ".join(step["query"].lower().split())
-                for q in earlier
+                " ".join(q.lower().split()) == " ".join(text.lower().split()) for q in earlier
             ):
-                kind = "RepeatQuery"
+                label = "RepeatQuery"
             elif len(mine & _words(earlier[-1])) / max(len(mine | _words(earlier[-1])), 1) >= 0.5:
-                kind = "RefinedQuery"
+                label = "RefinedQuery"
             else:
-                kind = "FollowUpQuery"
-            return {"type": kind}
-        if step["type"] == "search_result":
-            entities = set(re.findall(r"\b[A-Z][a-z]+\b", trace["question"])[1:])
-            relevant = [
-                d
-                for d in step["documents"]
-                if entities
-                and entities <= set(re.findall(r"\b[A-Z][a-z]+\b", d["title"] + " " + d["content"]))
-            ]
-            hedged = any(h in d["content"].lower() for d in relevant for h in HEDGES)
+                label = "FollowUpQuery"
+            return {"type": label}
+        if kind == "search_result":
+            relevant = _sufficient_passages(trace["question"], _result_docs(step))
+            hedged = any(h in text.lower() for _, text in relevant for h in HEDGES)
             return {
                 "information_quality": "Sufficient" if relevant else "Insufficient",
                 "information_clarity": "Unclear" if hedged or not relevant else "Clear",
             }
-        if step["type"] == "reasoning":
+        if kind == "reasoning":
             text = step["content"].lower()
             if re.search(r"\b(therefore|thus|in summary|combining|so the answer)\b", text):
-                kind = "InformationSynthesis"
+                label = "InformationSynthesis"
             elif re.search(r"\b(i need|i will|next|first|let me|let's|plan)\b", text):
-                kind = "PlanFormation"
+                label = "PlanFormation"
             else:
-                kind = "StateAssessment"
+                label = "StateAssessment"
             docs = " ".join(
-                d["title"] + " " + d["content"]
+                f"{title} {body}"
                 for s in steps[:i]
-                if s["type"] == "search_result"
-                for d in s["documents"]
+                if KINDS.get(s["type"]) == "search_result"
+                for title, body in _result_docs(s)
             )
             support = (_words(step["content"]) & _words(docs)) - _words(trace["question"])
-            return {"type": kind, "groundness": "Grounded" if support else "Not Grounded"}
+            return {"type": label, "groundness": "Grounded" if support else "Not Grounded"}
         return {}
+
+
+def judged_steps(
+    traces: Sequence[dict[str, Any]], max_steps: int | None = None
+) -> set[tuple[int, int]]:
+    """The (trace, step) positions :func:`annotate` judges with ``max_steps``: the judgeable
+    steps in file order, the first ``max_steps`` of them."""
+    out: set[tuple[int, int]] = set()
+    for t, trace in enumerate(traces):
+        for i, step in enumerate(trace["trace"]):
+            if step_fields(step) and (max_steps is None or len(out) < max_steps):
+                out.add((t, i))
+    return out
 
 
 def annotate(
@@ -343,63 +456,109 @@ def annotate(
     judge: Judge,
     max_steps: int | None = None,
     quiet: bool = True,
+    steps: Collection[tuple[int, int]] | None = None,
 ) -> list[dict[str, Any]]:
     """Copies of ``traces`` with every judgeable step's ``annotation`` replaced by the judge's
-    labels (unparsable values left out); ``max_steps`` caps the steps judged in all.
-    ``quiet=False``: progress over the traces on stderr."""
+    labels (unparsable values left out); ``max_steps`` caps the steps judged in all (the first
+    ones, :func:`judged_steps`); ``steps``: judge only these (trace, step) positions. A step
+    not judged keeps the input's annotation. ``quiet=False``: progress over the steps judged on
+    stderr."""
     from iclr26_common.progress import progress
 
-    out, done = [], 0
-    for trace in progress(traces, description="seekbench judge traces", quiet=quiet):
-        new = copy.deepcopy(trace)
-        for i, step in enumerate(new["trace"]):
-            if not step_fields(step) or (max_steps is not None and done >= max_steps):
-                continue
-            labels = judge.label(new, i)
-            done += 1
-            kind = labels.pop("type", None) if step["type"] != "search_result" else "search_result"
-            attributes = {k: v for k, v in labels.items() if v is not None}
-            step["annotation"] = {"type": kind, "attributes": attributes}
-            if kind is None:
-                step["annotation"].pop("type")
-        out.append(new)
+    todo = judged_steps(traces, max_steps)
+    if steps is not None:
+        todo &= set(steps)
+    out = [copy.deepcopy(trace) for trace in traces]
+    for t, i in progress(sorted(todo), description="seekbench judge steps", quiet=quiet):
+        step = out[t]["trace"][i]
+        labels = judge.label(out[t], i)
+        result = KINDS[step["type"]] == "search_result"
+        kind = "search_result" if result else labels.pop("type", None)
+        step["annotation"] = {"type": kind, "attributes": {}}
+        step["annotation"]["attributes"] = {k: v for k, v in labels.items() if v is not None}
+        if kind is None:
+            step["annotation"].pop("type")
     return out
 
 
-def agreement(
-    gold: Sequence[dict[str, Any]], judged: Sequence[dict[str, Any]]
-) -> dict[str, dict[str, float]]:
-    """Cohen's κ (and raw agreement, n) per field over the steps both sides labelled; a judged
-    step with no value for a field counts as a disagreement."""
+def _kappa(a: list[Any], b: list[Any]) -> float:
     from sklearn.metrics import cohen_kappa_score
 
-    pairs: dict[str, tuple[list[str], list[str]]] = {f: ([], []) for f in KAPPA_FIELDS}
-    for g_trace, j_trace in zip(gold, judged, strict=True):
-        for g, j in zip(g_trace["trace"], j_trace["trace"], strict=True):
+    return float(cohen_kappa_score(a, b)) if len(set(a) | set(b)) > 1 else 1.0
+
+
+def _pairs(
+    gold: Sequence[dict[str, Any]],
+    judged: Sequence[dict[str, Any]],
+    steps: Collection[tuple[int, int]] | None,
+):  # type: ignore[no-untyped-def]
+    """(gold step, judged step) of every step both sides annotated (``steps``: only these
+    positions, e.g. the ones a judge labelled)."""
+    for t, (g_trace, j_trace) in enumerate(zip(gold, judged, strict=True)):
+        for i, (g, j) in enumerate(zip(g_trace["trace"], j_trace["trace"], strict=True)):
+            if steps is not None and (t, i) not in steps:
+                continue
             g_ann, j_ann = g.get("annotation"), j.get("annotation")
             if g_ann is None or j_ann is None or j_ann is g_ann:
                 continue
-            for name, (kind, key) in KAPPA_FIELDS.items():
-                if g["type"] != kind:
-                    continue
-                g_val = (
-                    g_ann.get("type") if key == "type" else (g_ann.get("attributes") or {}).get(key)
-                )
-                if g_val is None:
-                    continue
-                j_val = (
-                    j_ann.get("type") if key == "type" else (j_ann.get("attributes") or {}).get(key)
-                )
-                pairs[name][0].append(g_val)
-                pairs[name][1].append(j_val or "<none>")
+            yield g, j
+
+
+def agreement(
+    gold: Sequence[dict[str, Any]],
+    judged: Sequence[dict[str, Any]],
+    steps: Collection[tuple[int, int]] | None = None,
+) -> dict[str, dict[str, float]]:
+    """Cohen's κ (and raw agreement, n) per field over the steps both sides labelled (``steps``:
+    only these (trace, step) positions: the judged ones, where the others keep the input's
+    labels); a judged step with no value for a field counts as a disagreement."""
+    pairs: dict[str, tuple[list[str], list[str]]] = {f: ([], []) for f in KAPPA_FIELDS}
+    for g, j in _pairs(gold, judged, steps):
+        g_ann, j_ann = g["annotation"], j["annotation"]
+        for name, (kind, key) in KAPPA_FIELDS.items():
+            if KINDS.get(g["type"]) != kind:
+                continue
+            g_val = g_ann.get("type") if key == "type" else (g_ann.get("attributes") or {}).get(key)
+            if g_val is None:
+                continue
+            j_val = j_ann.get("type") if key == "type" else (j_ann.get("attributes") or {}).get(key)
+            pairs[name][0].append(g_val)
+            pairs[name][1].append(j_val or "<none>")
     out = {}
     for name, (a, b) in pairs.items():
         if not a:
             continue
-        kappa = float(cohen_kappa_score(a, b)) if len(set(a) | set(b)) > 1 else 1.0
         out[name] = {
-            "kappa": kappa,
+            "kappa": _kappa(a, b),
             "agreement": sum(x == y for x, y in zip(a, b, strict=True)) / len(a),
             "n": len(a),
         }
     return out
+
+
+def evidence_agreement(
+    gold: Sequence[dict[str, Any]],
+    judged: Sequence[dict[str, Any]],
+    steps: Collection[tuple[int, int]] | None = None,
+) -> dict[str, Any]:
+    """Agreement on the evidence level E (0/1/2, :func:`~llm_methods.seekbench.counts.
+    evidence_level`) of the result steps both sides annotated: Cohen's κ, raw agreement, n, and
+    each side's share of E = 2 (Sufficient & Clear). Every calibration metric is a function of E
+    alone, so this is the agreement that decides whether a judge can carry them. ``{"n": 0}``
+    when no result step is shared."""
+    g_levels, j_levels = [], []
+    for g, j in _pairs(gold, judged, steps):
+        g_e, j_e = evidence_level(g), evidence_level(j)
+        if KINDS.get(g["type"]) == "search_result" and g_e is not None:
+            g_levels.append(g_e)
+            j_levels.append(-1 if j_e is None else j_e)
+    n = len(g_levels)
+    if not n:
+        return {"n": 0}
+    return {
+        "kappa": _kappa(g_levels, j_levels),
+        "agreement": sum(x == y for x, y in zip(g_levels, j_levels, strict=True)) / n,
+        "n": n,
+        "share_e2_gold": g_levels.count(2) / n,
+        "share_e2_judge": j_levels.count(2) / n,
+    }
