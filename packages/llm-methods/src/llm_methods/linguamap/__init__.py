@@ -22,6 +22,8 @@ _EXPORTS = {
     "lens_language_probability": "llm_methods.linguamap.analysis",
     "decision_layer": "llm_methods.linguamap.analysis",
     "diagnosis_prompts": "llm_methods.linguamap.analysis",
+    "lens_agreement": "llm_methods.linguamap.analysis",
+    "token_languages": "llm_methods.linguamap.analysis",
     "FinetuneResult": "llm_methods.linguamap.finetune",
     "answer_masked_rows": "llm_methods.linguamap.finetune",
     "last_layers": "llm_methods.linguamap.finetune",

@@ -14,6 +14,7 @@ from llm_methods.lm import LM, capture_residual, collate, encode_texts, generate
 from llm_methods.lm.errors import LMError
 
 __all__ = [
+    "FIRST_TOKEN_RATIO",
     "answer_concepts",
     "answer_token_budget",
     "content_mask",
@@ -24,8 +25,10 @@ __all__ = [
     "evaluate",
     "evaluate_items",
     "known_languages",
+    "lens_agreement",
     "lens_language_probability",
     "summarize_items",
+    "token_languages",
 ]
 
 
@@ -129,43 +132,101 @@ def diagnosis_prompts(lm: LM, examples: Sequence[Example], lex: Lexicon) -> list
     return [e.prompt for e, ok in zip(examples, consistent, strict=True) if ok]
 
 
+#: issue 40 (fifth session, fixed before its run): a token counts for a language when it
+#: starts at least this many times as many of that language's lexicon words as of any other's
+FIRST_TOKEN_RATIO = 2.0
+
+
+def token_languages(
+    tokenizer: Any, lex: Lexicon, ratio: float = FIRST_TOKEN_RATIO
+) -> dict[int, str | None]:
+    """Token id -> language, from the answers' own first tokens: the first token of each
+    lexicon word as an answer writes it (``" " + word``, the tokenizer's own split). A token
+    counts for the language whose lexicon words it starts most often, when that count is >=
+    ``ratio`` times every other language's (``None``: ambiguous; tokens that start no lexicon
+    word are absent, i.e. count for no language). The answers draw concepts uniformly, so these
+    counts are the answers' first-token frequencies per language.
+
+    Issue 40: the earlier map (a token counts for a language when its text is a prefix of that
+    language's words alone, >= 2 characters) left 19 of the 28 Spanish first tokens the model
+    wrote unmapped (``' c'``, ``' n'``, ``' s'``: the 512-token BPE splits a Spanish word into
+    3.1 tokens, 22 of 48 Spanish words start with one letter) and 4 ambiguous, so the output
+    layer's lens read 0.85 English where every greedy answer was Spanish."""
+    counts: dict[int, np.ndarray] = {}
+    for i, lang in enumerate(LANGS):
+        for w in lex.words[lang]:
+            ids = tokenizer(" " + w, add_special_tokens=False).input_ids
+            counts.setdefault(int(ids[0]), np.zeros(len(LANGS)))[i] += 1
+    out: dict[int, str | None] = {}
+    for token, c in counts.items():
+        best = int(np.argmax(c))
+        rest = np.delete(c, best)
+        out[token] = LANGS[best] if c[best] >= ratio * rest.max() else None
+    return out
+
+
 @torch.no_grad()
 def lens_language_probability(
-    lm: LM, prompts: Sequence[str], lex: Lexicon, k: int = 20
+    lm: LM,
+    prompts: Sequence[str],
+    lex: Lexicon,
+    k: int = 20,
+    per_prompt: bool = False,
+    prepend_bos: bool = False,
 ) -> np.ndarray:
-    """P^(l)(ℓ): ``[n_layers, 3]``; at the last prompt position of each prompt, the logit lens of
-    layer l's residual, its top-``k`` tokens mapped to languages (a token counts for ℓ when it is
-    a word-initial piece of lexicon words of ℓ only), probability mass per language normalised
-    over the mapped mass, averaged over prompts."""
-    owner: dict[str, str | None] = {}
-    for lang, words in lex.words.items():
-        for w in words:
-            for cut in range(2, len(w) + 1):
-                piece = w[:cut]
-                owner[piece] = lang if owner.get(piece, lang) == lang else None
-    ids = encode_texts(lm, prompts)
+    """P^(l)(ℓ): ``[n_layers, 3]`` (``per_prompt``: ``[n_prompts, n_layers, 3]``); at the last
+    prompt position of each prompt, the logit lens of layer l's residual, its top-``k`` tokens
+    mapped to languages by :func:`token_languages` (the answers' own first tokens), probability
+    mass per language normalised over the mapped mass (a prompt with no mapped mass: zeros),
+    averaged over prompts.
+
+    The prompts are encoded as :func:`~llm_methods.lm.generate` encodes them (no special
+    tokens), so the last layer's lens is the model's own next-token distribution for the
+    answer it writes; ``prepend_bos=True`` puts the tokenizer's BOS first (issue 40: the
+    testbed's model never saw a BOS in pretraining, and with it the lens's top token matched
+    the greedy answer's first token on 22 of 28 questions, without it on 28 of 28)."""
+    token_lang = token_languages(lm.tokenizer, lex)
+    ids = encode_texts(lm, prompts, prepend_bos=prepend_bos)
     batch = collate(ids, lm.tokenizer.pad_token_id, lm.device)
     with capture_residual(lm) as store:
         lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
     rows = torch.arange(len(ids), device=batch.input_ids.device)
     last = (batch.lengths - 1).to(batch.input_ids.device)
-    out = np.zeros((lm.n_layers, len(LANGS)))
-    token_lang: dict[int, str | None] = {}  # each token id decoded once
+    out = np.zeros((len(ids), lm.n_layers, len(LANGS)))
     for layer in range(lm.n_layers):
         h = store[layer][rows, last]
         probs = torch.softmax(logit_lens(lm, h).float(), -1)
         top = torch.topk(probs, k)
-        for row_p, row_i in zip(top.values, top.indices, strict=True):
+        for r, (row_p, row_i) in enumerate(zip(top.values, top.indices, strict=True)):
             mass = np.zeros(len(LANGS))
             for p, t in zip(row_p.tolist(), row_i.tolist(), strict=True):
-                if t not in token_lang:
-                    token_lang[t] = owner.get(lm.tokenizer.decode([t]).strip())
-                lang = token_lang[t]
+                lang = token_lang.get(t)
                 if lang is not None:
                     mass[LANGS.index(lang)] += p
             if mass.sum() > 0:
-                out[layer] += mass / mass.sum()
-    return out / len(ids)
+                out[r, layer] = mass / mass.sum()
+    return out if per_prompt else out.mean(0)
+
+
+def lens_agreement(lens: np.ndarray, expected: str | Sequence[str]) -> float:
+    """The share of prompts whose last layer's top language in the per-prompt lens ``lens``
+    (``[n_prompts, n_layers, langs]``, :func:`lens_language_probability` with
+    ``per_prompt=True``) is ``expected`` (one language, or one per prompt: e.g. the detector's
+    language of each greedy answer); a prompt with no mapped mass disagrees. A last-layer lens
+    that disagrees with the model's own answers measures the token -> language map, not the
+    model (issue 40)."""
+    lens = np.asarray(lens)
+    if lens.ndim != 3 or len(lens) == 0:
+        raise ValueError(f"lens must be [n_prompts, n_layers, langs], got shape {lens.shape}")
+    want = [expected] * len(lens) if isinstance(expected, str) else list(expected)
+    if len(want) != len(lens):
+        raise ValueError(f"{len(want)} expected languages for {len(lens)} prompts")
+    final = lens[:, -1]
+    top = [
+        LANGS[int(i)] if row.sum() > 0 else ""
+        for i, row in zip(final.argmax(1), final, strict=True)
+    ]
+    return float(np.mean([a == b for a, b in zip(top, want, strict=True)]))
 
 
 def content_mask(lm: LM, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

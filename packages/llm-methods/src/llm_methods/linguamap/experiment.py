@@ -23,9 +23,11 @@ shared eval items and seeds, :func:`iclr26_common.effects.points_effect`):
       evaluation items, answers in any language counted, is >= ``TASK_LEARNED_MIN``), the last
       k layers are <= ``PARAM_FRACTION_MAX`` (10 %) of the parameters, and the language
       decision is localised in the last k layers (the diagnosis, on at least
-      ``DIAGNOSIS_MIN`` Spanish questions answered in Spanish, gives k <= ``K_MAX``);
+      ``DIAGNOSIS_MIN`` Spanish questions answered in Spanish, gives k <= ``K_MAX``), and the
+      lens reads the model's language (on those questions the last layer's top language is
+      Spanish for a share >= ``LENS_AGREEMENT_MIN``; else the lens cannot localise);
   (b) accuracy(last k) − accuracy(full) >= −``ACCURACY_GAP_MAX`` (2 points); preconditions: the
-      task-learned and localisation controls of (a).
+      task-learned, localisation and lens-agreement controls of (a).
 """
 
 from __future__ import annotations
@@ -59,6 +61,10 @@ TASK_LEARNED_MIN = 0.5  # the pretrained model's monolingual accuracy (the "task
 #: pretrained model answers in Spanish; with fewer than ``DIAGNOSIS_MIN`` of them there is no
 #: diagnosis and the localisation control fails
 DIAGNOSIS_MIN = 16
+#: issue 40 (fifth session, fixed before its run): the lens can localise only if its last layer
+#: reads the language the model writes: on the diagnosis set (all answered in Spanish), the share
+#: of questions whose last-layer top language (per question) is Spanish must be >= this
+LENS_AGREEMENT_MIN = 0.8
 LORA_R = 16
 MODEL = {"n_layers": 20, "hidden": 48, "heads": 4}
 BPE_VOCAB = 512
@@ -161,6 +167,7 @@ def run(quick: bool, out_dir: Path) -> Result:
         diagnosis_prompts,
         evaluate,
         evaluate_items,
+        lens_agreement,
         lens_language_probability,
         summarize_items,
     )
@@ -210,11 +217,11 @@ def run(quick: bool, out_dir: Path) -> Result:
         es_prompts = [e.prompt for e in pool]
         lens_before = lens_language_probability(base, es_prompts, lex)
         diagnosis = diagnosis_prompts(base, pool, lex)
-        lens_diagnosis = (
-            lens_language_probability(base, diagnosis, lex)
-            if len(diagnosis) >= DIAGNOSIS_MIN
-            else None
-        )
+        lens_diagnosis = agreement = None
+        if len(diagnosis) >= DIAGNOSIS_MIN:
+            per_prompt = lens_language_probability(base, diagnosis, lex, per_prompt=True)
+            lens_diagnosis = per_prompt.mean(0)
+            agreement = lens_agreement(per_prompt, "es")  # every diagnosis answer is Spanish
         rng = np.random.default_rng(7)
         par = [make_example(lex, rng, "en", "en") for _ in range(32)]
         parallel = {
@@ -267,6 +274,7 @@ def run(quick: bool, out_dir: Path) -> Result:
         "diagnosis_prompts": len(diagnosis),
         "diagnosis_pool": len(pool),
         "lens_es_diagnosis": None if lens_diagnosis is None else lens_diagnosis.round(3).tolist(),
+        "lens_agreement": None if agreement is None else round(agreement, 4),
         "lens_es_after_last_k": lens_after.round(3).tolist(),
         "cross_lingual_cosine": cosine.round(3).tolist(),
         "per_seed": {
@@ -284,6 +292,7 @@ def run(quick: bool, out_dir: Path) -> Result:
         MODEL["n_layers"],
         before["monolingual/accuracy"],
         diagnosis_n=len(diagnosis),
+        lens_agreement=0.0 if agreement is None else agreement,
     )
     return Result(
         summary=(
@@ -317,13 +326,16 @@ def judge(
     n_layers: int,
     task_accuracy: float,
     diagnosis_n: int | None = None,
+    lens_agreement: float | None = None,
 ) -> list[Claim]:
     """The two claims from per-item 0/1 outcomes ``[seeds, items]`` per variant (``"last_k"``
     and ``"full"`` on the same items and seeds), the trained fraction of the last k layers, the
     diagnosed decision layer of an ``n_layers`` model, the pretrained model's accuracy on the
     monolingual evaluation items and the number of prompts the diagnosis read (``None``: not
-    checked; fewer than ``DIAGNOSIS_MIN`` fail the localisation control) (thresholds: module
-    doc)."""
+    checked; fewer than ``DIAGNOSIS_MIN`` fail the localisation control) and the share of them
+    whose last-layer lens reads the language the model wrote (``None``: not checked; below
+    ``LENS_AGREEMENT_MIN`` the lens cannot localise and both claims are inconclusive)
+    (thresholds: module doc)."""
     learned = Precondition(
         "task learned",
         f"pretrained model's monolingual accuracy (before FT) >= {TASK_LEARNED_MIN}",
@@ -342,6 +354,13 @@ def judge(
             **({} if diagnosis_n is None else {"diagnosis_prompts": diagnosis_n}),
         },
         k_needed <= K_MAX and diagnosed,
+    )
+    reads = Precondition(
+        "lens reads the model's language",
+        f"share of the diagnosis questions whose last-layer lens top language is the greedy "
+        f"answer's (Spanish) >= {LENS_AGREEMENT_MIN}",
+        {"lens_agreement": None if lens_agreement is None else round(float(lens_agreement), 4)},
+        lens_agreement is None or lens_agreement >= LENS_AGREEMENT_MIN,
     )
     small = Precondition(
         "selective",
@@ -372,13 +391,13 @@ def judge(
             text="Fine-tuning only the last layers restores language consistency like full FT.",
             effect=effects["consistency"],
             measured=rates(consistency),
-            preconditions=[learned, small, localised],
+            preconditions=[learned, small, localised, reads],
         ),
         Claim.test(
             text="Selective fine-tuning keeps task accuracy.",
             effect=effects["accuracy"],
             measured=rates(accuracy),
-            preconditions=[learned, localised],
+            preconditions=[learned, localised, reads],
         ),
     ]
 
