@@ -11,7 +11,7 @@ import pytest
 
 from bio_scisor.constants import AMINO_ACIDS
 from bio_scisor.potts import GAP, N_STATES, PottsFamily, _gibbs, make_potts_family, potts_energy
-from bio_scisor.scoring import greedy_shrink_positions
+from bio_scisor.scoring import greedy_shrink_path, greedy_shrink_positions
 from bio_scisor.synth import make_assay
 
 
@@ -126,3 +126,30 @@ def test_greedy_shrink_follows_its_scorer() -> None:
     assert seq == "MKW" and deleted == [1, 3, 4]
     with pytest.raises(ValueError):
         greedy_shrink_positions(prefer_losing_a, "MAKAAW", 100)
+
+
+def test_greedy_shrink_path_reads_every_percentage_off_one_path() -> None:
+    """The experiment's greedy comparators: one path to the largest k, its prefixes for the
+    smaller ones, equal to a separate greedy run per percentage (the plain loop, here)."""
+    rng = np.random.default_rng(0)
+    table = {}
+
+    def score(wt, singles):  # deterministic, arbitrary, with ties
+        return np.array([table.setdefault(s, float(rng.integers(0, 3))) for s in singles])
+
+    def separate(seq, pct):
+        k, kept = int(np.ceil(len(seq) * pct / 100)), list(range(len(seq)))
+        for _ in range(k):
+            singles = [seq[:i] + seq[i + 1 :] for i in range(len(seq))]
+            pos = int(np.argmax(score(seq, singles)))
+            seq = singles[pos]
+            del kept[pos]
+        return seq, sorted(set(range(len(kept) + k)) - set(kept))
+
+    wt = "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQ"
+    path = greedy_shrink_path(score, wt, (10, 20, 30))
+    assert path == {p: separate(wt, p) for p in (10, 20, 30)}
+    assert len(path[30][1]) == 10 and set(path[10][1]) < set(path[30][1])
+    assert greedy_shrink_path(score, wt, ()) == {}
+    with pytest.raises(ValueError):
+        greedy_shrink_path(score, wt, (10, 100))

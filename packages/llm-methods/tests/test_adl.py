@@ -10,6 +10,7 @@ import torch
 from llm_methods.adl.agent import ADLEvidence, VocabularyOverlapAgent
 from llm_methods.adl.diff import (
     activation_difference,
+    base_residuals,
     coherence,
     enriched_tokens,
     max_coherent_alpha,
@@ -72,6 +73,20 @@ def test_projection_change_is_zero_for_identical_models(pair: Any) -> None:
     direction = torch.randn(64, generator=torch.Generator().manual_seed(0))
     assert projection_loss_change(base, base, direction, 0, TEXTS[:2]) == pytest.approx(0, abs=1e-6)
     assert projection_loss_change(base, ft, direction, 0, TEXTS[:2]) != 0.0
+
+
+def test_projection_change_with_precomputed_base_states(pair: Any) -> None:
+    """The experiment computes the frozen base's residuals once for every finetune: the same
+    number as computing them inside, bit for bit; states of other texts are refused."""
+    base, ft = pair
+    direction = torch.randn(64, generator=torch.Generator().manual_seed(0))
+    states = base_residuals(base, 0, TEXTS[:2])
+    inside = projection_loss_change(base, ft, direction, 0, TEXTS[:2])
+    assert projection_loss_change(base, ft, direction, 0, TEXTS[:2], states) == inside
+    with pytest.raises(LMError, match="base states"):
+        projection_loss_change(base, ft, direction, 0, TEXTS[:2], states[:1])
+    with pytest.raises(LMError, match="base state of shape"):
+        projection_loss_change(base, ft, direction, 0, TEXTS[:2], states[::-1])
 
 
 def test_enriched_tokens_and_relevance(tiny) -> None:  # type: ignore[no-untyped-def]

@@ -39,6 +39,32 @@ def test_fps_picks_the_farthest_points() -> None:
     assert idx.tolist() == [[0, 2, 3]]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fps_numpy_loop_gives_the_torch_loops_indices(dtype: torch.dtype) -> None:
+    """The CPU path runs the FPS loop in numpy: the indices of the torch loop (written out
+    here), ties included (a duplicated point: the first of equal distances wins in both)."""
+    g = torch.Generator().manual_seed(0)
+    xyz = torch.rand(4, 64, 3, generator=g, dtype=dtype)
+    xyz[:, 9] = xyz[:, 3]
+    xyz[1] = torch.round(xyz[1] * 2) / 2  # a coarse grid: many equal distances
+
+    def torch_loop(xyz: torch.Tensor, m: int) -> torch.Tensor:
+        b, n, _ = xyz.shape
+        pairwise = torch.cdist(xyz, xyz)
+        index = torch.zeros(b, m, dtype=torch.long)
+        dist = torch.full((b, n), float("inf"), dtype=xyz.dtype)
+        farthest = torch.zeros(b, dtype=torch.long)
+        for i in range(m):
+            index[:, i] = farthest
+            torch.minimum(dist, pairwise[torch.arange(b), farthest], out=dist)
+            farthest = dist.argmax(-1)
+        return index
+
+    for m in (1, 32, 64):
+        got = farthest_point_sample(xyz, m)
+        assert got.dtype == torch.long and torch.equal(got, torch_loop(xyz, m))
+
+
 def test_knn_and_gather() -> None:
     xyz = torch.arange(10, dtype=torch.float32).reshape(1, 10, 1).repeat(1, 1, 3)
     nbr = knn_indices(xyz[:, [4]], xyz, 3)

@@ -22,6 +22,7 @@ from bio_scisor.windows import denoiser_log_q
 
 __all__ = [
     "generate",
+    "greedy_shrink_path",
     "greedy_shrink_positions",
     "score_path",
     "shrink",
@@ -169,18 +170,37 @@ def greedy_shrink_positions(
     deletion ``score(current, singles)`` (higher = better, e.g. the AR LM's or the profile HMM's
     ``score``) ranks first (the first position on ties). Returns the shrunk sequence and the
     deleted positions in the input's coordinates (as :func:`shrink_positions`)."""
-    if not 0 < pct < 100:
-        raise ValueError(f"pct must be in (0, 100), got {pct}")
-    k = math.ceil(len(seq) * pct / 100)
-    if k >= len(seq):
-        raise ValueError(f"removing {k} of {len(seq)} residues leaves nothing")
-    kept = list(range(len(seq)))
-    for _ in range(k):
+    return greedy_shrink_path(score, seq, [pct])[pct]
+
+
+def greedy_shrink_path(
+    score: Callable[[str, list[str]], np.ndarray], seq: str, pcts: Sequence[float]
+) -> dict[float, tuple[str, list[int]]]:
+    """:func:`greedy_shrink_positions` at each of ``pcts`` from one greedy path: a step depends
+    only on the sequence so far, so the run to the largest k passes through every smaller
+    one's result (the same scorer calls, the same numbers), and its prefixes are read off."""
+    steps = {}
+    for pct in pcts:
+        if not 0 < pct < 100:
+            raise ValueError(f"pct must be in (0, 100), got {pct}")
+        steps[pct] = math.ceil(len(seq) * pct / 100)
+        if steps[pct] >= len(seq):
+            raise ValueError(f"removing {steps[pct]} of {len(seq)} residues leaves nothing")
+    if not steps:
+        return {}
+    n, last = len(seq), max(steps.values())
+    kept = list(range(n))
+    at: dict[int, tuple[str, list[int]]] = {}
+    for step in range(last + 1):
+        if step in steps.values():
+            at[step] = (seq, sorted(set(range(n)) - set(kept)))
+        if step == last:
+            break
         singles = [seq[:i] + seq[i + 1 :] for i in range(len(seq))]
         pos = int(np.argmax(np.asarray(score(seq, singles))))
         seq = singles[pos]
         del kept[pos]
-    return seq, sorted(set(range(len(kept) + k)) - set(kept))
+    return {pct: at[k] for pct, k in steps.items()}
 
 
 def shrink(

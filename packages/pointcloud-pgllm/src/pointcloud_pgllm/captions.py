@@ -11,6 +11,7 @@ cylinders). Any object with ``caption(points [P, 3]) -> str`` can replace it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -76,21 +77,26 @@ def _horizontal_frame(points: np.ndarray) -> np.ndarray:
     return out
 
 
-def _chamfer_mirror(points: np.ndarray, axis: int) -> float:
+def _chamfer_mirror(points: np.ndarray, axis: int, tree: Any = None) -> float:
+    """Mean distance from the cloud mirrored about its median along ``axis`` to the cloud;
+    ``tree``: a ``cKDTree`` of ``points`` built earlier (the same numbers; None: built here)."""
     from scipy.spatial import cKDTree
 
     mirrored = points.copy()
     mirrored[:, axis] = 2 * np.median(points[:, axis]) - mirrored[:, axis]
-    return float(cKDTree(points).query(mirrored)[0].mean())
+    tree = cKDTree(points) if tree is None else tree
+    return float(tree.query(mirrored)[0].mean())
 
 
-def _spacing(points: np.ndarray) -> float:
-    """Mean distance from each point to its nearest other point: the sampling scale."""
+def _spacing(points: np.ndarray, tree: Any = None) -> float:
+    """Mean distance from each point to its nearest other point: the sampling scale
+    (``tree`` as :func:`_chamfer_mirror`)."""
     from scipy.spatial import cKDTree
 
     if len(points) < 2:
         return 0.0
-    return float(cKDTree(points).query(points, k=2)[0][:, 1].mean())
+    tree = cKDTree(points) if tree is None else tree
+    return float(tree.query(points, k=2)[0][:, 1].mean())
 
 
 def _holes(points: np.ndarray) -> int:
@@ -172,6 +178,8 @@ def _ransac_plane(
 
 def measure(points: np.ndarray, seed: int = 0) -> dict[str, float]:
     """The measured properties of a cloud ``[P, 3]`` (z up, any scale) used by the captions."""
+    from scipy.spatial import cKDTree
+
     from pointcloud_pgllm._open3d import o3d
     from pointcloud_pgllm._open3d import seed as o3d_seed
 
@@ -201,6 +209,7 @@ def measure(points: np.ndarray, seed: int = 0) -> dict[str, float]:
         inliers = _ransac_plane(remaining, rng)
         fractions.append(int(inliers.sum()) / len(pts))
         remaining = remaining[~inliers]
+    tree = cKDTree(pts)  # one tree for the mirror distances and the spacing
     z_mass = np.histogram(pts[:, 2], bins=3, range=(pts[:, 2].min(), pts[:, 2].max() + 1e-9))[
         0
     ] / len(pts)
@@ -210,9 +219,9 @@ def measure(points: np.ndarray, seed: int = 0) -> dict[str, float]:
         "height": height,
         "height_ratio": height / max(width, 1e-6),
         "depth_ratio": depth / max(width, 1e-6),
-        "mirror_lr": _chamfer_mirror(pts, 0),
-        "mirror_fb": _chamfer_mirror(pts, 1),
-        "spacing": _spacing(pts),
+        "mirror_lr": _chamfer_mirror(pts, 0, tree),
+        "mirror_fb": _chamfer_mirror(pts, 1, tree),
+        "spacing": _spacing(pts, tree),
         "parts": float(parts),
         "supports": float(supports),
         "plane1": fractions[0] if fractions else 0.0,

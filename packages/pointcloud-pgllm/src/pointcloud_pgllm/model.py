@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -40,6 +41,11 @@ def farthest_point_sample(xyz: torch.Tensor, m: int) -> torch.Tensor:
     b, n, _ = xyz.shape
     m = min(m, n)
     pairwise = torch.cdist(xyz, xyz)  # [B, N, N], once: the loop below only gathers rows
+    numpy_ok = pairwise.device.type == "cpu" and pairwise.dtype in (torch.float32, torch.float64)
+    if numpy_ok and not torch.jit.is_tracing():  # a traced graph must keep the torch ops
+        # the same loop in numpy: minimum and argmax (first maximum) are exact, so the indices
+        # are torch's, with less overhead per step of the m-step loop on a CPU
+        return torch.from_numpy(_fps_loop(pairwise.detach().numpy(), m))
     index = torch.zeros(b, m, dtype=torch.long, device=xyz.device)
     dist = torch.full((b, n), float("inf"), device=xyz.device, dtype=xyz.dtype)
     farthest = torch.zeros(b, dtype=torch.long, device=xyz.device)
@@ -47,6 +53,20 @@ def farthest_point_sample(xyz: torch.Tensor, m: int) -> torch.Tensor:
     for i in range(m):
         index[:, i] = farthest
         torch.minimum(dist, pairwise[rows, farthest], out=dist)
+        farthest = dist.argmax(-1)
+    return index
+
+
+def _fps_loop(pairwise: np.ndarray, m: int) -> np.ndarray:
+    """:func:`farthest_point_sample`'s loop on distances ``[B, N, N]``: indices ``[B, m]``."""
+    b, n, _ = pairwise.shape
+    index = np.zeros((b, m), dtype=np.int64)
+    dist = np.full((b, n), np.inf, dtype=pairwise.dtype)
+    farthest = np.zeros(b, dtype=np.int64)
+    rows = np.arange(b)
+    for i in range(m):
+        index[:, i] = farthest
+        np.minimum(dist, pairwise[rows, farthest], out=dist)
         farthest = dist.argmax(-1)
     return index
 

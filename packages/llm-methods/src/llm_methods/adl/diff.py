@@ -41,6 +41,7 @@ __all__ = [
     "ADLDifference",
     "activation_difference",
     "activation_difference_ids",
+    "base_residuals",
     "enriched_tokens",
     "lens_token_ids",
     "max_coherent_alpha",
@@ -289,12 +290,34 @@ def max_coherent_alpha(
 
 
 @torch.no_grad()
+def base_residuals(base: LM, layer: int, texts: Sequence[str]) -> list[torch.Tensor]:
+    """h^base after ``layer`` of each text (``[1, T, d]``, one forward per text, BOS first as
+    :func:`~llm_methods.lm.encode_texts`): what :func:`projection_loss_change` reads from the
+    base model. The base is frozen, so a caller that tests several finetunes of one base on the
+    same texts computes these once and passes them as ``base_states``."""
+    layer = base.layer_index(layer)
+    out = []
+    for row in encode_texts(base, texts):
+        with capture_residual(base, [layer]) as store:
+            base.model(input_ids=torch.tensor([row], device=base.device))
+        out.append(store[layer])
+    return out
+
+
+@torch.no_grad()
 def projection_loss_change(
-    base: LM, ft: LM, direction: torch.Tensor, layer: int, texts: Sequence[str]
+    base: LM,
+    ft: LM,
+    direction: torch.Tensor,
+    layer: int,
+    texts: Sequence[str],
+    base_states: Sequence[torch.Tensor] | None = None,
 ) -> float:
     """Mean NLL of ``texts`` under the finetuned model with its layer-``layer`` residual replaced
     by P h^base + (I − P) h^ft (P = projection on ``direction``), minus its plain NLL.
     Positive on finetuning text = the δ̄ direction carries what the finetune learned.
+    ``base_states``: :func:`base_residuals` of ``base`` at ``layer`` on ``texts``, computed
+    earlier (the same numbers; None: computed here).
 
     The two models may sit on different devices or hold different dtypes: h^base and the
     direction are cast to the finetuned residual's device and dtype inside the patch."""
@@ -302,11 +325,16 @@ def projection_loss_change(
     layer = ft.layer_index(layer)
     u = direction.float() / direction.float().norm().clamp_min(1e-12)
     ids = encode_texts(ft, texts)
+    if base_states is None:
+        base_states = base_residuals(base, layer, texts)
+    if len(base_states) != len(ids):
+        raise LMError(f"{len(base_states)} base states for {len(ids)} texts")
     plain, patched = [], []
-    for row in ids:
-        with capture_residual(base, [layer]) as store:
-            base.model(input_ids=torch.tensor([row], device=base.device))
-        h_base = store[layer]
+    for row, h_base in zip(ids, base_states, strict=True):
+        if h_base.shape[:2] != (1, len(row)):
+            raise LMError(
+                f"a base state of shape {tuple(h_base.shape)} for a text of {len(row)} tokens"
+            )
 
         def mix(h_ft: torch.Tensor, h_base: torch.Tensor = h_base) -> torch.Tensor:
             # P h_base + (I - P) h_ft = h_ft + P (h_base - h_ft), in h_ft's device and dtype

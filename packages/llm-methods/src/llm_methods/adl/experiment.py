@@ -142,6 +142,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     from llm_methods.adl.agent import ADLEvidence, VocabularyOverlapAgent
     from llm_methods.adl.diff import (
         activation_difference,
+        base_residuals,
         enriched_tokens,
         lens_token_ids,
         patchscope,
@@ -197,6 +198,7 @@ def run(quick: bool, out_dir: Path) -> Result:
         train_lm(base_model, pre_chunks, cfg["base_steps"], 16, 3e-3, seed=0)
         base = wrap(tokenizer, base_model, "base")
         agent = VocabularyOverlapAgent()
+        base_states: dict[str, list[torch.Tensor]] = {}
         for seed in cfg["seeds"]:
             rng = np.random.default_rng(seed)
             for mix in MIXES:
@@ -220,11 +222,14 @@ def run(quick: bool, out_dir: Path) -> Result:
                 )
                 row["agent_correct"] = float(named == DOMAIN)
                 direction = diff.delta[1:].mean(0)
+                if not base_states:  # the frozen base's residuals: the same for every finetune
+                    base_states["ft"] = base_residuals(base, diff.layer, dom_test[:20])
+                    base_states["pre"] = base_residuals(base, diff.layer, unrelated[:20])
                 row["proj_dloss_ft_text"] = projection_loss_change(
-                    base, ft, direction, diff.layer, dom_test[:20]
+                    base, ft, direction, diff.layer, dom_test[:20], base_states["ft"]
                 )
                 row["proj_dloss_pre_text"] = projection_loss_change(
-                    base, ft, direction, diff.layer, unrelated[:20]
+                    base, ft, direction, diff.layer, unrelated[:20], base_states["pre"]
                 )
                 rows[mix].append(row)
                 if cfg["steer"] and mix == 0.0 and seed == cfg["seeds"][0]:

@@ -21,7 +21,14 @@ from torch import nn
 from llm_methods.lm.errors import LMError
 from llm_methods.lm.loading import LM
 
-__all__ = ["add_to_residual", "capture_residual", "capture_sublayers", "replace_residual"]
+__all__ = [
+    "add_to_residual",
+    "capture_residual",
+    "capture_sublayers",
+    "forward_residual",
+    "replace_residual",
+    "reuse_prefix",
+]
 
 
 def _first(output: Any) -> torch.Tensor:
@@ -63,6 +70,40 @@ def capture_residual(
 
     with _hooks([lm.layers[i] for i in index], make):
         yield store
+
+
+class _ResidualCaptured(Exception):
+    """Raised by :func:`forward_residual`'s hook once the deepest layer's residual is recorded."""
+
+
+@torch.no_grad()
+def forward_residual(
+    lm: LM,
+    layers: Sequence[int],
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+) -> dict[int, torch.Tensor]:
+    """The residual after each of ``layers`` (``{layer: [B, T, d]}``, indices normalised) of one
+    forward that stops once the deepest of them has run: what :func:`capture_residual` records
+    around a full forward, without the layers after it, the final norm and the ``[B, T, V]``
+    logits."""
+    index = [lm.layer_index(i) for i in layers]
+    if not index:
+        raise LMError("forward_residual needs at least one layer")
+    last = max(index)
+    with capture_residual(lm, index) as store:
+
+        def stop(module: nn.Module, args: Any, output: Any) -> None:
+            raise _ResidualCaptured
+
+        handle = lm.layers[last].register_forward_hook(stop)  # after capture_residual's hook
+        try:
+            lm.model(input_ids=input_ids, attention_mask=attention_mask)
+        except _ResidualCaptured:
+            pass
+        finally:
+            handle.remove()
+    return {i: store[i] for i in index}
 
 
 @contextmanager
@@ -157,3 +198,57 @@ def replace_residual(lm: LM, layer: int, fn: Any) -> Iterator[None]:
 
     with _hooks([lm.layers[i]], make):
         yield
+
+
+@contextmanager
+def reuse_prefix(lm: LM, layer: int) -> Iterator[None]:
+    """Run decoder layers ``0..layer`` once for all forwards inside: the first forward runs every
+    layer and keeps layer ``layer``'s output; each later one skips layers ``0..layer`` (those
+    before it pass their input through, ``layer`` returns a copy of the kept output) and runs
+    only the layers after it. Hooks on layer ``layer`` (:func:`replace_residual`, entered
+    inside this context) still see that output, so a loop that changes only the residual after
+    ``layer`` (a value vector optimised there, weights after it) gets the numbers a full forward
+    gives, bit for bit, for a part of the forward.
+
+    Every forward inside must read the same batch (checked: the same ``[B, T, d]`` shape) and
+    nothing in layers ``0..layer`` may change in between; no gradient reaches them."""
+    i = lm.layer_index(layer)
+    modules = [lm.layers[j] for j in range(i + 1)]
+    kept: dict[str, Any] = {}
+    saved = [m.__dict__.get("forward") for m in modules]
+
+    def cached(args: Any, kwargs: Any) -> Any:
+        hidden = args[0] if args else kwargs["hidden_states"]
+        out = _first(kept["out"])
+        if hidden.shape != out.shape:
+            raise LMError(
+                f"reuse_prefix: a forward of shape {tuple(hidden.shape)} after one of "
+                f"{tuple(out.shape)}: every forward inside must read the same batch"
+            )
+        return hidden
+
+    def passthrough(*args: Any, **kwargs: Any) -> Any:
+        return _with_first(kept["out"], cached(args, kwargs))
+
+    def replay(*args: Any, **kwargs: Any) -> Any:
+        cached(args, kwargs)
+        return _with_first(kept["out"], _first(kept["out"]).clone())
+
+    def record(module: nn.Module, args: Any, output: Any) -> None:
+        if "out" in kept:
+            return
+        kept["out"] = _with_first(output, _first(output).detach().clone())
+        for m in modules[:-1]:
+            m.forward = passthrough
+        modules[-1].forward = replay
+
+    handle = modules[-1].register_forward_hook(record)
+    try:
+        yield
+    finally:
+        handle.remove()
+        for m, own in zip(modules, saved, strict=True):
+            if own is None:
+                m.__dict__.pop("forward", None)
+            else:
+                m.forward = own

@@ -33,7 +33,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from llm_methods.lm import LM, LMError, capture_sublayers, collate, replace_residual
+from llm_methods.lm import (
+    LM,
+    LMError,
+    capture_sublayers,
+    collate,
+    replace_residual,
+    reuse_prefix,
+)
 from llm_methods.lm.scoring import final_hidden, head_logits
 from llm_methods.suit.data import EditRequest
 from llm_methods.suit.keys import (
@@ -293,56 +300,59 @@ def _batch_targets(
     refs: list[torch.Tensor] = []  # ROME: the unedited MLP output (δ does not change it)
     result: list[torch.Tensor | None] = [None] * n
     stopped: list[int] = []
-    for it in range(max(cfg.steps, 1)):
-        with replace_residual(lm, layer, fn), capture_sublayers(lm, [layer], "ffn") as ffn:
-            hidden = final_hidden(lm, batch)
-        if not refs:
-            out = ffn[lm.layer_index(layer)]
-            refs = [out[m, idx[m]] if reference == "ffn" else state["h0"][m] for m in main]
-        logp = torch.log_softmax(head_logits(lm, hidden[read]).float(), -1)
-        kl_logp = logp[kl_at]
-        if kl_init is None:
-            kl_init = kl_logp.detach().clone()
-        losses = {}
-        for q in range(n):
-            if q in stopped:
-                continue
-            k = len(targets[q])
-            nll = torch.stack(
-                [-logp[s : s + k].gather(1, targets[q]).mean() for s in spans[q]]
-            ).mean()
-            kl = kl_to_initial(kl_logp[q : q + 1], kl_init[q : q + 1])
-            loss = value_loss(nll, kl, state["add"][main[q]], refs[q], cfg)
-            if suit:
-                cos = torch.dot(w1[q], w2[q]) / (w1[q].norm() * w2[q].norm()).clamp_min(1e-12)
-                loss = loss + cfg.lam * cos**2
-            result[q] = state["add"][main[q]].detach().float().cpu()  # CPU: see request_keys
-            if float(loss.detach()) < EARLY_STOP_LOSS or it == cfg.steps - 1:
-                stopped.append(q)
-            else:
-                losses[q] = loss
-        if not losses:
-            break
-        kept = [p.detach().clone() for p in params]
-        opt.zero_grad()
-        torch.stack(list(losses.values())).sum().backward()
-        opt.step()
-        with torch.no_grad():
-            for q in losses:  # project within the L2 ball of radius clamp·‖h‖
-                limit = clamp * refs[q].float().norm()
+    # layers 0..layer run once: the residual they give is the same at every step (δ is added
+    # after them and no gradient reaches them), so later steps run only the layers after
+    with reuse_prefix(lm, layer):
+        for it in range(max(cfg.steps, 1)):
+            with replace_residual(lm, layer, fn), capture_sublayers(lm, [layer], "ffn") as ffn:
+                hidden = final_hidden(lm, batch)
+            if not refs:
+                out = ffn[lm.layer_index(layer)]
+                refs = [out[m, idx[m]] if reference == "ffn" else state["h0"][m] for m in main]
+            logp = torch.log_softmax(head_logits(lm, hidden[read]).float(), -1)
+            kl_logp = logp[kl_at]
+            if kl_init is None:
+                kl_init = kl_logp.detach().clone()
+            losses = {}
+            for q in range(n):
+                if q in stopped:
+                    continue
+                k = len(targets[q])
+                nll = torch.stack(
+                    [-logp[s : s + k].gather(1, targets[q]).mean() for s in spans[q]]
+                ).mean()
+                kl = kl_to_initial(kl_logp[q : q + 1], kl_init[q : q + 1])
+                loss = value_loss(nll, kl, state["add"][main[q]], refs[q], cfg)
                 if suit:
-                    h0 = state["h0"][main[q]].float()[None]
-                    norm = _suit_delta(h0, w1[q], w2[q]).norm()
-                    if norm > limit:  # δ' is quadratic in (w₁, w₂)
-                        factor = (limit / norm).sqrt()
-                        w1[q].mul_(factor)
-                        w2[q].mul_(factor)
-                elif delta[q].norm() > limit:
-                    delta[q].mul_(limit / delta[q].norm())
-            if stopped:  # a stopped request keeps its δ
-                gone = torch.as_tensor(stopped, device=lm.device)
-                for p, old in zip(params, kept, strict=True):
-                    p[gone] = old[gone]
+                    cos = torch.dot(w1[q], w2[q]) / (w1[q].norm() * w2[q].norm()).clamp_min(1e-12)
+                    loss = loss + cfg.lam * cos**2
+                result[q] = state["add"][main[q]].detach().float().cpu()  # CPU: see request_keys
+                if float(loss.detach()) < EARLY_STOP_LOSS or it == cfg.steps - 1:
+                    stopped.append(q)
+                else:
+                    losses[q] = loss
+            if not losses:
+                break
+            kept = [p.detach().clone() for p in params]
+            opt.zero_grad()
+            torch.stack(list(losses.values())).sum().backward()
+            opt.step()
+            with torch.no_grad():
+                for q in losses:  # project within the L2 ball of radius clamp·‖h‖
+                    limit = clamp * refs[q].float().norm()
+                    if suit:
+                        h0 = state["h0"][main[q]].float()[None]
+                        norm = _suit_delta(h0, w1[q], w2[q]).norm()
+                        if norm > limit:  # δ' is quadratic in (w₁, w₂)
+                            factor = (limit / norm).sqrt()
+                            w1[q].mul_(factor)
+                            w2[q].mul_(factor)
+                    elif delta[q].norm() > limit:
+                        delta[q].mul_(limit / delta[q].norm())
+                if stopped:  # a stopped request keeps its δ
+                    gone = torch.as_tensor(stopped, device=lm.device)
+                    for p, old in zip(params, kept, strict=True):
+                        p[gone] = old[gone]
     done = [r for r in result if r is not None]  # every request has run at least one forward
     assert len(done) == n
     return torch.stack(done)
@@ -352,11 +362,11 @@ def _batch_targets(
 def _residual_at_subject(lm: LM, layer: int, requests: Sequence[EditRequest]) -> torch.Tensor:
     rows, idx = zip(*(prompt_with_subject(lm, r.prompt, r.subject) for r in requests), strict=True)
     batch = collate(list(rows), lm.tokenizer.pad_token_id, lm.device)
-    from llm_methods.lm import capture_residual
+    from llm_methods.lm import forward_residual
 
-    with capture_residual(lm, [layer]) as store:
-        lm.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
-    h = store[lm.layer_index(layer)]
+    # the forward stops after ``layer`` (the layers after it, the final norm and the logits
+    # cannot change the residual read here)
+    h = forward_residual(lm, [layer], batch.input_ids, batch.attention_mask)[lm.layer_index(layer)]
     return h[torch.arange(len(rows)), torch.as_tensor(idx)].float().cpu()  # CPU: see request_keys
 
 

@@ -327,11 +327,12 @@ def general_ability(
     if items:
         prompts = [p for p, choices, _ in items for _ in choices]
         conts = [c for _, choices, _ in items for c in choices]
-        with torch.no_grad():
-            s = continuation_logprobs(lm, prompts, conts, batch_size=BATCH, reduce="mean")
+        # the choices of an item share its rows (one-token choices: one forward per item, not
+        # per choice); the values of continuation_logprobs(reduce="mean") to float rounding
+        s = mean_logprobs(lm, prompts, conts)
         hits, at = 0, 0
         for _, choices, answer in items:
-            hits += int(int(torch.argmax(s[at : at + len(choices)])) == answer)
+            hits += int(int(np.argmax(s[at : at + len(choices)])) == answer)
             at += len(choices)
         out["fewshot_acc"] = round(100.0 * hits / len(items), 2)
     return out
