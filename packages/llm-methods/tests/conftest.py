@@ -144,3 +144,41 @@ def saved_tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Pat
         return folder
 
     return save
+
+
+class AntibodyReference:
+    """The antibody reference inputs shared by ``test_reference_antibody.py`` (alignment) and
+    ``test_antibody_reference_weighting.py`` (weighted finetuning), in ``data/reference``."""
+
+    folder = Path(__file__).parent / "data" / "reference"
+
+    def load(self, official: str) -> dict[str, Any]:
+        """``antibody_inputs.json`` with ``arrays`` (``antibody_inputs.npz``: the tiny Llama's
+        ``model/...`` weights and the token batches) and ``official`` (the named ``.npz`` of
+        official numbers)."""
+        import json
+
+        import numpy as np
+
+        info = json.loads((self.folder / "antibody_inputs.json").read_text())
+        info["arrays"] = dict(np.load(self.folder / "antibody_inputs.npz"))
+        info["official"] = dict(np.load(self.folder / official))
+        return info
+
+    @staticmethod
+    def model(ref: dict[str, Any]):  # type: ignore[no-untyped-def]
+        """The tiny Llama of ``ref`` (eager attention) with its stored weights."""
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        model = LlamaForCausalLM(LlamaConfig(**ref["model"], attn_implementation="eager"))
+        arrays = ref["arrays"]
+        state = {k[6:]: torch.from_numpy(v) for k, v in arrays.items() if k.startswith("model/")}
+        model.load_state_dict(state)
+        return model
+
+
+@pytest.fixture(scope="session")
+def antibody_reference() -> AntibodyReference:
+    """Loads the antibody reference inputs and builds their tiny Llama (:class:`AntibodyReference`)."""
+    return AntibodyReference()

@@ -60,21 +60,10 @@ def _ours(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 @pytest.fixture(scope="module")
-def ref() -> dict:
-    info = json.loads((REF / "antibody_inputs.json").read_text())
-    info["arrays"] = dict(np.load(REF / "antibody_inputs.npz"))
-    info["official"] = dict(np.load(REF / "antibody_weighted_official.npz"))
+def ref(antibody_reference) -> dict:  # type: ignore[no-untyped-def]
+    info = antibody_reference.load("antibody_weighted_official.npz")
+    info["new_model"] = lambda: antibody_reference.model(info).train()
     return info
-
-
-def _model(ref: dict):  # -> LlamaForCausalLM
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    arrays = ref["arrays"]
-    model = LlamaForCausalLM(LlamaConfig(**ref["model"], attn_implementation="eager"))
-    state = {k[6:]: torch.from_numpy(v) for k, v in arrays.items() if k.startswith("model/")}
-    model.load_state_dict(state)
-    return model.train()
 
 
 def test_the_batch_is_the_one_the_official_step_ran_on(ref: dict) -> None:
@@ -91,7 +80,7 @@ def test_weighted_step_equals_official(ref: dict, tau: float) -> None:
     :func:`M.weighted_finetune_grads` equal the official step's; scoring the whole sequence
     (prompt tokens too) instead of the response, or ignoring τ, moves them >= 10x the
     tolerance."""
-    model = _model(ref)
+    model = ref["new_model"]()
     want = ref["official"]
     key = f"tau{tau:g}"
     compliance, refusal = weighted_batch(ref["arrays"])

@@ -35,14 +35,6 @@ REF = Path(__file__).parent / "data" / "reference"
 TOLS = {"lambda_t": 4e-7, "direction": 1.1e-5, "params": 1.5e-7}
 
 
-def _model(spec: dict, state: dict[str, np.ndarray]):  # -> LlamaForCausalLM
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    model = LlamaForCausalLM(LlamaConfig(**spec, attn_implementation="eager"))
-    model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
-    return model
-
-
 def _batch(arrays: dict[str, np.ndarray], name: str) -> dict[str, torch.Tensor]:
     """Our batch layout (``ids``, ``attn``, ``loss_mask``) from the stored ``labels`` view."""
     ids = torch.from_numpy(arrays[f"{name}/input_ids"])
@@ -124,17 +116,15 @@ def write_inputs(folder: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def ref() -> dict:
-    info = json.loads((REF / "antibody_inputs.json").read_text())
-    info["arrays"] = dict(np.load(REF / "antibody_inputs.npz"))
-    info["official"] = dict(np.load(REF / "antibody_official.npz"))
+def ref(antibody_reference) -> dict:  # type: ignore[no-untyped-def]
+    info = antibody_reference.load("antibody_official.npz")
+    info["new_model"] = lambda: antibody_reference.model(info)
     return info
 
 
 def _setup(ref: dict):  # type: ignore[no-untyped-def]
     arrays = ref["arrays"]
-    state = {k[6:]: v for k, v in arrays.items() if k.startswith("model/")}
-    model = _model(ref["model"], state)
+    model = ref["new_model"]()
     cfg = M.AntibodyConfig(
         rho=ref["alpha"],
         lambda_rule="code",
