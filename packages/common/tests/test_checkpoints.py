@@ -83,3 +83,28 @@ def test_reasons_are_readable(tmp_path: Path) -> None:
     text.write_text("hello\n")
     with pytest.raises(ValueError, match=r"notes\.txt: not a readable checkpoint \(\w+Error: "):
         load_weights_only(text)
+
+
+def test_option_starts_every_message(tmp_path: Path) -> None:
+    """``option=`` names the command-line option in every error, as ``--ckpt_path``'s do
+    (issue 36 review: ``remac eval --policy X`` / ``medimg export --ckpt X`` said only "X: ...")."""
+    torch.save({"state_dict": {}, "iclr26_model": "rf_matid.lit_module.M"}, tmp_path / "rf.ckpt")
+    (tmp_path / "bad.ckpt").write_bytes(b"not a pickle")
+    (tmp_path / "dir").mkdir()
+    cases = [
+        ("rf.ckpt", FormatError, "a checkpoint of rf-matid (rf_matid.lit_module.M), not of x-y"),
+        ("bad.ckpt", FormatError, "not a readable checkpoint ("),
+        ("dir", IsADirectoryError, "is a folder; give a checkpoint"),
+        ("nope.ckpt", FileNotFoundError, "no such checkpoint"),
+    ]
+    for name, kind, says in cases:
+        with pytest.raises(kind) as info:
+            load_weights_only(tmp_path / name, error=FormatError, package="x_y", option="--ckpt")
+        message = str(info.value)
+        assert message.startswith(f"--ckpt {tmp_path / name}: {says}"), message
+        assert "\n" not in message
+    plain = tmp_path / "plain.pt"
+    torch.save(torch.ones(1), plain)
+    with pytest.raises(FormatError, match=r"^--ckpt .*plain\.pt: not a Lightning checkpoint"):
+        load_weights_only(plain, error=FormatError, require_state_dict=True, option="--ckpt")
+    assert torch.equal(load_weights_only(plain, option="--ckpt"), torch.ones(1))

@@ -403,3 +403,42 @@ def test_method_cli_plugins_are_discovered(tmp_path, monkeypatch, capsys) -> Non
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "a fake method for the test" in capsys.readouterr().out
+
+
+_SAVE_A_MODEL = """
+import sys
+if sys.argv[2] == "entry":
+    from llm_methods.cli import main
+    main(["corpora"])
+from llm_methods.zoo.models import tiny_lm
+lm = tiny_lm(["a b c d e f g h. " * 8] * 4, vocab_size=280, n_layers=1, hidden=16, heads=2)
+lm.model.save_pretrained(sys.argv[1])
+"""
+
+
+def test_entry_point_turns_transformers_progress_bars_off(tmp_path: Path) -> None:
+    """The ``llm-methods`` entry point turns transformers' bars off for every command, also where
+    no model is loaded through ``load_lm`` (``save_pretrained``: "Writing model shards", printed
+    by ``antibody pretrain --quiet`` on 44537c0), without importing transformers for ``--help``.
+    Control: the same save without the entry point prints the bar (the check can fail)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if "PROGRESS" not in k and "VERBOSITY" not in k}
+
+    def stderr_of(mode: str) -> str:
+        run = subprocess.run(
+            [sys.executable, "-c", _SAVE_A_MODEL, str(tmp_path / mode), mode],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env | {"OMP_NUM_THREADS": "1"},
+        )
+        assert run.returncode == 0, run.stderr
+        return run.stderr
+
+    assert "Writing model shards" in stderr_of("plain")  # control: transformers' own bar
+    err = stderr_of("entry")
+    assert "Writing model shards" not in err and "\r" not in err, err
+    assert (tmp_path / "entry" / "config.json").is_file()

@@ -80,3 +80,18 @@ def test_device_map_auto_places_the_model(saved: Path, tiny, monkeypatch) -> Non
         torch.testing.assert_close(
             lm.model(input_ids=ids.to(lm.device)).logits.cpu(), tiny.model(input_ids=ids).logits
         )
+
+
+def test_load_lm_shows_no_transformers_progress_bar(saved: Path, capfd) -> None:  # type: ignore[no-untyped-def]
+    """Every model load passes ``load_lm``, which turns transformers' own progress bars off:
+    no "Loading weights" ``\\r`` bar that ``--quiet`` could not stop (fails on 44537c0 for the
+    commands that did not call ``quiet_transformers`` themselves: suit facts/edit/trace,
+    linguamap similarity, seekbench judge --judge lm)."""
+    from transformers.utils import logging
+
+    logging.enable_progress_bar()
+    capfd.readouterr()
+    load_lm(saved, device="cpu")
+    err = capfd.readouterr().err
+    assert "Loading weights" not in err and "\r" not in err, err
+    assert not logging.is_progress_bar_enabled()

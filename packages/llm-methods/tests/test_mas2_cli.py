@@ -205,3 +205,37 @@ def test_run_local_backend_checks_device(tmp_path: Path, capsys: pytest.CaptureF
     line = _one_line_error(capsys, [*args, "--device", "gpu", "--out", str(out)])
     assert "--device gpu: not a device" in line, line
     assert not out.exists()
+
+
+@pytest.mark.parametrize("backend", ["sim", "openai"])
+def test_run_checks_device_whatever_the_backend(
+    backend: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``run --device gpu`` is one line naming ``--device`` with every backend, before any task
+    runs (fails on 44537c0: checked only for ``--backend local``; ``--backend sim`` exited 0)."""
+    out = tmp_path / "r"
+    args = ["mas2", "run", "--backend", backend, "--models", "m=1", "--limit", "1"]
+    line = _one_line_error(capsys, [*args, "--device", "gpu", "--out", str(out)])
+    assert "--device gpu: not a device" in line, line
+    assert not out.exists()
+
+
+def test_team_file_not_utf8_or_a_folder_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``run --team`` reads through the workspace's text reader: bytes that are not UTF-8 are one
+    line naming the file and the byte (fails on 44537c0: a 36-line ``UnicodeDecodeError``), a
+    folder is "is a folder", a missing file "no such"."""
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"\xff\xfe\x80 team")
+    folder = tmp_path / "given"
+    folder.mkdir()
+    out = tmp_path / "r"
+    args = ["mas2", "run", "--allow-unisolated", "--limit", "1", "--out", str(out), "--team"]
+    line = _one_line_error(capsys, [*args, str(bad)])
+    assert f"{bad}: not UTF-8 text (byte 0xff at offset 0)" in line, line
+    line = _one_line_error(capsys, [*args, str(folder)])
+    assert f"{folder}: is a folder; give a MAS² team file" in line, line
+    line = _one_line_error(capsys, [*args, str(tmp_path / "none.json")])
+    assert "none.json: no such MAS² team file" in line, line
+    assert not out.exists()  # a refused run leaves no output folder

@@ -140,11 +140,11 @@ def test_compress_then_eval(model_dir: Path, tmp_path: Path, capsys) -> None:  #
         (["compress", "--blocks", "9", "--out", "x.safetensors"], "block 9 out of range"),
         (
             ["eval", "--text-file", "missing.txt", "--out", "p.json"],
-            "missing.txt: text file not found",
+            "missing.txt: no such text file",
         ),
         (
             ["eval", "--compressed", "missing.safetensors", "--out", "p.json"],
-            "missing.safetensors: compressed-model file not found",
+            "missing.safetensors: no such compressed-model file",
         ),
     ],
 )
@@ -303,3 +303,21 @@ def test_eval_without_out_is_refused_before_the_model_is_loaded(
     entry = " ".join(run.out[run.out.index("\n  --out OUT") :].split())
     assert run.code == 0 and entry.startswith("--out OUT output .json file"), run.out
     assert "perplexity printed" in entry and "stdout only" not in run.out, run.out
+
+
+@pytest.mark.parametrize(
+    ("flag", "what"), [("--text-file", "text file"), ("--compressed", "compressed-model file")]
+)
+def test_eval_names_a_folder_given_as_a_file(
+    flag: str, what: str, model_dir: Path, tmp_path: Path, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    """``mbok eval --text-file DIR`` / ``--compressed DIR``: one line "DIR: is a folder; give a
+    ..." (fails on 44537c0: "text file not found" / "compressed-model file not found" for a
+    folder that exists), before the model is loaded; nothing written."""
+    folder = tmp_path / "given"
+    folder.mkdir()
+    out = tmp_path / "p.json"
+    args = ["mbok", "eval", "--model", str(model_dir), flag, str(folder), "--out", str(out)]
+    line = _one_line_error(capsys, args)
+    assert f"{folder}: is a folder; give a {what}" in line, line
+    assert not out.exists()

@@ -284,8 +284,10 @@ def test_save_load_roundtrip(tiny, tmp_path, method: str) -> None:  # type: igno
     with pytest.raises(LMError, match="not a safetensors"):
         (tmp_path / "bad.safetensors").write_text("nope")
         distill.load_compressed(fresh, tmp_path / "bad.safetensors")
-    with pytest.raises(LMError, match="not found"):
+    with pytest.raises(LMError, match="no such compressed-model file"):
         distill.load_compressed(fresh, tmp_path / "missing.safetensors")
+    with pytest.raises(LMError, match="is a folder; give a compressed-model file"):
+        distill.load_compressed(fresh, tmp_path)
 
 
 def test_a_tensor_of_input_ids_is_a_batch_everywhere(tiny) -> None:  # type: ignore[no-untyped-def]

@@ -335,3 +335,22 @@ def test_ctrl_c_keeps_finished_records_and_resume_continues(
         assert (out / name).read_text() == (whole / name).read_text().replace(
             str(whole), str(out)
         ), name
+
+
+def test_no_shipped_fit_config_turns_the_progress_bar_off() -> None:
+    """Every shipped LightningCLI config of llm-methods is a user config (the experiments build
+    their Trainers with ``quiet_trainer`` and read none of them), so none turns Lightning's
+    progress bar off (fails on 44537c0: ``perk fit --config experiment`` printed nothing for its
+    400 steps, ``enable_progress_bar: false``)."""
+    import yaml
+
+    from iclr26_common.cli_support import shipped_configs
+    from llm_methods.cli import _method_clis
+
+    checked = 0
+    for method in _method_clis():
+        for name, path in shipped_configs(f"llm_methods.{method}").items():
+            trainer = (yaml.safe_load(path.read_text()) or {}).get("trainer") or {}
+            assert trainer.get("enable_progress_bar", True) is not False, f"{method}/{name}"
+            checked += 1
+    assert checked >= 10  # the perk, dispersion, mbok, remix and antibody configs at least

@@ -36,7 +36,7 @@ def test_case_name_drops_the_channel_suffix() -> None:
     [
         ("not_nifti", "not a NIfTI"),
         ("missing_label", "no label"),
-        ("missing_file", "does not exist"),
+        ("missing_file", "no such label file"),
         ("shape", "shape"),
         ("affine", "affine"),
         ("four_channels", "expected a 3-D volume"),

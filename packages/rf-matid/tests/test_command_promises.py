@@ -174,7 +174,7 @@ def test_benchmark_shows_progress_unless_quiet(
     data = tmp_path / "data"
     data.mkdir()
     loud = run_main(main, [*BENCH, "--data", str(data), "--out", str(tmp_path / "a")], capsys)
-    assert loud.code == 0 and "benchmark cells: 3/3" in loud.err
+    assert loud.code == 0 and "benchmark cells (1 at a time): 3/3" in loud.err
     args = [*BENCH, "--data", str(data), "--out", str(tmp_path / "b"), "--quiet"]
     quiet = run_main(main, args, capsys)
     assert quiet.code == 0 and quiet.err.strip() == ""
@@ -186,9 +186,10 @@ def test_benchmark_says_it_started_before_the_first_cell_finishes(
     capsys: pytest.CaptureFixture,
     fake_row: RowFactory,
 ) -> None:
-    """What stderr holds when the first cell starts training: a start line naming the cells
-    (e21a374: nothing until the first cell finished, minutes into a real run); with --quiet,
-    nothing."""
+    """What stderr holds when the first cell starts training: one start line naming the cells
+    and how many train at a time (e21a374: nothing until the first cell finished, minutes into a
+    real run; the review of issue 36, 19:08 UTC 2026-12-07: two start lines, the package's own
+    and common progress's "0/N"); with --quiet, nothing."""
     import rf_matid.benchmark as bench
 
     seen: list[str] = []
@@ -202,7 +203,7 @@ def test_benchmark_says_it_started_before_the_first_cell_finishes(
     data.mkdir()
     run = run_main(main, [*BENCH, "--data", str(data), "--out", str(tmp_path / "a")], capsys)
     assert run.code == 0, run.err
-    assert "benchmark cells: 0/3, training 1 at a time" in seen[0], seen
+    assert seen[0].splitlines() == ["benchmark cells (1 at a time): 0/3"], seen
     seen.clear()
     args = [*BENCH, "--data", str(data), "--out", str(tmp_path / "b"), "--quiet"]
     assert run_main(main, args, capsys).code == 0

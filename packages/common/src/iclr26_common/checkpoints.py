@@ -64,6 +64,7 @@ def load_weights_only(
     map_location: Any = "cpu",
     require_state_dict: bool = False,
     package: str | None = None,
+    option: str | None = None,
 ) -> Any:
     """``torch.load(path, map_location=map_location, weights_only=True)`` with one-line errors.
 
@@ -76,6 +77,8 @@ def load_weights_only(
             checkpoint); otherwise ``error``.
         package: the reading package (``"bio_scisor"``): a checkpoint that names another
             package's model (:func:`foreign_owner`) is ``error`` naming both.
+        option: the command-line option that gave ``path`` (``"--policy"``, ``"--ckpt"``): every
+            message then starts with it (``"--ckpt PATH: ..."``), as ``--ckpt_path``'s do.
 
     Raises:
         FileNotFoundError: ``"{path}: no such {what}"`` when ``path`` does not exist.
@@ -83,6 +86,22 @@ def load_weights_only(
         error: ``"{path}: not a readable {what} ({first line of the reason})"`` when unpickling
             fails, or ``"{path}: not a Lightning checkpoint (no 'state_dict')"``.
     """
+    if option is None:
+        return _load_weights_only(path, what, error, map_location, require_state_dict, package)
+    try:
+        return _load_weights_only(path, what, error, map_location, require_state_dict, package)
+    except (FileNotFoundError, IsADirectoryError, error) as exc:
+        raise type(exc)(f"{option} {exc}") from None
+
+
+def _load_weights_only(
+    path: str | os.PathLike[str],
+    what: str,
+    error: type[Exception],
+    map_location: Any,
+    require_state_dict: bool,
+    package: str | None,
+) -> Any:
     import torch
 
     from iclr26_common.textio import input_file

@@ -54,7 +54,6 @@ def score_main(argv: Sequence[str]) -> int:
     from llm_methods.lm import continuation_logprobs, load_lm
 
     check_output_options(ns, kind="file")  # before the model is loaded
-    quiet_transformers()
     seed_everything(ns.seed)
     lm = load_lm(ns.model, ns.device, ns.dtype)
     total = float(continuation_logprobs(lm, [ns.prompt], [ns.text])[0])
@@ -95,7 +94,6 @@ def generate_main(argv: Sequence[str]) -> int:
     from llm_methods.lm import chat_prompt, generate, load_lm
 
     check_output_options(ns, kind="file")  # before the model is loaded
-    quiet_transformers()
     lm = load_lm(ns.model, ns.device, ns.dtype)
     prompt = chat_prompt(lm, ns.prompt) if ns.chat else ns.prompt
     text = generate(lm, [prompt], ns.max_new_tokens, do_sample=ns.sample, seed=ns.seed)[0]
@@ -150,7 +148,6 @@ def zoo_main(argv: Sequence[str]) -> int:
         from iclr26_common.outputs import check_out_folder
 
         check_out_folder(ns.cache_dir, option="--cache-dir", overwrite=True)
-    quiet_transformers()
     start = time.perf_counter()
     folder = build_model(
         ns.name, ns.cache_dir, force=ns.force, quiet=ns.quiet, seed=ns.seed, device=ns.device
@@ -222,7 +219,9 @@ SCRIPT = ConsoleScript(
 
 
 def main(args: Sequence[str] | None = None) -> int:
-    """Entry point: :data:`SCRIPT` on ``args`` (default ``sys.argv[1:]``)."""
+    """Entry point: :data:`SCRIPT` on ``args`` (default ``sys.argv[1:]``). transformers'
+    progress bars and warnings are off for every command (:func:`quiet_transformers`)."""
+    quiet_transformers()
     return SCRIPT.main(args)
 
 

@@ -38,7 +38,24 @@ def shipped_configs(method: str) -> dict[str, Path]:
 
 
 def quiet_transformers() -> None:
-    """No transformers progress bars / warnings on the terminal (errors stay one line)."""
+    """No transformers / huggingface_hub progress bars ("Loading weights", "Writing model
+    shards": ``\r`` bars that ``--quiet`` cannot stop and that garble logs off a terminal) and no
+    transformers warnings (errors stay one line). Called once where every command passes (the
+    ``llm-methods`` entry point, :func:`llm_methods.cli.main`) and where every model load passes
+    (:func:`llm_methods.lm.load_lm`). Before transformers is imported it costs nothing: it sets
+    ``HF_HUB_DISABLE_PROGRESS_BARS=1`` and ``TRANSFORMERS_VERBOSITY=error``, which the libraries
+    read on import (``--help`` stays fast); afterwards it switches them off directly."""
+    import os
+    import sys
+
+    if "transformers" not in sys.modules:
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+        os.environ["TRANSFORMERS_VERBOSITY"] = "error"
+        if "huggingface_hub" in sys.modules:  # its constants were read already
+            from huggingface_hub.utils import disable_progress_bars
+
+            disable_progress_bars()
+        return
     from transformers.utils import logging
 
     logging.disable_progress_bar()
@@ -59,7 +76,7 @@ def method_cli(
     """``llm-methods <method>``'s LightningCLI: the workspace's
     :func:`iclr26_common.lightning.run_cli` with ``method``'s shipped configs
     (``llm_methods/<method>/configs``, ``--config NAME``) and ``llm-methods <method>`` as the
-    program name; transformers' progress bars off. ``subcommand`` (e.g. ``"fit"``) is prepended
+    program name (transformers' progress bars are off from the entry point on). ``subcommand`` (e.g. ``"fit"``) is prepended
     for commands that expose one stage; ``links`` are ``(source, target, apply_on)``. The config
     is saved into the run's log folder, never over a file; ``--trainer.strategy ddp`` works from
     the console script (ranks > 0 re-run its command line). ``fit_outputs``: the save paths
@@ -67,7 +84,6 @@ def method_cli(
     built, from the command line or a ``--config`` YAML; ``fit`` then takes ``--overwrite``."""
     from iclr26_common.lightning import run_cli
 
-    quiet_transformers()
     return run_cli(
         model_class,
         datamodule_class,

@@ -8,6 +8,7 @@ import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from iclr26_common.cli_support import (
@@ -21,12 +22,20 @@ from iclr26_common.cli_support import (
     positive_int,
     probability,
 )
-from iclr26_common.outputs import add_output_options, check_out_file, check_out_folder
+from iclr26_common.outputs import (
+    RESUME_HELP,
+    add_output_options,
+    check_out_file,
+    check_out_folder,
+    check_output_options,
+    overwrite_help,
+)
 from medimg_gfscreen import __version__
 
 __all__ = ["main", "run_lightning_cli"]
 
 PROG = "medimg-gfscreen"
+PREDICT_OUT = "--data.init_args.output_dir"  # predict's output folder
 DESCRIPTION = (
     "GF-Screen (ICLR 2026): glance-and-focus RL for pan-cancer CT screening, on MONAI + "
     "Lightning. Training subcommands are LightningCLI (`medimg-gfscreen fit --help`, "
@@ -66,11 +75,16 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
             super().parse_arguments(parser, args)
             if self.config.get("subcommand") == "predict":  # before a model or data is loaded
                 node = self.config["predict"]
-                self.out = check_out_folder(
-                    _predict_output_dir(node),
-                    option="--data.init_args.output_dir",
-                    overwrite=bool(node.get("overwrite")),
-                    resume=bool(node.get("resume")),
+                # the one output rule, --overwrite with --resume refused (also from a YAML)
+                self.out = check_output_options(
+                    SimpleNamespace(
+                        **{
+                            _dest(PREDICT_OUT): _predict_output_dir(node),
+                            "overwrite": bool(node.get("overwrite")),
+                            "resume": bool(node.get("resume")),
+                        }
+                    ),
+                    option=PREDICT_OUT,
                 )
 
         def instantiate_trainer(self, **kwargs: Any) -> Any:
@@ -129,18 +143,19 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         cli_class=GFScreenCLI,
         subcommand_flags={
             "predict": {
-                "--overwrite": {
-                    "action": "store_true",
-                    "help": "predict into an output_dir holding earlier masks, replacing them",
-                },
+                "--overwrite": {"action": "store_true", "help": overwrite_help(PREDICT_OUT)},
                 "--resume": {
                     "action": "store_true",
-                    "help": "continue an interrupted predict: the masks its output_dir holds are "
-                    "kept and their images not screened again",
+                    "help": RESUME_HELP["folder"].format(option=PREDICT_OUT),
                 },
             }
         },
     )
+
+
+def _dest(option: str) -> str:
+    """The attribute :func:`~iclr26_common.outputs.check_output_options` reads for ``option``."""
+    return option.lstrip("-").replace("-", "_")
 
 
 def _predict_output_dir(node: Any) -> str:
@@ -308,20 +323,21 @@ def screen_main(argv: Sequence[str]) -> int:
             device = str(choose_device())
         except RuntimeError as error:  # ICLR26_DEVICE names a device torch cannot see
             parser.error(str(error))
-    info = screen_file(
-        ns.image,
-        ns.ckpt,
-        ns.out,
-        device,
-        ns.region,
-        ns.threshold,
-        ns.overlap,
-        progress=not ns.quiet,
-        overwrite=ns.overwrite,
-        prenormalized=ns.prenormalized,
-        check_hu=ns.check_hu,
-        allow_mismatch=ns.allow_mismatch,
-    )
+    with _naming("--ckpt", ns.ckpt):
+        info = screen_file(
+            ns.image,
+            ns.ckpt,
+            ns.out,
+            device,
+            ns.region,
+            ns.threshold,
+            ns.overlap,
+            progress=not ns.quiet,
+            overwrite=ns.overwrite,
+            prenormalized=ns.prenormalized,
+            check_hu=ns.check_hu,
+            allow_mismatch=ns.allow_mismatch,
+        )
     write_text(table, tiles_table(info))
     if not ns.quiet:
         pre = info["preprocessing"]
@@ -349,6 +365,24 @@ def screen_main(argv: Sequence[str]) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _naming(option: str, path: Path):
+    """Errors about the checkpoint ``path`` (``PATH: ...``, ``checkpoint PATH ...``) start with
+    the ``option`` that gave it, as ``--ckpt_path``'s do: ``--ckpt PATH: a checkpoint of
+    rf-matid (...), not of medimg-gfscreen``. Other errors (about the image) pass unchanged."""
+    from medimg_gfscreen.io import GFScreenFormatError
+
+    try:
+        yield
+    except (GFScreenFormatError, FileNotFoundError, IsADirectoryError) as error:
+        message, name = str(error), str(path)
+        if message.startswith(f"checkpoint {name}"):
+            message = message[len("checkpoint ") :]
+        if not message.startswith(name):
+            raise
+        raise type(error)(f"{option} {message}") from None
+
+
 def _tiles_table_path(mask: Path) -> Path:
     """``screen``'s default table: ``MASK.tiles.csv`` beside the mask (``.nii.gz`` dropped)."""
     stem = mask.name[: -len(".nii.gz")] if mask.name.endswith(".nii.gz") else mask.stem
@@ -372,8 +406,9 @@ def export_main(argv: Sequence[str]) -> int:
     from iclr26_common.outputs import write_bytes
     from medimg_gfscreen.screen import load_screen_module, load_weights
 
-    weights = load_weights(ns.ckpt)
-    module = load_screen_module(ns.ckpt, weights=weights)
+    with _naming("--ckpt", ns.ckpt):
+        weights = load_weights(ns.ckpt)
+        module = load_screen_module(ns.ckpt, weights=weights)
     buffer = io.BytesIO()
     torch.save(module.export_weights(weights["preprocessing"]), buffer)
     write_bytes(out, buffer.getvalue())

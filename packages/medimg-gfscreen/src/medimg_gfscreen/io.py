@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from iclr26_common.textio import input_file, read_text
+
 __all__ = [
     "NIFTI_SUFFIXES",
     "GFScreenFormatError",
@@ -38,14 +40,16 @@ class GFScreenFormatError(ValueError):
 
 
 def check_nifti_path(path: Path, what: str = "image", case: str | None = None) -> Path:
-    """Raises unless ``path`` exists and is named like a NIfTI file (``.nii`` / ``.nii.gz``)."""
+    """Raises unless ``path`` is an existing file (:func:`iclr26_common.textio.input_file`: a
+    folder is named as one) named like a NIfTI file (``.nii`` / ``.nii.gz``)."""
     path = Path(path)
     where = f"case {case!r}: " if case else ""
     if not path.name.endswith(NIFTI_SUFFIXES):
         raise GFScreenFormatError(f"{where}{what} {path} is not a NIfTI file (.nii or .nii.gz)")
-    if not path.is_file():
-        raise GFScreenFormatError(f"{where}{what} {path} does not exist")
-    return path
+    try:
+        return input_file(path, f"{what} file", error=GFScreenFormatError)
+    except GFScreenFormatError as error:
+        raise GFScreenFormatError(f"{where}{error}") from None
 
 
 def case_name(path: Path) -> str:
@@ -154,18 +158,26 @@ def parse_label_map(value: Mapping[Any, Any] | str | None) -> dict[int, int]:
     return mapping
 
 
+def _json_object(path: Path, what: str) -> dict:
+    """The JSON object in ``path`` (UTF-8); anything else is one line naming the file."""
+    try:
+        raw = json.loads(read_text(path, what, error=GFScreenFormatError))
+    except json.JSONDecodeError as error:
+        raise GFScreenFormatError(f"{path}: not valid JSON: {error}") from None
+    if not isinstance(raw, dict):
+        raise GFScreenFormatError(f"{path}: not a JSON object")
+    return raw
+
+
 def load_datalist(path: Path, key: str = "training", base_dir: Path | None = None) -> list[dict]:
     """Reads a Decathlon datalist with MONAI's ``load_decathlon_datalist``; relative paths are
-    resolved against ``base_dir`` (default: the JSON's folder). Adds ``name`` when missing."""
+    resolved against ``base_dir`` (default: the JSON's folder). Adds ``name`` when missing.
+    A missing file, a folder and bytes that are not UTF-8 are one line naming the file
+    (:mod:`iclr26_common.textio`)."""
     from monai.data import load_decathlon_datalist
 
-    path = Path(path)
-    if not path.is_file():
-        raise GFScreenFormatError(f"datalist {path} does not exist")
-    try:
-        raw = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise GFScreenFormatError(f"datalist {path} is not valid JSON: {error}") from None
+    path = input_file(path, "datalist file", error=GFScreenFormatError)
+    raw = _json_object(path, "datalist file")
     if key not in raw:
         raise GFScreenFormatError(
             f"datalist {path} has no {key!r} list (keys: {', '.join(sorted(raw)) or 'none'})"
@@ -194,11 +206,13 @@ def discover_cases(root: Path) -> list[dict[str, str]]:
     are an error naming them; masks without an image too.
     """
     root = Path(root)
+    if root.is_file():
+        raise GFScreenFormatError(f"data folder {root} is a file; give a folder")
     if not root.is_dir():
         raise GFScreenFormatError(f"data folder {root} does not exist")
     dataset_json = root / "dataset.json"
     if dataset_json.is_file():
-        meta = json.loads(dataset_json.read_text())
+        meta = _json_object(dataset_json, "dataset.json")
         cases = []
         for index, entry in enumerate(meta.get("training", [])):
             if not isinstance(entry, dict) or "image" not in entry or "label" not in entry:

@@ -14,7 +14,6 @@ import itertools
 import json
 import math
 import statistics
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
@@ -354,16 +353,10 @@ def run_benchmark(
         for i, (arch, protocol, split, seed) in enumerate(keys)
         if i not in results
     }
-    description = "benchmark cells" + (f" ({len(results)} done before)" if results else "")
     workers = max(1, min(int(workers), len(tasks)))
-    if not quiet and tasks and not sys.stderr.isatty():
-        # plain progress prints its first line when a cell finishes (minutes): say what started
-        # (on a terminal the progress bar shows 0/N at once)
-        print(
-            f"{description}: 0/{len(tasks)}, training {workers} at a time (a line as cells finish)",
-            file=sys.stderr,
-            flush=True,
-        )
+    # progress prints "DESCRIPTION: 0/N" at once: the description says how many train at a time
+    done_before = f", {len(results)} done before" if results else ""
+    description = f"benchmark cells ({workers} at a time{done_before})"
     if workers == 1:
         for i, task in progress(list(tasks.items()), description=description, quiet=quiet):
             results[i] = train_and_test(**task)

@@ -58,7 +58,7 @@ def save_policy(path: Path | str, policy: FlowPolicy, kind: str) -> Path:
     return path
 
 
-def _build(config: dict[str, Any], lora: dict[str, Any] | None, where: Path) -> FlowPolicy:
+def _build(config: dict[str, Any], lora: dict[str, Any] | None, where: Path | str) -> FlowPolicy:
     missing = [k for k in POLICY_KEYS if k not in config]
     if missing:
         raise RemacFormatError(f"{where}: policy config lacks {missing}")
@@ -139,31 +139,33 @@ def _lightning_spec(
     return ("training_time_rtc" if ttrtc else "base"), config, None
 
 
-def load_policy(path: Path | str) -> LoadedPolicy:
+def load_policy(path: Path | str, *, option: str | None = None) -> LoadedPolicy:
     """Reads a Lightning ``.ckpt`` (:class:`~robotics_remac.lit_module.FlowPolicyModule` or
     :class:`~robotics_remac.lit_module.RemacModule`, written by 0.4 or 0.3.x) or a
-    :func:`save_policy` file."""
+    :func:`save_policy` file. ``option``: the command-line option that gave ``path``
+    (``"--policy"``), which then starts every error message (``--policy PATH: ...``)."""
     path = Path(path)
     blob = load_weights_only(
-        path, "policy checkpoint", error=RemacFormatError, package="robotics_remac"
+        path, "policy checkpoint", error=RemacFormatError, package="robotics_remac", option=option
     )
+    where = f"{option} {path}" if option else str(path)
     if not isinstance(blob, dict):
-        raise RemacFormatError(f"{path}: not a checkpoint dict")
+        raise RemacFormatError(f"{where}: not a checkpoint dict")
     if blob.get("format") == POLICY_FORMAT:
         kind = str(blob["kind"])
-        policy = _build(blob["policy_config"], blob.get("lora_config") or None, path)
+        policy = _build(blob["policy_config"], blob.get("lora_config") or None, where)
         state, hparams = blob["state_dict"], {}
     elif "hyper_parameters" in blob and "state_dict" in blob:
         hparams = dict(blob["hyper_parameters"])
         kind, config, lora = _lightning_spec(hparams)
-        policy = _build(config, lora, path)
+        policy = _build(config, lora, where)
         prefix = "policy."
         state = {k[len(prefix) :]: v for k, v in blob["state_dict"].items() if k.startswith(prefix)}
     else:
-        raise RemacFormatError(f"{path}: neither a Lightning checkpoint nor a policy file")
+        raise RemacFormatError(f"{where}: neither a Lightning checkpoint nor a policy file")
     try:
         policy.load_state_dict(state)
     except RuntimeError as error:
         first = str(error).splitlines()[0]
-        raise RemacFormatError(f"{path}: state_dict does not match the config ({first})") from None
+        raise RemacFormatError(f"{where}: state_dict does not match the config ({first})") from None
     return LoadedPolicy(policy.eval(), kind, hparams)

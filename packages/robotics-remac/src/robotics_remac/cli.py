@@ -239,8 +239,9 @@ def eval_main(argv: Sequence[str]) -> int:
     return _run_eval(ns, methods, out)
 
 
-def _task_policy(path: Path, policy: Any) -> Any:
-    """``policy`` if its sizes are the chase task's (8-wide states, 2-wide actions)."""
+def _task_policy(path: Path | str, policy: Any) -> Any:
+    """``policy`` if its sizes are the chase task's (8-wide states, 2-wide actions); ``path``
+    names it in the error (``--policy PATH``)."""
     from robotics_remac.env import ACTION_DIM, OBS_DIM
 
     for key, need in (("obs_dim", OBS_DIM), ("action_dim", ACTION_DIM)):
@@ -293,18 +294,25 @@ def load_policies(
         "lora_only": ns.lora_only,
         "training_time_rtc": ns.ttrtc,
     }
+    flags = {
+        "base": "--policy",
+        "remac": "--remac",
+        "lora_only": "--lora-only",
+        "training_time_rtc": "--ttrtc",
+    }
     policies: dict[str, Any] = {}
     for method in methods:
         key = METHODS[method].policy
         if not key:  # the planner needs no checkpoint
             continue
         if paths[key] is None:
-            flag = {"remac": "--remac", "lora_only": "--lora-only", "training_time_rtc": "--ttrtc"}
-            raise ValueError(f"method {method!r} needs {flag[key]} CHECKPOINT")
+            raise ValueError(f"method {method!r} needs {flags[key]} CHECKPOINT")
         if key not in policies:
-            policies[key] = check(paths[key], load_policy(paths[key]).policy)
+            loaded = load_policy(paths[key], option=flags[key])
+            policies[key] = check(f"{flags[key]} {paths[key]}", loaded.policy)
     if not policies:
-        policies["base"] = check(ns.policy, load_policy(ns.policy).policy)
+        loaded = load_policy(ns.policy, option="--policy")
+        policies["base"] = check(f"--policy {ns.policy}", loaded.policy)
     return paths, policies
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from iclr26_common.textio import read_text
 from robotics_remac.dataset_format import (
     CHUNKS_SIZE,
     DATA_PATH,
@@ -30,11 +31,16 @@ from robotics_remac.dataset_format import (
 __all__ = ["dataset_dims", "read_lerobot_dataset"]
 
 
+def _text(path: Path) -> str:
+    """The UTF-8 text of a metadata file; other bytes are one line naming the file."""
+    return read_text(path, "metadata file", error=RemacFormatError, gzip_suffix=False)
+
+
 def _read_jsonl(path: Path) -> list[dict]:
     if not path.is_file():
         raise RemacFormatError(f"{path}: missing (LeRobot v2.1 layout expected)")
     rows = []
-    for k, line in enumerate(path.read_text().splitlines(), start=1):
+    for k, line in enumerate(_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -89,7 +95,7 @@ def _read_info(root: Path) -> tuple[dict, Path]:
     if not info_path.is_file():
         raise RemacFormatError(f"{info_path}: missing (LeRobot v2.1 layout expected)")
     try:
-        info = json.loads(info_path.read_text())
+        info = json.loads(_text(info_path))
     except json.JSONDecodeError as error:
         raise RemacFormatError(f"{info_path}: not JSON ({error.msg})") from None
     if not isinstance(info, dict):

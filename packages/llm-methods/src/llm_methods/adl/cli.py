@@ -207,11 +207,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str]) -> int:
     from iclr26_common.outputs import check_out_folder
     from iclr26_common.seeding import seed_everything
-    from llm_methods.method_cli import quiet_transformers
 
     parser = _parser()
     ns = parser.parse_args(list(argv))
-    quiet_transformers()
     seed_everything(ns.seed)
     if ns.command == "kl":
         if not ns.temperature > 0 or ns.top < 1 or ns.max_tokens < 1:

@@ -176,9 +176,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _load(spec: str, device: str | None) -> LM:
     from llm_methods.lm import load_lm
-    from llm_methods.method_cli import quiet_transformers
 
-    quiet_transformers()
     lm = load_lm(spec, device, "float32")
     for p in lm.model.parameters():
         p.requires_grad_(True)

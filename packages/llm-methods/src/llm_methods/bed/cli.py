@@ -97,9 +97,7 @@ def _play(ns: argparse.Namespace) -> int:
     lm = None
     if ns.likelihood == "llm" or ns.strategy in LLM_STRATEGIES:
         from llm_methods.lm import load_lm
-        from llm_methods.method_cli import quiet_transformers
 
-        quiet_transformers()
         lm = load_lm(ns.model, ns.device)
     if ns.likelihood == "llm":
         from iclr26_common.progress import progress

@@ -40,7 +40,6 @@ def measure_main(argv: Sequence[str]) -> int:
         ArgumentParser,
         model_args,
         out_args,
-        quiet_transformers,
         seed_args,
         show_defaults,
     )
@@ -71,7 +70,6 @@ def measure_main(argv: Sequence[str]) -> int:
     from llm_methods.dispersion.measure_cli import measure
 
     folder = check_out_folder(ns.out, overwrite=ns.overwrite)  # before the model is loaded
-    quiet_transformers()
     from iclr26_common.seeding import seed_everything
 
     seed_everything(ns.seed)

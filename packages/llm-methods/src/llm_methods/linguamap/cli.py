@@ -260,12 +260,10 @@ def _finetune(ns: Any) -> int:
     from llm_methods.lm import load_lm
     from llm_methods.lm.errors import LMError
     from llm_methods.lm.loading import resolve_device
-    from llm_methods.method_cli import quiet_transformers
 
     out = check_out_folder(ns.out, overwrite=ns.overwrite, resumable=False)  # before any work
     resolve_device(ns.device)  # a bad --device before the data and the model
     pairs = read_pairs(ns.data, ns.prompt_field, ns.answer_field)
-    quiet_transformers()
     seed_everything(ns.seed)
     lm = load_lm(ns.model, ns.device, "float32")
     layers = last_layers(lm.n_layers, ns.last_k) if ns.last_k else ns.layers

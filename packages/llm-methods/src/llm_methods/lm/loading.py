@@ -314,6 +314,9 @@ def load_lm(
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from llm_methods.method_cli import quiet_transformers
+
+    quiet_transformers()  # no "Loading weights" bar, whichever command or API call loads
     if device_map is not None and device is not None:
         raise LMError("give device or device_map, not both")
     dev = resolve_device(device if device_map is None else None)  # a bad --device before the model

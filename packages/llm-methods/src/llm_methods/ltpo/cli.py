@@ -160,7 +160,7 @@ def solve(argv: Sequence[str]) -> int:
         prompt_ids,
         thought_prompt,
     )
-    from llm_methods.method_cli import parse_settings, quiet_transformers
+    from llm_methods.method_cli import parse_settings
 
     ns = parse_settings(solve_parser(), argv, "llm_methods.ltpo")
     if not 0 <= ns.seed < 2**32:
@@ -174,7 +174,6 @@ def solve(argv: Sequence[str]) -> int:
     problems = read_problems(ns.data, ns.format, ns.limit)
     settings = _solve_settings(ns)
     rows = _resumed_rows(out, settings, len(problems), batch) if out.resumed else []
-    quiet_transformers()
     seed_everything(ns.seed)
     lm = load_lm(ns.model, ns.device)
 

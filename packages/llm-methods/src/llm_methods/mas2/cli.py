@@ -74,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
             "--device",
             default=None,
             help="device of --backend local's model: cpu / cuda / cuda:N (default: cuda if "
-            "present)",
+            "present); checked with every backend",
         )
         p.add_argument("--retries", type=int, default=3, help="openai: retries per request")
         p.add_argument("--team", type=Path, default=None, help="team.json from 'train'")
@@ -175,6 +175,11 @@ def _setup(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
     from llm_methods.mas2.pool import SimAgent, load_pool
     from llm_methods.mas2.tasks import Grader
 
+    device = None
+    if ns.device is not None:  # a bad --device: one line, before any work, whatever the backend
+        from llm_methods.lm.loading import resolve_device
+
+        device = str(resolve_device(ns.device))
     grader = Grader(allow_unisolated=ns.allow_unisolated)
     pool = load_pool(ns.pool)
     backend = None
@@ -184,13 +189,6 @@ def _setup(ns: argparse.Namespace):  # type: ignore[no-untyped-def]
         from llm_methods.mas2.backends import LLMAgent, LocalLMBackend, OpenAIBackend
 
         prices = _prices(ns.models)
-        device = None
-        if ns.backend == "local":
-            from llm_methods.lm.loading import resolve_device
-            from llm_methods.method_cli import quiet_transformers
-
-            device = str(resolve_device(ns.device))  # a bad --device: one line, before any work
-            quiet_transformers()
         backend = (
             OpenAIBackend(ns.base_url, retries=ns.retries)
             if ns.backend == "openai"

@@ -187,7 +187,10 @@ class Team:
 
     @classmethod
     def load(cls, path: Path) -> Team:
+        from llm_methods.jsonl import read_text
+
+        text = read_text(path, ValueError, "MAS² team file")  # missing, folder, not UTF-8: one line
         try:
-            return cls.from_dict(json.loads(Path(path).read_text()))
-        except (OSError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+            return cls.from_dict(json.loads(text))
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"{path}: not a MAS² team file ({type(e).__name__}: {e})") from None

@@ -102,7 +102,6 @@ def _compress(ns: argparse.Namespace) -> int:
     from llm_methods.lm import load_lm
     from llm_methods.lm.errors import LMError
     from llm_methods.mbok import distill
-    from llm_methods.method_cli import quiet_transformers
 
     if ns.method == "mbok" and ns.k < 1:
         raise LMError(f"--k: number of Boolean kernels K must be >= 1, got {ns.k}")
@@ -112,7 +111,6 @@ def _compress(ns: argparse.Namespace) -> int:
         raise LMError(f"--out {ns.out}: expected a .safetensors file name")
     check_out_file(ns.out, overwrite=ns.overwrite)  # before the model is loaded and compressed
     device = _start(ns)
-    quiet_transformers()
     lm = load_lm(ns.model, device, dtype="float32")
     names = distill.select_linears(lm.model, ns.layers, ns.blocks)
     layers = distill.compress_model(
@@ -148,14 +146,16 @@ def _eval(ns: argparse.Namespace) -> int:
     from llm_methods.lm import load_lm
     from llm_methods.lm.errors import LMError
     from llm_methods.mbok import data, distill
-    from llm_methods.method_cli import quiet_transformers
 
     if ns.seq_len < 2 or ns.max_chunks < 1 or ns.batch_size < 1:
         raise LMError("--seq-len must be >= 2, --max-chunks and --batch-size >= 1")
     check_out_file(ns.out, overwrite=ns.overwrite)  # before the text is read and the model loaded
+    if ns.compressed is not None:  # missing, or a folder: one line before the model is loaded
+        from iclr26_common.textio import input_file
+
+        input_file(ns.compressed, "compressed-model file", error=LMError)
     texts = data.read_texts(ns.text_file) if ns.text_file else data.pydoc_split()[1]
     device = _start(ns)
-    quiet_transformers()
     lm = load_lm(ns.model, device, dtype="float32")
     detail, layers_info = "", None
     if ns.compressed is not None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from iclr26_common.textio import input_file
 from llm_methods.jsonl import read_text
 from llm_methods.lm.errors import LMError
 
@@ -21,10 +22,9 @@ __all__ = ["batches_of", "pydoc_split", "read_texts", "token_chunks"]
 
 def read_texts(path: str | Path) -> list[str]:
     """Texts of a ``.txt`` file (one text) or a ``.jsonl`` file (field ``text`` per line);
-    errors name the file, the line and the field."""
-    path = Path(path)
-    if not path.is_file():
-        raise LMError(f"{path}: text file not found")
+    errors (:class:`LMError`) name the file, the line and the field: ``PATH: no such text file``,
+    ``PATH: is a folder; give a text file``."""
+    path = input_file(path, "text file", error=LMError)  # missing, or a folder: one line
     raw = read_text(path)
     if path.suffix == ".jsonl":
         texts = []

@@ -541,9 +541,9 @@ def load_compressed(model: nn.Module, path: Path) -> tuple[dict[str, nn.Module],
     """Install the layers of a :func:`save_compressed` file into ``model`` (in place)."""
     from safetensors import safe_open
 
-    path = Path(path)
-    if not path.is_file():
-        raise LMError(f"{path}: compressed-model file not found")
+    from iclr26_common.textio import input_file
+
+    path = input_file(path, "compressed-model file", error=LMError)  # missing, or a folder
     try:
         with safe_open(str(path), "pt") as f:
             metadata = f.metadata() or {}

@@ -151,7 +151,6 @@ def _eval(ns: argparse.Namespace) -> int:
     from iclr26_common.progress import progress
     from iclr26_common.seeding import seed_everything
     from llm_methods.lm.loading import resolve_device
-    from llm_methods.method_cli import quiet_transformers
     from llm_methods.perk.data import extract_output, is_correct, read_babilong
     from llm_methods.perk.lit_module import load_checkpoint
 
@@ -161,7 +160,6 @@ def _eval(ns: argparse.Namespace) -> int:
     records = read_babilong(ns.data, ns.limit)
     settings = _eval_settings(ns)
     rows = _resumed_rows(out.path, settings, records) if out.resumed else []
-    quiet_transformers()
     module = load_checkpoint(ns.model).to(device)
     if ns.max_new_tokens is not None:
         module.hparams.max_new_tokens = ns.max_new_tokens

@@ -73,7 +73,6 @@ def _eval(ns: argparse.Namespace) -> int:
     from iclr26_common.seeding import seed_everything
     from llm_methods.lm.loading import resolve_device
     from llm_methods.lm.threads import one_thread
-    from llm_methods.method_cli import quiet_transformers
     from llm_methods.remix.data import (
         exact_match_reward,
         extract_answer,
@@ -101,7 +100,6 @@ def _eval(ns: argparse.Namespace) -> int:
         raise ValueError("no problems to evaluate (--n or --limit is 0)")
     device = resolve_device(ns.device)
     seed_everything(ns.seed)
-    quiet_transformers()
     with one_thread():
         lm = load_policy(ns.model, device)
         runner = RLRunner(
