@@ -243,3 +243,25 @@ def test_every_task_fits_train_and_test(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(bench, "train_and_test", lambda **task: tasks.append(task))
     bench.run_benchmark("data", ["mlp"])
     assert tasks and set(tasks[0]) <= parameters
+
+
+def test_a_long_cell_prints_epoch_lines_at_most_every_so_often(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from types import SimpleNamespace
+
+    from rf_matid.benchmark import epoch_lines_callback
+
+    every = epoch_lines_callback("cnn P1 S1 seed 0", 3, 0.0)
+    every.on_train_start(None, None)
+    for epoch in range(3):
+        every.on_train_epoch_end(SimpleNamespace(current_epoch=epoch), None)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(",")[0] for line in lines] == [
+        f"cnn P1 S1 seed 0: epoch {e}/3" for e in (1, 2, 3)
+    ]
+    rarely = epoch_lines_callback("cnn P1 S1 seed 0", 3, 3600.0)
+    rarely.on_train_start(None, None)
+    for epoch in range(3):
+        rarely.on_train_epoch_end(SimpleNamespace(current_epoch=epoch), None)
+    assert capsys.readouterr().err == ""  # a short cell stays silent

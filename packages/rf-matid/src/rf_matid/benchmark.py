@@ -14,6 +14,7 @@ import itertools
 import json
 import math
 import statistics
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
@@ -35,7 +36,7 @@ from iclr26_common.outputs import (
     write_bytes,
     write_text,
 )
-from iclr26_common.progress import progress
+from iclr26_common.progress import format_duration, progress
 from rf_matid.benchmark_store import (
     CELLS_DIR,
     SETTINGS_FILE,
@@ -48,6 +49,8 @@ from rf_matid.benchmark_store import (
     synthetic_dataset,
 )
 
+#: Seconds between two progress lines inside one benchmark cell (its training epochs).
+CELL_PROGRESS_EVERY_S = 10.0
 SPLIT_NAMES = ("S1", "S2-mod1", "S2-mod2", "S2-mod3", "S3-mod1", "S3-mod2", "S3-mod3")
 
 
@@ -65,8 +68,13 @@ def train_and_test(
     accelerator: str | None = None,
     split_seed: int = 42,
     devices: int | list[int] | None = None,
+    progress_every_s: float | None = None,
 ) -> BenchmarkRow:
     """Trains ``arch`` on the split's train part for ``epochs`` and evaluates the last epoch on test.
+
+    ``progress_every_s``: print a line ``ARCH PROTOCOL SPLIT seed S: epoch E/N, T elapsed`` on
+    stderr at the end of an epoch, at most once every that many seconds (``None``: none), so a
+    long cell is not silent (``rf-matid benchmark`` without ``--quiet``).
 
     Optimiser, schedule and batch size follow upstream's recipe for ``arch``
     (:data:`rf_matid.model.UPSTREAM_TRAINING`) unless ``batch_size`` / ``model_kwargs`` override
@@ -94,6 +102,7 @@ def train_and_test(
             accelerator,
             split_seed,
             devices,
+            progress_every_s,
         )
 
 
@@ -111,6 +120,7 @@ def _train_and_test(
     accelerator: str | None,
     split_seed: int,
     devices: int | list[int] | None = None,
+    progress_every_s: float | None = None,
 ) -> BenchmarkRow:
     from iclr26_common import seed_everything
     from iclr26_common.lightning import quiet_trainer
@@ -145,7 +155,13 @@ def _train_and_test(
     if devices is not None:
         placement["devices"] = devices
     last = last_validation_callback()
-    trainer = quiet_trainer(max_epochs=epochs, deterministic="warn", callbacks=[last], **placement)
+    callbacks = [last]
+    if progress_every_s is not None:
+        label = f"{arch} {protocol} {split} seed {seed}"
+        callbacks.append(epoch_lines_callback(label, epochs, progress_every_s))
+    trainer = quiet_trainer(
+        max_epochs=epochs, deterministic="warn", callbacks=callbacks, **placement
+    )
     started = time.perf_counter()
     trainer.fit(module, datamodule=datamodule)
     train_seconds = time.perf_counter() - started
@@ -193,6 +209,26 @@ def last_validation_callback() -> Any:
                 self.step = int(trainer.global_step)
 
     return _LastValidation()
+
+
+def epoch_lines_callback(label: str, epochs: int, every_s: float) -> Any:
+    """A callback printing ``LABEL: epoch E/N, T elapsed`` on stderr at the end of a training
+    epoch, at most once every ``every_s`` seconds (the first after ``every_s``)."""
+    from lightning.pytorch.callbacks import Callback
+
+    class _EpochLines(Callback):
+        def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+            self.start = self.last = time.monotonic()
+
+        def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+            now = time.monotonic()
+            if now - self.last >= every_s:
+                elapsed = format_duration(now - self.start)
+                line = f"{label}: epoch {trainer.current_epoch + 1}/{epochs}, {elapsed} elapsed"
+                print(line, file=sys.stderr, flush=True)
+                self.last = now
+
+    return _EpochLines()
 
 
 def validation_accuracy(trainer: Any, module: Any, datamodule: Any, last: Any) -> float:
@@ -349,6 +385,7 @@ def run_benchmark(
             "accelerator": accelerator,
             "split_seed": split_seed,
             "devices": devices,
+            "progress_every_s": None if quiet else CELL_PROGRESS_EVERY_S,
         }
         for i, (arch, protocol, split, seed) in enumerate(keys)
         if i not in results
