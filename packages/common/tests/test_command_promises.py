@@ -453,3 +453,25 @@ def test_best_time_is_the_fastest_of_the_timed_calls() -> None:
     assert best_time(lambda: calls.append(1), 2, warmup=True) >= 0.0 and len(calls) == 7
     with pytest.raises(ValueError, match="repeats must be >= 1"):
         best_time(lambda: None, 0)
+
+
+def test_every_quiet_option_has_the_one_help_text() -> None:
+    import subprocess
+
+    from iclr26_common.cli_support import ArgumentParser
+    from iclr26_common.progress import QUIET_HELP, add_quiet_option
+
+    parser = ArgumentParser(prog="x")
+    add_quiet_option(parser, also="no HU window line")
+    assert parser.parse_args(["--quiet"]).quiet and not parser.parse_args([]).quiet
+    assert f"{QUIET_HELP}; no HU window line" in " ".join(parser.format_help().split())
+    # no package declares --quiet by hand (its wording would drift from the others)
+    root = Path(__file__).resolve().parents[2]
+    found = subprocess.run(
+        ["grep", "-rln", '"--quiet"', *map(str, root.glob("*/src"))],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    assert found, "the grep found no package source (not even common's)"
+    assert [f for f in found if not f.endswith("iclr26_common/progress.py")] == []

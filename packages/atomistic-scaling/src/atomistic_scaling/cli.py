@@ -19,6 +19,7 @@ from iclr26_common.cli_support import (
     positive_int,
 )
 from iclr26_common.outputs import add_output_options, check_output_options
+from iclr26_common.progress import add_quiet_option
 
 __all__ = ["main", "run_lightning_cli"]
 
@@ -148,7 +149,7 @@ def sweep_parser():  # type: ignore[no-untyped-def]
     add_output_options(
         parser, resumable=True, help="output folder: new or empty, or with --overwrite / --resume"
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_quiet_option(parser)
     parser.add_argument("--train_files", type=list[str] | None, default=None)
     parser.add_argument("--val_files", type=list[str] | None, default=None)
     parser.add_argument("--energy_key", type=str, default=DEFAULT_ENERGY_KEY)

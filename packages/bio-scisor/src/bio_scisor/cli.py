@@ -20,6 +20,7 @@ from iclr26_common.cli_support import (
     positive_int,
 )
 from iclr26_common.outputs import add_output_options, check_out_file, check_output_options
+from iclr26_common.progress import add_quiet_option
 
 __all__ = ["main", "run_lightning_cli"]
 
@@ -167,10 +168,8 @@ def _load_denoiser(
 
 
 def _add_quiet(parser: ArgumentParser, progress: str) -> None:
-    """``--quiet``: no progress lines."""
-    parser.add_argument(
-        "--quiet", action="store_true", help=f"no progress over {progress} on stderr"
-    )
+    """``--quiet``: no progress lines over ``progress``."""
+    add_quiet_option(parser, also=f"(progress over {progress})")
 
 
 NO_SPEARMAN_INTERVAL = "no interval: under 10 variants, or constant scores"

@@ -13,14 +13,31 @@ import math
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from typing import IO, TypeVar
+from typing import IO, Any, TypeVar
 
-__all__ = ["PLAIN_EVERY_S", "format_duration", "format_eta", "progress"]
+__all__ = [
+    "PLAIN_EVERY_S",
+    "QUIET_HELP",
+    "add_quiet_option",
+    "format_duration",
+    "format_eta",
+    "progress",
+]
 
 T = TypeVar("T")
 
 #: Seconds between two plain progress lines (not a terminal).
 PLAIN_EVERY_S = 5.0
+#: The one help text of every command's ``--quiet``.
+QUIET_HELP = "no progress lines on stderr"
+
+
+def add_quiet_option(parser: Any, *, also: str = "") -> None:
+    """Add ``--quiet`` (:data:`QUIET_HELP`; ``also``: what else it silences, e.g. ``"no HU
+    window line"``) to an argparse or jsonargparse ``parser``: the commands pass it on as
+    :func:`progress`'s ``quiet``."""
+    help_text = QUIET_HELP + (f" {also}" if also.startswith("(") else f"; {also}" if also else "")
+    parser.add_argument("--quiet", action="store_true", help=help_text)
 
 
 def format_duration(seconds: float | None, *, decimals: int = 0) -> str:

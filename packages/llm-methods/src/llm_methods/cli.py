@@ -15,6 +15,7 @@ from typing import Any
 
 from iclr26_common.cli_support import ConsoleScript, Handler
 from iclr26_common.outputs import check_output_options
+from iclr26_common.progress import add_quiet_option
 from llm_methods import __version__
 from llm_methods.method_cli import (
     ArgumentParser,
@@ -111,7 +112,7 @@ def zoo_main(argv: Sequence[str]) -> int:
     build = sub.add_parser("build", help="train and cache a zoo model")
     build.add_argument("name", help="a recipe of `zoo list`")
     build.add_argument("--force", action="store_true", help="rebuild even if cached")
-    build.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_quiet_option(build)
     build.add_argument(
         "--seed",
         type=seed,

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from iclr26_common import cli_support
 from iclr26_common.cli_support import ArgumentParser, refuse_non_finite
+from iclr26_common.progress import add_quiet_option
 
 __all__ = [
     "ArgumentParser",
@@ -181,7 +182,7 @@ def seed_args(parser: argparse.ArgumentParser, *, quiet: bool = True) -> None:
     lines): what every computing command has besides ``--model``/``--device``/``--out``."""
     parser.add_argument("--seed", type=seed, default=0, help="random seed (torch, NumPy, random)")
     if quiet:
-        parser.add_argument("--quiet", action="store_true", help="no progress lines")
+        add_quiet_option(parser)
 
 
 def out_args(

@@ -30,6 +30,7 @@ from iclr26_common.outputs import (
     check_output_options,
     overwrite_help,
 )
+from iclr26_common.progress import add_quiet_option
 from medimg_gfscreen import __version__
 
 __all__ = ["main", "run_lightning_cli"]
@@ -301,7 +302,7 @@ def screen_main(argv: Sequence[str]) -> int:
         action="store_true",
         help="use --region / --prenormalized even where they differ from the training's",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress, no HU window line")
+    add_quiet_option(parser, also="no HU window line")
     ns = parser.parse_args(list(argv))
     if ns.overlap is not None and not 0 <= ns.overlap < 1:
         parser.error("--overlap must be in [0, 1)")

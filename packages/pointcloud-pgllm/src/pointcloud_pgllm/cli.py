@@ -28,6 +28,7 @@ from iclr26_common.cli_support import (
     probability,
 )
 from iclr26_common.outputs import OutputError, add_output_options, check_output_options
+from iclr26_common.progress import add_quiet_option
 from pointcloud_pgllm import __version__
 
 if TYPE_CHECKING:  # the API is imported when a command runs (``--help`` stays light)
@@ -149,7 +150,7 @@ def _data_args(parser: ArgumentParser, required: bool = True) -> None:
     parser.add_argument("--split", default="test", help="split to read (default: test)")
     parser.add_argument("--n-points", type=positive_int, default=DEFAULT_N_POINTS)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_quiet_option(parser)
 
 
 def embed_main(argv: Sequence[str]) -> int:

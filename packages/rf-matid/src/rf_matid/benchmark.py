@@ -36,7 +36,7 @@ from iclr26_common.outputs import (
     write_bytes,
     write_text,
 )
-from iclr26_common.progress import format_duration, progress
+from iclr26_common.progress import add_quiet_option, format_duration, progress
 from rf_matid.benchmark_store import (
     CELLS_DIR,
     SETTINGS_FILE,
@@ -480,7 +480,7 @@ def benchmark_main(argv: Sequence[str]) -> int:
         help="output folder: new or empty, or with --overwrite / --resume (--overwrite reuses "
         "a --synth dataset of the same grid)",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_quiet_option(parser)
     parser.add_argument(
         "--models", type=comma_list, default="material_id,mlp", help=f"of {','.join(MODELS)}"
     )

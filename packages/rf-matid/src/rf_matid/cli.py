@@ -17,6 +17,7 @@ from iclr26_common.cli_support import (
     positive_int,
 )
 from iclr26_common.outputs import add_output_options, check_output_options
+from iclr26_common.progress import add_quiet_option
 from rf_matid import __version__
 
 __all__ = ["main", "run_lightning_cli"]
@@ -188,7 +189,7 @@ def predict_files_main(argv: Sequence[str]) -> int:
         "--protocol", default=None, help="P1..P5 (default: the one recorded in the checkpoint)"
     )
     parser.add_argument("--batch-size", type=positive_int, default=256)
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_quiet_option(parser)
     ns = parser.parse_args(list(argv))
     check_output_options(ns, kind="file")
 

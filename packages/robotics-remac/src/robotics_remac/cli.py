@@ -20,6 +20,7 @@ from iclr26_common.cli_support import (
     positive_int,
 )
 from iclr26_common.outputs import OutputFolder, add_output_options, check_output_options
+from iclr26_common.progress import add_quiet_option
 from robotics_remac import __version__
 
 __all__ = ["main", "parse_delays", "run_lightning_cli"]
@@ -213,7 +214,7 @@ def eval_main(argv: Sequence[str]) -> int:
         "being the episode's own actions, per method and delay, 95 %% interval over episodes; "
         "writes offline_results.csv",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_quiet_option(parser)
     ns = parser.parse_args(list(argv))
     methods = ns.method
     if ns.measured_delay is not None and ns.assumed_delay is not None:

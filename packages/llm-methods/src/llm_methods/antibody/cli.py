@@ -23,6 +23,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from iclr26_common.progress import add_quiet_option
+
 if TYPE_CHECKING:
     from llm_methods.lm.loading import LM
 
@@ -107,7 +109,7 @@ def stage_parser(command: str) -> Any:
     )
     parser.add_argument("--device", type=str | None, default=None, help="cpu / cuda")
     add_output_options(parser, type=str, help="output folder (model + log)")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_quiet_option(parser)
     parser.add_argument(
         "--seed",
         type=int | None,
@@ -156,7 +158,7 @@ def _parser() -> argparse.ArgumentParser:
         "--seed", type=seed, default=INTERVAL_SEED, help="resampling seed of the intervals"
     )
     out_args(ev, "output folder (summary.json)", required=True)
-    ev.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_quiet_option(ev)
     sy = sub.add_parser("synth", help="write the offline synthetic instruction set (jsonl)")
     out_args(sy, "output folder (7 jsonl splits)", required=True)
     sy.add_argument("--seed", type=seed, default=0, help="the synthetic set's draws")
@@ -169,7 +171,7 @@ def _parser() -> argparse.ArgumentParser:
     pt.add_argument(
         "--device", default=None, help="cpu / cuda (default: the CPU, as the experiment)"
     )
-    pt.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_quiet_option(pt)
     sub.add_parser("configs", help="list the shipped configs")
     return show_defaults(parser)
 

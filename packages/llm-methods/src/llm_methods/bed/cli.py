@@ -13,6 +13,8 @@ import argparse
 import json
 from collections.abc import Sequence
 
+from iclr26_common.progress import add_quiet_option
+
 ABOUT = "BED-LLM expected-information-gain questioning, 20 Questions (arXiv 2508.21184)"
 STRATEGY_CHOICES = ("bed", "entropy", "split", "random", "prompt_sim", "prompt", "cot")
 
@@ -41,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     play.add_argument("--max-turns", type=int, default=20, help="questions per game")
     play.add_argument("--seed", type=seed, default=0, help="seed of the targets and the games")
     out_args(play, "output folder", required=True)
-    play.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_quiet_option(play)
     eig = sub.add_parser("eig", help="estimated vs exact EIG (Spearman) as N grows")
     eig.add_argument("--world", default="exact", help="exact | animals | path to a world JSON")
     eig.add_argument("--ns", default="2,8,32,128", help="comma-separated N values")

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from iclr26_common.progress import add_quiet_option
+
 ABOUT = "LTPO test-time latent thought optimisation (arXiv 2510.04182)"
 PROG = "llm-methods ltpo"
 CONFIG_DIR = Path(__file__).parent / "configs"
@@ -68,7 +70,7 @@ def solve_parser() -> Any:
         default=0,
         help="seed of LTPO's thought noise (problem i draws from seed * 1000003 + i)",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress line")
+    add_quiet_option(parser)
     parser.add_argument("--ltpo", type=LTPOConfig, default=LTPOConfig())
     parser.add_argument("--decode", type=DecodeSettings, default=DecodeSettings())
     return parser

@@ -15,6 +15,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from iclr26_common.progress import add_quiet_option
+
 ABOUT = "MAS² self-generating, self-rectifying multi-agent systems (arXiv 2509.24323)"
 PROG = "llm-methods mas2"
 TASK_SOURCES = ("synth-arith", "synth-code", "synth-mixed", "humaneval")
@@ -112,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-rectifier", action="store_true", help="generate-once")
     run.add_argument("--reps", type=int, default=1, help="runs per task")
     out_args(run, "output folder (results.jsonl, summary.json)", required=True)
-    run.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_quiet_option(run)
     train = sub.add_parser("train", help="CTO (K=4 x N=2 + rectifier branches) on the sim pool")
     tasks_args(train)
     train.add_argument(
@@ -130,7 +132,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--beta", type=finite_float, default=1.0, help="DPO temperature")
     train.add_argument("--no-rectifier", action="store_true", help="train generate-once")
     out_args(train, "output folder (team.json, history.json)", required=True, resumable=True)
-    train.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_quiet_option(train)
     synth = sub.add_parser("synth", help="write offline tasks (arithmetic jsonl / HumanEval jsonl)")
     synth.add_argument("--kind", choices=("arith", "code"), default="arith", help="task kind")
     synth.add_argument("--n", type=int, default=20, help="tasks")

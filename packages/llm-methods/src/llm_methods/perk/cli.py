@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from iclr26_common.progress import add_quiet_option
+
 ABOUT = "PERK test-time LoRA memory for long contexts (arXiv 2507.06415)"
 PROG = "llm-methods perk"
 TRAINER_SUBCOMMANDS = ("fit", "validate", "test")
@@ -50,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--data", type=Path, required=True, help="BabiLong-format jsonl")
     out_args(ev, "output folder", required=True, resumable=True)
-    ev.add_argument("--quiet", action="store_true", help="no progress line")
+    add_quiet_option(ev)
     ev.add_argument("--limit", type=int, default=None, help="first N records only")
     ev.add_argument(
         "--max-new-tokens", type=int, default=None, help="answer length (default: the checkpoint's)"

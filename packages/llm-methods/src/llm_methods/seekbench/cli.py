@@ -8,6 +8,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from iclr26_common.progress import add_quiet_option
+
 ABOUT = "SeekBench process-level evaluation of LLM search agents (arXiv 2509.22391)"
 PROG = "llm-methods seekbench"
 
@@ -76,7 +78,7 @@ def _parser():  # type: ignore[no-untyped-def]
         required=True,
         overwrite="replace an existing --out",
     )
-    ju.add_argument("--quiet", action="store_true", help="no progress lines (lm / http judges)")
+    add_quiet_option(ju, also="used by the lm / http judges")
     ju.add_argument(
         "--judge", choices=("rule", "lm", "http"), default="rule", help="which judge labels"
     )
