@@ -52,10 +52,14 @@ def quiet_transformers() -> None:
     if "transformers" not in sys.modules:
         os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
         os.environ["TRANSFORMERS_VERBOSITY"] = "error"
-        if "huggingface_hub" in sys.modules:  # its constants were read already
-            from huggingface_hub.utils import disable_progress_bars
-
-            disable_progress_bars()
+        # huggingface_hub (a dependency of transformers, not ours) read its constants already
+        # when something imported it: switch its bars off through the loaded module
+        hub_constants = sys.modules.get("huggingface_hub.constants")
+        if hub_constants is not None:
+            hub_constants.HF_HUB_DISABLE_PROGRESS_BARS = True
+        hub_utils = sys.modules.get("huggingface_hub.utils")
+        if hub_utils is not None:
+            hub_utils.disable_progress_bars()
         return
     from transformers.utils import logging
 
