@@ -305,14 +305,26 @@ def _evaluate(module: Any, records: list[Any]) -> tuple[np.ndarray, float]:
 
 
 def run(quick: bool, out_dir: Path) -> Result:
+    """The experiment, with Lightning's loggers at ERROR for its duration (restored after, so a
+    process that runs it, e.g. a test session, keeps its logging)."""
+    loggers = [logging.getLogger(name) for name in ("lightning", "lightning.pytorch")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        return _run(quick, out_dir)
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+def _run(quick: bool, out_dir: Path) -> Result:
     from llm_methods.lm.threads import one_thread
     from llm_methods.method_cli import quiet_transformers
     from llm_methods.perk.data import synth_babilong
     from llm_methods.perk.lit_module import ICRModule, PERKModule
     from llm_methods.perk.memory import peak_bytes
 
-    logging.getLogger("lightning").setLevel(logging.ERROR)
-    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     quiet_transformers()
     seed_everything(SEED)
     cfg = settings(quick)
