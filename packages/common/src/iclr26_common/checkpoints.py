@@ -86,11 +86,11 @@ def load_weights_only(
         error: ``"{path}: not a readable {what} ({first line of the reason})"`` when unpickling
             fails, or ``"{path}: not a Lightning checkpoint (no 'state_dict')"``.
     """
-    if option is None:
-        return _load_weights_only(path, what, error, map_location, require_state_dict, package)
     try:
         return _load_weights_only(path, what, error, map_location, require_state_dict, package)
     except (FileNotFoundError, IsADirectoryError, error) as exc:
+        if option is None:
+            raise
         raise type(exc)(f"{option} {exc}") from None
 
 
