@@ -33,7 +33,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -89,11 +88,6 @@ CLUSTER_UNITS = "questions (the file's (dataset, question) clusters)"
 # the SmolLM2 judge's sample of real result steps: fixed seed (issue 42: its kappa_E against the
 # experts, beside the rule judge's)
 LM_REAL_SEED = 0
-# format_effect's sample-size advice, dropped where a control failed (more units decide nothing)
-_NEEDS = re.compile(
-    r"; (deciding (this|the paper's) effect needs ~\d+|no number of units decides it "
-    r"\(the effect sits on the threshold\))"
-)
 
 
 def settings(quick: bool) -> dict[str, Any]:
@@ -143,8 +137,7 @@ def judge_control(kappas: list[float], where: str = "every seed") -> Preconditio
 def effect_text(effect: Effect | dict[str, Any], control_failed: bool = False) -> str:
     """:func:`format_effect`'s line; where a control failed, without its "deciding this effect
     needs ~N" (more units would decide nothing: the setup could not test it)."""
-    text = format_effect(effect)
-    return _NEEDS.sub("", text) if control_failed else text
+    return format_effect(effect, advice=not control_failed)
 
 
 # ------------------------------------------------------------ pipeline checks (synthetic proxy)
