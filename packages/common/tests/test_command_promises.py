@@ -390,6 +390,26 @@ def test_output_options_check_a_folder_or_a_file(tmp_path: Path) -> None:
         )
 
 
+def test_output_options_check_a_derived_path(tmp_path: Path) -> None:
+    """``path=`` checks a folder the command derives from ``--out`` (``suit facts``'
+    ``OUT.partial/``) under the same rule and wording; the pair from a config file stays one line."""
+    derived = tmp_path / "facts.json.partial"
+    derived.mkdir()
+    (derived / PARTIAL_MARKER).write_text("")
+    (derived / "chunk-0.json").write_text("[]")
+    resumable = _output_parser(kind="file", resumable=True)
+    ns = resumable.parse_args(["--out", str(tmp_path / "facts.json")])
+    with pytest.raises(OutputError, match=r"^--out .*facts.json.partial: .*--resume to continue"):
+        check_output_options(ns, path=derived)
+    ns.resume = True
+    assert check_output_options(ns, path=derived).resumed
+    ns.overwrite = True
+    with pytest.raises(OutputError, match="--overwrite and --resume exclude each other"):
+        check_output_options(ns, path=derived)
+    optional = _output_parser(kind="file", required=False).parse_args([])
+    assert check_output_options(optional, path=derived) is None
+
+
 def test_output_options_on_a_jsonargparse_parser() -> None:
     jsonargparse = pytest.importorskip("jsonargparse")
     parser = jsonargparse.ArgumentParser(exit_on_error=False)

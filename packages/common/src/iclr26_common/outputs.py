@@ -370,16 +370,20 @@ def check_output_options(
     *,
     kind: Literal["folder", "file"] = "folder",
     option: str = "--out",
+    path: str | os.PathLike[str] | None = None,
 ) -> OutputFolder | Path | None:
     """The options :func:`add_output_options` added, checked before any work: ``ns.out`` (the
     attribute of ``option``) through :func:`check_out_folder` (``kind="folder"``; resumable when
     ``ns`` has ``resume``) or :func:`check_out_file`, with ``ns.overwrite`` / ``ns.resume`` and
     the option's name in every message. ``None`` when the option is optional and not given.
-    ``--overwrite`` with ``--resume`` (from a config file, which argparse's mutually exclusive
-    group does not see) is one line (:class:`OutputError`)."""
-    path = getattr(ns, _dest(option))
-    if path is None:
+    ``path``, when given, is checked in place of the option's value under the same rule: a
+    folder the command derives from it (``suit facts`` keeps its finished chunks in
+    ``OUT.partial/``). ``--overwrite`` with ``--resume`` (from a config file, which argparse's
+    mutually exclusive group does not see) is one line (:class:`OutputError`)."""
+    if getattr(ns, _dest(option)) is None:
         return None
+    if path is None:
+        path = getattr(ns, _dest(option))
     overwrite = bool(getattr(ns, "overwrite", False))
     resume = getattr(ns, "resume", None)
     if overwrite and resume:

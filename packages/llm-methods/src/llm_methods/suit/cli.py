@@ -39,10 +39,10 @@ def _facts_partial(ns: Any) -> Any:
     ``--resume``, started again with ``--overwrite``), checked before any work."""
     import shutil
 
-    from iclr26_common.outputs import check_out_folder
+    from iclr26_common.outputs import check_output_options
 
     path = Path(f"{ns.out}.partial")
-    folder = check_out_folder(path, option="--out", overwrite=ns.overwrite, resume=ns.resume)
+    folder = check_output_options(ns, path=path)
     if ns.overwrite and not folder.resumed and path.is_dir():
         shutil.rmtree(path)  # --overwrite starts again
         folder.created = True
@@ -116,7 +116,7 @@ def edit_main(ns: object) -> dict[str, object]:
     import torch
     from safetensors.torch import save
 
-    from iclr26_common.outputs import check_out_folder, publish, write_bytes, write_text
+    from iclr26_common.outputs import check_output_options, publish, write_bytes, write_text
     from iclr26_common.seeding import seed_everything
     from llm_methods.lm import load_lm
     from llm_methods.suit.data import read_requests
@@ -145,7 +145,7 @@ def edit_main(ns: object) -> dict[str, object]:
         raise ValueError(
             "--import-projection / --export-projection need --method alphaedit or suit"
         )
-    out_folder = check_out_folder(ns.out, overwrite=ns.overwrite, resume=ns.resume)  # type: ignore[attr-defined]
+    out_folder = check_output_options(ns)
     requests = read_requests(ns.requests, ns.zsre_target)  # type: ignore[attr-defined]
     seed_everything(ns.seed)  # type: ignore[attr-defined]
     lm = load_lm(ns.model, ns.device)  # type: ignore[attr-defined]
@@ -461,13 +461,13 @@ def main(argv: Sequence[str]) -> int:
     if ns.command == "trace" and (ns.facts < 1 or ns.samples < 1):
         parser.error("--facts and --samples must be >= 1")
     if ns.command == "trace":
-        from iclr26_common.outputs import check_out_file, write_text
+        from iclr26_common.outputs import check_output_options, write_text
         from iclr26_common.seeding import seed_everything
         from llm_methods.lm import load_lm
         from llm_methods.suit.data import read_requests
         from llm_methods.suit.tracing import causal_trace, choose_rome_layer
 
-        check_out_file(ns.out, overwrite=ns.overwrite)  # before the model is loaded
+        check_output_options(ns, kind="file")  # before the model is loaded
         reqs = read_requests(ns.requests)[: ns.facts]
         seed_everything(ns.seed)
         lm = load_lm(ns.model, ns.device)
@@ -503,16 +503,16 @@ def main(argv: Sequence[str]) -> int:
         print(f"ROME layer (max AIE, not the last): {rome_layer}")
         print(f"wrote {ns.out}")
     elif ns.command == "synth":
-        from iclr26_common.outputs import check_out_file
+        from iclr26_common.outputs import check_output_options
         from llm_methods.suit.data import synth_world, write_counterfact
 
-        check_out_file(ns.out, overwrite=ns.overwrite)
+        check_output_options(ns, kind="file")
         reqs = synth_world(ns.subjects, ns.seed)
         print(f"wrote {len(reqs)} requests to {write_counterfact(reqs, ns.out)}")
     elif ns.command == "facts":
         import shutil
 
-        from iclr26_common.outputs import check_out_file, write_text
+        from iclr26_common.outputs import check_output_options, write_text
         from iclr26_common.progress import progress
         from iclr26_common.seeding import seed_everything
         from llm_methods.lm import load_lm
@@ -524,7 +524,7 @@ def main(argv: Sequence[str]) -> int:
         )
         from llm_methods.suit.metrics import known_facts
 
-        check_out_file(ns.out, overwrite=ns.overwrite)  # before the 220 s probe
+        check_output_options(ns, kind="file")  # before the 220 s probe
         partial = _facts_partial(ns)
         seed_everything(ns.seed)
         lm = load_lm(ns.model, ns.device)
