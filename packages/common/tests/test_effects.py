@@ -80,6 +80,10 @@ def test_seed_spread_is_not_resampled_away() -> None:
     method = items + offsets[:, None] + rng.normal(0, 1, size=(3, 200))
     effect = paired_effect(method, base, name="gain", unit="pts", threshold=2.0, seed=0)
     assert effect.method == "paired t over seeds" and effect.n == 3
+    # the criterion names the seeds once (it read "(paired t over seeds, over seeds (each ...")
+    assert "(paired t over seeds (each averaged over 200 items)) on that side" in (
+        effect.criterion()
+    )
     assert effect.low < 0 < effect.high and effect.decide() == "underpowered"
     # with the same seed offsets on both arms (the design's own noise only) items decide
     same = paired_effect(base + 3.0, base, name="gain", threshold=2.0, seed=0)

@@ -181,7 +181,12 @@ class Effect:
         else:
             rule = f"{self.name} {self.direction} {self.threshold:g}{unit}"
         pct = f"{self.confidence * 100:g} %"
-        return f"{rule}: the whole {pct} interval ({self.method}, over {self.units}) on that side"
+        first, _, rest = self.units.partition(" ")
+        if self.method.endswith(f" over {first}"):  # "paired t over seeds": units said once
+            how = f"{self.method}{' ' + rest if rest else ''}"
+        else:
+            how = f"{self.method}, over {self.units}"
+        return f"{rule}: the whole {pct} interval ({how}) on that side"
 
     def to_dict(self) -> dict[str, Any]:
         return {
