@@ -420,34 +420,117 @@ def test_experiment_quick_runs(tmp_path: Path) -> None:
     assert len(result.claims) == 2 and (tmp_path / "ltpo_accuracy.png").is_file()
 
 
-def test_experiment_runs_its_real_path_on_a_tiny_model(
-    tiny_long: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``experiment.run`` end to end (CoT, CoT-Unk, LTPO and LatentSeek batched over the
-    problems, boxed-only scoring, answer sources, Wilson intervals, the claims, the plot) with
-    a tiny model in SmolLM2's place and 4 problems of 4 tokens: the code a GPU run with a model
-    that can solve the task would execute (SmolLM2-135M solves none, README: no verdict can be
-    reached on this CPU); what this checks is that the path runs and reports."""
+def _tiny_experiment(
+    tiny_long: Any, monkeypatch: pytest.MonkeyPatch, solves: bool
+) -> tuple[Any, list[tuple], list[list[int]]]:
+    """``experiment`` with a tiny model in SmolLM2's place (4 problems of 4 tokens, batches of
+    2) and planted correctness: every decode solves (``solves``) or none does. Returns the
+    module, the load calls and the seeds LTPO was called with (one list per batch)."""
     import llm_methods.lm
+    import llm_methods.ltpo.data
+    import llm_methods.ltpo.optimize
     from llm_methods.ltpo import experiment
 
     loaded: list[tuple] = []
+    ltpo_calls: list[list[int]] = []
+    real_ltpo = llm_methods.ltpo.optimize.ltpo_optimize_batch
 
     def tiny(*args: Any, **kwargs: Any) -> Any:
         loaded.append(args)
         return tiny_long
 
+    def ltpo_spy(lm: Any, prefixes: Any, cfg: Any, seeds: Any, **kwargs: Any) -> Any:
+        ltpo_calls.append(list(seeds))
+        return real_ltpo(lm, prefixes, cfg, seeds, **kwargs)
+
     monkeypatch.setattr(llm_methods.lm, "load_lm", tiny)
+    monkeypatch.setattr(llm_methods.ltpo.optimize, "ltpo_optimize_batch", ltpo_spy)
+    monkeypatch.setattr(llm_methods.ltpo.data, "is_correct", lambda text, gold: solves)
     small = {"n": 4, "max_new_tokens": 4, "latentseek_iters": 1, "batch": 2}
     monkeypatch.setattr(experiment, "settings", lambda quick, cuda=False: small)
+    return experiment, loaded, ltpo_calls
+
+
+def test_experiment_runs_its_real_path_on_a_tiny_model(
+    tiny_long: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``experiment.run`` end to end (CoT, CoT-Unk, LTPO and LatentSeek batched over the
+    problems, boxed-only scoring, answer sources, Wilson intervals, the claims, the plot) with
+    a tiny model in SmolLM2's place, 4 problems of 4 tokens and a CoT planted to solve every
+    problem, so the shared control passes and every method runs: the code a GPU run with a
+    model that can solve the task would execute (SmolLM2-135M solves none, README: no verdict
+    can be reached on this CPU); what this checks is that the path runs and reports."""
+    experiment, loaded, ltpo_calls = _tiny_experiment(tiny_long, monkeypatch, solves=True)
     result = experiment.run(True, tmp_path)
     assert loaded and loaded[0][0] == "smollm2"  # the experiment's own spec, replaced here
+    assert ltpo_calls == [[0, 1], [2, 3]]  # per batch, each problem's own noise seed
     assert len(result.claims) == 2 and all(c.effect is not None for c in result.claims)
     metrics = result.metrics
+    assert metrics["methods_run"] == list(experiment.METHODS) and "not_run" not in metrics
+    assert metrics["shared_control"]["passed"]
     assert set(metrics["accuracy"]) == set(experiment.METHODS)
+    assert all(metrics["accuracy"][m]["all"] == 1.0 for m in experiment.METHODS)
     assert all(sum(metrics["answer_sources"][m].values()) == 4 for m in experiment.METHODS)
     assert 0 <= metrics["ltpo_answers_changed_vs_cot_unk"] <= 4
     assert (tmp_path / "ltpo_accuracy.png").is_file()
+
+
+def test_experiment_skips_ltpo_and_latentseek_when_the_model_solves_nothing(
+    tiny_long: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CoT planted at 0 fails the control both claims need ("the model solves the task"),
+    checked after CoT and CoT-Unk alone: LTPO and LatentSeek are not called, both claims are
+    untested with that control and its value, and the metrics say what did not run."""
+    import llm_methods.ltpo.latentseek
+
+    experiment, _, ltpo_calls = _tiny_experiment(tiny_long, monkeypatch, solves=False)
+
+    def not_called(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("LatentSeek ran although the shared control failed")
+
+    monkeypatch.setattr(llm_methods.ltpo.latentseek, "latentseek_batch", not_called)
+    result = experiment.run(True, tmp_path)
+    assert ltpo_calls == []
+    for claim in result.claims:
+        assert claim.verdict == "inconclusive" and claim.effect is None
+        assert claim.criterion_met is None  # not measured: untested, not "criterion not met"
+        assert claim.reason.startswith("control failed: the model solves the task")
+        first = claim.preconditions[0]
+        assert (first.name, first.passed) == ("the model solves the task", False)
+        assert first.measured == {"acc_cot_easy": 0.0}
+    metrics = result.metrics
+    assert metrics["methods_run"] == ["cot", "cot_unk"]
+    assert metrics["not_run"]["methods"] == ["latentseek", "ltpo"]
+    assert "the model solves the task" in metrics["not_run"]["why"]
+    assert set(metrics["accuracy"]) == set(metrics["answer_sources"]) == {"cot", "cot_unk"}
+    assert set(metrics["fallback_matches"]) == {"cot", "cot_unk"}
+    assert all(sum(metrics["answer_sources"][m].values()) == 4 for m in ("cot", "cot_unk"))
+    assert "ltpo_answers_changed_vs_cot_unk" not in metrics
+    assert "LTPO and LatentSeek were not run" in result.summary
+    assert (tmp_path / "ltpo_accuracy.png").is_file()
+
+
+def test_the_gate_is_judges_shared_control() -> None:
+    """One definition: the control ``run`` checks before LTPO is the one ``judge`` gives both
+    claims; at the threshold it passes, one easy solve below it fails."""
+    import numpy as np
+
+    from llm_methods.ltpo.experiment import MIN_COT_EASY, judge, solves_task, untested_claims
+
+    diff = np.repeat([1, 2, 3, 4], 10)
+    need = round(MIN_COT_EASY * 20)  # easy solves at the threshold (20 easy problems)
+    outcomes = {m: np.zeros(40) for m in ("cot", "cot_unk", "latentseek", "ltpo")}
+    for solved, passed in ((need, True), (need - 1, False)):
+        outcomes["cot"] = np.r_[np.ones(solved), np.zeros(40 - solved)]
+        gate = solves_task(outcomes["cot"], diff)
+        assert gate.passed is passed
+        a, b = judge(outcomes, diff, changed=1)
+        assert a.preconditions[0] == gate == b.preconditions[0]
+    a, b = untested_claims(outcomes["cot"], outcomes["cot_unk"], diff)
+    assert a.preconditions[0] == gate == b.preconditions[0]
+    assert a.text == judge(outcomes, diff)[0].text and b.text == judge(outcomes, diff)[1].text
+    with pytest.raises(ValueError, match="passed"):
+        untested_claims(np.ones(40), outcomes["cot_unk"], diff)
 
 
 def test_claims_can_hold_fail_and_be_inconclusive() -> None:

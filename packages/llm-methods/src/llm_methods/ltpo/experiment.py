@@ -30,6 +30,19 @@ into "inconclusive", never into "held"): the prompt LTPO is compared with must b
 acc(CoT-Unk, easy) >= MIN_COT_EASY, and LTPO must change at least one answer relative to
 CoT-Unk (else LTPO was a no-op and a criterion of >= 0 holds by construction).
 
+The shared control first (a change for the budget, recorded before the run with it): CoT and
+CoT-Unk are decoded for every problem before LTPO and LatentSeek, and the control both claims
+need, "the model solves the task" (:func:`solves_task`, the same function ``judge`` uses), is
+checked on CoT alone. When it fails, LTPO and LatentSeek are not run: both claims are
+``Claim.untested`` with that control and its measured value ((a) also with its CoT-Unk control),
+and the metrics name the methods not run. A failed shared control makes both claims
+"inconclusive" whatever LTPO and LatentSeek do, so the verdicts are those of the full design; on
+SmolLM2-135M it fails (it writes no ``\boxed{}`` answer), and the two methods took 193 s of the
+2026-12-04 run's 324 s (README, "the shared control first"). When it passes, every method
+runs on the same batches and seeds as before (LTPO's noise comes from per-problem generators,
+LatentSeek draws none, so running the batches' CoT and CoT-Unk decodes first changes no number;
+each batch keeps its prefix cache between the phases).
+
 Scale: on a CPU the budget holds ``settings(quick)["n"]`` = 80 problems (4.9 s per problem for the
 four methods, measured); on CUDA the run is the issue's 200 problems with 256 new tokens
 (``settings(..., cuda=True)``).
@@ -46,13 +59,23 @@ import numpy as np
 from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
 from iclr26_common.effects import difference_effect, mean_interval, points_effect
 
-__all__ = ["EXPERIMENT", "answer_sources", "judge", "run", "settings"]
+__all__ = [
+    "EXPERIMENT",
+    "answer_sources",
+    "judge",
+    "run",
+    "settings",
+    "solves_task",
+    "untested_claims",
+]
 
 PAPER = (
     "Thinking on the Fly: Test-Time Reasoning Enhancement via Latent Thought Policy "
     "Optimization (arXiv 2510.04182)"
 )
 METHODS = ("cot", "cot_unk", "latentseek", "ltpo")
+#: the methods the shared control gates (run only when the model solves the task)
+GATED = ("latentseek", "ltpo")
 CLAIM_A_MIN_GAIN = 0.0
 # (b) needs a positive smallest growth (issue 41, fixed before any run with it): at 0 a null
 # method (LTPO = the best other method on every problem, an exact 0) would hold
@@ -61,6 +84,10 @@ MIN_COT_EASY = 0.10
 MIN_HARD_SOLVED = 3
 EASY, HARD = (1, 2), (3, 4)
 SEED = 0
+CLAIM_A = "LTPO is at least as accurate as CoT-Unk (same placeholders, 0 steps)."
+CLAIM_B = "LTPO's advantage grows with difficulty, where the other methods collapse."
+GAIN = "acc(LTPO) - acc(CoT-Unk) over all problems"
+GROWTH = f"adv(hard {HARD}) - adv(easy {EASY}), adv = acc(LTPO) - max(acc(other methods))"
 
 
 def settings(quick: bool, cuda: bool = False) -> dict[str, Any]:
@@ -97,6 +124,58 @@ def _advantage_rows(correct: dict[str, np.ndarray], idx: np.ndarray) -> np.ndarr
     return np.asarray(correct["ltpo"][idx], float) - np.asarray(correct[best][idx], float)
 
 
+def _easy_accuracy(correct: np.ndarray, difficulty: np.ndarray) -> float:
+    easy = np.isin(difficulty, EASY)
+    return float(correct[easy].mean()) if easy.any() else 0.0
+
+
+def solves_task(cot: np.ndarray, difficulty: np.ndarray) -> Precondition:
+    """The control both claims share, from CoT's per-problem correctness alone: acc(CoT, easy)
+    >= MIN_COT_EASY. ``judge`` uses it, and ``run`` checks it before running LTPO and LatentSeek
+    (neither claim can be decided when it fails, whatever they do)."""
+    acc = _easy_accuracy(cot, difficulty)
+    return Precondition(
+        "the model solves the task",
+        f"acc(CoT, easy {EASY}) >= {MIN_COT_EASY}",
+        {"acc_cot_easy": round(acc, 4)},
+        acc >= MIN_COT_EASY,
+    )
+
+
+def _unk_solves(unk: np.ndarray, difficulty: np.ndarray) -> Precondition:
+    """(a)'s control on the compared prompt: acc(CoT-Unk, easy) >= MIN_COT_EASY."""
+    acc = _easy_accuracy(unk, difficulty)
+    return Precondition(
+        "the compared prompt (CoT-Unk) solves easy problems",
+        f"acc(CoT-Unk, easy {EASY}) >= {MIN_COT_EASY} (added after the last run)",
+        {"acc_cot_unk_easy": round(acc, 4)},
+        acc >= MIN_COT_EASY,
+    )
+
+
+def untested_claims(cot: np.ndarray, cot_unk: np.ndarray, difficulty: np.ndarray) -> list[Claim]:
+    """The two claims when the shared control (:func:`solves_task`) failed and LTPO and
+    LatentSeek were not run: "inconclusive", not measured, carrying the failed control with its
+    value ((a) also its CoT-Unk control, measured from the decodes that ran)."""
+    can_solve = solves_task(cot, difficulty)
+    if can_solve.passed:
+        raise ValueError("the shared control passed: the claims are measured (judge)")
+    rule = "the whole 95 % interval over problems on that side (not measured)"
+    return [
+        Claim.untested(
+            text=CLAIM_A,
+            criterion=f"{GAIN} >= {100 * CLAIM_A_MIN_GAIN:g} pts: {rule}",
+            preconditions=[can_solve, _unk_solves(cot_unk, difficulty)],
+            measured={"cot_unk": round(float(cot_unk.mean()), 4)},
+        ),
+        Claim.untested(
+            text=CLAIM_B,
+            criterion=f"{GROWTH} >= {100 * CLAIM_B_MIN_GROWTH:g} pts: {rule}",
+            preconditions=[can_solve],
+        ),
+    ]
+
+
 def judge(
     correct: dict[str, np.ndarray],
     difficulty: np.ndarray,
@@ -108,28 +187,16 @@ def judge(
     the problems whose correctness differs (a lower bound: text can change, correctness not)."""
     easy, hard = np.isin(difficulty, EASY), np.isin(difficulty, HARD)
     adv_easy, adv_hard = _advantage_rows(correct, easy), _advantage_rows(correct, hard)
-    cot_easy = float(correct["cot"][easy].mean()) if easy.any() else 0.0
     hard_solved = max(int(correct[m][hard].sum()) for m in METHODS)
-    unk_easy = float(correct["cot_unk"][easy].mean()) if easy.any() else 0.0
     if changed is None:
         changed = int((correct["ltpo"] != correct["cot_unk"]).sum())
-    can_solve = Precondition(
-        "the model solves the task",
-        f"acc(CoT, easy {EASY}) >= {MIN_COT_EASY}",
-        {"acc_cot_easy": round(cot_easy, 4)},
-        cot_easy >= MIN_COT_EASY,
-    )
+    can_solve = solves_task(correct["cot"], difficulty)
+    unk_solves = _unk_solves(correct["cot_unk"], difficulty)
     off_floor = Precondition(
         "hard problems are not at the floor",
         f"max over methods of hard problems solved >= {MIN_HARD_SOLVED}",
         {"hard_solved": hard_solved},
         hard_solved >= MIN_HARD_SOLVED,
-    )
-    unk_solves = Precondition(
-        "the compared prompt (CoT-Unk) solves easy problems",
-        f"acc(CoT-Unk, easy {EASY}) >= {MIN_COT_EASY} (added after the last run)",
-        {"acc_cot_unk_easy": round(unk_easy, 4)},
-        unk_easy >= MIN_COT_EASY,
     )
     ltpo_acts = Precondition(
         "LTPO changes at least one answer relative to CoT-Unk",
@@ -140,11 +207,11 @@ def judge(
     gain = correct["ltpo"] - correct["cot_unk"]
     return [
         Claim.test(
-            text="LTPO is at least as accurate as CoT-Unk (same placeholders, 0 steps).",
+            text=CLAIM_A,
             effect=points_effect(
                 correct["ltpo"],
                 correct["cot_unk"],
-                name="acc(LTPO) - acc(CoT-Unk) over all problems",
+                name=GAIN,
                 threshold=100 * CLAIM_A_MIN_GAIN,
                 direction=">=",
                 seed=SEED,
@@ -157,14 +224,11 @@ def judge(
             },
         ),
         Claim.test(
-            text="LTPO's advantage grows with difficulty, where the other methods collapse.",
+            text=CLAIM_B,
             effect=difference_effect(
                 adv_hard,
                 adv_easy,
-                name=(
-                    f"adv(hard {HARD}) - adv(easy {EASY}), adv = acc(LTPO) - "
-                    "max(acc(other methods))"
-                ),
+                name=GROWTH,
                 unit="pts",
                 scale=100,
                 threshold=100 * CLAIM_B_MIN_GROWTH,
@@ -189,7 +253,7 @@ def run(quick: bool, out_dir: Path) -> Result:
     from iclr26_common.device import choose_device
     from llm_methods.lm import load_lm
     from llm_methods.lm.threads import one_thread
-    from llm_methods.ltpo.data import Problem, grade, is_correct, normalize_answer, synth_problems
+    from llm_methods.ltpo.data import Problem, grade, normalize_answer, synth_problems
     from llm_methods.ltpo.latentseek import latentseek_batch
     from llm_methods.ltpo.optimize import (
         BatchThoughtScorer,
@@ -213,11 +277,16 @@ def run(quick: bool, out_dir: Path) -> Result:
         Problem(r["question"], normalize_answer(r["answer"].rsplit("####", 1)[1]), r["difficulty"])
         for r in records
     ]
+    diff = np.array([p.difficulty for p in problems])
     texts: dict[str, list[str]] = {m: [] for m in METHODS}
     seconds: dict[str, float] = dict.fromkeys(("prefix", *METHODS), 0.0)
     traces: list[list[float]] = []
     norms: list[float] = []
     new, K = cfg["max_new_tokens"], ltpo_cfg.n_thoughts
+    batches = [
+        range(b, min(b + cfg["batch"], len(problems)))
+        for b in range(0, len(problems), cfg["batch"])
+    ]
     with one_thread():
         lm = load_lm("smollm2", device, "float32")
         scale = embedding_scale(lm)
@@ -225,8 +294,10 @@ def run(quick: bool, out_dir: Path) -> Result:
         thought = [thought_prompt(lm, p.question, K, reserve=new) for p in problems]
         suffix = thought[0].suffix
         assert all(t.suffix == suffix for t in thought)  # the template's end of turn + header
-        for b in range(0, len(problems), cfg["batch"]):
-            rows = range(b, min(b + cfg["batch"], len(problems)))
+        # first the method-free baselines: CoT and CoT-Unk of every batch, each batch's thought
+        # prefixes encoded once and kept for LTPO and LatentSeek
+        scorers: list[BatchThoughtScorer | None] = []
+        for rows in batches:
             t = time.perf_counter()
             texts["cot"] += decode_rows(BatchThoughtScorer(lm, [cots[i] for i in rows]), None, new)
             seconds["cot"] += time.perf_counter() - t
@@ -236,9 +307,13 @@ def run(quick: bool, out_dir: Path) -> Result:
             )
             seconds["prefix"] += time.perf_counter() - t
             t = time.perf_counter()
-            unk_texts = decode_rows(scorer, initial_thoughts(lm, scorer.B, K), new)
-            texts["cot_unk"] += unk_texts
+            texts["cot_unk"] += decode_rows(scorer, initial_thoughts(lm, scorer.B, K), new)
             seconds["cot_unk"] += time.perf_counter() - t
+            scorers.append(scorer)
+        gate = solves_task(_solves(texts["cot"], problems), diff)
+        for b, rows in enumerate(batches if gate.passed else []):
+            scorer, scorers[b] = scorers[b], None  # freed after its batch
+            assert scorer is not None
             t = time.perf_counter()
             hs, tr = ltpo_optimize_batch(
                 lm, [thought[i].prefix for i in rows], ltpo_cfg, list(rows), scorer=scorer
@@ -254,63 +329,87 @@ def run(quick: bool, out_dir: Path) -> Result:
                 K,
                 iterations=cfg["latentseek_iters"],
                 max_new_tokens=new,
-                initial_answers=unk_texts,
+                initial_answers=[texts["cot_unk"][i] for i in rows],
                 score_final=False,  # the rewards are not read here: the answers are the same
             )
             texts["latentseek"] += answers
             seconds["latentseek"] += time.perf_counter() - t
+        scorers.clear()
         placeholder_norm = float(initial_thoughts(lm, 1, K)[0].norm(dim=-1).mean())
-        row_norm = float(lm.model.get_input_embeddings().weight.norm(dim=-1).mean())
-    correct = {
-        m: np.array(
-            [is_correct(txt, p.answer) for txt, p in zip(texts[m], problems, strict=True)],
-            dtype=float,
-        )
-        for m in METHODS
-    }
+        row_norm = float(lm.model.get_input_embeddings().weight.detach().norm(dim=-1).mean())
+    ran = METHODS if gate.passed else tuple(m for m in METHODS if m not in GATED)
+    correct = {m: _solves(texts[m], problems) for m in ran}
     fallback = {  # answers matched only by a fallback (no \\boxed{}): counted apart, not solves
         m: int(
             sum(grade(t, p.answer) == "fallback" for t, p in zip(texts[m], problems, strict=True))
         )
-        for m in METHODS
+        for m in ran
     }
-    sources = {m: answer_sources(texts[m]) for m in METHODS}
-    diff = np.array([p.difficulty for p in problems])
+    sources = {m: answer_sources(texts[m]) for m in ran}
     levels = sorted(set(diff.tolist()))
-    acc = {
-        m: {f"d{d}": round(float(correct[m][diff == d].mean()), 4) for d in levels} for m in METHODS
-    }
-    for m in METHODS:
+    acc = {m: {f"d{d}": round(float(correct[m][diff == d].mean()), 4) for d in levels} for m in ran}
+    for m in ran:
         ci = mean_interval(correct[m], seed=SEED, units="problems")  # Wilson on 0/1 outcomes
         acc[m]["all"] = round(float(correct[m].mean()), 4)
         acc[m]["all_ci95"] = [round(ci.low, 4), round(ci.high, 4)]
     _plot(out_dir / "ltpo_accuracy.png", acc, levels)
-    reward_gain = float(np.mean([max(tr[1:] or tr) - tr[0] for tr in traces]))
     sigma, lr = ltpo_cfg.scaled(scale)
-    changed = sum(a != b for a, b in zip(texts["ltpo"], texts["cot_unk"], strict=True))
-    metrics: dict[str, Any] = {
-        "ltpo_answers_changed_vs_cot_unk": changed,
+    metrics: dict[str, Any] = {}
+    if gate.passed:
+        reward_gain = float(np.mean([max(tr[1:] or tr) - tr[0] for tr in traces]))
+        changed = sum(a != b for a, b in zip(texts["ltpo"], texts["cot_unk"], strict=True))
+        metrics["ltpo_answers_changed_vs_cot_unk"] = changed
+    metrics |= {
         "accuracy": acc,
         "fallback_matches": fallback,
         "answer_sources": sources,
-        "seconds": {k: round(v, 1) for k, v in seconds.items()},
-        "ltpo_mean_best_reward_gain": round(reward_gain, 4),
+        "seconds": {k: round(v, 1) for k, v in seconds.items() if k in ("prefix", *ran)},
+    }
+    if gate.passed:
+        metrics["ltpo_mean_best_reward_gain"] = round(reward_gain, 4)
+    metrics |= {
         "embedding_scale": round(scale, 5),
         "embedding_row_norm": round(row_norm, 4),
         "placeholder_norm": round(placeholder_norm, 4),
-        "kept_thought_norm": round(float(np.mean(norms)), 4),
+    }
+    if gate.passed:
+        metrics["kept_thought_norm"] = round(float(np.mean(norms)), 4)
+    metrics |= {
         "sigma_abs": round(sigma, 5),
         "lr_abs": round(lr, 7),
         "wall_s": round(time.perf_counter() - start, 1),
-        "examples": {m: texts[m][0][-160:] for m in METHODS},
+        "examples": {m: texts[m][0][-160:] for m in ran},
+        "methods_run": list(ran),
+        "shared_control": gate.to_dict(),
     }
-    line = ", ".join(f"{m} {acc[m]['all']:.3f}" for m in METHODS)
+    if not gate.passed:
+        metrics["not_run"] = {
+            "methods": list(GATED),
+            "why": (
+                f"the control both claims need, '{gate.name}' ({gate.criterion}), failed "
+                f"(acc(CoT, easy) = {gate.measured['acc_cot_easy']}): neither claim can be "
+                "decided whatever LTPO and LatentSeek do, so they were not run (budget)"
+            ),
+        }
+    line = ", ".join(f"{m} {acc[m]['all']:.3f}" for m in ran)
+    if gate.passed:
+        tail = (
+            f"LTPO raised the confidence reward by {reward_gain:.3f} on average; kept thoughts "
+            f"have norm {np.mean(norms):.2f} (embedding rows {row_norm:.2f})."
+        )
+        claims = judge(correct, diff, changed)
+    else:
+        tail = (
+            f"LTPO and LatentSeek were not run: the control both claims need, '{gate.name}' "
+            f"({gate.criterion}), failed at {gate.measured['acc_cot_easy']:.3f}, so neither "
+            "claim can be decided whatever they do."
+        )
+        claims = untested_claims(correct["cot"], correct["cot_unk"], diff)
+    not_run = "" if gate.passed else " (not run: the shared control failed)"
     return Result(
         summary=(
             f"SmolLM2-135M-Instruct on {len(problems)} synthetic 1-4 step word problems, "
-            f"accuracy: {line}. LTPO raised the confidence reward by {reward_gain:.3f} on "
-            f"average; kept thoughts have norm {np.mean(norms):.2f} (embedding rows "
-            f"{row_norm:.2f})."
+            f"accuracy: {line}. {tail}"
         ),
         metrics=metrics,
         seeds=[SEED],
@@ -319,10 +418,18 @@ def run(quick: bool, out_dir: Path) -> Result:
             f"{new} new tokens, LTPO K={K} T={ltpo_cfg.steps} sigma={ltpo_cfg.sigma} "
             f"gamma={ltpo_cfg.sigma_decay} eta={ltpo_cfg.lr} in embedding units "
             f"(s={scale:.4f}: sigma {sigma:.4f}, eta {lr:.2e}), LatentSeek "
-            f"{cfg['latentseek_iters']} iteration(s), {device.type}"
+            f"{cfg['latentseek_iters']} iteration(s){not_run}, {device.type}"
         ),
-        claims=judge(correct, diff, changed),
+        claims=claims,
     )
+
+
+def _solves(texts: list[str], problems: list[Any]) -> np.ndarray:
+    """0/1 per problem: the text's ``\\boxed{}`` answer is the problem's (``data.is_correct``)."""
+    from llm_methods.ltpo.data import is_correct
+
+    pairs = zip(texts, problems, strict=True)
+    return np.array([is_correct(t, p.answer) for t, p in pairs], dtype=float)
 
 
 def _plot(path: Path, acc: dict[str, dict[str, Any]], levels: list[int]) -> None:
@@ -332,7 +439,7 @@ def _plot(path: Path, acc: dict[str, dict[str, Any]], levels: list[int]) -> None
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    for m in METHODS:
+    for m in acc:  # the methods that ran
         ax.plot(levels, [acc[m][f"d{d}"] for d in levels], marker="o", label=m)
     ax.set_xlabel("arithmetic steps")
     ax.set_ylabel("accuracy")
