@@ -332,7 +332,14 @@ def test_quick_experiment_runs(tmp_path) -> None:  # type: ignore[no-untyped-def
     from llm_methods.bed.experiment import run
 
     res = run(True, tmp_path)
-    assert len(res.claims) == 2  # (a) and (c); BED over entropy-only is reported, not judged
+    assert len(res.claims) == 2  # (a) and (b); BED over entropy-only is reported, not judged
+    # the summary's letters follow the report's order (1 = (a), 2 = (b)), as the README's do
+    assert " (a) " in res.summary and " (b) " in res.summary and "(c)" not in res.summary
+    # claim (a)'s 60 % world is stated and listed with the vague-share curve, between 50 and 75 %
+    assert "24 of 40 attributes vague (60%" in res.claims[0].text
+    listed = res.summary.split("vague share", 1)[1]
+    assert listed.index("50% vague:") < listed.index("60% vague (claim (a)'s 100 games):")
+    assert listed.index("60% vague (claim (a)") < listed.index("75% vague:")
     assert all(c.effect is not None for c in res.claims)
     assert (tmp_path / "bed_success.png").is_file()
     assert "entropy" in res.metrics["exact_world"]["bed_minus_pts"]

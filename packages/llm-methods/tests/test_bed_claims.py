@@ -49,7 +49,8 @@ def test_null_method_is_not_held() -> None:
 
 
 def test_too_weak_model_is_inconclusive_not_not_held() -> None:
-    """Issue 42: the former (c) was coded "not held" from a failed control (AUC 0.57)."""
+    """Issue 42: claim (b) (called (c) before the review) was coded "not held" from a failed
+    control (AUC 0.57)."""
     world = _world(0.95, 0.6, 0.3)
     animals = {k: np.zeros(GAMES) for k in world}  # everything at 0: ranks nothing
     _, c = ex.claims(world, animals, table_auc=0.57, oracle_bed=1.0)

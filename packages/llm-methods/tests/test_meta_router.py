@@ -377,7 +377,36 @@ def test_fit_warns_when_gold_and_preference_queries_do_not_overlap(
     out = tmp_path / "fit"
     args = ["meta_router", "fit", "--gold", str(tmp_path / "gold.csv"), "--preference"]
     args += [str(tmp_path / "preference.csv"), "--strong", "strong", "--weak", "weak"]
-    assert main([*args, "--out", str(out)]) == 0
+    assert main([*args, "--learner", "dr", "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "llm-methods meta_router fit: warning: no overlap" in err and "AUC 1.000" in err, err
     assert "no overlap" in json.loads((out / "fit.json").read_text())["overlap"]["warning"]
+    # the default learner, the official dr_official, has nothing left after its mask there:
+    # one line naming the learner that fits (after the same warning)
+    with pytest.raises(SystemExit) as info:
+        main([*args, "--out", str(tmp_path / "default")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert info.value.code == 2 and len(err) == 2 and "warning: no overlap" in err[0], err
+    assert err[1].startswith("llm-methods: error: dr_official: the official mask kept 0 rows")
+    assert "--learner dr" in err[1]
+
+
+def test_fit_defaults_to_the_papers_estimator(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``fit`` without --learner uses dr_official, the estimator the claims are judged on (the
+    cross-fitted ``dr``, the former default, loses to gold-only at the official split); the old
+    spelling ``--learner dr`` still works; ``-h`` says which is the default."""
+    sim = tmp_path / "sim"
+    main(["meta_router", "simulate", "--out", str(sim), "--n", "600", "--gold-frac", "0.3"])
+    args = ["meta_router", "fit", "--gold", str(sim / "gold.csv"), "--preference"]
+    args += [str(sim / "preference.csv"), "--strong", "strong", "--weak", "weak"]
+    for extra, learner in (([], "dr_official"), (["--learner", "dr"], "dr")):
+        out = tmp_path / learner
+        assert main([*args, *extra, "--out", str(out)]) == 0
+        assert json.loads((out / "fit.json").read_text())["learner"] == learner
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["meta_router", "fit", "-h"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "dr_official (the default: the paper's estimator" in text

@@ -648,3 +648,57 @@ def test_judge_ctrl_c_is_one_line_exit_130(
     lines = [line for line in run.err.splitlines() if line.strip()]
     assert run.code == 130 and lines == ["llm-methods: interrupted"], run.err
     assert not out.exists()
+
+
+def test_analyze_compares_a_judged_copy_with_the_expert_labels(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``analyze JUDGED --expert EXPERT_FILE``: claim (a)'s quantity on a user's judge (Kendall
+    tau of the agents' CE on the judged labels vs the expert labels, with its interval over the
+    questions) and kappa_E. A copy that equals the experts' evidence gives tau 1 (exact); one
+    that reads half the agents' evidence backwards does not; a file that is not a fully judged
+    copy of the expert file, an unlabelled expert file and --n-boot 0 are one line, exit 2."""
+    from iclr26_common.testing import assert_one_line_error, run_main
+
+    expert = write_traces(synth_traces(20, seed=0), tmp_path / "expert.jsonl")
+    judged = tmp_path / "judged.jsonl"
+    assert main(["seekbench", "judge", str(expert), "--out", str(judged)]) == 0
+    capsys.readouterr()
+    args = ["seekbench", "analyze", str(judged), "--n-boot", "100", "--expert", str(expert)]
+    run = run_main(main, [*args, "--out", str(tmp_path / "a")], capsys)
+    assert run.code == 0, run.err
+    assert f"vs the expert labels of {expert}: Kendall tau(CE on these labels" in run.out
+    saved = json.loads((tmp_path / "a" / "metrics.json").read_text())["expert_comparison"]
+    assert saved["tau"]["estimate"] == pytest.approx(1.0) and saved["tau"]["method"] == "exact"
+    assert saved["evidence"]["kappa"] == pytest.approx(1.0) and saved["agents_defined"] == 6
+
+    flipped = read_traces(judged)
+    for trace in flipped:
+        if trace["model"] not in ("calibrated", "premature", "reckless"):
+            continue
+        for step in trace["trace"]:
+            attrs = (step.get("annotation") or {}).get("attributes") or {}
+            if "information_quality" in attrs:
+                good = attrs["information_quality"] == "Sufficient"
+                attrs["information_quality"] = "Insufficient" if good else "Sufficient"
+                attrs["information_clarity"] = "Unclear" if good else "Clear"
+    bad = write_traces(flipped, tmp_path / "flipped.jsonl")
+    args[2] = str(bad)
+    run = run_main(main, [*args, "--out", str(tmp_path / "b")], capsys)
+    saved = json.loads((tmp_path / "b" / "metrics.json").read_text())["expert_comparison"]
+    assert run.code == 0 and saved["tau"]["estimate"] < 2 / 3 and saved["evidence"]["kappa"] < 0.7
+
+    other = write_traces(synth_traces(10, seed=1), tmp_path / "other.jsonl")
+    unlabelled = tmp_path / "unlabelled.jsonl"
+    main(["seekbench", "synth", "--out", str(unlabelled), "--questions", "20", "--unlabelled"])
+    capsys.readouterr()
+    for analysed, reference, message in (
+        (other, expert, "not a judged copy of that file"),
+        (judged, unlabelled, "no result step carries information_quality (no labels)"),
+    ):
+        args = ["seekbench", "analyze", str(analysed), "--expert", str(reference)]
+        line = assert_one_line_error(main, [*args, "--out", str(tmp_path / "x")], capsys)
+        assert message in line, line
+    args = ["seekbench", "analyze", str(judged), "--expert", str(expert), "--n-boot", "0"]
+    line = assert_one_line_error(main, [*args, "--out", str(tmp_path / "c")], capsys)
+    assert "--expert needs resamples" in line, line

@@ -425,3 +425,129 @@ def test_no_sample_size_advice_where_a_control_failed() -> None:
     text = ex.effect_text(ok.effect, control_failed=True)
     assert "needs ~" not in text and text.endswith(")")
     assert ex.effect_text(ok.effect) == ex.format_effect(ok.effect)
+
+
+# ------------------------------------------------- claim (a) on a judged copy (SEEKBENCH_JUDGED)
+
+
+def _judged_copy(tmp_path: Path, traces: list[dict], name: str = "judged.jsonl") -> Path:
+    return write_traces(traces, tmp_path / name)
+
+
+def _use_judged(monkeypatch: pytest.MonkeyPatch, data: Path | None, judged: Path | str):  # type: ignore[no-untyped-def]
+    from llm_methods.seekbench.judged import judged_copy
+
+    monkeypatch.setenv("SEEKBENCH_JUDGED", str(judged))
+    return judged_copy(read_traces(data) if data is not None else None)
+
+
+def test_claim_a_on_a_judged_copy_holds_fails_and_checks_its_judge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``SEEKBENCH_JUDGED`` (a judge's labelled copy of the file, as `seekbench judge --judge
+    http` writes it): (a) and its judge control are computed on that copy's labels, not the
+    rule judge's. The rule judge's own copy gives the rule judge's numbers (held); a copy that
+    misreads the last result before the answer of the three best-calibrated agents reorders
+    them (not held, control passed); the null judge (Insufficient everywhere) fails the
+    judge control (inconclusive). The per-agent metrics on the judge's labels are reported."""
+    from llm_methods.seekbench.judge import RuleJudge, annotate
+
+    gold = read_traces(REFERENCE)
+    monkeypatch.setenv("SEEKBENCH_JUDGED", "")
+    from llm_methods.seekbench.judged import judged_copy
+
+    assert judged_copy(gold) is None  # unset or empty: the rule judge
+
+    rule = _use_judged(monkeypatch, REFERENCE, _judged_copy(tmp_path, annotate(gold, RuleJudge())))
+    real = ex.real_traces(REFERENCE, n_boot=300, judged_file=rule)
+    same = ex.real_traces(REFERENCE, n_boot=300)
+    assert real["judge"].startswith("SEEKBENCH_JUDGED=") and same["judge"] == "rule judge"
+    assert real["tau"] == same["tau"] and real["kappa_evidence"] == same["kappa_evidence"]
+    assert ex.claims(real)[0].verdict == "held"
+    assert set(real["metrics_judge_labels"]) == set(real["agents"])
+    assert real["metrics_judge_labels"] != real["metrics_expert_labels"]  # judge vs experts
+
+    ranked = ex.official_tau(gold, copy.deepcopy(gold), n_boot=10)
+    best = {m for _, m in sorted(zip(ranked["ce_expert"], ranked["agents"], strict=True))[:3]}
+    misread = _poor_before_answer(gold, best, last_only=True)
+    real = ex.real_traces(
+        REFERENCE,
+        n_boot=300,
+        judged_file=_use_judged(monkeypatch, REFERENCE, _judged_copy(tmp_path, misread, "m.jsonl")),
+    )
+    a = ex.claims(real)[0]
+    assert not a.failed_preconditions and a.verdict == "not held"
+
+    null = copy.deepcopy(gold)
+    for trace in null:
+        for step in _result_steps(trace):
+            step["annotation"]["attributes"].update(
+                information_quality="Insufficient", information_clarity="Unclear"
+            )
+    real = ex.real_traces(
+        REFERENCE,
+        n_boot=300,
+        judged_file=_use_judged(monkeypatch, REFERENCE, _judged_copy(tmp_path, null, "n.jsonl")),
+    )
+    a = ex.claims(real)[0]
+    assert real["kappa_evidence"] <= 0.0 and a.verdict == "inconclusive"
+    assert "judge's evidence levels agree with gold" in [p.name for p in a.failed_preconditions]
+    table = "\n".join(ex._judge_table(real))
+    assert "SEEKBENCH_JUDGED=" in table and "| agent | accuracy | ce | premature_rate" in table
+
+
+def test_a_judged_copy_of_other_traces_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``SEEKBENCH_JUDGED`` that is not a fully judged copy of ``SEEKBENCH_DATA``'s traces is
+    refused with one line naming the variable: without SEEKBENCH_DATA, a missing file, another
+    count, another id, other steps, a partly judged copy (it would keep the expert labels)."""
+    from llm_methods.seekbench.judged import JudgedFileError
+
+    gold = read_traces(REFERENCE)
+    fewer = _judged_copy(tmp_path, gold[:-1], "fewer.jsonl")
+    renamed = copy.deepcopy(gold)
+    renamed[3]["id"] = "someone-else"
+    shorter = copy.deepcopy(gold)
+    shorter[5]["trace"] = shorter[5]["trace"][:-1]
+    partial = copy.deepcopy(gold)
+    _result_steps(partial[7])[0]["annotation"]["attributes"].pop("information_quality")
+    cases = [
+        (None, _judged_copy(tmp_path, gold), "needs SEEKBENCH_DATA"),
+        (REFERENCE, tmp_path / "missing.jsonl", "no such file"),
+        (REFERENCE, fewer, f"{len(gold) - 1} traces, SEEKBENCH_DATA has {len(gold)}"),
+        (REFERENCE, _judged_copy(tmp_path, renamed, "r.jsonl"), "trace 4 has id 'someone-else'"),
+        (REFERENCE, _judged_copy(tmp_path, shorter, "s.jsonl"), "trace 6 (id"),
+        (REFERENCE, _judged_copy(tmp_path, partial, "p.jsonl"), "partly judged"),
+    ]
+    for data, judged, message in cases:
+        with pytest.raises(JudgedFileError) as error:
+            _use_judged(monkeypatch, data, judged)
+        text = str(error.value)
+        assert text.startswith("SEEKBENCH_JUDGED=") and message in text and "\n" not in text
+
+
+def test_experiment_decides_a_on_the_judged_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The experiment with SEEKBENCH_DATA and SEEKBENCH_JUDGED: (a) on the copy's labels (the
+    report names the copy and gives the per-agent metrics on its labels); a bad copy stops it
+    before any work."""
+    from llm_methods.seekbench.judge import RuleJudge, annotate
+
+    small = {"n_questions": 20, "seeds": (0, 1), "n_boot": 100, "lm_results": 0, "lm_other": 0}
+    monkeypatch.setattr(ex, "settings", lambda quick: small)
+    gold = read_traces(REFERENCE)
+    judged = _judged_copy(tmp_path, annotate(gold, RuleJudge()))
+    monkeypatch.setenv("SEEKBENCH_DATA", str(REFERENCE))
+    monkeypatch.setenv("SEEKBENCH_JUDGED", str(judged))
+    result = ex.run(True, tmp_path / "out")
+    official = result.metrics["official"]
+    assert official["judge"].startswith(f"SEEKBENCH_JUDGED={judged}")
+    assert result.claims[0].verdict == "held"
+    assert f"Real traces: SEEKBENCH_JUDGED={judged}" in result.summary
+    assert "Per-agent metrics on the labels of the SEEKBENCH_JUDGED=" in result.details
+    monkeypatch.setenv("SEEKBENCH_JUDGED", str(_judged_copy(tmp_path, gold[:5], "bad.jsonl")))
+    with pytest.raises(ValueError, match=r"^SEEKBENCH_JUDGED=.*bad\.jsonl: 5 traces"):
+        ex.run(True, tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()

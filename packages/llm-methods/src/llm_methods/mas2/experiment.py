@@ -19,10 +19,24 @@ seeds' own t-interval where wider, :func:`iclr26_common.effects.points_effect`):
       baseline has headroom (success(generate_once) <= 1 − CLAIM_MIN_GAIN_PTS / 100);
   (b) the paper's headline: success(mas2_cto) − success(fixed) >= CLAIM_MIN_GAIN_PTS points;
       control: headroom of the fixed MAS likewise;
-  (c) at matched cost: success(mas2_cto) − success(fixed) >= −MATCHED_MARGIN_PTS points
-      (non-inferiority) while MAS² costs no more; control: the paired 95 % interval of
-      cost(mas2_cto) − cost(fixed) lies wholly <= 0 (else the costs are not matched and the
-      comparison says nothing about success at the fixed MAS's cost).
+  (c) at matched cost: success(mas2_cto) − success(fixed_budget) >= CLAIM_MIN_GAIN_PTS points,
+      where ``fixed_budget`` is the fixed MAS's workflow at no more than MAS²'s cost; controls:
+      the paired 95 % interval of cost(fixed_budget) − cost(mas2_cto) lies wholly <= 0 (else
+      the costs are not matched), and headroom of ``fixed_budget``.
+
+The matched-cost baseline (c), registered before its success was ever computed (the review of
+2026-12-07: the earlier (c) compared with the fixed MAS at a tenth of its cost, so it repeated
+(b)'s effect): ``fixed_budget`` runs the same hand-designed workflow (``sc_mixed``) with the
+fixed MAS's own selection rule, "every node on the model with the highest listed skill", applied
+under MAS²'s budget: per task type the affordable model with the highest listed skill for that
+type (``reason`` for arithmetic, ``code`` for code tasks) -> ``BUDGET_MODEL`` = mathy
+(reason 0.80) for arithmetic, coder (code 0.88) for code. Affordable: its ``sc_mixed`` cost from
+the pool's prices and token counts (1190 tokens x verbosity without API errors: tiny $0.10, mathy
+$0.71, coder $0.95, large $15.5 per 1k tasks) is below MAS²'s $1.47 per 1k tasks of the
+2026-12-07 run; ``large`` is the only model over it. Like the fixed MAS's rule it ignores the API failure rate.
+The cost control checks the match on every run. Superiority (not non-inferiority) so that a
+null method (the baseline in MAS²'s place) is not held; the paper's Pareto claim is that no
+system at MAS²'s cost succeeds as often.
 
 The earlier "(b) on the cost–success Pareto front" was vacuous (the cheapest system is
 non-dominated by definition, and CTO's reward penalises cost): (c) replaces it.
@@ -44,11 +58,11 @@ from iclr26_common.effects import format_effect, paired_interval, points_effect
 __all__ = ["EXPERIMENT", "claims", "run", "settings"]
 
 PAPER = "MAS²: Self-Generative, Self-Configuring, Self-Rectifying Multi-Agent Systems (arXiv 2509.24323)"
-SYSTEMS = ("fixed", "generate_once", "mas2_no_cto", "mas2_cto")
+SYSTEMS = ("fixed", "generate_once", "mas2_no_cto", "mas2_cto", "fixed_budget")
 CLAIM_MIN_GAIN_PTS = 2.0
-MATCHED_MARGIN_PTS = 2.0
 PAPER_GAIN_VS_SOTA_PTS = 19.6  # "up to +19.6 %" over state-of-the-art MAS (the paper's best case)
 FIXED_WORKFLOW, FIXED_MODEL = "sc_mixed", "large"
+BUDGET_MODEL = {"arith": "mathy", "code": "coder"}  # claim (c)'s baseline: see the docstring
 
 
 def settings(quick: bool) -> dict[str, Any]:
@@ -85,9 +99,10 @@ def evaluate(
     rows = []
     for task in tasks:
         for _ in range(reps):
-            if system == "fixed":
+            if system in ("fixed", "fixed_budget"):
                 wf = team.workflow(FIXED_WORKFLOW)
-                assign = {n.id: FIXED_MODEL for n in wf.nodes}
+                model = FIXED_MODEL if system == "fixed" else BUDGET_MODEL[task.kind]
+                assign = {n.id: model for n in wf.nodes}
             else:
                 wf = team.generate(task, rng)
                 assign = team.implement(task, wf, rng)
@@ -179,10 +194,10 @@ def claims(success: dict[str, Any], cost: dict[str, Any]) -> list[Claim]:
             paper=paper,
         )
 
-    cost_diff = paired_interval(c["mas2_cto"], c["fixed"], scale=1000)
+    cost_diff = paired_interval(c["fixed_budget"], c["mas2_cto"], scale=1000)
     matched = Precondition(
-        "MAS² costs no more than the fixed MAS",
-        "paired 95 % interval of cost(mas2_cto) - cost(fixed) ($ per 1k tasks) wholly <= 0",
+        "the matched-cost baseline costs no more than MAS²",
+        "paired 95 % interval of cost(fixed_budget) - cost(mas2_cto) ($ per 1k tasks) wholly <= 0",
         {
             "diff_usd_per_1k": round(cost_diff.estimate, 4),
             "low": round(cost_diff.low, 4),
@@ -209,11 +224,13 @@ def claims(success: dict[str, Any], cost: dict[str, Any]) -> list[Claim]:
             preconditions=[_headroom("fixed", float(s["fixed"].mean()))],
         ),
         Claim.test(
-            text="At no more than the fixed MAS's cost, MAS² with CTO succeeds about as often "
-            f"(within {MATCHED_MARGIN_PTS:g} points): the cost-performance trade-off at matched "
-            "cost.",
-            effect=gain("fixed", -MATCHED_MARGIN_PTS, "success difference to the fixed MAS"),
-            preconditions=[matched],
+            text="At matched cost, MAS² with CTO beats the fixed hand-designed workflow run on "
+            "the best-skilled models MAS²'s budget affords (mathy for arithmetic, coder for "
+            "code; the paper: MAS² is on the cost-performance Pareto front).",
+            effect=gain(
+                "fixed_budget", CLAIM_MIN_GAIN_PTS, "success gain over the fixed MAS at MAS²'s cost"
+            ),
+            preconditions=[matched, _headroom("fixed_budget", float(s["fixed_budget"].mean()))],
             measured={"cost_diff_usd_per_1k_tasks": cost_diff.to_dict()},
         ),
     ]
@@ -261,6 +278,7 @@ def run(quick: bool, out_dir: Path) -> Result:
                 "generate_once": once,
                 "mas2_no_cto": Team.uniform(pool.names),
                 "mas2_cto": mas2,
+                "fixed_budget": Team.uniform(pool.names),
             }
             for name in SYSTEMS:
                 per_seed[name].append(

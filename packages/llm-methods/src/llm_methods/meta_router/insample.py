@@ -83,7 +83,8 @@ class InSampleBiasLearner:
         if keep.sum() < 2:
             raise ValueError(
                 f"{self.learner}: the official mask kept {int(keep.sum())} rows "
-                "(no overlap between gold and preference rows)"
+                "(no overlap between gold and preference rows); econml's cross-fitted dr "
+                "learner (--learner dr) has no mask"
             )
         self.kept_share = float(keep.mean())
         self.effect_model = effect.fit(x[keep], psi[keep], sample_weight=weights)

@@ -65,6 +65,17 @@ def _parser():  # type: ignore[no-untyped-def]
         help="also give each agent's (or category's) paired difference to this one, metric by "
         "metric, with a 95 %% interval over the questions both answered",
     )
+    an.add_argument(
+        "--expert",
+        type=Path,
+        default=None,
+        metavar="EXPERT_FILE",
+        help="the expert-labelled traces these traces are a judged copy of (`judge EXPERT_FILE "
+        "--out TRACES`): also print Kendall tau of the agents' CE on these labels vs on the "
+        "expert labels (claim (a) of the experiment) with a 95 %% interval over the questions, "
+        "and the judge's kappa of the evidence level and per field; into metrics.json's "
+        "expert_comparison",
+    )
     ju = sub.add_parser(
         "judge",
         help="annotate traces with an LLM or rule judge",
@@ -151,9 +162,12 @@ def _analyze(ns) -> int:  # type: ignore[no-untyped-def]
         raise ValueError("--horizon must be >= 1")
     if ns.reference is not None and ns.n_boot == 0:
         raise ValueError("--reference needs resamples (--n-boot > 0)")
+    if ns.expert is not None and ns.n_boot == 0:
+        raise ValueError("--expert needs resamples (--n-boot > 0)")
     out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before the traces are analysed
     traces = read_traces(ns.traces)
     coverage = _judged_or_refuse(ns.traces, traces)
+    expert = _expert_or_refuse(ns.expert, ns.traces, traces)
     result = analyze(traces, ns.threshold, ns.horizon, ns.n_boot, ns.seed, ns.group_by)
     result["judged_result_steps"] = coverage
     if coverage["judged"] < coverage["total"]:
@@ -174,6 +188,8 @@ def _analyze(ns) -> int:  # type: ignore[no-untyped-def]
     result["intervals"] = (
         _intervals_json(result["agents"], intervals, ns.seed) if intervals else None
     )
+    if expert is not None:
+        result["expert_comparison"] = _expert_comparison(ns.expert, expert, traces, ns)
     table = pd.DataFrame(result["agents"]).T
     table.index.name = ns.group_by
     if intervals:
@@ -185,6 +201,8 @@ def _analyze(ns) -> int:  # type: ignore[no-untyped-def]
     print(table[["n_traces", *METRICS]].to_string(float_format=lambda x: f"{x:.3f}"))
     if intervals:
         _print_intervals(result["agents"], intervals, ns.seed)
+    if expert is not None:
+        print(result["expert_comparison"]["line"])
     for note in result["notes"]:
         print(f"note: {note}")
     print(f"wrote {ns.out / 'metrics.json'} and {ns.out / 'per_agent.csv'}")
@@ -193,6 +211,64 @@ def _analyze(ns) -> int:  # type: ignore[no-untyped-def]
 
 UNITS = "questions"
 MISSING = "no interval: under 10 questions, or undefined on a resample"
+
+
+def _expert_or_refuse(path: Path | None, traces_path: Path, traces: list) -> list | None:
+    """The ``--expert`` file's traces, refused (one line) unless it carries expert labels and
+    ``traces`` is a fully judged copy of it (:func:`~llm_methods.seekbench.judged.
+    check_judged_copy`)."""
+    from iclr26_common.cli_support import UsageError
+    from llm_methods.seekbench.data import read_traces, result_annotation_coverage
+    from llm_methods.seekbench.judged import JudgedFileError, check_judged_copy
+
+    if path is None:
+        return None
+    expert = read_traces(path)
+    if result_annotation_coverage(expert)[0] == 0:
+        raise UsageError(f"--expert {path}: no result step carries information_quality (no labels)")
+    try:
+        check_judged_copy(
+            expert,
+            traces,
+            str(traces_path),
+            f"--expert {path}",
+            f"write it with `{PROG} judge {path} --out FILE` and analyze FILE",
+        )
+    except JudgedFileError as error:
+        raise UsageError(str(error)) from None
+    return expert
+
+
+def _expert_comparison(path: Path, expert: list, traces: list, ns) -> dict:  # type: ignore[no-untyped-def]
+    """Claim (a)'s quantity on these traces: Kendall τ of the agents' CE on their labels vs on
+    the ``--expert`` labels with its 95 % interval over the (dataset, question) clusters, κ_E
+    and κ per field (the judge vs the experts), and the printed line."""
+    from llm_methods.seekbench.experiment import MIN_EVIDENCE_KAPPA, official_tau
+    from llm_methods.seekbench.judge import agreement, evidence_agreement
+
+    tau = official_tau(expert, traces, ns.n_boot, ns.seed)
+    evidence = evidence_agreement(expert, traces)
+    interval = tau["tau"]
+    text = (
+        "undefined (CE finite for fewer than 3 agents on both labels, or under 10 questions)"
+        if interval is None
+        else f"{interval['estimate']:.3f} [{interval['low']:.3f}, {interval['high']:.3f}] "
+        f"({interval['method']}, n={interval['n']} questions, resampling seed {ns.seed})"
+    )
+    kappa = evidence.get("kappa")
+    line = (
+        f"vs the expert labels of {path}: Kendall tau(CE on these labels, CE on the expert "
+        f"labels) over {tau['agents_defined']} agents {text}; kappa_E "
+        + ("undefined" if kappa is None else f"{kappa:.3f}")
+        + f" (n={evidence['n']} result steps; the paper's judge-expert bar {MIN_EVIDENCE_KAPPA})"
+    )
+    return {
+        "expert_file": str(path),
+        **tau,
+        "evidence": evidence,
+        "kappa": agreement(expert, traces),
+        "line": line,
+    }
 
 
 def _intervals_json(agents: dict, intervals: dict, seed: int) -> dict:

@@ -7,11 +7,15 @@ expert (or trusted) annotations. Unset, each claim is **inconclusive (control fa
 SEEKBENCH_DATA names a trace file)**, not measured, and the report says how to run them.
 Thresholds, fixed here before any run (issue 42):
 
-  (a) CE computed on a judge's labels (the rule judge re-annotates every step of the file) ranks
-      the agents as CE on the file's own labels does: Kendall τ >= CLAIM_A_MIN_TAU, bootstrap
-      over the file's (dataset, question) clusters. Controls: the file is supplied; the judge's
-      evidence level agrees with the file's (κ_E >= MIN_EVIDENCE_KAPPA, the paper's
-      judge-expert bar); CE is defined for >= 3 agents on both labels.
+  (a) CE computed on a judge's labels ranks the agents as CE on the file's own labels does:
+      Kendall τ >= CLAIM_A_MIN_TAU, bootstrap over the file's (dataset, question) clusters.
+      The judge: the paper's LLM judge where ``SEEKBENCH_JUDGED`` names a judged copy of the
+      file (``llm-methods seekbench judge $SEEKBENCH_DATA --judge http ... --out FILE``: the
+      same traces, ids and steps, every result step judged; else one line, exit 2), otherwise
+      the rule judge re-annotates every step. Controls: the file is supplied; the judge's
+      evidence level agrees with the file's (κ_E of those labels >= MIN_EVIDENCE_KAPPA, the
+      paper's judge-expert bar); CE is defined for >= 3 agents on both labels. The per-agent
+      metrics on the judge's labels and its κ per field are reported beside them.
   (b) CE separates two real agents that accuracy does not: on the file's labels, the pair of
       agents with the narrowest accuracy-difference interval (the largest |bound| smallest);
       control "an equal-accuracy pair exists": that interval lies within ±ACCURACY_MARGIN. The
@@ -43,6 +47,7 @@ import numpy as np
 
 from iclr26_common import Claim, Experiment, Precondition, Result, seed_everything
 from iclr26_common.effects import Effect, format_effect, t_effect, units_needed
+from llm_methods.seekbench.judged import JUDGED_ENV, judged_copy
 
 __all__ = [
     "EXPERIMENT",
@@ -570,24 +575,49 @@ def official_data() -> Path | None:
     return path
 
 
-def real_traces(path: Path, n_boot: int, judge: Any = None, seed: int = 0) -> dict[str, Any]:
-    """The numbers behind claims (a)-(c) on the trace file ``path``: ``judge`` (default the
-    rule judge) re-annotates every step; κ_E and κ per field against the file's labels; (a)'s τ
-    (:func:`official_tau`); (b), (c)'s pair on the file's labels (:func:`pair_differences`)."""
+def real_traces(
+    path: Path,
+    n_boot: int,
+    judge: Any = None,
+    seed: int = 0,
+    judged_file: tuple[Path, list[dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
+    """The numbers behind claims (a)-(c) on the trace file ``path``: the judge's labels are
+    ``judged_file`` (path, traces: a judged copy, ``SEEKBENCH_JUDGED``) where given, else
+    ``judge`` (default the rule judge) re-annotates every step; κ_E and κ per field against
+    the file's labels; (a)'s τ (:func:`official_tau`); the per-agent metrics on both labels;
+    (b), (c)'s pair on the file's labels (:func:`pair_differences`)."""
     from llm_methods.seekbench.data import read_traces
     from llm_methods.seekbench.judge import RuleJudge, agreement, annotate, evidence_agreement
+    from llm_methods.seekbench.metrics import METRICS, analyze
 
     traces = read_traces(path)
-    judged = annotate(traces, judge if judge is not None else RuleJudge())
+    if judged_file is not None:
+        judged = judged_file[1]
+        source = (
+            f"{JUDGED_ENV}={judged_file[0]} (sha256 "
+            f"{hashlib.sha256(judged_file[0].read_bytes()).hexdigest()[:16]})"
+        )
+    else:
+        judged = annotate(traces, judge if judge is not None else RuleJudge())
+        source = "rule judge"
     evidence = evidence_agreement(traces, judged)
     out = official_tau(traces, judged, n_boot, seed)
+
+    def per_agent(labelled: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+        rows = analyze(labelled, n_boot=0, seed=seed, km=False)["agents"]
+        return {a: {m: _finite(row[m]) for m in METRICS} for a, row in rows.items()}
+
     out.update(
         path=str(path),
         sha256=hashlib.sha256(path.read_bytes()).hexdigest()[:16],
         traces=len(traces),
+        judge=source,
         kappa_evidence=evidence.get("kappa", 0.0),  # no shared result step: fails
         evidence=evidence,
         kappa=agreement(traces, judged),
+        metrics_judge_labels=per_agent(judged),
+        metrics_expert_labels=per_agent(traces),
         pairs=pair_differences(traces, n_boot, seed),
     )
     return out
@@ -760,11 +790,12 @@ def _real_text(real: dict[str, Any]) -> str:
         if acc is not None
         else "no agent pair with an accuracy-difference interval"
     )
+    judge = real.get("judge", "rule judge")
     return (
-        f"Real traces: rule judge kappa_E {real['kappa_evidence']:.2f} vs the file's labels "
+        f"Real traces: {judge} kappa_E {real['kappa_evidence']:.2f} vs the file's labels "
         f"(all {real.get('evidence', {}).get('n', '?')} expert-labelled result steps)"
         + _lm_real_text(real.get("lm_judge_smollm2") or {})
-        + "; CE per agent (rule judge / expert): "
+        + f"; CE per agent ({'judged copy' if judge != 'rule judge' else judge} / expert): "
         + ", ".join(
             f"{a} {_num(j)}/{_num(g)}"
             for a, j, g in zip(real["agents"], real["ce_judge"], real["ce_expert"], strict=True)
@@ -850,8 +881,38 @@ def _details(
                 + " |"
                 for row in real["pairs"]["accuracy_by_pair"]
             ),
+            "",
+            *_judge_table(real),
         ]
     return "\n".join(lines)
+
+
+def _judge_table(real: dict[str, Any]) -> list[str]:
+    """The per-agent metrics on the judge's labels (expert labels in brackets) and the judge's
+    κ per field against the experts."""
+    judge, expert = real.get("metrics_judge_labels"), real.get("metrics_expert_labels")
+    if not judge or not expert:
+        return []
+    names = ("accuracy", "ce", "premature_rate", "overcautious_rate")
+    names = tuple(n for n in names if n in next(iter(judge.values())))
+    rows = [
+        f"Per-agent metrics on the labels of the {real.get('judge', 'rule judge')} (on the "
+        "expert labels in brackets); its kappa per field vs the experts: "
+        + (_fmt_kappas(real["kappa"]) or "none")
+        + ".",
+        "",
+        "| agent | " + " | ".join(names) + " |",
+        "|---|" + "---:|" * len(names),
+    ]
+    for agent, row in judge.items():
+        cells = [f"{_num(row[n])} ({_num(expert[agent][n])})" for n in names]
+        rows.append(f"| {agent} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def _finite(x: float) -> float | None:
+    """``x`` where finite, else None (undefined: JSON null, "undefined" in the report)."""
+    return float(x) if np.isfinite(x) else None
 
 
 def run(quick: bool, out_dir: Path) -> Result:
@@ -862,7 +923,8 @@ def run(quick: bool, out_dir: Path) -> Result:
     from llm_methods.seekbench.synth import CALIBRATION_CHAIN, PROFILES, synth_traces
 
     cfg = settings(quick)
-    data_path = official_data()  # a bad SEEKBENCH_DATA: before any work
+    data_path = official_data()  # a bad SEEKBENCH_DATA or SEEKBENCH_JUDGED: before any work
+    judged_file = judged_copy(read_traces(data_path) if data_path is not None else None)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rule = RuleJudge()
@@ -921,7 +983,11 @@ def run(quick: bool, out_dir: Path) -> Result:
             for n in agents
         }
         _plot(out_dir, analyses, agents)
-        real = real_traces(data_path, cfg["n_boot"]) if data_path is not None else None
+        real = (
+            real_traces(data_path, cfg["n_boot"], judged_file=judged_file)
+            if data_path is not None
+            else None
+        )
         lm_expert = (
             lm_real(read_traces(data_path), cfg.get("lm_real", 0), smollm2)
             if data_path is not None
@@ -939,7 +1005,8 @@ def run(quick: bool, out_dir: Path) -> Result:
     )
     metrics: dict[str, Any] = {
         "data": data,
-        "data_env": f"{DATA_ENV}={data_path}" if data_path is not None else f"{DATA_ENV} unset",
+        "data_env": (f"{DATA_ENV}={data_path}" if data_path is not None else f"{DATA_ENV} unset")
+        + (f"; {JUDGED_ENV}={judged_file[0]}" if judged_file is not None else ""),
         "pipeline_checks": [c.to_dict() for c in checks],
         "labels": "proxy: rule judge (checks); gold labels only for kappa and the gold column",
         "per_seed_judge_labels": per_seed,
