@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import textwrap
 import warnings
@@ -23,6 +25,7 @@ from iclr26_common.testing import (
 PKG = "fakelit_pkg"
 
 MODULE = """
+import os
 import sys
 
 import lightning as L
@@ -82,14 +85,21 @@ class Data(L.LightningDataModule):
 
 
 class Writer(BatchPredictionWriter):
-    # the base class collects "probs" rows by position; one line per prediction into
-    # preds.txt, and the same into preds-extra.txt
+    # the base class collects "probs" rows by position (every rank's under DDP); one line per
+    # prediction into preds.txt, and the same into preds-extra.txt. FAKELIT_FAIL=collect:R
+    # fails rank R while predicting, FAKELIT_FAIL=write fails rank 0's write.
 
     def __init__(self):
         super().__init__("preds.txt", "preds-extra.txt")
 
-    def on_predict_epoch_end(self, trainer, pl_module):
-        rows = self.gathered(trainer)
+    def collect(self, prediction, batch, batch_indices):
+        if os.environ.get("FAKELIT_FAIL") == f"collect:{int(os.environ.get('LOCAL_RANK', 0))}":
+            raise RuntimeError("rank failed while predicting")
+        super().collect(prediction, batch, batch_indices)
+
+    def write_rows(self, trainer, pl_module, rows):
+        if os.environ.get("FAKELIT_FAIL") == "write":
+            raise ValueError("rank 0 failed to write")
         text = "".join(f"{i} {float(v):.4f}\\n" for i, v in rows.items())
         for path in self.targets(trainer):
             self.path = self.write_output(path, text)
@@ -689,6 +699,87 @@ def test_ddp_two_cpu_processes_through_the_command_line(fake_site: Path, tmp_pat
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Starting with 2 processes" in proc.stderr
     assert [p.name for p in (tmp_path / "lightning_logs").rglob("config*.yaml")] == ["config.yaml"]
+
+
+def _fake_ddp(
+    fake_site: Path, cwd: Path, *args: str, fail: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The fake package's console script under DDP (two gloo processes) in ``cwd``; the
+    ``timeout`` is a guard against a hang, not a speed check."""
+    env = {**os.environ, "PYTHONPATH": str(fake_site), "OMP_NUM_THREADS": "1"}
+    env["ICLR26_DEVICE"] = "cpu"
+    env.pop("FAKELIT_FAIL", None)
+    env.update({"FAKELIT_FAIL": fail} if fail else {})
+    command = [sys.executable, str(fake_site / PKG / "cli.py"), *args, *DDP_CPU_ARGS]
+    return subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_ddp_predict_writes_one_file_with_every_row_once(
+    cli_main, fake_site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 39: under DDP every rank's rows reach rank 0, which writes the writer's files once,
+    in the split's order (7 rows: the ranks predict 4 and 3), as one process writes them; no
+    rank writes a file of its own. (rf-matid's first try hung: rank 0 alone read
+    ``trainer.log_dir``, a broadcast every rank must join.)"""
+    args = ["predict", "--config", "tiny", "--trainer.logger=false", "--data.n=7"]
+    single, ddp = tmp_path / "single", tmp_path / "ddp"
+    single.mkdir()
+    ddp.mkdir()
+    run = run_main(cli_main.main, [*args, f"--trainer.default_root_dir={single}"], capsys)
+    assert run.code == 0, run.err
+    proc = _fake_ddp(fake_site, ddp, *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Starting with 2 processes" in proc.stderr
+    assert sorted(p.name for p in ddp.iterdir()) == ["preds-extra.txt", "preds.txt"]
+    lines = (ddp / "preds.txt").read_text().splitlines()
+    assert [line.split()[0] for line in lines] == [str(i) for i in range(7)]
+    assert (ddp / "preds.txt").read_text() == (single / "preds.txt").read_text()
+    assert (ddp / "preds-extra.txt").read_text() == (single / "preds.txt").read_text()
+
+
+@pytest.mark.parametrize(
+    "fail",
+    [
+        "write",  # rank 0 fails writing; rank 1 waits in the barrier
+        pytest.param("collect:0", marks=pytest.mark.slow),  # rank 1 waits in the gather
+        pytest.param("collect:1", marks=pytest.mark.slow),  # rank 0 waits in the gather
+    ],
+)
+def test_ddp_predict_with_a_failing_rank_ends(fake_site: Path, tmp_path: Path, fail: str) -> None:
+    """A rank that fails in predict must not leave the other waiting for ever: its closed
+    connection ends the other's collective (gloo), the command exits non-zero, no file."""
+    proc = _fake_ddp(fake_site, tmp_path, "predict", "--config", "tiny", "--data.n=7", fail=fail)
+    assert proc.returncode != 0
+    assert "Starting with 2 processes" in proc.stderr, proc.stderr[-3000:]
+    message = "rank 0 failed to write" if fail == "write" else "rank failed while predicting"
+    assert message in proc.stderr, proc.stderr[-3000:]
+    assert not list(tmp_path.rglob("preds*"))
+
+
+@pytest.mark.slow
+def test_ddp_predict_refuses_an_earlier_file_in_the_loggers_folder_on_every_rank(
+    fake_site: Path, tmp_path: Path
+) -> None:
+    """With a logger the run folder is known only to the Trainer: every rank's writer refuses
+    the earlier file in ``setup`` (one line each, exit 2), before the config is saved beside
+    it (the writer's ``setup`` runs first) and before any batch."""
+    logger = [
+        "--trainer.logger=lightning.pytorch.loggers.CSVLogger",
+        "--trainer.logger.save_dir=.",
+        "--trainer.logger.version=0",
+    ]
+    args = ["predict", "--config", "tiny", "--data.n=7", *logger]
+    assert _fake_ddp(fake_site, tmp_path, *args).returncode == 0
+    folder = tmp_path / "lightning_logs" / "version_0"
+    before = (folder / "preds.txt").read_text()
+    proc = _fake_ddp(fake_site, tmp_path, *args)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    refusal = f"fakelit: error: predict: {Path('lightning_logs/version_0/preds.txt')}: exists"
+    assert proc.stderr.count(refusal) == 2, proc.stderr[-3000:]  # both ranks refuse
+    assert (folder / "preds.txt").read_text() == before
+    assert not (folder / "config-1.yaml").exists()
 
 
 def test_seed_everything_is_lightnings(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,11 +7,14 @@ import pytest
 import yaml
 
 from iclr26_common.testing import (
+    DDP_CPU_ARGS,
     CliContract,
     assert_one_line_error,
     fast_dev_args,
     fit_beside_users_config,
+    nonblank_lines,
     only_file,
+    run_console_script,
     run_ddp,
     shipped_configs,
 )
@@ -244,6 +247,77 @@ def test_fit_tiny_under_ddp_on_two_cpu_processes(tiny_dataset: Path, tmp_path: P
     assert config.relative_to(tmp_path).as_posix() == "lightning_logs/version_0/config.yaml"
     header = (config.parent / "metrics.csv").read_text().splitlines()[0]
     assert "val/acc" in header and "train/loss_epoch" in header
+
+
+def test_predict_under_ddp_writes_one_predictions_csv(tiny_dataset: Path, tmp_path: Path) -> None:
+    """Issue 39: under DDP (two gloo ranks) rank 0 writes the one predictions.csv, every test
+    sample once in the split's order, with the probabilities one process writes (each rank
+    wrote its own predictions-rank<R>.csv before). The checkpoint is trained for ten
+    batches so that no two test spectra share their probabilities (the comparison could fail);
+    a second DDP run into the same folder is refused in one line before any work."""
+    import csv
+
+    from rf_matid.data import RFMatIDDataModule
+
+    fitted = run_lightning_cli(
+        [
+            "fit",
+            "--config",
+            "tiny",
+            f"--data.init_args.data_dir={tiny_dataset}",
+            "--trainer.max_epochs=1",
+            "--trainer.limit_train_batches=10",
+            "--trainer.limit_val_batches=0",
+            "--trainer.logger=false",
+            "--trainer.enable_checkpointing=false",
+            "--trainer.enable_progress_bar=false",
+            f"--trainer.default_root_dir={tmp_path / 'fit'}",
+        ]
+    )
+    checkpoint = tmp_path / "fitted.ckpt"
+    fitted.trainer.save_checkpoint(checkpoint, weights_only=True)
+    single, ddp = tmp_path / "single", tmp_path / "ddp"
+    ddp.mkdir()
+    args = [
+        "predict",
+        "--config",
+        "tiny",
+        f"--data.init_args.data_dir={tiny_dataset}",
+        f"--ckpt_path={checkpoint}",
+        "--trainer.logger=false",
+        "--trainer.enable_progress_bar=false",
+    ]
+    assert main([*args, f"--trainer.default_root_dir={single}"]) in (0, None)
+    proc = run_ddp("rf-matid", [*args, f"--trainer.default_root_dir={ddp}"], ddp, timeout=600)
+    assert proc.stdout.count("wrote ") == 1, proc.stdout  # rank 0 alone
+    assert sorted(p.name for p in ddp.iterdir()) == ["config.yaml", "predictions.csv"]
+
+    def table(path: Path) -> tuple[list[tuple[str, str]], np.ndarray]:
+        with path.open(newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        keys = [(row["file"], row["label"]) for row in rows]
+        probs = [[float(v) for k, v in row.items() if k.startswith("prob_")] for row in rows]
+        return keys, np.array(probs)
+
+    keys, probs = table(ddp / "predictions.csv")
+    single_keys, single_probs = table(single / "predictions.csv")
+    assert keys == single_keys == RFMatIDDataModule(str(tiny_dataset)).sample_records("test")
+    atol = 2e-7  # two units of the last digit written (%.6g of probabilities ~0.06)
+    apart = np.abs(single_probs[:, None] - single_probs[None]).max(-1)
+    np.fill_diagonal(apart, np.inf)
+    assert apart.min() > 4 * atol, apart.min()  # every sample's row tells it from the others
+    np.testing.assert_allclose(probs, single_probs, rtol=0, atol=atol)
+
+    before = (ddp / "predictions.csv").read_bytes()
+    again = run_console_script(
+        "rf-matid", [*args, f"--trainer.default_root_dir={ddp}", *DDP_CPU_ARGS], ddp
+    )
+    assert again.returncode == 2, again.stderr[-3000:]
+    assert nonblank_lines(again.stderr) == [
+        f"rf-matid: error: predict: {ddp / 'predictions.csv'}: exists; pass --overwrite to "
+        "replace it"
+    ]
+    assert (ddp / "predictions.csv").read_bytes() == before
 
 
 def test_fit_saves_its_config_into_the_logger_run_directory(

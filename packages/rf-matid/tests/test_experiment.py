@@ -20,6 +20,7 @@ from rf_matid.experiment import (
     claims,
     per_seed_accuracy,
     report,
+    results_table,
     run,
     settings,
     shared_items,
@@ -264,3 +265,22 @@ def test_report_is_a_function_of_the_measured_numbers(benchmark_row: RowFactory)
     s1 = measurement.per_seed["material_id"]["S1"]
     assert f"S1 {100 * np.mean(s1):.1f} %" in result.summary
     assert result.metrics["timing_s"] == {"data": 12.0, "train_test": 345.0}
+
+
+def test_results_table_shows_no_spread_for_one_seed(benchmark_row: RowFactory) -> None:
+    """Issue 39: one seed has no spread; the table shows its value and n=1, not "± 0.0"."""
+    files = ["a.csv", "b.csv"]
+    rows = [_row(benchmark_row, split, 0, files, [1, 0]) for split in ("S1", "S3-mod1")]
+    config = {**settings(True), "seeds": [0]}
+    measurement = Measurement(
+        quick=True,
+        config=config,
+        rows=rows,
+        per_seed=per_seed_accuracy(rows, config["models"]),
+        data_seconds=1.0,
+        train_seconds=1.0,
+        workers=1,
+    )
+    table = results_table(measurement)
+    assert "| S1 | " in table and "| 50.0 | 50.0 (n=1) |" in table
+    assert "± 0.0" not in table

@@ -36,6 +36,8 @@ It gives every package the same behaviour:
   an earlier predict wrote there is refused in one line naming it and ``--overwrite``, before any
   model or data is loaded when the run folder is known from the options (no logger), and in any
   case before the first batch; ``predict --overwrite`` replaces it (atomically, mode 0644).
+  Under DDP the writer's files are written once, by rank 0, with every rank's predictions
+  (:meth:`BatchPredictionWriter.on_predict_epoch_end`).
 
 Importing this module imports torch and Lightning: import it inside the command that needs it.
 """
@@ -128,16 +130,21 @@ def check_prediction_file(path: str | Path, *, overwrite: bool = False) -> Path:
 
 class BatchPredictionWriter(BasePredictionWriter):
     """The packages' ``predict`` writers: collects every batch's ``predict_step`` output with
-    :meth:`collect` (``write_interval="batch"``) and writes at the end of the predict epoch.
+    :meth:`collect` (``write_interval="batch"``) and writes at the end of the predict epoch
+    (:meth:`on_predict_epoch_end`: a subclass implements :meth:`write_rows`).
     ``filename`` is the file written into the run folder (:meth:`target`), ``also`` any further
     files written beside it (all of them: ``filenames``); ``path`` holds the file written.
     Without sampler indices the loader is sequential: a batch's positions follow the
     :meth:`collected` ones, :meth:`batch_size` of them.
 
+    Under DDP (issue 39) :meth:`on_predict_epoch_end` writes the files once: each rank predicts
+    its share, rank 0 gets every rank's rows (:meth:`gathered`) and writes them in the split's
+    order, each position once; no rank writes a file of its own.
+
     The files follow the workspace rule (:func:`check_prediction_file`): :meth:`setup` refuses,
-    before the first batch, a file an earlier predict wrote unless ``overwrite`` (set from
-    ``predict --overwrite`` by :func:`run_cli`'s ``predict_writer``); write them with
-    :meth:`write_output` (checked again, atomic, mode 0644)."""
+    on every rank and before the first batch, a file an earlier predict wrote unless
+    ``overwrite`` (set from ``predict --overwrite`` by :func:`run_cli`'s ``predict_writer``);
+    write them with :meth:`write_output` (checked again, atomic, mode 0644)."""
 
     def __init__(self, filename: str, *also: str, overwrite: bool = False) -> None:
         super().__init__(write_interval="batch")
@@ -146,10 +153,15 @@ class BatchPredictionWriter(BasePredictionWriter):
         self.overwrite = overwrite
         self.path: Path | None = None
         self.rows: dict[int, Any] = {}
+        self.folder: Path | None = None  # the run folder, read by setup on every rank
 
     def target(self, trainer: Any) -> Path:
-        """``trainer.log_dir / filename`` (``log_dir`` is broadcast from rank 0)."""
-        return Path(trainer.log_dir or trainer.default_root_dir) / self.filename
+        """``filename`` in the run folder, ``trainer.log_dir``. Reading ``log_dir`` is a
+        broadcast from rank 0 that every rank must join (one rank alone waits for ever):
+        :meth:`setup` reads it on every rank and keeps it (``folder``) for the predict run, so
+        rank 0 alone may call this while writing."""
+        folder = self.folder or Path(trainer.log_dir or trainer.default_root_dir)
+        return folder / self.filename
 
     def targets(self, trainer: Any) -> list[Path]:
         """Every file of ``filenames`` in the run folder (:meth:`target`'s)."""
@@ -158,8 +170,14 @@ class BatchPredictionWriter(BasePredictionWriter):
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if stage == "predict":  # every rank sees the same files: all stop, none waits
+            self.folder = None  # a folder kept from an earlier predict is not this run's
+            self.folder = self.target(trainer).parent
             for path in self.targets(trainer):
                 check_prediction_file(path, overwrite=self.overwrite)
+
+    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if stage == "predict":
+            self.folder = None
 
     def write_output(self, path: Path, data: bytes | str) -> Path:
         """Write one output file: checked again (:func:`check_prediction_file`), then
@@ -192,8 +210,8 @@ class BatchPredictionWriter(BasePredictionWriter):
     def gathered(self, trainer: Any) -> dict[int, Any]:
         """Every rank's ``rows`` by position in the split, in the split's order (a position
         predicted twice, as DistributedSampler pads the last batch, is kept once): under DDP
-        each rank predicts its share and every rank gets them all (call it on every rank; rank
-        0 writes)."""
+        each rank predicts its share and every rank gets them all (a collective: call it on
+        every rank; rank 0 writes)."""
         rows = self.rows
         if trainer.world_size > 1:
             import torch.distributed as dist
@@ -202,6 +220,24 @@ class BatchPredictionWriter(BasePredictionWriter):
             dist.all_gather_object(parts, rows)
             rows = {index: row for part in parts for index, row in part.items()}
         return dict(sorted(rows.items()))
+
+    def on_predict_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        """Every rank's rows (:meth:`gathered`), written by rank 0 alone (:meth:`write_rows`);
+        then every rank waits for rank 0 (``strategy.barrier``), so ``predict`` returns on no
+        rank before the files are there. Every rank makes the same two collective calls, in
+        the same order; a rank that fails closes its connections, and the others' gather or
+        barrier then fails instead of waiting (gloo: "Connection closed by peer")."""
+        rows = self.gathered(trainer)
+        if trainer.is_global_zero:
+            self.write_rows(trainer, pl_module, rows)
+        trainer.strategy.barrier()
+
+    def write_rows(self, trainer: Any, pl_module: Any, rows: dict[int, Any]) -> None:
+        """Write the files from ``rows`` (every rank's, by position in the split, in its order):
+        called on rank 0 only, so without collectives (:meth:`target` is safe here,
+        ``trainer.log_dir`` is not). A subclass that keeps :meth:`on_predict_epoch_end`
+        implements it."""
+        raise NotImplementedError(f"{type(self).__name__} must implement write_rows")
 
     def write_on_batch_end(
         self,
@@ -469,7 +505,8 @@ class CLI(LightningCLI):
         _check_relaunch(trainer, self.raw_argv)
         trainer.callbacks.extend([ModelStamp(), InterruptedFit()])
         if self.predict_writer is not None and self.subcommand == "predict":
-            trainer.callbacks.append(self.predict_writer)
+            # first: its setup refuses an earlier file before the config is saved beside it
+            trainer.callbacks.insert(0, self.predict_writer)
         return trainer
 
 

@@ -347,7 +347,8 @@ def write_plots(measurement: Measurement, out_dir: Path) -> list[str]:
 
 
 def results_table(measurement: Measurement) -> str:
-    """Markdown: the primary model's sizes and accuracies per split, then every model."""
+    """Markdown: the primary model's sizes and accuracies per split, then every model. A split
+    of one seed shows its value and ``(n=1)``, no spread (as ``benchmark``'s table)."""
     from rf_matid.benchmark import markdown_table
 
     sizes = {r.split: (r.n_train, r.n_val, r.n_test) for r in measurement.rows}
@@ -358,10 +359,11 @@ def results_table(measurement: Measurement) -> str:
     ]
     for split in SPLITS:
         values = measurement.per_seed[PRIMARY_MODEL][split]
+        spread = f" ± {100 * stds[split]:.1f}" if len(values) > 1 else " (n=1)"
         lines.append(
             f"| {split} | {' / '.join(map(str, sizes[split]))} | "
             f"{' / '.join(f'{100 * v:.1f}' for v in values)} | "
-            f"{100 * primary[split]:.1f} ± {100 * stds[split]:.1f} |"
+            f"{100 * primary[split]:.1f}{spread} |"
         )
     return (
         "\n".join(lines)

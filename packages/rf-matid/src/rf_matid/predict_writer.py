@@ -6,17 +6,19 @@ log folder (``trainer.log_dir``: the logger's version folder, or ``default_root_
 logger), next to the saved ``config.yaml``. An earlier predict's ``predictions.csv`` there is
 refused in one line naming it and ``--overwrite`` (before the model or data is loaded when the
 run folder is ``default_root_dir``), and ``predict --overwrite`` replaces it: the rule of every
-package's ``predict`` (:func:`iclr26_common.lightning.check_prediction_file`). Under DDP each
-rank writes its own samples to ``predictions-rank<R>.csv``. Columns: ``file``
-(relative to the data folder), ``predicted``, ``label`` and one ``prob_<class>`` per class in the
-model's class order, as ``rf-matid predict-files`` writes them.
+package's ``predict`` (:func:`iclr26_common.lightning.check_prediction_file`). Under DDP
+(``--trainer.strategy ddp --trainer.devices N``) each rank predicts its share of the split and
+rank 0 writes the one ``predictions.csv`` with every sample once, in the split's order
+(:class:`iclr26_common.lightning.BatchPredictionWriter`); until 0.7.0 each rank wrote its
+own ``predictions-rank<R>.csv``. Columns: ``file`` (relative to the data folder), ``predicted``,
+``label`` and one ``prob_<class>`` per class in the model's class order, as ``rf-matid
+predict-files`` writes them.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,21 +32,24 @@ PREDICTIONS_FILE = "predictions.csv"
 
 class PredictionCSVWriter(BatchPredictionWriter):
     """Collects ``predict_step``'s ``probs`` [B, C] per batch and writes the CSV of the module
-    docstring at the end of the predict epoch. ``path`` holds the file written."""
+    docstring at the end of the predict epoch (rank 0, with every rank's rows). ``path`` holds
+    the file written."""
 
     def __init__(self, filename: str = PREDICTIONS_FILE, overwrite: bool = False) -> None:
         super().__init__(filename, overwrite=overwrite)  # rows: probs [C] by position
 
-    def on_predict_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        super().setup(trainer, pl_module, stage)
         datamodule = trainer.datamodule
-        if not hasattr(datamodule, "sample_records"):
-            raise TypeError(
+        if stage == "predict" and not hasattr(datamodule, "sample_records"):
+            raise TypeError(  # on every rank, before the first batch
                 "rf-matid predict writes predictions of an RFMatIDDataModule; got "
                 f"{type(datamodule).__name__}"
             )
-        rows = dict(sorted(self.rows.items()))  # this rank's, in the split's order
-        records = datamodule.sample_records("test")
-        names = list(pl_module.hparams.get("class_names") or datamodule.class_names)
+
+    def write_rows(self, trainer: Any, pl_module: Any, rows: dict[int, Any]) -> None:
+        records = trainer.datamodule.sample_records("test")
+        names = list(pl_module.hparams.get("class_names") or trainer.datamodule.class_names)
         table = io.StringIO(newline="")
         writer = csv.writer(table, lineterminator="\r\n")  # as predict-files writes
         writer.writerow(["file", "predicted", "label", *(f"prob_{name}" for name in names)])
@@ -52,13 +57,5 @@ class PredictionCSVWriter(BatchPredictionWriter):
             file, label = records[index]
             predicted = names[int(np.argmax(row))]
             writer.writerow([file, predicted, label, *(f"{p:.6g}" for p in row)])
-        self.path = self.write_output(self.targets(trainer)[0], table.getvalue())
+        self.path = self.write_output(self.target(trainer), table.getvalue())
         print(f"wrote {self.path} ({len(rows)} spectra, {len(names)} classes)", flush=True)
-
-    def targets(self, trainer: Any) -> list[Path]:
-        """``predictions.csv`` in the run folder; under DDP each rank's own
-        ``predictions-rank<R>.csv`` (no collective at the end of predict)."""
-        path = self.target(trainer)
-        if trainer.world_size > 1:
-            path = path.with_name(f"{path.stem}-rank{trainer.global_rank}{path.suffix}")
-        return [path]
