@@ -54,7 +54,8 @@ __all__ = [
 #: Wall seconds (full, quick) of each experiment: full runs from the root README's table (the
 #: walls of the 2026-12-07 13:35 full run, commit 43a8cc5, packed on 2 idle CPU cores; pgllm ran
 #: loaded there (1618 s at load 6-9): its entry is its CPU time alone, 531 s, measured after), quick runs
-#: 2026-12-05 (``-j 1``). Only used where this mode's folder holds no
+#: 2026-12-05 (``-j 1``); LTPO: the CPU time of its 2026-12-07 run with the shared control
+#: first. Only used where this mode's folder holds no
 #: result of the experiment with a recorded ``wall_s``.
 FALLBACK_WALL_S: dict[str, tuple[float, float]] = {
     "atomistic-scaling.scaling": (297, 25),
@@ -65,7 +66,7 @@ FALLBACK_WALL_S: dict[str, tuple[float, float]] = {
     "llm-methods.dispersion.correlation": (273, 15),
     "llm-methods.dispersion.pushaway": (350, 20),
     "llm-methods.linguamap.selective_ft": (488, 26),
-    "llm-methods.ltpo": (433, 22),
+    "llm-methods.ltpo": (150, 16),  # 2026-12-07: CPU time of its run with the shared control first
     "llm-methods.mas2": (63, 9),
     "llm-methods.mbok": (579, 28),
     "llm-methods.meta_router": (310, 14),
