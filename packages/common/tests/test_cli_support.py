@@ -103,6 +103,28 @@ def _dispatch_raising(error: BaseException):  # type: ignore[no-untyped-def]
     return dispatch
 
 
+def test_a_bad_device_variable_stops_every_command_before_it_starts(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36 review: ``ICLR26_DEVICE=gpu atomistic-scaling sweep --out sw9`` was a 40-line
+    traceback after it had made ``sw9/`` and marked it partial (the rerun was refused). Every
+    console script checks the variable before its command: one line, exit 2, nothing run."""
+    ran: list[list[str]] = []
+    monkeypatch.setenv("ICLR26_DEVICE", "gpu")
+    monkeypatch.delenv("X_TB", raising=False)
+    with pytest.raises(SystemExit) as exc:
+        run_with_one_line_errors(
+            "p", ran.append, ["--out", "sw9"], is_user=lambda e: False, traceback_env="X_TB"
+        )
+    assert exc.value.code == 2 and ran == []
+    assert capsys.readouterr().err == (
+        "p: error: ICLR26_DEVICE=gpu: not a device; use cpu, cuda or cuda:N\n"
+    )
+    monkeypatch.setenv("ICLR26_DEVICE", "cpu")
+    run_with_one_line_errors("p", ran.append, ["x"], is_user=lambda e: False, traceback_env="X_TB")
+    assert ran == [["x"]]
+
+
 def test_run_with_one_line_errors(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -48,6 +48,27 @@ def test_forced_cuda_without_gpu_names_the_variable(monkeypatch):
     assert dev.used_devices() == []
 
 
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("cuda", "ICLR26_DEVICE=cuda: PyTorch sees no CUDA device on this machine"),
+        ("gpu", "ICLR26_DEVICE=gpu: not a device; use cpu, cuda or cuda:N"),
+    ],
+)
+def test_a_bad_device_variable_is_a_user_error(monkeypatch, value, message):
+    """Issue 36 review: ``ICLR26_DEVICE=cuda`` without a GPU, or ``=gpu``, was a 31-line
+    ``RuntimeError`` traceback in every command; now a user error (one line, exit 2), still a
+    ``RuntimeError`` for callers that catch it."""
+    from iclr26_common.cli_support import UsageError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv(dev.DEVICE_ENV, value)
+    with pytest.raises(UsageError) as info:
+        dev.choose_device()
+    assert str(info.value) == message and isinstance(info.value, RuntimeError)
+    assert dev.used_devices() == []
+
+
 def test_prefer_overrides_env_and_is_recorded(monkeypatch):
     monkeypatch.setenv(dev.DEVICE_ENV, "cuda")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)

@@ -585,7 +585,7 @@ def test_forced_missing_cuda_is_a_one_line_error(
 ) -> None:
     monkeypatch.setenv("ICLR26_DEVICE", "cuda")
     line = assert_one_line_error(cli_main.main, ["fit", "--config", "tiny"], capsys)
-    assert "ICLR26_DEVICE='cuda' but PyTorch sees no CUDA device" in line
+    assert "ICLR26_DEVICE=cuda: PyTorch sees no CUDA device" in line
 
 
 def test_package_bug_keeps_its_traceback(
@@ -641,6 +641,7 @@ def test_cuda_index_reaches_the_trainer(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: f"Fake{i}")
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setenv("ICLR26_DEVICE", "cuda:1")
     assert device.lightning_devices() == [1]
     seen: dict[str, object] = {}

@@ -470,9 +470,13 @@ def run_with_one_line_errors(
     exception propagates with its traceback. Ctrl-C (``KeyboardInterrupt``) ends with one line
     ``PROG: interrupted`` and ``SystemExit(130)`` (the traceback only with ``traceback_env``),
     also when a Lightning fit caught the Ctrl-C itself (it exits with status 1 after its
-    shutdown; :data:`INTERRUPTED` says the exit came from a Ctrl-C)."""
+    shutdown; :data:`INTERRUPTED` says the exit came from a Ctrl-C). A set ``$ICLR26_DEVICE``
+    is checked before ``dispatch`` (:func:`iclr26_common.device.check_device_env`)."""
     INTERRUPTED.clear()
     try:
+        from iclr26_common.device import check_device_env
+
+        check_device_env()  # a bad $ICLR26_DEVICE stops the command before any work
         return dispatch(list(argv))
     except KeyboardInterrupt:
         if os.environ.get(traceback_env):

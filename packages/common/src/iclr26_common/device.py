@@ -14,11 +14,15 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from iclr26_common.cli_support import UsageError
+
 if TYPE_CHECKING:
     import torch
 
 __all__ = [
     "DEVICE_ENV",
+    "DeviceError",
+    "check_device_env",
     "choose_device",
     "describe_device",
     "lightning_accelerator",
@@ -32,6 +36,13 @@ __all__ = [
 ]
 
 DEVICE_ENV = "ICLR26_DEVICE"
+
+
+class DeviceError(UsageError, RuntimeError):
+    """A device named in ``--device`` or ``$ICLR26_DEVICE`` that is not one, or that PyTorch
+    cannot see here: a user error (one line, exit 2), and a ``RuntimeError`` for callers that
+    caught :func:`choose_device`'s earlier error."""
+
 
 _USED_DEVICES: list[str] = []
 _USED_THREADS: list[int] = []
@@ -47,47 +58,68 @@ def choose_device(prefer: str | None = None) -> torch.device:
     sees a GPU, else the CPU. The choice is recorded (see :func:`used_devices`).
 
     ``prefer`` is for code that must run on one device (e.g. a CPU-only library call); it still
-    records what was used. A forced CUDA device that PyTorch cannot see raises ``RuntimeError``
-    naming the variable.
+    records what was used. ``$ICLR26_DEVICE`` is checked as :func:`parse_device_option` checks
+    ``--device``: a value that is not a device, or a CUDA device PyTorch cannot see, is a
+    :class:`DeviceError` naming the variable (one line, exit 2 from every command; a
+    ``RuntimeError`` too, for callers that catch that).
     """
     import torch
 
-    choice = prefer or _forced()
+    if prefer is None and (forced := _forced()) is not None:
+        device = _checked(forced, f"{DEVICE_ENV}={forced}", types=None)
+        record_device(device)
+        return device
+    choice = prefer
     if choice is None:
         choice = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(choice)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"{DEVICE_ENV}={choice!r} but PyTorch sees no CUDA device")
+        raise DeviceError(f"{choice!r}: PyTorch sees no CUDA device")
     record_device(device)
+    return device
+
+
+def check_device_env() -> None:
+    """``$ICLR26_DEVICE``, when set, checked as :func:`choose_device` will check it (a
+    :class:`DeviceError` naming the variable), without recording a choice: every console script
+    calls it before its command starts (:func:`iclr26_common.cli_support.run_with_one_line_errors`),
+    so a bad value stops a command before it makes a folder or does any work. Unset: nothing
+    is imported."""
+    forced = _forced()
+    if forced is not None:
+        _checked(forced, f"{DEVICE_ENV}={forced}", types=None)
+
+
+def _checked(value: str, named: str, types: tuple[str, ...] | None) -> torch.device:
+    """``value`` as a torch device that this machine has: a :class:`DeviceError` starting with
+    ``named`` otherwise. ``types``: the device types allowed (``None``: any torch knows, e.g.
+    ``meta`` in tests through ``$ICLR26_DEVICE``)."""
+    import torch
+
+    text = str(value).strip().lower()
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise DeviceError(f"{named}: not a device; use cpu, cuda or cuda:N") from None
+    if types is not None and device.type not in types:
+        raise DeviceError(f"{named}: not a device; use cpu, cuda or cuda:N")
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise DeviceError(f"{named}: PyTorch sees no CUDA device on this machine")
+        if device.index is not None and device.index >= count:
+            raise DeviceError(f"{named}: PyTorch sees {count} CUDA device(s) (0..{count - 1})")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise DeviceError(f"{named}: PyTorch sees no MPS device on this machine")
     return device
 
 
 def parse_device_option(value: str, option: str = "--device") -> torch.device:
     """The device a user named in ``option``, checked before any work: ``cpu``, ``cuda``,
     ``cuda:N`` or ``mps``. A name that is not a device, or a CUDA device PyTorch cannot see
-    here, is a :class:`~iclr26_common.cli_support.UsageError` naming the option (one line,
-    exit 2). The choice is recorded like :func:`choose_device`'s."""
-    import torch
-
-    from iclr26_common.cli_support import UsageError
-
-    text = str(value).strip().lower()
-    try:
-        device = torch.device(text)
-    except (RuntimeError, ValueError):
-        raise UsageError(f"{option} {value}: not a device; use cpu, cuda or cuda:N") from None
-    if device.type not in ("cpu", "cuda", "mps"):
-        raise UsageError(f"{option} {value}: not a device; use cpu, cuda or cuda:N")
-    if device.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0:
-            raise UsageError(f"{option} {value}: PyTorch sees no CUDA device on this machine")
-        if device.index is not None and device.index >= count:
-            raise UsageError(
-                f"{option} {value}: PyTorch sees {count} CUDA device(s) (0..{count - 1})"
-            )
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise UsageError(f"{option} {value}: PyTorch sees no MPS device on this machine")
+    here, is a :class:`DeviceError` (a :class:`~iclr26_common.cli_support.UsageError`) naming
+    the option (one line, exit 2). The choice is recorded like :func:`choose_device`'s."""
+    device = _checked(value, f"{option} {value}", types=("cpu", "cuda", "mps"))
     record_device(device)
     return device
 
