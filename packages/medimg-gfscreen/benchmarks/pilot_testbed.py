@@ -5,9 +5,10 @@ Each variant runs the experiment's own seed-0 chain (``measurement._datamodule``
 variant's testbed, negatives and crop ratio; ``GFScreenModule(**MODEL_KW)`` trained jointly
 through ``measurement.make_trainer(80)``; ``measurement.evaluate`` on the variant's shared
 16-case test set, generator seed 1000, alternately one lesion and healthy, with the variant's
-mimics; then ``measurement.separability`` for 40 epochs), in that order, so that the seed 0 of
-a full run on an adopted variant repeats its pilot. Then one pass over the training loader
-counts the crops holding a lesion voxel. ``separability_only`` variants skip Focus.
+mimics; then ``measurement.separability`` for the steps of ``measurement.settings``), in that
+order, so that the seed 0 of a full run on an adopted variant repeats its pilot. Then one
+pass over the training loader counts the crops holding a lesion voxel. ``separability_only``
+variants skip Focus.
 
 The variants and the pass rule (the experiment's own controls: sliding-window per-case recall
 >= 0.5 and DSC >= 0.1 on the lesion cases; separability AUROC >= 0.7) were written down before
@@ -127,7 +128,7 @@ def pilot(name: str, seed: int = 0) -> dict[str, Any]:
         if volumes is None:
             volumes = m._volumes(dm)
         t0 = time.perf_counter()
-        control = m.separability(dm, volumes, config["separability_epochs"], seed)
+        control = m.separability(dm, volumes, config["separability_steps"], seed)
         out["separability_s"] = time.perf_counter() - t0
         out["separability_auroc"] = control["auroc"]
         out["lesion_tile_rate"] = control["lesion_tile_rate"]

@@ -291,7 +291,7 @@ def test_report_text_is_a_function_of_the_numbers() -> None:
     assert "Claims: (a) held; (b1) held; (c) held." in text.summary
     assert "(a) 0 pts [0, 0] vs >= -5 (exact" in text.summary
     assert text.scale.startswith("8 train / 4 test synthetic CT volumes")
-    assert "CE-only control Glance 2 epochs" in text.scale
+    assert "CE-only control Glance 4 steps of 8 + 8 grid tiles" in text.scale
     assert "per seed: 0.625." in text.details
     assert "training 12 s, evaluation 3 s, total 20 s; torch threads 2." in text.details
     assert "Ablations" not in text.details

@@ -113,3 +113,78 @@ def test_checkpoint_errors_of_export_and_screen_name_the_option(
     ]
     line = assert_one_line_error(main, args, capsys, prog=PROG)
     assert not line.startswith(f"{PROG}--ckpt"), line
+
+
+def test_checkpoint_messages_name_the_option_only_when_one_gave_the_file(
+    tmp_path: Path, tiny_weights: Path, synth_dir: Path, capsys
+) -> None:
+    """The option travels into the loader (``load_weights(path, option=)``), not prefixed after
+    the fact: the Python API keeps ``checkpoint PATH``/``PATH: ...``, the command ``--ckpt
+    PATH ...``, for every message about the file (a file without weights, an official
+    ``state_dict`` with stray keys, hyperparameters the module refuses)."""
+    from medimg_gfscreen.io import GFScreenFormatError
+    from medimg_gfscreen.official import to_official_state_dict
+    from medimg_gfscreen.screen import load_screen_module, load_weights
+
+    empty = tmp_path / "empty.pt"
+    torch.save({"something": torch.zeros(1)}, empty)
+    tiny = torch.load(tiny_weights, weights_only=True)
+    official = tmp_path / "official.pt"
+    state = to_official_state_dict(tiny["focus"], tiny["glance"]) | {"stray.weight": torch.ones(1)}
+    torch.save({"epoch": 1, "state_dict": state}, official)
+    bad_hparams = tmp_path / "bad.pt"
+    torch.save({**tiny, "hparams": {**tiny["hparams"], "roi_size": "not a size"}}, bad_hparams)
+    cases = [
+        (empty, f"checkpoint {empty} holds no Focus and Glance weights"),
+        (official, f"{official}: official state_dict has unexpected keys ['stray.weight']"),
+        (bad_hparams, f"checkpoint {bad_hparams}: bad hparams"),
+    ]
+    image = sorted((synth_dir / "imagesTr").glob("*_0000.nii.gz"))[0]
+    for path, says in cases:
+        with pytest.raises(GFScreenFormatError) as error:
+            load_screen_module(path)
+        assert str(error.value).startswith(says), error.value
+        with pytest.raises(GFScreenFormatError) as error:
+            load_screen_module(path, option="--weights")
+        named = says.removeprefix("checkpoint ")
+        assert str(error.value).startswith(f"--weights {named}"), error.value
+        args = ["screen", str(image), "--ckpt", str(path), "--out", str(tmp_path / "m.nii.gz")]
+        line = assert_one_line_error(main, [*args, "--quiet"], capsys, prog=PROG)
+        assert line.startswith(f"{PROG}--ckpt {named}"), line
+    with pytest.raises(FileNotFoundError, match=f"^{tmp_path / 'gone.pt'}: no such checkpoint"):
+        load_weights(tmp_path / "gone.pt")
+
+
+def test_synth_into_an_interrupted_folder_offers_overwrite_not_resume(
+    tmp_path: Path, capsys
+) -> None:
+    """``synth`` has no ``--resume``; its folder check (``check_out_folder`` called directly)
+    took the resumable default and told the user to "pass --resume", an option ``synth``
+    refuses. Through common's ``check_output_options`` the hint is ``--overwrite`` alone."""
+    from iclr26_common.outputs import PARTIAL_MARKER
+
+    folder = tmp_path / "cut"
+    folder.mkdir()
+    (folder / PARTIAL_MARKER).write_text("")
+    (folder / "synth_000_0000.nii.gz").write_bytes(b"half")
+    line = assert_one_line_error(main, ["synth", "--out", str(folder)], capsys, prog=PROG)
+    assert line == (
+        f"{PROG}--out {folder}: holds the partial results of an interrupted run; pass "
+        "--overwrite to start again"
+    ), line
+
+
+def test_screen_table_follows_the_outs_overwrite_rule(
+    tmp_path: Path, tiny_weights: Path, synth_dir: Path, capsys
+) -> None:
+    """``--table`` is checked by the same rule as ``--out`` (before any work) and replaced by the
+    same ``--overwrite``."""
+    image = sorted((synth_dir / "imagesTr").glob("*_0000.nii.gz"))[0]
+    out, table = tmp_path / "m.nii.gz", tmp_path / "t.csv"
+    table.write_text("earlier\n")
+    args = ["screen", str(image), "--ckpt", str(tiny_weights), "--out", str(out), "--quiet"]
+    line = assert_one_line_error(main, [*args, "--table", str(table)], capsys, prog=PROG)
+    assert line == f"{PROG}--table {table}: exists; pass --overwrite to replace it", line
+    assert not out.exists() and table.read_text() == "earlier\n"
+    assert main([*args, "--table", str(table), "--overwrite"]) == 0
+    assert out.is_file() and table.read_text().startswith("case,tile")

@@ -1,5 +1,6 @@
-"""The separability control's training and evaluation (issue 37): its Glance sees new crops in
-every epoch, and its tile AUROC scores the right tiles in the right direction."""
+"""The separability control's training and evaluation (issue 37): its Glance trains on tiles of
+the training volumes' grid, the kind of sample it is scored on, and its tile AUROC scores the
+right tiles in the right direction."""
 
 from __future__ import annotations
 
@@ -25,18 +26,33 @@ def _datamodule(synth_dir: Path, cache: Path):
     )
 
 
-def test_the_control_glance_sees_new_crops_every_epoch(
+def _is_grid_tile(sample: torch.Tensor, tiles: list[torch.Tensor]) -> bool:
+    """Whether ``sample [1, *ROI]`` is one of ``tiles`` flipped and / or rotated in X-Y."""
+    variants = []
+    for k in range(4):
+        turned = torch.rot90(sample, k, dims=(1, 2))
+        for mask in range(8):
+            dims = tuple(d for bit, d in enumerate((1, 2, 3)) if mask >> bit & 1)
+            variants.append(torch.flip(turned, dims) if dims else turned)
+    return any(torch.equal(v, tile) for tile in tiles for v in variants)
+
+
+def test_the_control_trains_on_grid_tiles_of_the_training_volumes(
     synth_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Before 2026-12-07 ``separability`` built a training loader per epoch. MONAI's loader
-    (``num_workers=0``) seeds its crops from torch's generator when it is built and then
-    restores that generator, which only the sampler's one draw per epoch moves on: from the
-    second epoch on every epoch drew the same crops in the same order, and the control Glance
-    learned them by heart. This records the crops the control trains on in three epochs: each
-    epoch's differ from the others' (the old code fails: epochs 2 and 3 were equal)."""
+    """Before 2026-12-07 21:00 UTC the control trained on the training crops
+    (``RandCropByPosNegLabeld``): positives centred on a lesion voxel never held air, lesion-free
+    negatives often did, and the Glance learned "air" (README, "Why a supervised Glance did not
+    separate large lesions"). Now each sample is a tile of the overlap-0.75 grid of a training
+    volume (flipped / rotated as the training chain does), half of each batch tiles holding a
+    lesion voxel, labelled so. The old
+    code fails: its crops sit anywhere, not on the grid."""
     import medimg_gfscreen.model as model
+    from medimg_gfscreen.control import grid_tiles
 
     seen: list[torch.Tensor] = []
+    targets: list[torch.Tensor] = []
+    ce = model.glance_ce_loss
 
     class Recording(model.Glance):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -44,29 +60,28 @@ def test_the_control_glance_sees_new_crops_every_epoch(
                 seen.append(x.detach().clone())
             return super().forward(x)
 
+    def labelled(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        targets.append(target.clone())
+        return ce(logits, target)
+
     monkeypatch.setattr(model, "Glance", Recording)
+    monkeypatch.setattr(model, "glance_ce_loss", labelled)
     dm = _datamodule(synth_dir, tmp_path / "cache")
     dm.setup("fit")
-    volumes = m._volumes(dm)[:1]
-    out = m.separability(dm, volumes, epochs=3, seed=0)
-    assert out["steps"] == len(seen) and len(seen) % 3 == 0
-    k = len(seen) // 3
-    epochs = [torch.cat(seen[i * k : (i + 1) * k]) for i in range(3)]
-    for a, b in ((0, 1), (1, 2), (0, 2)):
-        assert epochs[a].shape == epochs[b].shape
-        assert not torch.equal(epochs[a], epochs[b]), (a, b)
-
-
-def test_epochs_of_passes_over_one_loader() -> None:
-    loaders: list[int] = []
-
-    class Loader:
-        def __iter__(self):
-            loaders.append(1)
-            return iter([1, 2])
-
-    assert list(m.epochs_of(Loader(), 3)) == [1, 2] * 3
-    assert list(m.epochs_of(Loader(), 0)) == []
+    training = m._volumes(dm, dm.train_key)
+    out = m.separability(dm, m._volumes(dm)[:1], steps=3, seed=0)
+    assert out["steps"] == 3 == len(seen) == len(targets)
+    assert 0 <= out["train_tile_auroc"] <= 1
+    tiles = {True: [], False: []}
+    for index, tile, lesion in grid_tiles(training, m.ROI, m.OVERLAP):
+        tiles[lesion].append(torch.as_tensor(training[index][1][0][(slice(None), *tile)]))
+    assert tiles[True] and tiles[False]
+    for images, labels in zip(seen, targets, strict=True):
+        assert images.shape == (2 * m.CONTROL_PER_CLASS, 1, *m.ROI)
+        assert int(labels.sum()) == m.CONTROL_PER_CLASS
+        for sample, label in zip(images, labels.tolist(), strict=True):
+            assert _is_grid_tile(sample, tiles[bool(label)])
+    assert not torch.equal(seen[0], seen[1])  # new tiles every step
 
 
 class _BrightestVoxel(nn.Module):
@@ -118,3 +133,20 @@ def test_tile_auroc_counts_ties_as_half() -> None:
     assert m.tile_auroc([0.1, 0.9], [True, False]) == 0.0
     assert m.tile_auroc([0.5, 0.5], [True, False]) == 0.5
     assert m.tile_auroc([0.5], [True]) != m.tile_auroc([0.5], [True])  # NaN: one class empty
+
+
+def test_tile_batches_draw_each_class_and_label_it() -> None:
+    """On a volume with one bright lesion: every batch holds ``per_class`` tiles holding a lesion
+    voxel (each with a bright voxel, flips and rotations keep it) and as many without; the
+    draws follow the seed."""
+    from medimg_gfscreen.control import tile_batches
+
+    volume = _volume_with_a_bright_lesion()
+    batches = list(tile_batches([volume], m.ROI, m.OVERLAP, steps=4, per_class=3, seed=5))
+    assert len(batches) == 4
+    for images, labels in batches:
+        assert images.shape == (6, 1, *m.ROI) and labels.tolist().count(1) == 3
+        bright = images.flatten(1).amax(1) == 1.0
+        assert bright.tolist() == [bool(v) for v in labels.tolist()]
+    again = list(tile_batches([volume], m.ROI, m.OVERLAP, steps=4, per_class=3, seed=5))
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(batches, again, strict=True))

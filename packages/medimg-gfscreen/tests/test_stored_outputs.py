@@ -17,9 +17,9 @@ and compares with ``tests/data/stored_outputs/gfscreen_models.npz`` (written by 
 the issue-29 refactor; sidecar ``gfscreen_models.json`` with seeds, cases and versions), so that
 a refactor that changes numbers fails here. Cases: the ``tiny`` config's networks (UNet Focus,
 ResNet-18 Glance with BatchNorm), the ``iclr26 reproduce`` miniature's (``measurement.MODEL_KW``:
-UNet Focus, GroupNorm Glance, overlap 0.75) and a small SwinUNETR-v2 Focus with a ResNet-10 Glance
-(the paper's architectures, shrunk). Regenerate (only when a change of numbers is intended, and
-say so in the commit) with
+UNet Focus, GroupNorm Glance with a per-channel stem since 2026-12-07, overlap 0.75) and a
+small SwinUNETR-v2 Focus with a ResNet-10 Glance (the paper's architectures, shrunk).
+Regenerate (only when a change of numbers is intended, and say so in the commit) with
 
     OMP_NUM_THREADS=1 .venv/bin/python packages/medimg-gfscreen/tests/test_stored_outputs.py \
         --regenerate

@@ -25,8 +25,6 @@ from iclr26_common.cli_support import (
 from iclr26_common.outputs import (
     RESUME_HELP,
     add_output_options,
-    check_out_file,
-    check_out_folder,
     check_output_options,
     overwrite_help,
 )
@@ -202,7 +200,7 @@ def synth_main(argv: Sequence[str]) -> int:
         parser.error("--n must be >= 2 (a training and a validation case)")
     if not 0 < ns.val_fraction < 1:
         parser.error("--val-fraction must be in (0, 1)")
-    out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before any work
+    out = check_output_options(ns)  # before any work; synth has no --resume
     from medimg_gfscreen.synth import generate_dataset
 
     with out:
@@ -234,7 +232,8 @@ def datalist_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--seed", type=int, default=0)
     ns = parser.parse_args(list(argv))
-    out = check_out_file(ns.out or ns.root / "datalist.json", overwrite=ns.overwrite)
+    ns.out = ns.out or ns.root / "datalist.json"
+    out = check_output_options(ns, kind="file")
     from medimg_gfscreen.io import discover_cases, write_datalist
 
     cases = discover_cases(ns.root)
@@ -306,13 +305,16 @@ def screen_main(argv: Sequence[str]) -> int:
     ns = parser.parse_args(list(argv))
     if ns.overlap is not None and not 0 <= ns.overlap < 1:
         parser.error("--overlap must be in [0, 1)")
-    check_out_file(ns.out, overwrite=ns.overwrite)  # before any work
+    check_output_options(ns, kind="file")  # before any work
     if not ns.out.name.endswith((".nii.gz", ".nii")):
         parser.error(f"--out {ns.out}: must end with .nii.gz or .nii")
     table = ns.table if ns.table is not None else _tiles_table_path(ns.out)
     if table.resolve() == ns.out.resolve():
         parser.error(f"--table {table}: is --out")
-    check_out_file(table, option="--table", overwrite=ns.overwrite)
+    # the second output: the same rule, under the same --overwrite
+    check_output_options(
+        SimpleNamespace(table=table, overwrite=ns.overwrite), kind="file", option="--table"
+    )
     from iclr26_common.device import choose_device, parse_device_option
     from iclr26_common.outputs import write_text
     from medimg_gfscreen.screen import screen_file, tiles_table
@@ -324,21 +326,21 @@ def screen_main(argv: Sequence[str]) -> int:
             device = str(choose_device())
         except RuntimeError as error:  # ICLR26_DEVICE names a device torch cannot see
             parser.error(str(error))
-    with _naming("--ckpt", ns.ckpt):
-        info = screen_file(
-            ns.image,
-            ns.ckpt,
-            ns.out,
-            device,
-            ns.region,
-            ns.threshold,
-            ns.overlap,
-            progress=not ns.quiet,
-            overwrite=ns.overwrite,
-            prenormalized=ns.prenormalized,
-            check_hu=ns.check_hu,
-            allow_mismatch=ns.allow_mismatch,
-        )
+    info = screen_file(
+        ns.image,
+        ns.ckpt,
+        ns.out,
+        device,
+        ns.region,
+        ns.threshold,
+        ns.overlap,
+        progress=not ns.quiet,
+        overwrite=ns.overwrite,
+        prenormalized=ns.prenormalized,
+        check_hu=ns.check_hu,
+        allow_mismatch=ns.allow_mismatch,
+        ckpt_option="--ckpt",
+    )
     write_text(table, tiles_table(info))
     if not ns.quiet:
         pre = info["preprocessing"]
@@ -366,24 +368,6 @@ def screen_main(argv: Sequence[str]) -> int:
     return 0
 
 
-@contextlib.contextmanager
-def _naming(option: str, path: Path):
-    """Errors about the checkpoint ``path`` (``PATH: ...``, ``checkpoint PATH ...``) start with
-    the ``option`` that gave it, as ``--ckpt_path``'s do: ``--ckpt PATH: a checkpoint of
-    rf-matid (...), not of medimg-gfscreen``. Other errors (about the image) pass unchanged."""
-    from medimg_gfscreen.io import GFScreenFormatError
-
-    try:
-        yield
-    except (GFScreenFormatError, FileNotFoundError, IsADirectoryError) as error:
-        message, name = str(error), str(path)
-        if message.startswith(f"checkpoint {name}"):
-            message = message[len("checkpoint ") :]
-        if not message.startswith(name):
-            raise
-        raise type(error)(f"{option} {message}") from None
-
-
 def _tiles_table_path(mask: Path) -> Path:
     """``screen``'s default table: ``MASK.tiles.csv`` beside the mask (``.nii.gz`` dropped)."""
     stem = mask.name[: -len(".nii.gz")] if mask.name.endswith(".nii.gz") else mask.stem
@@ -399,7 +383,7 @@ def export_main(argv: Sequence[str]) -> int:
     parser.add_argument("--ckpt", type=Path, required=True)
     add_output_options(parser, kind="file", help="the .pt to write")
     ns = parser.parse_args(list(argv))
-    out = check_out_file(ns.out, overwrite=ns.overwrite)  # before any work
+    out = check_output_options(ns, kind="file")  # before any work
     import io
 
     import torch
@@ -407,9 +391,8 @@ def export_main(argv: Sequence[str]) -> int:
     from iclr26_common.outputs import write_bytes
     from medimg_gfscreen.screen import load_screen_module, load_weights
 
-    with _naming("--ckpt", ns.ckpt):
-        weights = load_weights(ns.ckpt)
-        module = load_screen_module(ns.ckpt, weights=weights)
+    weights = load_weights(ns.ckpt, option="--ckpt")
+    module = load_screen_module(ns.ckpt, weights=weights, option="--ckpt")
     buffer = io.BytesIO()
     torch.save(module.export_weights(weights["preprocessing"]), buffer)
     write_bytes(out, buffer.getvalue())

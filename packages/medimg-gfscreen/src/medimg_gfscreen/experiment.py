@@ -26,7 +26,7 @@ was added in review, is no paper claim, and cannot hold at the paper's cost rati
 
 Controls: Focus learned (sliding-window lesion recall >= ``MIN_SLIDING_RECALL`` and DSC on
 lesion cases >= ``MIN_SLIDING_DSC``; all claims); a supervised Glance separates lesion tiles
-(a Glance trained by cross-entropy alone on the same crops reaches tile AUROC >=
+(a Glance trained by cross-entropy alone on tiles of the training volumes reaches tile AUROC >=
 ``MIN_SEPARABILITY_AUROC``; all claims: it does not depend on the RL method, so a Glance-RL
 that selects nothing is then a finding about the method); (b1) a perfect gate reaches the 3x
 on the test volumes (gold labels); (c) the sliding window has false positives to remove
@@ -169,7 +169,7 @@ def build_claims(m: Measurement) -> tuple[list[Claim], dict[str, Any]]:
     )
     separable = Precondition(
         "a supervised Glance separates lesion tiles",
-        f"a Glance trained by cross-entropy alone on the same crops "
+        f"a Glance trained by cross-entropy alone on tiles of the training volumes "
         f"({first.separability.get('steps', 0):.0f} steps, fixed before the run; no Focus, no "
         f"RL) reaches tile AUROC >= {MIN_SEPARABILITY_AUROC} for lesion vs no-lesion tiles of "
         "the test volumes",
@@ -293,8 +293,9 @@ def report_text(
         f"{MODEL_KW['glance'].widths}, stem stride 2, GroupNorm (Glance / Focus FLOPs per tile "
         f"{ratio:.2f}, paper pair 0.31); {config['epochs']} epochs x {config['n_train'] // 4} "
         f"steps of 4x4 sub-volumes, negative crops lesion-free (the first epochs of a "
-        f"{PAPER_EPOCHS}-epoch cosine); CE-only control Glance {config['separability_epochs']} "
-        f"epochs; training cases per seed, one shared test set (seed {TEST_SEED}); seeds "
+        f"{PAPER_EPOCHS}-epoch cosine); CE-only control Glance {config['separability_steps']} "
+        f"steps of 8 + 8 grid tiles of the training volumes; training cases per seed, one shared "
+        f"test set (seed {TEST_SEED}); seeds "
         f"{config['seeds']}"
     )
     rewards = ", ".join(f"{s.final_train_reward:.3f}" for s in per_seed)

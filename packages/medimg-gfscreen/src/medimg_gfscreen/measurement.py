@@ -8,11 +8,11 @@ cases x seeds) -> Focus + Glance trained jointly with the GF-Screen objective (n
 lesion-free) -> on the test volumes, glance-focus at overlap :data:`OVERLAP` (the Glance gate
 ``p > GATE`` on that tile grid) and Focus on every tile (MONAI sliding window) at
 :data:`OVERLAP` and :data:`COARSE_OVERLAP`, with FLOPs per volume; the first seed of a full run
-also trains the **separability control** (a Glance trained by cross-entropy alone on the same
-crops for ``separability_epochs``, no Focus, no RL: :func:`separability`) and retrains the Glance
-against the fixed Focus for each :data:`ABLATIONS` objective. Every case's numbers are kept
-(:class:`SeedMeasurement` ``cases``). The claims, the report prose and the plot are
-:mod:`medimg_gfscreen.experiment`'s.
+also trains the **separability control** (a Glance trained by cross-entropy alone on tiles of
+the training volumes for ``separability_steps``, no Focus, no RL: :func:`separability`) and
+retrains the Glance against the fixed Focus for each :data:`ABLATIONS` objective. Every case's
+numbers are kept (:class:`SeedMeasurement` ``cases``). The claims, the report prose and the plot
+are :mod:`medimg_gfscreen.experiment`'s.
 """
 
 from __future__ import annotations
@@ -55,7 +55,12 @@ POS, NEG = 1, 1  # RandCropByPosNegLabeld's positive : negative crop centres (up
 MODEL_KW: dict[str, Any] = {
     "focus": FocusSettings(arch="unet", unet_channels=(11, 22, 44, 88)),
     "glance": GlanceSettings(
-        backbone="resnet18", widths=(8, 16, 32, 64), conv1_stride=2, norm="group"
+        backbone="resnet18",
+        widths=(8, 16, 32, 64),
+        conv1_stride=2,
+        # the stem normalised per channel since 2026-12-07 21:10 UTC (issue 37; was "group",
+        # whose one stem group left the loss at chance on a planted 3-sigma sphere)
+        norm="group_instance_stem",
     ),
     "objective": ObjectiveSettings(),
     # upstream's lr 3e-4 since 2026-12-07 (was 1e-3, a deviation "for the short schedule")
@@ -72,12 +77,13 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "group = batch (16 sub-volumes)": {"group_by": "batch"},
 }
 METHODS = ("sliding_window", "glance_focus", "sliding_window_coarse")  # order of tables / bars
+CONTROL_PER_CLASS = 8  # lesion tiles (and as many lesion-free) per step of the control Glance
 
 
 def settings(quick: bool) -> dict[str, Any]:
     """Scale of a run: training cases per seed (``n_train``), shared test cases (``n_test``,
     alternately with one lesion and healthy), joint-training ``epochs``, ``glance_epochs`` of
-    each ablation, ``separability_epochs`` of the CE-only control Glance (fixed before any run
+    each ablation, ``separability_steps`` of the CE-only control Glance (fixed before any run
     that judges the claims), ``seeds``, and whether the ablations run."""
     if quick:
         return {
@@ -85,7 +91,7 @@ def settings(quick: bool) -> dict[str, Any]:
             "n_test": 4,
             "epochs": 3,
             "glance_epochs": 1,
-            "separability_epochs": 2,
+            "separability_steps": 4,
             "seeds": [0],
             "ablations": False,
         }
@@ -96,7 +102,11 @@ def settings(quick: bool) -> dict[str, Any]:
         "n_test": 16,
         "epochs": 40,
         "glance_epochs": 2,
-        "separability_epochs": 20,
+        # 640 steps of 8 + 8 tiles since 2026-12-07 21:00 UTC (issue 37, fourth follow-up,
+        # fixed before its pilot; was 20 epochs x 8 steps of the training crops = 160): at 160
+        # steps the control's balanced CE stayed near chance (1.39 -> 1.25) on large lesions,
+        # where a method-free filter separates the tiles (AUROC 0.987); at 640 it fits
+        "separability_steps": 640,
         "seeds": [0, 1, 2],
         "ablations": True,
     }
@@ -243,58 +253,48 @@ def glance_tile_scores(glance, volumes) -> tuple[list[float], list[bool]]:
     return scores, positive
 
 
-def epochs_of(loader, epochs: int):
-    """The batches of ``epochs`` passes over one ``loader``, built once. MONAI's ``DataLoader``
-    with ``num_workers=0`` seeds the random transforms (the crops) from torch's generator when it
-    is *built* and then restores that generator, which only the sampler's one draw per pass
-    moves on, so a loader built afresh for every epoch (as :func:`separability` did before
-    2026-12-07) draws the same crops in the same order from the second epoch on: the control
-    Glance saw 64 distinct crops 39 times and learned them by heart (AUROC 1.0 on them, about
-    0.5 on the tiles of its own training volumes). Lightning's ``Trainer.fit`` builds its loader
-    once, as here."""
-    for _ in range(epochs):
-        yield from loader
-
-
-def separability(dm, volumes, epochs: int, seed: int) -> dict[str, float]:
+def separability(dm, volumes, steps: int, seed: int) -> dict[str, float]:
     """The separability control: a fresh Glance (:data:`MODEL_KW` architecture) trained by the
-    class-balanced cross-entropy alone (upstream ``get_glance_loss``; no Focus, no RL) on the
-    training crops for ``epochs`` passes over one training loader (:func:`epochs_of`; AdamW with the
-    miniature's lr and weight decay), then its tile AUROC
-    (lesion vs no-lesion tiles on the overlap-0.75 grid of the test volumes). Returns
-    ``auroc``, ``steps``, ``lesion_tile_rate`` and ``train_crop_auroc`` (the same Glance on one
-    more pass of training crops, lesion vs no-lesion crops: does it fit its own kind of data?
-    NaN when a class is missing)."""
+    class-balanced cross-entropy alone (upstream ``get_glance_loss``; no Focus, no RL) for
+    ``steps`` steps of :data:`CONTROL_PER_CLASS` lesion tiles and as many lesion-free tiles of the
+    overlap-:data:`OVERLAP` grid of the training volumes (:func:`medimg_gfscreen.control.
+    tile_batches`, with the training chain's flips and rotations; AdamW with the miniature's lr
+    and weight decay), then its tile AUROC (lesion vs no-lesion tiles on the same grid of the
+    test volumes ``volumes``). Returns ``auroc``, ``steps``, ``lesion_tile_rate`` (test tiles)
+    and ``train_tile_auroc`` (the same Glance on every tile of the training volumes: does it
+    fit its own data? NaN when a class is missing).
+
+    Tiles, not the training crops, since 2026-12-07 (issue 37; :mod:`medimg_gfscreen.control`):
+    the crops' positives never hold air and their lesion-free negatives often do, and a Glance
+    trained on them learned "air" rather than "lesion"."""
     import torch
 
-    from medimg_gfscreen.model import Glance, glance_ce_loss, glance_labels
+    from medimg_gfscreen.control import tile_batches
+    from medimg_gfscreen.model import Glance, glance_ce_loss
 
     seed_everything(seed + 2000)
     g, optim = MODEL_KW["glance"], MODEL_KW["optim"]
     glance = Glance(g.backbone, g.widths, conv1_stride=g.conv1_stride, norm=g.norm)
     optimizer = torch.optim.AdamW(glance.parameters(), lr=optim.lr, weight_decay=optim.weight_decay)
-    steps = 0
+    training = _volumes(dm, dm.train_key)
+    done = 0
     glance.train()
-    loader = dm.train_dataloader()
-    for batch in epochs_of(loader, epochs):
-        loss = glance_ce_loss(glance(batch["image"]), glance_labels(batch["label"]))
+    for images, labels in tile_batches(
+        training, ROI, OVERLAP, steps, CONTROL_PER_CLASS, seed + 2000
+    ):
+        loss = glance_ce_loss(glance(images), labels)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        steps += 1
+        done += 1
     glance.eval()
-    crop_scores: list[float] = []
-    crop_positive: list[bool] = []
-    with torch.no_grad():
-        for batch in loader:  # one more pass: new crops of the training volumes
-            crop_scores += glance.focus_probability(batch["image"]).tolist()
-            crop_positive += [bool(v) for v in glance_labels(batch["label"]).tolist()]
+    fit_scores, fit_positive = glance_tile_scores(glance, training)
     scores, positive = glance_tile_scores(glance, volumes)
     return {
         "auroc": tile_auroc(scores, positive),
-        "steps": float(steps),
+        "steps": float(done),
         "lesion_tile_rate": sum(positive) / max(len(positive), 1),
-        "train_crop_auroc": tile_auroc(crop_scores, crop_positive),
+        "train_tile_auroc": tile_auroc(fit_scores, fit_positive),
     }
 
 
@@ -344,8 +344,10 @@ class Measurement:
         }
 
 
-def _volumes(dm) -> list[tuple[str, Any, Any]]:
-    loader = dm.test_dataloader()
+def _volumes(dm, key: str | None = None) -> list[tuple[str, Any, Any]]:
+    """``(name, image [1, 1, X, Y, Z], label [X, Y, Z])`` of the data module's test set, or of
+    its datalist list ``key`` (the deterministic chain: whole preprocessed volumes)."""
+    loader = dm.test_dataloader() if key is None else dm._whole_volumes(key)
     return [(str(b["name"][0]), b["image"], b["label"][0, 0]) for b in loader]
 
 
@@ -448,7 +450,7 @@ def _measure_seed(seed: int, config: dict[str, Any], root: Path, out_dir: Path) 
     if seed == config["seeds"][0]:
         pre = {"region": dm.region, "prenormalized": dm.prenormalized}
         torch.save(module.cpu().export_weights(pre), out_dir / f"gfscreen_weights_seed{seed}.pt")
-        control = separability(dm, volumes, config["separability_epochs"], seed)
+        control = separability(dm, volumes, config["separability_steps"], seed)
         if config["ablations"]:
             ablations = _ablations(module, dm, volumes, flops, seed, config)
     return SeedMeasurement(

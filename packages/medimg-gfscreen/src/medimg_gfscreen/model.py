@@ -51,7 +51,7 @@ GLANCE_BACKBONES: dict[str, tuple[str, list[int], str, bool]] = {
     "resnet18": ("basic", [2, 2, 2, 2], "A", True),
 }
 FOCUS_ARCHS = ("swin_unetr", "unet")
-GLANCE_NORMS = ("batch", "group")
+GLANCE_NORMS = ("batch", "group", "group_instance_stem")
 GROUP_NORM_CHANNELS = 8  # channels per group when the Glance uses GroupNorm
 
 
@@ -75,7 +75,11 @@ class Glance(nn.Module):
     Glance ~8x cheaper for CPU-scale runs). ``norm``: ``batch`` (upstream) or ``group``
     (``GroupNorm`` with :data:`GROUP_NORM_CHANNELS` channels per group in place of every
     BatchNorm: the same function in train and eval mode; for sub-volumes so small that layer4 is
-    1x1x1, where BatchNorm's batch statistics and running statistics disagree, see the README).
+    1x1x1, where BatchNorm's batch statistics and running statistics disagree, see the README)
+    or ``group_instance_stem`` (the same, but the stem's norm has one channel per group, as
+    BatchNorm normalises each channel: with ``group`` the stem's 8 channels share one group and
+    the Glance learns a planted lesion far slower, README "Why a supervised Glance did not separate
+    large lesions").
     Input ``[N, 1, X, Y, Z]`` in [0, 1]; output logits ``[N, 2]`` (index 1 = "focus").
     """
 
@@ -108,8 +112,14 @@ class Glance(nn.Module):
         )
         if norm not in GLANCE_NORMS:
             raise ValueError(f"unknown glance norm {norm!r}; known: {', '.join(GLANCE_NORMS)}")
-        if norm == "group":
+        if norm in ("group", "group_instance_stem"):
             _batch_to_group_norm(self.trunk)
+        if norm == "group_instance_stem":
+            # the stem normalises each channel on its own, as BatchNorm does: one group over
+            # its 8 channels let their different responses to the tissue's mean intensity
+            # swamp the lesion, and the Glance learned far slower (issue 37, see the README)
+            stem = int(widths[0])
+            self.trunk.bn1 = nn.GroupNorm(stem, stem)
         self.trunk.avgpool = nn.AdaptiveMaxPool3d(1)  # the paper's global max pooling
         self.head = nn.Linear(int(widths[-1]), 2)
 

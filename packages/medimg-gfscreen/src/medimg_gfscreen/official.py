@@ -43,9 +43,14 @@ def is_official_state_dict(state: Mapping[str, Any]) -> bool:
     )
 
 
-def from_official_state_dict(state: Mapping[str, torch.Tensor], where: str = "checkpoint") -> dict:
+def from_official_state_dict(
+    state: Mapping[str, torch.Tensor], where: str = "checkpoint", option: str | None = None
+) -> dict:
     """Official ``state_dict`` -> ``{focus, glance, hparams}`` as :func:`medimg_gfscreen.screen.
-    load_weights` returns it. Keys outside the three prefixes are an error naming them."""
+    load_weights` returns it. Keys outside the three prefixes are an error naming them.
+    ``where``: the file, named in messages after ``option`` (``--ckpt PATH: ...``) when the
+    command-line option that gave it is known."""
+    where = f"{option} {where}" if option else where
     focus, glance = {}, {}
     unknown = []
     for key, value in state.items():

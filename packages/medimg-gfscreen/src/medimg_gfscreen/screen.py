@@ -131,20 +131,32 @@ def numpy_scalar_globals() -> list[Any]:
     ]
 
 
-def load_weights(path: Path) -> dict[str, Any]:
+def _checkpoint_name(path: Path | str, option: str | None) -> str:
+    """How a message names the checkpoint ``path``: ``--ckpt PATH`` when the command-line
+    ``option`` gave it, ``checkpoint PATH`` otherwise."""
+    return f"{option} {path}" if option else f"checkpoint {path}"
+
+
+def load_weights(path: Path, option: str | None = None) -> dict[str, Any]:
     """Reads exported weights (``{focus, glance, hparams}``), a Lightning ``.ckpt`` or an official
     GF-Screen checkpoint (``{state_dict: {glance_model.*, segmentation_model.*}}``, see
     :mod:`medimg_gfscreen.official`), all with ``torch.load(weights_only=True)`` (numpy scalars
     allowed: upstream saves ``best_acc`` as a numpy float64); returns ``{focus, glance, hparams,
     preprocessing}``. ``preprocessing`` is what the training's data module used (``region``,
     ``prenormalized``) where the file records it: exported weights' ``preprocessing`` field, a
-    Lightning checkpoint's ``datamodule_hyper_parameters``; empty for official checkpoints."""
+    Lightning checkpoint's ``datamodule_hyper_parameters``; empty for official checkpoints.
+    ``option``: the command-line option that gave ``path`` (``"--ckpt"``); every error message
+    then starts with it (``--ckpt PATH: no such checkpoint``)."""
     from medimg_gfscreen.official import from_official_state_dict, is_official_state_dict
 
     path = Path(path)
     with torch.serialization.safe_globals(numpy_scalar_globals()):
         payload = load_weights_only(
-            path, "checkpoint", error=GFScreenFormatError, package="medimg_gfscreen"
+            path,
+            "checkpoint",
+            error=GFScreenFormatError,
+            package="medimg_gfscreen",
+            option=option,
         )
     if isinstance(payload, dict) and "focus" in payload and "glance" in payload:
         return {
@@ -156,7 +168,8 @@ def load_weights(path: Path) -> dict[str, Any]:
     if isinstance(payload, dict) and isinstance(payload.get("state_dict"), dict):
         state = payload["state_dict"]
         if is_official_state_dict(state):
-            return {**from_official_state_dict(state, where=str(path)), "preprocessing": {}}
+            official = from_official_state_dict(state, where=str(path), option=option)
+            return {**official, "preprocessing": {}}
         focus = {k[len("focus.") :]: v for k, v in state.items() if k.startswith("focus.")}
         glance = {k[len("glance.") :]: v for k, v in state.items() if k.startswith("glance.")}
         if focus and glance:
@@ -167,7 +180,8 @@ def load_weights(path: Path) -> dict[str, Any]:
                 "preprocessing": _preprocessing(payload.get("datamodule_hyper_parameters")),
             }
     raise GFScreenFormatError(
-        f"checkpoint {path} holds no Focus and Glance weights (fields 'focus' / 'glance', "
+        f"{_checkpoint_name(path, option)} holds no Focus and Glance weights (fields 'focus' / "
+        "'glance', "
         "'state_dict' with focus.* and glance.* keys, or an official GF-Screen 'state_dict')"
     )
 
@@ -184,12 +198,17 @@ def _preprocessing(record: Any) -> dict[str, Any]:
 
 
 def resolve_preprocessing(
-    recorded: dict[str, Any], given: dict[str, Any], where: str, allow_mismatch: bool = False
+    recorded: dict[str, Any],
+    given: dict[str, Any],
+    where: str,
+    allow_mismatch: bool = False,
+    option: str | None = None,
 ) -> dict[str, Any]:
     """``region`` / ``prenormalized`` for inference: a value given (not None) wins only where the
     checkpoint records none or equals it; a given value that differs from the recorded one is a
     :class:`GFScreenFormatError` unless ``allow_mismatch``. Unrecorded and not given: abdomen,
-    not prenormalized (upstream's abdomen window)."""
+    not prenormalized (upstream's abdomen window). ``where``: the checkpoint's path, named after
+    ``option`` (``--ckpt``) when given."""
     defaults = {"region": "abdomen", "prenormalized": False}
     out = {}
     for field in PREPROCESSING_FIELDS:
@@ -198,7 +217,8 @@ def resolve_preprocessing(
             value = list(value)
         if value is not None and known is not None and value != known and not allow_mismatch:
             raise GFScreenFormatError(
-                f"checkpoint {where} was trained with {field} {known!r}, not {value!r}: leave it "
+                f"{_checkpoint_name(where, option)} was trained with {field} {known!r}, not "
+                f"{value!r}: leave it "
                 "out to use the checkpoint's, or allow the mismatch (screen --allow-mismatch)"
             )
         out[field] = value if value is not None else known if known is not None else defaults[field]
@@ -206,28 +226,35 @@ def resolve_preprocessing(
 
 
 def load_screen_module(
-    path: Path, device: str = "cpu", weights: dict | None = None, **overrides: Any
+    path: Path,
+    device: str = "cpu",
+    weights: dict | None = None,
+    option: str | None = None,
+    **overrides: Any,
 ):
     """A :class:`GFScreenModule` with the checkpoint's architecture and weights, in eval mode
     (``weights``: what :func:`load_weights` returned for ``path``, to not read it twice).
     The stored hparams may be grouped (this code) or flat (checkpoints written before the
     grouping, official checkpoints): :func:`medimg_gfscreen.settings.module_kwargs` reads both;
-    ``overrides`` are flat setting names (``overlap=0.5``) applied over them."""
+    ``overrides`` are flat setting names (``overlap=0.5``) applied over them. ``option``: as
+    :func:`load_weights`'s."""
     from medimg_gfscreen.lit_module import GFScreenModule
     from medimg_gfscreen.settings import module_kwargs
 
-    weights = load_weights(path) if weights is None else weights
+    weights = load_weights(path, option) if weights is None else weights
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
         module = GFScreenModule(**module_kwargs({**weights["hparams"], **given}))
     except (TypeError, ValueError) as error:
-        raise GFScreenFormatError(f"checkpoint {path}: bad hparams: {error}") from None
+        raise GFScreenFormatError(
+            f"{_checkpoint_name(path, option)}: bad hparams: {error}"
+        ) from None
     try:
         module.focus.load_state_dict(weights["focus"])
         module.glance.load_state_dict(weights["glance"])
     except RuntimeError as error:
         raise GFScreenFormatError(
-            f"checkpoint {path}: weights do not fit the recorded architecture: "
+            f"{_checkpoint_name(path, option)}: weights do not fit the recorded architecture: "
             f"{str(error).splitlines()[0]}"
         ) from None
     return module.to(torch.device(device)).eval()
@@ -320,6 +347,7 @@ def screen_file(
     prenormalized: bool | None = None,
     check_hu: bool = True,
     allow_mismatch: bool = False,
+    ckpt_option: str | None = None,
 ) -> dict[str, Any]:
     """Screens ``image_path`` and writes the uint8 mask to ``out``; returns the case name, the
     tiles (start in the preprocessed grid, centre as input voxel and world mm, p, selected,
@@ -329,6 +357,8 @@ def screen_file(
     ``region`` / ``prenormalized`` default to the training's, as the checkpoint records them
     (:func:`resolve_preprocessing`; a different value given is refused unless
     ``allow_mismatch``); ``check_hu=False`` skips the HU plausibility check and keeps the window.
+    ``ckpt_option``: the command-line option that gave ``ckpt`` (``screen --ckpt``); errors about
+    the checkpoint start with it (:func:`load_weights`).
     """
     from iclr26_common.outputs import check_out_file
     from medimg_gfscreen.inference import glance_focus_inference
@@ -341,10 +371,11 @@ def screen_file(
     name = case_name(image_path)
     check_case({"image": str(image_path), "name": name}, require_label=False)
     source = read_nifti(image_path, "image", name)
-    weights = load_weights(ckpt)
+    weights = load_weights(ckpt, ckpt_option)
     given = {"region": region, "prenormalized": prenormalized}
-    used = resolve_preprocessing(weights["preprocessing"], given, str(ckpt), allow_mismatch)
-    module = load_screen_module(ckpt, device, weights=weights, overlap=overlap)
+    recorded = weights["preprocessing"]
+    used = resolve_preprocessing(recorded, given, str(ckpt), allow_mismatch, ckpt_option)
+    module = load_screen_module(ckpt, device, weights, ckpt_option, overlap=overlap)
     roi = module.roi_size
     transform = infer_transforms(
         used["region"], roi, module.hparams.spacing, used["prenormalized"], check_hu

@@ -102,7 +102,9 @@ class GlanceSettings:
     backbone: str = "resnet18"  # resnet18 (paper) or resnet10
     widths: tuple[int, ...] = (64, 128, 256, 512)  # ResNet stage widths
     conv1_stride: int = 1  # stem stride (upstream 1)
-    norm: str = "batch"  # batch (upstream) or group (same function in train and eval mode)
+    # batch (upstream) or group / group_instance_stem (the same function in train and eval mode;
+    # group_instance_stem: the stem's GroupNorm has one channel per group)
+    norm: str = "batch"
 
     def __post_init__(self) -> None:
         check_one_of(self, "backbone", GLANCE_BACKBONES)
