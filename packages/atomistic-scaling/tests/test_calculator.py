@@ -95,6 +95,47 @@ def test_bad_checkpoint(tmp_path: Path) -> None:
     assert SCRIPT.is_user_error(info.value)
 
 
+def test_foreign_or_malformed_checkpoint_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    """Issue 36: an rf-matid checkpoint was a bare ``KeyError: 'width'``; now one line naming
+    the file (and, for another package's, both packages)."""
+    from atomistic_scaling.cli import SCRIPT
+    from atomistic_scaling.io import AtomisticFormatError
+    from iclr26_common.checkpoints import MODEL_KEY
+
+    rf = {
+        "state_dict": {"net.weight": torch.zeros(2, 3)},
+        "hyper_parameters": {"n_classes": 4},
+        MODEL_KEY: "rf_matid.lit_module.RFMatIDClassifier",
+    }
+    hp = {"arch": "l1", "width": 4, "num_layers": 1, "cutoff": 4.0, "num_rbf": 8}
+    cases = {
+        "rf.ckpt": (
+            rf,
+            ": a checkpoint of rf-matid (rf_matid.lit_module.RFMatIDClassifier), not of "
+            "atomistic-scaling",
+        ),
+        "other_hparams.ckpt": (
+            {"state_dict": {}, "hyper_parameters": {"n_classes": 4}},
+            ": not a ForceFieldModule checkpoint (no 'arch')",
+        ),
+        "hplist.ckpt": (
+            {"state_dict": {}, "hyper_parameters": [1, 2]},
+            ": not a ForceFieldModule checkpoint",
+        ),
+        "arch.ckpt": (
+            {"state_dict": {}, "hyper_parameters": {**hp, "arch": "gpt", "conservative": False}},
+            ": its hyper-parameters do not build a ForceField: unknown arch 'gpt'",
+        ),
+    }
+    for name, (payload, message) in cases.items():
+        torch.save(payload, tmp_path / name)
+        with pytest.raises(AtomisticFormatError) as info:
+            load_force_field(tmp_path / name)
+        line = str(info.value)
+        assert line.startswith(f"{tmp_path / name}{message}") and "\n" not in line, line
+        assert SCRIPT.is_user_error(info.value)
+
+
 def test_unseen_elements_are_refused(structures: list[Atoms], tmp_path: Path) -> None:
     """U in a Cu cell and an H2O molecule used to get energies without a word."""
     calc = ForceFieldCalculator(_trained(structures, tmp_path, conservative=False))

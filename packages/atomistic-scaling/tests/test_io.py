@@ -40,8 +40,10 @@ def test_extxyz_round_trip(structures: list[Atoms], tmp_path: Path) -> None:
 
 def test_refuses_to_overwrite(structures: list[Atoms], tmp_path: Path) -> None:
     write_extxyz(tmp_path / "d.xyz", structures[:1])
-    with pytest.raises(FileExistsError):
+    with pytest.raises(FileExistsError) as info:
         write_extxyz(tmp_path / "d.xyz", structures[:1])
+    # common's wording (iclr26_common.outputs.check_out_file), issue 36
+    assert str(info.value) == f"{tmp_path / 'd.xyz'}: exists; pass --overwrite to replace it"
 
 
 def _plain(atoms: Atoms, energy: float, forces: np.ndarray) -> Atoms:

@@ -188,11 +188,16 @@ def test_shrink_keeps_the_header_and_lists_the_deletions(tmp_path: Path, tiny_ck
         ("mutated_sequence,DMS_score\nMKTAZ,1\n", "is not one of the 20 standard residues"),
         ("sequence,DMS_score\nMKTA,1\n", "missing column"),
         ("mutated_sequence,DMS_score\nMKTAYW,1\n", "not a deletion of the wild type"),
+        # issue 36: a non-UTF-8 byte was a 33-line UnicodeDecodeError traceback
+        (
+            b"mutated_sequence,DMS_score\nMKTAY\xffIAK,1.0\n",
+            "not UTF-8 text (byte 0xff at offset 32)",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2(tmp_path, tiny_ckpt, capsys, body, message) -> None:
     dms = tmp_path / "bad.csv"
-    dms.write_text(body)
+    dms.write_bytes(body if isinstance(body, bytes) else body.encode())
     with pytest.raises(SystemExit) as info:
         main(cli_args("score", dms=dms, wt="MKTAY", ckpt=tiny_ckpt, out=tmp_path / "o.csv"))
     assert info.value.code == 2

@@ -8,6 +8,7 @@ import pytest
 from bio_scisor.io import (
     ScisorFormatError,
     is_deletion_of,
+    read_clinical_reference,
     read_dms_indels,
     read_reference,
     read_sequences,
@@ -91,6 +92,25 @@ def test_read_dms_indels(tmp_path: Path) -> None:
 def test_bad_dms_rows(tmp_path: Path, body: str, match: str) -> None:
     with pytest.raises(ScisorFormatError, match=match):
         read_dms_indels(_csv(tmp_path, body), WT)
+
+
+def test_every_csv_reader_names_a_non_utf8_byte(tmp_path: Path) -> None:
+    """Issue 36: the CSV readers opened files without an encoding (a UnicodeDecodeError
+    traceback); now one line naming the file, the byte and its offset."""
+    path = tmp_path / "latin1.csv"
+    path.write_bytes("mutated_sequence,DMS_score\nMKTAYIAKR,0.5\n# caf\u00e9\n".encode("latin-1"))
+    for read in (lambda p: read_dms_indels(p, WT), read_reference, read_clinical_reference):
+        with pytest.raises(ScisorFormatError) as info:
+            read(path)
+        assert str(info.value) == (
+            f"{path}: not UTF-8 text (byte 0xe9 at offset 46); save it as UTF-8"
+        )
+
+
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_column(tmp_path: Path) -> None:
+    path = tmp_path / "bom.csv"
+    path.write_bytes("\ufeffmutated_sequence,DMS_score\nMKTAYIAKR,0.5\n".encode())
+    assert read_dms_indels(path, WT).mutants == ["MKTAYIAKR"]
 
 
 def test_non_deletions_can_be_skipped_and_counted(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ from iclr26_common.outputs import (
     check_out_folder,
     check_output_options,
     check_resume_settings,
+    compare_settings,
     publish,
     record_settings,
     write_bytes,
@@ -168,6 +169,14 @@ def test_a_resume_must_match_the_recorded_settings(tmp_path: Path) -> None:
     path.unlink()
     with pytest.raises(OutputError, match="pass --overwrite to start again or give a new --out"):
         check_resume_settings(path, settings, "sweep")
+    # settings kept inside another file (mas2's cto-state.json): the same comparison and words
+    compare_settings({"rounds": 3, "seed": 0}, {"rounds": 3, "seed": 0}, "training", "state.json")
+    with pytest.raises(OutputError) as caught:
+        compare_settings({"rounds": 3, "seed": 0}, {"rounds": 4, "seed": 0}, "training", "x/s.json")
+    assert str(caught.value) == (
+        "--resume: the interrupted training in x/s.json ran with --rounds 3, this one with 4; "
+        "rerun with its settings, or pass --overwrite"
+    )
 
 
 # ------------------------------------------------------------------ options

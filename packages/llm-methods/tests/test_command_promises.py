@@ -307,7 +307,7 @@ def test_suit_edit_keeps_finished_batches_and_resumes(
     line = assert_one_line_error(
         main, [*args, "--out", str(out), "--resume", "--batch", "2"], capsys
     )
-    assert "other settings (batch)" in line, line
+    assert "ran with --batch '1', this one with '2'" in line, line
     calls.clear()
     interrupt = False
     assert run_main(main, [*args, "--out", str(out), "--resume"], capsys).code == 0
@@ -400,6 +400,12 @@ def test_suit_facts_keeps_finished_chunks_and_resumes(
     assert not out.exists() and len(list(partial.glob("chunk-*.json"))) == 2
     line = assert_one_line_error(main, [*args, "--out", str(out)], capsys)
     assert "pass --resume" in line, line
+    # a probe of other settings (here: another chunk size recorded) is not continued
+    recorded = (partial / "settings.json").read_text()
+    (partial / "settings.json").write_text(recorded.replace('"chunk": 16', '"chunk": 8'))
+    line = assert_one_line_error(main, [*args, "--out", str(out), "--resume"], capsys)
+    assert "ran with facts per chunk 8, this one with 16" in line and "--overwrite" in line, line
+    (partial / "settings.json").write_text(recorded)
     calls.clear()
     interrupt = False
     assert run_main(main, [*args, "--out", str(out), "--resume"], capsys).code == 0
@@ -449,7 +455,8 @@ def test_ltpo_solve_seed_and_resume_after_ctrl_c(
     assert "pass --resume" in line, line
     other = [*args, "--out", str(out), "--resume", "--decode.max_new_tokens", "4"]
     line = assert_one_line_error(main, other, capsys)
-    assert "other settings (decode)" in line, line
+    assert "ran with --decode.max_new_tokens 3, this one with 4" in line, line
+    assert "--overwrite" in line, line
     calls.clear()
     interrupt = False
     assert run_main(main, [*args, "--out", str(out), "--resume"], capsys).code == 0

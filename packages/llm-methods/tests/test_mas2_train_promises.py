@@ -52,7 +52,7 @@ def test_train_keeps_finished_rounds_and_resumes_to_the_uninterrupted_result(
     line = assert_one_line_error(main, [*args, "--out", str(out)], capsys)
     assert "pass --resume" in line, line
     line = assert_one_line_error(main, [*args, "--out", str(out), "--resume", "--k", "3"], capsys)
-    assert "other settings (k)" in line, line
+    assert "ran with --k 2, this one with 3; rerun with its settings" in line, line
     dpo.reset()
     resumed = run_main(main, [*args, "--out", str(out), "--resume"], capsys)
     assert resumed.code == 0, resumed.err

@@ -410,3 +410,35 @@ def test_fit_defaults_to_the_papers_estimator(
         main(["meta_router", "fit", "-h"])
     text = " ".join(capsys.readouterr().out.split())
     assert "dr_official (the default: the paper's estimator" in text
+
+
+def test_route_refuses_bad_feature_cells(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``route`` checks each ``x`` cell as ``fit`` does: a non-numeric, empty or ``nan`` cell is
+    one line, exit 2, naming the file, its line and the column; a file with neither ``prompt``
+    nor ``x0..`` columns names the file and the columns it has (fails on d9942d3: pandas'
+    38-line ValueError for ``abc``, and an empty or ``nan`` cell routed to the premium model
+    with exit 0)."""
+    from iclr26_common.testing import assert_one_line_error
+
+    sim = tmp_path / "sim"
+    main(["meta_router", "simulate", "--out", str(sim), "--n", "300"])
+    args = ["meta_router", "fit", "--gold", str(sim / "gold.csv"), "--preference"]
+    args += [str(sim / "preference.csv"), "--strong", "strong", "--weak", "weak"]
+    assert main([*args, "--learner", "tlearner", "--out", str(tmp_path / "fit")]) == 0
+    capsys.readouterr()
+    route = ["meta_router", "route", "--router", str(tmp_path / "fit" / "router.joblib")]
+    header = "x0,x1,x2,x3,x4\n1,2,3,4,5\n"
+    for cell in ("abc", "", "nan"):
+        queries = tmp_path / "qa.csv"
+        queries.write_text(f"{header}1,2,3,{cell},5\n")
+        out = tmp_path / "r.csv"
+        line = assert_one_line_error(
+            main, [*route, "--queries", str(queries), "--out", str(out)], capsys
+        )
+        assert f"{queries}:3: column 'x3'" in line, (cell, line)
+        assert not out.exists()
+    queries.write_text("a,b\n1,2\n")
+    line = assert_one_line_error(
+        main, [*route, "--queries", str(queries), "--out", str(out)], capsys
+    )
+    assert f"{queries}: no 'prompt' or 'x0..' feature columns (columns: a, b)" in line, line

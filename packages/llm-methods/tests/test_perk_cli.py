@@ -318,7 +318,7 @@ def test_ctrl_c_keeps_finished_records_and_resume_continues(
     line = _one_line_error(capsys, _eval_args(perk_ckpt, data, out))
     assert "partial results of an interrupted run; pass --resume" in line, line
     line = _one_line_error(capsys, _eval_args(perk_ckpt, data, out, "--resume", "--seed", "1"))
-    assert "other settings (seed)" in line, line
+    assert "ran with --seed 0, this one with 1" in line and "--overwrite" in line, line
 
     answered.clear()
     monkeypatch.setattr(

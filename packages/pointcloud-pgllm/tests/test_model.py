@@ -139,6 +139,37 @@ def test_unreadable_checkpoint_is_a_one_line_input_error(
     assert not (tmp_path / "e").exists()
 
 
+def test_another_packages_checkpoint_is_named_as_such(
+    small_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 36: ``classify --encoder`` with another package's checkpoint said "encoder weights
+    do not match (Error(s) in loading state_dict...)"; now one line naming both packages."""
+    from iclr26_common.checkpoints import MODEL_KEY
+    from iclr26_common.testing import assert_one_line_error
+    from pointcloud_pgllm.cli import main
+
+    ckpt = tmp_path / "rf.ckpt"
+    foreign = {
+        "state_dict": {"encoder.weight": torch.zeros(2, 3)},
+        "hyper_parameters": {"width": 8},
+        MODEL_KEY: "rf_matid.lit_module.RFMatIDClassifier",
+    }
+    torch.save(foreign, ckpt)
+    expected = (
+        f"{ckpt}: a checkpoint of rf-matid (rf_matid.lit_module.RFMatIDClassifier), "
+        "not of pointcloud-pgllm"
+    )
+    with pytest.raises(PGLLMInputError) as info:
+        load_encoder(str(ckpt))
+    assert str(info.value) == expected
+    args = ["classify", "--data", str(small_tree), "--n-points", "64", "--encoder", str(ckpt)]
+    line = assert_one_line_error(
+        main, [*args, "--quiet", "--out", str(tmp_path / "c")], capsys, prog="pointcloud-pgllm"
+    )
+    assert expected in line and "do not match" not in line
+    assert not (tmp_path / "c").exists()
+
+
 class _DeviceSpy(torch.nn.Module):
     """Records the device of each batch it encodes; returns CPU features ``[B, 4]``."""
 

@@ -30,25 +30,31 @@ def load_force_field(checkpoint: str | Path) -> ForceField:
     :class:`~atomistic_scaling.lit_module.ForceFieldModule` (``weights_only=True``).
 
     Raises ``FileNotFoundError`` for a missing file and :class:`AtomisticFormatError` (one line
-    naming the file) for one that is not a readable ForceFieldModule checkpoint."""
+    naming the file) for one that is not a readable ForceFieldModule checkpoint: another
+    package's checkpoint (naming both), or one whose hyper-parameters or weights are missing or
+    do not build a :class:`ForceField`."""
     path = Path(checkpoint)
     # Loaded on the CPU on purpose: ASE drives one small structure at a time from numpy, where a
     # GPU only adds transfers; a caller may still move the returned model (see calculate()).
-    ckpt = load_weights_only(path, error=AtomisticFormatError, map_location="cpu")
+    ckpt = load_weights_only(
+        path, error=AtomisticFormatError, map_location="cpu", package="atomistic_scaling"
+    )
     try:
         hp = ckpt["hyper_parameters"]
         state = {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items()}
-    except (KeyError, TypeError):
-        raise AtomisticFormatError(f"{path}: not a ForceFieldModule checkpoint") from None
-    model = ForceField(
-        hp["arch"],
-        hp["width"],
-        hp["num_layers"],
-        hp["cutoff"],
-        hp["num_rbf"],
-        hp["conservative"],
-        hp.get("l_max", 1),  # checkpoints of version <= 0.3 lack it (no nequip arch then)
-    )
+        names = ("arch", "width", "num_layers", "cutoff", "num_rbf", "conservative")
+        args = [hp[name] for name in names]
+        # checkpoints of version <= 0.3 lack l_max (no nequip arch then)
+        args.append(hp.get("l_max", 1))
+    except (KeyError, TypeError, AttributeError) as error:
+        missing = f" (no {error})" if isinstance(error, KeyError) else ""
+        raise AtomisticFormatError(f"{path}: not a ForceFieldModule checkpoint{missing}") from None
+    try:
+        model = ForceField(*args)
+    except (TypeError, ValueError) as error:
+        raise AtomisticFormatError(
+            f"{path}: its hyper-parameters do not build a ForceField: {error}"
+        ) from None
     if "trained_elements" not in state and "atomic_energies" in state:
         # checkpoints of version <= 0.2 lack the buffer: the elements with a fitted reference
         state["trained_elements"] = state["atomic_energies"] != 0

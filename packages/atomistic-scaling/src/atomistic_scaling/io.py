@@ -297,7 +297,8 @@ def write_extxyz(
     ``overwrite``; the file appears in one step (written beside it, then renamed), mode 0644."""
     path = Path(path)
     if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} exists; not overwriting it (pass --overwrite)")
+        # the wording of iclr26_common.outputs.check_out_file (no option to name in the API)
+        raise FileExistsError(f"{path}: exists; pass --overwrite to replace it")
     frames = []
     for atoms in structures:
         copy = _bare_atoms(atoms)

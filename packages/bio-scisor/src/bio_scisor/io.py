@@ -8,6 +8,7 @@ over 1000 residues; here a ``max_len`` that a sequence exceeds is an error).
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from bio_scisor.constants import AMINO_ACIDS
-from iclr26_common.textio import input_file
+from iclr26_common.textio import input_file, read_text
 
 __all__ = [
     "ClinicalAssay",
@@ -178,17 +179,17 @@ def _float(text: str, where: str) -> float:
 def _read_csv(path: Path, required: Sequence[str]) -> tuple[list[str], list[tuple[str, dict]]]:
     """Header and ``(where, row)`` of every data row of a CSV file with a header line.
 
-    One-line errors: a missing file, a header lacking a ``required`` column. ``where`` is
-    ``"FILE: line N"`` (the header is line 1), for the callers' field errors.
+    One-line errors: a missing file, bytes that are not UTF-8 (naming the byte and its offset),
+    a header lacking a ``required`` column. ``where`` is ``"FILE: line N"`` (the header is
+    line 1), for the callers' field errors.
     """
-    input_file(path)
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        columns = list(reader.fieldnames or [])
-        missing = [c for c in required if c not in columns]
-        if missing:
-            raise ScisorFormatError(f"{path}: missing column(s) {missing} (has {columns})")
-        rows = [(f"{path}: line {line}", row) for line, row in enumerate(reader, start=2)]
+    text = read_text(path, error=ScisorFormatError, gzip_suffix=False)
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    columns = list(reader.fieldnames or [])
+    missing = [c for c in required if c not in columns]
+    if missing:
+        raise ScisorFormatError(f"{path}: missing column(s) {missing} (has {columns})")
+    rows = [(f"{path}: line {line}", row) for line, row in enumerate(reader, start=2)]
     return columns, rows
 
 

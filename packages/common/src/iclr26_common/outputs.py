@@ -53,6 +53,7 @@ __all__ = [
     "check_out_folder",
     "check_output_options",
     "check_resume_settings",
+    "compare_settings",
     "overwrite_help",
     "publish",
     "record_settings",
@@ -295,13 +296,30 @@ def check_resume_settings(
             f"--resume: {folder} holds no readable {settings_file.name} (no {noun} was started "
             "there); pass --overwrite to start again or give a new --out"
         ) from None
+    compare_settings(recorded, settings, noun, folder, options=options)
+
+
+def compare_settings(
+    recorded: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    noun: str,
+    where: str | os.PathLike[str],
+    *,
+    options: Mapping[str, str] | None = None,
+) -> None:
+    """The comparison of :func:`check_resume_settings`, for a command that keeps its recorded
+    settings inside another file (``mas2 train``'s ``cto-state.json``, ``suit edit``'s
+    safetensors metadata): ``recorded`` (as JSON read it back) against this run's ``settings``;
+    the first key that differs (sorted) is one line (:class:`OutputError`) naming its option
+    (``options``, default ``--KEY``), both values, ``noun`` and ``where`` the run was."""
     current = _plain(dict(settings))
+    recorded = dict(recorded)
     differ = [k for k in sorted(set(recorded) | set(current)) if recorded.get(k) != current.get(k)]
     if differ:
         key = differ[0]
         option = (options or {}).get(key, f"--{key}")
         raise OutputError(
-            f"--resume: the interrupted {noun} in {folder} ran with {option} "
+            f"--resume: the interrupted {noun} in {where} ran with {option} "
             f"{recorded.get(key)!r}, this one with {current.get(key)!r}; rerun with its "
             "settings, or pass --overwrite"
         )

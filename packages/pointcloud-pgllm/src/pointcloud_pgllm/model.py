@@ -230,7 +230,11 @@ def load_encoder(spec: str) -> nn.Module:
         from iclr26_common.checkpoints import load_weights_only
 
         state = load_weights_only(
-            path, "encoder checkpoint", error=PGLLMInputError, require_state_dict=True
+            path,
+            "encoder checkpoint",
+            error=PGLLMInputError,
+            require_state_dict=True,
+            package="pointcloud_pgllm",
         )
         if "hyper_parameters" not in state:
             raise PGLLMInputError(

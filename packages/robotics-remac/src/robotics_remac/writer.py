@@ -49,22 +49,6 @@ class PredictionsWriter(BatchPredictionWriter):
     def targets(self, trainer: Any) -> list[Path]:
         return [self.target(trainer)]
 
-    def write_on_batch_end(
-        self,
-        trainer: Any,
-        pl_module: Any,
-        prediction: Any,
-        batch_indices: Sequence[int] | None,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int,
-    ) -> None:
-        # Lightning hands [] (not None) when the loader's sampler keeps no indices (remac's
-        # sequential loaders): positions then follow the collected ones
-        super().write_on_batch_end(
-            trainer, pl_module, prediction, batch_indices or None, batch, batch_idx, dataloader_idx
-        )
-
     def batch_size(self, prediction: Any, batch: Any) -> int:
         return len(prediction)
 

@@ -105,33 +105,19 @@ def _solve_settings(ns: Any) -> dict[str, Any]:
         "format": ns.format,
         "limit": ns.limit,
         "seed": ns.seed,
-        "config": asdict(ns.ltpo),
-        "decode": asdict(ns.decode),
+        # one key per option, spelled as typed (``--ltpo.steps``): a refused --resume names it
+        **{f"ltpo.{k}": v for k, v in asdict(ns.ltpo).items()},
+        **{f"decode.{k}": v for k, v in asdict(ns.decode).items()},
     }
 
 
 def _resumed_rows(out: Any, settings: dict[str, Any], n_problems: int, batch: int) -> list[dict]:
     """The predictions an interrupted run with the same ``settings`` left in ``out`` (whole
-    batches only); a different setting is one line naming it."""
-    from iclr26_common.cli_support import UsageError
+    batches only); a different setting is one line naming it
+    (:func:`iclr26_common.outputs.check_resume_settings`)."""
+    from iclr26_common.outputs import check_resume_settings
 
-    path = out.path / SETTINGS_FILE
-    if not path.is_file():
-        raise UsageError(f"--out {out.path}: no {SETTINGS_FILE} to resume; pass --overwrite")
-    try:
-        earlier = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UsageError(f"{path}: not readable ({error}); pass --overwrite") from None
-    differ = sorted(
-        k
-        for k in {*settings, *earlier}
-        if json.dumps(earlier.get(k)) != json.dumps(settings.get(k))
-    )
-    if differ:
-        raise UsageError(
-            f"--resume: {path} was written with other settings ({', '.join(differ)}); give the "
-            "same settings or pass --overwrite"
-        )
+    check_resume_settings(out.path / SETTINGS_FILE, settings, "ltpo solve")
     rows = []
     predictions = out.path / "predictions.jsonl"
     if predictions.is_file():
@@ -149,7 +135,7 @@ def solve(argv: Sequence[str]) -> int:
     batch's predictions written into ``--out``, marked partial until ``summary.json``; ``--resume``
     continues an interrupted run of the same settings), print."""
     from iclr26_common.cli_support import UsageError
-    from iclr26_common.outputs import check_output_options, write_text
+    from iclr26_common.outputs import check_output_options, record_settings, write_text
     from iclr26_common.progress import progress
     from iclr26_common.seeding import seed_everything
     from llm_methods.lm import load_lm
@@ -209,7 +195,7 @@ def solve(argv: Sequence[str]) -> int:
         )
 
     with out:  # marked partial until summary.json is written
-        write_text(out.path / SETTINGS_FILE, json.dumps(settings, indent=1))
+        record_settings(out.path / SETTINGS_FILE, settings)
         starts = range(len(rows), len(problems), batch)
         for b in progress(starts, description="ltpo batches", quiet=ns.quiet):
             chunk = problems[b : b + batch]

@@ -355,21 +355,18 @@ def _resumed_state(folder: Path, settings: dict[str, object]) -> dict | None:
     (``None`` when it finished no round); a missing or unreadable state or other settings are
     one line naming them."""
     from iclr26_common.cli_support import UsageError
+    from iclr26_common.outputs import compare_settings
 
     path = folder / TRAIN_STATE
     if not path.is_file():
         raise UsageError(f"--out {folder}: no {TRAIN_STATE} to resume; pass --overwrite")
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
-        earlier = state["settings"]
-        differ = sorted(k for k in {*settings, *earlier} if earlier.get(k) != settings.get(k))
+        earlier = dict(state["settings"])
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise UsageError(f"{path}: not readable ({type(e).__name__}); pass --overwrite") from None
-    if differ:
-        raise UsageError(
-            f"--resume: {path} was written with other settings ({', '.join(differ)}); give the "
-            "same settings or pass --overwrite"
-        )
+    options = {k: f"--{k.replace('_', '-')}" for k in settings}
+    compare_settings(earlier, settings, "mas2 train", path, options=options)
     return state if state.get("history") else None
 
 

@@ -190,7 +190,7 @@ def _fit(ns) -> int:  # type: ignore[no-untyped-def]
         "overlap": overlap,
     }
     if test is not None:
-        xt, _ = features(test.drop(columns=["m", "q_weak"], errors="ignore"), state)
+        xt, _ = features(test.drop(columns=["m", "q_weak"], errors="ignore"), state, ns.test)
         m = test["m"].to_numpy(float)
         # dr_corrected is the router just fitted (fit_method would fit the same one again)
         models = {
@@ -304,7 +304,7 @@ def _route(ns) -> int:  # type: ignore[no-untyped-def]
         queries = pd.read_csv(io.StringIO(queries_text))
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
         raise RouterDataError(f"{ns.queries}: not a readable CSV ({error})") from None
-    x, _ = features(queries, saved["features"])
+    x, _ = features(queries, saved["features"], ns.queries)  # bad cells: file, row, column
     gain = saved["router"].gain(x)
     out = queries.copy()
     out["gain_hat"] = gain

@@ -159,9 +159,15 @@ def read_mtbench(
     )
 
 
-def features(frame: pd.DataFrame, fitted: dict | None = None) -> tuple[np.ndarray, dict]:
+def features(
+    frame: pd.DataFrame, fitted: dict | None = None, path: str | Path | None = None
+) -> tuple[np.ndarray, dict]:
     """Query features: the ``x0..`` columns, or for prompts a hashed bag of words reduced by
-    TruncatedSVD plus log length and digit share. Returns (X, the state to reuse at routing)."""
+    TruncatedSVD plus log length and digit share. Returns (X, the state to reuse at routing).
+    ``path``: the CSV ``frame`` was read from, as is (row i is line i + 2): its ``x`` cells are
+    checked (a non-numeric, empty or non-finite cell is one error naming the file, row and
+    column) and its errors name it."""
+    where = f"{path}: " if path is not None else ""
     xs = sorted(
         (c for c in frame.columns if c.startswith("x") and c[1:].isdigit()),
         key=lambda c: int(c[1:]),
@@ -170,18 +176,25 @@ def features(frame: pd.DataFrame, fitted: dict | None = None) -> tuple[np.ndarra
     if fitted is not None and fitted.get("kind") != kind:
         what = {"text": "a 'prompt' column", "columns": "x0.. feature columns"}
         raise RouterDataError(
-            f"the queries have {what[kind]} but the router was fitted on "
+            f"{where}the queries have {what[kind]} but the router was fitted on "
             f"{what.get(str(fitted.get('kind')), repr(fitted.get('kind')))}"
         )
     if kind == "columns":
         if not xs:
-            raise RouterDataError("no 'prompt' or 'x0..' feature columns")
+            raise RouterDataError(
+                f"{where}no 'prompt' or 'x0..' feature columns (columns: "
+                f"{', '.join(map(str, frame.columns)) or 'none'})"
+            )
         expected = fitted.get("columns") if fitted is not None else None
         if expected is not None and xs != list(expected):
             raise RouterDataError(
-                f"the queries' feature columns {xs} differ from the router's {list(expected)}"
+                f"{where}the queries' feature columns {xs} differ from the router's "
+                f"{list(expected)}"
             )
-        return frame[xs].to_numpy(float), {"kind": "columns", "columns": xs}
+        if path is None:
+            return frame[xs].to_numpy(float), {"kind": "columns", "columns": xs}
+        x = np.column_stack([_numeric(frame, c, Path(path)) for c in xs])
+        return x, {"kind": "columns", "columns": xs}
     from sklearn.decomposition import TruncatedSVD
     from sklearn.feature_extraction.text import HashingVectorizer
 

@@ -97,25 +97,18 @@ def _eval_settings(ns: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+#: ``perk eval``'s option of each settings key that is not spelled ``--KEY``.
+EVAL_OPTIONS = {"max_new_tokens": "--max-new-tokens"}
+
+
 def _resumed_rows(folder: Path, settings: dict[str, Any], records: list[Any]) -> list[dict]:
     """The predictions an interrupted ``perk eval`` with the same ``settings`` left in
     ``folder`` (whole lines of the same records, in order); other settings, or rows of other
     records, are one line naming them."""
     from iclr26_common.cli_support import UsageError
+    from iclr26_common.outputs import check_resume_settings
 
-    path = folder / SETTINGS_FILE
-    if not path.is_file():
-        raise UsageError(f"--out {folder}: no {SETTINGS_FILE} to resume; pass --overwrite")
-    try:
-        earlier = json.loads(path.read_text(encoding="utf-8"))
-        differ = sorted(k for k in {*settings, *earlier} if earlier.get(k) != settings.get(k))
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError) as error:
-        raise UsageError(f"{path}: not readable ({error}); pass --overwrite") from None
-    if differ:
-        raise UsageError(
-            f"--resume: {path} was written with other settings ({', '.join(differ)}); give the "
-            "same settings or pass --overwrite"
-        )
+    check_resume_settings(folder / SETTINGS_FILE, settings, "perk eval", options=EVAL_OPTIONS)
     rows: list[dict] = []
     predictions = folder / "predictions.jsonl"
     try:
@@ -149,7 +142,7 @@ def _eval(ns: argparse.Namespace) -> int:
     uninterrupted one writes."""
     import torch
 
-    from iclr26_common.outputs import check_output_options, write_text
+    from iclr26_common.outputs import check_output_options, record_settings, write_text
     from iclr26_common.progress import progress
     from iclr26_common.seeding import seed_everything
     from llm_methods.lm.loading import resolve_device
@@ -192,7 +185,7 @@ def _eval(ns: argparse.Namespace) -> int:
             # each finished record is on disk before the next starts (Ctrl-C keeps it); the
             # settings with the first one (a run that fails on its first record leaves nothing)
             if not (out.path / SETTINGS_FILE).is_file():
-                write_text(out.path / SETTINGS_FILE, json.dumps(settings, indent=1))
+                record_settings(out.path / SETTINGS_FILE, settings)
             write_text(out.path / "predictions.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
         acc = sum(r["correct"] for r in rows) / len(rows)
         summary = {

@@ -49,30 +49,25 @@ def _facts_partial(ns: Any) -> Any:
     return folder
 
 
+#: ``suit facts``' settings that are no option: this version's candidate facts and chunk size.
+FACTS_OPTIONS = {"candidates": "candidate facts", "chunk": "facts per chunk"}
+
+
 def _facts_done(partial: Any, settings: dict[str, Any]) -> dict[int, list[list[str]]]:
     """``{chunk number: known facts}`` that an interrupted ``suit facts`` with the same
     ``settings`` left in ``partial`` (nothing when not resumed); records ``settings`` there."""
-    from iclr26_common.cli_support import UsageError
-    from iclr26_common.outputs import write_text
+    from iclr26_common.outputs import check_resume_settings, record_settings
 
     path = partial.path / "settings.json"
     done: dict[int, list[list[str]]] = {}
     if partial.resumed:
-        try:
-            earlier = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            earlier = None
-        if earlier != settings:
-            raise UsageError(
-                f"--resume: {partial.path} holds a probe with other settings ({earlier}); "
-                "give the same --model or pass --overwrite"
-            )
+        check_resume_settings(path, settings, "suit facts probe", options=FACTS_OPTIONS)
         for chunk in sorted(partial.path.glob("chunk-*.json")):
             try:
                 done[int(chunk.stem.split("-")[1])] = json.loads(chunk.read_text("utf-8"))
             except (ValueError, UnicodeDecodeError):
                 continue  # a chunk cut off by the interruption: probed again
-    write_text(path, json.dumps(settings))
+    record_settings(path, settings)
     return done
 
 
@@ -266,7 +261,7 @@ def _edit_batches(editor: Any, requests: Sequence[Any], ns: Any, out_folder: Any
     from safetensors.torch import save
 
     from iclr26_common.cli_support import UsageError
-    from iclr26_common.outputs import write_bytes
+    from iclr26_common.outputs import compare_settings, write_bytes
     from iclr26_common.progress import progress
     from llm_methods.suit.keys import edit_weight
 
@@ -282,12 +277,9 @@ def _edit_batches(editor: Any, requests: Sequence[Any], ns: Any, out_folder: Any
         with safe_open(str(path), framework="pt") as state:
             meta = state.metadata() or {}
             earlier = json.loads(meta.get("settings", "{}"))
-            differ = sorted(k for k in {*settings, *earlier} if earlier.get(k) != settings.get(k))
-            if differ:
-                raise UsageError(
-                    f"--resume: {path} was written with other settings ({', '.join(differ)}); "
-                    "give the same settings or pass --overwrite"
-                )
+            options = {k: f"--{k.replace('_', '-')}" for k in settings}
+            options |= {"config": "the edit settings", "n_requests": "requests in --requests"}
+            compare_settings(earlier, settings, "suit edit", path, options=options)
             with torch.no_grad():
                 for layer in editor.layers:
                     weight = edit_weight(editor.lm, layer).weight
