@@ -228,6 +228,33 @@ def test_bad_wt_and_missing_checkpoint(tmp_path, tiny_ckpt, capsys) -> None:
         assert info.value.code == 2 and message in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("command", ["score", "proteingym"])
+def test_checkpoint_errors_name_the_option(
+    tmp_path: Path, synth_dir: Path, tiny_ckpt: Path, capsys, command: str
+) -> None:
+    """A missing or truncated ``--ckpt`` is one line that starts with the option, as
+    ``--ckpt_path``'s do (the review of issue 36: ``bio-scisor: error: PATH: no such
+    checkpoint`` named the file only)."""
+    truncated = tmp_path / "cut.ckpt"
+    truncated.write_bytes(tiny_ckpt.read_bytes()[:200])
+    for ckpt, says in (
+        (tmp_path / "no.ckpt", "no such checkpoint"),
+        (truncated, "not a readable checkpoint"),
+    ):
+        if command == "score":
+            dms = tmp_path / "a.csv"
+            dms.write_text("mutated_sequence,DMS_score\nMKT,1\n")
+            args = cli_args(command, dms=dms, wt="MKTA", ckpt=ckpt, out=tmp_path / "o.csv")
+        else:
+            reference = synth_dir / "DMS_indels.csv"
+            args = cli_args(
+                command, reference=reference, dms_dir=synth_dir, ckpt=ckpt, out=tmp_path / "o"
+            )
+        line = assert_one_line_error(main, args, capsys, prog="bio-scisor: error: ")
+        assert line.startswith(f"bio-scisor: error: --ckpt {ckpt}: {says}"), line
+    assert not (tmp_path / "o.csv").exists() and not (tmp_path / "o").exists()
+
+
 def test_proteingym_reference_scoring(tmp_path: Path, synth_dir: Path, tiny_ckpt, capsys) -> None:
     out = tmp_path / "pg"
     args = cli_args(

@@ -504,3 +504,46 @@ def test_every_quiet_option_has_the_one_help_text() -> None:
     ).stdout.split()
     assert found, "the grep found no package source (not even common's)"
     assert [f for f in found if not f.endswith("iclr26_common/progress.py")] == []
+
+
+def test_every_device_option_has_the_one_help_text() -> None:
+
+    from iclr26_common.cli_support import ArgumentParser
+    from iclr26_common.device import DEVICE_HELP, add_device_option
+
+    parser = ArgumentParser(prog="x")
+    add_device_option(parser)
+    assert parser.parse_args(["--device", "cuda:1"]).device == "cuda:1"
+    assert parser.parse_args([]).device is None
+    assert DEVICE_HELP in " ".join(parser.format_help().split())
+    cpu = ArgumentParser(prog="y")
+    add_device_option(cpu, default_text="the CPU, as the experiment", also="where it trains")
+    assert "cpu, cuda or cuda:N (default: the CPU, as the experiment); where it trains" in (
+        " ".join(cpu.format_help().split())
+    )
+    assert DEVICE_HELP not in " ".join(cpu.format_help().split())
+    # no package declares --device by hand (its wording would drift from the others)
+    # (a declaration: `add_argument(` then the option, on one line or the next; a message that
+    # names "--device" is not one)
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    declares = re.compile(r'add_argument\(\s*"--device"')
+    found = [
+        str(path)
+        for path in sorted(root.glob("*/src/**/*.py"))
+        if declares.search(path.read_text(encoding="utf-8"))
+    ]
+    assert found, "the search found no package source (not even common's)"
+    assert [f for f in found if not f.endswith("iclr26_common/device.py")] == []
+
+
+def test_device_option_on_a_jsonargparse_parser() -> None:
+    jsonargparse = pytest.importorskip("jsonargparse")
+    from iclr26_common.device import DEVICE_HELP, add_device_option
+
+    parser = jsonargparse.ArgumentParser(exit_on_error=False)
+    add_device_option(parser, type=str | None)
+    assert parser.parse_args(["--device", "cpu"]).device == "cpu"
+    assert parser.parse_args([]).device is None
+    assert DEVICE_HELP in " ".join(parser.format_help().split())

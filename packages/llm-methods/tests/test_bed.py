@@ -327,6 +327,25 @@ def test_cli_play_eig_world_and_errors(tmp_path, capsys) -> None:  # type: ignor
         assert len(lines) == 1 and lines[0].startswith("llm-methods: error:")
 
 
+def test_play_warns_that_model_and_device_are_unused_with_the_oracle(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``play --likelihood oracle`` with a strategy that asks no LLM loads none: a given
+    ``--model`` / ``--device`` is one warning line on stderr naming them, and the games still
+    run (the review of issue 36: exit 0 with both silently unused); not given, no line."""
+    from llm_methods.cli import main
+
+    base = ["bed", "play", "--likelihood", "oracle", "--games", "2", "--quiet"]
+    extra = ["--model", "other-model", "--device", "cpu"]
+    assert main([*base, *extra, "--out", str(tmp_path / "a")]) == 0
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("llm-methods bed play: warning: --model and --device unused")
+    assert (tmp_path / "a" / "summary.json").is_file()
+    assert main([*base, "--device", "cpu", "--out", str(tmp_path / "b")]) == 0
+    assert "warning: --device unused" in capsys.readouterr().err
+    assert main([*base, "--out", str(tmp_path / "c")]) == 0
+    assert capsys.readouterr().err.strip() == ""
+
+
 @pytest.mark.slow
 def test_quick_experiment_runs(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from llm_methods.bed.experiment import run

@@ -199,11 +199,32 @@ def test_bad_input_one_line(perk_ckpt: Path, tmp_path: Path, capsys: Any) -> Non
             str(tmp_path / "o"),
         ],
     )
-    assert "none.ckpt: no such checkpoint" in line
+    assert "none.ckpt: no such PERK / FT-ICR checkpoint" in line
     line = _one_line_error(
         capsys, ["perk", "synth", "--out", str(tmp_path / "s.jsonl"), "--position", "2"]
     )
     assert "position must be in [0, 1]" in line
+
+
+def test_eval_checkpoint_errors_name_the_option(tmp_path: Path, capsys: Any) -> None:
+    """A missing or truncated ``perk eval --model`` checkpoint is one line that starts with the
+    option, as ``--ckpt_path``'s do (the review of issue 36: ``PATH: no such checkpoint``
+    named the file only); nothing is written."""
+    import torch
+
+    data = tmp_path / "d.jsonl"
+    assert main(["perk", "synth", "--out", str(data), "--n", "1", "--n-segments", "2"]) == 0
+    truncated = tmp_path / "cut.ckpt"
+    torch.save({"perk_method": "perk", "state_dict": {"w": torch.zeros(64)}}, truncated)
+    truncated.write_bytes(truncated.read_bytes()[:100])
+    for ckpt, says in (
+        (tmp_path / "none.ckpt", "no such PERK / FT-ICR checkpoint"),
+        (truncated, "not a readable PERK / FT-ICR checkpoint ("),
+    ):
+        args = ["perk", "eval", "--model", str(ckpt), "--data", str(data), "--device", "cpu"]
+        line = _one_line_error(capsys, [*args, "--out", str(tmp_path / "o")])
+        assert line.startswith(f"llm-methods: error: --model {ckpt}: {says}"), line
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.slow

@@ -258,7 +258,7 @@ def test_a_long_cell_prints_epoch_lines_at_most_every_so_often(
         every.on_train_epoch_end(SimpleNamespace(current_epoch=epoch), None)
     lines = capsys.readouterr().err.splitlines()
     assert [line.split(",")[0] for line in lines] == [
-        f"cnn P1 S1 seed 0: epoch {e}/3" for e in (1, 2, 3)
+        f"cnn P1 S1 seed 0 epochs: {e}/3" for e in (1, 2, 3)
     ]
     rarely = epoch_lines_callback("cnn P1 S1 seed 0", 3, 3600.0)
     rarely.on_train_start(None, None)

@@ -220,6 +220,26 @@ def test_predict_files_errors_are_one_line(
     assert not Path(out).exists()
 
 
+def test_predict_files_checkpoint_errors_name_the_option(
+    p2_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A missing or truncated ``--ckpt`` is one line that starts with the option, as
+    ``--ckpt_path``'s do (the review of issue 36: ``rf-matid: error: PATH: no such checkpoint``
+    named the file only)."""
+    source = tmp_path / "scan.s1p"
+    source.write_text("# GHz S RI R 50\n4.0 0.1 0.2\n")
+    out = str(tmp_path / "p.csv")
+    missing = tmp_path / "no.ckpt"
+    truncated = tmp_path / "cut.ckpt"
+    truncated.write_bytes(p2_checkpoint.read_bytes()[:200])
+    for ckpt, says in ((missing, "no such checkpoint"), (truncated, "not a readable checkpoint")):
+        line = _one_line_error(
+            capsys, ["predict-files", "--ckpt", str(ckpt), "--out", out, str(source)]
+        )
+        assert line.startswith(f"rf-matid: error: --ckpt {ckpt}: {says}"), line
+    assert not Path(out).exists()
+
+
 def test_test_subcommand_refuses_a_checkpoint_of_other_classes(
     tiny_time_dataset: Path, p2_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

@@ -157,7 +157,7 @@ def _load_denoiser(
         raise UsageError(f"--p0 is for upstream checkpoints; {ckpt} stores its own pi")
     from bio_scisor.lit_module import load_checkpoint
 
-    module = load_checkpoint(ckpt)
+    module = load_checkpoint(ckpt, option="--ckpt")  # errors start with the option
     hp = module.hparams
     return module.denoiser, {
         "alpha_power": hp.alpha_power,

@@ -105,13 +105,16 @@ def _init_args(values: dict) -> dict:
     return {k: v for k, v in values.items() if k not in ("self", "__class__")}
 
 
-def load_checkpoint(path: str | Path, map_location: str = "cpu") -> ScisorLitModule:
+def load_checkpoint(
+    path: str | Path, map_location: str = "cpu", *, option: str | None = None
+) -> ScisorLitModule:
     """Rebuild a :class:`ScisorLitModule` from a Lightning checkpoint (``weights_only=True``).
 
     A missing file is a ``FileNotFoundError``; an unreadable one, one without
     ``state_dict``/``hyper_parameters``, or another model's checkpoint (hyperparameters this
     module does not take, weights of another shape) a :class:`~bio_scisor.io.ScisorFormatError`
-    naming it.
+    naming it; with ``option`` (the command-line option that gave ``path``, ``"--ckpt"``) every
+    message starts with it (``"--ckpt PATH: ..."``), as ``--ckpt_path``'s do.
     """
     from bio_scisor.io import ScisorFormatError
     from iclr26_common.checkpoints import load_weights_only
@@ -123,15 +126,17 @@ def load_checkpoint(path: str | Path, map_location: str = "cpu") -> ScisorLitMod
         map_location=map_location,
         require_state_dict=True,
         package="bio_scisor",
+        option=option,
     )
+    named = f"{option} {path}" if option else str(path)
     if "hyper_parameters" not in ckpt:
         raise ScisorFormatError(
-            f"{path}: not a bio-scisor Lightning checkpoint (no hyper_parameters)"
+            f"{named}: not a bio-scisor Lightning checkpoint (no hyper_parameters)"
         )
     stored = ckpt["hyper_parameters"]
     if not isinstance(stored, dict):
         raise ScisorFormatError(
-            f"{path}: not a bio-scisor Lightning checkpoint (hyper_parameters is a "
+            f"{named}: not a bio-scisor Lightning checkpoint (hyper_parameters is a "
             f"{type(stored).__name__}, not a mapping)"
         )
     hparams = {k: v for k, v in stored.items() if not str(k).startswith("_")}
@@ -141,7 +146,7 @@ def load_checkpoint(path: str | Path, map_location: str = "cpu") -> ScisorLitMod
     except (TypeError, RuntimeError) as error:  # another model's hyperparameters or weights
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ScisorFormatError(
-            f"{path}: not a bio-scisor Lightning checkpoint (another model's? {first})"
+            f"{named}: not a bio-scisor Lightning checkpoint (another model's? {first})"
         ) from error
     return module.eval()
 

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEVICE_ENV",
+    "DEVICE_HELP",
     "DeviceError",
+    "add_device_option",
     "check_device_env",
     "choose_device",
     "describe_device",
@@ -36,6 +38,36 @@ __all__ = [
 ]
 
 DEVICE_ENV = "ICLR26_DEVICE"
+
+#: The one help text of every command's ``--device`` (:func:`add_device_option`).
+DEVICE_HELP = (
+    "cpu, cuda or cuda:N (default: cuda when PyTorch sees a GPU, else the CPU; "
+    f"${DEVICE_ENV} sets the default)"
+)
+_DEVICE_NAMES = "cpu, cuda or cuda:N"
+
+
+def add_device_option(
+    parser: Any,
+    *,
+    default: str | None = None,
+    default_text: str | None = None,
+    also: str = "",
+    type: Any = None,
+) -> None:
+    """Add ``--device`` with the one wording (:data:`DEVICE_HELP`) to an argparse or
+    jsonargparse ``parser``. ``default_text``: what a command whose default is not
+    :func:`choose_device`'s says instead (e.g. ``"the CPU, as the experiment"``); ``also``: what
+    else the help says (e.g. which model it places); ``type``: the value's type where a
+    jsonargparse parser needs one (``str | None``). The value stays the name given (or
+    ``default``): commands check it with :func:`parse_device_option` before any work."""
+    help_text = (
+        DEVICE_HELP if default_text is None else f"{_DEVICE_NAMES} (default: {default_text})"
+    )
+    if also:
+        help_text += f"; {also}"
+    kwargs: dict[str, Any] = {} if type is None else {"type": type}
+    parser.add_argument("--device", default=default, help=help_text, **kwargs)
 
 
 class DeviceError(UsageError, RuntimeError):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from iclr26_common.cli_support import ConsoleScript, Handler
+from iclr26_common.device import add_device_option
 from iclr26_common.outputs import check_output_options
 from iclr26_common.progress import add_quiet_option
 from llm_methods import __version__
@@ -121,10 +122,8 @@ def zoo_main(argv: Sequence[str]) -> int:
         "own NAME-<hash>/ folder, which `--model zoo:NAME` does not find: pass that folder as "
         "--model",
     )
-    build.add_argument(
-        "--device",
-        default=None,
-        help="cpu / cuda: where it trains (default: the CPU, the same weights everywhere)",
+    add_device_option(
+        build, default_text="the CPU, the same weights everywhere", also="where it trains"
     )
     for action in (listing, build):
         action.add_argument(

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from iclr26_common import cli_support
 from iclr26_common.cli_support import ArgumentParser, refuse_non_finite
+from iclr26_common.device import add_device_option
 from iclr26_common.progress import add_quiet_option
 
 __all__ = [
@@ -126,7 +127,7 @@ def model_args(parser: ArgumentParser) -> None:
     """``--model`` (a model spec), ``--device`` and ``--dtype``, as :func:`llm_methods.lm.load_lm`
     takes them (also used by ``dispersion measure``)."""
     parser.add_argument("--model", default="smollm2", help="model spec (default: smollm2)")
-    parser.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
+    add_device_option(parser)
     parser.add_argument("--dtype", default=None, help="float32 / bf16 / fp16 (default: per device)")
 
 

@@ -22,6 +22,7 @@ from iclr26_common.cli_support import (
     positive_int,
     probability,
 )
+from iclr26_common.device import add_device_option
 from iclr26_common.outputs import (
     RESUME_HELP,
     add_output_options,
@@ -265,11 +266,7 @@ def screen_main(argv: Sequence[str]) -> int:
         help="the tiles' CSV to write (default: beside --out, MASK.tiles.csv)",
     )
     parser.add_argument("--print-tiles", action="store_true", help="also print one line per tile")
-    parser.add_argument(
-        "--device",
-        default=None,
-        help="cpu, cuda, cuda:1, ... (default: CUDA when PyTorch sees one; ICLR26_DEVICE overrides)",
-    )
+    add_device_option(parser)
     parser.add_argument(
         "--region",
         default=None,

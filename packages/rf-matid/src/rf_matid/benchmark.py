@@ -36,7 +36,7 @@ from iclr26_common.outputs import (
     write_bytes,
     write_text,
 )
-from iclr26_common.progress import add_quiet_option, format_duration, progress
+from iclr26_common.progress import add_quiet_option, progress
 from rf_matid.benchmark_store import (
     CELLS_DIR,
     SETTINGS_FILE,
@@ -72,9 +72,10 @@ def train_and_test(
 ) -> BenchmarkRow:
     """Trains ``arch`` on the split's train part for ``epochs`` and evaluates the last epoch on test.
 
-    ``progress_every_s``: print a line ``ARCH PROTOCOL SPLIT seed S: epoch E/N, T elapsed`` on
-    stderr at the end of an epoch, at most once every that many seconds (``None``: none), so a
-    long cell is not silent (``rf-matid benchmark`` without ``--quiet``).
+    ``progress_every_s``: print a line ``ARCH PROTOCOL SPLIT seed S epochs: E/N, T elapsed, ...``
+    on stderr at the end of an epoch, at most once every that many seconds (``None``: none), so
+    a long cell is not silent (``rf-matid benchmark`` without ``--quiet``;
+    :func:`epoch_lines_callback`).
 
     Optimiser, schedule and batch size follow upstream's recipe for ``arch``
     (:data:`rf_matid.model.UPSTREAM_TRAINING`) unless ``batch_size`` / ``model_kwargs`` override
@@ -212,21 +213,46 @@ def last_validation_callback() -> Any:
 
 
 def epoch_lines_callback(label: str, epochs: int, every_s: float) -> Any:
-    """A callback printing ``LABEL: epoch E/N, T elapsed`` on stderr at the end of a training
-    epoch, at most once every ``every_s`` seconds (the first after ``every_s``)."""
+    """A callback showing a cell's training epochs with the workspace's progress lines
+    (:func:`iclr26_common.progress.progress`, plain lines): ``LABEL epochs: E/N, T elapsed, about
+    R left`` at the end of an epoch at most once every ``every_s`` seconds, and ``LABEL epochs:
+    N/N, T elapsed (done)`` at the end; nothing until ``every_s`` seconds have passed since the
+    training started (a short cell stays silent; the benchmark's own progress shows it started).
+    """
     from lightning.pytorch.callbacks import Callback
 
+    class _AfterDelay(io.TextIOBase):
+        """Plain lines (not a terminal: a cell's bar would fight the benchmark's) to the
+        current stderr, once ``every_s`` seconds have passed since it was made and ``held`` is
+        off."""
+
+        held = True
+
+        def __init__(self) -> None:
+            self.start = time.monotonic()
+
+        def write(self, text: str) -> int:
+            if not self.held and time.monotonic() - self.start >= every_s:
+                sys.stderr.write(text)
+            return len(text)
+
+        def flush(self) -> None:
+            sys.stderr.flush()
+
     class _EpochLines(Callback):
+        lines: Any = None
+
         def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-            self.start = self.last = time.monotonic()
+            stream = _AfterDelay()
+            self.lines = progress(
+                range(epochs), description=f"{label} epochs", stream=stream, every_s=every_s
+            )
+            next(self.lines, None)  # its start line, held back: the benchmark's shows the start
+            stream.held = False
 
         def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-            now = time.monotonic()
-            if now - self.last >= every_s:
-                elapsed = format_duration(now - self.start)
-                line = f"{label}: epoch {trainer.current_epoch + 1}/{epochs}, {elapsed} elapsed"
-                print(line, file=sys.stderr, flush=True)
-                self.last = now
+            if self.lines is not None:
+                next(self.lines, None)  # one epoch done; the last one prints "(done)"
 
     return _EpochLines()
 

@@ -196,7 +196,7 @@ def predict_files_main(argv: Sequence[str]) -> int:
     from rf_matid.predict import collect_inputs, load_predictor, predict_files
 
     inputs = collect_inputs(ns.inputs)
-    predictor = load_predictor(ns.ckpt, protocol=ns.protocol)
+    predictor = load_predictor(ns.ckpt, protocol=ns.protocol, option="--ckpt")
     out = predict_files(
         predictor, inputs, ns.out, ns.batch_size, overwrite=ns.overwrite, quiet=ns.quiet
     )

@@ -157,11 +157,17 @@ class Predictor:
 
 
 def load_predictor(
-    ckpt_path: str | os.PathLike[str], protocol: str | None = None, map_location: str = "cpu"
+    ckpt_path: str | os.PathLike[str],
+    protocol: str | None = None,
+    map_location: str = "cpu",
+    *,
+    option: str | None = None,
 ) -> Predictor:
     """Loads a Lightning checkpoint of :class:`RFMatIDClassifier` (``weights_only=True``).
 
-    ``protocol`` overrides the one recorded with the data module's hyperparameters.
+    ``protocol`` overrides the one recorded with the data module's hyperparameters. ``option``:
+    the command-line option that gave ``ckpt_path`` (``"--ckpt"``): every error then starts with
+    it (``"--ckpt PATH: ..."``), as ``--ckpt_path``'s do.
 
     Raises:
         FileNotFoundError: ``ckpt_path`` is not a file.
@@ -181,7 +187,9 @@ def load_predictor(
         map_location=map_location,
         require_state_dict=True,
         package="rf_matid",  # another package's model: one line naming both
+        option=option,
     )
+    named = f"{option} {path}" if option else str(path)
     hparams = dict(checkpoint.get("hyper_parameters") or {})
     accepted = set(inspect.signature(RFMatIDClassifier).parameters)
     try:  # another model's checkpoint: wrong arguments or weights
@@ -190,11 +198,11 @@ def load_predictor(
     except (TypeError, ValueError, KeyError, RuntimeError) as error:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise CheckpointError(
-            f"{path}: not a checkpoint of an rf-matid classifier ({first})"
+            f"{named}: not a checkpoint of an rf-matid classifier ({first})"
         ) from None
     data_hparams = dict(checkpoint.get("datamodule_hyper_parameters") or {})
     if data_hparams.get("domain", "frequency") != "frequency":
-        raise ValueError(f"{path}: a time-domain model; predict from S11 needs a frequency model")
+        raise ValueError(f"{named}: a time-domain model; predict from S11 needs a frequency model")
     return Predictor(
         module,
         protocol=protocol or data_hparams.get("protocol"),

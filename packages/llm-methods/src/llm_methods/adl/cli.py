@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from iclr26_common.device import add_device_option
+
 __all__ = ["ABOUT", "adl_diff", "adl_kl", "main"]
 
 ABOUT = "Activation Difference Lens model diffing (arXiv 2510.13900)"
@@ -143,7 +145,7 @@ def _pair_args(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="the reference model it is compared with (a model spec, same tokenizer)",
     )
-    parser.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
+    add_device_option(parser)
     parser.add_argument("--dtype", default=None, help="float32 / bf16 / fp16 (default: per device)")
     seed_args(parser)
 

@@ -23,6 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from iclr26_common.device import add_device_option
 from iclr26_common.progress import add_quiet_option
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ def stage_parser(command: str) -> Any:
     parser.add_argument(
         "--refusals", type=str | None, default=None, help="refusal pool (one per line)"
     )
-    parser.add_argument("--device", type=str | None, default=None, help="cpu / cuda")
+    add_device_option(parser, type=str | None)
     add_output_options(parser, type=str, help="output folder (model + log)")
     add_quiet_option(parser)
     parser.add_argument(
@@ -153,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
         "last number), sst2 / agnews (exact label) rules, or prefix (response starts with the "
         "answer; ours, the copy task); auto = gsm8k for numeric answers, else prefix",
     )
-    ev.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
+    add_device_option(ev)
     ev.add_argument(
         "--seed", type=seed, default=INTERVAL_SEED, help="resampling seed of the intervals"
     )
@@ -168,9 +169,7 @@ def _parser() -> argparse.ArgumentParser:
     pt.add_argument(
         "--seed", type=seed, default=0, help="the synthetic set, initial weights and batches"
     )
-    pt.add_argument(
-        "--device", default=None, help="cpu / cuda (default: the CPU, as the experiment)"
-    )
+    add_device_option(pt, default_text="the CPU, as the experiment")
     add_quiet_option(pt)
     sub.add_parser("configs", help="list the shipped configs")
     return show_defaults(parser)

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 
+from iclr26_common.device import add_device_option
 from iclr26_common.progress import add_quiet_option
 
 ABOUT = "BED-LLM expected-information-gain questioning, 20 Questions (arXiv 2508.21184)"
 STRATEGY_CHOICES = ("bed", "entropy", "split", "random", "prompt_sim", "prompt", "cot")
+#: ``play --model``'s default.
+DEFAULT_MODEL = "smollm2"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,9 +38,9 @@ def _parser() -> argparse.ArgumentParser:
         help="belief likelihood: the world's table or the LLM's (default oracle)",
     )
     play.add_argument(
-        "--model", default="smollm2", help="model spec for --likelihood llm / prompt / cot"
+        "--model", default=DEFAULT_MODEL, help="model spec for --likelihood llm / prompt / cot"
     )
-    play.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
+    add_device_option(play)
     play.add_argument("--games", type=int, default=100, help="games played")
     play.add_argument("--n-hyp", type=int, default=32, help="N hypotheses kept")
     play.add_argument("--m-cand", type=int, default=5, help="M candidate questions per turn")
@@ -84,6 +88,26 @@ def _positive(ns: argparse.Namespace, *names: str) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(ns, name)}")
 
 
+def _warn_unused_model_options(ns: argparse.Namespace, *, uses_lm: bool) -> None:
+    """One stderr line when ``--model`` / ``--device`` were given to a game that loads no LLM
+    (``--likelihood oracle`` with a strategy that asks none): they would do nothing, silently."""
+    given = [
+        option
+        for option, given_it in (
+            ("--model", ns.model != DEFAULT_MODEL),
+            ("--device", ns.device is not None),
+        )
+        if given_it
+    ]
+    if given and not uses_lm:
+        print(
+            f"llm-methods bed play: warning: {' and '.join(given)} unused: --likelihood "
+            f"{ns.likelihood} with --strategy {ns.strategy} loads no LLM (they are for "
+            "--likelihood llm or --strategy prompt / cot)",
+            file=sys.stderr,
+        )
+
+
 def _play(ns: argparse.Namespace) -> int:
     import numpy as np
 
@@ -93,6 +117,7 @@ def _play(ns: argparse.Namespace) -> int:
     _positive(ns, "games", "n_hyp", "m_cand", "max_turns")
     if ns.strategy in LLM_STRATEGIES and ns.m_cand > 9:
         raise ValueError("--m-cand must be <= 9 for the prompt / cot questioners")
+    _warn_unused_model_options(ns, uses_lm=ns.likelihood == "llm" or ns.strategy in LLM_STRATEGIES)
     out = check_out_folder(ns.out, overwrite=ns.overwrite)  # before the model is loaded
     world = _world(ns.world)
     model_p = world.p_yes

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from iclr26_common.device import add_device_option
 from iclr26_common.textio import input_file
 
 ABOUT = (
@@ -109,7 +110,7 @@ def main(argv: Sequence[str]) -> int:
     sim = sub.add_parser("similarity", help="per-layer cross-lingual cosine of a model")
     sim.add_argument("--model", required=True, help="model spec (smollm2, zoo:NAME, folder, .gguf)")
     sim.add_argument("--parallel", type=Path, required=True, help="jsonl: {lang: text, ...}")
-    sim.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
+    add_device_option(sim)
     out_args(
         sim,
         "output .json file: the cosine of every layer",
@@ -239,7 +240,7 @@ def _finetune_args(sub: Any) -> None:
     )
     ft.add_argument("--prompt-field", default="prompt", help="jsonl field of the prompt")
     ft.add_argument("--answer-field", default="answer", help="jsonl field of the answer")
-    ft.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
+    add_device_option(ft)
     out_args(
         ft,
         "output folder: the fine-tuned model (HF folder) and linguamap_finetune.json",

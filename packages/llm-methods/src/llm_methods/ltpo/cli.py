@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from iclr26_common.device import add_device_option
 from iclr26_common.progress import add_quiet_option
 
 ABOUT = "LTPO test-time latent thought optimisation (arXiv 2510.04182)"
@@ -56,7 +57,7 @@ def solve_parser() -> Any:
     )
     parser.add_argument("--config", action=ActionConfigFile, help="shipped config or yaml path")
     parser.add_argument("--model", type=str, default="smollm2", help="model spec")
-    parser.add_argument("--device", type=str | None, default=None, help="cpu / cuda")
+    add_device_option(parser, type=str | None)
     parser.add_argument("--data", type=str, required=True, help="jsonl (or ASDiv .xml) file")
     parser.add_argument("--format", type=str, default="gsm8k", help="gsm8k|math500|aime|asdiv")
     parser.add_argument("--method", type=Literal[METHOD_CHOICES], default="ltpo")  # type: ignore[valid-type]

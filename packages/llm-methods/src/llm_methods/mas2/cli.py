@@ -15,6 +15,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from iclr26_common.device import add_device_option
 from iclr26_common.progress import add_quiet_option
 
 ABOUT = "MAS² self-generating, self-rectifying multi-agent systems (arXiv 2509.24323)"
@@ -72,12 +73,7 @@ def _parser() -> argparse.ArgumentParser:
             default="smollm2",
             help="core model spec for --backend local (--local-model before 0.8.0)",
         )
-        p.add_argument(
-            "--device",
-            default=None,
-            help="device of --backend local's model: cpu / cuda / cuda:N (default: cuda if "
-            "present); checked with every backend",
-        )
+        add_device_option(p, also="where --backend local's model runs; checked with every backend")
         p.add_argument("--retries", type=int, default=3, help="openai: retries per request")
         p.add_argument("--team", type=Path, default=None, help="team.json from 'train'")
 

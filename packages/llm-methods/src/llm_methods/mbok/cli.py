@@ -21,9 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from iclr26_common.device import add_device_option
+
 ABOUT = "MBOK multi-kernel Boolean weights: compress, finetune, eval (arXiv 2505.22811)"
 PROG = "llm-methods mbok"
-DEVICE_HELP = "cpu / cuda / cuda:N (default: cuda if present)"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
         required=True,
         kind="file",
     )
-    comp.add_argument("--device", default=None, help=DEVICE_HELP)
+    add_device_option(comp)
     seed_args(comp)  # --seed and --quiet (no progress lines over the layers)
     # no abbreviations: ``--text`` (removed in 0.8.0) is refused, not read as ``--text-file``
     ev = sub.add_parser("eval", help="perplexity on a text file", allow_abbrev=False)
@@ -76,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
         required=True,
         kind="file",
     )
-    ev.add_argument("--device", default=None, help=DEVICE_HELP)
+    add_device_option(ev)
     seed_args(ev)
     for command in (comp, ev):  # not the top level: its description keeps its layout
         show_defaults(command)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from iclr26_common.device import add_device_option
 from iclr26_common.progress import add_quiet_option
 
 ABOUT = "PERK test-time LoRA memory for long contexts (arXiv 2507.06415)"
@@ -57,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--max-new-tokens", type=int, default=None, help="answer length (default: the checkpoint's)"
     )
-    ev.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
+    add_device_option(ev)
     ev.add_argument(
         "--seed",
         type=seed,
@@ -155,7 +156,7 @@ def _eval(ns: argparse.Namespace) -> int:
     records = read_babilong(ns.data, ns.limit)
     settings = _eval_settings(ns)
     rows = _resumed_rows(out.path, settings, records) if out.resumed else []
-    module = load_checkpoint(ns.model).to(device)
+    module = load_checkpoint(ns.model, option="--model").to(device)
     if ns.max_new_tokens is not None:
         module.hparams.max_new_tokens = ns.max_new_tokens
     if rows:

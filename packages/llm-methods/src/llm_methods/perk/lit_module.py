@@ -23,7 +23,6 @@ from typing import Any
 import lightning as L
 import torch
 
-from iclr26_common.textio import input_file
 from llm_methods.lm.errors import LMError
 from llm_methods.perk.data import BabiRecord, is_correct, synth_babilong
 from llm_methods.perk.icr import ICR
@@ -225,36 +224,32 @@ class ICRModule(_QAModule):
         return self.icr.answer(rec.context, rec.question, self.hparams.max_new_tokens)
 
 
-def load_checkpoint(path: str | Path) -> _QAModule:
+def load_checkpoint(path: str | Path, *, option: str | None = None) -> _QAModule:
     """A ``PERKModule`` or ``ICRModule`` from a Lightning checkpoint (``weights_only=True``).
 
     One-line :class:`~llm_methods.lm.errors.LMError` for a file that is not a readable
     checkpoint, one of another package or method (its ``iclr26_model`` stamp or
     ``_class_path`` names the other package and class: ``a checkpoint of llm-methods.remix
     (llm_methods.remix.lit_module.ReMixModule), not of llm-methods.perk``), and one that
-    names neither PERK nor FT-ICR."""
-    from iclr26_common.checkpoints import foreign_owner
+    names neither PERK nor FT-ICR (a missing file: ``FileNotFoundError``). ``option``: the
+    command-line option that gave ``path`` (``"--model"``): every message then starts with it
+    (``"--model PATH: ..."``), as ``--ckpt_path``'s do."""
+    from iclr26_common.checkpoints import foreign_owner, load_weights_only
 
     path = Path(path)
-    input_file(path, "checkpoint")
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # truncated, not a checkpoint, or a pickle of foreign objects
-        reason = " ".join(str(error).split())[:160] or type(error).__name__
-        raise LMError(
-            f"{path}: not a readable PERK / FT-ICR checkpoint (truncated or not one: {reason})"
-        ) from None
+    ckpt = load_weights_only(path, "PERK / FT-ICR checkpoint", error=LMError, option=option)
+    named = f"{option} {path}" if option else str(path)
     foreign = foreign_owner(ckpt, "llm_methods.perk")
     if foreign is not None:  # another package's (or method's) model, named by its fit
         owner, class_path = foreign
         raise LMError(
-            f"{path}: a checkpoint of {owner.replace('_', '-')} ({class_path}), not of "
+            f"{named}: a checkpoint of {owner.replace('_', '-')} ({class_path}), not of "
             "llm-methods.perk (PERKModule / ICRModule)"
         )
     classes = {"perk": PERKModule, "ficr": ICRModule}
     method = ckpt.get("perk_method") if isinstance(ckpt, dict) else None
     if method not in classes:
-        raise LMError(f"{path}: not a PERK / FT-ICR checkpoint (no 'perk_method' entry)")
+        raise LMError(f"{named}: not a PERK / FT-ICR checkpoint (no 'perk_method' entry)")
     cls = classes[method]
     names = inspect.signature(cls.__init__).parameters
     module = cls(**{k: v for k, v in ckpt["hyper_parameters"].items() if k in names})

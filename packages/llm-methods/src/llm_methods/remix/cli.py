@@ -16,6 +16,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from iclr26_common.device import add_device_option
+
 ABOUT = "ReMix off-policy reinforcement finetuning vs GRPO (arXiv 2507.06892)"
 PROG = "llm-methods remix"
 
@@ -39,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
         "printed)",
         required=True,
     )
-    ev.add_argument("--device", default=None, help="cpu / cuda / cuda:N (default: cuda if present)")
+    add_device_option(ev)
     seed_args(ev)
     synth = sub.add_parser("synth", help="write generated problems (GSM8K jsonl)")
     out_args(synth, "output .jsonl file", required=True, kind="file")

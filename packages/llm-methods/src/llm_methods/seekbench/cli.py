@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from iclr26_common.device import add_device_option
 from iclr26_common.progress import add_quiet_option
 
 ABOUT = "SeekBench process-level evaluation of LLM search agents (arXiv 2509.22391)"
@@ -94,9 +95,7 @@ def _parser():  # type: ignore[no-untyped-def]
         "--judge", choices=("rule", "lm", "http"), default="rule", help="which judge labels"
     )
     ju.add_argument("--model", default="smollm2", help="lm: model spec; http: model name")
-    ju.add_argument(
-        "--device", default=None, help="lm: cpu / cuda / cuda:N (default: cuda if present)"
-    )
+    add_device_option(ju, also="used by the lm judge")
     ju.add_argument("--url", default=None, help="http: OpenAI-compatible base URL (.../v1)")
     ju.add_argument(
         "--api-key-env",

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from iclr26_common.cli_support import finite_float
+from iclr26_common.device import add_device_option
 from llm_methods.method_cli import ArgumentParser, out_args
 
 __all__ = ["ABOUT", "main"]
@@ -411,12 +412,12 @@ def main(argv: Sequence[str]) -> int:
         action="store_true",
         help="also write OUT/model, a full HF folder of the edited model (any --model takes it)",
     )
-    edit.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
+    add_device_option(edit)
     out_args(edit, "output folder", required=True, resumable=True)
     seed_args(edit)
     facts = sub.add_parser("facts", help="write the table facts a model knows as CounterFact")
     facts.add_argument("--model", default="smollm2", help="model spec")
-    facts.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
+    add_device_option(facts)
     out_args(
         facts,
         "output .json file (an interrupted probe keeps its finished chunks in OUT.partial/)",
@@ -433,7 +434,7 @@ def main(argv: Sequence[str]) -> int:
     trace.add_argument("--facts", type=int, default=TRACE_FACTS, help="requests traced (first N)")
     trace.add_argument("--samples", type=int, default=5, help="noise draws per fact")
     trace.add_argument("--window", type=int, default=None, help="restored layers (default n/5)")
-    trace.add_argument("--device", default=None, help="cpu / cuda (default: cuda if present)")
+    add_device_option(trace)
     out_args(
         trace,
         "output .json file (the numbers printed)",
