@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from iclr26_common import LoadError, discover
+from medimg_gfscreen import claims as claims_module
 from medimg_gfscreen import experiment, measurement
 
 GLANCE_G, FOCUS_G = 0.3, 1.0  # GFLOPs per tile of the planted measurements
@@ -73,12 +74,14 @@ def _measurement(
             focus_tile_gflops=FOCUS_G,
             glance_tile_gflops=GLANCE_G,
             cases=(records or _records)(seed, gate, n_lesion, n_healthy),
-            separability={"auroc": auroc, "steps": 160.0} if seed == 0 else {},
         )
         for seed in range(seeds)
     ]
     return measurement.Measurement(
-        config=measurement.settings(False), per_seed=per_seed, torch_threads=2
+        config=measurement.settings(False),
+        per_seed=per_seed,
+        torch_threads=2,
+        separability={"auroc": auroc, "steps": 160.0},
     )
 
 
@@ -212,12 +215,179 @@ def test_registered_entry_point() -> None:
 
 
 @pytest.mark.slow
-def test_quick_run_returns_three_claims(tmp_path: Path) -> None:
+@pytest.mark.parametrize("gate", ["passes", "fails"])
+def test_quick_run_returns_three_claims(
+    gate: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole quick run, its separability gate forced either way (threshold 0: any AUROC
+    passes; above 1: none does): passed, everything runs (plot, weights, measured claims);
+    failed, nothing is trained and the claims are untested."""
+    monkeypatch.setattr(claims_module, "MIN_SEPARABILITY_AUROC", 0.0 if gate == "passes" else 1.01)
     result = experiment.run(quick=True, out_dir=tmp_path)
     assert len(result.claims) == 3
-    assert (tmp_path / "recall_dsc_selection.png").is_file()
-    assert result.metrics["total_flop_reduction"] > 0
     assert all(c.verdict in ("held", "not held", "inconclusive") for c in result.claims)
+    assert 0 <= result.metrics["separability_control"]["auroc"] <= 1
+    trained = (tmp_path / "recall_dsc_selection.png").is_file()
+    assert trained == (tmp_path / "gfscreen_weights_seed0.pt").is_file() == (gate == "passes")
+    if gate == "passes":
+        assert result.metrics["total_flop_reduction"] > 0
+    else:
+        assert all(c.effect is None and c.criterion_met is None for c in result.claims)
+        assert result.metrics["method_free"]["perfect_gate_reduction"] > 1
+
+
+#: the separability control's result planted by the gate tests (the full run's numbers)
+FAILED_CONTROL = {
+    "auroc": 0.622,
+    "steps": 640.0,
+    "lesion_tile_rate": 0.139,
+    "train_tile_auroc": 0.65,
+}
+SMALL = {**measurement.settings(True), "n_train": 4, "n_test": 2, "seeds": [0, 1, 2]}
+
+
+def _planted_control(auroc: float, calls: list[str]):
+    def separability(dm, volumes, steps: int, seed: int) -> dict[str, float]:
+        calls.append("control")
+        assert (steps, seed, len(volumes)) == (SMALL["separability_steps"], 0, SMALL["n_test"])
+        return {**FAILED_CONTROL, "auroc": auroc}
+
+    return separability
+
+
+def test_a_failed_separability_control_trains_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control fails (planted AUROC 0.622 < 0.7): no seed's joint training, evaluation or
+    ablation is called; every claim is untested, carrying the control with its AUROC ((b1)
+    also the perfect-gate control, measured without a model); the report says what did not
+    run and gives the method-free numbers."""
+    calls: list[str] = []
+    monkeypatch.setattr(measurement, "separability", _planted_control(0.622, calls))
+
+    def train(*args, **kwargs):
+        calls.append("train")
+        raise AssertionError("the joint training ran although the control failed")
+
+    monkeypatch.setattr(measurement, "_measure_seed", train)
+    monkeypatch.setattr(experiment, "settings", lambda quick: SMALL)
+    result = experiment.run(quick=True, out_dir=tmp_path)
+    assert calls == ["control"]
+    assert not list(tmp_path.iterdir())  # no weights, no plot
+    assert [c.verdict for c in result.claims] == ["inconclusive"] * 3
+    for claim in result.claims:
+        assert claim.effect is None and claim.criterion_met is None
+        assert claim.reason.startswith("control failed: a supervised Glance separates")
+        control = claim.preconditions[0]
+        assert not control.passed and control.measured == {"auroc": 0.622, "steps": 640.0}
+    assert [p.name for p in result.claims[1].preconditions][1] == "a perfect gate reaches 3x"
+    free = result.metrics["method_free"]
+    assert free["sw_total"] / free["glance_only"] == pytest.approx(free["ceiling"])
+    assert 1 < free["perfect_gate_reduction"] < free["ceiling"]
+    assert [c["healthy"] for c in free["cases"]] == [False, True]  # one lesion case, one healthy
+    assert result.metrics["not_run"]["seeds"] == [0, 1, 2] and result.seeds == [0]
+    assert result.summary.startswith("Not run: the joint Glance-Focus training")
+    assert "tile AUROC 0.622 on the test volumes" in result.summary
+
+
+def test_a_passed_separability_control_runs_every_seed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control passes (planted AUROC 0.9): every seed trains, the first on the data module
+    and test volumes the control used, and the claims are measured (the planted perfect gate
+    holds them)."""
+    calls: list[str] = []
+    monkeypatch.setattr(measurement, "separability", _planted_control(0.9, calls))
+    planted = _measurement("perfect")
+
+    def train(seed, config, root, out_dir, prepared=None):
+        calls.append(f"train {seed}" + (" prepared" if prepared else ""))
+        if prepared is not None:
+            assert len(prepared[1]) == SMALL["n_test"]
+        return planted.per_seed[seed]
+
+    monkeypatch.setattr(measurement, "_measure_seed", train)
+    monkeypatch.setattr(experiment, "settings", lambda quick: SMALL)
+    result = experiment.run(quick=True, out_dir=tmp_path)
+    assert calls == ["control", "train 0 prepared", "train 1", "train 2"]
+    assert [c.verdict for c in result.claims] == ["held"] * 3
+    assert all(c.effect is not None for c in result.claims)
+    assert result.metrics["separability_control"]["auroc"] == 0.9
+    assert (tmp_path / "recall_dsc_selection.png").is_file()
+
+
+def test_the_joint_training_starts_from_its_seed_after_the_control(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control runs before the training now (it ran after it): whatever it draws from the
+    global random streams, the joint training starts from the state ``seed_everything(seed)``
+    gives, as it did when it ran first (the data writing draws nothing)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    import medimg_gfscreen.lit_module as lit_module
+    from iclr26_common import seed_everything
+
+    def draws() -> tuple:
+        return (torch.rand(4).tolist(), np.random.rand(4).tolist(), random.random())  # noqa: NPY002
+
+    def greedy_control(dm, volumes, steps: int, seed: int) -> dict[str, float]:
+        draws()
+        return {**FAILED_CONTROL, "auroc": 0.9}
+
+    class Stop(Exception):
+        pass
+
+    seen = []
+
+    def module(**kwargs):
+        seen.append(draws())
+        raise Stop
+
+    monkeypatch.setattr(measurement, "separability", greedy_control)
+    monkeypatch.setattr(lit_module, "GFScreenModule", module)
+    with pytest.raises(Stop):
+        measurement.measure(SMALL, tmp_path, proceed=lambda control: True)
+    seed_everything(0)
+    assert seen == [draws()]
+
+
+def test_method_free_counts_the_tiles_the_evaluation_counts() -> None:
+    """The perfect-gate bound reported when nothing is trained comes from
+    ``measurement.method_free``'s tile counts; they equal those of ``measurement.evaluate``'s
+    records (tiles at 0.75 and 0.5, tiles holding a lesion voxel) on a volume with a lesion."""
+    import torch
+
+    from medimg_gfscreen.lit_module import GFScreenModule
+
+    shape = (48, 48, 24)
+    label = torch.zeros(shape, dtype=torch.long)
+    label[30:34, 8:12, 18:21] = 1
+    volumes = [("stub", torch.rand(1, 1, *shape), label)]
+    mini = measurement.MODEL_KW
+    small = {
+        **mini,
+        "glance": replace(mini["glance"], widths=(8, 8, 8, 8)),
+        "focus": replace(mini["focus"], unet_channels=(4, 4, 4, 4)),
+        "inference": replace(mini["inference"], threshold=1.0),
+    }
+    flops = {"focus": 1_000_000_000, "glance": 1_000_000_000}
+    torch.manual_seed(0)
+    cases = measurement.evaluate(GFScreenModule(**small), volumes, flops)["cases"]
+    (free,) = measurement.method_free(volumes)["cases"]
+    gf = cases["glance_focus"][0]
+    assert (free["n_tiles"], free["lesion_tiles"]) == (gf["n_tiles"], gf["lesion_tiles"])
+    assert 0 < free["lesion_tiles"] < free["n_tiles"] and not free["healthy"]
+    assert free["n_tiles"] == cases["sliding_window"][0]["gflops"]
+    assert free["n_tiles_coarse"] == cases["sliding_window_coarse"][0]["gflops"]
+
+
+def test_untested_claims_refuse_a_passed_control() -> None:
+    m = _measurement("perfect")
+    with pytest.raises(ValueError, match="passed"):
+        experiment.untested_claims(m)
 
 
 def test_evaluate_adds_the_glance_cost_of_every_tile() -> None:

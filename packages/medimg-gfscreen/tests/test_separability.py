@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from medimg_gfscreen import measurement as m
+from medimg_gfscreen.control import glance_tile_scores
 
 
 def _datamodule(synth_dir: Path, cache: Path):
@@ -112,10 +113,10 @@ def test_tile_scores_follow_the_tiles_and_the_positive_class() -> None:
     """A Glance that sees the lesion (the brightest voxel) separates lesion tiles perfectly:
     AUROC 1 through the control's own tiling, labels and orientation; its mirror image 0."""
     volume = _volume_with_a_bright_lesion()
-    scores, positive = m.glance_tile_scores(_BrightestVoxel(), [volume])
+    scores, positive = glance_tile_scores(_BrightestVoxel(), [volume])
     assert 0 < sum(positive) < len(positive)
     assert m.tile_auroc(scores, positive) == 1.0
-    scores, positive = m.glance_tile_scores(_BrightestVoxel(-1.0), [volume])
+    scores, positive = glance_tile_scores(_BrightestVoxel(-1.0), [volume])
     assert m.tile_auroc(scores, positive) == 0.0
     # a tile is positive exactly when its box meets the lesion's box, tile by tile in grid order
     from medimg_gfscreen.inference import tile_slices

@@ -1,5 +1,8 @@
-"""Training samples of the separability control (``measurement.separability``): tiles of the
-inference grid of the training volumes, the kind of sample the control is scored on.
+"""The separability control of the ``glance_focus`` experiment (:func:`separability`, checked
+before any training by :func:`medimg_gfscreen.measurement.measure`): a Glance trained by
+cross-entropy alone on tiles of the inference grid of the training volumes, the kind of sample
+it is scored on (:func:`tile_batches`), and its tile AUROC (:func:`glance_tile_scores`,
+:func:`tile_auroc`).
 
 Why not the training crops (issue 37, 2026-12-07): ``RandCropByPosNegLabeld``'s positive crops
 are centred on a lesion voxel, and lesions lie deep in the organ, so a positive crop never holds
@@ -16,7 +19,7 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-__all__ = ["grid_tiles", "tile_batches"]
+__all__ = ["glance_tile_scores", "grid_tiles", "separability", "tile_auroc", "tile_batches"]
 
 
 def grid_tiles(
@@ -80,3 +83,79 @@ def tile_batches(
         ).float()
         labels = torch.tensor([int(lesion) for _, _, lesion in chosen], dtype=torch.long)
         yield images, labels
+
+
+def tile_auroc(scores: list[float], positive: list[bool]) -> float:
+    """AUROC of Glance scores for lesion vs no-lesion tiles (Mann-Whitney U / (n1 n0); NaN
+    when either class is empty)."""
+    from scipy.stats import mannwhitneyu
+
+    pos = [s for s, y in zip(scores, positive, strict=True) if y]
+    neg = [s for s, y in zip(scores, positive, strict=True) if not y]
+    if not pos or not neg:
+        return float("nan")
+    return float(mannwhitneyu(pos, neg).statistic) / (len(pos) * len(neg))
+
+
+def glance_tile_scores(glance, volumes) -> tuple[list[float], list[bool]]:
+    """The Glance's p (softmax index 1, "focus") of every tile of the experiment's grid
+    (``measurement.ROI`` at ``measurement.OVERLAP``) of each ``(name, image [1, 1, X, Y, Z],
+    label [X, Y, Z])`` volume, and whether the tile holds a lesion voxel: :func:`tile_auroc`'s
+    inputs. Threshold 1 selects no tile, so no Focus runs (the Glance fills its place)."""
+    from medimg_gfscreen.inference import glance_focus_inference
+    from medimg_gfscreen.measurement import OVERLAP, ROI, _tile_lesions
+
+    scores: list[float] = []
+    positive: list[bool] = []
+    for _, image, label in volumes:
+        result = glance_focus_inference(
+            image, glance, glance, ROI, OVERLAP, threshold=1.0, keep_probs=False
+        )
+        scores += [float(p) for _, p, _ in result.tiles]
+        positive += _tile_lesions(result, label, ROI)
+    return scores, positive
+
+
+def separability(dm, volumes, steps: int, seed: int) -> dict[str, float]:
+    """The separability control: a fresh Glance (``measurement.MODEL_KW`` architecture) trained
+    by the class-balanced cross-entropy alone (upstream ``get_glance_loss``; no Focus, no RL)
+    for ``steps`` steps of ``measurement.CONTROL_PER_CLASS`` lesion tiles and as many
+    lesion-free tiles of the experiment's grid of the training volumes of ``dm``
+    (:func:`tile_batches`, with the training chain's flips and rotations; AdamW with the
+    miniature's lr and weight decay), then its tile AUROC (lesion vs no-lesion tiles on the same
+    grid of the test volumes ``volumes``). Returns ``auroc``, ``steps``, ``lesion_tile_rate``
+    (test tiles) and ``train_tile_auroc`` (the same Glance on every tile of the training
+    volumes: does it fit its own data? NaN when a class is missing). Seeded from ``seed`` (it
+    reseeds the global random streams first).
+
+    Tiles, not the training crops, since 2026-12-07 (issue 37; this module's docstring): the
+    crops' positives never hold air and their lesion-free negatives often do, and a Glance
+    trained on them learned "air" rather than "lesion"."""
+    from iclr26_common import seed_everything
+    from medimg_gfscreen.measurement import CONTROL_PER_CLASS, MODEL_KW, OVERLAP, ROI, _volumes
+    from medimg_gfscreen.model import Glance, glance_ce_loss
+
+    seed_everything(seed + 2000)
+    g, optim = MODEL_KW["glance"], MODEL_KW["optim"]
+    glance = Glance(g.backbone, g.widths, conv1_stride=g.conv1_stride, norm=g.norm)
+    optimizer = torch.optim.AdamW(glance.parameters(), lr=optim.lr, weight_decay=optim.weight_decay)
+    training = _volumes(dm, dm.train_key)
+    done = 0
+    glance.train()
+    for images, labels in tile_batches(
+        training, ROI, OVERLAP, steps, CONTROL_PER_CLASS, seed + 2000
+    ):
+        loss = glance_ce_loss(glance(images), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        done += 1
+    glance.eval()
+    fit_scores, fit_positive = glance_tile_scores(glance, training)
+    scores, positive = glance_tile_scores(glance, volumes)
+    return {
+        "auroc": tile_auroc(scores, positive),
+        "steps": float(done),
+        "lesion_tile_rate": sum(positive) / max(len(positive), 1),
+        "train_tile_auroc": tile_auroc(fit_scores, fit_positive),
+    }

@@ -6,12 +6,12 @@ through the real MONAI pipeline) -> train Focus + Glance jointly with the GF-Scr
 -> on held-out volumes compare Focus on every tile (MONAI sliding window, the paper's overlap
 0.75, and the cheaper overlap 0.5) with the Glance gate (p > 0.9) on the 0.75 tile grid.
 The measurement (settings, data, training, evaluation -> numbers) is
-:func:`medimg_gfscreen.measurement.measure`; this module judges the claims on those numbers
-(:func:`build_claims`), draws the plot and writes the report's prose (:func:`report_text`).
-Three claims, each decided by a paired 95 % interval over the shared test cases x seeds
-(``iclr26_common.effects.paired_effect``) against a threshold fixed here before the run
-(module constants), each gated by pre-registered positive controls (a failed control makes the
-claim "inconclusive"):
+:func:`medimg_gfscreen.measurement.measure`; :mod:`medimg_gfscreen.claims` judges the claims on
+those numbers (:func:`build_claims`); this module runs both, draws the plot and writes the
+report's prose (:func:`report_text`). Three claims, each decided by a paired 95 % interval over
+the shared test cases x seeds (``iclr26_common.effects.paired_effect``) against a threshold
+fixed before the run (:mod:`medimg_gfscreen.claims`' constants), each gated by pre-registered
+positive controls (a failed control makes the claim "inconclusive"):
 
   (a) per-case lesion recall, glance-focus minus sliding window >= -``RECALL_MAX_DROP``
       (5 points), lesion cases;
@@ -32,6 +32,18 @@ that selects nothing is then a finding about the method); (b1) a perfect gate re
 on the test volumes (gold labels); (c) the sliding window has false positives to remove
 (>= ``MIN_BASELINE_FP_VOXELS`` per healthy case).
 
+The separability control first (a change for the budget, 2026-12-07, recorded before the run
+with it): it is method-free (no Focus, no RL) and gates every claim, so :func:`run` trains it
+before anything else, on the first seed's data with the same seed and steps as before (so the
+same AUROC), and judges it with :func:`~medimg_gfscreen.claims.separable`, the definition
+:func:`build_claims` uses. Failed: the joint training, its evaluation and the ablations are not
+run; every claim is ``Claim.untested`` carrying that control with its AUROC
+(:func:`untested_claims`; (b1) also its perfect-gate control), and the report gives what needs
+no trained model (the perfect-gate bound on the test volumes, the FLOPs per tile, the (b2) cost
+finding) and says what was not run. The verdicts are those of the full design: a failed
+control makes every claim inconclusive whatever the method does. Passed: everything runs as
+before, with the same numbers (the joint training is reseeded after the control).
+
 Ablations (seed 0, reported, no verdict): the Glance retrained against the trained, fixed
 Focus with the paper's objective, Dice instead of detection reward, and advantages over the
 whole batch (16 sub-volumes) instead of per CT (4). Scale (volume count, sizes, epochs, seeds)
@@ -41,14 +53,21 @@ by the paper's Glance / Focus cost ratio (see the README).
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from iclr26_common import Claim, Experiment, Precondition, Result
-from iclr26_common.effects import format_effect, paired_effect, points_effect
+from iclr26_common import Claim, Experiment, Result
+from iclr26_common.effects import format_effect
+from medimg_gfscreen.claims import (
+    CLAIM_LABELS,
+    MIN_SEPARABILITY_AUROC,
+    NOT_RUN,
+    build_claims,
+    separable,
+    untested_claims,
+)
 from medimg_gfscreen.measurement import (
     COARSE_OVERLAP,
     METHODS,
@@ -63,7 +82,8 @@ from medimg_gfscreen.measurement import (
     seed_mean,
     settings,
 )
-from medimg_gfscreen.metrics import FP_MIN_VOXELS
+
+__all__ = ["EXPERIMENT", "build_claims", "report_text", "run", "untested_claims"]
 
 PAPER = (
     "GF-Screen: Glance and Focus Reinforcement Learning for Pan-cancer Screening (arXiv 2601.19103)"
@@ -73,179 +93,30 @@ CLAIM = (
     "of CT sub-volumes to the segmentation model, keeping lesion recall and DSC close to running "
     "Focus everywhere at a fraction of the compute (paper: 5.7x less, 16.7 % selected)."
 )
-# Pre-registered criteria and controls (README, "Criteria", records when each was set).
-RECALL_MAX_DROP = 0.05
-TOTAL_FLOP_REDUCTION_MIN = 3.0
-MIN_SLIDING_RECALL = 0.5
-MIN_SLIDING_DSC = 0.1
-MIN_BASELINE_FP_VOXELS = float(FP_MIN_VOXELS)  # one false-positive case's worth
-MIN_SEPARABILITY_AUROC = 0.7  # the CE-only Glance's tile AUROC (separability control)
-MIN_FP_VOXELS_REMOVED = 1.0  # (c): "fewer" as at least one voxel per healthy case
-CLAIM_LABELS = ("a", "b1", "c")
 
 
-def _finite(value: float) -> float | None:
-    """JSON-safe measured value: NaN / inf (e.g. no healthy case in a test set) -> None."""
-    return value if isinstance(value, int | float) and math.isfinite(value) else None
-
-
-def _per_case(m: Measurement, method: str, key, keep) -> Any:
-    """``(seeds, cases)`` array of ``key(record)`` over the records ``keep(record)`` selects (the
-    same test cases in every seed, :func:`measurement._datamodule`)."""
-    import numpy as np
-
-    return np.array([[key(r) for r in s.cases[method] if keep(r)] for s in m.per_seed], dtype=float)
-
-
-def _recall(r: dict[str, Any]) -> float:
-    return r["detected"] / r["lesions"]
-
-
-def _lesion_case(r: dict[str, Any]) -> bool:
-    return not r["healthy"]
-
-
-def _healthy(r: dict[str, Any]) -> bool:
-    return bool(r["healthy"])
-
-
-def _every(r: dict[str, Any]) -> bool:
-    return True
-
-
-def build_claims(m: Measurement) -> tuple[list[Claim], dict[str, Any]]:
-    """The three pre-registered claims with their controls, each decided by a paired 95 %
-    interval over the shared test cases x seeds (``iclr26_common.effects.paired_effect``), from
-    the per-case records of ``m`` (:class:`SeedMeasurement` ``cases``), and the aggregated
-    numbers the report prints (including the (b2) cost finding, no claim)."""
-    import numpy as np
-
-    def agg(method: str, key: str) -> float:
-        return seed_mean([main[method][key] for main in m.mains()])
-
-    first = m.per_seed[0]
-    glance_g, focus_g = first.glance_tile_gflops, first.focus_tile_gflops
-    sw_recall = _per_case(m, "sliding_window", _recall, _lesion_case)
-    gf_recall = _per_case(m, "glance_focus", _recall, _lesion_case)
-    sw_flops = _per_case(m, "sliding_window", lambda r: r["gflops"], _every)
-    gf_flops = _per_case(m, "glance_focus", lambda r: r["gflops"], _every)
-    perfect = _per_case(
-        m,
-        "glance_focus",
-        lambda r: r["n_tiles"] * glance_g + r["lesion_tiles"] * focus_g,
-        _every,
+def untested_summary(m: Measurement, values: dict[str, Any], claims: list[Claim]) -> str:
+    """The report's paragraph when the separability control failed: the control, what was not
+    run and why, and the numbers that need no trained model."""
+    v = values
+    verdicts = "; ".join(
+        f"({k}) {c.verdict} [{c.reason}]" for k, c in zip(CLAIM_LABELS, claims, strict=True)
     )
-    glance_only = _per_case(m, "glance_focus", lambda r: r["n_tiles"] * glance_g, _every)
-    sw_fp = _per_case(m, "sliding_window", lambda r: r["pred_voxels"], _healthy)
-    gf_fp = _per_case(m, "glance_focus", lambda r: r["pred_voxels"], _healthy)
-    sw_dsc = float(np.mean(_per_case(m, "sliding_window", lambda r: r["dsc"], _lesion_case)))
-    pooled_sw_recall = float(sw_recall.mean())
-    sw_total, gf_total = float(sw_flops.mean()), float(gf_flops.mean())
-    perfect_bound = sw_total / float(perfect.mean())
-    auroc = first.separability.get("auroc", float("nan"))
-    values = {
-        "sw_recall": pooled_sw_recall,
-        "gf_recall": float(gf_recall.mean()),
-        "sw_dsc": sw_dsc,
-        "reduction": sw_total / gf_total if gf_total > 0 else float("inf"),
-        "perfect_gate_reduction": perfect_bound,
-        "ceiling": sw_total / float(glance_only.mean()),
-        "gf_total": gf_total,
-        "sw_total": sw_total,
-        "coarse_total": agg("sliding_window_coarse", "total_gflops_per_volume"),
-        "glance_only": float(glance_only.mean()),
-        "sw_fp": float(sw_fp.mean()) if sw_fp.size else float("nan"),
-        "gf_fp": float(gf_fp.mean()) if gf_fp.size else float("nan"),
-        "selection_rates": [main["glance_focus"]["pooled_selection_rate"] for main in m.mains()],
-        "glance_auroc": [main["glance_focus"]["glance_tile_auroc"] for main in m.mains()],
-        "separability_auroc": auroc,
-    }
-    focus_learned = Precondition(
-        "Focus learned",
-        f"sliding window (overlap {OVERLAP}): mean per-case lesion recall >= "
-        f"{MIN_SLIDING_RECALL} and DSC on lesion cases >= {MIN_SLIDING_DSC} (cases x seeds)",
-        {"lesion_recall": _finite(pooled_sw_recall), "dsc_lesion_cases": _finite(sw_dsc)},
-        pooled_sw_recall >= MIN_SLIDING_RECALL and sw_dsc >= MIN_SLIDING_DSC,
+    return (
+        f"Not run: {NOT_RUN}. The separability control, which every claim needs, failed: a "
+        f"Glance trained by cross-entropy alone ({m.separability.get('steps', 0):.0f} steps, no "
+        f"Focus, no RL) reached tile AUROC {v['separability_auroc']:.3f} on the test volumes "
+        f"(threshold {MIN_SEPARABILITY_AUROC}; {v['separability_train_tile_auroc']:.3f} on its "
+        "own training tiles), so no claim can be decided whatever the method does, and the "
+        "method's training was skipped (budget). Numbers that need no trained model: Focus on "
+        f"every tile at overlap {OVERLAP} {v['sw_total']:.2f} GFLOP per volume, the Glance on "
+        f"every tile {v['glance_only']:.2f} (no tile selected: {v['ceiling']:.2f}x at most), a "
+        f"perfect gate {v['perfect_gate_reduction']:.2f}x (Glance / Focus FLOPs per tile "
+        f"{v['glance_tile_gflops'] / v['focus_tile_gflops']:.2f}). Cost finding (no claim): the "
+        f"Glance alone on the {OVERLAP} grid costs {v['glance_only']:.2f} GFLOP against "
+        f"{v['coarse_total']:.2f} for Focus on every tile at {COARSE_OVERLAP}, so glance-focus at "
+        f"{OVERLAP} cannot cost less whatever it selects. Claims: {verdicts}."
     )
-    separable = Precondition(
-        "a supervised Glance separates lesion tiles",
-        f"a Glance trained by cross-entropy alone on tiles of the training volumes "
-        f"({first.separability.get('steps', 0):.0f} steps, fixed before the run; no Focus, no "
-        f"RL) reaches tile AUROC >= {MIN_SEPARABILITY_AUROC} for lesion vs no-lesion tiles of "
-        "the test volumes",
-        {"auroc": _finite(auroc), "steps": first.separability.get("steps")},
-        auroc >= MIN_SEPARABILITY_AUROC,  # NaN fails
-    )
-    reachable = Precondition(
-        f"a perfect gate reaches {TOTAL_FLOP_REDUCTION_MIN:g}x",
-        f"sliding window / (Glance on every tile + Focus on exactly the lesion tiles) >= "
-        f"{TOTAL_FLOP_REDUCTION_MIN:g} on the test volumes (gold labels)",
-        {"perfect_gate_reduction": _finite(perfect_bound)},
-        perfect_bound >= TOTAL_FLOP_REDUCTION_MIN,
-    )
-    baseline_fp = Precondition(
-        "the sliding window has false positives to remove",
-        f"mean predicted lesion voxels per healthy case (sliding window) >= "
-        f"{MIN_BASELINE_FP_VOXELS:g}",
-        {"sliding_window": _finite(values["sw_fp"])},
-        values["sw_fp"] >= MIN_BASELINE_FP_VOXELS,  # NaN (no healthy case) fails
-    )
-    claims = [
-        Claim.test(
-            text="Glance-then-Focus keeps lesion recall close to Focus on every tile.",
-            effect=points_effect(
-                gf_recall,
-                sw_recall,
-                name="per-case lesion recall, glance-focus minus sliding window",
-                threshold=-100.0 * RECALL_MAX_DROP,
-                direction=">=",
-                seed=0,
-            ),
-            preconditions=[focus_learned, separable],
-            measured={
-                "glance_focus": _finite(values["gf_recall"]),
-                "sliding_window": _finite(pooled_sw_recall),
-            },
-        ),
-        Claim.test(
-            text="The Glance gate cuts total screening compute by a large factor (paper: 5.7x).",
-            effect=paired_effect(
-                gf_flops,
-                sw_flops / TOTAL_FLOP_REDUCTION_MIN,
-                name=f"GFLOPs per volume, glance-focus minus sliding window / "
-                f"{TOTAL_FLOP_REDUCTION_MIN:g}",
-                unit="GFLOP",
-                threshold=0.0,
-                direction="<=",
-                seed=0,
-            ),
-            preconditions=[focus_learned, separable, reachable],
-            measured={
-                "reduction_vs_overlap_0.75": _finite(values["reduction"]),
-                "perfect_gate_reduction": _finite(perfect_bound),
-                "ceiling_no_tile_selected": _finite(values["ceiling"]),
-            },
-        ),
-        Claim.test(
-            text="Glance-then-Focus gives fewer false positives on healthy cases.",
-            effect=paired_effect(
-                sw_fp,
-                gf_fp,
-                name="predicted lesion voxels per healthy case removed (sliding window minus "
-                "glance-focus)",
-                unit="voxels",
-                threshold=MIN_FP_VOXELS_REMOVED,
-                direction=">=",
-                seed=0,
-            ),
-            preconditions=[focus_learned, separable, baseline_fp],
-            measured={
-                "glance_focus": _finite(values["gf_fp"]),
-                "sliding_window": _finite(values["sw_fp"]),
-            },
-        ),
-    ]
-    return claims, values
 
 
 @dataclass
@@ -383,13 +254,16 @@ def _plot(m: Measurement, path: Path, title: str) -> str:
 
 
 def run(quick: bool, out_dir: Path) -> Result:
-    """``iclr26 reproduce``: :func:`measure`, then :func:`build_claims`, the plot and
-    :func:`report_text`."""
+    """``iclr26 reproduce``: :func:`measure` with :func:`separable` as its gate, then
+    :func:`build_claims`, the plot and :func:`report_text`; when the gate failed (nothing
+    trained), :func:`untested_claims` and :func:`untested_summary`."""
     started = time.perf_counter()
     config = settings(quick)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    m = measure(config, out_dir)
+    m = measure(config, out_dir, proceed=lambda control: separable(control).passed)
+    if not m.per_seed:
+        return _untested_result(m, started)
     claims, values = build_claims(m)
     mode = "quick" if quick else "full"
     title = f"GF-Screen miniature ({mode}), synthetic CT, seeds {config['seeds']}"
@@ -401,6 +275,7 @@ def run(quick: bool, out_dir: Path) -> Result:
         metrics={
             "main": m.method_means(),
             "per_seed": per_seed,
+            "separability_control": m.separability,
             "total_flop_reduction": values["reduction"],
         },
         seeds=list(config["seeds"]),
@@ -408,6 +283,41 @@ def run(quick: bool, out_dir: Path) -> Result:
         claims=claims,
         plots=[plot],
         details=text.details,
+    )
+
+
+def _untested_result(m: Measurement, started: float) -> Result:
+    """The result when the separability control failed: untested claims, the control, the
+    method-free numbers and what was not run (no plot: nothing was trained)."""
+    claims, values = untested_claims(m)
+    config, seed = m.config, m.config["seeds"][0]
+    wall = time.perf_counter() - started
+    return Result(
+        summary=untested_summary(m, values, claims),
+        metrics={
+            "separability_control": m.separability,
+            "method_free": {
+                **{k: v for k, v in values.items() if not k.startswith("separability")},
+                "cases": m.method_free["cases"],
+            },
+            "not_run": {
+                "what": NOT_RUN,
+                "seeds": list(config["seeds"]),
+                "why": f"the separability control failed (tile AUROC "
+                f"{values['separability_auroc']:.3f} < {MIN_SEPARABILITY_AUROC}): every claim "
+                "needs it, so none can be decided whatever the method does (budget)",
+            },
+        },
+        seeds=[seed],
+        scale=(
+            f"separability control only: {config['n_train']} training volumes of seed {seed}, "
+            f"{config['n_test']} shared test volumes (seed {TEST_SEED}) of {VOLUME} voxels; "
+            f"CE-only Glance {config['separability_steps']} steps of 8 + 8 grid tiles (ROI "
+            f"{ROI}, overlap {OVERLAP}); joint training not run (seeds {config['seeds']})"
+        ),
+        claims=claims,
+        details=f"Time: total {wall:.0f} s (the control and the method-free counts); torch "
+        f"threads {m.torch_threads}.",
     )
 
 

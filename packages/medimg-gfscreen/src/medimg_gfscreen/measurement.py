@@ -8,11 +8,18 @@ cases x seeds) -> Focus + Glance trained jointly with the GF-Screen objective (n
 lesion-free) -> on the test volumes, glance-focus at overlap :data:`OVERLAP` (the Glance gate
 ``p > GATE`` on that tile grid) and Focus on every tile (MONAI sliding window) at
 :data:`OVERLAP` and :data:`COARSE_OVERLAP`, with FLOPs per volume; the first seed of a full run
-also trains the **separability control** (a Glance trained by cross-entropy alone on tiles of
-the training volumes for ``separability_steps``, no Focus, no RL: :func:`separability`) and
-retrains the Glance against the fixed Focus for each :data:`ABLATIONS` objective. Every case's
-numbers are kept (:class:`SeedMeasurement` ``cases``). The claims, the report prose and the plot
-are :mod:`medimg_gfscreen.experiment`'s.
+also retrains the Glance against the fixed Focus for each :data:`ABLATIONS` objective. Every
+case's numbers are kept (:class:`SeedMeasurement` ``cases``). The claims, the report prose and
+the plot are :mod:`medimg_gfscreen.experiment`'s.
+
+**The separability control first** (a change for the budget, 2026-12-07, recorded before the
+run with it): on the first seed's data, before any training, :func:`measure` trains the
+control (a Glance trained by cross-entropy alone on tiles of the training volumes for
+``separability_steps``, no Focus, no RL: :func:`separability`) and asks the experiment's gate
+(``proceed``) whether it passed. Failed: nothing else is trained or evaluated; the
+:class:`Measurement` holds the control and what needs no trained model (:func:`method_free`).
+Passed: every seed runs as before with the same numbers (the control reseeds before it starts
+and the joint training reseeds after it, so neither sees the other's random stream).
 """
 
 from __future__ import annotations
@@ -21,12 +28,14 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from iclr26_common import seed_everything
 from iclr26_common.device import choose_device
+from medimg_gfscreen.control import separability, tile_auroc
 from medimg_gfscreen.settings import (
     FocusSettings,
     GlanceSettings,
@@ -119,18 +128,6 @@ def make_trainer(epochs: int):
     from iclr26_common.lightning import quiet_trainer
 
     return quiet_trainer(max_epochs=epochs, limit_val_batches=0, deterministic="warn")
-
-
-def tile_auroc(scores: list[float], positive: list[bool]) -> float:
-    """AUROC of Glance scores for lesion vs no-lesion tiles (Mann-Whitney U / (n1 n0); NaN
-    when either class is empty)."""
-    from scipy.stats import mannwhitneyu
-
-    pos = [s for s, y in zip(scores, positive, strict=True) if y]
-    neg = [s for s, y in zip(scores, positive, strict=True) if not y]
-    if not pos or not neg:
-        return float("nan")
-    return float(mannwhitneyu(pos, neg).statistic) / (len(pos) * len(neg))
 
 
 def _tile_lesions(result, label, roi) -> list[bool]:
@@ -235,69 +232,6 @@ def evaluate(module, volumes, flops: dict[str, int], sliding: bool = True) -> di
     return {"summary": out, "cases": {m: r for m, r in records.items() if r}}
 
 
-def glance_tile_scores(glance, volumes) -> tuple[list[float], list[bool]]:
-    """The Glance's p (softmax index 1, "focus") of every tile of the overlap-:data:`OVERLAP` grid
-    of each ``(name, image [1, 1, X, Y, Z], label [X, Y, Z])`` volume, and whether the tile holds
-    a lesion voxel: :func:`tile_auroc`'s inputs. Threshold 1 selects no tile, so no Focus runs
-    (the Glance fills its place)."""
-    from medimg_gfscreen.inference import glance_focus_inference
-
-    scores: list[float] = []
-    positive: list[bool] = []
-    for _, image, label in volumes:
-        result = glance_focus_inference(
-            image, glance, glance, ROI, OVERLAP, threshold=1.0, keep_probs=False
-        )
-        scores += [float(p) for _, p, _ in result.tiles]
-        positive += _tile_lesions(result, label, ROI)
-    return scores, positive
-
-
-def separability(dm, volumes, steps: int, seed: int) -> dict[str, float]:
-    """The separability control: a fresh Glance (:data:`MODEL_KW` architecture) trained by the
-    class-balanced cross-entropy alone (upstream ``get_glance_loss``; no Focus, no RL) for
-    ``steps`` steps of :data:`CONTROL_PER_CLASS` lesion tiles and as many lesion-free tiles of the
-    overlap-:data:`OVERLAP` grid of the training volumes (:func:`medimg_gfscreen.control.
-    tile_batches`, with the training chain's flips and rotations; AdamW with the miniature's lr
-    and weight decay), then its tile AUROC (lesion vs no-lesion tiles on the same grid of the
-    test volumes ``volumes``). Returns ``auroc``, ``steps``, ``lesion_tile_rate`` (test tiles)
-    and ``train_tile_auroc`` (the same Glance on every tile of the training volumes: does it
-    fit its own data? NaN when a class is missing).
-
-    Tiles, not the training crops, since 2026-12-07 (issue 37; :mod:`medimg_gfscreen.control`):
-    the crops' positives never hold air and their lesion-free negatives often do, and a Glance
-    trained on them learned "air" rather than "lesion"."""
-    import torch
-
-    from medimg_gfscreen.control import tile_batches
-    from medimg_gfscreen.model import Glance, glance_ce_loss
-
-    seed_everything(seed + 2000)
-    g, optim = MODEL_KW["glance"], MODEL_KW["optim"]
-    glance = Glance(g.backbone, g.widths, conv1_stride=g.conv1_stride, norm=g.norm)
-    optimizer = torch.optim.AdamW(glance.parameters(), lr=optim.lr, weight_decay=optim.weight_decay)
-    training = _volumes(dm, dm.train_key)
-    done = 0
-    glance.train()
-    for images, labels in tile_batches(
-        training, ROI, OVERLAP, steps, CONTROL_PER_CLASS, seed + 2000
-    ):
-        loss = glance_ce_loss(glance(images), labels)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        done += 1
-    glance.eval()
-    fit_scores, fit_positive = glance_tile_scores(glance, training)
-    scores, positive = glance_tile_scores(glance, volumes)
-    return {
-        "auroc": tile_auroc(scores, positive),
-        "steps": float(done),
-        "lesion_tile_rate": sum(positive) / max(len(positive), 1),
-        "train_tile_auroc": tile_auroc(fit_scores, fit_positive),
-    }
-
-
 @dataclass
 class SeedMeasurement:
     """One seed's numbers (JSON-ready: ``dataclasses.asdict`` is the result's ``per_seed`` entry).
@@ -306,8 +240,7 @@ class SeedMeasurement:
     volume and tiles per volume; glance-focus also its pooled selection rate); ``ablations``:
     objective label (:data:`ABLATIONS`, first seed of a full run only) -> the glance-focus
     summary of the Glance retrained against the fixed Focus. ``cases``: method -> one record
-    per test case (:func:`evaluate`; the same cases in every seed). ``separability``: the
-    CE-only control Glance (:func:`separability`; first seed only, else empty).
+    per test case (:func:`evaluate`; the same cases in every seed).
     """
 
     seed: int
@@ -319,17 +252,21 @@ class SeedMeasurement:
     focus_tile_gflops: float  # Focus GFLOPs per ROI tile
     glance_tile_gflops: float  # Glance GFLOPs per ROI tile
     cases: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    separability: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
 class Measurement:
     """Everything :func:`measure` measured: the settings it ran with, one
-    :class:`SeedMeasurement` per seed (in ``config["seeds"]`` order) and the torch threads."""
+    :class:`SeedMeasurement` per seed (in ``config["seeds"]`` order; none when the separability
+    control failed the gate and nothing was trained), the torch threads, the separability
+    control (:func:`separability`, first seed's data) and, when nothing was trained,
+    :func:`method_free`'s numbers (else empty)."""
 
     config: dict[str, Any]
     per_seed: list[SeedMeasurement]
     torch_threads: int
+    separability: dict[str, float] = field(default_factory=dict)
+    method_free: dict[str, Any] = field(default_factory=dict)
 
     def mains(self) -> list[dict[str, dict[str, float]]]:
         """The per-seed ``main`` summaries (what
@@ -424,16 +361,29 @@ def _ablations(
     return out
 
 
-def _measure_seed(seed: int, config: dict[str, Any], root: Path, out_dir: Path) -> SeedMeasurement:
+def _measure_seed(
+    seed: int,
+    config: dict[str, Any],
+    root: Path,
+    out_dir: Path,
+    prepared: tuple[Any, list[tuple[str, Any, Any]]] | None = None,
+) -> SeedMeasurement:
     """Data, joint training, FLOP counts and evaluation of one seed; the first seed also saves
-    its weights to ``out_dir`` and runs the ablations (when ``config["ablations"]``)."""
+    its weights to ``out_dir`` and runs the ablations (when ``config["ablations"]``).
+    ``prepared``: the seed's data module and test volumes, made before the separability control
+    (:func:`measure`); the training is seeded after them, as if nothing had run in between (the
+    data writing draws from no global random stream)."""
     import torch
 
     from medimg_gfscreen.inference import count_flops
     from medimg_gfscreen.lit_module import GFScreenModule
 
-    seed_everything(seed)
-    dm = _datamodule(seed, config, root)
+    if prepared is None:
+        seed_everything(seed)
+        dm, volumes = _datamodule(seed, config, root), None
+    else:
+        dm, volumes = prepared
+    seed_everything(seed)  # the joint training's stream, whatever ran since the data were written
     t0 = time.perf_counter()
     module = GFScreenModule(**MODEL_KW)
     trainer = make_trainer(config["epochs"])
@@ -441,16 +391,14 @@ def _measure_seed(seed: int, config: dict[str, Any], root: Path, out_dir: Path) 
     train_s = time.perf_counter() - t0
     final_reward = float(trainer.callback_metrics.get("train/reward_epoch", float("nan")))
     flops = {"focus": count_flops(module.focus, ROI), "glance": count_flops(module.glance, ROI)}
-    volumes = _volumes(dm)
+    volumes = _volumes(dm) if volumes is None else volumes
     t0 = time.perf_counter()
     evaluated = evaluate(module, volumes, flops)
     eval_s = time.perf_counter() - t0
     ablations: dict[str, dict[str, float]] = {}
-    control: dict[str, float] = {}
     if seed == config["seeds"][0]:
         pre = {"region": dm.region, "prenormalized": dm.prenormalized}
         torch.save(module.cpu().export_weights(pre), out_dir / f"gfscreen_weights_seed{seed}.pt")
-        control = separability(dm, volumes, config["separability_steps"], seed)
         if config["ablations"]:
             ablations = _ablations(module, dm, volumes, flops, seed, config)
     return SeedMeasurement(
@@ -463,18 +411,73 @@ def _measure_seed(seed: int, config: dict[str, Any], root: Path, out_dir: Path) 
         focus_tile_gflops=flops["focus"] / 1e9,
         glance_tile_gflops=flops["glance"] / 1e9,
         cases=evaluated["cases"],
-        separability=control,
     )
 
 
-def measure(config: dict[str, Any], out_dir: Path) -> Measurement:
-    """Runs every seed of ``config`` (:func:`settings`) on fresh synthetic data in a temporary
-    folder; writes the first seed's weights into ``out_dir``; no plot, no prose."""
+def method_free(volumes) -> dict[str, Any]:
+    """What needs no trained model, on the test volumes ``volumes``: the Glance's and Focus's
+    GFLOPs per tile (:data:`MODEL_KW`'s networks; FLOPs do not depend on the weights) and per
+    case its tiles at :data:`OVERLAP` and :data:`COARSE_OVERLAP` and those holding a lesion
+    voxel (:func:`medimg_gfscreen.control.grid_tiles`: what a perfect gate selects), the inputs
+    of the perfect-gate bound and of the (b2) cost finding."""
+    from medimg_gfscreen.control import grid_tiles
+    from medimg_gfscreen.inference import count_flops, tile_slices
+    from medimg_gfscreen.lit_module import GFScreenModule
+
+    module = GFScreenModule(**MODEL_KW)
+    tiles = grid_tiles(volumes, ROI, OVERLAP)
+    cases = [
+        {
+            "name": name,
+            "healthy": not bool(label.any()),
+            "n_tiles": sum(1 for v, _, _ in tiles if v == i),
+            "lesion_tiles": sum(1 for v, _, lesion in tiles if v == i and lesion),
+            "n_tiles_coarse": len(tile_slices(tuple(image.shape[2:]), ROI, COARSE_OVERLAP)),
+        }
+        for i, (name, image, label) in enumerate(volumes)
+    ]
+    return {
+        "glance_tile_gflops": count_flops(module.glance, ROI) / 1e9,
+        "focus_tile_gflops": count_flops(module.focus, ROI) / 1e9,
+        "cases": cases,
+    }
+
+
+def measure(
+    config: dict[str, Any],
+    out_dir: Path,
+    proceed: Callable[[dict[str, float]], bool] | None = None,
+) -> Measurement:
+    """Runs the separability control on the first seed's data, then, if ``proceed(control)``
+    (the experiment's gate; None: always), every seed of ``config`` (:func:`settings`) on fresh
+    synthetic data in a temporary folder, writing the first seed's weights into ``out_dir``;
+    otherwise trains nothing more and returns the control with :func:`method_free`'s numbers
+    and no seed. No plot, no prose."""
     import torch
 
+    first = config["seeds"][0]
     with tempfile.TemporaryDirectory(prefix="gfscreen-data-") as scratch:
-        per_seed = [_measure_seed(seed, config, Path(scratch), out_dir) for seed in config["seeds"]]
-    return Measurement(config=config, per_seed=per_seed, torch_threads=torch.get_num_threads())
+        root = Path(scratch)
+        seed_everything(first)
+        dm = _datamodule(first, config, root)
+        volumes = _volumes(dm)
+        control = separability(dm, volumes, config["separability_steps"], first)
+        if proceed is not None and not proceed(control):
+            return Measurement(
+                config=config,
+                per_seed=[],
+                torch_threads=torch.get_num_threads(),
+                separability=control,
+                method_free=method_free(volumes),
+            )
+        per_seed = [_measure_seed(first, config, root, out_dir, prepared=(dm, volumes))]
+        per_seed += [_measure_seed(seed, config, root, out_dir) for seed in config["seeds"][1:]]
+    return Measurement(
+        config=config,
+        per_seed=per_seed,
+        torch_threads=torch.get_num_threads(),
+        separability=control,
+    )
 
 
 def seed_mean(values: list[float]) -> float:
