@@ -55,7 +55,7 @@ __all__ = [
 #: walls of the 2026-12-07 13:35 full run, commit 43a8cc5, packed on 2 idle CPU cores; pgllm ran
 #: loaded there (1618 s at load 6-9): its entry is its CPU time alone, 531 s, measured after), quick runs
 #: 2026-12-05 (``-j 1``); LTPO and GF-Screen: the CPU time of their 2026-12-07 runs (the shared control
-#: first; the control on grid tiles). Only used where this mode's folder holds no
+#: first). Only used where this mode's folder holds no
 #: result of the experiment with a recorded ``wall_s``.
 FALLBACK_WALL_S: dict[str, tuple[float, float]] = {
     "atomistic-scaling.scaling": (297, 25),
@@ -75,7 +75,7 @@ FALLBACK_WALL_S: dict[str, tuple[float, float]] = {
     "llm-methods.seekbench": (91, 14),
     "llm-methods.suit": (511, 40),
     "llm-methods.suit.world": (51, 8),
-    "medimg-gfscreen.glance_focus": (490, 10),  # 2026-12-07: CPU time, control on grid tiles
+    "medimg-gfscreen.glance_focus": (58, 18),  # 2026-12-07: its separability control first
     "pointcloud-pgllm.pgllm": (530, 12),
     "rf-matid.benchmark": (524, 18),
     "robotics-remac.async": (464, 16),
