@@ -108,7 +108,9 @@ def test_a_bad_device_variable_stops_every_command_before_it_starts(
 ) -> None:
     """Issue 36 review: ``ICLR26_DEVICE=gpu atomistic-scaling sweep --out sw9`` was a 40-line
     traceback after it had made ``sw9/`` and marked it partial (the rerun was refused). Every
-    console script checks the variable before its command: one line, exit 2, nothing run."""
+    console script checks the variable before its command: one line, exit 2, nothing run (with
+    torch installed: ``iclr26-common`` alone runs no model and checks nothing)."""
+    pytest.importorskip("torch")
     ran: list[list[str]] = []
     monkeypatch.setenv("ICLR26_DEVICE", "gpu")
     monkeypatch.delenv("X_TB", raising=False)
@@ -121,6 +123,21 @@ def test_a_bad_device_variable_stops_every_command_before_it_starts(
         "p: error: ICLR26_DEVICE=gpu: not a device; use cpu, cuda or cuda:N\n"
     )
     monkeypatch.setenv("ICLR26_DEVICE", "cpu")
+    run_with_one_line_errors("p", ran.append, ["x"], is_user=lambda e: False, traceback_env="X_TB")
+    assert ran == [["x"]]
+
+
+def test_without_torch_the_device_variable_is_not_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``iclr26-common`` alone has no torch: its commands run no model, so a set
+    ``$ICLR26_DEVICE`` is not checked there (the check would fail on the import)."""
+    import sys
+
+    from iclr26_common.device import check_device_env
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
+    monkeypatch.setenv("ICLR26_DEVICE", "gpu")
+    check_device_env()
+    ran: list[list[str]] = []
     run_with_one_line_errors("p", ran.append, ["x"], is_user=lambda e: False, traceback_env="X_TB")
     assert ran == [["x"]]
 

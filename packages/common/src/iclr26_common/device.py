@@ -115,11 +115,16 @@ def check_device_env() -> None:
     """``$ICLR26_DEVICE``, when set, checked as :func:`choose_device` will check it (a
     :class:`DeviceError` naming the variable), without recording a choice: every console script
     calls it before its command starts (:func:`iclr26_common.cli_support.run_with_one_line_errors`),
-    so a bad value stops a command before it makes a folder or does any work. Unset: nothing
-    is imported."""
+    so a bad value stops a command before it makes a folder or does any work. Unset, or without
+    torch installed (``iclr26-common`` alone: no command there runs a model): nothing is checked."""
     forced = _forced()
-    if forced is not None:
-        _checked(forced, f"{DEVICE_ENV}={forced}", types=None)
+    if forced is None:
+        return
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return
+    _checked(forced, f"{DEVICE_ENV}={forced}", types=None)
 
 
 def _checked(value: str, named: str, types: tuple[str, ...] | None) -> torch.device:
