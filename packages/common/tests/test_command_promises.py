@@ -458,6 +458,27 @@ def test_plain_progress_lines_when_not_a_terminal() -> None:
     assert format_eta(3720) == "1 h 02 min"
 
 
+def test_progress_after_a_delay_prints_nothing_before_it() -> None:
+    """``after_s``: an inner loop under another progress display (rf-matid's per-cell epochs)
+    shows plain lines, none before ``after_s`` seconds, start and end lines included; it
+    replaced a stream wrapper in rf-matid that held the lines back."""
+
+    class _Terminal(_Stream):
+        def isatty(self) -> bool:
+            return True
+
+    short = _Terminal()
+    assert list(progress(range(3), description="e", stream=short, after_s=3600.0)) == [0, 1, 2]
+    assert short.getvalue() == ""  # neither the start line nor "(done)" of a short loop
+    late = _Terminal()  # past the delay at once: plain lines (no bar on a terminal), no start line
+    assert list(progress(range(2), description="e", stream=late, every_s=0.0, after_s=0.0)) == [
+        0,
+        1,
+    ]
+    lines = late.getvalue().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("e: 1/2, ") and lines[1].endswith("(done)")
+
+
 def test_device_option_errors_name_the_option() -> None:
     torch = pytest.importorskip("torch")
     from iclr26_common.cli_support import UsageError

@@ -66,11 +66,18 @@ format_eta = format_duration
 
 
 def _plain(
-    items: Iterable[T], total: int | None, description: str, stream: IO[str], every_s: float
+    items: Iterable[T],
+    total: int | None,
+    description: str,
+    stream: IO[str],
+    every_s: float,
+    after_s: float | None = None,
 ) -> Iterator[T]:
     start = last = time.monotonic()
     done = 0
-    print(f"{description}: 0" + (f"/{total}" if total is not None else ""), file=stream, flush=True)
+    if after_s is None:
+        start_line = f"{description}: 0" + (f"/{total}" if total is not None else "")
+        print(start_line, file=stream, flush=True)
 
     def line() -> str:
         elapsed = time.monotonic() - start
@@ -84,10 +91,14 @@ def _plain(
         yield item
         done += 1
         now = time.monotonic()
-        if now - last >= every_s and (total is None or done < total):
+        shown = after_s is None or now - start >= after_s
+        if shown and now - last >= every_s and (total is None or done < total):
             print(line(), file=stream, flush=True)
             last = now
-    print(line() + (" (done)" if total is None or done >= total else ""), file=stream, flush=True)
+    if after_s is None or time.monotonic() - start >= after_s:
+        print(
+            line() + (" (done)" if total is None or done >= total else ""), file=stream, flush=True
+        )
 
 
 def progress(
@@ -98,18 +109,21 @@ def progress(
     quiet: bool = False,
     stream: IO[str] | None = None,
     every_s: float = PLAIN_EVERY_S,
+    after_s: float | None = None,
 ) -> Iterator[T]:
     """Yield ``items`` while showing progress on ``stream`` (stderr by default): a rich bar on
     a terminal, plain lines otherwise, nothing when ``quiet``. ``total`` defaults to
-    ``len(items)`` when it has one."""
+    ``len(items)`` when it has one. ``after_s``: plain lines on a terminal too, and none before
+    that many seconds have passed, the start and end lines included (a short inner loop under
+    another progress display stays silent: rf-matid's per-cell epochs)."""
     if total is None and hasattr(items, "__len__"):
         total = len(items)  # type: ignore[arg-type]
     if quiet:
         yield from items
         return
     stream = sys.stderr if stream is None else stream
-    if not stream.isatty():
-        yield from _plain(items, total, description, stream, every_s)
+    if after_s is not None or not stream.isatty():
+        yield from _plain(items, total, description, stream, every_s, after_s)
         return
     from rich.console import Console
     from rich.progress import (

@@ -14,7 +14,6 @@ import itertools
 import json
 import math
 import statistics
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
@@ -221,34 +220,15 @@ def epoch_lines_callback(label: str, epochs: int, every_s: float) -> Any:
     """
     from lightning.pytorch.callbacks import Callback
 
-    class _AfterDelay(io.TextIOBase):
-        """Plain lines (not a terminal: a cell's bar would fight the benchmark's) to the
-        current stderr, once ``every_s`` seconds have passed since it was made and ``held`` is
-        off."""
-
-        held = True
-
-        def __init__(self) -> None:
-            self.start = time.monotonic()
-
-        def write(self, text: str) -> int:
-            if not self.held and time.monotonic() - self.start >= every_s:
-                sys.stderr.write(text)
-            return len(text)
-
-        def flush(self) -> None:
-            sys.stderr.flush()
-
     class _EpochLines(Callback):
         lines: Any = None
 
         def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-            stream = _AfterDelay()
+            # plain lines (a cell's bar would fight the benchmark's), none before every_s
             self.lines = progress(
-                range(epochs), description=f"{label} epochs", stream=stream, every_s=every_s
+                range(epochs), description=f"{label} epochs", every_s=every_s, after_s=every_s
             )
-            next(self.lines, None)  # its start line, held back: the benchmark's shows the start
-            stream.held = False
+            next(self.lines, None)  # starts the clock; no start line (the benchmark's shows it)
 
         def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
             if self.lines is not None:
