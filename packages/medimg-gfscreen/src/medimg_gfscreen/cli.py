@@ -316,13 +316,9 @@ def screen_main(argv: Sequence[str]) -> int:
     from iclr26_common.outputs import write_text
     from medimg_gfscreen.screen import screen_file, tiles_table
 
-    if ns.device is not None:
-        device = str(parse_device_option(ns.device))
-    else:
-        try:
-            device = str(choose_device())
-        except RuntimeError as error:  # ICLR26_DEVICE names a device torch cannot see
-            parser.error(str(error))
+    # a bad $ICLR26_DEVICE was refused in one line before the command started (common's
+    # check_device_env); choose_device's DeviceError is a user error there too
+    device = str(parse_device_option(ns.device) if ns.device is not None else choose_device())
     info = screen_file(
         ns.image,
         ns.ckpt,
