@@ -111,20 +111,19 @@ class PredictionsWriter(BatchPredictionWriter):
         for record in split_per_structure(prediction, batch.ptr, batch_indices):
             self.rows[record["index"]] = record
 
-    def on_predict_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        records = list(self.gathered(trainer).values())  # every rank's, in the split's order
+    def write_rows(self, trainer: Any, pl_module: Any, rows: dict[int, Any]) -> None:
+        # every rank's rows, on rank 0 (common's on_predict_epoch_end gathers, then a barrier)
+        records = list(rows.values())  # in the split's order
         path = self.target(trainer)
-        if trainer.is_global_zero:
-            write_predictions(path, records, overwrite=self.overwrite)
-            self.path = path
-            print(f"wrote {path} ({len(records)} structures)", flush=True)
-            structures = _predict_structures(trainer)
-            if structures is not None:
-                extxyz = write_predictions_extxyz(
-                    self.extxyz_target(trainer), records, structures, overwrite=self.overwrite
-                )
-                print(f"wrote {extxyz} (ids, predicted and reference values)", flush=True)
-        trainer.strategy.barrier()
+        write_predictions(path, records, overwrite=self.overwrite)
+        self.path = path
+        print(f"wrote {path} ({len(records)} structures)", flush=True)
+        structures = _predict_structures(trainer)
+        if structures is not None:
+            extxyz = write_predictions_extxyz(
+                self.extxyz_target(trainer), records, structures, overwrite=self.overwrite
+            )
+            print(f"wrote {extxyz} (ids, predicted and reference values)", flush=True)
 
 
 def _predict_structures(trainer: Any) -> list[Any] | None:

@@ -72,17 +72,15 @@ class PredictionsWriter(BatchPredictionWriter):
     def rows_of(self, prediction: Any, batch: Any) -> Sequence[Any]:
         return prediction["probs"].detach().float().cpu().tolist()
 
-    def on_predict_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        rows = self.gathered(trainer)
-        if trainer.is_global_zero:
-            class_names = _class_names(pl_module, trainer, rows)
-            clouds = getattr(trainer.datamodule, "_test", None)
-            sources = list(getattr(clouds, "sources", []) or [])
-            labels = [int(v) for v in getattr(clouds, "labels", [])]
-            table = predictions_table(rows, class_names, sources, labels)
-            self.path = self.write_output(self.target(trainer), table)
-            print(f"wrote {self.path} ({len(rows)} clouds)", flush=True)
-        trainer.strategy.barrier()
+    def write_rows(self, trainer: Any, pl_module: Any, rows: dict[int, Any]) -> None:
+        # every rank's rows, on rank 0 (common's on_predict_epoch_end gathers, then a barrier)
+        class_names = _class_names(pl_module, trainer, rows)
+        clouds = getattr(trainer.datamodule, "_test", None)
+        sources = list(getattr(clouds, "sources", []) or [])
+        labels = [int(v) for v in getattr(clouds, "labels", [])]
+        table = predictions_table(rows, class_names, sources, labels)
+        self.path = self.write_output(self.target(trainer), table)
+        print(f"wrote {self.path} ({len(rows)} clouds)", flush=True)
 
 
 def _class_names(pl_module: Any, trainer: Any, rows: dict[int, list[float]]) -> list[str]:
