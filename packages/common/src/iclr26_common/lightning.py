@@ -48,21 +48,18 @@ import contextlib
 import logging
 import re
 import sys
-import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from lightning.fabric.utilities.exceptions import MisconfigurationException
-from lightning.pytorch import Callback, LightningModule, Trainer
-from lightning.pytorch.callbacks import BasePredictionWriter
+from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
 from iclr26_common.checkpoints import MODEL_KEY, check_checkpoint_file
 from iclr26_common.cli_support import (
-    INTERRUPTED,
     UsageError,
     check_config_file,
     refuse_non_finite,
@@ -70,7 +67,15 @@ from iclr26_common.cli_support import (
     shipped_configs,
 )
 from iclr26_common.device import lightning_accelerator, lightning_devices
-from iclr26_common.outputs import check_out_file, check_out_folder, overwrite_help, write_bytes
+from iclr26_common.outputs import check_out_file, check_out_folder, overwrite_help
+from iclr26_common.prediction import BatchPredictionWriter, check_free, check_prediction_file
+from iclr26_common.trainer import (
+    _SEED_LOGGER,
+    InterruptedFit,
+    ModelStamp,
+    quiet_lightning,
+    quiet_trainer,
+)
 
 __all__ = [
     "CLI",
@@ -89,11 +94,6 @@ __all__ = [
     "run_cli",
 ]
 
-#: The loggers whose INFO lines ("Seed set to 0", "GPU available: ...") :func:`quiet_lightning`
-#: raises to WARNING.
-_LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric", "lightning_fabric")
-_SEED_LOGGER = "lightning.fabric.utilities.seed"
-
 #: A ``--config`` value that looks like a file name (not an inline YAML/JSON string).
 _LOOKS_LIKE_NAME = re.compile(r"^[\w./\\~-]+$")
 
@@ -110,149 +110,6 @@ def free_config_path(folder: Path, filename: str = "config.yaml") -> Path:
         n += 1
         path = folder / f"{Path(filename).stem}-{n}{Path(filename).suffix}"
     return path
-
-
-def check_free(path: Path) -> Path:
-    """``path`` if no file is there; else the one-line ``FileExistsError`` naming it."""
-    if path.exists():
-        raise FileExistsError(f"{path}: exists; predict never overwrites a file")
-    return path
-
-
-def check_prediction_file(path: str | Path, *, overwrite: bool = False) -> Path:
-    """The workspace rule for a file ``predict`` writes into its run folder (issue 36): ``path``
-    when nothing is there or ``overwrite`` (``predict --overwrite``) is given; else one line
-    (:class:`~iclr26_common.outputs.OutputError`, exit 2) naming the file and ``--overwrite``:
-    ``predict: DIR/predictions.csv: exists; pass --overwrite to replace it``. A folder of that
-    name, or a run folder that cannot be written, is refused either way."""
-    return check_out_file(path, option="predict:", overwrite=overwrite)
-
-
-class BatchPredictionWriter(BasePredictionWriter):
-    """The packages' ``predict`` writers: collects every batch's ``predict_step`` output with
-    :meth:`collect` (``write_interval="batch"``) and writes at the end of the predict epoch
-    (:meth:`on_predict_epoch_end`: a subclass implements :meth:`write_rows`).
-    ``filename`` is the file written into the run folder (:meth:`target`), ``also`` any further
-    files written beside it (all of them: ``filenames``); ``path`` holds the file written.
-    Without sampler indices the loader is sequential: a batch's positions follow the
-    :meth:`collected` ones, :meth:`batch_size` of them.
-
-    Under DDP (issue 39) :meth:`on_predict_epoch_end` writes the files once: each rank predicts
-    its share, rank 0 gets every rank's rows (:meth:`gathered`) and writes them in the split's
-    order, each position once; no rank writes a file of its own.
-
-    The files follow the workspace rule (:func:`check_prediction_file`): :meth:`setup` refuses,
-    on every rank and before the first batch, a file an earlier predict wrote unless
-    ``overwrite`` (set from ``predict --overwrite`` by :func:`run_cli`'s ``predict_writer``);
-    write them with :meth:`write_output` (checked again, atomic, mode 0644)."""
-
-    def __init__(self, filename: str, *also: str, overwrite: bool = False) -> None:
-        super().__init__(write_interval="batch")
-        self.filename = filename
-        self.filenames: tuple[str, ...] = (filename, *also)
-        self.overwrite = overwrite
-        self.path: Path | None = None
-        self.rows: dict[int, Any] = {}
-        self.folder: Path | None = None  # the run folder, read by setup on every rank
-
-    def target(self, trainer: Any) -> Path:
-        """``filename`` in the run folder, ``trainer.log_dir``. Reading ``log_dir`` is a
-        broadcast from rank 0 that every rank must join (one rank alone waits for ever):
-        :meth:`setup` reads it on every rank and keeps it (``folder``) for the predict run, so
-        rank 0 alone may call this while writing."""
-        folder = self.folder or Path(trainer.log_dir or trainer.default_root_dir)
-        return folder / self.filename
-
-    def targets(self, trainer: Any) -> list[Path]:
-        """Every file of ``filenames`` in the run folder (:meth:`target`'s)."""
-        folder = self.target(trainer).parent
-        return [folder / name for name in self.filenames]
-
-    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        if stage == "predict":  # every rank sees the same files: all stop, none waits
-            self.folder = None  # a folder kept from an earlier predict is not this run's
-            self.folder = self.target(trainer).parent
-            for path in self.targets(trainer):
-                check_prediction_file(path, overwrite=self.overwrite)
-
-    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        if stage == "predict":
-            self.folder = None
-
-    def write_output(self, path: Path, data: bytes | str) -> Path:
-        """Write one output file: checked again (:func:`check_prediction_file`), then
-        atomically with mode 0644 (:func:`iclr26_common.outputs.write_bytes`)."""
-        check_prediction_file(path, overwrite=self.overwrite)
-        return write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)
-
-    def on_predict_epoch_start(self, trainer: Any, pl_module: Any) -> None:
-        self.rows = {}
-
-    def collected(self) -> int:
-        """How many predictions were collected so far in this epoch."""
-        return len(self.rows)
-
-    def batch_size(self, prediction: Any, batch: Any) -> int:
-        """How many predictions one batch holds: by default ``len(prediction["probs"])``."""
-        return len(prediction["probs"])
-
-    def rows_of(self, prediction: Any, batch: Any) -> Sequence[Any]:
-        """One row per item of a batch: by default ``prediction["probs"]`` as float32 NumPy
-        rows."""
-        return prediction["probs"].detach().float().cpu().numpy()
-
-    def collect(self, prediction: Any, batch: Any, batch_indices: Sequence[int]) -> None:
-        """Keep one batch's rows (:meth:`rows_of`) in ``rows``, by their positions
-        ``batch_indices`` in the split."""
-        for index, row in zip(batch_indices, self.rows_of(prediction, batch), strict=True):
-            self.rows[int(index)] = row
-
-    def gathered(self, trainer: Any) -> dict[int, Any]:
-        """Every rank's ``rows`` by position in the split, in the split's order (a position
-        predicted twice, as DistributedSampler pads the last batch, is kept once): under DDP
-        each rank predicts its share and every rank gets them all (a collective: call it on
-        every rank; rank 0 writes)."""
-        rows = self.rows
-        if trainer.world_size > 1:
-            import torch.distributed as dist
-
-            parts: list[Any] = [None] * trainer.world_size
-            dist.all_gather_object(parts, rows)
-            rows = {index: row for part in parts for index, row in part.items()}
-        return dict(sorted(rows.items()))
-
-    def on_predict_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        """Every rank's rows (:meth:`gathered`), written by rank 0 alone (:meth:`write_rows`);
-        then every rank waits for rank 0 (``strategy.barrier``), so ``predict`` returns on no
-        rank before the files are there. Every rank makes the same two collective calls, in
-        the same order; a rank that fails closes its connections, and the others' gather or
-        barrier then fails instead of waiting (gloo: "Connection closed by peer")."""
-        rows = self.gathered(trainer)
-        if trainer.is_global_zero:
-            self.write_rows(trainer, pl_module, rows)
-        trainer.strategy.barrier()
-
-    def write_rows(self, trainer: Any, pl_module: Any, rows: dict[int, Any]) -> None:
-        """Write the files from ``rows`` (every rank's, by position in the split, in its order):
-        called on rank 0 only, so without collectives (:meth:`target` is safe here,
-        ``trainer.log_dir`` is not). A subclass that keeps :meth:`on_predict_epoch_end`
-        implements it."""
-        raise NotImplementedError(f"{type(self).__name__} must implement write_rows")
-
-    def write_on_batch_end(
-        self,
-        trainer: Any,
-        pl_module: Any,
-        prediction: Any,
-        batch_indices: Sequence[int] | None,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int,
-    ) -> None:
-        if not batch_indices:  # None or [] (Lightning could not tell): sequential, shuffle off
-            start = self.collected()
-            batch_indices = range(start, start + self.batch_size(prediction, batch))
-        self.collect(prediction, batch, batch_indices)
 
 
 class RunDirSaveConfig(SaveConfigCallback):
@@ -343,32 +200,6 @@ def check_resume(
                 f"--trainer.max_epochs {max_epochs}: {ckpt_path} already trained {done + 1} "
                 "epoch(s); give more epochs to resume training"
             )
-
-
-class ModelStamp(Callback):
-    """Writes the LightningModule's import path into every checkpoint (``checkpoint[MODEL_KEY]``),
-    so :func:`check_checkpoint_file` can name the package a checkpoint belongs to even when the
-    model was not given in subclass mode (no ``_class_path`` among its hyper-parameters)."""
-
-    def on_save_checkpoint(
-        self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
-    ) -> None:
-        cls = type(pl_module)
-        checkpoint[MODEL_KEY] = f"{cls.__module__}.{cls.__qualname__}"
-
-
-class InterruptedFit(Callback):
-    """Marks a fit Lightning stopped on Ctrl-C (it catches ``KeyboardInterrupt``, tears down and
-    calls ``sys.exit(1)``: a user saw exit status 1 and no line) by setting
-    :data:`~iclr26_common.cli_support.INTERRUPTED`, so the command ends with ``PROG:
-    interrupted`` and status 130 like any other Ctrl-C. Every Trainer of :func:`run_cli` and
-    :func:`quiet_trainer` has it."""
-
-    def on_exception(
-        self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
-    ) -> None:
-        if isinstance(exception, KeyboardInterrupt):
-            INTERRUPTED.set()
 
 
 class CLI(LightningCLI):
@@ -499,15 +330,34 @@ class CLI(LightningCLI):
                 raise UsageError(str(error)) from error
         try:
             trainer = super().instantiate_trainer(**kwargs)
-        except (TypeError, ValueError, MisconfigurationException) as error:
-            # a bad Trainer option value (``--trainer.devices abc``, an unknown accelerator)
-            raise UsageError(f"trainer: {error}") from error
+        except (TypeError, ValueError, MisconfigurationException, ImportError) as error:
+            # a bad Trainer option value (``--trainer.devices abc``, ``--trainer.accelerator
+            # cuda`` without CUDA, ``tpu`` without torch_xla): one line naming the option
+            raise UsageError(f"{_trainer_option(error, config)}: {error}") from error
         _check_relaunch(trainer, self.raw_argv)
         trainer.callbacks.extend([ModelStamp(), InterruptedFit()])
         if self.predict_writer is not None and self.subcommand == "predict":
             # first: its setup refuses an earlier file before the config is saved beside it
             trainer.callbacks.insert(0, self.predict_writer)
         return trainer
+
+
+#: Trainer options whose bad values Lightning reports when the Trainer is built, in the order
+#: their names are looked for in its message (its devices message also names the accelerator).
+_TRAINER_OPTIONS = ("strategy", "devices", "num_nodes", "precision", "accelerator", "plugins")
+
+
+def _trainer_option(error: BaseException, config: Mapping[str, Any]) -> str:
+    """``--trainer.OPTION VALUE`` for the option a Trainer error is about (``trainer`` when
+    the message names none): ``--trainer.accelerator cuda`` for Lightning's "`CUDAAccelerator`
+    can not run on your system", an ImportError of ``torch_xla`` for ``tpu``."""
+    message = str(error).lower()
+    if isinstance(error, ImportError) and config.get("accelerator") not in (None, "auto"):
+        return f"--trainer.accelerator {config.get('accelerator')}"
+    for name in _TRAINER_OPTIONS:
+        if re.search(rf"\b{name}\b", message) and name in config:
+            return f"--trainer.{name} {config[name]}"
+    return "trainer"
 
 
 def _check_relaunch(trainer: Trainer, raw_argv: Sequence[str] | None) -> None:
@@ -672,42 +522,3 @@ def _with_overwrite(
             },
         }
     return out
-
-
-@contextlib.contextmanager
-def quiet_lightning() -> Iterator[None]:
-    """Lightning's INFO lines ("GPU available", "Seed set to") and its few-workers / pytree
-    warnings off inside the block; the previous levels are restored on exit."""
-    loggers = [logging.getLogger(name) for name in (*_LIGHTNING_LOGGERS, _SEED_LOGGER)]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.WARNING)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-            warnings.filterwarnings("ignore", message=".*isinstance.treespec, LeafSpec.*")
-            yield
-    finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
-
-
-def quiet_trainer(*, callbacks: Sequence[Callback] = (), **overrides: Any) -> Trainer:
-    """A ``Trainer`` for experiments and benchmarks: no logger, checkpoints, progress bar, model
-    summary or sanity validation (a checkpoint it is asked to save gets the :class:`ModelStamp`);
-    one device chosen by :func:`iclr26_common.device.
-    lightning_accelerator` (``accelerator=`` overrides). Any Trainer argument overrides these."""
-    settings: dict[str, Any] = {
-        "logger": False,
-        "enable_checkpointing": False,
-        "enable_progress_bar": False,
-        "enable_model_summary": False,
-        "num_sanity_val_steps": 0,
-        **overrides,
-    }
-    if "accelerator" not in settings:
-        settings["accelerator"] = lightning_accelerator()
-        settings.setdefault("devices", lightning_devices())  # [N] for ICLR26_DEVICE=cuda:N
-    settings.setdefault("devices", 1)
-    with quiet_lightning():  # no "GPU available: ..." lines
-        return Trainer(callbacks=[*callbacks, ModelStamp(), InterruptedFit()], **settings)
