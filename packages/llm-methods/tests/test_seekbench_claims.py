@@ -16,6 +16,7 @@ import pytest
 
 from iclr26_common.report import verdict_text
 from llm_methods.seekbench import experiment as ex
+from llm_methods.seekbench import report_text
 from llm_methods.seekbench.data import read_traces, write_traces
 
 REFERENCE = Path(__file__).parent / "data" / "reference" / "seekbench_synthetic.jsonl.gz"
@@ -406,8 +407,8 @@ def test_lm_sample_of_expert_labelled_result_steps() -> None:
         for step in trace["trace"]
         if KINDS.get(step["type"]) == "search_result" and evidence_level(step) is not None
     )
-    assert "would be decidable" in ex._lm_real_text(real)
-    assert "would not be decidable" in ex._lm_real_text(
+    assert "would be decidable" in report_text._lm_real_text(real)
+    assert "would not be decidable" in report_text._lm_real_text(
         ex.lm_real(gold, 12, lambda: _CopyJudge(True))
     )
     assert ex.lm_real(gold, 0, _CopyJudge) == {}
@@ -492,7 +493,7 @@ def test_claim_a_on_a_judged_copy_holds_fails_and_checks_its_judge(
     a = ex.claims(real)[0]
     assert real["kappa_evidence"] <= 0.0 and a.verdict == "inconclusive"
     assert "judge's evidence levels agree with gold" in [p.name for p in a.failed_preconditions]
-    table = "\n".join(ex._judge_table(real))
+    table = "\n".join(report_text._judge_table(real))
     assert "SEEKBENCH_JUDGED=" in table and "| agent | accuracy | ce | premature_rate" in table
 
 
