@@ -151,3 +151,16 @@ def test_quick_run_end_to_end(tmp_path) -> None:
     assert len(result.claims) == 2 and (tmp_path / "deletions.png").is_file()
     assert set(result.metrics["spearman"]["single"]) == set(METHODS)
     assert all(c.effect is not None for c in result.claims)
+
+
+def test_b_items_are_the_preregistered_grid_of_distinct_depths() -> None:
+    """(b)'s items (README "Power for (b)", recorded before the run): the old range 10-30 % on a
+    grid of 5, no 5 % (every method keeps nearly all there); at the WT lengths of the run
+    (68-71) each percentage deletes at least 3 residues more than the one before."""
+    import itertools
+    import math
+
+    assert SHRINK_PCTS == (10, 15, 20, 25, 30)
+    for length in range(68, 72):
+        ks = [math.ceil(length * p / 100) for p in SHRINK_PCTS]
+        assert min(b - a for a, b in itertools.pairwise(ks)) >= 3, (length, ks)

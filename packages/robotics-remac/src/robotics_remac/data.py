@@ -63,10 +63,12 @@ def collect_demonstrations(
 class ChunkDataset(Dataset):
     """Every ``(obs_t, actions[t:t+H])`` window of the episodes; indexed by a list of indices
     (used with a ``BatchSampler``) it returns a whole batch ``{"obs": [B, O], "actions": [B, H, A],
-    "prev_obs": [B, H, O], "frame": [B], "episode": [B]}`` with ``prev_obs[:, k] =
+    "prev_obs": [B, H, O], "frame": [B], "episode": [B], "index": [B]}`` with ``prev_obs[:, k] =
     obs_{max(0, t-k)}`` of the same episode, ``frame = t`` (upstream's ``idx_prevs = t - e``
-    look-back, within the episode) and ``episode`` the episode's ``index`` (its
-    ``episode_index`` in the dataset; its position in ``episodes`` when it has none).
+    look-back, within the episode), ``episode`` the episode's ``index`` (its
+    ``episode_index`` in the dataset; its position in ``episodes`` when it has none) and
+    ``index`` the items' positions in this dataset (``predict`` under DDP orders the ranks'
+    chunks by it: :class:`robotics_remac.writer.PredictionsWriter`).
     """
 
     def __init__(self, episodes: list[Episode], horizon: int) -> None:
@@ -102,6 +104,7 @@ class ChunkDataset(Dataset):
             "prev_obs": self.prev_obs[index],
             "frame": self.frame[index],
             "episode": self.episode[index],
+            "index": torch.as_tensor(index, dtype=torch.long),
         }
 
 

@@ -21,33 +21,39 @@ PREDICTIONS_FILE = "predictions.pt"
 
 
 def predictions_path(root_dir: str | Path, world_size: int = 1, rank: int = 0) -> Path:
-    """Where ``predict`` writes: ``ROOT/predictions.pt`` (one process) or
-    ``ROOT/predictions.rank{R}.pt`` (each process of a multi-process run)."""
-    name = PREDICTIONS_FILE if world_size <= 1 else f"predictions.rank{rank}.pt"
-    return Path(root_dir) / name
+    """Where ``predict`` writes: ``ROOT/predictions.pt``, also under DDP (rank 0 writes every
+    rank's chunks into it since issue 38). ``world_size`` and ``rank`` are accepted for callers
+    of 0.5 and ignored (0.5 wrote one ``predictions.rank{R}.pt`` per process)."""
+    del world_size, rank
+    return Path(root_dir) / PREDICTIONS_FILE
 
 
 class PredictionsWriter(BatchPredictionWriter):
     """Saves ``{"chunks": [N, H, A], "episode_index": [N], "frame_index": [N], "split": str}``
-    (one sampled chunk per observation, in the predict dataloader's order; chunk ``i`` was
-    sampled at frame ``frame_index[i]`` of the dataset's episode ``episode_index[i]``; ``split``:
-    ``val``, ``train`` or ``all``, the data module's ``predict_split``) with ``torch.save`` at the
-    end of ``predict``, atomically with mode 0644, and prints what it wrote. An existing file is
+    (one sampled chunk per observation, in the predict split's order; chunk ``i`` was sampled at
+    frame ``frame_index[i]`` of the dataset's episode ``episode_index[i]``; ``split``: ``val``,
+    ``train`` or ``all``, the data module's ``predict_split``) with ``torch.save`` at the end of
+    ``predict``, atomically with mode 0644, and prints what it wrote. An existing file is
     refused before the first batch unless ``overwrite`` (``predict --overwrite``), the workspace
     rule (:class:`iclr26_common.lightning.BatchPredictionWriter`). The ids come from each
     batch's ``episode`` and ``frame`` (:class:`robotics_remac.data.ChunkDataset`); a data module
-    whose batches lack them writes the chunks alone."""
+    whose batches lack them writes the chunks alone.
+
+    Under DDP each rank samples its share of the split and rank 0 writes the one file (common's
+    :meth:`~iclr26_common.lightning.BatchPredictionWriter.on_predict_epoch_end` gathers the rows,
+    :meth:`write_rows` writes them). The loaders hand the dataset a whole batch of indices
+    (``batch_size=None`` over a ``BatchSampler``), so Lightning gives no ``batch_indices``: each
+    row's position in the split is the batch's ``index`` (:class:`~robotics_remac.data.
+    ChunkDataset`), which the distributed sampler's share keeps; a batch without it (another
+    data module, one process) is numbered in the order it comes."""
 
     def __init__(self, filename: str = PREDICTIONS_FILE, overwrite: bool = False) -> None:
         super().__init__(filename, overwrite=overwrite)  # rows: (chunk, episode, frame)
 
     def target(self, trainer: Any) -> Path:
-        """``predictions.pt`` in ``--trainer.default_root_dir`` (each process of a
-        multi-process run its own ``predictions.rank{R}.pt``)."""
-        return predictions_path(trainer.default_root_dir, trainer.world_size, trainer.global_rank)
-
-    def targets(self, trainer: Any) -> list[Path]:
-        return [self.target(trainer)]
+        """``predictions.pt`` in ``--trainer.default_root_dir`` (with a logger too: remac's run
+        folder is the root, known before the model is built; no collective, safe on rank 0)."""
+        return predictions_path(trainer.default_root_dir)
 
     def batch_size(self, prediction: Any, batch: Any) -> int:
         return len(prediction)
@@ -64,13 +70,35 @@ class PredictionsWriter(BatchPredictionWriter):
             (chunks[i], *(None if v is None else v[i] for v in ids)) for i in range(len(chunks))
         ]
 
-    def on_predict_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        rows = [row for _, row in sorted(self.rows.items())]  # this process's, in order
-        saved: dict[str, Any] = {"chunks": torch.stack([row[0] for row in rows])}
+    def write_on_batch_end(
+        self,
+        trainer: Any,
+        pl_module: Any,
+        prediction: Any,
+        batch_indices: Sequence[int] | None,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int,
+    ) -> None:
+        if isinstance(batch, dict) and "index" in batch:  # the rows' positions in the split
+            batch_indices = batch["index"].detach().cpu().reshape(-1).tolist()
+        elif trainer.world_size > 1 and not batch_indices:
+            raise RuntimeError(
+                "predict under DDP needs each row's position: a batch without 'index' and no "
+                "sampler indices would number every rank's rows from 0"
+            )
+        super().write_on_batch_end(
+            trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx
+        )
+
+    def write_rows(self, trainer: Any, pl_module: Any, rows: dict[int, Any]) -> None:
+        # every rank's rows by position, on rank 0 (common gathers them, then a barrier)
+        ordered = list(rows.values())
+        saved: dict[str, Any] = {"chunks": torch.stack([row[0] for row in ordered])}
         for position, key in ((1, "episode_index"), (2, "frame_index")):
-            if rows and all(row[position] is not None for row in rows):
-                saved[key] = torch.stack([row[position] for row in rows])
-        split = getattr(trainer.datamodule, "predict_split", None)
+            if ordered and all(row[position] is not None for row in ordered):
+                saved[key] = torch.stack([row[position] for row in ordered])
+        split = getattr(getattr(trainer, "datamodule", None), "predict_split", None)
         if split is not None:
             saved["split"] = str(split)
         buffer = io.BytesIO()
@@ -82,5 +110,6 @@ class PredictionsWriter(BatchPredictionWriter):
             f"wrote {target} ({len(chunks)} chunks"
             + (f" of {episodes} episodes" if episodes is not None else "")
             + (f", {split} split" if split is not None else "")
-            + ")"
+            + ")",
+            flush=True,
         )
