@@ -223,7 +223,7 @@ def measure(cfg: dict[str, Any], device: Any = None) -> dict[str, Any]:
     from llm_methods.lm.threads import one_thread
 
     seed_everything(0)
-    world = same_form_world(0, n_eval_task=cfg["n_eval_task"])
+    world = same_form_world(0, n_eval_task=cfg["n_eval_task"], harmful_answers="tip")
     ab_cfg = AntibodyConfig()
     # (what, row, ratio) -> per seed: HS / FA (%) and the per-prompt 0/1 outcomes
     scores: dict[tuple[str, str, float], list[float]] = {}
