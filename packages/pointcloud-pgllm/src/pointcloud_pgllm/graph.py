@@ -20,9 +20,8 @@ computes the same iteration (tests).
 from __future__ import annotations
 
 import torch
-from torch_geometric.data import Data
-from torch_geometric.utils import add_self_loops, to_undirected
 
+from pointcloud_pgllm._pyg import Data, add_self_loops, to_undirected
 from pointcloud_pgllm.constants import PROPAGATION_ALPHA, PROPAGATION_STEPS
 
 __all__ = ["GRAPH_VARIANTS", "build_graph", "dense_adjacency", "nearest_neighbours", "propagate"]
