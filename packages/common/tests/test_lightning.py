@@ -938,3 +938,39 @@ def test_a_method_of_a_package_accepts_its_own_checkpoints_and_refuses_its_sibli
     assert check_checkpoint_file(str(rf), package="rf_matid") is not None
     with pytest.raises(UsageError, match="a checkpoint of rf-matid"):
         check_checkpoint_file(str(rf), package="rf_matidx")
+
+
+def test_lightnings_pytree_deprecation_is_not_shown_other_warnings_are(
+    fake_site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every fit/predict printed Lightning's own "`isinstance(treespec, LeafSpec)` is
+    deprecated" warning (lightning/pytorch/utilities/_pytree.py, with torch >= 2.9): nothing a
+    user can act on. It is raised here inside the run, as Lightning raises it, beside another
+    warning that must still reach the user."""
+    import warnings
+
+    from fakelit_pkg.cli import lightning
+
+    import iclr26_common.lightning as wiring
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ICLR26_DEVICE", "cpu")
+    run = wiring.CLI._run_subcommand
+
+    def noisy(self, subcommand):  # type: ignore[no-untyped-def]
+        warnings.warn(
+            "`isinstance(treespec, LeafSpec)` is deprecated, use `isinstance(treespec, TreeSpec)"
+            " and treespec.is_leaf()` instead.",
+            FutureWarning,
+            stacklevel=1,
+        )
+        warnings.warn("a warning of the user's own model", UserWarning, stacklevel=1)
+        return run(self, subcommand)
+
+    monkeypatch.setattr(wiring.CLI, "_run_subcommand", noisy)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lightning(["fit", "--config", "tiny", "--trainer.max_steps", "1", "--trainer.logger=false"])
+    messages = [str(w.message) for w in caught]
+    assert not [m for m in messages if "LeafSpec" in m], messages
+    assert "a warning of the user's own model" in messages

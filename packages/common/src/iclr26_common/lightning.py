@@ -48,6 +48,7 @@ import contextlib
 import logging
 import re
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -71,6 +72,7 @@ from iclr26_common.outputs import check_out_file, check_out_folder, overwrite_he
 from iclr26_common.prediction import BatchPredictionWriter, check_free, check_prediction_file
 from iclr26_common.trainer import (
     _SEED_LOGGER,
+    PYTREE_DEPRECATION,
     InterruptedFit,
     ModelStamp,
     quiet_lightning,
@@ -488,19 +490,21 @@ def run_cli(
     )
     kwargs: dict[str, Any] = {"prog": prog, "exit_on_error": False, **(parser_kwargs or {})}
     try:
-        return cls(
-            model_class,
-            datamodule_class,
-            subclass_mode_model=subclass_mode,
-            subclass_mode_data=subclass_mode,
-            seed_everything_default=seed,
-            trainer_defaults=dict(trainer_defaults or {}),
-            parser_kwargs=kwargs,
-            save_config_callback=RunDirSaveConfig,
-            save_config_kwargs={"overwrite": False},
-            args=args,
-            **cli_kwargs,
-        )
+        with warnings.catch_warnings():  # Lightning's pytree deprecation, inside Lightning
+            warnings.filterwarnings("ignore", message=PYTREE_DEPRECATION)
+            return cls(
+                model_class,
+                datamodule_class,
+                subclass_mode_model=subclass_mode,
+                subclass_mode_data=subclass_mode,
+                seed_everything_default=seed,
+                trainer_defaults=dict(trainer_defaults or {}),
+                parser_kwargs=kwargs,
+                save_config_callback=RunDirSaveConfig,
+                save_config_kwargs={"overwrite": False},
+                args=args,
+                **cli_kwargs,
+            )
     except ArgumentError as error:
         head = f"{args[0]}: " if args and not args[0].startswith("-") else ""
         raise UsageError(f"{head}{error}") from error

@@ -75,7 +75,7 @@ FALLBACK_WALL_S: dict[str, tuple[float, float]] = {
     "llm-methods.seekbench": (91, 14),
     "llm-methods.suit": (511, 40),
     "llm-methods.suit.world": (51, 8),
-    "medimg-gfscreen.glance_focus": (90, 18),  # 2026-12-08: its 1280-step separability control first (83 s CPU)
+    "medimg-gfscreen.glance_focus": (90, 18),  # 2026-12-08: its 1280-step control (83 s CPU)
     "pointcloud-pgllm.pgllm": (530, 12),
     "rf-matid.benchmark": (524, 18),
     "robotics-remac.async": (464, 16),

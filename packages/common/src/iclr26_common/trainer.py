@@ -27,6 +27,11 @@ __all__ = ["InterruptedFit", "ModelStamp", "quiet_lightning", "quiet_trainer"]
 _LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric", "lightning_fabric")
 _SEED_LOGGER = "lightning.fabric.utilities.seed"
 
+#: Lightning's own deprecation warning of torch's pytree API (``lightning/pytorch/utilities/
+#: _pytree.py``: "`isinstance(treespec, LeafSpec)` is deprecated"), raised inside Lightning on
+#: every fit/predict with torch >= 2.9: nothing a user can act on, so no command prints it.
+PYTREE_DEPRECATION = r".*isinstance\(treespec, LeafSpec\).*"
+
 
 class ModelStamp(Callback):
     """Writes the LightningModule's import path into every checkpoint (``checkpoint[MODEL_KEY]``),
@@ -65,7 +70,7 @@ def quiet_lightning() -> Iterator[None]:
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-            warnings.filterwarnings("ignore", message=".*isinstance.treespec, LeafSpec.*")
+            warnings.filterwarnings("ignore", message=PYTREE_DEPRECATION)
             yield
     finally:
         for logger, level in zip(loggers, levels, strict=True):
