@@ -330,8 +330,9 @@ def test_experiment_diagnoses_on_spanish_questions_answered_in_spanish(
 
     lenses = np.array([[0.9, 0.05, 0.05]] * 17 + [[0.1, 0.8, 0.1]] * 3)  # es from layer 17
 
-    def lens(lm, prompts, lx, k=20, per_prompt=False):  # type: ignore[no-untyped-def]
+    def lens(lm, prompts, lx, k=20, per_prompt=False, langs=None):  # type: ignore[no-untyped-def]
         seen.setdefault("lens_calls", []).append(list(prompts))  # type: ignore[union-attr]
+        seen.setdefault("lens_langs", []).append(langs)  # type: ignore[union-attr]
         return np.stack([lenses] * len(prompts)) if per_prompt else lenses
 
     def stop(lens_arr):  # type: ignore[no-untyped-def]
@@ -350,6 +351,8 @@ def test_experiment_diagnoses_on_spanish_questions_answered_in_spanish(
     assert all_prompts == [e.prompt for e in pool]  # type: ignore[union-attr]
     assert diagnosis == all_prompts[: experiment.DIAGNOSIS_MIN]
     assert np.allclose(seen["decided_on"], lenses)  # the diagnosis set's lens, averaged
+    # Spanish questions are answered in Spanish or English: the lens maps between those two
+    assert seen["lens_langs"] == [("en", "es")] * 2 == [experiment.LENS_LANGS] * 2
 
 
 @pytest.mark.parametrize("quick", [False, True])
@@ -412,6 +415,46 @@ def test_token_languages_counts_the_answers_first_tokens_with_a_ratio() -> None:
     assert token_languages(_FirstLetterTokenizer(), lex, ratio=2.5)[ord("c")] is None
 
 
+def test_token_languages_between_the_languages_a_question_is_answered_in() -> None:
+    """Issue 40 (sixth session): a Spanish question is answered in Spanish or English, so the
+    lens's map chooses between those: a piece that starts Spanish and German words equally
+    counts as Spanish, a German-only piece counts for none, English and the ratio as before."""
+    from llm_methods.linguamap.analysis import token_languages
+    from llm_methods.linguamap.data import Lexicon
+
+    lex = Lexicon(
+        {
+            "en": ["cat", "dog", "tree", "nail", "nose"],
+            "es": ["casa", "cosa", "nube", "tal", "sopa"],
+            "de": ["kuh", "nacht", "tag", "sahne"],
+        }
+    )
+    every = token_languages(_FirstLetterTokenizer(), lex)
+    assert every[ord("c")] == "es" and every[ord("k")] == "de"
+    assert every[ord("t")] is None  # en 1, es 1, de 1
+    assert every[ord("s")] is None  # es 1, de 1: the fifth session's ' de', ' s', ' a'
+    two = token_languages(_FirstLetterTokenizer(), lex, langs=("en", "es"))
+    assert two[ord("c")] == "es" and two[ord("d")] == "en"
+    assert two[ord("t")] is None  # en 1 vs es 1: still a tie without German
+    assert ord("k") not in two  # starts German words only: counts for none
+    assert two[ord("s")] == "es"  # es 1 vs en 0 (German's "sahne" not counted)
+    assert two[ord("n")] == every[ord("n")] == "en"  # en 2 vs es 1 (and de 1)
+    with pytest.raises(ValueError, match="langs must be"):
+        token_languages(_FirstLetterTokenizer(), lex, langs=("en", "fr"))
+    with pytest.raises(ValueError, match="langs must be"):
+        token_languages(_FirstLetterTokenizer(), lex, langs=())
+
+
+def test_lens_between_two_languages_leaves_the_third_column_empty(lex, tiny) -> None:  # type: ignore[no-untyped-def]
+    from llm_methods.linguamap.analysis import lens_language_probability
+
+    prompts = [make_example(lex, np.random.default_rng(i), "es", "es").prompt for i in range(4)]
+    lens = lens_language_probability(tiny, prompts, lex, k=50, per_prompt=True, langs=("en", "es"))
+    assert lens.shape == (4, tiny.n_layers, 3) and not lens[..., 2].any()
+    sums = lens.sum(-1)
+    assert np.allclose(sums[sums > 0], 1.0) and (sums > 0).any()
+
+
 def test_lens_agreement_is_the_share_whose_last_layer_reads_the_expected_language() -> None:
     from llm_methods.linguamap.analysis import lens_agreement
 
@@ -441,7 +484,7 @@ def test_last_layer_lens_reads_the_token_the_model_writes(monkeypatch, lex, tiny
     prompts = [make_example(lex, np.random.default_rng(i), "es", "es").prompt for i in range(8)]
     first = [tiny.tokenizer(g).input_ids[0] for g in generate(tiny, prompts, max_new_tokens=1)]
     mapping = dict.fromkeys(range(len(tiny.tokenizer)), "en") | dict.fromkeys(first, "es")
-    monkeypatch.setattr(analysis, "token_languages", lambda tok, lx: mapping)
+    monkeypatch.setattr(analysis, "token_languages", lambda tok, lx, **kw: mapping)
     encoded = []
     real_encode = analysis.encode_texts
 
@@ -480,3 +523,5 @@ def test_readme_states_the_lens_map_ratio_and_agreement_threshold() -> None:
     readme = (Path(experiment.__file__).parent / "README.md").read_text()
     assert f"`LENS_AGREEMENT_MIN` = {experiment.LENS_AGREEMENT_MIN:g}" in readme
     assert f"`FIRST_TOKEN_RATIO` = {analysis.FIRST_TOKEN_RATIO:g}" in readme
+    flat = " ".join(readme.split())
+    assert f"`LENS_LANGS` = ({', '.join(experiment.LENS_LANGS)})" in flat

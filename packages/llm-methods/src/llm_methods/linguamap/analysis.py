@@ -138,7 +138,10 @@ FIRST_TOKEN_RATIO = 2.0
 
 
 def token_languages(
-    tokenizer: Any, lex: Lexicon, ratio: float = FIRST_TOKEN_RATIO
+    tokenizer: Any,
+    lex: Lexicon,
+    ratio: float = FIRST_TOKEN_RATIO,
+    langs: Sequence[str] | None = None,
 ) -> dict[int, str | None]:
     """Token id -> language, from the answers' own first tokens: the first token of each
     lexicon word as an answer writes it (``" " + word``, the tokenizer's own split). A token
@@ -151,9 +154,21 @@ def token_languages(
     language's words alone, >= 2 characters) left 19 of the 28 Spanish first tokens the model
     wrote unmapped (``' c'``, ``' n'``, ``' s'``: the 512-token BPE splits a Spanish word into
     3.1 tokens, 22 of 48 Spanish words start with one letter) and 4 ambiguous, so the output
-    layer's lens read 0.85 English where every greedy answer was Spanish."""
+    layer's lens read 0.85 English where every greedy answer was Spanish.
+
+    ``langs`` (default: all of ``LANGS``): the languages a token may count for, i.e. those the
+    read answers can be written in; the other languages' words are not counted. Issue 40 (sixth
+    session): an untagged Spanish question is answered in Spanish or English only, and with
+    German counted too the pieces that start Spanish and German words about equally (``' de'``,
+    ``' s'``, ``' a'``) were ambiguous while English, one token per word, never was."""
+    allowed = list(LANGS) if langs is None else list(langs)
+    unknown = sorted(set(allowed) - set(LANGS))
+    if unknown or not allowed:
+        raise ValueError(f"langs must be a non-empty subset of {list(LANGS)}, got {allowed}")
     counts: dict[int, np.ndarray] = {}
     for i, lang in enumerate(LANGS):
+        if lang not in allowed:
+            continue
         for w in lex.words[lang]:
             ids = tokenizer(" " + w, add_special_tokens=False).input_ids
             counts.setdefault(int(ids[0]), np.zeros(len(LANGS)))[i] += 1
@@ -173,6 +188,7 @@ def lens_language_probability(
     k: int = 20,
     per_prompt: bool = False,
     prepend_bos: bool = False,
+    langs: Sequence[str] | None = None,
 ) -> np.ndarray:
     """P^(l)(ℓ): ``[n_layers, 3]`` (``per_prompt``: ``[n_prompts, n_layers, 3]``); at the last
     prompt position of each prompt, the logit lens of layer l's residual, its top-``k`` tokens
@@ -184,8 +200,10 @@ def lens_language_probability(
     tokens), so the last layer's lens is the model's own next-token distribution for the
     answer it writes; ``prepend_bos=True`` puts the tokenizer's BOS first (issue 40: the
     testbed's model never saw a BOS in pretraining, and with it the lens's top token matched
-    the greedy answer's first token on 22 of 28 questions, without it on 28 of 28)."""
-    token_lang = token_languages(lm.tokenizer, lex)
+    the greedy answer's first token on 22 of 28 questions, without it on 28 of 28).
+    ``langs``: the languages the map may assign (:func:`token_languages`; the others' column
+    stays 0), e.g. ``("en", "es")`` for Spanish questions, which are answered in one of those."""
+    token_lang = token_languages(lm.tokenizer, lex, langs=langs)
     ids = encode_texts(lm, prompts, prepend_bos=prepend_bos)
     batch = collate(ids, lm.tokenizer.pad_token_id, lm.device)
     with capture_residual(lm) as store:

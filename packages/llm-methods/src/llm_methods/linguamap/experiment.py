@@ -65,6 +65,12 @@ DIAGNOSIS_MIN = 16
 #: reads the language the model writes: on the diagnosis set (all answered in Spanish), the share
 #: of questions whose last-layer top language (per question) is Spanish must be >= this
 LENS_AGREEMENT_MIN = 0.8
+#: issue 40 (sixth session, fixed before its run): the lens reads Spanish questions, which the
+#: pretraining mixture answers in Spanish or English only (``pretraining_examples``: only tagged
+#: bilingual examples answer in a third language), so its token -> language map chooses between
+#: these two (``analysis.token_languages(langs=...)``); with German counted too, the first
+#: pieces that start Spanish and German words about equally were ambiguous, English never
+LENS_LANGS = ("en", "es")
 LORA_R = 16
 MODEL = {"n_layers": 20, "hidden": 48, "heads": 4}
 BPE_VOCAB = 512
@@ -215,11 +221,13 @@ def run(quick: bool, out_dir: Path) -> Result:
             for i in range(cfg["diagnosis_pool"])
         ]
         es_prompts = [e.prompt for e in pool]
-        lens_before = lens_language_probability(base, es_prompts, lex)
+        lens_before = lens_language_probability(base, es_prompts, lex, langs=LENS_LANGS)
         diagnosis = diagnosis_prompts(base, pool, lex)
         lens_diagnosis = agreement = None
         if len(diagnosis) >= DIAGNOSIS_MIN:
-            per_prompt = lens_language_probability(base, diagnosis, lex, per_prompt=True)
+            per_prompt = lens_language_probability(
+                base, diagnosis, lex, per_prompt=True, langs=LENS_LANGS
+            )
             lens_diagnosis = per_prompt.mean(0)
             agreement = lens_agreement(per_prompt, "es")  # every diagnosis answer is Spanish
         rng = np.random.default_rng(7)
@@ -257,7 +265,7 @@ def run(quick: bool, out_dir: Path) -> Result:
                 scores = summarize_items(evals, consistent, correct)
                 results[name].append({**scores, "param_fraction": fraction})
                 if name == "last_k" and lens_after is None:
-                    lens_after = lens_language_probability(lm, es_prompts, lex)
+                    lens_after = lens_language_probability(lm, es_prompts, lex, langs=LENS_LANGS)
                 phase_s[name] += time.perf_counter() - t0
     mean = {
         v: {m: float(np.mean([r[m] for r in rows])) for m in rows[0]} for v, rows in results.items()
@@ -275,6 +283,7 @@ def run(quick: bool, out_dir: Path) -> Result:
         "diagnosis_pool": len(pool),
         "lens_es_diagnosis": None if lens_diagnosis is None else lens_diagnosis.round(3).tolist(),
         "lens_agreement": None if agreement is None else round(agreement, 4),
+        "lens_langs": list(LENS_LANGS),
         "lens_es_after_last_k": lens_after.round(3).tolist(),
         "cross_lingual_cosine": cosine.round(3).tolist(),
         "per_seed": {
