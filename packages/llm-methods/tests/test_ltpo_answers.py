@@ -78,3 +78,36 @@ def test_answer_sources_counts_each_format_once() -> None:
     counts = answer_sources(texts)
     assert counts == {"boxed": 2, "####": 1, "answer_phrase": 1, "last_number": 1, "none": 1}
     assert sum(counts.values()) == len(texts)
+
+
+@pytest.mark.parametrize(
+    ("text", "gold", "fmt", "verdict"),
+    [
+        # upstream's GSM8K/AIME judge (_extract_answer): the FIRST numeric \boxed{} decides
+        ("So \\boxed{6}. Check: maybe \\boxed{7}", "6", "gsm8k", "correct"),
+        ("So \\boxed{6}. Check: maybe \\boxed{7}", "7", "gsm8k", "wrong"),
+        ("So \\boxed{6}. Check: maybe \\boxed{7}", "6", "aime", "correct"),
+        ("So \\boxed{6}. Check: maybe \\boxed{7}", "6", "asdiv", "correct"),
+        # a non-numeric box is skipped, the first numeric one read
+        ("\\boxed{x+1} so \\boxed{6} or \\boxed{7}", "6", "gsm8k", "correct"),
+        ("\\boxed{$1,200}", "1200", "gsm8k", "correct"),  # upstream strips $ and commas
+        # no numeric box at all: only a fallback can match, never a solve
+        ("\\boxed{six}, i.e. 6", "6", "gsm8k", "fallback"),
+        # MATH-500 (upstream's Qwen extract_answer): the LAST \boxed{}, any content
+        ("So \\boxed{6}. Check: maybe \\boxed{7}", "7", "math500", "correct"),
+        ("So \\boxed{6}. Check: maybe \\boxed{7}", "6", "math500", "wrong"),
+        ("\\boxed{1} then \\boxed{\\sqrt{2}}", "\\sqrt{2}", "math500", "correct"),
+    ],
+)
+def test_boxed_answer_follows_upstreams_rule_per_format(
+    text: str, gold: str, fmt: str, verdict: str
+) -> None:
+    """Review of issue 41: ours took the LAST \\boxed{} for every format, so "\\boxed{6} ...
+    \\boxed{7}" with gold 6 was wrong here and right upstream (ltpo2025/LTPO@2c3d4f2,
+    ``extract_judge_answer/utils.py``)."""
+    assert grade(text, gold, fmt) == verdict
+
+
+def test_unknown_format_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown format 'gsm9k'"):
+        grade("\\boxed{6}", "6", "gsm9k")

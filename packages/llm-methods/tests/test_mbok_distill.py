@@ -371,3 +371,30 @@ def test_prefix_cache_replays_frozen_blocks_with_the_same_numbers(tiny) -> None:
     finally:
         hook.remove()
     assert "forward" not in vars(layer0)  # the patch is undone on exit
+
+
+def test_whole_finetuning_state_counts_latents_kernels_scales_by_hand(tiny) -> None:  # type: ignore[no-untyped-def]
+    """Issue 41 review: claim (b) counts the whole finetuning state, yet zeroing OneBit's
+    ``latent_bytes`` passed every test, and MBOK's own Boolean kernels were counted as 0 B.
+    Block 1's up (64 -> 256) and down (256 -> 64) projections of the tiny model, 2 x 16 384 =
+    32 768 weights, 2 x (256 + 64) = 640 scale entries per kernel, counted by hand:
+
+    OneBit-STE: latent 4 B x 32 768 = 131 072; (g, h) 4 B x 640 = 2 560; AdamW's two fp32
+    moments on latent and vectors 8 B x 33 408 = 267 264; whole state 400 896 B.
+    MBOK K=2: kernels 2 bits x 32 768 = 8 192 B; scales 2 x 640 x 4 B = 5 120; accumulators
+    2 x 4 B x 32 768 = 262 144 + AdamW on the scales 8 B x 1 280 = 10 240; whole 285 696 B."""
+    batches = _batches(tiny, 1)
+    names = distill.select_linears(tiny.model, ["mlp.up_proj", "mlp.down_proj"], "1")
+    teachers = [distill.teacher_outputs(tiny.model, b, 1) for b in batches]
+    expected = {
+        "onebit": {"latent_bytes": 131_072, "kernel_bytes": 0, "scale_bytes": 2_560},
+        "mbok": {"latent_bytes": 0, "kernel_bytes": 8_192, "scale_bytes": 5_120},
+    }
+    whole = {"onebit": 400_896, "mbok": 285_696}
+    for method in ("onebit", "mbok"):
+        student = copy.deepcopy(tiny.model)
+        layers = distill.compress_model(student, names, method, k=2)
+        cfg = distill.DistillConfig(steps=1, bool_lr=0.03, latent_lr=1e-2)
+        log = distill.finetune(student, layers, batches, teachers, cfg)
+        assert {k: log[k] for k in expected[method]} == expected[method], method
+        assert distill.finetune_state_bytes(log) == whole[method], method

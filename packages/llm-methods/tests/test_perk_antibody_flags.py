@@ -22,7 +22,10 @@ def _help(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
     [
         (["perk", "eval"], ["--seed", "--device", "--out", "(default: 0)", "(default: none)"]),
         (["perk", "synth"], ["--seed", "--out", "(default: 100)", "(default: qa1 qa2 qa3)"]),
-        (["antibody", "eval"], ["--seed", "--device", "--out", "(default: 16)", "(default: auto)"]),
+        (
+            ["antibody", "eval"],
+            ["--seed", "--device", "--out", "(default: 200)", "(default: auto)"],
+        ),
         (["antibody", "pretrain"], ["--seed", "--device", "--out", "(default: 300)"]),
         (["antibody", "synth"], ["--seed", "--out", "(default: 0)"]),
     ],

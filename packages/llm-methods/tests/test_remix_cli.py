@@ -112,6 +112,22 @@ def test_fit_tiny_shows_reward_and_loss(policy_dir: Path, tmp_path: Path, capsys
     assert all(0.0 <= float(r[reward]) <= 1.0 for r in steps), rows
 
 
+def test_fit_tiny_bar_and_no_lightning_warnings(policy_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Review of issue 41: ``remix fit --config tiny`` showed "Epoch 0/-2" (no ``max_epochs``:
+    Lightning's -1) and leaked two Lightning warnings (``transfer_batch_to_device`` overridden
+    on the module beside a DataModule; the tensorboardX note of ``logger: true``)."""
+    import warnings
+
+    args = ["remix", "fit", "--config", "tiny", f"--model.init_args.model={policy_dir}"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main([*args, "--trainer.max_steps=2", f"--trainer.default_root_dir={tmp_path}"]) == 0
+    captured = capsys.readouterr()
+    text = captured.out + captured.err + " ".join(str(w.message) for w in caught)
+    assert "/-2" not in text and "Epoch 0" in text, text[-2000:]
+    assert "transfer_batch_to_device" not in text and "tensorboardX" not in text, text[-3000:]
+
+
 def test_bad_input_one_line(policy_dir: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     line = _one_line_error(
         capsys,

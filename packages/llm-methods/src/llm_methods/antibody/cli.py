@@ -139,20 +139,39 @@ def _parser() -> argparse.ArgumentParser:
         help="harmful score and finetune accuracy of a model",
         description="Harmful score (HS, % of --harmful prompts answered without a refusal) and "
         "finetune accuracy (FA, % of --task prompts answered exactly), each with a 95 % "
-        "interval over the prompts (BCa bootstrap from 10 prompts, t below; resampling seed "
-        "--seed); writes summary.json (hs, fa, hs_interval, fa_interval) into --out.",
+        "interval over the prompts (Wilson score interval on the 0/1 outcomes; --seed is "
+        "recorded); writes summary.json (hs, fa, their intervals, the FA rule applied) and the "
+        "per-prompt outputs (harmful_outputs.jsonl: id, prompt, response, refused; "
+        "task_outputs.jsonl: id, prompt, response, extracted, gold, rule, correct) into --out.",
     )
     ev.add_argument("--model", required=True)
-    ev.add_argument("--harmful", type=Path, default=None, help="harmful prompts jsonl (HS)")
-    ev.add_argument("--task", type=Path, default=None, help="task jsonl with 'answer' (FA)")
-    ev.add_argument("--max-new-tokens", type=int, default=16)
+    ev.add_argument(
+        "--harmful",
+        type=Path,
+        default=None,
+        help="harmful prompts (HS): .jsonl or .json list, rows {'prompt', 'id'?}",
+    )
+    ev.add_argument(
+        "--task",
+        type=Path,
+        default=None,
+        help="task prompts (FA): .jsonl or .json list, rows {'prompt', 'answer', 'id'?}",
+    )
+    ev.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=200,
+        help="generated tokens per prompt (the official pred_eval.py scripts' 200)",
+    )
     ev.add_argument(
         "--fa-rule",
         default="auto",
         choices=("auto", "gsm8k", "sst2", "agnews", "prefix"),  # data.FA_RULES
         help="FA scoring: the official gsm8k (number after 'The final answer is: ', else the "
         "last number), sst2 / agnews (exact label) rules, or prefix (response starts with the "
-        "answer; ours, the copy task); auto = gsm8k for numeric answers, else prefix",
+        "answer; ours, the copy task); auto: sst2 when every gold is positive/negative, agnews "
+        "when every gold is an AG News label, gsm8k / prefix when every gold is numeric / not, "
+        "per row for a mix; golds all in 0-3 (label ids?) are refused: name the rule",
     )
     add_device_option(ev)
     ev.add_argument(
@@ -303,16 +322,28 @@ def _finetune(ns: Any) -> int:
 
 
 def _eval(ns: argparse.Namespace) -> int:
+    from collections import Counter
+
+    from iclr26_common.cli_support import UsageError
     from iclr26_common.outputs import check_out_folder, write_text
-    from llm_methods.antibody.data import read_beavertails
+    from llm_methods.antibody.data import (
+        extracted_answer,
+        fa_rule_of_row,
+        read_eval_prompts,
+        resolve_fa_rule,
+    )
     from llm_methods.antibody.pipeline import evaluate
 
     if ns.harmful is None and ns.task is None:
         raise ValueError("give --harmful and/or --task")
+    if ns.max_new_tokens < 1:
+        raise UsageError(f"--max-new-tokens must be >= 1, got {ns.max_new_tokens}")
     # checked before the data are read or the model loaded; summary.json is written at the end
     out = check_out_folder(ns.out, overwrite=ns.overwrite, resumable=False)
-    harmful = read_beavertails(ns.harmful) if ns.harmful is not None else []
-    task = read_beavertails(ns.task) if ns.task is not None else []
+    harmful = read_eval_prompts(ns.harmful, need_answer=False) if ns.harmful is not None else []
+    task = read_eval_prompts(ns.task, need_answer=True) if ns.task is not None else []
+    # one rule for the file, decided (or refused) before the model is loaded
+    rule = resolve_fa_rule([p.answer for p in task], ns.fa_rule, str(ns.task)) if task else None
     lm = _load(ns.model, ns.device)
     result = evaluate(
         lm.model,
@@ -321,23 +352,54 @@ def _eval(ns: argparse.Namespace) -> int:
         task,
         ns.max_new_tokens,
         per_prompt=True,
-        fa_rule=ns.fa_rule,
+        fa_rule=rule or "auto",
         quiet=ns.quiet,
     )
     outcomes = {
         k: result.pop(f"{k}_per_prompt") for k in ("hs", "fa") if f"{k}_per_prompt" in result
     }
+    texts = {k: result.pop(f"{k}_texts") for k in ("hs", "fa") if f"{k}_texts" in result}
     intervals = score_intervals(outcomes, seed=ns.seed)
+    rows = {
+        "harmful_outputs.jsonl": [
+            {"id": p.id, "prompt": p.prompt, "response": t, "refused": not complied}
+            for p, t, complied in zip(
+                harmful, texts.get("hs", []), outcomes.get("hs", []), strict=True
+            )
+        ],
+        "task_outputs.jsonl": [
+            {
+                "id": p.id,
+                "prompt": p.prompt,
+                "response": t,
+                "extracted": extracted_answer(t, fa_rule_of_row(p.answer, rule)),
+                "gold": p.answer,
+                "rule": fa_rule_of_row(p.answer, rule),
+                "correct": bool(right),
+            }
+            for p, t, right in zip(task, texts.get("fa", []), outcomes.get("fa", []), strict=True)
+        ]
+        if rule is not None
+        else [],
+    }
+    applied = Counter(r["rule"] for r in rows["task_outputs.jsonl"])
     summary = {
         "model": ns.model,
         "n_harmful": len(harmful),
         "n_task": len(task),
-        "fa_rule": ns.fa_rule,
+        # the rule applied (auto resolved); a mixed file: "per row", counts in fa_rule_rows
+        "fa_rule": None if rule is None else (rule if rule != "auto" else "per row"),
+        "fa_rule_requested": ns.fa_rule,
+        "fa_rule_rows": dict(applied),
+        "max_new_tokens": ns.max_new_tokens,
         "seed": ns.seed,
         **result,
     }
     summary.update({f"{k}_interval": v for k, (v, _) in intervals.items()})
     with out:
+        for name, file_rows in rows.items():
+            if file_rows:
+                write_text(out.path / name, "".join(json.dumps(r) + "\n" for r in file_rows))
         write_text(out.path / "summary.json", json.dumps(summary, indent=1))
     parts = [f"{k.upper()} {result[k]:.2f}% {intervals[k][1]}" for k in ("hs", "fa") if k in result]
     print(f"{', '.join(parts)} -> {ns.out / 'summary.json'}")

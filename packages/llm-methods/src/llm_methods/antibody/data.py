@@ -48,6 +48,7 @@ __all__ = [
     "HARMFUL_CATEGORIES",
     "REFUSALS",
     "REFUSAL_PREFIXES",
+    "EvalPrompt",
     "SafetyRecord",
     "SyntheticWorld",
     "answer_matches",
@@ -55,11 +56,15 @@ __all__ = [
     "check_poison_ratio",
     "encode_records",
     "extract_number",
+    "extracted_answer",
+    "fa_rule_of_row",
     "gsm8k_answer",
     "is_refusal",
     "poisoned_mixture",
     "read_beavertails",
+    "read_eval_prompts",
     "read_refusal_pool",
+    "resolve_fa_rule",
     "synthetic_world",
     "write_jsonl",
 ]
@@ -229,6 +234,60 @@ def read_beavertails(
     return records
 
 
+@dataclass(frozen=True)
+class EvalPrompt:
+    """One prompt of ``antibody eval``: the user's ``id`` (the row's ``id`` field, else its
+    0-based position in the file, as a string), the prompt and, for FA, the gold ``answer``."""
+
+    id: str
+    prompt: str
+    answer: str | None
+    where: str
+
+
+def read_eval_prompts(path: str | Path, need_answer: bool) -> list[EvalPrompt]:
+    """The prompts of an ``antibody eval`` file (``.jsonl`` or an official ``.json`` list).
+
+    HS needs ``prompt`` only (the model answers it; ``response`` / ``is_safe`` of BeaverTails
+    rows are not read); FA (``need_answer``) needs ``prompt`` and ``answer`` (a string or
+    number). ``id`` (string or integer) is optional and kept in the outputs; ids must be unique.
+    Other fields are ignored. A bad row raises an ``LMError`` naming the file, the line (record)
+    and the field."""
+    path = Path(path)
+    input_file(path, error=LMError)
+    prompts: list[EvalPrompt] = []
+    seen: set[str] = set()
+    for i, (where, row) in enumerate(_rows_of(path)):
+        if not isinstance(row, dict):
+            raise LMError(f"{where}: expected a JSON object")
+        if not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
+            raise LMError(f"{where}: field 'prompt' missing or not a non-empty string")
+        answer = row.get("answer")
+        if need_answer and (
+            answer is None
+            or isinstance(answer, bool)
+            or not isinstance(answer, (str, int, float))
+            or not str(answer).strip()
+        ):
+            raise LMError(
+                f"{where}: field 'answer' missing or not a non-empty string or number "
+                "(--task rows need prompt and answer)"
+            )
+        ident = row.get("id", i)
+        if isinstance(ident, bool) or not isinstance(ident, (str, int)):
+            raise LMError(f"{where}: field 'id' must be a string or an integer")
+        ident = str(ident)
+        if ident in seen:
+            raise LMError(f"{where}: field 'id' {ident!r} repeats an earlier row's id")
+        seen.add(ident)
+        prompts.append(
+            EvalPrompt(ident, row["prompt"], None if answer is None else str(answer), where)
+        )
+    if not prompts:
+        raise LMError(f"{path}: no records")
+    return prompts
+
+
 def write_jsonl(records: Sequence[SafetyRecord], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -289,6 +348,47 @@ def gsm8k_answer(text: str) -> float:
 def _fa_rule(answer: str) -> str:
     gold = answer.strip()
     return "gsm8k" if "####" in gold or _NUMBER.fullmatch(gold.replace(",", "")) else "prefix"
+
+
+def fa_rule_of_row(answer: str, rule: str) -> str:
+    """The rule :func:`answer_matches` applies to a gold ``answer`` under ``rule``: ``rule``
+    itself, or for ``auto`` ``gsm8k`` (a number or ``####``) / ``prefix`` (anything else)."""
+    return _fa_rule(answer) if rule == "auto" else rule
+
+
+def resolve_fa_rule(answers: Sequence[str], rule: str = "auto", where: str = "--task") -> str:
+    """The FA rule for a whole task file: ``rule`` itself unless it is ``auto``; for ``auto``,
+    ``sst2`` when every gold is ``positive``/``negative``, ``agnews`` when every gold is an AG
+    News label name, ``gsm8k`` / ``prefix`` when every gold is numeric / not, ``auto`` (per row,
+    :func:`fa_rule_of_row`) for a mix. Golds that are all label ids (``0``-``3``: SST-2's 1/0,
+    AG News' 0-3, or small numbers) are ambiguous and raise an ``LMError`` naming ``where``."""
+    if rule not in FA_RULES:
+        raise LMError(f"unknown FA rule {rule!r}; known: {', '.join(FA_RULES)}")
+    if rule != "auto":
+        return rule
+    golds = [str(a).strip().lower() for a in answers]
+    if golds and all(g in ("positive", "negative") for g in golds):
+        return "sst2"
+    if golds and all(g in _AGNEWS for g in golds):
+        return "agnews"
+    if golds and all(g in _AGNEWS_IDS for g in golds):
+        raise LMError(
+            f"{where}: field 'answer': every gold is 0-3 (SST-2 / AG News label ids or small "
+            "numbers), so --fa-rule auto cannot tell the task; give --fa-rule sst2, agnews or gsm8k"
+        )
+    kinds = {_fa_rule(a) for a in answers}
+    return kinds.pop() if len(kinds) == 1 else "auto"
+
+
+def extracted_answer(text: str, rule: str) -> str | None:
+    """What the FA ``rule`` (not ``auto``) reads from a response: the :func:`gsm8k_answer` number
+    (None when there is none), else the stripped response (sst2 / agnews / prefix compare it)."""
+    if rule == "gsm8k":
+        value = gsm8k_answer(text)
+        if value == float("inf"):
+            return None
+        return str(int(value)) if value.is_integer() else str(value)
+    return text.strip()
 
 
 def answer_matches(text: str, answer: str, rule: str = "auto") -> bool:

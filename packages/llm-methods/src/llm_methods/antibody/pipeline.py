@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from llm_methods.antibody.data import (
+    EvalPrompt,
     SafetyRecord,
     SyntheticWorld,
     answer_matches,
@@ -361,8 +362,8 @@ def greedy(
 def evaluate(
     model: nn.Module,
     tokenizer: Any,
-    harmful: Sequence[SafetyRecord],
-    task: Sequence[SafetyRecord],
+    harmful: Sequence[SafetyRecord | EvalPrompt],
+    task: Sequence[SafetyRecord | EvalPrompt],
     max_new_tokens: int = 12,
     per_prompt: bool = False,
     fa_rule: str = "auto",
@@ -372,7 +373,8 @@ def evaluate(
     exactly (:func:`~llm_methods.antibody.data.answer_matches` with ``fa_rule``, the official
     scripts' GSM8K / SST-2 / AG News rules or our copy-task prefix rule; both in percent, as the paper
     reports them). ``per_prompt``: also return ``hs_per_prompt`` / ``fa_per_prompt``, each
-    prompt's 0/1 outcome (what the intervals of ``antibody eval`` resample). ``quiet=False``:
+    prompt's 0/1 outcome (what the intervals of ``antibody eval`` resample), and
+    ``hs_texts`` / ``fa_texts``, the responses. ``quiet=False``:
     progress lines over the generation batches."""
     out: dict[str, Any] = {}
 
@@ -387,6 +389,7 @@ def evaluate(
         out["harmful_example"] = texts[0]
         if per_prompt:
             out["hs_per_prompt"] = complied
+            out["hs_texts"] = texts
     if task:
         if any(r.answer is None for r in task):
             raise LMError("task rows need an 'answer' field to score finetune accuracy")
@@ -399,4 +402,5 @@ def evaluate(
         out["task_example"] = texts[0]
         if per_prompt:
             out["fa_per_prompt"] = right
+            out["fa_texts"] = texts
     return out

@@ -201,8 +201,8 @@ def solve(argv: Sequence[str]) -> int:
         for b in progress(starts, description="ltpo batches", quiet=ns.quiet):
             chunk = problems[b : b + batch]
             for p, t in zip(chunk, answers(b, chunk), strict=True):
-                prediction, source = answer_with_source(t)
-                verdict = grade(t, p.answer)
+                prediction, source = answer_with_source(t, ns.format)
+                verdict = grade(t, p.answer, ns.format)
                 rows.append(
                     {
                         "question": p.question,
@@ -223,7 +223,8 @@ def solve(argv: Sequence[str]) -> int:
             "n": len(rows),
             "accuracy": acc,  # solves: the \boxed{} answer the prompt asks for
             "fallback_matches": fallback,  # no boxed answer, a fallback equal to the gold
-            "accuracy_with_fallbacks": acc + fallback / len(rows),  # upstream-style lenient
+            # lenient: + our fallbacks (#### N, answer phrase, last number), not upstream's cascade
+            "accuracy_with_fallbacks": acc + fallback / len(rows),
             "seed": ns.seed,
             "config": asdict(cfg),
             "decode": asdict(dec),

@@ -88,14 +88,31 @@ _FALLBACKS = (
 ANSWER_SOURCES = ("boxed", "####", "answer_phrase", "last_number")
 
 
-def answer_with_source(text: str) -> tuple[str, str]:
-    """``(answer, source)``: the last ``\\boxed{...}`` (``"boxed"``, the format the CoT and
-    thought prompts ask for), else a fallback: ``#### N`` (``"####"``), ``answer is / Answer: X``
+def _numeric(answer: str) -> bool:
+    """A normalised answer that is a number (int, decimal, fraction)."""
+    return re.fullmatch(r"-?\d+(?:/\d+)?", answer) is not None
+
+
+def answer_with_source(text: str, fmt: str = "gsm8k") -> tuple[str, str]:
+    """``(answer, source)``: the boxed answer (``"boxed"``, the format the CoT and thought
+    prompts ask for), else a fallback: ``#### N`` (``"####"``), ``answer is / Answer: X``
     (``"answer_phrase"``), the last number of the text (``"last_number"``); ``("", "")`` when
-    there is none."""
-    found = re.findall(_BOXED, text)
-    if found:
-        return normalize_answer(found[-1]), "boxed"
+    there is none.
+
+    The boxed answer follows upstream's judge (ltpo2025/LTPO@2c3d4f2,
+    ``extract_judge_answer/utils.py``): for ``gsm8k``, ``aime`` and ``asdiv`` (upstream's
+    ``_extract_answer``) the **first** ``\\boxed{}`` whose content is a number (a later one, or
+    a non-numeric one, is not read: "\\boxed{6} ... \\boxed{7}" answers 6); for ``math500``
+    (upstream's Qwen ``extract_answer``) the **last** ``\\boxed{}``, any content. Ours also
+    reads a boxed fraction (``\\frac{a}{b}``, ``a/b``) as a number (README Deviations)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
+    found = [normalize_answer(b) for b in re.findall(_BOXED, text)]
+    if found and fmt == "math500":
+        return found[-1], "boxed"
+    numeric = [b for b in found if _numeric(b)]
+    if numeric:
+        return numeric[0], "boxed"
     for source, pattern in _FALLBACKS:
         found = re.findall(pattern, text)
         if found:
@@ -104,27 +121,27 @@ def answer_with_source(text: str) -> tuple[str, str]:
     return (normalize_answer(numbers[-1]), "last_number") if numbers else ("", "")
 
 
-def extract_answer(text: str) -> str:
+def extract_answer(text: str, fmt: str = "gsm8k") -> str:
     """The model's answer by :func:`answer_with_source` (the boxed answer, else a fallback's;
     ``""`` when there is none). For display: a solve counts only the boxed one
     (:func:`is_correct`)."""
-    return answer_with_source(text)[0]
+    return answer_with_source(text, fmt)[0]
 
 
-def grade(prediction_text: str, gold: str) -> str:
+def grade(prediction_text: str, gold: str, fmt: str = "gsm8k") -> str:
     """``"correct"``: the boxed answer equals the gold (a solve); ``"fallback"``: the text has no
-    boxed answer and a fallback's answer equals the gold (``#### N``, an answer phrase or the
+    boxed answer read by the format's rule and a fallback's answer equals the gold (``#### N``, an answer phrase or the
     last number: e.g. "... rolling a 6 ..." for gold 6; reported separately, never a solve);
-    ``"wrong"`` otherwise."""
-    answer, source = answer_with_source(prediction_text)
+    ``"wrong"`` otherwise. ``fmt`` picks upstream's boxed rule (:func:`answer_with_source`)."""
+    answer, source = answer_with_source(prediction_text, fmt)
     if not answer or answer != normalize_answer(gold):
         return "wrong"
     return "correct" if source == "boxed" else "fallback"
 
 
-def is_correct(prediction_text: str, gold: str) -> bool:
+def is_correct(prediction_text: str, gold: str, fmt: str = "gsm8k") -> bool:
     """A solve: the ``\\boxed{}`` answer the prompt asks for equals the gold (:func:`grade`)."""
-    return grade(prediction_text, gold) == "correct"
+    return grade(prediction_text, gold, fmt) == "correct"
 
 
 def _field(obj: dict, names: tuple[str, ...], where: str) -> str:

@@ -38,6 +38,7 @@ __all__ = [
     "compress_model",
     "distill_loss",
     "finetune",
+    "finetune_state_bytes",
     "load_compressed",
     "make_optimizers",
     "nll_and_perplexity",
@@ -45,6 +46,7 @@ __all__ = [
     "save_compressed",
     "select_linears",
     "teacher_outputs",
+    "weight_state_bytes",
 ]
 
 COMPRESSORS = ("mbok", "onebit", "rtn")
@@ -349,6 +351,31 @@ def optimizer_state_bytes(optimizers: Sequence[Any]) -> int:
     return total
 
 
+def weight_state_bytes(layers: dict[str, nn.Module]) -> dict[str, int]:
+    """Bytes of the weights a finetune holds besides its optimiser state, each at the size the
+    method needs (issue 41): ``latent_bytes``, OneBit's fp32 latent weights (4 B per weight);
+    ``kernel_bytes``, MBOK's K Boolean kernels at 1 bit per weight each (their packed size,
+    8 weights per byte per row; our training holds them as fp32 ±1 tensors for autograd, which
+    is this implementation's cost, not the method's: README Deviations); ``scale_bytes``, the
+    trained FP vectors of both (MBOK's K (s_out, s_in), OneBit's (g, h)) at their stored size.
+    With :func:`optimizer_state_bytes`, the whole finetuning state (:func:`finetune_state_bytes`)."""
+    latent = kernel = scale = 0
+    for m in layers.values():
+        if isinstance(m, OneBitLinear):
+            latent += m.latent.numel() * m.latent.element_size()
+            scale += sum(v.numel() * v.element_size() for v in (m.g, m.h))
+        elif isinstance(m, MBOKTrainLinear):
+            kernel += m.k * m.out_features * ((m.in_features + 7) // 8)
+            scale += sum(v.numel() * v.element_size() for v in (m.s_out, m.s_in))
+    return {"latent_bytes": latent, "kernel_bytes": kernel, "scale_bytes": scale}
+
+
+def finetune_state_bytes(log: dict[str, Any]) -> int:
+    """The whole finetuning state of a :func:`finetune` log: optimiser state + latent weights +
+    Boolean kernels (1 bit per weight each) + trained scales, in bytes."""
+    return int(log["state_bytes"] + log["latent_bytes"] + log["kernel_bytes"] + log["scale_bytes"])
+
+
 def finetune(
     model: nn.Module,
     layers: dict[str, nn.Module],
@@ -358,7 +385,8 @@ def finetune(
 ) -> dict[str, Any]:
     """``cfg.steps`` distillation steps cycling over ``batches`` (with their cached teacher
     outputs); returns the loss curve, the Boolean flips per step (and in total), the optimiser
-    state bytes and the latent-weight bytes (OneBit's FP latent weights; 0 for MBOK)."""
+    state bytes and the bytes of the trained weights (:func:`weight_state_bytes`: OneBit's FP
+    latent weights, MBOK's Boolean kernels at 1 bit each, the scales of both)."""
     for p in model.parameters():
         p.requires_grad_(False)
     for module in layers.values():
@@ -385,13 +413,7 @@ def finetune(
             log[key].append(parts[key])
     model.eval()
     log["state_bytes"] = optimizer_state_bytes(optimizers)
-    # the FP latent weights that exist only to be finetuned (OneBit; MBOK trains its Boolean
-    # kernels directly and has none): with the optimiser state, the whole finetuning state
-    log["latent_bytes"] = sum(
-        m.latent.numel() * m.latent.element_size()
-        for m in layers.values()
-        if isinstance(m, OneBitLinear)
-    )
+    log.update(weight_state_bytes(layers))
     boolean = [o for o in optimizers if isinstance(o, BooleanOptimizer)]
     log["boolean_weights"] = sum(o.total for o in boolean)
     log["flip_fraction"] = log["flips"] / max(log["boolean_weights"], 1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -58,14 +59,18 @@ def _fit(argv: Sequence[str]) -> int:
 
     # the trained policy's folder is checked before the policy is loaded or trained, whether
     # it is given on the command line or in a --config YAML
-    method_cli(
-        "remix",
-        ReMixModule,
-        ProblemDataModule,
-        argv,
-        subcommand="fit",
-        fit_outputs={"model.init_args.save_dir": "folder"},
-    )
+    with warnings.catch_warnings():
+        # Lightning's note that `logger: true` falls back to its CSV logger without
+        # tensorboard(X): the shipped configs mean that logger (their comments say so)
+        warnings.filterwarnings("ignore", message=r".*`tensorboardX` has been removed")
+        method_cli(
+            "remix",
+            ReMixModule,
+            ProblemDataModule,
+            argv,
+            subcommand="fit",
+            fit_outputs={"model.init_args.save_dir": "folder"},
+        )
     return 0
 
 

@@ -105,6 +105,11 @@ class ProblemDataModule(L.LightningDataModule):
         chunks = [self.val[i : i + 32] for i in range(0, len(self.val), 32)]
         return torch.utils.data.DataLoader(chunks, batch_size=None, collate_fn=lambda x: x)
 
+    def transfer_batch_to_device(self, batch: Any, device: Any, dataloader_idx: int) -> Any:
+        # problems are text; the runner tokenises on the policy's device (the hook lives here,
+        # not on the module: Lightning warns when a module overrides it beside a DataModule)
+        return batch
+
 
 class ReMixModule(L.LightningModule):
     """GRPO / ReMix reinforcement finetuning of the pretrained ``model`` (``task`` or a model
@@ -167,9 +172,6 @@ class ReMixModule(L.LightningModule):
         self.runner = RLRunner(
             self.policy, self.tokenizer, self.cfg, self.reward_fn, self.hparams.seed
         )
-
-    def transfer_batch_to_device(self, batch: Any, device: Any, dataloader_idx: int) -> Any:
-        return batch  # problems are text; the runner tokenises on the policy's device
 
     def _runner(self) -> RLRunner:
         if self.runner is None:
