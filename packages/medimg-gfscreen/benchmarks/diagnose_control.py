@@ -8,9 +8,12 @@ training cases of seed 0, the shared 16 test volumes), written once through
 unless ``--stride`` / ``--norm`` / ``--widths`` say otherwise), AdamW at the experiment's lr and
 weight decay, batches of 8 + 8:
 
-* ``control``: the control's own training (``control.tile_batches``: grid tiles of the training
-  volumes, seed 2000 as the control of seed 0), then the tile AUROC on the test volumes and on
-  the training volumes (``control.glance_tile_scores``);
+* ``control``: the control itself, ``control.separability`` (seed 0: grid tiles of the training
+  volumes drawn from seed 2000), with ``--flatten`` as its ``inputs`` and ``--stride`` /
+  ``--norm`` / ``--widths`` as its ``glance_settings``: the tile AUROC on the test volumes and
+  on the training volumes (before 2026-12-08 this script copied the control's training loop;
+  ``pilot_testbed.py large_no_mimics --flatten`` runs the same function at the experiment's
+  steps);
 * ``spheres``: planted spheres (radius 8-12 voxels in-plane, a third in z, +-0.10-0.14) in flat
   noise N(0.55, 0.04) (``--background flat``) or in lesion-free tiles of the healthy training
   volumes, centred on soft tissue (``--background real``); AUROC on 256 new tiles.
@@ -37,11 +40,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def flatten(x: torch.Tensor) -> torch.Tensor:
-    """Air and bone (outside [0.3, 0.8] after the HU window) set to the body's level 0.5."""
-    x = x.clone()
-    x[(x < 0.3) | (x > 0.8)] = 0.5
-    return x
+from pilot_testbed import VARIANTS, flatten
 
 
 class Flattened(torch.nn.Module):
@@ -55,9 +54,9 @@ class Flattened(torch.nn.Module):
         return self.glance(flatten(x))
 
 
-def large_lesion_volumes():
-    from pilot_testbed import VARIANTS
-
+def large_lesion_case(use):
+    """``use(dm, train_volumes, test_volumes)`` on the large-lesion case's data module (written
+    once, as ``pilot_testbed.py large_no_mimics`` writes it), inside its scratch folder."""
     from iclr26_common import seed_everything
     from medimg_gfscreen import measurement as m
 
@@ -72,7 +71,7 @@ def large_lesion_volumes():
                 for n, i, lab in volumes
             ]
 
-        return plain(m._volumes(dm, dm.train_key)), plain(m._volumes(dm))
+        return use(dm, plain(m._volumes(dm, dm.train_key)), plain(m._volumes(dm)))
 
 
 def spheres(generator, tiles, images, background: str, n: int = 16):
@@ -101,10 +100,9 @@ def spheres(generator, tiles, images, background: str, n: int = 16):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from iclr26_common import seed_everything
+    from dataclasses import replace
+
     from medimg_gfscreen import measurement as m
-    from medimg_gfscreen.control import glance_tile_scores, grid_tiles, tile_auroc, tile_batches
-    from medimg_gfscreen.model import Glance, glance_ce_loss
 
     g = m.MODEL_KW["glance"]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -117,23 +115,56 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--widths", default=",".join(str(w) for w in g.widths))
     args = parser.parse_args(argv)
     steps = args.steps or (640 if args.task == "control" else 320)
-    train, test = large_lesion_volumes()
-    t0 = time.process_time()
-    seed_everything(2000)
     widths = tuple(int(w) for w in args.widths.split(","))
-    glance = Glance(g.backbone, widths, conv1_stride=args.stride, norm=args.norm)
+    settings = replace(g, widths=widths, conv1_stride=args.stride, norm=args.norm)
+    out = {k: v for k, v in vars(args).items()} | {"steps": steps}
+    t0 = time.process_time()
+    if args.task == "control":
+        result = large_lesion_case(
+            lambda dm, train, test: m.separability(
+                dm,
+                test,
+                steps,
+                0,
+                inputs=flatten if args.flatten else None,
+                glance_settings=settings,
+            )
+        )
+        out["loss_first_80"], out["loss_last_80"] = result["loss_first_80"], result["loss_last_80"]
+        out["test_tile_auroc"], out["train_tile_auroc"] = (
+            result["auroc"],
+            result["train_tile_auroc"],
+        )
+    else:
+        out |= large_lesion_case(
+            lambda dm, train, test: planted_spheres(args, settings, steps, train)
+        )
+    out["cpu_s"] = time.process_time() - t0
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+def planted_spheres(args, settings, steps: int, train) -> dict[str, float]:
+    """The ``spheres`` task: a fresh Glance (seed 2000, as the control's) trained by the
+    balanced CE on planted spheres, then its AUROC on 256 new tiles."""
+    from iclr26_common import seed_everything
+    from medimg_gfscreen import measurement as m
+    from medimg_gfscreen.control import grid_tiles, tile_auroc
+    from medimg_gfscreen.model import Glance, glance_ce_loss
+
+    seed_everything(2000)
+    glance = Glance(
+        settings.backbone, settings.widths, conv1_stride=settings.conv1_stride, norm=settings.norm
+    )
     optim = m.MODEL_KW["optim"]
     optimizer = torch.optim.AdamW(glance.parameters(), lr=optim.lr, weight_decay=optim.weight_decay)
-    if args.task == "control":
-        batches = tile_batches(train, m.ROI, m.OVERLAP, steps, m.CONTROL_PER_CLASS, 2000)
-    else:
-        healthy = [v for v in train if not v[2].any()]
-        tiles, images = grid_tiles(healthy, m.ROI, m.OVERLAP), [i for _, i, _ in healthy]
-        generator = torch.Generator().manual_seed(1)
-        batches = (spheres(generator, tiles, images, args.background) for _ in range(steps))
+    healthy = [v for v in train if not v[2].any()]
+    tiles, images = grid_tiles(healthy, m.ROI, m.OVERLAP), [i for _, i, _ in healthy]
+    generator = torch.Generator().manual_seed(1)
     losses = []
     glance.train()
-    for x, y in batches:
+    for _ in range(steps):
+        x, y = spheres(generator, tiles, images, args.background)
         loss = glance_ce_loss(glance(flatten(x) if args.flatten else x), y)
         optimizer.zero_grad()
         loss.backward()
@@ -141,20 +172,14 @@ def main(argv: list[str] | None = None) -> int:
         losses.append(loss.item())
     glance.eval()
     scorer = Flattened(glance) if args.flatten else glance
-    out = {k: v for k, v in vars(args).items()} | {"steps": steps}
-    out["loss_first_80"] = sum(losses[:80]) / len(losses[:80])
-    out["loss_last_80"] = sum(losses[-80:]) / len(losses[-80:])
-    if args.task == "control":
-        out["test_tile_auroc"] = tile_auroc(*glance_tile_scores(scorer, test))
-        out["train_tile_auroc"] = tile_auroc(*glance_tile_scores(scorer, train))
-    else:
-        x, y = spheres(torch.Generator().manual_seed(5), tiles, images, args.background, 256)
-        with torch.no_grad():
-            p = torch.softmax(scorer(x), 1)[:, 1]
-        out["auroc"] = tile_auroc(p.tolist(), (y == 1).tolist())
-    out["cpu_s"] = time.process_time() - t0
-    print(json.dumps(out), flush=True)
-    return 0
+    x, y = spheres(torch.Generator().manual_seed(5), tiles, images, args.background, 256)
+    with torch.no_grad():
+        p = torch.softmax(scorer(x), 1)[:, 1]
+    return {
+        "loss_first_80": sum(losses[:80]) / len(losses[:80]),
+        "loss_last_80": sum(losses[-80:]) / len(losses[-80:]),
+        "auroc": tile_auroc(p.tolist(), (y == 1).tolist()),
+    }
 
 
 if __name__ == "__main__":

@@ -14,6 +14,12 @@ The variants and the pass rule (the experiment's own controls: sliding-window pe
 >= 0.5 and DSC >= 0.1 on the lesion cases; separability AUROC >= 0.7) were written down before
 any pilot ran (2026-12-07, 13:55 UTC). One JSON line per variant on stdout and in ``--out``.
 
+``--flatten`` (a diagnosis, not a design; issue 37 review, 2026-12-08): every tile the control
+trains on and scores goes through :func:`flatten` (air and the bone ring, outside [0.3, 0.8]
+after the HU window, set to the body's level 0.5) inside the real ``control.separability``
+(its ``inputs``), so the control's positive case runs the experiment's code path.
+``benchmarks/diagnose_control.py control`` calls the same function.
+
     OMP_NUM_THREADS=1 .venv/bin/python packages/medimg-gfscreen/benchmarks/pilot_testbed.py \\
         anatomic_55 --out pilots.jsonl
 """
@@ -27,7 +33,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from medimg_gfscreen.synth import Testbed
+
+
+def flatten(x: torch.Tensor) -> torch.Tensor:
+    """Air and bone (outside [0.3, 0.8] after the HU window) set to the body's level 0.5."""
+    x = x.clone()
+    x[(x < 0.3) | (x > 0.8)] = 0.5
+    return x
+
 
 #: name -> (testbed, negatives, pos, neg, separability_only)
 VARIANTS: dict[str, tuple[Testbed, str, int, int, bool]] = {
@@ -80,7 +96,7 @@ def positive_share(dm) -> float:
     return positive / max(crops, 1)
 
 
-def pilot(name: str, seed: int = 0) -> dict[str, Any]:
+def pilot(name: str, seed: int = 0, flat: bool = False) -> dict[str, Any]:
     from iclr26_common import seed_everything
     from medimg_gfscreen import measurement as m
     from medimg_gfscreen.inference import count_flops
@@ -89,7 +105,8 @@ def pilot(name: str, seed: int = 0) -> dict[str, Any]:
     testbed, negatives, pos, neg, separability_only = VARIANTS[name]
     config = m.settings(quick=False)
     out: dict[str, Any] = {"variant": name, "seed": seed, "testbed": repr(testbed)}
-    out.update(negatives=negatives, pos=pos, neg=neg)
+    out.update(negatives=negatives, pos=pos, neg=neg, flatten=flat)
+    cpu0 = time.process_time()
     with tempfile.TemporaryDirectory(prefix="gfscreen-pilot-") as scratch:
         seed_everything(seed)
         dm = m._datamodule(seed, config, Path(scratch), testbed, negatives, pos, neg)
@@ -128,12 +145,19 @@ def pilot(name: str, seed: int = 0) -> dict[str, Any]:
         if volumes is None:
             volumes = m._volumes(dm)
         t0 = time.perf_counter()
-        control = m.separability(dm, volumes, config["separability_steps"], seed)
+        control = m.separability(
+            dm, volumes, config["separability_steps"], seed, inputs=flatten if flat else None
+        )
         out["separability_s"] = time.perf_counter() - t0
+        out["separability_steps"] = control["steps"]
         out["separability_auroc"] = control["auroc"]
+        out["separability_train_tile_auroc"] = control["train_tile_auroc"]
+        out["separability_loss_first_last_80"] = [control["loss_first_80"]]
+        out["separability_loss_first_last_80"].append(control["loss_last_80"])
         out["lesion_tile_rate"] = control["lesion_tile_rate"]
         out["separable"] = control["auroc"] >= 0.7
         out["positive_crops"] = positive_share(dm)
+    out["cpu_s"] = time.process_time() - cpu0
     return out
 
 
@@ -142,10 +166,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("variants", nargs="+", choices=sorted(VARIANTS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="append one JSON line per variant")
+    parser.add_argument(
+        "--flatten",
+        action="store_true",
+        help="the control trains on and scores tiles with air and bone set to the body's level "
+        "(a diagnosis)",
+    )
     args = parser.parse_args(argv)
     for name in args.variants:
         t0 = time.perf_counter()
-        result = pilot(name, args.seed)
+        result = pilot(name, args.seed, args.flatten)
         result["wall_s"] = time.perf_counter() - t0
         line = json.dumps(result)
         print(line, flush=True)

@@ -111,10 +111,14 @@ def test_a_gate_selecting_no_tile_fails_the_recall_claim() -> None:
     assert claims[1].verdict == "held"  # nothing selected "saves" everything: (a) says no
 
 
-def test_the_null_method_holds_no_claim() -> None:
-    """The baseline in the method's place: (b1) and (c) exactly zero (not held); for the
-    within-margin claim (a), a method worse than the baseline by more than the margin is not
-    held, while the baseline itself sits inside the margin."""
+def test_the_null_method_fails_b1_and_c_but_holds_a() -> None:
+    """The baseline in the method's place (the sliding window, no Glance): (b1) and (c) exactly
+    zero (not held); a method worse than the baseline by more than (a)'s margin is not held.
+    (a) as registered ("recall within 5 points of the sliding window") **is held by the null
+    method**, against the standard that a null method gives "not held": a non-inferiority
+    claim without a compute budget is met by the baseline itself. A known design defect, open
+    (README, Claim and Limitations: a redesign at a fixed selection budget); this test records
+    the behaviour so that the redesign changes it knowingly, it does not endorse it."""
     assert _verdicts(_measurement("null"))[1:] == ["not held", "not held"]
     assert _verdicts(_measurement("null"))[0] == "held"
     claims, _ = experiment.build_claims(_measurement("worse"))
@@ -382,6 +386,81 @@ def test_method_free_counts_the_tiles_the_evaluation_counts() -> None:
     assert 0 < free["lesion_tiles"] < free["n_tiles"] and not free["healthy"]
     assert free["n_tiles"] == cases["sliding_window"][0]["gflops"]
     assert free["n_tiles_coarse"] == cases["sliding_window_coarse"][0]["gflops"]
+
+
+def _untested_measurement(lesion_tiles: int) -> measurement.Measurement:
+    """A run whose separability control failed (nothing trained): one lesion case with
+    ``lesion_tiles`` of 200 tiles and one healthy case (Glance 0.3, Focus 1.0 GFLOP per tile)."""
+    cases = [
+        {"name": "l", "healthy": False, "n_tiles": 200, "lesion_tiles": lesion_tiles},
+        {"name": "h", "healthy": True, "n_tiles": 200, "lesion_tiles": 0},
+    ]
+    return measurement.Measurement(
+        config=SMALL,
+        per_seed=[],
+        torch_threads=1,
+        separability=FAILED_CONTROL,
+        method_free={
+            "glance_tile_gflops": GLANCE_G,
+            "focus_tile_gflops": FOCUS_G,
+            "cases": [{**c, "n_tiles_coarse": 50} for c in cases],
+        },
+    )
+
+
+@pytest.mark.parametrize(("lesion_tiles", "bound"), [(40, "2.50x < 3x"), (4, "3.23x")])
+def test_a_failed_control_report_says_what_else_blocks_each_claim(
+    lesion_tiles: int, bound: str, tmp_path: Path
+) -> None:
+    """Nothing trained: the report (summary, claims table, result.json) says that the claims
+    would stay blocked even if the separability control passed, without inventing a verdict of
+    this run: "Focus learned" ((a), (b1), (c)) and "false positives to remove" ((c)) are "not
+    measured in this run", with their last measurement (recall 0.000 in every full run that
+    trained Focus, the run named); (b1)'s perfect gate is this run's: 60 + 40 / 200 -> 200 / 80 =
+    2.50x (unreachable), or with 4 lesion tiles 200 / 62 = 3.23x (reachable: not said to be
+    unreachable)."""
+    import json
+
+    from iclr26_common.report import write_result
+
+    m = _untested_measurement(lesion_tiles)
+    result = experiment._untested_result(m, started=0.0)
+    write_result(
+        tmp_path, experiment.EXPERIMENT, result, status="inconclusive", duration_s=1.0, quick=False
+    )
+    report = (tmp_path / "report.md").read_text()
+    summary = result.summary
+    assert "(a) and (c) need a Focus that learns" in summary
+    assert "Focus learned: not measured in this run" in summary
+    assert "lesion recall 0.000, DSC 0.000, failed, in every full run that trained Focus" in summary
+    assert "2026-12-07 21:09-21:19 UTC" in summary
+    assert "last measured 0.0 voxels per healthy case against >= 10, failed" in summary
+    unreachable = "(b1) is unreachable in this geometry: a perfect gate"
+    assert (unreachable in summary) == (lesion_tiles == 40)
+    assert bound in summary
+    for text in (
+        "Focus learned: not measured in this run; last measured sliding window recall 0.000",
+        "the sliding window has false positives to remove: not measured in this run",
+        f"a perfect gate reaches 3x: {'failed' if lesion_tiles == 40 else 'passed'} in this run",
+    ):
+        assert text in report
+    assert (unreachable in report) == (lesion_tiles == 40)
+    needs = [c.measured["also_needs"] for c in result.claims]
+    assert "Focus learned: not measured in this run" in needs[0] and "perfect" not in needs[0]
+    assert "perfect gate" in needs[1] and "false positives" not in needs[1]
+    assert "false positives to remove: not measured in this run" in needs[2]
+    stored = json.loads((tmp_path / "result.json").read_text())["metrics"]["other_controls"]
+    focus = stored["a"][0]
+    assert focus["this_run"].startswith("not measured in this run")
+    assert focus["last_measured"]["sliding_window_recall"] == 0.0
+    assert focus["last_measured"]["passed"] is False
+    assert stored["c"][1]["this_run"].startswith("not measured in this run")
+    # every claim still carries only this run's controls: no precondition is made up
+    assert [[p.name for p in c.preconditions] for c in result.claims] == [
+        ["a supervised Glance separates lesion tiles"],
+        ["a supervised Glance separates lesion tiles", "a perfect gate reaches 3x"],
+        ["a supervised Glance separates lesion tiles"],
+    ]
 
 
 def test_untested_claims_refuse_a_passed_control() -> None:

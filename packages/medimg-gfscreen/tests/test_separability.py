@@ -151,3 +151,32 @@ def test_tile_batches_draw_each_class_and_label_it() -> None:
         assert bright.tolist() == [bool(v) for v in labels.tolist()]
     again = list(tile_batches([volume], m.ROI, m.OVERLAP, steps=4, per_class=3, seed=5))
     assert all(torch.equal(a[0], b[0]) for a, b in zip(batches, again, strict=True))
+
+
+def test_the_controls_inputs_map_every_tile_in_training_and_scoring(
+    synth_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``separability(inputs=...)`` (the pilot's ``--flatten``, which runs the real control on
+    flattened tiles) hands the Glance ``inputs(tile)`` in every training step and every scored
+    tile: with every tile mapped to one constant, the Glance sees only that constant, scores
+    every tile alike, and the AUROC is the ties' 0.5. Without ``inputs`` it sees the tiles."""
+    import medimg_gfscreen.model as model
+
+    seen: dict[bool, list[torch.Tensor]] = {True: [], False: []}
+
+    class Recording(model.Glance):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen[self.training].append(x.detach().clone())
+            return super().forward(x)
+
+    monkeypatch.setattr(model, "Glance", Recording)
+    dm = _datamodule(synth_dir, tmp_path / "cache")
+    dm.setup("fit")
+    test = m._volumes(dm)[:1]
+    out = m.separability(dm, test, steps=2, seed=0, inputs=lambda x: torch.full_like(x, 0.25))
+    assert len(seen[True]) == 2 and seen[False]
+    assert all(bool((x == 0.25).all()) for x in seen[True] + seen[False])
+    assert out["auroc"] == 0.5 and out["loss_first_80"] > 0
+    seen[True].clear()
+    m.separability(dm, test, steps=1, seed=0)
+    assert not bool((seen[True][0] == 0.25).all())

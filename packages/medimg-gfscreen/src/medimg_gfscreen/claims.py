@@ -225,13 +225,93 @@ def build_claims(m: Measurement) -> tuple[list[Claim], dict[str, Any]]:
 
 NOT_RUN = "the joint Glance-Focus training of every seed, its evaluation and the ablations"
 
+#: The controls a run whose separability control failed does not reach (Focus is trained only
+#: after that control passes), as last measured: the latest full run that trained Focus (README,
+#: "Result of the miniature (fourth follow-up of issue 37 ...)"). Every full run that trained
+#: Focus on the issue-37 testbed (2026-12-07 01:25, 18:13 and 21:09 UTC) measured sliding-window
+#: per-case lesion recall 0.000. A record of earlier runs, not a number of this run: the report
+#: says "not measured in this run" beside it (:func:`other_controls`).
+LAST_FOCUS_RUN = (
+    "full run 2026-12-07 21:09-21:19 UTC, source digest 43f0f5f39b1300b5, seeds 0, 1, 2"
+)
+LAST_FOCUS_RECALL = 0.0  # sliding-window per-case lesion recall, every full run that trained Focus
+LAST_FOCUS_DSC = 0.0  # sliding-window DSC on lesion cases, the same run
+LAST_SW_FP_VOXELS = 0.0  # sliding-window predicted voxels per healthy case, the same run
+NOT_MEASURED = (
+    "not measured in this run (Focus is trained only after the separability control passes)"
+)
+
+
+def other_controls(perfect_gate_reduction: float) -> dict[str, list[dict[str, Any]]]:
+    """What each claim needs besides the separability control when that control failed and
+    nothing was trained: per claim label, its other controls with their status in this run
+    (``this_run``) and, where this run could not measure one, the last measurement
+    (``last_measured``, from :data:`LAST_FOCUS_RUN`; never a verdict of this run). The
+    perfect-gate control needs no model, so it is this run's."""
+    focus = {
+        "control": "Focus learned",
+        "this_run": NOT_MEASURED,
+        "last_measured": {
+            "run": LAST_FOCUS_RUN,
+            "sliding_window_recall": LAST_FOCUS_RECALL,
+            "dsc_lesion_cases": LAST_FOCUS_DSC,
+            "passed": LAST_FOCUS_RECALL >= MIN_SLIDING_RECALL and LAST_FOCUS_DSC >= MIN_SLIDING_DSC,
+            "note": "recall 0.000 in every full run that trained Focus on the issue-37 testbed "
+            "(2026-12-07 01:25, 18:13, 21:09 UTC)",
+        },
+    }
+    fp = {
+        "control": "the sliding window has false positives to remove",
+        "this_run": NOT_MEASURED,
+        "last_measured": {
+            "run": LAST_FOCUS_RUN,
+            "sliding_window_fp_voxels_per_healthy_case": LAST_SW_FP_VOXELS,
+            "passed": LAST_SW_FP_VOXELS >= MIN_BASELINE_FP_VOXELS,
+        },
+    }
+    reachable = perfect_gate_reduction >= TOTAL_FLOP_REDUCTION_MIN
+    gate = {
+        "control": f"a perfect gate reaches {TOTAL_FLOP_REDUCTION_MIN:g}x",
+        "this_run": f"{'passed' if reachable else 'failed'} in this run (gold labels, no model): "
+        f"{perfect_gate_reduction:.2f}x {'>=' if reachable else '<'} "
+        f"{TOTAL_FLOP_REDUCTION_MIN:g}x"
+        + ("" if reachable else ", unreachable in this geometry whatever the Glance selects"),
+    }
+    return {"a": [focus], "b1": [focus, gate], "c": [focus, fp]}
+
+
+def _control_line(control: dict[str, Any]) -> str:
+    """One control of :func:`other_controls` in a sentence (the claims table's "also needs")."""
+    last = control.get("last_measured")
+    if last is None:
+        return f"{control['control']}: {control['this_run']}"
+    numbers = ", ".join(
+        f"{k.replace('_', ' ')} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+        for k, v in last.items()
+        if k not in ("run", "passed", "note")
+    )
+    return (
+        f"{control['control']}: not measured in this run; last measured {numbers} "
+        f"({'passed' if last['passed'] else 'failed'}; {last['run']})"
+    )
+
+
+def also_needs(perfect_gate_reduction: float) -> dict[str, str]:
+    """Per claim label, :func:`other_controls` as one line each ("; " between controls)."""
+    return {
+        label: "; ".join(_control_line(c) for c in controls)
+        for label, controls in other_controls(perfect_gate_reduction).items()
+    }
+
 
 def untested_claims(m: Measurement) -> tuple[list[Claim], dict[str, Any]]:
     """The three claims when the separability control failed and nothing was trained
     (``m.per_seed`` empty): ``Claim.untested``, each carrying that control with its AUROC ((b1)
     also its perfect-gate control, which needs no trained model), and the numbers that need
     none (``m.method_free``: the perfect-gate bound, the no-tile ceiling, the (b2) cost
-    finding's FLOPs)."""
+    finding's FLOPs). Each claim's ``measured`` also says what else it needs
+    (``also_needs``, :func:`also_needs`): the controls this run could not reach, "not measured
+    in this run" with their last measurement, and (b1)'s perfect gate, measured here."""
     import numpy as np
 
     gate = separable(m.separability)
@@ -255,6 +335,7 @@ def untested_claims(m: Measurement) -> tuple[list[Claim], dict[str, Any]]:
         ("<=", 0.0, " GFLOP"),
         (">=", MIN_FP_VOXELS_REMOVED, " voxels"),
     )
+    needs = also_needs(values["perfect_gate_reduction"])
     claims = [
         Claim.untested(
             text=text,
@@ -268,7 +349,8 @@ def untested_claims(m: Measurement) -> tuple[list[Claim], dict[str, Any]]:
                 }
                 if label == "b1"
                 else {}
-            ),
+            )
+            | {"also_needs": needs[label]},
         )
         for label, text, name, (direction, threshold, unit) in zip(
             CLAIM_LABELS, CLAIM_TEXTS, EFFECT_NAMES, rules, strict=True

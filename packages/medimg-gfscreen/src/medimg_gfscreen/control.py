@@ -15,7 +15,8 @@ half the lesion-free tiles hold no air, so the cue cannot stand in for the lesio
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -116,7 +117,26 @@ def glance_tile_scores(glance, volumes) -> tuple[list[float], list[bool]]:
     return scores, positive
 
 
-def separability(dm, volumes, steps: int, seed: int) -> dict[str, float]:
+class _Inputs(torch.nn.Module):
+    """A Glance that scores ``inputs(x)`` instead of ``x`` (:func:`separability`'s ``inputs``)."""
+
+    def __init__(self, glance: torch.nn.Module, inputs: Callable[[torch.Tensor], torch.Tensor]):
+        super().__init__()
+        self.glance, self.inputs = glance, inputs
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.glance(self.inputs(x))
+
+
+def separability(
+    dm,
+    volumes,
+    steps: int,
+    seed: int,
+    *,
+    inputs: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    glance_settings: Any = None,
+) -> dict[str, float]:
     """The separability control: a fresh Glance (``measurement.MODEL_KW`` architecture) trained
     by the class-balanced cross-entropy alone (upstream ``get_glance_loss``; no Focus, no RL)
     for ``steps`` steps of ``measurement.CONTROL_PER_CLASS`` lesion tiles and as many
@@ -136,26 +156,31 @@ def separability(dm, volumes, steps: int, seed: int) -> dict[str, float]:
     from medimg_gfscreen.model import Glance, glance_ce_loss
 
     seed_everything(seed + 2000)
-    g, optim = MODEL_KW["glance"], MODEL_KW["optim"]
+    g, optim = glance_settings or MODEL_KW["glance"], MODEL_KW["optim"]
     glance = Glance(g.backbone, g.widths, conv1_stride=g.conv1_stride, norm=g.norm)
     optimizer = torch.optim.AdamW(glance.parameters(), lr=optim.lr, weight_decay=optim.weight_decay)
     training = _volumes(dm, dm.train_key)
-    done = 0
+    done, losses = 0, []
     glance.train()
     for images, labels in tile_batches(
         training, ROI, OVERLAP, steps, CONTROL_PER_CLASS, seed + 2000
     ):
-        loss = glance_ce_loss(glance(images), labels)
+        loss = glance_ce_loss(glance(images if inputs is None else inputs(images)), labels)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        losses.append(float(loss.detach()))
         done += 1
     glance.eval()
-    fit_scores, fit_positive = glance_tile_scores(glance, training)
-    scores, positive = glance_tile_scores(glance, volumes)
+    scorer = glance if inputs is None else _Inputs(glance, inputs)
+    fit_scores, fit_positive = glance_tile_scores(scorer, training)
+    scores, positive = glance_tile_scores(scorer, volumes)
+    head, tail = losses[:80], losses[-80:]
     return {
         "auroc": tile_auroc(scores, positive),
         "steps": float(done),
         "lesion_tile_rate": sum(positive) / max(len(positive), 1),
         "train_tile_auroc": tile_auroc(fit_scores, fit_positive),
+        "loss_first_80": sum(head) / len(head) if head else float("nan"),
+        "loss_last_80": sum(tail) / len(tail) if tail else float("nan"),
     }

@@ -62,9 +62,13 @@ from iclr26_common import Claim, Experiment, Result
 from iclr26_common.effects import format_effect
 from medimg_gfscreen.claims import (
     CLAIM_LABELS,
+    LAST_FOCUS_RUN,
+    MIN_BASELINE_FP_VOXELS,
     MIN_SEPARABILITY_AUROC,
     NOT_RUN,
+    TOTAL_FLOP_REDUCTION_MIN,
     build_claims,
+    other_controls,
     separable,
     untested_claims,
 )
@@ -115,7 +119,40 @@ def untested_summary(m: Measurement, values: dict[str, Any], claims: list[Claim]
         f"{v['glance_tile_gflops'] / v['focus_tile_gflops']:.2f}). Cost finding (no claim): the "
         f"Glance alone on the {OVERLAP} grid costs {v['glance_only']:.2f} GFLOP against "
         f"{v['coarse_total']:.2f} for Focus on every tile at {COARSE_OVERLAP}, so glance-focus at "
-        f"{OVERLAP} cannot cost less whatever it selects. Claims: {verdicts}."
+        f"{OVERLAP} cannot cost less whatever it selects. {blocked_text(v)} Claims: "
+        f"{verdicts}."
+    )
+
+
+def blocked_text(values: dict[str, Any]) -> str:
+    """What blocks the claims besides the separability control when nothing was trained
+    (:func:`~medimg_gfscreen.claims.other_controls`): the controls this run could not measure,
+    said so, with their last measurement, and (b1)'s perfect gate, measured here."""
+    controls = other_controls(values["perfect_gate_reduction"])
+    (focus,) = controls["a"]
+    fp = controls["c"][1]
+    last, last_fp = focus["last_measured"], fp["last_measured"]
+    reachable = values["perfect_gate_reduction"] >= TOTAL_FLOP_REDUCTION_MIN
+    b1 = (
+        f"(b1) is unreachable in this geometry: a perfect gate (Focus on exactly the lesion "
+        f"tiles, gold labels) reaches {values['perfect_gate_reduction']:.2f}x < "
+        f"{TOTAL_FLOP_REDUCTION_MIN:g}x, measured in this run, so it stays blocked whatever "
+        "the Glance selects"
+        if not reachable
+        else f"(b1)'s perfect gate reaches {values['perfect_gate_reduction']:.2f}x (passed in "
+        "this run)"
+    )
+    return (
+        "The separability control is not the only block: even if it passed, (a) and (c) need a "
+        "Focus that learns (Focus learned: not measured in this run, since Focus is trained "
+        "only after the separability control passes; last measured: sliding-window per-case "
+        f"lesion recall {last['sliding_window_recall']:.3f}, DSC "
+        f"{last['dsc_lesion_cases']:.3f}, {'passed' if last['passed'] else 'failed'}, in every "
+        f"full run that trained Focus, the latest the {LAST_FOCUS_RUN}); (c) also needs a "
+        "sliding window with false positives on healthy cases (not measured in this run; last "
+        f"measured {last_fp['sliding_window_fp_voxels_per_healthy_case']:.1f} voxels per healthy "
+        f"case against >= {MIN_BASELINE_FP_VOXELS:g}, "
+        f"{'passed' if last_fp['passed'] else 'failed'}, the same run); {b1}."
     )
 
 
@@ -300,6 +337,7 @@ def _untested_result(m: Measurement, started: float) -> Result:
                 **{k: v for k, v in values.items() if not k.startswith("separability")},
                 "cases": m.method_free["cases"],
             },
+            "other_controls": other_controls(values["perfect_gate_reduction"]),
             "not_run": {
                 "what": NOT_RUN,
                 "seeds": list(config["seeds"]),
