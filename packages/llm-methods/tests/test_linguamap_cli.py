@@ -104,6 +104,67 @@ def test_consistency_expects_any_language_the_detector_knows(tmp_path: Path, cap
     assert "not among --languages" in capsys.readouterr().err
 
 
+def test_consistency_output_keeps_the_records_ids(tmp_path: Path) -> None:
+    """Issue 40 review: the output named answers by position only; each item now carries the
+    record's own id (``--id-field``), its line in the file, and its detected language. The ids are
+    deliberately not 0..n-1 and a blank line shifts the line numbers."""
+    answers = tmp_path / "a.jsonl"
+    rows = [
+        {"qid": "q-17", "answer": "la casa es muy grande y tiene un jardín bonito"},
+        {"qid": 4, "answer": "the dog eats the food in the kitchen"},
+        {"answer": "el perro come la comida en la cocina"},
+    ]
+    lines = [json.dumps(rows[0]), "", json.dumps(rows[1]), json.dumps(rows[2])]
+    answers.write_text("\n".join(lines) + "\n")
+    out_file = tmp_path / "c.json"
+    args = ["linguamap", "consistency", str(answers), "--expect", "es", "--out", str(out_file)]
+    assert main([*args, "--id-field", "qid"]) == 0
+    items = json.loads(out_file.read_text())["items"]
+    assert items == [
+        {"id": "q-17", "line": 1, "language": "es"},
+        {"id": 4, "line": 3, "language": "en"},
+        {"id": None, "line": 4, "language": "es"},
+    ]
+    # the default id field is "id": these records have none
+    assert main([*args, "--overwrite"]) == 0
+    assert [i["id"] for i in json.loads(out_file.read_text())["items"]] == [None, None, None]
+
+
+def test_consistency_rejects_a_non_scalar_id_in_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "a.jsonl"
+    path.write_text(json.dumps({"id": [1], "answer": "hola"}) + "\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(
+            ["linguamap", "consistency", str(path), "--expect", "es", "--out", str(tmp_path / "c")]
+        )
+    assert exit_info.value.code == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "a.jsonl:1: field 'id' is not a string or an integer" in err[0]
+
+
+def test_unknown_expect_lists_each_known_language_once(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The detector's model lists sr and uz twice; the error message listed them twice."""
+    answers = tmp_path / "a.txt"
+    answers.write_text("hola\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(
+            [
+                "linguamap",
+                "consistency",
+                str(answers),
+                "--expect",
+                "xx",
+                "--out",
+                str(tmp_path / "c"),
+            ]
+        )
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    listed = err.split("(it knows: ", 1)[1].split(")", 1)[0].split(", ")
+    assert "sr" in listed and "uz" in listed and "en" in listed
+    assert len(listed) == len(set(listed)) > 50
+
+
 # ``linguamap finetune`` (issue 40: selective fine-tuning had no command line)
 
 

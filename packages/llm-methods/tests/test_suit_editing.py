@@ -273,6 +273,32 @@ def test_alphaedit_update_spares_preserved_keys(tiny, world, setup) -> None:  # 
     assert (delta @ kept).norm() < 1e-3 * delta.norm()
 
 
+def test_suit_editor_applies_an_update_outside_the_subject_subspace(tiny, world, setup) -> None:  # type: ignore[no-untyped-def]
+    """Issue 40 wiring: ``Editor(..., "suit")`` must apply SUIT's update, not AlphaEdit's.
+    The ΔW it writes satisfies ΔW U = 0 (keys inside the subject subspace map as before), its
+    edit cache holds only the keys' component outside U, and AlphaEdit's ΔW on the same request
+    writes along U (so the property can fail) and differs from SUIT's. Fails when the editor path
+    drops the key projection and the ΔW(I − UUᵀ) factor (SUIT would silently be AlphaEdit)."""
+    stats, basis = setup
+    u = basis[0].double()
+    reqs = [r for r in world if r.relation == "capital"][:2]
+    deltas = {}
+    for method in ("suit", "alphaedit"):
+        editor = Editor(fresh_copy(tiny), method, CFG, stats, basis)
+        w0 = editor.lm.layers[0].mlp.down_proj.weight.detach().double().clone()
+        editor.edit(reqs)
+        deltas[method] = editor.lm.layers[0].mlp.down_proj.weight.detach().double() - w0
+        if method == "suit":
+            assert float((editor.cache_c[0].double() @ u).norm()) < 1e-4 * float(
+                editor.cache_c[0].norm()
+            )
+    suit, alpha = deltas["suit"], deltas["alphaedit"]
+    assert u.shape[1] >= 1 and float(suit.norm()) > 0  # the edit does something
+    assert float((suit @ u).norm()) < 1e-3 * float(suit.norm())
+    assert float((alpha @ u).norm()) > 1e-2 * float(alpha.norm())  # AlphaEdit writes along U
+    assert float((suit - alpha).norm()) > 1e-2 * float(alpha.norm())
+
+
 def test_bad_editor_inputs(tiny, setup) -> None:  # type: ignore[no-untyped-def]
     stats, basis = setup
     with pytest.raises(LMError, match="unknown edit method"):

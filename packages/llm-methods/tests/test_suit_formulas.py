@@ -1,7 +1,9 @@
 """SUIT's own formulas on worked examples with hand-computed numbers, and their properties
-(issue 40: ``test_reference_suit.py`` checks ROME / MEMIT / AlphaEdit against the official code
-and stayed green when SUIT's δ′ was halved and its subject-basis projection zeroed; each test
-here names the mutation it fails for).
+(issue 40: ``test_reference_rome_memit_alphaedit.py``, then named ``test_reference_suit.py``,
+checks ROME / MEMIT / AlphaEdit against the official code and stayed green when SUIT's δ′ was
+halved and its subject-basis projection zeroed; each test here names the mutation it fails for).
+The editor's wiring of these formulas (``Editor(..., "suit")``) is tested in
+``test_suit_editing.py``.
 
 Equations (``suit/editors.py`` and ``suit/keys.py`` docstrings): δ′ = (hᵀw₂ − hᵀw₁)w₁ +
 (hᵀw₁ − hᵀw₂)w₂; SUIT's keys k′ = (I − UUᵀ)k; its update ΔW = AlphaEdit's update on k′, times

@@ -38,7 +38,7 @@ def known_languages() -> list[str]:
 
     # the full model's classes (set_languages narrows ``nb_classes`` in place)
     _, _, classes = langid._get_identifier()._full_model
-    return sorted(str(c) for c in classes)
+    return sorted({str(c) for c in classes})  # the model lists sr and uz twice
 
 
 def detect_language(texts: Sequence[str], langs: Sequence[str] = LANGS) -> list[str]:

@@ -3,7 +3,8 @@
 - ``consistency FILE --expect es``: language consistency of answers (one per line of a ``.txt``, or
   the ``--field`` of each ``.jsonl`` record) with the offline detector (py3langid), restricted to
   ``--languages`` (default en, es, de and the ``--expect`` language; any language py3langid
-  knows).
+  knows). The output's ``items`` give each answer's detected language with its line and the
+  record's own id (``--id-field``, default ``id``; null where a record has none).
 - ``similarity --model SPEC --parallel FILE.jsonl``: per-layer cross-lingual cosine of hidden
   states mean-pooled over the text's own tokens (BOS / special tokens and padding left out;
   ``--skip-first`` also drops each text's first token); each record holds the same text in two or
@@ -34,29 +35,43 @@ ABOUT = (
 PROG = "llm-methods linguamap"
 
 
-def _read_answers(path: Path, field: str) -> list[str]:
+def _read_answers(
+    path: Path, field: str, id_field: str = "id"
+) -> tuple[list[str], list[int], list[str | int | None]]:
+    """(texts, line numbers, ids): each answer with its 1-based line in ``path`` and, for a
+    ``.jsonl`` record, the value of its ``id_field`` (None where the record has none; a ``.txt``
+    has no ids)."""
     from llm_methods.jsonl import read_text
     from llm_methods.lm.errors import LMError
 
     input_file(path, error=LMError)
     lines = read_text(path).splitlines()
-    if path.suffix != ".jsonl":
-        texts = [line for line in lines if line.strip()]
-    else:
-        texts = []
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise LMError(f"{path}:{number}: not JSON ({error.msg})") from error
-            if not isinstance(record, dict) or not isinstance(record.get(field), str):
-                raise LMError(f"{path}:{number}: field {field!r} missing or not a string")
-            texts.append(record[field])
+    texts: list[str] = []
+    numbers: list[int] = []
+    ids: list[str | int | None] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if path.suffix != ".jsonl":
+            texts.append(line)
+            numbers.append(number)
+            ids.append(None)
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise LMError(f"{path}:{number}: not JSON ({error.msg})") from error
+        if not isinstance(record, dict) or not isinstance(record.get(field), str):
+            raise LMError(f"{path}:{number}: field {field!r} missing or not a string")
+        rid = record.get(id_field)
+        if rid is not None and (isinstance(rid, bool) or not isinstance(rid, str | int)):
+            raise LMError(f"{path}:{number}: field {id_field!r} is not a string or an integer")
+        texts.append(record[field])
+        numbers.append(number)
+        ids.append(rid)
     if not texts:
         raise LMError(f"{path}: no answers")
-    return texts
+    return texts, numbers, ids
 
 
 def _read_parallel(path: Path) -> dict[str, list[str]]:
@@ -101,9 +116,14 @@ def main(argv: Sequence[str]) -> int:
         help="comma-separated codes the detector chooses among (default: en,es,de and --expect)",
     )
     cons.add_argument("--field", default="answer", help="jsonl field holding the answer")
+    cons.add_argument(
+        "--id-field",
+        default="id",
+        help="jsonl field holding each record's id, copied to the output's items (optional)",
+    )
     out_args(
         cons,
-        "output .json file: counts, consistency and each answer's detected language",
+        "output .json file: counts, consistency and each answer's id, line and detected language",
         required=True,
         overwrite="replace an existing --out",
     )
@@ -160,7 +180,7 @@ def main(argv: Sequence[str]) -> int:
     if ns.command == "consistency":
         from llm_methods.linguamap.analysis import detect_language
 
-        texts = _read_answers(ns.answers, ns.field)
+        texts, numbers, ids = _read_answers(ns.answers, ns.field, ns.id_field)
         langs = detect_language(texts, ns.languages)
         counts = {lang: langs.count(lang) for lang in sorted(set(langs))}
         share = counts.get(ns.expect, 0) / len(texts)
@@ -172,7 +192,11 @@ def main(argv: Sequence[str]) -> int:
             "n": len(texts),
             "detected": counts,
             "consistency": share,
-            "languages": langs,
+            "languages": langs,  # by position (as before); items carry the ids
+            "items": [
+                {"id": rid, "line": number, "language": lang}
+                for rid, number, lang in zip(ids, numbers, langs, strict=True)
+            ],
         }
         write_text(ns.out, json.dumps(record, indent=1))
         print(f"{len(texts)} answers; detected {counts}; consistency ({ns.expect}) {share:.3f}")

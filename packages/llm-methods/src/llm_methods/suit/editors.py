@@ -21,8 +21,10 @@ residuals ``R`` ``[n, d]``, key second moment ``C``):
 - SUIT: AlphaEdit with keys k' = (I − U_m U_mᵀ)k, and the update reads only k' (ΔW ← ΔW(I − UUᵀ)).
 
 MEMIT / AlphaEdit / SUIT keys are averaged over the templates as the official ``compute_ks``
-(the first template weighs 1/2, the others share 1/2). ``tests/test_reference_suit.py`` checks
-ROME, MEMIT and AlphaEdit against the official code.
+(the first template weighs 1/2, the others share 1/2).
+``tests/test_reference_rome_memit_alphaedit.py`` checks ROME, MEMIT and AlphaEdit against the
+official code; SUIT's own formulas are checked in ``tests/test_suit_formulas.py`` and its editor
+wiring in ``tests/test_suit_editing.py``.
 """
 
 from __future__ import annotations
