@@ -77,6 +77,8 @@ HELPED = [
     ["adl", "diff"],
     ["adl", "kl"],
     ["ltpo", "synth"],
+    ["ltpo", "judge"],
+    ["perk", "judge"],
     ["suit", "edit"],
     ["suit", "facts"],
     ["suit", "trace"],

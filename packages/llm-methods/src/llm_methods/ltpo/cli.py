@@ -4,8 +4,10 @@
 ``predictions.jsonl`` + ``summary.json``; its settings are two dataclass groups parsed by
 jsonargparse, ``--ltpo.*`` (``optimize.LTPOConfig``) and ``--decode.*`` (:class:`DecodeSettings`),
 given on the command line or nested the same way in a ``--config`` YAML (a shipped name or a
-path); ``synth`` writes offline graded word problems in GSM8K jsonl; ``configs`` lists the
-shipped LTPO configs. No training, so no LightningCLI here.
+path); ``synth`` writes offline graded word problems in GSM8K jsonl; ``judge`` turns the four
+methods' ``solve`` outputs on one problem set into the experiment's two claims (effects with 95 %
+intervals and verdicts, ``experiment.judge``); ``configs`` lists the shipped LTPO configs. No
+training, so no LightningCLI here.
 """
 
 from __future__ import annotations
@@ -88,8 +90,49 @@ def _parser() -> argparse.ArgumentParser:
     out_args(synth, "output .jsonl file", required=True, kind="file")
     synth.add_argument("--n", type=int, default=200, help="problems")
     synth.add_argument("--seed", type=seed, default=0, help="seed of the generator")
+    judge = sub.add_parser(
+        "judge",
+        help="the claims from the four methods' solve outputs on one problem set",
+        description="Judge the experiment's two claims (experiment.judge) from the four "
+        "methods' `ltpo solve` outputs on the same problems (each row's id and difficulty, "
+        "1-4 steps, as `ltpo synth` writes them): effects with 95 % intervals, verdicts.",
+    )
+    for method in METHOD_CHOICES:
+        judge.add_argument(
+            f"--{method.replace('_', '-')}",
+            dest=method,
+            required=True,
+            metavar="RUN",
+            help=f"the `ltpo solve --method {method}` --out folder (or its predictions.jsonl)",
+        )
+    out_args(judge, "claims .json file (default: print only)", kind="file")
     sub.add_parser("configs", help="list the shipped LTPO configs")
     return show_defaults(parser)
+
+
+def judge_runs(ns: argparse.Namespace) -> int:
+    """``llm-methods ltpo judge``: the claims of the four runs, printed one line each (and with
+    the numbers behind them into ``--out``)."""
+    from iclr26_common.outputs import check_out_file, write_text
+    from iclr26_common.registry import derive_verdict
+    from iclr26_common.report import effect_text, verdict_text
+    from llm_methods.ltpo.experiment import judge_predictions
+
+    if ns.out is not None:
+        check_out_file(ns.out, overwrite=ns.overwrite)
+    claims, metrics = judge_predictions({m: getattr(ns, m) for m in METHOD_CHOICES})
+    dicts = [c.to_dict() for c in claims]
+    verdict = derive_verdict(claims)
+    acc = ", ".join(f"{m} {a['all']:.3f}" for m, a in metrics["accuracy"].items())
+    print(f"{metrics['n_problems']} problems, {metrics['model']}: accuracy {acc}")
+    for label, claim in zip("ab", dicts, strict=True):
+        print(f"({label}) {verdict_text(claim)}: {effect_text(claim)}")
+    print(f"verdict: {verdict}")
+    if ns.out is not None:
+        data = {"verdict": verdict, "claims": dicts, "metrics": metrics}
+        path = write_text(ns.out, json.dumps(data, indent=1) + "\n")
+        print(f"-> {path}")
+    return 0
 
 
 #: ``ltpo solve``'s record of its settings in ``--out``: ``--resume`` continues only a run of
@@ -205,6 +248,8 @@ def solve(argv: Sequence[str]) -> int:
                 verdict = grade(t, p.answer, ns.format)
                 rows.append(
                     {
+                        "id": p.id,  # the input's id, else "line N" (ltpo judge pairs by it)
+                        "difficulty": p.difficulty,  # the input's, 0 when it has none
                         "question": p.question,
                         "gold": p.answer,
                         "prediction": prediction,
@@ -241,6 +286,8 @@ def main(argv: Sequence[str]) -> int:
     if argv and argv[0] == "solve":
         return solve(argv[1:])
     ns = _parser().parse_args(list(argv))
+    if ns.command == "judge":
+        return judge_runs(ns)
     if ns.command == "configs":
         for path in sorted(CONFIG_DIR.glob("*.yaml")):
             print(f"{path.stem}: {path.read_text().splitlines()[0].lstrip('# ')}")

@@ -8,7 +8,14 @@ Readers (one ``Problem`` per jsonl line; errors name ``file:line: field``):
 - ASDiv: jsonl with ``body`` + ``question`` and ``answer`` (e.g. ``"9 (apples)"``), or the
   official ``ASDiv.xml`` (``<Problem><Body/><Question/><Answer/></Problem>``).
 
-The generator writes GSM8K-format jsonl (plus a ``difficulty`` field, 1-4 arithmetic steps).
+Each problem keeps an ``id``: the record's ``id`` (``unique_id`` in MATH-500, the ``ID``
+attribute in ``ASDiv.xml``) when it has one, else ``line N`` (its line / ``<Problem>`` number),
+and its ``difficulty`` when the record has an integer one (else 0); ``ltpo solve`` writes both
+into ``predictions.jsonl`` so that ``ltpo judge`` can pair the methods' runs and split them by
+difficulty.
+
+The generator writes GSM8K-format jsonl (plus ``id`` and a ``difficulty`` field, 1-4
+arithmetic steps).
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ class Problem:
     question: str
     answer: str  # normalised final answer
     difficulty: int = 0  # arithmetic steps (generator) or 0 when unknown
+    id: str = ""  # the record's id, else "line N" (readers); "" when built by hand
 
 
 def _fail(where: str, msg: str) -> ValueError:
@@ -154,6 +162,16 @@ def _field(obj: dict, names: tuple[str, ...], where: str) -> str:
     raise _fail(where, f"missing field {names[0]!r}")
 
 
+def _problem_id(obj: dict, where: str) -> str:
+    """The record's own id (``id``, ``unique_id``, ``ID``), else ``line N`` from ``where``
+    (``FILE:N``)."""
+    for name in ("id", "unique_id", "ID"):
+        value = obj.get(name)
+        if value is not None and str(value).strip():
+            return str(value).strip()
+    return f"line {where.rsplit(':', 1)[-1]}"
+
+
 def _from_record(obj: dict, fmt: str, where: str) -> Problem:
     if fmt == "gsm8k":
         q = _field(obj, ("question",), where)
@@ -176,7 +194,8 @@ def _from_record(obj: dict, fmt: str, where: str) -> Problem:
     if not ans:
         raise _fail(where, "field 'answer' has no usable value")
     difficulty = obj.get("difficulty", 0)
-    return Problem(q, ans, int(difficulty) if isinstance(difficulty, int) else 0)
+    steps = int(difficulty) if isinstance(difficulty, int) else 0
+    return Problem(q, ans, steps, _problem_id(obj, where))
 
 
 def _read_asdiv_xml(path: Path) -> list[Problem]:
@@ -189,6 +208,8 @@ def _read_asdiv_xml(path: Path) -> list[Problem]:
     out = []
     for i, node in enumerate(root.iter("Problem"), 1):
         rec = {child.tag: (child.text or "") for child in node}
+        if node.get("ID"):
+            rec["ID"] = node.get("ID")
         out.append(_from_record(rec, "asdiv", f"{path}:{i}"))
     if not out:
         raise ValueError(f"{path}: no <Problem> elements")
@@ -245,8 +266,9 @@ def _problem(rng: random.Random, steps: int) -> tuple[str, int, list[str]]:
 def synth_problems(
     n: int, seed: int = 0, difficulties: tuple[int, ...] = (1, 2, 3, 4)
 ) -> list[dict]:
-    """``n`` GSM8K-format records (``question``, ``answer`` with ``#### N``, ``difficulty``),
-    difficulties cycled evenly; each is a 1-4 step arithmetic story with an exact answer."""
+    """``n`` GSM8K-format records (``id`` = ``synth-s{seed}-{i}``, ``question``, ``answer``
+    with ``#### N``, ``difficulty``), difficulties cycled evenly; each is a 1-4 step arithmetic
+    story with an exact answer."""
     if n < 1:
         raise ValueError("n must be >= 1")
     if not difficulties or any(not 1 <= d <= 4 for d in difficulties):
@@ -258,6 +280,7 @@ def synth_problems(
         question, value, work = _problem(rng, steps)
         out.append(
             {
+                "id": f"synth-s{seed}-{i}",
                 "question": question,
                 "answer": "\n".join(work) + f"\n#### {value}",
                 "difficulty": steps,

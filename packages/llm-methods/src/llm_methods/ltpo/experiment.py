@@ -50,6 +50,7 @@ four methods, measured); on CUDA the run is the issue's 200 problems with 256 ne
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,8 @@ __all__ = [
     "EXPERIMENT",
     "answer_sources",
     "judge",
+    "judge_predictions",
+    "read_predictions",
     "run",
     "settings",
     "solves_task",
@@ -245,6 +248,140 @@ def judge(
             },
         ),
     ]
+
+
+#: the fields ``ltpo judge`` reads from each row of a ``predictions.jsonl`` (``ltpo solve``)
+PREDICTION_FIELDS = ("id", "difficulty", "question", "gold", "correct", "output")
+
+
+def _prediction_files(path: str | Path, method: str) -> tuple[Path, Path]:
+    """``(predictions.jsonl, summary.json)`` of one ``ltpo solve --out`` (the folder or its
+    ``predictions.jsonl``); an unfinished run (no ``summary.json``) or one of another method is
+    refused in one line naming the file."""
+    path = Path(path)
+    predictions = path / "predictions.jsonl" if path.is_dir() else path
+    summary_path = predictions.parent / "summary.json"
+    if not predictions.is_file():
+        raise ValueError(f"{predictions}: no such file (the {method} run's predictions.jsonl)")
+    if not summary_path.is_file():
+        raise ValueError(
+            f"{summary_path}: no such file: the {method} run is unfinished (continue it with "
+            "ltpo solve --resume)"
+        )
+    from llm_methods.jsonl import read_text
+
+    try:
+        summary = json.loads(read_text(summary_path, ValueError))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{summary_path}: not valid JSON ({err.msg})") from None
+    if not isinstance(summary, dict) or summary.get("method") != method:
+        got = summary.get("method") if isinstance(summary, dict) else None
+        raise ValueError(f"{summary_path}: field 'method' is {got!r}, expected {method!r}")
+    return predictions, summary_path
+
+
+def read_predictions(path: str | Path, method: str) -> tuple[list[dict[str, Any]], dict]:
+    """The rows of one method's ``ltpo solve`` output (``PREDICTION_FIELDS`` checked per row:
+    ``difficulty`` an integer 1-4, ``correct`` a bool, ``id`` unique) and its summary. Errors are
+    one line naming ``FILE:LINE`` and the field."""
+    from llm_methods.jsonl import read_jsonl, read_text
+
+    predictions, summary_path = _prediction_files(path, method)
+    summary = json.loads(read_text(summary_path, ValueError))
+    rows, seen = [], set()
+    for where, row in read_jsonl(predictions, PREDICTION_FIELDS, ValueError, what="predictions"):
+        steps = row["difficulty"]
+        if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 4:
+            raise ValueError(
+                f"{where}: field 'difficulty' is {steps!r}, expected 1-4 arithmetic steps (the "
+                "claims' bands need each problem's difficulty: solve a file that carries it, "
+                "e.g. from ltpo synth)"
+            )
+        if not isinstance(row["correct"], bool):
+            raise ValueError(f"{where}: field 'correct' is {row['correct']!r}, expected a bool")
+        if not isinstance(row["output"], str):
+            raise ValueError(f"{where}: field 'output' is not a string")
+        if row["id"] in seen:
+            raise ValueError(f"{where}: field 'id' {row['id']!r} repeats an earlier row")
+        seen.add(row["id"])
+        rows.append(row)
+    if summary.get("n") != len(rows):
+        raise ValueError(
+            f"{summary_path}: field 'n' is {summary.get('n')!r} but {predictions} has "
+            f"{len(rows)} rows"
+        )
+    return rows, summary
+
+
+def judge_predictions(paths: dict[str, str | Path]) -> tuple[list[Claim], dict[str, Any]]:
+    """The two claims from the four methods' ``ltpo solve`` outputs (``paths``: method ->
+    its ``--out`` folder or ``predictions.jsonl``), by :func:`judge`, the experiment's own
+    definition: rows paired by problem id, each problem's difficulty from the rows, LTPO's
+    answers changed = problems whose output text differs from CoT-Unk's (as ``run`` counts them).
+
+    Refused in one line naming the file: a method missing, a run of another method or model, or
+    a different problem set (ids, or a problem's question, gold or difficulty, differ from the
+    first method's run). Also returns the numbers behind the claims: accuracy per method with
+    its Wilson 95 % interval, per difficulty, and fallback matches (never solves)."""
+    missing = [m for m in METHODS if m not in paths]
+    if missing:
+        raise ValueError(f"judge needs the runs of {list(METHODS)}; missing {missing}")
+    runs = {m: read_predictions(paths[m], m) for m in METHODS}
+    ref_method = METHODS[0]
+    ref_rows, ref_summary = runs[ref_method]
+    ref_file = _prediction_files(paths[ref_method], ref_method)[0]
+    order = [r["id"] for r in ref_rows]
+    by_id: dict[str, dict[str, dict[str, Any]]] = {}
+    for m in METHODS:
+        rows, summary = runs[m]
+        file = _prediction_files(paths[m], m)[0]
+        if summary.get("model") != ref_summary.get("model"):
+            raise ValueError(
+                f"{file.parent / 'summary.json'}: field 'model' is {summary.get('model')!r}, "
+                f"but the {ref_method} run used {ref_summary.get('model')!r}"
+            )
+        ids = {r["id"] for r in rows}
+        if ids != set(order):
+            extra, lost = sorted(ids - set(order), key=str), sorted(set(order) - ids, key=str)
+            raise ValueError(
+                f"{file}: not the problem set of {ref_file} ({len(rows)} vs {len(order)} "
+                f"problems; only here: {extra[:3]}, only there: {lost[:3]})"
+            )
+        by_id[m] = {r["id"]: r for r in rows}
+        for pid in order:
+            mine, ref = by_id[m][pid], by_id[ref_method][pid]
+            for field in ("question", "gold", "difficulty"):
+                if mine[field] != ref[field]:
+                    raise ValueError(
+                        f"{file}: problem {pid!r} has {field} {mine[field]!r}, but {ref_file} "
+                        f"has {ref[field]!r} (not the same problem set)"
+                    )
+    difficulty = np.array([by_id[ref_method][pid]["difficulty"] for pid in order])
+    correct = {m: np.array([float(by_id[m][pid]["correct"]) for pid in order]) for m in METHODS}
+    changed = sum(by_id["ltpo"][pid]["output"] != by_id["cot_unk"][pid]["output"] for pid in order)
+    claims = judge(correct, difficulty, changed)
+    levels = sorted(set(difficulty.tolist()))
+    accuracy: dict[str, dict[str, Any]] = {}
+    for m in METHODS:
+        acc: dict[str, Any] = {
+            f"d{d}": round(float(correct[m][difficulty == d].mean()), 4) for d in levels
+        }
+        acc["all"] = round(float(correct[m].mean()), 4)
+        if len(order) > 1:
+            ci = mean_interval(correct[m], seed=SEED, units="problems")
+            acc["all_ci95"] = [round(ci.low, 4), round(ci.high, 4)]
+        accuracy[m] = acc
+    metrics = {
+        "n_problems": len(order),
+        "model": ref_summary.get("model"),
+        "accuracy": accuracy,
+        "fallback_matches": {
+            m: sum(bool(by_id[m][pid].get("fallback_match")) for pid in order) for m in METHODS
+        },
+        "ltpo_answers_changed_vs_cot_unk": int(changed),
+        "inputs": {m: str(_prediction_files(paths[m], m)[0]) for m in METHODS},
+    }
+    return claims, metrics
 
 
 def run(quick: bool, out_dir: Path) -> Result:

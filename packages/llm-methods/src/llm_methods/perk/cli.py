@@ -5,7 +5,9 @@
 BabiLong-format jsonl with a trained checkpoint and writes ``predictions.jsonl`` (each record
 as it finishes, the folder marked partial until ``summary.json``; Ctrl-C keeps them and
 ``--resume`` continues) + ``summary.json``; ``synth`` writes the offline BabiLong-style
-generator's jsonl; ``configs`` lists the shipped configs.
+generator's jsonl; ``judge`` turns paired ``eval`` runs of PERK and FT-ICR (one pair per
+context length) into the experiment's two claims (``experiment.judge``: effects with 95 %
+intervals, verdicts); ``configs`` lists the shipped configs.
 """
 
 from __future__ import annotations
@@ -78,8 +80,48 @@ def _parser() -> argparse.ArgumentParser:
     )
     synth.add_argument("--tasks", nargs="+", default=["qa1", "qa2", "qa3"], help="BabiLong tasks")
     synth.add_argument("--seed", type=seed, default=0, help="the generator's draws")
+    judge = sub.add_parser(
+        "judge",
+        help="the experiment's claims from `perk eval` runs of PERK and FT-ICR",
+        description="Judge the experiment's two claims (experiment.judge) from paired `perk "
+        "eval` runs: one PERK and one FT-ICR run per context length, on the same data file.",
+    )
+    judge.add_argument("--perk", nargs="+", required=True, metavar="RUN", help="PERK eval runs")
+    judge.add_argument(
+        "--ficr", nargs="+", required=True, metavar="RUN", help="FT-ICR eval runs, same order"
+    )
+    judge.add_argument(
+        "--lengths", nargs="+", type=int, default=[4, 8, 16, 32], help="the length of each pair"
+    )
+    judge.add_argument(
+        "--trained", nargs="+", type=int, default=[4, 8], help="the lengths trained at"
+    )
+    out_args(judge, "claims .json file (default: print only)", kind="file")
     sub.add_parser("configs", help="list the shipped configs")
     return show_defaults(parser)
+
+
+def _judge(ns: argparse.Namespace) -> int:
+    """``perk judge``: the claims printed one line each (and into ``--out`` with the numbers)."""
+    from iclr26_common.outputs import check_out_file, write_text
+    from iclr26_common.registry import derive_verdict
+    from iclr26_common.report import effect_text, verdict_text
+    from llm_methods.perk.experiment import judge_predictions
+
+    if ns.out is not None:
+        check_out_file(ns.out, overwrite=ns.overwrite)
+    claims, metrics = judge_predictions(ns.perk, ns.ficr, ns.lengths, ns.trained)
+    dicts = [c.to_dict() for c in claims]
+    verdict = derive_verdict(claims)
+    for m, acc in metrics["accuracy"].items():
+        print(f"{m}: " + ", ".join(f"length {L_} {a:.3f}" for L_, a in acc.items()))
+    for label, claim in zip("ab", dicts, strict=True):
+        print(f"({label}) {verdict_text(claim)}: {effect_text(claim)}")
+    print(f"verdict: {verdict}")
+    if ns.out is not None:
+        data = {"verdict": verdict, "claims": dicts, "metrics": metrics}
+        print(f"-> {write_text(ns.out, json.dumps(data, indent=1) + chr(10))}")
+    return 0
 
 
 #: ``perk eval``'s record of its settings in ``--out``: ``--resume`` continues only a run of
@@ -222,4 +264,6 @@ def main(argv: Sequence[str]) -> int:
         recs = synth_babilong(ns.n, ns.n_segments, ns.position, tuple(ns.tasks), ns.seed)
         print(f"wrote {ns.n} records to {write_babilong(recs, ns.out)}")
         return 0
+    if ns.command == "judge":
+        return _judge(ns)
     return _eval(ns)

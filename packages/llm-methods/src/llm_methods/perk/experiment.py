@@ -54,6 +54,7 @@ __all__ = [
     "EXPERIMENT",
     "base_neutral_accuracy",
     "judge",
+    "judge_predictions",
     "neutral_answer_correct",
     "neutral_text",
     "run",
@@ -268,6 +269,86 @@ def judge(
             measured={"drop_perk": round(drop["perk"], 4), "drop_ficr": round(drop["ficr"], 4)},
         ),
     ]
+
+
+def _eval_run(path: str | Path, method: str) -> tuple[Path, list[dict[str, Any]]]:
+    """``(predictions.jsonl, rows)`` of one ``perk eval --out`` (the folder or its
+    ``predictions.jsonl``): finished (``summary.json``), of ``method``, each row with
+    ``question``, ``gold`` and a bool ``correct``; else one line naming the file."""
+    import json
+
+    from llm_methods.jsonl import read_jsonl, read_text
+
+    path = Path(path)
+    predictions = path / "predictions.jsonl" if path.is_dir() else path
+    summary_path = predictions.parent / "summary.json"
+    if not predictions.is_file():
+        raise ValueError(f"{predictions}: no such file (a {method} `perk eval` run)")
+    if not summary_path.is_file():
+        raise ValueError(
+            f"{summary_path}: no such file: the {method} run is unfinished (perk eval --resume)"
+        )
+    try:
+        summary = json.loads(read_text(summary_path, ValueError))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{summary_path}: not valid JSON ({err.msg})") from None
+    got = summary.get("method") if isinstance(summary, dict) else None
+    if got != method:
+        raise ValueError(f"{summary_path}: field 'method' is {got!r}, expected {method!r}")
+    rows = [row for _, row in read_jsonl(predictions, ("question", "gold", "correct"), ValueError)]
+    for i, row in enumerate(rows, 1):
+        if not isinstance(row["correct"], bool):
+            raise ValueError(
+                f"{predictions}:{i}: field 'correct' is {row['correct']!r}, not a bool"
+            )
+    return predictions, rows
+
+
+def judge_predictions(
+    perk: list[str | Path], ficr: list[str | Path], lengths: list[int], trained: list[int]
+) -> tuple[list[Claim], dict[str, Any]]:
+    """The two claims from ``perk eval`` runs, by :func:`judge` (the experiment's definition):
+    ``perk[i]`` and ``ficr[i]`` answered the same records (same questions and golds, in order)
+    of context length ``lengths[i]``; ``trained`` are the lengths the methods were trained at,
+    the rest are the extrapolated ones. A mismatch is one line naming the file."""
+    if not len(perk) == len(ficr) == len(lengths):
+        raise ValueError(
+            f"judge needs one PERK run and one FT-ICR run per length: {len(perk)} PERK runs, "
+            f"{len(ficr)} FT-ICR runs, {len(lengths)} lengths"
+        )
+    if len(set(lengths)) != len(lengths):
+        raise ValueError(f"lengths {lengths} repeat a value")
+    extrapolated = [L_ for L_ in lengths if L_ not in trained]
+    if not trained or not set(trained) <= set(lengths) or not extrapolated:
+        raise ValueError(
+            f"trained lengths {trained} must be some, not all, of the lengths {lengths}"
+        )
+    correct: dict[str, dict[int, np.ndarray]] = {"perk": {}, "ficr": {}}
+    inputs: dict[str, dict[int, str]] = {"perk": {}, "ficr": {}}
+    for L_, p_run, f_run in zip(lengths, perk, ficr, strict=True):
+        p_file, p_rows = _eval_run(p_run, "perk")
+        f_file, f_rows = _eval_run(f_run, "ficr")
+        pairs = [(r["question"], r["gold"]) for r in p_rows]
+        if [(r["question"], r["gold"]) for r in f_rows] != pairs:
+            raise ValueError(
+                f"{f_file}: not the records of {p_file} (length {L_}: {len(f_rows)} vs "
+                f"{len(p_rows)} records, or another question or gold): the pairs need the same "
+                "data file"
+            )
+        correct["perk"][L_] = np.array([float(r["correct"]) for r in p_rows])
+        correct["ficr"][L_] = np.array([float(r["correct"]) for r in f_rows])
+        inputs["perk"][L_], inputs["ficr"][L_] = str(p_file), str(f_file)
+    claims = judge(correct, list(trained), extrapolated)
+    metrics = {
+        "accuracy": {
+            m: {str(L_): round(float(c.mean()), 4) for L_, c in correct[m].items()} for m in correct
+        },
+        "records": {str(L_): int(correct["perk"][L_].size) for L_ in lengths},
+        "trained": list(trained),
+        "extrapolated": extrapolated,
+        "inputs": inputs,
+    }
+    return claims, metrics
 
 
 def _fit(module: Any, steps: int) -> float:
