@@ -22,7 +22,7 @@ from atomistic_scaling.experiment import (
 from atomistic_scaling.model import ForceField, count_parameters
 from atomistic_scaling.sweep import SweepConfig, fit_sweep
 from iclr26_common import Experiment
-from iclr26_common.report import nonfinite_claims
+from iclr26_common.report import effect_text, nonfinite_claims, untested
 from iclr26_common.testing import registered_experiment
 
 #: The trivial predictor's loss (the 0.3 full run measured 1.001).
@@ -107,6 +107,37 @@ def test_the_smallest_resolvable_beta_gap_is_the_half_width_of_claim_a() -> None
     same = {arch: SEPARATED_SEEDS["mpnn"] for arch in ("mpnn", "l1", "l2")}
     (null, *_) = claims(_fits(SEPARATED), TRIVIAL, _per_seed(same))
     assert resolvable_beta_gap(null.effect) is None and resolvable_beta_gap(None) is None
+
+
+def test_a_claim_without_a_finite_per_seed_fit_is_not_measured() -> None:
+    """Issue 39 review: with no finite per-seed fit (the full run: no seed had a finite MPNN fit)
+    (a) and (c) had an exact effect of 0.0 standing in for the missing value, so (c)
+    |a - 0.5| <= 0.15 read "criterion alone met" and the table "+0 [+0, +0]". They are not
+    measured now: no effect, criterion_met None, "not measured" in the report; (b), which needs
+    only l1 and l2, keeps its interval."""
+    nan = (math.nan,) * 3
+    per_seed = _per_seed({**SEPARATED_SEEDS, "mpnn": nan})
+    per_seed["mpnn"]["a"] = list(nan)
+    out = claims(_fits(SEPARATED), TRIVIAL, per_seed)
+    a, b, c = (claim.to_dict() for claim in out)
+    for claim in (a, c):
+        assert claim["effect"] is None and claim["criterion_met"] is None
+        assert claim["verdict"] == "inconclusive" and untested(claim)
+        assert "per-seed fits give an interval" in claim["reason"]
+        assert "not measured" in claim["criterion"] and "+0" not in effect_text(claim)
+        assert effect_text(claim).startswith("— (not measured")
+    assert c["criterion"].startswith("max over architectures of |a - 0.5| <= 0.15")
+    assert b["effect"]["method"] == "t" and not untested(b)
+    # no finite fit of any model: all three not measured, none "met"
+    nothing = {arch: {k: list(nan) for k in ("alpha", "beta", "a")} for arch in SEPARATED}
+    every = claims(_fits(SEPARATED), TRIVIAL, nothing)
+    assert [claim.effect for claim in every] == [None] * 3
+    assert [claim.criterion_met for claim in every] == [None] * 3
+    # one finite seed is a measurement (exact, no interval): not "not measured"
+    one = _per_seed({arch: (v[0], math.nan, math.nan) for arch, v in SEPARATED_SEEDS.items()})
+    first = claims(_fits(SEPARATED), TRIVIAL, one)[0]
+    assert first.effect is not None and first.effect.method == "exact"
+    assert first.verdict == "inconclusive"
 
 
 def test_a_model_at_the_trivial_predictor_makes_every_claim_inconclusive() -> None:
@@ -346,7 +377,12 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
     assert trivial > 0 and f"Trivial predictor {trivial:.3f}" in result.summary
     assert [c.text for c in result.claims] == list(CLAIM_TEXTS.values())
     for claim in result.claims:
-        assert claim.effect is not None and claim.preconditions  # gated by its controls
+        assert claim.preconditions  # gated by its controls
+        if claim.effect is None:  # no finite per-seed fit: not measured, no stand-in value
+            assert claim.criterion_met is None and untested(claim.to_dict())
+            assert any(
+                p.name == "per-seed fits give an interval" for p in claim.failed_preconditions
+            )
     assert set(result.metrics["per_seed_fits"]) == set(cfg["archs"])
     gap = result.metrics["resolvable_beta_gap"]
     expected = resolvable_beta_gap(result.claims[0].effect)

@@ -12,6 +12,7 @@ import ase.io
 import numpy as np
 import pytest
 import torch
+from ase import Atoms
 
 from atomistic_scaling.cli import main
 from atomistic_scaling.io import write_extxyz
@@ -23,8 +24,10 @@ def _write(path: Path, n: int, seed: int) -> Path:
     return write_extxyz(path, generate_structures(n, seed=seed))
 
 
-def _predict(tmp_path: Path, capsys: pytest.CaptureFixture, *data: str) -> list:
-    out = tmp_path / "run"
+def _predict(
+    tmp_path: Path, capsys: pytest.CaptureFixture, *data: str, folder: str = "run"
+) -> list:
+    out = tmp_path / folder
     args = [
         "predict",
         "--config",
@@ -123,3 +126,61 @@ def test_predict_refuses_an_existing_extxyz_before_any_work(
     assert existing.read_text().splitlines()[0].strip().isdigit()  # an extxyz: the atom count
     assert (out / "predictions.pt").is_file()
     assert all(p.stat().st_mode & 0o777 == 0o644 for p in out.iterdir())
+
+
+def test_predict_needs_no_labels(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Issue 39 review: ``predict`` on new structures without ``REF_energy`` failed with
+    ``unlab.xyz: frame 0: missing energy key 'REF_energy'``. With ``--data.test_files`` it reads
+    only those files (no training files given here: the references are the checkpoint's), and a
+    frame without labels gets its ids and predictions and no reference columns. The predictions
+    are those of the same structures with labels (labels never enter a prediction)."""
+    labelled = _write(tmp_path / "new.xyz", 5, seed=4)
+    reference = ase.io.read(labelled, ":")
+
+    def bare(atoms: Atoms, keep_labels: bool) -> Atoms:
+        out = Atoms(
+            numbers=atoms.numbers, positions=atoms.positions, cell=atoms.cell, pbc=atoms.pbc
+        )
+        if keep_labels:
+            out.info["REF_energy"] = atoms.info["REF_energy"]
+            out.arrays["REF_forces"] = atoms.arrays["REF_forces"]
+        return out
+
+    ase.io.write(tmp_path / "unlab.xyz", [bare(a, False) for a in reference], format="extxyz")
+    mixed = [bare(a, i < 2) for i, a in enumerate(reference)]  # frames 0, 1 labelled
+    ase.io.write(tmp_path / "mixed.xyz", mixed, format="extxyz")
+    with_labels = _predict(tmp_path, capsys, f"--data.test_files=[{labelled.name}]", folder="a")
+    frames = _predict(tmp_path, capsys, "--data.test_files=[unlab.xyz,mixed.xyz]", folder="b")
+    assert [(f.info["source_file"], f.info["frame"]) for f in frames] == [
+        (name, i) for name in ("unlab.xyz", "mixed.xyz") for i in range(5)
+    ]
+    for frame, labelled_frame in zip(frames, with_labels * 2, strict=True):
+        assert frame.info["pred_energy"] == pytest.approx(labelled_frame.info["pred_energy"])
+        np.testing.assert_allclose(
+            frame.arrays["pred_forces"], labelled_frame.arrays["pred_forces"], atol=1e-6
+        )
+    has_ref = [("ref_energy" in f.info, "ref_forces" in f.arrays) for f in frames]
+    assert has_ref == [(False, False)] * 5 + [(True, True)] * 2 + [(False, False)] * 3
+    for frame, ref in zip(frames[5:7], reference[:2], strict=True):
+        assert frame.info["ref_energy"] == pytest.approx(ref.info["REF_energy"], abs=1e-8)
+        np.testing.assert_allclose(frame.arrays["ref_forces"], ref.arrays["REF_forces"], atol=1e-7)
+
+
+def test_a_predict_data_module_reads_no_training_data(tmp_path: Path) -> None:
+    """``setup("predict")`` with test files reads those only: no training or validation
+    structures (none generated either), labels optional; ``setup("fit")`` still requires them."""
+    from atomistic_scaling.data import AtomisticDataModule
+    from atomistic_scaling.io import AtomisticFormatError
+
+    frames = [
+        Atoms(numbers=a.numbers, positions=a.positions, cell=a.cell, pbc=a.pbc)
+        for a in generate_structures(3, seed=4)
+    ]
+    ase.io.write(tmp_path / "unlab.xyz", frames, format="extxyz")
+    module = AtomisticDataModule(test_files=[str(tmp_path / "unlab.xyz")])
+    module.setup("predict")
+    assert module.train_structures is None and module.val_structures == []
+    assert len(module.test_set) == 3 and not any("energy" in a.info for a in module.test_structures)
+    assert not hasattr(module.test_set[0], "energy")
+    with pytest.raises(AtomisticFormatError, match="frame 0: missing energy key 'REF_energy'"):
+        AtomisticDataModule(train_files=[str(tmp_path / "unlab.xyz")]).setup("fit")

@@ -66,7 +66,10 @@ def run_lightning_cli(argv: Sequence[str]) -> Any:
         prog=PROG,
         links=[("data.cutoff", "model.cutoff")],
         subclass_mode=False,
-        before_trainer=lambda cli: cli.datamodule.setup("fit"),
+        # predict with test files reads only those, labels optional (data.AtomisticDataModule)
+        before_trainer=lambda cli: cli.datamodule.setup(
+            "predict" if cli.config.get("subcommand") == "predict" else "fit"
+        ),
         predict_writer=predictions_writer,
     )
 

@@ -84,6 +84,15 @@ def _least_squares_references(numbers: Sequence[np.ndarray], energies: np.ndarra
     return out
 
 
+def _without_labels(atoms: Atoms) -> Atoms:
+    """A copy of ``atoms`` without ``info["energy"]`` and ``arrays["forces"]``."""
+    out = atoms.copy()
+    out.info.pop("energy", None)
+    if "forces" in out.arrays:
+        del out.arrays["forces"]
+    return out
+
+
 def elements_of(structures: Sequence[Atoms]) -> list[int]:
     """Sorted atomic numbers present in ``structures``."""
     return sorted({int(z) for atoms in structures for z in atoms.numbers})
@@ -140,6 +149,7 @@ class AtomisticDataModule(L.LightningDataModule):
         self.train_structures: list[Atoms] | None = None
         self.val_structures: list[Atoms] = []
         self.test_structures: list[Atoms] = []
+        self.predict_only = False  # set by setup("predict") with test_files (_load_predict)
 
     def _load(self) -> None:
         hp = self.hparams
@@ -183,8 +193,29 @@ class AtomisticDataModule(L.LightningDataModule):
             )
         self.train_structures, self.val_structures, self.test_structures = train, val, test
 
+    def _load_predict(self) -> None:
+        """``predict`` with ``test_files``: those files only, labels optional (new structures
+        need no reference energy or forces; a label a frame has is kept for the predictions'
+        reference columns). No training data is read: the per-element references the model
+        adds are buffers of the checkpoint (``--ckpt_path``)."""
+        hp = self.hparams
+        test = read_many(
+            hp.test_files, hp.energy_key, hp.forces_key, hp.min_distance, require_labels=False
+        )
+        if hp.random_orientation and hp.train_files:  # as _load rotates the test files
+            test = randomly_orient(test, hp.seed + 2)
+        self.test_structures = test
+        self.predict_only = True
+
     def setup(self, stage: str | None = None) -> None:
-        if self.train_structures is not None:
+        if self.train_structures is not None or self.predict_only:
+            return
+        if stage == "predict" and self.hparams.test_files:
+            self._load_predict()
+            # graphs without labels: a batch must not mix graphs with and without them
+            self.test_set = AtomsGraphDataset(
+                [_without_labels(atoms) for atoms in self.test_structures], self.hparams.cutoff
+            )
             return
         self._load()
         cutoff = self.hparams.cutoff

@@ -213,41 +213,53 @@ def per_seed_fits(
 
 def _seed_effect(
     values: list[float], *, name: str, threshold: float, direction: str
-) -> tuple[Effect, Precondition]:
-    """The t-interval over the seeds with a finite per-seed value, and the control that at
-    least 2 exist. Without 2 there is no interval: an exact effect of the finite value (0.0
-    when none) marked as such, and the control fails (the claim is inconclusive)."""
+) -> tuple[Effect | None, Precondition, str]:
+    """The t-interval over the seeds with a finite per-seed value, the control that at least 2
+    exist, and the criterion in words. Without 2 there is no interval: with one finite value an
+    exact effect of it, marked as such; with none no effect at all (None: the claim is not
+    measured, never a stand-in 0). Either way the control fails (the claim is inconclusive)."""
     finite = [v for v in values if math.isfinite(v)]
+    units = "seeds (one L(N, D) fit per seed)"
     control = Precondition(
         "per-seed fits give an interval",
         ">= 2 seeds with a finite per-seed L(N, D) fit of every model of the claim",
         {"finite_seeds": len(finite), "seeds": len(values)},
         len(finite) >= 2,
     )
+    criterion = (
+        f"{name} {direction} {threshold:g}: the whole 95 % interval (t, over {units}) on that side"
+    )
+    effect: Effect | None
     if len(finite) >= 2:
         effect = t_effect(
             finite,
             name=name,
             threshold=threshold,
             direction=direction,  # type: ignore[arg-type]
-            units="seeds (one L(N, D) fit per seed)",
+            units=units,
             binary=False,
         )
-    else:
+        criterion = effect.criterion()
+    elif finite:
         effect = exact_effect(
-            finite[0] if finite else 0.0,
+            finite[0],
             name=name,
             threshold=threshold,
             direction=direction,  # type: ignore[arg-type]
             units="no interval: under 2 seeds with a finite per-seed fit",
         )
-    return effect, control
+        criterion = effect.criterion()
+    else:
+        effect = None
+        criterion += " (not measured: no seed has a finite per-seed fit)"
+    return effect, control, criterion
 
 
 def claim_effects(
     per_seed: dict[str, dict[str, list[float]]],
-) -> dict[str, tuple[Effect, Precondition]]:
-    """The three claims' effects over seeds (module docstring) from :func:`per_seed_fits`."""
+) -> dict[str, tuple[Effect | None, Precondition, str]]:
+    """The three claims' effects over seeds (module docstring) from :func:`per_seed_fits`, each
+    with its interval control and criterion (:func:`_seed_effect`; effect None: not measured)."""
     import numpy as np
 
     beta = {arch: np.asarray(v["beta"], dtype=float) for arch, v in per_seed.items()}
@@ -334,16 +346,24 @@ def claims(
     for key, text in CLAIM_TEXTS.items():
         archs = CLAIM_ARCHS[key] or tuple(fits)
         ci_key, max_width = controls[key]
-        effect, interval_ok = effects[key]
+        effect, interval_ok, criterion = effects[key]
+        controls_of_claim = [*preconditions(fits, trivial, archs, ci_key, max_width), interval_ok]
+        if effect is None:  # no seed has a finite fit: nothing was measured, no stand-in value
+            out.append(
+                Claim.untested(
+                    text=text,
+                    criterion=criterion,
+                    measured=measured[key],
+                    preconditions=controls_of_claim,
+                )
+            )
+            continue
         out.append(
             Claim.test(
                 text=text,
                 effect=effect,
                 measured=measured[key],
-                preconditions=[
-                    *preconditions(fits, trivial, archs, ci_key, max_width),
-                    interval_ok,
-                ],
+                preconditions=controls_of_claim,
             )
         )
     return out

@@ -97,6 +97,8 @@ def label_structure(
     energy_key: str,
     forces_key: str,
     min_distance: float = DEFAULT_MIN_DISTANCE,
+    *,
+    require_labels: bool = True,
 ) -> Atoms:
     """Validated copy of ``atoms`` with ``info["energy"]`` and ``arrays["forces"]``, and its
     ids ``info[SOURCE_KEY] = source``, ``info[FRAME_KEY] = frame``.
@@ -104,7 +106,9 @@ def label_structure(
     Raises :class:`AtomisticFormatError` naming ``source`` and ``frame`` when the energy or the
     forces are missing, non-finite, or the forces do not have one row of 3 per atom; when an
     atomic number is outside 1..MAX_Z-1; when a periodic cell is missing or singular; and when
-    two atoms are closer than ``min_distance`` Å (0 disables that check).
+    two atoms are closer than ``min_distance`` Å (0 disables that check). With
+    ``require_labels=False`` (``predict`` on new structures) a missing energy or forces is
+    left out of the copy instead (a label that is present is still checked).
     """
     where = f"{source}: frame {frame}"
     n = len(atoms)
@@ -116,31 +120,33 @@ def label_structure(
             f"{where}: atomic numbers {bad_z} are not supported (1..{MAX_Z - 1})"
         )
     energy = _energy_of(atoms, energy_key)
-    if energy is None:
+    if energy is None and require_labels:
         raise AtomisticFormatError(
             f"{where}: missing energy key {energy_key!r} (name it with {KEY_FLAGS['energy']})"
         )
-    try:
-        energy = float(energy)
-    except (TypeError, ValueError):
-        raise AtomisticFormatError(
-            f"{where}: energy {energy_key!r} is not a number: {energy!r}"
-        ) from None
-    if not np.isfinite(energy):
-        raise AtomisticFormatError(f"{where}: energy {energy_key!r} is not finite ({energy})")
+    if energy is not None:
+        try:
+            energy = float(energy)
+        except (TypeError, ValueError):
+            raise AtomisticFormatError(
+                f"{where}: energy {energy_key!r} is not a number: {energy!r}"
+            ) from None
+        if not np.isfinite(energy):
+            raise AtomisticFormatError(f"{where}: energy {energy_key!r} is not finite ({energy})")
     forces = _forces_of(atoms, forces_key)
-    if forces is None:
+    if forces is None and require_labels:
         raise AtomisticFormatError(
             f"{where}: missing forces key {forces_key!r} (name it with {KEY_FLAGS['forces']})"
         )
-    forces = np.asarray(forces, dtype=np.float64)
-    if forces.shape != (n, 3):
-        raise AtomisticFormatError(
-            f"{where}: forces {forces_key!r} have shape {forces.shape}, expected ({n}, 3) "
-            f"for {n} atoms"
-        )
-    if not np.all(np.isfinite(forces)):
-        raise AtomisticFormatError(f"{where}: forces {forces_key!r} contain NaN or inf")
+    if forces is not None:
+        forces = np.asarray(forces, dtype=np.float64)
+        if forces.shape != (n, 3):
+            raise AtomisticFormatError(
+                f"{where}: forces {forces_key!r} have shape {forces.shape}, expected ({n}, 3) "
+                f"for {n} atoms"
+            )
+        if not np.all(np.isfinite(forces)):
+            raise AtomisticFormatError(f"{where}: forces {forces_key!r} contain NaN or inf")
     if not np.all(np.isfinite(atoms.positions)):
         raise AtomisticFormatError(f"{where}: positions contain NaN or inf")
     problem = cell_problem(np.asarray(atoms.cell[:], dtype=np.float64), atoms.pbc)
@@ -156,8 +162,10 @@ def label_structure(
                 f"{min_distance:g} Å (a unit or cell error?; to accept, lower it with "
                 f"{KEY_FLAGS['min_distance']}; 0 turns the check off)"
             )
-    out.info["energy"] = energy
-    out.arrays["forces"] = forces
+    if energy is not None:
+        out.info["energy"] = energy
+    if forces is not None:
+        out.arrays["forces"] = forces
     out.info[SOURCE_KEY] = str(source)
     out.info[FRAME_KEY] = int(frame)
     return out
@@ -250,9 +258,12 @@ def read_structures(
     forces_key: str = DEFAULT_FORCES_KEY,
     index: str = ":",
     min_distance: float = DEFAULT_MIN_DISTANCE,
+    *,
+    require_labels: bool = True,
 ) -> list[Atoms]:
     """Reads every frame of ``path`` (extxyz, xyz, ASE trajectory, ``.db``) and validates it
-    (see :func:`label_structure`).
+    (see :func:`label_structure`; ``require_labels=False``: frames without energy or forces are
+    read without them, as ``predict`` on new structures does).
 
     When no frame has ``energy_key``/``forces_key`` and those are the defaults
     (``REF_energy``/``REF_forces``), the plain ``energy``/``forces`` (calculator) values of the
@@ -267,7 +278,9 @@ def read_structures(
         raise AtomisticFormatError(f"{path}: no structures")
     ekey, fkey = _label_keys(frames, path, energy_key, forces_key)
     return [
-        label_structure(atoms, str(path), i, ekey, fkey, min_distance)
+        label_structure(
+            atoms, str(path), i, ekey, fkey, min_distance, require_labels=require_labels
+        )
         for i, atoms in enumerate(frames)
     ]
 
@@ -277,11 +290,21 @@ def read_many(
     energy_key: str = DEFAULT_ENERGY_KEY,
     forces_key: str = DEFAULT_FORCES_KEY,
     min_distance: float = DEFAULT_MIN_DISTANCE,
+    *,
+    require_labels: bool = True,
 ) -> list[Atoms]:
     """:func:`read_structures` over several files, concatenated in order."""
     out: list[Atoms] = []
     for path in paths:
-        out.extend(read_structures(path, energy_key, forces_key, min_distance=min_distance))
+        out.extend(
+            read_structures(
+                path,
+                energy_key,
+                forces_key,
+                min_distance=min_distance,
+                require_labels=require_labels,
+            )
+        )
     return out
 
 

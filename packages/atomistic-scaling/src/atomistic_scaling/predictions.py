@@ -24,6 +24,11 @@ names every structure by its source and holds predicted and reference values sid
 - ``arrays``: ``ref_forces`` and ``pred_forces`` (eV/Å); positions, cell and numbers as the
   model saw them (rotated when ``--data.random_orientation true``, forces rotated with them).
 
+Predicting needs no labels: with ``--data.test_files`` ``predict`` reads only those files (no
+training data; the per-element references are in the checkpoint), and a frame without a
+reference energy or forces has no ``ref_energy`` / ``ref_forces`` (its ids and predictions are
+written as for any other).
+
 Read it with ``ase.io.read(path, ":")``. Both files follow the rule of every package's
 ``predict`` (:func:`iclr26_common.lightning.check_prediction_file`): an earlier predict's file in
 the run folder is refused in one line naming it and ``--overwrite`` (before the model or data is
@@ -166,11 +171,13 @@ def write_predictions_extxyz(
         out.info["source_file"] = str(atoms.info.get(SOURCE_KEY, "unknown"))
         out.info["frame"] = int(atoms.info.get(FRAME_KEY, -1))
         out.info["split_index"] = int(index)
-        out.info["ref_energy"] = float(atoms.info["energy"])
+        if "energy" in atoms.info:  # unlabelled input (predict on new structures): none
+            out.info["ref_energy"] = float(atoms.info["energy"])
         out.info["pred_energy"] = float(record["energy"])
         if "stress" in record:
             out.info["pred_stress"] = record["stress"].double().numpy()
-        out.arrays["ref_forces"] = np.asarray(atoms.arrays["forces"], dtype=np.float64)
+        if "forces" in atoms.arrays:
+            out.arrays["ref_forces"] = np.asarray(atoms.arrays["forces"], dtype=np.float64)
         out.arrays["pred_forces"] = forces
         frames.append(out)
     return _write_frames(
