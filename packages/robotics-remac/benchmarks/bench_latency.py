@@ -49,7 +49,8 @@ def main() -> None:
         if isinstance(layer, LoRALinear):
             torch.nn.init.normal_(layer.lora_B, std=0.1)
     d, e = ns.delay, ns.exec_horizon
-    merged = merge_lora(remac, d)
+    merged = merge_lora(remac, d)  # low-rank prefix correction (claim (d)'s merge)
+    stacked = merge_lora(remac, d, split="stacked")  # one matmul over [W; W + ΔW]
     obs = torch.randn(ns.batch, 8)
     prefix = torch.randn(ns.batch, HORIZON, 2)
     samplers = {
@@ -59,6 +60,9 @@ def main() -> None:
             base, obs, prefix, d, use_mask=False
         ),
         "REMAC merged": lambda: prefix_preserved_sample(merged, obs, prefix, d, use_mask=False),
+        "REMAC merged, stacked": lambda: prefix_preserved_sample(
+            stacked, obs, prefix, d, use_mask=False
+        ),
         "REMAC unmerged": lambda: prefix_preserved_sample(remac, obs, prefix, d),
         "training-time RTC": lambda: training_time_rtc_sample(base, obs, prefix, d),
         "RTC (guidance)": lambda: rtc_sample(base, obs, prefix, d, e),

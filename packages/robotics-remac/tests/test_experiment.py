@@ -395,3 +395,50 @@ def test_paired_difference_ci_by_hand() -> None:
     assert (low, high) == pytest.approx((0.5 - 0.5658032638, 0.5 + 0.5658032638))
     with pytest.raises(ValueError, match="equal-length"):
         paired_difference_ci(np.ones(3), np.ones(4))
+
+
+def test_weight_ema_of_the_continued_control() -> None:
+    """Claim (c)'s control evaluates an EMA of its weights like the LoRA-only finetune: with
+    decay 0.5, weights 1 after the first step then 3 after the second give the EMA 2 (by hand),
+    copied into the weights when fit ends; frozen parameters are left alone."""
+    import torch
+
+    from robotics_remac.experiment import _weight_ema_callback
+
+    module = torch.nn.Module()
+    module.policy = torch.nn.Linear(2, 1)
+    module.policy.bias.requires_grad_(False)
+    callback = _weight_ema_callback(0.5)
+    with torch.no_grad():
+        module.policy.weight.fill_(1.0)
+        module.policy.bias.fill_(7.0)
+        callback.on_train_batch_end(None, module, None, None, 0)
+        module.policy.weight.fill_(3.0)
+        callback.on_train_batch_end(None, module, None, None, 1)
+    callback.on_train_end(None, module)
+    assert module.policy.weight.tolist() == [[2.0, 2.0]]
+    assert module.policy.bias.tolist() == [7.0]
+
+
+def test_continued_control_trains_with_the_ema_callback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_continue_base(..., ema_decay=d)`` fits with the EMA callback; without it, none."""
+    import iclr26_common.lightning as lightning_helpers
+    from robotics_remac import experiment
+    from robotics_remac.model import FlowPolicy
+
+    seen: list[list[object]] = []
+
+    class FakeTrainer:
+        def __init__(self, callbacks: list[object]) -> None:
+            self.callbacks = list(callbacks)
+
+        def fit(self, module: object, dm: object) -> None:
+            seen.append(self.callbacks)
+
+    monkeypatch.setattr(
+        lightning_helpers, "quiet_trainer", lambda callbacks=(), **kw: FakeTrainer(callbacks)
+    )
+    base = FlowPolicy(horizon=8, channels=32, hidden=64, token_hidden=16, depth=2)
+    experiment._continue_base(base, None, 1, False, 0.9)
+    experiment._continue_base(base, None, 1, False)
+    assert [type(c).__name__ for c in seen[0]] == ["WeightEMA"] and seen[1] == []

@@ -87,3 +87,86 @@ def test_merge_is_exact(delay: int, use_mask: bool) -> None:
     obs, x, t = torch.randn(3, 8), torch.randn(3, 8, 2), torch.rand(3)
     mask = delay_mask(delay, 8, 3) if use_mask else None
     torch.testing.assert_close(merged(obs, x, t), policy(obs, x, t, mask), atol=1e-5, rtol=1e-5)
+
+
+# Tolerance of the low-rank merged layer against the unmerged split-LoRA forward: measured
+# (2026-12-08, float32, before this test was written) at most 3.9e-7 on velocities of magnitude
+# <= 0.76 at the official width (d = 1, 2, 4, batch 32) and 4.8e-7 on this file's LoRA policy with
+# large updates (B ~ N(0, 0.3), mask_proj ~ N(0, 0.5), velocities <= 1.8, d = 1, 2, 4, 7); the
+# stacked layer differs from the unmerged one by 4.8e-7 there too. atol 2e-6 with rtol 1e-6 is
+# about 4x that float rounding and far below what a wrong correction moves (the LoRA update,
+# and the prefix correction, each checked > 1e-2 below).
+MERGE_ATOL, MERGE_RTOL = 2e-6, 1e-6
+
+
+@pytest.mark.parametrize("delay", [1, 2, 4, 7])
+def test_lowrank_merge_equals_the_unmerged_forward_on_prefix_and_generated_tokens(
+    delay: int,
+) -> None:
+    from robotics_remac.model import LowRankSplitLinear, SplitLinear
+
+    policy = _lora_policy()
+    merged = merge_lora(policy, delay)
+    layers = [m for m in merged.modules() if isinstance(m, LowRankSplitLinear)]
+    assert len(layers) == 2 + 2 * len(policy.blocks)  # in/out projections, ch1/ch2 per block
+    assert not any(isinstance(m, SplitLinear | LoRALinear) for m in merged.modules())
+    gen = torch.Generator().manual_seed(delay)
+    obs, x = torch.randn(5, 8, generator=gen), torch.randn(5, 8, 2, generator=gen)
+    t = torch.rand(5, generator=gen)
+    with torch.no_grad():
+        want = policy(obs, x, t, delay_mask(delay, 8, 5))
+        got = merged(obs, x, t)
+        with lora_disabled(policy):
+            backbone = policy(obs, x, t, delay_mask(delay, 8, 5))
+        for layer in layers:  # the merged weights on every token, the prefix correction off
+            layer.delay = 0
+        uncorrected = merged(obs, x, t)
+        for layer in layers:
+            layer.delay = delay
+    # the update matters on the generated tokens and the correction on the prefix tokens (a
+    # merge that dropped either would fail below)
+    assert (want - backbone)[:, delay:].abs().max() > 1e-2
+    assert (want - uncorrected)[:, :delay].abs().max() > 1e-2
+    for tokens in (slice(0, delay), slice(delay, None)):
+        torch.testing.assert_close(
+            got[:, tokens], want[:, tokens], atol=MERGE_ATOL, rtol=MERGE_RTOL
+        )
+
+
+def test_lowrank_layer_gives_the_base_weights_on_the_prefix_tokens() -> None:
+    """One channel layer alone: base ``W x + b`` on tokens < d, the LoRA layer's output after."""
+    from robotics_remac.model import LowRankSplitLinear
+
+    torch.manual_seed(3)
+    lora = LoRALinear(torch.nn.Linear(6, 5), "channel", horizon=8).eval()
+    torch.nn.init.normal_(lora.lora_B, std=0.5)
+    torch.nn.init.normal_(lora.mask_proj.weight, std=0.5)
+    holder = torch.nn.Module()
+    holder.layer = lora
+    x = torch.randn(3, 8, 6)
+    with torch.no_grad():
+        dw = lora.scale * lora.lora_B @ lora.lora_A
+        shift = lora.mask_proj(torch.ones(1))
+        merged = torch.nn.Linear(6, 5)
+        merged.weight.copy_(lora.base.weight + dw)
+        merged.bias.copy_(lora.base.bias + dw @ shift)
+        layer = LowRankSplitLinear(3, merged, lora.lora_A, lora.scale * lora.lora_B, dw @ shift)
+        got = layer(x)
+        base_out = x @ lora.base.weight.T + lora.base.bias  # the frozen layer, by hand
+        unmerged = lora(x, delay_mask(3, 8, 3))
+    torch.testing.assert_close(got[:, :3], base_out[:, :3], atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(got[:, 3:], unmerged[:, 3:], atol=1e-6, rtol=1e-6)
+    assert (unmerged[:, 3:] - base_out[:, 3:]).abs().max() > 1e-2
+
+
+def test_stacked_merge_is_still_exact_and_the_split_kind_is_checked() -> None:
+    policy = _lora_policy()
+    obs, x, t = torch.randn(3, 8), torch.randn(3, 8, 2), torch.rand(3)
+    with torch.no_grad():
+        want = policy(obs, x, t, delay_mask(2, 8, 3))
+        stacked = merge_lora(policy, 2, split="stacked")(obs, x, t)
+        lowrank = merge_lora(policy, 2)(obs, x, t)
+    torch.testing.assert_close(stacked, want, atol=MERGE_ATOL, rtol=MERGE_RTOL)
+    torch.testing.assert_close(lowrank, stacked, atol=MERGE_ATOL, rtol=MERGE_RTOL)
+    with pytest.raises(ValueError, match="split must be"):
+        merge_lora(policy, 2, split="two")  # type: ignore[arg-type]

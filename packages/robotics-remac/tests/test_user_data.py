@@ -165,7 +165,40 @@ def test_eval_data_scores_policies_offline_on_the_users_episodes(
     # the planner (it needs the task's dynamics) is refused before any work (no folder left)
     bad = [*args[:-4], "--method", "planner", "--data", str(demo_dir), "--out", str(tmp_path / "x")]
     line = assert_one_line_error(main, bad, capsys)
-    assert "--data takes learned methods" in line and not (tmp_path / "x").exists()
+    assert "--data cannot evaluate --method planner:" in line and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "named", "not_named"),
+    [
+        # review of issue 38: this case's line also named --measured-delay and --resume
+        (
+            ["--method", "naive,sync"],
+            "--method sync:",
+            ["--measured-delay", "--resume", "--method naive"],
+        ),
+        (["--method", "naive", "--measured-delay", "4"], "--measured-delay", ["--resume"]),
+        (["--method", "naive", "--resume"], "--resume", ["--measured-delay", "--method"]),
+    ],
+)
+def test_eval_data_errors_name_only_what_was_given(
+    demo_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+    extra: list[str],
+    named: str,
+    not_named: list[str],
+) -> None:
+    from robotics_remac.checkpoint import save_policy
+    from robotics_remac.model import FlowPolicy
+
+    save_policy(tmp_path / "b.pt", FlowPolicy(channels=8, hidden=8, token_hidden=4), "base")
+    out = tmp_path / "x"
+    args = ["eval", "--policy", str(tmp_path / "b.pt"), *extra, "--data", str(demo_dir)]
+    line = assert_one_line_error(main, [*args, "--out", str(out)], capsys)
+    assert named in line and line.startswith("robotics-remac eval: error: --data")
+    assert not any(word in line for word in not_named), line
+    assert not out.exists()
 
 
 def test_offline_action_error_is_zero_for_the_demonstration_itself(demo_dir: Path) -> None:

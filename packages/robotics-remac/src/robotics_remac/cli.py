@@ -222,16 +222,22 @@ def eval_main(argv: Sequence[str]) -> int:
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         parser.error(f"unknown --method {unknown}; known: {', '.join(METHODS)}")
-    if ns.data is not None:
-        offline = [m for m in methods if METHODS[m].execution == "async" and METHODS[m].policy]
-        if ns.measured_delay is not None or ns.resume or offline != methods:
+    if ns.data is not None:  # one error per thing given: name only what the user gave
+        learned_async = [
+            m for m in METHODS if METHODS[m].execution == "async" and METHODS[m].policy
+        ]
+        refused = [m for m in methods if m not in learned_async]
+        if refused:
             parser.error(
-                "--data takes learned methods executed asynchronously ("
-                + ", ".join(
-                    m for m in METHODS if METHODS[m].execution == "async" and METHODS[m].policy
-                )
-                + ") and neither --measured-delay nor --resume"
+                f"--data cannot evaluate --method {','.join(refused)}: offline evaluation "
+                "takes learned methods executed asynchronously only ("
+                + ", ".join(learned_async)
+                + ")"
             )
+        if ns.measured_delay is not None:
+            parser.error("--data cannot be combined with --measured-delay (it needs a simulator)")
+        if ns.resume:
+            parser.error("--data cannot be combined with --resume (rerun with --overwrite)")
     out = check_output_options(ns)  # before any work
     if ns.data is not None:
         from robotics_remac.offline_eval import run_offline

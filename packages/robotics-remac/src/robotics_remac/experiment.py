@@ -286,8 +286,10 @@ def measure(quick: bool) -> Measurement:
         )
     if "ttrtc" in cfg["methods"]:
         policies["training_time_rtc"] = _continue_base(base, dm, cfg["finetune_epochs"], True)
-    # the control of claim (c): the base trained on as before for the finetune's epochs
-    policies["continued"] = _continue_base(base, dm, cfg["finetune_epochs"], False)
+    # the control of claim (c): the base trained on as before for the finetune's epochs, with
+    # the same EMA of its trained weights as the LoRA-only finetune (like for like; review of
+    # issue 38: without it LoRA-only's gain could be weight averaging)
+    policies["continued"] = _continue_base(base, dm, cfg["finetune_epochs"], False, ema)
     timings["finetune_s"] = time.perf_counter() - start - sum(timings.values())
     print(f"robotics-remac.async: finetunes done ({timings})", flush=True)
     # Training above ran on choose_device()'s pick (common's quiet_trainer). Rollouts and the
@@ -342,11 +344,51 @@ def measure(quick: bool) -> Measurement:
     return Measurement(cfg, rows, metrics, timings, n_read, ema, samples)
 
 
+def _weight_ema_callback(decay: float) -> Any:
+    """A Lightning callback keeping an EMA of the policy's trained weights with the rule of
+    :class:`~robotics_remac.lit_module.RemacModule` (started from the weights after the first
+    step, ``e ← e + (1 − decay)(p − e)`` after each later step) and copying it into the weights
+    when fit ends, as a finetune evaluates its EMA (upstream ``train_flow_lora.py``)."""
+    from lightning.pytorch.callbacks import Callback
+
+    class WeightEMA(Callback):
+        def __init__(self) -> None:
+            self.ema: list[torch.Tensor] | None = None
+
+        @staticmethod
+        def _params(pl_module: Any) -> list[torch.nn.Parameter]:
+            return [p for p in pl_module.policy.parameters() if p.requires_grad]
+
+        def on_train_batch_end(self, trainer: Any, pl_module: Any, *args: Any) -> None:
+            with torch.no_grad():
+                params = self._params(pl_module)
+                if self.ema is None:
+                    self.ema = [p.detach().clone() for p in params]
+                    return
+                for e, p in zip(self.ema, params, strict=True):
+                    e.lerp_(p.detach(), 1 - decay)
+
+        def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+            if self.ema is None:
+                return
+            with torch.no_grad():
+                for e, p in zip(self.ema, self._params(pl_module), strict=True):
+                    p.copy_(e)
+
+    return WeightEMA()
+
+
 def _continue_base(
-    base: torch.nn.Module, dm: Any, epochs: int, training_time_rtc: bool
+    base: torch.nn.Module,
+    dm: Any,
+    epochs: int,
+    training_time_rtc: bool,
+    ema_decay: float | None = None,
 ) -> torch.nn.Module:
     """The base's weights trained on for ``epochs`` (a fresh optimiser, the base's settings):
-    with a clean prefix (training-time RTC) or with the plain flow loss (claim (c)'s control)."""
+    with a clean prefix (training-time RTC) or with the plain flow loss (claim (c)'s control).
+    ``ema_decay``: evaluate an EMA of the weights with this decay (:func:`_weight_ema_callback`;
+    claim (c)'s control uses the LoRA-only finetune's decay), else the last weights."""
     import copy
 
     from iclr26_common.lightning import quiet_trainer
@@ -359,7 +401,8 @@ def _continue_base(
         training_time_rtc=TrainingTimeRTCSettings(enabled=training_time_rtc),
     )
     module.policy.load_state_dict(copy.deepcopy(base.state_dict()))
-    quiet_trainer(max_epochs=epochs, **TRAINER_SETTINGS).fit(module, dm)
+    callbacks = [] if ema_decay is None else [_weight_ema_callback(ema_decay)]
+    quiet_trainer(max_epochs=epochs, callbacks=callbacks, **TRAINER_SETTINGS).fit(module, dm)
     return module.policy.eval()
 
 
@@ -414,7 +457,8 @@ def report(measured: Measurement, out_dir: Path) -> Result:
             f"H={HORIZON}, e={EXEC_HORIZON}; one training seed (0), evaluation episodes "
             f"drawn with seed 1 (the same episodes for every cell; success claims paired over "
             f"them); control of claim (c): the base trained {cfg['finetune_epochs']} more "
-            f"epochs; claim (d) timed at the official width {asdict(UPSTREAM_SIZES)} (random "
+            f"epochs, evaluated as the EMA of its weights with the LoRA-only finetune's decay "
+            f"{measured.ema_decay:.4f}; claim (d) timed at the official width {asdict(UPSTREAM_SIZES)} (random "
             f"weights, >= {cfg['latency_chunks']} boundaries per method and batch); "
             f"not run here: {', '.join(left_out) or 'none'}"
         ),

@@ -70,7 +70,10 @@ def measure_latency(
     """Claim (d): per-chunk latency inside the asynchronous loop (``rollout`` at ``d = delay``,
     ``e = EXEC_HORIZON``) of naive sampling with the base, prefix-preserved sampling with REMAC
     merged for ``delay`` and with REMAC unmerged, at each batch size (>= ``chunks`` boundaries
-    each, whole rollouts alternating between the three). ``policies``: ``(base, remac)``,
+    each, whole rollouts alternating between the three). The merge is :func:`~robotics_remac.
+    model.merge_lora`'s default, the low-rank prefix correction (the cheapest exact merge, what a
+    merged deployment would run; the stacked ``SplitLinear`` before the review of issue 38).
+    ``policies``: ``(base, remac)``,
     default :func:`upstream_width_policies` (the official width; issue 38). Returns
     (:func:`latency_metrics`, the per-boundary latencies in seconds)."""
     from robotics_remac.model import merge_lora

@@ -10,7 +10,8 @@ LoRA (``LoRALinear``, paper Sec. 3.2): ``y = W x + b + g(m) ⊙ (α/r)·B A drop
 learned ``mask_proj`` ``P`` and the gate ``g(m)`` = the mask of the output token (channel-mixing
 and projection layers act per token; the second token-mixing layer's outputs are tokens; the first
 token-mixing layer's outputs are hidden features, so its gate is 1). :func:`merge_lora` folds the
-update into the weights for one fixed delay ``d``, exactly.
+update into the weights for one fixed delay ``d``, exactly (channel layers: the merged weights on
+every token, the rank-``r`` update subtracted again on the ``d`` prefix tokens).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from torch.nn import functional as F
 __all__ = [
     "FlowPolicy",
     "LoRALinear",
+    "LowRankSplitLinear",
     "SplitLinear",
     "add_lora",
     "delay_mask",
@@ -112,7 +114,9 @@ class SplitLinear(nn.Module):
     """Merged per-token linear for one delay: ``prefix`` weights on tokens ``< d``, ``rest`` on the
     others, computed as **one** matmul over the stacked weights ``[W_prefix; W_rest]`` (``[2·out,
     in]``) and a per-token select, as one merged ``nn.Linear`` is one kernel (before issue 38: two
-    matmuls on the token slices and a concatenation).
+    matmuls on the token slices and a concatenation). Twice the layer's multiply-adds: since the
+    review of issue 38 :func:`merge_lora` builds :class:`LowRankSplitLinear` unless asked for
+    ``split="stacked"`` (kept for the benchmark's comparison).
 
     Input ``[B, H, in]`` (tokens on dim 1) -> ``[B, H, out]``.
     """
@@ -132,8 +136,44 @@ class SplitLinear(nn.Module):
         return torch.where(self.is_prefix, y[..., :out], y[..., out:])
 
 
+class LowRankSplitLinear(nn.Module):
+    """Merged per-token linear for one delay, the layer :func:`merge_lora` builds (since the
+    review of issue 38): the merged weights ``W + ΔW``, ``b + ΔW·P(1)`` on **every** token (one
+    ``nn.Linear``-sized matmul), then the rank-``r`` LoRA update subtracted again on the ``d``
+    prefix tokens only: ``y[:, :d] -= (α/r)·B (A x[:, :d]) + ΔW·P(1)``, which leaves ``W x + b``
+    there. Exact like :class:`SplitLinear` (equal up to float rounding) at ``in·out + d·r·(in +
+    out)`` multiply-adds per chunk row instead of the stacked layer's ``2·H·in·out``.
+
+    Input ``[B, H, in]`` (tokens on dim 1) -> ``[B, H, out]``.
+    """
+
+    def __init__(
+        self,
+        delay: int,
+        merged: nn.Linear,
+        down: torch.Tensor,
+        up: torch.Tensor,
+        bias_delta: torch.Tensor,
+    ) -> None:
+        super().__init__()
+        self.delay, self.out_features = delay, merged.out_features
+        self.weight = nn.Parameter(merged.weight.detach().clone(), requires_grad=False)
+        self.bias = nn.Parameter(merged.bias.detach().clone(), requires_grad=False)
+        # the prefix correction: ``up @ down`` = ΔW (rank r), ``bias_delta`` = ΔW·P(1)
+        self.down = nn.Parameter(down.detach().clone(), requires_grad=False)  # [r, in]
+        self.up = nn.Parameter(up.detach().clone(), requires_grad=False)  # [out, r]
+        self.bias_delta = nn.Parameter(bias_delta.detach().clone(), requires_grad=False)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        y = F.linear(x, self.weight, self.bias)  # [B, H, out]: the merged layer on every token
+        if self.delay > 0:
+            prefix = x[:, : self.delay]
+            y[:, : self.delay] -= F.linear(F.linear(prefix, self.down), self.up, self.bias_delta)
+        return y
+
+
 def _call(layer: nn.Module, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    if isinstance(layer, LoRALinear | SplitLinear):
+    if isinstance(layer, LoRALinear | SplitLinear | LowRankSplitLinear):
         return layer(x, mask)
     return layer(x)
 
@@ -286,16 +326,26 @@ def _linear(weight: torch.Tensor, bias: torch.Tensor) -> nn.Linear:
     return lin
 
 
+SplitKind = Literal["lowrank", "stacked"]
+
+
 @torch.no_grad()
-def merge_lora(policy: FlowPolicy, delay: int = 0) -> FlowPolicy:
+def merge_lora(policy: FlowPolicy, delay: int = 0, split: SplitKind = "lowrank") -> FlowPolicy:
     """A copy of ``policy`` with every :class:`LoRALinear` folded into plain layers for delay ``d``.
 
-    Exact for the fixed mask ``m = 1[τ >= d]`` (dropout off): channel layers become
-    :class:`SplitLinear` (base weights on the ``d`` prefix tokens, ``W + (α/r)BA`` and the bias
-    ``b + (α/r)BA·P(1)`` on the rest; a plain ``nn.Linear`` when ``d = 0``), token layers one
-    ``nn.Linear`` with the update on the generated rows. Without the mask (LoRA-only) every layer
-    becomes ``W + (α/r)BA``. Call the merged policy with ``mask=None``.
+    Exact for the fixed mask ``m = 1[τ >= d]`` (dropout off): channel layers compute the base
+    weights on the ``d`` prefix tokens and ``W + (α/r)BA``, bias ``b + (α/r)BA·P(1)``, on the rest
+    (a plain ``nn.Linear`` when ``d = 0``); token layers become one ``nn.Linear`` with the update
+    on the generated rows. Without the mask (LoRA-only) every layer becomes ``W + (α/r)BA``. Call
+    the merged policy with ``mask=None``.
+
+    ``split`` picks the channel layers' form for ``d > 0``: ``"lowrank"`` (default, since the
+    review of issue 38; what claim (d) times) is :class:`LowRankSplitLinear`, the merged layer on
+    every token and the rank-``r`` update subtracted on the prefix tokens; ``"stacked"`` is
+    :class:`SplitLinear`, one matmul over ``[W; W + ΔW]`` (twice the layer's multiply-adds).
     """
+    if split not in ("lowrank", "stacked"):
+        raise ValueError(f"split must be 'lowrank' or 'stacked', got {split!r}")
     merged = copy.deepcopy(policy).eval()
     horizon = policy.horizon
     m = (torch.arange(horizon) >= delay).float()
@@ -313,8 +363,12 @@ def merge_lora(policy: FlowPolicy, delay: int = 0) -> FlowPolicy:
             rest = _linear(w + dw, b + dw @ shift)
             if delay == 0:
                 setattr(parent, name, rest)
-            else:
+            elif split == "stacked":
                 setattr(parent, name, SplitLinear(delay, _linear(w, b), rest))
+            else:
+                up = layer.scale * layer.lora_B
+                split_layer = LowRankSplitLinear(delay, rest, layer.lora_A, up, dw @ shift)
+                setattr(parent, name, split_layer)
         elif layer.kind == "token_in":
             shift = layer.mask_proj(m)  # [in]
             setattr(parent, name, _linear(w + dw, b + dw @ shift))

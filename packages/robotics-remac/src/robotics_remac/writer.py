@@ -7,6 +7,7 @@ rule of every package's ``predict`` (:func:`iclr26_common.lightning.check_predic
 from __future__ import annotations
 
 import io
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,9 @@ from iclr26_common.lightning import BatchPredictionWriter
 __all__ = ["PREDICTIONS_FILE", "PredictionsWriter", "predictions_path"]
 
 PREDICTIONS_FILE = "predictions.pt"
+#: Lightning's warning for loaders without its index-tracking batch sampler; this writer takes
+#: each row's position from the batch's ``index`` instead, so the warning says nothing useful.
+BATCH_INDICES_WARNING = r"Couldn't infer the batch indices fetched from your dataloader"
 
 
 def predictions_path(root_dir: str | Path, world_size: int = 1, rank: int = 0) -> Path:
@@ -33,9 +37,9 @@ class PredictionsWriter(BatchPredictionWriter):
     (one sampled chunk per observation, in the predict split's order; chunk ``i`` was sampled at
     frame ``frame_index[i]`` of the dataset's episode ``episode_index[i]``; ``split``: ``val``,
     ``train`` or ``all``, the data module's ``predict_split``) with ``torch.save`` at the end of
-    ``predict``, atomically with mode 0644, and prints what it wrote. An existing file is
-    refused before the first batch unless ``overwrite`` (``predict --overwrite``), the workspace
-    rule (:class:`iclr26_common.lightning.BatchPredictionWriter`). The ids come from each
+    ``predict``, atomically with mode 0644, and prints what it wrote when ``predict`` ends. An
+    existing file is refused before the first batch unless ``overwrite`` (``predict
+    --overwrite``), the workspace rule (:class:`iclr26_common.lightning.BatchPredictionWriter`). The ids come from each
     batch's ``episode`` and ``frame`` (:class:`robotics_remac.data.ChunkDataset`); a data module
     whose batches lack them writes the chunks alone.
 
@@ -45,10 +49,40 @@ class PredictionsWriter(BatchPredictionWriter):
     (``batch_size=None`` over a ``BatchSampler``), so Lightning gives no ``batch_indices``: each
     row's position in the split is the batch's ``index`` (:class:`~robotics_remac.data.
     ChunkDataset`), which the distributed sampler's share keeps; a batch without it (another
-    data module, one process) is numbered in the order it comes."""
+    data module, one process) is numbered in the order it comes. Lightning's "Couldn't infer
+    the batch indices" warning is therefore silenced while ``predict`` runs (that one message,
+    restored at teardown), and the "wrote ..." line is printed at teardown, after the progress
+    bar has ended (review of issue 38)."""
 
     def __init__(self, filename: str = PREDICTIONS_FILE, overwrite: bool = False) -> None:
         super().__init__(filename, overwrite=overwrite)  # rows: (chunk, episode, frame)
+        self._quiet: Any = None  # the warnings filter scope of one predict
+        self._wrote: str | None = None  # the "wrote ..." line, printed at teardown
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        super().setup(trainer, pl_module, stage)
+        if stage == "predict" and self._quiet is None:
+            self._wrote = None
+            self._quiet = warnings.catch_warnings()
+            self._quiet.__enter__()
+            warnings.filterwarnings("ignore", message=BATCH_INDICES_WARNING)
+
+    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        try:
+            if stage == "predict" and self._wrote is not None:
+                # after the progress bar: TQDM's closed at predict end, Rich's stops at its own
+                # teardown, which comes after this writer's (common puts the writer first), so
+                # stop it now (stopping it again there does nothing)
+                bar = getattr(trainer, "progress_bar_callback", None)
+                if bar is not None:
+                    bar.teardown(trainer, pl_module, stage)
+                print(self._wrote, flush=True)
+                self._wrote = None
+        finally:
+            if stage == "predict" and self._quiet is not None:
+                self._quiet.__exit__(None, None, None)
+                self._quiet = None
+            super().teardown(trainer, pl_module, stage)
 
     def target(self, trainer: Any) -> Path:
         """``predictions.pt`` in ``--trainer.default_root_dir`` (with a logger too: remac's run
@@ -106,10 +140,9 @@ class PredictionsWriter(BatchPredictionWriter):
         self.path = target = self.write_output(self.target(trainer), buffer.getvalue())
         chunks = saved["chunks"]
         episodes = len(torch.unique(saved["episode_index"])) if "episode_index" in saved else None
-        print(
+        self._wrote = (
             f"wrote {target} ({len(chunks)} chunks"
             + (f" of {episodes} episodes" if episodes is not None else "")
             + (f", {split} split" if split is not None else "")
-            + ")",
-            flush=True,
+            + ")"
         )
