@@ -72,8 +72,40 @@ def test_experiment_chunks_come_from_prose_paragraphs_only() -> None:
 
     code = "    secret_code_token = 1\n    another_secret_code_token()"
     texts = [f"{PROSE}\n\n{code}\n\n{PROSE}", code]
-    chunks = _prose_chunks(tokenizer, texts, 8)
+    chunks = _prose_chunks(tokenizer, [prose_paragraphs(t) for t in texts], 8)
     assert chunks and all(len(c) == 8 for c in chunks)
     assert len(chunks) == (2 * len(PROSE.split())) // 8  # the code-only text gives none
     code_ids = {vocab[w] for w in code.split() if w in vocab}
     assert not code_ids & {t for c in chunks for t in c}
+
+
+def test_heldout_paragraphs_drops_every_paragraph_found_in_the_train_texts() -> None:
+    """Review of issue 40: pydoc repeats paragraphs across topics, so a topic split left held-out
+    prose verbatim in the kNN-LM datastore. A held-out paragraph that occurs in a train text
+    (whitespace aside) is dropped; new ones stay, in order."""
+    from llm_methods.dispersion.data import heldout_paragraphs
+
+    shared = PROSE
+    fresh = "Every new paragraph that only the held-out topic has is kept for the queries."
+    other = "Another held-out paragraph of running English text stays in the evaluation set."
+    train = [f"{shared}\n\n    code()", "A train-only paragraph of plain English prose goes here."]
+    reflowed = shared.replace("\n", " ").replace("  ", " ")  # same words, other line breaks
+    test = [f"{fresh}\n\n{reflowed}\n\n{other}", shared]
+    kept, dropped = heldout_paragraphs(train, test)
+    assert kept == [[fresh, other], []] and dropped == 2
+
+
+def test_pydoc_split_has_no_heldout_paragraph_in_the_datastore_topics() -> None:
+    """The experiment's split (``split_names(topics, 0.2, seed=0)``): 52 of the 107 held-out
+    prose paragraphs occur in the train topics (README); after the filter none does."""
+    from llm_methods.corpora import pydoc_topics, split_names
+    from llm_methods.dispersion.data import heldout_paragraphs
+
+    topics = pydoc_topics()
+    train, test = split_names(list(topics), 0.2, seed=0)
+    train_texts = [topics[t] for t in train]
+    kept, dropped = heldout_paragraphs(train_texts, [topics[t] for t in test])
+    before = sum(len(prose_paragraphs(topics[t])) for t in test)
+    assert (before, dropped, sum(map(len, kept))) == (107, 52, 55)
+    seen = {" ".join(p.split()) for text in train_texts for p in prose_paragraphs(text)}
+    assert not any(" ".join(p.split()) in seen for paras in kept for p in paras)

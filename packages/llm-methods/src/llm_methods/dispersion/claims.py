@@ -6,11 +6,14 @@ Thresholds (module constants, fixed before the runs they judge; issue 40):
   (a) ``binned Pearson r(D, PPL) <= CORR_R_MAX`` (−0.5): the whole bootstrap interval of the
       binned r (chunks resampled with replacement, then sorted by perplexity and binned as in
       the official ``step2``) at or below −0.5;
-  (b) over the compared (model, layer) pairs, the rate at which the sub-layer (attention or FFN
-      output) with the higher pilot dispersion gives the lower kNN-LM perplexity is
-      ``>= SUBLAYER_RATE_MIN`` (0.5, a coin flip): the whole Wilson interval at or above it.
-      Only pairs where kNN-LM helps with one of the two keys count (else the keys cannot be
-      compared); precondition: at least ``MIN_SUBLAYER_PAIRS`` such pairs;
+  (b) over the compared (model, layer) pairs, the kNN-LM keys of the sub-layer (attention or
+      FFN output) with the higher pilot dispersion against the best fixed choice (always FFN or
+      always attention, whichever is better on the same pairs): 100 x mean paired difference of
+      log PPL ``<= -MIN_SUBLAYER_GAIN_PCT`` (1 %), the whole paired interval over pairs at or
+      below it (review of issue 40: the old rate against a coin flip, ``>= 0.5``, held for a D
+      random with respect to key quality when one sub-layer is always better). Only pairs
+      where kNN-LM helps with one of the two keys count (else the keys cannot be compared);
+      precondition: at least ``MIN_SUBLAYER_PAIRS`` such pairs;
   (c) for each push-away λ > 0: the held-out change of log perplexity against λ = 0, paired
       over held-out chunks and seeds (same chunks, same seeds, same initial weights), is
       ``<= -MIN_PPL_GAIN_PCT`` % (1 %): the whole interval at or below it. Precondition (the
@@ -30,7 +33,6 @@ from iclr26_common import Claim, Precondition
 from iclr26_common.effects import (
     Effect,
     paired_effect,
-    proportion_effect,
     statistic_interval,
     units_needed,
 )
@@ -38,8 +40,8 @@ from iclr26_common.effects import (
 __all__ = [
     "CORR_R_MAX",
     "MIN_PPL_GAIN_PCT",
+    "MIN_SUBLAYER_GAIN_PCT",
     "MIN_SUBLAYER_PAIRS",
-    "SUBLAYER_RATE_MIN",
     "correlation_claim",
     "pushaway_claim",
     "sublayer_claim",
@@ -47,7 +49,7 @@ __all__ = [
 ]
 
 CORR_R_MAX = -0.5
-SUBLAYER_RATE_MIN = 0.5
+MIN_SUBLAYER_GAIN_PCT = 1.0
 MIN_SUBLAYER_PAIRS = 8
 MIN_PPL_GAIN_PCT = 1.0
 #: bootstrap resamples of the binned r (each one sorts and bins all chunks)
@@ -138,27 +140,64 @@ def sublayer_outcome(
     }
 
 
-def sublayer_claim(pairs: dict[str, dict[str, Any]]) -> Claim:
-    """Claim (b) from :func:`sublayer_outcome` rows keyed ``"MODEL/layer L"``: the rate of
-    comparable pairs where the higher-D sub-layer wins, Wilson interval against
-    ``SUBLAYER_RATE_MIN``. Pairs share a model and text, so they are not independent: the
-    interval treats them as if they were (README, Limitations)."""
+def sublayer_claim(pairs: dict[str, dict[str, Any]], *, seed: int = 0) -> Claim:
+    """Claim (b) from :func:`sublayer_outcome` rows keyed ``"MODEL/layer L"``, over the
+    comparable pairs: ``100 * mean(log PPL(D's pick) - log PPL(best fixed choice))``, the best
+    fixed choice being always-FFN or always-attention, whichever has the lower mean log PPL on
+    the same pairs; paired interval over pairs (:func:`paired_effect`) against
+    ``-MIN_SUBLAYER_GAIN_PCT``. A D that picks one type throughout scores exactly 0 and a D
+    random with respect to quality scores above 0: neither holds (the old rate criterion
+    against a coin flip let both hold; review of issue 40). Pairs share a model and text, so
+    they are not independent: the interval treats them as if they were (README, Deviations)."""
     comparable = {k: v for k, v in pairs.items() if v["comparable"]}
     wins = sum(v["won"] for v in comparable.values())
-    n = max(1, len(comparable))
-    effect = proportion_effect(
-        wins,
-        n,
-        name="rate at which the higher-D sub-layer gives the better kNN-LM keys",
-        threshold=SUBLAYER_RATE_MIN,
-        direction=">=",
-        units="(model, layer) pairs where kNN-LM helps",
+    log_attn = np.log([float(v["ppl_attn"]) for v in comparable.values()])
+    log_ffn = np.log([float(v["ppl_ffn"]) for v in comparable.values()])
+    picked_ffn = np.array([v["picked"] == "ffn" for v in comparable.values()], dtype=bool)
+    fixed = "ffn" if log_ffn.sum() <= log_attn.sum() else "attn"
+    log_fixed = log_ffn if fixed == "ffn" else log_attn
+    log_pick = np.where(picked_ffn, log_ffn, log_attn)
+    name = (
+        "kNN-LM log-PPL change, higher-D sub-layer's keys vs the best fixed sub-layer "
+        f"(always {fixed})"
     )
+    if len(comparable) >= 2:
+        effect = paired_effect(
+            log_pick,
+            log_fixed,
+            name=name,
+            unit="% (100 x delta log PPL)",
+            scale=100.0,
+            threshold=-MIN_SUBLAYER_GAIN_PCT,
+            direction="<=",
+            seed=seed,
+        )
+    else:  # too few pairs for an interval: the precondition below fails, so inconclusive
+        diff = float(100.0 * np.sum(log_pick - log_fixed))
+        effect = Effect(
+            name=name,
+            unit="% (100 x delta log PPL)",
+            estimate=diff,
+            low=diff,
+            high=diff,
+            threshold=-MIN_SUBLAYER_GAIN_PCT,
+            direction="<=",
+            method="exact",
+            n=max(1, len(comparable)),
+            units="items",
+        )
     return Claim.test(
-        text="Of the attention and FFN sub-layer outputs, the higher-dispersion one gives the "
-        "better kNN-LM keys (more often than a coin flip, over layers and models).",
+        text="Picking the attention or FFN sub-layer output by its higher dispersion gives "
+        "better kNN-LM keys than the best fixed sub-layer choice (over layers and models).",
         effect=effect,
-        measured={"wins": wins, "comparable": len(comparable), "pairs": pairs},
+        measured={
+            "wins": wins,
+            "comparable": len(comparable),
+            "best_fixed": fixed,
+            "picked_best_fixed": int(np.sum(picked_ffn == (fixed == "ffn"))),
+            "fixed_wins": int(np.sum(log_fixed < np.where(fixed == "ffn", log_attn, log_ffn))),
+            "pairs": pairs,
+        },
         preconditions=[
             Precondition(
                 "kNN-LM helps on enough layers",

@@ -255,3 +255,25 @@ def prose_paragraphs(text: str) -> list[str]:
     import re
 
     return [p.strip() for p in re.split(r"\n\s*\n", text) if is_prose(p)]
+
+
+def _normalised(paragraph: str) -> str:
+    return " ".join(paragraph.split())
+
+
+def heldout_paragraphs(
+    train_texts: Sequence[str], test_texts: Sequence[str]
+) -> tuple[list[list[str]], int]:
+    """The prose paragraphs of each of ``test_texts`` that occur in none of ``train_texts``'
+    prose paragraphs (compared with whitespace normalised), and how many were dropped. pydoc
+    repeats paragraphs across topics, so a topic split alone leaves held-out text verbatim in
+    the kNN-LM datastore (review of issue 40)."""
+    seen = {_normalised(p) for text in train_texts for p in prose_paragraphs(text)}
+    kept: list[list[str]] = []
+    dropped = 0
+    for text in test_texts:
+        paragraphs = prose_paragraphs(text)
+        fresh = [p for p in paragraphs if _normalised(p) not in seen]
+        dropped += len(paragraphs) - len(fresh)
+        kept.append(fresh)
+    return kept, dropped
