@@ -29,6 +29,9 @@ SHAPES = {
         box((0.45, 0, 0), (0.1, 0.1, 0.8)),
         box((-0.45, 0, 0), (0.1, 0.1, 0.8)),
     ],
+    # issue 39 review: two separate blocks 0.4 apart (longest extent 1): two parts, no opening
+    # (keeps the spacing-scaled linking radius from merging separate parts)
+    "pair": [box((-0.35, 0, 0), (0.3, 0.5, 0.5)), box((0.35, 0, 0), (0.3, 0.5, 0.5))],
 }
 POINTS = (256, 1024, 2048)
 NOISE = (0.0, 0.005, 0.01)  # Gaussian, in units of the unit-sphere-normalised cloud
@@ -66,3 +69,45 @@ def test_the_captioner_still_sees_asymmetry_and_openings(n: int, noise: float) -
     assert "mirror symmetric front-back" in tower and "left-right" not in tower, tower
     frame = _caption("frame", n, noise)
     assert "opening" in frame, frame
+
+
+SWEEP_SEEDS = range(20)  # sampling seeds; held-out 100-139 and 200-239 checked by hand (README)
+SWEEP_POINTS = (256, 512, 1024, 2048)
+SWEEP_NOISE = (0.0, 0.01)
+
+
+def _sweep_caption(name: str, n: int, noise: float, seed: int) -> str:
+    v, f = _merge(SHAPES[name])
+    points = normalize_cloud(sample_mesh(v, f, n, seed))
+    points = points + noise * np.random.default_rng(1000 + seed).normal(size=points.shape)
+    return describe(measure(points))
+
+
+@pytest.mark.parametrize("n", SWEEP_POINTS)
+def test_primitives_over_many_sampling_seeds(n: int) -> None:
+    """Issue 39 review: one sampling seed hid a mislabel rate of ~1 in 20 (a cube "mirror
+    symmetric front-back, scattered points", "several separate parts ... with holes"; a
+    cylinder "with holes"). Over 20 sampling seeds x 2 noise levels, zero mislabels of
+    symmetry, connectedness, openings and primitive (no tolerated rate: the radii have
+    false-positive probabilities ~1e-6 per disc). The supports word ("resting on a single
+    base") is not checked: it still errs on a few sparse clouds (README, captioner checks)."""
+    both = "mirror symmetric left-right and front-back"
+    expect = {"cube": "plane", "plate": "plane", "cylinder": "cylinder", "sphere": "freeform"}
+    bad: list[str] = []
+    for noise in SWEEP_NOISE:
+        for seed in SWEEP_SEEDS:
+            for name, primitive in expect.items():
+                c = _sweep_caption(name, n, noise, seed)
+                right = both in c and f"dominant primitive {primitive}" in c
+                if not right or "one connected part" not in c or "opening" in c:
+                    bad.append(f"{name} noise {noise} seed {seed}: {c}")
+            pair = _sweep_caption("pair", n, noise, seed)
+            if both not in pair or "two separate parts" not in pair or "opening" in pair:
+                bad.append(f"pair noise {noise} seed {seed}: {pair}")
+            tower = _sweep_caption("tower", n, noise, seed)
+            if "mirror symmetric front-back" not in tower or "left-right" in tower:
+                bad.append(f"tower noise {noise} seed {seed}: {tower}")
+            frame = _sweep_caption("frame", n, noise, seed)
+            if "opening" not in frame:
+                bad.append(f"frame noise {noise} seed {seed}: {frame}")
+    assert not bad, "\n".join(bad)

@@ -39,7 +39,7 @@ def test_tiny_predict_under_ddp_writes_one_file_with_every_cloud(tmp_path: Path)
     single_rows = _rows(single_dir / "predictions.csv")
     assert [int(r["row"]) for r in ddp_rows] == list(range(26))  # 13 classes x 2 test clouds
     assert [r["source"] for r in ddp_rows] == [r["source"] for r in single_rows]
-    assert len({r["source"] for r in ddp_rows}) == 13  # "synthetic:<class>", 2 clouds each
+    assert len({r["source"] for r in ddp_rows}) == 26  # one id per cloud
     assert [r["label"] for r in ddp_rows] == [r["label"] for r in single_rows]
     assert [r["predicted"] for r in ddp_rows] == [r["predicted"] for r in single_rows]
     names = [k for k in single_rows[0] if k.startswith("prob_")]

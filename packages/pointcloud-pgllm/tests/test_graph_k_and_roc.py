@@ -55,6 +55,9 @@ def test_ood_writes_a_roc_plot_that_classify_overwrite_removes(
     assert run.code == 0, run.err
     roc = out / "roc.png"
     assert sorted(p.name for p in out.iterdir()) == ["metrics.json", "ood_scores.csv", "roc.png"]
+    # the "wrote" line names every file written (issue 39 review: roc.png was not named)
+    wrote = [line for line in run.out.splitlines() if line.startswith("wrote ")]
+    assert wrote == [f"wrote {out / 'ood_scores.csv'}, {out / 'metrics.json'} and {roc}"], run.out
     assert roc.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert stat.S_IMODE(roc.stat().st_mode) == 0o644
     height, width = imread(roc).shape[:2]
@@ -63,6 +66,8 @@ def test_ood_writes_a_roc_plot_that_classify_overwrite_removes(
     run = run_main(main, ["classify", *common, "--out", str(out), "--overwrite"], capsys)
     assert run.code == 0, run.err
     assert sorted(p.name for p in out.iterdir()) == ["metrics.json", "predictions.csv"]
+    wrote = [line for line in run.out.splitlines() if line.startswith("wrote ")]
+    assert wrote == [f"wrote {out / 'predictions.csv'} and {out / 'metrics.json'}"], run.out
 
 
 def test_roc_plot_draws_one_curve_per_ablation(tmp_path: Path) -> None:

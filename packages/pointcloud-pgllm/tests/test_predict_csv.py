@@ -52,7 +52,12 @@ def test_predict_from_a_checkpoint_writes_every_clouds_prediction(
         expected = torch.softmax(model(data.test_set.points), dim=-1).numpy()
     assert len(rows) == len(expected) == 26  # 13 classes x 2 test clouds
     assert [int(r["row"]) for r in rows] == list(range(26))
-    assert [r["source"] for r in rows] == data._test.sources  # "synthetic:<class>"
+    assert [r["source"] for r in rows] == data._test.sources
+    # one id per cloud (issue 39 review: every row read "synthetic:<class>"): the test split is
+    # generated with seed + 1 = 1 (tiny's seed 0), 2 clouds per class
+    assert len({r["source"] for r in rows}) == 26
+    assert rows[0]["source"] == f"synthetic:{names[0]}:seed1:0"
+    assert rows[1]["source"] == f"synthetic:{names[0]}:seed1:1"
     assert [r["label"] for r in rows] == [names[i] for i in data._test.labels]
     probs = np.array([[float(r[f"prob_{c}"]) for c in names] for r in rows])
     np.testing.assert_allclose(probs, expected, atol=1e-6)  # written with 6 decimals

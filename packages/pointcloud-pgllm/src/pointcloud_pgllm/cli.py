@@ -364,10 +364,10 @@ def _run_and_write(
     out = check_output_options(ns)
     with out:
         result = _usage_errors_as_parser_errors(parser, call)
-        csv_path, json_path = write_result_files(result, out.path)
+        written = write_result_files(result, out.path)
     for a, m in result.metrics.items():
         print(f"{a:12s} " + "  ".join(f"{k} {v:.4f}" for k, v in m.items()))
-    print(f"wrote {csv_path} and {json_path}")
+    print(f"wrote {', '.join(map(str, written[:-1]))} and {written[-1]}")  # every file
 
 
 def classify_main(argv: Sequence[str]) -> int:

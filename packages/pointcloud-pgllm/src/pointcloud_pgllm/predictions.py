@@ -8,7 +8,7 @@ logger. One row per cloud, in the split's order:
 
 - ``row``: the cloud's position in the split (0-based),
 - ``source``: the cloud's id as the data gives it (the file it was read from; HDF5 file and row;
-  ``synthetic:<class>`` for the in-memory synthetic clouds),
+  ``synthetic:<class>:seed<seed>:<i>`` for the in-memory synthetic clouds, unique per cloud),
 - ``label``: its class name when the data is labelled (empty otherwise),
 - ``predicted``: the class of highest probability,
 - ``prob_<class>``: the softmax probability of every class (the model's ``class_names``).

@@ -77,9 +77,10 @@ def _label_text(result: PGLLMResult, label: int) -> str:
 
 def write_results(
     result: PGLLMResult, out: str | Path, overwrite: bool = False
-) -> tuple[Path, Path]:
-    """Write ``out/predictions.csv`` (classify) or ``out/ood_scores.csv`` (ood) and
-    ``out/metrics.json``; returns their paths.
+) -> tuple[Path, ...]:
+    """Write ``out/predictions.csv`` (classify) or ``out/ood_scores.csv`` (ood),
+    ``out/metrics.json`` (and ``out/roc.png``, below); returns the paths of every file written,
+    in that order.
 
     ``out`` is checked first (:func:`iclr26_common.outputs.check_out_folder`): a folder holding
     earlier results is refused unless ``overwrite``, a file is refused; the folder is marked
@@ -93,11 +94,12 @@ def write_results(
         return write_result_files(result, folder.path)
 
 
-def write_result_files(result: PGLLMResult, folder: Path) -> tuple[Path, Path]:
+def write_result_files(result: PGLLMResult, folder: Path) -> tuple[Path, ...]:
     """:func:`write_results` into a folder already checked (the CLI checks ``--out`` before
     the work): the CSV of ``result.mode`` and ``metrics.json`` (and, for ood with labels,
     ``roc.png``), each written atomically with mode 0644; the other mode's files an earlier run
-    left there are removed (``--overwrite``)."""
+    left there are removed (``--overwrite``). Returns the paths of every file written: the CSV,
+    ``metrics.json`` and, when drawn, ``roc.png``."""
     from iclr26_common.outputs import write_text
 
     folder = Path(folder)
@@ -128,7 +130,7 @@ def write_result_files(result: PGLLMResult, folder: Path) -> tuple[Path, Path]:
     csv_path = write_text(folder / CSV_NAMES[result.mode], handle.getvalue())
     json_path = write_text(folder / "metrics.json", json.dumps(payload, indent=2))
     if ood and result.metrics:
-        plot_roc(result, folder / ROC_PLOT)
+        return csv_path, json_path, plot_roc(result, folder / ROC_PLOT)
     return csv_path, json_path
 
 

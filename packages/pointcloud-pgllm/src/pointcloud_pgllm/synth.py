@@ -435,11 +435,13 @@ def synthetic_clouds(
     n_points: int = 1024,
     seed: int = 0,
 ):
-    """In-memory synthetic clouds (no files): a :class:`~pointcloud_pgllm.io.PointCloudSet`."""
+    """In-memory synthetic clouds (no files): a :class:`~pointcloud_pgllm.io.PointCloudSet`
+    whose source of each cloud is ``synthetic:<class>:seed<seed>:<i>`` (``i``: its index within
+    its class), unique per cloud and across the seeds of the splits."""
     from pointcloud_pgllm.io import PointCloudSet, normalize_cloud, sample_mesh
 
     names = list(classes) if classes is not None else list(SYNTH_ID_CLASSES)
-    clouds, labels = [], []
+    clouds, labels, sources = [], [], []
     for c, name in enumerate(names):
         rng = np.random.default_rng([seed, c, 7])
         for i in range(n_per_class):
@@ -448,7 +450,6 @@ def synthetic_clouds(
                 normalize_cloud(sample_mesh(vertices, triangles, n_points, seed * 7919 + i, name))
             )
             labels.append(c)
+            sources.append(f"synthetic:{name}:seed{seed}:{i}")
     points = np.stack(clouds).astype(np.float32)
-    return PointCloudSet(
-        points, np.asarray(labels, dtype=np.int64), names, [f"synthetic:{names[v]}" for v in labels]
-    )
+    return PointCloudSet(points, np.asarray(labels, dtype=np.int64), names, sources)
