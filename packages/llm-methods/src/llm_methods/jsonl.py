@@ -17,7 +17,7 @@ from typing import Any
 
 from llm_methods.lm.errors import LMError
 
-__all__ = ["iter_jsonl", "read_jsonl", "read_text"]
+__all__ = ["finished_run", "iter_jsonl", "read_jsonl", "read_text"]
 
 
 def read_text(path: str | Path, error: type[ValueError] = LMError, what: str = "file") -> str:
@@ -80,3 +80,31 @@ def read_jsonl(
     if not out:
         raise error(f"{path}: no {what}")
     return out
+
+
+def finished_run(path: str | Path, method: str, command: str) -> tuple[Path, dict[str, Any]]:
+    """``(predictions.jsonl, its summary)`` of one finished run of ``command`` (``ltpo solve``,
+    ``perk eval``) for ``method``: ``path`` is its ``--out`` folder or its ``predictions.jsonl``.
+    A missing file, an unfinished run (no ``summary.json`` beside it), a summary that is not
+    JSON, or a run of another ``method`` (the summary's ``method`` field) is a ``ValueError`` of
+    one line naming the file (the ``judge`` commands of LTPO and PERK)."""
+    import json
+
+    path = Path(path)
+    predictions = path / "predictions.jsonl" if path.is_dir() else path
+    summary_path = predictions.parent / "summary.json"
+    if not predictions.is_file():
+        raise ValueError(f"{predictions}: no such file (the {method} run's `{command}` output)")
+    if not summary_path.is_file():
+        raise ValueError(
+            f"{summary_path}: no such file: the {method} run is unfinished (continue it with "
+            f"{command} --resume)"
+        )
+    try:
+        summary = json.loads(read_text(summary_path, ValueError))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{summary_path}: not valid JSON ({err.msg})") from None
+    got = summary.get("method") if isinstance(summary, dict) else None
+    if got != method:
+        raise ValueError(f"{summary_path}: field 'method' is {got!r}, expected {method!r}")
+    return predictions, summary

@@ -50,7 +50,6 @@ four methods, measured); on CUDA the run is the issue's 200 problems with 256 ne
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -254,40 +253,19 @@ def judge(
 PREDICTION_FIELDS = ("id", "difficulty", "question", "gold", "correct", "output")
 
 
-def _prediction_files(path: str | Path, method: str) -> tuple[Path, Path]:
-    """``(predictions.jsonl, summary.json)`` of one ``ltpo solve --out`` (the folder or its
-    ``predictions.jsonl``); an unfinished run (no ``summary.json``) or one of another method is
-    refused in one line naming the file."""
-    path = Path(path)
-    predictions = path / "predictions.jsonl" if path.is_dir() else path
-    summary_path = predictions.parent / "summary.json"
-    if not predictions.is_file():
-        raise ValueError(f"{predictions}: no such file (the {method} run's predictions.jsonl)")
-    if not summary_path.is_file():
-        raise ValueError(
-            f"{summary_path}: no such file: the {method} run is unfinished (continue it with "
-            "ltpo solve --resume)"
-        )
-    from llm_methods.jsonl import read_text
-
-    try:
-        summary = json.loads(read_text(summary_path, ValueError))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{summary_path}: not valid JSON ({err.msg})") from None
-    if not isinstance(summary, dict) or summary.get("method") != method:
-        got = summary.get("method") if isinstance(summary, dict) else None
-        raise ValueError(f"{summary_path}: field 'method' is {got!r}, expected {method!r}")
-    return predictions, summary_path
-
-
 def read_predictions(path: str | Path, method: str) -> tuple[list[dict[str, Any]], dict]:
     """The rows of one method's ``ltpo solve`` output (``PREDICTION_FIELDS`` checked per row:
     ``difficulty`` an integer 1-4, ``correct`` a bool, ``id`` unique) and its summary. Errors are
     one line naming ``FILE:LINE`` and the field."""
-    from llm_methods.jsonl import read_jsonl, read_text
+    return _read_run(path, method)[1:]
 
-    predictions, summary_path = _prediction_files(path, method)
-    summary = json.loads(read_text(summary_path, ValueError))
+
+def _read_run(path: str | Path, method: str) -> tuple[Path, list[dict[str, Any]], dict]:
+    """:func:`read_predictions` with the ``predictions.jsonl`` it read first."""
+    from llm_methods.jsonl import finished_run, read_jsonl
+
+    predictions, summary = finished_run(path, method, "ltpo solve")
+    summary_path = predictions.parent / "summary.json"
     rows, seen = [], set()
     for where, row in read_jsonl(predictions, PREDICTION_FIELDS, ValueError, what="predictions"):
         steps = row["difficulty"]
@@ -310,7 +288,7 @@ def read_predictions(path: str | Path, method: str) -> tuple[list[dict[str, Any]
             f"{summary_path}: field 'n' is {summary.get('n')!r} but {predictions} has "
             f"{len(rows)} rows"
         )
-    return rows, summary
+    return predictions, rows, summary
 
 
 def judge_predictions(paths: dict[str, str | Path]) -> tuple[list[Claim], dict[str, Any]]:
@@ -326,15 +304,13 @@ def judge_predictions(paths: dict[str, str | Path]) -> tuple[list[Claim], dict[s
     missing = [m for m in METHODS if m not in paths]
     if missing:
         raise ValueError(f"judge needs the runs of {list(METHODS)}; missing {missing}")
-    runs = {m: read_predictions(paths[m], m) for m in METHODS}
+    runs = {m: _read_run(paths[m], m) for m in METHODS}
     ref_method = METHODS[0]
-    ref_rows, ref_summary = runs[ref_method]
-    ref_file = _prediction_files(paths[ref_method], ref_method)[0]
+    ref_file, ref_rows, ref_summary = runs[ref_method]
     order = [r["id"] for r in ref_rows]
     by_id: dict[str, dict[str, dict[str, Any]]] = {}
     for m in METHODS:
-        rows, summary = runs[m]
-        file = _prediction_files(paths[m], m)[0]
+        file, rows, summary = runs[m]
         if summary.get("model") != ref_summary.get("model"):
             raise ValueError(
                 f"{file.parent / 'summary.json'}: field 'model' is {summary.get('model')!r}, "
@@ -379,7 +355,7 @@ def judge_predictions(paths: dict[str, str | Path]) -> tuple[list[Claim], dict[s
             m: sum(bool(by_id[m][pid].get("fallback_match")) for pid in order) for m in METHODS
         },
         "ltpo_answers_changed_vs_cot_unk": int(changed),
-        "inputs": {m: str(_prediction_files(paths[m], m)[0]) for m in METHODS},
+        "inputs": {m: str(runs[m][0]) for m in METHODS},
     }
     return claims, metrics
 

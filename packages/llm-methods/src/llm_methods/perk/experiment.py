@@ -275,26 +275,9 @@ def _eval_run(path: str | Path, method: str) -> tuple[Path, list[dict[str, Any]]
     """``(predictions.jsonl, rows)`` of one ``perk eval --out`` (the folder or its
     ``predictions.jsonl``): finished (``summary.json``), of ``method``, each row with
     ``question``, ``gold`` and a bool ``correct``; else one line naming the file."""
-    import json
+    from llm_methods.jsonl import finished_run, read_jsonl
 
-    from llm_methods.jsonl import read_jsonl, read_text
-
-    path = Path(path)
-    predictions = path / "predictions.jsonl" if path.is_dir() else path
-    summary_path = predictions.parent / "summary.json"
-    if not predictions.is_file():
-        raise ValueError(f"{predictions}: no such file (a {method} `perk eval` run)")
-    if not summary_path.is_file():
-        raise ValueError(
-            f"{summary_path}: no such file: the {method} run is unfinished (perk eval --resume)"
-        )
-    try:
-        summary = json.loads(read_text(summary_path, ValueError))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{summary_path}: not valid JSON ({err.msg})") from None
-    got = summary.get("method") if isinstance(summary, dict) else None
-    if got != method:
-        raise ValueError(f"{summary_path}: field 'method' is {got!r}, expected {method!r}")
+    predictions, _ = finished_run(path, method, "perk eval")
     rows = [row for _, row in read_jsonl(predictions, ("question", "gold", "correct"), ValueError)]
     for i, row in enumerate(rows, 1):
         if not isinstance(row["correct"], bool):
